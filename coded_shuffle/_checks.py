@@ -1,0 +1,54 @@
+"""Argument checks shared by the public entry points (lowest layer, imports nothing of ours).
+
+Every message has one shape: ``Argument 'K' must be at least 1, not 0.``
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+    """Return ``value`` as a Python int, or raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"Argument {name!r} must be an int, not {type(value).__name__}.")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"Argument {name!r} must be at least {minimum}, not {value}.")
+    return value
+
+
+def check_choice(value: Any, name: str, choices: Any) -> str:
+    """Return ``value`` if it is one of ``choices``, or raise naming ``name``."""
+    if not isinstance(value, str):
+        raise TypeError(f"Argument {name!r} must be a str, not {type(value).__name__}.")
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in sorted(choices))
+        raise ValueError(f"Argument {name!r} must be one of {listed}, not {value!r}.")
+    return value
+
+
+def check_int_array(value: Any, name: str, *, ndim: int) -> np.ndarray:
+    """Return ``value`` as a numpy integer array of ``ndim`` dimensions, or raise naming ``name``."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"Argument {name!r} must be a rectangular array: {exc}") from None
+    if arr.dtype == object or arr.dtype.kind not in "iub":
+        if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind == "f" and arr.size == 0:
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"Argument {name!r} must hold integers, not {arr.dtype} values.")
+    if arr.dtype.kind == "b":
+        raise ValueError(f"Argument {name!r} must hold integers, not booleans.")
+    if arr.ndim != ndim:
+        raise ValueError(f"Argument {name!r} must have {ndim} dimension(s), not {arr.ndim}.")
+    return arr
