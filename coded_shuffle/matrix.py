@@ -1,0 +1,195 @@
+"""The shuffle matrix ``S`` of two placements and the leftover matrix ``Omega`` (MATH.md).
+
+Notation
+--------
+=================  ================================================================
+``S[i][j]``        ``|A_i^t  intersect  A_j^{t+1}|``: points worker ``i`` holds now and
+                   worker ``j`` needs next
+``W``              uncoded load: the sum of the off-diagonal entries of ``S``
+``Omega``          leftover matrix: off-diagonal ``S`` minus ``min(S_ij, S_ji)``
+=================  ================================================================
+
+Reference: M. A. Attia and R. Tandon, "On the Worst-case Communication Overhead for
+Distributed Data Shuffling", Allerton 2016, arXiv:1609.09823, Example 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._checks import check_int_array
+from .orders.placement import Placement, owner_dtype
+
+__all__ = [
+    "shuffle_matrix",
+    "shuffle_matrix_from_permutations",
+    "check_shuffle_matrix",
+    "pair_minima",
+    "leftover_matrix",
+    "conservation_defect",
+    "is_conserved",
+    "placements_from_matrix",
+]
+
+_CHUNK = 1 << 24
+
+
+def check_shuffle_matrix(S: object, name: str = "S") -> np.ndarray:
+    """Return ``S`` as a read-only square int64 matrix of non-negative entries, or raise.
+
+    Examples
+    --------
+    >>> check_shuffle_matrix([[2, 1], [1, 2]]).tolist()
+    [[2, 1], [1, 2]]
+    """
+    arr = check_int_array(S, name, ndim=2)
+    if arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"Argument {name!r} must be a square matrix, not of shape {arr.shape}.")
+    if arr.shape[0] < 1:
+        raise ValueError(f"Argument {name!r} must have at least 1 worker, not 0.")
+    if arr.size and int(arr.min()) < 0:
+        raise ValueError(f"Argument {name!r} must have non-negative entries, not {int(arr.min())}.")
+    out = np.array(arr, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def shuffle_matrix(placement_t: Placement, placement_t1: Placement) -> np.ndarray:
+    """Return ``S[i][j] = |A_i^t  intersect  A_j^{t+1}|`` for two placements of the same points.
+
+    Computed by one ``np.bincount`` over the key ``i * K + j``, in chunks of 2^24 points so that
+    memory stays bounded; no Python loop over points, no ``N x K`` structure.
+
+    Parameters
+    ----------
+    placement_t, placement_t1 : Placement
+        Placements of epochs ``t`` and ``t + 1`` of the same ``N`` points.
+
+    Returns
+    -------
+    numpy.ndarray
+        Read-only int64 matrix of shape ``(K_t, K_{t+1})``.
+
+    Examples
+    --------
+    >>> from coded_shuffle.orders import placement_from_owner
+    >>> a = placement_from_owner([0, 0, 1, 1], 2)
+    >>> b = placement_from_owner([0, 1, 0, 1], 2)
+    >>> shuffle_matrix(a, b).tolist()
+    [[1, 1], [1, 1]]
+    """
+    for name, p in (("placement_t", placement_t), ("placement_t1", placement_t1)):
+        if not isinstance(p, Placement):
+            raise TypeError(f"Argument {name!r} must be a Placement, not {type(p).__name__}.")
+    if placement_t.N != placement_t1.N:
+        raise ValueError(
+            f"Argument 'placement_t1' must place the same N = {placement_t.N} points, not {placement_t1.N}."
+        )
+    K_t, K_t1 = placement_t.K, placement_t1.K
+    counts = np.zeros(K_t * K_t1, dtype=np.int64)
+    a, b = placement_t.owner, placement_t1.owner
+    for lo in range(0, placement_t.N, _CHUNK):
+        key = a[lo : lo + _CHUNK].astype(np.int64)
+        key *= K_t1
+        key += b[lo : lo + _CHUNK]
+        counts += np.bincount(key, minlength=K_t * K_t1)
+    S = counts.reshape(K_t, K_t1)
+    S.flags.writeable = False
+    return S
+
+
+def shuffle_matrix_from_permutations(perm_t: object, perm_t1: object, K: int) -> np.ndarray:
+    """Return ``S`` for two permutations each cut into ``K`` batches.
+
+    Examples
+    --------
+    >>> shuffle_matrix_from_permutations([0, 1, 2, 3], [2, 3, 0, 1], 2).tolist()
+    [[0, 2], [2, 0]]
+    """
+    from .orders.placement import placement_from_permutation
+
+    return shuffle_matrix(placement_from_permutation(perm_t, K), placement_from_permutation(perm_t1, K))
+
+
+def pair_minima(S: object) -> np.ndarray:
+    """Return the symmetric matrix ``min(S_ij, S_ji)`` with a zero diagonal.
+
+    Its upper triangle counts the order-2 symbols sent for each pair ``{i, j}``.
+
+    Examples
+    --------
+    >>> pair_minima([[2, 1, 2], [2, 1, 2], [1, 3, 1]]).tolist()
+    [[0, 1, 1], [1, 0, 2], [1, 2, 0]]
+    """
+    S = check_shuffle_matrix(S)
+    m = np.minimum(S, S.T)
+    np.fill_diagonal(m, 0)
+    return m
+
+
+def leftover_matrix(S: object) -> np.ndarray:
+    """Return the leftover matrix ``Omega``: off-diagonal ``S`` minus the pairwise minima.
+
+    Examples
+    --------
+    Example 1 of the paper (K = 3, N = 15) leaves one 3-cycle:
+
+    >>> leftover_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]]).tolist()
+    [[0, 0, 1], [1, 0, 0], [0, 1, 0]]
+    """
+    S = check_shuffle_matrix(S)
+    omega = S - np.minimum(S, S.T)
+    np.fill_diagonal(omega, 0)
+    omega.flags.writeable = False
+    return omega
+
+
+def conservation_defect(S: object) -> np.ndarray:
+    """Return, per worker, outgoing minus incoming leftovers (row minus column sums of ``Omega``).
+
+    All zeros exactly when ``S`` has equal row and column sums worker by worker, which holds for
+    equal batch sizes (leftover conservation).
+
+    Examples
+    --------
+    >>> conservation_defect([[0, 2], [1, 0]]).tolist()
+    [1, -1]
+    """
+    omega = leftover_matrix(S)
+    return omega.sum(axis=1) - omega.sum(axis=0)
+
+
+def is_conserved(S: object) -> bool:
+    """Return whether every worker's outgoing leftovers equal its incoming leftovers.
+
+    Examples
+    --------
+    >>> is_conserved([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    True
+    """
+    return not bool(np.any(conservation_defect(S)))
+
+
+def placements_from_matrix(S: object) -> tuple[Placement, Placement]:
+    """Return two placements whose shuffle matrix is ``S``.
+
+    The points are numbered cell by cell in row-major order: the first ``S[0][0]`` points are
+    held by worker 0 and needed by worker 0, the next ``S[0][1]`` held by 0 and needed by 1, ...
+
+    Examples
+    --------
+    >>> a, b = placements_from_matrix([[1, 2], [0, 1]])
+    >>> a.owner.tolist(), b.owner.tolist()
+    ([0, 0, 0, 1], [0, 1, 1, 1])
+    """
+    S = check_shuffle_matrix(S)
+    K = S.shape[0]
+    counts = S.ravel()
+    dtype = owner_dtype(K)
+    cells = np.arange(K * K, dtype=np.int64)
+    owner_t = np.repeat((cells // K).astype(dtype), counts)
+    owner_t1 = np.repeat((cells % K).astype(dtype), counts)
+    owner_t.flags.writeable = False
+    owner_t1.flags.writeable = False
+    return Placement(K=K, owner=owner_t), Placement(K=K, owner=owner_t1)
+

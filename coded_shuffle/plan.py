@@ -1,0 +1,787 @@
+"""Delivery plans: order-2 symbols for pairs of workers, then leftovers combined along cycles.
+
+Notation
+--------
+==============  =====================================================================
+``S``           shuffle matrix, ``S[i][j]`` points held by ``i`` and needed by ``j``
+``W``           uncoded load, the off-diagonal sum of ``S``
+``P``           order-2 symbols, ``sum_{i<j} min(S_ij, S_ji)``
+``Omega``       leftover matrix (:func:`coded_shuffle.matrix.leftover_matrix`)
+cycle           workers ``w_1 -> w_2 -> ... -> w_l -> w_1`` with ``Omega[w_k][w_{k+1}] > 0``
+==============  =====================================================================
+
+A cycle carries one leftover point ``m_k`` per edge (held by ``w_k``, needed by ``w_{k+1}``)
+in the ``l - 1`` symbols ``m_1 + m_2, ..., m_{l-1} + m_l``; worker ``w_{k+1}`` reads ``m_k`` off
+symbol ``k`` and worker ``w_1`` peels the chain to reach ``m_l``. Each cycle saves one symbol:
+
+    uncoded = W,   paired = W - P,   coded = W - P - (cycles used).
+
+Leftovers that no cycle covers (possible only when batches are unequal, so that conservation
+fails) are sent uncoded; :class:`Rates` says how many.
+
+Strategies choose the cycles, by name through :data:`STRATEGIES`:
+
+``greedy``
+    shortest cycles first: repeatedly take a cycle of the smallest length present in the support
+    of what is left, as many times as its lightest edge allows.
+``exact``
+    a maximum cycle packing, as an integer program over the simple cycles of the leftover graph
+    solved by HiGHS (``scipy.optimize.milp``). It applies up to :data:`EXACT_MAX_CYCLES` simple
+    cycles and :data:`EXACT_TIME_LIMIT` seconds of solver time; past either, the packing falls
+    back to ``greedy`` and says so in :attr:`CyclePacking.note`. It is never worse than ``greedy``.
+
+Reference: M. A. Attia and R. Tandon, "On the Worst-case Communication Overhead for Distributed
+Data Shuffling", Allerton 2016, arXiv:1609.09823 (Example 1: uncoded 11, paired 7, coded 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._checks import check_choice
+from .errors import InvalidPlanError
+from .matrix import check_shuffle_matrix, leftover_matrix, pair_minima, placements_from_matrix
+from .orders.placement import Placement, owner_dtype
+
+__all__ = [
+    "STRATEGIES",
+    "EXACT_MAX_CYCLES",
+    "EXACT_TIME_LIMIT",
+    "CyclePacking",
+    "Rates",
+    "DeliveryPlan",
+    "pack_cycles",
+    "is_cycle_packing",
+    "rates",
+    "plan_delivery",
+    "plan_from_matrix",
+    "verify_plan",
+    "decoding_steps",
+]
+
+#: Largest number of simple cycles of the leftover graph the ``exact`` strategy enumerates.
+EXACT_MAX_CYCLES = 20_000
+#: Seconds of HiGHS time the ``exact`` strategy allows before it falls back to ``greedy``.
+EXACT_TIME_LIMIT = 60.0
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+# --------------------------------------------------------------------------- cycle packing
+
+
+@dataclass(frozen=True, eq=False)
+class CyclePacking:
+    """Cycles chosen in a leftover matrix, each with how many times it is used.
+
+    Attributes
+    ----------
+    omega : numpy.ndarray
+        The leftover matrix packed.
+    cycles : tuple of tuple of int
+        Each cycle as its workers ``(w_1, ..., w_l)``; the edges are ``w_k -> w_{k+1}`` and
+        ``w_l -> w_1``.
+    counts : tuple of int
+        How many times each cycle is used.
+    strategy : str
+        The strategy asked for.
+    method : str
+        The strategy that produced the packing (``greedy`` after a fallback of ``exact``).
+    optimal : bool
+        Whether the packing is proven to use the most cycles possible.
+    note : str or None
+        Why ``exact`` fell back, if it did.
+    """
+
+    omega: np.ndarray
+    cycles: tuple[tuple[int, ...], ...]
+    counts: tuple[int, ...]
+    strategy: str
+    method: str
+    optimal: bool
+    note: str | None = None
+
+    @property
+    def cycles_used(self) -> int:
+        """Number of cycles used, counted with multiplicity: the symbols saved."""
+        return int(sum(self.counts))
+
+    @property
+    def covered(self) -> int:
+        """Number of leftover points carried by the cycles."""
+        return int(sum(c * len(cyc) for cyc, c in zip(self.cycles, self.counts, strict=True)))
+
+    @property
+    def remainder(self) -> int:
+        """Number of leftover points no cycle carries: they are sent uncoded."""
+        return int(self.omega.sum()) - self.covered
+
+
+def is_cycle_packing(omega: object, cycles: object, counts: object) -> bool:
+    """Return whether ``cycles`` used ``counts`` times fit inside the leftover matrix ``omega``.
+
+    Every cycle must have at least two distinct workers, no repeated worker, only edges of
+    positive weight, and the uses of each edge must not exceed its weight.
+
+    Examples
+    --------
+    >>> omega = [[0, 0, 1], [1, 0, 0], [0, 1, 0]]
+    >>> is_cycle_packing(omega, [(0, 2, 1)], [1])
+    True
+    >>> is_cycle_packing(omega, [(0, 1, 2)], [1])
+    False
+    """
+    om = check_shuffle_matrix(omega, "omega")
+    K = om.shape[0]
+    used = np.zeros_like(om)
+    cycles = list(cycles)  # type: ignore[call-overload]
+    counts = list(counts)  # type: ignore[call-overload]
+    if len(cycles) != len(counts):
+        return False
+    for cyc, c in zip(cycles, counts, strict=True):
+        if len(cyc) < 2 or len(set(cyc)) != len(cyc) or int(c) < 0:
+            return False
+        if any(not 0 <= w < K for w in cyc):
+            return False
+        for k, w in enumerate(cyc):
+            used[w, cyc[(k + 1) % len(cyc)]] += int(c)
+    return bool(np.all(used <= om))
+
+
+def _shortest_path(adj: np.ndarray, src: int, dst: int, max_edges: int) -> list[int] | None:
+    """Breadth-first search: the lexicographically first shortest path ``src -> dst``."""
+    K = adj.shape[0]
+    parent = np.full(K, -1, dtype=np.int64)
+    seen = np.zeros(K, dtype=bool)
+    seen[src] = True
+    frontier = np.array([src], dtype=np.int64)
+    for _ in range(max_edges):
+        nbrs = adj[frontier]
+        reach = nbrs.any(axis=0) & ~seen
+        if not reach.any():
+            return None
+        new = np.flatnonzero(reach)
+        parent[new] = frontier[nbrs[:, new].argmax(axis=0)]
+        seen[new] = True
+        if seen[dst]:
+            path = [dst]
+            while path[-1] != src:
+                path.append(int(parent[path[-1]]))
+            return path[::-1]
+        frontier = new
+    return None
+
+
+def _greedy(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int]]:
+    """Shortest cycles first; returns the cycles and their counts."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    W = np.array(omega, dtype=np.int64)
+    adj = W > 0
+    found: dict[tuple[int, ...], int] = {}
+    while adj.any():
+        dist = shortest_path(csr_matrix(adj), unweighted=True, directed=True)
+        ii, jj = np.nonzero(adj)
+        lengths = dist[jj, ii] + 1
+        finite = np.isfinite(lengths)
+        if not finite.any():
+            break  # what is left is acyclic
+        L = int(lengths[finite].min())
+        for e in np.flatnonzero(lengths == L):
+            i, j = int(ii[e]), int(jj[e])
+            while adj[i, j]:
+                path = _shortest_path(adj, j, i, L - 1)
+                if path is None or len(path) != L:
+                    break
+                cyc = (i, *path[:-1])
+                src = np.array(cyc)
+                dst = np.roll(src, -1)
+                c = int(W[src, dst].min())
+                W[src, dst] -= c
+                adj[src, dst] = W[src, dst] > 0
+                found[cyc] = found.get(cyc, 0) + c
+    return list(found), list(found.values())
+
+
+def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str | None]:
+    """Maximum cycle packing by integer programming, with explicit fallback to greedy."""
+    import networkx as nx
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    g_cycles, g_counts = _greedy(omega)
+    K = omega.shape[0]
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(K))
+    graph.add_edges_from(zip(*(a.tolist() for a in np.nonzero(omega)), strict=True))
+    cycles: list[tuple[int, ...]] = []
+    for cyc in nx.simple_cycles(graph):
+        cycles.append(tuple(int(w) for w in cyc))
+        if len(cycles) > EXACT_MAX_CYCLES:
+            note = (
+                f"exact: the leftover graph has more than {EXACT_MAX_CYCLES} simple cycles; "
+                "fell back to greedy"
+            )
+            return g_cycles, g_counts, False, note
+    if not cycles:
+        return [], [], True, None
+    edge_index = {e: r for r, e in enumerate(zip(*(a.tolist() for a in np.nonzero(omega)), strict=True))}
+    rows, cols = [], []
+    for c, cyc in enumerate(cycles):
+        for k, w in enumerate(cyc):
+            rows.append(edge_index[(w, cyc[(k + 1) % len(cyc)])])
+            cols.append(c)
+    A = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(edge_index), len(cycles))).tocsr()
+    weights = np.array([omega[e] for e in edge_index], dtype=float)
+    upper = np.array([min(omega[w, cyc[(k + 1) % len(cyc)]] for k, w in enumerate(cyc)) for cyc in cycles])
+    res = milp(
+        c=-np.ones(len(cycles)),
+        constraints=LinearConstraint(A, -np.inf, weights),
+        integrality=np.ones(len(cycles)),
+        bounds=Bounds(0, upper.astype(float)),
+        options={"time_limit": EXACT_TIME_LIMIT},
+    )
+    if res.x is not None:
+        x = np.rint(res.x).astype(np.int64)
+        chosen = [(cyc, int(n)) for cyc, n in zip(cycles, x, strict=True) if n > 0]
+        if is_cycle_packing(omega, [c for c, _ in chosen], [n for _, n in chosen]) and int(x.sum()) >= sum(
+            g_counts
+        ):
+            if res.status == 0:
+                return [c for c, _ in chosen], [n for _, n in chosen], True, None
+            note = f"exact: HiGHS stopped after {EXACT_TIME_LIMIT:g} s without proof; best packing found kept"
+            return [c for c, _ in chosen], [n for _, n in chosen], False, note
+    note = f"exact: HiGHS found no packing better than greedy ({res.message}); fell back to greedy"
+    return g_cycles, g_counts, False, note
+
+
+def _pack_greedy(omega: np.ndarray) -> CyclePacking:
+    cycles, counts = _greedy(omega)
+    return CyclePacking(omega, tuple(cycles), tuple(counts), "greedy", "greedy", optimal=not omega.any())
+
+
+def _pack_exact(omega: np.ndarray) -> CyclePacking:
+    cycles, counts, optimal, note = _exact(omega)
+    method = "exact" if note is None or "kept" in note else "greedy"
+    return CyclePacking(omega, tuple(cycles), tuple(counts), "exact", method, optimal=optimal, note=note)
+
+
+#: Cycle packing strategies by name.
+STRATEGIES: dict[str, Callable[[np.ndarray], CyclePacking]] = {
+    "greedy": _pack_greedy,
+    "exact": _pack_exact,
+}
+
+
+def pack_cycles(omega: object, *, strategy: str = "greedy") -> CyclePacking:
+    """Choose cycles in the leftover matrix ``omega`` with the named strategy.
+
+    Parameters
+    ----------
+    omega : array_like
+        Square matrix of non-negative ints, usually :func:`coded_shuffle.matrix.leftover_matrix`.
+    strategy : str
+        A key of :data:`STRATEGIES`: ``"greedy"`` or ``"exact"``.
+
+    Returns
+    -------
+    CyclePacking
+
+    Examples
+    --------
+    >>> p = pack_cycles([[0, 0, 1], [1, 0, 0], [0, 1, 0]])
+    >>> p.cycles, p.counts
+    (((0, 2, 1),), (1,))
+    """
+    om = check_shuffle_matrix(omega, "omega")
+    if np.any(np.diagonal(om)):
+        raise ValueError("Argument 'omega' must have a zero diagonal.")
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    return STRATEGIES[strategy](om)
+
+
+# --------------------------------------------------------------------------- rates
+
+
+@dataclass(frozen=True, eq=False)
+class Rates:
+    """Loads of one transition, in symbols of one record each, with the inputs that gave them.
+
+    Attributes
+    ----------
+    S : numpy.ndarray
+        The shuffle matrix.
+    strategy : str
+        The cycle packing strategy asked for.
+    uncoded : int
+        ``W``: every moved point sent alone.
+    pairs : int
+        Order-2 symbols.
+    paired : int
+        Load after the order-2 phase, leftovers sent alone.
+    leftovers : int
+        Points left after the order-2 phase (the sum of ``Omega``).
+    cycles_used : int
+        Cycles used by the leftover combining phase.
+    coded : int
+        Load after leftover combining: ``paired - cycles_used``.
+    uncoded_leftovers : int
+        Leftover points no cycle carries, sent uncoded (non-zero only without conservation).
+    conserved : bool
+        Whether leftover conservation holds (equal row and column sums of ``S``).
+    packing : CyclePacking
+        The cycles chosen.
+    """
+
+    S: np.ndarray
+    strategy: str
+    uncoded: int
+    pairs: int
+    paired: int
+    leftovers: int
+    cycles_used: int
+    coded: int
+    uncoded_leftovers: int
+    conserved: bool
+    packing: CyclePacking
+
+    @property
+    def K(self) -> int:
+        """Number of workers."""
+        return int(self.S.shape[0])
+
+    @property
+    def N(self) -> int:
+        """Number of points."""
+        return int(self.S.sum())
+
+
+def rates(S: object, *, strategy: str = "greedy") -> Rates:
+    """Return the uncoded, paired and coded loads of the shuffle matrix ``S``.
+
+    Examples
+    --------
+    Example 1 of Attia and Tandon (2016):
+
+    >>> r = rates([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    >>> r.uncoded, r.paired, r.coded
+    (11, 7, 6)
+    """
+    S = check_shuffle_matrix(S)
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    off = S.copy()
+    np.fill_diagonal(off, 0)
+    W = int(off.sum())
+    P = int(np.triu(pair_minima(S), 1).sum())
+    omega = leftover_matrix(S)
+    packing = pack_cycles(omega, strategy=strategy)
+    n = packing.cycles_used
+    conserved = bool(np.array_equal(omega.sum(axis=0), omega.sum(axis=1)))
+    return Rates(
+        S=S,
+        strategy=strategy,
+        uncoded=W,
+        pairs=P,
+        paired=W - P,
+        leftovers=int(omega.sum()),
+        cycles_used=n,
+        coded=W - P - n,
+        uncoded_leftovers=packing.remainder,
+        conserved=conserved,
+        packing=packing,
+    )
+
+
+# --------------------------------------------------------------------------- point-level plans
+
+
+@dataclass(frozen=True, eq=False)
+class DeliveryPlan:
+    """Every transmission of one transition, at the level of actual points.
+
+    Symbols are numbered in the order they are sent: the ``P`` order-2 symbols, then the cycle
+    symbols cycle by cycle, then the uncoded points.
+
+    Attributes
+    ----------
+    placement_t, placement_t1 : Placement
+        The placements of epochs ``t`` and ``t + 1``.
+    rates : Rates
+        The loads, with ``S`` and the cycle packing.
+    pair_x, pair_y : numpy.ndarray
+        Order-2 symbol ``s`` is ``pair_x[s] + pair_y[s]``: ``pair_x[s]`` is held by ``pair_i[s]`` and
+        needed by ``pair_j[s]``, ``pair_y[s]`` the other way round.
+    pair_i, pair_j : numpy.ndarray
+        The two workers of each order-2 symbol, ``pair_i < pair_j``.
+    cycle_ptr : numpy.ndarray
+        Cycle ``c`` covers ``cycle_points[cycle_ptr[c]:cycle_ptr[c + 1]] = (m_1, ..., m_l)``.
+    cycle_points, cycle_workers : numpy.ndarray
+        ``m_k`` and the worker ``w_k`` that holds it; ``m_k`` is needed by ``w_{k+1}`` (cyclically).
+    uncoded_points, uncoded_from, uncoded_to : numpy.ndarray
+        Points sent alone, their holder and the worker that needs them.
+    """
+
+    placement_t: Placement
+    placement_t1: Placement
+    rates: Rates
+    pair_x: np.ndarray
+    pair_y: np.ndarray
+    pair_i: np.ndarray
+    pair_j: np.ndarray
+    cycle_ptr: np.ndarray
+    cycle_points: np.ndarray
+    cycle_workers: np.ndarray
+    uncoded_points: np.ndarray
+    uncoded_from: np.ndarray
+    uncoded_to: np.ndarray
+
+    @property
+    def K(self) -> int:
+        """Number of workers."""
+        return self.placement_t.K
+
+    @property
+    def N(self) -> int:
+        """Number of points."""
+        return self.placement_t.N
+
+    @property
+    def S(self) -> np.ndarray:
+        """The shuffle matrix."""
+        return self.rates.S
+
+    @property
+    def strategy(self) -> str:
+        """The cycle packing strategy asked for."""
+        return self.rates.strategy
+
+    @property
+    def n_cycles(self) -> int:
+        """Number of cycles in the leftover combining phase."""
+        return int(self.cycle_ptr.shape[0] - 1)
+
+    @property
+    def n_symbols(self) -> int:
+        """Number of symbols sent: the coded load."""
+        return int(
+            self.pair_x.shape[0]
+            + self.cycle_points.shape[0]
+            - self.n_cycles
+            + self.uncoded_points.shape[0]
+        )
+
+    def cycle_symbol_positions(self) -> np.ndarray:
+        """Return ``q`` for each cycle symbol ``cycle_points[q] + cycle_points[q + 1]``, in order."""
+        keep = np.ones(self.cycle_points.shape[0], dtype=bool)
+        keep[self.cycle_ptr[1:] - 1] = False
+        return np.flatnonzero(keep)
+
+    def transmissions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return ``(a, b, phase)``: symbol ``s`` is ``a[s] + b[s]`` (``b[s] = -1``: ``a[s]`` alone).
+
+        ``phase`` is 0 for order-2 symbols, 1 for cycle symbols, 2 for uncoded points.
+
+        Examples
+        --------
+        >>> plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+        >>> a, b, phase = plan.transmissions()
+        >>> len(a), phase.tolist()
+        (6, [0, 0, 0, 0, 1, 1])
+        """
+        q = self.cycle_symbol_positions()
+        a = np.concatenate(
+            [self.pair_x, self.cycle_points[q], self.uncoded_points]
+        ).astype(np.int64)
+        b = np.concatenate(
+            [self.pair_y, self.cycle_points[q + 1], np.full(self.uncoded_points.shape[0], -1)]
+        ).astype(np.int64)
+        phase = np.concatenate(
+            [
+                np.zeros(self.pair_x.shape[0], np.int8),
+                np.ones(q.shape[0], np.int8),
+                np.full(self.uncoded_points.shape[0], 2, np.int8),
+            ]
+        )
+        return a, b, phase
+
+
+def _check_placements(placement_t: object, placement_t1: object) -> tuple[Placement, Placement]:
+    for name, p in (("placement_t", placement_t), ("placement_t1", placement_t1)):
+        if not isinstance(p, Placement):
+            raise TypeError(f"Argument {name!r} must be a Placement, not {type(p).__name__}.")
+    assert isinstance(placement_t, Placement) and isinstance(placement_t1, Placement)
+    if placement_t1.N != placement_t.N:
+        raise ValueError(
+            f"Argument 'placement_t1' must place the same N = {placement_t.N} points, not {placement_t1.N}."
+        )
+    if placement_t1.K != placement_t.K:
+        raise ValueError(
+            f"Argument 'placement_t1' must have the same K = {placement_t.K} workers, not {placement_t1.K}."
+        )
+    return placement_t, placement_t1
+
+
+def plan_delivery(placement_t: Placement, placement_t1: Placement, *, strategy: str = "greedy") -> DeliveryPlan:
+    """Plan the delivery of epoch ``t + 1``'s batches from the caches of epoch ``t``.
+
+    One counting sort groups the moved points by (holder, receiver); the ``k``-th point of group
+    ``(i, j)`` is paired with the ``k``-th point of group ``(j, i)``; the leftovers of each group
+    are dealt, in order, to the cycles the strategy chose; what remains is sent uncoded.
+
+    Parameters
+    ----------
+    placement_t, placement_t1 : Placement
+        Placements of the same ``N`` points on the same ``K`` workers.
+    strategy : str
+        Cycle packing strategy, a key of :data:`STRATEGIES`.
+
+    Returns
+    -------
+    DeliveryPlan
+
+    Examples
+    --------
+    >>> from coded_shuffle.orders import epoch_placement
+    >>> a = epoch_placement(1000, 4, seed=0, epoch=0)
+    >>> b = epoch_placement(1000, 4, seed=0, epoch=1)
+    >>> plan = plan_delivery(a, b)
+    >>> verify_plan(plan)
+    >>> plan.n_symbols == plan.rates.coded
+    True
+    """
+    from ._kernels import count_cells, gather_runs, sort_moved
+
+    placement_t, placement_t1 = _check_placements(placement_t, placement_t1)
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    K, N = placement_t.K, placement_t.N
+    a, b = placement_t.owner, placement_t1.owner
+
+    counts = np.zeros(K * K, dtype=np.int64)
+    count_cells(a, b, K, counts)
+    S = _readonly(counts.reshape(K, K))
+    r = rates(S, strategy=strategy)
+
+    moved_counts = S.copy()
+    np.fill_diagonal(moved_counts, 0)
+    start = np.zeros(K * K + 1, dtype=np.int64)
+    np.cumsum(moved_counts.ravel(), out=start[1:])
+    order = np.empty(int(start[-1]), dtype=np.int32 if N < 2**31 else np.int64)
+    sort_moved(a, b, K, start, order)
+
+    wdt = owner_dtype(K)
+    M = pair_minima(S)
+    omega = leftover_matrix(S)
+
+    # Order-2 phase: the k-th point of group (i, j) with the k-th point of group (j, i).
+    iu, ju = np.nonzero(np.triu(M, 1))
+    m = M[iu, ju]
+    pair_x = gather_runs(order, start[iu * K + ju], m)
+    pair_y = gather_runs(order, start[ju * K + iu], m)
+    pair_i = np.repeat(iu.astype(wdt), m)
+    pair_j = np.repeat(ju.astype(wdt), m)
+
+    # Leftover phase: deal each group's leftovers, in order, to the chosen cycles.
+    next_left = start[:-1].reshape(K, K) + M
+    blocks, wblocks, lengths = [], [], []
+    for cyc, c in zip(r.packing.cycles, r.packing.counts, strict=True):
+        src = np.array(cyc, dtype=np.int64)
+        dst = np.roll(src, -1)
+        block = np.empty((c, len(cyc)), dtype=order.dtype)
+        for k in range(len(cyc)):
+            s = next_left[src[k], dst[k]]
+            block[:, k] = order[s : s + c]
+        next_left[src, dst] += c
+        blocks.append(block.ravel())
+        wblocks.append(np.tile(src.astype(wdt), c))
+        lengths.append(np.full(c, len(cyc), dtype=np.int64))
+    cycle_points = np.concatenate(blocks) if blocks else np.empty(0, order.dtype)
+    cycle_workers = np.concatenate(wblocks) if wblocks else np.empty(0, wdt)
+    cycle_ptr = np.zeros(sum(len(x) for x in lengths) + 1, dtype=np.int64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=cycle_ptr[1:])
+
+    # What no cycle carries goes uncoded.
+    rest = start[:-1].reshape(K, K) + M + omega - next_left
+    ie, je = np.nonzero(rest)
+    uncoded_points = gather_runs(order, next_left[ie, je], rest[ie, je])
+    uncoded_from = np.repeat(ie.astype(wdt), rest[ie, je])
+    uncoded_to = np.repeat(je.astype(wdt), rest[ie, je])
+
+    return DeliveryPlan(
+        placement_t=placement_t,
+        placement_t1=placement_t1,
+        rates=r,
+        pair_x=_readonly(pair_x),
+        pair_y=_readonly(pair_y),
+        pair_i=_readonly(pair_i),
+        pair_j=_readonly(pair_j),
+        cycle_ptr=_readonly(cycle_ptr),
+        cycle_points=_readonly(cycle_points),
+        cycle_workers=_readonly(cycle_workers),
+        uncoded_points=_readonly(uncoded_points),
+        uncoded_from=_readonly(uncoded_from),
+        uncoded_to=_readonly(uncoded_to),
+    )
+
+
+def plan_from_matrix(S: object, *, strategy: str = "greedy") -> DeliveryPlan:
+    """Plan the delivery for a given shuffle matrix, on the points of :func:`placements_from_matrix`.
+
+    Examples
+    --------
+    >>> plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    >>> plan.pair_x.size, plan.n_cycles, plan.n_symbols
+    (4, 1, 6)
+    """
+    S = check_shuffle_matrix(S)
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    placement_t, placement_t1 = placements_from_matrix(S)
+    return plan_delivery(placement_t, placement_t1, strategy=strategy)
+
+
+def _flaw(message: str, where: np.ndarray) -> InvalidPlanError:
+    idx = np.flatnonzero(where)
+    shown = ", ".join(str(int(i)) for i in idx[:5])
+    more = "" if idx.size <= 5 else f" and {idx.size - 5} more"
+    return InvalidPlanError(f"{message}: at {shown}{more}.")
+
+
+def verify_plan(plan: DeliveryPlan) -> None:
+    """Check that ``plan`` delivers every moved point exactly once, and that every symbol decodes.
+
+    Checks, vectorized over all transmissions:
+
+    - every point of an order-2 symbol is held by one of its two workers and needed by the other;
+    - along each cycle, ``m_k`` is held by ``w_k`` and needed by ``w_{k+1}``, so that each symbol
+      ``m_k + m_{k+1}`` is decoded by ``w_{k+1}`` in one step and the chain by ``w_1`` by peeling;
+    - every uncoded point goes from its holder to the worker that needs it;
+    - the points delivered are exactly the moved points, each once;
+    - the number of symbols equals the coded load of ``plan.rates``.
+
+    Raises
+    ------
+    InvalidPlanError
+        Naming the first flaw found and where it is.
+
+    Examples
+    --------
+    >>> verify_plan(plan_from_matrix([[0, 2], [2, 0]]))
+    """
+    if not isinstance(plan, DeliveryPlan):
+        raise TypeError(f"Argument 'plan' must be a DeliveryPlan, not {type(plan).__name__}.")
+    a, b = plan.placement_t.owner, plan.placement_t1.owner
+    N = plan.N
+    point_arrays = {
+        "pair_x": plan.pair_x,
+        "pair_y": plan.pair_y,
+        "cycle_points": plan.cycle_points,
+        "uncoded_points": plan.uncoded_points,
+    }
+    for name, arr in point_arrays.items():
+        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= N):
+            raise _flaw(f"{name} names points outside [0, {N})", (arr < 0) | (arr >= N))
+    if not plan.pair_x.shape == plan.pair_y.shape == plan.pair_i.shape == plan.pair_j.shape:
+        raise InvalidPlanError("pair arrays differ in length.")
+    if not plan.uncoded_points.shape == plan.uncoded_from.shape == plan.uncoded_to.shape:
+        raise InvalidPlanError("uncoded arrays differ in length.")
+    if plan.cycle_points.shape != plan.cycle_workers.shape:
+        raise InvalidPlanError("cycle_points and cycle_workers differ in length.")
+
+    x, y, i, j = plan.pair_x, plan.pair_y, plan.pair_i, plan.pair_j
+    for message, bad in (
+        ("order-2 symbol pairs a worker with itself", i == j),
+        ("order-2 symbol: pair_x not held by pair_i", a[x] != i),
+        ("order-2 symbol: pair_x not needed by pair_j", b[x] != j),
+        ("order-2 symbol: pair_y not held by pair_j", a[y] != j),
+        ("order-2 symbol: pair_y not needed by pair_i", b[y] != i),
+    ):
+        if bad.any():
+            raise _flaw(message, bad)
+
+    ptr = plan.cycle_ptr
+    if ptr.size == 0 or ptr[0] != 0 or ptr[-1] != plan.cycle_points.size or np.any(np.diff(ptr) < 2):
+        raise InvalidPlanError("cycle_ptr must rise from 0 to len(cycle_points) in steps of at least 2.")
+    if plan.cycle_points.size:
+        m, w = plan.cycle_points, plan.cycle_workers
+        nxt = np.arange(1, m.size + 1)
+        nxt[ptr[1:] - 1] = ptr[:-1]  # w_l hands on to w_1
+        if (bad := a[m] != w).any():
+            raise _flaw("cycle point not held by its worker (symbol undecodable)", bad)
+        if (bad := b[m] != w[nxt]).any():
+            raise _flaw("cycle point not needed by the next worker of its cycle", bad)
+
+    u, uf, ut = plan.uncoded_points, plan.uncoded_from, plan.uncoded_to
+    for message, bad in (
+        ("uncoded point not held by uncoded_from", a[u] != uf),
+        ("uncoded point not needed by uncoded_to", b[u] != ut),
+        ("uncoded point does not move", uf == ut),
+    ):
+        if bad.any():
+            raise _flaw(message, bad)
+
+    delivered = np.zeros(N, dtype=np.int64)
+    for arr in point_arrays.values():
+        delivered += np.bincount(arr, minlength=N)
+    moved = a != b
+    if (bad := moved & (delivered == 0)).any():
+        raise _flaw("moved points never delivered", bad)
+    if (bad := delivered > 1).any():
+        raise _flaw("points delivered more than once", bad)
+    if (bad := ~moved & (delivered > 0)).any():
+        raise _flaw("points delivered that do not move", bad)
+    if plan.n_symbols != plan.rates.coded:
+        raise InvalidPlanError(f"plan sends {plan.n_symbols} symbols, its rates say {plan.rates.coded}.")
+
+
+def decoding_steps(plan: DeliveryPlan, worker: int) -> list[tuple[int, int, int]]:
+    """Return how ``worker`` decodes its new points, step by step, in order.
+
+    Each step is ``(symbol, known, recovered)``: XOR symbol number ``symbol`` (numbering of
+    :meth:`DeliveryPlan.transmissions`) with point ``known`` (in the cache or recovered by an
+    earlier step) to obtain point ``recovered``. Uncoded points appear as ``(symbol, -1, point)``.
+
+    Examples
+    --------
+    Example 1 of Attia and Tandon (2016): the first worker of the cycle peels two symbols.
+
+    >>> plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    >>> [s for s in decoding_steps(plan, 0) if s[0] >= 4]
+    [(4, 4, 11), (5, 11, 6)]
+    """
+    if not isinstance(plan, DeliveryPlan):
+        raise TypeError(f"Argument 'plan' must be a DeliveryPlan, not {type(plan).__name__}.")
+    from ._checks import check_int
+
+    worker = check_int(worker, "worker", minimum=0)
+    if worker >= plan.K:
+        raise ValueError(f"Argument 'worker' must be less than K = {plan.K}, not {worker}.")
+    steps: list[tuple[int, int, int]] = []
+    for s in np.flatnonzero(plan.pair_i == worker):
+        steps.append((int(s), int(plan.pair_x[s]), int(plan.pair_y[s])))
+    for s in np.flatnonzero(plan.pair_j == worker):
+        steps.append((int(s), int(plan.pair_y[s]), int(plan.pair_x[s])))
+    steps.sort()
+    P = plan.pair_x.shape[0]
+    ptr, m, w = plan.cycle_ptr, plan.cycle_points, plan.cycle_workers
+    for c in range(plan.n_cycles):
+        lo, hi = int(ptr[c]), int(ptr[c + 1])
+        first_symbol = P + lo - c  # cycle c's symbols follow those of the c cycles before it
+        for k in range(lo, hi):
+            if w[k] != worker:
+                continue
+            if k > lo:  # holds m_k, reads m_{k-1} off symbol m_{k-1} + m_k
+                steps.append((first_symbol + k - 1 - lo, int(m[k]), int(m[k - 1])))
+            else:  # w_1 peels the chain m_1 -> m_2 -> ... -> m_l
+                for q in range(lo, hi - 1):
+                    steps.append((first_symbol + q - lo, int(m[q]), int(m[q + 1])))
+    first_uncoded = P + m.shape[0] - plan.n_cycles
+    for q in np.flatnonzero(plan.uncoded_to == worker):
+        steps.append((first_uncoded + int(q), -1, int(plan.uncoded_points[q])))
+    return steps
