@@ -1,0 +1,340 @@
+"""The command line: ``coded-shuffle`` (also ``python -m coded_shuffle``).
+
+Every command validates its input and reports a bad one as a single line on standard error,
+``coded-shuffle: error: ...``, with exit status 2; a failure of the domain exits with 1. Tables go
+to standard output; ``--json`` prints one JSON object a line instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from typing import Any, NoReturn
+
+import numpy as np
+
+from .bounds import lower_bound, worst_case
+from .errors import CodedShuffleError
+from .matrix import check_shuffle_matrix, shuffle_matrix
+from .orders import epoch_placement
+from .plan import STRATEGIES, rates
+
+PROG = "coded-shuffle"
+
+
+class UsageError(Exception):
+    """Bad input from the command line: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _number(value: Fraction | int) -> int | float:
+    """A plain JSON number: an int when whole."""
+    value = Fraction(value)
+    return int(value) if value.denominator == 1 else float(value)
+
+
+# --------------------------------------------------------------------------- matrix files
+
+
+def read_matrix(path: str) -> np.ndarray:
+    """Read a shuffle matrix from a JSON or CSV file (``-`` reads standard input).
+
+    JSON: a list of ``K`` lists of ``K`` non-negative ints, ``S[i][j]`` the points held by worker
+    ``i`` and needed by worker ``j``. CSV: ``K`` rows of ``K`` such ints (no header). The format is
+    taken from the content: JSON if it starts with ``[``.
+    """
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read matrix file {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"matrix file {path!r} is not text") from None
+    stripped = text.strip()
+    if not stripped:
+        raise UsageError(f"matrix file {path!r} is empty")
+    rows: list[list[Any]]
+    if stripped.startswith("["):
+        try:
+            rows = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"matrix file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+            raise UsageError(f"matrix file {path!r} must hold a JSON list of lists")
+    else:
+        rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(stripped)) if any(c.strip() for c in r)]
+    K = len(rows)
+    for i, row in enumerate(rows):
+        if len(row) != K:
+            raise UsageError(
+                f"matrix in {path!r} is not square: row {i + 1} has {len(row)} entries, expected {K}"
+            )
+    values = np.zeros((K, K), dtype=np.int64)
+    for i, row in enumerate(rows):
+        for j, v in enumerate(row):
+            values[i, j] = _entry(v, path, i, j)
+    try:
+        return check_shuffle_matrix(values)
+    except ValueError as exc:
+        raise UsageError(f"matrix in {path!r}: {exc}") from None
+
+
+def _entry(v: Any, path: str, i: int, j: int) -> int:
+    where = f"matrix in {path!r}, row {i + 1}, column {j + 1}"
+    if isinstance(v, bool):
+        raise UsageError(f"{where}: {v!r} is not an integer")
+    if isinstance(v, int):
+        out = v
+    elif isinstance(v, float) and v.is_integer():
+        out = int(v)
+    elif isinstance(v, str):
+        try:
+            out = int(v)
+        except ValueError:
+            raise UsageError(f"{where}: {v!r} is not an integer") from None
+    else:
+        raise UsageError(f"{where}: {v!r} is not an integer")
+    if out < 0:
+        raise UsageError(f"{where}: {out} is negative")
+    if out >= 2**62:
+        raise UsageError(f"{where}: {out} is too large")
+    return out
+
+
+# --------------------------------------------------------------------------- rate
+
+
+def rate_rows(
+    *,
+    matrix: np.ndarray | None = None,
+    K: int | None = None,
+    N: int | None = None,
+    seed: int = 0,
+    epochs: int = 1,
+    start_epoch: int = 0,
+    strategy: str = "greedy",
+) -> Iterator[dict[str, Any]]:
+    """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
+
+    The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
+    """
+
+    def row(S: np.ndarray, epoch: int | None) -> dict[str, Any]:
+        r = rates(S, strategy=strategy)
+        lb = lower_bound(S)
+        return {
+            "epoch": epoch,
+            "K": r.K,
+            "N": r.N,
+            "strategy": strategy,
+            "uncoded": r.uncoded,
+            "paired": r.paired,
+            "coded": r.coded,
+            "lower_bound": lb.value,
+            "lower_bound_exact": lb.exact,
+            "worst_case": _number(worst_case(r.N, r.K)),
+            "cycles": r.cycles_used,
+            "uncoded_leftovers": r.uncoded_leftovers,
+            "conserved": r.conserved,
+            "packing_optimal": r.packing.optimal,
+            "note": r.packing.note,
+        }
+
+    if matrix is not None:
+        yield row(matrix, None)
+        return
+    assert K is not None and N is not None
+    prev = epoch_placement(N, K, seed=seed, epoch=start_epoch)
+    for t in range(start_epoch, start_epoch + epochs):
+        nxt = epoch_placement(N, K, seed=seed, epoch=t + 1)
+        yield row(shuffle_matrix(prev, nxt), t + 1)
+        prev = nxt
+
+
+_RATE_COLUMNS = (
+    ("epoch", "epoch"),
+    ("K", "K"),
+    ("N", "N"),
+    ("strategy", "strategy"),
+    ("uncoded", "uncoded"),
+    ("paired", "paired"),
+    ("coded", "coded"),
+    ("lower_bound", "bound"),
+    ("worst_case", "worst"),
+    ("gain", "gain"),
+)
+
+
+def _format_rate(row: dict[str, Any]) -> list[str]:
+    out = []
+    for key, _ in _RATE_COLUMNS:
+        if key == "gain":
+            out.append(f"{row['uncoded'] / row['coded']:.3f}x" if row["coded"] else "-")
+        elif key == "epoch":
+            out.append("-" if row["epoch"] is None else str(row["epoch"]))
+        elif key == "lower_bound":
+            out.append(f"{row['lower_bound']}{'' if row['lower_bound_exact'] else '*'}")
+        elif key == "worst_case":
+            v = row["worst_case"]
+            out.append(str(v) if isinstance(v, int) else f"{v:.2f}")
+        else:
+            out.append(str(row[key]))
+    return out
+
+
+def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> None:
+    """Print rows under headers, right-aligned, as they come (widths from the headers and row 1)."""
+    widths: list[int] | None = None
+    for cells in rows:
+        if widths is None:
+            widths = [max(len(h), len(c)) + 2 for h, c in zip(headers, cells, strict=True)]
+            print("".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)), file=out)
+        print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
+
+
+def _cmd_rate(args: argparse.Namespace) -> int:
+    if args.matrix is not None:
+        given = [f"--{n}" for n in ("workers", "points") if getattr(args, n) is not None]
+        if given:
+            raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
+        S = read_matrix(args.matrix)
+        rows = rate_rows(matrix=S, strategy=args.strategy)
+    else:
+        K = 4 if args.workers is None else args.workers
+        N = 1200 if args.points is None else args.points
+        if K < 1:
+            raise UsageError(f"--workers must be at least 1, not {K}")
+        if N < K:
+            raise UsageError(f"--points must be at least --workers ({K}), not {N}")
+        rows = rate_rows(
+            K=K, N=N, seed=args.seed, epochs=args.epochs, start_epoch=args.start_epoch, strategy=args.strategy
+        )
+    if args.json:
+        for row in rows:
+            print(json.dumps(row), flush=True)
+    else:
+        flags: set[str] = set()
+
+        def cells() -> Iterator[list[str]]:
+            for r in rows:
+                if not r["lower_bound_exact"]:
+                    flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
+                if r["note"]:
+                    flags.add(r["note"])
+                if r["uncoded_leftovers"]:
+                    flags.add("unequal batches: leftovers no cycle carries are sent uncoded")
+                yield _format_rate(r)
+
+        print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
+        for line in sorted(flags):
+            print(f"note: {line}")
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _non_negative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, not {v}")
+    return v
+
+
+def _positive(text: str) -> int:
+    v = _non_negative(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``coded-shuffle``."""
+    from . import __version__
+
+    parser = _Parser(
+        prog=PROG,
+        description="Coded data shuffling: loads, plans and simulations of epoch reshuffles.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    rate = sub.add_parser(
+        "rate",
+        help="uncoded, paired and coded loads with the lower bound, per epoch transition",
+        description=(
+            "Loads of each epoch transition, in symbols of one record: uncoded, after the order-2 "
+            "phase (paired), after leftover combining (coded), the lower bound and the worst case "
+            "N(K-1)/K. Either epochs of a random permutation (--workers, --points, --seed, --epochs) "
+            "or one given shuffle matrix (--matrix)."
+        ),
+    )
+    rate.add_argument("--workers", "-K", type=int, metavar="K", help="number of workers (default 4)")
+    rate.add_argument("--points", "-N", type=int, metavar="N", help="number of data points (default 1200)")
+    rate.add_argument("--seed", type=_non_negative, default=0, help="seed of the epoch orders (default 0)")
+    rate.add_argument("--epochs", type=_positive, default=1, metavar="E", help="transitions to compute (default 1)")
+    rate.add_argument(
+        "--start-epoch", type=_non_negative, default=0, metavar="T", help="first epoch t of t -> t+1 (default 0)"
+    )
+    rate.add_argument(
+        "--matrix",
+        metavar="FILE",
+        help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
+    )
+    rate.add_argument(
+        "--strategy", choices=sorted(STRATEGIES), default="greedy", help="cycle packing strategy (default greedy)"
+    )
+    rate.add_argument("--json", action="store_true", help="one JSON object per transition")
+    rate.set_defaults(func=_cmd_rate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``coded-shuffle`` with ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help(sys.stderr)
+            return 2
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except CodedShuffleError as exc:
+        print(f"{PROG}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"{PROG}: error: out of memory", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
