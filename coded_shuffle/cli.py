@@ -51,7 +51,7 @@ def read_matrix(path: str) -> np.ndarray:
 
     JSON: a list of ``K`` lists of ``K`` non-negative ints, ``S[i][j]`` the points held by worker
     ``i`` and needed by worker ``j``. CSV: ``K`` rows of ``K`` such ints (no header). The format is
-    taken from the content: JSON if it starts with ``[``.
+    taken from the content: JSON if it starts with ``[`` or ``{``.
     """
     try:
         if path == "-":
@@ -67,7 +67,7 @@ def read_matrix(path: str) -> np.ndarray:
     if not stripped:
         raise UsageError(f"matrix file {path!r} is empty")
     rows: list[list[Any]]
-    if stripped.startswith("["):
+    if stripped[0] in "[{":
         try:
             rows = json.loads(stripped)
         except json.JSONDecodeError as exc:

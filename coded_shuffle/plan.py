@@ -753,7 +753,7 @@ def decoding_steps(plan: DeliveryPlan, worker: int) -> list[tuple[int, int, int]
 
     >>> plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
     >>> [s for s in decoding_steps(plan, 0) if s[0] >= 4]
-    [(4, 4, 11), (5, 11, 6)]
+    [(4, 4, 13), (5, 13, 6)]
     """
     if not isinstance(plan, DeliveryPlan):
         raise TypeError(f"Argument 'plan' must be a DeliveryPlan, not {type(plan).__name__}.")

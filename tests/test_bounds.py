@@ -1,0 +1,125 @@
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coded_shuffle.bounds import (
+    EXACT_BOUND_MAX_K,
+    cyclic_shift_matrix,
+    lower_bound,
+    ordering_bound,
+    worst_case,
+)
+
+
+def brute_bound(S):
+    """Maximum over all orderings of S[i][j] summed over holders i placed after receivers j."""
+    K = len(S)
+    best = 0
+    for order in itertools.permutations(range(K)):
+        pos = {w: p for p, w in enumerate(order)}
+        best = max(best, sum(S[i][j] for i in range(K) for j in range(K) if i != j and pos[i] > pos[j]))
+    return best
+
+
+def brute_min_fas(S):
+    """W minus a minimum feedback arc set, by trying every subset of arcs to delete (tiny K only)."""
+    K = len(S)
+    arcs = [(i, j) for i in range(K) for j in range(K) if i != j and S[i][j]]
+    W = sum(S[i][j] for i, j in arcs)
+    best = None
+    for r in range(len(arcs) + 1):
+        for removed in itertools.combinations(arcs, r):
+            kept = set(arcs) - set(removed)
+            # acyclic iff some topological order exists
+            indeg = {w: 0 for w in range(K)}
+            for _, j in kept:
+                indeg[j] += 1
+            queue = [w for w in range(K) if indeg[w] == 0]
+            seen = 0
+            while queue:
+                v = queue.pop()
+                seen += 1
+                for i, j in kept:
+                    if i == v:
+                        indeg[j] -= 1
+                        if indeg[j] == 0:
+                            queue.append(j)
+            if seen == K:
+                cost = sum(S[i][j] for i, j in removed)
+                best = cost if best is None else min(best, cost)
+        if best is not None and r > 0 and best == 0:
+            break
+    return W - best
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda K: st.lists(st.lists(st.integers(0, 6), min_size=K, max_size=K), min_size=K, max_size=K)))
+def test_lower_bound_against_all_orderings(S):
+    lb = lower_bound(S)
+    assert lb.exact
+    assert lb.value == brute_bound(S)
+    assert ordering_bound(S, lb.ordering) == lb.value
+    heuristic = lower_bound(S, exact=False)
+    assert not heuristic.exact
+    assert heuristic.value <= lb.value
+    assert ordering_bound(S, heuristic.ordering) == heuristic.value
+
+
+def test_bound_is_W_minus_min_feedback_arc_set(rng):
+    for _ in range(20):
+        K = int(rng.integers(2, 5))
+        S = rng.integers(0, 4, (K, K)).tolist()
+        assert lower_bound(S).value == brute_min_fas(S) == brute_bound(S)
+
+
+def test_exact_dynamic_program_at_largest_K(rng):
+    # A planted ordering: only arcs from later holders to earlier receivers carry weight.
+    K = EXACT_BOUND_MAX_K
+    perm = rng.permutation(K)
+    S = np.zeros((K, K), dtype=np.int64)
+    for a in range(K):
+        for b in range(a):
+            S[perm[a], perm[b]] = rng.integers(1, 5)
+    lb = lower_bound(S)
+    assert lb.exact and lb.value == S.sum()
+    assert tuple(perm.tolist()) == lb.ordering
+
+
+def test_paper_example1_bound():
+    # Example 1 (Attia and Tandon 2016): the coded load 6 is optimal.
+    assert lower_bound([[2, 1, 2], [2, 1, 2], [1, 3, 1]]).value == 6
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 7, 25, 40])
+def test_cyclic_shift_bound(K):
+    N = 5 * K
+    lb = lower_bound(cyclic_shift_matrix(N, K))
+    assert lb.value == N * (K - 1) // K
+    assert lb.exact == (K <= EXACT_BOUND_MAX_K)
+
+
+def test_worst_case_values():
+    assert worst_case(15, 3) == Fraction(10)
+    assert worst_case(10, 4) == Fraction(15, 2)
+    assert worst_case(7, 1) == 0
+
+
+def test_lower_bound_exceptions():
+    with pytest.raises(ValueError, match="'exact'"):
+        lower_bound(np.zeros((EXACT_BOUND_MAX_K + 1,) * 2, dtype=int), exact=True)
+    with pytest.raises(TypeError, match="'exact'"):
+        lower_bound([[0]], exact="yes")
+    with pytest.raises(ValueError, match="'S'"):
+        lower_bound([[0, 1]])
+    with pytest.raises(ValueError, match="'ordering'"):
+        ordering_bound([[0, 1], [1, 0]], [0, 0])
+    with pytest.raises(TypeError, match="'ordering'"):
+        ordering_bound([[0, 1], [1, 0]], None)
+    with pytest.raises(ValueError, match="'K'"):
+        worst_case(4, 0)
+    with pytest.raises(ValueError, match="'N'"):
+        cyclic_shift_matrix(7, 3)

@@ -1,0 +1,105 @@
+import numpy as np
+import pytest
+
+from coded_shuffle.matrix import (
+    check_shuffle_matrix,
+    conservation_defect,
+    is_conserved,
+    leftover_matrix,
+    pair_minima,
+    placements_from_matrix,
+    shuffle_matrix,
+    shuffle_matrix_from_permutations,
+)
+from coded_shuffle.orders import epoch_placement, placement_from_owner
+
+# Attia and Tandon, Allerton 2016, Example 1: a matrix consistent with the paper's loads.
+EXAMPLE1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+
+
+def brute_shuffle_matrix(a, b, K):
+    S = [[0] * K for _ in range(K)]
+    for i, j in zip(a, b, strict=True):
+        S[int(i)][int(j)] += 1
+    return S
+
+
+def test_shuffle_matrix_against_loop(rng):
+    for K in (1, 2, 5, 9):
+        N = int(rng.integers(K, 200))
+        a = epoch_placement(N, K, seed=int(rng.integers(100)), epoch=0)
+        b = epoch_placement(N, K, seed=int(rng.integers(100)), epoch=1)
+        S = shuffle_matrix(a, b)
+        assert S.tolist() == brute_shuffle_matrix(a.owner, b.owner, K)
+        assert S.sum(axis=1).tolist() == a.sizes().tolist()
+        assert S.sum(axis=0).tolist() == b.sizes().tolist()
+        assert not S.flags.writeable
+
+
+def test_shuffle_matrix_chunks(monkeypatch, rng):
+    import coded_shuffle.matrix as m
+
+    monkeypatch.setattr(m, "_CHUNK", 7)
+    a = placement_from_owner(rng.integers(0, 3, 50), 3)
+    b = placement_from_owner(rng.integers(0, 3, 50), 3)
+    assert shuffle_matrix(a, b).tolist() == brute_shuffle_matrix(a.owner, b.owner, 3)
+
+
+def test_shuffle_matrix_large_K_no_wraparound():
+    # uint16 owners times K would wrap at 2^16 if not cast first.
+    K = 300
+    a = placement_from_owner(np.arange(K), K)
+    b = placement_from_owner((np.arange(K) + 1) % K, K)
+    S = shuffle_matrix(a, b)
+    assert S.sum() == K
+    assert all(S[k, (k + 1) % K] == 1 for k in range(K))
+
+
+def test_paper_example1_leftovers():
+    # Example 1: 4 order-2 symbols; the 3 leftovers form one cycle.
+    assert int(np.triu(pair_minima(EXAMPLE1), 1).sum()) == 4
+    omega = leftover_matrix(EXAMPLE1)
+    assert omega.sum() == 3
+    assert is_conserved(EXAMPLE1)
+
+
+def test_conservation_with_equal_and_unequal_batches(rng):
+    a = epoch_placement(120, 6, seed=1, epoch=0)
+    b = epoch_placement(120, 6, seed=1, epoch=1)
+    assert is_conserved(shuffle_matrix(a, b))
+    # Unequal batches: worker 0 holds 3 and needs 2.
+    S = [[1, 2], [1, 0]]
+    assert conservation_defect(S).tolist() == [1, -1]
+    assert not is_conserved(S)
+
+
+def test_from_permutations_and_back():
+    S = shuffle_matrix_from_permutations([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], 3)
+    assert S.tolist() == [[0, 0, 2], [0, 2, 0], [2, 0, 0]]
+    a, b = placements_from_matrix(EXAMPLE1)
+    assert shuffle_matrix(a, b).tolist() == EXAMPLE1
+
+
+def test_check_shuffle_matrix_exceptions():
+    with pytest.raises(ValueError, match="square"):
+        check_shuffle_matrix([[1, 2, 3], [1, 2, 3]])
+    with pytest.raises(ValueError, match="non-negative"):
+        check_shuffle_matrix([[1, -1], [0, 1]])
+    with pytest.raises(ValueError, match="integers"):
+        check_shuffle_matrix([[1.5, 0], [0, 1]])
+    with pytest.raises(ValueError, match="2 dimension"):
+        check_shuffle_matrix([1, 2])
+    with pytest.raises(ValueError, match="rectangular|integers"):
+        check_shuffle_matrix([[1, 2], [3]])
+    with pytest.raises(ValueError, match="at least 1 worker"):
+        check_shuffle_matrix(np.zeros((0, 0), dtype=int))
+    with pytest.raises(ValueError, match="'S'"):
+        leftover_matrix([["a", "b"], ["c", "d"]])
+
+
+def test_shuffle_matrix_exceptions():
+    a = placement_from_owner([0, 1], 2)
+    with pytest.raises(TypeError, match="'placement_t'"):
+        shuffle_matrix([0, 1], a)
+    with pytest.raises(ValueError, match="'placement_t1'"):
+        shuffle_matrix(a, placement_from_owner([0, 1, 1], 2))

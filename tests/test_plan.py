@@ -1,0 +1,232 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coded_shuffle.bounds import cyclic_shift_matrix, lower_bound, worst_case
+from coded_shuffle.errors import InvalidPlanError
+from coded_shuffle.matrix import leftover_matrix, placements_from_matrix
+from coded_shuffle.orders import batch_sizes, epoch_placement, placement_from_owner, placement_from_permutation
+from coded_shuffle.plan import (
+    DeliveryPlan,
+    decoding_steps,
+    is_cycle_packing,
+    pack_cycles,
+    plan_delivery,
+    plan_from_matrix,
+    rates,
+    verify_plan,
+)
+
+# Attia and Tandon, Allerton 2016, Example 1 (K = 3, N = 15): uncoded 11, paired 7, coded 6.
+EXAMPLE1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+
+
+def test_paper_example1_rates():
+    for strategy in ("greedy", "exact"):
+        r = rates(EXAMPLE1, strategy=strategy)
+        assert (r.uncoded, r.paired, r.coded) == (11, 7, 6)
+        assert r.pairs == 4 and r.leftovers == 3 and r.cycles_used == 1
+        assert r.conserved and r.uncoded_leftovers == 0
+        assert (r.K, r.N) == (3, 15)
+
+
+def test_paper_example1_plan_decodes_by_hand():
+    plan = plan_from_matrix(EXAMPLE1)
+    verify_plan(plan)
+    a, b, phase = plan.transmissions()
+    assert phase.tolist() == [0, 0, 0, 0, 1, 1]
+    # Rebuild every worker's batch from its cache and the symbols with small ints as records.
+    values = np.arange(15) * 7919 + 13
+    sym = values[a] ^ np.where(b >= 0, values[np.maximum(b, 0)], 0)
+    for w in range(3):
+        known = {int(n): int(values[n]) for n in np.flatnonzero(plan.placement_t.owner == w)}
+        for s, k, rec in decoding_steps(plan, w):
+            known[rec] = int(sym[s]) if k < 0 else int(sym[s]) ^ known[k]
+        need = np.flatnonzero(plan.placement_t1.owner == w)
+        assert all(known[int(n)] == values[n] for n in need)
+    # The first worker of the 3-cycle peels in two steps.
+    c0 = plan.cycle_workers[0]
+    steps = [s for s in decoding_steps(plan, int(c0)) if s[0] >= 4]
+    assert len(steps) == 2 and steps[0][2] == steps[1][1]
+
+
+def brute_group_moved(a, b, K):
+    order, start = [], [0]
+    for k in range(K * K):
+        i, j = divmod(k, K)
+        pts = [n for n in range(len(a)) if a[n] == i and b[n] == j and i != j]
+        order += pts
+        start.append(len(order))
+    return order, start
+
+
+def test_kernels_against_numpy(rng):
+    from coded_shuffle._kernels import count_cells, gather_runs, sort_moved
+
+    K = 5
+    a = rng.integers(0, K, 300).astype(np.uint16)
+    b = rng.integers(0, K, 300).astype(np.uint16)
+    counts = np.zeros(K * K, dtype=np.int64)
+    count_cells(a, b, K, counts)
+    assert counts.tolist() == np.bincount(a.astype(int) * K + b, minlength=K * K).tolist()
+    order_ref, start_ref = brute_group_moved(a, b, K)
+    moved = counts.copy().reshape(K, K)
+    np.fill_diagonal(moved, 0)
+    start = np.concatenate([[0], np.cumsum(moved.ravel())])
+    order = np.empty(start[-1], dtype=np.int32)
+    sort_moved(a, b, K, start, order)
+    assert order.tolist() == order_ref and start.tolist() == start_ref
+    vals = np.arange(100)
+    out = gather_runs(vals, np.array([5, 50, 0]), np.array([2, 0, 3]))
+    assert out.tolist() == [5, 6, 0, 1, 2]
+
+
+def balanced_placements():
+    return st.integers(1, 6).flatmap(
+        lambda K: st.integers(K, 8 * K).flatmap(
+            lambda N: st.tuples(st.just(K), st.permutations(range(N)), st.permutations(range(N)))
+        )
+    )
+
+
+@settings(max_examples=120, deadline=None)
+@given(balanced_placements())
+def test_rates_ordered_and_plan_verified(args):
+    K, p0, p1 = args
+    a, b = placement_from_permutation(p0, K), placement_from_permutation(p1, K)
+    N = len(p0)
+    plans = {s: plan_delivery(a, b, strategy=s) for s in ("greedy", "exact")}
+    for plan in plans.values():
+        verify_plan(plan)
+        r = plan.rates
+        lb = lower_bound(r.S)
+        assert lb.value <= r.coded <= r.paired <= r.uncoded
+        assert r.coded * K <= N * (K - 1)  # coded <= N (K - 1) / K
+        assert plan.n_symbols == r.coded
+    assert plans["exact"].rates.coded <= plans["greedy"].rates.coded
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda K: st.lists(st.lists(st.integers(0, 4), min_size=K, max_size=K), min_size=K, max_size=K)))
+def test_any_matrix_rates_ordered(S):
+    """Any S, unequal rows and columns included: uncovered leftovers go uncoded, and it is said."""
+    for strategy in ("greedy", "exact"):
+        r = rates(S, strategy=strategy)
+        assert lower_bound(S).value <= r.coded <= r.paired <= r.uncoded
+        assert r.coded == r.paired - r.cycles_used
+        assert r.uncoded_leftovers == r.leftovers - r.packing.covered
+        assert is_cycle_packing(leftover_matrix(S), r.packing.cycles, r.packing.counts)
+        if r.conserved:
+            assert r.uncoded_leftovers == 0
+        if sum(map(sum, S)):
+            verify_plan(plan_from_matrix(S, strategy=strategy))
+
+
+def test_unequal_batches_remainder_uncoded():
+    # Worker 0 sends 2 to worker 1, receives 1: one leftover no cycle can carry.
+    S = [[0, 2], [1, 0]]
+    r = rates(S)
+    assert not r.conserved
+    assert (r.uncoded, r.pairs, r.coded, r.uncoded_leftovers) == (3, 1, 2, 1)
+    plan = plan_from_matrix(S)
+    verify_plan(plan)
+    assert plan.uncoded_points.size == 1
+
+
+@pytest.mark.parametrize("K", [2, 3, 4, 5, 8, 12])
+def test_cyclic_shift_is_worst_case(K):
+    N = 6 * K
+    S = cyclic_shift_matrix(N, K)
+    r = rates(S)
+    assert r.coded == lower_bound(S).value == worst_case(N, K) == N * (K - 1) // K
+    assert r.uncoded == N
+    verify_plan(plan_from_matrix(S))
+
+
+def test_exact_not_worse_than_greedy_on_random(rng):
+    for _ in range(30):
+        K = int(rng.integers(3, 8))
+        a = epoch_placement(K * 12, K, seed=int(rng.integers(1000)), epoch=0)
+        b = epoch_placement(K * 12, K, seed=int(rng.integers(1000)), epoch=1)
+        g, e = plan_delivery(a, b), plan_delivery(a, b, strategy="exact")
+        verify_plan(e)
+        assert e.rates.coded <= g.rates.coded
+        assert e.rates.packing.optimal
+
+
+def test_exact_fallback_is_explicit(monkeypatch):
+    import coded_shuffle.plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "EXACT_MAX_CYCLES", 0)
+    p = pack_cycles(leftover_matrix(EXAMPLE1), strategy="exact")
+    assert p.strategy == "exact" and p.method == "greedy" and not p.optimal
+    assert "fell back to greedy" in p.note
+    assert p.cycles_used == 1
+
+
+def tamper(plan, **arrays):
+    fields = {f: getattr(plan, f) for f in DeliveryPlan.__dataclass_fields__}
+    fields.update(arrays)
+    return DeliveryPlan(**fields)
+
+
+def test_verify_plan_catches_flaws():
+    plan = plan_from_matrix([[1, 3, 2, 0], [1, 1, 0, 2], [1, 0, 1, 3], [2, 1, 2, 0]])
+    verify_plan(plan)
+    assert plan.pair_x.size and plan.cycle_points.size
+    x = plan.pair_x.copy()
+    x[0] = plan.pair_y[0]
+    with pytest.raises(InvalidPlanError, match="order-2"):
+        verify_plan(tamper(plan, pair_x=x))
+    m = plan.cycle_points.copy()
+    m[[0, 1]] = m[[1, 0]]
+    with pytest.raises(InvalidPlanError, match="cycle point"):
+        verify_plan(tamper(plan, cycle_points=m))
+    with pytest.raises(InvalidPlanError, match="never delivered"):
+        verify_plan(tamper(plan, pair_x=plan.pair_x[1:], pair_y=plan.pair_y[1:], pair_i=plan.pair_i[1:], pair_j=plan.pair_j[1:]))
+    with pytest.raises(InvalidPlanError, match="more than once"):
+        verify_plan(
+            tamper(
+                plan,
+                uncoded_points=np.concatenate([plan.uncoded_points, plan.pair_x[:1]]),
+                uncoded_from=np.concatenate([plan.uncoded_from, plan.pair_i[:1]]),
+                uncoded_to=np.concatenate([plan.uncoded_to, plan.pair_j[:1]]),
+            )
+        )
+    with pytest.raises(InvalidPlanError, match="outside"):
+        verify_plan(tamper(plan, uncoded_points=np.array([10**6]), uncoded_from=np.array([0]), uncoded_to=np.array([1])))
+    with pytest.raises(InvalidPlanError, match="cycle_ptr"):
+        verify_plan(tamper(plan, cycle_ptr=np.array([0, 1, plan.cycle_points.size])))
+
+
+def test_large_K_plan(rng):
+    K, N = 300, 3000
+    a = epoch_placement(N, K, seed=5, epoch=0)
+    b = epoch_placement(N, K, seed=5, epoch=1)
+    plan = plan_delivery(a, b)
+    verify_plan(plan)
+    assert plan.rates.coded <= plan.rates.paired
+
+
+def test_plan_exceptions():
+    a = placement_from_owner([0, 1, 1, 0], 2)
+    with pytest.raises(TypeError, match="'placement_t'"):
+        plan_delivery("x", a)
+    with pytest.raises(ValueError, match="'placement_t1'"):
+        plan_delivery(a, placement_from_owner([0, 1, 2, 0], 3))
+    with pytest.raises(ValueError, match="'placement_t1'"):
+        plan_delivery(a, placement_from_owner([0, 1, 1], 2))
+    with pytest.raises(ValueError, match="'strategy'"):
+        plan_delivery(a, a, strategy="best")
+    with pytest.raises(ValueError, match="'strategy'"):
+        rates(EXAMPLE1, strategy="shortest")
+    with pytest.raises(ValueError, match="'omega'"):
+        pack_cycles([[1, 0], [0, 0]])
+    with pytest.raises(ValueError, match="'S'"):
+        plan_from_matrix([[1, 2]])
+    with pytest.raises(TypeError, match="'plan'"):
+        verify_plan(EXAMPLE1)
+    with pytest.raises(ValueError, match="'worker'"):
+        decoding_steps(plan_from_matrix(EXAMPLE1), 3)
+    assert batch_sizes(4, 2).tolist() == [2, 2]
