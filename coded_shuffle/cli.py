@@ -71,11 +71,15 @@ def read_matrix(path: str) -> np.ndarray:
         try:
             rows = json.loads(stripped)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"matrix file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+            raise UsageError(
+                f"matrix file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
+            ) from None
         if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
             raise UsageError(f"matrix file {path!r} must hold a JSON list of lists")
     else:
-        rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(stripped)) if any(c.strip() for c in r)]
+        rows = [
+            [c.strip() for c in r] for r in csv.reader(io.StringIO(stripped)) if any(c.strip() for c in r)
+        ]
     K = len(rows)
     for i, row in enumerate(rows):
         if len(row) != K:
@@ -288,9 +292,15 @@ def build_parser() -> argparse.ArgumentParser:
     rate.add_argument("--workers", "-K", type=int, metavar="K", help="number of workers (default 4)")
     rate.add_argument("--points", "-N", type=int, metavar="N", help="number of data points (default 1200)")
     rate.add_argument("--seed", type=_non_negative, default=0, help="seed of the epoch orders (default 0)")
-    rate.add_argument("--epochs", type=_positive, default=1, metavar="E", help="transitions to compute (default 1)")
     rate.add_argument(
-        "--start-epoch", type=_non_negative, default=0, metavar="T", help="first epoch t of t -> t+1 (default 0)"
+        "--epochs", type=_positive, default=1, metavar="E", help="transitions to compute (default 1)"
+    )
+    rate.add_argument(
+        "--start-epoch",
+        type=_non_negative,
+        default=0,
+        metavar="T",
+        help="first epoch t of t -> t+1 (default 0)",
     )
     rate.add_argument(
         "--matrix",
@@ -298,7 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
     )
     rate.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), default="greedy", help="cycle packing strategy (default greedy)"
+        "--strategy",
+        choices=sorted(STRATEGIES),
+        default="greedy",
+        help="cycle packing strategy (default greedy)",
     )
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)

@@ -192,4 +192,3 @@ def placements_from_matrix(S: object) -> tuple[Placement, Placement]:
     owner_t.flags.writeable = False
     owner_t1.flags.writeable = False
     return Placement(K=K, owner=owner_t), Placement(K=K, owner=owner_t1)
-

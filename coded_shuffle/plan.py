@@ -36,7 +36,7 @@ Data Shuffling", Allerton 2016, arXiv:1609.09823 (Example 1: uncoded 11, paired 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,7 +123,7 @@ class CyclePacking:
         return int(self.omega.sum()) - self.covered
 
 
-def is_cycle_packing(omega: object, cycles: object, counts: object) -> bool:
+def is_cycle_packing(omega: object, cycles: Iterable[Sequence[int]], counts: Iterable[int]) -> bool:
     """Return whether ``cycles`` used ``counts`` times fit inside the leftover matrix ``omega``.
 
     Every cycle must have at least two distinct workers, no repeated worker, only edges of
@@ -140,11 +140,10 @@ def is_cycle_packing(omega: object, cycles: object, counts: object) -> bool:
     om = check_shuffle_matrix(omega, "omega")
     K = om.shape[0]
     used = np.zeros_like(om)
-    cycles = list(cycles)  # type: ignore[call-overload]
-    counts = list(counts)  # type: ignore[call-overload]
-    if len(cycles) != len(counts):
+    cycle_list, count_list = list(cycles), list(counts)
+    if len(cycle_list) != len(count_list):
         return False
-    for cyc, c in zip(cycles, counts, strict=True):
+    for cyc, c in zip(cycle_list, count_list, strict=True):
         if len(cyc) < 2 or len(set(cyc)) != len(cyc) or int(c) < 0:
             return False
         if any(not 0 <= w < K for w in cyc):
@@ -471,10 +470,7 @@ class DeliveryPlan:
     def n_symbols(self) -> int:
         """Number of symbols sent: the coded load."""
         return int(
-            self.pair_x.shape[0]
-            + self.cycle_points.shape[0]
-            - self.n_cycles
-            + self.uncoded_points.shape[0]
+            self.pair_x.shape[0] + self.cycle_points.shape[0] - self.n_cycles + self.uncoded_points.shape[0]
         )
 
     def cycle_symbol_positions(self) -> np.ndarray:
@@ -496,9 +492,7 @@ class DeliveryPlan:
         (6, [0, 0, 0, 0, 1, 1])
         """
         q = self.cycle_symbol_positions()
-        a = np.concatenate(
-            [self.pair_x, self.cycle_points[q], self.uncoded_points]
-        ).astype(np.int64)
+        a = np.concatenate([self.pair_x, self.cycle_points[q], self.uncoded_points]).astype(np.int64)
         b = np.concatenate(
             [self.pair_y, self.cycle_points[q + 1], np.full(self.uncoded_points.shape[0], -1)]
         ).astype(np.int64)
@@ -528,7 +522,9 @@ def _check_placements(placement_t: object, placement_t1: object) -> tuple[Placem
     return placement_t, placement_t1
 
 
-def plan_delivery(placement_t: Placement, placement_t1: Placement, *, strategy: str = "greedy") -> DeliveryPlan:
+def plan_delivery(
+    placement_t: Placement, placement_t1: Placement, *, strategy: str = "greedy"
+) -> DeliveryPlan:
     """Plan the delivery of epoch ``t + 1``'s batches from the caches of epoch ``t``.
 
     One counting sort groups the moved points by (holder, receiver); the ``k``-th point of group
@@ -768,7 +764,7 @@ def decoding_steps(plan: DeliveryPlan, worker: int) -> list[tuple[int, int, int]
     for s in np.flatnonzero(plan.pair_j == worker):
         steps.append((int(s), int(plan.pair_y[s]), int(plan.pair_x[s])))
     steps.sort()
-    P = plan.pair_x.shape[0]
+    P = int(plan.pair_x.shape[0])
     ptr, m, w = plan.cycle_ptr, plan.cycle_points, plan.cycle_workers
     for c in range(plan.n_cycles):
         lo, hi = int(ptr[c]), int(ptr[c + 1])
@@ -782,6 +778,6 @@ def decoding_steps(plan: DeliveryPlan, worker: int) -> list[tuple[int, int, int]
                 for q in range(lo, hi - 1):
                     steps.append((first_symbol + q - lo, int(m[q]), int(m[q + 1])))
     first_uncoded = P + m.shape[0] - plan.n_cycles
-    for q in np.flatnonzero(plan.uncoded_to == worker):
-        steps.append((first_uncoded + int(q), -1, int(plan.uncoded_points[q])))
+    for u in np.flatnonzero(plan.uncoded_to == worker).tolist():
+        steps.append((first_uncoded + u, -1, int(plan.uncoded_points[u])))
     return steps

@@ -57,7 +57,11 @@ def brute_min_fas(S):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda K: st.lists(st.lists(st.integers(0, 6), min_size=K, max_size=K), min_size=K, max_size=K)))
+@given(
+    st.integers(1, 6).flatmap(
+        lambda K: st.lists(st.lists(st.integers(0, 6), min_size=K, max_size=K), min_size=K, max_size=K)
+    )
+)
 def test_lower_bound_against_all_orderings(S):
     lb = lower_bound(S)
     assert lb.exact

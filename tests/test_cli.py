@@ -35,19 +35,34 @@ def test_rate_matrix_csv_table(tmp_path, capsys):
     code, out, _ = run(capsys, "rate", "--matrix", str(f), "--strategy", "exact")
     assert code == 0
     header, row = out.splitlines()[:2]
-    assert header.split() == ["epoch", "K", "N", "strategy", "uncoded", "paired", "coded", "bound", "worst", "gain"]
+    assert header.split() == [
+        "epoch",
+        "K",
+        "N",
+        "strategy",
+        "uncoded",
+        "paired",
+        "coded",
+        "bound",
+        "worst",
+        "gain",
+    ]
     assert row.split()[:8] == ["-", "3", "15", "exact", "11", "7", "6", "6"]
 
 
 def test_rate_epochs_json(capsys):
-    code, out, _ = run(capsys, "rate", "--workers", "5", "--points", "503", "--seed", "3", "--epochs", "3", "--json")
+    code, out, _ = run(
+        capsys, "rate", "--workers", "5", "--points", "503", "--seed", "3", "--epochs", "3", "--json"
+    )
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and [r["epoch"] for r in rows] == [1, 2, 3]
     for r in rows:
         assert r["lower_bound"] <= r["coded"] <= r["paired"] <= r["uncoded"]
         assert r["coded"] <= r["worst_case"] == pytest.approx(503 * 4 / 5)
         assert r["uncoded_leftovers"] == 0 or not r["conserved"]
-    code, again, _ = run(capsys, "rate", "-K", "5", "-N", "503", "--seed", "3", "--epochs", "1", "--start-epoch", "2", "--json")
+    code, again, _ = run(
+        capsys, "rate", "-K", "5", "-N", "503", "--seed", "3", "--epochs", "1", "--start-epoch", "2", "--json"
+    )
     assert json.loads(again) == rows[2]
 
 

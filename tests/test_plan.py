@@ -5,8 +5,13 @@ from hypothesis import strategies as st
 
 from coded_shuffle.bounds import cyclic_shift_matrix, lower_bound, worst_case
 from coded_shuffle.errors import InvalidPlanError
-from coded_shuffle.matrix import leftover_matrix, placements_from_matrix
-from coded_shuffle.orders import batch_sizes, epoch_placement, placement_from_owner, placement_from_permutation
+from coded_shuffle.matrix import leftover_matrix
+from coded_shuffle.orders import (
+    batch_sizes,
+    epoch_placement,
+    placement_from_owner,
+    placement_from_permutation,
+)
 from coded_shuffle.plan import (
     DeliveryPlan,
     decoding_steps,
@@ -108,7 +113,11 @@ def test_rates_ordered_and_plan_verified(args):
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.integers(1, 5).flatmap(lambda K: st.lists(st.lists(st.integers(0, 4), min_size=K, max_size=K), min_size=K, max_size=K)))
+@given(
+    st.integers(1, 5).flatmap(
+        lambda K: st.lists(st.lists(st.integers(0, 4), min_size=K, max_size=K), min_size=K, max_size=K)
+    )
+)
 def test_any_matrix_rates_ordered(S):
     """Any S, unequal rows and columns included: uncovered leftovers go uncoded, and it is said."""
     for strategy in ("greedy", "exact"):
@@ -184,7 +193,15 @@ def test_verify_plan_catches_flaws():
     with pytest.raises(InvalidPlanError, match="cycle point"):
         verify_plan(tamper(plan, cycle_points=m))
     with pytest.raises(InvalidPlanError, match="never delivered"):
-        verify_plan(tamper(plan, pair_x=plan.pair_x[1:], pair_y=plan.pair_y[1:], pair_i=plan.pair_i[1:], pair_j=plan.pair_j[1:]))
+        verify_plan(
+            tamper(
+                plan,
+                pair_x=plan.pair_x[1:],
+                pair_y=plan.pair_y[1:],
+                pair_i=plan.pair_i[1:],
+                pair_j=plan.pair_j[1:],
+            )
+        )
     with pytest.raises(InvalidPlanError, match="more than once"):
         verify_plan(
             tamper(
@@ -195,7 +212,11 @@ def test_verify_plan_catches_flaws():
             )
         )
     with pytest.raises(InvalidPlanError, match="outside"):
-        verify_plan(tamper(plan, uncoded_points=np.array([10**6]), uncoded_from=np.array([0]), uncoded_to=np.array([1])))
+        verify_plan(
+            tamper(
+                plan, uncoded_points=np.array([10**6]), uncoded_from=np.array([0]), uncoded_to=np.array([1])
+            )
+        )
     with pytest.raises(InvalidPlanError, match="cycle_ptr"):
         verify_plan(tamper(plan, cycle_ptr=np.array([0, 1, plan.cycle_points.size])))
 

@@ -97,7 +97,9 @@ def placement_from_owner(owner: object, K: int) -> Placement:
     K = check_int(K, "K", minimum=1)
     arr = check_int_array(owner, "owner", ndim=1)
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= K):
-        raise ValueError(f"Argument 'owner' must hold workers in [0, {K}), not values in [{arr.min()}, {arr.max()}].")
+        raise ValueError(
+            f"Argument 'owner' must hold workers in [0, {K}), not values in [{arr.min()}, {arr.max()}]."
+        )
     out = arr.astype(owner_dtype(K), copy=True)
     out.flags.writeable = False
     return Placement(K=K, owner=out)
