@@ -1,0 +1,1279 @@
+"""Bytes of a transition: records, checksums, XOR symbols, the wire format, and worker decoding.
+
+Notation
+--------
+=============  ==========================================================================
+``N``          number of records (data points), numbered ``0..N-1``
+``B``          record width in bytes (fixed-size records), or the longest length (variable)
+symbol ``s``   ``x[a_s] XOR x[b_s]`` (two points) or ``x[a_s]`` alone (``b_s = -1``), numbered
+               as in :meth:`coded_shuffle.plan.DeliveryPlan.transmissions`
+cache          the records a worker holds: its batch ``A_k^t`` of epoch ``t``
+frame          one batch of symbols on the wire: header, one entry per symbol, payload
+=============  ==========================================================================
+
+Records
+-------
+A :class:`Dataset` holds ``N`` records as a read-only ``(N, B)`` ``uint8`` view: any numpy
+array of shape ``(N, ...)`` viewed as bytes (no copy when it is C-contiguous, so an on-disk
+``.npy`` opened with ``mmap_mode="r"`` stays on disk), or variable-length byte strings stored
+zero-padded to the longest length ``B`` with their lengths beside. Two records of different
+lengths are XORed over the longer length (the shorter one padded with zeros); the symbol carries
+both lengths, so the worker that knows one record recovers the other and cuts it to its length.
+
+Checksums
+---------
+Each record gets a 64-bit checksum when the dataset is loaded (:func:`record_checksums`). The
+record's bytes, zero-padded to a multiple of 8, are read as little-endian ``uint64`` words
+``w_0 .. w_{m-1}``, and with ``L`` its length in bytes::
+
+    h = fmix64( L * 0x9E3779B97F4A7C15  +  sum_i fmix64(w_i XOR k_i) )   (mod 2^64)
+
+where ``fmix64`` is the MurmurHash3 finalizer and ``k_i = splitmix64(i)`` a fixed key per word
+position. Every ``fmix64(w XOR k)`` is a bijection of ``w``, so any corruption confined to one
+word always changes ``h``; wider corruption goes unnoticed with probability about ``2^-64``.
+It is not a cryptographic hash. It is computed with a few ``uint64`` array operations over
+blocks of records (no Python loop per record), and the pure-Python :func:`checksum_reference`
+states it plainly.
+
+Hot path
+--------
+Encoding and decoding are gathers and XORs of whole rows in plain numpy: blocks of symbols are
+gathered with ``np.take(..., mode="clip")`` (unbuffered) into a cache-sized buffer and XORed in
+place; records of 64 KiB and more are XORed row by row from views, with no temporary.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._checks import check_int, check_int_array
+from .errors import DecodeError
+from .plan import DeliveryPlan
+
+__all__ = [
+    "WIRE_MAGIC",
+    "WIRE_VERSION",
+    "FRAME_HEADER_BYTES",
+    "FLAG_VARIABLE",
+    "FLAG_WIDE_IDS",
+    "FLAG_REPAIR",
+    "Dataset",
+    "Cache",
+    "Frame",
+    "DecodeResult",
+    "load_dataset",
+    "record_checksums",
+    "checksum_reference",
+    "encode_symbols",
+    "encode_plan",
+    "encode_plan_arrays",
+    "parse_frame",
+    "frame_overhead",
+    "decode_worker",
+]
+
+#: First four bytes of every frame.
+WIRE_MAGIC = b"CSHF"
+#: Version of the wire format written by this module (:doc:`docs/wire-format.md`).
+WIRE_VERSION = 1
+#: Size of the fixed frame header in bytes.
+FRAME_HEADER_BYTES = 40
+#: Flag: records have variable lengths; entries carry ``len_a`` and ``len_b``.
+FLAG_VARIABLE = 1
+#: Flag: point ids are 64-bit (otherwise 32-bit).
+FLAG_WIDE_IDS = 2
+#: Flag: the frame re-sends points uncoded after a failed check (a repair).
+FLAG_REPAIR = 4
+
+_HEADER_DTYPE = np.dtype(
+    [
+        ("magic", "S4"),
+        ("version", "<u2"),
+        ("flags", "<u2"),
+        ("epoch", "<u8"),
+        ("n_symbols", "<u4"),
+        ("record_bytes", "<u4"),
+        ("payload_bytes", "<u8"),
+        ("header_crc", "<u4"),
+        ("reserved", "<u4"),
+    ]
+)
+assert _HEADER_DTYPE.itemsize == FRAME_HEADER_BYTES
+
+#: Rows of at least this many bytes are XORed one by one from views (no temporary).
+_ROW_LOOP_BYTES = 1 << 16
+#: Bytes per block when symbols are gathered into a temporary.
+_BLOCK_BYTES = 1 << 18
+#: Largest payload of one frame made by :func:`encode_plan` unless told otherwise.
+DEFAULT_MAX_FRAME_BYTES = 1 << 26
+
+_U64 = np.dtype("<u8")
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_S33 = np.uint64(33)
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+def _entry_dtype(flags: int) -> np.dtype:
+    idt = "<u8" if flags & FLAG_WIDE_IDS else "<u4"
+    fields = [("symbol", idt), ("a", idt), ("b", idt)]
+    if flags & FLAG_VARIABLE:
+        fields += [("len_a", "<u4"), ("len_b", "<u4")]
+    return np.dtype(fields)
+
+
+# --------------------------------------------------------------------------- checksums
+
+
+def _fmix64(x: np.ndarray) -> None:
+    """MurmurHash3's 64-bit finalizer, in place on a ``uint64`` array (wrapping arithmetic)."""
+    x ^= x >> _S33
+    x *= _C1
+    x ^= x >> _S33
+    x *= _C2
+    x ^= x >> _S33
+
+
+_KEY_CACHE: dict[int, np.ndarray] = {}
+
+
+def _word_keys(m: int) -> np.ndarray:
+    """``splitmix64(i)`` for ``i < m``: the key of each word position."""
+    keys = _KEY_CACHE.get(m)
+    if keys is None:
+        z = (np.arange(1, m + 1, dtype=np.uint64) * _GOLDEN).astype(np.uint64)
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+        keys = _readonly(z)
+        _KEY_CACHE[m] = keys
+    return keys
+
+
+def _mask64(v: int) -> int:
+    return v & 0xFFFFFFFFFFFFFFFF
+
+
+def _fmix64_int(x: int) -> int:
+    x ^= x >> 33
+    x = _mask64(x * 0xFF51AFD7ED558CCD)
+    x ^= x >> 33
+    x = _mask64(x * 0xC4CEB9FE1A85EC53)
+    return x ^ (x >> 33)
+
+
+def checksum_reference(record: bytes) -> int:
+    """Return the checksum of one record, in plain Python (the definition; slow).
+
+    :func:`record_checksums` computes the same value vectorized over many records.
+
+    Examples
+    --------
+    >>> checksum_reference(b"abc") == int(record_checksums([b"abc"])[0])
+    True
+    """
+    record = bytes(record)
+    L = len(record)
+    padded = record + b"\0" * (-L % 8)
+    h = 0
+    for i in range(len(padded) // 8):
+        z = _mask64((i + 1) * 0x9E3779B97F4A7C15)
+        z = _mask64((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9)
+        z = _mask64((z ^ (z >> 27)) * 0x94D049BB133111EB)
+        key = z ^ (z >> 31)
+        w = int.from_bytes(padded[8 * i : 8 * i + 8], "little")
+        h = _mask64(h + _fmix64_int(w ^ key))
+    return _fmix64_int(_mask64(h + L * 0x9E3779B97F4A7C15))
+
+
+def _checksum_rows(data: np.ndarray, lengths: np.ndarray | None) -> np.ndarray:
+    """Checksums of the rows of the ``(n, B)`` uint8 array ``data`` (lengths ``B`` unless given)."""
+    n, width = data.shape
+    m = -(-width // 8)
+    keys = _word_keys(m)
+    out = np.empty(n, dtype=np.uint64)
+    rows = max(1, _BLOCK_BYTES // max(1, 8 * m))
+    aligned = width % 8 == 0 and data.strides[1] == 1
+    buf = None if aligned else np.zeros((rows, 8 * m), dtype=np.uint8)
+    cols = np.arange(m, dtype=np.int64)
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        if buf is None:
+            w = np.bitwise_xor(np.ascontiguousarray(data[lo:hi]).view(_U64), keys)
+        else:
+            blk = buf[: hi - lo]
+            blk[:, :width] = data[lo:hi]
+            w = blk.view(_U64)
+            w ^= keys
+        _fmix64(w)
+        if lengths is not None:
+            w *= (cols < (lengths[lo:hi, None] + 7) // 8).astype(np.uint64)
+        h = w.sum(axis=1, dtype=np.uint64)
+        L = np.full(hi - lo, width, dtype=np.uint64) if lengths is None else lengths[lo:hi].astype(np.uint64)
+        h += L * _GOLDEN
+        _fmix64(h)
+        out[lo:hi] = h
+    return out
+
+
+def record_checksums(records: object, lengths: object = None) -> np.ndarray:
+    """Return the 64-bit checksum of each record (see the module docstring for the definition).
+
+    Parameters
+    ----------
+    records : numpy.ndarray or sequence of bytes
+        Either an array of shape ``(n, ...)`` whose rows are the records, viewed as bytes, or a
+        sequence of ``bytes`` records (variable lengths allowed).
+    lengths : array_like, optional
+        With a 2-D ``uint8`` array of zero-padded rows: the length of each record in bytes.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint64`` array of ``n`` checksums.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.arange(24, dtype=np.uint8).reshape(3, 8)
+    >>> h = record_checksums(x)
+    >>> h.dtype.name, len(set(h.tolist()))
+    ('uint64', 3)
+    >>> int(h[1]) == checksum_reference(x[1].tobytes())
+    True
+    """
+    if isinstance(records, np.ndarray):
+        data = _as_rows(records, "records")
+        lens = None
+        if lengths is not None:
+            lens = _check_lengths(lengths, data.shape[0], data.shape[1])
+        return _checksum_rows(data, lens)
+    if lengths is not None:
+        raise ValueError("Argument 'lengths' must be None when 'records' is a sequence of bytes.")
+    data, lens = _pad_bytes(records, "records")
+    return _checksum_rows(data, lens)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _as_rows(arr: np.ndarray, name: str) -> np.ndarray:
+    """View an ``(n, ...)`` array as ``(n, B)`` bytes; copy only if it is not C-contiguous."""
+    if arr.ndim < 1:
+        raise ValueError(f"Argument {name!r} must have at least 1 dimension, not 0.")
+    if arr.dtype.hasobject:
+        raise ValueError(f"Argument {name!r} must hold plain values, not {arr.dtype} values.")
+    n = arr.shape[0]
+    if n == 0:
+        raise ValueError(f"Argument {name!r} must hold at least 1 record, not 0.")
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    width = arr.dtype.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64))
+    if width < 1:
+        raise ValueError(f"Argument {name!r} must have records of at least 1 byte, not {width}.")
+    return arr.reshape(n, -1).view(np.uint8).reshape(n, width)
+
+
+def _check_lengths(lengths: object, n: int, width: int) -> np.ndarray:
+    lens = check_int_array(lengths, "lengths", ndim=1).astype(np.int64)
+    if lens.shape[0] != n:
+        raise ValueError(f"Argument 'lengths' must have {n} entries, not {lens.shape[0]}.")
+    if lens.size and (int(lens.min()) < 0 or int(lens.max()) > width):
+        raise ValueError(f"Argument 'lengths' must lie in [0, {width}], not [{lens.min()}, {lens.max()}].")
+    return lens
+
+
+def _pad_bytes(records: object, name: str) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(records, (bytes, bytearray, str)) or not isinstance(records, Sequence):
+        raise TypeError(
+            f"Argument {name!r} must be an array or a sequence of bytes, not {type(records).__name__}."
+        )
+    items = list(records)
+    for r, item in enumerate(items):
+        if not isinstance(item, (bytes, bytearray, memoryview)):
+            raise TypeError(f"Argument {name!r} must hold bytes, not {type(item).__name__} at {r}.")
+    lens = np.array([len(x) for x in items], dtype=np.int64)
+    width = max(1, int(lens.max(initial=0)))
+    flat = np.frombuffer(b"".join(bytes(x) for x in items), dtype=np.uint8)
+    data = np.zeros((len(items), width), dtype=np.uint8)
+    data[np.arange(width) < lens[:, None]] = flat
+    return data, lens
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """The master's records, with their checksums fixed at load.
+
+    Attributes
+    ----------
+    data : numpy.ndarray
+        Read-only ``(N, B)`` ``uint8`` view of the records (zero-padded when lengths vary).
+    lengths : numpy.ndarray or None
+        Length of each record in bytes, or ``None`` when all have ``B`` bytes.
+    checksums : numpy.ndarray
+        ``uint64`` checksum of each record (:func:`record_checksums`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.zeros((10, 4), dtype=np.float32))
+    >>> ds.N, ds.record_bytes, ds.variable
+    (10, 16, False)
+    """
+
+    data: np.ndarray
+    lengths: np.ndarray | None
+    checksums: np.ndarray
+
+    @property
+    def N(self) -> int:
+        """Number of records."""
+        return int(self.data.shape[0])
+
+    @property
+    def record_bytes(self) -> int:
+        """Width ``B`` of a record in bytes (the longest length if lengths vary)."""
+        return int(self.data.shape[1])
+
+    @property
+    def variable(self) -> bool:
+        """Whether the records have variable lengths."""
+        return self.lengths is not None
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of all records (sum of the lengths)."""
+        return int(self.lengths.sum()) if self.lengths is not None else self.N * self.record_bytes
+
+    def record(self, n: int) -> bytes:
+        """Return record ``n`` as bytes, cut to its length.
+
+        Examples
+        --------
+        >>> load_dataset([b"ab", b"cde"]).record(0)
+        b'ab'
+        """
+        n = check_int(n, "n", minimum=0)
+        if n >= self.N:
+            raise ValueError(f"Argument 'n' must be less than N = {self.N}, not {n}.")
+        L = self.record_bytes if self.lengths is None else int(self.lengths[n])
+        return bytes(self.data[n, :L])
+
+    def cache(self, ids: object) -> Cache:
+        """Return a worker cache holding copies of the records ``ids``.
+
+        Examples
+        --------
+        >>> ds = load_dataset([b"ab", b"cde", b"f"])
+        >>> ds.cache([2, 0]).ids.tolist()
+        [0, 2]
+        """
+        idx = check_int_array(ids, "ids", ndim=1).astype(np.int64)
+        idx = np.unique(idx)
+        if idx.size and (int(idx[0]) < 0 or int(idx[-1]) >= self.N):
+            raise ValueError(f"Argument 'ids' must name records in [0, {self.N}).")
+        data = np.take(self.data, idx, axis=0)
+        lens = None if self.lengths is None else self.lengths[idx].copy()
+        return Cache(ids=_readonly(idx), data=data, lengths=lens)
+
+
+def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
+    """Load ``N`` records and fix their checksums.
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str, os.PathLike or sequence of bytes
+        An array of shape ``(N, ...)`` (each row one record, viewed as bytes; a memmap stays on
+        disk), the path of a ``.npy`` file (opened as a read-only memmap), or a sequence of
+        ``bytes`` of varying lengths.
+    checksums : bool
+        Compute the checksums (default). ``False`` leaves them all zero, for measurements that
+        do not verify.
+
+    Returns
+    -------
+    Dataset
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.arange(12, dtype=np.uint16).reshape(3, 4))
+    >>> ds.N, ds.record_bytes, ds.record(1)[:4]
+    (3, 8, b'\\x04\\x00\\x05\\x00')
+    >>> load_dataset([b"xy", b"", b"abc"]).lengths.tolist()
+    [2, 0, 3]
+    """
+    if not isinstance(checksums, bool):
+        raise TypeError(f"Argument 'checksums' must be a bool, not {type(checksums).__name__}.")
+    lens: np.ndarray | None = None
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
+        data = _as_rows(arr, "source")
+    elif isinstance(source, np.ndarray):
+        data = _as_rows(source, "source")
+    else:
+        data, lens = _pad_bytes(source, "source")
+    if data.shape[0] < 1:
+        raise ValueError("Argument 'source' must hold at least 1 record, not 0.")
+    if data.flags.writeable:
+        data = data.view()
+        data.flags.writeable = False
+    sums = _checksum_rows(data, lens) if checksums else np.zeros(data.shape[0], dtype=np.uint64)
+    return Dataset(data=data, lengths=None if lens is None else _readonly(lens), checksums=_readonly(sums))
+
+
+@dataclass(frozen=True, eq=False)
+class Cache:
+    """The records one worker holds.
+
+    Attributes
+    ----------
+    ids : numpy.ndarray
+        Increasing ``int64`` point ids.
+    data : numpy.ndarray
+        ``(len(ids), B)`` ``uint8`` rows, row ``r`` holding record ``ids[r]``.
+    lengths : numpy.ndarray or None
+        Record lengths, or ``None`` for fixed-size records.
+
+    Examples
+    --------
+    >>> c = load_dataset([b"ab", b"cde"]).cache([1])
+    >>> c.record(1)
+    b'cde'
+    """
+
+    ids: np.ndarray
+    data: np.ndarray
+    lengths: np.ndarray | None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Return the row of each of ``ids`` (``-1`` where the cache does not hold it)."""
+        return _lookup(self.ids, np.asarray(ids, dtype=np.int64))
+
+    def record(self, n: int) -> bytes:
+        """Return record ``n`` as bytes, cut to its length."""
+        r = int(self.rows(np.array([n]))[0])
+        if r < 0:
+            raise KeyError(n)
+        L = self.data.shape[1] if self.lengths is None else int(self.lengths[r])
+        return bytes(self.data[r, :L])
+
+    def checksums(self) -> np.ndarray:
+        """Recompute the checksum of every record held."""
+        return _checksum_rows(self.data, self.lengths)
+
+    def patched(self, other: Cache) -> Cache:
+        """Return a copy with the rows of ``other`` (ids it must hold) replaced by those of ``other``."""
+        rows = self.rows(other.ids)
+        if np.any(rows < 0):
+            raise ValueError("Argument 'other' must hold only ids of this cache.")
+        data = self.data.copy()
+        data[rows] = other.data
+        lengths = None
+        if self.lengths is not None:
+            lengths = self.lengths.copy()
+            lengths[rows] = other.lengths
+        return Cache(ids=self.ids, data=data, lengths=lengths)
+
+
+# --------------------------------------------------------------------------- XOR kernels
+
+
+def _gather_xor(
+    out: np.ndarray, X: np.ndarray, xi: np.ndarray, Y: np.ndarray | None, yi: np.ndarray | None
+) -> None:
+    """``out[r] = X[xi[r]] ^ Y[yi[r]]`` (or ``X[xi[r]]`` when ``Y`` is None); indices in range."""
+    n, width = out.shape
+    if n == 0:
+        return
+    if width >= _ROW_LOOP_BYTES:
+        xs, ys = xi.tolist(), (yi.tolist() if yi is not None else None)
+        for r in range(n):
+            if Y is None or ys is None:
+                np.copyto(out[r], X[xs[r]])
+            else:
+                np.bitwise_xor(X[xs[r]], Y[ys[r]], out=out[r])
+        return
+    rows = max(1, _BLOCK_BYTES // width)
+    tmp = np.empty((min(rows, n), width), dtype=np.uint8) if Y is not None else None
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        o = out[lo:hi]
+        np.take(X, xi[lo:hi], axis=0, out=o, mode="clip")
+        if Y is not None and yi is not None and tmp is not None:
+            t = tmp[: hi - lo]
+            np.take(Y, yi[lo:hi], axis=0, out=t, mode="clip")
+            np.bitwise_xor(o, t, out=o)
+
+
+def encode_symbols(dataset: Dataset, a: object, b: object, *, out: np.ndarray | None = None) -> np.ndarray:
+    """Return the payload of each symbol ``x[a[s]] XOR x[b[s]]`` (``x[a[s]]`` when ``b[s] = -1``).
+
+    Rows are ``B`` bytes wide (zero-padded for variable-length records).
+
+    Parameters
+    ----------
+    dataset : Dataset
+        The records.
+    a, b : array_like
+        Point ids of each symbol; ``b[s] = -1`` sends ``a[s]`` alone.
+    out : numpy.ndarray, optional
+        ``(len(a), B)`` ``uint8`` array to write into.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.array([[1, 2], [4, 8], [16, 32]], dtype=np.uint8))
+    >>> encode_symbols(ds, [0, 2], [1, -1]).tolist()
+    [[5, 10], [16, 32]]
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    ai = check_int_array(a, "a", ndim=1).astype(np.int64)
+    bi = check_int_array(b, "b", ndim=1).astype(np.int64)
+    if ai.shape != bi.shape:
+        raise ValueError(f"Argument 'b' must have the length of 'a', {ai.shape[0]}, not {bi.shape[0]}.")
+    N = dataset.N
+    if ai.size and (int(ai.min()) < 0 or int(ai.max()) >= N):
+        raise ValueError(f"Argument 'a' must name records in [0, {N}).")
+    if bi.size and (int(bi.min()) < -1 or int(bi.max()) >= N):
+        raise ValueError(f"Argument 'b' must name records in [0, {N}) or be -1.")
+    shape = (ai.shape[0], dataset.record_bytes)
+    if out is None:
+        out = np.empty(shape, dtype=np.uint8)
+    elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
+        raise ValueError(f"Argument 'out' must be a uint8 array of shape {shape}.")
+    _encode_into(out, dataset.data, ai, bi)
+    return out
+
+
+def _encode_into(out: np.ndarray, data: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    alone = b < 0
+    if not alone.any():
+        _gather_xor(out, data, a, data, b)
+        return
+    # Coded symbols and lone points are contiguous runs in plan order; handle each run.
+    edges = np.flatnonzero(np.diff(alone.astype(np.int8))) + 1
+    bounds = np.concatenate([[0], edges, [alone.shape[0]]])
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if alone[lo]:
+            _gather_xor(out[lo:hi], data, a[lo:hi], None, None)
+        else:
+            _gather_xor(out[lo:hi], data, a[lo:hi], data, b[lo:hi])
+
+
+# --------------------------------------------------------------------------- wire format
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    """One parsed frame: the symbols it carries and their payloads.
+
+    Attributes
+    ----------
+    epoch : int
+        Epoch ``t + 1`` whose batches the symbols deliver.
+    flags : int
+        ``FLAG_VARIABLE | FLAG_WIDE_IDS | FLAG_REPAIR`` bits.
+    record_bytes : int
+        Width ``B`` of a payload row.
+    symbol, a, b : numpy.ndarray
+        ``int64`` symbol numbers and point ids (``b = -1`` for a point sent alone).
+    len_a, len_b : numpy.ndarray or None
+        Record lengths (variable-length records only; ``len_b = 0`` when ``b = -1``).
+    payload : numpy.ndarray
+        ``(n_symbols, B)`` ``uint8`` rows (zero-padded past ``max(len_a, len_b)``).
+    wire_bytes : int
+        Size of the frame on the wire.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.eye(3, dtype=np.uint8))
+    >>> f = parse_frame(encode_plan_arrays(ds, [0], [1], epoch=1))
+    >>> f.a.tolist(), f.b.tolist(), f.payload.tolist()
+    ([0], [1], [[1, 1, 0]])
+    """
+
+    epoch: int
+    flags: int
+    record_bytes: int
+    symbol: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    len_a: np.ndarray | None
+    len_b: np.ndarray | None
+    payload: np.ndarray
+    wire_bytes: int
+
+    @property
+    def n_symbols(self) -> int:
+        """Number of symbols in the frame."""
+        return int(self.symbol.shape[0])
+
+    @property
+    def header_bytes(self) -> int:
+        """Bytes of framing: fixed header, entries and alignment padding."""
+        return self.wire_bytes - self.payload_bytes
+
+    @property
+    def payload_bytes(self) -> int:
+        """Bytes of symbol payload on the wire."""
+        if self.len_a is None or self.len_b is None:
+            return self.n_symbols * self.record_bytes
+        return int(np.maximum(self.len_a, self.len_b).sum())
+
+
+def _layout(n: int, flags: int) -> tuple[np.dtype, int]:
+    edt = _entry_dtype(flags)
+    start = FRAME_HEADER_BYTES + n * edt.itemsize
+    return edt, start + (-start % 8)
+
+
+def frame_overhead(
+    n_symbols: int, record_bytes: int, *, variable: bool = False, wide_ids: bool = False
+) -> float:
+    """Return framing bytes over payload bytes of a frame of ``n_symbols`` full-width symbols.
+
+    Examples
+    --------
+    >>> round(frame_overhead(1000, 4096), 5)
+    0.00294
+    """
+    n_symbols = check_int(n_symbols, "n_symbols", minimum=1)
+    record_bytes = check_int(record_bytes, "record_bytes", minimum=1)
+    flags = (FLAG_VARIABLE if variable else 0) | (FLAG_WIDE_IDS if wide_ids else 0)
+    _, start = _layout(n_symbols, flags)
+    return start / (n_symbols * record_bytes)
+
+
+def _pack(
+    *,
+    epoch: int,
+    flags: int,
+    width: int,
+    symbol: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    data: np.ndarray,
+    lengths: np.ndarray | None,
+) -> np.ndarray:
+    """Build one frame, encoding the payload in place."""
+    n = a.shape[0]
+    if int(max(a.max(initial=0), b.max(initial=0), symbol.max(initial=0))) >= 0xFFFFFFFF:
+        flags |= FLAG_WIDE_IDS
+    edt, start = _layout(n, flags)
+    none = np.iinfo(edt["b"]).max
+    if lengths is None:
+        payload_bytes = n * width
+        plen = None
+    else:
+        len_a = lengths[a]
+        len_b = np.where(b >= 0, lengths[np.maximum(b, 0)], 0)
+        plen = np.maximum(len_a, len_b)
+        payload_bytes = int(plen.sum())
+    buf = np.zeros(start + payload_bytes, dtype=np.uint8)
+    entries = buf[FRAME_HEADER_BYTES : FRAME_HEADER_BYTES + n * edt.itemsize].view(edt)
+    entries["symbol"] = symbol
+    entries["a"] = a
+    entries["b"] = np.where(b >= 0, b, none) if n else b
+    if lengths is None:
+        _encode_into(buf[start:].reshape(n, width), data, a, b)
+    else:
+        assert plen is not None
+        entries["len_a"] = len_a
+        entries["len_b"] = len_b
+        rows = np.empty((n, width), dtype=np.uint8)
+        _encode_into(rows, data, a, b)
+        buf[start:] = rows[np.arange(width) < plen[:, None]]
+    header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
+    header["magic"] = WIRE_MAGIC
+    header["version"] = WIRE_VERSION
+    header["flags"] = flags
+    header["epoch"] = epoch
+    header["n_symbols"] = n
+    header["record_bytes"] = width
+    header["payload_bytes"] = payload_bytes
+    header["header_crc"] = zlib.crc32(buf[:start].data)  # computed with the crc field zero
+    return buf
+
+
+def encode_plan_arrays(
+    dataset: Dataset,
+    a: object,
+    b: object,
+    *,
+    epoch: int,
+    symbol: object = None,
+    repair: bool = False,
+) -> np.ndarray:
+    """Return one frame carrying the symbols ``x[a] XOR x[b]`` (``b = -1``: ``x[a]`` alone).
+
+    Parameters
+    ----------
+    dataset : Dataset
+        The master's records.
+    a, b : array_like
+        Point ids of each symbol.
+    epoch : int
+        Epoch whose batches the symbols deliver.
+    symbol : array_like, optional
+        Symbol numbers written in the entries (default ``0, 1, ...``).
+    repair : bool
+        Mark the frame as a repair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.eye(2, dtype=np.uint8))
+    >>> frame = encode_plan_arrays(ds, [1], [-1], epoch=3)
+    >>> bytes(frame[:4]), len(frame)
+    (b'CSHF', 58)
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    epoch = check_int(epoch, "epoch", minimum=0)
+    ai = check_int_array(a, "a", ndim=1).astype(np.int64)
+    bi = check_int_array(b, "b", ndim=1).astype(np.int64)
+    if ai.shape != bi.shape:
+        raise ValueError(f"Argument 'b' must have the length of 'a', {ai.shape[0]}, not {bi.shape[0]}.")
+    N = dataset.N
+    if ai.size and (int(ai.min()) < 0 or int(ai.max()) >= N):
+        raise ValueError(f"Argument 'a' must name records in [0, {N}).")
+    if bi.size and (int(bi.min()) < -1 or int(bi.max()) >= N):
+        raise ValueError(f"Argument 'b' must name records in [0, {N}) or be -1.")
+    if symbol is None:
+        sym = np.arange(ai.shape[0], dtype=np.int64)
+    else:
+        sym = check_int_array(symbol, "symbol", ndim=1).astype(np.int64)
+        if sym.shape != ai.shape or (sym.size and int(sym.min()) < 0):
+            raise ValueError("Argument 'symbol' must hold one non-negative number per symbol.")
+    flags = (FLAG_VARIABLE if dataset.variable else 0) | (FLAG_REPAIR if repair else 0)
+    return _pack(
+        epoch=epoch,
+        flags=flags,
+        width=dataset.record_bytes,
+        symbol=sym,
+        a=ai,
+        b=bi,
+        data=dataset.data,
+        lengths=dataset.lengths,
+    )
+
+
+def encode_plan(
+    plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+) -> list[np.ndarray]:
+    """Encode every transmission of ``plan`` into frames of at most ``max_frame_bytes`` of payload.
+
+    Symbol ``s`` is ``x[a[s]] XOR x[b[s]]`` for ``(a, b, phase) = plan.transmissions()``; the
+    symbols keep their plan numbering across frames.
+
+    Parameters
+    ----------
+    plan : DeliveryPlan
+        The delivery plan of the transition ``t -> t + 1``.
+    dataset : Dataset
+        The master's ``N`` records.
+    epoch : int
+        The epoch ``t + 1`` written in the frame headers.
+    max_frame_bytes : int
+        Payload bytes per frame (a frame holds at least one symbol).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        The frames, as ``uint8`` buffers ready to send.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.plan import plan_from_matrix
+    >>> plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    >>> ds = load_dataset(np.arange(15 * 8, dtype=np.uint8).reshape(15, 8))
+    >>> frames = encode_plan(plan, ds, epoch=1)
+    >>> [parse_frame(f).n_symbols for f in frames]
+    [6]
+    """
+    if not isinstance(plan, DeliveryPlan):
+        raise TypeError(f"Argument 'plan' must be a DeliveryPlan, not {type(plan).__name__}.")
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    if dataset.N != plan.N:
+        raise ValueError(f"Argument 'dataset' must hold the plan's N = {plan.N} records, not {dataset.N}.")
+    epoch = check_int(epoch, "epoch", minimum=0)
+    max_frame_bytes = check_int(max_frame_bytes, "max_frame_bytes", minimum=1)
+    a, b, _ = plan.transmissions()
+    n = a.shape[0]
+    per = max(1, max_frame_bytes // dataset.record_bytes)
+    flags = FLAG_VARIABLE if dataset.variable else 0
+    frames = []
+    for lo in range(0, max(n, 1), per):
+        hi = min(n, lo + per)
+        frames.append(
+            _pack(
+                epoch=epoch,
+                flags=flags,
+                width=dataset.record_bytes,
+                symbol=np.arange(lo, hi, dtype=np.int64),
+                a=a[lo:hi],
+                b=b[lo:hi],
+                data=dataset.data,
+                lengths=dataset.lengths,
+            )
+        )
+    return frames
+
+
+def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | None = None) -> Frame:
+    """Parse and check one frame; payload rows are views into ``buf`` for fixed-size records.
+
+    Parameters
+    ----------
+    buf : bytes-like or numpy.ndarray
+        The frame as received.
+    epoch : int, optional
+        The epoch the receiver expects; a different one is rejected.
+    record_bytes : int, optional
+        The record width the receiver expects; a different one is rejected.
+
+    Raises
+    ------
+    DecodeError
+        If the frame is short, has a wrong magic, version, header checksum, epoch, record width
+        or payload length, or names ids out of range of its flags.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.eye(2, dtype=np.uint8))
+    >>> f = parse_frame(encode_plan_arrays(ds, [0], [1], epoch=5), epoch=5)
+    >>> f.epoch, f.n_symbols, f.payload.tolist()
+    (5, 1, [[1, 1]])
+    """
+    if isinstance(buf, np.ndarray):
+        if buf.dtype != np.uint8 or buf.ndim != 1:
+            raise TypeError("Argument 'buf' must be a 1-D uint8 array or a bytes-like object.")
+        raw = buf
+    else:
+        try:
+            raw = np.frombuffer(buf, dtype=np.uint8)  # type: ignore[call-overload]
+        except TypeError:
+            raise TypeError(f"Argument 'buf' must be bytes-like, not {type(buf).__name__}.") from None
+    if raw.shape[0] < FRAME_HEADER_BYTES:
+        raise DecodeError(
+            f"Frame rejected: {raw.shape[0]} bytes, shorter than the {FRAME_HEADER_BYTES}-byte header."
+        )
+    header = raw[:FRAME_HEADER_BYTES].copy().view(_HEADER_DTYPE)[0]
+    if bytes(header["magic"]) != WIRE_MAGIC:
+        raise DecodeError(f"Frame rejected: magic {bytes(header['magic'])!r}, not {WIRE_MAGIC!r}.")
+    if int(header["version"]) != WIRE_VERSION:
+        raise DecodeError(
+            f"Frame rejected: wire format version {int(header['version'])}, not {WIRE_VERSION}."
+        )
+    flags = int(header["flags"])
+    if flags & ~(FLAG_VARIABLE | FLAG_WIDE_IDS | FLAG_REPAIR):
+        raise DecodeError(f"Frame rejected: unknown flags {flags:#x}.")
+    n = int(header["n_symbols"])
+    width = int(header["record_bytes"])
+    edt, start = _layout(n, flags)
+    if raw.shape[0] < start:
+        raise DecodeError(
+            f"Frame rejected: {raw.shape[0]} bytes, shorter than its {start}-byte header and entries."
+        )
+    head = raw[:start].copy()
+    head[32:36] = 0
+    crc = zlib.crc32(head.data)
+    if crc != int(header["header_crc"]):
+        raise DecodeError(
+            f"Frame rejected: header checksum {int(header['header_crc']):#010x}, computed {crc:#010x}."
+        )
+    if epoch is not None and int(header["epoch"]) != epoch:
+        raise DecodeError(f"Frame rejected: epoch {int(header['epoch'])}, expected {epoch}.")
+    if width < 1 or (record_bytes is not None and width != record_bytes):
+        raise DecodeError(f"Frame rejected: record width {width}, expected {record_bytes}.")
+    entries = raw[FRAME_HEADER_BYTES : FRAME_HEADER_BYTES + n * edt.itemsize].view(edt)
+    none = np.iinfo(edt["b"]).max
+    a = entries["a"].astype(np.int64)
+    braw = entries["b"]
+    b = np.where(braw == none, -1, braw.astype(np.int64))
+    if n and (int(a.min()) < 0 or int(b.min()) < -1):
+        raise DecodeError("Frame rejected: point id out of range.")
+    symbol = entries["symbol"].astype(np.int64)
+    payload_bytes = int(header["payload_bytes"])
+    len_a = len_b = None
+    if flags & FLAG_VARIABLE:
+        len_a = entries["len_a"].astype(np.int64)
+        len_b = entries["len_b"].astype(np.int64)
+        plen = np.maximum(len_a, len_b)
+        if n and (int(plen.max()) > width or np.any((b < 0) & (len_b != 0))):
+            raise DecodeError("Frame rejected: record lengths exceed the record width.")
+        expected = int(plen.sum())
+    else:
+        expected = n * width
+    if payload_bytes != expected or raw.shape[0] != start + payload_bytes:
+        raise DecodeError(
+            f"Frame rejected: payload of {raw.shape[0] - start} bytes, header says {payload_bytes}, "
+            f"entries say {expected}."
+        )
+    body = raw[start:]
+    if flags & FLAG_VARIABLE:
+        assert len_a is not None and len_b is not None
+        rows = np.zeros((n, width), dtype=np.uint8)
+        rows[np.arange(width) < np.maximum(len_a, len_b)[:, None]] = body
+        payload = rows
+    else:
+        payload = body.reshape(n, width)
+    return Frame(
+        epoch=int(header["epoch"]),
+        flags=flags,
+        record_bytes=width,
+        symbol=symbol,
+        a=a,
+        b=b,
+        len_a=len_a,
+        len_b=len_b,
+        payload=payload,
+        wire_bytes=int(raw.shape[0]),
+    )
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeResult:
+    """What a worker rebuilt from its cache and the frames it received.
+
+    Attributes
+    ----------
+    worker : int
+        The worker.
+    cache : Cache
+        Its new records, one per id of ``need`` (rows of ``missing`` ids are zero).
+    decoded : numpy.ndarray
+        Ids recovered from symbols (the others of ``need`` came from the old cache).
+    bad : numpy.ndarray
+        Decoded ids whose checksum did not match (empty when no checksums were given).
+    missing : numpy.ndarray
+        Ids of ``need`` neither held nor decodable.
+    steps : int
+        XOR steps done, transit points of peeled cycles included.
+    rounds : int
+        Peeling rounds (1 without cycles; a cycle of ``l`` workers needs up to ``l - 1``).
+    verified : int
+        Number of decoded records checked against their checksum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.eye(2, dtype=np.uint8))
+    >>> frame = encode_plan_arrays(ds, [0], [1], epoch=1)
+    >>> res = decode_worker(ds.cache([0]), [frame], need=[1], worker=0, checksums=ds.checksums)
+    >>> res.cache.data.tolist(), res.ok
+    ([[0, 1]], True)
+    """
+
+    worker: int
+    cache: Cache
+    decoded: np.ndarray
+    bad: np.ndarray
+    missing: np.ndarray
+    steps: int
+    rounds: int
+    verified: int
+
+    @property
+    def ok(self) -> bool:
+        """Whether every needed record is present and passed its check."""
+        return not (self.bad.size or self.missing.size)
+
+    @property
+    def failed(self) -> np.ndarray:
+        """Ids to re-send: ``bad`` and ``missing`` together, increasing."""
+        return np.union1d(self.bad, self.missing)
+
+
+def _merge_frames(frames: list[Frame]) -> Frame:
+    if len(frames) == 1:
+        return frames[0]
+    f0 = frames[0]
+    variable = f0.len_a is not None
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(f, name) for f in frames])
+
+    return Frame(
+        epoch=f0.epoch,
+        flags=f0.flags,
+        record_bytes=f0.record_bytes,
+        symbol=cat("symbol"),
+        a=cat("a"),
+        b=cat("b"),
+        len_a=cat("len_a") if variable else None,
+        len_b=cat("len_b") if variable else None,
+        payload=cat("payload"),
+        wire_bytes=sum(f.wire_bytes for f in frames),
+    )
+
+
+def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Position of each of ``ids`` in ``sorted_ids``, ``-1`` if absent."""
+    if sorted_ids.size == 0:
+        return np.full(ids.shape, -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
+    return np.where(sorted_ids[pos] == ids, pos, -1)
+
+
+def decode_worker(
+    cache: Cache,
+    frames: Sequence[object],
+    *,
+    need: object,
+    worker: int,
+    epoch: int | None = None,
+    checksums: np.ndarray | None = None,
+    strict: bool = False,
+) -> DecodeResult:
+    """Rebuild a worker's next batch from its cache and the frames it received.
+
+    Symbols are peeled in rounds: round 1 decodes every symbol with one point in the cache, and
+    round ``r + 1`` every symbol with one point recovered in round ``r`` (the chain of a leftover
+    cycle). The peel is first run on the ids alone; only the steps that lead to a needed point are
+    then done on bytes, each round as one vectorized gather and XOR.
+
+    Parameters
+    ----------
+    cache : Cache
+        The worker's records of epoch ``t``.
+    frames : sequence of bytes-like, numpy.ndarray or Frame
+        The frames received (all symbols of the transition, or those meant for the worker).
+    need : array_like
+        Ids of the worker's batch of epoch ``t + 1``.
+    worker : int
+        The worker's number, for messages.
+    epoch : int, optional
+        Expected epoch of the frames.
+    checksums : numpy.ndarray, optional
+        The load-time checksum of every record (indexed by id); each decoded record is checked.
+    strict : bool
+        Raise instead of reporting ``missing`` and ``bad`` ids.
+
+    Returns
+    -------
+    DecodeResult
+
+    Raises
+    ------
+    DecodeError
+        A frame is malformed; or, with ``strict``, a needed point cannot be decoded (the message
+        names the symbol and the worker).
+    IntegrityError
+        With ``strict``, a decoded record fails its checksum.
+
+    Examples
+    --------
+    Example 1 of Attia and Tandon (2016): worker 0 peels the chain of the leftover cycle.
+
+    >>> import numpy as np
+    >>> from coded_shuffle.plan import plan_from_matrix
+    >>> plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    >>> ds = load_dataset(np.arange(15 * 4, dtype=np.uint8).reshape(15, 4))
+    >>> frames = encode_plan(plan, ds, epoch=1)
+    >>> old = ds.cache(plan.placement_t.batch(0))
+    >>> res = decode_worker(old, frames, need=plan.placement_t1.batch(0), worker=0)
+    >>> bool(np.array_equal(res.cache.data, ds.data[plan.placement_t1.batch(0)])), res.rounds
+    (True, 2)
+    """
+    from .errors import IntegrityError
+
+    if not isinstance(cache, Cache):
+        raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
+    worker = check_int(worker, "worker", minimum=0)
+    need_ids = np.unique(check_int_array(need, "need", ndim=1).astype(np.int64))
+    if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
+        raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+    width = int(cache.data.shape[1])
+    parsed = []
+    for q, f in enumerate(frames):
+        if isinstance(f, Frame):
+            parsed.append(f)
+            continue
+        try:
+            parsed.append(parse_frame(f, epoch=epoch, record_bytes=width))  # type: ignore[arg-type]
+        except DecodeError as exc:
+            raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
+    variable = cache.lengths is not None
+    for q, f in enumerate(parsed):
+        if (f.len_a is not None) != variable or f.record_bytes != width:
+            raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
+    empty = np.empty(0, np.int64)
+    if parsed:
+        fr = _merge_frames(parsed)
+        a, b, payload = fr.a, fr.b, fr.payload
+    else:
+        fr = None
+        a, b, payload = empty, empty, np.empty((0, width), np.uint8)
+    S = a.shape[0]
+
+    # ---- symbolic peel on ids -------------------------------------------------------------
+    held_need = _lookup(cache.ids, need_ids)  # row in the old cache, or -1
+    coded = b >= 0
+    ep_id = np.concatenate([a[coded], b[coded]])
+    ep_sym = np.concatenate([np.flatnonzero(coded), np.flatnonzero(coded)])
+    order = np.argsort(ep_id, kind="stable")
+    ep_id, ep_sym = ep_id[order], ep_sym[order]
+
+    def touching(ids: np.ndarray) -> np.ndarray:
+        lo = np.searchsorted(ep_id, ids, "left")
+        hi = np.searchsorted(ep_id, ids, "right")
+        cnt = hi - lo
+        if not cnt.sum():
+            return empty
+        starts = np.repeat(lo - np.cumsum(cnt) + cnt, cnt)
+        return np.unique(ep_sym[starts + np.arange(int(cnt.sum()))])
+
+    done = np.zeros(S, dtype=bool)
+    known = cache.ids
+    rounds: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (symbol, known id, new id)
+    # Points sent alone: a round of their own, taken only if needed and not held.
+    lone = np.flatnonzero(~coded)
+    lone = lone[(_lookup(need_ids, a[lone]) >= 0) & (_lookup(cache.ids, a[lone]) < 0)]
+    lone = lone[np.unique(a[lone], return_index=True)[1]] if lone.size else lone
+    frontier = cache.ids
+    while frontier.size:
+        syms = touching(frontier)
+        syms = syms[~done[syms]] if syms.size else syms
+        if not syms.size:
+            break
+        ka = _lookup(known, a[syms]) >= 0
+        kb = _lookup(known, b[syms]) >= 0
+        done[syms[ka | kb]] = True
+        one = ka ^ kb
+        s1 = syms[one]
+        kn = np.where(ka[one], a[s1], b[s1])
+        new = np.where(ka[one], b[s1], a[s1])
+        new, first = np.unique(new, return_index=True)
+        s1, kn = s1[first], kn[first]
+        if lone.size:  # a point sent alone is not decoded again from a symbol
+            keep = _lookup(np.sort(a[lone]), new) < 0
+            s1, kn, new = s1[keep], kn[keep], new[keep]
+        if not new.size:
+            break
+        rounds.append((s1, kn, new))
+        known = np.union1d(known, new)
+        frontier = new
+
+    # ---- keep only the steps that lead to needed points ---------------------------------------
+    want = need_ids[held_need < 0]
+    useful: list[np.ndarray] = [np.zeros(r[2].shape[0], dtype=bool) for r in rounds]
+    targets = want
+    for r in range(len(rounds) - 1, -1, -1):
+        s1, kn, new = rounds[r]
+        useful[r] = _lookup(np.sort(targets), new) >= 0 if targets.size else useful[r]
+        targets = np.union1d(targets, kn[useful[r]])
+    rounds = [(s1[u], kn[u], new[u]) for (s1, kn, new), u in zip(rounds, useful, strict=True)]
+
+    # ---- bytes ------------------------------------------------------------------------------
+    n_out = need_ids.shape[0]
+    out = np.zeros((n_out, width), dtype=np.uint8)
+    out_len = None if not variable else np.zeros(n_out, dtype=np.int64)
+    hr = np.flatnonzero(held_need >= 0)
+    out[hr] = np.take(cache.data, held_need[hr], axis=0)
+    if out_len is not None and cache.lengths is not None:
+        out_len[hr] = cache.lengths[held_need[hr]]
+
+    def rec_len(s: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        assert fr is not None and fr.len_a is not None and fr.len_b is not None
+        return np.where(a[s] == ids, fr.len_a[s], fr.len_b[s])
+
+    decoded_parts: list[np.ndarray] = []
+    # Points sent alone.
+    if lone.size:
+        pos = _lookup(need_ids, a[lone])
+        buf = np.empty((lone.size, width), dtype=np.uint8)
+        _gather_xor(buf, payload, lone, None, None)
+        out[pos] = buf
+        if out_len is not None:
+            out_len[pos] = rec_len(lone, a[lone])
+        decoded_parts.append(a[lone])
+    # Peeled rounds: round 1 XORs with cache rows, later rounds with rows recovered just before.
+    prev_ids = np.empty(0, np.int64)
+    prev_rows = np.empty((0, width), np.uint8)
+    n_steps = int(lone.size)
+    for r, (s1, kn, new) in enumerate(rounds):
+        if not new.size:
+            prev_ids, prev_rows = new, np.empty((0, width), np.uint8)
+            continue
+        rows = np.empty((new.size, width), dtype=np.uint8)
+        if r == 0:
+            _gather_xor(rows, payload, s1, cache.data, _lookup(cache.ids, kn))
+        else:
+            _gather_xor(rows, payload, s1, prev_rows, _lookup(prev_ids, kn))
+        n_steps += int(new.size)
+        if out_len is not None:
+            ln = rec_len(s1, new)
+            rows[np.arange(width) >= ln[:, None]] = 0
+        pos = _lookup(need_ids, new)
+        mine = pos >= 0
+        out[pos[mine]] = rows[mine]
+        if out_len is not None:
+            out_len[pos[mine]] = ln[mine]
+        decoded_parts.append(new[mine])
+        prev_ids, prev_rows = new, rows
+    decoded = np.sort(np.concatenate(decoded_parts)) if decoded_parts else empty
+    missing = np.setdiff1d(want, decoded)
+    if strict and missing.size:
+        p = int(missing[0])
+        hit = np.flatnonzero((a == p) | (b == p))
+        if hit.size:
+            s = int(hit[0])
+            sym = int(fr.symbol[s]) if fr is not None else s
+            raise DecodeError(
+                f"Worker {worker} cannot decode symbol {sym} (points {int(a[s])} and {int(b[s])}): "
+                f"it knows neither, so point {p} stays missing."
+            )
+        raise DecodeError(f"Worker {worker} needs point {p} but no symbol received carries it.")
+
+    bad = empty
+    verified = 0
+    if checksums is not None and decoded.size:
+        rows_d = _lookup(need_ids, decoded)
+        got = _checksum_rows(out[rows_d], None if out_len is None else out_len[rows_d])
+        ref = np.asarray(checksums)[decoded]
+        bad = decoded[got != ref]
+        verified = int(decoded.size)
+        if strict and bad.size:
+            raise IntegrityError(
+                f"Worker {worker}: decoded point {int(bad[0])} fails its checksum"
+                + (f" ({bad.size} points in all)." if bad.size > 1 else ".")
+            )
+    new_cache = Cache(ids=_readonly(need_ids), data=out, lengths=out_len)
+    return DecodeResult(
+        worker=worker,
+        cache=new_cache,
+        decoded=_readonly(decoded),
+        bad=_readonly(bad),
+        missing=_readonly(missing),
+        steps=n_steps,
+        rounds=len(rounds),
+        verified=verified,
+    )

@@ -1,0 +1,443 @@
+"""Tests of coded_shuffle.codec: records, checksums, encoding, the wire format and decoding."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coded_shuffle.codec import (
+    FLAG_REPAIR,
+    FRAME_HEADER_BYTES,
+    Cache,
+    Dataset,
+    checksum_reference,
+    decode_worker,
+    encode_plan,
+    encode_plan_arrays,
+    encode_symbols,
+    frame_overhead,
+    load_dataset,
+    parse_frame,
+    record_checksums,
+)
+from coded_shuffle.errors import DecodeError, IntegrityError
+from coded_shuffle.orders import epoch_placement
+from coded_shuffle.plan import decoding_steps, plan_delivery, plan_from_matrix
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20240611)
+
+
+def _dataset(rng: np.random.Generator, N: int, B: int) -> Dataset:
+    return load_dataset(rng.integers(0, 256, size=(N, B), dtype=np.uint8))
+
+
+def _variable(rng: np.random.Generator, N: int, B: int) -> Dataset:
+    return load_dataset([rng.bytes(int(n)) for n in rng.integers(0, B + 1, size=N)])
+
+
+def _decode_all(plan, ds, frames, **kw):
+    out = []
+    for k in range(plan.K):
+        old = ds.cache(plan.placement_t.batch(k))
+        out.append(decode_worker(old, frames, need=plan.placement_t1.batch(k), worker=k, **kw))
+    return out
+
+
+def _assert_exact(plan, ds, results):
+    for k, res in enumerate(results):
+        ids = plan.placement_t1.batch(k)
+        assert res.ok
+        assert np.array_equal(res.cache.ids, ids)
+        assert np.array_equal(res.cache.data, np.asarray(ds.data)[ids])
+        if ds.lengths is not None:
+            assert np.array_equal(res.cache.lengths, ds.lengths[ids])
+
+
+# --------------------------------------------------------------------------- checksums
+
+
+def test_checksum_matches_reference(rng):
+    # The vectorized checksum against the plain-Python definition, widths around word edges.
+    for B in (1, 7, 8, 9, 16, 61):
+        x = rng.integers(0, 256, size=(5, B), dtype=np.uint8)
+        h = record_checksums(x)
+        assert [int(v) for v in h] == [checksum_reference(r.tobytes()) for r in x]
+    recs = [rng.bytes(int(n)) for n in (0, 1, 5, 8, 13, 40)]
+    assert [int(v) for v in record_checksums(recs)] == [checksum_reference(r) for r in recs]
+
+
+def test_checksum_detects_every_single_bit_flip(rng):
+    x = rng.integers(0, 256, size=(1, 24), dtype=np.uint8)
+    h0 = int(record_checksums(x)[0])
+    flipped = np.repeat(x, 24 * 8, axis=0)
+    bit = np.arange(24 * 8)
+    flipped[bit, bit // 8] ^= (1 << (bit % 8)).astype(np.uint8)
+    assert h0 not in set(record_checksums(flipped).tolist())
+
+
+def test_checksum_depends_on_length():
+    assert checksum_reference(b"ab") != checksum_reference(b"ab\0")
+    assert int(record_checksums([b"", b"\0"])[0]) != int(record_checksums([b"", b"\0"])[1])
+
+
+def test_record_checksums_exceptions():
+    with pytest.raises(TypeError, match="'records'"):
+        record_checksums(5)
+    with pytest.raises(TypeError, match="'records'"):
+        record_checksums([b"a", 3])
+    with pytest.raises(ValueError, match="'lengths'"):
+        record_checksums([b"a"], lengths=[1])
+    with pytest.raises(ValueError, match="'lengths'"):
+        record_checksums(np.zeros((2, 4), np.uint8), lengths=[1, 5])
+    with pytest.raises(ValueError, match="'records'"):
+        record_checksums(np.zeros((2, 0), np.uint8))
+
+
+# --------------------------------------------------------------------------- records
+
+
+def test_load_dataset_views_without_copy(rng, tmp_path):
+    x = rng.normal(size=(6, 3, 2)).astype(np.float32)
+    ds = load_dataset(x)
+    assert ds.N == 6 and ds.record_bytes == 24 and not ds.variable
+    assert np.shares_memory(ds.data, x)
+    assert ds.record(2) == x[2].tobytes()
+    path = tmp_path / "x.npy"
+    np.save(path, x)
+    mm = load_dataset(str(path))
+    assert isinstance(mm.data.base, np.memmap) or isinstance(mm.data, np.memmap) or mm.data.base is not None
+    assert np.array_equal(mm.checksums, ds.checksums)
+    assert load_dataset(path).record(5) == x[5].tobytes()
+
+
+def test_load_dataset_non_contiguous(rng):
+    x = rng.integers(0, 256, size=(8, 6), dtype=np.uint8)[:, ::2]
+    ds = load_dataset(x)
+    assert ds.record(3) == np.ascontiguousarray(x)[3].tobytes()
+
+
+def test_load_dataset_exceptions(tmp_path):
+    with pytest.raises(TypeError, match="'source'"):
+        load_dataset(3)
+    with pytest.raises(TypeError, match="'source'"):
+        load_dataset([b"a", "b"])
+    with pytest.raises(ValueError, match="'source'"):
+        load_dataset(np.zeros((0, 4), np.uint8))
+    with pytest.raises(ValueError, match="'source'"):
+        load_dataset(np.array(3))
+    with pytest.raises(ValueError, match="'source'"):
+        load_dataset(np.array([[object()]]))
+    with pytest.raises(ValueError, match="'source'"):
+        load_dataset(str(tmp_path / "missing.npy"))
+    with pytest.raises(TypeError, match="'checksums'"):
+        load_dataset(np.zeros((2, 2)), checksums=1)
+    ds = load_dataset([b"ab"])
+    with pytest.raises(ValueError, match="'n'"):
+        ds.record(1)
+    with pytest.raises(ValueError, match="'ids'"):
+        ds.cache([3])
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def test_encode_symbols_oracle(rng):
+    for B in (3, 64, 1 << 16):
+        ds = _dataset(rng, 20, B)
+        a = rng.integers(0, 20, size=300)
+        b = np.where(rng.random(300) < 0.3, -1, rng.integers(0, 20, size=300))
+        got = encode_symbols(ds, a, b)
+        x = np.asarray(ds.data)
+        want = np.where((b >= 0)[:, None], x[a] ^ x[np.maximum(b, 0)], x[a])
+        assert np.array_equal(got, want)
+
+
+def test_encode_symbols_exceptions(rng):
+    ds = _dataset(rng, 4, 8)
+    with pytest.raises(TypeError, match="'dataset'"):
+        encode_symbols(np.zeros((4, 8)), [0], [1])
+    with pytest.raises(ValueError, match="'b'"):
+        encode_symbols(ds, [0, 1], [1])
+    with pytest.raises(ValueError, match="'a'"):
+        encode_symbols(ds, [4], [1])
+    with pytest.raises(ValueError, match="'b'"):
+        encode_symbols(ds, [0], [-2])
+    with pytest.raises(ValueError, match="'out'"):
+        encode_symbols(ds, [0], [1], out=np.zeros((1, 7), np.uint8))
+
+
+def test_encode_plan_exceptions(rng):
+    ds = _dataset(rng, 15, 8)
+    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    with pytest.raises(TypeError, match="'plan'"):
+        encode_plan("plan", ds, epoch=1)
+    with pytest.raises(TypeError, match="'dataset'"):
+        encode_plan(plan, "ds", epoch=1)
+    with pytest.raises(ValueError, match="'dataset'"):
+        encode_plan(plan, _dataset(rng, 14, 8), epoch=1)
+    with pytest.raises(ValueError, match="'epoch'"):
+        encode_plan(plan, ds, epoch=-1)
+    with pytest.raises(ValueError, match="'max_frame_bytes'"):
+        encode_plan(plan, ds, epoch=1, max_frame_bytes=0)
+
+
+def test_encode_plan_arrays_exceptions(rng):
+    ds = _dataset(rng, 4, 8)
+    with pytest.raises(TypeError, match="'dataset'"):
+        encode_plan_arrays(None, [0], [1], epoch=0)
+    with pytest.raises(ValueError, match="'b'"):
+        encode_plan_arrays(ds, [0], [1, 2], epoch=0)
+    with pytest.raises(ValueError, match="'a'"):
+        encode_plan_arrays(ds, [-1], [1], epoch=0)
+    with pytest.raises(ValueError, match="'b'"):
+        encode_plan_arrays(ds, [0], [9], epoch=0)
+    with pytest.raises(ValueError, match="'symbol'"):
+        encode_plan_arrays(ds, [0], [1], epoch=0, symbol=[-1])
+
+
+# --------------------------------------------------------------------------- wire format
+
+
+def test_frame_layout_is_as_documented(rng):
+    # docs/wire-format.md: 40-byte header, 12-byte entries (u32 symbol, a, b), 8-aligned payload.
+    ds = _dataset(rng, 10, 5)
+    frame = encode_plan_arrays(ds, [1, 2, 3], [4, -1, 5], epoch=7, symbol=[10, 11, 12], repair=True)
+    raw = frame.tobytes()
+    assert raw[:4] == b"CSHF"
+    assert int.from_bytes(raw[4:6], "little") == 1
+    assert int.from_bytes(raw[6:8], "little") == FLAG_REPAIR
+    assert int.from_bytes(raw[8:16], "little") == 7
+    assert int.from_bytes(raw[16:20], "little") == 3
+    assert int.from_bytes(raw[20:24], "little") == 5
+    assert int.from_bytes(raw[24:32], "little") == 15
+    head = bytearray(raw[: FRAME_HEADER_BYTES + 36 + 4])
+    head[32:36] = b"\0\0\0\0"
+    assert int.from_bytes(raw[32:36], "little") == zlib.crc32(bytes(head))
+    entries = np.frombuffer(raw[40:76], dtype="<u4").reshape(3, 3)
+    assert entries.tolist() == [[10, 1, 4], [11, 2, 0xFFFFFFFF], [12, 3, 5]]
+    assert len(raw) == 80 + 15
+    x = np.asarray(ds.data)
+    assert raw[80:85] == (x[1] ^ x[4]).tobytes()
+    assert raw[85:90] == x[2].tobytes()
+
+
+def test_frame_round_trip_variable(rng):
+    ds = _variable(rng, 12, 40)
+    a, b = np.array([0, 3, 5, 7]), np.array([1, -1, 6, 2])
+    f = parse_frame(encode_plan_arrays(ds, a, b, epoch=2))
+    assert f.len_a.tolist() == ds.lengths[a].tolist()
+    assert f.len_b.tolist() == [int(ds.lengths[1]), 0, int(ds.lengths[6]), int(ds.lengths[2])]
+    assert f.payload_bytes == int(np.maximum(f.len_a, f.len_b).sum())
+    assert np.array_equal(f.payload, encode_symbols(ds, a, b))
+
+
+def test_frame_overhead_values():
+    # 40-byte header plus 12 bytes per symbol, padded to 8.
+    assert frame_overhead(1, 64) == 56 / 64
+    assert frame_overhead(1000, 64) == 12040 / 64000
+    assert frame_overhead(1000, 1 << 20) == 12040 / (1000 << 20)
+    assert frame_overhead(10, 64, variable=True, wide_ids=True) == (40 + 320) / 640
+
+
+def test_frame_overhead_exceptions():
+    with pytest.raises(ValueError, match="'n_symbols'"):
+        frame_overhead(0, 64)
+    with pytest.raises(TypeError, match="'record_bytes'"):
+        frame_overhead(1, 6.5)
+
+
+def test_parse_frame_exceptions(rng):
+    ds = _dataset(rng, 10, 16)
+    good = encode_plan_arrays(ds, [1, 2], [3, -1], epoch=4)
+    with pytest.raises(TypeError, match="'buf'"):
+        parse_frame(3)
+    with pytest.raises(TypeError, match="'buf'"):
+        parse_frame(good.astype(np.int16))
+    with pytest.raises(DecodeError, match="shorter"):
+        parse_frame(good[:10])
+    with pytest.raises(DecodeError, match="shorter"):
+        parse_frame(good[:44])
+    with pytest.raises(DecodeError, match="payload"):
+        parse_frame(good[:-1])
+    with pytest.raises(DecodeError, match="payload"):
+        parse_frame(np.concatenate([good, [0]]).astype(np.uint8))
+    bad = good.copy()
+    bad[0] ^= 1
+    with pytest.raises(DecodeError, match="magic"):
+        parse_frame(bad)
+    bad = good.copy()
+    bad[4] = 9
+    with pytest.raises(DecodeError, match="version"):
+        parse_frame(bad)
+    bad = good.copy()
+    bad[6] = 0x80
+    with pytest.raises(DecodeError, match="flags"):
+        parse_frame(bad)
+    for pos in (8, 20, 44, 50):  # epoch, record width, entries: caught by the header CRC
+        bad = good.copy()
+        bad[pos] ^= 4
+        with pytest.raises(DecodeError, match="header checksum"):
+            parse_frame(bad)
+    with pytest.raises(DecodeError, match="epoch"):
+        parse_frame(good, epoch=5)
+    with pytest.raises(DecodeError, match="width"):
+        parse_frame(good, record_bytes=8)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def test_decode_example_1_peels_the_cycle(rng):
+    # Attia and Tandon (2016), Example 1: 6 symbols; the first worker of the cycle peels 2 steps.
+    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    ds = _dataset(rng, 15, 32)
+    frames = encode_plan(plan, ds, epoch=1)
+    results = _decode_all(plan, ds, frames, epoch=1, checksums=ds.checksums)
+    _assert_exact(plan, ds, results)
+    assert max(r.rounds for r in results) == 2
+    assert sum(r.verified for r in results) == int((plan.placement_t.owner != plan.placement_t1.owner).sum())
+    # Steps done on bytes equal the plan's decoding steps, transit points included.
+    for k, r in enumerate(results):
+        assert r.steps == len(decoding_steps(plan, k))
+
+
+@pytest.mark.parametrize("B", [1, 13, 64, 4096])
+def test_decode_random_plans_bit_exact(rng, B):
+    for seed in range(3):
+        p0 = epoch_placement(300, 5, seed=seed, epoch=0)
+        p1 = epoch_placement(300, 5, seed=seed, epoch=1)
+        plan = plan_delivery(p0, p1)
+        ds = _dataset(rng, 300, B)
+        frames = encode_plan(plan, ds, epoch=1, max_frame_bytes=max(B, 40 * B))
+        assert len(frames) > 1
+        _assert_exact(plan, ds, _decode_all(plan, ds, frames, epoch=1, checksums=ds.checksums))
+
+
+def test_decode_variable_length_records(rng):
+    p0 = epoch_placement(200, 4, seed=3, epoch=0)
+    p1 = epoch_placement(200, 4, seed=3, epoch=1)
+    plan = plan_delivery(p0, p1, strategy="exact")
+    ds = _variable(rng, 200, 50)
+    frames = encode_plan(plan, ds, epoch=1)
+    results = _decode_all(plan, ds, frames, checksums=ds.checksums)
+    _assert_exact(plan, ds, results)
+    for k, res in enumerate(results):
+        for n in plan.placement_t1.batch(k)[:5]:
+            assert res.cache.record(int(n)) == ds.record(int(n))
+
+
+def test_decode_large_records_row_loop(rng):
+    plan = plan_from_matrix([[0, 1, 1], [1, 0, 1], [2, 0, 0]])
+    ds = _dataset(rng, plan.N, 1 << 17)
+    _assert_exact(plan, ds, _decode_all(plan, ds, encode_plan(plan, ds, epoch=1)))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    K=st.integers(1, 6),
+    extra=st.integers(0, 30),
+    seed=st.integers(0, 2**16),
+    B=st.sampled_from([1, 8, 20]),
+    strategy=st.sampled_from(["greedy", "exact"]),
+)
+def test_decode_encode_round_trip(K, extra, seed, B, strategy):
+    """decode(encode(x)) == x for every worker of every plan."""
+    N = K + extra
+    plan = plan_delivery(
+        epoch_placement(N, K, seed=seed, epoch=0),
+        epoch_placement(N, K, seed=seed, epoch=1),
+        strategy=strategy,
+    )
+    ds = _dataset(np.random.default_rng(seed), N, B)
+    results = _decode_all(plan, ds, encode_plan(plan, ds, epoch=1), checksums=ds.checksums, strict=True)
+    _assert_exact(plan, ds, results)
+
+
+def test_decode_flags_bit_flips_as_bad(rng):
+    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    ds = _dataset(rng, 15, 16)
+    frame = encode_plan(plan, ds, epoch=1)[0]
+    f = parse_frame(frame)
+    start = frame.size - f.payload_bytes
+    bad = frame.copy()
+    bad[start + 4 * 16 + 3] ^= 0x10  # first cycle symbol m1 + m2
+    results = _decode_all(plan, ds, [bad], checksums=ds.checksums)
+    flagged = np.concatenate([r.bad for r in results])
+    a, b, _ = plan.transmissions()
+    # m1 + m2 corrupts m1 at worker w2 and m2 then m3 along worker w1's peeled chain.
+    assert set(flagged.tolist()) == {int(a[4]), int(b[5])}
+    for r in results:
+        good = np.setdiff1d(r.decoded, r.bad)
+        rows = r.cache.rows(good)
+        assert np.array_equal(r.cache.data[rows], np.asarray(ds.data)[good])
+    with pytest.raises(IntegrityError, match="checksum"):
+        _decode_all(plan, ds, [bad], checksums=ds.checksums, strict=True)
+
+
+def test_decode_wrong_ids_with_valid_crc_are_caught(rng):
+    # A header whose ids are wrong but whose CRC was recomputed (a faulty master): the decoded
+    # bytes fail their checksums; nothing wrong is accepted.
+    ds = _dataset(rng, 6, 16)
+    frame = encode_plan_arrays(ds, [0, 2], [1, 3], epoch=1)
+    ent = frame[FRAME_HEADER_BYTES : FRAME_HEADER_BYTES + 24].view("<u4").reshape(2, 3)
+    ent[0, 2] = 4  # claims x0 + x4 instead of x0 + x1
+    frame[32:36] = 0
+    frame[32:36] = np.frombuffer(zlib.crc32(frame[:64].tobytes()).to_bytes(4, "little"), np.uint8)
+    res = decode_worker(ds.cache([0, 2]), [frame], need=[4, 3], worker=0, checksums=ds.checksums)
+    assert res.bad.tolist() == [4] and res.missing.size == 0 and not res.ok
+    assert res.failed.tolist() == [4]
+
+
+def test_decode_missing_points():
+    ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(6, 2))
+    frame = encode_plan_arrays(ds, [0, 2], [1, 3], epoch=1)
+    res = decode_worker(ds.cache([5]), [frame], need=[1, 3, 4, 5], worker=2)
+    assert res.missing.tolist() == [1, 3, 4]
+    assert res.cache.ids.tolist() == [1, 3, 4, 5]
+    assert np.array_equal(res.cache.data[3], [10, 11])
+    with pytest.raises(DecodeError, match=r"Worker 2 cannot decode symbol 0 \(points 0 and 1\)"):
+        decode_worker(ds.cache([5]), [frame], need=[1], worker=2, strict=True)
+    with pytest.raises(DecodeError, match="Worker 2 needs point 4 but no symbol"):
+        decode_worker(ds.cache([5]), [frame], need=[4], worker=2, strict=True)
+
+
+def test_decode_worker_exceptions(rng):
+    ds = _dataset(rng, 6, 8)
+    frame = encode_plan_arrays(ds, [0], [1], epoch=1)
+    cache = ds.cache([0])
+    with pytest.raises(TypeError, match="'cache'"):
+        decode_worker("c", [frame], need=[1], worker=0)
+    with pytest.raises(TypeError, match="'frames'"):
+        decode_worker(cache, frame, need=[1], worker=0)
+    with pytest.raises(ValueError, match="'worker'"):
+        decode_worker(cache, [frame], need=[1], worker=-1)
+    with pytest.raises(ValueError, match="'need'"):
+        decode_worker(cache, [frame], need=[[1]], worker=0)
+    with pytest.raises(DecodeError, match="Worker 0: frame 0: Frame rejected: epoch"):
+        decode_worker(cache, [frame], need=[1], worker=0, epoch=2)
+    with pytest.raises(DecodeError, match="width"):
+        decode_worker(_dataset(rng, 6, 4).cache([0]), [frame], need=[1], worker=0)
+    with pytest.raises(DecodeError, match="layout"):
+        decode_worker(
+            cache,
+            [parse_frame(encode_plan_arrays(_variable(rng, 6, 8), [0], [1], epoch=1))],
+            need=[1],
+            worker=0,
+        )
+
+
+def test_cache_patched(rng):
+    ds = _dataset(rng, 6, 4)
+    c = Cache(ids=np.array([1, 3]), data=np.zeros((2, 4), np.uint8), lengths=None)
+    fixed = c.patched(ds.cache([3]))
+    assert np.array_equal(fixed.data[1], ds.data[3]) and not fixed.data[0].any()
+    with pytest.raises(ValueError, match="'other'"):
+        c.patched(ds.cache([2]))
+    assert np.array_equal(ds.cache([1, 3]).checksums(), ds.checksums[[1, 3]])
