@@ -1,5 +1,6 @@
-"""Epoch orders: permutations of the points and the placements cut from them."""
+"""Epoch orders: permutations of the points, shard-aware shuffles, placements, quality metrics."""
 
+from .feistel import FeistelPermutation, feistel_permutation
 from .permutation import epoch_permutation, epoch_rng
 from .placement import (
     Placement,
@@ -9,14 +10,38 @@ from .placement import (
     placement_from_owner,
     placement_from_permutation,
 )
+from .quality import (
+    batch_shard_counts,
+    binomial_floor_pct,
+    decile_chi_square,
+    in_order_steps,
+    longest_in_order_run,
+    mixture_deviation,
+    node_working_sets,
+    quality_report,
+)
+from .shards import SHUFFLE_ALGORITHMS, node_bounds, shard_order
 
 __all__ = [
+    "FeistelPermutation",
     "Placement",
+    "SHUFFLE_ALGORITHMS",
+    "batch_shard_counts",
     "batch_sizes",
+    "binomial_floor_pct",
+    "decile_chi_square",
     "epoch_permutation",
     "epoch_placement",
     "epoch_rng",
+    "feistel_permutation",
+    "in_order_steps",
+    "longest_in_order_run",
+    "mixture_deviation",
+    "node_bounds",
+    "node_working_sets",
     "owner_dtype",
     "placement_from_owner",
     "placement_from_permutation",
+    "quality_report",
+    "shard_order",
 ]
