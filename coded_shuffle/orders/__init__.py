@@ -18,6 +18,7 @@ from .quality import (
     longest_in_order_run,
     mixture_deviation,
     node_working_sets,
+    order_quality,
     quality_report,
 )
 from .shards import SHUFFLE_ALGORITHMS, node_bounds, shard_order
@@ -39,6 +40,7 @@ __all__ = [
     "mixture_deviation",
     "node_bounds",
     "node_working_sets",
+    "order_quality",
     "owner_dtype",
     "placement_from_owner",
     "placement_from_permutation",
