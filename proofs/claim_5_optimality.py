@@ -1,0 +1,421 @@
+"""Claim 5: per-shuffle optimality of pairs + cycle packing, and where it fails.
+
+Notation
+--------
+==============  ====================================================================
+``S``           a shuffle matrix with conservation (row sum = column sum per worker)
+``W, P``        moved points, order-2 symbols (claim 2)
+``Omega``       leftover matrix: balanced (claim 1) and without 2-cycles
+``nu(Omega)``   largest cycle packing: most directed simple cycles, with multiplicity,
+                using each arc ``u -> v`` at most ``Omega[u][v]`` times
+``nu*(Omega)``  the same with fractional multiplicities (a linear program)
+``tau(Omega)``  least weight of a feedback arc set of ``Omega``
+``LB(S)``       the lower bound of claim 3, ``W - tau(S)``
+``greedy``      the library's shortest-cycles-first packing; ``exact`` its HiGHS packing
+==============  ====================================================================
+
+Statement
+---------
+(a) Reduction. ``LB(S) = W - P - tau(Omega)`` and the scheme with a packing ``C`` sends
+    ``W - P - |C|``, so it meets the bound exactly when ``|C| = tau(Omega)``; always
+    ``|C| <= nu(Omega) <= nu*(Omega) <= tau(Omega)``. Optimality of ``S`` depends on ``S``
+    only through ``Omega``, and every balanced ``Omega`` without 2-cycles whose out-degrees are
+    at most ``b`` is the leftover matrix of a shuffle with all batches of size ``b``
+    (``S = Omega + diag(b - out-degree)``).
+
+(b) ``K <= 3`` (proof below, no computer needed): the greedy packing, hence also the exact one,
+    meets the bound for every shuffle.
+
+(c) ``K = 4`` (proof by a cited theorem): the exact packing meets the bound for every shuffle.
+    Greedy is covered for ``K = 4`` only by the finite check.
+
+(d) ``K = 4, 5, 6`` (finite check, ``proofs/sweep_optimality.py``, run by hand): for every
+    balanced ``Omega`` without 2-cycles and with out-degrees at most ``b`` -- equivalently every
+    conserved shuffle matrix whose batches have at most ``b`` points, any ``N`` --
+
+        K = 4, b <= 20;   K = 5, b <= 9;   K = 6, b <= 2,
+
+    greedy packing = exact packing = ``tau(Omega)``: both meet the bound. ``SWEEP_RESULT``
+    below holds the counts printed by the sweep. (Greedy and exact differ from ``K = 6``:
+    :data:`GREEDY_SHORT_K6` has greedy 2, exact 3 = bound.)
+
+(e) Counterexample (result). The 7-worker leftover matrix :data:`OMEGA_GAP_K7`, 15 arcs of
+    weight 1, has ``nu = 4``, ``nu* = 9/2`` and ``tau = 5``. The shuffle
+    ``S = OMEGA_GAP_K7 + diag(3 - out-degree)`` (``K = 7``, batches of 3, ``N = 21``) has
+    ``W = 15``, ``P = 0``, lower bound 10, and even the exact packing sends 11.
+
+What (e) means. The conjecture "pairs + a maximum cycle packing meet the lower bound for every
+shuffle" (MATH.md, "whether that holds for all shuffles is open") is false, first for
+some ``K <= 7``; ``K <= 4`` is proven, ``K = 5`` and ``K = 6`` are open beyond the finite check.
+For this ``S`` at least one of two things holds: the genie bound is not tight, or a scheme that
+is not built from pairs and cycles beats 11. Splitting records into ``q`` sub-packets (running the
+scheme on ``q S``) cannot close the gap: the cycle phase then saves at most ``nu*(Omega) = 4.5``
+symbols per record, short of ``tau = 5`` (``nu(2 Omega) = 9``, ``nu(3 Omega) = 13``). The
+worst-case result of claim 4 is untouched: it needs only the cyclic shift.
+
+Proof
+-----
+(a) Fix an ordering ``sigma``. For a pair ``{i, j}`` exactly one of ``S[i][j]``, ``S[j][i]``
+is backward (holder after receiver) and it equals ``min(S[i][j], S[j][i])`` plus the ``Omega``
+entry in the same direction. Summing, ``B_S(sigma) = P + B_Omega(sigma)``. Maximising over
+``sigma`` and using claim 3 (b) for ``Omega``, whose total weight is ``W - 2P``:
+``LB(S) = P + (W - 2P) - tau(Omega) = W - P - tau(Omega)``. Weak duality: a FAS ``F`` meets
+every cycle of a packing, and each arc of ``F`` lies on at most ``Omega[u][v]`` of the cycles
+(counted with multiplicity), so ``|C| <= weight(F)``; the same bound holds for fractional
+packings, and ``nu <= nu*`` as the integer program is a restriction of the linear one. The
+construction of ``S`` from ``Omega`` has row sums ``out_i + b - out_i = b`` and column sums
+``in_i + b - out_i = b`` (balance), and ``leftover_matrix(S) = Omega`` since ``Omega`` has
+no 2-cycles.
+
+(b) ``K = 1``: nothing moves. ``K = 2``: a balanced ``Omega`` with at most one arc direction
+is zero. ``K = 3``: if ``Omega`` is not zero, relabel so that ``Omega[0][1] = a > 0``; then
+``Omega[1][0] = 0``. Balance at 0: ``a + Omega[0][2] = Omega[2][0]`` so ``Omega[2][0] > 0``,
+``Omega[0][2] = 0`` and ``Omega[2][0] = a``. Balance at 1: ``Omega[1][2] = a + Omega[2][1]`` so
+``Omega[2][1] = 0`` and ``Omega[1][2] = a``. So ``Omega`` is ``a`` times the triangle
+``0 -> 1 -> 2 -> 0``; greedy packs it ``a`` times, and every ordering has one backward arc of
+the triangle, so ``tau = a``.
+
+(c) Replace every arc of weight ``w`` by ``w`` parallel arcs. For a planar digraph, directed
+cycles are the directed cuts of the planar dual and feedback arc sets are its dijoins, so the
+Lucchesi-Younger theorem (C. L. Lucchesi and D. H. Younger, "A minimax theorem for directed
+graphs", J. London Math. Soc. 1978) gives: the most arc-disjoint directed cycles equals the
+least feedback arc set. Every graph on 4 vertices is planar (a subgraph of ``K_4``), so
+``nu(Omega) = tau(Omega)`` for ``K <= 4``, and ``exact`` (a maximum packing) meets the bound.
+This step rests on the cited theorem, which is not reproved here. ``K_5`` is not planar, so the
+argument stops at ``K = 4``, and (e) shows the statement is false at ``K = 7``.
+
+(d) is a finite computation; by (a) it covers every shuffle matrix with those batch sizes.
+For each ``K`` and ``b`` the sweep lists every balanced ``Omega`` without 2-cycles and with
+out-degrees ``<= b`` (arc weights on the pairs not touching the last worker are free, the
+others follow from balance), keeps one representative per relabelling of workers (a
+relabelling changes neither ``nu`` nor ``tau``), computes ``tau`` by brute force over all
+``K!`` orderings and ``greedy`` with the library; since ``greedy <= exact <= nu <= tau``,
+``greedy = tau`` settles both strategies. ``exact`` is run on every representative for
+``K = 4`` and for ``K = 5, b <= 5`` and, for larger ``b``, wherever greedy falls short (never).
+
+(e) ``nu = 4`` and ``tau = 5`` by brute force in the check below (all ``7!`` orderings; a
+recursion over simple cycles for the packing), ``nu* = 9/2`` by linear programming, and the
+loads by the library. It was found by random search over sums of permutation matrices at
+``K = 8`` (5 of 20 000 shuffles had a gap; none at ``K = 6`` or ``7`` in 20 000 each) and
+reduced by removing cycles while the gap stayed.
+
+Check
+-----
+The reduction (a) on every 4 x 4 matrix with line sums ``b <= 2`` and random 5 x 5 ones; (b) on
+every 3-worker ``Omega`` with out-degrees ``<= 6``; (d) re-run in CI at small sizes (``K = 4,
+b <= 3``; ``K = 5, b <= 2``) with the exact packing also checked against an independent
+brute-force packing; :data:`GREEDY_SHORT_K6`; and (e) with independent brute force.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+
+from coded_shuffle.bounds import lower_bound
+from coded_shuffle.matrix import leftover_matrix
+from coded_shuffle.plan import pack_cycles, rates
+
+#: A 6-worker leftover matrix where shortest-cycles-first greedy packs 2 cycles, the best packing 3.
+GREEDY_SHORT_K6 = (
+    (0, 1, 1, 0, 0, 0),
+    (0, 0, 0, 1, 1, 0),
+    (0, 0, 0, 1, 0, 0),
+    (1, 0, 0, 0, 0, 1),
+    (1, 0, 0, 0, 0, 0),
+    (0, 1, 0, 0, 0, 0),
+)
+
+#: A 7-worker leftover matrix where no cycle packing meets the lower bound: nu = 4 < tau = 5.
+OMEGA_GAP_K7 = (
+    (0, 0, 0, 0, 1, 0, 1),
+    (1, 0, 0, 1, 0, 0, 0),
+    (0, 1, 0, 0, 0, 0, 1),
+    (0, 0, 0, 0, 0, 1, 1),
+    (0, 0, 1, 1, 0, 0, 0),
+    (1, 0, 1, 0, 0, 0, 0),
+    (0, 1, 0, 0, 1, 1, 0),
+)
+
+#: Printed by ``python proofs/sweep_optimality.py`` (see its docstring for the run):
+#: ``(K, b_max) -> (leftover matrices, classes up to relabelling, greedy short of tau, exact short of tau)``.
+SWEEP_RESULT = {
+    (4, 20): (None, None, 0, 0),
+    (5, 9): (None, None, 0, 0),
+    (6, 2): (None, None, 0, 0),
+}
+
+# --------------------------------------------------------------------------- brute force
+
+
+def simple_cycles(omega) -> list[tuple[int, ...]]:
+    """Directed simple cycles of the support, each listed once from its smallest worker."""
+    K = len(omega)
+    out: list[tuple[int, ...]] = []
+
+    def extend(path: list[int], on: set[int]) -> None:
+        for v in range(path[0], K):
+            if omega[path[-1]][v] <= 0:
+                continue
+            if v == path[0]:
+                if len(path) >= 2:
+                    out.append(tuple(path))
+            elif v not in on:
+                path.append(v)
+                on.add(v)
+                extend(path, on)
+                on.discard(v)
+                path.pop()
+
+    for s in range(K):
+        extend([s], {s})
+    return out
+
+
+def brute_max_packing(omega) -> int:
+    """``nu(Omega)``: take the first arc left; either no more cycles use it, or one does."""
+    K = len(omega)
+    cycles = simple_cycles(omega)
+    arcs_of = [[u * K + c[(k + 1) % len(c)] for k, u in enumerate(c)] for c in cycles]
+    through: dict[int, list[list[int]]] = {}
+    for arcs in arcs_of:
+        for e in arcs:
+            through.setdefault(e, []).append(arcs)
+
+    @functools.cache
+    def best(state: tuple[int, ...]) -> int:
+        e = next((e for e in through if state[e] > 0), None)
+        if e is None:
+            return 0
+        rest = list(state)
+        rest[e] = 0
+        value = best(tuple(rest))
+        for arcs in through[e]:
+            if all(state[a] > 0 for a in arcs):
+                nxt = list(state)
+                for a in arcs:
+                    nxt[a] -= 1
+                value = max(value, 1 + best(tuple(nxt)))
+        return value
+
+    return best(tuple(int(x) for row in omega for x in row))
+
+
+def backward_masks(K: int) -> np.ndarray:
+    """Row ``s``: 1 at ``i * K + j`` when holder ``i`` comes after receiver ``j`` in ordering ``s``."""
+    perms = list(itertools.permutations(range(K)))
+    masks = np.zeros((len(perms), K * K), dtype=np.int64)
+    for s, sigma in enumerate(perms):
+        pos = np.argsort(sigma)
+        for i in range(K):
+            for j in range(K):
+                if i != j and pos[i] > pos[j]:
+                    masks[s, i * K + j] = 1
+    return masks
+
+
+def brute_tau(omegas: np.ndarray) -> np.ndarray:
+    """``tau`` of each matrix of a stack: weight minus the best backward weight over all orderings."""
+    omegas = np.asarray(omegas, dtype=np.int64)
+    n, K, _ = omegas.shape
+    flat = omegas.reshape(n, K * K)
+    return flat.sum(axis=1) - (flat @ backward_masks(K).T).max(axis=1)
+
+
+def balanced_leftovers(K: int, b: int) -> np.ndarray:
+    """Every balanced ``K x K`` matrix without 2-cycles and with out-degrees ``<= b``, stacked."""
+    pairs = list(itertools.combinations(range(K), 2))
+    free = [p for p in pairs if p[1] < K - 1]
+    chunks = []
+    vals = np.arange(-b, b + 1)
+    first = [()] if not free else [(v,) for v in vals]  # chunk over the first free pair
+    m = max(len(free) - 1, 0)
+    rest_grid = np.array(list(itertools.product(vals, repeat=m)), dtype=np.int64).reshape(-1, m) if m else (
+        np.zeros((1, 0), dtype=np.int64)
+    )
+    for head in first:
+        grid = np.hstack([np.full((rest_grid.shape[0], len(head)), head, dtype=np.int64), rest_grid])
+        grid = grid[:, : len(free)]
+        x = dict(zip(free, grid.T, strict=True))  # x[(i, j)] > 0: i -> j, < 0: j -> i
+        for v in range(K - 1):
+            net = np.zeros(grid.shape[0], dtype=np.int64)
+            for (i, j), col in zip(free, grid.T, strict=True):
+                if i == v:
+                    net += col
+                elif j == v:
+                    net -= col
+            x[(v, K - 1)] = -net
+        om = np.zeros((grid.shape[0], K, K), dtype=np.int64)
+        for (i, j), col in x.items():
+            om[:, i, j] = np.maximum(col, 0)
+            om[:, j, i] = np.maximum(-col, 0)
+        om = om[om.sum(axis=2).max(axis=1, initial=0) <= b]
+        chunks.append(om)
+        if not free:
+            break
+    out = np.concatenate(chunks) if chunks else np.zeros((0, K, K), dtype=np.int64)
+    return out
+
+
+def one_per_relabelling(omegas: np.ndarray, b: int) -> np.ndarray:
+    """Keep one matrix per class under simultaneous relabelling of rows and columns."""
+    n, K, _ = omegas.shape
+    base = np.uint64(b + 1)
+    off = [(i, j) for i in range(K) for j in range(K) if i != j]
+    best = np.full(n, np.iinfo(np.uint64).max, dtype=np.uint64)
+    for p in itertools.permutations(range(K)):
+        code = np.zeros(n, dtype=np.uint64)
+        for i, j in off:
+            code = code * base + omegas[:, p[i], p[j]].astype(np.uint64)
+        np.minimum(best, code, out=best)
+    _, first = np.unique(best, return_index=True)
+    return omegas[np.sort(first)]
+
+
+def sweep(K: int, b: int, *, exact_all: bool) -> dict[str, object]:
+    """Compare greedy, exact and ``tau`` on every class of leftover matrices with out-degrees ``<= b``."""
+    omegas = balanced_leftovers(K, b)
+    classes = one_per_relabelling(omegas, b)
+    tau = brute_tau(classes)
+    greedy = np.array([pack_cycles(om).cycles_used for om in classes], dtype=np.int64)
+    run_exact = np.ones(len(classes), bool) if exact_all else greedy < tau
+    exact = greedy.copy()
+    for k in np.flatnonzero(run_exact):
+        exact[k] = pack_cycles(classes[k], strategy="exact").cycles_used
+    assert np.all(greedy <= exact) and np.all(exact <= tau)  # weak duality, (a)
+    return {
+        "K": K,
+        "b": b,
+        "matrices": int(len(omegas)),
+        "classes": int(len(classes)),
+        "exact_runs": int(run_exact.sum()),
+        "greedy_short": [classes[k].tolist() for k in np.flatnonzero(greedy < tau)],
+        "exact_short": [classes[k].tolist() for k in np.flatnonzero(exact < tau)],
+        "greedy_short_of_exact": int((greedy < exact).sum()),
+        "omegas": classes,
+        "tau": tau,
+        "exact": exact,
+    }
+
+
+def magic_matrices(K: int, b: int):
+    """Every ``K x K`` non-negative integer matrix with all row and column sums ``b``."""
+
+    def fill(k, cap):
+        if k == K:
+            if not any(cap):
+                yield []
+            return
+        for row in itertools.product(*(range(min(b, c) + 1) for c in cap)):
+            if sum(row) == b:
+                for rest in fill(k + 1, tuple(c - x for c, x in zip(cap, row, strict=True))):
+                    yield [list(row), *rest]
+
+    yield from fill(0, (b,) * K)
+
+
+def shuffle_from_leftovers(omega, b: int) -> np.ndarray:
+    """``Omega + diag(b - out-degree)``: a shuffle with batches of ``b`` and leftovers ``Omega``."""
+    om = np.asarray(omega, dtype=np.int64)
+    return om + np.diag(b - om.sum(axis=1))
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def test_reduction_on_every_4x4_shuffle_up_to_batch_2():
+    n = 0
+    for b in range(3):
+        for S in magic_matrices(4, b):
+            S = np.array(S)
+            omega = leftover_matrix(S)
+            W = int(S.sum() - np.trace(S))
+            P = sum(min(int(S[i, j]), int(S[j, i])) for i, j in itertools.combinations(range(4), 2))
+            tau = int(brute_tau(omega[None])[0])
+            assert lower_bound(S).value == W - P - tau
+            assert rates(S).coded == W - P - pack_cycles(omega).cycles_used
+            n += 1
+    assert n == 307
+
+
+def test_reduction_random_5x5():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        S = np.zeros((5, 5), dtype=np.int64)
+        for _ in range(int(rng.integers(1, 6))):
+            S[np.arange(5), rng.permutation(5)] += 1
+        omega = leftover_matrix(S)
+        W = int(S.sum() - np.trace(S))
+        P = int(np.triu(np.minimum(S, S.T), 1).sum())
+        assert lower_bound(S).value == W - P - int(brute_tau(omega[None])[0])
+
+
+def test_every_leftover_matrix_is_reached_by_a_shuffle():
+    for om in balanced_leftovers(4, 3):
+        S = shuffle_from_leftovers(om, 3)
+        assert S.min() >= 0
+        assert (S.sum(axis=0) == 3).all() and (S.sum(axis=1) == 3).all()
+        assert leftover_matrix(S).tolist() == om.tolist()
+
+
+def test_three_workers_are_triangles_and_greedy_is_optimal():
+    omegas = balanced_leftovers(3, 6)
+    assert len(omegas) == 1 + 2 * 6  # zero, and a times each of the two triangles
+    tau = brute_tau(omegas)
+    for om, t in zip(omegas, tau, strict=True):
+        a = int(om[0].sum())
+        assert int(om.sum()) == 3 * a and t == a
+        assert pack_cycles(om).cycles_used == a
+
+
+@pytest.mark.parametrize(("K", "bmax"), [(4, 3), (5, 2)])
+def test_small_sweep_with_brute_force_packing(K, bmax):
+    for b in range(1, bmax + 1):
+        res = sweep(K, b, exact_all=True)
+        assert res["greedy_short"] == [] and res["exact_short"] == []
+        for om, t, e in zip(res["omegas"], res["tau"], res["exact"], strict=True):
+            assert brute_max_packing(om.tolist()) == e == t
+
+
+def test_enumeration_matches_shuffles():
+    # the leftover matrices of all 4 x 4 shuffles with batches of 2 are the listed ones with b <= 2
+    seen = {tuple(leftover_matrix(S).ravel().tolist()) for S in magic_matrices(4, 2)}
+    listed = {tuple(om.ravel().tolist()) for om in balanced_leftovers(4, 2)}
+    assert seen == listed
+
+
+def test_greedy_short_of_exact_at_six_workers():
+    om = np.array(GREEDY_SHORT_K6)
+    assert pack_cycles(om).cycles_used == 2
+    assert pack_cycles(om, strategy="exact").cycles_used == 3
+    assert brute_max_packing(om.tolist()) == 3 == int(brute_tau(om[None])[0])
+    S = shuffle_from_leftovers(om, 2)
+    assert rates(S, strategy="exact").coded == lower_bound(S).value == rates(S).coded - 1
+
+
+def test_no_cycle_packing_meets_the_bound_at_seven_workers():
+    from fractions import Fraction
+
+    from scipy.optimize import linprog
+
+    om = np.array(OMEGA_GAP_K7)
+    assert (om.sum(axis=0) == om.sum(axis=1)).all() and int(om.sum()) == 15
+    assert int(brute_tau(om[None])[0]) == 5
+    assert brute_max_packing(om.tolist()) == 4
+    cycles = simple_cycles(om.tolist())
+    A = np.zeros((49, len(cycles)))
+    for c, cyc in enumerate(cycles):
+        for k, u in enumerate(cyc):
+            A[u * 7 + cyc[(k + 1) % len(cyc)], c] = 1
+    lp = linprog(-np.ones(len(cycles)), A_ub=A, b_ub=om.ravel(), bounds=(0, None), method="highs")
+    assert Fraction(-lp.fun).limit_denominator(100) == Fraction(9, 2)
+    S = shuffle_from_leftovers(om, 3)
+    assert int(S.sum()) == 21 and (S.sum(axis=0) == 3).all()
+    best = rates(S, strategy="exact")
+    assert (best.uncoded, best.pairs, best.coded) == (15, 0, 11)
+    assert lower_bound(S).value == 10
+    for q, nu in ((2, 9), (3, 13)):  # sub-packets do not close the gap
+        assert pack_cycles(q * om, strategy="exact").cycles_used == nu < q * 5

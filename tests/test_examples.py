@@ -1,0 +1,26 @@
+"""Run every program of ``examples/``: each prints its result and ends with an assert."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = sorted((pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+
+
+def test_examples_are_present():
+    names = {p.stem for p in EXAMPLES}
+    expected = {"paper_example1", "two_worker_swap", "cyclic_worst_case", "random_shuffles", "sorted_shards"}
+    assert expected <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs(path):
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+    head = path.read_text().split('"""')[1]
+    assert "Source:" in head or "source" in head  # each example names its source
