@@ -4,8 +4,8 @@ The setup is the mixture experiment of seed 003: ``--shards`` shards of ``--shar
 samples (default 10^4 x 10^4 = 10^8), the first half of the shards of kind A, the second half
 of kind B. For each algorithm, each implementation generates the epoch order in a fresh
 subprocess, which reports its generation time and its peak resident memory
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, read right after generation; ``base`` is the
-same figure before generation, after imports). The order is handed back through a ``.npy``
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, read right after generation; ``+MB`` is the
+peak less the same figure read before generation, after imports). The order is handed back through a ``.npy``
 file and both implementations' orders are scored with the same quality figures
 (:func:`coded_shuffle.orders.quality.order_quality`).
 
@@ -44,6 +44,35 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def load_streaming_shuffle():
+    """Return streaming's ``get_shuffle``.
+
+    Its shuffle modules need only numpy, but ``import streaming`` runs the package's
+    ``__init__``, which imports its whole dataset stack (torch, transformers, cloud clients).
+    When that fails, the parent packages are registered as bare namespace modules so that only
+    ``streaming/base/shuffle`` is executed.
+    """
+    try:
+        from streaming.base.shuffle import get_shuffle
+    except ImportError:
+        import importlib
+        import importlib.util
+        import types
+
+        for name in [m for m in sys.modules if m == "streaming" or m.startswith("streaming.")]:
+            del sys.modules[name]
+        spec = importlib.util.find_spec("streaming")
+        if spec is None or not spec.submodule_search_locations:
+            raise
+        root = list(spec.submodule_search_locations)[0]
+        for name, path in (("streaming", root), ("streaming.base", os.path.join(root, "base"))):
+            module = types.ModuleType(name)
+            module.__path__ = [path]
+            sys.modules[name] = module
+        get_shuffle = importlib.import_module("streaming.base.shuffle").get_shuffle
+    return get_shuffle
+
+
 def worker(impl: str, algo: str, out: str, args: argparse.Namespace) -> None:
     import numpy as np
 
@@ -63,7 +92,7 @@ def worker(impl: str, algo: str, out: str, args: argparse.Namespace) -> None:
             )
 
     else:
-        from streaming.base.shuffle import get_shuffle
+        get_shuffle = load_streaming_shuffle()
 
         def make():
             return get_shuffle(algo, sizes, args.canonical_nodes, args.seed, args.epoch, args.block_size)
@@ -98,7 +127,7 @@ def _run_worker(python: str, impl: str, algo: str, out: str, args: argparse.Name
 
 def _streaming_available(python: str) -> bool:
     probe = subprocess.run(
-        [python, "-c", "import streaming.base.shuffle"], capture_output=True, text=True, check=False
+        [python, os.path.abspath(__file__), "--probe-streaming"], capture_output=True, text=True, check=False
     )
     return probe.returncode == 0
 
@@ -126,6 +155,7 @@ COLUMNS = [
     ("impl", "impl", "{}"),
     ("seconds", "gen s", "{:.2f}"),
     ("peak_mb", "peak MB", "{:.0f}"),
+    ("gen_mb", "+MB", "{:.0f}"),
     ("mean_deviation_pct", "mean dev %", "{:.2f}"),
     ("max_deviation_pct", "max dev %", "{:.2f}"),
     ("epoch_mean_deviation_pct", "epoch dev %", "{:.2f}"),
@@ -158,8 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-streaming", action="store_true", help="skip the comparison")
     p.add_argument("--json", help="also write the records as JSON lines to this file")
     p.add_argument("--worker", nargs=3, metavar=("IMPL", "ALGO", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("--probe-streaming", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
+    if args.probe_streaming:
+        load_streaming_shuffle()
+        return 0
     if args.worker:
         worker(*args.worker, args)
         return 0
@@ -190,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = os.path.join(tmp, f"{impl}-{algo}.npy")
                 rec = {"algo": algo, "impl": impl, **_run_worker(python, impl, algo, out, args)}
                 if "error" not in rec:
+                    rec["gen_mb"] = rec["peak_mb"] - rec["base_mb"]
                     rec.update(_score(out, args))
                     os.remove(out)
                 records.append(rec)

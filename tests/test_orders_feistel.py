@@ -12,11 +12,6 @@ from coded_shuffle.orders.feistel import FeistelPermutation, feistel_permutation
 from coded_shuffle.orders.quality import decile_chi_square
 
 
-@pytest.fixture
-def rng() -> np.random.Generator:
-    return np.random.default_rng(99)
-
-
 @pytest.mark.parametrize("N", [0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 100, 1000, 1023, 1025, 4097])
 def test_feistel_is_a_bijection_exhaustively(N):
     for seed, epoch in [(0, 0), (1, 0), (1, 1), (12345, 7)]:

@@ -23,11 +23,6 @@ from coded_shuffle.orders.quality import (
 from coded_shuffle.orders.shards import SHUFFLE_ALGORITHMS, shard_order
 
 
-@pytest.fixture
-def rng() -> np.random.Generator:
-    return np.random.default_rng(7031)
-
-
 def shard_list(sizes):
     out = []
     for j, z in enumerate(sizes):

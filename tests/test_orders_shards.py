@@ -29,11 +29,6 @@ ALGOS = sorted(SHUFFLE_ALGORITHMS)
 NODE_ALGOS = [a for a in ALGOS if a != "naive"]
 
 
-@pytest.fixture
-def rng() -> np.random.Generator:
-    return np.random.default_rng(20240611)
-
-
 # ------------------------------------------------------------------------------------------
 # brute-force oracles (plain Python)
 # ------------------------------------------------------------------------------------------
