@@ -1,0 +1,268 @@
+"""Plots for readers: loads against ``K`` for random shuffles, and the leftover graph with its cycles.
+
+matplotlib is an optional extra (``pip install 'coded_shuffle[plot]'``) imported only when a
+plot is drawn; figures are made with :class:`matplotlib.figure.Figure` (no pyplot state) and
+written as PNG or SVG according to the file extension.
+
+Notation
+--------
+==========  ================================================================
+``K``       number of workers
+``N``       number of points, ``K * points_per_worker``
+``S``       shuffle matrix; ``Omega`` its leftover matrix
+loads       symbols per transition divided by ``N`` (so that ``K`` values compare)
+==========  ================================================================
+
+Reference: M. A. Attia and R. Tandon, "On the Worst-case Communication Overhead for
+Distributed Data Shuffling", Allerton 2016, arXiv:1609.09823.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_choice, check_int
+from .bounds import lower_bound
+from .matrix import check_shuffle_matrix, leftover_matrix, pair_minima, shuffle_matrix
+from .orders import epoch_placement
+from .plan import STRATEGIES, pack_cycles, rates
+
+__all__ = ["FORMATS", "plot_load_vs_k", "plot_leftovers", "load_vs_k"]
+
+#: File extensions the plots are written in.
+FORMATS = (".png", ".svg")
+
+_MISSING = "matplotlib is not installed: pip install 'coded_shuffle[plot]'"
+
+
+def _figure(**kwargs: Any) -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError(_MISSING) from None
+    return Figure(**kwargs)
+
+
+def _check_path(path: object) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"Argument 'path' must be a str or path, not {type(path).__name__}.")
+    out = os.fspath(path)
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in FORMATS:
+        got = repr(ext) if ext else "no extension"
+        raise ValueError(f"Argument 'path' must end in one of {', '.join(FORMATS)}, not {got}.")
+    return out
+
+
+def load_vs_k(
+    *, k_min: int = 2, k_max: int = 10, points_per_worker: int = 100, seeds: int = 5, strategy: str = "greedy"
+) -> dict[str, Any]:
+    """Return the loads per point of random reshuffles for each ``K``: mean and std over seeds.
+
+    Epochs 0 and 1 of :func:`coded_shuffle.orders.epoch_placement` under seeds ``0..seeds-1``.
+
+    Returns
+    -------
+    dict
+        ``K`` (list of int) and, for each of ``uncoded``, ``paired``, ``coded``, ``bound``,
+        ``worst``, a pair of lists ``(mean, std)`` of loads divided by ``N``.
+
+    Examples
+    --------
+    >>> d = load_vs_k(k_min=2, k_max=3, points_per_worker=10, seeds=2)
+    >>> d["K"], d["worst"][0]
+    ([2, 3], [0.5, 0.6666666666666666])
+    """
+    k_min = check_int(k_min, "k_min", minimum=2)
+    k_max = check_int(k_max, "k_max", minimum=k_min)
+    ppw = check_int(points_per_worker, "points_per_worker", minimum=1)
+    seeds = check_int(seeds, "seeds", minimum=1)
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    keys = ("uncoded", "paired", "coded", "bound", "worst")
+    out: dict[str, Any] = {"K": list(range(k_min, k_max + 1))}
+    stats: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in keys}
+    for K in out["K"]:
+        N = K * ppw
+        rows = []
+        for seed in range(seeds):
+            S = shuffle_matrix(
+                epoch_placement(N, K, seed=seed, epoch=0), epoch_placement(N, K, seed=seed, epoch=1)
+            )
+            r = rates(S, strategy=strategy)
+            rows.append((r.uncoded, r.paired, r.coded, lower_bound(S).value, N * (K - 1) / K))
+        arr = np.array(rows, dtype=float) / N
+        for k, mean, std in zip(keys, arr.mean(axis=0), arr.std(axis=0), strict=True):
+            stats[k][0].append(float(mean))
+            stats[k][1].append(float(std))
+    out.update(stats)
+    return out
+
+
+def plot_load_vs_k(
+    path: str | os.PathLike[str],
+    *,
+    k_min: int = 2,
+    k_max: int = 10,
+    points_per_worker: int = 100,
+    seeds: int = 5,
+    strategy: str = "greedy",
+) -> str:
+    """Plot uncoded, paired, coded, lower bound and worst case against ``K`` for random shuffles.
+
+    Each load is divided by ``N`` and drawn as the mean over ``seeds`` seeds with error bars of
+    one standard deviation; the worst case ``(K - 1) / K`` is the same for every seed.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Output file, ``.png`` or ``.svg``.
+    k_min, k_max : int
+        Range of ``K`` (``2 <= k_min <= k_max``).
+    points_per_worker : int
+        Batch size; ``N = K * points_per_worker``.
+    seeds : int
+        Number of seeds.
+    strategy : str
+        Cycle packing strategy for the coded load.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> out = plot_load_vs_k(os.path.join(tempfile.mkdtemp(), "load.svg"), k_max=3, seeds=2)
+    >>> out.endswith("load.svg") and os.path.getsize(out) > 0
+    True
+    """
+    out = _check_path(path)
+    data = load_vs_k(
+        k_min=k_min, k_max=k_max, points_per_worker=points_per_worker, seeds=seeds, strategy=strategy
+    )
+    fig = _figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    K = np.array(data["K"])
+    styles = {
+        "uncoded": ("uncoded", "tab:gray", "o", "-"),
+        "paired": ("paired (order-2 only)", "tab:orange", "s", "-"),
+        "coded": (f"coded (pairs + cycles, {strategy})", "tab:blue", "D", "-"),
+        "bound": ("lower bound", "black", "x", ":"),
+        "worst": ("worst case (K-1)/K", "tab:red", None, "--"),
+    }
+    for key, (label, color, marker, ls) in styles.items():
+        mean, std = data[key]
+        ax.errorbar(K, mean, yerr=std, label=label, color=color, marker=marker, linestyle=ls, capsize=3, ms=5)
+    ax.set_xlabel("workers K")
+    ax.set_ylabel("load per point (symbols / N)")
+    ax.set_title(f"Random reshuffles: N = {points_per_worker} K, mean and std over {seeds} seeds")
+    ax.set_xticks(K)
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=9)
+    fig.savefig(out)
+    return out
+
+
+def plot_leftovers(
+    S: object, path: str | os.PathLike[str], *, strategy: str = "exact", title: str | None = None
+) -> str:
+    """Draw the leftover graph of ``S``: workers on a circle, arcs weighted by ``Omega``, cycles coloured.
+
+    Each cycle of the packing gets one colour (listed top left with how many times it is used);
+    an arc shared by several cycles is drawn once per cycle, bent apart; arcs are labelled with
+    their weight in ``Omega``; arcs no cycle covers (possible only without conservation) are grey
+    and dashed.
+
+    Parameters
+    ----------
+    S : array_like
+        Square shuffle matrix.
+    path : str or os.PathLike
+        Output file, ``.png`` or ``.svg``.
+    strategy : str
+        Cycle packing strategy.
+    title : str, optional
+        Title; by default the loads.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> out = plot_leftovers([[2, 1, 2], [2, 1, 2], [1, 3, 1]], os.path.join(tempfile.mkdtemp(), "o.png"))
+    >>> os.path.getsize(out) > 0
+    True
+    """
+    import networkx as nx
+
+    S = check_shuffle_matrix(S)
+    out = _check_path(path)
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"Argument 'title' must be a str or None, not {type(title).__name__}.")
+    K = S.shape[0]
+    omega = leftover_matrix(S)
+    packing = pack_cycles(omega, strategy=strategy)
+    r = rates(S, strategy=strategy)
+    fig = _figure(figsize=(6.5, 6.5), layout="constrained")
+    ax = fig.add_subplot()
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(K))
+    pos = nx.circular_layout(graph)
+    try:
+        from matplotlib import colormaps
+
+        cmap = colormaps["tab10"]
+    except ImportError:  # pragma: no cover - matplotlib present if _figure succeeded
+        raise ImportError(_MISSING) from None
+    used = np.zeros_like(omega)
+    layer: dict[tuple[int, int], int] = {}  # how many cycles already drawn on each arc
+    for c, (cyc, count) in enumerate(zip(packing.cycles, packing.counts, strict=True)):
+        color = cmap(c % 10)
+        for k in range(len(cyc)):
+            u, v = cyc[k], cyc[(k + 1) % len(cyc)]
+            n = layer.get((u, v), 0)
+            layer[(u, v)] = n + 1
+            used[u, v] += count
+            nx.draw_networkx_edges(
+                graph, pos, edgelist=[(u, v)], ax=ax, edge_color=[color], width=1.5 + min(count, 6),
+                arrows=True, arrowsize=18, connectionstyle=f"arc3,rad={0.15 * n}", node_size=900,
+            )
+        ax.annotate(
+            f"cycle {c + 1}: {' > '.join(f'w{w + 1}' for w in cyc)}  x{count}",
+            xy=(0.01, 0.99 - 0.045 * c), xycoords="axes fraction", color=color, fontsize=9, va="top",
+        )
+    rest = [(int(u), int(v)) for u, v in zip(*np.nonzero(omega - used), strict=True)]
+    if rest:
+        nx.draw_networkx_edges(
+            graph, pos, edgelist=rest, ax=ax, edge_color="0.6", style="dashed", arrows=True,
+            arrowsize=14, node_size=900,
+        )
+    labels = {(int(u), int(v)): str(int(omega[u, v])) for u, v in zip(*np.nonzero(omega), strict=True)}
+    nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=9, label_pos=0.5)
+    nx.draw_networkx_nodes(graph, pos, ax=ax, node_color="white", edgecolors="black", node_size=900)
+    nx.draw_networkx_labels(graph, pos, labels={k: f"w{k + 1}" for k in range(K)}, ax=ax, font_size=11)
+    pairs = int(np.triu(pair_minima(S), 1).sum())
+    ax.set_title(
+        title
+        or f"Leftover graph (K = {K}): uncoded {r.uncoded}, paired {r.paired} ({pairs} pairs), "
+        f"coded {r.coded}; {packing.cycles_used} cycles ({strategy})",
+        fontsize=10,
+    )
+    ax.set_axis_off()
+    ax.margins(0.12)
+    fig.savefig(out)
+    return out

@@ -1,0 +1,71 @@
+"""Tests of coded_shuffle.plots: files are written in both formats, bad inputs raise."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from coded_shuffle import plots  # noqa: E402
+
+# Attia and Tandon (2016), Example 1
+EXAMPLE_1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+
+
+@pytest.mark.parametrize("ext", [".png", ".svg"])
+def test_load_vs_k_writes_file(tmp_path, ext):
+    out = plots.plot_load_vs_k(tmp_path / f"load{ext}", k_min=2, k_max=4, points_per_worker=12, seeds=2)
+    assert out.endswith(ext)
+    data = open(out, "rb").read()
+    assert data.startswith(b"\x89PNG") if ext == ".png" else b"<svg" in data
+
+
+@pytest.mark.parametrize("ext", [".png", ".svg"])
+def test_leftovers_writes_file(tmp_path, ext):
+    out = plots.plot_leftovers(EXAMPLE_1, tmp_path / f"omega{ext}", strategy="greedy")
+    assert (tmp_path / f"omega{ext}").stat().st_size > 0 and out.endswith(ext)
+    plots.plot_leftovers([[0, 2], [1, 0]], tmp_path / f"unequal{ext}")  # an uncovered arc
+
+
+def test_load_vs_k_values():
+    d = plots.load_vs_k(k_min=2, k_max=3, points_per_worker=20, seeds=3)
+    assert d["K"] == [2, 3]
+    for i in range(2):
+        assert d["bound"][0][i] <= d["coded"][0][i] <= d["paired"][0][i] <= d["uncoded"][0][i]
+    assert d["worst"] == ([0.5, 2 / 3], [0.0, 0.0])
+
+
+def test_plots_exceptions(tmp_path):
+    with pytest.raises(ValueError, match="'path'"):
+        plots.plot_load_vs_k(tmp_path / "x.pdf", k_max=3)
+    with pytest.raises(ValueError, match="'path'"):
+        plots.plot_leftovers(EXAMPLE_1, tmp_path / "noext")
+    with pytest.raises(TypeError, match="'path'"):
+        plots.plot_leftovers(EXAMPLE_1, 3)
+    with pytest.raises(ValueError, match="'k_min'"):
+        plots.plot_load_vs_k(tmp_path / "x.png", k_min=1)
+    with pytest.raises(ValueError, match="'k_max'"):
+        plots.plot_load_vs_k(tmp_path / "x.png", k_min=4, k_max=3)
+    with pytest.raises(ValueError, match="'seeds'"):
+        plots.plot_load_vs_k(tmp_path / "x.png", seeds=0)
+    with pytest.raises(ValueError, match="'strategy'"):
+        plots.plot_leftovers(EXAMPLE_1, tmp_path / "x.png", strategy="best")
+    with pytest.raises(ValueError, match="'S'"):
+        plots.plot_leftovers([[1, 2, 3]], tmp_path / "x.png")
+    with pytest.raises(TypeError, match="'title'"):
+        plots.plot_leftovers(EXAMPLE_1, tmp_path / "x.png", title=5)
+
+
+def test_missing_matplotlib_message(tmp_path, monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match=r"pip install 'coded_shuffle\[plot\]'"):
+        plots.plot_leftovers(EXAMPLE_1, tmp_path / "x.png")
