@@ -248,6 +248,35 @@ def _cmd_rate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from . import plots
+
+    ext = os.path.splitext(args.output)[1].lower()
+    if ext not in plots.FORMATS:
+        raise UsageError(f"--output must end in {' or '.join(plots.FORMATS)}, not {args.output!r}")
+    try:
+        if args.plot == "load-vs-k":
+            if args.k_min < 2:
+                raise UsageError(f"--k-min must be at least 2, not {args.k_min}")
+            if args.k_max < args.k_min:
+                raise UsageError(f"--k-max must be at least --k-min ({args.k_min}), not {args.k_max}")
+            out = plots.plot_load_vs_k(
+                args.output,
+                k_min=args.k_min,
+                k_max=args.k_max,
+                points_per_worker=args.points_per_worker,
+                seeds=args.seeds,
+                strategy=args.strategy,
+            )
+        else:
+            out = plots.plot_leftovers(read_matrix(args.matrix), args.output, strategy=args.strategy)
+    except ImportError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -315,6 +344,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
+
+    plot = sub.add_parser(
+        "plot",
+        help="draw loads against K, or a leftover graph, as PNG or SVG (needs matplotlib)",
+        description="Plots written as PNG or SVG by the extension of --output (needs matplotlib).",
+    )
+    kinds = plot.add_subparsers(dest="plot", metavar="PLOT", parser_class=_Parser, required=True)
+    load = kinds.add_parser(
+        "load-vs-k",
+        help="uncoded, paired, coded, lower bound and worst case against K for random shuffles",
+        description=(
+            "Loads per point of random reshuffles (epochs 0 -> 1 of seeds 0..S-1) against K: mean "
+            "with error bars of one standard deviation over the seeds."
+        ),
+    )
+    load.add_argument("--k-min", type=_positive, default=2, metavar="K", help="smallest K (default 2)")
+    load.add_argument("--k-max", type=_positive, default=10, metavar="K", help="largest K (default 10)")
+    load.add_argument(
+        "--points-per-worker", type=_positive, default=100, metavar="B", help="batch size (default 100)"
+    )
+    load.add_argument("--seeds", type=_positive, default=5, metavar="S", help="number of seeds (default 5)")
+    leftovers = kinds.add_parser(
+        "leftovers",
+        help="the leftover graph of a shuffle matrix with its cycles",
+        description="The leftover graph of a shuffle matrix, each packed cycle in its own colour.",
+    )
+    leftovers.add_argument(
+        "--matrix",
+        metavar="FILE",
+        required=True,
+        help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
+    )
+    for p, default in ((load, "greedy"), (leftovers, "exact")):
+        p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
+        p.add_argument(
+            "--strategy",
+            choices=sorted(STRATEGIES),
+            default=default,
+            help=f"cycle packing strategy (default {default})",
+        )
+        p.set_defaults(func=_cmd_plot)
     return parser
 
 

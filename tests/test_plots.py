@@ -69,3 +69,19 @@ def test_missing_matplotlib_message(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match=r"pip install 'coded_shuffle\[plot\]'"):
         plots.plot_leftovers(EXAMPLE_1, tmp_path / "x.png")
+
+
+def test_cli_plot(tmp_path, capsys):
+    from coded_shuffle.cli import main
+
+    matrix = tmp_path / "s.json"
+    matrix.write_text("[[2, 1, 2], [2, 1, 2], [1, 3, 1]]")
+    assert main(["plot", "leftovers", "--matrix", str(matrix), "--output", str(tmp_path / "o.svg")]) == 0
+    assert (tmp_path / "o.svg").stat().st_size > 0
+    args = ["plot", "load-vs-k", "--k-max", "3", "--seeds", "2", "--points-per-worker", "10"]
+    assert main([*args, "--output", str(tmp_path / "l.png")]) == 0
+    assert main([*args, "--output", str(tmp_path / "l.pdf")]) == 2
+    assert main(["plot", "load-vs-k", "--k-min", "4", "--k-max", "3", "-o", str(tmp_path / "x.png")]) == 2
+    assert main(["plot", "leftovers", "--output", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("coded-shuffle: error:") == 3
