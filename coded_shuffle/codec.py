@@ -109,6 +109,8 @@ assert _HEADER_DTYPE.itemsize == FRAME_HEADER_BYTES
 _ROW_LOOP_BYTES = 1 << 16
 #: Bytes per block when symbols are gathered into a temporary.
 _BLOCK_BYTES = 1 << 18
+#: Alignment of the codec's large buffers.
+_ALIGN = 4096
 #: Largest payload of one frame made by :func:`encode_plan` unless told otherwise.
 DEFAULT_MAX_FRAME_BYTES = 1 << 26
 
@@ -384,7 +386,8 @@ class Dataset:
         idx = np.unique(idx)
         if idx.size and (int(idx[0]) < 0 or int(idx[-1]) >= self.N):
             raise ValueError(f"Argument 'ids' must name records in [0, {self.N}).")
-        data = np.take(self.data, idx, axis=0)
+        data = _aligned_rows(idx.size, self.record_bytes)
+        _gather_xor(data, self.data, idx, None, None)
         lens = None if self.lengths is None else self.lengths[idx].copy()
         return Cache(ids=_readonly(idx), data=data, lengths=lens)
 
@@ -497,31 +500,60 @@ class Cache:
 # --------------------------------------------------------------------------- XOR kernels
 
 
+def _aligned_empty(nbytes: int, *, lead: int = 0) -> np.ndarray:
+    """A ``uint8`` buffer of ``nbytes`` whose byte ``lead`` sits on a 4096-byte boundary.
+
+    All large buffers of the codec share this alignment: row copies between buffers whose
+    offsets differ by a few bytes below a page multiple run several times slower (4K aliasing).
+    """
+    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    off = (-(raw.ctypes.data + lead)) % _ALIGN
+    return raw[off : off + nbytes]
+
+
+def _aligned_rows(n: int, width: int) -> np.ndarray:
+    return _aligned_empty(n * width).reshape(n, width)
+
+
 def _gather_xor(
-    out: np.ndarray, X: np.ndarray, xi: np.ndarray, Y: np.ndarray | None, yi: np.ndarray | None
+    out: np.ndarray,
+    X: np.ndarray,
+    xi: np.ndarray,
+    Y: np.ndarray | None,
+    yi: np.ndarray | None,
+    opos: np.ndarray | None = None,
 ) -> None:
-    """``out[r] = X[xi[r]] ^ Y[yi[r]]`` (or ``X[xi[r]]`` when ``Y`` is None); indices in range."""
-    n, width = out.shape
+    """``out[o[r]] = X[xi[r]] ^ Y[yi[r]]`` (``X[xi[r]]`` when ``Y`` is None), ``o = opos`` or ``r``.
+
+    Indices must be in range (they are clipped, not checked).
+    """
+    n = xi.shape[0]
+    width = out.shape[1]
     if n == 0:
         return
     if width >= _ROW_LOOP_BYTES:
-        xs, ys = xi.tolist(), (yi.tolist() if yi is not None else None)
-        for r in range(n):
+        xs = xi.tolist()
+        ys = yi.tolist() if yi is not None else None
+        os_ = opos.tolist() if opos is not None else range(n)
+        for r, o in enumerate(os_):
             if Y is None or ys is None:
-                np.copyto(out[r], X[xs[r]])
+                np.copyto(out[o], X[xs[r]])
             else:
-                np.bitwise_xor(X[xs[r]], Y[ys[r]], out=out[r])
+                np.bitwise_xor(X[xs[r]], Y[ys[r]], out=out[o])
         return
     rows = max(1, _BLOCK_BYTES // width)
-    tmp = np.empty((min(rows, n), width), dtype=np.uint8) if Y is not None else None
+    tmp = _aligned_rows(min(rows, n), width) if Y is not None else None
+    blk = _aligned_rows(min(rows, n), width) if opos is not None else None
     for lo in range(0, n, rows):
         hi = min(n, lo + rows)
-        o = out[lo:hi]
+        o = out[lo:hi] if blk is None else blk[: hi - lo]
         np.take(X, xi[lo:hi], axis=0, out=o, mode="clip")
         if Y is not None and yi is not None and tmp is not None:
             t = tmp[: hi - lo]
             np.take(Y, yi[lo:hi], axis=0, out=t, mode="clip")
             np.bitwise_xor(o, t, out=o)
+        if opos is not None:
+            out[opos[lo:hi]] = o
 
 
 def encode_symbols(dataset: Dataset, a: object, b: object, *, out: np.ndarray | None = None) -> np.ndarray:
@@ -558,7 +590,7 @@ def encode_symbols(dataset: Dataset, a: object, b: object, *, out: np.ndarray | 
         raise ValueError(f"Argument 'b' must name records in [0, {N}) or be -1.")
     shape = (ai.shape[0], dataset.record_bytes)
     if out is None:
-        out = np.empty(shape, dtype=np.uint8)
+        out = _aligned_rows(*shape)
     elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != np.uint8:
         raise ValueError(f"Argument 'out' must be a uint8 array of shape {shape}.")
     _encode_into(out, dataset.data, ai, bi)
@@ -690,7 +722,8 @@ def _pack(
         len_b = np.where(b >= 0, lengths[np.maximum(b, 0)], 0)
         plen = np.maximum(len_a, len_b)
         payload_bytes = int(plen.sum())
-    buf = np.zeros(start + payload_bytes, dtype=np.uint8)
+    buf = _aligned_empty(start + payload_bytes, lead=start)
+    buf[:start] = 0
     entries = buf[FRAME_HEADER_BYTES : FRAME_HEADER_BYTES + n * edt.itemsize].view(edt)
     entries["symbol"] = symbol
     entries["a"] = a
@@ -701,7 +734,7 @@ def _pack(
         assert plen is not None
         entries["len_a"] = len_a
         entries["len_b"] = len_b
-        rows = np.empty((n, width), dtype=np.uint8)
+        rows = _aligned_rows(n, width)
         _encode_into(rows, data, a, b)
         buf[start:] = rows[np.arange(width) < plen[:, None]]
     header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
@@ -1052,6 +1085,7 @@ def decode_worker(
     epoch: int | None = None,
     checksums: np.ndarray | None = None,
     strict: bool = False,
+    out: np.ndarray | None = None,
 ) -> DecodeResult:
     """Rebuild a worker's next batch from its cache and the frames it received.
 
@@ -1076,6 +1110,9 @@ def decode_worker(
         The load-time checksum of every record (indexed by id); each decoded record is checked.
     strict : bool
         Raise instead of reporting ``missing`` and ``bad`` ids.
+    out : numpy.ndarray, optional
+        A C-contiguous ``(len(need), B)`` ``uint8`` buffer for the new records, not overlapping
+        the cache (a worker double-buffers its caches: epoch ``t - 1``'s buffer holds ``t + 1``).
 
     Returns
     -------
@@ -1193,11 +1230,27 @@ def decode_worker(
     rounds = [(s1[u], kn[u], new[u]) for (s1, kn, new), u in zip(rounds, useful, strict=True)]
 
     # ---- bytes ------------------------------------------------------------------------------
+    # Every record lands straight in its row of the new cache: blocks of symbols are gathered and
+    # XORed in a cache-sized buffer, then scattered. Transit points of peeled chains (needed only
+    # to reach the next point) go to a small buffer per round.
     n_out = need_ids.shape[0]
-    out = np.zeros((n_out, width), dtype=np.uint8)
+    if out is None:
+        out = _aligned_rows(n_out, width)
+    elif (
+        not isinstance(out, np.ndarray)
+        or out.shape != (n_out, width)
+        or out.dtype != np.uint8
+        or not out.flags.c_contiguous
+        or not out.flags.writeable
+        or np.shares_memory(out, cache.data)
+    ):
+        raise ValueError(
+            f"Argument 'out' must be a writeable C-contiguous uint8 array of shape {(n_out, width)} "
+            "that does not overlap the cache."
+        )
     out_len = None if not variable else np.zeros(n_out, dtype=np.int64)
     hr = np.flatnonzero(held_need >= 0)
-    out[hr] = np.take(cache.data, held_need[hr], axis=0)
+    _gather_xor(out, cache.data, held_need[hr], None, None, hr)
     if out_len is not None and cache.lengths is not None:
         out_len[hr] = cache.lengths[held_need[hr]]
 
@@ -1206,12 +1259,13 @@ def decode_worker(
         return np.where(a[s] == ids, fr.len_a[s], fr.len_b[s])
 
     decoded_parts: list[np.ndarray] = []
+    written = np.zeros(n_out, dtype=bool)
+    written[hr] = True
     # Points sent alone.
     if lone.size:
         pos = _lookup(need_ids, a[lone])
-        buf = np.empty((lone.size, width), dtype=np.uint8)
-        _gather_xor(buf, payload, lone, None, None)
-        out[pos] = buf
+        _gather_xor(out, payload, lone, None, None, pos)
+        written[pos] = True
         if out_len is not None:
             out_len[pos] = rec_len(lone, a[lone])
         decoded_parts.append(a[lone])
@@ -1220,25 +1274,34 @@ def decode_worker(
     prev_rows = np.empty((0, width), np.uint8)
     n_steps = int(lone.size)
     for r, (s1, kn, new) in enumerate(rounds):
-        if not new.size:
-            prev_ids, prev_rows = new, np.empty((0, width), np.uint8)
-            continue
-        rows = np.empty((new.size, width), dtype=np.uint8)
+        pos = _lookup(need_ids, new)
+        mine = pos >= 0
+        transit = np.flatnonzero(~mine)
+        rows = _aligned_rows(transit.size, width)
+        tpos = np.full(new.size, -1, dtype=np.int64)
+        tpos[transit] = np.arange(transit.size)
         if r == 0:
-            _gather_xor(rows, payload, s1, cache.data, _lookup(cache.ids, kn))
+            sources = [(cache.data, _lookup(cache.ids, kn), np.ones(new.size, dtype=bool))]
         else:
-            _gather_xor(rows, payload, s1, prev_rows, _lookup(prev_ids, kn))
+            kpos = _lookup(need_ids, kn)
+            sources = [(out, kpos, kpos >= 0), (prev_rows, _lookup(prev_ids, kn), kpos < 0)]
+        for src, idx, sel in sources:
+            for dst, where, m in ((out, pos, mine), (rows, tpos, ~mine)):
+                qq = np.flatnonzero(sel & m)
+                if qq.size:
+                    _gather_xor(dst, payload, s1[qq], src, idx[qq], where[qq])
         n_steps += int(new.size)
         if out_len is not None:
             ln = rec_len(s1, new)
-            rows[np.arange(width) >= ln[:, None]] = 0
-        pos = _lookup(need_ids, new)
-        mine = pos >= 0
-        out[pos[mine]] = rows[mine]
-        if out_len is not None:
             out_len[pos[mine]] = ln[mine]
+            rows[np.arange(width) >= ln[transit, None]] = 0
+        written[pos[mine]] = True
         decoded_parts.append(new[mine])
-        prev_ids, prev_rows = new, rows
+        prev_ids, prev_rows = new[transit], rows
+    if not written.all():
+        out[~written] = 0
+    if out_len is not None:
+        out[np.arange(width) >= out_len[:, None]] = 0
     decoded = np.sort(np.concatenate(decoded_parts)) if decoded_parts else empty
     missing = np.setdiff1d(want, decoded)
     if strict and missing.size:
