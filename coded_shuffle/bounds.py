@@ -151,26 +151,24 @@ def _heuristic_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
         alive[v] = False
         out_w -= A[:, v]
         in_w -= A[v, :]
-    order = head + tail[::-1]
-    value = ordering_bound(S, order)
+    order = np.array(head + tail[::-1], dtype=np.int64)
+    # Local search: move one worker to its best position while that raises the bound. Inserting
+    # v at position p among the others adds S[v][w] for the p workers w before it and S[w][v]
+    # for those after it; both sums for every p come from one cumulative sum each.
     improved = True
     while improved:
         improved = False
         for v in range(K):
-            rest = [w for w in order if w != v]
-            r = np.array(rest, dtype=np.int64)
-            # value change of inserting v at position p among rest: v after rest[:p], before rest[p:]
-            after = S[v, r]  # v after w counts S[v][w]
-            before = S[r, v]  # w after v counts S[w][v]
-            gains = np.concatenate([[0], np.cumsum(after)]) + np.concatenate(
-                [np.cumsum(before[::-1])[::-1], [0]]
-            )
+            p0 = int(np.flatnonzero(order == v)[0])
+            rest = np.delete(order, p0)
+            gains = np.zeros(K, dtype=np.int64)
+            gains[1:] = np.cumsum(S[v, rest])
+            gains[:-1] += np.cumsum(S[rest, v][::-1])[::-1]
             p = int(np.argmax(gains))
-            candidate = rest[:p] + [v] + rest[p:]
-            cand_value = ordering_bound(S, candidate)
-            if cand_value > value:
-                order, value, improved = candidate, cand_value, True
-    return value, tuple(order)
+            if gains[p] > gains[p0]:
+                order = np.insert(rest, p, v)
+                improved = True
+    return ordering_bound(S, order), tuple(order.tolist())
 
 
 def lower_bound(S: object, *, exact: bool | None = None) -> LowerBound:

@@ -153,59 +153,16 @@ def is_cycle_packing(omega: object, cycles: Iterable[Sequence[int]], counts: Ite
     return bool(np.all(used <= om))
 
 
-def _shortest_path(adj: np.ndarray, src: int, dst: int, max_edges: int) -> list[int] | None:
-    """Breadth-first search: the lexicographically first shortest path ``src -> dst``."""
-    K = adj.shape[0]
-    parent = np.full(K, -1, dtype=np.int64)
-    seen = np.zeros(K, dtype=bool)
-    seen[src] = True
-    frontier = np.array([src], dtype=np.int64)
-    for _ in range(max_edges):
-        nbrs = adj[frontier]
-        reach = nbrs.any(axis=0) & ~seen
-        if not reach.any():
-            return None
-        new = np.flatnonzero(reach)
-        parent[new] = frontier[nbrs[:, new].argmax(axis=0)]
-        seen[new] = True
-        if seen[dst]:
-            path = [dst]
-            while path[-1] != src:
-                path.append(int(parent[path[-1]]))
-            return path[::-1]
-        frontier = new
-    return None
-
-
 def _greedy(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int]]:
-    """Shortest cycles first; returns the cycles and their counts."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import shortest_path
+    """Shortest cycles first (:func:`coded_shuffle._kernels.greedy_cycle_packing`)."""
+    from ._kernels import greedy_cycle_packing
 
-    W = np.array(omega, dtype=np.int64)
-    adj = W > 0
+    nodes, lengths, counts = greedy_cycle_packing(np.array(omega, dtype=np.int64))
     found: dict[tuple[int, ...], int] = {}
-    while adj.any():
-        dist = shortest_path(csr_matrix(adj), unweighted=True, directed=True)
-        ii, jj = np.nonzero(adj)
-        lengths = dist[jj, ii] + 1
-        finite = np.isfinite(lengths)
-        if not finite.any():
-            break  # what is left is acyclic
-        L = int(lengths[finite].min())
-        for e in np.flatnonzero(lengths == L):
-            i, j = int(ii[e]), int(jj[e])
-            while adj[i, j]:
-                path = _shortest_path(adj, j, i, L - 1)
-                if path is None or len(path) != L:
-                    break
-                cyc = (i, *path[:-1])
-                src = np.array(cyc)
-                dst = np.roll(src, -1)
-                c = int(W[src, dst].min())
-                W[src, dst] -= c
-                adj[src, dst] = W[src, dst] > 0
-                found[cyc] = found.get(cyc, 0) + c
+    ends = np.cumsum(lengths)
+    for end, L, c in zip(ends.tolist(), lengths.tolist(), counts.tolist(), strict=True):
+        cyc = tuple(nodes[end - L : end].tolist())
+        found[cyc] = found.get(cyc, 0) + c
     return list(found), list(found.values())
 
 

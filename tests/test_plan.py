@@ -251,3 +251,33 @@ def test_plan_exceptions():
     with pytest.raises(ValueError, match="'worker'"):
         decoding_steps(plan_from_matrix(EXAMPLE1), 3)
     assert batch_sizes(4, 2).tolist() == [2, 2]
+
+
+def test_greedy_kernel_shortest_first_and_leaves_no_cycle(rng):
+    import networkx as nx
+
+    from coded_shuffle._kernels import greedy_cycle_packing
+
+    for _ in range(40):
+        K = int(rng.integers(2, 12))
+        omega = rng.integers(0, 4, (K, K)) * (rng.random((K, K)) < 0.5)
+        np.fill_diagonal(omega, 0)
+        W = omega.astype(np.int64)
+        nodes, lengths, counts = greedy_cycle_packing(W)
+        # Taken in order of length; what is left has no cycle at all.
+        assert np.all(np.diff(lengths) >= 0)
+        assert nx.is_directed_acyclic_graph(nx.DiGraph(list(zip(*np.nonzero(W), strict=True))))
+        ends = np.cumsum(lengths)
+        cycles = [tuple(nodes[e - L : e]) for e, L in zip(ends, lengths, strict=True)]
+        assert is_cycle_packing(omega, cycles, counts.tolist())
+        used = np.zeros_like(omega)
+        for cyc, c in zip(cycles, counts, strict=True):
+            for k, w in enumerate(cyc):
+                used[w, cyc[(k + 1) % len(cyc)]] += c
+        assert np.array_equal(used + W, omega)
+        # Brute force: no cycle of the first length taken is shorter than the shortest cycle there was.
+        if lengths.size:
+            shortest = min(
+                len(c) for c in nx.simple_cycles(nx.DiGraph(list(zip(*np.nonzero(omega), strict=True))))
+            )
+            assert lengths[0] == shortest
