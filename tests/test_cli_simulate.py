@@ -1,0 +1,60 @@
+"""Tests of ``coded-shuffle simulate``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coded_shuffle.cli import main
+
+REQUIRED = {
+    "epoch", "K", "N", "record_bytes", "coded_symbols", "uncoded_symbols", "coded_bytes",
+    "uncoded_bytes", "lower_bound", "repairs", "verified", "seconds",
+}  # fmt: skip
+
+
+def test_simulate_json(capsys):
+    assert (
+        main(["simulate", "-K", "4", "-N", "200", "-B", "32", "--epochs", "3", "--seed", "2", "--json"]) == 0
+    )
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert REQUIRED <= set(r)
+        assert r["K"] == 4 and r["N"] == 200 and r["record_bytes"] == 32
+        assert r["verified"] is True and r["records_checked"] == 200
+        assert r["lower_bound"] <= r["coded_symbols"] <= r["uncoded_symbols"]
+        assert r["coded_bytes"] == 32 * r["coded_symbols"]
+    assert err == ""  # no progress bar with --json
+
+
+def test_simulate_table_default_strategy_exact(capsys):
+    assert main(["simulate", "-K", "3", "-N", "60", "-B", "8", "--epochs", "2", "--strategy", "exact"]) == 0
+    out, _ = capsys.readouterr()
+    assert "verified" in out and out.count(" yes ") == 2
+
+
+def test_simulate_defaults_run(capsys):
+    assert main(["simulate", "--epochs", "1"]) == 0
+    assert "K = 6, N = 6000, record = 1024 B" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["-K", "0"], "--workers must be at least 1"),
+        (["-K", "5", "-N", "3"], "--points must be at least --workers (5), not 3"),
+        (["-B", "0"], "--record-bytes must be at least 1"),
+        (["--epochs", "0"], "expected a positive integer"),
+        (["--seed", "-1"], "expected a non-negative integer"),
+        (["--strategy", "best"], "invalid choice"),
+        (["-N", "1000000000", "-B", "1000"], "at most 16 GiB"),
+    ],
+)
+def test_simulate_exceptions(capsys, argv, message):
+    assert main(["simulate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coded-shuffle: error: ") and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
