@@ -29,16 +29,17 @@ Statement
 (c) ``K = 4`` (proof by a cited theorem): the exact packing meets the bound for every shuffle.
     Greedy is covered for ``K = 4`` only by the finite check.
 
-(d) ``K = 4, 5`` (finite check, ``proofs/sweep_optimality.py``, run by hand): for every
+(d) ``K = 4, 5, 6`` (finite check, ``proofs/sweep_optimality.py``, run by hand): for every
     balanced ``Omega`` without 2-cycles and with out-degrees at most ``b`` -- equivalently every
     conserved shuffle matrix whose batches have at most ``b`` points, any ``N`` --
 
         K = 4, b <= 20  (34 481 leftover matrices, 1 471 up to relabelling; 14 s);
-        K = 5, b <= 7   (745 893 leftover matrices, 6 299 up to relabelling; 3.2 min),
+        K = 5, b <= 7   (745 893 leftover matrices, 6 299 up to relabelling; 3.2 min);
+        K = 6, b <= 2   (35 113 leftover matrices, 75 up to relabelling; 28 s),
 
     greedy packing = exact packing = ``tau(Omega)``: both meet the bound, on every one. The
     exact packing was run on every class. ``SWEEP_RESULT`` below holds these counts. Nothing
-    is claimed for ``K = 5, b >= 8`` or for ``K >= 6`` beyond the cases named here. (Greedy
+    is claimed for ``K = 5, b >= 8``, ``K = 6, b >= 3`` or ``K >= 7`` beyond the cases named here. (Greedy
     and exact differ from ``K = 6``: :data:`GREEDY_SHORT_K6` has greedy 2, exact 3 = bound.)
 
 (e) Counterexample (result). The 7-worker leftover matrix :data:`OMEGA_GAP_K7`, 15 arcs of
@@ -49,7 +50,8 @@ Statement
 What (e) means. The conjecture "pairs + a maximum cycle packing meet the lower bound for every
 shuffle" (MATH.md, "whether that holds for all shuffles is open") is false: it fails at
 ``K = 7``. ``K <= 3`` is proven, ``K = 4`` is proven from a cited theorem, ``K = 5`` holds up to
-the batch size of the finite check, and ``K = 6`` is open (20 000 random shuffles showed no gap).
+the batch size of the finite check, and ``K = 6`` is open beyond batches of 2 (20 000 random
+shuffles showed no gap).
 For this ``S`` at least one of two things holds: the genie bound is not tight, or a scheme that
 is not built from pairs and cycles beats 11. Splitting records into ``q`` sub-packets (running the
 scheme on ``q S``) cannot close the gap: the cycle phase then saves at most ``nu*(Omega) = 4.5``
@@ -148,6 +150,7 @@ OMEGA_GAP_K7 = (
 SWEEP_RESULT = {
     (4, 20): (34_481, 1_471, 0, 0),
     (5, 7): (745_893, 6_299, 0, 0),
+    (6, 2): (35_113, 75, 0, 0),
 }
 
 # --------------------------------------------------------------------------- brute force
