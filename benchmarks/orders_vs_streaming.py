@@ -132,7 +132,8 @@ def _streaming_available(python: str) -> bool:
     return probe.returncode == 0
 
 
-def _score(path: str, args: argparse.Namespace) -> dict:
+def score(path: str, args: argparse.Namespace) -> None:
+    """Print the quality figures of the order saved at ``path`` (runs in its own process)."""
     import numpy as np
 
     sys.path.insert(0, ROOT)
@@ -140,7 +141,7 @@ def _score(path: str, args: argparse.Namespace) -> dict:
 
     order = np.load(path)
     sizes = np.full(args.shards, args.shard_size, dtype=np.int64)
-    return order_quality(
+    figures = order_quality(
         order,
         shard_sizes=sizes,
         canonical_nodes=args.canonical_nodes,
@@ -148,6 +149,17 @@ def _score(path: str, args: argparse.Namespace) -> dict:
         batches=args.batches,
         batch_size=args.batch_size,
     )
+    print(json.dumps(figures))
+
+
+def _score(path: str, args: argparse.Namespace) -> dict:
+    # In a subprocess too: Linux carries a process's peak RSS over fork and exec, so the driver
+    # must stay small for the workers' ru_maxrss to mean their own peak.
+    cmd = [sys.executable, os.path.abspath(__file__), "--score", path]
+    for name in ("shards", "shard_size", "canonical_nodes", "batches", "batch_size"):
+        cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 COLUMNS = [
@@ -189,8 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the records as JSON lines to this file")
     p.add_argument("--worker", nargs=3, metavar=("IMPL", "ALGO", "OUT"), help=argparse.SUPPRESS)
     p.add_argument("--probe-streaming", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--score", metavar="NPY", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
+    if args.score:
+        score(args.score, args)
+        return 0
     if args.probe_streaming:
         load_streaming_shuffle()
         return 0
