@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 
 from ._checks import check_int
-from .matrix import check_shuffle_matrix
+from .matrix import check_shuffle_matrix, elastic_matrix
 
 __all__ = [
     "EXACT_BOUND_MAX_K",
@@ -177,7 +177,8 @@ def lower_bound(S: object, *, exact: bool | None = None) -> LowerBound:
     Parameters
     ----------
     S : array_like
-        Square shuffle matrix of non-negative ints.
+        Shuffle matrix of non-negative ints; ``K_t x K_{t+1}`` when the number of workers
+        changes (taken as :func:`coded_shuffle.matrix.elastic_matrix` of it).
     exact : bool, optional
         Force (``True``) or skip (``False``) the exact dynamic program; by default it runs when
         ``K <= EXACT_BOUND_MAX_K``. Forcing it above that size raises ``ValueError``.
@@ -194,7 +195,7 @@ def lower_bound(S: object, *, exact: bool | None = None) -> LowerBound:
     >>> lb.value, lb.exact
     (6, True)
     """
-    S = check_shuffle_matrix(S)
+    S = elastic_matrix(S)
     K = S.shape[0]
     if exact is None:
         exact = K <= EXACT_BOUND_MAX_K

@@ -24,6 +24,7 @@ __all__ = [
     "shuffle_matrix",
     "shuffle_matrix_from_permutations",
     "check_shuffle_matrix",
+    "elastic_matrix",
     "pair_minima",
     "leftover_matrix",
     "conservation_defect",
@@ -34,8 +35,10 @@ __all__ = [
 _CHUNK = 1 << 24
 
 
-def check_shuffle_matrix(S: object, name: str = "S") -> np.ndarray:
-    """Return ``S`` as a read-only square int64 matrix of non-negative entries, or raise.
+def check_shuffle_matrix(S: object, name: str = "S", *, square: bool = True) -> np.ndarray:
+    """Return ``S`` as a read-only int64 matrix of non-negative entries, or raise.
+
+    With ``square=False`` a ``K_t x K_{t+1}`` matrix is accepted (elastic ``K``).
 
     Examples
     --------
@@ -43,13 +46,39 @@ def check_shuffle_matrix(S: object, name: str = "S") -> np.ndarray:
     [[2, 1], [1, 2]]
     """
     arr = check_int_array(S, name, ndim=2)
-    if arr.shape[0] != arr.shape[1]:
+    if square and arr.shape[0] != arr.shape[1]:
         raise ValueError(f"Argument {name!r} must be a square matrix, not of shape {arr.shape}.")
-    if arr.shape[0] < 1:
+    if min(arr.shape) < 1:
         raise ValueError(f"Argument {name!r} must have at least 1 worker, not 0.")
     if arr.size and int(arr.min()) < 0:
         raise ValueError(f"Argument {name!r} must have non-negative entries, not {int(arr.min())}.")
     out = np.array(arr, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def elastic_matrix(S: object) -> np.ndarray:
+    """Return the ``K x K`` matrix, ``K = max(K_t, K_{t+1})``, of a ``K_t x K_{t+1}`` matrix ``S``.
+
+    When the number of workers changes between epochs, worker ``k`` keeps its index. A worker
+    that joins (``k >= K_t``) starts with an empty cache: its row is zero, it holds nothing to
+    code with. A worker that leaves (``k >= K_{t+1}``) needs nothing: its column is zero, and since
+    its cache is gone it can decode nothing, so its points can be neither paired nor carried by a
+    cycle (it has no incoming edge): the planner sends them uncoded, and the lower bound counts
+    them in full (the leaving worker is last in every best ordering). No special case is needed
+    downstream: every planner and bound takes the square matrix.
+
+    Examples
+    --------
+    Two workers become three; the new worker 2 needs one point from each:
+
+    >>> elastic_matrix([[2, 0, 1], [0, 2, 1]]).tolist()
+    [[2, 0, 1], [0, 2, 1], [0, 0, 0]]
+    """
+    S = check_shuffle_matrix(S, square=False)
+    K = max(S.shape)
+    out = np.zeros((K, K), dtype=np.int64)
+    out[: S.shape[0], : S.shape[1]] = S
     out.flags.writeable = False
     return out
 

@@ -43,7 +43,13 @@ import numpy as np
 
 from ._checks import check_choice
 from .errors import InvalidPlanError
-from .matrix import check_shuffle_matrix, leftover_matrix, pair_minima, placements_from_matrix
+from .matrix import (
+    check_shuffle_matrix,
+    elastic_matrix,
+    leftover_matrix,
+    pair_minima,
+    placements_from_matrix,
+)
 from .orders.placement import Placement, owner_dtype
 
 __all__ = [
@@ -322,6 +328,9 @@ class Rates:
 def rates(S: object, *, strategy: str = "greedy") -> Rates:
     """Return the uncoded, paired and coded loads of the shuffle matrix ``S``.
 
+    ``S`` may be ``K_t x K_{t+1}`` when the number of workers changes; it is then taken as
+    :func:`coded_shuffle.matrix.elastic_matrix` of it (``Rates.S`` is that square matrix).
+
     Examples
     --------
     Example 1 of Attia and Tandon (2016):
@@ -330,7 +339,7 @@ def rates(S: object, *, strategy: str = "greedy") -> Rates:
     >>> r.uncoded, r.paired, r.coded
     (11, 7, 6)
     """
-    S = check_shuffle_matrix(S)
+    S = elastic_matrix(S)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
     off = S.copy()
     np.fill_diagonal(off, 0)
@@ -400,8 +409,8 @@ class DeliveryPlan:
 
     @property
     def K(self) -> int:
-        """Number of workers."""
-        return self.placement_t.K
+        """Number of workers: the larger of ``K_t`` and ``K_{t+1}``."""
+        return max(self.placement_t.K, self.placement_t1.K)
 
     @property
     def N(self) -> int:
@@ -472,10 +481,6 @@ def _check_placements(placement_t: object, placement_t1: object) -> tuple[Placem
         raise ValueError(
             f"Argument 'placement_t1' must place the same N = {placement_t.N} points, not {placement_t1.N}."
         )
-    if placement_t1.K != placement_t.K:
-        raise ValueError(
-            f"Argument 'placement_t1' must have the same K = {placement_t.K} workers, not {placement_t1.K}."
-        )
     return placement_t, placement_t1
 
 
@@ -491,7 +496,9 @@ def plan_delivery(
     Parameters
     ----------
     placement_t, placement_t1 : Placement
-        Placements of the same ``N`` points on the same ``K`` workers.
+        Placements of the same ``N`` points. Their ``K`` may differ (elastic ``K``): a joining
+        worker starts with an empty cache, a leaving worker's cache is gone, as in
+        :func:`coded_shuffle.matrix.elastic_matrix`; ``plan.K`` is the larger of the two.
     strategy : str
         Cycle packing strategy, a key of :data:`STRATEGIES`.
 
@@ -513,7 +520,7 @@ def plan_delivery(
 
     placement_t, placement_t1 = _check_placements(placement_t, placement_t1)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
-    K, N = placement_t.K, placement_t.N
+    K, N = max(placement_t.K, placement_t1.K), placement_t.N
     a, b = placement_t.owner, placement_t1.owner
 
     counts = np.zeros(K * K, dtype=np.int64)

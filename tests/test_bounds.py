@@ -118,7 +118,7 @@ def test_lower_bound_exceptions():
     with pytest.raises(TypeError, match="'exact'"):
         lower_bound([[0]], exact="yes")
     with pytest.raises(ValueError, match="'S'"):
-        lower_bound([[0, 1]])
+        lower_bound([[0, -1]])
     with pytest.raises(ValueError, match="'ordering'"):
         ordering_bound([[0, 1], [1, 0]], [0, 0])
     with pytest.raises(TypeError, match="'ordering'"):

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from coded_shuffle.bounds import cyclic_shift_matrix, lower_bound, worst_case
 from coded_shuffle.errors import InvalidPlanError
-from coded_shuffle.matrix import leftover_matrix
+from coded_shuffle.matrix import leftover_matrix, shuffle_matrix
 from coded_shuffle.orders import (
     batch_sizes,
     epoch_placement,
@@ -235,8 +235,6 @@ def test_plan_exceptions():
     with pytest.raises(TypeError, match="'placement_t'"):
         plan_delivery("x", a)
     with pytest.raises(ValueError, match="'placement_t1'"):
-        plan_delivery(a, placement_from_owner([0, 1, 2, 0], 3))
-    with pytest.raises(ValueError, match="'placement_t1'"):
         plan_delivery(a, placement_from_owner([0, 1, 1], 2))
     with pytest.raises(ValueError, match="'strategy'"):
         plan_delivery(a, a, strategy="best")
@@ -281,3 +279,29 @@ def test_greedy_kernel_shortest_first_and_leaves_no_cycle(rng):
                 len(c) for c in nx.simple_cycles(nx.DiGraph(list(zip(*np.nonzero(omega), strict=True))))
             )
             assert lengths[0] == shortest
+
+
+@pytest.mark.parametrize("K_t, K_t1", [(3, 5), (5, 3), (4, 1), (1, 4), (6, 6)])
+def test_elastic_K_plans_and_rates(K_t, K_t1):
+    N = 60
+    a = epoch_placement(N, K_t, seed=9, epoch=0)
+    b = epoch_placement(N, K_t1, seed=9, epoch=1)
+    plan = plan_delivery(a, b)
+    verify_plan(plan)
+    r = plan.rates
+    K = max(K_t, K_t1)
+    assert plan.K == K and r.S.shape == (K, K)
+    # Independent count of what cannot be coded: points held by a leaving worker (cache gone)
+    # and points needed by a joining worker (nothing in its cache to decode with).
+    lost = int(np.sum(a.owner >= K_t1))
+    to_new = int(np.sum((b.owner >= K_t) & (a.owner < K_t1)))
+    assert r.uncoded_leftovers >= lost + to_new
+    for u, f, t in zip(plan.uncoded_points, plan.uncoded_from, plan.uncoded_to, strict=True):
+        assert a.owner[u] == f and b.owner[u] == t
+    joined = set(range(K_t, K_t1))
+    left = set(range(K_t1, K_t))
+    assert not (set(plan.pair_i.tolist()) | set(plan.pair_j.tolist())) & (joined | left)
+    assert not set(plan.cycle_workers.tolist()) & (joined | left)
+    lb = lower_bound(shuffle_matrix(a, b))
+    assert lb.value <= r.coded <= r.paired <= r.uncoded
+    assert lb.value >= lost + to_new  # nobody can help with these
