@@ -335,6 +335,15 @@ def test_chunked_paths_keep_the_semantics(algo, monkeypatch):
                 assert sorted(out[s:e]) == sorted(layout[s:e])
 
 
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(n=st.integers(0, 5000), spread=st.floats(0.0, 1e4), offset=st.floats(-1e9, 1e9))
+def test_packed_key_sort_sorts(n, spread, offset):
+    keys = offset + np.arange(n) + np.random.default_rng(n).uniform(-spread, spread, size=n)
+    order = shards._argsort_keys(keys)
+    assert sorted(order.tolist()) == list(range(n))
+    assert (np.diff(keys[order]) >= 0).all()
+
+
 def test_node_bounds_matches_streaming_division():
     # streaming divide_spans: part_end = num_samples * (part + 1) // num_parts
     for N in (1, 7, 100, 10**12 + 3):

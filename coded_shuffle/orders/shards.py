@@ -55,6 +55,7 @@ gives a different (equally distributed) order than ``streaming.base.shuffle.get_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -391,6 +392,32 @@ def py1br(
     return _finish(ids)
 
 
+def _argsort_keys(keys: np.ndarray) -> np.ndarray:
+    """Return ``argsort(keys)``, by sorting packed 64-bit words when precision allows.
+
+    Each key becomes ``(key - min) / span`` quantised to the high bits of a word whose low bits
+    hold its index; numpy sorts such words several times faster than it argsorts floats. Keys
+    closer than the quantum (``span / 2^(64 - index bits)``, at least 2^-20 of a position) keep
+    their input order. Falls back to ``numpy.argsort`` when the quantum would be coarser.
+    """
+    n = keys.size
+    if n < 64:
+        return np.argsort(keys)
+    index_bits = max(1, (n - 1).bit_length())
+    origin = float(keys.min())
+    span = float(keys.max()) - origin
+    free = 64 - index_bits
+    if span <= 0.0 or free - max(0, math.ceil(math.log2(span))) < 20:
+        return np.argsort(keys)
+    scale = math.ldexp(1.0, free) / span * (1.0 - 2.0**-40)
+    packed = ((keys - origin) * scale).astype(np.uint64)
+    packed <<= np.uint64(index_bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    packed &= np.uint64((1 << index_bits) - 1)
+    return packed.astype(np.intp)
+
+
 def _expand_node(
     rng: np.random.Generator,
     ids: np.ndarray,
@@ -417,7 +444,7 @@ def _expand_node(
         keys = pos + rng.uniform(lower[piece], upper[piece])
         keys = np.concatenate((carry_keys, keys))
         vals = np.concatenate((carry_ids, ids[a:b]))
-        order = np.argsort(keys)
+        order = _argsort_keys(keys)
         keys, vals = keys[order], vals[order]
         done = keys.size if b == m else int(np.searchsorted(keys, b - reach, side="left"))
         ids[written : written + done] = vals[:done]
