@@ -173,6 +173,20 @@ def test_node_working_sets_matches_brute_force(case, C):
     assert got["mean_shards_per_node"] == pytest.approx(sum(distinct) / C)
 
 
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(S=st.integers(1, 6), Z=st.integers(1, 6), b=st.integers(1, 7), data=st.data())
+def test_locality_with_equal_shards_matches_brute_force(S, Z, b, data):
+    sizes = [Z] * S
+    order = data.draw(st.permutations(list(range(S * Z))))
+    shard = shard_list(sizes)
+    counts = [len({shard[x] for x in order[i : i + b]}) for i in range(0, len(order), b)]
+    got = batch_shard_counts(order, shard_sizes=sizes, batch_size=b)
+    assert got["max_shards_per_batch"] == max(counts)
+    assert got["mean_shards_per_batch"] == pytest.approx(sum(counts) / len(counts))
+    distinct, peaks = brute_working_sets(order, sizes, 1)
+    assert node_working_sets(order, shard_sizes=sizes, canonical_nodes=1)["max_open_shards"] == peaks
+
+
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(case=orders)
 def test_in_order_figures_match_brute_force(case):
