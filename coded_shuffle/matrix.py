@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_int_array
+from ._checks import check_int, check_int_array
 from .orders.placement import Placement, owner_dtype
 
 __all__ = [
     "shuffle_matrix",
     "shuffle_matrix_from_permutations",
+    "feistel_shuffle_matrix",
     "check_shuffle_matrix",
     "elastic_matrix",
     "pair_minima",
@@ -138,6 +139,48 @@ def shuffle_matrix_from_permutations(perm_t: object, perm_t1: object, K: int) ->
     from .orders.placement import placement_from_permutation
 
     return shuffle_matrix(placement_from_permutation(perm_t, K), placement_from_permutation(perm_t1, K))
+
+
+def feistel_shuffle_matrix(
+    N: int, K_t: int, K_t1: int, *, seed: int, epoch: int, chunk: int = 1 << 22
+) -> np.ndarray:
+    """Return ``S`` between epochs ``epoch`` and ``epoch + 1`` of the ``feistel`` order, streamed.
+
+    Walks the positions of epoch ``t`` chunk by chunk: position ``p`` of batch ``owner_t(p)``
+    holds point ``n = pi_t(p)``, which epoch ``t + 1`` places at ``pi_{t+1}^{-1}(n)``. Memory is
+    ``O(chunk + K_t K_{t+1})`` whatever ``N``: no permutation or owner array is ever held, so
+    ``N = 10^9`` fits in a small machine.
+
+    Examples
+    --------
+    >>> from coded_shuffle.orders import OrderSpec, order_placement
+    >>> spec = OrderSpec("feistel")
+    >>> a = order_placement(50, 3, seed=2, epoch=4, spec=spec)
+    >>> b = order_placement(50, 4, seed=2, epoch=5, spec=spec)
+    >>> bool((feistel_shuffle_matrix(50, 3, 4, seed=2, epoch=4, chunk=7) == shuffle_matrix(a, b)).all())
+    True
+    """
+    from .orders.epochs import positions_to_owners
+    from .orders.feistel import feistel_permutation
+
+    N = check_int(N, "N", minimum=1)
+    K_t = check_int(K_t, "K_t", minimum=1)
+    K_t1 = check_int(K_t1, "K_t1", minimum=1)
+    chunk = check_int(chunk, "chunk", minimum=1)
+    if N < max(K_t, K_t1):
+        raise ValueError(f"Argument 'N' must be at least K = {max(K_t, K_t1)}, not {N}.")
+    pi_t = feistel_permutation(N, seed=seed, epoch=epoch)
+    pi_t1 = feistel_permutation(N, seed=seed, epoch=epoch + 1)
+    counts = np.zeros(K_t * K_t1, dtype=np.int64)
+    for lo in range(0, N, chunk):
+        pos = np.arange(lo, min(lo + chunk, N), dtype=np.int64)
+        key = positions_to_owners(pos, N, K_t).astype(np.int64)
+        key *= K_t1
+        key += positions_to_owners(pi_t1.inverse(pi_t.forward(pos)), N, K_t1)
+        counts += np.bincount(key, minlength=K_t * K_t1)
+    S = counts.reshape(K_t, K_t1)
+    S.flags.writeable = False
+    return S
 
 
 def pair_minima(S: object) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Epoch orders: permutations of the points, shard-aware shuffles, placements, quality metrics."""
 
+from .epochs import EPOCH_ORDERS, OrderSpec, epoch_order, order_placement, positions_to_owners
 from .feistel import FeistelPermutation, feistel_permutation
 from .permutation import epoch_permutation, epoch_rng
 from .placement import (
@@ -24,6 +25,11 @@ from .quality import (
 from .shards import SHUFFLE_ALGORITHMS, node_bounds, shard_order
 
 __all__ = [
+    "EPOCH_ORDERS",
+    "OrderSpec",
+    "epoch_order",
+    "order_placement",
+    "positions_to_owners",
     "FeistelPermutation",
     "Placement",
     "SHUFFLE_ALGORITHMS",
