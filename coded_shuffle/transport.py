@@ -20,23 +20,33 @@ rejects a bad frame or record and the engine repairs it.
 
 :class:`InProcessTransport` runs everything in one process with zero copies: every worker
 receives the very buffer the master sent (read-only). A ``fault`` hook can corrupt or drop what
-a given worker receives, to test the repair path. An MPI transport lives beside it in this
-module and is the only place that imports ``mpi4py``.
+a given worker receives, to test the repair path.
+
+:class:`MPITransport` carries the same frames between processes: rank 0 is the master, rank
+``k + 1`` is worker ``k``. :meth:`MPITransport.send` broadcasts (``MPI_Bcast``), and
+:meth:`MPITransport.send_to` sends each worker its own frames point to point (the uncoded
+baseline); both count what leaves the master. It is the only place in the package that imports
+``mpi4py``, lazily, so this module imports without it.
+
+:class:`TokenBucket` paces a link to a known speed: a transport given one waits, before each
+piece of a frame leaves the master, until the bucket holds that many bytes, so that the wall time
+of a delivery follows the bytes the master emits even when all processes share one machine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ._checks import check_int
-from .codec import FRAME_HEADER_BYTES
+from .codec import FRAME_HEADER_BYTES, _aligned_empty
 from .errors import TransportError
 
-__all__ = ["LinkStats", "Transport", "InProcessTransport", "frame_symbols"]
+__all__ = ["LinkStats", "Transport", "TokenBucket", "InProcessTransport", "MPITransport", "frame_symbols"]
 
 #: ``fault(worker, frame_number, frame)`` returns what ``worker`` receives instead, or None to drop it.
 Fault = Callable[[int, int, np.ndarray], "np.ndarray | None"]
@@ -117,6 +127,85 @@ def _as_frame(frame: object, q: int) -> np.ndarray:
     return out
 
 
+class TokenBucket:
+    """Pace a link at ``rate`` bytes a second, allowing bursts of ``burst`` bytes.
+
+    The bucket fills at ``rate`` bytes a second up to ``burst`` bytes (it starts full).
+    :meth:`consume` ``(n)`` takes ``n`` bytes out, first waiting as long as it takes to refill what
+    is missing, so that over a long run no more than ``burst + rate * elapsed`` bytes go out. A
+    request larger than ``burst`` is allowed: it waits for all its bytes. Any link can use it: the
+    sender calls :meth:`consume` before each piece leaves.
+
+    Parameters
+    ----------
+    rate : float
+        Bytes a second (``mbps * 1e6 / 8`` for a link of ``mbps`` megabits a second).
+    burst : int, optional
+        Depth of the bucket in bytes (default: 10 ms at ``rate``, at least 64 KiB).
+    clock, sleep : callable, optional
+        Time source and wait, for tests (default :func:`time.perf_counter` and :func:`time.sleep`).
+
+    Examples
+    --------
+    >>> now = [0.0]
+    >>> bucket = TokenBucket(1000, burst=100, clock=lambda: now[0], sleep=lambda s: None)
+    >>> bucket.consume(100), bucket.consume(500)
+    (0.0, 0.5)
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        burst: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            raise TypeError(f"Argument 'rate' must be a number, not {type(rate).__name__}.")
+        if not rate > 0 or rate == float("inf"):
+            raise ValueError(f"Argument 'rate' must be a positive finite number of bytes/s, not {rate}.")
+        self.rate = float(rate)
+        if burst is None:
+            burst = max(1 << 16, int(self.rate / 100))
+        self.burst = check_int(burst, "burst", minimum=1)
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(self.burst)
+        self._last = clock()
+        self.waited = 0.0
+
+    @classmethod
+    def from_mbps(cls, mbps: float, **kwargs: Any) -> TokenBucket:
+        """Return a bucket for a link of ``mbps`` megabits (``10**6`` bits) a second.
+
+        Examples
+        --------
+        >>> TokenBucket.from_mbps(200).rate
+        25000000.0
+        """
+        if isinstance(mbps, bool) or not isinstance(mbps, (int, float)) or not mbps > 0:
+            raise ValueError(f"Argument 'mbps' must be a positive number, not {mbps!r}.")
+        return cls(float(mbps) * 1e6 / 8, **kwargs)
+
+    def consume(self, n: int) -> float:
+        """Wait until ``n`` bytes may leave, take them, and return the seconds waited."""
+        n = check_int(n, "n", minimum=0)
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        self._tokens -= n
+        if self._tokens >= 0:
+            return 0.0
+        wait = -self._tokens / self.rate
+        self._sleep(wait)
+        # The bytes leave at now + wait; a late wake-up is credited to the next request.
+        self._tokens = 0.0
+        self._last = now + wait
+        self.waited += wait
+        return wait
+
+
 class InProcessTransport:
     """A broadcast link between a master and ``K`` workers in one process.
 
@@ -128,6 +217,8 @@ class InProcessTransport:
         ``fault(worker, frame_number, frame) -> frame or None``: what ``worker`` receives in place
         of frame number ``frame_number`` (counted from 0 over the link's life); ``None`` drops it.
         Meant for tests of the repair path; it must not modify ``frame`` in place.
+    pace : TokenBucket, optional
+        Pace the link: :meth:`send` waits until the bucket lets every byte of the frames leave.
 
     Examples
     --------
@@ -142,11 +233,14 @@ class InProcessTransport:
     LinkStats(frames=1, symbols=1, bytes=58)
     """
 
-    def __init__(self, K: int, *, fault: Fault | None = None) -> None:
+    def __init__(self, K: int, *, fault: Fault | None = None, pace: TokenBucket | None = None) -> None:
         self.K = check_int(K, "K", minimum=1)
         if fault is not None and not callable(fault):
             raise TypeError(f"Argument 'fault' must be callable or None, not {type(fault).__name__}.")
+        if pace is not None and not isinstance(pace, TokenBucket):
+            raise TypeError(f"Argument 'pace' must be a TokenBucket or None, not {type(pace).__name__}.")
         self._fault = fault
+        self._pace = pace
         self._log: list[np.ndarray] = []
         self._next = [0] * self.K
         self._stats = LinkStats()
@@ -161,6 +255,9 @@ class InProcessTransport:
         if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
             raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
         checked = [_as_frame(f, q) for q, f in enumerate(frames)]
+        if self._pace is not None:
+            for f in checked:
+                self._pace.consume(int(f.shape[0]))
         s = self._stats
         self._log.extend(checked)
         self._stats = LinkStats(
@@ -198,3 +295,183 @@ class InProcessTransport:
         drop = min(self._next) - base
         if drop > 0:
             del self._log[:drop]
+
+
+# --------------------------------------------------------------------------- MPI
+
+#: Control message kinds sent ahead of the frames of one :meth:`MPITransport.send` or ``send_to``.
+_BCAST, _UNICAST = 1, 2
+#: Tag of point-to-point frame pieces.
+_TAG = 7
+
+
+class MPITransport:
+    """The shared link over MPI: rank ``root`` is the master, the other ranks the ``K`` workers.
+
+    Worker ``k`` is the ``k``-th rank other than ``root`` (rank ``k + 1`` when ``root = 0``).
+    Every call on the master is matched by one :meth:`receive` on every worker, in order; they
+    are collective over the communicator. Before the frames the master broadcasts a small control
+    message (kind, number of frames, piece size, then each frame's size and destination), counted
+    apart in :attr:`control_bytes`: :attr:`stats` counts frames only, each once, as on a shared link.
+
+    Frames travel whole or in pieces of ``piece_bytes`` (``MPI_Bcast`` of slices of one buffer),
+    never one message per record. With ``pace``, the master waits on the bucket before each piece,
+    so pieces are kept small enough (50 ms of the link) for the pacing to be smooth.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (default ``MPI.COMM_WORLD``); at least 2 ranks.
+    root : int
+        The master's rank.
+    pace : TokenBucket, optional
+        Pace what leaves the master (both broadcasts and point-to-point sends).
+    piece_bytes : int, optional
+        Largest piece of a frame per MPI call (default: whole frames up to 64 MiB unpaced).
+    """
+
+    def __init__(
+        self,
+        comm: Any = None,
+        *,
+        root: int = 0,
+        pace: TokenBucket | None = None,
+        piece_bytes: int | None = None,
+    ) -> None:
+        from mpi4py import MPI
+
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        size = self.comm.Get_size()
+        if size < 2:
+            raise ValueError(f"Argument 'comm' must have at least 2 ranks (master and a worker), not {size}.")
+        self.root = check_int(root, "root", minimum=0)
+        if self.root >= size:
+            raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
+        if pace is not None and not isinstance(pace, TokenBucket):
+            raise TypeError(f"Argument 'pace' must be a TokenBucket or None, not {type(pace).__name__}.")
+        self._pace = pace
+        if piece_bytes is None:
+            piece_bytes = 1 << 26 if pace is None else min(1 << 26, max(1 << 16, int(pace.rate / 20)))
+        self.piece_bytes = check_int(piece_bytes, "piece_bytes", minimum=1)
+        self.K = size - 1
+        self.rank = self.comm.Get_rank()
+        self.is_master = self.rank == self.root
+        #: This rank's worker number, or None on the master.
+        self.worker: int | None = None if self.is_master else self.rank - (self.rank > self.root)
+        self._stats = LinkStats()
+        #: Bytes of control messages the master broadcast (frame sizes and destinations).
+        self.control_bytes = 0
+
+    def rank_of(self, worker: int) -> int:
+        """Return the rank of ``worker``."""
+        return worker + (worker >= self.root)
+
+    @property
+    def stats(self) -> LinkStats:
+        """Frames, symbols and bytes that left the master so far (zero on workers)."""
+        return self._stats
+
+    def _master_only(self, what: str) -> None:
+        if not self.is_master:
+            raise TransportError(
+                f"Rank {self.rank} is a worker: only the master (rank {self.root}) can {what}."
+            )
+
+    def _control(self, kind: int, table: np.ndarray) -> None:
+        head = np.array([kind, table.shape[0], self.piece_bytes], dtype=np.int64)
+        self.comm.Bcast(head, root=self.root)
+        if table.shape[0]:
+            self.comm.Bcast(table, root=self.root)
+        self.control_bytes += head.nbytes + table.nbytes
+
+    def _count(self, frames: list[np.ndarray]) -> None:
+        s = self._stats
+        self._stats = LinkStats(
+            s.frames + len(frames),
+            s.symbols + sum(frame_symbols(f) for f in frames),
+            s.bytes + sum(int(f.shape[0]) for f in frames),
+        )
+
+    def _pieces(self, size: int) -> list[tuple[int, int]]:
+        step = self.piece_bytes
+        return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
+
+    def send(self, frames: Sequence[np.ndarray]) -> None:
+        """Master: broadcast ``frames`` to every worker (each byte leaves the master once)."""
+        self._master_only("send")
+        if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
+            raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+        checked = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(frames)]
+        table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
+        self._control(_BCAST, table)
+        for f in checked:
+            for lo, hi in self._pieces(int(f.shape[0])):
+                if self._pace is not None:
+                    self._pace.consume(hi - lo)
+                self.comm.Bcast(f[lo:hi], root=self.root)
+        self._count(checked)
+
+    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Master: send worker ``k`` only the frames ``frames[k]``, point to point (unicast).
+
+        Every byte still leaves the master once, on the same (paced) link.
+        """
+        self._master_only("send")
+        if not isinstance(frames, Mapping):
+            raise TypeError(f"Argument 'frames' must map workers to frames, not {type(frames).__name__}.")
+        order: list[tuple[int, np.ndarray]] = []
+        for k, fs in sorted(frames.items()):
+            k = check_int(k, "worker", minimum=0)
+            if k >= self.K:
+                raise ValueError(f"Argument 'frames' names worker {k}, but K = {self.K}.")
+            order += [(k, np.ascontiguousarray(_as_frame(f, q))) for q, f in enumerate(fs)]
+        table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
+        self._control(_UNICAST, table)
+        for k, f in order:
+            dest = self.rank_of(k)
+            for lo, hi in self._pieces(int(f.shape[0])):
+                if self._pace is not None:
+                    self._pace.consume(hi - lo)
+                self.comm.Send(f[lo:hi], dest=dest, tag=_TAG)
+        self._count([f for _, f in order])
+
+    def receive(self, worker: int) -> list[np.ndarray]:
+        """Worker: return the frames of the master's matching ``send`` or ``send_to``, in order.
+
+        Frames are fresh buffers owned by the caller (read-only views). After a ``send_to``, only
+        the frames addressed to this worker are returned.
+        """
+        worker = check_int(worker, "worker", minimum=0)
+        if self.is_master or worker != self.worker:
+            raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
+        head = np.empty(3, dtype=np.int64)
+        self.comm.Bcast(head, root=self.root)
+        kind, n, piece = (int(v) for v in head)
+        table = np.empty((n, 2), dtype=np.int64)
+        if n:
+            self.comm.Bcast(table, root=self.root)
+        if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
+            raise TransportError(f"Worker {worker}: unknown control message {head.tolist()} from the master.")
+        self.piece_bytes = piece
+        out: list[np.ndarray] = []
+        if kind == _BCAST:
+            for size in table[:, 0].tolist():
+                buf = _aligned_empty(size)
+                for lo, hi in self._pieces(size):
+                    self.comm.Bcast(buf[lo:hi], root=self.root)
+                out.append(buf)
+        else:
+            reqs = []
+            for size, dest in table.tolist():
+                if dest != worker:
+                    continue
+                buf = _aligned_empty(size)
+                for lo, hi in self._pieces(size):
+                    reqs.append(self.comm.Irecv(buf[lo:hi], source=self.root, tag=_TAG))
+                out.append(buf)
+            from mpi4py import MPI
+
+            MPI.Request.Waitall(reqs)
+        for buf in out:
+            buf.flags.writeable = False
+        return out
