@@ -21,8 +21,8 @@ import numpy as np
 
 from .bounds import lower_bound, worst_case
 from .errors import CodedShuffleError
-from .matrix import check_shuffle_matrix, shuffle_matrix
-from .orders import epoch_placement
+from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
+from .orders import EPOCH_ORDERS, OrderSpec, order_placement
 from .plan import STRATEGIES, rates
 
 PROG = "coded-shuffle"
@@ -121,35 +121,50 @@ def _entry(v: Any, path: str, i: int, j: int) -> int:
 # --------------------------------------------------------------------------- rate
 
 
+#: Above this many points the ``auto`` order is ``feistel`` (an N-point permutation is 8N bytes).
+AUTO_FEISTEL_POINTS = 1 << 27
+
+
+#: Above this many points the ``auto`` order is ``feistel`` (an N-point permutation is 8N bytes).
+AUTO_FEISTEL_POINTS = 1 << 27
+
+
 def rate_rows(
     *,
     matrix: np.ndarray | None = None,
-    K: int | None = None,
+    K: int | Sequence[int] | None = None,
     N: int | None = None,
     seed: int = 0,
     epochs: int = 1,
     start_epoch: int = 0,
     strategy: str = "greedy",
+    order: OrderSpec | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
-    The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
+    ``K`` is one worker count, or one per epoch ``start_epoch .. start_epoch + epochs`` (elastic
+    ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
+    The ``feistel`` order streams the shuffle matrix in bounded memory.
     """
 
-    def row(S: np.ndarray, epoch: int | None) -> dict[str, Any]:
+    def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
         r = rates(S, strategy=strategy)
         lb = lower_bound(S)
+        K_t, K_t1 = S.shape
         return {
             "epoch": epoch,
             "K": r.K,
+            "K_t": K_t,
+            "K_t1": K_t1,
             "N": r.N,
+            "order": order_name,
             "strategy": strategy,
             "uncoded": r.uncoded,
             "paired": r.paired,
             "coded": r.coded,
             "lower_bound": lb.value,
             "lower_bound_exact": lb.exact,
-            "worst_case": _number(worst_case(r.N, r.K)),
+            "worst_case": _number(worst_case(r.N, r.K)) if K_t == K_t1 else None,
             "cycles": r.cycles_used,
             "uncoded_leftovers": r.uncoded_leftovers,
             "conserved": r.conserved,
@@ -158,13 +173,22 @@ def rate_rows(
         }
 
     if matrix is not None:
-        yield row(matrix, None)
+        yield row(matrix, None, None)
         return
     assert K is not None and N is not None
-    prev = epoch_placement(N, K, seed=seed, epoch=start_epoch)
+    schedule = [K] * (epochs + 1) if isinstance(K, int) else list(K)
+    if len(schedule) != epochs + 1:
+        raise ValueError(f"Argument 'K' must give 1 or {epochs + 1} worker counts, not {len(schedule)}.")
+    spec = order or OrderSpec()
+    if spec.name == "feistel":
+        for t in range(start_epoch, start_epoch + epochs):
+            k_t, k_t1 = schedule[t - start_epoch], schedule[t - start_epoch + 1]
+            yield row(feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t), t + 1, spec.name)
+        return
+    prev = order_placement(N, schedule[0], seed=seed, epoch=start_epoch, spec=spec)
     for t in range(start_epoch, start_epoch + epochs):
-        nxt = epoch_placement(N, K, seed=seed, epoch=t + 1)
-        yield row(shuffle_matrix(prev, nxt), t + 1)
+        nxt = order_placement(N, schedule[t - start_epoch + 1], seed=seed, epoch=t + 1, spec=spec)
+        yield row(shuffle_matrix(prev, nxt), t + 1, spec.name)
         prev = nxt
 
 
@@ -172,6 +196,7 @@ _RATE_COLUMNS = (
     ("epoch", "epoch"),
     ("K", "K"),
     ("N", "N"),
+    ("order", "order"),
     ("strategy", "strategy"),
     ("uncoded", "uncoded"),
     ("paired", "paired"),
@@ -185,17 +210,19 @@ _RATE_COLUMNS = (
 def _format_rate(row: dict[str, Any]) -> list[str]:
     out = []
     for key, _ in _RATE_COLUMNS:
+        v = row.get(key)
         if key == "gain":
             out.append(f"{row['uncoded'] / row['coded']:.3f}x" if row["coded"] else "-")
-        elif key == "epoch":
-            out.append("-" if row["epoch"] is None else str(row["epoch"]))
+        elif key == "K" and row["K_t"] != row["K_t1"]:
+            out.append(f"{row['K_t']}->{row['K_t1']}")
         elif key == "lower_bound":
-            out.append(f"{row['lower_bound']}{'' if row['lower_bound_exact'] else '*'}")
-        elif key == "worst_case":
-            v = row["worst_case"]
-            out.append(str(v) if isinstance(v, int) else f"{v:.2f}")
+            out.append(f"{v}{'' if row['lower_bound_exact'] else '*'}")
+        elif v is None:
+            out.append("-")
+        elif isinstance(v, float):
+            out.append(f"{v:.2f}")
         else:
-            out.append(str(row[key]))
+            out.append(str(v))
     return out
 
 
@@ -209,6 +236,35 @@ def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> 
         print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
 
 
+def order_spec(args: argparse.Namespace, N: int) -> OrderSpec:
+    """Return the epoch order the options ask for, ``auto`` resolved for ``N`` points."""
+    for flag in ("shard_size", "canonical_nodes", "block_size"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, not {getattr(args, flag)}")
+    if args.canonical_nodes > N:
+        raise UsageError(f"--canonical-nodes must be at most --points ({N}), not {args.canonical_nodes}")
+    name = args.order
+    if name == "auto":
+        name = "feistel" if N > AUTO_FEISTEL_POINTS else "permutation"
+    return OrderSpec(name, args.shard_size, args.canonical_nodes, args.block_size)
+
+
+def _workers_schedule(text: str | None, epochs: int) -> list[int]:
+    if text is None:
+        return [4]
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--workers must be an integer or a comma-separated list, not {text!r}") from None
+    if any(k < 1 for k in counts):
+        raise UsageError(f"--workers must be at least 1, not {min(counts)}")
+    if len(counts) not in (1, epochs + 1):
+        raise UsageError(
+            f"--workers must give 1 or --epochs + 1 = {epochs + 1} worker counts, not {len(counts)}"
+        )
+    return counts
+
+
 def _cmd_rate(args: argparse.Namespace) -> int:
     if args.matrix is not None:
         given = [f"--{n}" for n in ("workers", "points") if getattr(args, n) is not None]
@@ -217,14 +273,18 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         S = read_matrix(args.matrix)
         rows = rate_rows(matrix=S, strategy=args.strategy)
     else:
-        K = 4 if args.workers is None else args.workers
+        schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
-        if K < 1:
-            raise UsageError(f"--workers must be at least 1, not {K}")
-        if N < K:
-            raise UsageError(f"--points must be at least --workers ({K}), not {N}")
+        if N < max(schedule):
+            raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
         rows = rate_rows(
-            K=K, N=N, seed=args.seed, epochs=args.epochs, start_epoch=args.start_epoch, strategy=args.strategy
+            K=schedule[0] if len(schedule) == 1 else schedule,
+            N=N,
+            seed=args.seed,
+            epochs=args.epochs,
+            start_epoch=args.start_epoch,
+            strategy=args.strategy,
+            order=order_spec(args, N),
         )
     if args.json:
         for row in rows:
@@ -239,7 +299,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
                 if r["note"]:
                     flags.add(r["note"])
                 if r["uncoded_leftovers"]:
-                    flags.add("unequal batches: leftovers no cycle carries are sent uncoded")
+                    flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
                 yield _format_rate(r)
 
         print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
@@ -390,6 +450,28 @@ def _positive(text: str) -> int:
     return v
 
 
+def _add_order_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--order",
+        choices=("auto", *EPOCH_ORDERS),
+        default="auto",
+        help=(
+            "epoch order: a uniform permutation, a keyed Feistel bijection (bounded memory), or one "
+            f"of streaming's shard-aware shuffles; auto = permutation up to {AUTO_FEISTEL_POINTS:,} "
+            "points, feistel above (default auto)"
+        ),
+    )
+    parser.add_argument(
+        "--shard-size", type=int, default=10_000, metavar="Z", help="samples per shard (default 10000)"
+    )
+    parser.add_argument(
+        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
+    )
+    parser.add_argument(
+        "--block-size", type=int, default=1 << 18, metavar="B", help="shuffle block size (default 262144)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of ``coded-shuffle``."""
     from . import __version__
@@ -411,7 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
             "or one given shuffle matrix (--matrix)."
         ),
     )
-    rate.add_argument("--workers", "-K", type=int, metavar="K", help="number of workers (default 4)")
+    rate.add_argument(
+        "--workers",
+        "-K",
+        metavar="K",
+        help="number of workers (default 4), or one per epoch as K0,K1,...: elastic K",
+    )
     rate.add_argument("--points", "-N", type=int, metavar="N", help="number of data points (default 1200)")
     rate.add_argument("--seed", type=_non_negative, default=0, help="seed of the epoch orders (default 0)")
     rate.add_argument(
@@ -435,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="greedy",
         help="cycle packing strategy (default greedy)",
     )
+    _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
 

@@ -39,6 +39,7 @@ def test_rate_matrix_csv_table(tmp_path, capsys):
         "epoch",
         "K",
         "N",
+        "order",
         "strategy",
         "uncoded",
         "paired",
@@ -47,7 +48,7 @@ def test_rate_matrix_csv_table(tmp_path, capsys):
         "worst",
         "gain",
     ]
-    assert row.split()[:8] == ["-", "3", "15", "exact", "11", "7", "6", "6"]
+    assert row.split()[:9] == ["-", "3", "15", "-", "exact", "11", "7", "6", "6"]
 
 
 def test_rate_epochs_json(capsys):
@@ -125,3 +126,44 @@ def test_module_entry_point_and_pipe():
         timeout=120,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "not square" in bad.stderr
+
+
+def test_rate_elastic_schedule_and_orders(capsys):
+    code, out, _ = run(capsys, "rate", "-K", "4,6,3", "-N", "600", "--epochs", "2", "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert [(r["K_t"], r["K_t1"], r["K"]) for r in rows] == [(4, 6, 6), (6, 3, 6)]
+    for r in rows:
+        assert r["worst_case"] is None and r["order"] == "permutation"
+        assert r["lower_bound"] <= r["coded"] <= r["paired"] <= r["uncoded"]
+    for order in ("feistel", "py1e", "py1br", "naive"):
+        code, out, _ = run(
+            capsys,
+            "rate",
+            "-K",
+            "4",
+            "-N",
+            "800",
+            "--order",
+            order,
+            "--shard-size",
+            "50",
+            "--block-size",
+            "100",
+            "--json",
+        )
+        row = json.loads(out)
+        assert code == 0 and row["order"] == order and row["lower_bound"] <= row["coded"]
+
+
+def test_rate_order_exceptions(capsys):
+    for argv, needle in [
+        (["rate", "-K", "4,5,6"], "worker counts"),
+        (["rate", "-K", "4,x"], "comma-separated"),
+        (["rate", "-K", "4,0", "--epochs", "1"], "at least 1"),
+        (["rate", "--order", "sorted"], "--order"),
+        (["rate", "--order", "py1s", "--shard-size", "0"], "--shard-size"),
+        (["rate", "-K", "2", "-N", "4", "--order", "py1s", "--canonical-nodes", "5"], "--canonical-nodes"),
+    ]:
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
