@@ -430,6 +430,68 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- run (MPI)
+
+MPI_INSTALL_HINT = "pip install 'coded_shuffle[mpi]'"
+
+
+def find_mpiexec() -> str | None:
+    """Return the ``mpiexec`` beside the running Python (the MPI extra's), else the one on PATH."""
+    import shutil
+
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    return shutil.which("mpiexec")
+
+
+def mpi_program() -> str:
+    """Return the path of ``mpi/shuffle.py`` (in the source tree beside the package)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mpi", "shuffle.py")
+
+
+def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
+    """Return the ``mpiexec`` command line that ``coded-shuffle run`` launches."""
+    cmd = [mpiexec, "-n", str(args.workers + 1), sys.executable, "-m", "mpi4py", mpi_program()]
+    if args.data is not None:
+        cmd += ["--data", args.data]
+    else:
+        cmd += ["--points", str(args.points), "--record-bytes", str(args.record_bytes)]
+    cmd += ["--epochs", str(args.epochs), "--start-epoch", str(args.start_epoch), "--seed", str(args.seed)]
+    cmd += ["--mode", args.mode, "--strategy", args.strategy]
+    if args.link_mbps is not None:
+        cmd += ["--link-mbps", repr(args.link_mbps)]
+    if args.json:
+        cmd += ["--json", "-"]
+    return cmd
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import importlib.util
+    import subprocess
+
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, not {args.workers}")
+    if args.data is None and args.points < args.workers:
+        raise UsageError(f"--points must be at least --workers ({args.workers}), not {args.points}")
+    if args.record_bytes < 1:
+        raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")
+    if args.link_mbps is not None and not 0 < args.link_mbps < float("inf"):
+        raise UsageError(f"--link-mbps must be a positive number, not {args.link_mbps}")
+    mpiexec = find_mpiexec()
+    if mpiexec is None or importlib.util.find_spec("mpi4py") is None:
+        what = "mpiexec" if mpiexec is None else "mpi4py"
+        raise UsageError(f"{what} not found; install the MPI extra: {MPI_INSTALL_HINT}")
+    if not os.path.isfile(mpi_program()):
+        raise UsageError(f"the MPI program {mpi_program()} is missing; run from a source checkout")
+    sys.stdout.flush()
+    proc = subprocess.run(run_command(args, mpiexec), check=False)
+    if proc.returncode:
+        print(f"{PROG}: error: the MPI job failed (mpiexec exit status {proc.returncode})", file=sys.stderr)
+        return 1 if proc.returncode != 2 else 2
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -601,6 +663,45 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     sim.set_defaults(func=_cmd_simulate)
+
+    mpi = sub.add_parser(
+        "run",
+        help="run the coded shuffle across processes with MPI (rank 0 master, ranks 1..K workers)",
+        description=(
+            "Launch mpiexec -n K+1 python -m mpi4py mpi/shuffle.py: the master holds the dataset, each "
+            "worker only its batch; each transition is delivered coded (one broadcast) and/or uncoded "
+            "(each moved record to its new holder), decoded and verified against the master's checksums. "
+            f"Needs the MPI extra: {MPI_INSTALL_HINT}."
+        ),
+    )
+    mpi.add_argument(
+        "--workers", "-K", type=int, default=4, metavar="K", help="number of workers (default 4)"
+    )
+    mpi.add_argument("--points", "-N", type=int, default=6000, metavar="N", help="records (default 6000)")
+    mpi.add_argument(
+        "--record-bytes", "-B", type=int, default=1024, metavar="B", help="bytes per record (default 1024)"
+    )
+    mpi.add_argument(
+        "--data", metavar="FILE", help=".npy file of records, one a row (instead of random ones)"
+    )
+    mpi.add_argument("--epochs", type=_positive, default=3, metavar="E", help="transitions (default 3)")
+    mpi.add_argument(
+        "--start-epoch", type=_non_negative, default=0, metavar="T", help="epoch to start from (default 0)"
+    )
+    mpi.add_argument(
+        "--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)"
+    )
+    mpi.add_argument(
+        "--mode", choices=("coded", "uncoded", "both"), default="coded", help="delivery (default coded)"
+    )
+    mpi.add_argument(
+        "--strategy", choices=sorted(STRATEGIES), default="greedy", help="cycle packing (default greedy)"
+    )
+    mpi.add_argument(
+        "--link-mbps", type=float, metavar="R", help="pace the master's link at R megabits/s (default: raw)"
+    )
+    mpi.add_argument("--json", action="store_true", help="one JSON object per transition and mode")
+    mpi.set_defaults(func=_cmd_run)
     return parser
 
 
