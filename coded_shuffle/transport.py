@@ -362,6 +362,11 @@ class MPITransport:
         #: Bytes of control messages the master broadcast (frame sizes and destinations).
         self.control_bytes = 0
 
+    @property
+    def pace(self) -> TokenBucket | None:
+        """The bucket pacing the master's sends, if any."""
+        return self._pace
+
     def rank_of(self, worker: int) -> int:
         """Return the rank of ``worker``."""
         return worker + (worker >= self.root)

@@ -1,0 +1,499 @@
+"""Coded data shuffling across processes.
+
+    mpiexec -n K+1 python -m mpi4py mpi/shuffle.py --points N --record-bytes B --epochs E --seed S \\
+        --mode coded|uncoded|both [--strategy greedy|exact] [--link-mbps R] [--json FILE]
+
+Rank 0 is the master: it alone holds the dataset (``--data FILE.npy``, or ``N`` random records of
+``B`` bytes drawn from ``--seed``). Rank ``k + 1`` is worker ``k``: it holds only its current batch
+and the table of record checksums. Each transition ``t -> t + 1``:
+
+1. every rank computes the placement of epoch ``t + 1`` from ``(seed, t + 1)``; the master plans
+   the delivery and encodes it (``coded_shuffle.plan`` and ``coded_shuffle.codec``);
+2. coded: the master broadcasts the frames once on the shared link; uncoded: it sends each worker
+   the records that move to it, in frames of lone symbols (same wire format);
+3. each worker decodes its next batch from its cache (``coded_shuffle.codec.decode_worker``) and
+   checks every decoded record; points that fail are re-sent alone (repairs);
+4. the workers' ids and record checksums are gathered and checked against the master's ground
+   truth, with conservation.
+
+Run with ``python -m mpi4py`` so that an exception on any rank aborts the whole job. See
+docs/mpi.md for the options and the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any, NoReturn, TextIO
+
+import numpy as np
+from mpi4py import MPI
+
+from coded_shuffle.bounds import lower_bound
+from coded_shuffle.codec import (
+    DEFAULT_MAX_FRAME_BYTES,
+    Cache,
+    Dataset,
+    decode_worker,
+    encode_plan,
+    encode_plan_arrays,
+    load_dataset,
+    parse_frame,
+)
+from coded_shuffle.engine import synthetic_dataset
+from coded_shuffle.errors import DecodeError, IntegrityError
+from coded_shuffle.orders import Placement, epoch_placement
+from coded_shuffle.plan import STRATEGIES, DeliveryPlan, plan_delivery
+from coded_shuffle.transport import MPITransport, TokenBucket
+
+PROG = "mpi/shuffle.py"
+_INIT_TAG = 11
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every rank parses the same arguments; only rank 0 prints the error, all exit with 2."""
+
+    def error(self, message: str) -> NoReturn:
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            self.print_usage(sys.stderr)
+            print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+
+
+def _positive(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {v}")
+    return v
+
+
+def _non_negative(text: str) -> int:
+    v = int(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, not {v}")
+    return v
+
+
+def _rate(text: str) -> float:
+    v = float(text)
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of megabits a second, not {text}")
+    return v
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = _Parser(prog=PROG, description="Coded data shuffling with MPI: rank 0 master, ranks 1..K workers.")
+    p.add_argument("--points", "-N", type=_positive, default=6000, help="records (default 6000)")
+    p.add_argument("--record-bytes", "-B", type=_positive, default=1024, help="bytes a record (default 1024)")
+    p.add_argument("--data", metavar="FILE", help=".npy file of records, one a row (instead of random ones)")
+    p.add_argument("--epochs", type=_positive, default=3, help="transitions (default 3)")
+    p.add_argument("--start-epoch", type=_non_negative, default=0, help="epoch the workers start from")
+    p.add_argument("--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)")
+    p.add_argument("--mode", choices=("coded", "uncoded", "both"), default="coded")
+    p.add_argument("--strategy", choices=sorted(STRATEGIES), default="greedy")
+    p.add_argument("--link-mbps", type=_rate, metavar="R", help="pace the master's link at R megabits/s")
+    p.add_argument("--json", metavar="FILE", help="JSON lines to FILE ('-': standard output, no table)")
+    p.add_argument(
+        "--max-frame-bytes", type=_positive, default=DEFAULT_MAX_FRAME_BYTES, help="payload bytes a frame"
+    )
+    p.add_argument("--max-repair-rounds", type=_non_negative, default=3)
+    # For tests and benchmarks.
+    p.add_argument("--bcast-baseline", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--fail-rank", type=_non_negative, help=argparse.SUPPRESS)
+    p.add_argument("--fail-epoch", type=_positive, help=argparse.SUPPRESS)
+    p.add_argument("--fail-how", choices=("raise", "exit"), default="raise", help=argparse.SUPPRESS)
+    p.add_argument("--corrupt-worker", type=_non_negative, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.data is not None and any(
+        a.startswith(("--points", "-N", "--record-bytes", "-B")) for a in argv or sys.argv[1:]
+    ):
+        p.error("--data cannot be combined with --points or --record-bytes")
+    return args
+
+
+def digest(cache: Cache) -> str:
+    """A digest of the ids and bytes a worker holds (equal digests: same bytes)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.ascontiguousarray(cache.ids, dtype="<i8").tobytes())
+    h.update(np.ascontiguousarray(cache.data).data)
+    return h.hexdigest()
+
+
+def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:
+    if args.fail_rank is None or args.fail_rank != MPI.COMM_WORLD.Get_rank():
+        return
+    if args.fail_epoch is not None and args.fail_epoch != epoch:
+        return
+    if args.fail_how == "exit":
+        print(
+            f"rank {args.fail_rank}: deliberate exit at epoch {epoch} (--fail-rank)",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(3)
+    raise RuntimeError(f"rank {args.fail_rank}: deliberate failure at epoch {epoch} (--fail-rank)")
+
+
+# --------------------------------------------------------------------------- worker
+
+
+def _corrupt(frames: list[np.ndarray], cache: Cache, need: np.ndarray) -> None:
+    """Flip one payload byte of a symbol this worker decodes (to exercise repairs)."""
+    want = np.setdiff1d(need, cache.ids)
+    for q, raw in enumerate(frames):
+        f = parse_frame(raw)
+        hit = np.flatnonzero(np.isin(f.a, want) | np.isin(f.b, want))
+        if hit.size:
+            buf = raw.copy()
+            buf[f.header_bytes + int(hit[0]) * f.record_bytes] ^= 0xFF
+            frames[q] = buf
+            return
+
+
+def _decode(
+    link: MPITransport, cache: Cache, need: np.ndarray, *, epoch: int, sums: np.ndarray, corrupt: bool
+) -> tuple[Any, dict[str, Any]]:
+    """Receive one delivery and decode it: the worker side of the engine's decode stage."""
+    k = link.worker
+    assert k is not None
+    t0 = time.perf_counter()
+    raw = link.receive(k)
+    t_recv = time.perf_counter() - t0
+    if corrupt:
+        _corrupt(raw, cache, need)
+    frames, rejected = [], 0
+    for buf in raw:
+        try:
+            frames.append(parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1])))
+        except DecodeError:
+            rejected += 1
+    res = decode_worker(cache, frames, need=need, worker=k, epoch=epoch, checksums=sums)
+    info = {
+        "recv": t_recv,
+        "done": time.perf_counter() - t0,
+        "failed": res.failed,
+        "rejected": rejected,
+        "decoded": int(res.decoded.size),
+    }
+    return res, info
+
+
+def worker_transition(
+    args: argparse.Namespace, link: MPITransport, cache: Cache, need: np.ndarray, epoch: int, sums: np.ndarray
+) -> Cache:
+    comm = link.comm
+    corrupt = args.corrupt_worker == link.worker and epoch == args.start_epoch + 1
+    comm.Barrier()
+    res, info = _decode(link, cache, need, epoch=epoch, sums=sums, corrupt=corrupt)
+    comm.gather(info, root=0)
+    new = res.cache
+    failed = res.failed
+    while comm.bcast(None, root=0):  # a repair round: the master re-sends failed points alone
+        empty = Cache(
+            ids=np.empty(0, np.int64), data=np.empty((0, new.data.shape[1]), np.uint8), lengths=None
+        )
+        fix, rinfo = _decode(link, empty, failed, epoch=epoch, sums=sums, corrupt=False)
+        good = np.setdiff1d(fix.cache.ids, fix.failed)
+        if good.size:
+            rows = fix.cache.rows(good)
+            new = new.patched(Cache(ids=good, data=fix.cache.data[rows], lengths=None))
+        failed = fix.failed
+        comm.gather(rinfo, root=0)
+    comm.gather((new.ids, new.checksums(), digest(new)), root=0)
+    return new
+
+
+def bcast_baseline_worker(comm: Any) -> None:
+    n = comm.bcast(None, root=0)
+    buf = np.ones(n, dtype=np.uint8)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    comm.Bcast(buf, root=0)
+    comm.gather(time.perf_counter() - t0, root=0)
+
+
+def worker(args: argparse.Namespace, link: MPITransport) -> int:
+    comm = link.comm
+    k = link.worker
+    assert k is not None
+    meta = np.empty(3, dtype=np.int64)
+    comm.Bcast(meta, root=0)
+    N, B, status = (int(v) for v in meta)
+    if status:
+        return int(comm.bcast(None, root=0))
+    sums = np.empty(N, dtype=np.uint64)
+    comm.Bcast(sums, root=0)
+    K = link.K
+    ids = epoch_placement(N, K, seed=args.seed, epoch=args.start_epoch).batch(k)
+    data = np.empty((ids.size, B), dtype=np.uint8)
+    comm.Recv(data, source=0, tag=_INIT_TAG)
+    cache = Cache(ids=ids, data=data, lengths=None)
+    modes = ("coded", "uncoded") if args.mode == "both" else (args.mode,)
+    for t in range(args.start_epoch, args.start_epoch + args.epochs):
+        _maybe_fail(args, t + 1)
+        need = epoch_placement(N, K, seed=args.seed, epoch=t + 1).batch(k)
+        nxt = cache
+        for mode in modes:
+            got = worker_transition(args, link, cache, need, t + 1, sums)
+            if mode == "coded" and args.bcast_baseline:
+                bcast_baseline_worker(comm)
+            nxt = got if nxt is cache else nxt
+        cache = nxt
+    return int(comm.bcast(None, root=0))
+
+
+# --------------------------------------------------------------------------- master
+
+
+def _from_workers(comm: Any, value: Any) -> list[Any]:
+    """Master: gather one value from each worker, in worker order (the master's own is dropped)."""
+    got = comm.gather(value, root=0)
+    return list(got)[1:]
+
+
+def uncoded_frames(
+    dataset: Dataset, p_t: Placement, p_t1: Placement, *, epoch: int, max_frame_bytes: int
+) -> dict[int, list[np.ndarray]]:
+    """Every point that changes worker, alone, in frames to its new holder."""
+    moved = p_t.owner != p_t1.owner
+    per = max(1, max_frame_bytes // dataset.record_bytes)
+    out: dict[int, list[np.ndarray]] = {}
+    for j in range(p_t1.K):
+        ids = np.flatnonzero(moved & (p_t1.owner == j))
+        out[j] = [
+            encode_plan_arrays(dataset, ids[lo : lo + per], np.full(min(per, ids.size - lo), -1), epoch=epoch)
+            for lo in range(0, ids.size, per)
+        ]
+    return out
+
+
+def check_holdings(
+    dataset: Dataset, held: list[tuple[np.ndarray, np.ndarray, str]], placement: Placement
+) -> tuple[int, bool]:
+    """The engine's final check on gathered (ids, checksums): each worker holds exactly its batch,
+    every record matches the master's checksum, and all records are held exactly once."""
+    ok = len(held) == placement.K
+    checked = 0
+    for k, (ids, sums, _) in enumerate(held):
+        checked += int(ids.size)
+        ok &= bool(np.array_equal(ids, placement.batch(k)) and np.array_equal(sums, dataset.checksums[ids]))
+    every = np.sort(np.concatenate([ids for ids, _, _ in held]))
+    ok &= every.size == dataset.N and bool(np.array_equal(every, np.arange(dataset.N)))
+    return checked, bool(ok and checked == dataset.N)
+
+
+def master_transition(
+    args: argparse.Namespace,
+    link: MPITransport,
+    dataset: Dataset,
+    plan: DeliveryPlan,
+    *,
+    mode: str,
+    epoch: int,
+) -> dict[str, Any]:
+    comm = link.comm
+    B = dataset.record_bytes
+    tic = time.perf_counter()
+    if mode == "coded":
+        frames = encode_plan(plan, dataset, epoch=epoch, max_frame_bytes=args.max_frame_bytes)
+        by_worker = None
+        flat = frames
+        planned = plan.n_symbols
+    else:
+        by_worker = uncoded_frames(
+            dataset, plan.placement_t, plan.placement_t1, epoch=epoch, max_frame_bytes=args.max_frame_bytes
+        )
+        flat = [f for fs in by_worker.values() for f in fs]
+        planned = int(plan.rates.uncoded)
+    framing = sum(parse_frame(f).header_bytes for f in flat)
+    encode_s = time.perf_counter() - tic
+    before, control_before = link.stats, link.control_bytes
+    waited_before = link.pace.waited if link.pace is not None else 0.0
+    comm.Barrier()
+    t0 = time.perf_counter()
+    if by_worker is None:
+        link.send(frames)
+    else:
+        link.send_to(by_worker)
+    sent_s = time.perf_counter() - t0
+    infos = _from_workers(comm, None)
+    sent = link.stats - before
+    pending = {k: i["failed"] for k, i in enumerate(infos) if i["failed"].size}
+    repairs = rounds = 0
+    while pending:
+        if rounds == args.max_repair_rounds:
+            k = min(pending)
+            raise IntegrityError(
+                f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} repair round(s), "
+                f"first point {int(pending[k][0])}."
+            )
+        comm.bcast(True, root=0)
+        rounds += 1
+        ids = np.unique(np.concatenate(list(pending.values())))
+        repairs += int(ids.size)
+        link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
+        rinfos = _from_workers(comm, None)
+        pending = {k: i["failed"] for k, i in enumerate(rinfos) if i["failed"].size}
+    comm.bcast(False, root=0)
+    seconds = time.perf_counter() - t0
+    total = link.stats - before
+    held = _from_workers(comm, None)
+    checked, ok = check_holdings(dataset, held, plan.placement_t1)
+    lb = lower_bound(plan.S)
+    row: dict[str, Any] = {
+        "epoch": epoch,
+        "mode": mode,
+        "K": link.K,
+        "N": dataset.N,
+        "record_bytes": B,
+        "seed": args.seed,
+        "strategy": args.strategy,
+        "link_mbps": args.link_mbps,
+        "planned_symbols": planned,
+        "master_symbols": total.symbols,
+        "master_bytes": total.bytes,
+        "payload_bytes": planned * B,
+        "framing_bytes": framing,
+        "frames": sent.frames,
+        "control_bytes": link.control_bytes - control_before,
+        "coded_symbols": plan.n_symbols,
+        "uncoded_symbols": int(plan.rates.uncoded),
+        "lower_bound": int(lb.value),
+        "lower_bound_exact": bool(lb.exact),
+        "seconds": seconds,
+        "send_seconds": sent_s,
+        "deliver_seconds": max(i["recv"] for i in infos),
+        "decode_seconds": max(i["done"] - i["recv"] for i in infos),
+        "encode_seconds": encode_s,
+        "paced_wait_seconds": (link.pace.waited - waited_before) if link.pace is not None else 0.0,
+        "frames_rejected": sum(i["rejected"] for i in infos),
+        "repairs": repairs,
+        "repair_rounds": rounds,
+        "repair_bytes": total.bytes - sent.bytes,
+        "records_checked": checked,
+        "verified": ok,
+        "digests": [d for _, _, d in held],
+    }
+    if mode == "coded" and args.bcast_baseline:
+        n = int(sent.bytes)
+        comm.bcast(n, root=0)
+        buf = np.ones(n, dtype=np.uint8)
+        comm.Barrier()
+        t1 = time.perf_counter()
+        comm.Bcast(buf, root=0)
+        times = _from_workers(comm, time.perf_counter() - t1)
+        row["bcast_bytes"] = n
+        row["bcast_seconds"] = max(times)
+    return row
+
+
+_COLUMNS = (
+    "epoch", "mode", "symbols", "planned", "bound", "master MB", "framing", "seconds", "MB/s", "repairs",
+    "verified",
+)  # fmt: skip
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
+    mb = r["master_bytes"] / 1e6
+    return [
+        str(r["epoch"]),
+        r["mode"],
+        str(r["master_symbols"]),
+        str(r["planned_symbols"]),
+        f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
+        f"{mb:.3f}",
+        f"{r['framing_bytes'] / r['payload_bytes']:.2%}" if r["payload_bytes"] else "-",
+        f"{r['seconds']:.3f}",
+        f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
+        str(r["repairs"]),
+        "yes" if r["verified"] else "NO",
+    ]
+
+
+def _load(args: argparse.Namespace, K: int) -> Dataset | str:
+    try:
+        if args.data is not None:
+            dataset = load_dataset(args.data)
+        else:
+            if args.points * args.record_bytes > 1 << 34:
+                return "--points x --record-bytes must be at most 16 GiB"
+            dataset = synthetic_dataset(args.points, args.record_bytes, seed=args.seed)
+    except (ValueError, MemoryError) as exc:
+        return str(exc)
+    if dataset.N < K:
+        return f"the dataset has {dataset.N} records, fewer than the {K} workers"
+    return dataset
+
+
+def master(args: argparse.Namespace, link: MPITransport) -> int:
+    comm = link.comm
+    K = link.K
+    dataset = _load(args, K)
+    if isinstance(dataset, str):
+        print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
+        comm.Bcast(np.array([0, 0, 2], dtype=np.int64), root=0)
+        comm.bcast(2, root=0)
+        return 2
+    N, B = dataset.N, dataset.record_bytes
+    comm.Bcast(np.array([N, B, 0], dtype=np.int64), root=0)
+    comm.Bcast(np.ascontiguousarray(dataset.checksums), root=0)
+    p_t = epoch_placement(N, K, seed=args.seed, epoch=args.start_epoch)
+    for k in range(K):  # setup, not counted: each worker starts with its batch of the first epoch
+        comm.Send(np.ascontiguousarray(dataset.data[p_t.batch(k)]), dest=link.rank_of(k), tag=_INIT_TAG)
+
+    out: TextIO | None = None
+    if args.json == "-":
+        out = sys.stdout
+    elif args.json is not None:
+        out = open(args.json, "w", encoding="utf-8")  # noqa: SIM115
+    table = args.json != "-"
+    if table:
+        pace = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "unpaced"
+        print(
+            f"K = {K}, N = {N}, record = {B} B, "
+            f"epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
+            f"mode = {args.mode}, link = {pace}",
+            flush=True,
+        )
+        print("".join(h.rjust(11) for h in _COLUMNS), flush=True)
+    modes = ("coded", "uncoded") if args.mode == "both" else (args.mode,)
+    all_ok = True
+    for t in range(args.start_epoch, args.start_epoch + args.epochs):
+        _maybe_fail(args, t + 1)
+        p_t1 = epoch_placement(N, K, seed=args.seed, epoch=t + 1)
+        plan = plan_delivery(p_t, p_t1, strategy=args.strategy)
+        for mode in modes:
+            row = master_transition(args, link, dataset, plan, mode=mode, epoch=t + 1)
+            all_ok &= row["verified"]
+            if out is not None:
+                print(json.dumps(row), file=out, flush=True)
+            if table:
+                print("".join(c.rjust(11) for c in _cells(row)), flush=True)
+        p_t = p_t1
+    if out is not None and out is not sys.stdout:
+        out.close()
+    code = 0 if all_ok else 1
+    if not all_ok:
+        print(f"{PROG}: error: a transition was not verified", file=sys.stderr, flush=True)
+    comm.bcast(code, root=0)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        if comm.Get_rank() == 0:
+            print(f"{PROG}: error: needs a master and at least one worker: mpiexec -n K+1", file=sys.stderr)
+        return 2
+    pace = TokenBucket.from_mbps(args.link_mbps) if args.link_mbps else None
+    link = MPITransport(comm, pace=pace)
+    return master(args, link) if link.is_master else worker(args, link)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
