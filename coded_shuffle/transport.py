@@ -303,6 +303,9 @@ class InProcessTransport:
 _BCAST, _UNICAST = 1, 2
 #: Tag of point-to-point frame pieces.
 _TAG = 7
+#: Words of the fixed control message; the sizes of up to ``_INLINE_FRAMES`` frames travel in it.
+_CONTROL_WORDS = 64
+_INLINE_FRAMES = (_CONTROL_WORDS - 3) // 2
 
 
 class MPITransport:
@@ -312,7 +315,8 @@ class MPITransport:
     Every call on the master is matched by one :meth:`receive` on every worker, in order; they
     are collective over the communicator. Before the frames the master broadcasts a small control
     message (kind, number of frames, piece size, then each frame's size and destination), counted
-    apart in :attr:`control_bytes`: :attr:`stats` counts frames only, each once, as on a shared link.
+    apart in :attr:`control_bytes` (512 bytes a delivery of up to 30 frames): :attr:`stats`
+    counts frames only, each once, as on a shared link.
 
     Frames travel whole or in pieces of ``piece_bytes`` (``MPI_Bcast`` of slices of one buffer),
     never one message per record. With ``pace``, the master waits on the bucket before each piece,
@@ -328,6 +332,8 @@ class MPITransport:
         Pace what leaves the master (both broadcasts and point-to-point sends).
     piece_bytes : int, optional
         Largest piece of a frame per MPI call (default: whole frames up to 64 MiB unpaced).
+    reuse_buffers : bool
+        Workers receive into one buffer kept across deliveries (default); see :meth:`receive`.
     """
 
     def __init__(
@@ -337,6 +343,7 @@ class MPITransport:
         root: int = 0,
         pace: TokenBucket | None = None,
         piece_bytes: int | None = None,
+        reuse_buffers: bool = True,
     ) -> None:
         from mpi4py import MPI
 
@@ -358,6 +365,8 @@ class MPITransport:
         self.is_master = self.rank == self.root
         #: This rank's worker number, or None on the master.
         self.worker: int | None = None if self.is_master else self.rank - (self.rank > self.root)
+        self.reuse_buffers = bool(reuse_buffers)
+        self._buffer: np.ndarray | None = None
         self._stats = LinkStats()
         #: Bytes of control messages the master broadcast (frame sizes and destinations).
         self.control_bytes = 0
@@ -383,11 +392,15 @@ class MPITransport:
             )
 
     def _control(self, kind: int, table: np.ndarray) -> None:
-        head = np.array([kind, table.shape[0], self.piece_bytes], dtype=np.int64)
+        head = np.zeros(_CONTROL_WORDS, dtype=np.int64)
+        head[:3] = kind, table.shape[0], self.piece_bytes
+        inline = table.shape[0] <= _INLINE_FRAMES
+        if inline:
+            head[3 : 3 + table.size] = table.ravel()
         self.comm.Bcast(head, root=self.root)
-        if table.shape[0]:
+        if not inline:
             self.comm.Bcast(table, root=self.root)
-        self.control_bytes += head.nbytes + table.nbytes
+        self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
 
     def _count(self, frames: list[np.ndarray]) -> None:
         s = self._stats
@@ -443,40 +456,63 @@ class MPITransport:
     def receive(self, worker: int) -> list[np.ndarray]:
         """Worker: return the frames of the master's matching ``send`` or ``send_to``, in order.
 
-        Frames are fresh buffers owned by the caller (read-only views). After a ``send_to``, only
-        the frames addressed to this worker are returned.
+        Frames are read-only views into a receive buffer the transport keeps and reuses (its
+        pages are touched once, not at every delivery): they stay valid until the next
+        ``receive`` on this rank; copy them to keep them longer (or pass ``reuse_buffers=False``).
+        After a ``send_to``, only the frames addressed to this worker are returned.
         """
         worker = check_int(worker, "worker", minimum=0)
         if self.is_master or worker != self.worker:
             raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
-        head = np.empty(3, dtype=np.int64)
+        head = np.empty(_CONTROL_WORDS, dtype=np.int64)
         self.comm.Bcast(head, root=self.root)
-        kind, n, piece = (int(v) for v in head)
-        table = np.empty((n, 2), dtype=np.int64)
-        if n:
-            self.comm.Bcast(table, root=self.root)
+        kind, n, piece = (int(v) for v in head[:3])
         if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
-            raise TransportError(f"Worker {worker}: unknown control message {head.tolist()} from the master.")
-        self.piece_bytes = piece
-        out: list[np.ndarray] = []
-        if kind == _BCAST:
-            for size in table[:, 0].tolist():
-                buf = _aligned_empty(size)
-                for lo, hi in self._pieces(size):
-                    self.comm.Bcast(buf[lo:hi], root=self.root)
-                out.append(buf)
+            raise TransportError(
+                f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
+            )
+        if n <= _INLINE_FRAMES:
+            table = head[3 : 3 + 2 * n].reshape(n, 2)
         else:
-            reqs = []
-            for size, dest in table.tolist():
-                if dest != worker:
-                    continue
-                buf = _aligned_empty(size)
-                for lo, hi in self._pieces(size):
-                    reqs.append(self.comm.Irecv(buf[lo:hi], source=self.root, tag=_TAG))
-                out.append(buf)
+            table = np.empty((n, 2), dtype=np.int64)
+            self.comm.Bcast(table, root=self.root)
+        self.piece_bytes = piece
+        mine = table if kind == _BCAST else table[table[:, 1] == worker]
+        sizes = mine[:, 0].tolist()
+        offsets = [0]
+        for size in sizes:  # each frame starts on a page
+            offsets.append(offsets[-1] + size + (-size % 4096))
+        arena = self._arena(offsets[-1])
+        out = [arena[o : o + size] for o, size in zip(offsets, sizes, strict=False)]
+        if kind == _BCAST:
+            for buf in out:
+                for lo, hi in self._pieces(int(buf.shape[0])):
+                    self.comm.Bcast(buf[lo:hi], root=self.root)
+        else:
+            reqs = [
+                self.comm.Irecv(buf[lo:hi], source=self.root, tag=_TAG)
+                for buf in out
+                for lo, hi in self._pieces(int(buf.shape[0]))
+            ]
             from mpi4py import MPI
 
             MPI.Request.Waitall(reqs)
         for buf in out:
             buf.flags.writeable = False
         return out
+
+    def reserve(self, nbytes: int) -> None:
+        """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""
+        nbytes = check_int(nbytes, "nbytes", minimum=0)
+        if self.reuse_buffers and not self.is_master:
+            self._arena(nbytes)
+
+    def _arena(self, nbytes: int) -> np.ndarray:
+        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives."""
+        if not self.reuse_buffers:
+            return _aligned_empty(nbytes)
+        if self._buffer is None or self._buffer.shape[0] < nbytes:
+            self._buffer = None
+            self._buffer = _aligned_empty(nbytes + (nbytes >> 3))
+            self._buffer.fill(0)  # fault the pages in now, not inside the transfer
+        return self._buffer

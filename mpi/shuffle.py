@@ -31,7 +31,13 @@ import time
 from typing import Any, NoReturn, TextIO
 
 import numpy as np
-from mpi4py import MPI
+
+# More ranks than cores on this node (tests and benchmarks on a laptop): let MPICH's busy-wait
+# loops yield the core (nanosleep), or waiting ranks starve the ones that compute.
+if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
+    os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+
+from mpi4py import MPI  # noqa: E402  (initializes MPI with the settings above)
 
 from coded_shuffle.bounds import lower_bound
 from coded_shuffle.codec import (
@@ -155,7 +161,14 @@ def _corrupt(frames: list[np.ndarray], cache: Cache, need: np.ndarray) -> None:
 
 
 def _decode(
-    link: MPITransport, cache: Cache, need: np.ndarray, *, epoch: int, sums: np.ndarray, corrupt: bool
+    link: MPITransport,
+    cache: Cache,
+    need: np.ndarray,
+    *,
+    epoch: int,
+    sums: np.ndarray,
+    corrupt: bool,
+    out: np.ndarray | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Receive one delivery and decode it: the worker side of the engine's decode stage."""
     k = link.worker
@@ -171,7 +184,7 @@ def _decode(
             frames.append(parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1])))
         except DecodeError:
             rejected += 1
-    res = decode_worker(cache, frames, need=need, worker=k, epoch=epoch, checksums=sums)
+    res = decode_worker(cache, frames, need=need, worker=k, epoch=epoch, checksums=sums, out=out)
     info = {
         "recv": t_recv,
         "done": time.perf_counter() - t0,
@@ -183,12 +196,18 @@ def _decode(
 
 
 def worker_transition(
-    args: argparse.Namespace, link: MPITransport, cache: Cache, need: np.ndarray, epoch: int, sums: np.ndarray
+    args: argparse.Namespace,
+    link: MPITransport,
+    cache: Cache,
+    need: np.ndarray,
+    epoch: int,
+    sums: np.ndarray,
+    out: np.ndarray,
 ) -> Cache:
     comm = link.comm
     corrupt = args.corrupt_worker == link.worker and epoch == args.start_epoch + 1
     comm.Barrier()
-    res, info = _decode(link, cache, need, epoch=epoch, sums=sums, corrupt=corrupt)
+    res, info = _decode(link, cache, need, epoch=epoch, sums=sums, corrupt=corrupt, out=out)
     comm.gather(info, root=0)
     new = res.cache
     failed = res.failed
@@ -232,17 +251,21 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
     data = np.empty((ids.size, B), dtype=np.uint8)
     comm.Recv(data, source=0, tag=_INIT_TAG)
     cache = Cache(ids=ids, data=data, lengths=None)
+    # Receive and output buffers are set up (pages touched) once: a batch has the same size at
+    # every epoch, and a delivery carries at most N (K - 1) / K coded symbols.
+    link.reserve(-(-N * (K - 1) // K) * (B + 24) + (N * B // args.max_frame_bytes + 2) * 4160)
+    spare = [np.zeros_like(data) for _ in range(2 if args.mode == "both" else 1)]
     modes = ("coded", "uncoded") if args.mode == "both" else (args.mode,)
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
         need = epoch_placement(N, K, seed=args.seed, epoch=t + 1).batch(k)
-        nxt = cache
-        for mode in modes:
-            got = worker_transition(args, link, cache, need, t + 1, sums)
+        results = []
+        for mode, out in zip(modes, spare, strict=True):
+            results.append(worker_transition(args, link, cache, need, t + 1, sums, out))
             if mode == "coded" and args.bcast_baseline:
                 bcast_baseline_worker(comm)
-            nxt = got if nxt is cache else nxt
-        cache = nxt
+        spare = [cache.data, *(r.data for r in results[1:])]
+        cache = results[0]
     return int(comm.bcast(None, root=0))
 
 
