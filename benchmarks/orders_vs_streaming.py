@@ -16,6 +16,7 @@ our figures are shown. Installing it pulls torch: use a separate virtualenv.
 Usage::
 
     python benchmarks/orders_vs_streaming.py --shards 1000 --shard-size 1000
+    python benchmarks/orders_vs_streaming.py --shards 1000 --shard-size 1000 --algos py1br --seeds 0,1,2
     python benchmarks/orders_vs_streaming.py --streaming-python /path/to/other/venv/bin/python
 """
 
@@ -165,15 +166,16 @@ def _score(path: str, args: argparse.Namespace) -> dict:
 COLUMNS = [
     ("algo", "algo", "{}"),
     ("impl", "impl", "{}"),
+    ("seed", "seed", "{}"),
     ("seconds", "gen s", "{:.2f}"),
     ("peak_mb", "peak MB", "{:.0f}"),
     ("gen_mb", "+MB", "{:.0f}"),
     ("mean_deviation_pct", "mean dev %", "{:.2f}"),
     ("max_deviation_pct", "max dev %", "{:.2f}"),
     ("epoch_mean_deviation_pct", "epoch dev %", "{:.2f}"),
-    ("longest_in_order_run", "in-order run", "{}"),
+    ("longest_in_order_run", "in-order run", "{:.0f}"),
     ("mean_shards_per_batch", "shards/batch", "{:.1f}"),
-    ("max_open_shards_per_node", "open shards", "{}"),
+    ("max_open_shards_per_node", "open shards", "{:.0f}"),
 ]
 
 
@@ -194,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=2000)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", help="comma-separated seeds (overrides --seed); adds a mean row per order")
     p.add_argument("--epoch", type=int, default=1)
     p.add_argument("--repeat", type=int, default=1, help="runs per order; the fastest is shown")
     p.add_argument("--algos", default=",".join(ALGOS), help="comma-separated algorithm names")
@@ -229,30 +232,43 @@ def main(argv: list[str] | None = None) -> int:
     N = args.shards * args.shard_size
     print(
         f"setup: {args.shards} shards x {args.shard_size} samples = {N}, canonical nodes "
-        f"{args.canonical_nodes}, block {args.block_size}, seed {args.seed}, epoch {args.epoch}; "
+        f"{args.canonical_nodes}, block {args.block_size}, epoch {args.epoch}; "
         f"deviation over the first {args.batches} batches of {args.batch_size}"
     )
     if args.repeat > 1:
         print(f"each order generated {args.repeat} times in fresh processes; the fastest run is shown")
     print("| " + " | ".join(title for _, title, _ in COLUMNS) + " |")
     print("|" + "---|" * len(COLUMNS))
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
     records = []
     with tempfile.TemporaryDirectory() as tmp:
         for algo in args.algos.split(","):
             for impl, python in impls:
-                out = os.path.join(tmp, f"{impl}-{algo}.npy")
-                runs = [_run_worker(python, impl, algo, out, args) for _ in range(args.repeat)]
-                ok = [r for r in runs if "error" not in r]
-                best = min(ok, key=lambda r: r["seconds"]) if ok else runs[0]
-                rec = {"algo": algo, "impl": impl, **best, "runs": len(ok)}
-                if "error" not in rec:
+                done = []
+                for seed in seeds:
+                    run_args = argparse.Namespace(**{**vars(args), "seed": seed})
+                    out = os.path.join(tmp, f"{impl}-{algo}.npy")
+                    runs = [_run_worker(python, impl, algo, out, run_args) for _ in range(args.repeat)]
+                    ok = [r for r in runs if "error" not in r]
+                    best = min(ok, key=lambda r: r["seconds"]) if ok else runs[0]
+                    rec = {"algo": algo, "impl": impl, "seed": seed, **best, "runs": len(ok)}
+                    if "error" in rec:
+                        print(f"| {algo} | {impl} | {seed} | {rec['error']} |", flush=True)
+                        break
                     rec["gen_mb"] = rec["peak_mb"] - rec["base_mb"]
                     rec.update(_score(out, args))
                     os.remove(out)
-                records.append(rec)
-                print(
-                    _row(rec) if "error" not in rec else f"| {algo} | {impl} | {rec['error']} |", flush=True
-                )
+                    records.append(rec)
+                    done.append(rec)
+                    print(_row(rec), flush=True)
+                if len(done) > 1:
+                    mean = {"algo": algo, "impl": impl, "seed": "mean"}
+                    for key, _, _fmt in COLUMNS[3:]:
+                        values = [r[key] for r in done]
+                        mean[key] = (
+                            max(values) if key.startswith(("max", "longest")) else sum(values) / len(values)
+                        )
+                    print(_row(mean).replace("| mean |", "| **mean** |"), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             for rec in records:
