@@ -175,3 +175,139 @@ def greedy_cycle_packing(W):  # pragma: no cover - compiled
                     )
         L += 1
     return nodes[:n_nodes], lens[:n_cycles], counts[:n_cycles]
+
+
+@numba.njit(cache=True, nogil=True)
+def peel_worker(a, b, cache_ids, need_ids, M):  # pragma: no cover - compiled
+    """Peel the symbols ``x[a[s]] ^ x[b[s]]`` (``b[s] < 0``: ``x[a[s]]`` alone) for one worker.
+
+    Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. Brute-force equivalent,
+    in rounds over sets (``known`` starts as ``cache_ids``, the frontier too):
+
+    - lone: the first symbol ``s`` (lowest index) with ``b[s] < 0`` of each id ``a[s]`` in
+      ``need_ids`` and not in ``cache_ids``;
+    - round ``r``: the not yet touched symbols with ``b >= 0`` and an endpoint in the frontier are
+      touched; each with exactly one endpoint in ``known`` decodes the other one, ``new``, unless
+      ``new`` is a lone id; of several symbols decoding one ``new`` the lowest index wins;
+      ``known |= news``, frontier = news; stop when a round decodes nothing;
+    - useful: walking the rounds backwards, a step is useful when its ``new`` is in ``need_ids``
+      or is the known endpoint ``kn`` of a useful later step.
+
+    Returns ``(lone_sym, sym, kn, new, rnd, n_rounds)``: lone symbols, then the useful steps
+    (round ``rnd`` from 1, in increasing rounds) and the number of rounds that decoded anything.
+    ``tests/test_codec.py`` checks it against that set computation written with numpy.
+    """
+    S = a.shape[0]
+    level = np.full(M, -1, dtype=np.int32)  # -1 unknown, 0 held, r decoded in round r
+    for i in range(cache_ids.shape[0]):
+        level[cache_ids[i]] = 0
+    needf = np.zeros(M, dtype=np.uint8)
+    for i in range(need_ids.shape[0]):
+        needf[need_ids[i]] = 1
+    lonef = np.zeros(M, dtype=np.uint8)
+    lone = np.empty(S, dtype=np.int64)
+    n_lone = 0
+    deg = np.zeros(M + 1, dtype=np.int64)
+    for s in range(S):
+        p = a[s]
+        if b[s] < 0:
+            if needf[p] and level[p] != 0 and not lonef[p]:
+                lonef[p] = 1
+                lone[n_lone] = s
+                n_lone += 1
+        else:
+            deg[p + 1] += 1
+            deg[b[s] + 1] += 1
+    for i in range(M):
+        deg[i + 1] += deg[i]
+    fill = deg[:M].copy()
+    adj = np.empty(deg[M], dtype=np.int64)
+    for s in range(S):
+        if b[s] >= 0:
+            adj[fill[a[s]]] = s
+            fill[a[s]] += 1
+            adj[fill[b[s]]] = s
+            fill[b[s]] += 1
+    done = np.zeros(S, dtype=np.uint8)
+    cand = np.full(M, -1, dtype=np.int64)  # winning symbol of a new id in the current round
+    st_sym = np.empty(16, dtype=np.int64)
+    st_new = np.empty(16, dtype=np.int64)
+    st_kn = np.empty(16, dtype=np.int64)
+    st_rnd = np.empty(16, dtype=np.int64)
+    n_st = 0
+    frontier = cache_ids.copy()
+    news = np.empty(16, dtype=np.int64)
+    r = 0
+    while frontier.shape[0]:
+        n_new = 0
+        for i in range(frontier.shape[0]):
+            p = frontier[i]
+            for q in range(deg[p], deg[p + 1]):
+                s = adj[q]
+                if done[s]:
+                    continue
+                done[s] = 1
+                ka = level[a[s]] >= 0
+                kb = level[b[s]] >= 0
+                if ka == kb:
+                    continue
+                nw = b[s] if ka else a[s]
+                if lonef[nw]:
+                    continue
+                if cand[nw] < 0:
+                    if n_new == news.shape[0]:
+                        grown = np.empty(2 * n_new, dtype=np.int64)
+                        grown[:n_new] = news
+                        news = grown
+                    news[n_new] = nw
+                    n_new += 1
+                    cand[nw] = s
+                elif s < cand[nw]:
+                    cand[nw] = s
+        if n_new == 0:
+            break
+        r += 1
+        if n_st + n_new > st_sym.shape[0]:
+            cap = 2 * (n_st + n_new)
+            g1 = np.empty(cap, dtype=np.int64)
+            g2 = np.empty(cap, dtype=np.int64)
+            g3 = np.empty(cap, dtype=np.int64)
+            g4 = np.empty(cap, dtype=np.int64)
+            g1[:n_st] = st_sym[:n_st]
+            g2[:n_st] = st_new[:n_st]
+            g3[:n_st] = st_kn[:n_st]
+            g4[:n_st] = st_rnd[:n_st]
+            st_sym, st_new, st_kn, st_rnd = g1, g2, g3, g4
+        for i in range(n_new):
+            nw = news[i]
+            s = cand[nw]
+            cand[nw] = -1
+            level[nw] = r
+            st_sym[n_st] = s
+            st_new[n_st] = nw
+            st_kn[n_st] = a[s] if b[s] == nw else b[s]
+            st_rnd[n_st] = r
+            n_st += 1
+        frontier = news[:n_new].copy()
+    # Keep the steps that lead to needed points: walk the rounds backwards.
+    usef = needf.copy()
+    keep = np.zeros(n_st, dtype=np.uint8)
+    n_keep = 0
+    for i in range(n_st - 1, -1, -1):
+        if usef[st_new[i]]:
+            keep[i] = 1
+            usef[st_kn[i]] = 1
+            n_keep += 1
+    sym = np.empty(n_keep, dtype=np.int64)
+    kn = np.empty(n_keep, dtype=np.int64)
+    new = np.empty(n_keep, dtype=np.int64)
+    rnd = np.empty(n_keep, dtype=np.int64)
+    w = 0
+    for i in range(n_st):
+        if keep[i]:
+            sym[w] = st_sym[i]
+            kn[w] = st_kn[i]
+            new[w] = st_new[i]
+            rnd[w] = st_rnd[i]
+            w += 1
+    return lone[:n_lone].copy(), sym, kn, new, rnd, r

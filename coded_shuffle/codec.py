@@ -1076,6 +1076,41 @@ def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(sorted_ids[pos] == ids, pos, -1)
 
 
+def _peel(
+    a: np.ndarray, b: np.ndarray, cache_ids: np.ndarray, need_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Symbolic peel of one worker (:func:`coded_shuffle._kernels.peel_worker`), any id range.
+
+    The kernel indexes flags by id; ids spread far beyond their number (64-bit ids) are first
+    numbered densely.
+    """
+    from ._kernels import peel_worker
+
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    b = np.ascontiguousarray(b, dtype=np.int64)
+    cache_ids = np.ascontiguousarray(cache_ids, dtype=np.int64)
+    need_ids = np.ascontiguousarray(need_ids, dtype=np.int64)
+    top = max(
+        int(a.max(initial=-1)),
+        int(b.max(initial=-1)),
+        int(cache_ids[-1]) if cache_ids.size else -1,
+        int(need_ids[-1]) if need_ids.size else -1,
+    )
+    n_ids = 2 * a.shape[0] + cache_ids.shape[0] + need_ids.shape[0]
+    if top < 4 * n_ids + (1 << 16):
+        lone, sym, kn, new, rnd, r = peel_worker(a, b, cache_ids, need_ids, top + 1)
+        return lone, sym, kn, new, rnd, int(r)
+    coded = b >= 0
+    uniq, inv = np.unique(np.concatenate([a, b[coded], cache_ids, need_ids]), return_inverse=True)
+    S, n_b, n_c = a.shape[0], int(coded.sum()), cache_ids.shape[0]
+    cb = np.full(S, -1, dtype=np.int64)
+    cb[coded] = inv[S : S + n_b]
+    lone, sym, kn, new, rnd, r = peel_worker(
+        inv[:S].copy(), cb, inv[S + n_b : S + n_b + n_c].copy(), inv[S + n_b + n_c :].copy(), uniq.size
+    )
+    return lone, sym, uniq[kn], uniq[new], rnd, int(r)
+
+
 def decode_worker(
     cache: Cache,
     frames: Sequence[object],
@@ -1169,70 +1204,18 @@ def decode_worker(
     else:
         fr = None
         a, b, payload = empty, empty, np.empty((0, width), np.uint8)
-    S = a.shape[0]
 
-    # ---- symbolic peel on ids -------------------------------------------------------------
+    # ---- symbolic peel on ids (compiled, O(S + N): no sort of the symbols) -------------------
     held_need = _lookup(cache.ids, need_ids)  # row in the old cache, or -1
-    coded = b >= 0
-    ep_id = np.concatenate([a[coded], b[coded]])
-    ep_sym = np.concatenate([np.flatnonzero(coded), np.flatnonzero(coded)])
-    order = np.argsort(ep_id, kind="stable")
-    ep_id, ep_sym = ep_id[order], ep_sym[order]
-
-    def touching(ids: np.ndarray) -> np.ndarray:
-        lo = np.searchsorted(ep_id, ids, "left")
-        hi = np.searchsorted(ep_id, ids, "right")
-        cnt = hi - lo
-        if not cnt.sum():
-            return empty
-        starts = np.repeat(lo - np.cumsum(cnt) + cnt, cnt)
-        return np.unique(ep_sym[starts + np.arange(int(cnt.sum()))])
-
-    done = np.zeros(S, dtype=bool)
-    known = cache.ids
-    rounds: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (symbol, known id, new id)
-    # Points sent alone: a round of their own, taken only if needed and not held.
-    lone = np.flatnonzero(~coded)
-    lone = lone[(_lookup(need_ids, a[lone]) >= 0) & (_lookup(cache.ids, a[lone]) < 0)]
-    lone = lone[np.unique(a[lone], return_index=True)[1]] if lone.size else lone
-    frontier = cache.ids
-    while frontier.size:
-        syms = touching(frontier)
-        syms = syms[~done[syms]] if syms.size else syms
-        if not syms.size:
-            break
-        ka = _lookup(known, a[syms]) >= 0
-        kb = _lookup(known, b[syms]) >= 0
-        done[syms[ka | kb]] = True
-        one = ka ^ kb
-        s1 = syms[one]
-        kn = np.where(ka[one], a[s1], b[s1])
-        new = np.where(ka[one], b[s1], a[s1])
-        new, first = np.unique(new, return_index=True)
-        s1, kn = s1[first], kn[first]
-        if lone.size:  # a point sent alone is not decoded again from a symbol
-            keep = _lookup(np.sort(a[lone]), new) < 0
-            s1, kn, new = s1[keep], kn[keep], new[keep]
-        if not new.size:
-            break
-        rounds.append((s1, kn, new))
-        known = np.union1d(known, new)
-        frontier = new
-
-    # ---- keep only the steps that lead to needed points ---------------------------------------
     want = need_ids[held_need < 0]
-    useful: list[np.ndarray] = [np.zeros(r[2].shape[0], dtype=bool) for r in rounds]
-    targets = want
-    for r in range(len(rounds) - 1, -1, -1):
-        s1, kn, new = rounds[r]
-        useful[r] = _lookup(np.sort(targets), new) >= 0 if targets.size else useful[r]
-        targets = np.union1d(targets, kn[useful[r]])
-    rounds = [(s1[u], kn[u], new[u]) for (s1, kn, new), u in zip(rounds, useful, strict=True)]
+    lone, s1, kn, new, rnd, n_rounds = _peel(a, b, cache.ids, need_ids)
+    order = np.lexsort((s1, rnd))  # round by round, payload rows in increasing order
+    s1, kn, new, rnd = s1[order], kn[order], new[order], rnd[order]
 
     # ---- bytes ------------------------------------------------------------------------------
     # Every record lands straight in its row of the new cache: blocks of symbols are gathered and
     # XORed in a cache-sized buffer, then scattered. Transit points of peeled chains (needed only
-    # to reach the next point) go to a small buffer per round.
+    # to reach the next point) go to a small buffer of their own.
     n_out = need_ids.shape[0]
     if out is None:
         out = _aligned_rows(n_out, width)
@@ -1258,52 +1241,60 @@ def decode_worker(
         assert fr is not None and fr.len_a is not None and fr.len_b is not None
         return np.where(a[s] == ids, fr.len_a[s], fr.len_b[s])
 
-    decoded_parts: list[np.ndarray] = []
     written = np.zeros(n_out, dtype=bool)
     written[hr] = True
     # Points sent alone.
+    lone_pos = _lookup(need_ids, a[lone])
     if lone.size:
-        pos = _lookup(need_ids, a[lone])
-        _gather_xor(out, payload, lone, None, None, pos)
-        written[pos] = True
+        _gather_xor(out, payload, lone, None, None, lone_pos)
+        written[lone_pos] = True
         if out_len is not None:
-            out_len[pos] = rec_len(lone, a[lone])
-        decoded_parts.append(a[lone])
-    # Peeled rounds: round 1 XORs with cache rows, later rounds with rows recovered just before.
-    prev_ids = np.empty(0, np.int64)
-    prev_rows = np.empty((0, width), np.uint8)
-    n_steps = int(lone.size)
-    for r, (s1, kn, new) in enumerate(rounds):
-        pos = _lookup(need_ids, new)
-        mine = pos >= 0
-        transit = np.flatnonzero(~mine)
-        rows = _aligned_rows(transit.size, width)
-        tpos = np.full(new.size, -1, dtype=np.int64)
-        tpos[transit] = np.arange(transit.size)
-        if r == 0:
-            sources = [(cache.data, _lookup(cache.ids, kn), np.ones(new.size, dtype=bool))]
-        else:
-            kpos = _lookup(need_ids, kn)
-            sources = [(out, kpos, kpos >= 0), (prev_rows, _lookup(prev_ids, kn), kpos < 0)]
-        for src, idx, sel in sources:
-            for dst, where, m in ((out, pos, mine), (rows, tpos, ~mine)):
-                qq = np.flatnonzero(sel & m)
+            out_len[lone_pos] = rec_len(lone, a[lone])
+    # Peeled steps: round 1 XORs with cache rows, later rounds with rows recovered before, either
+    # in the new cache (needed points) or in the transit buffer.
+    pos = _lookup(need_ids, new)  # row in the new cache, -1 for a transit point
+    mine = pos >= 0
+    transit = np.flatnonzero(~mine)
+    rows = _aligned_rows(transit.size, width)
+    tpos = np.full(new.size, -1, dtype=np.int64)
+    tpos[transit] = np.arange(transit.size)
+    src_cache = _lookup(cache.ids, kn)
+    src_out = _lookup(need_ids, kn)
+    t_ids = new[transit]
+    t_order = np.argsort(t_ids)
+    src_t = _lookup(t_ids[t_order], kn)
+    if t_ids.size:
+        src_t = np.where(src_t >= 0, t_order[np.maximum(src_t, 0)], -1)
+    from_cache = src_cache >= 0
+    from_out = ~from_cache & (src_out >= 0)
+    ln = rec_len(s1, new) if out_len is not None else None
+    bounds = np.flatnonzero(np.diff(rnd)) + 1
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), new.size], strict=True):
+        if lo == hi:
+            continue
+        for src, idx, sel in (
+            (cache.data, src_cache, from_cache[lo:hi]),
+            (out, src_out, from_out[lo:hi]),
+            (rows, src_t, ~(from_cache[lo:hi] | from_out[lo:hi])),
+        ):
+            for dst, where, m in ((out, pos, mine[lo:hi]), (rows, tpos, ~mine[lo:hi])):
+                qq = lo + np.flatnonzero(sel & m)
                 if qq.size:
                     _gather_xor(dst, payload, s1[qq], src, idx[qq], where[qq])
-        n_steps += int(new.size)
-        if out_len is not None:
-            ln = rec_len(s1, new)
-            out_len[pos[mine]] = ln[mine]
-            rows[np.arange(width) >= ln[transit, None]] = 0
-        written[pos[mine]] = True
-        decoded_parts.append(new[mine])
-        prev_ids, prev_rows = new[transit], rows
+        if ln is not None:
+            tq = lo + np.flatnonzero(~mine[lo:hi])
+            if tq.size:
+                rows[tpos[tq]] *= np.arange(width) < ln[tq, None]
+    n_steps = int(lone.size + new.size)
+    if out_len is not None and ln is not None:
+        out_len[pos[mine]] = ln[mine]
+    written[pos[mine]] = True
     if not written.all():
         out[~written] = 0
     if out_len is not None:
         out[np.arange(width) >= out_len[:, None]] = 0
-    decoded = np.sort(np.concatenate(decoded_parts)) if decoded_parts else empty
-    missing = np.setdiff1d(want, decoded)
+    decoded = np.sort(np.concatenate([a[lone], new[mine]]))
+    missing = np.setdiff1d(want, decoded, assume_unique=True)
     if strict and missing.size:
         p = int(missing[0])
         hit = np.flatnonzero((a == p) | (b == p))
@@ -1337,6 +1328,6 @@ def decode_worker(
         bad=_readonly(bad),
         missing=_readonly(missing),
         steps=n_steps,
-        rounds=len(rounds),
+        rounds=int(n_rounds),
         verified=verified,
     )
