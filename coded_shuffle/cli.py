@@ -512,6 +512,124 @@ def _positive(text: str) -> int:
     return v
 
 
+def _cmd_quality(args: argparse.Namespace) -> int:
+    from .orders import SHUFFLE_ALGORITHMS, quality_report
+
+    if args.algo not in SHUFFLE_ALGORITHMS:
+        raise UsageError(f"--algo must be one of {', '.join(sorted(SHUFFLE_ALGORITHMS))}, not {args.algo!r}")
+    for flag in ("shards", "shard_size", "canonical_nodes", "block_size", "batches", "batch_size", "seeds"):
+        low = 2 if flag == "shards" else 1
+        if getattr(args, flag) < low:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least {low}, not {getattr(args, flag)}")
+    if args.canonical_nodes > args.shards * args.shard_size:
+        raise UsageError("--canonical-nodes must be at most the number of samples")
+    reports = [
+        quality_report(
+            args.algo,
+            shards=args.shards,
+            shard_size=args.shard_size,
+            canonical_nodes=args.canonical_nodes,
+            block_size=args.block_size,
+            batches=args.batches,
+            batch_size=args.batch_size,
+            seed=args.seed + k,
+            epoch=args.epoch,
+        )
+        for k in range(args.seeds)
+    ]
+    out = dict(reports[0])
+    if args.seeds > 1:
+        keys = ("mean_deviation_pct", "epoch_mean_deviation_pct", "longest_in_order_run", "seconds")
+        out["over_seeds"] = {
+            "seeds": [args.seed + k for k in range(args.seeds)],
+            **{
+                key: {
+                    "mean": float(np.mean([r[key] for r in reports])),
+                    "std": float(np.std([r[key] for r in reports], ddof=1)),
+                    "max": float(np.max([r[key] for r in reports])),
+                }
+                for key in keys
+            },
+        }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        width = max(len(k) for k in out)
+        for key, value in out.items():
+            if isinstance(value, float):
+                value = f"{value:.4g}"
+            elif isinstance(value, dict):
+                value = json.dumps(value)
+            print(f"{key.ljust(width)}  {value}")
+    return 0
+
+
+_ORDERS_COLUMNS = (
+    ("order", "order"),
+    ("seconds", "gen s"),
+    ("epoch_mean_deviation_pct", "dev %"),
+    ("mean_shards_per_batch", "shards/batch"),
+    ("max_open_shards_per_node", "open/node"),
+    ("longest_in_order_run", "in-order"),
+    ("uncoded", "uncoded"),
+    ("coded", "coded"),
+    ("lower_bound", "bound"),
+)
+
+
+def _cmd_orders(args: argparse.Namespace) -> int:
+    from .tradeoff import order_link_cost
+
+    names = list(EPOCH_ORDERS) if args.orders is None else [n.strip() for n in args.orders.split(",")]
+    unknown = [n for n in names if n not in EPOCH_ORDERS]
+    if unknown or not names:
+        raise UsageError(f"--orders must name orders among {', '.join(EPOCH_ORDERS)}, not {args.orders!r}")
+    for flag in ("workers", "shards", "shard_size", "canonical_nodes", "block_size", "batches", "batch_size"):
+        low = 2 if flag == "shards" else 1
+        if getattr(args, flag) < low:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least {low}, not {getattr(args, flag)}")
+    if args.shards * args.shard_size < max(args.workers, args.canonical_nodes):
+        raise UsageError("--shards x --shard-size must be at least --workers and --canonical-nodes")
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for name in names:
+            yield order_link_cost(
+                name,
+                K=args.workers,
+                shards=args.shards,
+                shard_size=args.shard_size,
+                canonical_nodes=args.canonical_nodes,
+                block_size=args.block_size,
+                seed=args.seed,
+                epoch=args.epoch,
+                batches=args.batches,
+                batch_size=args.batch_size,
+                strategy=args.strategy,
+            )
+
+    if args.json:
+        for row in rows():
+            print(json.dumps(row), flush=True)
+        return 0
+    print(
+        f"K = {args.workers}, {args.shards} shards x {args.shard_size} samples, "
+        f"canonical nodes = {args.canonical_nodes}, block = {args.block_size}, epoch {args.epoch} -> "
+        f"{args.epoch + 1}, seed = {args.seed}"
+    )
+
+    def cells() -> Iterator[list[str]]:
+        for row in rows():
+            yield [f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k, _ in _ORDERS_COLUMNS]
+
+    print_table(cells(), [h for _, h in _ORDERS_COLUMNS], sys.stdout)
+    print(
+        "dev %: mean deviation of the A share from 50% over all batches of the epoch; "
+        "shards/batch: distinct shards per batch; open/node: most shards a node needs at once; "
+        "in-order: longest run left in shard order; loads in records, epoch t -> t+1."
+    )
+    return 0
+
+
 def _add_order_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--order",
@@ -587,6 +705,69 @@ def build_parser() -> argparse.ArgumentParser:
     _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
+
+    quality = sub.add_parser(
+        "quality",
+        help="quality and locality of one shard-aware epoch order (mixture experiment of seed 003)",
+        description=(
+            "Generate one shard-aware order on M shards of Z samples, the first half of kind A, the "
+            "second of kind B, and report the deviation of the A share from 50%% over the first "
+            "batches and over the whole epoch, a decile chi-square test of the head, distinct shards "
+            "per batch, shards per node, and the longest stretch left in shard order."
+        ),
+    )
+    quality.add_argument("--algo", required=True, help="naive, py1s, py2s, py1b, py1br or py1e")
+    quality.add_argument("--shards", type=int, default=10_000, metavar="M", help="shards (default 10000)")
+    quality.add_argument(
+        "--shard-size", type=int, default=10_000, metavar="Z", help="samples per shard (default 10000)"
+    )
+    quality.add_argument(
+        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
+    )
+    quality.add_argument(
+        "--block-size", type=int, default=1 << 18, metavar="B", help="shuffle block size (default 262144)"
+    )
+    quality.add_argument("--batches", type=int, default=100, help="batches in the head figures (default 100)")
+    quality.add_argument("--batch-size", type=int, default=2000, help="samples per batch (default 2000)")
+    quality.add_argument("--seed", type=_non_negative, default=1, help="seed (default 1)")
+    quality.add_argument("--epoch", type=_non_negative, default=1, help="epoch (default 1)")
+    quality.add_argument(
+        "--seeds", type=int, default=1, metavar="R", help="also summarize seeds S..S+R-1 (default 1)"
+    )
+    quality.add_argument("--json", action="store_true", help="one JSON object")
+    quality.set_defaults(func=_cmd_quality)
+
+    orders = sub.add_parser(
+        "orders",
+        help="each epoch order's quality next to its coded and uncoded link load",
+        description=(
+            "How random, at what link cost: for each epoch order, its generation time, mixing and "
+            "locality figures, and the uncoded, coded and lower-bound loads of one epoch transition."
+        ),
+    )
+    orders.add_argument("--orders", metavar="A,B,...", help="orders to compare (default all)")
+    orders.add_argument("--workers", "-K", type=int, default=8, metavar="K", help="workers (default 8)")
+    orders.add_argument("--shards", type=int, default=1000, metavar="M", help="shards (default 1000)")
+    orders.add_argument(
+        "--shard-size", type=int, default=1000, metavar="Z", help="samples per shard (default 1000)"
+    )
+    orders.add_argument(
+        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
+    )
+    orders.add_argument(
+        "--block-size", type=int, default=20_000, metavar="B", help="shuffle block size (default 20000)"
+    )
+    orders.add_argument("--batches", type=int, default=100, help="batches in the head figures (default 100)")
+    orders.add_argument("--batch-size", type=int, default=2000, help="samples per batch (default 2000)")
+    orders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
+    orders.add_argument(
+        "--epoch", type=_non_negative, default=0, help="first epoch t of t -> t+1 (default 0)"
+    )
+    orders.add_argument(
+        "--strategy", choices=sorted(STRATEGIES), default="greedy", help="cycle packing (default greedy)"
+    )
+    orders.add_argument("--json", action="store_true", help="one JSON object per order")
+    orders.set_defaults(func=_cmd_orders)
 
     plot = sub.add_parser(
         "plot",

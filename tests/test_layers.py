@@ -17,6 +17,7 @@ RANK = {
     "plan": 3,
     "bounds": 3,
     "certificates": 4,
+    "tradeoff": 4,
     "codec": 4,
     "transport": 5,
     "engine": 6,
