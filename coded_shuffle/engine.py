@@ -252,8 +252,25 @@ def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) ->
     return checked, bool(ok and checked == dataset.N)
 
 
+def _spare_rows(spare: np.ndarray | None, cache: Cache, n: int, width: int) -> np.ndarray | None:
+    """Rows ``(n, width)`` carved from a spare buffer of an earlier epoch, or None if it does not fit."""
+    if spare is None or not isinstance(spare, np.ndarray) or spare.dtype != np.uint8:
+        return None
+    if not spare.flags.c_contiguous or not spare.flags.writeable or spare.size < n * width:
+        return None
+    rows = spare.reshape(-1)[: n * width].reshape(n, width)
+    return None if np.shares_memory(rows, cache.data) else rows
+
+
 def _receive_decode(
-    link: Transport, worker: int, cache: Cache, need: np.ndarray, *, epoch: int, dataset: Dataset
+    link: Transport,
+    worker: int,
+    cache: Cache,
+    need: np.ndarray,
+    *,
+    epoch: int,
+    dataset: Dataset,
+    out: np.ndarray | None = None,
 ) -> tuple[DecodeResult, int]:
     frames = []
     rejected = 0
@@ -267,7 +284,9 @@ def _receive_decode(
             rejected += 1
             continue
         frames.append(frame)
-    res = decode_worker(cache, frames, need=need, worker=worker, epoch=epoch, checksums=dataset.checksums)
+    res = decode_worker(
+        cache, frames, need=need, worker=worker, epoch=epoch, checksums=dataset.checksums, out=out
+    )
     return res, rejected
 
 
@@ -282,6 +301,7 @@ def transition(
     strategy: str = "greedy",
     max_repair_rounds: int = 3,
     exact_bound: bool | None = None,
+    spare: list[np.ndarray] | None = None,
 ) -> tuple[TransitionReport, list[Cache]]:
     """Deliver epoch ``t + 1``'s batches from the caches of epoch ``t``; return the report and new caches.
 
@@ -303,6 +323,11 @@ def transition(
         Rounds of re-sending failed points before giving up.
     exact_bound : bool, optional
         Passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``.
+    spare : list of numpy.ndarray, optional
+        Per worker, a C-contiguous ``uint8`` buffer no longer needed (the data of its cache of
+        epoch ``t - 1``): the new records are written over it when it is large enough, so a worker
+        alternates between two buffers instead of allocating one each epoch. The caller must not
+        use those buffers afterwards.
 
     Returns
     -------
@@ -362,7 +387,10 @@ def transition(
     pending: dict[int, np.ndarray] = {}
     rejected = 0
     for k in range(K):
-        res, rej = _receive_decode(link, k, caches[k], placement_t1.batch(k), epoch=epoch, dataset=dataset)
+        need = placement_t1.batch(k)
+        buf = spare[k] if spare is not None and k < len(spare) else None
+        out = _spare_rows(buf, caches[k], int(np.unique(need).size), dataset.record_bytes)
+        res, rej = _receive_decode(link, k, caches[k], need, epoch=epoch, dataset=dataset, out=out)
         rejected += rej
         new_caches.append(res.cache)
         if not res.ok:
@@ -511,9 +539,11 @@ def run(
     link: Transport = InProcessTransport(K) if transport is None else transport
     placement = epoch_placement(dataset.N, K, seed=seed, epoch=0)
     caches = initial_caches(dataset, placement)
+    spare: list[np.ndarray] | None = None
     reports = []
     for t in range(epochs):
         nxt = epoch_placement(dataset.N, K, seed=seed, epoch=t + 1)
+        old = caches
         rep, caches = transition(
             dataset,
             caches,
@@ -524,7 +554,10 @@ def run(
             strategy=strategy,
             max_repair_rounds=max_repair_rounds,
             exact_bound=exact_bound,
+            spare=spare,
         )
+        # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
+        spare = [c.data for c in old]
         reports.append(rep)
         if on_transition is not None:
             on_transition(rep)

@@ -202,3 +202,18 @@ def test_initial_caches_exceptions(rng):
         initial_caches(ds, None)
     with pytest.raises(ValueError, match="'placement'"):
         initial_caches(ds, epoch_placement(6, 2, seed=0, epoch=0))
+
+
+def test_transition_alternates_two_buffers(rng):
+    # Epoch t + 2's records are written over epoch t's buffers; a buffer too small is not used.
+    ds = load_dataset(rng.integers(0, 256, size=(300, 40), dtype=np.uint8))
+    p0, p1, p2 = (epoch_placement(300, 4, seed=4, epoch=t) for t in range(3))
+    c0 = initial_caches(ds, p0)
+    _, c1 = transition(ds, c0, p0, p1, epoch=1)
+    spare = [c.data for c in c0]
+    spare[3] = np.zeros(8, np.uint8)
+    rep, c2 = transition(ds, c1, p1, p2, epoch=2, spare=spare)
+    assert rep.verified
+    _bytes_exact(ds, c2, p2)
+    assert [np.shares_memory(c2[k].data, c0[k].data) for k in range(4)] == [True, True, True, False]
+    assert not any(np.shares_memory(c2[k].data, c1[k].data) for k in range(4))
