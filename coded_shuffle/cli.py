@@ -328,6 +328,21 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                 seeds=args.seeds,
                 strategy=args.strategy,
             )
+        elif args.plot == "orders":
+            if args.workers < 1 or args.shards < 2 or args.shard_size < 1 or args.block_size < 1:
+                raise UsageError("--workers, --shard-size and --block-size must be at least 1, --shards 2")
+            if args.shards * args.shard_size < max(args.workers, args.canonical_nodes):
+                raise UsageError("--shards x --shard-size must be at least --workers and --canonical-nodes")
+            out = plots.plot_orders(
+                args.output,
+                K=args.workers,
+                shards=args.shards,
+                shard_size=args.shard_size,
+                canonical_nodes=args.canonical_nodes,
+                block_size=args.block_size,
+                seed=args.seed,
+                strategy=args.strategy,
+            )
         else:
             out = plots.plot_leftovers(read_matrix(args.matrix), args.output, strategy=args.strategy)
     except ImportError as exc:
@@ -800,7 +815,24 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
     )
-    for p, default in ((load, "greedy"), (leftovers, "exact")):
+    porders = kinds.add_parser(
+        "orders",
+        help="each epoch order's coded and uncoded link load against how badly it mixes",
+        description="The randomness / link cost trade-off of the epoch orders (see 'coded-shuffle orders').",
+    )
+    porders.add_argument("--workers", "-K", type=int, default=8, metavar="K", help="workers (default 8)")
+    porders.add_argument("--shards", type=int, default=1000, metavar="M", help="shards (default 1000)")
+    porders.add_argument(
+        "--shard-size", type=int, default=1000, metavar="Z", help="samples per shard (default 1000)"
+    )
+    porders.add_argument(
+        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
+    )
+    porders.add_argument(
+        "--block-size", type=int, default=20_000, metavar="B", help="block size (default 20000)"
+    )
+    porders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
+    for p, default in ((load, "greedy"), (leftovers, "exact"), (porders, "greedy")):
         p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
         p.add_argument(
             "--strategy",

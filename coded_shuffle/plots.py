@@ -30,7 +30,7 @@ from .matrix import check_shuffle_matrix, leftover_matrix, pair_minima, shuffle_
 from .orders import epoch_placement
 from .plan import STRATEGIES, pack_cycles, rates
 
-__all__ = ["FORMATS", "plot_load_vs_k", "plot_leftovers", "load_vs_k"]
+__all__ = ["FORMATS", "plot_load_vs_k", "plot_leftovers", "plot_orders", "load_vs_k"]
 
 #: File extensions the plots are written in.
 FORMATS = (".png", ".svg")
@@ -238,18 +238,37 @@ def plot_leftovers(
             layer[(u, v)] = n + 1
             used[u, v] += count
             nx.draw_networkx_edges(
-                graph, pos, edgelist=[(u, v)], ax=ax, edge_color=[color], width=1.5 + min(count, 6),
-                arrows=True, arrowsize=18, connectionstyle=f"arc3,rad={0.15 * n}", node_size=900,
+                graph,
+                pos,
+                edgelist=[(u, v)],
+                ax=ax,
+                edge_color=[color],
+                width=1.5 + min(count, 6),
+                arrows=True,
+                arrowsize=18,
+                connectionstyle=f"arc3,rad={0.15 * n}",
+                node_size=900,
             )
         ax.annotate(
             f"cycle {c + 1}: {' > '.join(f'w{w + 1}' for w in cyc)}  x{count}",
-            xy=(0.01, 0.99 - 0.045 * c), xycoords="axes fraction", color=color, fontsize=9, va="top",
+            xy=(0.01, 0.99 - 0.045 * c),
+            xycoords="axes fraction",
+            color=color,
+            fontsize=9,
+            va="top",
         )
     rest = [(int(u), int(v)) for u, v in zip(*np.nonzero(omega - used), strict=True)]
     if rest:
         nx.draw_networkx_edges(
-            graph, pos, edgelist=rest, ax=ax, edge_color="0.6", style="dashed", arrows=True,
-            arrowsize=14, node_size=900,
+            graph,
+            pos,
+            edgelist=rest,
+            ax=ax,
+            edge_color="0.6",
+            style="dashed",
+            arrows=True,
+            arrowsize=14,
+            node_size=900,
         )
     labels = {(int(u), int(v)): str(int(omega[u, v])) for u, v in zip(*np.nonzero(omega), strict=True)}
     nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=9, label_pos=0.5)
@@ -264,5 +283,56 @@ def plot_leftovers(
     )
     ax.set_axis_off()
     ax.margins(0.12)
+    fig.savefig(out)
+    return out
+
+
+def plot_orders(path: str | os.PathLike[str], **options: Any) -> str:
+    """Plot each epoch order's link load against how badly it mixes: the randomness-cost trade-off.
+
+    One point per order of :func:`coded_shuffle.tradeoff.order_tradeoff` (``options`` are passed
+    to it): the whole-epoch mean deviation of the A share from 50 % on the x axis (log scale),
+    the uncoded and coded loads of one transition per point on the y axis.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> out = plot_orders(os.path.join(tempfile.mkdtemp(), "orders.svg"), orders=["naive", "py1s"],
+    ...                   K=2, shards=4, shard_size=20, batches=2, batch_size=10)
+    >>> os.path.getsize(out) > 0
+    True
+    """
+    from .tradeoff import order_tradeoff
+
+    out = _check_path(path)
+    rows = order_tradeoff(options.pop("orders", None), **options)
+    fig = _figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    # Orders that land on (nearly) the same point share one label, placed at the leftmost of them.
+    groups: dict[tuple[float, float], list[tuple[float, float, str]]] = {}
+    for row in rows:
+        x = max(row["epoch_mean_deviation_pct"], 1e-3)
+        N = row["N"]
+        ax.plot([x, x], [row["coded"] / N, row["uncoded"] / N], color="0.75", zorder=1)
+        ax.scatter([x], [row["uncoded"] / N], color="tab:gray", marker="o", zorder=2)
+        ax.scatter([x], [row["coded"] / N], color="tab:blue", marker="D", zorder=2)
+        key = (float(np.floor(np.log10(x) / 0.2)), round(row["uncoded"] / N, 1))
+        groups.setdefault(key, []).append((x, row["uncoded"] / N, row["order"]))
+    for members in groups.values():
+        x, y, _ = min(members)
+        names = ", ".join(name for _, _, name in members)
+        ax.annotate(names, (x, y), textcoords="offset points", xytext=(0, 8), fontsize=8)
+    ax.scatter([], [], color="tab:gray", marker="o", label="uncoded")
+    ax.scatter([], [], color="tab:blue", marker="D", label="coded")
+    first = rows[0]
+    ax.set_xscale("log")
+    ax.set_xlabel("mean deviation of the A share from 50 % over the epoch (%), lower is better mixed")
+    ax.set_ylabel("link load per point (records / N)")
+    ax.set_title(
+        f"How random, at what link cost: K = {first['K']}, {first['shards']} shards x {first['shard_size']}"
+    )
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left", fontsize=9)
     fig.savefig(out)
     return out

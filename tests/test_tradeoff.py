@@ -126,3 +126,14 @@ def test_tradeoff_exceptions(capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_plot_orders(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "orders.png"
+    argv = ["plot", "orders", "-K", "2", "--shards", "4", "--shard-size", "20", "--block-size", "10"]
+    assert main([*argv, "-o", str(out)]) == 0
+    assert out.stat().st_size > 1000 and out.read_bytes()[:4] == b"\x89PNG"
+    assert capsys.readouterr().out.strip() == str(out)
+    assert main([*argv, "-o", str(tmp_path / "orders.txt")]) == 2
+    assert "--output" in capsys.readouterr().err
