@@ -1,0 +1,300 @@
+"""The coded shuffle across processes: mpi/shuffle.py under mpiexec, and the pacing of links.
+
+Every MPI test runs ``mpiexec -n K+1 python -m mpi4py mpi/shuffle.py`` in a subprocess with a
+timeout (a deadlocked rank would otherwise hang the suite), with K = 1, 2, 3 workers: more ranks
+than cores, so oversubscription is exercised too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coded_shuffle import cli
+from coded_shuffle.codec import FRAME_HEADER_BYTES, encode_plan_arrays, load_dataset
+from coded_shuffle.engine import synthetic_dataset
+from coded_shuffle.matrix import shuffle_matrix
+from coded_shuffle.orders import epoch_placement
+from coded_shuffle.plan import rates
+from coded_shuffle.transport import InProcessTransport, TokenBucket
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "mpi" / "shuffle.py"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+TIMEOUT = 120
+HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(
+    not HAVE_MPI, reason="needs mpiexec beside the interpreter and mpi4py: pip install 'coded_shuffle[mpi]'"
+)
+ENTRY = 12  # bytes of an entry: fixed-size records, 32-bit ids (docs/wire-format.md)
+
+
+def run_mpi(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    cmd = [str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
+
+
+def json_rows(proc: subprocess.CompletedProcess[str]) -> list[dict]:
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def framing(symbols_per_frame: list[int]) -> int:
+    """Framing bytes of frames of these many symbols, by the wire format: header + entries, padded to 8."""
+    return sum(-(-(FRAME_HEADER_BYTES + ENTRY * n) // 8) * 8 for n in symbols_per_frame)
+
+
+def split(n: int, per: int) -> list[int]:
+    return [min(per, n - lo) for lo in range(0, n, per)]
+
+
+def expected_digests(dataset, N: int, K: int, seed: int, epoch: int) -> list[str]:
+    """What each worker must hold after ``epoch``, computed in one process from the master's records."""
+    p = epoch_placement(N, K, seed=seed, epoch=epoch)
+    out = []
+    for k in range(K):
+        ids = p.batch(k)
+        h = hashlib.blake2b(digest_size=16)
+        h.update(np.ascontiguousarray(ids, dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(dataset.data[ids]).data)
+        out.append(h.hexdigest())
+    return out
+
+
+# --------------------------------------------------------------------------- pacing (no MPI)
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
+
+
+def test_token_bucket_holds_the_rate():
+    t = FakeTime()
+    bucket = TokenBucket(1000.0, burst=100, clock=t.clock, sleep=t.sleep)
+    assert bucket.consume(100) == 0.0  # the bucket starts full
+    for _ in range(10):
+        bucket.consume(250)
+    # 2500 bytes beyond the burst at 1000 B/s: 2.5 s, however the requests are cut.
+    assert t.now == pytest.approx(2.5)
+    t.now += 10.0  # idle: the bucket refills only up to its depth
+    assert bucket.consume(100) == 0.0
+    assert bucket.consume(1) == pytest.approx(0.001)
+    assert bucket.waited == pytest.approx(2.501)
+
+
+def test_token_bucket_brute_force_bound(rng):
+    """Never more than burst + rate * elapsed bytes out by any time (checked at every request)."""
+    t = FakeTime()
+    bucket = TokenBucket(5000.0, burst=700, clock=t.clock, sleep=t.sleep)
+    sent = 0
+    for n in rng.integers(0, 3000, 200).tolist():
+        if rng.random() < 0.3:
+            t.now += float(rng.random())
+        bucket.consume(n)
+        sent += n
+        assert sent <= 700 + 5000.0 * t.now + 1e-6
+
+
+def test_token_bucket_exceptions():
+    with pytest.raises(ValueError, match="'rate'"):
+        TokenBucket(0)
+    with pytest.raises(ValueError, match="'rate'"):
+        TokenBucket(float("inf"))
+    with pytest.raises(TypeError, match="'rate'"):
+        TokenBucket("1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'burst'"):
+        TokenBucket(1.0, burst=0)
+    with pytest.raises(ValueError, match="'mbps'"):
+        TokenBucket.from_mbps(-1)
+    with pytest.raises(ValueError, match="'n'"):
+        TokenBucket(1.0).consume(-1)
+    with pytest.raises(TypeError, match="'pace'"):
+        InProcessTransport(2, pace=3)  # type: ignore[arg-type]
+
+
+def test_in_process_transport_paced():
+    t = FakeTime()
+    ds = load_dataset(np.zeros((100, 100), dtype=np.uint8))
+    frame = encode_plan_arrays(ds, np.arange(50), np.full(50, -1), epoch=1)
+    link = InProcessTransport(2, pace=TokenBucket(1000.0, burst=1, clock=t.clock, sleep=t.sleep))
+    link.send([frame, frame])
+    assert t.now == pytest.approx((2 * frame.size - 1) / 1000.0)
+    assert link.stats.bytes == 2 * frame.size
+
+
+def test_transport_imports_without_mpi4py():
+    code = "import sys; sys.modules['mpi4py'] = None; import coded_shuffle.transport, coded_shuffle.cli"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_run_without_mpiexec_is_a_one_line_error(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "find_mpiexec", lambda: None)
+    assert cli.main(["run", "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'coded_shuffle[mpi]'" in err[0]
+
+
+def test_run_command_line():
+    args = cli.build_parser().parse_args(["run", "-K", "3", "--points", "90", "--json", "--link-mbps", "50"])
+    cmd = cli.run_command(args, "mpiexec")
+    assert cmd[:3] == ["mpiexec", "-n", "4"] and cmd[4:6] == ["-m", "mpi4py"]
+    assert cmd[-2:] == ["--json", "-"] and "--link-mbps" in cmd
+
+
+# --------------------------------------------------------------------------- under mpiexec
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.parametrize("K", [1, 2, 3])
+def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path):
+    N, B, seed, epochs, max_frame = 600, 64, 7, 2, 2048
+    out = tmp_path / "rows.jsonl"
+    proc = run_mpi(
+        K, "--points", str(N), "--record-bytes", str(B), "--epochs", str(epochs), "--seed", str(seed),
+        "--mode", "both", "--max-frame-bytes", str(max_frame), "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "verified" in proc.stdout  # the table went to standard output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["epoch"], r["mode"]) for r in rows] == [
+        (e, m) for e in range(1, epochs + 1) for m in ("coded", "uncoded")
+    ]
+    dataset = synthetic_dataset(N, B, seed=seed)
+    per = max_frame // B
+    for r in rows:
+        assert r["verified"] and r["records_checked"] == N and r["repairs"] == 0
+        assert (r["K"], r["N"], r["record_bytes"]) == (K, N, B)
+        p0, p1 = (epoch_placement(N, K, seed=seed, epoch=t) for t in (r["epoch"] - 1, r["epoch"]))
+        load = rates(shuffle_matrix(p0, p1))
+        assert r["lower_bound"] <= r["coded_symbols"] == load.coded <= r["uncoded_symbols"] == load.uncoded
+        if r["mode"] == "coded":
+            assert r["planned_symbols"] == load.coded
+            frames = split(load.coded, per) or [0]  # an empty plan still sends one empty frame
+        else:
+            assert r["planned_symbols"] == load.uncoded
+            moved = p0.owner != p1.owner
+            frames = [n for j in range(K) for n in split(int((moved & (p1.owner == j)).sum()), per)]
+        # What left the master: the planned load of records plus the documented framing, exactly.
+        assert r["master_symbols"] == r["planned_symbols"]
+        assert r["master_bytes"] == r["planned_symbols"] * B + framing(frames)
+        assert r["framing_bytes"] == framing(frames) and r["frames"] == len(frames)
+        assert r["digests"] == expected_digests(dataset, N, K, seed, r["epoch"])
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_same_seed_same_bytes_and_resume():
+    common = ["--points", "500", "--record-bytes", "32", "--seed", "3", "--json", "-"]
+    full = json_rows(run_mpi(3, *common, "--epochs", "3"))
+    resumed = json_rows(run_mpi(3, *common, "--epochs", "1", "--start-epoch", "2"))
+    assert [r["epoch"] for r in full] == [1, 2, 3] and [r["epoch"] for r in resumed] == [3]
+    assert resumed[0]["digests"] == full[2]["digests"]
+    assert resumed[0]["master_bytes"] == full[2]["master_bytes"]
+    dataset = synthetic_dataset(500, 32, seed=3)
+    assert full[2]["digests"] == expected_digests(dataset, 500, 3, 3, 3)
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_npy_dataset(tmp_path):
+    data = np.random.default_rng(5).standard_normal((300, 6)).astype(np.float32)
+    np.save(tmp_path / "x.npy", data)
+    rows = json_rows(
+        run_mpi(2, "--data", str(tmp_path / "x.npy"), "--epochs", "2", "--mode", "both", "--json", "-")
+    )
+    assert len(rows) == 4 and all(r["verified"] and r["record_bytes"] == 24 for r in rows)
+    assert rows[-1]["digests"] == expected_digests(load_dataset(data), 300, 2, 0, 2)
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_corrupted_symbol_is_repaired():
+    rows = json_rows(
+        run_mpi(
+            2,
+            "--points",
+            "400",
+            "--record-bytes",
+            "64",
+            "--epochs",
+            "2",
+            "--corrupt-worker",
+            "1",
+            "--json",
+            "-",
+        )
+    )
+    assert rows[0]["repairs"] >= 1 and rows[0]["repair_bytes"] > 0 and rows[0]["verified"]
+    assert rows[1]["repairs"] == 0 and rows[1]["verified"]
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_paced_link_time_follows_bytes():
+    mbps = 8.0  # 1 MB/s
+    rows = json_rows(
+        run_mpi(2, "--points", "4000", "--record-bytes", "256", "--epochs", "2", "--mode", "both",
+                "--link-mbps", str(mbps), "--json", "-")
+    )  # fmt: skip
+    rate = mbps * 1e6 / 8
+    burst = 1 << 16  # the bucket's depth at this rate
+    for r in rows:
+        assert r["verified"] and r["link_mbps"] == mbps
+        assert r["seconds"] >= (r["master_bytes"] - burst) / rate
+    coded, uncoded = rows[2:]  # epoch 2: epoch 1 also pays one-time start-up costs
+    assert uncoded["master_bytes"] > 1.9 * coded["master_bytes"]
+    assert uncoded["seconds"] > 1.4 * coded["seconds"]  # about twice the bytes, about twice the time
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.parametrize(("rank", "how"), [(2, "raise"), (0, "raise"), (1, "exit")])
+def test_failing_rank_aborts_the_job(rank, how):
+    proc = run_mpi(
+        3, "--points", "300", "--epochs", "3", "--fail-rank", str(rank), "--fail-epoch", "2",
+        "--fail-how", how, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert f"rank {rank}: deliberate" in proc.stderr
+    if how == "raise":
+        assert "RuntimeError" in proc.stderr
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_bad_arguments_exit_2_with_one_message():
+    proc = run_mpi(2, "--mode", "sideways", timeout=60)
+    assert proc.returncode != 0
+    assert proc.stderr.count("error: argument --mode") == 1
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_cli_run_prints_json_lines():
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--points", "200", "-B", "16"]
+    proc = subprocess.run(
+        [*cmd, "--epochs", "1", "--mode", "both", "--json"],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False,
+    )  # fmt: skip
+    rows = json_rows(proc)
+    keys = {"epoch", "mode", "K", "N", "record_bytes", "planned_symbols", "master_symbols", "master_bytes",
+            "lower_bound", "seconds", "repairs", "verified"}  # fmt: skip
+    assert [r["mode"] for r in rows] == ["coded", "uncoded"]
+    assert all(keys <= set(r) and r["verified"] for r in rows)
