@@ -1,20 +1,30 @@
 """Codec throughput against the memory-bandwidth floor of ``np.copyto``, in the same run.
 
 For each record size (64 B, 4 KiB, 1 MiB) a dataset of about ``--mib`` MiB is planned for one
-transition of ``--workers`` workers, then:
+transition of ``--workers`` workers (planning is not timed), then each repeat times, in turn:
 
-- encode: :func:`coded_shuffle.codec.encode_plan` (frames with headers, every XOR symbol),
+- copy (encode bytes): ``np.copyto`` of as many bytes as the encode's payload, between two
+  pre-touched buffers;
+- encode: :func:`coded_shuffle.codec.encode_plan` as the master calls it: new frame buffers
+  allocated, header, entries and CRC written, every symbol gathered and XORed;
   throughput = symbol payload bytes / seconds;
-- decode: :func:`coded_shuffle.codec.decode_worker` for every worker, without checksums,
-  throughput = bytes of decoded records / seconds (peeling of the cycles included);
-- verify: checksums of the decoded records (:func:`coded_shuffle.codec.record_checksums`);
-- copy: ``np.copyto`` of as many bytes as the encode (resp. decode) produced, between two
-  pre-touched buffers: the floor every ratio is measured against.
+- copy (decode bytes): ``np.copyto`` of as many bytes as the decode recovered;
+- decode: :func:`coded_shuffle.codec.decode_worker` for every worker in turn, on the parsed
+  frames (parsing is not timed), without checksums, into a buffer already in use (a worker
+  double-buffers its caches); it includes selecting the worker's symbols among all broadcast
+  ones, the symbolic peel, copying the records kept from the old cache, the XORs of every round
+  of the chains (transit points included) and the check that no needed point is missing;
+  throughput = bytes of decoded records only (not the kept ones) / seconds;
+- verify: checksums of the decoded records (:func:`coded_shuffle.codec.record_checksums`).
 
-Each figure is the best of ``--repeat`` runs. Target: encode and decode each at least 0.5 of the
-copy bandwidth for records of 4 KiB and more.
+Copies and codec alternate within each repeat, so both see the same machine load. A figure is
+the best of ``--repeat`` repeats; ``ratio`` is best copy time / best codec time (the same bytes),
+and ``spread`` the lowest and highest ratio of the copy and codec timed in the same repeat.
+After timing, every worker's new cache is compared with the dataset and its ``missing`` must be
+empty. Target: encode and decode each at least 0.5 of the copy bandwidth for records of 4 KiB
+and more.
 
-Run:  python benchmarks/codec_throughput.py [--mib 256] [--workers 8] [--repeat 3] [--json]
+Run:  python benchmarks/codec_throughput.py [--mib 256] [--workers 8] [--repeat 5] [--json]
 """
 
 from __future__ import annotations
@@ -32,19 +42,23 @@ from coded_shuffle.plan import plan_delivery
 SIZES = (64, 4096, 1 << 20)
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        tic = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - tic)
-    return min(times)
+def seconds(fn) -> float:
+    tic = time.perf_counter()
+    fn()
+    return time.perf_counter() - tic
 
 
-def copy_seconds(nbytes: int, repeat: int) -> float:
+def paired(copy, codec, repeat: int) -> tuple[float, float, float, float]:
+    """Best copy time, best codec time, lowest and highest per-repeat ratio copy / codec."""
+    pairs = [(seconds(copy), seconds(codec)) for _ in range(repeat)]
+    ratios = [c / t for c, t in pairs]
+    return min(c for c, _ in pairs), min(t for _, t in pairs), min(ratios), max(ratios)
+
+
+def copier(nbytes: int):
     src = np.ones(nbytes, dtype=np.uint8)
     dst = np.ones(nbytes, dtype=np.uint8)
-    return best(lambda: np.copyto(dst, src), repeat)
+    return lambda: np.copyto(dst, src)
 
 
 def measure(B: int, mib: int, K: int, repeat: int, seed: int) -> dict:
@@ -55,11 +69,10 @@ def measure(B: int, mib: int, K: int, repeat: int, seed: int) -> dict:
     p1 = epoch_placement(N, K, seed=seed, epoch=1)
     plan = plan_delivery(p0, p1)
 
-    frames: list = []
-    t_enc = best(lambda: frames.__setitem__(slice(None), encode_plan(plan, ds, epoch=1)), repeat)
+    frames = encode_plan(plan, ds, epoch=1)
     parsed = [parse_frame(f) for f in frames]
     enc_bytes = sum(f.payload_bytes for f in parsed)
-    c_enc = copy_seconds(enc_bytes, repeat)
+    c_enc, t_enc, lo_enc, hi_enc = paired(copier(enc_bytes), lambda: encode_plan(plan, ds, epoch=1), repeat)
 
     caches = [ds.cache(p0.batch(k)) for k in range(K)]
     needs = [p1.batch(k) for k in range(K)]
@@ -73,12 +86,13 @@ def measure(B: int, mib: int, K: int, repeat: int, seed: int) -> dict:
             decode_worker(caches[k], parsed, need=needs[k], worker=k, out=outs[k]) for k in range(K)
         ]
 
-    t_dec = best(decode_all, repeat)
+    decode_all()
     dec_bytes = sum(int(r.decoded.size) for r in results) * B
-    c_dec = copy_seconds(dec_bytes, repeat)
+    c_dec, t_dec, lo_dec, hi_dec = paired(copier(dec_bytes), decode_all, repeat)
     decoded_rows = np.concatenate([r.cache.data[r.cache.rows(r.decoded)] for r in results])
-    t_ver = best(lambda: record_checksums(decoded_rows), repeat)
+    t_ver = min(seconds(lambda: record_checksums(decoded_rows)) for _ in range(repeat))
     for k, r in enumerate(results):
+        assert r.missing.size == 0 and r.decoded.size == np.setdiff1d(needs[k], p0.batch(k)).size
         assert np.array_equal(r.cache.data, np.asarray(ds.data)[needs[k]])
     GB = 1e9
     return {
@@ -89,9 +103,11 @@ def measure(B: int, mib: int, K: int, repeat: int, seed: int) -> dict:
         "encode_GBps": enc_bytes / t_enc / GB,
         "encode_copy_GBps": enc_bytes / c_enc / GB,
         "encode_ratio": c_enc / t_enc,
+        "encode_ratio_spread": [lo_enc, hi_enc],
         "decode_GBps": dec_bytes / t_dec / GB,
         "decode_copy_GBps": dec_bytes / c_dec / GB,
         "decode_ratio": c_dec / t_dec,
+        "decode_ratio_spread": [lo_dec, hi_dec],
         "verify_GBps": dec_bytes / t_ver / GB,
         "framing_overhead": sum(f.header_bytes for f in parsed) / enc_bytes,
     }
@@ -101,7 +117,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=256, help="dataset size in MiB per record size")
     ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
     ap.add_argument("--json", action="store_true")
@@ -111,15 +127,17 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     print(f"dataset ~{args.mib} MiB per size, K = {args.workers}, best of {args.repeat}")
-    head = ("record", "symbols", "encode GB/s", "copy GB/s", "ratio", "decode GB/s", "copy GB/s", "ratio",
-            "verify GB/s", "framing")  # fmt: skip
-    print("{:>8} {:>8} {:>11} {:>9} {:>6} {:>11} {:>9} {:>6} {:>11} {:>8}".format(*head))
+    head = ("record", "symbols", "encode GB/s", "copy GB/s", "ratio", "spread", "decode GB/s", "copy GB/s",
+            "ratio", "spread", "verify GB/s", "framing")  # fmt: skip
+    print("{:>8} {:>8} {:>11} {:>9} {:>6} {:>9} {:>11} {:>9} {:>6} {:>9} {:>11} {:>8}".format(*head))
     for r in rows:
+        se = "{:.2f}-{:.2f}".format(*r["encode_ratio_spread"])
+        sd = "{:.2f}-{:.2f}".format(*r["decode_ratio_spread"])
         print(
             f"{r['record_bytes']:>8} {r['symbols']:>8} {r['encode_GBps']:>11.2f} "
-            f"{r['encode_copy_GBps']:>9.2f} "
-            f"{r['encode_ratio']:>6.2f} {r['decode_GBps']:>11.2f} {r['decode_copy_GBps']:>9.2f} "
-            f"{r['decode_ratio']:>6.2f} {r['verify_GBps']:>11.2f} {r['framing_overhead']:>8.2%}"
+            f"{r['encode_copy_GBps']:>9.2f} {r['encode_ratio']:>6.2f} {se:>9} "
+            f"{r['decode_GBps']:>11.2f} {r['decode_copy_GBps']:>9.2f} {r['decode_ratio']:>6.2f} {sd:>9} "
+            f"{r['verify_GBps']:>11.2f} {r['framing_overhead']:>8.2%}"
         )
 
 
