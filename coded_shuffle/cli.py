@@ -408,7 +408,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if not args.json:
         print(
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
-            f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}"
+            f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
+            f"order = {order_spec(args, args.points).name}"
         )
 
     def on_transition(rep: Any) -> None:
@@ -432,6 +433,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         strategy=args.strategy,
         on_transition=on_transition,
+        order=order_spec(args, args.points),
     )
     if show_progress:
         print(file=sys.stderr)
@@ -873,6 +875,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="greedy",
         help="cycle packing strategy (default greedy)",
     )
+    _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     sim.set_defaults(func=_cmd_simulate)

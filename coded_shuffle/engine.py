@@ -48,7 +48,7 @@ from .codec import (
     parse_frame,
 )
 from .errors import DecodeError, IntegrityError
-from .orders import Placement, epoch_placement
+from .orders import OrderSpec, Placement, epoch_placement, order_placement
 from .plan import STRATEGIES, plan_delivery
 from .transport import InProcessTransport, Transport
 
@@ -489,11 +489,14 @@ def run(
     max_repair_rounds: int = 3,
     exact_bound: bool | None = None,
     on_transition: Callable[[TransitionReport], None] | None = None,
+    order: OrderSpec | None = None,
 ) -> RunReport:
     """Run ``epochs`` transitions ``0 -> 1 -> ... -> epochs`` on ``dataset`` with ``K`` workers.
 
-    The batches of epoch ``t`` are :func:`coded_shuffle.orders.epoch_placement` ``(N, K, seed=seed,
-    epoch=t)``; the workers start with their batches of epoch 0, copied from the dataset.
+    The batches of epoch ``t`` are :func:`coded_shuffle.orders.order_placement` ``(N, K, seed=seed,
+    epoch=t, spec=order)`` (by default a uniform permutation per epoch, as
+    :func:`coded_shuffle.orders.epoch_placement`); the workers start with their batches of epoch 0,
+    copied from the dataset.
 
     Parameters
     ----------
@@ -511,6 +514,8 @@ def run(
         See :func:`transition`.
     on_transition : callable, optional
         Called with each :class:`TransitionReport` as soon as it is ready.
+    order : OrderSpec, optional
+        The epoch order (default: a uniform permutation).
 
     Returns
     -------
@@ -537,12 +542,14 @@ def run(
             f"Argument 'on_transition' must be callable or None, not {type(on_transition).__name__}."
         )
     link: Transport = InProcessTransport(K) if transport is None else transport
-    placement = epoch_placement(dataset.N, K, seed=seed, epoch=0)
+    if order is not None and not isinstance(order, OrderSpec):
+        raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
+    placement = order_placement(dataset.N, K, seed=seed, epoch=0, spec=order)
     caches = initial_caches(dataset, placement)
     spare: list[np.ndarray] | None = None
     reports = []
     for t in range(epochs):
-        nxt = epoch_placement(dataset.N, K, seed=seed, epoch=t + 1)
+        nxt = order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order)
         old = caches
         rep, caches = transition(
             dataset,
@@ -600,6 +607,7 @@ def simulate(
     max_repair_rounds: int = 3,
     exact_bound: bool | None = None,
     on_transition: Callable[[TransitionReport], None] | None = None,
+    order: OrderSpec | None = None,
 ) -> RunReport:
     """Run the in-process engine on ``N`` random records of ``record_bytes`` bytes.
 
@@ -627,4 +635,5 @@ def simulate(
         max_repair_rounds=max_repair_rounds,
         exact_bound=exact_bound,
         on_transition=on_transition,
+        order=order,
     )

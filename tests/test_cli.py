@@ -167,3 +167,12 @@ def test_rate_order_exceptions(capsys):
     ]:
         code, _, err = run(capsys, *argv)
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+@pytest.mark.parametrize("order", ["py1s", "feistel", "py1br"])
+def test_simulate_with_orders(capsys, order):
+    argv = ["simulate", "-K", "3", "-N", "300", "-B", "64", "--epochs", "2", "--order", order]
+    code = main([*argv, "--shard-size", "25", "--block-size", "50", "--json"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 0 and len(rows) == 2 and all(r["verified"] for r in rows)
+    assert all(r["lower_bound"] <= r["coded_symbols"] <= r["uncoded_symbols"] for r in rows)
