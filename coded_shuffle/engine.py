@@ -48,7 +48,7 @@ from .codec import (
     parse_frame,
 )
 from .errors import DecodeError, IntegrityError
-from .orders import OrderSpec, Placement, epoch_placement, order_placement
+from .orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401 (doctests)
 from .plan import STRATEGIES, plan_delivery
 from .transport import InProcessTransport, Transport
 
