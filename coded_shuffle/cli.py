@@ -22,7 +22,7 @@ import numpy as np
 from .bounds import lower_bound, worst_case
 from .errors import CodedShuffleError
 from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
-from .orders import EPOCH_ORDERS, OrderSpec, order_placement
+from .orders import AUTO_FEISTEL_POINTS, EPOCH_ORDERS, OrderSpec, auto_order, order_placement
 from .plan import STRATEGIES, rates
 
 PROG = "coded-shuffle"
@@ -119,14 +119,6 @@ def _entry(v: Any, path: str, i: int, j: int) -> int:
 
 
 # --------------------------------------------------------------------------- rate
-
-
-#: Above this many points the ``auto`` order is ``feistel`` (an N-point permutation is 8N bytes).
-AUTO_FEISTEL_POINTS = 1 << 27
-
-
-#: Above this many points the ``auto`` order is ``feistel`` (an N-point permutation is 8N bytes).
-AUTO_FEISTEL_POINTS = 1 << 27
 
 
 def rate_rows(
@@ -243,10 +235,7 @@ def order_spec(args: argparse.Namespace, N: int) -> OrderSpec:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, not {getattr(args, flag)}")
     if args.canonical_nodes > N:
         raise UsageError(f"--canonical-nodes must be at most --points ({N}), not {args.canonical_nodes}")
-    name = args.order
-    if name == "auto":
-        name = "feistel" if N > AUTO_FEISTEL_POINTS else "permutation"
-    return OrderSpec(name, args.shard_size, args.canonical_nodes, args.block_size)
+    return OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
 
 
 def _workers_schedule(text: str | None, epochs: int) -> list[int]:
@@ -475,7 +464,9 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
     else:
         cmd += ["--points", str(args.points), "--record-bytes", str(args.record_bytes)]
     cmd += ["--epochs", str(args.epochs), "--start-epoch", str(args.start_epoch), "--seed", str(args.seed)]
-    cmd += ["--mode", args.mode, "--strategy", args.strategy]
+    cmd += ["--mode", args.mode, "--strategy", args.strategy, "--order", args.order]
+    cmd += ["--shard-size", str(args.shard_size), "--canonical-nodes", str(args.canonical_nodes)]
+    cmd += ["--block-size", str(args.block_size)]
     if args.link_mbps is not None:
         cmd += ["--link-mbps", repr(args.link_mbps)]
     if args.json:
@@ -495,6 +486,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")
     if args.link_mbps is not None and not 0 < args.link_mbps < float("inf"):
         raise UsageError(f"--link-mbps must be a positive number, not {args.link_mbps}")
+    if args.data is None:
+        order_spec(args, args.points)  # validates the order options before launching
     mpiexec = find_mpiexec()
     if mpiexec is None or importlib.util.find_spec("mpi4py") is None:
         what = "mpiexec" if mpiexec is None else "mpi4py"
@@ -916,6 +909,7 @@ def build_parser() -> argparse.ArgumentParser:
     mpi.add_argument(
         "--link-mbps", type=float, metavar="R", help="pace the master's link at R megabits/s (default: raw)"
     )
+    _add_order_arguments(mpi)
     mpi.add_argument("--json", action="store_true", help="one JSON object per transition and mode")
     mpi.set_defaults(func=_cmd_run)
     return parser

@@ -52,7 +52,7 @@ from coded_shuffle.codec import (
 )
 from coded_shuffle.engine import synthetic_dataset
 from coded_shuffle.errors import DecodeError, IntegrityError
-from coded_shuffle.orders import Placement, epoch_placement
+from coded_shuffle.orders import EPOCH_ORDERS, OrderSpec, Placement, auto_order, order_placement
 from coded_shuffle.plan import STRATEGIES, DeliveryPlan, plan_delivery
 from coded_shuffle.transport import MPITransport, TokenBucket
 
@@ -101,6 +101,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)")
     p.add_argument("--mode", choices=("coded", "uncoded", "both"), default="coded")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="greedy")
+    p.add_argument(
+        "--order", choices=("auto", *EPOCH_ORDERS), default="auto", help="epoch order (default auto)"
+    )
+    p.add_argument(
+        "--shard-size", type=_positive, default=10_000, help="samples a shard (shard-aware orders)"
+    )
+    p.add_argument(
+        "--canonical-nodes", type=_positive, default=1, help="canonical nodes (shard-aware orders)"
+    )
+    p.add_argument("--block-size", type=_positive, default=1 << 18, help="shuffle block (shard-aware orders)")
     p.add_argument("--link-mbps", type=_rate, metavar="R", help="pace the master's link at R megabits/s")
     p.add_argument("--json", metavar="FILE", help="JSON lines to FILE ('-': standard output, no table)")
     p.add_argument(
@@ -119,6 +129,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ):
         p.error("--data cannot be combined with --points or --record-bytes")
     return args
+
+
+def placement(args: argparse.Namespace, N: int, K: int, *, epoch: int) -> Placement:
+    """The batches of ``epoch``: the epoch order the options name, cut into ``K`` batches."""
+    spec = OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
+    return order_placement(N, K, seed=args.seed, epoch=epoch, spec=spec)
 
 
 def digest(cache: Cache) -> str:
@@ -247,7 +263,7 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
     sums = np.empty(N, dtype=np.uint64)
     comm.Bcast(sums, root=0)
     K = link.K
-    ids = epoch_placement(N, K, seed=args.seed, epoch=args.start_epoch).batch(k)
+    ids = placement(args, N, K, epoch=args.start_epoch).batch(k)
     data = np.empty((ids.size, B), dtype=np.uint8)
     comm.Recv(data, source=0, tag=_INIT_TAG)
     cache = Cache(ids=ids, data=data, lengths=None)
@@ -258,7 +274,7 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
     modes = ("coded", "uncoded") if args.mode == "both" else (args.mode,)
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
-        need = epoch_placement(N, K, seed=args.seed, epoch=t + 1).batch(k)
+        need = placement(args, N, K, epoch=t + 1).batch(k)
         results = []
         for mode, out in zip(modes, spare, strict=True):
             results.append(worker_transition(args, link, cache, need, t + 1, sums, out))
@@ -464,7 +480,7 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
     N, B = dataset.N, dataset.record_bytes
     comm.Bcast(np.array([N, B, 0], dtype=np.int64), root=0)
     comm.Bcast(np.ascontiguousarray(dataset.checksums), root=0)
-    p_t = epoch_placement(N, K, seed=args.seed, epoch=args.start_epoch)
+    p_t = placement(args, N, K, epoch=args.start_epoch)
     for k in range(K):  # setup, not counted: each worker starts with its batch of the first epoch
         comm.Send(np.ascontiguousarray(dataset.data[p_t.batch(k)]), dest=link.rank_of(k), tag=_INIT_TAG)
 
@@ -487,7 +503,7 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
     all_ok = True
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
-        p_t1 = epoch_placement(N, K, seed=args.seed, epoch=t + 1)
+        p_t1 = placement(args, N, K, epoch=t + 1)
         plan = plan_delivery(p_t, p_t1, strategy=args.strategy)
         for mode in modes:
             row = master_transition(args, link, dataset, plan, mode=mode, epoch=t + 1)

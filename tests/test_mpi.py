@@ -21,7 +21,7 @@ from coded_shuffle import cli
 from coded_shuffle.codec import FRAME_HEADER_BYTES, encode_plan_arrays, load_dataset
 from coded_shuffle.engine import synthetic_dataset
 from coded_shuffle.matrix import shuffle_matrix
-from coded_shuffle.orders import epoch_placement
+from coded_shuffle.orders import OrderSpec, epoch_placement, order_placement
 from coded_shuffle.plan import rates
 from coded_shuffle.transport import InProcessTransport, TokenBucket
 
@@ -298,3 +298,20 @@ def test_cli_run_prints_json_lines():
             "lower_bound", "seconds", "repairs", "verified"}  # fmt: skip
     assert [r["mode"] for r in rows] == ["coded", "uncoded"]
     assert all(keys <= set(r) and r["verified"] for r in rows)
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_shard_aware_order_verified():
+    args = ["--points", "400", "--record-bytes", "64", "--epochs", "2", "--mode", "both", "--json", "-"]
+    rows = json_rows(run_mpi(2, *args, "--order", "py1br", "--shard-size", "20", "--block-size", "40"))
+    assert len(rows) == 4 and all(r["verified"] for r in rows)
+    # The same order computed in one process gives the planned load.
+    spec = OrderSpec("py1br", shard_size=20, block_size=40)
+    for r in rows:
+        S = shuffle_matrix(
+            order_placement(400, 2, seed=0, epoch=r["epoch"] - 1, spec=spec),
+            order_placement(400, 2, seed=0, epoch=r["epoch"], spec=spec),
+        )
+        expected = rates(S).coded if r["mode"] == "coded" else int(S.sum() - np.trace(S))
+        assert r["planned_symbols"] == expected

@@ -1,6 +1,14 @@
 """Epoch orders: permutations of the points, shard-aware shuffles, placements, quality metrics."""
 
-from .epochs import EPOCH_ORDERS, OrderSpec, epoch_order, order_placement, positions_to_owners
+from .epochs import (
+    AUTO_FEISTEL_POINTS,
+    EPOCH_ORDERS,
+    OrderSpec,
+    auto_order,
+    epoch_order,
+    order_placement,
+    positions_to_owners,
+)
 from .feistel import FeistelPermutation, feistel_permutation
 from .permutation import epoch_permutation, epoch_rng
 from .placement import (
@@ -25,7 +33,9 @@ from .quality import (
 from .shards import SHUFFLE_ALGORITHMS, node_bounds, shard_order
 
 __all__ = [
+    "AUTO_FEISTEL_POINTS",
     "EPOCH_ORDERS",
+    "auto_order",
     "OrderSpec",
     "epoch_order",
     "order_placement",

@@ -27,10 +27,34 @@ from .permutation import epoch_permutation
 from .placement import Placement, batch_sizes, owner_dtype
 from .shards import SHUFFLE_ALGORITHMS, shard_order
 
-__all__ = ["EPOCH_ORDERS", "OrderSpec", "epoch_order", "order_placement", "positions_to_owners"]
+__all__ = [
+    "AUTO_FEISTEL_POINTS",
+    "EPOCH_ORDERS",
+    "OrderSpec",
+    "auto_order",
+    "epoch_order",
+    "order_placement",
+    "positions_to_owners",
+]
 
 #: Names of the epoch orders.
 EPOCH_ORDERS: tuple[str, ...] = ("permutation", "feistel", *SHUFFLE_ALGORITHMS)
+
+#: Above this many points ``auto`` means ``feistel`` (a permutation of N points takes 8N bytes).
+AUTO_FEISTEL_POINTS = 1 << 27
+
+
+def auto_order(name: str, N: int) -> str:
+    """Return ``name``, or for ``"auto"`` the order it stands for at ``N`` points.
+
+    Examples
+    --------
+    >>> auto_order("auto", 1000), auto_order("auto", 10**9), auto_order("py1e", 10**9)
+    ('permutation', 'feistel', 'py1e')
+    """
+    if name != "auto":
+        return name
+    return "feistel" if check_int(N, "N", minimum=0) > AUTO_FEISTEL_POINTS else "permutation"
 
 
 @dataclass(frozen=True)
