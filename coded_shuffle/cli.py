@@ -718,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     quality = sub.add_parser(
         "quality",
-        help="quality and locality of one shard-aware epoch order (mixture experiment of seed 003)",
+        help="quality and locality of one shard-aware epoch order (mixture experiment)",
         description=(
             "Generate one shard-aware order on M shards of Z samples, the first half of kind A, the "
             "second of kind B, and report the deviation of the A share from 50%% over the first "

@@ -12,7 +12,7 @@
 Every order depends on ``(seed, epoch)`` alone, never on the number of workers: the batches of
 any ``K`` are cut from the same global order (contiguous runs of positions, sizes differing by
 at most one), so a run keeps one sample order when ``K`` changes, in the spirit of Levanter's
-reader-count-invariant order (seed 001).
+reader-count-invariant order ("Reproducible batch order even when number of workers changes").
 """
 
 from __future__ import annotations
