@@ -2,9 +2,9 @@
 
 For one setup (``shards`` shards of ``shard_size`` samples, the first half of kind A as in the
 mixture experiment of the StreamingDataset shuffle study cited in the README, cut into batches
-for ``K`` workers), every order is generated for epochs ``epoch`` and ``epoch + 1``; its quality figures come from
-:func:`coded_shuffle.orders.order_quality` on epoch ``epoch + 1`` and its loads from the shuffle
-matrix of the two placements. A shard-aware order that keeps samples near their shard moves
+for ``K`` workers), every order is generated for epochs ``epoch`` and ``epoch + 1``; its quality
+figures come from :func:`coded_shuffle.orders.order_quality` on epoch ``epoch + 1`` and its loads
+from the shuffle matrix of the two placements. A shard-aware order that keeps samples near their shard moves
 fewer of them between workers, so it is cheap on the link and poorly mixed; a full shuffle is
 well mixed and costs about ``N (K - 1) / K`` uncoded, about half of that coded.
 """
