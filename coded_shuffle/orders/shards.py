@@ -165,13 +165,21 @@ def _piece_order(rng: np.random.Generator, node: np.ndarray) -> np.ndarray:
 
 
 def _layout(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenate the ranges ``starts[k] .. starts[k] + lengths[k] - 1`` (int64)."""
+    """Concatenate the ranges ``starts[k] .. starts[k] + lengths[k] - 1`` (int64).
+
+    As a running sum: every step is ``+1`` except at a range's first position, where the step
+    jumps to the range's start.
+    """
     N = int(lengths.sum())
+    ids = np.ones(N, dtype=np.int64)
+    if N == 0:
+        return ids
+    keep = lengths > 0
+    starts, lengths = starts[keep], lengths[keep]
     offsets = np.cumsum(lengths) - lengths
-    ids = np.repeat(starts - offsets, lengths)
-    for a in range(0, N, _CHUNK):
-        b = min(N, a + _CHUNK)
-        ids[a:b] += np.arange(a, b, dtype=np.int64)
+    ids[0] = starts[0]
+    ids[offsets[1:]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    np.cumsum(ids, out=ids)
     return ids
 
 
