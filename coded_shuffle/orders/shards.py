@@ -50,7 +50,11 @@ cumulative sums of the random sizes minus the stagger, cut to the span, so the c
 and the last block is shuffled like every other.
 
 The functions match streaming's semantics, not its random bits: the same ``(seed, epoch)``
-gives a different (equally distributed) order than ``streaming.base.shuffle.get_shuffle``.
+gives a different order than ``streaming.base.shuffle.get_shuffle``, drawn from the same
+distribution (except for ``py1br``'s tail, above). Generation is vectorized: the Python loops
+run once per node, per distinct segment length or per chunk of ``2^22`` samples, never per
+sample, and temporary memory stays within a few chunks besides the order itself (``py2s`` also
+keeps its run-level order, a second array of ``N``).
 """
 
 from __future__ import annotations
