@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 
 from .._checks import check_int, check_int_array
@@ -54,6 +55,54 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
     x *= _M2
     x ^= x >> _S33
     return x
+
+
+#: Inputs of at least this many indices run the compiled loop (same network, same values).
+_COMPILED_FROM = 1 << 12
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _walk_compiled(idx, out, keys, bits, N, inverse):  # pragma: no cover - compiled
+    """``out[p] = pi(idx[p])`` (``pi^{-1}`` when ``inverse``): the network of
+    :meth:`FeistelPermutation._network` with cycle walking, one index at a time, on all cores."""
+    high = np.uint64(bits - bits // 2)
+    low = np.uint64(bits // 2)
+    top_hi = np.uint64(64) - high
+    top_lo = np.uint64(64) - low
+    one = np.uint64(1)
+    s33 = np.uint64(33)
+    m1 = np.uint64(0xFF51AFD7ED558CCD)
+    m2 = np.uint64(0xC4CEB9FE1A85EC53)
+    bound = np.uint64(N)
+    R = keys.shape[0]
+    for p in numba.prange(idx.shape[0]):
+        x = np.uint64(idx[p])
+        while True:
+            for r in range(R):
+                i = R - 1 - r if inverse else r
+                if i % 2 == 0:
+                    wa, wb, top = high, low, top_hi
+                else:
+                    wa, wb, top = low, high, top_lo
+                if not inverse:
+                    lo = x & ((one << wb) - one)
+                    f = lo ^ keys[i]
+                else:
+                    lo = x >> wa
+                    f = lo ^ keys[i]
+                f ^= f >> s33
+                f *= m1
+                f ^= f >> s33
+                f *= m2
+                f ^= f >> s33
+                f >>= top
+                if not inverse:
+                    x = ((x >> wb) ^ f) | (lo << wa)
+                else:
+                    x = (((x & ((one << wa) - one)) ^ f) << wb) | lo
+            if x < bound:
+                break
+        out[p] = np.int64(x)
 
 
 @dataclass(frozen=True)
@@ -118,12 +167,19 @@ class FeistelPermutation:
             raise ValueError(
                 f"Argument 'idx' must hold indices in [0, {self.N}), not [{arr.min()}, {arr.max()}]."
             )
-        out = self._network(arr.astype(np.uint64).ravel(), inverse=inverse)  # a copy
-        todo = np.flatnonzero(out >= self.N)
-        while todo.size:
-            out[todo] = self._network(out[todo], inverse=inverse)
-            todo = todo[out[todo] >= self.N]
-        return out.astype(np.int64).reshape(arr.shape)
+        flat = np.ascontiguousarray(arr.ravel(), dtype=np.int64)
+        out = np.empty(flat.shape[0], dtype=np.int64)
+        if flat.shape[0] >= _COMPILED_FROM:
+            keys = np.array(self.keys, dtype=np.uint64)
+            _walk_compiled(flat, out, keys, self.bits, self.N, inverse)
+        else:  # small inputs: no compilation
+            x = self._network(flat.astype(np.uint64), inverse=inverse)
+            todo = np.flatnonzero(x >= self.N)
+            while todo.size:
+                x[todo] = self._network(x[todo], inverse=inverse)
+                todo = todo[x[todo] >= self.N]
+            out[:] = x
+        return out.reshape(arr.shape)
 
     def forward(self, idx: Any) -> np.ndarray:
         """Return ``pi(i)`` for each index ``i`` of ``idx`` (int64, same shape).
