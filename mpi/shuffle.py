@@ -67,6 +67,9 @@ class _Parser(argparse.ArgumentParser):
         if MPI.COMM_WORLD.Get_rank() == 0:
             self.print_usage(sys.stderr)
             print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+        # Every rank parses the same arguments and lands here; wait until rank 0 has printed,
+        # or another rank's exit aborts the job before the message is out.
+        MPI.COMM_WORLD.Barrier()
         raise SystemExit(2)
 
 
