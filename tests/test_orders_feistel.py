@@ -66,8 +66,8 @@ def test_feistel_keeps_the_shape_of_its_input():
 
 @pytest.mark.parametrize("N", [10**6, 3 * 10**9])
 def test_feistel_head_passes_the_decile_test(N):
-    # seed 003: the first 10^4 values of a permutation of 3e9 fall evenly into deciles for
-    # numpy's PCG64DXSM but not for old torch.randperm releases.
+    # The StreamingDataset shuffle study: the first 10^4 values of a permutation of 3e9 fall
+    # evenly into deciles for numpy's PCG64DXSM but not for old torch.randperm releases.
     for seed in range(5):
         head = feistel_permutation(N, seed=seed, epoch=1).forward(np.arange(10_000))
         assert decile_chi_square(head, N)["pvalue"] > 1e-4

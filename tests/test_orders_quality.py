@@ -112,8 +112,9 @@ def test_mixture_deviation_matches_brute_force(case, b, batches):
     assert got["batches"] == count
 
 
-def test_mixture_deviation_reproduces_the_seed_003_statistic():
-    # seed 003: deviation = (max(ja, en) / total - 0.5) * 100 per batch, ja = first half of shards
+def test_mixture_deviation_reproduces_the_study_statistic():
+    # The StreamingDataset shuffle study: deviation = (max(ja, en) / total - 0.5) * 100 per
+    # batch, ja = first half of shards
     order = [0, 1, 2, 5, 3, 4, 6, 7]  # 4 shards of 2: ja = ids 0..3
     per_batch = []
     for i in range(0, 8, 4):

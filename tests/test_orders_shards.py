@@ -1,7 +1,7 @@
 """Tests of coded_shuffle.orders.shards: each algorithm's semantics, checked by brute force.
 
 The reference semantics are those of MosaicML streaming's ``streaming/base/shuffle`` modules
-(naive, py1s, py2s, py1b, py1br, py1e) and of the py1e pull request (seed 000).
+(naive, py1s, py2s, py1b, py1br, py1e) and of streaming's "Expanded range shuffle" pull request (py1e).
 """
 
 from __future__ import annotations
@@ -290,8 +290,8 @@ def test_streaming_cursor_rule_leaves_a_tail_which_ours_does_not(rng):
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(case=cases)
 def test_py1e_moves_samples_within_the_expanded_range_of_their_piece(case):
-    # seed 000: "for each shard, its samples will be distributed over a window of maximum size
-    # [about] shuffle block size", not crossing canonical node boundaries.
+    # The py1e pull request: each shard's samples spread over a window of at most about one
+    # shuffle block, never across a canonical node boundary.
     sizes, C, B, seed, epoch = case
     C = min(C, sum(sizes))
     layout = call("py1b", sizes, C, seed, epoch, 1)
@@ -306,7 +306,7 @@ def test_py1e_moves_samples_within_the_expanded_range_of_their_piece(case):
 
 
 def test_py1e_spreads_a_shard_over_about_a_block():
-    # seed 000's example: 10 shards of 100 samples, block 500. The first shard's window is cut at
+    # The py1e pull request's example: 10 shards of 100 samples, block 500. The first shard's window is cut at
     # the node start; a middle shard's samples spread beyond its own 100 positions.
     sizes, B = [100] * 10, 500
     layout = call("py1b", sizes, 1, 7, 0, 1)

@@ -10,7 +10,7 @@ Notation
 ``Z_j``        size of shard ``j``; shard ``j`` holds consecutive sample ids
 =============  ==============================================================
 
-The mixture experiment is the one of seed 003 (a study of streaming shuffle quality): ``M``
+The mixture experiment is the one of a study of StreamingDataset shuffle quality (README): ``M``
 shards of ``Z`` samples, the first half of the shards of kind A (say Japanese text), the rest of
 kind B (English). A well mixed order gives every batch about half A; the deviation of a batch is
 ``100 |a / n - split / N|`` percent for ``a`` samples of kind A among its ``n``. For a uniform
@@ -124,7 +124,7 @@ def mixture_deviation(
 def decile_chi_square(head: Any, N: int, *, bins: int = 10) -> dict[str, Any]:
     """Chi-square test that ``head`` (distinct values of ``[0, N)``) falls evenly into deciles.
 
-    Value ``x`` is in bin ``bins * x // N`` (the decile test of seed 003, exact for any ``N``);
+    Value ``x`` is in bin ``bins * x // N`` (the decile test of that study, exact for any ``N``);
     expected counts are proportional to the bin widths. A biased permutation (old
     ``torch.randperm`` on ``3e9`` points) gives a vanishing p-value.
 
@@ -344,7 +344,7 @@ def quality_report(
     seed: int = 1,
     epoch: int = 1,
 ) -> dict[str, Any]:
-    """Generate ``algo``'s order on the mixture setup of seed 003 and return its quality figures.
+    """Generate ``algo``'s order on the mixture setup and return its quality figures.
 
     ``shards`` shards of ``shard_size`` samples; the first ``shards // 2`` shards are of kind A.
 
