@@ -2,8 +2,9 @@
 
 Source: the scenario of a published study of MosaicML StreamingDataset shuffle quality
 ("MosaicMLのStreamingDatasetのシャッフルに関する考察", see the README): a multilingual corpus
-written as shards in language order, the first half of the shards Japanese and the second half English, read with a shard-aware shuffle (``py1br``,
-``py1e``: shuffle inside blocks of a canonical node) or a full shuffle (``naive``). The study
+written as shards in language order, the first half of the shards Japanese and the second
+half English, read with a shard-aware shuffle (``py1br``, ``py1e``: shuffle inside blocks of
+a canonical node) or a full shuffle (``naive``). The study
 measured the language mix of training batches; here we add what each order costs on the link
 when K workers each hold one contiguous batch of the epoch order (Attia and Tandon, Allerton
 2016, arXiv:1609.09823): the shuffle matrix between two consecutive epochs, its uncoded and
