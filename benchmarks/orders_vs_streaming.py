@@ -1,13 +1,13 @@
 """Shard-aware epoch orders: coded_shuffle.orders.shards next to MosaicML streaming.
 
 The setup is the mixture experiment of the StreamingDataset shuffle study (see the README):
-``--shards`` shards of ``--shard-size`` samples (default 10^4 x 10^4 = 10^8), the first half
-of the shards of kind A, the second half of kind B. For each algorithm, each implementation
-generates the epoch order in a fresh subprocess, which reports its generation time and its peak resident memory
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, read right after generation; ``+MB`` is the
-peak less the same figure read before generation, after imports). The order is handed back through a ``.npy``
-file and both implementations' orders are scored with the same quality figures
-(:func:`coded_shuffle.orders.quality.order_quality`).
+``--shards`` shards of ``--shard-size`` samples (default 10^4 x 10^4 = 10^8), the first half of
+the shards of kind A, the second half of kind B. For each algorithm, each implementation
+generates the epoch order in a fresh subprocess, which reports its generation time and its peak
+resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, read right after generation;
+``+MB`` is the peak less the same figure read before generation, after imports). The order is
+handed back through a ``.npy`` file and both implementations' orders are scored with the same
+quality figures (:func:`coded_shuffle.orders.quality.order_quality`).
 
 MosaicML streaming is not a dependency. It is compared when ``--streaming-python`` (default:
 this interpreter) can import ``streaming.base.shuffle``; otherwise a note is printed and only
