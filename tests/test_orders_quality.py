@@ -247,14 +247,21 @@ def test_quality_report_is_plain_json_and_consistent(algo):
 
 
 def test_quality_report_ranks_naive_above_intra_shard_shuffles():
-    figures = {
-        a: quality_report(a, shards=100, shard_size=100, batches=20, batch_size=200, block_size=2000)
-        for a in ("naive", "py1s", "py1br")
-    }
-    assert figures["naive"]["mean_deviation_pct"] < figures["py1br"]["mean_deviation_pct"]
-    assert figures["py1br"]["mean_deviation_pct"] < figures["py1s"]["mean_deviation_pct"]
-    assert figures["py1s"]["max_open_shards_per_node"] == 1
-    assert figures["naive"]["max_open_shards_per_node"] == 100
+    # Compared on the whole-epoch deviation averaged over seeds: the head of one seed is noise.
+    def mean_over_seeds(algo, key):
+        return np.mean(
+            [
+                quality_report(
+                    algo, shards=100, shard_size=100, batches=20, batch_size=200, block_size=2000, seed=s
+                )[key]
+                for s in range(1, 6)
+            ]
+        )
+
+    dev = {a: mean_over_seeds(a, "epoch_mean_deviation_pct") for a in ("naive", "py1s", "py1br")}
+    assert dev["naive"] < dev["py1br"] < dev["py1s"]
+    assert mean_over_seeds("py1s", "max_open_shards_per_node") == 1
+    assert mean_over_seeds("naive", "max_open_shards_per_node") == 100
 
 
 # ------------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -82,6 +84,10 @@ __all__ = [
 
 # Elements handled per vectorized step; bounds the temporary memory of every algorithm.
 _CHUNK = 1 << 22
+#: Independent random streams the in-segment shuffles are dealt to (one per core of a small machine).
+_STREAMS = 2
+#: Below this many elements the streams run one after the other (threads cost more than they save).
+_THREADED_FROM = 1 << 20
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,32 +201,63 @@ def _shuffle_segments(
     Segments of equal length are shuffled together as rows of a matrix (``Generator.permuted``
     along axis 1), ``_CHUNK`` elements at a time; segments of ``_CHUNK`` or more elements are
     shuffled one by one in place. The Python loop runs once per distinct length and chunk.
+
+    The work is cut into tasks in a fixed order and dealt to :data:`_STREAMS` streams, each with
+    its own child generator of ``rng`` (``rng.spawn``), so that the streams run on separate
+    cores while the result depends only on ``rng``, never on timing or on the number of cores.
     """
     keep = lengths > 1
     starts, lengths = starts[keep], lengths[keep]
+    tasks: list[tuple[int, Any]] = []  # (elements, work(generator))
     big = lengths >= _CHUNK
     for s, L in zip(starts[big].tolist(), lengths[big].tolist(), strict=True):
-        rng.shuffle(values[s : s + L])
+        tasks.append((L, lambda g, s=s, L=L: g.shuffle(values[s : s + L])))
     starts, lengths = starts[~big], lengths[~big]
-    if starts.size == 0:
+    if starts.size:
+        uniq, inverse = np.unique(lengths, return_inverse=True)
+        by_length = np.argsort(inverse, kind="stable")
+        edges = np.searchsorted(inverse[by_length], np.arange(uniq.size + 1))
+        for g, L in enumerate(uniq.tolist()):
+            group = starts[by_length[edges[g] : edges[g + 1]]]
+            rows = max(1, _CHUNK // L)
+            for i in range(0, group.size, rows):
+                tasks.append(
+                    (L * min(rows, group.size - i), partial(_shuffle_rows, values, group[i : i + rows], L))
+                )
+    if not tasks:
         return
-    uniq, inverse = np.unique(lengths, return_inverse=True)
-    by_length = np.argsort(inverse, kind="stable")
-    edges = np.searchsorted(inverse[by_length], np.arange(uniq.size + 1))
-    for g, L in enumerate(uniq.tolist()):
-        group = starts[by_length[edges[g] : edges[g + 1]]]
-        rows = max(1, _CHUNK // L)
-        for i in range(0, group.size, rows):
-            s = group[i : i + rows]
-            if s.size == 1 or bool(np.all(np.diff(s) == L)):
-                first = int(s[0])
-                view = values[first : first + s.size * L].reshape(s.size, L)
-                rng.permuted(view, axis=1, out=view)
-            else:
-                idx = s[:, None] + np.arange(L, dtype=np.int64)
-                block = values[idx]
-                rng.permuted(block, axis=1, out=block)
-                values[idx] = block
+    # Deal the tasks, in order, to the stream with the least work so far (ties: lowest index).
+    load = [0] * _STREAMS
+    queues: list[list[Any]] = [[] for _ in range(_STREAMS)]
+    for size, work in tasks:
+        k = load.index(min(load))
+        load[k] += size
+        queues[k].append(work)
+    children = rng.spawn(_STREAMS)
+
+    def run(k: int) -> None:
+        for work in queues[k]:
+            work(children[k])
+
+    if sum(load) < _THREADED_FROM:
+        for k in range(_STREAMS):
+            run(k)
+    else:
+        with ThreadPoolExecutor(_STREAMS) as pool:
+            list(pool.map(run, range(_STREAMS)))
+
+
+def _shuffle_rows(values: np.ndarray, s: np.ndarray, L: int, g: np.random.Generator) -> None:
+    """Shuffle each segment ``[s[i], s[i] + L)`` of ``values`` in place with generator ``g``."""
+    if s.size == 1 or bool(np.all(np.diff(s) == L)):
+        first = int(s[0])
+        view = values[first : first + s.size * L].reshape(s.size, L)
+        g.permuted(view, axis=1, out=view)
+    else:
+        idx = s[:, None] + np.arange(L, dtype=np.int64)
+        block = values[idx]
+        g.permuted(block, axis=1, out=block)
+        values[idx] = block
 
 
 def _finish(ids: np.ndarray) -> np.ndarray:
