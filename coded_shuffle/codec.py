@@ -556,6 +556,20 @@ def _gather_xor(
             out[opos[lo:hi]] = o
 
 
+def _check_symbol_ids(dataset: Dataset, a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``a`` and ``b`` as int64 point ids of ``dataset`` (``b = -1``: none), or raise."""
+    ai = check_int_array(a, "a", ndim=1).astype(np.int64)
+    bi = check_int_array(b, "b", ndim=1).astype(np.int64)
+    if ai.shape != bi.shape:
+        raise ValueError(f"Argument 'b' must have the length of 'a', {ai.shape[0]}, not {bi.shape[0]}.")
+    N = dataset.N
+    if ai.size and (int(ai.min()) < 0 or int(ai.max()) >= N):
+        raise ValueError(f"Argument 'a' must name records in [0, {N}).")
+    if bi.size and (int(bi.min()) < -1 or int(bi.max()) >= N):
+        raise ValueError(f"Argument 'b' must name records in [0, {N}) or be -1.")
+    return ai, bi
+
+
 def encode_symbols(dataset: Dataset, a: object, b: object, *, out: np.ndarray | None = None) -> np.ndarray:
     """Return the payload of each symbol ``x[a[s]] XOR x[b[s]]`` (``x[a[s]]`` when ``b[s] = -1``).
 
@@ -579,15 +593,7 @@ def encode_symbols(dataset: Dataset, a: object, b: object, *, out: np.ndarray | 
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
-    ai = check_int_array(a, "a", ndim=1).astype(np.int64)
-    bi = check_int_array(b, "b", ndim=1).astype(np.int64)
-    if ai.shape != bi.shape:
-        raise ValueError(f"Argument 'b' must have the length of 'a', {ai.shape[0]}, not {bi.shape[0]}.")
-    N = dataset.N
-    if ai.size and (int(ai.min()) < 0 or int(ai.max()) >= N):
-        raise ValueError(f"Argument 'a' must name records in [0, {N}).")
-    if bi.size and (int(bi.min()) < -1 or int(bi.max()) >= N):
-        raise ValueError(f"Argument 'b' must name records in [0, {N}) or be -1.")
+    ai, bi = _check_symbol_ids(dataset, a, b)
     shape = (ai.shape[0], dataset.record_bytes)
     if out is None:
         out = _aligned_rows(*shape)
@@ -784,15 +790,7 @@ def encode_plan_arrays(
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
     epoch = check_int(epoch, "epoch", minimum=0)
-    ai = check_int_array(a, "a", ndim=1).astype(np.int64)
-    bi = check_int_array(b, "b", ndim=1).astype(np.int64)
-    if ai.shape != bi.shape:
-        raise ValueError(f"Argument 'b' must have the length of 'a', {ai.shape[0]}, not {bi.shape[0]}.")
-    N = dataset.N
-    if ai.size and (int(ai.min()) < 0 or int(ai.max()) >= N):
-        raise ValueError(f"Argument 'a' must name records in [0, {N}).")
-    if bi.size and (int(bi.min()) < -1 or int(bi.max()) >= N):
-        raise ValueError(f"Argument 'b' must name records in [0, {N}) or be -1.")
+    ai, bi = _check_symbol_ids(dataset, a, b)
     if symbol is None:
         sym = np.arange(ai.shape[0], dtype=np.int64)
     else:
