@@ -228,11 +228,23 @@ def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> 
         print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
 
 
+def _at_least(args: argparse.Namespace, **minimums: int) -> None:
+    """Raise a UsageError naming the first option below its minimum."""
+    for flag, low in minimums.items():
+        if getattr(args, flag) < low:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least {low}, not {getattr(args, flag)}")
+
+
+def _check_shard_setup(args: argparse.Namespace) -> None:
+    """Check the options of a sharded dataset read by ``--workers`` workers."""
+    _at_least(args, workers=1, shards=2, shard_size=1, canonical_nodes=1, block_size=1)
+    if args.shards * args.shard_size < max(args.workers, args.canonical_nodes):
+        raise UsageError("--shards x --shard-size must be at least --workers and --canonical-nodes")
+
+
 def order_spec(args: argparse.Namespace, N: int) -> OrderSpec:
     """Return the epoch order the options ask for, ``auto`` resolved for ``N`` points."""
-    for flag in ("shard_size", "canonical_nodes", "block_size"):
-        if getattr(args, flag) < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, not {getattr(args, flag)}")
+    _at_least(args, shard_size=1, canonical_nodes=1, block_size=1)
     if args.canonical_nodes > N:
         raise UsageError(f"--canonical-nodes must be at most --points ({N}), not {args.canonical_nodes}")
     return OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
@@ -318,10 +330,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                 strategy=args.strategy,
             )
         elif args.plot == "orders":
-            if args.workers < 1 or args.shards < 2 or args.shard_size < 1 or args.block_size < 1:
-                raise UsageError("--workers, --shard-size and --block-size must be at least 1, --shards 2")
-            if args.shards * args.shard_size < max(args.workers, args.canonical_nodes):
-                raise UsageError("--shards x --shard-size must be at least --workers and --canonical-nodes")
+            _check_shard_setup(args)
             out = plots.plot_orders(
                 args.output,
                 K=args.workers,
@@ -527,10 +536,7 @@ def _cmd_quality(args: argparse.Namespace) -> int:
 
     if args.algo not in SHUFFLE_ALGORITHMS:
         raise UsageError(f"--algo must be one of {', '.join(sorted(SHUFFLE_ALGORITHMS))}, not {args.algo!r}")
-    for flag in ("shards", "shard_size", "canonical_nodes", "block_size", "batches", "batch_size", "seeds"):
-        low = 2 if flag == "shards" else 1
-        if getattr(args, flag) < low:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least {low}, not {getattr(args, flag)}")
+    _at_least(args, shards=2, shard_size=1, canonical_nodes=1, block_size=1, batches=1, batch_size=1, seeds=1)
     if args.canonical_nodes > args.shards * args.shard_size:
         raise UsageError("--canonical-nodes must be at most the number of samples")
     reports = [
@@ -594,12 +600,8 @@ def _cmd_orders(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in EPOCH_ORDERS]
     if unknown or not names:
         raise UsageError(f"--orders must name orders among {', '.join(EPOCH_ORDERS)}, not {args.orders!r}")
-    for flag in ("workers", "shards", "shard_size", "canonical_nodes", "block_size", "batches", "batch_size"):
-        low = 2 if flag == "shards" else 1
-        if getattr(args, flag) < low:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least {low}, not {getattr(args, flag)}")
-    if args.shards * args.shard_size < max(args.workers, args.canonical_nodes):
-        raise UsageError("--shards x --shard-size must be at least --workers and --canonical-nodes")
+    _at_least(args, batches=1, batch_size=1)
+    _check_shard_setup(args)
 
     def rows() -> Iterator[dict[str, Any]]:
         for name in names:
@@ -638,6 +640,15 @@ def _cmd_orders(args: argparse.Namespace) -> int:
         "in-order: longest run left in shard order; loads in records, epoch t -> t+1."
     )
     return 0
+
+
+def _add_strategy_argument(parser: argparse.ArgumentParser, default: str = "greedy") -> None:
+    parser.add_argument(
+        "--strategy",
+        choices=sorted(STRATEGIES),
+        default=default,
+        help=f"cycle packing strategy (default {default})",
+    )
 
 
 def _add_order_arguments(parser: argparse.ArgumentParser) -> None:
@@ -706,12 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
     )
-    rate.add_argument(
-        "--strategy",
-        choices=sorted(STRATEGIES),
-        default="greedy",
-        help="cycle packing strategy (default greedy)",
-    )
+    _add_strategy_argument(rate)
     _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
@@ -773,9 +779,7 @@ def build_parser() -> argparse.ArgumentParser:
     orders.add_argument(
         "--epoch", type=_non_negative, default=0, help="first epoch t of t -> t+1 (default 0)"
     )
-    orders.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), default="greedy", help="cycle packing (default greedy)"
-    )
+    _add_strategy_argument(orders)
     orders.add_argument("--json", action="store_true", help="one JSON object per order")
     orders.set_defaults(func=_cmd_orders)
 
@@ -829,12 +833,7 @@ def build_parser() -> argparse.ArgumentParser:
     porders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
     for p, default in ((load, "greedy"), (leftovers, "exact"), (porders, "greedy")):
         p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
-        p.add_argument(
-            "--strategy",
-            choices=sorted(STRATEGIES),
-            default=default,
-            help=f"cycle packing strategy (default {default})",
-        )
+        _add_strategy_argument(p, default)
         p.set_defaults(func=_cmd_plot)
 
     sim = sub.add_parser(
@@ -862,12 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)"
     )
-    sim.add_argument(
-        "--strategy",
-        choices=sorted(STRATEGIES),
-        default="greedy",
-        help="cycle packing strategy (default greedy)",
-    )
+    _add_strategy_argument(sim)
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
@@ -903,9 +897,7 @@ def build_parser() -> argparse.ArgumentParser:
     mpi.add_argument(
         "--mode", choices=("coded", "uncoded", "both"), default="coded", help="delivery (default coded)"
     )
-    mpi.add_argument(
-        "--strategy", choices=sorted(STRATEGIES), default="greedy", help="cycle packing (default greedy)"
-    )
+    _add_strategy_argument(mpi)
     mpi.add_argument(
         "--link-mbps", type=float, metavar="R", help="pace the master's link at R megabits/s (default: raw)"
     )
