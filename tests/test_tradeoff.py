@@ -63,45 +63,11 @@ def test_quality_and_orders_cli(capsys):
     for key in ("mean_deviation_pct", "max_deviation_pct", "seconds", "mean_shards_per_batch"):
         assert key in out
     assert out["over_seeds"]["seeds"] == [1, 2]
-    code = main(
-        [
-            "orders",
-            "--orders",
-            "naive,py1br",
-            "-K",
-            "3",
-            "--shards",
-            "10",
-            "--shard-size",
-            "30",
-            "--block-size",
-            "60",
-            "--batch-size",
-            "20",
-            "--batches",
-            "3",
-            "--json",
-        ]
-    )
+    small = "-K 3 --shards 10 --shard-size 30 --block-size 60 --batch-size 20 --batches 3".split()
+    code = main(["orders", "--orders", "naive,py1br", *small, "--json"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert code == 0 and [r["order"] for r in rows] == ["naive", "py1br"]
-    code = main(
-        [
-            "orders",
-            "-K",
-            "3",
-            "--shards",
-            "10",
-            "--shard-size",
-            "30",
-            "--block-size",
-            "60",
-            "--batch-size",
-            "20",
-            "--batches",
-            "3",
-        ]
-    )
+    code = main(["orders", *small])
     out = capsys.readouterr().out
     assert code == 0 and "permutation" in out and "py1e" in out
 
