@@ -13,6 +13,7 @@ import io
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
@@ -387,6 +388,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.points * args.record_bytes > 1 << 34:
         raise UsageError(
             f"--points x --record-bytes must be at most 16 GiB, not {args.points * args.record_bytes}"
+        )
+    # A tiny run first: the compiled kernels load (or compile, once per install) here, so that
+    # the first transition's time is the transition's alone.
+    tic = time.perf_counter()
+    simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
+    if time.perf_counter() - tic > 1 and not args.json:
+        print(
+            f"compiled the kernels in {time.perf_counter() - tic:.1f} s (cached for later runs)",
+            file=sys.stderr,
         )
     show_progress = not args.json and not args.no_progress and sys.stderr.isatty() and args.epochs > 1
     done = [0]
