@@ -29,7 +29,7 @@ One transition (:func:`transition`):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -212,12 +212,52 @@ def initial_caches(dataset: Dataset, placement: Placement) -> list[Cache]:
     return [dataset.cache(placement.batch(k)) for k in range(placement.K)]
 
 
-def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) -> tuple[int, bool]:
-    """Check every worker's records against the master's ground truth.
+def check_holdings(
+    dataset: Dataset,
+    ids: Sequence[np.ndarray],
+    checksums: Sequence[np.ndarray],
+    placement: Placement,
+) -> tuple[int, bool]:
+    """Check what the workers hold, as ids and checksums, against the master's ground truth.
 
     Worker ``k`` must hold exactly the ids of its batch in ``placement``, each with the record's
-    load-time checksum (recomputed from the bytes it holds); together the workers must hold each
-    of the ``N`` records exactly once (conservation).
+    load-time checksum; together the workers must hold each of the ``N`` records exactly once
+    (conservation). Used in-process by :func:`check_caches` and, on ids and checksums gathered
+    from the ranks, by the MPI program.
+
+    Returns
+    -------
+    (int, bool)
+        Records checked, and whether all checks passed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.arange(8, dtype=np.uint8).reshape(4, 2))
+    >>> p = epoch_placement(4, 2, seed=0, epoch=0)
+    >>> held = [p.batch(k) for k in range(2)]
+    >>> check_holdings(ds, held, [ds.checksums[i] for i in held], p)
+    (4, True)
+    >>> check_holdings(ds, held[::-1], [ds.checksums[i] for i in held[::-1]], p)
+    (4, False)
+    """
+    ok = len(ids) == len(checksums) == placement.K
+    checked = 0
+    for k, (held, sums) in enumerate(zip(ids[: placement.K], checksums[: placement.K], strict=False)):
+        checked += int(held.size)
+        ok &= bool(np.array_equal(held, placement.batch(k)) and np.array_equal(sums, dataset.checksums[held]))
+    every = np.concatenate(list(ids)) if len(ids) else np.empty(0, np.int64)
+    ok &= every.shape[0] == dataset.N and bool(np.array_equal(np.sort(every), np.arange(dataset.N)))
+    sums_all = np.concatenate(list(checksums)) if len(checksums) else np.empty(0, np.uint64)
+    ok &= bool(np.array_equal(np.sort(sums_all), np.sort(dataset.checksums)))
+    return checked, bool(ok and checked == dataset.N)
+
+
+def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) -> tuple[int, bool]:
+    """Check every worker's records against the master's ground truth (:func:`check_holdings`).
+
+    The checksums are recomputed from the bytes each worker holds; with variable-length records
+    the lengths are checked too.
 
     Returns
     -------
@@ -232,24 +272,11 @@ def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) ->
     >>> check_caches(ds, initial_caches(ds, p), p)
     (4, True)
     """
-    ok = len(caches) == placement.K
-    checked = 0
-    all_ids = []
-    all_sums = []
-    for k, cache in enumerate(caches[: placement.K]):
-        ids = placement.batch(k)
-        sums = cache.checksums()
-        checked += len(cache)
-        ok &= bool(np.array_equal(cache.ids, ids) and np.array_equal(sums, dataset.checksums[cache.ids]))
+    checked, ok = check_holdings(dataset, [c.ids for c in caches], [c.checksums() for c in caches], placement)
+    for cache in caches:
         if cache.lengths is not None and dataset.lengths is not None:
             ok &= bool(np.array_equal(cache.lengths, dataset.lengths[cache.ids]))
-        all_ids.append(cache.ids)
-        all_sums.append(sums)
-    ids = np.concatenate(all_ids) if all_ids else np.empty(0, np.int64)
-    sums = np.concatenate(all_sums) if all_sums else np.empty(0, np.uint64)
-    ok &= ids.shape[0] == dataset.N and bool(np.array_equal(np.sort(ids), np.arange(dataset.N)))
-    ok &= bool(np.array_equal(np.sort(sums), np.sort(dataset.checksums)))
-    return checked, bool(ok and checked == dataset.N)
+    return checked, ok
 
 
 def _spare_rows(spare: np.ndarray | None, cache: Cache, n: int, width: int) -> np.ndarray | None:

@@ -50,7 +50,7 @@ from coded_shuffle.codec import (
     load_dataset,
     parse_frame,
 )
-from coded_shuffle.engine import synthetic_dataset
+from coded_shuffle.engine import check_holdings, synthetic_dataset
 from coded_shuffle.errors import DecodeError, IntegrityError
 from coded_shuffle.orders import EPOCH_ORDERS, OrderSpec, Placement, auto_order, order_placement
 from coded_shuffle.plan import STRATEGIES, DeliveryPlan, plan_delivery
@@ -313,21 +313,6 @@ def uncoded_frames(
     return out
 
 
-def check_holdings(
-    dataset: Dataset, held: list[tuple[np.ndarray, np.ndarray, str]], placement: Placement
-) -> tuple[int, bool]:
-    """The engine's final check on gathered (ids, checksums): each worker holds exactly its batch,
-    every record matches the master's checksum, and all records are held exactly once."""
-    ok = len(held) == placement.K
-    checked = 0
-    for k, (ids, sums, _) in enumerate(held):
-        checked += int(ids.size)
-        ok &= bool(np.array_equal(ids, placement.batch(k)) and np.array_equal(sums, dataset.checksums[ids]))
-    every = np.sort(np.concatenate([ids for ids, _, _ in held]))
-    ok &= every.size == dataset.N and bool(np.array_equal(every, np.arange(dataset.N)))
-    return checked, bool(ok and checked == dataset.N)
-
-
 def master_transition(
     args: argparse.Namespace,
     link: MPITransport,
@@ -384,7 +369,7 @@ def master_transition(
     seconds = time.perf_counter() - t0
     total = link.stats - before
     held = _from_workers(comm, None)
-    checked, ok = check_holdings(dataset, held, plan.placement_t1)
+    checked, ok = check_holdings(dataset, [i for i, _, _ in held], [c for _, c, _ in held], plan.placement_t1)
     lb = lower_bound(plan.S)
     row: dict[str, Any] = {
         "epoch": epoch,
