@@ -21,7 +21,7 @@ sides.
 
 ``galois`` is imported only when a certificate is computed (about a second of import and
 compilation): certificates are for tests, proofs and small plans, never the data path.
-Reference: MATH.md, "Galois fields"; Attia and Tandon, Allerton 2016, arXiv:1609.09823.
+Reference: Attia and Tandon, Allerton 2016, arXiv:1609.09823 (XOR is addition in GF(2)).
 """
 
 from __future__ import annotations

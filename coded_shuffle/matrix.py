@@ -1,4 +1,4 @@
-"""The shuffle matrix ``S`` of two placements and the leftover matrix ``Omega`` (MATH.md).
+"""The shuffle matrix ``S`` of two placements and the leftover matrix ``Omega``.
 
 Notation
 --------

@@ -48,7 +48,7 @@ Statement
     ``W = 15``, ``P = 0``, lower bound 10, and even the exact packing sends 11.
 
 What (e) means. The conjecture "pairs + a maximum cycle packing meet the lower bound for every
-shuffle" (MATH.md, "whether that holds for all shuffles is open") is false: it fails at
+shuffle" (every case tried before this check met the bound; whether all do was open) is false: it fails at
 ``K = 7``. ``K <= 3`` is proven, ``K = 4`` is proven from a cited theorem, ``K = 5`` holds up to
 the batch size of the finite check, and ``K = 6`` is open beyond batches of 2 (20 000 random
 shuffles showed no gap).

@@ -1,4 +1,4 @@
-"""The layers of STYLE.md: a module imports only modules below it."""
+"""The package layers (see coded_shuffle/__init__.py): a module imports only modules below it."""
 
 import ast
 from pathlib import Path
