@@ -683,6 +683,35 @@ def _add_order_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_shard_arguments(
+    parser: argparse.ArgumentParser, *, shards: int, shard_size: int, block_size: int, batches: bool = True
+) -> None:
+    """The options of a sharded dataset: shards, their size, canonical nodes, block, batches."""
+    parser.add_argument("--shards", type=int, default=shards, metavar="M", help=f"shards (default {shards})")
+    parser.add_argument(
+        "--shard-size",
+        type=int,
+        default=shard_size,
+        metavar="Z",
+        help=f"samples per shard (default {shard_size})",
+    )
+    parser.add_argument(
+        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=block_size,
+        metavar="B",
+        help=f"shuffle block size (default {block_size})",
+    )
+    if batches:
+        parser.add_argument(
+            "--batches", type=int, default=100, help="batches in the head figures (default 100)"
+        )
+        parser.add_argument("--batch-size", type=int, default=2000, help="samples per batch (default 2000)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of ``coded-shuffle``."""
     from . import __version__
@@ -743,18 +772,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     quality.add_argument("--algo", required=True, help="naive, py1s, py2s, py1b, py1br or py1e")
-    quality.add_argument("--shards", type=int, default=10_000, metavar="M", help="shards (default 10000)")
-    quality.add_argument(
-        "--shard-size", type=int, default=10_000, metavar="Z", help="samples per shard (default 10000)"
-    )
-    quality.add_argument(
-        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
-    )
-    quality.add_argument(
-        "--block-size", type=int, default=1 << 18, metavar="B", help="shuffle block size (default 262144)"
-    )
-    quality.add_argument("--batches", type=int, default=100, help="batches in the head figures (default 100)")
-    quality.add_argument("--batch-size", type=int, default=2000, help="samples per batch (default 2000)")
+    _add_shard_arguments(quality, shards=10_000, shard_size=10_000, block_size=1 << 18)
     quality.add_argument("--seed", type=_non_negative, default=1, help="seed (default 1)")
     quality.add_argument("--epoch", type=_non_negative, default=1, help="epoch (default 1)")
     quality.add_argument(
@@ -773,18 +791,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     orders.add_argument("--orders", metavar="A,B,...", help="orders to compare (default all)")
     orders.add_argument("--workers", "-K", type=int, default=8, metavar="K", help="workers (default 8)")
-    orders.add_argument("--shards", type=int, default=1000, metavar="M", help="shards (default 1000)")
-    orders.add_argument(
-        "--shard-size", type=int, default=1000, metavar="Z", help="samples per shard (default 1000)"
-    )
-    orders.add_argument(
-        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
-    )
-    orders.add_argument(
-        "--block-size", type=int, default=20_000, metavar="B", help="shuffle block size (default 20000)"
-    )
-    orders.add_argument("--batches", type=int, default=100, help="batches in the head figures (default 100)")
-    orders.add_argument("--batch-size", type=int, default=2000, help="samples per batch (default 2000)")
+    _add_shard_arguments(orders, shards=1000, shard_size=1000, block_size=20_000)
     orders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
     orders.add_argument(
         "--epoch", type=_non_negative, default=0, help="first epoch t of t -> t+1 (default 0)"
@@ -830,16 +837,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The randomness / link cost trade-off of the epoch orders (see 'coded-shuffle orders').",
     )
     porders.add_argument("--workers", "-K", type=int, default=8, metavar="K", help="workers (default 8)")
-    porders.add_argument("--shards", type=int, default=1000, metavar="M", help="shards (default 1000)")
-    porders.add_argument(
-        "--shard-size", type=int, default=1000, metavar="Z", help="samples per shard (default 1000)"
-    )
-    porders.add_argument(
-        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
-    )
-    porders.add_argument(
-        "--block-size", type=int, default=20_000, metavar="B", help="block size (default 20000)"
-    )
+    _add_shard_arguments(porders, shards=1000, shard_size=1000, block_size=20_000, batches=False)
     porders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
     for p, default in ((load, "greedy"), (leftovers, "exact"), (porders, "greedy")):
         p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
