@@ -56,7 +56,7 @@ def brute_min_fas(S):
     return W - best
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(
     st.integers(1, 6).flatmap(
         lambda K: st.lists(st.lists(st.integers(0, 6), min_size=K, max_size=K), min_size=K, max_size=K)
