@@ -9,6 +9,7 @@ The layers, imported in dependency order (a module imports only those above it h
 - ``codec`` and ``certificates``: records as bytes, XOR symbols, the wire format; GF(2) ranks;
 - ``transport``: the shared link from the master to the workers;
 - ``engine``: one epoch transition end to end, and runs of many;
+- ``loader``: the worker side for a training loop, each epoch's batch as numpy rows;
 - ``cli``: the ``coded-shuffle`` command.
 """
 # ruff: noqa: I001  (the imports follow the layers, not the alphabet)
@@ -22,6 +23,7 @@ from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, par
 from .certificates import certify_plan, gf2_certificate
 from .transport import InProcessTransport, Transport
 from .engine import RunReport, TransitionReport, run, simulate, transition
+from .loader import EpochBatch, InProcessLoader, LoadedEpoch, MPILoader
 
 __version__ = "0.1.0"
 
@@ -31,10 +33,14 @@ __all__ = [
     "Dataset",
     "DecodeError",
     "DeliveryPlan",
+    "EpochBatch",
+    "InProcessLoader",
     "InProcessTransport",
     "IntegrityError",
     "InvalidPlanError",
+    "LoadedEpoch",
     "LowerBound",
+    "MPILoader",
     "Placement",
     "Rates",
     "RunReport",

@@ -22,6 +22,7 @@ RANK = {
     "codec": 4,
     "transport": 5,
     "engine": 6,
+    "loader": 7,
     "plots": 7,
     "cli": 8,
     "__main__": 9,

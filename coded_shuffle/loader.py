@@ -1,0 +1,715 @@
+"""The worker side for a training loop: each epoch, a worker's batch as numpy rows, in epoch order.
+
+Notation
+--------
+=========  ==========================================================================
+``K``      number of workers
+``N``      number of records: the rows ``X[0] .. X[N-1]`` of one array (or ``.npy`` file)
+``t``      epoch; epoch ``t``'s global order is cut into ``K`` contiguous batches
+=========  ==========================================================================
+
+A training job reads its data as rows ``X[i]`` of one array, with their dtype and shape. Every
+epoch has a global order of the ``N`` rows (:func:`coded_shuffle.orders.epoch_order`, from
+``(seed, t)`` alone); worker ``k``'s batch is the ``k``-th contiguous run of it. A worker holds
+its current batch (its cache). Epoch 0 is loaded directly from the dataset; every later epoch's
+batch is decoded from the master's coded delivery and the worker's cache
+(:func:`coded_shuffle.engine.transition` in-process, the same codec over MPI), each decoded
+record checked against the checksum fixed when the dataset was loaded, and the holdings of all
+workers checked against the master's ground truth, **before** the batch is yielded. A batch that
+cannot be verified is never yielded: :class:`~coded_shuffle.errors.IntegrityError` is raised.
+
+What a worker gets, per epoch, is an :class:`EpochBatch`: the ids of its batch in the epoch's
+order, and ``records``, the rows ``X[ids]`` (same dtype, same row shape as ``X``). Iterating it
+yields ``(id, row)`` pairs.
+
+Two drivers, one worker view:
+
+- :class:`InProcessLoader` runs the master and the ``K`` workers in one process on a shared
+  :class:`~coded_shuffle.transport.InProcessTransport`. Iterating it yields one
+  :class:`LoadedEpoch` per epoch (all ``K`` batches and the transition's report);
+  :meth:`InProcessLoader.worker` gives worker ``k``'s own iterator of :class:`EpochBatch`.
+- :class:`MPILoader` runs under ``mpiexec -n K+1``: rank 0 is the master and calls
+  :meth:`MPILoader.serve`; the other ranks iterate it and get their :class:`EpochBatch` each
+  epoch. MPI is reached only through :class:`~coded_shuffle.transport.MPITransport`.
+
+``epochs`` counts the epochs a worker trains on (``0 .. epochs - 1``), so a loader makes
+``epochs - 1`` transitions; :func:`coded_shuffle.engine.run`'s ``epochs`` counts transitions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_choice, check_int
+from .bounds import lower_bound
+from .codec import (
+    Cache,
+    Dataset,
+    decode_worker,
+    encode_plan,
+    encode_plan_arrays,
+    load_dataset,
+    parse_frame,
+)
+from .engine import TransitionReport, check_holdings, initial_caches, transition
+from .errors import DecodeError, IntegrityError
+from .orders import (
+    EPOCH_ORDERS,
+    OrderSpec,
+    Placement,
+    auto_order,
+    batch_sizes,
+    epoch_order,
+    placement_from_permutation,
+)
+from .plan import STRATEGIES, plan_delivery
+from .transport import InProcessTransport, MPITransport
+
+__all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "load_rows"]
+
+
+# --------------------------------------------------------------------------- records as rows
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """How a record's bytes read as one row of the source array: its dtype and shape."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    def rows(self, data: np.ndarray) -> np.ndarray:
+        """View ``(n, B)`` ``uint8`` record bytes as ``n`` rows of this layout (read-only)."""
+        data = np.ascontiguousarray(data)
+        out = data.view(self.dtype).reshape((data.shape[0], *self.shape))
+        out.flags.writeable = False
+        return out
+
+
+def load_rows(source: object) -> tuple[Dataset, RowLayout]:
+    """Load ``source`` as a dataset of fixed-size records, keeping the dtype and shape of a row.
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str or os.PathLike
+        An array of shape ``(N, ...)`` (row ``X[i]`` is record ``i``), or the path of a ``.npy``
+        file, opened as a read-only memmap (the rows stay on disk until read).
+
+    Returns
+    -------
+    (Dataset, RowLayout)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds, layout = load_rows(np.zeros((6, 3), dtype=np.float32))
+    >>> ds.N, ds.record_bytes, layout.dtype, layout.shape
+    (6, 12, dtype('float32'), (3,))
+    """
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
+    elif isinstance(source, np.ndarray):
+        arr = source
+    else:
+        raise TypeError(
+            "Argument 'source' must be a numpy array or the path of a .npy file, "
+            f"not {type(source).__name__}."
+        )
+    if arr.ndim < 1:
+        raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
+    dataset = load_dataset(arr)
+    return dataset, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
+
+
+# --------------------------------------------------------------------------- what a worker gets
+
+
+@dataclass(frozen=True, eq=False)
+class EpochBatch:
+    """Worker ``worker``'s batch of epoch ``epoch``, in the epoch's order.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch ``t``.
+    worker : int
+        The worker ``k``.
+    ids : numpy.ndarray
+        Read-only ``int64`` record ids, in the order of epoch ``t`` (a contiguous run of it).
+    records : numpy.ndarray
+        Read-only rows ``X[ids]``, with the dtype and row shape of the source array.
+    decoded : int
+        Records this worker decoded from coded symbols, the ones that moved to it (0 at epoch 0,
+        loaded from the dataset); the others were already in its cache.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = EpochBatch(0, 1, np.array([4, 2]), np.array([[4.0], [2.0]]), decoded=0)
+    >>> len(b), [(i, r.tolist()) for i, r in b]
+    (2, [(4, [4.0]), (2, [2.0])])
+    """
+
+    epoch: int
+    worker: int
+    ids: np.ndarray
+    records: np.ndarray
+    decoded: int
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(id, row)`` pairs in the epoch's order."""
+        yield from zip(self.ids.tolist(), self.records, strict=True)
+
+    def minibatches(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield ``(ids, records)`` of consecutive runs of ``size`` rows (the last may be shorter).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = EpochBatch(0, 0, np.arange(5), np.arange(5.0), decoded=0)
+        >>> [r.tolist() for _, r in b.minibatches(2)]
+        [[0.0, 1.0], [2.0, 3.0], [4.0]]
+        """
+        size = check_int(size, "size", minimum=1)
+        for lo in range(0, len(self), size):
+            yield self.ids[lo : lo + size], self.records[lo : lo + size]
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedEpoch:
+    """All ``K`` batches of one epoch (in-process), with the transition that delivered them.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch ``t``.
+    batches : tuple of EpochBatch
+        Worker ``k``'s batch at index ``k``.
+    report : TransitionReport or None
+        The transition ``t - 1 -> t`` (coded and uncoded bytes, checks), ``None`` at epoch 0.
+    """
+
+    epoch: int
+    batches: tuple[EpochBatch, ...]
+    report: TransitionReport | None
+
+    @property
+    def coded_bytes(self) -> int:
+        """Payload bytes the coded delivery of this epoch sent (0 at epoch 0)."""
+        return 0 if self.report is None else self.report.coded_bytes
+
+    @property
+    def uncoded_bytes(self) -> int:
+        """Payload bytes the uncoded delivery of this epoch would send (0 at epoch 0)."""
+        return 0 if self.report is None else self.report.uncoded_bytes
+
+
+# --------------------------------------------------------------------------- shared checks
+
+
+def _order_spec(order: object, N: int) -> OrderSpec:
+    if isinstance(order, OrderSpec):
+        return order
+    if isinstance(order, str):
+        name = check_choice(order, "order", ("auto", *EPOCH_ORDERS))
+        return OrderSpec(auto_order(name, N))
+    raise TypeError(f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}.")
+
+
+def _epoch_layout(N: int, K: int, *, seed: int, epoch: int, spec: OrderSpec) -> tuple[np.ndarray, Placement]:
+    """Epoch ``epoch``'s global order and its placement on ``K`` workers."""
+    order = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
+    return order, placement_from_permutation(order, K)
+
+
+def _bounds(N: int, K: int) -> np.ndarray:
+    """Start of each worker's run of positions, and the end: ``K + 1`` offsets."""
+    return np.concatenate([[0], np.cumsum(batch_sizes(N, K))])
+
+
+def _batch(
+    epoch: int, worker: int, ids: np.ndarray, cache: Cache, layout: RowLayout, *, decoded: int
+) -> EpochBatch:
+    """The rows of ``ids`` (in epoch order) gathered from the worker's cache."""
+    rows = cache.rows(ids)
+    if rows.size and int(rows.min()) < 0:
+        raise IntegrityError(f"Worker {worker}: epoch {epoch}'s batch is not all in the cache.")
+    ordered = ids.copy()
+    ordered.flags.writeable = False
+    return EpochBatch(
+        epoch=epoch,
+        worker=worker,
+        ids=ordered,
+        records=layout.rows(cache.data[rows]),
+        decoded=decoded,
+    )
+
+
+def _check_common(
+    epochs: object, seed: object, strategy: object, max_repair_rounds: object
+) -> tuple[int, int, str, int]:
+    return (
+        check_int(epochs, "epochs", minimum=1),
+        check_int(seed, "seed", minimum=0),
+        check_choice(strategy, "strategy", STRATEGIES),
+        check_int(max_repair_rounds, "max_repair_rounds", minimum=0),
+    )
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+class InProcessLoader:
+    """The master and ``K`` workers in one process: each epoch, every worker's batch as rows.
+
+    Iterating the loader yields one :class:`LoadedEpoch` per epoch ``0 .. epochs - 1``;
+    :meth:`worker` yields worker ``k``'s :class:`EpochBatch` es alone. The loader is one run:
+    the epochs are made once, in lockstep, and every consumer sees the same ones.
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str or os.PathLike
+        The records: an array of shape ``(N, ...)`` or the path of a ``.npy`` file (read as a
+        memmap); row ``X[i]`` is record ``i``, returned with its dtype and shape.
+    K : int
+        Workers, at most ``N``.
+    epochs : int
+        Epochs to yield (``epochs - 1`` coded transitions).
+    seed : int
+        Seed of the epoch orders.
+    order : str or OrderSpec
+        The epoch order: ``"auto"`` (default), a name of :data:`coded_shuffle.orders.EPOCH_ORDERS`,
+        or an :class:`~coded_shuffle.orders.OrderSpec` with shard options.
+    strategy : str
+        Cycle packing strategy of the plans (:data:`coded_shuffle.plan.STRATEGIES`).
+    transport : InProcessTransport, optional
+        The shared link (default: a fresh one); a ``fault`` hook on it exercises the repairs.
+    max_repair_rounds : int
+        See :func:`coded_shuffle.engine.transition`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(20, dtype=np.float64).reshape(10, 2)
+    >>> loader = InProcessLoader(X, K=2, epochs=3, seed=0)
+    >>> for ep in loader:
+    ...     b = ep.batches[1]
+    ...     assert np.array_equal(b.records, X[b.ids])
+    ...     print(ep.epoch, len(b), b.records.dtype, ep.report is None or ep.report.verified)
+    0 5 float64 True
+    1 5 float64 True
+    2 5 float64 True
+    """
+
+    def __init__(
+        self,
+        source: object,
+        *,
+        K: int,
+        epochs: int,
+        seed: int = 0,
+        order: str | OrderSpec = "auto",
+        strategy: str = "greedy",
+        transport: InProcessTransport | None = None,
+        max_repair_rounds: int = 3,
+    ) -> None:
+        self.dataset, self.layout = load_rows(source)
+        N = self.dataset.N
+        self.K = check_int(K, "K", minimum=1)
+        if self.K > N:
+            raise ValueError(f"Argument 'K' must be at most N = {N}, not {self.K}.")
+        self.epochs, self.seed, self.strategy, self.max_repair_rounds = _check_common(
+            epochs, seed, strategy, max_repair_rounds
+        )
+        self.order = _order_spec(order, N)
+        if transport is None:
+            transport = InProcessTransport(self.K)
+        elif not isinstance(transport, InProcessTransport) or transport.K != self.K:
+            raise TypeError(f"Argument 'transport' must be an InProcessTransport for K = {self.K} workers.")
+        self.transport = transport
+        self._current: LoadedEpoch | None = None
+        self._state: tuple[list[Cache], Placement] | None = None
+        self._spare: list[np.ndarray] | None = None
+        #: The reports of the transitions made so far, in order.
+        self.reports: list[TransitionReport] = []
+
+    @property
+    def N(self) -> int:
+        """Number of records."""
+        return self.dataset.N
+
+    def _epoch(self, t: int) -> LoadedEpoch:
+        """Epoch ``t``: the current one, or the next one (made now); others are an error."""
+        cur = -1 if self._current is None else self._current.epoch
+        if t == cur and self._current is not None:
+            return self._current
+        if t != cur + 1:
+            raise RuntimeError(
+                f"Epoch {t} was asked for while the loader is at epoch {cur}: "
+                "the workers of an in-process loader must go through the epochs in lockstep."
+            )
+        N, K = self.N, self.K
+        order, placement = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=self.order)
+        report: TransitionReport | None = None
+        if self._state is None:
+            caches = initial_caches(self.dataset, placement)
+            decoded = [0] * K
+        else:
+            old, previous = self._state
+            report, caches = transition(
+                self.dataset,
+                old,
+                previous,
+                placement,
+                epoch=t,
+                transport=self.transport,
+                strategy=self.strategy,
+                max_repair_rounds=self.max_repair_rounds,
+                spare=self._spare,
+            )
+            if not report.verified:
+                raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
+            # Epoch t - 1's buffers will hold epoch t + 1's records (the rows yielded are copies).
+            self._spare = [c.data for c in old]
+            moved = previous.owner != placement.owner
+            decoded = [int((moved & (placement.owner == k)).sum()) for k in range(K)]
+            self.reports.append(report)
+        self._state = (caches, placement)
+        cut = _bounds(N, K)
+        batches = tuple(
+            _batch(
+                t,
+                k,
+                order[cut[k] : cut[k + 1]].astype(np.int64),
+                caches[k],
+                self.layout,
+                decoded=decoded[k],
+            )
+            for k in range(K)
+        )
+        self._current = LoadedEpoch(epoch=t, batches=batches, report=report)
+        return self._current
+
+    def __iter__(self) -> Iterator[LoadedEpoch]:
+        for t in range(self.epochs):
+            yield self._epoch(t)
+
+    def worker(self, k: int) -> Iterator[EpochBatch]:
+        """Worker ``k``'s iterator: its :class:`EpochBatch` of each epoch, in order.
+
+        The workers' iterators advance together: the next epoch is made when the first of them
+        asks for it, and a worker that has fallen a full epoch behind gets a ``RuntimeError``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> loader = InProcessLoader(np.arange(12).reshape(6, 2), K=3, epochs=2, seed=1)
+        >>> w = [loader.worker(k) for k in range(3)]
+        >>> for step in zip(*w):
+        ...     print([len(b) for b in step], sorted(i for b in step for i in b.ids.tolist()))
+        [2, 2, 2] [0, 1, 2, 3, 4, 5]
+        [2, 2, 2] [0, 1, 2, 3, 4, 5]
+        """
+        k = check_int(k, "k", minimum=0)
+        if k >= self.K:
+            raise ValueError(f"Argument 'k' must be less than K = {self.K}, not {k}.")
+        return (self._epoch(t).batches[k] for t in range(self.epochs))
+
+
+# --------------------------------------------------------------------------- MPI
+
+#: Tag of the point-to-point messages carrying each worker's batch of epoch 0.
+_INIT_TAG = 13
+
+
+class MPILoader:
+    """The same epochs across processes: rank 0 serves, every other rank iterates its batches.
+
+    Run under ``mpiexec -n K+1 python -m mpi4py prog.py`` (so that a failing rank aborts the
+    job). Every rank builds the loader with the same options; the master (the transport's root,
+    rank 0 by default) calls :meth:`serve`, and worker ``k`` (rank ``k + 1``) iterates the
+    loader. The master alone reads ``source``: it sends each worker its batch of epoch 0 and the
+    table of checksums (setup, not counted on the link), then for every epoch ``t >= 1`` plans,
+    encodes and broadcasts the coded delivery; each worker decodes its batch from its cache,
+    checks every decoded record, and the master checks every worker's holdings (ids and
+    checksums) before any worker yields the batch. Workers hold only their current batch.
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str, os.PathLike or None
+        The records (as :class:`InProcessLoader`); read on the master only (``None`` elsewhere).
+    epochs, seed, order, strategy, max_repair_rounds
+        As :class:`InProcessLoader`; the same on every rank.
+    transport : MPITransport, optional
+        The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
+
+    Examples
+    --------
+    >>> loader = MPILoader("data.npy", epochs=5, seed=0)  # doctest: +SKIP
+    >>> if loader.is_master:  # doctest: +SKIP
+    ...     reports = loader.serve()
+    ... else:
+    ...     for batch in loader:
+    ...         train_on(batch.records)
+    """
+
+    def __init__(
+        self,
+        source: object = None,
+        *,
+        epochs: int,
+        seed: int = 0,
+        order: str | OrderSpec = "auto",
+        strategy: str = "greedy",
+        transport: MPITransport | None = None,
+        max_repair_rounds: int = 3,
+    ) -> None:
+        self.epochs, self.seed, self.strategy, self.max_repair_rounds = _check_common(
+            epochs, seed, strategy, max_repair_rounds
+        )
+        if not isinstance(order, (str, OrderSpec)):
+            raise TypeError(
+                f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}."
+            )
+        if isinstance(order, str):
+            check_choice(order, "order", ("auto", *EPOCH_ORDERS))
+        self._order = order
+        if transport is None:
+            transport = MPITransport()
+        elif not isinstance(transport, MPITransport):
+            raise TypeError(f"Argument 'transport' must be an MPITransport, not {type(transport).__name__}.")
+        self.transport = transport
+        self.K = transport.K
+        self.is_master = transport.is_master
+        #: This rank's worker number, or None on the master.
+        self.worker = transport.worker
+        self.dataset: Dataset | None = None
+        self.layout: RowLayout | None = None
+        if self.is_master:
+            if source is None:
+                raise TypeError(
+                    "Argument 'source' must be a numpy array or the path of a .npy file on the master."
+                )
+            self.dataset, self.layout = load_rows(source)
+            if self.K > self.dataset.N:
+                raise ValueError(
+                    f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
+                )
+        self._used = False
+
+    def _start(self, what: str) -> None:
+        if self._used:
+            raise RuntimeError(f"An MPILoader runs once: {what} was already called on this rank.")
+        self._used = True
+
+    # ---- master
+
+    def serve(self) -> list[TransitionReport]:
+        """Master: deliver epochs ``1 .. epochs - 1`` to the workers; return one report a transition.
+
+        Raises
+        ------
+        IntegrityError
+            If a worker still lacks a verified record after ``max_repair_rounds`` repair rounds,
+            or the workers' holdings do not match the master's ids and checksums.
+        """
+        link = self.transport
+        if not self.is_master:
+            raise RuntimeError(f"Rank {link.rank} is a worker: iterate the loader, the master serves.")
+        self._start("serve")
+        assert self.dataset is not None and self.layout is not None
+        comm, ds = link.comm, self.dataset
+        N, K = ds.N, self.K
+        spec = _order_spec(self._order, N)
+        comm.bcast((N, ds.record_bytes, self.layout.dtype, self.layout.shape), root=link.root)
+        comm.Bcast(np.ascontiguousarray(ds.checksums), root=link.root)
+        _, placement = _epoch_layout(N, K, seed=self.seed, epoch=0, spec=spec)
+        for k in range(K):  # setup: each worker starts with its batch of epoch 0
+            comm.Send(np.ascontiguousarray(ds.data[placement.batch(k)]), dest=link.rank_of(k), tag=_INIT_TAG)
+        reports = []
+        for t in range(1, self.epochs):
+            _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
+            reports.append(self._master_transition(placement, nxt, epoch=t))
+            placement = nxt
+        return reports
+
+    def _gather(self, value: Any) -> list[Any]:
+        link = self.transport
+        got = link.comm.gather(value, root=link.root)
+        return [v for r, v in enumerate(got) if r != link.root] if got is not None else []
+
+    def _master_transition(self, p_t: Placement, p_t1: Placement, *, epoch: int) -> TransitionReport:
+        link, ds = self.transport, self.dataset
+        assert ds is not None
+        comm, root = link.comm, link.root
+        t_start = time.perf_counter()
+        timings: dict[str, float] = {}
+        tic = time.perf_counter()
+        plan = plan_delivery(p_t, p_t1, strategy=self.strategy)
+        lb = lower_bound(plan.S)
+        timings["plan"] = time.perf_counter() - tic
+        tic = time.perf_counter()
+        frames = encode_plan(plan, ds, epoch=epoch)
+        parsed = [parse_frame(f) for f in frames]
+        before = link.stats
+        link.send(frames)
+        timings["encode"] = time.perf_counter() - tic
+        tic = time.perf_counter()
+        infos = self._gather(None)
+        timings["decode"] = time.perf_counter() - tic
+        coded = link.stats - before
+        rejected = sum(r for _, r in infos)
+        pending = {k: f for k, (f, _) in enumerate(infos) if f.size}
+        tic = time.perf_counter()
+        repairs = rounds = 0
+        while pending:
+            if rounds == self.max_repair_rounds:
+                comm.bcast(None, root=root)  # the workers give up too
+                k = min(pending)
+                raise IntegrityError(
+                    f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} "
+                    f"repair round(s), first point {int(pending[k][0])}."
+                )
+            comm.bcast(True, root=root)
+            rounds += 1
+            ids = np.unique(np.concatenate(list(pending.values())))
+            repairs += int(ids.size)
+            link.send([encode_plan_arrays(ds, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
+            infos = self._gather(None)
+            rejected += sum(r for _, r in infos)
+            pending = {k: f for k, (f, _) in enumerate(infos) if f.size}
+        comm.bcast(False, root=root)
+        timings["repair"] = time.perf_counter() - tic
+        total = link.stats - before
+        tic = time.perf_counter()
+        held = self._gather(None)
+        checked, ok = check_holdings(ds, [i for i, _ in held], [c for _, c in held], p_t1)
+        comm.bcast(ok, root=root)
+        timings["check"] = time.perf_counter() - tic
+        if not ok:
+            raise IntegrityError(f"Epoch {epoch}: the workers' records did not match the master's checksums.")
+        a, b, _ = plan.transmissions()
+        moved = p_t.owner != p_t1.owner
+        coded_bytes = sum(f.payload_bytes for f in parsed)
+        header_bytes = sum(f.header_bytes for f in parsed)
+        return TransitionReport(
+            epoch=epoch,
+            K=self.K,
+            N=ds.N,
+            record_bytes=ds.record_bytes,
+            strategy=self.strategy,
+            coded_symbols=plan.n_symbols,
+            uncoded_symbols=int(plan.rates.uncoded),
+            xor_symbols=int((b >= 0).sum()),
+            lone_symbols=int((b < 0).sum()),
+            coded_bytes=int(coded_bytes),
+            uncoded_bytes=int(moved.sum()) * ds.record_bytes,
+            lower_bound=int(lb.value),
+            lower_bound_exact=bool(lb.exact),
+            header_bytes=int(header_bytes),
+            framing_overhead=float(header_bytes / coded_bytes) if coded_bytes else 0.0,
+            wire_bytes=int(total.bytes),
+            frames_rejected=int(rejected),
+            repairs=repairs,
+            repair_bytes=int(total.bytes - coded.bytes),
+            repair_rounds=rounds,
+            records_checked=checked,
+            verified=ok,
+            seconds=time.perf_counter() - t_start,
+            timings=timings,
+        )
+
+    # ---- worker
+
+    def __iter__(self) -> Iterator[EpochBatch]:
+        """Worker: yield this worker's :class:`EpochBatch` of each epoch, verified, in order."""
+        link = self.transport
+        if self.is_master:
+            raise RuntimeError(f"Rank {link.rank} is the master: call serve(); the workers iterate.")
+        self._start("iteration")
+        return self._worker_epochs()
+
+    def _worker_epochs(self) -> Iterator[EpochBatch]:
+        link = self.transport
+        comm, root = link.comm, link.root
+        k = link.worker
+        assert k is not None
+        N, B, dtype, shape = comm.bcast(None, root=root)
+        layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
+        self.layout = layout
+        sums = np.empty(N, dtype=np.uint64)
+        comm.Bcast(sums, root=root)
+        spec = _order_spec(self._order, N)
+        cut = _bounds(N, self.K)
+        lo, hi = int(cut[k]), int(cut[k + 1])
+        order = epoch_order(N, seed=self.seed, epoch=0, spec=spec)
+        ids = np.sort(order[lo:hi]).astype(np.int64)
+        data = np.empty((ids.size, B), dtype=np.uint8)
+        comm.Recv(data, source=root, tag=_INIT_TAG)
+        ids.flags.writeable = False
+        cache = Cache(ids=ids, data=data, lengths=None)
+        if not np.array_equal(cache.checksums(), sums[ids]):
+            raise IntegrityError(f"Worker {k}: its records of epoch 0 do not match the master's checksums.")
+        yield _batch(0, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0)
+        spare = np.zeros_like(data)
+        for t in range(1, self.epochs):
+            order = epoch_order(N, seed=self.seed, epoch=t, spec=spec)
+            run = order[lo:hi].astype(np.int64)
+            need = np.sort(run)
+            res, rejected = self._receive_decode(cache, need, epoch=t, sums=sums, out=spare)
+            comm.gather((res.failed, rejected), root=root)
+            new = res.cache
+            failed = res.failed
+            while True:
+                more = comm.bcast(None, root=root)
+                if more is None:
+                    raise IntegrityError(
+                        f"Worker {k}: {failed.size} record(s) of epoch {t} still unverified "
+                        "after the repairs."
+                    )
+                if not more:
+                    break
+                empty = Cache(ids=np.empty(0, np.int64), data=np.empty((0, B), np.uint8), lengths=None)
+                fix, rej = self._receive_decode(empty, failed, epoch=t, sums=sums)
+                good = np.setdiff1d(fix.cache.ids, fix.failed)
+                if good.size:
+                    rows = fix.cache.rows(good)
+                    new = new.patched(Cache(ids=good, data=fix.cache.data[rows], lengths=None))
+                failed = fix.failed
+                comm.gather((failed, rej), root=root)
+            comm.gather((new.ids, new.checksums()), root=root)
+            if not comm.bcast(None, root=root):
+                raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
+            # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
+            spare = cache.data
+            cache = new
+            yield _batch(t, k, run, cache, layout, decoded=int(res.decoded.size))
+
+    def _receive_decode(
+        self, cache: Cache, need: np.ndarray, *, epoch: int, sums: np.ndarray, out: np.ndarray | None = None
+    ) -> tuple[Any, int]:
+        link = self.transport
+        k = link.worker
+        assert k is not None
+        frames, rejected = [], 0
+        for raw in link.receive(k):
+            try:
+                frames.append(parse_frame(raw, epoch=epoch, record_bytes=int(cache.data.shape[1])))
+            except DecodeError:
+                rejected += 1
+        if out is not None and (out.shape[0] != need.size or np.shares_memory(out, cache.data)):
+            out = None
+        res = decode_worker(cache, frames, need=need, worker=k, epoch=epoch, checksums=sums, out=out)
+        return res, rejected

@@ -1,0 +1,40 @@
+"""Under ``mpiexec -n K+1 python -m mpi4py tests/mpi_loader_prog.py DATA.npy OUT_DIR EPOCHS SEED ORDER``.
+
+The program of the MPI tests of :mod:`coded_shuffle.loader`: rank 0 serves the epochs of
+``DATA.npy`` and writes the transition reports to ``OUT_DIR/reports.json``; worker ``k`` writes
+the ids and records of each epoch's batch, as it received them, to ``OUT_DIR/w{k}_e{t}.npz``.
+The test compares them with the rows of the file, indexed directly.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    from coded_shuffle.loader import MPILoader
+    from coded_shuffle.transport import MPITransport
+
+    data, out, epochs, seed, order = argv
+    link = MPITransport()
+    # Only the master reads the file: the workers get their rows from it.
+    source = data if link.is_master else None
+    loader = MPILoader(source, epochs=int(epochs), seed=int(seed), order=order, transport=link)
+    out_dir = Path(out)
+    if loader.is_master:
+        reports = loader.serve()
+        (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
+        return 0
+    import numpy as np
+
+    for batch in loader:
+        assert not batch.records.flags.writeable
+        name = out_dir / f"w{batch.worker}_e{batch.epoch}.npz"
+        np.savez(name, ids=batch.ids, records=batch.records, decoded=batch.decoded)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

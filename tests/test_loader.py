@@ -1,0 +1,263 @@
+"""The worker side for a training loop: each epoch, exactly the rows of the file the order assigns.
+
+The oracle never goes through the codec: it opens the ``.npy`` file with numpy and indexes it
+with the epoch's global order cut by ``np.array_split`` (first ``N mod K`` batches one longer),
+which is how the batches of any ``K`` are defined (contiguous runs of the epoch order).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coded_shuffle.codec import load_dataset, parse_frame
+from coded_shuffle.engine import run
+from coded_shuffle.errors import IntegrityError
+from coded_shuffle.loader import EpochBatch, InProcessLoader, MPILoader, load_rows
+from coded_shuffle.orders import OrderSpec, epoch_order, epoch_permutation
+from coded_shuffle.transport import InProcessTransport
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "tests" / "mpi_loader_prog.py"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpiexec beside the interpreter and mpi4py")
+
+ROW = np.dtype([("x", "<f4", (3,)), ("y", "<i2")])
+
+
+def write_rows(path: Path, N: int, rng: np.random.Generator) -> np.ndarray:
+    """A structured ``.npy`` file of ``N`` rows: features ``x`` and a label ``y``."""
+    X = np.zeros(N, dtype=ROW)
+    X["x"] = rng.standard_normal((N, 3))
+    X["y"] = rng.integers(-1000, 1000, N)
+    np.save(path, X)
+    return X
+
+
+def oracle_batches(
+    N: int, K: int, *, seed: int, epoch: int, spec: OrderSpec | None = None
+) -> list[np.ndarray]:
+    order = (
+        epoch_permutation(N, seed=seed, epoch=epoch)
+        if spec is None
+        else epoch_order(N, seed=seed, epoch=epoch, spec=spec)
+    )
+    return np.array_split(np.asarray(order, dtype=np.int64), K)
+
+
+def assert_rows(batch: EpochBatch, ids: np.ndarray, X: np.ndarray) -> None:
+    assert np.array_equal(batch.ids, ids)
+    assert batch.records.dtype == X.dtype and batch.records.shape == (ids.size, *X.shape[1:])
+    assert batch.records.tobytes() == X[ids].tobytes()  # bit for bit, in the epoch's order
+
+
+@pytest.mark.parametrize(("N", "K"), [(50, 1), (50, 2), (61, 3), (97, 5)])
+def test_each_worker_gets_the_rows_of_its_batch_in_epoch_order(tmp_path, rng, N, K):
+    path = tmp_path / "rows.npy"
+    write_rows(path, N, rng)
+    X = np.load(path)  # the oracle reads the file on its own
+    seed, epochs = 3, 4
+    loader = InProcessLoader(path, K=K, epochs=epochs, seed=seed)
+    seen = []
+    for loaded in loader:
+        t = loaded.epoch
+        seen.append(t)
+        want = oracle_batches(N, K, seed=seed, epoch=t)
+        assert len(loaded.batches) == K
+        for k, batch in enumerate(loaded.batches):
+            assert (batch.epoch, batch.worker) == (t, k)
+            assert_rows(batch, want[k], X)
+            assert [i for i, _ in batch] == want[k].tolist()
+            assert all(row.tobytes() == X[i].tobytes() for i, row in batch)
+            with pytest.raises(ValueError):
+                batch.records[0] = batch.records[1]  # read-only
+        if t == 0:
+            assert loaded.report is None and all(b.decoded == 0 for b in loaded.batches)
+            continue
+        rep = loaded.report
+        assert rep is not None and rep.verified and rep.records_checked == N and rep.repairs == 0
+        before = oracle_batches(N, K, seed=seed, epoch=t - 1)
+        for k, batch in enumerate(loaded.batches):  # what moved to worker k came coded
+            assert batch.decoded == np.setdiff1d(want[k], before[k]).size
+    assert seen == list(range(epochs)) and len(loader.reports) == epochs - 1
+
+
+def test_row_shape_and_dtype_kept(rng):
+    X = rng.standard_normal((40, 2, 3)).astype(np.float16)
+    for loaded in InProcessLoader(X, K=4, epochs=2, seed=0):
+        for k, batch in enumerate(loaded.batches):
+            assert_rows(batch, oracle_batches(40, 4, seed=0, epoch=loaded.epoch)[k], X)
+
+
+def test_coded_bytes_equal_the_engines(tmp_path, rng):
+    N, K, seed, epochs = 90, 3, 11, 4
+    path = tmp_path / "rows.npy"
+    write_rows(path, N, rng)
+    engine = run(load_dataset(np.load(path)), K=K, epochs=epochs - 1, seed=seed)
+    loaded = list(InProcessLoader(path, K=K, epochs=epochs, seed=seed))
+    for t in range(1, epochs):
+        rep, ref = loaded[t].report, engine.transitions[t - 1]
+        assert rep is not None
+        assert loaded[t].coded_bytes == rep.coded_bytes == ref.coded_bytes == rep.coded_symbols * ROW.itemsize
+        assert rep.coded_symbols == ref.coded_symbols
+        # The uncoded load, by brute force: every row that changes worker, sent alone.
+        a, b = oracle_batches(N, K, seed=seed, epoch=t - 1), oracle_batches(N, K, seed=seed, epoch=t)
+        moved = sum(np.setdiff1d(b[k], a[k]).size for k in range(K))
+        assert loaded[t].uncoded_bytes == moved * ROW.itemsize
+        assert rep.coded_bytes < rep.uncoded_bytes
+    assert loaded[0].coded_bytes == loaded[0].uncoded_bytes == 0
+
+
+def test_shard_aware_order(rng):
+    X = rng.integers(0, 1 << 30, size=(120, 2), dtype=np.int64)
+    spec = OrderSpec("py1e", shard_size=10, block_size=30)
+    for loaded in InProcessLoader(X, K=4, epochs=3, seed=2, order=spec, strategy="exact"):
+        for k, batch in enumerate(loaded.batches):
+            assert_rows(batch, oracle_batches(120, 4, seed=2, epoch=loaded.epoch, spec=spec)[k], X)
+
+
+def test_worker_iterators_in_lockstep(rng):
+    X = rng.standard_normal((30, 4))
+    loader = InProcessLoader(X, K=3, epochs=3, seed=5)
+    its = [loader.worker(k) for k in range(3)]
+    for t, step in enumerate(zip(*its, strict=True)):
+        for k, batch in enumerate(step):
+            assert_rows(batch, oracle_batches(30, 3, seed=5, epoch=t)[k], X)
+    loader = InProcessLoader(X, K=3, epochs=3, seed=5)
+    w0, w1 = loader.worker(0), loader.worker(1)
+    next(w0)
+    next(w0)  # worker 0 asks for epoch 1 before worker 1 took epoch 0: still fine (epoch 1 made)
+    with pytest.raises(RuntimeError, match="lockstep"):
+        next(w1)  # worker 1 asks for epoch 0, already replaced
+
+
+def test_corrupted_frames_are_repaired_before_the_rows_are_yielded(rng):
+    X = rng.standard_normal((80, 8))
+
+    def fault(worker, q, frame):
+        if worker != 1 or q != 0:
+            return frame
+        bad = frame.copy()
+        f = parse_frame(frame)
+        bad[frame.size - f.payload_bytes :] ^= 0x5A  # every payload byte of the first frame
+        return bad
+
+    loader = InProcessLoader(X, K=4, epochs=3, seed=1, transport=InProcessTransport(4, fault=fault))
+    for loaded in loader:
+        for k, batch in enumerate(loaded.batches):
+            assert_rows(batch, oracle_batches(80, 4, seed=1, epoch=loaded.epoch)[k], X)
+    assert loader.reports[0].repairs > 0 and loader.reports[1].repairs == 0
+
+
+def test_unrepairable_epoch_is_never_yielded(rng):
+    X = rng.standard_normal((60, 4))
+
+    def fault(worker, q, frame):
+        return None if worker == 2 else frame  # worker 2 never receives anything
+
+    loader = InProcessLoader(X, K=3, epochs=2, seed=0, transport=InProcessTransport(3, fault=fault))
+    it = iter(loader)
+    assert next(it).epoch == 0
+    with pytest.raises(IntegrityError, match="Worker 2"):
+        next(it)
+
+
+def test_loader_exceptions(tmp_path):
+    X = np.zeros((10, 2))
+    with pytest.raises(TypeError, match="'source'"):
+        InProcessLoader([[1, 2]], K=1, epochs=1)
+    with pytest.raises(ValueError, match="'source'"):
+        InProcessLoader(tmp_path / "missing.npy", K=1, epochs=1)
+    with pytest.raises(ValueError, match="'source'"):
+        InProcessLoader(np.array(1.0), K=1, epochs=1)
+    with pytest.raises(ValueError, match="'source'"):
+        InProcessLoader(np.zeros((0, 3)), K=1, epochs=1)
+    with pytest.raises(ValueError, match="'source'"):
+        InProcessLoader(np.array([None, 1], dtype=object), K=1, epochs=1)
+    with pytest.raises(ValueError, match="'K' must be at least 1"):
+        InProcessLoader(X, K=0, epochs=1)
+    with pytest.raises(ValueError, match="'K' must be at most N = 10, not 11"):
+        InProcessLoader(X, K=11, epochs=1)
+    with pytest.raises(TypeError, match="'K'"):
+        InProcessLoader(X, K=2.0, epochs=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'epochs' must be at least 1, not 0"):
+        InProcessLoader(X, K=2, epochs=0)
+    with pytest.raises(ValueError, match="'seed'"):
+        InProcessLoader(X, K=2, epochs=1, seed=-1)
+    with pytest.raises(ValueError, match="'order'"):
+        InProcessLoader(X, K=2, epochs=1, order="shuffled")
+    with pytest.raises(TypeError, match="'order'"):
+        InProcessLoader(X, K=2, epochs=1, order=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'strategy'"):
+        InProcessLoader(X, K=2, epochs=1, strategy="best")
+    with pytest.raises(ValueError, match="'max_repair_rounds'"):
+        InProcessLoader(X, K=2, epochs=1, max_repair_rounds=-1)
+    with pytest.raises(TypeError, match="'transport'"):
+        InProcessLoader(X, K=2, epochs=1, transport=InProcessTransport(3))
+    loader = InProcessLoader(X, K=2, epochs=1)
+    with pytest.raises(ValueError, match="'k' must be less than K = 2, not 2"):
+        loader.worker(2)
+    with pytest.raises(ValueError, match="'size'"):
+        next(next(iter(loader)).batches[0].minibatches(0))
+    # The MPI loader checks its arguments before touching MPI.
+    with pytest.raises(TypeError, match="'transport'"):
+        MPILoader(X, epochs=2, transport=InProcessTransport(2))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'epochs'"):
+        MPILoader(X, epochs=0)
+    with pytest.raises(ValueError, match="'order'"):
+        MPILoader(X, epochs=2, order="shuffled")
+    with pytest.raises(TypeError, match="'source'"):
+        load_rows({"x": 1})
+
+
+def test_minibatches_cover_the_batch_in_order(rng):
+    X = rng.standard_normal((23, 2))
+    batch = next(iter(InProcessLoader(X, K=2, epochs=1, seed=0))).batches[0]
+    parts = list(batch.minibatches(5))
+    assert [p[0].size for p in parts] == [5, 5, 2]
+    assert np.array_equal(np.concatenate([p[0] for p in parts]), batch.ids)
+    assert np.array_equal(np.concatenate([p[1] for p in parts]), batch.records)
+
+
+# --------------------------------------------------------------------------- under mpiexec
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.parametrize("K", [2, 3])
+def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K):
+    N, seed, epochs = 70, 4, 3
+    path = tmp_path / "rows.npy"
+    write_rows(path, N, rng)
+    cmd = [
+        str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM),
+        str(path), str(tmp_path), str(epochs), str(seed), "auto",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    X = np.load(path)
+    before: list[np.ndarray] = []
+    for t in range(epochs):
+        want = oracle_batches(N, K, seed=seed, epoch=t)
+        for k in range(K):
+            got = np.load(tmp_path / f"w{k}_e{t}.npz")
+            assert np.array_equal(got["ids"], want[k])
+            assert got["records"].dtype == ROW and got["records"].tobytes() == X[want[k]].tobytes()
+            if t:
+                assert int(got["decoded"]) == np.setdiff1d(want[k], before[k]).size
+        before = want
+    reports = json.loads((tmp_path / "reports.json").read_text())
+    engine = run(load_dataset(X), K=K, epochs=epochs - 1, seed=seed)
+    assert [r["epoch"] for r in reports] == list(range(1, epochs))
+    for r, ref in zip(reports, engine.transitions, strict=True):
+        assert r["verified"] and r["records_checked"] == N and r["repairs"] == 0
+        assert r["coded_bytes"] == ref.coded_bytes and r["uncoded_bytes"] == ref.uncoded_bytes
+        assert r["coded_symbols"] == ref.coded_symbols and r["header_bytes"] == ref.header_bytes
+        assert r["wire_bytes"] == ref.wire_bytes
