@@ -449,7 +449,8 @@ class MPILoader:
     Parameters
     ----------
     source : numpy.ndarray, str, os.PathLike or None
-        The records (as :class:`InProcessLoader`); read on the master only (``None`` elsewhere).
+        The records (as :class:`InProcessLoader`), read on the master only: the workers ignore
+        it (it may be ``None`` there) and get their rows from the master.
     epochs, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
     transport : MPITransport, optional

@@ -13,7 +13,14 @@ EXAMPLES = sorted((pathlib.Path(__file__).resolve().parents[1] / "examples").glo
 
 def test_examples_are_present():
     names = {p.stem for p in EXAMPLES}
-    expected = {"paper_example1", "two_worker_swap", "cyclic_worst_case", "random_shuffles", "sorted_shards"}
+    expected = {
+        "paper_example1",
+        "two_worker_swap",
+        "cyclic_worst_case",
+        "random_shuffles",
+        "sorted_shards",
+        "train_loop",
+    }
     assert expected <= names
 
 

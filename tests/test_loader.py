@@ -261,3 +261,34 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K):
         assert r["coded_bytes"] == ref.coded_bytes and r["uncoded_bytes"] == ref.uncoded_bytes
         assert r["coded_symbols"] == ref.coded_symbols and r["header_bytes"] == ref.header_bytes
         assert r["wire_bytes"] == ref.wire_bytes
+
+
+def test_torch_adapter_of_the_example_with_a_stand_in_torch(monkeypatch, rng):
+    """The example's optional PyTorch adapter, run against a stand-in module (torch is never installed)."""
+    import types
+
+    data = types.ModuleType("torch.utils.data")
+    data.IterableDataset = object  # type: ignore[attr-defined]
+    utils = types.ModuleType("torch.utils")
+    utils.data = data  # type: ignore[attr-defined]
+    torch = types.ModuleType("torch")
+    torch.utils = utils  # type: ignore[attr-defined]
+    torch.from_numpy = lambda a: ("tensor", a)  # type: ignore[attr-defined]
+    torch.tensor = lambda v: ("tensor", np.asarray(v))  # type: ignore[attr-defined]
+    for name, module in (("torch", torch), ("torch.utils", utils), ("torch.utils.data", data)):
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location("train_loop", ROOT / "examples" / "train_loop.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)  # defines, does not run (main is guarded)
+
+    X = np.zeros(12, dtype=[("x", "<f4", (2,)), ("y", "<f4")])
+    X["x"] = rng.standard_normal((12, 2))
+    X["y"] = rng.integers(0, 2, 12)
+    loader = InProcessLoader(X, K=2, epochs=2, seed=3)
+    got = list(example.torch_iterable(lambda: loader.worker(1)))
+    ids = np.concatenate([oracle_batches(12, 2, seed=3, epoch=t)[1] for t in range(2)])
+    assert len(got) == ids.size == 12
+    for (x, y), i in zip(got, ids.tolist(), strict=True):
+        assert x[0] == y[0] == "tensor"
+        assert x[1].tobytes() == X["x"][i].tobytes() and float(y[1]) == float(X["y"][i])
