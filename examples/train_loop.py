@@ -25,13 +25,17 @@ It prints the loss and the coded and uncoded bytes of each epoch, and ends with 
 With PyTorch installed, :func:`torch_iterable` wraps one worker's iterator as a
 ``torch.utils.data.IterableDataset``; it is optional and not needed here.
 
-Run: ``python examples/train_loop.py``
+Run: ``python examples/train_loop.py``; across processes, rank 0 the master and every other rank
+a worker whose gradients are averaged with ``MPI_Allreduce``:
+``mpiexec -n 5 python -m mpi4py examples/train_loop.py --mpi``
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -39,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from coded_shuffle.engine import TransitionReport
 from coded_shuffle.loader import EpochBatch, InProcessLoader
 from coded_shuffle.orders import epoch_permutation
 
@@ -46,6 +51,7 @@ N, D, K, EPOCHS, SEED = 4000, 10, 4, 8, 0
 MINIBATCH = 25  # rows a worker uses per step: K * 25 = 100 rows a step
 LEARNING_RATE = 0.5
 TOLERANCE = 0.02  # nats above the generating model's loss on the same rows (see above)
+ROW_BYTES = 4 * D + 4
 
 
 def write_dataset(path: Path, *, seed: int) -> np.ndarray:
@@ -61,16 +67,56 @@ def write_dataset(path: Path, *, seed: int) -> np.ndarray:
     return w_true
 
 
-def loss(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
-    """Mean logistic loss (nats) of weights ``w`` on rows ``x`` with labels ``y`` in {0, 1}."""
+def loss_sum(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """Summed logistic loss (nats) of weights ``w`` on rows ``x`` with labels ``y`` in {0, 1}."""
     z = x.astype(np.float64) @ w
-    return float(np.mean(np.logaddexp(0.0, z) - y * z))
+    return float(np.sum(np.logaddexp(0.0, z) - y * z))
 
 
-def gradient(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Gradient of :func:`loss` at ``w``."""
+def loss(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
+    """Mean logistic loss of ``w`` on the rows ``x``, ``y``."""
+    return loss_sum(w, x, y) / x.shape[0]
+
+
+def gradient_sum(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Gradient of :func:`loss_sum` at ``w``: the workers add theirs, and divide by the rows."""
     x = x.astype(np.float64)
-    return x.T @ (1.0 / (1.0 + np.exp(-(x @ w))) - y) / x.shape[0]
+    return x.T @ (1.0 / (1.0 + np.exp(-(x @ w))) - y)
+
+
+def check_rows(batch: EpochBatch, X: np.ndarray, K: int) -> None:
+    """The oracle: worker k's rows are the file's rows of its run of the epoch's permutation."""
+    run = np.array_split(epoch_permutation(N, seed=SEED, epoch=batch.epoch), K)[batch.worker]
+    assert np.array_equal(batch.ids, run)
+    assert batch.records.dtype == X.dtype and batch.records.tobytes() == X[run].tobytes()
+
+
+def print_header(K: int, start: float, best: float) -> None:
+    print(f"N = {N} rows of {ROW_BYTES} B, K = {K} workers, minibatch {MINIBATCH} a worker")
+    print(f"loss of w = 0: {start:.4f} (ln 2); of the generating model: {best:.4f}")
+    print(f"{'epoch':>5} {'loss':>8} {'coded B':>9} {'uncoded B':>10} {'ratio':>6} {'verified':>9}")
+
+
+def print_epoch(t: int, epoch_loss: float, report: TransitionReport | None) -> None:
+    if report is None:
+        print(f"{t:>5} {epoch_loss:>8.4f} {'-':>9} {'-':>10} {'-':>6} {'file':>9}")
+        return
+    assert report.epoch == t and report.verified and report.records_checked == N
+    ratio = report.coded_bytes / report.uncoded_bytes
+    print(
+        f"{t:>5} {epoch_loss:>8.4f} {report.coded_bytes:>9} {report.uncoded_bytes:>10} "
+        f"{ratio:>6.3f} {'yes':>9}"
+    )
+
+
+def final_checks(start: float, best: float, losses: list[float], reports: list[TransitionReport]) -> None:
+    assert math.isclose(start, math.log(2))
+    assert len(losses) == EPOCHS and len(reports) == EPOCHS - 1
+    assert [r.epoch for r in reports] == list(range(1, EPOCHS))
+    assert all(r.verified and r.records_checked == N for r in reports)
+    assert losses[-1] < start and losses[-1] <= best + TOLERANCE, (losses[-1], best)
+    assert all(r.coded_bytes < r.uncoded_bytes for r in reports)
+    print(f"final loss {losses[-1]:.4f} <= {best:.4f} + {TOLERANCE}; every epoch verified")
 
 
 def torch_iterable(batches: Callable[[], Iterable[EpochBatch]]) -> Any:
@@ -92,56 +138,94 @@ def torch_iterable(batches: Callable[[], Iterable[EpochBatch]]) -> Any:
     return CodedShuffleRows()
 
 
-def main() -> None:
+def run_in_process() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.npy"
         w_true = write_dataset(path, seed=SEED)
         X = np.load(path)  # the oracle: the file's rows, read with numpy alone
-        best = loss(w_true, X["x"], X["y"])
+        best, start = loss(w_true, X["x"], X["y"]), loss(np.zeros(D), X["x"], X["y"])
+        print_header(K, start, best)
 
         loader = InProcessLoader(path, K=K, epochs=EPOCHS, seed=SEED)
         workers = [loader.worker(k) for k in range(K)]
         w = np.zeros(D)
-        start = loss(w, X["x"], X["y"])
-        print(f"N = {N} rows of {X.dtype.itemsize} B, K = {K} workers, minibatch {MINIBATCH} a worker")
-        print(f"loss of w = 0: {start:.4f} (ln 2); of the generating model: {best:.4f}")
-        print(f"{'epoch':>5} {'loss':>8} {'coded B':>9} {'uncoded B':>10} {'ratio':>6} {'verified':>9}")
         losses = []
         for t, batches in enumerate(zip(*workers, strict=True)):
-            # The oracle: worker k's rows are the file's rows of its run of the epoch's order.
-            runs = np.array_split(epoch_permutation(N, seed=SEED, epoch=t), K)
-            for k, batch in enumerate(batches):
-                assert (batch.epoch, batch.worker) == (t, k)
-                assert np.array_equal(batch.ids, runs[k])
-                assert batch.records.dtype == X.dtype and batch.records.tobytes() == X[runs[k]].tobytes()
-            # Training: every step, each worker's next minibatch, gradients averaged.
+            for batch in batches:
+                assert batch.epoch == t
+                check_rows(batch, X, K)
+            # Training: every step, each worker's next minibatch; their gradients averaged.
             for step in zip(*(b.minibatches(MINIBATCH) for b in batches), strict=True):
-                grads = [gradient(w, rows["x"], rows["y"]) for _, rows in step]
-                w -= LEARNING_RATE * np.mean(grads, axis=0)
+                grad = sum(gradient_sum(w, rows["x"], rows["y"]) for _, rows in step)
+                w -= LEARNING_RATE * grad / sum(ids.size for ids, _ in step)
             losses.append(loss(w, X["x"], X["y"]))
-            report = loader.reports[t - 1] if t else None
-            if report is None:
-                print(f"{t:>5} {losses[-1]:>8.4f} {'-':>9} {'-':>10} {'-':>6} {'file':>9}")
-            else:
-                assert report.epoch == t and report.verified and report.records_checked == N
-                ratio = report.coded_bytes / report.uncoded_bytes
-                print(
-                    f"{t:>5} {losses[-1]:>8.4f} {report.coded_bytes:>9} {report.uncoded_bytes:>10} "
-                    f"{ratio:>6.3f} {'yes':>9}"
-                )
+            print_epoch(t, losses[-1], loader.reports[t - 1] if t else None)
 
         if importlib.util.find_spec("torch") is not None:  # optional: never needed for the asserts
             again = InProcessLoader(path, K=1, epochs=1, seed=SEED)
             first = next(iter(torch_iterable(lambda: again.worker(0))))
             assert first[0].numpy().tobytes() == X["x"][epoch_permutation(N, seed=SEED, epoch=0)[0]].tobytes()
             print("torch IterableDataset adapter: first row matches")
+    final_checks(start, best, losses, loader.reports)
 
-    assert math.isclose(start, math.log(2))
-    assert len(losses) == EPOCHS and len(loader.reports) == EPOCHS - 1
-    assert losses[-1] < start and losses[-1] <= best + TOLERANCE, (losses[-1], best)
-    assert all(r.coded_bytes < r.uncoded_bytes for r in loader.reports)
-    print(f"final loss {losses[-1]:.4f} <= {best:.4f} + {TOLERANCE}; every epoch verified")
+
+def run_mpi() -> None:
+    """Under ``mpiexec -n K+1``: rank 0 serves the epochs, ranks 1..K train and allreduce."""
+    from mpi4py import MPI
+
+    from coded_shuffle.loader import MPILoader
+
+    comm = MPI.COMM_WORLD
+    rank, K = comm.Get_rank(), comm.Get_size() - 1
+    tmp = tempfile.mkdtemp() if rank == 0 else None
+    path = comm.bcast(None if tmp is None else str(Path(tmp) / "train.npy"), root=0)
+    w_true = write_dataset(Path(path), seed=SEED) if rank == 0 else None
+    comm.Barrier()  # the file is written
+    workers = comm.Split(MPI.UNDEFINED if rank == 0 else 0, rank)
+    loader = MPILoader(path, epochs=EPOCHS, seed=SEED)  # the workers never read `path` ...
+    if loader.is_master:
+        try:
+            reports = loader.serve()
+            losses = comm.recv(source=1)
+            X = np.load(path)
+            assert w_true is not None
+            best, start = loss(w_true, X["x"], X["y"]), loss(np.zeros(D), X["x"], X["y"])
+            print_header(K, start, best)
+            for t, epoch_loss in enumerate(losses):
+                print_epoch(t, epoch_loss, reports[t - 1] if t else None)
+            final_checks(start, best, losses, reports)
+        finally:
+            comm.Barrier()  # the workers are done with the file
+            shutil.rmtree(str(tmp))
+        return
+    X = np.load(path, mmap_mode="r")  # ... except here, for the oracle's check of their rows
+    steps = math.ceil(math.ceil(N / K) / MINIBATCH)  # minibatches of the largest batch
+    w = np.zeros(D)
+    losses = []
+    for batch in loader:
+        check_rows(batch, X, K)
+        parts = list(batch.minibatches(MINIBATCH))
+        for s in range(steps):  # every worker takes part in every step's allreduce
+            buf = np.zeros(D + 1)
+            if s < len(parts):
+                ids, rows = parts[s]
+                buf[:D], buf[D] = gradient_sum(w, rows["x"], rows["y"]), ids.size
+            workers.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+            w -= LEARNING_RATE * buf[:D] / buf[D]
+        # The workers' batches partition the rows: their summed losses are the dataset's.
+        total = np.array([loss_sum(w, batch.records["x"], batch.records["y"])])
+        workers.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
+        losses.append(float(total[0]) / N)
+    if workers.Get_rank() == 0:
+        comm.send(losses, dest=0)
+    comm.Barrier()
+
+
+def main(argv: list[str]) -> None:
+    if argv not in ([], ["--mpi"]):
+        raise SystemExit("usage: python examples/train_loop.py [--mpi]")
+    run_mpi() if argv else run_in_process()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -292,3 +292,16 @@ def test_torch_adapter_of_the_example_with_a_stand_in_torch(monkeypatch, rng):
     for (x, y), i in zip(got, ids.tolist(), strict=True):
         assert x[0] == y[0] == "tensor"
         assert x[1].tobytes() == X["x"][i].tobytes() and float(y[1]) == float(X["y"][i])
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_mpi_training_example():
+    """examples/train_loop.py --mpi: two worker ranks train with MPI_Allreduce; its asserts pass."""
+    example = ROOT / "examples" / "train_loop.py"
+    cmd = [str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", str(example), "--mpi"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "K = 2 workers" in proc.stdout and "every epoch verified" in proc.stdout
+    rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["7"]]
+    assert len(rows) == 1 and rows[0][-1] == "yes"  # the last epoch, coded and verified
