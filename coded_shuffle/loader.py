@@ -71,7 +71,7 @@ from .orders import (
 from .plan import STRATEGIES, plan_delivery
 from .transport import InProcessTransport, MPITransport
 
-__all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "load_rows"]
+__all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "RowLayout", "load_rows"]
 
 
 # --------------------------------------------------------------------------- records as rows
@@ -79,7 +79,15 @@ __all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "load_ro
 
 @dataclass(frozen=True)
 class RowLayout:
-    """How a record's bytes read as one row of the source array: its dtype and shape."""
+    """How a record's bytes read as one row of the source array: its dtype and shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> layout = RowLayout(np.dtype("<i2"), (2,))
+    >>> layout.rows(np.array([[1, 0, 2, 0], [3, 0, 4, 0]], dtype=np.uint8)).tolist()
+    [[1, 2], [3, 4]]
+    """
 
     dtype: np.dtype
     shape: tuple[int, ...]
@@ -275,7 +283,7 @@ class InProcessLoader:
     """The master and ``K`` workers in one process: each epoch, every worker's batch as rows.
 
     Iterating the loader yields one :class:`LoadedEpoch` per epoch ``0 .. epochs - 1``;
-    :meth:`worker` yields worker ``k``'s :class:`EpochBatch` es alone. The loader is one run:
+    :meth:`worker` yields worker ``k``'s :class:`EpochBatch` objects alone. The loader is one run:
     the epochs are made once, in lockstep, and every consumer sees the same ones.
 
     Parameters
@@ -357,8 +365,8 @@ class InProcessLoader:
             return self._current
         if t != cur + 1:
             raise RuntimeError(
-                f"Epoch {t} was asked for while the loader is at epoch {cur}: "
-                "the workers of an in-process loader must go through the epochs in lockstep."
+                f"Epoch {t} was asked for while the loader is at epoch {cur}: an in-process loader "
+                "is one run, and its workers go through the epochs in lockstep."
             )
         N, K = self.N, self.K
         order, placement = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=self.order)
@@ -384,7 +392,7 @@ class InProcessLoader:
             # Epoch t - 1's buffers will hold epoch t + 1's records (the rows yielded are copies).
             self._spare = [c.data for c in old]
             moved = previous.owner != placement.owner
-            decoded = [int((moved & (placement.owner == k)).sum()) for k in range(K)]
+            decoded = np.bincount(placement.owner[moved], minlength=K).tolist()
             self.reports.append(report)
         self._state = (caches, placement)
         cut = _bounds(N, K)
@@ -445,6 +453,10 @@ class MPILoader:
     encodes and broadcasts the coded delivery; each worker decodes its batch from its cache,
     checks every decoded record, and the master checks every worker's holdings (ids and
     checksums) before any worker yields the batch. Workers hold only their current batch.
+
+    Every transition is collective: each worker must go through all ``epochs`` epochs (a worker
+    that stops early leaves the master waiting for it), and every rank must make the loader with
+    the same ``epochs``, ``seed``, ``order`` and ``strategy``.
 
     Parameters
     ----------
