@@ -286,6 +286,10 @@ class InProcessLoader:
     :meth:`worker` yields worker ``k``'s :class:`EpochBatch` objects alone. The loader is one run:
     the epochs are made once, in lockstep, and every consumer sees the same ones.
 
+    Memory: besides the dataset (a memmap stays on disk), the workers' caches (``N`` records),
+    the buffers of the previous caches (reused for the next epoch's records), and the rows of
+    the current epoch handed out (copies, so that they stay valid after the next transition).
+
     Parameters
     ----------
     source : numpy.ndarray, str or os.PathLike

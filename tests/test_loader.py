@@ -96,6 +96,16 @@ def test_row_shape_and_dtype_kept(rng):
             assert_rows(batch, oracle_batches(40, 4, seed=0, epoch=loaded.epoch)[k], X)
 
 
+def test_non_contiguous_and_big_endian_sources(rng):
+    X = np.asfortranarray(rng.standard_normal((30, 4)).astype(">f8"))
+    for source in (X, X[:, ::2], X.T.copy().T):
+        for loaded in InProcessLoader(source, K=3, epochs=2, seed=4):
+            for k, batch in enumerate(loaded.batches):
+                assert_rows(
+                    batch, oracle_batches(30, 3, seed=4, epoch=loaded.epoch)[k], np.ascontiguousarray(source)
+                )
+
+
 def test_coded_bytes_equal_the_engines(tmp_path, rng):
     N, K, seed, epochs = 90, 3, 11, 4
     path = tmp_path / "rows.npy"
