@@ -11,7 +11,7 @@ Notation
 A training job reads its data as rows ``X[i]`` of one array, with their dtype and shape. Every
 epoch has a global order of the ``N`` rows (:func:`coded_shuffle.orders.epoch_order`, from
 ``(seed, t)`` alone); worker ``k``'s batch is the ``k``-th contiguous run of it. A worker holds
-its current batch (its cache). Epoch 0 is loaded directly from the dataset; every later epoch's
+its current batch (its cache). The first epoch is loaded directly from the dataset; every later epoch's
 batch is decoded from the master's coded delivery and the worker's cache
 (:func:`coded_shuffle.engine.transition` in-process, the same codec over MPI), each decoded
 record checked against the checksum fixed when the dataset was loaded, and the holdings of all
@@ -30,10 +30,13 @@ Two drivers, one worker view:
   :meth:`InProcessLoader.worker` gives worker ``k``'s own iterator of :class:`EpochBatch`.
 - :class:`MPILoader` runs under ``mpiexec -n K+1``: rank 0 is the master and calls
   :meth:`MPILoader.serve`; the other ranks iterate it and get their :class:`EpochBatch` each
-  epoch. MPI is reached only through :class:`~coded_shuffle.transport.MPITransport`.
+  epoch. MPI is reached only through :class:`~coded_shuffle.transport.MPITransport` (its
+  link and its communicator).
 
-``epochs`` counts the epochs a worker trains on (``0 .. epochs - 1``), so a loader makes
-``epochs - 1`` transitions; :func:`coded_shuffle.engine.run`'s ``epochs`` counts transitions.
+``epochs`` counts the epochs a worker trains on, ``start_epoch .. start_epoch + epochs - 1``
+(``start_epoch = 0`` by default; a job resumed from a checkpoint passes the epoch it resumes at,
+whose batches are then read from the dataset), so a loader makes ``epochs - 1`` transitions;
+:func:`coded_shuffle.engine.run`'s ``epochs`` counts transitions.
 """
 
 from __future__ import annotations
@@ -156,8 +159,8 @@ class EpochBatch:
     records : numpy.ndarray
         Read-only rows ``X[ids]``, with the dtype and row shape of the source array.
     decoded : int
-        Records this worker decoded from coded symbols, the ones that moved to it (0 at epoch 0,
-        loaded from the dataset); the others were already in its cache.
+        Records this worker decoded from coded symbols, the ones that moved to it (0 at the first
+        epoch, loaded from the dataset); the others were already in its cache.
 
     Examples
     --------
@@ -206,7 +209,8 @@ class LoadedEpoch:
     batches : tuple of EpochBatch
         Worker ``k``'s batch at index ``k``.
     report : TransitionReport or None
-        The transition ``t - 1 -> t`` (coded and uncoded bytes, checks), ``None`` at epoch 0.
+        The transition ``t - 1 -> t`` (coded and uncoded bytes, checks), ``None`` at the first
+        epoch (read from the dataset).
     """
 
     epoch: int
@@ -215,12 +219,12 @@ class LoadedEpoch:
 
     @property
     def coded_bytes(self) -> int:
-        """Payload bytes the coded delivery of this epoch sent (0 at epoch 0)."""
+        """Payload bytes the coded delivery of this epoch sent (0 at the first epoch)."""
         return 0 if self.report is None else self.report.coded_bytes
 
     @property
     def uncoded_bytes(self) -> int:
-        """Payload bytes the uncoded delivery of this epoch would send (0 at epoch 0)."""
+        """Payload bytes the uncoded delivery of this epoch would send (0 at the first epoch)."""
         return 0 if self.report is None else self.report.uncoded_bytes
 
 
@@ -266,10 +270,11 @@ def _batch(
 
 
 def _check_common(
-    epochs: object, seed: object, strategy: object, max_repair_rounds: object
-) -> tuple[int, int, str, int]:
+    epochs: object, start_epoch: object, seed: object, strategy: object, max_repair_rounds: object
+) -> tuple[int, int, int, str, int]:
     return (
         check_int(epochs, "epochs", minimum=1),
+        check_int(start_epoch, "start_epoch", minimum=0),
         check_int(seed, "seed", minimum=0),
         check_choice(strategy, "strategy", STRATEGIES),
         check_int(max_repair_rounds, "max_repair_rounds", minimum=0),
@@ -282,7 +287,8 @@ def _check_common(
 class InProcessLoader:
     """The master and ``K`` workers in one process: each epoch, every worker's batch as rows.
 
-    Iterating the loader yields one :class:`LoadedEpoch` per epoch ``0 .. epochs - 1``;
+    Iterating the loader yields one :class:`LoadedEpoch` per epoch, ``start_epoch`` to
+    ``start_epoch + epochs - 1``;
     :meth:`worker` yields worker ``k``'s :class:`EpochBatch` objects alone. The loader is one run:
     the epochs are made once, in lockstep, and every consumer sees the same ones.
 
@@ -299,6 +305,8 @@ class InProcessLoader:
         Workers, at most ``N``.
     epochs : int
         Epochs to yield (``epochs - 1`` coded transitions).
+    start_epoch : int
+        The first epoch, read from the dataset (default 0; a resumed job passes its epoch).
     seed : int
         Seed of the epoch orders.
     order : str or OrderSpec
@@ -331,6 +339,7 @@ class InProcessLoader:
         *,
         K: int,
         epochs: int,
+        start_epoch: int = 0,
         seed: int = 0,
         order: str | OrderSpec = "auto",
         strategy: str = "greedy",
@@ -342,8 +351,8 @@ class InProcessLoader:
         self.K = check_int(K, "K", minimum=1)
         if self.K > N:
             raise ValueError(f"Argument 'K' must be at most N = {N}, not {self.K}.")
-        self.epochs, self.seed, self.strategy, self.max_repair_rounds = _check_common(
-            epochs, seed, strategy, max_repair_rounds
+        self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
+            epochs, start_epoch, seed, strategy, max_repair_rounds
         )
         self.order = _order_spec(order, N)
         if transport is None:
@@ -364,7 +373,7 @@ class InProcessLoader:
 
     def _epoch(self, t: int) -> LoadedEpoch:
         """Epoch ``t``: the current one, or the next one (made now); others are an error."""
-        cur = -1 if self._current is None else self._current.epoch
+        cur = self.start_epoch - 1 if self._current is None else self._current.epoch
         if t == cur and self._current is not None:
             return self._current
         if t != cur + 1:
@@ -415,7 +424,7 @@ class InProcessLoader:
         return self._current
 
     def __iter__(self) -> Iterator[LoadedEpoch]:
-        for t in range(self.epochs):
+        for t in range(self.start_epoch, self.start_epoch + self.epochs):
             yield self._epoch(t)
 
     def worker(self, k: int) -> Iterator[EpochBatch]:
@@ -437,12 +446,12 @@ class InProcessLoader:
         k = check_int(k, "k", minimum=0)
         if k >= self.K:
             raise ValueError(f"Argument 'k' must be less than K = {self.K}, not {k}.")
-        return (self._epoch(t).batches[k] for t in range(self.epochs))
+        return (self._epoch(t).batches[k] for t in range(self.start_epoch, self.start_epoch + self.epochs))
 
 
 # --------------------------------------------------------------------------- MPI
 
-#: Tag of the point-to-point messages carrying each worker's batch of epoch 0.
+#: Tag of the point-to-point messages carrying each worker's batch of the first epoch.
 _INIT_TAG = 13
 
 
@@ -452,7 +461,7 @@ class MPILoader:
     Run under ``mpiexec -n K+1 python -m mpi4py prog.py`` (so that a failing rank aborts the
     job). Every rank builds the loader with the same options; the master (the transport's root,
     rank 0 by default) calls :meth:`serve`, and worker ``k`` (rank ``k + 1``) iterates the
-    loader. The master alone reads ``source``: it sends each worker its batch of epoch 0 and the
+    loader. The master alone reads ``source``: it sends each worker its batch of the first epoch and the
     table of checksums (setup, not counted on the link), then for every epoch ``t >= 1`` plans,
     encodes and broadcasts the coded delivery; each worker decodes its batch from its cache,
     checks every decoded record, and the master checks every worker's holdings (ids and
@@ -460,14 +469,14 @@ class MPILoader:
 
     Every transition is collective: each worker must go through all ``epochs`` epochs (a worker
     that stops early leaves the master waiting for it), and every rank must make the loader with
-    the same ``epochs``, ``seed``, ``order`` and ``strategy``.
+    the same ``epochs``, ``start_epoch``, ``seed``, ``order`` and ``strategy``.
 
     Parameters
     ----------
     source : numpy.ndarray, str, os.PathLike or None
         The records (as :class:`InProcessLoader`), read on the master only: the workers ignore
         it (it may be ``None`` there) and get their rows from the master.
-    epochs, seed, order, strategy, max_repair_rounds
+    epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
     transport : MPITransport, optional
         The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
@@ -487,14 +496,15 @@ class MPILoader:
         source: object = None,
         *,
         epochs: int,
+        start_epoch: int = 0,
         seed: int = 0,
         order: str | OrderSpec = "auto",
         strategy: str = "greedy",
         transport: MPITransport | None = None,
         max_repair_rounds: int = 3,
     ) -> None:
-        self.epochs, self.seed, self.strategy, self.max_repair_rounds = _check_common(
-            epochs, seed, strategy, max_repair_rounds
+        self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
+            epochs, start_epoch, seed, strategy, max_repair_rounds
         )
         if not isinstance(order, (str, OrderSpec)):
             raise TypeError(
@@ -534,7 +544,7 @@ class MPILoader:
     # ---- master
 
     def serve(self) -> list[TransitionReport]:
-        """Master: deliver epochs ``1 .. epochs - 1`` to the workers; return one report a transition.
+        """Master: deliver the epochs after ``start_epoch`` to the workers; return one report each.
 
         Raises
         ------
@@ -552,11 +562,12 @@ class MPILoader:
         spec = _order_spec(self._order, N)
         comm.bcast((N, ds.record_bytes, self.layout.dtype, self.layout.shape), root=link.root)
         comm.Bcast(np.ascontiguousarray(ds.checksums), root=link.root)
-        _, placement = _epoch_layout(N, K, seed=self.seed, epoch=0, spec=spec)
-        for k in range(K):  # setup: each worker starts with its batch of epoch 0
+        first = self.start_epoch
+        _, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
+        for k in range(K):  # setup: each worker starts with its batch of the first epoch
             comm.Send(np.ascontiguousarray(ds.data[placement.batch(k)]), dest=link.rank_of(k), tag=_INIT_TAG)
         reports = []
-        for t in range(1, self.epochs):
+        for t in range(first + 1, first + self.epochs):
             _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
             reports.append(self._master_transition(placement, nxt, epoch=t))
             placement = nxt
@@ -671,17 +682,20 @@ class MPILoader:
         spec = _order_spec(self._order, N)
         cut = _bounds(N, self.K)
         lo, hi = int(cut[k]), int(cut[k + 1])
-        order = epoch_order(N, seed=self.seed, epoch=0, spec=spec)
+        first = self.start_epoch
+        order = epoch_order(N, seed=self.seed, epoch=first, spec=spec)
         ids = np.sort(order[lo:hi]).astype(np.int64)
         data = np.empty((ids.size, B), dtype=np.uint8)
         comm.Recv(data, source=root, tag=_INIT_TAG)
         ids.flags.writeable = False
         cache = Cache(ids=ids, data=data, lengths=None)
         if not np.array_equal(cache.checksums(), sums[ids]):
-            raise IntegrityError(f"Worker {k}: its records of epoch 0 do not match the master's checksums.")
-        yield _batch(0, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0)
+            raise IntegrityError(
+                f"Worker {k}: its records of epoch {first} do not match the master's checksums."
+            )
+        yield _batch(first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0)
         spare = np.zeros_like(data)
-        for t in range(1, self.epochs):
+        for t in range(first + 1, first + self.epochs):
             order = epoch_order(N, seed=self.seed, epoch=t, spec=spec)
             run = order[lo:hi].astype(np.int64)
             need = np.sort(run)

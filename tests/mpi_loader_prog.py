@@ -1,4 +1,4 @@
-"""Under ``mpiexec -n K+1 python -m mpi4py tests/mpi_loader_prog.py DATA.npy OUT_DIR EPOCHS SEED ORDER``.
+"""``mpiexec -n K+1 python -m mpi4py tests/mpi_loader_prog.py DATA.npy OUT EPOCHS START SEED ORDER``.
 
 The program of the MPI tests of :mod:`coded_shuffle.loader`: rank 0 serves the epochs of
 ``DATA.npy`` and writes the transition reports to ``OUT_DIR/reports.json``; worker ``k`` writes
@@ -17,11 +17,13 @@ def main(argv: list[str]) -> int:
     from coded_shuffle.loader import MPILoader
     from coded_shuffle.transport import MPITransport
 
-    data, out, epochs, seed, order = argv
+    data, out, epochs, start, seed, order = argv
     link = MPITransport()
     # Only the master reads the file: the workers get their rows from it.
     source = data if link.is_master else None
-    loader = MPILoader(source, epochs=int(epochs), seed=int(seed), order=order, transport=link)
+    loader = MPILoader(
+        source, epochs=int(epochs), start_epoch=int(start), seed=int(seed), order=order, transport=link
+    )
     out_dir = Path(out)
     if loader.is_master:
         reports = loader.serve()

@@ -89,6 +89,19 @@ def test_each_worker_gets_the_rows_of_its_batch_in_epoch_order(tmp_path, rng, N,
     assert seen == list(range(epochs)) and len(loader.reports) == epochs - 1
 
 
+def test_start_epoch_resumes_with_the_same_batches_and_bytes(rng):
+    X = rng.standard_normal((45, 3))
+    full = list(InProcessLoader(X, K=3, epochs=5, seed=8))
+    resumed = list(InProcessLoader(X, K=3, epochs=2, start_epoch=3, seed=8))
+    assert [e.epoch for e in resumed] == [3, 4] and resumed[0].report is None
+    for k in range(3):
+        assert_rows(resumed[0].batches[k], oracle_batches(45, 3, seed=8, epoch=3)[k], X)
+        assert resumed[0].batches[k].decoded == 0  # read from the dataset
+        assert np.array_equal(resumed[1].batches[k].records, full[4].batches[k].records)
+    assert resumed[1].report is not None and full[4].report is not None
+    assert resumed[1].report.coded_bytes == full[4].report.coded_bytes
+
+
 def test_row_shape_and_dtype_kept(rng):
     X = rng.standard_normal((40, 2, 3)).astype(np.float16)
     for loaded in InProcessLoader(X, K=4, epochs=2, seed=0):
@@ -201,6 +214,8 @@ def test_loader_exceptions(tmp_path):
         InProcessLoader(X, K=2, epochs=0)
     with pytest.raises(ValueError, match="'seed'"):
         InProcessLoader(X, K=2, epochs=1, seed=-1)
+    with pytest.raises(ValueError, match="'start_epoch'"):
+        InProcessLoader(X, K=2, epochs=1, start_epoch=-1)
     with pytest.raises(ValueError, match="'order'"):
         InProcessLoader(X, K=2, epochs=1, order="shuffled")
     with pytest.raises(TypeError, match="'order'"):
@@ -241,67 +256,38 @@ def test_minibatches_cover_the_batch_in_order(rng):
 
 @needs_mpi
 @pytest.mark.mpi
-@pytest.mark.parametrize("K", [2, 3])
-def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K):
+@pytest.mark.parametrize(("K", "start"), [(2, 0), (3, 2)])
+def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start):
     N, seed, epochs = 70, 4, 3
     path = tmp_path / "rows.npy"
     write_rows(path, N, rng)
     cmd = [
         str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM),
-        str(path), str(tmp_path), str(epochs), str(seed), "auto",
+        str(path), str(tmp_path), str(epochs), str(start), str(seed), "auto",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr
     X = np.load(path)
     before: list[np.ndarray] = []
-    for t in range(epochs):
+    for t in range(start, start + epochs):
         want = oracle_batches(N, K, seed=seed, epoch=t)
         for k in range(K):
             got = np.load(tmp_path / f"w{k}_e{t}.npz")
             assert np.array_equal(got["ids"], want[k])
             assert got["records"].dtype == ROW and got["records"].tobytes() == X[want[k]].tobytes()
-            if t:
-                assert int(got["decoded"]) == np.setdiff1d(want[k], before[k]).size
+            assert int(got["decoded"]) == (np.setdiff1d(want[k], before[k]).size if before else 0)
         before = want
+    assert sorted(p.name for p in tmp_path.glob("w*.npz")) == sorted(
+        f"w{k}_e{t}.npz" for k in range(K) for t in range(start, start + epochs)
+    )
     reports = json.loads((tmp_path / "reports.json").read_text())
-    engine = run(load_dataset(X), K=K, epochs=epochs - 1, seed=seed)
-    assert [r["epoch"] for r in reports] == list(range(1, epochs))
-    for r, ref in zip(reports, engine.transitions, strict=True):
+    engine = run(load_dataset(X), K=K, epochs=start + epochs - 1, seed=seed)
+    assert [r["epoch"] for r in reports] == list(range(start + 1, start + epochs))
+    for r, ref in zip(reports, engine.transitions[start:], strict=True):
         assert r["verified"] and r["records_checked"] == N and r["repairs"] == 0
         assert r["coded_bytes"] == ref.coded_bytes and r["uncoded_bytes"] == ref.uncoded_bytes
         assert r["coded_symbols"] == ref.coded_symbols and r["header_bytes"] == ref.header_bytes
         assert r["wire_bytes"] == ref.wire_bytes
-
-
-def test_torch_adapter_of_the_example_with_a_stand_in_torch(monkeypatch, rng):
-    """The example's optional PyTorch adapter, run against a stand-in module (torch is never installed)."""
-    import types
-
-    data = types.ModuleType("torch.utils.data")
-    data.IterableDataset = object  # type: ignore[attr-defined]
-    utils = types.ModuleType("torch.utils")
-    utils.data = data  # type: ignore[attr-defined]
-    torch = types.ModuleType("torch")
-    torch.utils = utils  # type: ignore[attr-defined]
-    torch.from_numpy = lambda a: ("tensor", a)  # type: ignore[attr-defined]
-    torch.tensor = lambda v: ("tensor", np.asarray(v))  # type: ignore[attr-defined]
-    for name, module in (("torch", torch), ("torch.utils", utils), ("torch.utils.data", data)):
-        monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("train_loop", ROOT / "examples" / "train_loop.py")
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)  # defines, does not run (main is guarded)
-
-    X = np.zeros(12, dtype=[("x", "<f4", (2,)), ("y", "<f4")])
-    X["x"] = rng.standard_normal((12, 2))
-    X["y"] = rng.integers(0, 2, 12)
-    loader = InProcessLoader(X, K=2, epochs=2, seed=3)
-    got = list(example.torch_iterable(lambda: loader.worker(1)))
-    ids = np.concatenate([oracle_batches(12, 2, seed=3, epoch=t)[1] for t in range(2)])
-    assert len(got) == ids.size == 12
-    for (x, y), i in zip(got, ids.tolist(), strict=True):
-        assert x[0] == y[0] == "tensor"
-        assert x[1].tobytes() == X["x"][i].tobytes() and float(y[1]) == float(X["y"][i])
 
 
 @needs_mpi
