@@ -705,10 +705,11 @@ class MPILoader:
             failed = res.failed
             while True:
                 more = comm.bcast(None, root=root)
-                if more is None:
+                if more is None:  # the master gave up after its repair rounds
                     raise IntegrityError(
-                        f"Worker {k}: {failed.size} record(s) of epoch {t} still unverified "
-                        "after the repairs."
+                        f"Worker {k}: {failed.size} record(s) of epoch {t} unverified after the repairs."
+                        if failed.size
+                        else f"Worker {k}: epoch {t} abandoned, another worker's records stayed unverified."
                     )
                 if not more:
                     break

@@ -256,16 +256,20 @@ def test_minibatches_cover_the_batch_in_order(rng):
 
 @needs_mpi
 @pytest.mark.mpi
-@pytest.mark.parametrize(("K", "start"), [(2, 0), (3, 2)])
-def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start):
+def run_program(K: int, *args: object) -> subprocess.CompletedProcess[str]:
+    cmd = [str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM), *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+
+
+@needs_mpi
+@pytest.mark.mpi
+@pytest.mark.parametrize(("K", "start", "fault"), [(2, 0, "once"), (3, 2, "none")])
+def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, fault):
+    """Over MPI: the rows of the file, in epoch order; worker 0's first delivery corrupted for K = 2."""
     N, seed, epochs = 70, 4, 3
     path = tmp_path / "rows.npy"
     write_rows(path, N, rng)
-    cmd = [
-        str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM),
-        str(path), str(tmp_path), str(epochs), str(start), str(seed), "auto",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    proc = run_program(K, path, tmp_path, epochs, start, seed, "auto", fault)
     assert proc.returncode == 0, proc.stderr
     X = np.load(path)
     before: list[np.ndarray] = []
@@ -283,11 +287,33 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start):
     reports = json.loads((tmp_path / "reports.json").read_text())
     engine = run(load_dataset(X), K=K, epochs=start + epochs - 1, seed=seed)
     assert [r["epoch"] for r in reports] == list(range(start + 1, start + epochs))
-    for r, ref in zip(reports, engine.transitions[start:], strict=True):
-        assert r["verified"] and r["records_checked"] == N and r["repairs"] == 0
+    for i, (r, ref) in enumerate(zip(reports, engine.transitions[start:], strict=True)):
+        assert r["verified"] and r["records_checked"] == N
         assert r["coded_bytes"] == ref.coded_bytes and r["uncoded_bytes"] == ref.uncoded_bytes
         assert r["coded_symbols"] == ref.coded_symbols and r["header_bytes"] == ref.header_bytes
-        assert r["wire_bytes"] == ref.wire_bytes
+        if fault == "once" and i == 0:  # every record worker 0 decoded was re-sent alone
+            assert (
+                r["repairs"]
+                == np.setdiff1d(
+                    oracle_batches(N, K, seed=seed, epoch=start + 1)[0],
+                    oracle_batches(N, K, seed=seed, epoch=start)[0],
+                ).size
+            )
+            assert r["wire_bytes"] == ref.wire_bytes + r["repair_bytes"] and r["repair_bytes"] > 0
+        else:
+            assert r["repairs"] == 0 and r["wire_bytes"] == ref.wire_bytes
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_mpi_unrepairable_delivery_fails_the_job(tmp_path, rng):
+    """Worker 0 never gets a good frame: the job stops with the error, no rank hangs or yields."""
+    path = tmp_path / "rows.npy"
+    write_rows(path, 40, rng)
+    proc = run_program(2, path, tmp_path, 2, 0, 0, "auto", "always")
+    assert proc.returncode != 0
+    assert "still unverified" in proc.stderr
+    assert not (tmp_path / "w0_e1.npz").exists() and not (tmp_path / "reports.json").exists()
 
 
 @needs_mpi
