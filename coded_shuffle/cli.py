@@ -132,16 +132,19 @@ def rate_rows(
     start_epoch: int = 0,
     strategy: str = "greedy",
     order: OrderSpec | None = None,
+    subpackets: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
     ``K`` is one worker count, or one per epoch ``start_epoch .. start_epoch + epochs`` (elastic
     ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
-    The ``feistel`` order streams the shuffle matrix in bounded memory.
+    The ``feistel`` order streams the shuffle matrix in bounded memory. With ``subpackets = q``
+    the cycles are packed on the pieces (:func:`coded_shuffle.plan.rates`); ``coded`` is then a
+    plain number and ``coded_fraction`` the exact load as a string such as ``"21/2"``.
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
-        r = rates(S, strategy=strategy)
+        r = rates(S, strategy=strategy, subpackets=subpackets)
         lb = lower_bound(S)
         K_t, K_t1 = S.shape
         return {
@@ -152,14 +155,16 @@ def rate_rows(
             "N": r.N,
             "order": order_name,
             "strategy": strategy,
+            "subpackets": r.subpackets,
             "uncoded": r.uncoded,
             "paired": r.paired,
-            "coded": r.coded,
+            "coded": _number(r.coded),
+            "coded_fraction": str(Fraction(r.coded)),
             "lower_bound": lb.value,
             "lower_bound_exact": lb.exact,
             "worst_case": _number(worst_case(r.N, r.K)) if K_t == K_t1 else None,
             "cycles": r.cycles_used,
-            "uncoded_leftovers": r.uncoded_leftovers,
+            "uncoded_leftovers": _number(r.uncoded_leftovers),
             "conserved": r.conserved,
             "packing_optimal": r.packing.optimal,
             "note": r.packing.note,
@@ -210,6 +215,8 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
             out.append(f"{row['K_t']}->{row['K_t1']}")
         elif key == "lower_bound":
             out.append(f"{v}{'' if row['lower_bound_exact'] else '*'}")
+        elif key == "coded":
+            out.append(row["coded_fraction"])
         elif v is None:
             out.append("-")
         elif isinstance(v, float):
@@ -273,7 +280,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
-        rows = rate_rows(matrix=S, strategy=args.strategy)
+        rows = rate_rows(matrix=S, strategy=args.strategy, subpackets=args.subpackets)
     else:
         schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
@@ -287,6 +294,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             start_epoch=args.start_epoch,
             strategy=args.strategy,
             order=order_spec(args, N),
+            subpackets=args.subpackets,
         )
     if args.json:
         for row in rows:
@@ -300,6 +308,8 @@ def _cmd_rate(args: argparse.Namespace) -> int:
                     flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
                 if r["note"]:
                     flags.add(r["note"])
+                if r["subpackets"] > 1:
+                    flags.add(f"records cut into {r['subpackets']} pieces; loads in records, coded exact")
                 if r["uncoded_leftovers"]:
                     flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
                 yield _format_rate(r)
@@ -757,6 +767,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
     )
     _add_strategy_argument(rate)
+    rate.add_argument(
+        "--subpackets",
+        type=_positive,
+        default=1,
+        metavar="Q",
+        help=(
+            "cut every record into Q pieces and pack the cycles on Q times the leftovers; the loads "
+            "stay in records, exact (default 1)"
+        ),
+    )
     _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
