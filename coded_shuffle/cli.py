@@ -399,6 +399,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--points x --record-bytes must be at most 16 GiB, not {args.points * args.record_bytes}"
         )
+    if args.record_bytes % args.subpackets:
+        raise UsageError(
+            f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
+        )
     # A tiny run first: the compiled kernels load (or compile, once per install) here, so that
     # the first transition's time is the transition's alone.
     tic = time.perf_counter()
@@ -428,6 +432,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
             f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
             f"order = {order_spec(args, args.points).name}"
+            + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
         )
 
     def on_transition(rep: Any) -> None:
@@ -452,6 +457,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         on_transition=on_transition,
         order=order_spec(args, args.points),
+        subpackets=args.subpackets,
     )
     if show_progress:
         print(file=sys.stderr)
@@ -459,6 +465,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
         print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
         print("xor/lone: coded symbols that combine two records / carry one; bound: genie lower bound.")
+        if args.subpackets > 1:
+            print(
+                f"symbols are pieces of {args.record_bytes // args.subpackets} B, "
+                f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
+            )
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -890,6 +901,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)"
     )
     _add_strategy_argument(sim)
+    sim.add_argument(
+        "--subpackets",
+        type=_positive,
+        default=1,
+        metavar="Q",
+        help="cut every record into Q pieces of B/Q bytes (Q must divide B) and code the pieces (default 1)",
+    )
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
