@@ -62,10 +62,15 @@ Statement
     code over GF(2) of length 10, with any decoders) lets every worker decode, and the
     pairs-and-cycles scheme is such a code of length 11.
 
-What (f) and (g) do not say: nothing about vector-linear codes over GF(2) that mix pieces of
-different records in ways other than cycles (for instance with ``q = 2``, a code of 20 half
-symbols), codes over other fields, or non-linear codes; whether any scheme at all sends 10
-records for this ``S`` (the genie bound being tight) stays open.
+(h) Linear codes on halves (result). With every record cut in two, no GF(2)-linear code of 20
+    half-record symbols (each the XOR of a set of halves, any halves of any records) lets every
+    worker decode: the GF(2) min-rank of the instance on halves is 21, met by pairs and cycles
+    with ``q = 2``. Over GF(2), 21/2 records is the best any linear scheme on halves sends.
+
+What (f), (g) and (h) do not say: nothing about linear codes on ``q >= 3`` pieces (pairs and
+cycles send ``32/3`` with ``q = 3``; whether 31 thirds suffice is not checked), codes over other
+fields, or non-linear codes; whether any scheme at all sends 10 records for this ``S`` (the genie
+bound being tight) stays open.
 
 What (e) means. The conjecture "pairs + a maximum cycle packing meet the lower bound for every
 shuffle" (every case tried before this check met the bound; whether all do was open) is false: it fails at
@@ -167,6 +172,22 @@ length 11 (``l - 1`` XORs a cycle, one symbol for the arc left), checked by GF(2
 :func:`decodes`, so ``minrk(G) = 11``. The search is cross-checked against exhaustive min-rank
 on small digraphs and on :data:`GREEDY_SHORT_K6`, where it must find a code.
 
+(h) On halves the instance is the index-coding instance of the 30 half points
+(:func:`piece_graph`: the receiver of a half knows both halves of every point it caches, not the
+other half of the point it wants), and the argument of (g) applies unchanged: its feedback sets
+are the halves of the feedback sets of ``Omega``, so a code of 20 half symbols gives a kernel
+``Z`` of dimension 10 that projects one-to-one onto the 10 halves of any smallest feedback arc
+set ``F'``. With ``b`` as in (g) on the halves and ``W_e`` the span of the two ``b`` of the halves
+of ``e``, the conditions read: ``W_e`` lies in the sum of the ``W_g`` over ``e -> g``; the two
+halves of ``F`` have unit vectors; and, from the projection onto every one of the 69 smallest
+feedback arc sets ``F'``, the ``W_f``, ``f in F'``, are planes in direct sum (every arc lies in
+one, so every ``W_e`` is a plane). Only the subspaces enter, so
+:func:`piece_kernel_subspaces` enumerates the planes of each ``W_e``'s allowed sum in reverse
+topological order, tests the direct sums and the arcs of ``F`` as soon as they are set, and finds
+none (in about a second): the min-rank on halves is at least 21, and the ``q = 2``
+plan of the library sends 21 (claim (f)). The pruned search is cross-checked against the plain
+search of (g) run on :func:`piece_graph` on small digraphs, for ``q = 1`` and ``2``.
+
 Check
 -----
 The reduction (a) on every 4 x 4 matrix with line sums ``b <= 2`` and random 5 x 5 ones; (b) on
@@ -174,7 +195,8 @@ every 3-worker ``Omega`` with out-degrees ``<= 6``; (d) re-run in CI at small si
 b <= 3``; ``K = 5, b <= 2``) with the exact packing also checked against an independent
 brute-force packing; :data:`GREEDY_SHORT_K6`; (e) with independent brute force; (f) by the
 exact certificates and the library's ``subpackets=2`` plan; (g) by the exhaustive search, itself
-checked against exhaustive min-rank, and the explicit code of length 11.
+checked against exhaustive min-rank, and the explicit code of length 11; (h) by the subspace
+search, checked against the plain search on the pieces.
 """
 
 from __future__ import annotations
@@ -188,7 +210,7 @@ import pytest
 
 from coded_shuffle.bounds import lower_bound
 from coded_shuffle.matrix import leftover_matrix
-from coded_shuffle.plan import pack_cycles, rates
+from coded_shuffle.plan import pack_cycles, plan_from_matrix, rates
 
 #: A 6-worker leftover matrix where shortest-cycles-first greedy packs 2 cycles, the best packing 3.
 GREEDY_SHORT_K6 = (
@@ -495,6 +517,80 @@ def kernel_assignment(succ, F) -> list[int] | None:
     return b if extend(0) else None
 
 
+def all_min_feedback_nodes(succ) -> list[tuple[int, ...]]:
+    """Every smallest set of nodes whose removal leaves ``succ`` acyclic."""
+    n, size = len(succ), len(min_feedback_nodes(succ))
+    return [F for F in itertools.combinations(range(n), size) if is_acyclic(succ, set(range(n)) - set(F))]
+
+
+def piece_graph(succ, q: int) -> list[list[int]]:
+    """The instance on pieces: node ``e q + k`` knows every piece of every successor of ``e``."""
+    return [[g * q + j for g in succ[e] for j in range(q)] for e in range(len(succ)) for _ in range(q)]
+
+
+def piece_kernel_subspaces(succ, q: int) -> list[tuple[int, ...]] | None:
+    """Subspaces ``W_e`` (bases of bit masks, ``q |F|`` bits) for a linear code on ``q`` pieces a
+    message of length ``q (n - |F|)`` pieces, or None if there is none (proof of (h)).
+
+    ``W_e`` is the span of the kernel rows of the ``q`` pieces of ``e`` (the ``b`` of
+    :func:`kernel_assignment` on :func:`piece_graph`): for ``F`` a smallest feedback set,
+    ``W_f`` is spanned by ``q`` unit vectors; every ``W_e`` lies in the sum of its successors'
+    subspaces; and for every smallest feedback set ``F'`` the ``W_f``, ``f in F'``, have dimension
+    ``q`` and are independent (their pieces are a feedback set of the piece instance).
+    """
+    n = len(succ)
+    fases = all_min_feedback_nodes(succ)
+    F = min(fases, key=lambda Fp: (sum(len(succ[e]) for e in range(n) if e not in Fp), Fp))  # fewest choices
+    rest = set(range(n)) - set(F)
+    order = []  # reverse topological order of succ[rest]
+    while rest:
+        e = min(v for v in rest if not any(w in rest for w in succ[v]))
+        order.append(e)
+        rest.discard(e)
+    W: list[tuple[int, ...]] = [()] * n  # each entry set before it is read
+    for k, f in enumerate(F):
+        W[f] = tuple(1 << (q * k + j) for j in range(q))
+    pos = {e: i for i, e in enumerate(order)}
+    pos.update({f: -1 for f in F})
+    checks: list[list[int]] = [[] for _ in order]
+    for f in F:
+        checks[max([pos[g] for g in succ[f]] + [0])].append(f)
+    in_some = set().union(*map(set, fases))
+
+    def subspaces(vectors, dim: int):
+        """A basis of every subspace of ``span(vectors)`` of dimension ``dim``, each once."""
+        elements = sorted(span(vectors) - {0})
+        seen = set()
+        for basis in itertools.combinations(elements, dim):
+            if gf2_rank(basis) == dim and (key := frozenset(span(basis))) not in seen:
+                seen.add(key)
+                yield basis
+
+    def extend(i: int) -> bool:
+        if i == len(order):
+            return True
+        e = order[i]
+        around = [v for g in succ[e] for v in W[g]]
+        for dim in [q] if e in in_some else range(q + 1):
+            for basis in subspaces(around, dim):
+                W[e] = basis
+                ok = all(
+                    gf2_rank(vs := [v for f in Fp if pos[f] <= i for v in W[f]]) == len(vs)
+                    for Fp in fases
+                    if e in Fp
+                )
+                ok = ok and all(
+                    gf2_rank([v for g in succ[f] for v in W[g]] + list(W[f]))
+                    == gf2_rank([v for g in succ[f] for v in W[g]])
+                    for f in checks[i]
+                )
+                if ok and extend(i + 1):
+                    return True
+        return False
+
+    return W if extend(0) else None
+
+
 def gf2_rank(rows) -> int:
     """Rank over GF(2) of bit-mask rows."""
     basis: dict[int, int] = {}
@@ -715,3 +811,40 @@ def test_scalar_linear_codes_need_eleven_symbols_at_seven_workers():
     code += [1 << e for e in range(15) if e not in covered]
     assert len(code) == 11 and gf2_rank(code) == 11 and decodes(succ, code)
     assert not decodes(succ, code[:-1])
+
+
+def test_subspace_search_agrees_with_plain_search_on_pieces():
+    rng = np.random.default_rng(9)
+    graphs = []
+    while len(graphs) < 16:  # small digraphs and graphs: the bound is met, a code must be found
+        n = int(rng.integers(4, 7))
+        if len(graphs) % 2:
+            edges = [(u, v) for u, v in itertools.combinations(range(n), 2) if rng.random() < 0.4]
+            succ = [[w for w in range(n) if (v, w) in edges or (w, v) in edges] for v in range(n)]
+        else:
+            succ = [[w for w in range(n) if w != v and rng.random() < 0.35] for v in range(n)]
+        if sum(map(len, succ)) <= 10:
+            graphs.append(succ)
+    for extra in [None, (0, 2), (1, 4), (3, 0)]:  # the 5-cycle both ways, with an arc added: not met
+        succ = [[(v - 1) % 5, (v + 1) % 5] for v in range(5)]
+        if extra:
+            succ[extra[0]] = sorted({*succ[extra[0]], extra[1]})
+        graphs.append(succ)
+    found = {1: [], 2: []}
+    for succ in graphs:
+        F = min_feedback_nodes(succ)
+        for q in (1, 2):
+            plain = kernel_assignment(piece_graph(succ, q), [f * q + j for f in F for j in range(q)])
+            found[q].append(piece_kernel_subspaces(succ, q) is not None)
+            assert found[q][-1] == (plain is not None)
+    assert found[1] == found[2] == [True] * 16 + [False] * 4
+
+
+def test_linear_codes_on_halves_need_twenty_one_at_seven_workers():
+    arcs, succ = side_information_graph(OMEGA_GAP_K7)
+    assert len(all_min_feedback_nodes(succ)) == 69
+    assert piece_kernel_subspaces(succ, 1) is None  # (g) again, by the pruned search
+    assert piece_kernel_subspaces(succ, 2) is None  # no 20 half symbols
+    assert piece_kernel_subspaces(side_information_graph(GREEDY_SHORT_K6)[1], 2) is not None
+    S = shuffle_from_leftovers(np.array(OMEGA_GAP_K7), 3)
+    assert plan_from_matrix(S, strategy="exact", subpackets=2).n_symbols == 21
