@@ -807,6 +807,7 @@ def decoding_steps(plan: DeliveryPlan, worker: int) -> list[tuple[int, int, int]
     Each step is ``(symbol, known, recovered)``: XOR symbol number ``symbol`` (numbering of
     :meth:`DeliveryPlan.transmissions`) with point ``known`` (in the cache or recovered by an
     earlier step) to obtain point ``recovered``. Uncoded points appear as ``(symbol, -1, point)``.
+    With sub-packets the steps name pieces (``p * q + k``).
 
     Examples
     --------

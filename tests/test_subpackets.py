@@ -259,3 +259,17 @@ def test_simulate_pieces_exceptions(capsys):
     out, _ = capsys.readouterr()
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 3 and all(r["verified"] and r["subpackets"] == 2 for r in rows)
+
+
+def test_piece_plans_have_gf2_certificates_and_encode_only_pieces():
+    from coded_shuffle.certificates import certify_plan
+    from coded_shuffle.codec import encode_plan, load_dataset
+
+    plan = plan_from_matrix(S_K7, strategy="exact", subpackets=2)
+    certs = certify_plan(plan)  # galois ranks over the 42 halves: every worker decodes its halves
+    assert all(c.decodable for c in certs)
+    assert sum(c.needed for c in certs) == 30
+    records = np.zeros((21, 8), dtype=np.uint8)
+    with pytest.raises(ValueError, match="'dataset' must hold the plan's N x subpackets = 42 pieces"):
+        encode_plan(plan, load_dataset(records), epoch=1)
+    assert len(encode_plan(plan, load_dataset(records.reshape(42, 4)), epoch=1)) == 1
