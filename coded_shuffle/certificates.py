@@ -72,6 +72,8 @@ class Certificate:
 def gf2_system(plan: DeliveryPlan, worker: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``(G, E_need, points)`` of ``worker`` as 0/1 ``uint8`` matrices over the coordinates ``points``.
 
+    With sub-packets (``plan.subpackets > 1``) the coordinates are the pieces the plan names.
+
     Examples
     --------
     >>> from coded_shuffle.plan import plan_from_matrix
@@ -85,15 +87,16 @@ def gf2_system(plan: DeliveryPlan, worker: int) -> tuple[np.ndarray, np.ndarray,
     if worker >= plan.K:
         raise ValueError(f"Argument 'worker' must be less than K = {plan.K}, not {worker}.")
     a, b, _ = plan.transmissions()
-    held = plan.placement_t.owner == worker
-    need = np.flatnonzero((plan.placement_t1.owner == worker) & ~held)
+    owner_t, owner_t1 = plan.piece_owners()
+    held = owner_t == worker
+    need = np.flatnonzero((owner_t1 == worker) & ~held)
     points = np.unique(np.concatenate([a, b[b >= 0], need]))
     if points.size > MAX_CERTIFICATE_POINTS:
         raise ValueError(
             f"Argument 'plan' must involve at most {MAX_CERTIFICATE_POINTS} points for a certificate, "
             f"not {points.size}."
         )
-    col = np.searchsorted(points, np.arange(plan.N))  # valid only for points in ``points``
+    col = np.searchsorted(points, np.arange(owner_t.size))  # valid only for points in ``points``
     cache = points[held[points]]
     G = np.zeros((a.size + cache.size, points.size), dtype=np.uint8)
     rows = np.arange(a.size)

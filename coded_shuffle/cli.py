@@ -132,16 +132,19 @@ def rate_rows(
     start_epoch: int = 0,
     strategy: str = "greedy",
     order: OrderSpec | None = None,
+    subpackets: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
     ``K`` is one worker count, or one per epoch ``start_epoch .. start_epoch + epochs`` (elastic
     ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
-    The ``feistel`` order streams the shuffle matrix in bounded memory.
+    The ``feistel`` order streams the shuffle matrix in bounded memory. With ``subpackets = q``
+    the cycles are packed on the pieces (:func:`coded_shuffle.plan.rates`); ``coded`` is then a
+    plain number and ``coded_fraction`` the exact load as a string such as ``"21/2"``.
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
-        r = rates(S, strategy=strategy)
+        r = rates(S, strategy=strategy, subpackets=subpackets)
         lb = lower_bound(S)
         K_t, K_t1 = S.shape
         return {
@@ -152,14 +155,16 @@ def rate_rows(
             "N": r.N,
             "order": order_name,
             "strategy": strategy,
+            "subpackets": r.subpackets,
             "uncoded": r.uncoded,
             "paired": r.paired,
-            "coded": r.coded,
+            "coded": _number(r.coded),
+            "coded_fraction": str(Fraction(r.coded)),
             "lower_bound": lb.value,
             "lower_bound_exact": lb.exact,
             "worst_case": _number(worst_case(r.N, r.K)) if K_t == K_t1 else None,
             "cycles": r.cycles_used,
-            "uncoded_leftovers": r.uncoded_leftovers,
+            "uncoded_leftovers": _number(r.uncoded_leftovers),
             "conserved": r.conserved,
             "packing_optimal": r.packing.optimal,
             "note": r.packing.note,
@@ -210,6 +215,8 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
             out.append(f"{row['K_t']}->{row['K_t1']}")
         elif key == "lower_bound":
             out.append(f"{v}{'' if row['lower_bound_exact'] else '*'}")
+        elif key == "coded":
+            out.append(row["coded_fraction"])
         elif v is None:
             out.append("-")
         elif isinstance(v, float):
@@ -273,7 +280,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
-        rows = rate_rows(matrix=S, strategy=args.strategy)
+        rows = rate_rows(matrix=S, strategy=args.strategy, subpackets=args.subpackets)
     else:
         schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
@@ -287,6 +294,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             start_epoch=args.start_epoch,
             strategy=args.strategy,
             order=order_spec(args, N),
+            subpackets=args.subpackets,
         )
     if args.json:
         for row in rows:
@@ -300,6 +308,8 @@ def _cmd_rate(args: argparse.Namespace) -> int:
                     flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
                 if r["note"]:
                     flags.add(r["note"])
+                if r["subpackets"] > 1:
+                    flags.add(f"records cut into {r['subpackets']} pieces; loads in records, coded exact")
                 if r["uncoded_leftovers"]:
                     flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
                 yield _format_rate(r)
@@ -389,6 +399,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--points x --record-bytes must be at most 16 GiB, not {args.points * args.record_bytes}"
         )
+    if args.record_bytes % args.subpackets:
+        raise UsageError(
+            f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
+        )
     # A tiny run first: the compiled kernels load (or compile, once per install) here, so that
     # the first transition's time is the transition's alone.
     tic = time.perf_counter()
@@ -418,6 +432,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
             f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
             f"order = {order_spec(args, args.points).name}"
+            + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
         )
 
     def on_transition(rep: Any) -> None:
@@ -442,6 +457,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         on_transition=on_transition,
         order=order_spec(args, args.points),
+        subpackets=args.subpackets,
     )
     if show_progress:
         print(file=sys.stderr)
@@ -449,6 +465,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
         print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
         print("xor/lone: coded symbols that combine two records / carry one; bound: genie lower bound.")
+        if args.subpackets > 1:
+            print(
+                f"symbols are pieces of {args.record_bytes // args.subpackets} B, "
+                f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
+            )
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -757,6 +778,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
     )
     _add_strategy_argument(rate)
+    rate.add_argument(
+        "--subpackets",
+        type=_positive,
+        default=1,
+        metavar="Q",
+        help=(
+            "cut every record into Q pieces and pack the cycles on Q times the leftovers; the loads "
+            "stay in records, exact (default 1)"
+        ),
+    )
     _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
@@ -870,6 +901,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)"
     )
     _add_strategy_argument(sim)
+    sim.add_argument(
+        "--subpackets",
+        type=_positive,
+        default=1,
+        metavar="Q",
+        help="cut every record into Q pieces of B/Q bytes (Q must divide B) and code the pieces (default 1)",
+    )
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")

@@ -848,7 +848,12 @@ def encode_plan(
         raise TypeError(f"Argument 'plan' must be a DeliveryPlan, not {type(plan).__name__}.")
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
-    if dataset.N != plan.N:
+    if plan.subpackets > 1 and dataset.N != plan.N * plan.subpackets:
+        raise ValueError(
+            f"Argument 'dataset' must hold the plan's N x subpackets = {plan.N * plan.subpackets} pieces "
+            f"(piece k of record n in row n * {plan.subpackets} + k), not {dataset.N} rows."
+        )
+    if plan.subpackets == 1 and dataset.N != plan.N:
         raise ValueError(f"Argument 'dataset' must hold the plan's N = {plan.N} records, not {dataset.N}.")
     epoch = check_int(epoch, "epoch", minimum=0)
     max_frame_bytes = check_int(max_frame_bytes, "max_frame_bytes", minimum=1)

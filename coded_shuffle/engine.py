@@ -24,10 +24,18 @@ One transition (:func:`transition`):
    of the ``N`` records exactly once.
 
 :func:`run` chains transitions over epochs; :func:`simulate` does so on synthetic records.
+
+Sub-packets (``subpackets=q`` in :func:`run` and :func:`simulate`): every record of ``B`` bytes is
+cut into ``q`` pieces of ``B / q`` bytes (``q`` must divide ``B``; records are not padded, and
+variable-length records are refused), piece ``k`` of record ``n`` being ``n q + k``. Each
+transition then runs on the pieces, whose plan is :func:`coded_shuffle.plan.plan_delivery` with
+``subpackets=q``; every piece is decoded and checked against its own checksum, so every record
+is checked whole. The reports count symbols in pieces.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -48,7 +56,13 @@ from .codec import (
     parse_frame,
 )
 from .errors import DecodeError, IntegrityError
-from .orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401 (doctests)
+from .orders import (  # noqa: F401 (epoch_placement: doctests)
+    OrderSpec,
+    Placement,
+    epoch_placement,
+    order_placement,
+    placement_from_owner,
+)
 from .plan import STRATEGIES, plan_delivery
 from .transport import InProcessTransport, Transport
 
@@ -67,6 +81,10 @@ __all__ = [
 @dataclass(frozen=True)
 class TransitionReport:
     """One transition ``t -> t + 1``: its inputs beside what was sent, repaired and checked.
+
+    With ``subpackets = q > 1`` every count of symbols or points (``coded_symbols``,
+    ``uncoded_symbols``, ``xor_symbols``, ``lone_symbols``, ``lower_bound``, ``repairs``) is in
+    pieces of ``record_bytes / q`` bytes: divide by ``q`` for records. Bytes are bytes.
 
     Attributes
     ----------
@@ -111,6 +129,8 @@ class TransitionReport:
         Wall time of the transition.
     timings : dict
         Seconds per stage: ``plan``, ``encode``, ``decode``, ``repair``, ``check``.
+    subpackets : int
+        Pieces a record, ``q`` (1: whole records).
     """
 
     epoch: int
@@ -137,6 +157,7 @@ class TransitionReport:
     verified: bool
     seconds: float
     timings: dict[str, float] = field(default_factory=dict)
+    subpackets: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as a JSON-ready dict of plain Python values.
@@ -163,6 +184,8 @@ class RunReport:
         Cycle packing strategy.
     transitions : tuple of TransitionReport
         One report per transition, in order.
+    subpackets : int
+        Pieces a record, ``q``.
     """
 
     K: int
@@ -172,6 +195,7 @@ class RunReport:
     seed: int
     strategy: str
     transitions: tuple[TransitionReport, ...]
+    subpackets: int = 1
 
     @property
     def verified(self) -> bool:
@@ -517,6 +541,7 @@ def run(
     exact_bound: bool | None = None,
     on_transition: Callable[[TransitionReport], None] | None = None,
     order: OrderSpec | None = None,
+    subpackets: int = 1,
 ) -> RunReport:
     """Run ``epochs`` transitions ``0 -> 1 -> ... -> epochs`` on ``dataset`` with ``K`` workers.
 
@@ -543,6 +568,9 @@ def run(
         Called with each :class:`TransitionReport` as soon as it is ready.
     order : OrderSpec, optional
         The epoch order (default: a uniform permutation).
+    subpackets : int
+        Pieces a record, ``q >= 1`` (module docstring); ``q`` must divide the record width and
+        the records must have one fixed size.
 
     Returns
     -------
@@ -555,6 +583,9 @@ def run(
     >>> rep = run(ds, K=3, epochs=2, seed=5)
     >>> [t.epoch for t in rep.transitions], rep.verified
     ([1, 2], True)
+    >>> halves = run(ds, K=3, epochs=2, seed=5, subpackets=2)  # pieces of 4 bytes
+    >>> halves.verified, halves.subpackets, halves.transitions[0].records_checked
+    (True, 2, 60)
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
@@ -571,18 +602,24 @@ def run(
     link: Transport = InProcessTransport(K) if transport is None else transport
     if order is not None and not isinstance(order, OrderSpec):
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
+    q = check_int(subpackets, "subpackets", minimum=1)
+    work = dataset if q == 1 else _pieces(dataset, q)
+
+    def pieces(p: Placement) -> Placement:
+        return p if q == 1 else placement_from_owner(np.repeat(p.owner, q), p.K)
+
     placement = order_placement(dataset.N, K, seed=seed, epoch=0, spec=order)
-    caches = initial_caches(dataset, placement)
+    caches = initial_caches(work, pieces(placement))
     spare: list[np.ndarray] | None = None
     reports = []
     for t in range(epochs):
         nxt = order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order)
         old = caches
         rep, caches = transition(
-            dataset,
+            work,
             caches,
-            placement,
-            nxt,
+            pieces(placement),
+            pieces(nxt),
             epoch=t + 1,
             transport=link,
             strategy=strategy,
@@ -592,6 +629,14 @@ def run(
         )
         # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
         spare = [c.data for c in old]
+        if q > 1:  # the pieces of a record are checked together: records checked = pieces / q
+            rep = dataclasses.replace(
+                rep,
+                N=dataset.N,
+                record_bytes=dataset.record_bytes,
+                records_checked=rep.records_checked // q,
+                subpackets=q,
+            )
         reports.append(rep)
         if on_transition is not None:
             on_transition(rep)
@@ -604,7 +649,21 @@ def run(
         seed=seed,
         strategy=strategy,
         transitions=tuple(reports),
+        subpackets=q,
     )
+
+
+def _pieces(dataset: Dataset, q: int) -> Dataset:
+    """The dataset of the ``N q`` pieces: piece ``k`` of record ``n`` is row ``n q + k``."""
+    if dataset.variable:
+        raise ValueError(
+            f"Argument 'subpackets' must be 1 for variable-length records (pieces need one size), not {q}."
+        )
+    if dataset.record_bytes % q:
+        raise ValueError(
+            f"Argument 'subpackets' must divide the record width of {dataset.record_bytes} bytes, not {q}."
+        )
+    return load_dataset(dataset.data.reshape(dataset.N * q, dataset.record_bytes // q))
 
 
 def synthetic_dataset(N: int, record_bytes: int, *, seed: int) -> Dataset:
@@ -635,11 +694,12 @@ def simulate(
     exact_bound: bool | None = None,
     on_transition: Callable[[TransitionReport], None] | None = None,
     order: OrderSpec | None = None,
+    subpackets: int = 1,
 ) -> RunReport:
     """Run the in-process engine on ``N`` random records of ``record_bytes`` bytes.
 
     The records come from :func:`synthetic_dataset` (a stream of ``seed`` separate from the epoch
-    orders); everything else is :func:`run`.
+    orders); everything else, ``subpackets`` included, is :func:`run`.
 
     Examples
     --------
@@ -663,4 +723,5 @@ def simulate(
         exact_bound=exact_bound,
         on_transition=on_transition,
         order=order,
+        subpackets=subpackets,
     )

@@ -19,6 +19,17 @@ symbol ``k`` and worker ``w_1`` peels the chain to reach ``m_l``. Each cycle sav
 Leftovers that no cycle covers (possible only when batches are unequal, so that conservation
 fails) are sent uncoded; :class:`Rates` says how many.
 
+Sub-packets (``subpackets=q``): every record is cut into ``q`` equal pieces and the scheme runs
+on the pieces, whose shuffle matrix is ``q S``. The order-2 phase pairs pieces exactly as it
+pairs records (``q P`` piece symbols), the leftovers become ``q Omega``, and each cycle packed in
+``q Omega`` saves one piece. In records, with ``n`` the cycles of ``q Omega``:
+
+    coded = W - P - n / q,
+
+a :class:`fractions.Fraction` when ``q > 1``. Since ``n / q`` is at most the fractional cycle
+packing of ``Omega``, this can beat the integral scheme (``proofs/claim_5_optimality.py``).
+Piece ``k`` of point ``p`` is numbered ``p * q + k`` in a sub-packet plan.
+
 Strategies choose the cycles, by name through :data:`STRATEGIES`:
 
 ``greedy``
@@ -38,10 +49,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
-from ._checks import check_choice
+from ._checks import check_choice, check_int
 from .errors import InvalidPlanError
 from .matrix import (
     check_shuffle_matrix,
@@ -276,6 +288,10 @@ def pack_cycles(omega: object, *, strategy: str = "greedy") -> CyclePacking:
 class Rates:
     """Loads of one transition, in symbols of one record each, with the inputs that gave them.
 
+    With ``subpackets = q > 1`` the loads are still in records: ``coded`` and
+    ``uncoded_leftovers`` are then :class:`fractions.Fraction` (a piece is ``1/q`` record), and
+    ``cycles_used`` and the packing are those of ``q Omega``.
+
     Attributes
     ----------
     S : numpy.ndarray
@@ -291,15 +307,19 @@ class Rates:
     leftovers : int
         Points left after the order-2 phase (the sum of ``Omega``).
     cycles_used : int
-        Cycles used by the leftover combining phase.
-    coded : int
-        Load after leftover combining: ``paired - cycles_used``.
-    uncoded_leftovers : int
-        Leftover points no cycle carries, sent uncoded (non-zero only without conservation).
+        Cycles used by the leftover combining phase (of ``q Omega``; each saves one piece).
+    coded : int or Fraction
+        Load after leftover combining: ``paired - cycles_used / subpackets``; an int when
+        ``subpackets`` is 1, a Fraction otherwise.
+    uncoded_leftovers : int or Fraction
+        Leftover points no cycle carries, sent uncoded (non-zero only without conservation); a
+        Fraction of records when ``subpackets > 1``.
     conserved : bool
         Whether leftover conservation holds (equal row and column sums of ``S``).
     packing : CyclePacking
-        The cycles chosen.
+        The cycles chosen, in ``Omega`` (``q Omega`` with sub-packets).
+    subpackets : int
+        Pieces per record, ``q``.
     """
 
     S: np.ndarray
@@ -309,10 +329,11 @@ class Rates:
     paired: int
     leftovers: int
     cycles_used: int
-    coded: int
-    uncoded_leftovers: int
+    coded: int | Fraction
+    uncoded_leftovers: int | Fraction
     conserved: bool
     packing: CyclePacking
+    subpackets: int = 1
 
     @property
     def K(self) -> int:
@@ -325,11 +346,21 @@ class Rates:
         return int(self.S.sum())
 
 
-def rates(S: object, *, strategy: str = "greedy") -> Rates:
+def rates(S: object, *, strategy: str = "greedy", subpackets: int = 1) -> Rates:
     """Return the uncoded, paired and coded loads of the shuffle matrix ``S``.
 
     ``S`` may be ``K_t x K_{t+1}`` when the number of workers changes; it is then taken as
     :func:`coded_shuffle.matrix.elastic_matrix` of it (``Rates.S`` is that square matrix).
+
+    Parameters
+    ----------
+    S : array_like
+        The shuffle matrix.
+    strategy : str
+        Cycle packing strategy, a key of :data:`STRATEGIES`.
+    subpackets : int
+        Pieces per record, ``q >= 1``: the cycles are packed in ``q Omega`` and each saves
+        ``1/q`` record (module docstring). The loads stay in records, exact.
 
     Examples
     --------
@@ -338,17 +369,29 @@ def rates(S: object, *, strategy: str = "greedy") -> Rates:
     >>> r = rates([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
     >>> r.uncoded, r.paired, r.coded
     (11, 7, 6)
+
+    Two pieces a record on a 3-cycle: two cycles of pieces save two half records, as one cycle
+    of whole records does.
+
+    >>> r = rates([[0, 1, 0], [0, 0, 1], [1, 0, 0]], subpackets=2)
+    >>> r.coded, r.cycles_used
+    (Fraction(2, 1), 2)
     """
     S = elastic_matrix(S)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
+    q = check_int(subpackets, "subpackets", minimum=1)
     off = S.copy()
     np.fill_diagonal(off, 0)
     W = int(off.sum())
     P = int(np.triu(pair_minima(S), 1).sum())
     omega = leftover_matrix(S)
-    packing = pack_cycles(omega, strategy=strategy)
+    if q > 1 and int(S.max(initial=0)) > (2**62 - 1) // q:
+        raise ValueError(f"Argument 'subpackets' is too large for this matrix: {q} pieces overflow 2**62.")
+    packing = pack_cycles(q * omega if q > 1 else omega, strategy=strategy)
     n = packing.cycles_used
     conserved = bool(np.array_equal(omega.sum(axis=0), omega.sum(axis=1)))
+    coded: int | Fraction = W - P - n if q == 1 else W - P - Fraction(n, q)
+    lone: int | Fraction = packing.remainder if q == 1 else Fraction(packing.remainder, q)
     return Rates(
         S=S,
         strategy=strategy,
@@ -357,10 +400,11 @@ def rates(S: object, *, strategy: str = "greedy") -> Rates:
         paired=W - P,
         leftovers=int(omega.sum()),
         cycles_used=n,
-        coded=W - P - n,
-        uncoded_leftovers=packing.remainder,
+        coded=coded,
+        uncoded_leftovers=lone,
         conserved=conserved,
         packing=packing,
+        subpackets=q,
     )
 
 
@@ -373,6 +417,10 @@ class DeliveryPlan:
 
     Symbols are numbered in the order they are sent: the ``P`` order-2 symbols, then the cycle
     symbols cycle by cycle, then the uncoded points.
+
+    With ``subpackets = q > 1`` every array below names pieces, not points: piece ``k`` of point
+    ``p`` is ``p * q + k``, held and needed by the workers of ``p``; every symbol is one piece
+    long and :attr:`load` converts the symbol count to records.
 
     Attributes
     ----------
@@ -391,6 +439,8 @@ class DeliveryPlan:
         ``m_k`` and the worker ``w_k`` that holds it; ``m_k`` is needed by ``w_{k+1}`` (cyclically).
     uncoded_points, uncoded_from, uncoded_to : numpy.ndarray
         Points sent alone, their holder and the worker that needs them.
+    subpackets : int
+        Pieces per record, ``q``.
     """
 
     placement_t: Placement
@@ -406,6 +456,7 @@ class DeliveryPlan:
     uncoded_points: np.ndarray
     uncoded_from: np.ndarray
     uncoded_to: np.ndarray
+    subpackets: int = 1
 
     @property
     def K(self) -> int:
@@ -434,10 +485,35 @@ class DeliveryPlan:
 
     @property
     def n_symbols(self) -> int:
-        """Number of symbols sent: the coded load."""
+        """Number of symbols sent, each one piece long: ``subpackets`` times the coded load."""
         return int(
             self.pair_x.shape[0] + self.cycle_points.shape[0] - self.n_cycles + self.uncoded_points.shape[0]
         )
+
+    @property
+    def load(self) -> int | Fraction:
+        """Symbols sent, in records: ``n_symbols / subpackets`` (an int when ``subpackets`` is 1).
+
+        Examples
+        --------
+        >>> plan_from_matrix([[0, 1, 0], [0, 0, 1], [1, 0, 0]], subpackets=2).load
+        Fraction(2, 1)
+        """
+        return self.n_symbols if self.subpackets == 1 else Fraction(self.n_symbols, self.subpackets)
+
+    def piece_owners(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return the holder and the receiver of every item the arrays name (piece or point).
+
+        Examples
+        --------
+        >>> plan = plan_from_matrix([[0, 1], [1, 0]], subpackets=2)
+        >>> [a.tolist() for a in plan.piece_owners()]
+        [[0, 0, 1, 1], [1, 1, 0, 0]]
+        """
+        a, b = self.placement_t.owner, self.placement_t1.owner
+        if self.subpackets == 1:
+            return a, b
+        return np.repeat(a, self.subpackets), np.repeat(b, self.subpackets)
 
     def cycle_symbol_positions(self) -> np.ndarray:
         """Return ``q`` for each cycle symbol ``cycle_points[q] + cycle_points[q + 1]``, in order."""
@@ -485,7 +561,7 @@ def _check_placements(placement_t: object, placement_t1: object) -> tuple[Placem
 
 
 def plan_delivery(
-    placement_t: Placement, placement_t1: Placement, *, strategy: str = "greedy"
+    placement_t: Placement, placement_t1: Placement, *, strategy: str = "greedy", subpackets: int = 1
 ) -> DeliveryPlan:
     """Plan the delivery of epoch ``t + 1``'s batches from the caches of epoch ``t``.
 
@@ -501,6 +577,10 @@ def plan_delivery(
         :func:`coded_shuffle.matrix.elastic_matrix`; ``plan.K`` is the larger of the two.
     strategy : str
         Cycle packing strategy, a key of :data:`STRATEGIES`.
+    subpackets : int
+        Pieces per record, ``q >= 1``: the plan is made on the ``N q`` pieces (piece ``k`` of
+        point ``p`` is ``p * q + k``), with the cycles of ``q Omega``. It needs ``q`` times the
+        memory of a plan of whole records.
 
     Returns
     -------
@@ -520,13 +600,18 @@ def plan_delivery(
 
     placement_t, placement_t1 = _check_placements(placement_t, placement_t1)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
-    K, N = max(placement_t.K, placement_t1.K), placement_t.N
+    q = check_int(subpackets, "subpackets", minimum=1)
+    K = max(placement_t.K, placement_t1.K)
     a, b = placement_t.owner, placement_t1.owner
 
     counts = np.zeros(K * K, dtype=np.int64)
     count_cells(a, b, K, counts)
+    r = rates(_readonly(counts.reshape(K, K)), strategy=strategy, subpackets=q)
+    if q > 1:  # from here on, the N q pieces: their matrix is q S, their leftovers q Omega
+        a, b = np.repeat(a, q), np.repeat(b, q)
+        counts = counts * q
+    N = a.shape[0]
     S = _readonly(counts.reshape(K, K))
-    r = rates(S, strategy=strategy)
 
     moved_counts = S.copy()
     np.fill_diagonal(moved_counts, 0)
@@ -588,11 +673,14 @@ def plan_delivery(
         uncoded_points=_readonly(uncoded_points),
         uncoded_from=_readonly(uncoded_from),
         uncoded_to=_readonly(uncoded_to),
+        subpackets=q,
     )
 
 
-def plan_from_matrix(S: object, *, strategy: str = "greedy") -> DeliveryPlan:
+def plan_from_matrix(S: object, *, strategy: str = "greedy", subpackets: int = 1) -> DeliveryPlan:
     """Plan the delivery for a given shuffle matrix, on the points of :func:`placements_from_matrix`.
+
+    ``strategy`` and ``subpackets`` are those of :func:`plan_delivery`.
 
     Examples
     --------
@@ -602,8 +690,9 @@ def plan_from_matrix(S: object, *, strategy: str = "greedy") -> DeliveryPlan:
     """
     S = check_shuffle_matrix(S)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
+    q = check_int(subpackets, "subpackets", minimum=1)
     placement_t, placement_t1 = placements_from_matrix(S)
-    return plan_delivery(placement_t, placement_t1, strategy=strategy)
+    return plan_delivery(placement_t, placement_t1, strategy=strategy, subpackets=q)
 
 
 def _flaw(message: str, where: np.ndarray) -> InvalidPlanError:
@@ -625,6 +714,10 @@ def verify_plan(plan: DeliveryPlan) -> None:
     - the points delivered are exactly the moved points, each once;
     - the number of symbols equals the coded load of ``plan.rates``.
 
+    With sub-packets the same checks run on the pieces (every piece of a moved point delivered
+    once, by symbols that decode), the symbols are counted in pieces against ``subpackets``
+    times the coded load, and the plan and its rates must agree on ``subpackets``.
+
     Raises
     ------
     InvalidPlanError
@@ -636,8 +729,14 @@ def verify_plan(plan: DeliveryPlan) -> None:
     """
     if not isinstance(plan, DeliveryPlan):
         raise TypeError(f"Argument 'plan' must be a DeliveryPlan, not {type(plan).__name__}.")
-    a, b = plan.placement_t.owner, plan.placement_t1.owner
-    N = plan.N
+    q = plan.subpackets
+    if isinstance(q, bool) or not isinstance(q, int) or q < 1 or plan.rates.subpackets != q:
+        raise InvalidPlanError(
+            f"plan has subpackets = {q!r}, its rates {plan.rates.subpackets!r}: "
+            "both must be the same int >= 1."
+        )
+    a, b = plan.piece_owners()
+    N = int(a.shape[0])
     point_arrays = {
         "pair_x": plan.pair_x,
         "pair_y": plan.pair_y,
@@ -696,8 +795,10 @@ def verify_plan(plan: DeliveryPlan) -> None:
         raise _flaw("points delivered more than once", bad)
     if (bad := ~moved & (delivered > 0)).any():
         raise _flaw("points delivered that do not move", bad)
-    if plan.n_symbols != plan.rates.coded:
-        raise InvalidPlanError(f"plan sends {plan.n_symbols} symbols, its rates say {plan.rates.coded}.")
+    if plan.n_symbols != q * plan.rates.coded:
+        raise InvalidPlanError(
+            f"plan sends {plan.n_symbols} symbols of 1/{q} record, its rates say {plan.rates.coded} records."
+        )
 
 
 def decoding_steps(plan: DeliveryPlan, worker: int) -> list[tuple[int, int, int]]:
@@ -706,6 +807,7 @@ def decoding_steps(plan: DeliveryPlan, worker: int) -> list[tuple[int, int, int]
     Each step is ``(symbol, known, recovered)``: XOR symbol number ``symbol`` (numbering of
     :meth:`DeliveryPlan.transmissions`) with point ``known`` (in the cache or recovered by an
     earlier step) to obtain point ``recovered``. Uncoded points appear as ``(symbol, -1, point)``.
+    With sub-packets the steps name pieces (``p * q + k``).
 
     Examples
     --------
