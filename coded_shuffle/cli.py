@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
 
@@ -51,54 +50,93 @@ def read_matrix(path: str) -> np.ndarray:
     """Read a shuffle matrix from a JSON or CSV file (``-`` reads standard input).
 
     JSON: a list of ``K`` lists of ``K`` non-negative ints, ``S[i][j]`` the points held by worker
-    ``i`` and needed by worker ``j``. CSV: ``K`` rows of ``K`` such ints (no header). The format is
-    taken from the content: JSON if it starts with ``[`` or ``{``.
+    ``i`` and needed by worker ``j``. CSV: ``K`` lines of ``K`` such ints, separated by commas,
+    semicolons (when any line has one) or blanks, optionally under one header line of labels
+    (no cell of it an integer). The format is taken from the content: JSON if it starts with
+    ``[`` or ``{``. A UTF-8 byte order mark is skipped. Anything else is refused, naming the
+    line and column at fault.
     """
     try:
         if path == "-":
-            text = sys.stdin.read()
+            raw = getattr(sys.stdin, "buffer", None)
+            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
         else:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
     except OSError as exc:
         raise UsageError(f"cannot read matrix file {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise UsageError(f"matrix file {path!r} is not text") from None
+        raise UsageError(f"matrix file {path!r} is not UTF-8 text") from None
+    text = text.removeprefix("\ufeff")
     stripped = text.strip()
     if not stripped:
         raise UsageError(f"matrix file {path!r} is empty")
-    rows: list[list[Any]]
     if stripped[0] in "[{":
-        try:
-            rows = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"matrix file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
-            ) from None
-        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
-            raise UsageError(f"matrix file {path!r} must hold a JSON list of lists")
-    else:
-        rows = [
-            [c.strip() for c in r] for r in csv.reader(io.StringIO(stripped)) if any(c.strip() for c in r)
-        ]
+        return _json_matrix(stripped, path)
+    return _csv_matrix(text, path)
+
+
+def _json_matrix(text: str, path: str) -> np.ndarray:
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"matrix file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        raise UsageError(f"matrix file {path!r} must hold a JSON list of lists")
     K = len(rows)
     for i, row in enumerate(rows):
         if len(row) != K:
             raise UsageError(
                 f"matrix in {path!r} is not square: row {i + 1} has {len(row)} entries, expected {K}"
             )
-    values = np.zeros((K, K), dtype=np.int64)
-    for i, row in enumerate(rows):
-        for j, v in enumerate(row):
-            values[i, j] = _entry(v, path, i, j)
+    values = [[_entry(v, f"matrix in {path!r}, row {i + 1}, column {j + 1}") for j, v in enumerate(row)]
+              for i, row in enumerate(rows)]  # fmt: skip
+    return _checked(values, path)
+
+
+def _csv_matrix(text: str, path: str) -> np.ndarray:
+    """Read CSV: the separator is ``;`` if any line has one, else ``,`` if any has one, else blanks."""
+    sep = ";" if ";" in text else "," if "," in text else None
+    lines: list[tuple[int, list[str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cells = next(csv.reader([line], delimiter=sep)) if sep else line.split()
+        lines.append((number, [c.strip() for c in cells]))
+    first = lines[0][1]
+    if len(lines) > 1 and not any(_is_int(c) for c in first):
+        lines = lines[1:]  # a header of labels
+    K = len(lines)
+    for number, cells in lines:
+        if len(cells) != K:
+            raise UsageError(
+                f"matrix in {path!r} is not square: line {number} has {len(cells)} entries, expected {K}"
+            )
+    values = [[_entry(c, f"matrix in {path!r}, line {number}, column {j + 1}") for j, c in enumerate(cells)]
+              for number, cells in lines]  # fmt: skip
+    return _checked(values, path)
+
+
+def _is_int(text: str) -> bool:
     try:
-        return check_shuffle_matrix(values)
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _checked(values: list[list[int]], path: str) -> np.ndarray:
+    K = len(values)
+    out = np.zeros((K, K), dtype=np.int64)
+    for i, row in enumerate(values):
+        out[i, :] = row
+    try:
+        return check_shuffle_matrix(out)
     except ValueError as exc:
         raise UsageError(f"matrix in {path!r}: {exc}") from None
 
 
-def _entry(v: Any, path: str, i: int, j: int) -> int:
-    where = f"matrix in {path!r}, row {i + 1}, column {j + 1}"
+def _entry(v: Any, where: str) -> int:
     if isinstance(v, bool):
         raise UsageError(f"{where}: {v!r} is not an integer")
     if isinstance(v, int):
@@ -122,6 +160,37 @@ def _entry(v: Any, path: str, i: int, j: int) -> int:
 # --------------------------------------------------------------------------- rate
 
 
+def unequal_batches(S: np.ndarray) -> str | None:
+    """Return why ``N (K - 1) / K`` is not the worst case of ``S``'s batches, or ``None`` if it is.
+
+    That worst case (Attia and Tandon 2016) is over shuffles of ``K`` equal batches: every row
+    sum and every column sum of ``S`` equal to ``N / K``. With unequal batches (``K`` not
+    dividing ``N``, a hand-made matrix) or a changing ``K`` the coded load can exceed it.
+
+    Examples
+    --------
+    >>> unequal_batches(np.array([[2, 1], [1, 2]])) is None
+    True
+    >>> unequal_batches(np.array([[0, 5], [0, 0]]))[:65]
+    'the batches are unequal (held: 5 and 0 points, needed: 0 and 5), '
+    """
+    K_t, K_t1 = S.shape
+    if K_t != K_t1:
+        return f"K changes from {K_t} to {K_t1}, and N(K-1)/K holds for a fixed K only"
+    held, needed = S.sum(axis=1), S.sum(axis=0)
+    if int(held.min()) == int(held.max()) == int(needed.min()) == int(needed.max()):
+        return None
+
+    def sizes(v: np.ndarray) -> str:
+        lo, hi = int(v.min()), int(v.max())
+        return f"{v[0]} and {v[1]}" if v.size == 2 else (f"{lo}" if lo == hi else f"{lo} to {hi}")
+
+    return (
+        f"the batches are unequal (held: {sizes(held)} points, needed: {sizes(needed)}), "
+        "and N(K-1)/K holds for equal batches only"
+    )
+
+
 def rate_rows(
     *,
     matrix: np.ndarray | None = None,
@@ -132,18 +201,23 @@ def rate_rows(
     start_epoch: int = 0,
     strategy: str = "greedy",
     order: OrderSpec | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
     ``K`` is one worker count, or one per epoch ``start_epoch .. start_epoch + epochs`` (elastic
     ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
-    The ``feistel`` order streams the shuffle matrix in bounded memory.
+    The ``feistel`` order streams the shuffle matrix in bounded memory. ``worst_case`` is
+    ``None`` unless all batches are equal, and ``warn`` (if given) is called with the reason.
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
         r = rates(S, strategy=strategy)
         lb = lower_bound(S)
         K_t, K_t1 = S.shape
+        why = unequal_batches(S)
+        if why is not None and warn is not None:
+            warn(f"worst_case is null: {why}")
         return {
             "epoch": epoch,
             "K": r.K,
@@ -157,7 +231,7 @@ def rate_rows(
             "coded": r.coded,
             "lower_bound": lb.value,
             "lower_bound_exact": lb.exact,
-            "worst_case": _number(worst_case(r.N, r.K)) if K_t == K_t1 else None,
+            "worst_case": _number(worst_case(r.N, r.K)) if why is None else None,
             "cycles": r.cycles_used,
             "uncoded_leftovers": r.uncoded_leftovers,
             "conserved": r.conserved,
@@ -229,6 +303,18 @@ def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> 
         print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
 
 
+def _warn_once() -> Callable[[str], None]:
+    """Return a function printing each distinct warning once, as one line on standard error."""
+    seen: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+
+    return warn
+
+
 def _at_least(args: argparse.Namespace, **minimums: int) -> None:
     """Raise a UsageError naming the first option below its minimum."""
     for flag, low in minimums.items():
@@ -269,12 +355,20 @@ def _workers_schedule(text: str | None, epochs: int) -> list[int]:
 
 def _cmd_rate(args: argparse.Namespace) -> int:
     if args.matrix is not None:
-        given = [f"--{n}" for n in ("workers", "points") if getattr(args, n) is not None]
+        given = [
+            f"--{n.replace('_', '-')}"
+            for n in ("workers", "points", "seed", "epochs", "start_epoch")
+            if getattr(args, n) is not None
+        ]
+        given += ["--order"] if args.order != "auto" else []
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
-        rows = rate_rows(matrix=S, strategy=args.strategy)
+        rows = rate_rows(matrix=S, strategy=args.strategy, warn=_warn_once())
     else:
+        args.seed = 0 if args.seed is None else args.seed
+        args.epochs = 1 if args.epochs is None else args.epochs
+        args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
         schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
         if N < max(schedule):
@@ -287,6 +381,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             start_epoch=args.start_epoch,
             strategy=args.strategy,
             order=order_spec(args, N),
+            warn=_warn_once(),
         )
     if args.json:
         for row in rows:
@@ -316,6 +411,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in plots.FORMATS:
         raise UsageError(f"--output must end in {' or '.join(plots.FORMATS)}, not {args.output!r}")
+    folder = os.path.dirname(args.output)
+    if folder and not os.path.isdir(folder):
+        raise UsageError(
+            f"--output must be in an existing folder, not {args.output!r} (no folder {folder!r})"
+        )
     try:
         if args.plot == "load-vs-k":
             if args.k_min < 2:
@@ -347,6 +447,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
     print(out)
     return 0
 
@@ -354,7 +456,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- simulate
 
 _SIM_COLUMNS = (
-    "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "framing",
+    "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "saving", "framing",
     "repairs", "verified", "seconds",
 )  # fmt: skip
 
@@ -369,6 +471,7 @@ def _format_simulate(r: dict[str, Any]) -> list[str]:
         f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
         f"{r['coded_bytes'] / 1e6:.2f}",
         f"{r['uncoded_bytes'] / 1e6:.2f}",
+        f"{1 - r['coded_bytes'] / r['uncoded_bytes']:.1%}" if r["uncoded_bytes"] else "-",
         f"{r['framing_overhead']:.2%}",
         str(r["repairs"]),
         "yes" if r["verified"] else "NO",
@@ -449,6 +552,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
         print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
         print("xor/lone: coded symbols that combine two records / carry one; bound: genie lower bound.")
+        print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
+        print("framing: bytes of frame headers, symbol entries and padding (40 B a frame, 12 B a symbol,")
+        print("docs/wire-format.md), sent on top of coded MB, as a share of it.")
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -535,7 +641,10 @@ def _non_negative(text: str) -> int:
 
 
 def _positive(text: str) -> int:
-    v = _non_negative(text)
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, not {v}")
     return v
@@ -740,14 +849,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="number of workers (default 4), or one per epoch as K0,K1,...: elastic K",
     )
     rate.add_argument("--points", "-N", type=int, metavar="N", help="number of data points (default 1200)")
-    rate.add_argument("--seed", type=_non_negative, default=0, help="seed of the epoch orders (default 0)")
-    rate.add_argument(
-        "--epochs", type=_positive, default=1, metavar="E", help="transitions to compute (default 1)"
-    )
+    # No defaults here: --matrix refuses them when given; the epochs branch fills them in.
+    rate.add_argument("--seed", type=_non_negative, help="seed of the epoch orders (default 0)")
+    rate.add_argument("--epochs", type=_positive, metavar="E", help="transitions to compute (default 1)")
     rate.add_argument(
         "--start-epoch",
         type=_non_negative,
-        default=0,
         metavar="T",
         help="first epoch t of t -> t+1 (default 0)",
     )
@@ -766,7 +873,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="quality and locality of one shard-aware epoch order (mixture experiment)",
         description=(
             "Generate one shard-aware order on M shards of Z samples, the first half of kind A, the "
-            "second of kind B, and report the deviation of the A share from 50%% over the first "
+            "second of kind B, and report the deviation of the A share from 50% over the first "
             "batches and over the whole epoch, a decile chi-square test of the head, distinct shards "
             "per batch, shards per node, and the longest stretch left in shard order."
         ),

@@ -305,3 +305,13 @@ def test_elastic_K_plans_and_rates(K_t, K_t1):
     lb = lower_bound(shuffle_matrix(a, b))
     assert lb.value <= r.coded <= r.paired <= r.uncoded
     assert lb.value >= lost + to_new  # nobody can help with these
+
+
+def test_plan_from_matrix_refuses_huge_matrices():
+    from coded_shuffle.plan import PLAN_MAX_POINTS
+
+    # Checked before any point-level array: these would need terabytes (or overflow int64).
+    for S in ([[PLAN_MAX_POINTS, 1], [0, 0]], [[2**62 - 1, 1], [1, 2**62 - 1]]):
+        with pytest.raises(ValueError, match=r"Argument 'S' must hold at most 1073741824 points"):
+            plan_from_matrix(S)
+    assert plan_from_matrix([[PLAN_MAX_POINTS // 2**20, 0], [0, 0]]).n_symbols == 0
