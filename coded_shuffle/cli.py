@@ -12,13 +12,13 @@ import csv
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
 
 import numpy as np
 
+from ._progress import Progress
 from .bounds import lower_bound, worst_case
 from .errors import CodedShuffleError
 from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
@@ -202,6 +202,7 @@ def rate_rows(
     strategy: str = "greedy",
     order: OrderSpec | None = None,
     warn: Callable[[str], None] | None = None,
+    points_done: Callable[[int], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
@@ -209,6 +210,8 @@ def rate_rows(
     ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
     The ``feistel`` order streams the shuffle matrix in bounded memory. ``worst_case`` is
     ``None`` unless all batches are equal, and ``warn`` (if given) is called with the reason.
+    ``points_done``, if given, is called as the shuffle matrices are counted, with the points
+    counted so far over all transitions (``epochs * N`` at the end).
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
@@ -250,12 +253,17 @@ def rate_rows(
     if spec.name == "feistel":
         for t in range(start_epoch, start_epoch + epochs):
             k_t, k_t1 = schedule[t - start_epoch], schedule[t - start_epoch + 1]
-            yield row(feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t), t + 1, spec.name)
+            walked = None if points_done is None else _shifted(points_done, (t - start_epoch) * N)
+            S = feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t, progress=walked)
+            yield row(S, t + 1, spec.name)
         return
     prev = order_placement(N, schedule[0], seed=seed, epoch=start_epoch, spec=spec)
     for t in range(start_epoch, start_epoch + epochs):
         nxt = order_placement(N, schedule[t - start_epoch + 1], seed=seed, epoch=t + 1, spec=spec)
-        yield row(shuffle_matrix(prev, nxt), t + 1, spec.name)
+        S = shuffle_matrix(prev, nxt)
+        if points_done is not None:
+            points_done((t - start_epoch + 1) * N)
+        yield row(S, t + 1, spec.name)
         prev = nxt
 
 
@@ -301,6 +309,49 @@ def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> 
             widths = [max(len(h), len(c)) + 2 for h, c in zip(headers, cells, strict=True)]
             print("".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)), file=out)
         print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
+
+
+#: Points from which ``rate`` announces counting the shuffle matrices and shows their progress
+#: (about a second of work).
+LONG_POINTS = 1 << 24
+
+
+class _AboveBar:
+    """Standard output under a progress bar on standard error: a line written erases the bar
+    from its line first, and the bar is drawn again below it when the line is flushed."""
+
+    def __init__(self, bar: Progress, out: Any) -> None:
+        self.bar = bar
+        self.out = out
+
+    def write(self, text: str) -> int:
+        self.bar.clear()
+        return int(self.out.write(text))
+
+    def flush(self) -> None:
+        self.out.flush()
+        self.bar.update(self.bar.done)
+
+
+def _shifted(update: Callable[[int], None], base: int) -> Callable[[int], None]:
+    """Return ``done -> update(base + done)``: one step's progress as part of a longer count."""
+    return lambda done: update(base + done)
+
+
+def _under(bar: Progress, items: Iterator[Any]) -> Iterator[Any]:
+    """Yield ``items`` with ``bar`` open: announced before the first is made, closed after the last."""
+    with bar:
+        yield from items
+
+
+def compile_kernels(groups: Sequence[str]) -> None:
+    """Compile the kernels of ``groups`` not yet cached, announced on standard error first."""
+    from .warmup import uncompiled, warm_up
+
+    todo = uncompiled(groups)
+    if todo:
+        with Progress("compiling kernels (once per install)", total=len(todo), unit="groups") as bar:
+            warm_up(todo, progress=bar.update)
 
 
 def _warn_once() -> Callable[[str], None]:
@@ -354,6 +405,8 @@ def _workers_schedule(text: str | None, epochs: int) -> list[int]:
 
 
 def _cmd_rate(args: argparse.Namespace) -> int:
+    kernels = ["packing"]
+    bar: Progress | None = None
     if args.matrix is not None:
         given = [
             f"--{n.replace('_', '-')}"
@@ -373,6 +426,15 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         N = 1200 if args.points is None else args.points
         if N < max(schedule):
             raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
+        spec = order_spec(args, N)
+        kernels += ["feistel"] if spec.name == "feistel" else []
+        if N >= LONG_POINTS:
+            transitions = f"{args.epochs} transition{'s' if args.epochs > 1 else ''}"
+            bar = Progress(
+                f"counting S over {N:,} points of the {spec.name} order, {transitions}",
+                total=args.epochs * N,
+                unit="points",
+            )
         rows = rate_rows(
             K=schedule[0] if len(schedule) == 1 else schedule,
             N=N,
@@ -380,12 +442,17 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             epochs=args.epochs,
             start_epoch=args.start_epoch,
             strategy=args.strategy,
-            order=order_spec(args, N),
+            order=spec,
             warn=_warn_once(),
+            points_done=None if bar is None else bar.update,
         )
+    compile_kernels(kernels)
+    out = sys.stdout
+    if bar is not None:
+        rows, out = _under(bar, rows), _AboveBar(bar, sys.stdout)
     if args.json:
         for row in rows:
-            print(json.dumps(row), flush=True)
+            print(json.dumps(row), file=out, flush=True)
     else:
         flags: set[str] = set()
 
@@ -399,7 +466,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
                     flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
                 yield _format_rate(r)
 
-        print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
+        print_table(cells(), [h for _, h in _RATE_COLUMNS], out)
         for line in sorted(flags):
             print(f"note: {line}")
     return 0
@@ -422,6 +489,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                 raise UsageError(f"--k-min must be at least 2, not {args.k_min}")
             if args.k_max < args.k_min:
                 raise UsageError(f"--k-max must be at least --k-min ({args.k_min}), not {args.k_max}")
+            compile_kernels(["packing"])
             out = plots.plot_load_vs_k(
                 args.output,
                 k_min=args.k_min,
@@ -432,6 +500,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             )
         elif args.plot == "orders":
             _check_shard_setup(args)
+            compile_kernels(["packing", "feistel"])
             out = plots.plot_orders(
                 args.output,
                 K=args.workers,
@@ -443,7 +512,9 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                 strategy=args.strategy,
             )
         else:
-            out = plots.plot_leftovers(read_matrix(args.matrix), args.output, strategy=args.strategy)
+            S = read_matrix(args.matrix)
+            compile_kernels(["packing"])
+            out = plots.plot_leftovers(S, args.output, strategy=args.strategy)
     except ImportError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
@@ -492,62 +563,50 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--points x --record-bytes must be at most 16 GiB, not {args.points * args.record_bytes}"
         )
-    # A tiny run first: the compiled kernels load (or compile, once per install) here, so that
-    # the first transition's time is the transition's alone.
-    tic = time.perf_counter()
+    spec = order_spec(args, args.points)
+    compile_kernels(["packing", "planning", "decoding"] + (["feistel"] if spec.name == "feistel" else []))
+    # A tiny run first: the compiled kernels load here, so that the first transition's time is
+    # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
-    if time.perf_counter() - tic > 1 and not args.json:
-        print(
-            f"compiled the kernels in {time.perf_counter() - tic:.1f} s (cached for later runs)",
-            file=sys.stderr,
-        )
-    show_progress = not args.json and not args.no_progress and sys.stderr.isatty() and args.epochs > 1
-    done = [0]
     verified = [True]
-
-    def progress() -> None:
-        width = 30
-        fill = width * done[0] // args.epochs
-        print(
-            f"\r[{'#' * fill}{'.' * (width - fill)}] {done[0]}/{args.epochs}",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-
     rows: list[list[str]] = []
     if not args.json:
         print(
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
             f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
-            f"order = {order_spec(args, args.points).name}"
+            f"order = {spec.name}"
         )
+    # JSON lines are the progress; a table comes at the end, so a bar (on a terminal) or one
+    # announcement (elsewhere) says what happens meanwhile.
+    quiet = args.json or args.no_progress
+    bar = Progress(
+        f"simulating {args.epochs} transition{'s' if args.epochs > 1 else ''} of {args.points:,} records",
+        total=args.epochs,
+        unit="transitions",
+        enabled=False if quiet else None,
+        announce=not quiet,
+    )
 
     def on_transition(rep: Any) -> None:
         d = rep.to_dict()
         verified[0] &= bool(d["verified"])
-        done[0] += 1
         if args.json:
             print(json.dumps(d), flush=True)
         else:
             rows.append(_format_simulate(d))
-            if show_progress:
-                progress()
+            bar.advance()
 
-    if show_progress:
-        progress()
-    simulate(
-        K=args.workers,
-        N=args.points,
-        record_bytes=args.record_bytes,
-        epochs=args.epochs,
-        seed=args.seed,
-        strategy=args.strategy,
-        on_transition=on_transition,
-        order=order_spec(args, args.points),
-    )
-    if show_progress:
-        print(file=sys.stderr)
+    with bar:
+        simulate(
+            K=args.workers,
+            N=args.points,
+            record_bytes=args.record_bytes,
+            epochs=args.epochs,
+            seed=args.seed,
+            strategy=args.strategy,
+            on_transition=on_transition,
+            order=spec,
+        )
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
         print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
@@ -619,6 +678,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{what} not found; install the MPI extra: {MPI_INSTALL_HINT}")
     if not os.path.isfile(mpi_program()):
         raise UsageError(f"the MPI program {mpi_program()} is missing; run from a source checkout")
+    compile_kernels(["packing", "planning", "decoding", "feistel"])  # once here, not in every rank
     sys.stdout.flush()
     proc = subprocess.run(run_command(args, mpiexec), check=False)
     if proc.returncode:
@@ -652,26 +712,34 @@ def _positive(text: str) -> int:
 
 def _cmd_quality(args: argparse.Namespace) -> int:
     from .orders import SHUFFLE_ALGORITHMS, quality_report
+    from .orders.quality import REPORT_STEPS
 
     if args.algo not in SHUFFLE_ALGORITHMS:
         raise UsageError(f"--algo must be one of {', '.join(sorted(SHUFFLE_ALGORITHMS))}, not {args.algo!r}")
     _at_least(args, shards=2, shard_size=1, canonical_nodes=1, block_size=1, batches=1, batch_size=1, seeds=1)
     if args.canonical_nodes > args.shards * args.shard_size:
         raise UsageError("--canonical-nodes must be at most the number of samples")
-    reports = [
-        quality_report(
-            args.algo,
-            shards=args.shards,
-            shard_size=args.shard_size,
-            canonical_nodes=args.canonical_nodes,
-            block_size=args.block_size,
-            batches=args.batches,
-            batch_size=args.batch_size,
-            seed=args.seed + k,
-            epoch=args.epoch,
-        )
-        for k in range(args.seeds)
-    ]
+    seeds = f", {args.seeds} seeds" if args.seeds > 1 else ""
+    with Progress(
+        f"measuring {args.algo} on {args.shards:,} shards x {args.shard_size:,} samples{seeds}",
+        total=args.seeds * REPORT_STEPS,
+        unit="steps",
+    ) as bar:
+        reports = [
+            quality_report(
+                args.algo,
+                shards=args.shards,
+                shard_size=args.shard_size,
+                canonical_nodes=args.canonical_nodes,
+                block_size=args.block_size,
+                batches=args.batches,
+                batch_size=args.batch_size,
+                seed=args.seed + k,
+                epoch=args.epoch,
+                progress=_shifted(bar.update, k * REPORT_STEPS),
+            )
+            for k in range(args.seeds)
+        ]
     out = dict(reports[0])
     if args.seeds > 1:
         keys = ("mean_deviation_pct", "epoch_mean_deviation_pct", "longest_in_order_run", "seconds")
@@ -713,7 +781,7 @@ _ORDERS_COLUMNS = (
 
 
 def _cmd_orders(args: argparse.Namespace) -> int:
-    from .tradeoff import order_link_cost
+    from .tradeoff import LINK_COST_STEPS, order_link_cost
 
     names = list(EPOCH_ORDERS) if args.orders is None else [n.strip() for n in args.orders.split(",")]
     unknown = [n for n in names if n not in EPOCH_ORDERS]
@@ -721,9 +789,17 @@ def _cmd_orders(args: argparse.Namespace) -> int:
         raise UsageError(f"--orders must name orders among {', '.join(EPOCH_ORDERS)}, not {args.orders!r}")
     _at_least(args, batches=1, batch_size=1)
     _check_shard_setup(args)
+    compile_kernels(["packing", "feistel"] if "feistel" in names else ["packing"])
+    bar = Progress(
+        f"generating and measuring {len(names)} order{'s' if len(names) > 1 else ''} "
+        f"of {args.shards * args.shard_size:,} samples",
+        total=len(names) * LINK_COST_STEPS,
+        unit="steps",
+    )
+    out = _AboveBar(bar, sys.stdout)
 
     def rows() -> Iterator[dict[str, Any]]:
-        for name in names:
+        for i, name in enumerate(names):
             yield order_link_cost(
                 name,
                 K=args.workers,
@@ -736,11 +812,12 @@ def _cmd_orders(args: argparse.Namespace) -> int:
                 batches=args.batches,
                 batch_size=args.batch_size,
                 strategy=args.strategy,
+                progress=_shifted(bar.update, i * LINK_COST_STEPS),
             )
 
     if args.json:
-        for row in rows():
-            print(json.dumps(row), flush=True)
+        for row in _under(bar, rows()):
+            print(json.dumps(row), file=out, flush=True)
         return 0
     print(
         f"K = {args.workers}, {args.shards} shards x {args.shard_size} samples, "
@@ -749,10 +826,10 @@ def _cmd_orders(args: argparse.Namespace) -> int:
     )
 
     def cells() -> Iterator[list[str]]:
-        for row in rows():
+        for row in _under(bar, rows()):
             yield [f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k, _ in _ORDERS_COLUMNS]
 
-    print_table(cells(), [h for _, h in _ORDERS_COLUMNS], sys.stdout)
+    print_table(cells(), [h for _, h in _ORDERS_COLUMNS], out)
     print(
         "dev %: mean deviation of the A share from 50% over all batches of the epoch; "
         "shards/batch: distinct shards per batch; open/node: most shards a node needs at once; "
@@ -979,7 +1056,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_strategy_argument(sim)
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
-    sim.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    sim.add_argument(
+        "--no-progress", action="store_true", help="no progress bar or announcement on standard error"
+    )
     sim.set_defaults(func=_cmd_simulate)
 
     mpi = sub.add_parser(

@@ -23,6 +23,7 @@ RANK = {
     "transport": 5,
     "engine": 6,
     "plots": 7,
+    "warmup": 7,
     "cli": 8,
     "__main__": 9,
     "__init__": 9,
