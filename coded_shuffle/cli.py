@@ -8,6 +8,7 @@ to standard output; ``--json`` prints one JSON object a line instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -202,7 +203,7 @@ def rate_rows(
     strategy: str = "greedy",
     order: OrderSpec | None = None,
     warn: Callable[[str], None] | None = None,
-    points_done: Callable[[int], None] | None = None,
+    long_from: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
@@ -210,8 +211,8 @@ def rate_rows(
     ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
     The ``feistel`` order streams the shuffle matrix in bounded memory. ``worst_case`` is
     ``None`` unless all batches are equal, and ``warn`` (if given) is called with the reason.
-    ``points_done``, if given, is called as the shuffle matrices are counted, with the points
-    counted so far over all transitions (``epochs * N`` at the end).
+    From ``long_from`` points on, counting each shuffle matrix is announced on standard error,
+    with a bar on a terminal (closed before the row is made).
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
@@ -250,19 +251,30 @@ def rate_rows(
     if len(schedule) != epochs + 1:
         raise ValueError(f"Argument 'K' must give 1 or {epochs + 1} worker counts, not {len(schedule)}.")
     spec = order or OrderSpec()
+
+    def counting(t: int) -> Progress | None:
+        if long_from is None or N < long_from:
+            return None
+        what = f"counting S of epoch {t} -> {t + 1} over {N:,} points ({spec.name} order)"
+        return Progress(what, total=N, unit="points")
+
     if spec.name == "feistel":
         for t in range(start_epoch, start_epoch + epochs):
             k_t, k_t1 = schedule[t - start_epoch], schedule[t - start_epoch + 1]
-            walked = None if points_done is None else _shifted(points_done, (t - start_epoch) * N)
-            S = feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t, progress=walked)
+            bar = counting(t)
+            with bar if bar is not None else contextlib.nullcontext():
+                done = None if bar is None else bar.update
+                S = feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t, progress=done)
             yield row(S, t + 1, spec.name)
         return
     prev = order_placement(N, schedule[0], seed=seed, epoch=start_epoch, spec=spec)
     for t in range(start_epoch, start_epoch + epochs):
-        nxt = order_placement(N, schedule[t - start_epoch + 1], seed=seed, epoch=t + 1, spec=spec)
-        S = shuffle_matrix(prev, nxt)
-        if points_done is not None:
-            points_done((t - start_epoch + 1) * N)
+        bar = counting(t)
+        with bar if bar is not None else contextlib.nullcontext():
+            nxt = order_placement(N, schedule[t - start_epoch + 1], seed=seed, epoch=t + 1, spec=spec)
+            S = shuffle_matrix(prev, nxt)
+            if bar is not None:
+                bar.update(N)
         yield row(S, t + 1, spec.name)
         prev = nxt
 
@@ -311,8 +323,8 @@ def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> 
         print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
 
 
-#: Points from which ``rate`` announces counting the shuffle matrices and shows their progress
-#: (about a second of work).
+#: Points from which ``rate`` announces counting each shuffle matrix and shows its progress
+#: (a second or more of work).
 LONG_POINTS = 1 << 24
 
 
@@ -406,7 +418,6 @@ def _workers_schedule(text: str | None, epochs: int) -> list[int]:
 
 def _cmd_rate(args: argparse.Namespace) -> int:
     kernels = ["packing"]
-    bar: Progress | None = None
     if args.matrix is not None:
         given = [
             f"--{n.replace('_', '-')}"
@@ -428,13 +439,6 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
         spec = order_spec(args, N)
         kernels += ["feistel"] if spec.name == "feistel" else []
-        if N >= LONG_POINTS:
-            transitions = f"{args.epochs} transition{'s' if args.epochs > 1 else ''}"
-            bar = Progress(
-                f"counting S over {N:,} points of the {spec.name} order, {transitions}",
-                total=args.epochs * N,
-                unit="points",
-            )
         rows = rate_rows(
             K=schedule[0] if len(schedule) == 1 else schedule,
             N=N,
@@ -444,15 +448,12 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             strategy=args.strategy,
             order=spec,
             warn=_warn_once(),
-            points_done=None if bar is None else bar.update,
+            long_from=LONG_POINTS,
         )
     compile_kernels(kernels)
-    out = sys.stdout
-    if bar is not None:
-        rows, out = _under(bar, rows), _AboveBar(bar, sys.stdout)
     if args.json:
         for row in rows:
-            print(json.dumps(row), file=out, flush=True)
+            print(json.dumps(row), flush=True)
     else:
         flags: set[str] = set()
 
@@ -466,7 +467,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
                     flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
                 yield _format_rate(r)
 
-        print_table(cells(), [h for _, h in _RATE_COLUMNS], out)
+        print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
         for line in sorted(flags):
             print(f"note: {line}")
     return 0

@@ -40,7 +40,10 @@ def test_rate_large_off_a_terminal_one_line(capsys, monkeypatch, compiled):
     argv = ["rate", "-K", "4", "-N", "5000", "--order", "feistel", "--epochs", "2", "--json"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert err == "counting S over 5,000 points of the feistel order, 2 transitions ...\n"
+    assert err == (
+        "counting S of epoch 0 -> 1 over 5,000 points (feistel order) ...\n"
+        "counting S of epoch 1 -> 2 over 5,000 points (feistel order) ...\n"
+    )
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
     # Below the threshold: silent, the same rows.
@@ -57,10 +60,11 @@ def test_rate_large_on_a_terminal_a_bar(capsys, monkeypatch, compiled, order):
     monkeypatch.setattr(sys, "stderr", err)
     assert main(["rate", "-K", "4", "-N", "6000", "--order", order, "--epochs", "2"]) == 0
     out = capsys.readouterr().out
-    text = err.getvalue()
-    assert text.startswith(f"\rcounting S over 6,000 points of the {order} order, 2 transitions: [")
-    assert "12000/12000 points 100%" in last_draw(text) and text.endswith("\n")
-    assert "\r\x1b[K" in text  # the bar makes way for each line of the table
+    bars = err.getvalue().split("\n")[:-1]  # each transition's bar ends its own line, full
+    assert len(bars) == 2
+    for t, text in enumerate(bars):
+        assert text.startswith(f"\rcounting S of epoch {t} -> {t + 1} over 6,000 points ({order} order): [")
+        assert "6000/6000 points 100%" in last_draw(text)
     header, *rows = out.splitlines()
     assert header.split()[0] == "epoch" and [r.split()[0] for r in rows] == ["1", "2"]
 
