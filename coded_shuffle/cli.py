@@ -357,7 +357,16 @@ def _under(bar: Progress, items: Iterator[Any]) -> Iterator[Any]:
 
 
 def compile_kernels(groups: Sequence[str]) -> None:
-    """Compile the kernels of ``groups`` not yet cached, announced on standard error first."""
+    """Compile the kernels of ``groups`` not yet cached, announced on standard error first.
+
+    Groups are those of :data:`coded_shuffle.warmup.KERNEL_GROUPS`; nothing is said or done
+    when all of them are cached already.
+
+    Examples
+    --------
+    >>> compile_kernels(["packing"])  # at most once per install: on standard error
+    >>> compile_kernels(["packing"])
+    """
     from .warmup import uncompiled, warm_up
 
     todo = uncompiled(groups)
