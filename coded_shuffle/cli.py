@@ -96,14 +96,19 @@ def _json_matrix(text: str, path: str) -> np.ndarray:
 
 
 def _csv_matrix(text: str, path: str) -> np.ndarray:
-    """Read CSV: the separator is ``;`` if any line has one, else ``,`` if any has one, else blanks."""
+    """Read CSV: the separator is ``;`` if any line has one, else ``,`` if any has one, else blanks.
+
+    A separator ending a line (as some spreadsheets write) ends it; it adds no empty entry.
+    """
     sep = ";" if ";" in text else "," if "," in text else None
     lines: list[tuple[int, list[str]]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        cells = next(csv.reader([line], delimiter=sep)) if sep else line.split()
-        lines.append((number, [c.strip() for c in cells]))
+        cells = [c.strip() for c in next(csv.reader([line], delimiter=sep))] if sep else line.split()
+        if len(cells) > 1 and not cells[-1]:
+            cells.pop()
+        lines.append((number, cells))
     first = lines[0][1]
     if len(lines) > 1 and not any(_is_int(c) for c in first):
         lines = lines[1:]  # a header of labels
@@ -145,6 +150,8 @@ def _entry(v: Any, where: str) -> int:
     elif isinstance(v, float) and v.is_integer():
         out = int(v)
     elif isinstance(v, str):
+        if not v:
+            raise UsageError(f"{where}: the entry is empty")
         try:
             out = int(v)
         except ValueError:

@@ -187,6 +187,7 @@ def test_simulate_with_orders(capsys, order):
         "\ufeff[[2, 1, 2], [2, 1, 2], [1, 3, 1]]",
         "2 1 2\n2\t1 2\n\n1 3 1\n",  # blanks
         '"a";"b";"c"\r\n2;1;2\r\n2;1;2\r\n1;3;1\r\n',
+        "2,1,2,\n2,1,2,\n1,3,1,\n",  # a separator ending each line
     ],
 )
 def test_rate_matrix_csv_variants(tmp_path, capsys, content):
@@ -207,6 +208,7 @@ def test_rate_matrix_csv_variants(tmp_path, capsys, content):
         ("2,5;1;2\n2;1;2\n1;3;1\n", "line 1, column 1: '2,5' is not an integer"),
         (",w0,w1\nw0,2,1\nw1,1,2\n", "not square: line 2 has 3 entries, expected 2"),
         ("2,1\n1\n", "not square: line 2 has 1 entries, expected 2"),
+        ("2,,2\n2,1,2\n1,3,1\n", "line 1, column 2: the entry is empty"),
     ],
 )
 def test_rate_matrix_csv_refused(tmp_path, capsys, content, message):
