@@ -68,6 +68,7 @@ class Progress:
         self._start = 0.0
         self._drawn = 0.0
         self._open = False
+        self._shown = False
 
     def __enter__(self) -> Progress:
         self.start()
@@ -100,6 +101,14 @@ class Progress:
         if self.enabled and time.perf_counter() - self._drawn >= self.INTERVAL:
             self._draw()
 
+    def clear(self) -> None:
+        """Erase the bar from its line, so that a line of output can take it; the next update
+        draws the bar again (a no-op when no bar is drawn)."""
+        if self._shown:
+            print("\r\x1b[K", end="", file=self.stream, flush=True)
+            self._shown = False
+            self._drawn = 0.0
+
     def close(self) -> None:
         """Draw the final state and end the line (only once)."""
         if not self._open:
@@ -108,6 +117,7 @@ class Progress:
         if self.enabled:
             self._draw()
             print(file=self.stream, flush=True)
+            self._shown = False
 
     @property
     def seconds(self) -> float:
@@ -130,3 +140,4 @@ class Progress:
         else:
             bar = f"{self.done}{unit}, {elapsed:.0f} s"
         print(f"\r{self.what}: {bar}\x1b[K", end="", file=self.stream, flush=True)
+        self._shown = True

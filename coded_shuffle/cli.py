@@ -8,18 +8,18 @@ to standard output; ``--json`` prints one JSON object a line instead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
-import io
 import json
 import os
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any, NoReturn
 
 import numpy as np
 
+from ._progress import Progress
 from .bounds import lower_bound, worst_case
 from .errors import CodedShuffleError
 from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
@@ -51,54 +51,98 @@ def read_matrix(path: str) -> np.ndarray:
     """Read a shuffle matrix from a JSON or CSV file (``-`` reads standard input).
 
     JSON: a list of ``K`` lists of ``K`` non-negative ints, ``S[i][j]`` the points held by worker
-    ``i`` and needed by worker ``j``. CSV: ``K`` rows of ``K`` such ints (no header). The format is
-    taken from the content: JSON if it starts with ``[`` or ``{``.
+    ``i`` and needed by worker ``j``. CSV: ``K`` lines of ``K`` such ints, separated by commas,
+    semicolons (when any line has one) or blanks, optionally under one header line of labels
+    (no cell of it an integer). The format is taken from the content: JSON if it starts with
+    ``[`` or ``{``. A UTF-8 byte order mark is skipped. Anything else is refused, naming the
+    line and column at fault.
     """
     try:
         if path == "-":
-            text = sys.stdin.read()
+            raw = getattr(sys.stdin, "buffer", None)
+            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
         else:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
     except OSError as exc:
         raise UsageError(f"cannot read matrix file {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise UsageError(f"matrix file {path!r} is not text") from None
+        raise UsageError(f"matrix file {path!r} is not UTF-8 text") from None
+    text = text.removeprefix("\ufeff")
     stripped = text.strip()
     if not stripped:
         raise UsageError(f"matrix file {path!r} is empty")
-    rows: list[list[Any]]
     if stripped[0] in "[{":
-        try:
-            rows = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"matrix file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}"
-            ) from None
-        if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
-            raise UsageError(f"matrix file {path!r} must hold a JSON list of lists")
-    else:
-        rows = [
-            [c.strip() for c in r] for r in csv.reader(io.StringIO(stripped)) if any(c.strip() for c in r)
-        ]
+        return _json_matrix(stripped, path)
+    return _csv_matrix(text, path)
+
+
+def _json_matrix(text: str, path: str) -> np.ndarray:
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"matrix file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        raise UsageError(f"matrix file {path!r} must hold a JSON list of lists")
     K = len(rows)
     for i, row in enumerate(rows):
         if len(row) != K:
             raise UsageError(
                 f"matrix in {path!r} is not square: row {i + 1} has {len(row)} entries, expected {K}"
             )
-    values = np.zeros((K, K), dtype=np.int64)
-    for i, row in enumerate(rows):
-        for j, v in enumerate(row):
-            values[i, j] = _entry(v, path, i, j)
+    values = [[_entry(v, f"matrix in {path!r}, row {i + 1}, column {j + 1}") for j, v in enumerate(row)]
+              for i, row in enumerate(rows)]  # fmt: skip
+    return _checked(values, path)
+
+
+def _csv_matrix(text: str, path: str) -> np.ndarray:
+    """Read CSV: the separator is ``;`` if any line has one, else ``,`` if any has one, else blanks.
+
+    A separator ending a line (as some spreadsheets write) ends it; it adds no empty entry.
+    """
+    sep = ";" if ";" in text else "," if "," in text else None
+    lines: list[tuple[int, list[str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in next(csv.reader([line], delimiter=sep))] if sep else line.split()
+        if len(cells) > 1 and not cells[-1]:
+            cells.pop()
+        lines.append((number, cells))
+    first = lines[0][1]
+    if len(lines) > 1 and not any(_is_int(c) for c in first):
+        lines = lines[1:]  # a header of labels
+    K = len(lines)
+    for number, cells in lines:
+        if len(cells) != K:
+            raise UsageError(
+                f"matrix in {path!r} is not square: line {number} has {len(cells)} entries, expected {K}"
+            )
+    values = [[_entry(c, f"matrix in {path!r}, line {number}, column {j + 1}") for j, c in enumerate(cells)]
+              for number, cells in lines]  # fmt: skip
+    return _checked(values, path)
+
+
+def _is_int(text: str) -> bool:
     try:
-        return check_shuffle_matrix(values)
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _checked(values: list[list[int]], path: str) -> np.ndarray:
+    K = len(values)
+    out = np.zeros((K, K), dtype=np.int64)
+    for i, row in enumerate(values):
+        out[i, :] = row
+    try:
+        return check_shuffle_matrix(out)
     except ValueError as exc:
         raise UsageError(f"matrix in {path!r}: {exc}") from None
 
 
-def _entry(v: Any, path: str, i: int, j: int) -> int:
-    where = f"matrix in {path!r}, row {i + 1}, column {j + 1}"
+def _entry(v: Any, where: str) -> int:
     if isinstance(v, bool):
         raise UsageError(f"{where}: {v!r} is not an integer")
     if isinstance(v, int):
@@ -106,6 +150,8 @@ def _entry(v: Any, path: str, i: int, j: int) -> int:
     elif isinstance(v, float) and v.is_integer():
         out = int(v)
     elif isinstance(v, str):
+        if not v:
+            raise UsageError(f"{where}: the entry is empty")
         try:
             out = int(v)
         except ValueError:
@@ -122,6 +168,37 @@ def _entry(v: Any, path: str, i: int, j: int) -> int:
 # --------------------------------------------------------------------------- rate
 
 
+def unequal_batches(S: np.ndarray) -> str | None:
+    """Return why ``N (K - 1) / K`` is not the worst case of ``S``'s batches, or ``None`` if it is.
+
+    That worst case (Attia and Tandon 2016) is over shuffles of ``K`` equal batches: every row
+    sum and every column sum of ``S`` equal to ``N / K``. With unequal batches (``K`` not
+    dividing ``N``, a hand-made matrix) or a changing ``K`` the coded load can exceed it.
+
+    Examples
+    --------
+    >>> unequal_batches(np.array([[2, 1], [1, 2]])) is None
+    True
+    >>> unequal_batches(np.array([[0, 5], [0, 0]]))[:65]
+    'the batches are unequal (held: 5 and 0 points, needed: 0 and 5), '
+    """
+    K_t, K_t1 = S.shape
+    if K_t != K_t1:
+        return f"K changes from {K_t} to {K_t1}, and N(K-1)/K holds for a fixed K only"
+    held, needed = S.sum(axis=1), S.sum(axis=0)
+    if int(held.min()) == int(held.max()) == int(needed.min()) == int(needed.max()):
+        return None
+
+    def sizes(v: np.ndarray) -> str:
+        lo, hi = int(v.min()), int(v.max())
+        return f"{v[0]} and {v[1]}" if v.size == 2 else (f"{lo}" if lo == hi else f"{lo} to {hi}")
+
+    return (
+        f"the batches are unequal (held: {sizes(held)} points, needed: {sizes(needed)}), "
+        "and N(K-1)/K holds for equal batches only"
+    )
+
+
 def rate_rows(
     *,
     matrix: np.ndarray | None = None,
@@ -133,6 +210,8 @@ def rate_rows(
     strategy: str = "greedy",
     order: OrderSpec | None = None,
     subpackets: int = 1,
+    warn: Callable[[str], None] | None = None,
+    long_from: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
@@ -141,12 +220,18 @@ def rate_rows(
     The ``feistel`` order streams the shuffle matrix in bounded memory. With ``subpackets = q``
     the cycles are packed on the pieces (:func:`coded_shuffle.plan.rates`); ``coded`` is then a
     plain number and ``coded_fraction`` the exact load as a string such as ``"21/2"``.
+    ``worst_case`` is ``None`` unless all batches are equal, and ``warn`` (if given) is called
+    with the reason. From ``long_from`` points on, counting each shuffle matrix is announced on
+    standard error, with a bar on a terminal (closed before the row is made).
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
         r = rates(S, strategy=strategy, subpackets=subpackets)
         lb = lower_bound(S)
         K_t, K_t1 = S.shape
+        why = unequal_batches(S)
+        if why is not None and warn is not None:
+            warn(f"worst_case is null: {why}")
         return {
             "epoch": epoch,
             "K": r.K,
@@ -162,7 +247,7 @@ def rate_rows(
             "coded_fraction": str(Fraction(r.coded)),
             "lower_bound": lb.value,
             "lower_bound_exact": lb.exact,
-            "worst_case": _number(worst_case(r.N, r.K)) if K_t == K_t1 else None,
+            "worst_case": _number(worst_case(r.N, r.K)) if why is None else None,
             "cycles": r.cycles_used,
             "uncoded_leftovers": _number(r.uncoded_leftovers),
             "conserved": r.conserved,
@@ -178,15 +263,31 @@ def rate_rows(
     if len(schedule) != epochs + 1:
         raise ValueError(f"Argument 'K' must give 1 or {epochs + 1} worker counts, not {len(schedule)}.")
     spec = order or OrderSpec()
+
+    def counting(t: int) -> Progress | None:
+        if long_from is None or N < long_from:
+            return None
+        what = f"counting S of epoch {t} -> {t + 1} over {N:,} points ({spec.name} order)"
+        return Progress(what, total=N, unit="points")
+
     if spec.name == "feistel":
         for t in range(start_epoch, start_epoch + epochs):
             k_t, k_t1 = schedule[t - start_epoch], schedule[t - start_epoch + 1]
-            yield row(feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t), t + 1, spec.name)
+            bar = counting(t)
+            with bar if bar is not None else contextlib.nullcontext():
+                done = None if bar is None else bar.update
+                S = feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t, progress=done)
+            yield row(S, t + 1, spec.name)
         return
     prev = order_placement(N, schedule[0], seed=seed, epoch=start_epoch, spec=spec)
     for t in range(start_epoch, start_epoch + epochs):
-        nxt = order_placement(N, schedule[t - start_epoch + 1], seed=seed, epoch=t + 1, spec=spec)
-        yield row(shuffle_matrix(prev, nxt), t + 1, spec.name)
+        bar = counting(t)
+        with bar if bar is not None else contextlib.nullcontext():
+            nxt = order_placement(N, schedule[t - start_epoch + 1], seed=seed, epoch=t + 1, spec=spec)
+            S = shuffle_matrix(prev, nxt)
+            if bar is not None:
+                bar.update(N)
+        yield row(S, t + 1, spec.name)
         prev = nxt
 
 
@@ -236,6 +337,70 @@ def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> 
         print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
 
 
+#: Points from which ``rate`` announces counting each shuffle matrix and shows its progress
+#: (a second or more of work).
+LONG_POINTS = 1 << 24
+
+
+class _AboveBar:
+    """Standard output under a progress bar on standard error: a line written erases the bar
+    from its line first, and the bar is drawn again below it when the line is flushed."""
+
+    def __init__(self, bar: Progress, out: Any) -> None:
+        self.bar = bar
+        self.out = out
+
+    def write(self, text: str) -> int:
+        self.bar.clear()
+        return int(self.out.write(text))
+
+    def flush(self) -> None:
+        self.out.flush()
+        self.bar.update(self.bar.done)
+
+
+def _shifted(update: Callable[[int], None], base: int) -> Callable[[int], None]:
+    """Return ``done -> update(base + done)``: one step's progress as part of a longer count."""
+    return lambda done: update(base + done)
+
+
+def _under(bar: Progress, items: Iterator[Any]) -> Iterator[Any]:
+    """Yield ``items`` with ``bar`` open: announced before the first is made, closed after the last."""
+    with bar:
+        yield from items
+
+
+def compile_kernels(groups: Sequence[str]) -> None:
+    """Compile the kernels of ``groups`` not yet cached, announced on standard error first.
+
+    Groups are those of :data:`coded_shuffle.warmup.KERNEL_GROUPS`; nothing is said or done
+    when all of them are cached already.
+
+    Examples
+    --------
+    >>> compile_kernels(["packing"])  # at most once per install: on standard error
+    >>> compile_kernels(["packing"])
+    """
+    from .warmup import uncompiled, warm_up
+
+    todo = uncompiled(groups)
+    if todo:
+        with Progress("compiling kernels (once per install)", total=len(todo), unit="groups") as bar:
+            warm_up(todo, progress=bar.update)
+
+
+def _warn_once() -> Callable[[str], None]:
+    """Return a function printing each distinct warning once, as one line on standard error."""
+    seen: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+
+    return warn
+
+
 def _at_least(args: argparse.Namespace, **minimums: int) -> None:
     """Raise a UsageError naming the first option below its minimum."""
     for flag, low in minimums.items():
@@ -275,17 +440,30 @@ def _workers_schedule(text: str | None, epochs: int) -> list[int]:
 
 
 def _cmd_rate(args: argparse.Namespace) -> int:
+    kernels = ["packing"]
     if args.matrix is not None:
-        given = [f"--{n}" for n in ("workers", "points") if getattr(args, n) is not None]
+        given = [
+            f"--{n.replace('_', '-')}"
+            for n in ("workers", "points", "seed", "epochs", "start_epoch")
+            if getattr(args, n) is not None
+        ]
+        given += ["--order"] if args.order != "auto" else []
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
-        rows = rate_rows(matrix=S, strategy=args.strategy, subpackets=args.subpackets)
+        rows = rate_rows(
+            matrix=S, strategy=args.strategy, subpackets=args.subpackets, warn=_warn_once()
+        )
     else:
+        args.seed = 0 if args.seed is None else args.seed
+        args.epochs = 1 if args.epochs is None else args.epochs
+        args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
         schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
         if N < max(schedule):
             raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
+        spec = order_spec(args, N)
+        kernels += ["feistel"] if spec.name == "feistel" else []
         rows = rate_rows(
             K=schedule[0] if len(schedule) == 1 else schedule,
             N=N,
@@ -293,9 +471,12 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             epochs=args.epochs,
             start_epoch=args.start_epoch,
             strategy=args.strategy,
-            order=order_spec(args, N),
+            order=spec,
             subpackets=args.subpackets,
+            warn=_warn_once(),
+            long_from=LONG_POINTS,
         )
+    compile_kernels(kernels)
     if args.json:
         for row in rows:
             print(json.dumps(row), flush=True)
@@ -326,12 +507,18 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in plots.FORMATS:
         raise UsageError(f"--output must end in {' or '.join(plots.FORMATS)}, not {args.output!r}")
+    folder = os.path.dirname(args.output)
+    if folder and not os.path.isdir(folder):
+        raise UsageError(
+            f"--output must be in an existing folder, not {args.output!r} (no folder {folder!r})"
+        )
     try:
         if args.plot == "load-vs-k":
             if args.k_min < 2:
                 raise UsageError(f"--k-min must be at least 2, not {args.k_min}")
             if args.k_max < args.k_min:
                 raise UsageError(f"--k-max must be at least --k-min ({args.k_min}), not {args.k_max}")
+            compile_kernels(["packing"])
             out = plots.plot_load_vs_k(
                 args.output,
                 k_min=args.k_min,
@@ -342,6 +529,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             )
         elif args.plot == "orders":
             _check_shard_setup(args)
+            compile_kernels(["packing", "feistel"])
             out = plots.plot_orders(
                 args.output,
                 K=args.workers,
@@ -353,10 +541,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                 strategy=args.strategy,
             )
         else:
-            out = plots.plot_leftovers(read_matrix(args.matrix), args.output, strategy=args.strategy)
+            S = read_matrix(args.matrix)
+            compile_kernels(["packing"])
+            out = plots.plot_leftovers(S, args.output, strategy=args.strategy)
     except ImportError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
     print(out)
     return 0
 
@@ -364,7 +556,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- simulate
 
 _SIM_COLUMNS = (
-    "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "framing",
+    "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "saving", "framing",
     "repairs", "verified", "seconds",
 )  # fmt: skip
 
@@ -379,6 +571,7 @@ def _format_simulate(r: dict[str, Any]) -> list[str]:
         f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
         f"{r['coded_bytes'] / 1e6:.2f}",
         f"{r['uncoded_bytes'] / 1e6:.2f}",
+        f"{1 - r['coded_bytes'] / r['uncoded_bytes']:.1%}" if r["uncoded_bytes"] else "-",
         f"{r['framing_overhead']:.2%}",
         str(r["repairs"]),
         "yes" if r["verified"] else "NO",
@@ -403,64 +596,52 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
         )
-    # A tiny run first: the compiled kernels load (or compile, once per install) here, so that
-    # the first transition's time is the transition's alone.
-    tic = time.perf_counter()
+    spec = order_spec(args, args.points)
+    compile_kernels(["packing", "planning", "decoding"] + (["feistel"] if spec.name == "feistel" else []))
+    # A tiny run first: the compiled kernels load here, so that the first transition's time is
+    # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
-    if time.perf_counter() - tic > 1 and not args.json:
-        print(
-            f"compiled the kernels in {time.perf_counter() - tic:.1f} s (cached for later runs)",
-            file=sys.stderr,
-        )
-    show_progress = not args.json and not args.no_progress and sys.stderr.isatty() and args.epochs > 1
-    done = [0]
     verified = [True]
-
-    def progress() -> None:
-        width = 30
-        fill = width * done[0] // args.epochs
-        print(
-            f"\r[{'#' * fill}{'.' * (width - fill)}] {done[0]}/{args.epochs}",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-
     rows: list[list[str]] = []
     if not args.json:
         print(
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
             f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
-            f"order = {order_spec(args, args.points).name}"
+            f"order = {spec.name}"
             + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
         )
+    # JSON lines are the progress; a table comes at the end, so a bar (on a terminal) or one
+    # announcement (elsewhere) says what happens meanwhile.
+    quiet = args.json or args.no_progress
+    bar = Progress(
+        f"simulating {args.epochs} transition{'s' if args.epochs > 1 else ''} of {args.points:,} records",
+        total=args.epochs,
+        unit="transitions",
+        enabled=False if quiet else None,
+        announce=not quiet,
+    )
 
     def on_transition(rep: Any) -> None:
         d = rep.to_dict()
         verified[0] &= bool(d["verified"])
-        done[0] += 1
         if args.json:
             print(json.dumps(d), flush=True)
         else:
             rows.append(_format_simulate(d))
-            if show_progress:
-                progress()
+            bar.advance()
 
-    if show_progress:
-        progress()
-    simulate(
-        K=args.workers,
-        N=args.points,
-        record_bytes=args.record_bytes,
-        epochs=args.epochs,
-        seed=args.seed,
-        strategy=args.strategy,
-        on_transition=on_transition,
-        order=order_spec(args, args.points),
-        subpackets=args.subpackets,
-    )
-    if show_progress:
-        print(file=sys.stderr)
+    with bar:
+        simulate(
+            K=args.workers,
+            N=args.points,
+            record_bytes=args.record_bytes,
+            epochs=args.epochs,
+            seed=args.seed,
+            strategy=args.strategy,
+            on_transition=on_transition,
+            order=spec,
+            subpackets=args.subpackets,
+        )
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
         print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
@@ -470,6 +651,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 f"symbols are pieces of {args.record_bytes // args.subpackets} B, "
                 f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
             )
+        print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
+        print("framing: bytes of frame headers, symbol entries and padding (40 B a frame, 12 B a symbol,")
+        print("docs/wire-format.md), sent on top of coded MB, as a share of it.")
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -534,6 +718,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{what} not found; install the MPI extra: {MPI_INSTALL_HINT}")
     if not os.path.isfile(mpi_program()):
         raise UsageError(f"the MPI program {mpi_program()} is missing; run from a source checkout")
+    compile_kernels(["packing", "planning", "decoding", "feistel"])  # once here, not in every rank
     sys.stdout.flush()
     proc = subprocess.run(run_command(args, mpiexec), check=False)
     if proc.returncode:
@@ -556,7 +741,10 @@ def _non_negative(text: str) -> int:
 
 
 def _positive(text: str) -> int:
-    v = _non_negative(text)
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, not {v}")
     return v
@@ -564,26 +752,34 @@ def _positive(text: str) -> int:
 
 def _cmd_quality(args: argparse.Namespace) -> int:
     from .orders import SHUFFLE_ALGORITHMS, quality_report
+    from .orders.quality import REPORT_STEPS
 
     if args.algo not in SHUFFLE_ALGORITHMS:
         raise UsageError(f"--algo must be one of {', '.join(sorted(SHUFFLE_ALGORITHMS))}, not {args.algo!r}")
     _at_least(args, shards=2, shard_size=1, canonical_nodes=1, block_size=1, batches=1, batch_size=1, seeds=1)
     if args.canonical_nodes > args.shards * args.shard_size:
         raise UsageError("--canonical-nodes must be at most the number of samples")
-    reports = [
-        quality_report(
-            args.algo,
-            shards=args.shards,
-            shard_size=args.shard_size,
-            canonical_nodes=args.canonical_nodes,
-            block_size=args.block_size,
-            batches=args.batches,
-            batch_size=args.batch_size,
-            seed=args.seed + k,
-            epoch=args.epoch,
-        )
-        for k in range(args.seeds)
-    ]
+    seeds = f", {args.seeds} seeds" if args.seeds > 1 else ""
+    with Progress(
+        f"measuring {args.algo} on {args.shards:,} shards x {args.shard_size:,} samples{seeds}",
+        total=args.seeds * REPORT_STEPS,
+        unit="steps",
+    ) as bar:
+        reports = [
+            quality_report(
+                args.algo,
+                shards=args.shards,
+                shard_size=args.shard_size,
+                canonical_nodes=args.canonical_nodes,
+                block_size=args.block_size,
+                batches=args.batches,
+                batch_size=args.batch_size,
+                seed=args.seed + k,
+                epoch=args.epoch,
+                progress=_shifted(bar.update, k * REPORT_STEPS),
+            )
+            for k in range(args.seeds)
+        ]
     out = dict(reports[0])
     if args.seeds > 1:
         keys = ("mean_deviation_pct", "epoch_mean_deviation_pct", "longest_in_order_run", "seconds")
@@ -625,7 +821,7 @@ _ORDERS_COLUMNS = (
 
 
 def _cmd_orders(args: argparse.Namespace) -> int:
-    from .tradeoff import order_link_cost
+    from .tradeoff import LINK_COST_STEPS, order_link_cost
 
     names = list(EPOCH_ORDERS) if args.orders is None else [n.strip() for n in args.orders.split(",")]
     unknown = [n for n in names if n not in EPOCH_ORDERS]
@@ -633,9 +829,17 @@ def _cmd_orders(args: argparse.Namespace) -> int:
         raise UsageError(f"--orders must name orders among {', '.join(EPOCH_ORDERS)}, not {args.orders!r}")
     _at_least(args, batches=1, batch_size=1)
     _check_shard_setup(args)
+    compile_kernels(["packing", "feistel"] if "feistel" in names else ["packing"])
+    bar = Progress(
+        f"generating and measuring {len(names)} order{'s' if len(names) > 1 else ''} "
+        f"of {args.shards * args.shard_size:,} samples",
+        total=len(names) * LINK_COST_STEPS,
+        unit="steps",
+    )
+    out = _AboveBar(bar, sys.stdout)
 
     def rows() -> Iterator[dict[str, Any]]:
-        for name in names:
+        for i, name in enumerate(names):
             yield order_link_cost(
                 name,
                 K=args.workers,
@@ -648,11 +852,12 @@ def _cmd_orders(args: argparse.Namespace) -> int:
                 batches=args.batches,
                 batch_size=args.batch_size,
                 strategy=args.strategy,
+                progress=_shifted(bar.update, i * LINK_COST_STEPS),
             )
 
     if args.json:
-        for row in rows():
-            print(json.dumps(row), flush=True)
+        for row in _under(bar, rows()):
+            print(json.dumps(row), file=out, flush=True)
         return 0
     print(
         f"K = {args.workers}, {args.shards} shards x {args.shard_size} samples, "
@@ -661,10 +866,10 @@ def _cmd_orders(args: argparse.Namespace) -> int:
     )
 
     def cells() -> Iterator[list[str]]:
-        for row in rows():
+        for row in _under(bar, rows()):
             yield [f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k, _ in _ORDERS_COLUMNS]
 
-    print_table(cells(), [h for _, h in _ORDERS_COLUMNS], sys.stdout)
+    print_table(cells(), [h for _, h in _ORDERS_COLUMNS], out)
     print(
         "dev %: mean deviation of the A share from 50% over all batches of the epoch; "
         "shards/batch: distinct shards per batch; open/node: most shards a node needs at once; "
@@ -761,14 +966,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="number of workers (default 4), or one per epoch as K0,K1,...: elastic K",
     )
     rate.add_argument("--points", "-N", type=int, metavar="N", help="number of data points (default 1200)")
-    rate.add_argument("--seed", type=_non_negative, default=0, help="seed of the epoch orders (default 0)")
-    rate.add_argument(
-        "--epochs", type=_positive, default=1, metavar="E", help="transitions to compute (default 1)"
-    )
+    # No defaults here: --matrix refuses them when given; the epochs branch fills them in.
+    rate.add_argument("--seed", type=_non_negative, help="seed of the epoch orders (default 0)")
+    rate.add_argument("--epochs", type=_positive, metavar="E", help="transitions to compute (default 1)")
     rate.add_argument(
         "--start-epoch",
         type=_non_negative,
-        default=0,
         metavar="T",
         help="first epoch t of t -> t+1 (default 0)",
     )
@@ -797,7 +1000,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="quality and locality of one shard-aware epoch order (mixture experiment)",
         description=(
             "Generate one shard-aware order on M shards of Z samples, the first half of kind A, the "
-            "second of kind B, and report the deviation of the A share from 50%% over the first "
+            "second of kind B, and report the deviation of the A share from 50% over the first "
             "batches and over the whole epoch, a decile chi-square test of the head, distinct shards "
             "per batch, shards per node, and the longest stretch left in shard order."
         ),
@@ -910,7 +1113,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
-    sim.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    sim.add_argument(
+        "--no-progress", action="store_true", help="no progress bar or announcement on standard error"
+    )
     sim.set_defaults(func=_cmd_simulate)
 
     mpi = sub.add_parser(

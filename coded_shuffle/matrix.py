@@ -15,6 +15,8 @@ Distributed Data Shuffling", Allerton 2016, arXiv:1609.09823, Example 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ._checks import check_int, check_int_array
@@ -142,14 +144,22 @@ def shuffle_matrix_from_permutations(perm_t: object, perm_t1: object, K: int) ->
 
 
 def feistel_shuffle_matrix(
-    N: int, K_t: int, K_t1: int, *, seed: int, epoch: int, chunk: int = 1 << 22
+    N: int,
+    K_t: int,
+    K_t1: int,
+    *,
+    seed: int,
+    epoch: int,
+    chunk: int = 1 << 22,
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Return ``S`` between epochs ``epoch`` and ``epoch + 1`` of the ``feistel`` order, streamed.
 
     Walks the positions of epoch ``t`` chunk by chunk: position ``p`` of batch ``owner_t(p)``
     holds point ``n = pi_t(p)``, which epoch ``t + 1`` places at ``pi_{t+1}^{-1}(n)``. Memory is
     ``O(chunk + K_t K_{t+1})`` whatever ``N``: no permutation or owner array is ever held, so
-    ``N = 10^9`` fits in a small machine.
+    ``N = 10^9`` fits in a small machine. ``progress``, if given, is
+    called after each chunk with the number of positions walked so far (``N`` at the end).
 
     Examples
     --------
@@ -157,8 +167,10 @@ def feistel_shuffle_matrix(
     >>> spec = OrderSpec("feistel")
     >>> a = order_placement(50, 3, seed=2, epoch=4, spec=spec)
     >>> b = order_placement(50, 4, seed=2, epoch=5, spec=spec)
-    >>> bool((feistel_shuffle_matrix(50, 3, 4, seed=2, epoch=4, chunk=7) == shuffle_matrix(a, b)).all())
-    True
+    >>> walked = []
+    >>> S = feistel_shuffle_matrix(50, 3, 4, seed=2, epoch=4, chunk=20, progress=walked.append)
+    >>> bool((S == shuffle_matrix(a, b)).all()), walked
+    (True, [20, 40, 50])
     """
     from .orders.epochs import positions_to_owners
     from .orders.feistel import feistel_permutation
@@ -178,6 +190,8 @@ def feistel_shuffle_matrix(
         key *= K_t1
         key += positions_to_owners(pi_t1.inverse(pi_t.forward(pos)), N, K_t1)
         counts += np.bincount(key, minlength=K_t * K_t1)
+        if progress is not None:
+            progress(min(lo + chunk, N))
     S = counts.reshape(K_t, K_t1)
     S.flags.writeable = False
     return S

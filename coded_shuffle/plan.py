@@ -677,10 +677,18 @@ def plan_delivery(
     )
 
 
+#: Most points :func:`plan_from_matrix` plans. A point-level plan holds about 32 bytes a point at
+#: its peak (3.2 GB at 10^8 points, ``benchmarks/plan_scale.py``), so 2^30 points is about 34 GB;
+#: :func:`rates` gives the loads of a matrix of any size without point-level arrays.
+PLAN_MAX_POINTS = 1 << 30
+
+
 def plan_from_matrix(S: object, *, strategy: str = "greedy", subpackets: int = 1) -> DeliveryPlan:
     """Plan the delivery for a given shuffle matrix, on the points of :func:`placements_from_matrix`.
 
-    ``strategy`` and ``subpackets`` are those of :func:`plan_delivery`.
+    ``strategy`` and ``subpackets`` are those of :func:`plan_delivery`. ``S`` may hold at most
+    :data:`PLAN_MAX_POINTS` pieces in all (points times ``subpackets``); beyond that it is
+    refused before anything is allocated (:func:`rates` computes the loads of any matrix).
 
     Examples
     --------
@@ -691,6 +699,13 @@ def plan_from_matrix(S: object, *, strategy: str = "greedy", subpackets: int = 1
     S = check_shuffle_matrix(S)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
     q = check_int(subpackets, "subpackets", minimum=1)
+    if float(S.sum(dtype=np.float64)) * q > PLAN_MAX_POINTS:
+        N = int(S.astype(object).sum())  # exact: an int64 sum of large entries may overflow
+        raise ValueError(
+            f"Argument 'S' must hold at most {PLAN_MAX_POINTS // q} points in all with {q} "
+            f"subpacket(s) (a point-level plan takes about 32 bytes a piece; rates() gives the "
+            f"loads of any matrix), not {N}."
+        )
     placement_t, placement_t1 = placements_from_matrix(S)
     return plan_delivery(placement_t, placement_t1, strategy=strategy, subpackets=q)
 

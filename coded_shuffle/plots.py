@@ -54,6 +54,11 @@ def _check_path(path: object) -> str:
     if ext not in FORMATS:
         got = repr(ext) if ext else "no extension"
         raise ValueError(f"Argument 'path' must end in one of {', '.join(FORMATS)}, not {got}.")
+    folder = os.path.dirname(out)
+    if folder and not os.path.isdir(folder):
+        raise ValueError(
+            f"Argument 'path' must be in an existing folder, not {out!r} (no folder {folder!r})."
+        )
     return out
 
 

@@ -12,7 +12,7 @@ well mixed and costs about ``N (K - 1) / K`` uncoded, about half of that coded.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,9 +21,13 @@ from ._checks import check_choice, check_int
 from .bounds import lower_bound
 from .matrix import shuffle_matrix
 from .orders import EPOCH_ORDERS, OrderSpec, epoch_order, order_quality, placement_from_permutation
+from .orders.quality import QUALITY_STEPS
 from .plan import STRATEGIES, rates
 
-__all__ = ["order_link_cost", "order_tradeoff"]
+__all__ = ["LINK_COST_STEPS", "order_link_cost", "order_tradeoff"]
+
+#: Steps of :func:`order_link_cost`: the orders, the loads, and the quality figures.
+LINK_COST_STEPS = 2 + QUALITY_STEPS
 
 
 def order_link_cost(
@@ -39,8 +43,12 @@ def order_link_cost(
     batches: int = 100,
     batch_size: int = 2000,
     strategy: str = "greedy",
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Return one order's generation time, quality figures and loads between two epochs.
+
+    ``progress``, if given, is called with the steps done out of :data:`LINK_COST_STEPS`: the
+    two epochs' orders, their loads, then each step of the quality figures.
 
     Returns
     -------
@@ -69,10 +77,13 @@ def order_link_cost(
     t0 = time.perf_counter()
     nxt = epoch_order(N, seed=seed, epoch=epoch + 1, spec=spec)
     seconds = time.perf_counter() - t0
+    done = progress if progress is not None else (lambda _: None)
     prev = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
+    done(1)
     S = shuffle_matrix(placement_from_permutation(prev, K), placement_from_permutation(nxt, K))
     r = rates(S, strategy=strategy)
     lb = lower_bound(S)
+    done(2)
     quality = order_quality(
         nxt,
         shard_sizes=np.full(M, Z),
@@ -80,6 +91,7 @@ def order_link_cost(
         split=(M // 2) * Z,
         batches=batches,
         batch_size=batch_size,
+        progress=lambda k: done(2 + k),
     )
     return {
         "order": order,
@@ -102,16 +114,30 @@ def order_link_cost(
     }
 
 
-def order_tradeoff(orders: Sequence[str] | None = None, **options: Any) -> list[dict[str, Any]]:
+def order_tradeoff(
+    orders: Sequence[str] | None = None,
+    *,
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
+) -> list[dict[str, Any]]:
     """Return :func:`order_link_cost` for each order (all of them by default), same options.
+
+    ``progress``, if given, is called with the steps done out of ``LINK_COST_STEPS`` times the
+    number of orders.
 
     Examples
     --------
-    >>> rows = order_tradeoff(["naive", "py1s"], K=2, shards=4, shard_size=10, batches=2, batch_size=5)
-    >>> [r["order"] for r in rows]
-    ['naive', 'py1s']
+    >>> done = []
+    >>> rows = order_tradeoff(["naive", "py1s"], K=2, shards=4, shard_size=10, batches=2, batch_size=5,
+    ...                       progress=done.append)
+    >>> [r["order"] for r in rows], done[-1] == 2 * LINK_COST_STEPS
+    (['naive', 'py1s'], True)
     """
     names = list(EPOCH_ORDERS) if orders is None else list(orders)
     if not names:
         raise ValueError("Argument 'orders' must name at least one order.")
-    return [order_link_cost(name, **options) for name in names]
+    rows = []
+    for i, name in enumerate(names):
+        step = None if progress is None else (lambda k, base=i * LINK_COST_STEPS: progress(base + k))
+        rows.append(order_link_cost(name, progress=step, **options))
+    return rows

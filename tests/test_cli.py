@@ -59,7 +59,7 @@ def test_rate_epochs_json(capsys):
     assert code == 0 and [r["epoch"] for r in rows] == [1, 2, 3]
     for r in rows:
         assert r["lower_bound"] <= r["coded"] <= r["paired"] <= r["uncoded"]
-        assert r["coded"] <= r["worst_case"] == pytest.approx(503 * 4 / 5)
+        assert r["worst_case"] is None  # 5 does not divide 503: unequal batches
         assert r["uncoded_leftovers"] == 0 or not r["conserved"]
     code, again, _ = run(
         capsys, "rate", "-K", "5", "-N", "503", "--seed", "3", "--epochs", "1", "--start-epoch", "2", "--json"
@@ -176,3 +176,120 @@ def test_simulate_with_orders(capsys, order):
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert code == 0 and len(rows) == 2 and all(r["verified"] for r in rows)
     assert all(r["lower_bound"] <= r["coded_symbols"] <= r["uncoded_symbols"] for r in rows)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "w0,w1,w2\n2,1,2\n2,1,2\n1,3,1\n",  # a header of labels
+        "2;1;2\n2;1;2\n1;3;1\n",  # semicolons
+        "\ufeff2,1,2\n2,1,2\n1,3,1\n",  # a UTF-8 byte order mark
+        "\ufeff[[2, 1, 2], [2, 1, 2], [1, 3, 1]]",
+        "2 1 2\n2\t1 2\n\n1 3 1\n",  # blanks
+        '"a";"b";"c"\r\n2;1;2\r\n2;1;2\r\n1;3;1\r\n',
+        "2,1,2,\n2,1,2,\n1,3,1,\n",  # a separator ending each line
+    ],
+)
+def test_rate_matrix_csv_variants(tmp_path, capsys, content):
+    f = tmp_path / "s.csv"
+    f.write_bytes(content.encode("utf-8"))
+    code, out, err = run(capsys, "rate", "--matrix", str(f), "--json")
+    assert code == 0 and err == "", err
+    row = json.loads(out)
+    # Attia and Tandon 2016, Example 1.
+    assert (row["K"], row["N"], row["uncoded"], row["coded"]) == (3, 15, 11, 6)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("a,b,c\n2,x,2\n2,1,2\n1,3,1\n", "line 2, column 2: 'x' is not an integer"),
+        ("2,1,2\n\n2,1,y\n1,3,1\n", "line 3, column 3: 'y' is not an integer"),
+        ("2,5;1;2\n2;1;2\n1;3;1\n", "line 1, column 1: '2,5' is not an integer"),
+        (",w0,w1\nw0,2,1\nw1,1,2\n", "not square: line 2 has 3 entries, expected 2"),
+        ("2,1\n1\n", "not square: line 2 has 1 entries, expected 2"),
+        ("2,,2\n2,1,2\n1,3,1\n", "line 1, column 2: the entry is empty"),
+    ],
+)
+def test_rate_matrix_csv_refused(tmp_path, capsys, content, message):
+    f = tmp_path / "bad.csv"
+    f.write_text(content)
+    code, out, err = run(capsys, "rate", "--matrix", str(f))
+    assert code == 2 and out == ""
+    assert err.startswith("coded-shuffle: error:") and len(err.strip().splitlines()) == 1
+    assert message in err, err
+
+
+def test_rate_matrix_stdin_not_utf8():
+    proc = subprocess.run(
+        [sys.executable, "-m", "coded_shuffle", "rate", "--matrix", "-"],
+        input=b"\xff\xfe1,2\n",
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == "coded-shuffle: error: matrix file '-' is not UTF-8 text\n"
+
+
+def test_rate_unequal_batches_give_no_worst_case(tmp_path, capsys):
+    # Worker 0 holds all 5 points and worker 1 needs them all: 5 uncoded symbols, above
+    # N (K - 1) / K = 2.5, which is the worst case of equal batches only.
+    f = tmp_path / "s.json"
+    f.write_text("[[0, 5], [0, 0]]")
+    code, out, err = run(capsys, "rate", "--matrix", str(f), "--json")
+    row = json.loads(out)
+    assert code == 0 and row["coded"] == 5 and row["worst_case"] is None
+    assert err.startswith("coded-shuffle: warning: worst_case is null: the batches are unequal")
+    assert len(err.splitlines()) == 1
+    code, out, err = run(capsys, "rate", "--matrix", str(f))
+    header, cells = out.splitlines()[:2]
+    assert cells.split()[header.split().index("worst")] == "-"
+    assert "worst_case is null" in err
+    # K = 7 does not divide N = 10: every transition null, one warning.
+    code, out, err = run(capsys, "rate", "-K", "7", "-N", "10", "--epochs", "3", "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(rows) == 3 and all(r["worst_case"] is None for r in rows)
+    assert err.count("warning") == 1 and "unequal" in err
+    # A changing K: null, and why.
+    code, out, err = run(capsys, "rate", "-K", "3,4", "-N", "12", "--json")
+    assert json.loads(out)["worst_case"] is None and "K changes from 3 to 4" in err
+    # Equal batches keep it, silently.
+    code, out, err = run(capsys, "rate", "-K", "4", "-N", "12", "--epochs", "2", "--json")
+    assert err == "" and all(json.loads(line)["worst_case"] == 9 for line in out.splitlines())
+
+
+def test_epochs_messages_agree(capsys):
+    for command in ("rate", "simulate"):
+        messages = []
+        for value in ("0", "-1", "x"):
+            code, _, err = run(capsys, command, f"--epochs={value}")
+            assert code == 2
+            messages.append(err)
+        assert messages == [
+            "coded-shuffle: error: argument --epochs: expected a positive integer, not 0\n",
+            "coded-shuffle: error: argument --epochs: expected a positive integer, not -1\n",
+            "coded-shuffle: error: argument --epochs: expected a positive integer, not 'x'\n",
+        ]
+
+
+def test_rate_matrix_refuses_epoch_options(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(EXAMPLE1))
+    for extra, named in [
+        (["--epochs", "3"], "--epochs"),
+        (["--epochs", "1"], "--epochs"),
+        (["--seed", "0"], "--seed"),
+        (["--start-epoch", "2"], "--start-epoch"),
+        (["--order", "feistel"], "--order"),
+    ]:
+        code, out, err = run(capsys, "rate", "--matrix", str(f), *extra)
+        assert code == 2 and out == ""
+        assert err == f"coded-shuffle: error: --matrix cannot be combined with {named}\n"
+
+
+def test_quality_help_shows_a_percent_sign(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["quality", "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert "50%" in out and "%%" not in out

@@ -58,3 +58,18 @@ def test_simulate_exceptions(capsys, argv, message):
     err = capsys.readouterr().err
     assert err.startswith("coded-shuffle: error: ") and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_simulate_table_saving_and_framing(capsys):
+    argv = ["simulate", "-K", "4", "-N", "400", "-B", "64", "--epochs", "2", "--seed", "5"]
+    assert main([*argv, "--json"]) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[1].split("  ")
+    cols = [c.strip() for c in header if c.strip()]
+    saving = [line.split()[cols.index("uncoded MB") + 1] for line in lines[2:4]]
+    expected = [f"{100 * (1 - r['coded_bytes'] / r['uncoded_bytes']):.1f}%" for r in reports]
+    assert saving == expected and all(40 < float(s[:-1]) < 60 for s in saving)
+    assert any(line.startswith("framing:") for line in lines)
+    assert any("docs/wire-format.md" in line for line in lines)

@@ -24,6 +24,7 @@ RANK = {
     "engine": 6,
     "loader": 7,
     "plots": 7,
+    "warmup": 7,
     "cli": 8,
     "__main__": 9,
     "__init__": 9,

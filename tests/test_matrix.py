@@ -103,3 +103,12 @@ def test_shuffle_matrix_exceptions():
         shuffle_matrix([0, 1], a)
     with pytest.raises(ValueError, match="'placement_t1'"):
         shuffle_matrix(a, placement_from_owner([0, 1, 1], 2))
+
+
+def test_feistel_shuffle_matrix_progress():
+    from coded_shuffle.matrix import feistel_shuffle_matrix
+
+    walked = []
+    S = feistel_shuffle_matrix(1000, 3, 5, seed=1, epoch=2, chunk=300, progress=walked.append)
+    assert walked == [300, 600, 900, 1000]
+    assert S.tolist() == feistel_shuffle_matrix(1000, 3, 5, seed=1, epoch=2).tolist()

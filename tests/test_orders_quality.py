@@ -308,3 +308,15 @@ def test_quality_report_ranks_naive_above_intra_shard_shuffles():
 def test_quality_exceptions(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_quality_report_progress():
+    from coded_shuffle.orders.quality import REPORT_STEPS, quality_report
+
+    done: list[int] = []
+    r = quality_report("py1s", shards=6, shard_size=20, batches=2, batch_size=10, progress=done.append)
+    assert done == list(range(1, REPORT_STEPS + 1))
+    del r["seconds"]
+    plain = quality_report("py1s", shards=6, shard_size=20, batches=2, batch_size=10)
+    del plain["seconds"]
+    assert r == plain

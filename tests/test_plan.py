@@ -305,3 +305,23 @@ def test_elastic_K_plans_and_rates(K_t, K_t1):
     lb = lower_bound(shuffle_matrix(a, b))
     assert lb.value <= r.coded <= r.paired <= r.uncoded
     assert lb.value >= lost + to_new  # nobody can help with these
+
+
+def test_plan_from_matrix_refuses_huge_matrices():
+    from coded_shuffle.plan import PLAN_MAX_POINTS
+
+    # Checked before any point-level array: these would need terabytes (or overflow int64).
+    for S in ([[PLAN_MAX_POINTS, 1], [0, 0]], [[2**62 - 1, 1], [1, 2**62 - 1]]):
+        with pytest.raises(ValueError, match=r"Argument 'S' must hold at most 1073741824 points"):
+            plan_from_matrix(S)
+    assert plan_from_matrix([[PLAN_MAX_POINTS // 2**20, 0], [0, 0]]).n_symbols == 0
+
+
+def test_plan_from_matrix_limit_counts_pieces():
+    from coded_shuffle.plan import PLAN_MAX_POINTS
+
+    # Half the limit in points is the whole limit in halves: refused; one point fewer is not checked
+    # here (it would allocate gigabytes), the points-only case above covers the boundary.
+    S = [[PLAN_MAX_POINTS // 2, 1], [0, 0]]
+    with pytest.raises(ValueError, match=r"at most 536870912 points in all with 2 subpacket"):
+        plan_from_matrix(S, subpackets=2)

@@ -85,3 +85,21 @@ def test_cli_plot(tmp_path, capsys):
     assert main(["plot", "leftovers", "--output", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
     assert err.count("coded-shuffle: error:") == 3
+
+
+def test_output_in_a_missing_folder(tmp_path, capsys):
+    from coded_shuffle.cli import main
+
+    target = tmp_path / "missing" / "o.png"
+    with pytest.raises(ValueError, match="Argument 'path' must be in an existing folder"):
+        plots.plot_leftovers(EXAMPLE_1, target)
+    matrix = tmp_path / "s.json"
+    matrix.write_text("[[2, 1, 2], [2, 1, 2], [1, 3, 1]]")
+    for argv in (["leftovers", "--matrix", str(matrix)], ["load-vs-k", "--k-max", "3"]):
+        assert main(["plot", *argv, "-o", str(target)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and not target.parent.exists()
+        assert err == (
+            f"coded-shuffle: error: --output must be in an existing folder, not {str(target)!r} "
+            f"(no folder {str(target.parent)!r})\n"
+        )

@@ -59,3 +59,24 @@ def test_close_twice_writes_once():
 def test_progress_exceptions():
     with pytest.raises(ValueError, match="'total' must be at least 0, not -1"):
         Progress("x", total=-1)
+
+
+def test_clear_erases_the_bar_once_and_the_next_update_redraws():
+    err = Terminal()
+    bar = Progress("x", total=4, stream=err)
+    bar.start()
+    bar.clear()
+    bar.clear()  # nothing drawn any more: writes nothing
+    assert err.getvalue().count("\r\x1b[K") == 1 and err.getvalue().endswith("\r\x1b[K")
+    bar.update(1)  # drawn again at once, whatever the interval
+    assert err.getvalue().split("\r")[-1].startswith("x: [")
+    bar.close()
+    bar.clear()  # closed: nothing to erase
+    assert err.getvalue().endswith("\n")
+
+
+def test_clear_off_a_terminal_writes_nothing():
+    err = io.StringIO()
+    with Progress("x", total=1, stream=err) as bar:
+        bar.clear()
+    assert err.getvalue() == "x ...\n"

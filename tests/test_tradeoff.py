@@ -103,3 +103,13 @@ def test_plot_orders(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(out)
     assert main([*argv, "-o", str(tmp_path / "orders.txt")]) == 2
     assert "--output" in capsys.readouterr().err
+
+
+def test_tradeoff_progress():
+    from coded_shuffle.tradeoff import LINK_COST_STEPS
+
+    done: list[int] = []
+    options = dict(K=2, shards=4, shard_size=10, batches=2, batch_size=5)
+    rows = order_tradeoff(["naive", "py1s"], progress=done.append, **options)
+    assert done == list(range(1, 2 * LINK_COST_STEPS + 1))
+    assert [r["coded"] for r in rows] == [r["coded"] for r in order_tradeoff(["naive", "py1s"], **options)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,8 @@ __all__ = [
     "node_working_sets",
     "order_quality",
     "quality_report",
+    "QUALITY_STEPS",
+    "REPORT_STEPS",
 ]
 
 
@@ -284,6 +287,10 @@ def longest_in_order_run(order: Any, *, shard_sizes: Any) -> int:
     return int((change[1::2] - change[0::2]).max()) + 1
 
 
+#: Steps of :func:`order_quality`, each reported to its ``progress`` callback.
+QUALITY_STEPS = 6
+
+
 def order_quality(
     order: Any,
     *,
@@ -292,29 +299,41 @@ def order_quality(
     split: int,
     batches: int,
     batch_size: int,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Return the quality figures of a given ``order`` (the figures of :func:`quality_report`).
 
-    Used to compare orders made elsewhere (streaming's) on the same footing.
+    Used to compare orders made elsewhere (streaming's) on the same footing. The figures take
+    :data:`QUALITY_STEPS` passes over the order; ``progress``, if given, is called after each
+    with the number of steps done.
 
     Examples
     --------
+    >>> done = []
     >>> r = order_quality([0, 2, 1, 3], shard_sizes=[2, 2], canonical_nodes=1, split=2,
-    ...                   batches=2, batch_size=2)
-    >>> r["mean_deviation_pct"], r["longest_in_order_run"]
-    (0.0, 1)
+    ...                   batches=2, batch_size=2, progress=done.append)
+    >>> r["mean_deviation_pct"], r["longest_in_order_run"], done
+    (0.0, 1, [1, 2, 3, 4, 5, 6])
     """
     arr = _order(order)
     sizes = check_int_array(shard_sizes, "shard_sizes", ndim=1)
     nb = check_int(batches, "batches", minimum=1)
     b = check_int(batch_size, "batch_size", minimum=1)
     N = arr.size
+    done = progress if progress is not None else (lambda _: None)
     head = mixture_deviation(arr, split=split, batch_size=b, batches=nb)
     whole = mixture_deviation(arr, split=split, batch_size=b)
+    done(1)
     chi = decile_chi_square(arr[: min(N, nb * b)], N)
+    done(2)
     loc = batch_shard_counts(arr, shard_sizes=sizes, batch_size=b)
+    done(3)
     work = node_working_sets(arr, shard_sizes=sizes, canonical_nodes=canonical_nodes)
+    done(4)
     steps = in_order_steps(arr, shard_sizes=sizes)
+    done(5)
+    longest = longest_in_order_run(arr, shard_sizes=sizes)
+    done(6)
     return {
         "mean_deviation_pct": head["mean_deviation_pct"],
         "max_deviation_pct": head["max_deviation_pct"],
@@ -327,9 +346,13 @@ def order_quality(
         "mean_shards_per_node": work["mean_shards_per_node"],
         "max_shards_per_node": work["max_shards_per_node"],
         "max_open_shards_per_node": work["max_open_shards_per_node"],
-        "longest_in_order_run": longest_in_order_run(arr, shard_sizes=sizes),
+        "longest_in_order_run": longest,
         "in_order_fraction": float(steps.mean()) if steps.size else 0.0,
     }
+
+
+#: Steps of :func:`quality_report`: the order's generation and :data:`QUALITY_STEPS`.
+REPORT_STEPS = 1 + QUALITY_STEPS
 
 
 def quality_report(
@@ -343,10 +366,13 @@ def quality_report(
     batch_size: int = 2000,
     seed: int = 1,
     epoch: int = 1,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Generate ``algo``'s order on the mixture setup and return its quality figures.
 
     ``shards`` shards of ``shard_size`` samples; the first ``shards // 2`` shards are of kind A.
+    ``progress``, if given, is called with the steps done out of :data:`REPORT_STEPS`: the
+    order's generation, then each step of :func:`order_quality`.
 
     Returns
     -------
@@ -379,8 +405,16 @@ def quality_report(
     t0 = time.perf_counter()
     order = SHUFFLE_ALGORITHMS[algo](sizes, canonical_nodes=C, seed=seed, epoch=epoch, block_size=B)
     seconds = time.perf_counter() - t0
+    if progress is not None:
+        progress(1)
     figures = order_quality(
-        order, shard_sizes=sizes, canonical_nodes=C, split=(M // 2) * Z, batches=nb, batch_size=b
+        order,
+        shard_sizes=sizes,
+        canonical_nodes=C,
+        split=(M // 2) * Z,
+        batches=nb,
+        batch_size=b,
+        progress=None if progress is None else (lambda k: progress(1 + k)),
     )
     return {
         "algo": algo,

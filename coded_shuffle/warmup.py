@@ -1,0 +1,114 @@
+"""The compiled kernels: whether they are cached on disk, and compiling them ahead of the work.
+
+The loops over points are compiled by numba on their first call, with ``cache=True``: the
+machine code is kept beside the modules (``__pycache__``) and loaded by later runs, so only
+the first run after an install (or an upgrade) pays the compilation, several seconds. The
+command line asks :func:`uncompiled` first and, when something must compile, announces it
+before :func:`warm_up` compiles it, rather than leaving the user before a silent command.
+
+=================  ===================================================================
+group              kernels, and what compiles them here
+=================  ===================================================================
+``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
+``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
+``decoding``       the worker's peeling decoder (a tiny :func:`coded_shuffle.engine.simulate`)
+``feistel``        the compiled Feistel walk (4096 indices, forward and inverse)
+=================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KERNEL_GROUPS", "uncompiled", "warm_up"]
+
+#: The groups of kernels, in the order :func:`warm_up` compiles them.
+KERNEL_GROUPS = ("packing", "planning", "decoding", "feistel")
+
+
+def _dispatchers(group: str) -> list[Any]:
+    from . import _kernels
+    from .orders import feistel
+
+    kernels: dict[str, list[Any]] = {
+        "packing": [_kernels.greedy_cycle_packing],
+        "planning": [_kernels.count_cells, _kernels.sort_moved, _kernels.gather_runs],
+        "decoding": [_kernels.peel_worker],
+        "feistel": [feistel._walk_compiled],
+    }
+    return kernels[group]
+
+
+def _cached(dispatcher: Any) -> bool:
+    """Whether numba's on-disk cache holds a current entry of ``dispatcher`` for this machine."""
+    try:
+        index = dispatcher._cache._cache_file._load_index()  # {} when missing or stale
+        magic = dispatcher.targetctx.codegen().magic_tuple()
+    except Exception:  # another numba: say nothing rather than announce a compile wrongly
+        return True
+    return any(key[1] == magic for key in index)
+
+
+def _check_groups(groups: Sequence[str] | None) -> list[str]:
+    names = list(KERNEL_GROUPS) if groups is None else list(groups)
+    for g in names:
+        if g not in KERNEL_GROUPS:
+            raise ValueError(
+                f"Argument 'groups' must name groups among {', '.join(KERNEL_GROUPS)}, not {g!r}."
+            )
+    return names
+
+
+def uncompiled(groups: Sequence[str] | None = None) -> list[str]:
+    """Return the groups (of ``groups``, all by default) whose kernels are not cached yet.
+
+    A group is cached when every kernel of it has an entry in numba's on-disk cache that is
+    current (same source) and made for this machine's processor.
+
+    Examples
+    --------
+    >>> warm_up(["packing"])
+    >>> uncompiled(["packing"])
+    []
+    """
+    return [g for g in _check_groups(groups) if not all(_cached(d) for d in _dispatchers(g))]
+
+
+def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], None] | None = None) -> None:
+    """Compile (or load from the cache) the kernels of ``groups``, all by default.
+
+    Each group is compiled through the same calls as the real work, on a tiny input, so that
+    the signatures cached are those the work uses. ``progress``, if given, is called after
+    each group with the number of groups done.
+
+    Examples
+    --------
+    >>> done = []
+    >>> warm_up(["packing", "feistel"], progress=done.append)
+    >>> done
+    [1, 2]
+    """
+    names = _check_groups(groups)
+    for k, group in enumerate(names, start=1):
+        if group == "packing":
+            from .plan import rates
+
+            rates([[0, 1, 0], [0, 0, 1], [1, 0, 0]])
+        elif group == "planning":
+            from .plan import plan_from_matrix
+
+            plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+        elif group == "decoding":
+            from .engine import simulate
+
+            simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0)
+        else:
+            from .orders import feistel_permutation
+
+            p = feistel_permutation(1 << 12, seed=0, epoch=0)
+            p.inverse(p.forward(np.arange(1 << 12)))
+        if progress is not None:
+            progress(k)

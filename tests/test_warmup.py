@@ -1,0 +1,35 @@
+"""The compiled kernels: the cache check and the warm-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from coded_shuffle.warmup import KERNEL_GROUPS, uncompiled, warm_up
+
+
+def test_a_fresh_cache_holds_nothing(tmp_path):
+    # A cache folder of its own: every group is to compile (checked, nothing compiled).
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    code = "import json; from coded_shuffle.warmup import uncompiled; print(json.dumps(uncompiled()))"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == list(KERNEL_GROUPS)
+
+
+def test_warmed_up_groups_are_cached():
+    done: list[int] = []
+    warm_up(["packing", "feistel"], progress=done.append)
+    assert done == [1, 2]
+    assert uncompiled(["packing", "feistel"]) == []
+
+
+def test_warmup_exceptions():
+    with pytest.raises(ValueError, match="Argument 'groups' must name groups among packing"):
+        uncompiled(["linking"])
+    with pytest.raises(ValueError, match="'groups'"):
+        warm_up(["packing", "x"])
