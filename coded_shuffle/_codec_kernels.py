@@ -1,0 +1,415 @@
+"""Compiled loops of the codec's byte path (numba), imported lazily by :mod:`coded_shuffle.codec`.
+
+Each kernel states the numpy expression it equals; ``tests/test_codec.py`` checks every one
+against a plain numpy (or plain Python) reference, byte for byte. All kernels release the GIL and
+work on a range ``[lo, hi)`` of rows, so the codec can run two halves on two threads. The first
+call compiles once per install and is cached on disk (``cache=True``); importing this module
+compiles nothing.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# State bits of an id in :func:`peel_ops` (one byte per id).
+_HELD = 1  # in the old cache
+_NEED = 2  # in the new batch
+_LONE = 4  # needed, not held, and sent alone
+_KNOWN = 8  # held, or decoded in a finished round
+_CAND = 16  # decoded in the current round
+_USEF = 32  # needed, or the known end of a useful later step
+_DEG1 = 64  # in at least one coded symbol
+_DEG2 = 128  # in at least two coded symbols (or twice in one)
+
+# Buffers named by the 2 low bits of a row code ``row << 2 | buffer``.
+CACHE, OUT, TRANSIT = 0, 1, 2
+
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@numba.njit(cache=True, nogil=True)
+def encode_rows(out, data, a, b, lo, hi):  # pragma: no cover - compiled
+    """``out[s] = data[a[s]] ^ data[b[s]]`` (``data[a[s]]`` when ``b[s] < 0``) for ``lo <= s < hi``."""
+    W = out.shape[1]
+    for s in range(lo, hi):
+        row = out[s]
+        x = data[a[s]]
+        if b[s] >= 0:
+            y = data[b[s]]
+            for j in range(W):
+                row[j] = x[j] ^ y[j]
+        else:
+            for j in range(W):
+                row[j] = x[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def encode_packed(buf, offset, plen, data, a, b, lo, hi):  # pragma: no cover - compiled
+    """Variable-length payloads straight into the wire buffer.
+
+    ``buf[offset[s] : offset[s] + plen[s]] = (data[a[s]] ^ data[b[s]])[:plen[s]]`` (``data[a[s]]``
+    alone when ``b[s] < 0``) for ``lo <= s < hi``; rows of ``data`` are zero-padded records.
+    """
+    for s in range(lo, hi):
+        o = offset[s]
+        x = data[a[s]]
+        if b[s] >= 0:
+            y = data[b[s]]
+            for j in range(plen[s]):
+                buf[o + j] = x[j] ^ y[j]
+        else:
+            for j in range(plen[s]):
+                buf[o + j] = x[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def take_rows(out, data, rows, lo, hi):  # pragma: no cover - compiled
+    """``out[i] = data[rows[i]]`` for ``lo <= i < hi``."""
+    W = out.shape[1]
+    for i in range(lo, hi):
+        row = out[i]
+        x = data[rows[i]]
+        for j in range(W):
+            row[j] = x[j]
+
+
+@numba.njit(inline="always")
+def _fmix(x):  # pragma: no cover - compiled
+    x ^= x >> np.uint64(33)
+    x *= _C1
+    x ^= x >> np.uint64(33)
+    x *= _C2
+    x ^= x >> np.uint64(33)
+    return x
+
+
+@numba.njit(cache=True, nogil=True)
+def checksum_rows(out, data, rows, lengths, keys, lo, hi):  # pragma: no cover - compiled
+    """Checksum of row ``rows[i]`` of ``data`` (row ``i`` if ``rows`` is empty) into ``out[i]``.
+
+    The length is ``lengths[i]`` (the width if ``lengths`` is empty); ``keys[k]`` is
+    ``splitmix64(k + 1)``. Equal to the codec's numpy definition: the row's bytes, zero-padded to
+    whole words, read as little-endian ``uint64`` words; the first ``ceil(L / 8)`` words enter.
+    """
+    W = data.shape[1]
+    full = W // 8
+    for i in range(lo, hi):
+        r = rows[i] if rows.shape[0] else i
+        L = lengths[i] if lengths.shape[0] else W
+        m = (L + 7) // 8
+        x = data[r]
+        h = np.uint64(0)
+        for k in range(min(m, full)):
+            w = np.uint64(0)
+            for t in range(8):
+                w |= np.uint64(x[8 * k + t]) << np.uint64(8 * t)
+            h += _fmix(w ^ keys[k])
+        if m > full:
+            w = np.uint64(0)
+            for t in range(W - 8 * full):
+                w |= np.uint64(x[8 * full + t]) << np.uint64(8 * t)
+            h += _fmix(w ^ keys[full])
+        h += np.uint64(L) * _GOLDEN
+        out[i] = _fmix(h)
+
+
+@numba.njit(cache=True, nogil=True)
+def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: no cover - compiled
+    """Peel the symbols of one worker and list the row operations that rebuild its batch.
+
+    Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that of the
+    set computation ``_peel_oracle`` in ``tests/test_codec.py`` (``known`` starts as the cache):
+
+    - lone: the first symbol ``s`` with ``b[s] < 0`` of each needed, not held id ``a[s]``;
+    - round ``r``: the untouched coded symbols with an end in the frontier (the cache, then the
+      ids decoded in round ``r - 1``) are touched; each with exactly one known end decodes the
+      other, ``new``, unless ``new`` is a lone id; of several symbols decoding one ``new`` the
+      lowest wins; stop when a round decodes nothing;
+    - useful: walking the rounds backwards, a step whose ``new`` is needed, or is the known end
+      ``kn`` of a useful later step.
+
+    Round 1 is one pass over the symbols; later rounds only visit the symbols with no held end
+    sharing an id with another symbol (the chains of leftover cycles), through linked lists.
+
+    Every row of the new batch then gets one operation ``dst = payload[psym] ^ src`` (a term
+    absent when ``-1``), zeroed past ``oplen`` when ``oplen >= 0``; ``src`` and ``dst`` are row
+    codes ``row << 2 | buffer`` (:data:`CACHE`, :data:`OUT`, :data:`TRANSIT`). Operations
+    ``[0, bounds[0])`` (kept, lone, missing and round-1 rows) are independent; those of
+    ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
+
+    Returns ``(psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, sym, kn, new,
+    rnd, n_rounds)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2 (missing) for
+    need row ``i``; ``out_len`` the lengths of the new rows (variable records only);
+    ``lone, sym, kn, new, rnd`` the lone symbols and the useful steps in increasing rounds.
+    """
+    S = a.shape[0]
+    C = cache_ids.shape[0]
+    n_out = need_ids.shape[0]
+    variable = len_a.shape[0] > 0 or cache_len.shape[0] > 0
+    st = np.zeros(M, dtype=np.uint8)
+    loc = np.empty(M, dtype=np.int64)  # row code of a known id; lone symbol; candidate step
+    nrow = np.empty(M, dtype=np.int64)  # row in need_ids
+    for i in range(C):
+        st[cache_ids[i]] = _HELD | _KNOWN
+        loc[cache_ids[i]] = i << 2
+    for i in range(n_out):
+        st[need_ids[i]] |= _NEED | _USEF
+        nrow[need_ids[i]] = i
+    # Lone points and degrees.
+    lone = np.empty(S, dtype=np.int64)
+    n_lone = 0
+    for s in range(S):
+        p = a[s]
+        q = b[s]
+        if q < 0:
+            f = st[p]
+            if (f & _NEED) and not (f & (_HELD | _LONE)):
+                st[p] = f | _LONE
+                loc[p] = s
+                lone[n_lone] = s
+                n_lone += 1
+        else:
+            f = st[p]
+            st[p] = f | (_DEG2 if f & _DEG1 else _DEG1)
+            f = st[q]
+            st[q] = f | (_DEG2 if f & _DEG1 else _DEG1)
+    # Round 1: every coded symbol with a held end.
+    st_sym = np.empty(S, dtype=np.int64)
+    st_new = np.empty(S, dtype=np.int64)
+    st_kn = np.empty(S, dtype=np.int64)
+    st_rnd = np.empty(S, dtype=np.int64)
+    n_st = 0
+    rest = np.empty(S, dtype=np.int64)
+    n_rest = 0
+    for s in range(S):
+        q = b[s]
+        if q < 0:
+            continue
+        p = a[s]
+        fp = st[p]
+        fq = st[q]
+        hp = fp & _HELD
+        hq = fq & _HELD
+        if hp and hq:
+            continue
+        if not hp and not hq:
+            if (fp | fq) & _DEG2:
+                rest[n_rest] = s
+                n_rest += 1
+            continue
+        if hp:
+            nw, kn, fn = q, p, fq
+        else:
+            nw, kn, fn = p, q, fp
+        if fn & (_LONE | _CAND):
+            continue
+        st[nw] = fn | _CAND
+        st_sym[n_st] = s
+        st_new[n_st] = nw
+        st_kn[n_st] = kn
+        st_rnd[n_st] = 1
+        n_st += 1
+    n_rounds = 0
+    if n_st:
+        n_rounds = 1
+        for i in range(n_st):
+            st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
+    # Later rounds: the chains, through linked lists of the remaining symbols.
+    if n_st and n_rest:
+        head = np.empty(M, dtype=np.int64)
+        for i in range(n_st):
+            if st[st_new[i]] & _DEG2:
+                head[st_new[i]] = -1
+        for j in range(n_rest):
+            head[a[rest[j]]] = -1
+            head[b[rest[j]]] = -1
+        nxt = np.empty(2 * n_rest, dtype=np.int64)
+        for j in range(n_rest):
+            s = rest[j]
+            e = 2 * j
+            nxt[e] = head[a[s]]
+            head[a[s]] = e
+            nxt[e + 1] = head[b[s]]
+            head[b[s]] = e + 1
+        done = np.zeros(n_rest, dtype=np.uint8)
+        lo = 0
+        hi = n_st
+        while True:
+            for i in range(lo, hi):
+                v = st_new[i]
+                if not (st[v] & _DEG2):
+                    continue
+                e = head[v]
+                while e >= 0:
+                    j = e >> 1
+                    e = nxt[e]
+                    if done[j]:
+                        continue
+                    done[j] = 1
+                    s = rest[j]
+                    p = a[s]
+                    q = b[s]
+                    kp = (st[p] & _KNOWN) != 0
+                    kq = (st[q] & _KNOWN) != 0
+                    if kp == kq:
+                        continue
+                    if kp:
+                        nw, kn = q, p
+                    else:
+                        nw, kn = p, q
+                    fn = st[nw]
+                    if fn & _LONE:
+                        continue
+                    if not (fn & _CAND):
+                        st[nw] = fn | _CAND
+                        loc[nw] = n_st
+                        st_sym[n_st] = s
+                        st_new[n_st] = nw
+                        st_kn[n_st] = kn
+                        st_rnd[n_st] = n_rounds + 1
+                        n_st += 1
+                    elif s < st_sym[loc[nw]]:
+                        st_sym[loc[nw]] = s
+                        st_kn[loc[nw]] = kn
+            if n_st == hi:
+                break
+            n_rounds += 1
+            for i in range(hi, n_st):
+                st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
+            lo = hi
+            hi = n_st
+    # Useful steps, walking the rounds backwards.
+    keep = np.zeros(n_st, dtype=np.uint8)
+    n_keep = 0
+    for i in range(n_st - 1, -1, -1):
+        if st[st_new[i]] & _USEF:
+            keep[i] = 1
+            st[st_kn[i]] |= _USEF
+            n_keep += 1
+    sym = np.empty(n_keep, dtype=np.int64)
+    kns = np.empty(n_keep, dtype=np.int64)
+    new = np.empty(n_keep, dtype=np.int64)
+    rnd = np.empty(n_keep, dtype=np.int64)
+    w = 0
+    for i in range(n_st):
+        if keep[i]:
+            sym[w] = st_sym[i]
+            kns[w] = st_kn[i]
+            new[w] = st_new[i]
+            rnd[w] = st_rnd[i]
+            w += 1
+    # Row operations: one per row of the new batch, then one per transit point.
+    n_transit = 0
+    for i in range(n_keep):
+        if not (st[new[i]] & _NEED):
+            n_transit += 1
+    n_ops = n_out + n_transit
+    psym = np.empty(n_ops, dtype=np.int64)
+    src = np.empty(n_ops, dtype=np.int64)
+    dst = np.empty(n_ops, dtype=np.int64)
+    oplen = np.full(n_ops, -1, dtype=np.int64)
+    out_len = np.zeros(n_out if variable else 0, dtype=np.int64)
+    state = np.empty(n_out, dtype=np.uint8)
+    n_ops = 0
+    for i in range(n_out):
+        f = st[need_ids[i]]
+        if f & _HELD:
+            state[i] = 0
+            psym[n_ops] = -1
+            src[n_ops] = loc[need_ids[i]]
+            if variable:
+                oplen[n_ops] = cache_len[loc[need_ids[i]] >> 2]
+        elif f & _LONE:
+            state[i] = 1
+            psym[n_ops] = loc[need_ids[i]]
+            src[n_ops] = -1
+            if variable:
+                oplen[n_ops] = len_a[loc[need_ids[i]]]
+        elif f & _KNOWN:
+            state[i] = 1
+            continue  # a peeled step, below
+        else:
+            state[i] = 2
+            psym[n_ops] = -1
+            src[n_ops] = -1
+            if variable:
+                oplen[n_ops] = 0
+        dst[n_ops] = (i << 2) | OUT
+        if variable:
+            out_len[i] = oplen[n_ops]
+        n_ops += 1
+    bounds = np.full(max(n_rounds, 1), -1, dtype=np.int64)
+    t = 0
+    for i in range(n_keep):
+        if i > 0 and rnd[i] != rnd[i - 1]:
+            bounds[rnd[i - 1] - 1] = n_ops
+        s = sym[i]
+        nw = new[i]
+        psym[n_ops] = s
+        src[n_ops] = loc[kns[i]]
+        if st[nw] & _NEED:
+            d = (nrow[nw] << 2) | OUT
+        else:
+            d = (t << 2) | TRANSIT
+            t += 1
+        dst[n_ops] = d
+        loc[nw] = d
+        if variable:
+            ln = len_a[s] if a[s] == nw else len_b[s]
+            oplen[n_ops] = ln
+            if d & 3 == OUT:
+                out_len[d >> 2] = ln
+        n_ops += 1
+    for r in range(bounds.shape[0]):
+        if bounds[r] < 0:
+            bounds[r] = n_ops
+    return (psym, src, dst, oplen, bounds, n_transit, out_len, state,
+            lone[:n_lone].copy(), sym, kns, new, rnd, n_rounds)  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True)
+def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # pragma: no cover - compiled
+    """Do the row operations ``[lo, hi)`` of :func:`peel_ops`.
+
+    ``dst = payload[psym] ^ src`` over the full width (a term absent when ``-1``; both absent: a
+    zero row), then ``dst[oplen:] = 0`` when ``0 <= oplen``; rows are named by ``row << 2 |
+    buffer`` codes over ``cache``, ``out`` and ``transit``.
+    """
+    W = out.shape[1]
+    for i in range(lo, hi):
+        d = dst[i]
+        if d & 3 == OUT:
+            y = out[d >> 2]
+        else:
+            y = transit[d >> 2]
+        p = psym[i]
+        c = src[i]
+        if c >= 0:
+            cb = c & 3
+            if cb == CACHE:
+                x = cache[c >> 2]
+            elif cb == OUT:
+                x = out[c >> 2]
+            else:
+                x = transit[c >> 2]
+            if p >= 0:
+                z = payload[p]
+                for j in range(W):
+                    y[j] = z[j] ^ x[j]
+            else:
+                for j in range(W):
+                    y[j] = x[j]
+        elif p >= 0:
+            z = payload[p]
+            for j in range(W):
+                y[j] = z[j]
+        else:
+            for j in range(W):
+                y[j] = 0
+        L = oplen[i]
+        if L >= 0:
+            for j in range(L, W):
+                y[j] = 0
