@@ -116,8 +116,38 @@ def checksum_rows(out, data, rows, lengths, keys, lo, hi):  # pragma: no cover -
         out[i] = _fmix(h)
 
 
+@numba.njit(inline="always")
+def _popcount(x):  # pragma: no cover - compiled
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@numba.njit(inline="always")
+def _rank(bits, pre, v):  # pragma: no cover - compiled
+    """Number of set bits of ``bits`` below bit ``v``: the row of id ``v`` in a sorted id list."""
+    w = v >> 6
+    mask = (np.uint64(1) << np.uint64(v & 63)) - np.uint64(1)
+    return np.int64(pre[w]) + _popcount(bits[w] & mask)
+
+
+@numba.njit(inline="always")
+def _set_bits(ids, bits, pre, n_words):  # pragma: no cover - compiled
+    for w in range(n_words):
+        bits[w] = 0
+    for i in range(ids.shape[0]):
+        bits[ids[i] >> 6] |= np.uint64(1) << np.uint64(ids[i] & 63)
+    total = 0
+    for w in range(n_words):
+        pre[w] = total
+        total += _popcount(bits[w])
+
+
 @numba.njit(cache=True, nogil=True)
-def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: no cover - compiled
+def peel_ops(  # pragma: no cover - compiled
+    a, b, cache_ids, need_ids, M, cache_len, len_a, len_b, st, tab, bits, work, ops
+):
     """Peel the symbols of one worker and list the row operations that rebuild its batch.
 
     Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that of the
@@ -132,7 +162,8 @@ def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: 
       ``kn`` of a useful later step.
 
     Round 1 is one pass over the symbols; later rounds only visit the symbols with no held end
-    sharing an id with another symbol (the chains of leftover cycles), through linked lists.
+    sharing an id with another symbol (the chains of leftover cycles), through linked lists. The
+    row of an id in the cache or the new batch is its rank in a bitmap (no table of ``M`` rows).
 
     Every row of the new batch then gets one operation ``dst = payload[psym] ^ src`` (a term
     absent when ``-1``), zeroed past ``oplen`` when ``oplen >= 0``; ``src`` and ``dst`` are row
@@ -144,22 +175,35 @@ def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: 
     rnd, n_rounds)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2 (missing) for
     need row ``i``; ``out_len`` the lengths of the new rows (variable records only);
     ``lone, sym, kn, new, rnd`` the lone symbols and the useful steps in increasing rounds.
+
+    The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
+    fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
+    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[6, >= S]`` and
+    ``ops`` ``int64[4, >= len(need_ids) + S]``; no entry needs to be initialized. The arrays
+    returned are views into them.
     """
     S = a.shape[0]
-    C = cache_ids.shape[0]
     n_out = need_ids.shape[0]
     variable = len_a.shape[0] > 0 or cache_len.shape[0] > 0
-    st = np.zeros(M, dtype=np.uint8)
-    loc = np.empty(M, dtype=np.int64)  # row code of a known id; lone symbol; candidate step
-    nrow = np.empty(M, dtype=np.int64)  # row in need_ids
-    for i in range(C):
+    st = st[:M]
+    st[:] = 0
+    loc = tab[0]  # row code of a decoded id of a chain; candidate step of rounds >= 2
+    head = tab[1]  # first link of an id in the chains' lists
+    n_words = (M >> 6) + 1
+    hbits, hpre, nbits, npre = bits[0], bits[1], bits[2], bits[3]
+    _set_bits(cache_ids, hbits, hpre, n_words)
+    _set_bits(need_ids, nbits, npre, n_words)
+    for i in range(cache_ids.shape[0]):
         st[cache_ids[i]] = _HELD | _KNOWN
-        loc[cache_ids[i]] = i << 2
     for i in range(n_out):
         st[need_ids[i]] |= _NEED | _USEF
-        nrow[need_ids[i]] = i
-    # Lone points and degrees.
-    lone = np.empty(S, dtype=np.int64)
+    psym = ops[0]
+    src = ops[1]
+    dst = ops[2]
+    oplen = ops[3]
+    out_len = np.zeros(n_out if variable else 0, dtype=np.int64)
+    # Lone points (their operations first) and degrees.
+    lone = work[5]
     n_lone = 0
     for s in range(S):
         p = a[s]
@@ -168,8 +212,14 @@ def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: 
             f = st[p]
             if (f & _NEED) and not (f & (_HELD | _LONE)):
                 st[p] = f | _LONE
-                loc[p] = s
                 lone[n_lone] = s
+                o = _rank(nbits, npre, p)
+                psym[n_lone] = s
+                src[n_lone] = -1
+                dst[n_lone] = (o << 2) | OUT
+                oplen[n_lone] = len_a[s] if variable else -1
+                if variable:
+                    out_len[o] = len_a[s]
                 n_lone += 1
         else:
             f = st[p]
@@ -177,12 +227,12 @@ def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: 
             f = st[q]
             st[q] = f | (_DEG2 if f & _DEG1 else _DEG1)
     # Round 1: every coded symbol with a held end.
-    st_sym = np.empty(S, dtype=np.int64)
-    st_new = np.empty(S, dtype=np.int64)
-    st_kn = np.empty(S, dtype=np.int64)
-    st_rnd = np.empty(S, dtype=np.int64)
+    st_sym = work[0]
+    st_new = work[1]
+    st_kn = work[2]
+    st_rnd = work[3]
     n_st = 0
-    rest = np.empty(S, dtype=np.int64)
+    rest = work[4]
     n_rest = 0
     for s in range(S):
         q = b[s]
@@ -219,7 +269,6 @@ def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: 
             st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
     # Later rounds: the chains, through linked lists of the remaining symbols.
     if n_st and n_rest:
-        head = np.empty(M, dtype=np.int64)
         for i in range(n_st):
             if st[st_new[i]] & _DEG2:
                 head[st_new[i]] = -1
@@ -281,7 +330,7 @@ def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: 
                 st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
             lo = hi
             hi = n_st
-    # Useful steps, walking the rounds backwards.
+    # Useful steps, walking the rounds backwards; kept ones compacted in place.
     keep = np.zeros(n_st, dtype=np.uint8)
     n_keep = 0
     for i in range(n_st - 1, -1, -1):
@@ -289,85 +338,74 @@ def peel_ops(a, b, cache_ids, need_ids, M, cache_len, len_a, len_b):  # pragma: 
             keep[i] = 1
             st[st_kn[i]] |= _USEF
             n_keep += 1
-    sym = np.empty(n_keep, dtype=np.int64)
-    kns = np.empty(n_keep, dtype=np.int64)
-    new = np.empty(n_keep, dtype=np.int64)
-    rnd = np.empty(n_keep, dtype=np.int64)
     w = 0
     for i in range(n_st):
         if keep[i]:
-            sym[w] = st_sym[i]
-            kns[w] = st_kn[i]
-            new[w] = st_new[i]
-            rnd[w] = st_rnd[i]
+            st_sym[w] = st_sym[i]
+            st_kn[w] = st_kn[i]
+            st_new[w] = st_new[i]
+            st_rnd[w] = st_rnd[i]
             w += 1
-    # Row operations: one per row of the new batch, then one per transit point.
-    n_transit = 0
-    for i in range(n_keep):
-        if not (st[new[i]] & _NEED):
-            n_transit += 1
-    n_ops = n_out + n_transit
-    psym = np.empty(n_ops, dtype=np.int64)
-    src = np.empty(n_ops, dtype=np.int64)
-    dst = np.empty(n_ops, dtype=np.int64)
-    oplen = np.full(n_ops, -1, dtype=np.int64)
-    out_len = np.zeros(n_out if variable else 0, dtype=np.int64)
+    sym = st_sym[:n_keep]
+    kns = st_kn[:n_keep]
+    new = st_new[:n_keep]
+    rnd = st_rnd[:n_keep]
+    # Row operations: after the lone rows, the kept and missing rows, then the peeled steps.
     state = np.empty(n_out, dtype=np.uint8)
-    n_ops = 0
+    n_ops = n_lone
     for i in range(n_out):
-        f = st[need_ids[i]]
+        v = need_ids[i]
+        f = st[v]
         if f & _HELD:
             state[i] = 0
             psym[n_ops] = -1
-            src[n_ops] = loc[need_ids[i]]
-            if variable:
-                oplen[n_ops] = cache_len[loc[need_ids[i]] >> 2]
-        elif f & _LONE:
+            c = _rank(hbits, hpre, v)
+            src[n_ops] = c << 2
+            oplen[n_ops] = cache_len[c] if variable else -1
+        elif f & (_LONE | _KNOWN):
             state[i] = 1
-            psym[n_ops] = loc[need_ids[i]]
-            src[n_ops] = -1
-            if variable:
-                oplen[n_ops] = len_a[loc[need_ids[i]]]
-        elif f & _KNOWN:
-            state[i] = 1
-            continue  # a peeled step, below
+            continue
         else:
             state[i] = 2
             psym[n_ops] = -1
             src[n_ops] = -1
-            if variable:
-                oplen[n_ops] = 0
+            oplen[n_ops] = 0 if variable else -1
         dst[n_ops] = (i << 2) | OUT
         if variable:
             out_len[i] = oplen[n_ops]
         n_ops += 1
     bounds = np.full(max(n_rounds, 1), -1, dtype=np.int64)
-    t = 0
+    n_transit = 0
     for i in range(n_keep):
-        if i > 0 and rnd[i] != rnd[i - 1]:
+        r = rnd[i]
+        if i > 0 and r != rnd[i - 1]:
             bounds[rnd[i - 1] - 1] = n_ops
         s = sym[i]
         nw = new[i]
+        f = st[nw]
         psym[n_ops] = s
-        src[n_ops] = loc[kns[i]]
-        if st[nw] & _NEED:
-            d = (nrow[nw] << 2) | OUT
+        src[n_ops] = (_rank(hbits, hpre, kns[i]) << 2) | CACHE if r == 1 else loc[kns[i]]
+        if f & _NEED:
+            d = (_rank(nbits, npre, nw) << 2) | OUT
         else:
-            d = (t << 2) | TRANSIT
-            t += 1
+            d = (n_transit << 2) | TRANSIT
+            n_transit += 1
         dst[n_ops] = d
-        loc[nw] = d
+        if f & _DEG2:
+            loc[nw] = d
         if variable:
             ln = len_a[s] if a[s] == nw else len_b[s]
             oplen[n_ops] = ln
-            if d & 3 == OUT:
+            if f & _NEED:
                 out_len[d >> 2] = ln
+        else:
+            oplen[n_ops] = -1
         n_ops += 1
     for r in range(bounds.shape[0]):
         if bounds[r] < 0:
             bounds[r] = n_ops
-    return (psym, src, dst, oplen, bounds, n_transit, out_len, state,
-            lone[:n_lone].copy(), sym, kns, new, rnd, n_rounds)  # fmt: skip
+    return (psym[:n_ops], src[:n_ops], dst[:n_ops], oplen[:n_ops], bounds, n_transit, out_len, state,
+            lone[:n_lone], sym, kns, new, rnd, n_rounds)  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True)
@@ -410,6 +448,6 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
             for j in range(W):
                 y[j] = 0
         L = oplen[i]
-        if L >= 0:
+        if 0 <= L < W:
             for j in range(L, W):
                 y[j] = 0

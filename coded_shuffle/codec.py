@@ -48,6 +48,7 @@ kernel states, which the tests use as their oracle.
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -1052,6 +1053,38 @@ def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(sorted_ids[pos] == ids, pos, -1)
 
 
+#: Largest decode workspace a thread keeps between calls.
+_KEEP_WORKSPACE_BYTES = 1 << 27
+
+_WORKSPACE = threading.local()
+
+
+def _workspace(M: int, S: int, n_need: int) -> tuple[np.ndarray, ...]:
+    """Tables for :func:`coded_shuffle._codec_kernels.peel_ops`: ``M`` ids, ``S`` symbols.
+
+    A worker decodes every epoch with about the same sizes, so each thread keeps its tables
+    (up to :data:`_KEEP_WORKSPACE_BYTES`): touching fresh memory costs a page fault every
+    4 KiB, several times the cost of the peel itself. They grow, never shrink.
+    """
+    have = getattr(_WORKSPACE, "tables", None)
+    need_m, need_s, need_o = M, max(S, 1), n_need + S
+    if have is not None:
+        sizes = (have[0].shape[0], have[3].shape[1], have[4].shape[1])
+        if sizes[0] >= need_m and sizes[1] >= need_s and sizes[2] >= need_o:
+            return have
+        need_m, need_s, need_o = max(need_m, sizes[0]), max(need_s, sizes[1]), max(need_o, sizes[2])
+    tables = (
+        np.empty(need_m, dtype=np.uint8),
+        np.empty((2, need_m), dtype=np.int64),
+        np.empty((4, (need_m >> 6) + 1), dtype=np.uint64),
+        np.empty((6, need_s), dtype=np.int64),
+        np.empty((4, need_o), dtype=np.int64),
+    )
+    if sum(t.nbytes for t in tables) <= _KEEP_WORKSPACE_BYTES:
+        _WORKSPACE.tables = tables
+    return tables
+
+
 def _peel_ops(
     a: np.ndarray,
     b: np.ndarray,
@@ -1078,16 +1111,17 @@ def _peel_ops(
         int(need_ids[-1]) if need_ids.size else -1,
     )
     n_ids = 2 * a.shape[0] + cache_ids.shape[0] + need_ids.shape[0]
-    peel_ops = _kernels().peel_ops
+    S = a.shape[0]
     if top < 4 * n_ids + (1 << 16):
-        return peel_ops(a, b, cache_ids, need_ids, top + 1, *extra)
+        M = top + 1
+        return _kernels().peel_ops(a, b, cache_ids, need_ids, M, *extra, *_workspace(M, S, need_ids.size))
     coded = b >= 0
     uniq, inv = np.unique(np.concatenate([a, b[coded], cache_ids, need_ids]), return_inverse=True)
-    S, n_b, n_c = a.shape[0], int(coded.sum()), cache_ids.shape[0]
+    n_b, n_c = int(coded.sum()), cache_ids.shape[0]
     cb = np.full(S, -1, dtype=np.int64)
     cb[coded] = inv[S : S + n_b]
-    dense_cache = inv[S + n_b : S + n_b + n_c].copy()
-    res = peel_ops(inv[:S].copy(), cb, dense_cache, inv[S + n_b + n_c :].copy(), uniq.size, *extra)
+    dense = (inv[:S].copy(), cb, inv[S + n_b : S + n_b + n_c].copy(), inv[S + n_b + n_c :].copy())
+    res = _kernels().peel_ops(*dense, uniq.size, *extra, *_workspace(uniq.size, S, need_ids.size))
     return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:])
 
 
@@ -1096,7 +1130,7 @@ def _peel(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The symbolic peel of one worker: ``(lone, sym, kn, new, rnd, n_rounds)`` (see :func:`_peel_ops`)."""
     *_, lone, sym, kn, new, rnd, n_rounds = _peel_ops(a, b, cache_ids, need_ids)
-    return lone, sym, kn, new, rnd, int(n_rounds)
+    return lone.copy(), sym.copy(), kn.copy(), new.copy(), rnd.copy(), int(n_rounds)
 
 
 def decode_worker(
@@ -1168,7 +1202,7 @@ def decode_worker(
     if not isinstance(cache, Cache):
         raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
     worker = check_int(worker, "worker", minimum=0)
-    need_ids = check_int_array(need, "need", ndim=1).astype(np.int64)
+    need_ids = np.asarray(check_int_array(need, "need", ndim=1), dtype=np.int64)
     if need_ids.size > 1 and not bool(np.all(need_ids[1:] > need_ids[:-1])):
         need_ids = np.unique(need_ids)
     if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
