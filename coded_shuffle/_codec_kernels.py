@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 # State bits of an id in :func:`peel_ops` (one byte per id).
 _HELD = 1  # in the old cache
@@ -25,9 +28,47 @@ _DEG2 = 128  # in at least two coded symbols (or twice in one)
 # Buffers named by the 2 low bits of a row code ``row << 2 | buffer``.
 CACHE, OUT, TRANSIT = 0, 1, 2
 
+#: Operations ahead of the current one whose rows are prefetched (random rows: the loops are
+#: bound by memory latency, not bandwidth, unless several rows are in flight).
+_AHEAD = 8
+
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _prefetch_codegen(rw):  # pragma: no cover - compiled
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        if signature.args[0].ndim == 2:
+            width = builder.extract_value(ary.shape, 1)
+            ptr = builder.gep(ary.data, [builder.mul(args[1], width)])
+        else:
+            ptr = builder.gep(ary.data, [args[1]])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        hint = [ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)]
+        builder.call(fn, [builder.bitcast(ptr, i8p), *hint])
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def _prefetch(typingctx, rows, r):  # pragma: no cover - compiled
+    """Hint the cache to load row ``r`` of the C-contiguous ``uint8`` array ``rows`` for reading.
+
+    Row ``r`` of a 2-D array, or byte ``r`` of a 1-D one; a hint, never a fault.
+    """
+    return types.void(rows, r), _prefetch_codegen(0)
+
+
+@intrinsic
+def _prefetch_w(typingctx, rows, r):  # pragma: no cover - compiled
+    """:func:`_prefetch` for writing."""
+    return types.void(rows, r), _prefetch_codegen(1)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -35,6 +76,11 @@ def encode_rows(out, data, a, b, lo, hi):  # pragma: no cover - compiled
     """``out[s] = data[a[s]] ^ data[b[s]]`` (``data[a[s]]`` when ``b[s] < 0``) for ``lo <= s < hi``."""
     W = out.shape[1]
     for s in range(lo, hi):
+        k = s + _AHEAD
+        if k < hi:
+            _prefetch(data, a[k])
+            if b[k] >= 0:
+                _prefetch(data, b[k])
         row = out[s]
         x = data[a[s]]
         if b[s] >= 0:
@@ -70,6 +116,8 @@ def take_rows(out, data, rows, lo, hi):  # pragma: no cover - compiled
     """``out[i] = data[rows[i]]`` for ``lo <= i < hi``."""
     W = out.shape[1]
     for i in range(lo, hi):
+        if i + _AHEAD < hi:
+            _prefetch(data, rows[i + _AHEAD])
         row = out[i]
         x = data[rows[i]]
         for j in range(W):
@@ -206,6 +254,10 @@ def peel_ops(  # pragma: no cover - compiled
     lone = work[5]
     n_lone = 0
     for s in range(S):
+        if s + _AHEAD < S:
+            _prefetch_w(st, a[s + _AHEAD])
+            if b[s + _AHEAD] >= 0:
+                _prefetch_w(st, b[s + _AHEAD])
         p = a[s]
         q = b[s]
         if q < 0:
@@ -235,6 +287,9 @@ def peel_ops(  # pragma: no cover - compiled
     rest = work[4]
     n_rest = 0
     for s in range(S):
+        if s + _AHEAD < S and b[s + _AHEAD] >= 0:
+            _prefetch_w(st, a[s + _AHEAD])
+            _prefetch_w(st, b[s + _AHEAD])
         q = b[s]
         if q < 0:
             continue
@@ -418,6 +473,18 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
     """
     W = out.shape[1]
     for i in range(lo, hi):
+        k = i + _AHEAD
+        if k < hi:
+            if psym[k] >= 0:
+                _prefetch(payload, psym[k])
+            c = src[k]
+            if c >= 0:
+                if c & 3 == CACHE:
+                    _prefetch(cache, c >> 2)
+                elif c & 3 == OUT:
+                    _prefetch(out, c >> 2)
+            if dst[k] & 3 == OUT:
+                _prefetch_w(out, dst[k] >> 2)
         d = dst[i]
         if d & 3 == OUT:
             y = out[d >> 2]
