@@ -112,8 +112,9 @@ _HEADER_DTYPE = np.dtype(
 )
 assert _HEADER_DTYPE.itemsize == FRAME_HEADER_BYTES
 
-#: Jobs of at least this many bytes run as two halves on two threads.
+#: Jobs of at least this many bytes run on two threads, in pieces of about _PIECE_BYTES.
 _TWO_THREADS_BYTES = 1 << 20
+_PIECE_BYTES = 1 << 20
 #: Alignment of the codec's large buffers.
 _ALIGN = 4096
 #: Largest payload of one frame made by :func:`encode_plan` unless told otherwise.
@@ -160,21 +161,30 @@ _TWO_CORES = _cores() >= 2
 
 
 def _halves(kernel: Callable[..., Any], args: tuple, lo: int, hi: int, nbytes: int) -> None:
-    """Run ``kernel(*args, lo, hi)``; with two cores and a large job, as two halves on two threads.
+    """Run ``kernel(*args, lo, hi)``; with two cores and a large job, on two threads.
 
-    The kernels release the GIL and write disjoint rows for disjoint ranges.
+    The range is cut into pieces of about 1 MiB of work (at most 16) that both threads take in
+    turn, so a thread the scheduler holds back leaves its share to the other. The kernels release
+    the GIL and write disjoint rows for disjoint ranges.
     """
     if hi - lo < 2 or nbytes < _TWO_THREADS_BYTES or not _TWO_CORES:
         kernel(*args, lo, hi)
         return
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="coded_shuffle-codec"))
-    mid = (lo + hi) // 2
-    half = _POOL[0].submit(kernel, *args, mid, hi)
+    n = min(16, hi - lo, max(2, nbytes // _PIECE_BYTES))
+    cuts = [lo + (hi - lo) * q // n for q in range(n + 1)]
+    pieces = iter(list(zip(cuts[:-1], cuts[1:], strict=True)))  # next() on it is atomic
+
+    def work() -> None:
+        for p_lo, p_hi in pieces:
+            kernel(*args, p_lo, p_hi)
+
+    other = _POOL[0].submit(work)
     try:
-        kernel(*args, lo, mid)
+        work()
     finally:
-        half.result()
+        other.result()
 
 
 def _entry_dtype(flags: int) -> np.dtype:
