@@ -231,7 +231,7 @@ def _fmix64_int(x: int) -> int:
 def checksum_reference(record: bytes) -> int:
     """Return the checksum of one record, in plain Python (the definition; slow).
 
-    :func:`record_checksums` computes the same value vectorized over many records.
+    :func:`record_checksums` computes the same value with a compiled loop over many records.
 
     Examples
     --------
@@ -1158,8 +1158,10 @@ def decode_worker(
 
     Symbols are peeled in rounds: round 1 decodes every symbol with one point in the cache, and
     round ``r + 1`` every symbol with one point recovered in round ``r`` (the chain of a leftover
-    cycle). The peel is first run on the ids alone; only the steps that lead to a needed point are
-    then done on bytes, each round as one vectorized gather and XOR.
+    cycle). The peel is first run on the ids alone (one compiled pass); only the steps that lead to
+    a needed point are then done on bytes, round by round, by a compiled loop that XORs each
+    payload row with the row it needs straight into its row of ``out``. The bytes are those of
+    the plain row-by-row computation (``tests/test_codec.py`` checks them against it).
 
     Parameters
     ----------
