@@ -214,8 +214,9 @@ def peel_ops(  # pragma: no cover - compiled
     row of an id in the cache or the new batch is its rank in a bitmap (no table of ``M`` rows).
 
     Every row of the new batch then gets one operation ``dst = payload[psym] ^ src`` (a term
-    absent when ``-1``), zeroed past ``oplen`` when ``oplen >= 0``; ``src`` and ``dst`` are row
-    codes ``row << 2 | buffer`` (:data:`CACHE`, :data:`OUT`, :data:`TRANSIT`). Operations
+    absent when ``-1``), zeroed past ``oplen`` (variable records only; ``oplen`` is empty for
+    fixed ones); ``src`` and ``dst`` are row codes ``row << 2 | buffer`` (:data:`CACHE`,
+    :data:`OUT`, :data:`TRANSIT`). Operations
     ``[0, bounds[0])`` (kept, lone, missing and round-1 rows) are independent; those of
     ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
 
@@ -269,8 +270,8 @@ def peel_ops(  # pragma: no cover - compiled
                 psym[n_lone] = s
                 src[n_lone] = -1
                 dst[n_lone] = (o << 2) | OUT
-                oplen[n_lone] = len_a[s] if variable else -1
                 if variable:
+                    oplen[n_lone] = len_a[s]
                     out_len[o] = len_a[s]
                 n_lone += 1
         else:
@@ -416,7 +417,8 @@ def peel_ops(  # pragma: no cover - compiled
             psym[n_ops] = -1
             c = _rank(hbits, hpre, v)
             src[n_ops] = c << 2
-            oplen[n_ops] = cache_len[c] if variable else -1
+            if variable:
+                oplen[n_ops] = cache_len[c]
         elif f & (_LONE | _KNOWN):
             state[i] = 1
             continue
@@ -424,7 +426,8 @@ def peel_ops(  # pragma: no cover - compiled
             state[i] = 2
             psym[n_ops] = -1
             src[n_ops] = -1
-            oplen[n_ops] = 0 if variable else -1
+            if variable:
+                oplen[n_ops] = 0
         dst[n_ops] = (i << 2) | OUT
         if variable:
             out_len[i] = oplen[n_ops]
@@ -453,13 +456,12 @@ def peel_ops(  # pragma: no cover - compiled
             oplen[n_ops] = ln
             if f & _NEED:
                 out_len[d >> 2] = ln
-        else:
-            oplen[n_ops] = -1
         n_ops += 1
     for r in range(bounds.shape[0]):
         if bounds[r] < 0:
             bounds[r] = n_ops
-    return (psym[:n_ops], src[:n_ops], dst[:n_ops], oplen[:n_ops], bounds, n_transit, out_len, state,
+    oplen = oplen[: n_ops if variable else 0]
+    return (psym[:n_ops], src[:n_ops], dst[:n_ops], oplen, bounds, n_transit, out_len, state,
             lone[:n_lone], sym, kns, new, rnd, n_rounds)  # fmt: skip
 
 
@@ -468,7 +470,7 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
     """Do the row operations ``[lo, hi)`` of :func:`peel_ops`.
 
     ``dst = payload[psym] ^ src`` over the full width (a term absent when ``-1``; both absent: a
-    zero row), then ``dst[oplen:] = 0`` when ``0 <= oplen``; rows are named by ``row << 2 |
+    zero row), then ``dst[oplen:] = 0`` unless ``oplen`` is empty; rows are named by ``row << 2 |
     buffer`` codes over ``cache``, ``out`` and ``transit``.
     """
     W = out.shape[1]
@@ -514,6 +516,8 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
         else:
             for j in range(W):
                 y[j] = 0
+        if oplen.shape[0] == 0:
+            continue
         L = oplen[i]
         if 0 <= L < W:
             for j in range(L, W):
