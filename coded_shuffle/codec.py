@@ -122,6 +122,7 @@ DEFAULT_MAX_FRAME_BYTES = 1 << 26
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
+_EMPTY_I64.flags.writeable = False
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
@@ -137,7 +138,8 @@ def _ro(arr: np.ndarray) -> np.ndarray:
 
 
 def _i64(arr: np.ndarray | None) -> np.ndarray:
-    return _EMPTY_I64 if arr is None else np.ascontiguousarray(arr, dtype=np.int64)
+    """A read-only C-contiguous int64 view (empty for None): one compiled type per argument."""
+    return _EMPTY_I64 if arr is None else _ro(np.asarray(arr, dtype=np.int64))
 
 
 def _kernels() -> ModuleType:
@@ -425,7 +427,7 @@ class Dataset:
         if idx.size and (int(idx[0]) < 0 or int(idx[-1]) >= self.N):
             raise ValueError(f"Argument 'ids' must name records in [0, {self.N}).")
         data = _aligned_rows(idx.size, self.record_bytes)
-        _halves(_kernels().take_rows, (data, _ro(self.data), idx), 0, idx.size, data.nbytes)
+        _halves(_kernels().take_rows, (data, _ro(self.data), _i64(idx)), 0, idx.size, data.nbytes)
         lens = None if self.lengths is None else self.lengths[idx].copy()
         return Cache(ids=_readonly(idx), data=data, lengths=lens)
 
@@ -730,7 +732,7 @@ def _pack(
         entries["len_a"] = len_a
         entries["len_b"] = len_b
         offset = np.cumsum(plen) - plen
-        args = (buf[start:], offset, plen, _ro(data), _i64(a), _i64(b))
+        args = (buf[start:], _i64(offset), _i64(plen), _ro(data), _i64(a), _i64(b))
         _halves(_kernels().encode_packed, args, 0, n, payload_bytes)
     header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
     header["magic"] = WIRE_MAGIC
@@ -1130,7 +1132,7 @@ def _peel_ops(
     n_b, n_c = int(coded.sum()), cache_ids.shape[0]
     cb = np.full(S, -1, dtype=np.int64)
     cb[coded] = inv[S : S + n_b]
-    dense = (inv[:S].copy(), cb, inv[S + n_b : S + n_b + n_c].copy(), inv[S + n_b + n_c :].copy())
+    dense = tuple(_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
     res = _kernels().peel_ops(*dense, uniq.size, *extra, *_workspace(uniq.size, S, need_ids.size))
     return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:])
 
