@@ -447,7 +447,7 @@ def test_cache_patched(rng):
 
 
 def _peel_oracle(a, b, cache_ids, need_ids):
-    """The peel of ``coded_shuffle._kernels.peel_worker`` written with numpy sets (the definition)."""
+    """The peel of ``coded_shuffle._codec_kernels.peel_ops`` written with numpy sets (the definition)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     coded = b >= 0
     lone = np.flatnonzero(~coded)
@@ -497,7 +497,7 @@ def _check_peel(a, b, cache_ids, need_ids):
     assert len(set(new.tolist())) == new.size  # each point is decoded once
 
 
-def test_peel_worker_matches_set_oracle_on_plans():
+def test_peel_ops_matches_set_oracle_on_plans():
     for K, N, seed in ((3, 15, 0), (5, 300, 1), (8, 800, 2), (12, 500, 3)):
         p0, p1 = (epoch_placement(N, K, seed=seed, epoch=t) for t in (0, 1))
         plan = plan_delivery(p0, p1)
@@ -506,7 +506,7 @@ def test_peel_worker_matches_set_oracle_on_plans():
             _check_peel(a, b, plan.placement_t.batch(k), plan.placement_t1.batch(k))
 
 
-def test_peel_worker_matches_set_oracle_on_random_symbols(rng):
+def test_peel_ops_matches_set_oracle_on_random_symbols(rng):
     # Arbitrary symbols (self-pairs, repeats, lone points also coded, chains through unneeded points).
     for _ in range(200):
         N = int(rng.integers(1, 40))
