@@ -31,23 +31,30 @@ record's bytes, zero-padded to a multiple of 8, are read as little-endian ``uint
 where ``fmix64`` is the MurmurHash3 finalizer and ``k_i = splitmix64(i)`` a fixed key per word
 position. Every ``fmix64(w XOR k)`` is a bijection of ``w``, so any corruption confined to one
 word always changes ``h``; wider corruption goes unnoticed with probability about ``2^-64``.
-It is not a cryptographic hash. It is computed with a few ``uint64`` array operations over
-blocks of records (no Python loop per record), and the pure-Python :func:`checksum_reference`
-states it plainly.
+It is not a cryptographic hash. It is computed by a compiled loop over the rows (no
+temporary), and the pure-Python :func:`checksum_reference` states it plainly.
 
 Hot path
 --------
-Encoding and decoding are gathers and XORs of whole rows in plain numpy: blocks of symbols are
-gathered with ``np.take(..., mode="clip")`` (unbuffered) into a cache-sized buffer and XORed in
-place; records of 64 KiB and more are XORed row by row from views, with no temporary.
+The bytes are moved by compiled loops (numba, :mod:`coded_shuffle._codec_kernels`, compiled on
+first use and cached on disk): encoding XORs the two rows of each symbol straight into the wire
+buffer; decoding peels the worker's symbols in one compiled pass (the chains of leftover cycles
+through linked lists), lists one row operation per record of the new batch (and per transit point
+of a chain), then does them round by round straight into the new cache. Large jobs run as two
+halves on two threads. The results are byte for byte those of the plain numpy expressions each
+kernel states, which the tests use as their oracle.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -105,25 +112,81 @@ _HEADER_DTYPE = np.dtype(
 )
 assert _HEADER_DTYPE.itemsize == FRAME_HEADER_BYTES
 
-#: Rows of at least this many bytes are XORed one by one from views (no temporary).
-_ROW_LOOP_BYTES = 1 << 16
-#: Bytes per block when symbols are gathered into a temporary.
-_BLOCK_BYTES = 1 << 18
+#: Jobs of at least this many bytes run on two threads, in pieces of about _PIECE_BYTES.
+_TWO_THREADS_BYTES = 1 << 20
+_PIECE_BYTES = 1 << 20
 #: Alignment of the codec's large buffers.
 _ALIGN = 4096
 #: Largest payload of one frame made by :func:`encode_plan` unless told otherwise.
 DEFAULT_MAX_FRAME_BYTES = 1 << 26
 
-_U64 = np.dtype("<u8")
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_S33 = np.uint64(33)
+_EMPTY_I64 = np.empty(0, dtype=np.int64)
+_EMPTY_I64.flags.writeable = False
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
     arr.flags.writeable = False
     return arr
+
+
+def _ro(arr: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous view (a copy only if not contiguous): one compiled type per role."""
+    view = np.ascontiguousarray(arr).view(np.ndarray)
+    view.flags.writeable = False
+    return view
+
+
+def _i64(arr: np.ndarray | None) -> np.ndarray:
+    """A read-only C-contiguous int64 view (empty for None): one compiled type per argument."""
+    return _EMPTY_I64 if arr is None else _ro(np.asarray(arr, dtype=np.int64))
+
+
+def _kernels() -> ModuleType:
+    """The compiled kernels, imported on first use (importing the codec compiles nothing)."""
+    from . import _codec_kernels
+
+    return _codec_kernels
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+_TWO_CORES = _cores() >= 2
+
+
+def _halves(kernel: Callable[..., Any], args: tuple, lo: int, hi: int, nbytes: int) -> None:
+    """Run ``kernel(*args, lo, hi)``; with two cores and a large job, on two threads.
+
+    The range is cut into pieces of about 1 MiB of work (at most 16) that both threads take in
+    turn, so a thread the scheduler holds back leaves its share to the other. The kernels release
+    the GIL and write disjoint rows for disjoint ranges.
+    """
+    if hi - lo < 2 or nbytes < _TWO_THREADS_BYTES or not _TWO_CORES:
+        kernel(*args, lo, hi)
+        return
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="coded_shuffle-codec"))
+    n = min(16, hi - lo, max(2, nbytes // _PIECE_BYTES))
+    cuts = [lo + (hi - lo) * q // n for q in range(n + 1)]
+    pieces = iter(list(zip(cuts[:-1], cuts[1:], strict=True)))  # next() on it is atomic
+
+    def work() -> None:
+        for p_lo, p_hi in pieces:
+            kernel(*args, p_lo, p_hi)
+
+    other = _POOL[0].submit(work)
+    try:
+        work()
+    finally:
+        other.result()
 
 
 def _entry_dtype(flags: int) -> np.dtype:
@@ -135,15 +198,6 @@ def _entry_dtype(flags: int) -> np.dtype:
 
 
 # --------------------------------------------------------------------------- checksums
-
-
-def _fmix64(x: np.ndarray) -> None:
-    """MurmurHash3's 64-bit finalizer, in place on a ``uint64`` array (wrapping arithmetic)."""
-    x ^= x >> _S33
-    x *= _C1
-    x ^= x >> _S33
-    x *= _C2
-    x ^= x >> _S33
 
 
 _KEY_CACHE: dict[int, np.ndarray] = {}
@@ -179,7 +233,7 @@ def _fmix64_int(x: int) -> int:
 def checksum_reference(record: bytes) -> int:
     """Return the checksum of one record, in plain Python (the definition; slow).
 
-    :func:`record_checksums` computes the same value vectorized over many records.
+    :func:`record_checksums` computes the same value with a compiled loop over many records.
 
     Examples
     --------
@@ -200,33 +254,19 @@ def checksum_reference(record: bytes) -> int:
     return _fmix64_int(_mask64(h + L * 0x9E3779B97F4A7C15))
 
 
-def _checksum_rows(data: np.ndarray, lengths: np.ndarray | None) -> np.ndarray:
-    """Checksums of the rows of the ``(n, B)`` uint8 array ``data`` (lengths ``B`` unless given)."""
-    n, width = data.shape
-    m = -(-width // 8)
-    keys = _word_keys(m)
+def _checksum_rows(
+    data: np.ndarray, lengths: np.ndarray | None, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """Checksums of the rows ``rows`` (all if None) of the ``(n, B)`` uint8 array ``data``.
+
+    ``lengths`` gives the length of each checksummed row (``B`` if None).
+    """
+    data = _ro(data)
+    idx = _i64(rows)
+    n = data.shape[0] if rows is None else idx.shape[0]
+    keys = _word_keys(max(1, -(-data.shape[1] // 8)))
     out = np.empty(n, dtype=np.uint64)
-    rows = max(1, _BLOCK_BYTES // max(1, 8 * m))
-    aligned = width % 8 == 0 and data.strides[1] == 1
-    buf = None if aligned else np.zeros((rows, 8 * m), dtype=np.uint8)
-    cols = np.arange(m, dtype=np.int64)
-    for lo in range(0, n, rows):
-        hi = min(n, lo + rows)
-        if buf is None:
-            w = np.bitwise_xor(np.ascontiguousarray(data[lo:hi]).view(_U64), keys)
-        else:
-            blk = buf[: hi - lo]
-            blk[:, :width] = data[lo:hi]
-            w = blk.view(_U64)
-            w ^= keys
-        _fmix64(w)
-        if lengths is not None:
-            w *= (cols < (lengths[lo:hi, None] + 7) // 8).astype(np.uint64)
-        h = w.sum(axis=1, dtype=np.uint64)
-        L = np.full(hi - lo, width, dtype=np.uint64) if lengths is None else lengths[lo:hi].astype(np.uint64)
-        h += L * _GOLDEN
-        _fmix64(h)
-        out[lo:hi] = h
+    _halves(_kernels().checksum_rows, (out, data, idx, _i64(lengths), keys), 0, n, n * data.shape[1])
     return out
 
 
@@ -387,7 +427,7 @@ class Dataset:
         if idx.size and (int(idx[0]) < 0 or int(idx[-1]) >= self.N):
             raise ValueError(f"Argument 'ids' must name records in [0, {self.N}).")
         data = _aligned_rows(idx.size, self.record_bytes)
-        _gather_xor(data, self.data, idx, None, None)
+        _halves(_kernels().take_rows, (data, _ro(self.data), _i64(idx)), 0, idx.size, data.nbytes)
         lens = None if self.lengths is None else self.lengths[idx].copy()
         return Cache(ids=_readonly(idx), data=data, lengths=lens)
 
@@ -515,47 +555,6 @@ def _aligned_rows(n: int, width: int) -> np.ndarray:
     return _aligned_empty(n * width).reshape(n, width)
 
 
-def _gather_xor(
-    out: np.ndarray,
-    X: np.ndarray,
-    xi: np.ndarray,
-    Y: np.ndarray | None,
-    yi: np.ndarray | None,
-    opos: np.ndarray | None = None,
-) -> None:
-    """``out[o[r]] = X[xi[r]] ^ Y[yi[r]]`` (``X[xi[r]]`` when ``Y`` is None), ``o = opos`` or ``r``.
-
-    Indices must be in range (they are clipped, not checked).
-    """
-    n = xi.shape[0]
-    width = out.shape[1]
-    if n == 0:
-        return
-    if width >= _ROW_LOOP_BYTES:
-        xs = xi.tolist()
-        ys = yi.tolist() if yi is not None else None
-        os_ = opos.tolist() if opos is not None else range(n)
-        for r, o in enumerate(os_):
-            if Y is None or ys is None:
-                np.copyto(out[o], X[xs[r]])
-            else:
-                np.bitwise_xor(X[xs[r]], Y[ys[r]], out=out[o])
-        return
-    rows = max(1, _BLOCK_BYTES // width)
-    tmp = _aligned_rows(min(rows, n), width) if Y is not None else None
-    blk = _aligned_rows(min(rows, n), width) if opos is not None else None
-    for lo in range(0, n, rows):
-        hi = min(n, lo + rows)
-        o = out[lo:hi] if blk is None else blk[: hi - lo]
-        np.take(X, xi[lo:hi], axis=0, out=o, mode="clip")
-        if Y is not None and yi is not None and tmp is not None:
-            t = tmp[: hi - lo]
-            np.take(Y, yi[lo:hi], axis=0, out=t, mode="clip")
-            np.bitwise_xor(o, t, out=o)
-        if opos is not None:
-            out[opos[lo:hi]] = o
-
-
 def _check_symbol_ids(dataset: Dataset, a: object, b: object) -> tuple[np.ndarray, np.ndarray]:
     """Return ``a`` and ``b`` as int64 point ids of ``dataset`` (``b = -1``: none), or raise."""
     ai = check_int_array(a, "a", ndim=1).astype(np.int64)
@@ -604,18 +603,10 @@ def encode_symbols(dataset: Dataset, a: object, b: object, *, out: np.ndarray | 
 
 
 def _encode_into(out: np.ndarray, data: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
-    alone = b < 0
-    if not alone.any():
-        _gather_xor(out, data, a, data, b)
-        return
-    # Coded symbols and lone points are contiguous runs in plan order; handle each run.
-    edges = np.flatnonzero(np.diff(alone.astype(np.int8))) + 1
-    bounds = np.concatenate([[0], edges, [alone.shape[0]]])
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        if alone[lo]:
-            _gather_xor(out[lo:hi], data, a[lo:hi], None, None)
-        else:
-            _gather_xor(out[lo:hi], data, a[lo:hi], data, b[lo:hi])
+    """``out[s] = data[a[s]] ^ data[b[s]]`` (``data[a[s]]`` when ``b[s] < 0``), compiled."""
+    n = a.shape[0]
+    args = (out, _ro(data), _i64(a), _i64(b))
+    _halves(_kernels().encode_rows, args, 0, n, n * out.shape[1])
 
 
 # --------------------------------------------------------------------------- wire format
@@ -724,8 +715,8 @@ def _pack(
         payload_bytes = n * width
         plen = None
     else:
-        len_a = lengths[a]
-        len_b = np.where(b >= 0, lengths[np.maximum(b, 0)], 0)
+        len_a = lengths[a].astype(np.int64)
+        len_b = np.where(b >= 0, lengths[np.maximum(b, 0)], 0).astype(np.int64)
         plen = np.maximum(len_a, len_b)
         payload_bytes = int(plen.sum())
     buf = _aligned_empty(start + payload_bytes, lead=start)
@@ -740,9 +731,9 @@ def _pack(
         assert plen is not None
         entries["len_a"] = len_a
         entries["len_b"] = len_b
-        rows = _aligned_rows(n, width)
-        _encode_into(rows, data, a, b)
-        buf[start:] = rows[np.arange(width) < plen[:, None]]
+        offset = np.cumsum(plen) - plen
+        args = (buf[start:], _i64(offset), _i64(plen), _ro(data), _i64(a), _i64(b))
+        _halves(_kernels().encode_packed, args, 0, n, payload_bytes)
     header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
     header["magic"] = WIRE_MAGIC
     header["version"] = WIRE_VERSION
@@ -1079,20 +1070,57 @@ def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(sorted_ids[pos] == ids, pos, -1)
 
 
-def _peel(
-    a: np.ndarray, b: np.ndarray, cache_ids: np.ndarray, need_ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Symbolic peel of one worker (:func:`coded_shuffle._kernels.peel_worker`), any id range.
+#: Largest decode workspace a thread keeps between calls.
+_KEEP_WORKSPACE_BYTES = 1 << 27
 
-    The kernel indexes flags by id; ids spread far beyond their number (64-bit ids) are first
-    numbered densely.
+_WORKSPACE = threading.local()
+
+
+def _workspace(M: int, S: int, n_need: int) -> tuple[np.ndarray, ...]:
+    """Tables for :func:`coded_shuffle._codec_kernels.peel_ops`: ``M`` ids, ``S`` symbols.
+
+    A worker decodes every epoch with about the same sizes, so each thread keeps its tables
+    (up to :data:`_KEEP_WORKSPACE_BYTES`): touching fresh memory costs a page fault every
+    4 KiB, several times the cost of the peel itself. They grow, never shrink.
     """
-    from ._kernels import peel_worker
+    have = getattr(_WORKSPACE, "tables", None)
+    need_m, need_s, need_o = M, max(S, 1), n_need + S
+    if have is not None:
+        sizes = (have[0].shape[0], have[3].shape[1], have[4].shape[1])
+        if sizes[0] >= need_m and sizes[1] >= need_s and sizes[2] >= need_o:
+            return have
+        need_m, need_s, need_o = max(need_m, sizes[0]), max(need_s, sizes[1]), max(need_o, sizes[2])
+    tables = (
+        np.empty(need_m, dtype=np.uint8),
+        np.empty((2, need_m), dtype=np.int64),
+        np.empty((4, (need_m >> 6) + 1), dtype=np.uint64),
+        np.empty((6, need_s), dtype=np.int64),
+        np.empty((4, need_o), dtype=np.int64),
+    )
+    if sum(t.nbytes for t in tables) <= _KEEP_WORKSPACE_BYTES:
+        _WORKSPACE.tables = tables
+    return tables
 
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    b = np.ascontiguousarray(b, dtype=np.int64)
-    cache_ids = np.ascontiguousarray(cache_ids, dtype=np.int64)
-    need_ids = np.ascontiguousarray(need_ids, dtype=np.int64)
+
+def _peel_ops(
+    a: np.ndarray,
+    b: np.ndarray,
+    cache_ids: np.ndarray,
+    need_ids: np.ndarray,
+    cache_len: np.ndarray | None = None,
+    len_a: np.ndarray | None = None,
+    len_b: np.ndarray | None = None,
+) -> tuple:
+    """:func:`coded_shuffle._codec_kernels.peel_ops` for any id range.
+
+    The kernel indexes its tables by id; ids spread far beyond their number (64-bit ids) are
+    first numbered densely, and ``kn`` and ``new`` mapped back.
+    """
+    a = _i64(a)
+    b = _i64(b)
+    cache_ids = _i64(cache_ids)
+    need_ids = _i64(need_ids)
+    extra = (_i64(cache_len), _i64(len_a), _i64(len_b))
     top = max(
         int(a.max(initial=-1)),
         int(b.max(initial=-1)),
@@ -1100,18 +1128,26 @@ def _peel(
         int(need_ids[-1]) if need_ids.size else -1,
     )
     n_ids = 2 * a.shape[0] + cache_ids.shape[0] + need_ids.shape[0]
+    S = a.shape[0]
     if top < 4 * n_ids + (1 << 16):
-        lone, sym, kn, new, rnd, r = peel_worker(a, b, cache_ids, need_ids, top + 1)
-        return lone, sym, kn, new, rnd, int(r)
+        M = top + 1
+        return _kernels().peel_ops(a, b, cache_ids, need_ids, M, *extra, *_workspace(M, S, need_ids.size))
     coded = b >= 0
     uniq, inv = np.unique(np.concatenate([a, b[coded], cache_ids, need_ids]), return_inverse=True)
-    S, n_b, n_c = a.shape[0], int(coded.sum()), cache_ids.shape[0]
+    n_b, n_c = int(coded.sum()), cache_ids.shape[0]
     cb = np.full(S, -1, dtype=np.int64)
     cb[coded] = inv[S : S + n_b]
-    lone, sym, kn, new, rnd, r = peel_worker(
-        inv[:S].copy(), cb, inv[S + n_b : S + n_b + n_c].copy(), inv[S + n_b + n_c :].copy(), uniq.size
-    )
-    return lone, sym, uniq[kn], uniq[new], rnd, int(r)
+    dense = tuple(_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
+    res = _kernels().peel_ops(*dense, uniq.size, *extra, *_workspace(uniq.size, S, need_ids.size))
+    return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:])
+
+
+def _peel(
+    a: np.ndarray, b: np.ndarray, cache_ids: np.ndarray, need_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The symbolic peel of one worker: ``(lone, sym, kn, new, rnd, n_rounds)`` (see :func:`_peel_ops`)."""
+    *_, lone, sym, kn, new, rnd, n_rounds = _peel_ops(a, b, cache_ids, need_ids)
+    return lone.copy(), sym.copy(), kn.copy(), new.copy(), rnd.copy(), int(n_rounds)
 
 
 def decode_worker(
@@ -1129,8 +1165,10 @@ def decode_worker(
 
     Symbols are peeled in rounds: round 1 decodes every symbol with one point in the cache, and
     round ``r + 1`` every symbol with one point recovered in round ``r`` (the chain of a leftover
-    cycle). The peel is first run on the ids alone; only the steps that lead to a needed point are
-    then done on bytes, each round as one vectorized gather and XOR.
+    cycle). The peel is first run on the ids alone (one compiled pass); only the steps that lead to
+    a needed point are then done on bytes, round by round, by a compiled loop that XORs each
+    payload row with the row it needs straight into its row of ``out``. The bytes are those of
+    the plain row-by-row computation (``tests/test_codec.py`` checks them against it).
 
     Parameters
     ----------
@@ -1183,7 +1221,9 @@ def decode_worker(
     if not isinstance(cache, Cache):
         raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
     worker = check_int(worker, "worker", minimum=0)
-    need_ids = np.unique(check_int_array(need, "need", ndim=1).astype(np.int64))
+    need_ids = np.asarray(check_int_array(need, "need", ndim=1), dtype=np.int64)
+    if need_ids.size > 1 and not bool(np.all(need_ids[1:] > need_ids[:-1])):
+        need_ids = np.unique(need_ids)
     if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
         raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
     width = int(cache.data.shape[1])
@@ -1208,17 +1248,6 @@ def decode_worker(
         fr = None
         a, b, payload = empty, empty, np.empty((0, width), np.uint8)
 
-    # ---- symbolic peel on ids (compiled, O(S + N): no sort of the symbols) -------------------
-    held_need = _lookup(cache.ids, need_ids)  # row in the old cache, or -1
-    want = need_ids[held_need < 0]
-    lone, s1, kn, new, rnd, n_rounds = _peel(a, b, cache.ids, need_ids)
-    order = np.lexsort((s1, rnd))  # round by round, payload rows in increasing order
-    s1, kn, new, rnd = s1[order], kn[order], new[order], rnd[order]
-
-    # ---- bytes ------------------------------------------------------------------------------
-    # Every record lands straight in its row of the new cache: blocks of symbols are gathered and
-    # XORed in a cache-sized buffer, then scattered. Transit points of peeled chains (needed only
-    # to reach the next point) go to a small buffer of their own.
     n_out = need_ids.shape[0]
     if out is None:
         out = _aligned_rows(n_out, width)
@@ -1234,70 +1263,29 @@ def decode_worker(
             f"Argument 'out' must be a writeable C-contiguous uint8 array of shape {(n_out, width)} "
             "that does not overlap the cache."
         )
-    out_len = None if not variable else np.zeros(n_out, dtype=np.int64)
-    hr = np.flatnonzero(held_need >= 0)
-    _gather_xor(out, cache.data, held_need[hr], None, None, hr)
-    if out_len is not None and cache.lengths is not None:
-        out_len[hr] = cache.lengths[held_need[hr]]
-
-    def rec_len(s: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        assert fr is not None and fr.len_a is not None and fr.len_b is not None
-        return np.where(a[s] == ids, fr.len_a[s], fr.len_b[s])
-
-    written = np.zeros(n_out, dtype=bool)
-    written[hr] = True
-    # Points sent alone.
-    lone_pos = _lookup(need_ids, a[lone])
-    if lone.size:
-        _gather_xor(out, payload, lone, None, None, lone_pos)
-        written[lone_pos] = True
-        if out_len is not None:
-            out_len[lone_pos] = rec_len(lone, a[lone])
-    # Peeled steps: round 1 XORs with cache rows, later rounds with rows recovered before, either
-    # in the new cache (needed points) or in the transit buffer.
-    pos = _lookup(need_ids, new)  # row in the new cache, -1 for a transit point
-    mine = pos >= 0
-    transit = np.flatnonzero(~mine)
-    rows = _aligned_rows(transit.size, width)
-    tpos = np.full(new.size, -1, dtype=np.int64)
-    tpos[transit] = np.arange(transit.size)
-    src_cache = _lookup(cache.ids, kn)
-    src_out = _lookup(need_ids, kn)
-    t_ids = new[transit]
-    t_order = np.argsort(t_ids)
-    src_t = _lookup(t_ids[t_order], kn)
-    if t_ids.size:
-        src_t = np.where(src_t >= 0, t_order[np.maximum(src_t, 0)], -1)
-    from_cache = src_cache >= 0
-    from_out = ~from_cache & (src_out >= 0)
-    ln = rec_len(s1, new) if out_len is not None else None
-    bounds = np.flatnonzero(np.diff(rnd)) + 1
-    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), new.size], strict=True):
-        if lo == hi:
-            continue
-        for src, idx, sel in (
-            (cache.data, src_cache, from_cache[lo:hi]),
-            (out, src_out, from_out[lo:hi]),
-            (rows, src_t, ~(from_cache[lo:hi] | from_out[lo:hi])),
-        ):
-            for dst, where, m in ((out, pos, mine[lo:hi]), (rows, tpos, ~mine[lo:hi])):
-                qq = lo + np.flatnonzero(sel & m)
-                if qq.size:
-                    _gather_xor(dst, payload, s1[qq], src, idx[qq], where[qq])
-        if ln is not None:
-            tq = lo + np.flatnonzero(~mine[lo:hi])
-            if tq.size:
-                rows[tpos[tq]] *= np.arange(width) < ln[tq, None]
+    # ---- peel on ids, then one row operation per new record and per transit point ----------
+    (psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, _, _, new, _, n_rounds) = _peel_ops(
+        a,
+        b,
+        cache.ids,
+        need_ids,
+        cache.lengths,
+        fr.len_a if fr is not None else None,
+        fr.len_b if fr is not None else None,
+    )
+    # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
+    transit = _aligned_rows(int(n_transit), width)
+    args = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), psym, src, dst, oplen)
+    apply_ops = _kernels().apply_ops
+    lo = 0
+    for hi in bounds.tolist():
+        _halves(apply_ops, args, lo, hi, (hi - lo) * width)
+        lo = hi
     n_steps = int(lone.size + new.size)
-    if out_len is not None and ln is not None:
-        out_len[pos[mine]] = ln[mine]
-    written[pos[mine]] = True
-    if not written.all():
-        out[~written] = 0
-    if out_len is not None:
-        out[np.arange(width) >= out_len[:, None]] = 0
-    decoded = np.sort(np.concatenate([a[lone], new[mine]]))
-    missing = np.setdiff1d(want, decoded, assume_unique=True)
+    decoded = need_ids[state == 1]
+    missing = need_ids[state == 2]
+    if not variable:
+        out_len = None
     if strict and missing.size:
         p = int(missing[0])
         hit = np.flatnonzero((a == p) | (b == p))
@@ -1313,8 +1301,8 @@ def decode_worker(
     bad = empty
     verified = 0
     if checksums is not None and decoded.size:
-        rows_d = _lookup(need_ids, decoded)
-        got = _checksum_rows(out[rows_d], None if out_len is None else out_len[rows_d])
+        rows_d = np.flatnonzero(state == 1)
+        got = _checksum_rows(out, None if out_len is None else out_len[rows_d], rows_d)
         ref = np.asarray(checksums)[decoded]
         bad = decoded[got != ref]
         verified = int(decoded.size)

@@ -447,7 +447,7 @@ def test_cache_patched(rng):
 
 
 def _peel_oracle(a, b, cache_ids, need_ids):
-    """The peel of ``coded_shuffle._kernels.peel_worker`` written with numpy sets (the definition)."""
+    """The peel of ``coded_shuffle._codec_kernels.peel_ops`` written with numpy sets (the definition)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     coded = b >= 0
     lone = np.flatnonzero(~coded)
@@ -497,7 +497,7 @@ def _check_peel(a, b, cache_ids, need_ids):
     assert len(set(new.tolist())) == new.size  # each point is decoded once
 
 
-def test_peel_worker_matches_set_oracle_on_plans():
+def test_peel_ops_matches_set_oracle_on_plans():
     for K, N, seed in ((3, 15, 0), (5, 300, 1), (8, 800, 2), (12, 500, 3)):
         p0, p1 = (epoch_placement(N, K, seed=seed, epoch=t) for t in (0, 1))
         plan = plan_delivery(p0, p1)
@@ -506,7 +506,7 @@ def test_peel_worker_matches_set_oracle_on_plans():
             _check_peel(a, b, plan.placement_t.batch(k), plan.placement_t1.batch(k))
 
 
-def test_peel_worker_matches_set_oracle_on_random_symbols(rng):
+def test_peel_ops_matches_set_oracle_on_random_symbols(rng):
     # Arbitrary symbols (self-pairs, repeats, lone points also coded, chains through unneeded points).
     for _ in range(200):
         N = int(rng.integers(1, 40))
@@ -534,3 +534,180 @@ def test_decode_long_chains_variable_lengths_bit_exact(rng):
         assert max(r.rounds for r in results) >= 2
         for k, r in enumerate(results):
             assert r.steps == len(decoding_steps(plan, k))
+
+
+# --------------------------------------------------------------------------- compiled path against numpy
+
+
+def _frame_reference(ds, a, b, *, epoch, symbol, repair=False):
+    """One frame built from docs/wire-format.md with struct and numpy alone (the oracle)."""
+    import struct
+
+    a, b, symbol = (np.asarray(v, np.int64) for v in (a, b, symbol))
+    n, x = a.size, np.asarray(ds.data)
+    wide = n and max(int(a.max()), int(b.max()), int(symbol.max())) >= 0xFFFFFFFF
+    flags = (1 if ds.variable else 0) | (2 if wide else 0) | (4 if repair else 0)
+    pay = np.where((b >= 0)[:, None], x[a] ^ x[np.maximum(b, 0)], x[a])
+    idt = "<u8" if wide else "<u4"
+    none = 0xFFFFFFFFFFFFFFFF if wide else 0xFFFFFFFF
+    cols = [symbol.astype(idt), a.astype(idt), np.where(b >= 0, b, none).astype(idt)]
+    if ds.variable:
+        la = ds.lengths[a]
+        lb = np.where(b >= 0, ds.lengths[np.maximum(b, 0)], 0)
+        plen = np.maximum(la, lb)
+        cols += [la.astype("<u4"), lb.astype("<u4")]
+        body = b"".join(pay[s, : plen[s]].tobytes() for s in range(n))
+    else:
+        body = pay.tobytes()
+    entries = b"".join(b"".join(c[s].tobytes() for c in cols) for s in range(n))
+    head = struct.pack("<4sHHQIIQII", b"CSHF", 1, flags, epoch, n, ds.record_bytes, len(body), 0, 0)
+    framing = head + entries + b"\0" * (-(len(head) + len(entries)) % 8)
+    crc = zlib.crc32(framing)
+    return framing[:32] + struct.pack("<I", crc) + framing[36:] + body
+
+
+def _decode_reference(cache, frame, need):
+    """Worker decoding in plain numpy: the set peel of ``_peel_oracle``, then one row at a time."""
+    need = np.unique(np.asarray(need, np.int64))
+    f = frame
+    width = f.record_bytes
+    lone, steps, _ = _peel_oracle(f.a, f.b, cache.ids, need)
+    held = {int(i): r for r, i in enumerate(cache.ids)}
+
+    def cut(row, L):
+        row = row.copy()
+        row[L:] = 0
+        return row
+
+    value, length = {}, {}
+    for s in lone:
+        p = int(f.a[s])
+        length[p] = int(f.len_a[s]) if f.len_a is not None else width
+        value[p] = cut(f.payload[s], length[p])
+    for s, kn, new, _r in sorted(steps, key=lambda t: t[3]):
+        src = cache.data[held[kn]] if kn in held else value[kn]
+        L = width if f.len_a is None else int(f.len_a[s] if f.a[s] == new else f.len_b[s])
+        value[new], length[new] = cut(f.payload[s] ^ src, L), L
+    out = np.zeros((need.size, width), np.uint8)
+    out_len = np.zeros(need.size, np.int64)
+    decoded, missing = [], []
+    for i, p in enumerate(need.tolist()):
+        if p in held:
+            L = width if cache.lengths is None else int(cache.lengths[held[p]])
+            out[i], out_len[i] = cut(cache.data[held[p]], L), L
+        elif p in value:
+            out[i], out_len[i] = value[p], length[p]
+            decoded.append(p)
+        else:
+            missing.append(p)
+    return out, out_len, decoded, missing
+
+
+def _assert_decode_matches_reference(cache, frames, need, checksums):
+    res = decode_worker(cache, frames, need=need, worker=0, checksums=checksums)
+    f = parse_frame(frames[0]) if len(frames) == 1 else None
+    if f is None:
+        parts = [parse_frame(x) for x in frames]
+        from coded_shuffle.codec import _merge_frames
+
+        f = _merge_frames(parts)
+    out, out_len, decoded, missing = _decode_reference(cache, f, need)
+    assert res.cache.data.tobytes() == out.tobytes()
+    assert res.decoded.tolist() == decoded and res.missing.tolist() == missing
+    if cache.lengths is not None:
+        assert res.cache.lengths.tolist() == out_len.tolist()
+    if checksums is not None and decoded:
+        rows = np.searchsorted(res.cache.ids, decoded)
+        cuts = out_len[rows] if cache.lengths is not None else np.full(rows.size, out.shape[1])
+        got = [checksum_reference(out[r, :L].tobytes()) for r, L in zip(rows, cuts, strict=True)]
+        bad = [p for p, h in zip(decoded, got, strict=True) if h != int(checksums[p])]
+        assert res.bad.tolist() == bad
+    return res
+
+
+@pytest.mark.parametrize("variable", [False, True])
+def test_compiled_path_matches_numpy_reference_on_plans(rng, variable):
+    # Random plans with leftover cycles (chains of several rounds), odd widths, several frames;
+    # then the same frames with flipped payload bits: the same bytes, decoded, missing and bad.
+    seen_rounds, flagged = 0, 0
+    cases = ((3, 15, 1, "greedy"), (6, 240, 13, "exact"), (9, 400, 61, "greedy"), (5, 300, 8, "greedy"))
+    for K, N, B, strategy in cases:
+        p0, p1 = (epoch_placement(N, K, seed=K, epoch=t) for t in (0, 1))
+        plan = plan_delivery(p0, p1, strategy=strategy)
+        ds = _variable(rng, N, B) if variable else _dataset(rng, N, B)
+        a, b, _ = plan.transmissions()
+        frames = encode_plan(plan, ds, epoch=1, max_frame_bytes=max(B, 30 * B))
+        lo = 0
+        for fr in frames:
+            n = parse_frame(fr).n_symbols
+            want = _frame_reference(ds, a[lo : lo + n], b[lo : lo + n], epoch=1, symbol=np.arange(lo, lo + n))
+            assert fr.tobytes() == want
+            lo += n
+        payload_start = [fr.size - parse_frame(fr).payload_bytes for fr in frames]
+        bad_frames = [fr.copy() for fr in frames]
+        for fr, start in zip(bad_frames, payload_start, strict=True):
+            hit = rng.integers(start, fr.size, size=3)
+            fr[hit] ^= rng.integers(1, 256, size=3).astype(np.uint8)
+        for k in range(K):
+            cache = ds.cache(p0.batch(k))
+            res = _assert_decode_matches_reference(cache, frames, p1.batch(k), ds.checksums)
+            assert res.ok
+            seen_rounds = max(seen_rounds, res.rounds)
+            res = _assert_decode_matches_reference(cache, bad_frames, p1.batch(k), ds.checksums)
+            flagged += res.bad.size
+    assert seen_rounds >= 3 and flagged > 0
+
+
+def test_compiled_path_matches_numpy_reference_on_random_symbols(rng):
+    # Arbitrary symbols: self-pairs, repeats, points sent alone and coded, chains through points
+    # nobody needs, ids the worker neither holds nor can reach; checksums of a wrong frame.
+    for trial in range(60):
+        N = int(rng.integers(1, 30))
+        S = int(rng.integers(1, 50))
+        B = int(rng.integers(1, 20))
+        ds = _variable(rng, N, B) if trial % 2 else _dataset(rng, N, B)
+        a = rng.integers(0, N, size=S)
+        b = np.where(rng.random(S) < 0.2, -1, rng.integers(0, N, size=S))
+        frame = encode_plan_arrays(ds, a, b, epoch=0)
+        assert frame.tobytes() == _frame_reference(ds, a, b, epoch=0, symbol=np.arange(S))
+        cache = ds.cache(np.unique(rng.integers(0, N, size=int(rng.integers(0, N + 1)))))
+        need = rng.integers(0, N, size=int(rng.integers(0, N + 1)))
+        _assert_decode_matches_reference(cache, [frame], need, ds.checksums)
+        wrong = frame.copy()
+        wrong[-1] ^= 0x5A
+        _assert_decode_matches_reference(cache, [wrong], need, ds.checksums)
+
+
+def test_two_thread_halves_give_the_same_bytes(rng, monkeypatch):
+    # Every kernel run as two halves on two threads (forced here for small inputs) against one run.
+    import coded_shuffle.codec as codec
+
+    p0, p1 = (epoch_placement(500, 7, seed=5, epoch=t) for t in (0, 1))
+    plan = plan_delivery(p0, p1)
+    for ds in (_dataset(rng, 500, 24), _variable(rng, 500, 40)):
+        frames = encode_plan(plan, ds, epoch=1)
+        caches = [ds.cache(p0.batch(k)) for k in range(7)]
+        sums = ds.checksums
+        one = [decode_worker(caches[k], frames, need=p1.batch(k), worker=k, checksums=sums) for k in range(7)]
+        monkeypatch.setattr(codec, "_TWO_THREADS_BYTES", 0)
+        monkeypatch.setattr(codec, "_TWO_CORES", True)
+        assert [f.tobytes() for f in encode_plan(plan, ds, epoch=1)] == [f.tobytes() for f in frames]
+        assert np.array_equal(record_checksums(np.asarray(ds.data), ds.lengths), ds.checksums)
+        for k in range(7):
+            two = decode_worker(caches[k], frames, need=p1.batch(k), worker=k, checksums=sums)
+            assert two.cache.data.tobytes() == one[k].cache.data.tobytes() and two.ok
+        monkeypatch.undo()
+
+
+def test_record_checksums_of_selected_rows(rng):
+    # The compiled checksum of chosen rows with their own lengths (no gathered copy) against the
+    # plain-Python definition; rows wider than the record are zero-padded past its length.
+    from coded_shuffle.codec import _checksum_rows
+
+    for B in (1, 7, 8, 9, 64, 67):
+        x = rng.integers(0, 256, size=(12, B), dtype=np.uint8)
+        lens = rng.integers(0, B + 1, size=12)
+        x[np.arange(B) >= lens[:, None]] = 0
+        rows = rng.integers(0, 12, size=20)
+        got = _checksum_rows(x, lens[rows], rows)
+        assert [int(h) for h in got] == [checksum_reference(x[r, : lens[r]].tobytes()) for r in rows]

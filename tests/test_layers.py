@@ -12,6 +12,7 @@ RANK = {
     "errors": 0,
     "_checks": 0,
     "_kernels": 0,
+    "_codec_kernels": 0,
     "_progress": 0,
     "orders": 1,
     "matrix": 2,

@@ -1,0 +1,524 @@
+"""Compiled loops of the codec's byte path (numba), imported lazily by :mod:`coded_shuffle.codec`.
+
+Each kernel states the numpy expression it equals; ``tests/test_codec.py`` checks every one
+against a plain numpy (or plain Python) reference, byte for byte. All kernels release the GIL and
+work on a range ``[lo, hi)`` of rows, so the codec can run two halves on two threads. The first
+call compiles once per install and is cached on disk (``cache=True``); importing this module
+compiles nothing.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+# State bits of an id in :func:`peel_ops` (one byte per id).
+_HELD = 1  # in the old cache
+_NEED = 2  # in the new batch
+_LONE = 4  # needed, not held, and sent alone
+_KNOWN = 8  # held, or decoded in a finished round
+_CAND = 16  # decoded in the current round
+_USEF = 32  # needed, or the known end of a useful later step
+_DEG1 = 64  # in at least one coded symbol
+_DEG2 = 128  # in at least two coded symbols (or twice in one)
+
+# Buffers named by the 2 low bits of a row code ``row << 2 | buffer``.
+CACHE, OUT, TRANSIT = 0, 1, 2
+
+#: Operations ahead of the current one whose rows are prefetched (random rows: the loops are
+#: bound by memory latency, not bandwidth, unless several rows are in flight).
+_AHEAD = 8
+
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _prefetch_codegen(rw):  # pragma: no cover - compiled
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        if signature.args[0].ndim == 2:
+            width = builder.extract_value(ary.shape, 1)
+            ptr = builder.gep(ary.data, [builder.mul(args[1], width)])
+        else:
+            ptr = builder.gep(ary.data, [args[1]])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        hint = [ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)]
+        builder.call(fn, [builder.bitcast(ptr, i8p), *hint])
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def _prefetch(typingctx, rows, r):  # pragma: no cover - compiled
+    """Hint the cache to load row ``r`` of the C-contiguous ``uint8`` array ``rows`` for reading.
+
+    Row ``r`` of a 2-D array, or byte ``r`` of a 1-D one; a hint, never a fault.
+    """
+    return types.void(rows, r), _prefetch_codegen(0)
+
+
+@intrinsic
+def _prefetch_w(typingctx, rows, r):  # pragma: no cover - compiled
+    """:func:`_prefetch` for writing."""
+    return types.void(rows, r), _prefetch_codegen(1)
+
+
+@numba.njit(cache=True, nogil=True)
+def encode_rows(out, data, a, b, lo, hi):  # pragma: no cover - compiled
+    """``out[s] = data[a[s]] ^ data[b[s]]`` (``data[a[s]]`` when ``b[s] < 0``) for ``lo <= s < hi``."""
+    W = out.shape[1]
+    for s in range(lo, hi):
+        k = s + _AHEAD
+        if k < hi:
+            _prefetch(data, a[k])
+            if b[k] >= 0:
+                _prefetch(data, b[k])
+        row = out[s]
+        x = data[a[s]]
+        if b[s] >= 0:
+            y = data[b[s]]
+            for j in range(W):
+                row[j] = x[j] ^ y[j]
+        else:
+            for j in range(W):
+                row[j] = x[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def encode_packed(buf, offset, plen, data, a, b, lo, hi):  # pragma: no cover - compiled
+    """Variable-length payloads straight into the wire buffer.
+
+    ``buf[offset[s] : offset[s] + plen[s]] = (data[a[s]] ^ data[b[s]])[:plen[s]]`` (``data[a[s]]``
+    alone when ``b[s] < 0``) for ``lo <= s < hi``; rows of ``data`` are zero-padded records.
+    """
+    for s in range(lo, hi):
+        o = offset[s]
+        x = data[a[s]]
+        if b[s] >= 0:
+            y = data[b[s]]
+            for j in range(plen[s]):
+                buf[o + j] = x[j] ^ y[j]
+        else:
+            for j in range(plen[s]):
+                buf[o + j] = x[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def take_rows(out, data, rows, lo, hi):  # pragma: no cover - compiled
+    """``out[i] = data[rows[i]]`` for ``lo <= i < hi``."""
+    W = out.shape[1]
+    for i in range(lo, hi):
+        if i + _AHEAD < hi:
+            _prefetch(data, rows[i + _AHEAD])
+        row = out[i]
+        x = data[rows[i]]
+        for j in range(W):
+            row[j] = x[j]
+
+
+@numba.njit(inline="always")
+def _fmix(x):  # pragma: no cover - compiled
+    x ^= x >> np.uint64(33)
+    x *= _C1
+    x ^= x >> np.uint64(33)
+    x *= _C2
+    x ^= x >> np.uint64(33)
+    return x
+
+
+@numba.njit(cache=True, nogil=True)
+def checksum_rows(out, data, rows, lengths, keys, lo, hi):  # pragma: no cover - compiled
+    """Checksum of row ``rows[i]`` of ``data`` (row ``i`` if ``rows`` is empty) into ``out[i]``.
+
+    The length is ``lengths[i]`` (the width if ``lengths`` is empty); ``keys[k]`` is
+    ``splitmix64(k + 1)``. Equal to the codec's numpy definition: the row's bytes, zero-padded to
+    whole words, read as little-endian ``uint64`` words; the first ``ceil(L / 8)`` words enter.
+    """
+    W = data.shape[1]
+    full = W // 8
+    for i in range(lo, hi):
+        r = rows[i] if rows.shape[0] else i
+        L = lengths[i] if lengths.shape[0] else W
+        m = (L + 7) // 8
+        x = data[r]
+        h = np.uint64(0)
+        for k in range(min(m, full)):
+            w = np.uint64(0)
+            for t in range(8):
+                w |= np.uint64(x[8 * k + t]) << np.uint64(8 * t)
+            h += _fmix(w ^ keys[k])
+        if m > full:
+            w = np.uint64(0)
+            for t in range(W - 8 * full):
+                w |= np.uint64(x[8 * full + t]) << np.uint64(8 * t)
+            h += _fmix(w ^ keys[full])
+        h += np.uint64(L) * _GOLDEN
+        out[i] = _fmix(h)
+
+
+@numba.njit(inline="always")
+def _popcount(x):  # pragma: no cover - compiled
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@numba.njit(inline="always")
+def _rank(bits, pre, v):  # pragma: no cover - compiled
+    """Number of set bits of ``bits`` below bit ``v``: the row of id ``v`` in a sorted id list."""
+    w = v >> 6
+    mask = (np.uint64(1) << np.uint64(v & 63)) - np.uint64(1)
+    return np.int64(pre[w]) + _popcount(bits[w] & mask)
+
+
+@numba.njit(inline="always")
+def _set_bits(ids, bits, pre, n_words):  # pragma: no cover - compiled
+    for w in range(n_words):
+        bits[w] = 0
+    for i in range(ids.shape[0]):
+        bits[ids[i] >> 6] |= np.uint64(1) << np.uint64(ids[i] & 63)
+    total = 0
+    for w in range(n_words):
+        pre[w] = total
+        total += _popcount(bits[w])
+
+
+@numba.njit(cache=True, nogil=True)
+def peel_ops(  # pragma: no cover - compiled
+    a, b, cache_ids, need_ids, M, cache_len, len_a, len_b, st, tab, bits, work, ops
+):
+    """Peel the symbols of one worker and list the row operations that rebuild its batch.
+
+    Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that of the
+    set computation ``_peel_oracle`` in ``tests/test_codec.py`` (``known`` starts as the cache):
+
+    - lone: the first symbol ``s`` with ``b[s] < 0`` of each needed, not held id ``a[s]``;
+    - round ``r``: the untouched coded symbols with an end in the frontier (the cache, then the
+      ids decoded in round ``r - 1``) are touched; each with exactly one known end decodes the
+      other, ``new``, unless ``new`` is a lone id; of several symbols decoding one ``new`` the
+      lowest wins; stop when a round decodes nothing;
+    - useful: walking the rounds backwards, a step whose ``new`` is needed, or is the known end
+      ``kn`` of a useful later step.
+
+    Round 1 is one pass over the symbols; later rounds only visit the symbols with no held end
+    sharing an id with another symbol (the chains of leftover cycles), through linked lists. The
+    row of an id in the cache or the new batch is its rank in a bitmap (no table of ``M`` rows).
+
+    Every row of the new batch then gets one operation ``dst = payload[psym] ^ src`` (a term
+    absent when ``-1``), zeroed past ``oplen`` (variable records only; ``oplen`` is empty for
+    fixed ones); ``src`` and ``dst`` are row codes ``row << 2 | buffer`` (:data:`CACHE`,
+    :data:`OUT`, :data:`TRANSIT`). Operations
+    ``[0, bounds[0])`` (kept, lone, missing and round-1 rows) are independent; those of
+    ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
+
+    Returns ``(psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, sym, kn, new,
+    rnd, n_rounds)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2 (missing) for
+    need row ``i``; ``out_len`` the lengths of the new rows (variable records only);
+    ``lone, sym, kn, new, rnd`` the lone symbols and the useful steps in increasing rounds.
+
+    The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
+    fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
+    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[6, >= S]`` and
+    ``ops`` ``int64[4, >= len(need_ids) + S]``; no entry needs to be initialized. The arrays
+    returned are views into them.
+    """
+    S = a.shape[0]
+    n_out = need_ids.shape[0]
+    variable = len_a.shape[0] > 0 or cache_len.shape[0] > 0
+    st = st[:M]
+    st[:] = 0
+    loc = tab[0]  # row code of a decoded id of a chain; candidate step of rounds >= 2
+    head = tab[1]  # first link of an id in the chains' lists
+    n_words = (M >> 6) + 1
+    hbits, hpre, nbits, npre = bits[0], bits[1], bits[2], bits[3]
+    _set_bits(cache_ids, hbits, hpre, n_words)
+    _set_bits(need_ids, nbits, npre, n_words)
+    for i in range(cache_ids.shape[0]):
+        st[cache_ids[i]] = _HELD | _KNOWN
+    for i in range(n_out):
+        st[need_ids[i]] |= _NEED | _USEF
+    psym = ops[0]
+    src = ops[1]
+    dst = ops[2]
+    oplen = ops[3]
+    out_len = np.zeros(n_out if variable else 0, dtype=np.int64)
+    # Lone points (their operations first) and degrees.
+    lone = work[5]
+    n_lone = 0
+    for s in range(S):
+        if s + _AHEAD < S:
+            _prefetch_w(st, a[s + _AHEAD])
+            if b[s + _AHEAD] >= 0:
+                _prefetch_w(st, b[s + _AHEAD])
+        p = a[s]
+        q = b[s]
+        if q < 0:
+            f = st[p]
+            if (f & _NEED) and not (f & (_HELD | _LONE)):
+                st[p] = f | _LONE
+                lone[n_lone] = s
+                o = _rank(nbits, npre, p)
+                psym[n_lone] = s
+                src[n_lone] = -1
+                dst[n_lone] = (o << 2) | OUT
+                if variable:
+                    oplen[n_lone] = len_a[s]
+                    out_len[o] = len_a[s]
+                n_lone += 1
+        else:
+            f = st[p]
+            st[p] = f | (_DEG2 if f & _DEG1 else _DEG1)
+            f = st[q]
+            st[q] = f | (_DEG2 if f & _DEG1 else _DEG1)
+    # Round 1: every coded symbol with a held end.
+    st_sym = work[0]
+    st_new = work[1]
+    st_kn = work[2]
+    st_rnd = work[3]
+    n_st = 0
+    rest = work[4]
+    n_rest = 0
+    for s in range(S):
+        if s + _AHEAD < S and b[s + _AHEAD] >= 0:
+            _prefetch_w(st, a[s + _AHEAD])
+            _prefetch_w(st, b[s + _AHEAD])
+        q = b[s]
+        if q < 0:
+            continue
+        p = a[s]
+        fp = st[p]
+        fq = st[q]
+        hp = fp & _HELD
+        hq = fq & _HELD
+        if hp and hq:
+            continue
+        if not hp and not hq:
+            if (fp | fq) & _DEG2:
+                rest[n_rest] = s
+                n_rest += 1
+            continue
+        if hp:
+            nw, kn, fn = q, p, fq
+        else:
+            nw, kn, fn = p, q, fp
+        if fn & (_LONE | _CAND):
+            continue
+        st[nw] = fn | _CAND
+        st_sym[n_st] = s
+        st_new[n_st] = nw
+        st_kn[n_st] = kn
+        st_rnd[n_st] = 1
+        n_st += 1
+    n_rounds = 0
+    if n_st:
+        n_rounds = 1
+        for i in range(n_st):
+            st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
+    # Later rounds: the chains, through linked lists of the remaining symbols.
+    if n_st and n_rest:
+        for i in range(n_st):
+            if st[st_new[i]] & _DEG2:
+                head[st_new[i]] = -1
+        for j in range(n_rest):
+            head[a[rest[j]]] = -1
+            head[b[rest[j]]] = -1
+        nxt = np.empty(2 * n_rest, dtype=np.int64)
+        for j in range(n_rest):
+            s = rest[j]
+            e = 2 * j
+            nxt[e] = head[a[s]]
+            head[a[s]] = e
+            nxt[e + 1] = head[b[s]]
+            head[b[s]] = e + 1
+        done = np.zeros(n_rest, dtype=np.uint8)
+        lo = 0
+        hi = n_st
+        while True:
+            for i in range(lo, hi):
+                v = st_new[i]
+                if not (st[v] & _DEG2):
+                    continue
+                e = head[v]
+                while e >= 0:
+                    j = e >> 1
+                    e = nxt[e]
+                    if done[j]:
+                        continue
+                    done[j] = 1
+                    s = rest[j]
+                    p = a[s]
+                    q = b[s]
+                    kp = (st[p] & _KNOWN) != 0
+                    kq = (st[q] & _KNOWN) != 0
+                    if kp == kq:
+                        continue
+                    if kp:
+                        nw, kn = q, p
+                    else:
+                        nw, kn = p, q
+                    fn = st[nw]
+                    if fn & _LONE:
+                        continue
+                    if not (fn & _CAND):
+                        st[nw] = fn | _CAND
+                        loc[nw] = n_st
+                        st_sym[n_st] = s
+                        st_new[n_st] = nw
+                        st_kn[n_st] = kn
+                        st_rnd[n_st] = n_rounds + 1
+                        n_st += 1
+                    elif s < st_sym[loc[nw]]:
+                        st_sym[loc[nw]] = s
+                        st_kn[loc[nw]] = kn
+            if n_st == hi:
+                break
+            n_rounds += 1
+            for i in range(hi, n_st):
+                st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
+            lo = hi
+            hi = n_st
+    # Useful steps, walking the rounds backwards; kept ones compacted in place.
+    keep = np.zeros(n_st, dtype=np.uint8)
+    n_keep = 0
+    for i in range(n_st - 1, -1, -1):
+        if st[st_new[i]] & _USEF:
+            keep[i] = 1
+            st[st_kn[i]] |= _USEF
+            n_keep += 1
+    w = 0
+    for i in range(n_st):
+        if keep[i]:
+            st_sym[w] = st_sym[i]
+            st_kn[w] = st_kn[i]
+            st_new[w] = st_new[i]
+            st_rnd[w] = st_rnd[i]
+            w += 1
+    sym = st_sym[:n_keep]
+    kns = st_kn[:n_keep]
+    new = st_new[:n_keep]
+    rnd = st_rnd[:n_keep]
+    # Row operations: after the lone rows, the kept and missing rows, then the peeled steps.
+    state = np.empty(n_out, dtype=np.uint8)
+    n_ops = n_lone
+    for i in range(n_out):
+        v = need_ids[i]
+        f = st[v]
+        if f & _HELD:
+            state[i] = 0
+            psym[n_ops] = -1
+            c = _rank(hbits, hpre, v)
+            src[n_ops] = c << 2
+            if variable:
+                oplen[n_ops] = cache_len[c]
+        elif f & (_LONE | _KNOWN):
+            state[i] = 1
+            continue
+        else:
+            state[i] = 2
+            psym[n_ops] = -1
+            src[n_ops] = -1
+            if variable:
+                oplen[n_ops] = 0
+        dst[n_ops] = (i << 2) | OUT
+        if variable:
+            out_len[i] = oplen[n_ops]
+        n_ops += 1
+    bounds = np.full(max(n_rounds, 1), -1, dtype=np.int64)
+    n_transit = 0
+    for i in range(n_keep):
+        r = rnd[i]
+        if i > 0 and r != rnd[i - 1]:
+            bounds[rnd[i - 1] - 1] = n_ops
+        s = sym[i]
+        nw = new[i]
+        f = st[nw]
+        psym[n_ops] = s
+        src[n_ops] = (_rank(hbits, hpre, kns[i]) << 2) | CACHE if r == 1 else loc[kns[i]]
+        if f & _NEED:
+            d = (_rank(nbits, npre, nw) << 2) | OUT
+        else:
+            d = (n_transit << 2) | TRANSIT
+            n_transit += 1
+        dst[n_ops] = d
+        if f & _DEG2:
+            loc[nw] = d
+        if variable:
+            ln = len_a[s] if a[s] == nw else len_b[s]
+            oplen[n_ops] = ln
+            if f & _NEED:
+                out_len[d >> 2] = ln
+        n_ops += 1
+    for r in range(bounds.shape[0]):
+        if bounds[r] < 0:
+            bounds[r] = n_ops
+    oplen = oplen[: n_ops if variable else 0]
+    return (psym[:n_ops], src[:n_ops], dst[:n_ops], oplen, bounds, n_transit, out_len, state,
+            lone[:n_lone], sym, kns, new, rnd, n_rounds)  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True)
+def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # pragma: no cover - compiled
+    """Do the row operations ``[lo, hi)`` of :func:`peel_ops`.
+
+    ``dst = payload[psym] ^ src`` over the full width (a term absent when ``-1``; both absent: a
+    zero row), then ``dst[oplen:] = 0`` unless ``oplen`` is empty; rows are named by ``row << 2 |
+    buffer`` codes over ``cache``, ``out`` and ``transit``.
+    """
+    W = out.shape[1]
+    for i in range(lo, hi):
+        k = i + _AHEAD
+        if k < hi:
+            if psym[k] >= 0:
+                _prefetch(payload, psym[k])
+            c = src[k]
+            if c >= 0:
+                if c & 3 == CACHE:
+                    _prefetch(cache, c >> 2)
+                elif c & 3 == OUT:
+                    _prefetch(out, c >> 2)
+            if dst[k] & 3 == OUT:
+                _prefetch_w(out, dst[k] >> 2)
+        d = dst[i]
+        if d & 3 == OUT:
+            y = out[d >> 2]
+        else:
+            y = transit[d >> 2]
+        p = psym[i]
+        c = src[i]
+        if c >= 0:
+            cb = c & 3
+            if cb == CACHE:
+                x = cache[c >> 2]
+            elif cb == OUT:
+                x = out[c >> 2]
+            else:
+                x = transit[c >> 2]
+            if p >= 0:
+                z = payload[p]
+                for j in range(W):
+                    y[j] = z[j] ^ x[j]
+            else:
+                for j in range(W):
+                    y[j] = x[j]
+        elif p >= 0:
+            z = payload[p]
+            for j in range(W):
+                y[j] = z[j]
+        else:
+            for j in range(W):
+                y[j] = 0
+        if oplen.shape[0] == 0:
+            continue
+        L = oplen[i]
+        if 0 <= L < W:
+            for j in range(L, W):
+                y[j] = 0
