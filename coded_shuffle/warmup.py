@@ -11,7 +11,7 @@ group              kernels, and what compiles them here
 =================  ===================================================================
 ``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
 ``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
-``decoding``       the worker's peeling decoder (a tiny :func:`coded_shuffle.engine.simulate`)
+``decoding``       the byte path: encoding, checksums, the worker's peel (a tiny ``simulate``)
 ``feistel``        the compiled Feistel walk (4096 indices, forward and inverse)
 =================  ===================================================================
 """
@@ -30,13 +30,20 @@ KERNEL_GROUPS = ("packing", "planning", "decoding", "feistel")
 
 
 def _dispatchers(group: str) -> list[Any]:
+    from . import _codec_kernels as codec
     from . import _kernels
     from .orders import feistel
 
     kernels: dict[str, list[Any]] = {
         "packing": [_kernels.greedy_cycle_packing],
         "planning": [_kernels.count_cells, _kernels.sort_moved, _kernels.gather_runs],
-        "decoding": [_kernels.peel_worker],
+        "decoding": [
+            codec.encode_rows,
+            codec.take_rows,
+            codec.checksum_rows,
+            codec.peel_ops,
+            codec.apply_ops,
+        ],
         "feistel": [feistel._walk_compiled],
     }
     return kernels[group]
