@@ -678,3 +678,41 @@ def improve_ordering(D, order):  # pragma: no cover - compiled
                 order[best_p] = v
                 pos[v] = best_p
     return passes
+
+
+@numba.njit(cache=True, nogil=True)
+def deal_cycles(order, next_left, K, nodes, lens, counts, points_like, workers_like):  # pragma: no cover
+    """Deal the leftovers of each cell, in order, to the cycles, as many uses as each has.
+
+    Cycle ``c`` (the next ``lens[c]`` entries ``w_1 .. w_l`` of ``nodes``) is used ``counts[c]``
+    times; each use takes, for ``k = 1 .. l``, the point ``order[next_left[w_k * K + w_{k+1}]]``
+    (``w_{l+1} = w_1``) and advances that offset by one. Returns ``(points, workers, ptr)``:
+    use ``u`` covers ``points[ptr[u]:ptr[u + 1]]``, held by ``workers[ptr[u]:ptr[u + 1]]``.
+    The dtypes of the outputs are those of ``points_like`` and ``workers_like``.
+    """
+    n_uses = 0
+    n_points = 0
+    for c in range(lens.shape[0]):
+        n_uses += counts[c]
+        n_points += counts[c] * lens[c]
+    points = np.empty(n_points, dtype=points_like.dtype)
+    workers = np.empty(n_points, dtype=workers_like.dtype)
+    ptr = np.empty(n_uses + 1, dtype=np.int64)
+    ptr[0] = 0
+    q = 0
+    u = 0
+    first = 0
+    for c in range(lens.shape[0]):
+        L = lens[c]
+        for _ in range(counts[c]):
+            for k in range(L):
+                w = nodes[first + k]
+                cell = w * K + nodes[first + (k + 1) % L]
+                points[q] = order[next_left[cell]]
+                workers[q] = w
+                next_left[cell] += 1
+                q += 1
+            u += 1
+            ptr[u] = q
+        first += L
+    return points, workers, ptr
