@@ -716,3 +716,21 @@ def deal_cycles(order, next_left, K, nodes, lens, counts, points_like, workers_l
             ptr[u] = q
         first += L
     return points, workers, ptr
+
+
+@numba.njit(cache=True, nogil=True)
+def ordering_value(S, order):  # pragma: no cover - compiled
+    """Sum of ``S[i, j]`` over the workers ``i`` placed after ``j`` in ``order``.
+
+    Equals ``np.tril(S[np.ix_(order, order)], -1).sum()``.
+    """
+    K = S.shape[0]
+    pos = np.empty(K, dtype=np.int64)
+    for p in range(K):
+        pos[order[p]] = p
+    total = 0
+    for i in range(K):
+        for j in range(K):
+            if pos[i] > pos[j]:
+                total += S[i, j]
+    return total

@@ -130,9 +130,10 @@ def _heuristic_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
 
     The bound counts ``S[i][j]`` when the receiver ``j`` comes before the holder ``i``: the arcs
     ``j -> i``. Both steps are compiled (:func:`coded_shuffle._kernels.eades_ordering`,
-    :func:`coded_shuffle._kernels.improve_ordering`), ``O(K^2)`` a pass.
+    :func:`coded_shuffle._kernels.improve_ordering`), ``O(K^2)`` a pass, and so is the value,
+    :func:`ordering_bound` of the ordering (:func:`coded_shuffle._kernels.ordering_value`).
     """
-    from ._kernels import eades_ordering, improve_ordering
+    from ._kernels import eades_ordering, improve_ordering, ordering_value
 
     S = np.ascontiguousarray(S, dtype=np.int64)
     order = eades_ordering(S)
@@ -141,7 +142,7 @@ def _heuristic_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
     top = int(np.abs(D).max()) if D.size else 0
     narrow = next(t for t in (np.int8, np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
     improve_ordering(D.astype(narrow, copy=False), order)
-    return ordering_bound(S, order), tuple(order.tolist())
+    return int(ordering_value(S, order)), tuple(order.tolist())
 
 
 def lower_bound(S: object, *, exact: bool | None = None) -> LowerBound:

@@ -20,11 +20,12 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from .bounds import lower_bound, worst_case
+from ._progress import Progress
+from .bounds import EXACT_BOUND_MAX_K, lower_bound, worst_case
 from .errors import CodedShuffleError
 from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
 from .orders import AUTO_FEISTEL_POINTS, EPOCH_ORDERS, OrderSpec, auto_order, order_placement
-from .plan import STRATEGIES, rates
+from .plan import PROGRESS_MIN_LEFTOVERS, STRATEGIES, rates
 
 PROG = "coded-shuffle"
 
@@ -132,17 +133,23 @@ def rate_rows(
     start_epoch: int = 0,
     strategy: str = "greedy",
     order: OrderSpec | None = None,
+    progress: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
     ``K`` is one worker count, or one per epoch ``start_epoch .. start_epoch + epochs`` (elastic
     ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
-    The ``feistel`` order streams the shuffle matrix in bounded memory.
+    The ``feistel`` order streams the shuffle matrix in bounded memory. ``progress`` announces
+    a long cycle packing, and the lower bound after it, on standard error.
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
-        r = rates(S, strategy=strategy)
-        lb = lower_bound(S)
+        r = rates(S, strategy=strategy, progress=progress)
+        if progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
+            with Progress(f"lower bound by ordering, K = {r.K}"):
+                lb = lower_bound(S)
+        else:
+            lb = lower_bound(S)
         K_t, K_t1 = S.shape
         return {
             "epoch": epoch,
@@ -273,7 +280,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
-        rows = rate_rows(matrix=S, strategy=args.strategy)
+        rows = rate_rows(matrix=S, strategy=args.strategy, progress=True)
     else:
         schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
@@ -287,6 +294,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             start_epoch=args.start_epoch,
             strategy=args.strategy,
             order=order_spec(args, N),
+            progress=True,
         )
     if args.json:
         for row in rows:

@@ -183,11 +183,12 @@ def _greedy(omega: np.ndarray, progress: bool = False) -> tuple[list[tuple[int, 
             nodes, lengths, counts = greedy_cycle_packing(W, bar.advance)
     else:
         nodes, lengths, counts = greedy_cycle_packing(W)
-    # Cycles come in order of length: one block of equal lengths at a time.
+    # Cycles come in order of length: one block of equal lengths at a time, a column a worker.
     cycles: list[tuple[int, ...]] = []
     first = 0
     for L, n in zip(*np.unique(lengths, return_counts=True), strict=True):
-        cycles.extend(map(tuple, nodes[first : first + L * n].reshape(n, L).tolist()))
+        block = nodes[first : first + L * n].reshape(n, L)
+        cycles.extend(zip(*(block[:, k].tolist() for k in range(L)), strict=True))
         first += L * n
     return cycles, counts.tolist()
 
