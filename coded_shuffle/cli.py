@@ -146,7 +146,7 @@ def rate_rows(
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
         r = rates(S, strategy=strategy, progress=progress)
         if progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
-            with Progress(f"lower bound by ordering, K = {r.K}"):
+            with Progress(f"lower bound by ordering, K = {r.K}", enabled=False):  # a line, no bar
                 lb = lower_bound(S)
         else:
             lb = lower_bound(S)
