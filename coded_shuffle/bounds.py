@@ -126,49 +126,23 @@ def _exact_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
 
 
 def _heuristic_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
-    """Eades-Lin-Smyth ordering, then single-worker moves while they raise the bound."""
-    K = S.shape[0]
-    # The bound counts S[i][j] when the receiver j comes before the holder i: arcs j -> i of S.T.
-    A = S.T.astype(np.int64)
-    alive = np.ones(K, dtype=bool)
-    head: list[int] = []
-    tail: list[int] = []
-    out_w = A.sum(axis=1)
-    in_w = A.sum(axis=0)
-    while alive.any():
-        idx = np.flatnonzero(alive)
-        sinks = idx[out_w[idx] == 0]
-        sources = idx[in_w[idx] == 0]
-        if sinks.size:
-            v = int(sinks[0])
-            tail.append(v)
-        elif sources.size:
-            v = int(sources[0])
-            head.append(v)
-        else:
-            v = int(idx[np.argmax(out_w[idx] - in_w[idx])])
-            head.append(v)
-        alive[v] = False
-        out_w -= A[:, v]
-        in_w -= A[v, :]
-    order = np.array(head + tail[::-1], dtype=np.int64)
-    # Local search: move one worker to its best position while that raises the bound. Inserting
-    # v at position p among the others adds S[v][w] for the p workers w before it and S[w][v]
-    # for those after it; both sums for every p come from one cumulative sum each.
-    improved = True
-    while improved:
-        improved = False
-        for v in range(K):
-            p0 = int(np.flatnonzero(order == v)[0])
-            rest = np.delete(order, p0)
-            gains = np.zeros(K, dtype=np.int64)
-            gains[1:] = np.cumsum(S[v, rest])
-            gains[:-1] += np.cumsum(S[rest, v][::-1])[::-1]
-            p = int(np.argmax(gains))
-            if gains[p] > gains[p0]:
-                order = np.insert(rest, p, v)
-                improved = True
-    return ordering_bound(S, order), tuple(order.tolist())
+    """Eades-Lin-Smyth ordering, then single-worker moves while they raise the bound.
+
+    The bound counts ``S[i][j]`` when the receiver ``j`` comes before the holder ``i``: the arcs
+    ``j -> i``. Both steps are compiled (:func:`coded_shuffle._kernels.eades_ordering`,
+    :func:`coded_shuffle._kernels.improve_ordering`), ``O(K^2)`` a pass, and so is the value,
+    :func:`ordering_bound` of the ordering (:func:`coded_shuffle._kernels.ordering_value`).
+    """
+    from ._kernels import eades_ordering, improve_ordering, ordering_value
+
+    S = np.ascontiguousarray(S, dtype=np.int64)
+    order = eades_ordering(S)
+    D = S - S.T
+    # The moves read one row of D per worker and pass: the narrowest type keeps it in cache.
+    top = int(np.abs(D).max()) if D.size else 0
+    narrow = next(t for t in (np.int8, np.int16, np.int32, np.int64) if top <= np.iinfo(t).max)
+    improve_ordering(D.astype(narrow, copy=False), order)
+    return int(ordering_value(S, order)), tuple(order.tolist())
 
 
 def lower_bound(S: object, *, exact: bool | None = None) -> LowerBound:

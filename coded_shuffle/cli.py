@@ -20,11 +20,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ._progress import Progress
-from .bounds import lower_bound, worst_case
+from .bounds import EXACT_BOUND_MAX_K, lower_bound, worst_case
 from .errors import CodedShuffleError
 from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
 from .orders import AUTO_FEISTEL_POINTS, EPOCH_ORDERS, OrderSpec, auto_order, order_placement
-from .plan import STRATEGIES, rates
+from .plan import PROGRESS_MIN_LEFTOVERS, STRATEGIES, rates
 
 PROG = "coded-shuffle"
 
@@ -212,6 +212,7 @@ def rate_rows(
     subpackets: int = 1,
     warn: Callable[[str], None] | None = None,
     long_from: int | None = None,
+    progress: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
@@ -222,12 +223,17 @@ def rate_rows(
     plain number and ``coded_fraction`` the exact load as a string such as ``"21/2"``.
     ``worst_case`` is ``None`` unless all batches are equal, and ``warn`` (if given) is called
     with the reason. From ``long_from`` points on, counting each shuffle matrix is announced on
-    standard error, with a bar on a terminal (closed before the row is made).
+    standard error, with a bar on a terminal (closed before the row is made). ``progress``
+    announces a long cycle packing, and the lower bound after it, on standard error.
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
-        r = rates(S, strategy=strategy, subpackets=subpackets)
-        lb = lower_bound(S)
+        r = rates(S, strategy=strategy, subpackets=subpackets, progress=progress)
+        if progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
+            with Progress(f"lower bound by ordering, K = {r.K}", enabled=False):  # a line, no bar
+                lb = lower_bound(S)
+        else:
+            lb = lower_bound(S)
         K_t, K_t1 = S.shape
         why = unequal_batches(S)
         if why is not None and warn is not None:
@@ -440,7 +446,7 @@ def _workers_schedule(text: str | None, epochs: int) -> list[int]:
 
 
 def _cmd_rate(args: argparse.Namespace) -> int:
-    kernels = ["packing"]
+    kernels = ["packing", "ordering"]
     if args.matrix is not None:
         given = [
             f"--{n.replace('_', '-')}"
@@ -452,7 +458,11 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
         rows = rate_rows(
-            matrix=S, strategy=args.strategy, subpackets=args.subpackets, warn=_warn_once()
+            matrix=S,
+            strategy=args.strategy,
+            subpackets=args.subpackets,
+            warn=_warn_once(),
+            progress=True,
         )
     else:
         args.seed = 0 if args.seed is None else args.seed
@@ -475,6 +485,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             subpackets=args.subpackets,
             warn=_warn_once(),
             long_from=LONG_POINTS,
+            progress=True,
         )
     compile_kernels(kernels)
     if args.json:
@@ -518,7 +529,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                 raise UsageError(f"--k-min must be at least 2, not {args.k_min}")
             if args.k_max < args.k_min:
                 raise UsageError(f"--k-max must be at least --k-min ({args.k_min}), not {args.k_max}")
-            compile_kernels(["packing"])
+            compile_kernels(["packing", "ordering"])
             out = plots.plot_load_vs_k(
                 args.output,
                 k_min=args.k_min,
@@ -529,7 +540,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             )
         elif args.plot == "orders":
             _check_shard_setup(args)
-            compile_kernels(["packing", "feistel"])
+            compile_kernels(["packing", "ordering", "feistel"])
             out = plots.plot_orders(
                 args.output,
                 K=args.workers,
@@ -542,7 +553,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             )
         else:
             S = read_matrix(args.matrix)
-            compile_kernels(["packing"])
+            compile_kernels(["packing", "ordering"])
             out = plots.plot_leftovers(S, args.output, strategy=args.strategy)
     except ImportError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -597,7 +608,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
         )
     spec = order_spec(args, args.points)
-    compile_kernels(["packing", "planning", "decoding"] + (["feistel"] if spec.name == "feistel" else []))
+    groups = ["packing", "planning", "ordering", "decoding"]
+    compile_kernels(groups + (["feistel"] if spec.name == "feistel" else []))
     # A tiny run first: the compiled kernels load here, so that the first transition's time is
     # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
@@ -718,7 +730,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{what} not found; install the MPI extra: {MPI_INSTALL_HINT}")
     if not os.path.isfile(mpi_program()):
         raise UsageError(f"the MPI program {mpi_program()} is missing; run from a source checkout")
-    compile_kernels(["packing", "planning", "decoding", "feistel"])  # once here, not in every rank
+    from .warmup import KERNEL_GROUPS
+
+    compile_kernels(KERNEL_GROUPS)  # once here, not in every rank
     sys.stdout.flush()
     proc = subprocess.run(run_command(args, mpiexec), check=False)
     if proc.returncode:
@@ -829,7 +843,7 @@ def _cmd_orders(args: argparse.Namespace) -> int:
         raise UsageError(f"--orders must name orders among {', '.join(EPOCH_ORDERS)}, not {args.orders!r}")
     _at_least(args, batches=1, batch_size=1)
     _check_shard_setup(args)
-    compile_kernels(["packing", "feistel"] if "feistel" in names else ["packing"])
+    compile_kernels(["packing", "ordering", "feistel"] if "feistel" in names else ["packing", "ordering"])
     bar = Progress(
         f"generating and measuring {len(names)} order{'s' if len(names) > 1 else ''} "
         f"of {args.shards * args.shard_size:,} samples",

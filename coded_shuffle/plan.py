@@ -50,6 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 
 import numpy as np
 
@@ -68,6 +69,7 @@ __all__ = [
     "STRATEGIES",
     "EXACT_MAX_CYCLES",
     "EXACT_TIME_LIMIT",
+    "PROGRESS_MIN_LEFTOVERS",
     "CyclePacking",
     "Rates",
     "DeliveryPlan",
@@ -133,7 +135,8 @@ class CyclePacking:
     @property
     def covered(self) -> int:
         """Number of leftover points carried by the cycles."""
-        return int(sum(c * len(cyc) for cyc, c in zip(self.cycles, self.counts, strict=True)))
+        lengths = np.fromiter(map(len, self.cycles), dtype=np.int64, count=len(self.cycles))
+        return int(lengths @ np.asarray(self.counts, dtype=np.int64))
 
     @property
     def remainder(self) -> int:
@@ -171,17 +174,35 @@ def is_cycle_packing(omega: object, cycles: Iterable[Sequence[int]], counts: Ite
     return bool(np.all(used <= om))
 
 
-def _greedy(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int]]:
-    """Shortest cycles first (:func:`coded_shuffle._kernels.greedy_cycle_packing`)."""
+#: Leftover points from which ``progress=True`` shows the greedy packing on standard error.
+PROGRESS_MIN_LEFTOVERS = 1_000_000
+
+
+def _greedy(omega: np.ndarray, progress: bool = False) -> tuple[list[tuple[int, ...]], list[int]]:
+    """Shortest cycles first (:func:`coded_shuffle._kernels.greedy_cycle_packing`).
+
+    No cycle comes twice: a cycle taken leaves one of its edges used up.
+    """
     from ._kernels import greedy_cycle_packing
 
-    nodes, lengths, counts = greedy_cycle_packing(np.array(omega, dtype=np.int64))
-    found: dict[tuple[int, ...], int] = {}
-    ends = np.cumsum(lengths)
-    for end, L, c in zip(ends.tolist(), lengths.tolist(), counts.tolist(), strict=True):
-        cyc = tuple(nodes[end - L : end].tolist())
-        found[cyc] = found.get(cyc, 0) + c
-    return list(found), list(found.values())
+    W = np.array(omega, dtype=np.int64)
+    total = int(W.sum())
+    if progress and total >= PROGRESS_MIN_LEFTOVERS:
+        from ._progress import Progress
+
+        K = W.shape[0]
+        with Progress(f"packing leftover cycles, K = {K}", total=total, unit="leftovers") as bar:
+            nodes, lengths, counts = greedy_cycle_packing(W, bar.advance)
+    else:
+        nodes, lengths, counts = greedy_cycle_packing(W)
+    # Cycles come in order of length: one block of equal lengths at a time, a column a worker.
+    cycles: list[tuple[int, ...]] = []
+    first = 0
+    for L, n in zip(*np.unique(lengths, return_counts=True), strict=True):
+        block = nodes[first : first + L * n].reshape(n, L)
+        cycles.extend(zip(*(block[:, k].tolist() for k in range(L)), strict=True))
+        first += L * n
+    return cycles, counts.tolist()
 
 
 def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str | None]:
@@ -236,8 +257,8 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
     return g_cycles, g_counts, False, note
 
 
-def _pack_greedy(omega: np.ndarray) -> CyclePacking:
-    cycles, counts = _greedy(omega)
+def _pack_greedy(omega: np.ndarray, progress: bool = False) -> CyclePacking:
+    cycles, counts = _greedy(omega, progress)
     return CyclePacking(omega, tuple(cycles), tuple(counts), "greedy", "greedy", optimal=not omega.any())
 
 
@@ -254,7 +275,7 @@ STRATEGIES: dict[str, Callable[[np.ndarray], CyclePacking]] = {
 }
 
 
-def pack_cycles(omega: object, *, strategy: str = "greedy") -> CyclePacking:
+def pack_cycles(omega: object, *, strategy: str = "greedy", progress: bool = False) -> CyclePacking:
     """Choose cycles in the leftover matrix ``omega`` with the named strategy.
 
     Parameters
@@ -263,6 +284,9 @@ def pack_cycles(omega: object, *, strategy: str = "greedy") -> CyclePacking:
         Square matrix of non-negative ints, usually :func:`coded_shuffle.matrix.leftover_matrix`.
     strategy : str
         A key of :data:`STRATEGIES`: ``"greedy"`` or ``"exact"``.
+    progress : bool
+        Announce the ``greedy`` packing on standard error when it is long (from
+        :data:`PROGRESS_MIN_LEFTOVERS` leftover points), with a bar on a terminal.
 
     Returns
     -------
@@ -278,6 +302,8 @@ def pack_cycles(omega: object, *, strategy: str = "greedy") -> CyclePacking:
     if np.any(np.diagonal(om)):
         raise ValueError("Argument 'omega' must have a zero diagonal.")
     strategy = check_choice(strategy, "strategy", STRATEGIES)
+    if progress and strategy == "greedy":
+        return _pack_greedy(om, progress=True)
     return STRATEGIES[strategy](om)
 
 
@@ -346,11 +372,14 @@ class Rates:
         return int(self.S.sum())
 
 
-def rates(S: object, *, strategy: str = "greedy", subpackets: int = 1) -> Rates:
+def rates(
+    S: object, *, strategy: str = "greedy", subpackets: int = 1, progress: bool = False
+) -> Rates:
     """Return the uncoded, paired and coded loads of the shuffle matrix ``S``.
 
     ``S`` may be ``K_t x K_{t+1}`` when the number of workers changes; it is then taken as
     :func:`coded_shuffle.matrix.elastic_matrix` of it (``Rates.S`` is that square matrix).
+    ``progress`` is passed on to :func:`pack_cycles`.
 
     Parameters
     ----------
@@ -387,7 +416,7 @@ def rates(S: object, *, strategy: str = "greedy", subpackets: int = 1) -> Rates:
     omega = leftover_matrix(S)
     if q > 1 and int(S.max(initial=0)) > (2**62 - 1) // q:
         raise ValueError(f"Argument 'subpackets' is too large for this matrix: {q} pieces overflow 2**62.")
-    packing = pack_cycles(q * omega if q > 1 else omega, strategy=strategy)
+    packing = pack_cycles(q * omega if q > 1 else omega, strategy=strategy, progress=progress)
     n = packing.cycles_used
     conserved = bool(np.array_equal(omega.sum(axis=0), omega.sum(axis=1)))
     coded: int | Fraction = W - P - n if q == 1 else W - P - Fraction(n, q)
@@ -561,7 +590,12 @@ def _check_placements(placement_t: object, placement_t1: object) -> tuple[Placem
 
 
 def plan_delivery(
-    placement_t: Placement, placement_t1: Placement, *, strategy: str = "greedy", subpackets: int = 1
+    placement_t: Placement,
+    placement_t1: Placement,
+    *,
+    strategy: str = "greedy",
+    subpackets: int = 1,
+    progress: bool = False,
 ) -> DeliveryPlan:
     """Plan the delivery of epoch ``t + 1``'s batches from the caches of epoch ``t``.
 
@@ -581,6 +615,8 @@ def plan_delivery(
         Pieces per record, ``q >= 1``: the plan is made on the ``N q`` pieces (piece ``k`` of
         point ``p`` is ``p * q + k``), with the cycles of ``q Omega``. It needs ``q`` times the
         memory of a plan of whole records.
+    progress : bool
+        Passed on to :func:`pack_cycles`: announce a long packing on standard error.
 
     Returns
     -------
@@ -596,7 +632,7 @@ def plan_delivery(
     >>> plan.n_symbols == plan.rates.coded
     True
     """
-    from ._kernels import count_cells, gather_runs, sort_moved
+    from ._kernels import count_cells, deal_cycles, gather_runs, sort_moved
 
     placement_t, placement_t1 = _check_placements(placement_t, placement_t1)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
@@ -606,7 +642,7 @@ def plan_delivery(
 
     counts = np.zeros(K * K, dtype=np.int64)
     count_cells(a, b, K, counts)
-    r = rates(_readonly(counts.reshape(K, K)), strategy=strategy, subpackets=q)
+    r = rates(_readonly(counts.reshape(K, K)), strategy=strategy, subpackets=q, progress=progress)
     if q > 1:  # from here on, the N q pieces: their matrix is q S, their leftovers q Omega
         a, b = np.repeat(a, q), np.repeat(b, q)
         counts = counts * q
@@ -633,24 +669,21 @@ def plan_delivery(
     pair_j = np.repeat(ju.astype(wdt), m)
 
     # Leftover phase: deal each group's leftovers, in order, to the chosen cycles.
-    next_left = start[:-1].reshape(K, K) + M
-    blocks, wblocks, lengths = [], [], []
-    for cyc, c in zip(r.packing.cycles, r.packing.counts, strict=True):
-        src = np.array(cyc, dtype=np.int64)
-        dst = np.roll(src, -1)
-        block = np.empty((c, len(cyc)), dtype=order.dtype)
-        for k in range(len(cyc)):
-            s = next_left[src[k], dst[k]]
-            block[:, k] = order[s : s + c]
-        next_left[src, dst] += c
-        blocks.append(block.ravel())
-        wblocks.append(np.tile(src.astype(wdt), c))
-        lengths.append(np.full(c, len(cyc), dtype=np.int64))
-    cycle_points = np.concatenate(blocks) if blocks else np.empty(0, order.dtype)
-    cycle_workers = np.concatenate(wblocks) if wblocks else np.empty(0, wdt)
-    cycle_ptr = np.zeros(sum(len(x) for x in lengths) + 1, dtype=np.int64)
-    if lengths:
-        np.cumsum(np.concatenate(lengths), out=cycle_ptr[1:])
+    next_left = start[:-1] + M.ravel()
+    cycles = r.packing.cycles
+    lengths = np.fromiter(map(len, cycles), dtype=np.int64, count=len(cycles))
+    nodes = np.fromiter(chain.from_iterable(cycles), dtype=np.int64, count=int(lengths.sum()))
+    cycle_points, cycle_workers, cycle_ptr = deal_cycles(
+        order,
+        next_left,
+        K,
+        nodes,
+        lengths,
+        np.asarray(r.packing.counts, dtype=np.int64),
+        np.empty(0, order.dtype),
+        np.empty(0, wdt),
+    )
+    next_left = next_left.reshape(K, K)
 
     # What no cycle carries goes uncoded.
     rest = start[:-1].reshape(K, K) + M + omega - next_left

@@ -11,6 +11,7 @@ group              kernels, and what compiles them here
 =================  ===================================================================
 ``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
 ``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
+``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
 ``decoding``       the byte path: encoding, checksums, the worker's peel (a tiny ``simulate``)
 ``feistel``        the compiled Feistel walk (4096 indices, forward and inverse)
 =================  ===================================================================
@@ -26,7 +27,7 @@ import numpy as np
 __all__ = ["KERNEL_GROUPS", "uncompiled", "warm_up"]
 
 #: The groups of kernels, in the order :func:`warm_up` compiles them.
-KERNEL_GROUPS = ("packing", "planning", "decoding", "feistel")
+KERNEL_GROUPS = ("packing", "planning", "ordering", "decoding", "feistel")
 
 
 def _dispatchers(group: str) -> list[Any]:
@@ -35,8 +36,9 @@ def _dispatchers(group: str) -> list[Any]:
     from .orders import feistel
 
     kernels: dict[str, list[Any]] = {
-        "packing": [_kernels.greedy_cycle_packing],
-        "planning": [_kernels.count_cells, _kernels.sort_moved, _kernels.gather_runs],
+        "packing": [_kernels.support_bits, _kernels.greedy_round, _kernels.girth],
+        "planning": [_kernels.count_cells, _kernels.sort_moved, _kernels.gather_runs, _kernels.deal_cycles],
+        "ordering": [_kernels.eades_ordering, _kernels.improve_ordering, _kernels.ordering_value],
         "decoding": [
             codec.encode_rows,
             codec.take_rows,
@@ -103,11 +105,17 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
         if group == "packing":
             from .plan import rates
 
-            rates([[0, 1, 0], [0, 0, 1], [1, 0, 0]])
+            # one 5-cycle: lengths 2 to 4 find nothing, so the girth search runs too
+            rates(np.roll(np.eye(5, dtype=np.int64), 1, axis=1))
         elif group == "planning":
             from .plan import plan_from_matrix
 
             plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+        elif group == "ordering":
+            from .bounds import EXACT_BOUND_MAX_K, lower_bound
+
+            K = EXACT_BOUND_MAX_K + 1  # the ordering heuristic serves the bound beyond the exact range
+            lower_bound(np.roll(np.eye(K, dtype=np.int64), 1, axis=1))
         elif group == "decoding":
             from .engine import simulate
 

@@ -293,3 +293,18 @@ def test_quality_help_shows_a_percent_sign(capsys):
     out = capsys.readouterr().out
     assert exc.value.code == 0
     assert "50%" in out and "%%" not in out
+def test_rate_announces_a_long_packing_on_stderr(tmp_path, capsys):
+    """Over 10^6 leftovers: the packing and the bound after it say so on stderr, stdout stays JSON."""
+    from coded_shuffle.bounds import cyclic_shift_matrix
+
+    K, N = 21, 21 * 60_000
+    f = tmp_path / "shift.json"
+    f.write_text(json.dumps(cyclic_shift_matrix(N, K).tolist()))
+    code, out, err = run(capsys, "rate", "--matrix", str(f), "--json")
+    assert code == 0
+    assert err.splitlines() == [
+        f"packing leftover cycles, K = {K} ...",
+        f"lower bound by ordering, K = {K} ...",
+    ]
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert row["coded"] == row["lower_bound"] == N * (K - 1) // K and row["cycles"] == N // K

@@ -81,18 +81,18 @@ def test_compile_announced_before_it_starts(capsys, monkeypatch):
     monkeypatch.setattr(warmup, "warm_up", fake_warm_up)
     assert main(["simulate", "-K", "2", "-N", "20", "-B", "8", "--epochs", "1", "--json"]) == 0
     out, err = capsys.readouterr()
-    assert calls == [(["packing", "planning", "decoding"], "compiling kernels (once per install) ...\n")]
+    assert calls == [(["packing", "planning", "ordering", "decoding"], "compiling kernels (once per install) ...\n")]
     assert err == "" and json.loads(out)["verified"] is True
     assert main(["rate", "-K", "3", "-N", "30", "--order", "feistel", "--json"]) == 0
     out, _ = capsys.readouterr()
-    assert calls[1] == (["packing", "feistel"], "compiling kernels (once per install) ...\n")
+    assert calls[1] == (["packing", "ordering", "feistel"], "compiling kernels (once per install) ...\n")
     assert json.loads(out)["order"] == "feistel"
     # On a terminal: a bar that ends full.
     err = Terminal()
     monkeypatch.setattr(sys, "stderr", err)
     assert main(["rate", "-K", "3", "-N", "30", "--json"]) == 0
     assert last_draw(err.getvalue()).startswith("compiling kernels (once per install): [")
-    assert "1/1 groups 100%" in last_draw(err.getvalue())
+    assert "2/2 groups 100%" in last_draw(err.getvalue())
 
 
 def test_nothing_said_when_compiled(capsys, compiled):

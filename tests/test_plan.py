@@ -325,3 +325,107 @@ def test_plan_from_matrix_limit_counts_pieces():
     S = [[PLAN_MAX_POINTS // 2, 1], [0, 0]]
     with pytest.raises(ValueError, match=r"at most 536870912 points in all with 2 subpacket"):
         plan_from_matrix(S, subpackets=2)
+def bfs_path(W, src, dst):
+    """Shortest path src -> dst in the support of W: breadth-first, out-neighbours in increasing
+    order, each node's parent the first node that reached it. Returns its nodes, or None."""
+    K = len(W)
+    parent = {src: None}
+    queue = [src]
+    for u in queue:
+        for v in range(K):
+            if W[u][v] > 0 and v not in parent:
+                parent[v] = u
+                if v == dst:
+                    path = [v]
+                    while parent[path[-1]] is not None:
+                        path.append(parent[path[-1]])
+                    return path[::-1]
+                queue.append(v)
+    return None
+
+
+def reference_greedy(omega):
+    """Shortest cycles first, from its definition, in plain Python and one length at a time.
+
+    For L = 2, 3, ..., K and each edge (i, j) in increasing order (pairs as i < j), while
+    W[i][j] > 0 and the breadth-first path from j to i has L - 1 edges, use the cycle
+    (i, j, ..., path) as many times as its lightest edge allows.
+    """
+    W = [[int(x) for x in row] for row in omega]
+    K = len(W)
+    cycles, counts = [], []
+    for L in range(2, K + 1):
+        for i in range(K):
+            for j in range(i + 1 if L == 2 else 0, K):
+                while W[i][j] > 0:
+                    path = bfs_path(W, j, i)
+                    if path is None or len(path) != L:
+                        break
+                    cyc = [i, *path[:-1]]
+                    edges = [(cyc[k], cyc[(k + 1) % L]) for k in range(L)]
+                    c = min(W[u][v] for u, v in edges)
+                    for u, v in edges:
+                        W[u][v] -= c
+                    cycles.append(tuple(cyc))
+                    counts.append(c)
+    return cycles, counts, W
+
+
+def greedy_test_matrices(rng):
+    """Dense and sparse random leftover graphs (sparse ones have long cycles), and real ones."""
+    for trial in range(90):
+        K = int(rng.integers(2, 16))
+        if trial % 3 == 0:
+            om = (rng.random((K, K)) < 1.5 / K) * rng.integers(1, 3, (K, K))
+        else:
+            om = rng.integers(0, 4, (K, K)) * (rng.random((K, K)) < rng.random())
+        np.fill_diagonal(om, 0)
+        yield om
+    for K in (9, 14):
+        a = epoch_placement(20 * K, K, seed=K, epoch=0)
+        b = epoch_placement(20 * K, K, seed=K, epoch=1)
+        yield leftover_matrix(shuffle_matrix(a, b))
+    yield leftover_matrix(cyclic_shift_matrix(24, 12))
+
+
+def test_greedy_takes_the_cycles_of_its_definition(rng):
+    from coded_shuffle._kernels import greedy_cycle_packing
+
+    for omega in greedy_test_matrices(rng):
+        W = np.array(omega, dtype=np.int64)
+        nodes, lengths, counts = greedy_cycle_packing(W)
+        cycles, ref_counts, rest = reference_greedy(omega)
+        ends = np.cumsum(lengths)
+        got = [tuple(nodes[e - L : e].tolist()) for e, L in zip(ends, lengths, strict=True)]
+        assert got == cycles and counts.tolist() == ref_counts
+        assert W.tolist() == rest
+        p = pack_cycles(omega)
+        assert list(p.cycles) == cycles and list(p.counts) == ref_counts
+
+
+def test_girth_against_simple_cycles(rng):
+    import networkx as nx
+
+    from coded_shuffle._kernels import girth, support_bits
+
+    for _ in range(60):
+        K = int(rng.integers(1, 9))
+        W = ((rng.random((K, K)) < rng.random()) * 1).astype(np.int64)
+        graph = nx.DiGraph(list(zip(*np.nonzero(W), strict=True)))
+        graph.remove_edges_from(nx.selfloop_edges(graph))
+        lengths = [len(c) for c in nx.simple_cycles(graph)]
+        assert girth(*support_bits(W)) == (min(lengths) if lengths else K + 1)
+
+
+def test_greedy_progress_announced_only_when_long(capsys, monkeypatch):
+    import coded_shuffle.plan as plan_mod
+
+    omega = [[0, 5, 0], [0, 0, 5], [5, 0, 0]]
+    quiet = pack_cycles(omega, progress=True)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(plan_mod, "PROGRESS_MIN_LEFTOVERS", 15)
+    loud = pack_cycles(omega, progress=True)
+    assert capsys.readouterr().err == "packing leftover cycles, K = 3 ...\n"
+    assert loud.cycles == quiet.cycles == ((0, 1, 2),) and loud.counts == quiet.counts == (5,)
+    pack_cycles(omega)
+    assert capsys.readouterr().err == ""
