@@ -23,6 +23,7 @@ RANK = {
     "transport": 5,
     "engine": 6,
     "plots": 7,
+    "mpi_program": 7,
     "cli": 8,
     "__main__": 9,
     "__init__": 9,
