@@ -2,7 +2,7 @@
 # Run an MPI program across K+1 hosts made of network namespaces on this machine, on shaped links.
 #
 #   mpi/netns_cluster.sh -K 4 [--master-up-mbit 1000] [--worker-down-mbit 0] [--worker-up-mbit 0]
-#       [--delay-ms 0] [--timeout 600] [--keep-env] -- PROGRAM [ARGS...]
+#       [--delay-ms 0] [--bcast chain|mpich] [--timeout 600] -- PROGRAM [ARGS...]
 #
 # Hosts h0 (the master, rank 0) .. hK are network namespaces, each with one interface `eth0` (a
 # veth pair) plugged into a bridge that lives in a switch namespace of its own: nothing is added
@@ -17,6 +17,11 @@
 # proxy inside that host's namespace with a hostname of its own (UTS namespace), so MPICH treats
 # the ranks as separate nodes and all traffic between them crosses the shaped links (shared
 # memory is off as well: MPIR_CVAR_NOLOCAL=1, netmod ofi over tcp on eth0).
+#
+# --bcast chain (default) makes MPI_Bcast a pipelined chain, root -> rank 1 -> ... -> rank K, in
+# pieces of 256 KiB, so the root emits each byte once, as on a shared medium; MPICH's own choice
+# for large messages (--bcast mpich: scatter, then ring allgather) has the root send about twice
+# the message, and for small ones (binomial tree) log2(K+1) times.
 #
 # The namespaces are named cs<pid>-sw and cs<pid>-h<i>, so parallel runs never collide; they are
 # deleted on exit, whatever happens (trap), and mpiexec is bounded by --timeout seconds.
@@ -36,6 +41,7 @@ WORKER_DOWN=0
 WORKER_UP=0
 DELAY=0
 TIMEOUT=600
+BCAST=chain
 while [ $# -gt 0 ]; do
     case "$1" in
         -K|--workers) K="${2:-}"; shift 2 ;;
@@ -44,6 +50,7 @@ while [ $# -gt 0 ]; do
         --worker-up-mbit) WORKER_UP="${2:-}"; shift 2 ;;
         --delay-ms) DELAY="${2:-}"; shift 2 ;;
         --timeout) TIMEOUT="${2:-}"; shift 2 ;;
+        --bcast) BCAST="${2:-}"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
         *) usage; die "unknown option '$1'" ;;
@@ -56,6 +63,7 @@ for pair in "master-up-mbit:$MASTER_UP" "worker-down-mbit:$WORKER_DOWN" "worker-
     "delay-ms:$DELAY" "timeout:$TIMEOUT"; do
     case "${pair#*:}" in ''|*[!0-9.]*|*.*.*) die "--${pair%%:*} must be a non-negative number, not '${pair#*:}'" ;; esac
 done
+case "$BCAST" in chain|mpich) ;; *) die "--bcast must be chain or mpich, not '$BCAST'" ;; esac
 [ "$(id -u)" -eq 0 ] || die "needs root (CAP_NET_ADMIN) to create network namespaces"
 for tool in ip tc unshare timeout; do command -v "$tool" >/dev/null || die "'$tool' not found"; done
 
@@ -146,6 +154,11 @@ counters > "$WORK/before"
 
 export MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=eth0 \
     FI_SOCKETS_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp
+if [ "$BCAST" = chain ]; then
+    export MPIR_CVAR_BCAST_INTRA_ALGORITHM=pipelined_tree MPIR_CVAR_BCAST_TREE_TYPE=kary \
+        MPIR_CVAR_BCAST_TREE_KVAL=1 \
+        MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE="${MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE:-262144}"
+fi
 set +e
 ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname h0 && exec "$@"' sh \
     timeout --kill-after=10 "$TIMEOUT" "$MPIEXEC" -f "$WORK/hostfile" -localhost "$(host_ip 0)" \
