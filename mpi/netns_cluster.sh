@@ -80,9 +80,15 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/$P.XXXXXX")"
 host_ns() { echo "$P-h$1"; }
 host_ip() { echo "10.199.0.$((10 + $1))"; }
 
+JOB=""
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
+    if [ -n "$JOB" ] && kill -0 "$JOB" 2>/dev/null; then  # interrupted: stop the job first, bounded
+        kill -TERM "$JOB" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.2; done
+        kill -KILL "$JOB" 2>/dev/null || true
+    fi
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
         case "$ns" in "$P"-*) ip netns delete "$ns" 2>/dev/null || true ;; esac
     done
@@ -159,12 +165,17 @@ if [ "$BCAST" = chain ]; then
         MPIR_CVAR_BCAST_TREE_KVAL=1 \
         MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE="${MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE:-262144}"
 fi
-set +e
+# In the background, so that a signal to this script runs its trap at once (bash defers traps
+# until a foreground command ends).
 ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname h0 && exec "$@"' sh \
     timeout --kill-after=10 "$TIMEOUT" "$MPIEXEC" -f "$WORK/hostfile" -localhost "$(host_ip 0)" \
-    -launcher ssh -launcher-exec "$WORK/launch" -n "$((K + 1))" -ppn 1 "$@"
+    -launcher ssh -launcher-exec "$WORK/launch" -n "$((K + 1))" -ppn 1 "$@" &
+JOB=$!
+set +e
+wait "$JOB"
 status=$?
 set -e
+JOB=""
 counters > "$WORK/after"
 paste -d ' ' "$WORK/before" "$WORK/after" |
     awk '{ printf "links: %s eth0 tx %d rx %d bytes\n", $1, $5 - $2, $6 - $3 }' >&2
