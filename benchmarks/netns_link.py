@@ -82,6 +82,14 @@ def report(K: int, rows: list[dict]) -> bool:
     def med_link(mode: str, i: int) -> float:
         return statistics.median(float(links(r)[i]) for r in steady if r["mode"] == mode)
 
+    print("steady state, medians:")
+    print("       mode  deliver s  +decode s  master up MB  worker down MB  worker up MB")
+    for mode in MODES:
+        up, down, wup = (med_link(mode, i) / 1e6 for i in range(3))
+        print(
+            f"{mode:>11} {med(mode, 'deliver_seconds'):>10.3f} {med(mode, 'seconds'):>10.3f} "
+            f"{up:>13.2f} {down:>15.2f} {wup:>13.2f}"
+        )
     byte_ratio = med_link("coded", 0) / med_link("uncoded", 0)
     time_ratio = med("coded", "deliver_seconds") / med("uncoded", "deliver_seconds")
     total_ratio = med("coded", "seconds") / med("uncoded", "seconds")
@@ -106,7 +114,7 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=128, help="dataset size in MiB (default 128)")
     ap.add_argument("--record-bytes", type=int, default=1024)
     ap.add_argument("--mbit", type=float, default=1000, help="every port's rate, Mbit/s (default 1000)")
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=7, help="transitions, the first a warm-up (default 7)")
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args()
     if os.geteuid() != 0:

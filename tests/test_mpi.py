@@ -1,4 +1,4 @@
-"""The coded shuffle across processes: mpi/shuffle.py under mpiexec, and the pacing of links.
+"""The coded shuffle across processes: mpi/shuffle.py (the entry of coded_shuffle.mpi_program) under mpiexec.
 
 Every MPI test runs ``mpiexec -n K+1 python -m mpi4py mpi/shuffle.py`` in a subprocess with a
 timeout (a deadlocked rank would otherwise hang the suite), with K = 1, 2, 3 workers: more ranks
