@@ -161,8 +161,8 @@ counters() {  # one line per host: host tx_bytes rx_bytes of its eth0
 }
 counters > "$WORK/before"
 
-export MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=eth0 \
-    FI_SOCKETS_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp
+export MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD="${MPIR_CVAR_CH4_NETMOD:-ofi}" FI_PROVIDER=tcp \
+    FI_TCP_IFACE=eth0 FI_SOCKETS_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp
 # The hosts share this machine's cores: with more ranks than cores, MPICH's waiting loops must
 # yield the core (each rank believes it is alone on its node, so the program cannot tell).
 if [ "$((K + 1))" -gt "$(nproc)" ]; then
