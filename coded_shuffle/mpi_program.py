@@ -261,6 +261,12 @@ def link_bytes() -> tuple[int, int]:
     Read from the kernel's counters (``/sys/class/net/*/statistics``) of the network namespace
     the rank runs in; on hosts made of namespaces (``mpi/netns_cluster.sh``) that is the rank's
     own link. Meaningless on a shared host, where other traffic counts too.
+
+    Examples
+    --------
+    >>> tx, rx = link_bytes()
+    >>> tx >= 0 and rx >= 0
+    True
     """
     tx = rx = 0
     for stats in glob.glob("/sys/class/net/*/statistics"):
