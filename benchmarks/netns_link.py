@@ -19,7 +19,7 @@ within 10 % of the ratio of bytes on the master's uplink, for every K.
 
 Needs root (network namespaces, tc). Run:
 
-    python benchmarks/netns_link.py [--workers 4,8] [--mib 128] [--record-bytes 1024] [--mbit 1000]
+    python benchmarks/netns_link.py [--workers 4,8] [--mib 256] [--record-bytes 1024] [--mbit 1000]
 """
 
 from __future__ import annotations
@@ -111,10 +111,10 @@ def report(K: int, rows: list[dict]) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default="4,8", help="comma-separated K (default 4,8)")
-    ap.add_argument("--mib", type=int, default=128, help="dataset size in MiB (default 128)")
+    ap.add_argument("--mib", type=int, default=256, help="dataset size in MiB (default 256)")
     ap.add_argument("--record-bytes", type=int, default=1024)
     ap.add_argument("--mbit", type=float, default=1000, help="every port's rate, Mbit/s (default 1000)")
-    ap.add_argument("--epochs", type=int, default=7, help="transitions, the first a warm-up (default 7)")
+    ap.add_argument("--epochs", type=int, default=5, help="transitions, the first a warm-up (default 5)")
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args()
     if os.geteuid() != 0:
