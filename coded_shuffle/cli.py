@@ -510,7 +510,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         given = [o for o, v in sizes if v is not None]
         if given:
             raise UsageError(f"--data cannot be combined with {' or '.join(given)}")
-        problem = check_data_file(args.data)
+        problem = check_data_file(args.data, workers=args.workers)
         if problem is not None:
             raise UsageError(problem)
     else:
@@ -534,9 +534,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{what} not found; install the MPI extra: {MPI_INSTALL_HINT}")
     sys.stdout.flush()
     proc = subprocess.run(run_command(args, mpiexec), check=False)
+    if proc.returncode == 2:  # the program refused its input and said why, in one line
+        return 2
     if proc.returncode:
         print(f"{PROG}: error: the MPI job failed (mpiexec exit status {proc.returncode})", file=sys.stderr)
-        return 1 if proc.returncode != 2 else 2
+        return 1
     return 0
 
 

@@ -102,11 +102,11 @@ def _rate(text: str) -> float:
     return v
 
 
-def check_data_file(path: str) -> str | None:
+def check_data_file(path: str, *, workers: int = 1) -> str | None:
     """Return why ``path`` is not a usable ``.npy`` file of records, or None if it is.
 
     Reads only the file's header: it must exist, be a ``.npy`` file (magic string and header),
-    and hold at least one record of a plain (not object) dtype.
+    and hold at least one record a worker (``workers``) of a plain (not object) dtype.
 
     Examples
     --------
@@ -132,6 +132,8 @@ def check_data_file(path: str) -> str | None:
         return f"--data: {path} holds Python objects; records must be a plain dtype (numbers, bytes)"
     if len(shape) == 0 or shape[0] == 0:
         return f"--data: {path} holds no records (shape {shape}); one record a row, at least one row"
+    if shape[0] < workers:
+        return f"--data: {path} holds {shape[0]} records, fewer than the {workers} workers"
     return None
 
 

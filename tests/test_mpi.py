@@ -170,12 +170,14 @@ def bad_data_files(tmp_path: Path) -> dict[str, tuple[str, str]]:
     (tmp_path / "text.npy").write_text("not numpy\n")
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}, None], dtype=object))
     np.save(tmp_path / "empty.npy", np.zeros((0, 4), dtype=np.uint8))
+    np.save(tmp_path / "one.npy", np.zeros((1, 4), dtype=np.uint8))
     return {
         "missing": (str(tmp_path / "missing.npy"), "no such file"),
         "directory": (str(tmp_path), "not a file"),
         "not npy": (str(tmp_path / "text.npy"), "not a .npy file"),
         "objects": (str(tmp_path / "objects.npy"), "Python objects"),
         "empty": (str(tmp_path / "empty.npy"), "no records"),
+        "fewer records than workers": (str(tmp_path / "one.npy"), "fewer than the 2 workers"),
     }
 
 
