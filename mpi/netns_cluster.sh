@@ -64,6 +64,7 @@ for pair in "master-up-mbit:$MASTER_UP" "worker-down-mbit:$WORKER_DOWN" "worker-
     case "${pair#*:}" in ''|*[!0-9.]*|*.*.*) die "--${pair%%:*} must be a non-negative number, not '${pair#*:}'" ;; esac
 done
 case "$BCAST" in chain|mpich) ;; *) die "--bcast must be chain or mpich, not '$BCAST'" ;; esac
+awk -v t="$TIMEOUT" 'BEGIN { exit !(t >= 1) }' || die "--timeout must be at least 1 second, not $TIMEOUT"
 [ "$(id -u)" -eq 0 ] || die "needs root (CAP_NET_ADMIN) to create network namespaces"
 for tool in ip tc unshare timeout; do command -v "$tool" >/dev/null || die "'$tool' not found"; done
 
@@ -96,6 +97,7 @@ cleanup() {
     exit "$status"
 }
 trap cleanup EXIT
+trap 'echo "$PROG: error: setting up the hosts failed (line $LINENO)" >&2; exit 2' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -179,6 +181,7 @@ ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname h0 && exec "$@"' sh \
     timeout --kill-after=10 "$TIMEOUT" "$MPIEXEC" -f "$WORK/hostfile" -localhost "$(host_ip 0)" \
     -launcher ssh -launcher-exec "$WORK/launch" -n "$((K + 1))" -ppn 1 "$@" &
 JOB=$!
+trap - ERR  # the hosts are up; from here the job's own status is the script's
 set +e
 wait "$JOB"
 status=$?

@@ -149,6 +149,7 @@ def test_tear_down_when_interrupted():
         (["-K", "two", "--", "true"], "-K"),
         (["-K", "2", "--master-up-mbit", "fast", "--", "true"], "--master-up-mbit"),
         (["-K", "2", "--bcast", "tree", "--", "true"], "--bcast"),
+        (["-K", "2", "--timeout", "0", "--", "true"], "--timeout"),
         (["-K", "2", "--color", "red", "--", "true"], "--color"),
         (["-K", "2"], "no program"),
     ],
