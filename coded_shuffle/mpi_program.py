@@ -639,6 +639,11 @@ def _cells(r: dict[str, Any]) -> list[str]:
         f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
         str(r["repairs"]),
         "yes" if r["verified"] else "NO",
+        *(
+            [f"{r['link_tx_bytes'][0] / 1e6:.3f}", f"{max(r['link_rx_bytes'][1:]) / 1e6:.3f}"]
+            if "link_tx_bytes" in r
+            else []
+        ),
     ]
 
 
@@ -687,7 +692,8 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
             f"mode = {args.mode}, link = {pace}",
             flush=True,
         )
-        print("".join(h.rjust(11) for h in _COLUMNS), flush=True)
+        links = ("up MB", "down MB") if args.count_links else ()  # master's uplink, busiest downlink
+        print("".join(h.rjust(11) for h in (*_COLUMNS, *links)), flush=True)
     modes = MODES[args.mode]
     all_ok = True
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
