@@ -687,20 +687,24 @@ def find_mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
-def mpi_program() -> str:
-    """Return the path of ``mpi/shuffle.py`` (in the source tree beside the package)."""
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mpi", "shuffle.py")
+#: ``coded-shuffle run`` launches ``mpiexec -n K+1 python -m mpi4py -m MPI_PROGRAM ...``.
+MPI_PROGRAM = "coded_shuffle.mpi_program"
 
 
 def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
-    """Return the ``mpiexec`` command line that ``coded-shuffle run`` launches."""
-    cmd = [mpiexec, "-n", str(args.workers + 1), sys.executable, "-m", "mpi4py", mpi_program()]
+    """Return the ``mpiexec`` command line that ``coded-shuffle run`` launches.
+
+    Options left at their defaults are not passed on, so the program sees what the user gave.
+    """
+    cmd = [mpiexec, "-n", str(args.workers + 1), sys.executable, "-m", "mpi4py", "-m", MPI_PROGRAM]
     if args.data is not None:
         cmd += ["--data", args.data]
     else:
         cmd += ["--points", str(args.points), "--record-bytes", str(args.record_bytes)]
     cmd += ["--epochs", str(args.epochs), "--start-epoch", str(args.start_epoch), "--seed", str(args.seed)]
-    cmd += ["--mode", args.mode, "--strategy", args.strategy, "--order", args.order]
+    cmd += ["--mode", args.mode, "--order", args.order]
+    if args.strategy is not None:
+        cmd += ["--strategy", args.strategy]
     cmd += ["--shard-size", str(args.shard_size), "--canonical-nodes", str(args.canonical_nodes)]
     cmd += ["--block-size", str(args.block_size)]
     if args.link_mbps is not None:
@@ -714,30 +718,47 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import importlib.util
     import subprocess
 
+    from .mpi_program import check_data_file, ignored_options
+
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
-    if args.data is None and args.points < args.workers:
-        raise UsageError(f"--points must be at least --workers ({args.workers}), not {args.points}")
-    if args.record_bytes < 1:
-        raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")
+    if args.data is not None:
+        sizes = (("--points", args.points), ("--record-bytes", args.record_bytes))
+        given = [o for o, v in sizes if v is not None]
+        if given:
+            raise UsageError(f"--data cannot be combined with {' or '.join(given)}")
+        problem = check_data_file(args.data, workers=args.workers)
+        if problem is not None:
+            raise UsageError(problem)
+    else:
+        args.points = 6000 if args.points is None else args.points
+        args.record_bytes = 1024 if args.record_bytes is None else args.record_bytes
+        if args.points < args.workers:
+            raise UsageError(f"--points must be at least --workers ({args.workers}), not {args.points}")
+        if args.record_bytes < 1:
+            raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")
     if args.link_mbps is not None and not 0 < args.link_mbps < float("inf"):
         raise UsageError(f"--link-mbps must be a positive number, not {args.link_mbps}")
+    given = [o for o, v in (("--strategy", args.strategy), ("--link-mbps", args.link_mbps)) if v is not None]
+    problem = ignored_options(args.mode, given)
+    if problem is not None:
+        raise UsageError(problem)
     if args.data is None:
         order_spec(args, args.points)  # validates the order options before launching
     mpiexec = find_mpiexec()
     if mpiexec is None or importlib.util.find_spec("mpi4py") is None:
         what = "mpiexec" if mpiexec is None else "mpi4py"
         raise UsageError(f"{what} not found; install the MPI extra: {MPI_INSTALL_HINT}")
-    if not os.path.isfile(mpi_program()):
-        raise UsageError(f"the MPI program {mpi_program()} is missing; run from a source checkout")
     from .warmup import KERNEL_GROUPS
 
     compile_kernels(KERNEL_GROUPS)  # once here, not in every rank
     sys.stdout.flush()
     proc = subprocess.run(run_command(args, mpiexec), check=False)
+    if proc.returncode == 2:  # the program refused its input and said why, in one line
+        return 2
     if proc.returncode:
         print(f"{PROG}: error: the MPI job failed (mpiexec exit status {proc.returncode})", file=sys.stderr)
-        return 1 if proc.returncode != 2 else 2
+        return 1
     return 0
 
 
@@ -1136,19 +1157,18 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run the coded shuffle across processes with MPI (rank 0 master, ranks 1..K workers)",
         description=(
-            "Launch mpiexec -n K+1 python -m mpi4py mpi/shuffle.py: the master holds the dataset, each "
-            "worker only its batch; each transition is delivered coded (one broadcast) and/or uncoded "
-            "(each moved record to its new holder), decoded and verified against the master's checksums. "
+            "Launch mpiexec -n K+1 python -m mpi4py -m coded_shuffle.mpi_program: the master holds the "
+            "dataset, each worker only its batch; each transition is delivered coded (one broadcast), "
+            "uncoded (each moved record from the master to its new holder) and/or alltoallv (the workers "
+            "send each other the records that move), decoded and verified against the master's checksums. "
             f"Needs the MPI extra: {MPI_INSTALL_HINT}."
         ),
     )
     mpi.add_argument(
         "--workers", "-K", type=int, default=4, metavar="K", help="number of workers (default 4)"
     )
-    mpi.add_argument("--points", "-N", type=int, default=6000, metavar="N", help="records (default 6000)")
-    mpi.add_argument(
-        "--record-bytes", "-B", type=int, default=1024, metavar="B", help="bytes per record (default 1024)"
-    )
+    mpi.add_argument("--points", "-N", type=int, metavar="N", help="records (default 6000)")
+    mpi.add_argument("--record-bytes", "-B", type=int, metavar="B", help="bytes per record (default 1024)")
     mpi.add_argument(
         "--data", metavar="FILE", help=".npy file of records, one a row (instead of random ones)"
     )
@@ -1160,9 +1180,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)"
     )
     mpi.add_argument(
-        "--mode", choices=("coded", "uncoded", "both"), default="coded", help="delivery (default coded)"
+        "--mode",
+        choices=("coded", "uncoded", "alltoallv", "both", "all"),
+        default="coded",
+        help="delivery: both = coded and uncoded, all = coded, uncoded and alltoallv (default coded)",
     )
     _add_strategy_argument(mpi)
+    mpi.set_defaults(strategy=None)  # greedy; given only where the mode plans (coded)
     mpi.add_argument(
         "--link-mbps", type=float, metavar="R", help="pace the master's link at R megabits/s (default: raw)"
     )

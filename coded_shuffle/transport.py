@@ -25,8 +25,10 @@ a given worker receives, to test the repair path.
 :class:`MPITransport` carries the same frames between processes: rank 0 is the master, rank
 ``k + 1`` is worker ``k``. :meth:`MPITransport.send` broadcasts (``MPI_Bcast``), and
 :meth:`MPITransport.send_to` sends each worker its own frames point to point (the uncoded
-baseline); both count what leaves the master. It is the only place in the package that imports
-``mpi4py``, lazily, so this module imports without it.
+baseline); both count what leaves the master. :meth:`MPITransport.exchange` is the alternative a
+user would reach for without coding: the workers send each other the records that move, directly
+(``MPI_Alltoallv``), the master taking no part. It is the only place in the package that imports
+``mpi4py``, lazily (:func:`mpi_world`), so this module imports without it.
 
 :class:`TokenBucket` paces a link to a known speed: a transport given one waits, before each
 piece of a frame leaves the master, until the bucket holds that many bytes, so that the wall time
@@ -35,10 +37,12 @@ of a delivery follows the bytes the master emits even when all processes share o
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -46,7 +50,16 @@ from ._checks import check_int
 from .codec import FRAME_HEADER_BYTES, _aligned_empty
 from .errors import TransportError
 
-__all__ = ["LinkStats", "Transport", "TokenBucket", "InProcessTransport", "MPITransport", "frame_symbols"]
+__all__ = [
+    "LinkStats",
+    "Transport",
+    "TokenBucket",
+    "InProcessTransport",
+    "MPITransport",
+    "frame_symbols",
+    "mpi_world",
+    "mpi_exit",
+]
 
 #: ``fault(worker, frame_number, frame)`` returns what ``worker`` receives instead, or None to drop it.
 Fault = Callable[[int, int, np.ndarray], "np.ndarray | None"]
@@ -308,6 +321,32 @@ _CONTROL_WORDS = 64
 _INLINE_FRAMES = (_CONTROL_WORDS - 3) // 2
 
 
+def mpi_world() -> Any:
+    """Return ``MPI.COMM_WORLD``, initializing MPI on the first call.
+
+    The package's only import of ``mpi4py``: programs call it once their environment (MPICH's
+    settings) is in place, since importing ``mpi4py.MPI`` initializes MPI.
+    """
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def mpi_exit(status: int) -> NoReturn:
+    """End this rank with ``status``: flush, finalize MPI, exit.
+
+    For an end every rank reaches with the same status (bad input, a failed check): the job stops
+    with that status and nothing else is printed, where an exception or a non-zero ``sys.exit``
+    under ``python -m mpi4py`` aborts the job (``MPI_Abort``) and MPICH reports the abort.
+    """
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.Finalize()
+    os._exit(status)
+
+
 class MPITransport:
     """The shared link over MPI: rank ``root`` is the master, the other ranks the ``K`` workers.
 
@@ -367,6 +406,10 @@ class MPITransport:
         self.worker: int | None = None if self.is_master else self.rank - (self.rank > self.root)
         self.reuse_buffers = bool(reuse_buffers)
         self._buffer: np.ndarray | None = None
+        # The workers' own communicator, for exchanges between them (collective: every rank splits).
+        self._workers = self.comm.Split(1 if self.is_master else 0, self.rank)
+        #: Bytes this worker sent to other workers in :meth:`exchange` calls.
+        self.exchanged_bytes = 0
         self._stats = LinkStats()
         #: Bytes of control messages the master broadcast (frame sizes and destinations).
         self.control_bytes = 0
@@ -500,6 +543,43 @@ class MPITransport:
         for buf in out:
             buf.flags.writeable = False
         return out
+
+    def exchange(
+        self, data: np.ndarray, counts: Sequence[int] | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Worker: send the next ``counts[j]`` rows of ``data`` to worker ``j``, directly.
+
+        Collective over the workers (the master takes no part): ``data`` holds, in worker order,
+        the rows for worker 0, then those for worker 1, and so on (``counts[self.worker]`` rows
+        stay, usually 0). One ``MPI_Alltoallv`` of the rows' bytes, after one ``MPI_Alltoall`` of
+        the counts.
+
+        Returns
+        -------
+        (numpy.ndarray, numpy.ndarray)
+            The rows received, those of worker 0 first, and how many came from each worker.
+        """
+        if self.is_master:
+            raise TransportError(f"Rank {self.rank} is the master: only workers exchange rows.")
+        data = np.ascontiguousarray(data)
+        if data.ndim != 2 or data.dtype != np.uint8:
+            raise TypeError(f"Argument 'data' must be a 2-D uint8 array, not {data.dtype} of {data.ndim}-D.")
+        send = np.asarray(counts, dtype=np.int64)
+        if send.shape != (self.K,) or np.any(send < 0) or int(send.sum()) != data.shape[0]:
+            raise ValueError(
+                f"Argument 'counts' must be {self.K} non-negative row counts summing to {data.shape[0]}, "
+                f"not {send.tolist()}."
+            )
+        recv = np.empty(self.K, dtype=np.int64)
+        self._workers.Alltoall(send, recv)
+        B = int(data.shape[1])
+        out = np.empty((int(recv.sum()), B), dtype=np.uint8)
+        send_b, recv_b = send * B, recv * B
+        send_d = np.concatenate(([0], np.cumsum(send_b)[:-1]))
+        recv_d = np.concatenate(([0], np.cumsum(recv_b)[:-1]))
+        self._workers.Alltoallv([data, (send_b, send_d)], [out, (recv_b, recv_d)])
+        self.exchanged_bytes += int(send_b.sum() - send_b[self.worker])
+        return out, recv
 
     def reserve(self, nbytes: int) -> None:
         """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""

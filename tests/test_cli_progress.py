@@ -81,7 +81,8 @@ def test_compile_announced_before_it_starts(capsys, monkeypatch):
     monkeypatch.setattr(warmup, "warm_up", fake_warm_up)
     assert main(["simulate", "-K", "2", "-N", "20", "-B", "8", "--epochs", "1", "--json"]) == 0
     out, err = capsys.readouterr()
-    assert calls == [(["packing", "planning", "ordering", "decoding"], "compiling kernels (once per install) ...\n")]
+    said = "compiling kernels (once per install) ...\n"
+    assert calls == [(["packing", "planning", "ordering", "decoding"], said)]
     assert err == "" and json.loads(out)["verified"] is True
     assert main(["rate", "-K", "3", "-N", "30", "--order", "feistel", "--json"]) == 0
     out, _ = capsys.readouterr()

@@ -1,4 +1,4 @@
-"""The coded shuffle across processes: mpi/shuffle.py under mpiexec, and the pacing of links.
+"""The coded shuffle across processes: mpi/shuffle.py (the entry of coded_shuffle.mpi_program) under mpiexec.
 
 Every MPI test runs ``mpiexec -n K+1 python -m mpi4py mpi/shuffle.py`` in a subprocess with a
 timeout (a deadlocked rank would otherwise hang the suite), with K = 1, 2, 3 workers: more ranks
@@ -153,8 +153,65 @@ def test_run_without_mpiexec_is_a_one_line_error(monkeypatch, capsys):
 def test_run_command_line():
     args = cli.build_parser().parse_args(["run", "-K", "3", "--points", "90", "--json", "--link-mbps", "50"])
     cmd = cli.run_command(args, "mpiexec")
-    assert cmd[:3] == ["mpiexec", "-n", "4"] and cmd[4:6] == ["-m", "mpi4py"]
+    assert cmd[:3] == ["mpiexec", "-n", "4"]
+    assert cmd[4:8] == ["-m", "mpi4py", "-m", "coded_shuffle.mpi_program"]
     assert cmd[-2:] == ["--json", "-"] and "--link-mbps" in cmd
+    assert "--strategy" not in cmd  # not given: the program's default, and no complaint in other modes
+
+
+def one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def bad_data_files(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """Bad --data files and a word the error must hold."""
+    (tmp_path / "text.npy").write_text("not numpy\n")
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}, None], dtype=object))
+    np.save(tmp_path / "empty.npy", np.zeros((0, 4), dtype=np.uint8))
+    np.save(tmp_path / "one.npy", np.zeros((1, 4), dtype=np.uint8))
+    return {
+        "missing": (str(tmp_path / "missing.npy"), "no such file"),
+        "directory": (str(tmp_path), "not a file"),
+        "not npy": (str(tmp_path / "text.npy"), "not a .npy file"),
+        "objects": (str(tmp_path / "objects.npy"), "Python objects"),
+        "empty": (str(tmp_path / "empty.npy"), "no records"),
+        "fewer records than workers": (str(tmp_path / "one.npy"), "fewer than the 2 workers"),
+    }
+
+
+def test_run_bad_data_is_one_line(tmp_path, capsys):
+    for path, word in bad_data_files(tmp_path).values():
+        assert cli.main(["run", "--workers", "2", "--data", path]) == 2
+        line = one_line_error(capsys.readouterr().err)
+        assert line.startswith("coded-shuffle: error: --data: ") and word in line
+        assert "pickle" not in line and "allow_pickle" not in line
+
+
+@pytest.mark.parametrize(
+    ("options", "word"),
+    [
+        (["--mode", "uncoded", "--strategy", "exact"], "--strategy"),
+        (["--mode", "alltoallv", "--strategy", "greedy"], "--strategy"),
+        (["--mode", "all", "--link-mbps", "100"], "--link-mbps"),
+        (["--mode", "alltoallv", "--link-mbps", "100"], "--link-mbps"),
+        (["--data", "x.npy", "--points", "100"], "--points"),
+        (["--data", "x.npy", "-B", "8"], "--record-bytes"),
+    ],
+)
+def test_run_refuses_options_the_mode_ignores(options, word, capsys):
+    assert cli.main(["run", "--workers", "2", *options]) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert line.startswith("coded-shuffle: error: ") and word in line
+
+
+def test_program_refuses_options_the_mode_ignores():
+    from coded_shuffle.mpi_program import ignored_options
+
+    assert ignored_options("alltoallv", ["--max-frame-bytes"]) is not None
+    assert ignored_options("all", ["--strategy", "--max-frame-bytes", "--max-repair-rounds"]) is None
+    assert ignored_options("both", ["--link-mbps"]) is None
 
 
 # --------------------------------------------------------------------------- under mpiexec
@@ -316,3 +373,98 @@ def test_shard_aware_order_verified():
         )
         expected = rates(S).coded if r["mode"] == "coded" else int(S.sum() - np.trace(S))
         assert r["planned_symbols"] == expected
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_alltoallv_exchange_verified_with_exact_bytes():
+    N, B, seed, K = 900, 48, 5, 3
+    rows = json_rows(
+        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--seed", str(seed), "--epochs", "2",
+                "--mode", "all", "--json", "-")
+    )  # fmt: skip
+    assert [(r["epoch"], r["mode"]) for r in rows] == [
+        (e, m) for e in (1, 2) for m in ("coded", "uncoded", "alltoallv")
+    ]
+    dataset = synthetic_dataset(N, B, seed=seed)
+    for r in rows:
+        assert r["verified"] and r["digests"] == expected_digests(dataset, N, K, seed, r["epoch"])
+        if r["mode"] == "alltoallv":
+            p0, p1 = (epoch_placement(N, K, seed=seed, epoch=t) for t in (r["epoch"] - 1, r["epoch"]))
+            moved = int((p0.owner != p1.owner).sum())
+            # Each moved record leaves its old holder once, straight to its new one; none from the master.
+            assert r["exchange_bytes"] == moved * B and r["planned_symbols"] == moved
+            assert r["master_bytes"] == 0 and r["master_symbols"] == 0
+        else:
+            assert r["exchange_bytes"] == 0
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_program_bad_input_is_one_line_without_abort(tmp_path):
+    files = bad_data_files(tmp_path)
+    cases = [
+        (["--data", files["objects"][0]], "Python objects"),
+        (["--data", files["not npy"][0]], "not a .npy file"),
+        (["--mode", "alltoallv", "--max-frame-bytes", "4096"], "--max-frame-bytes"),
+    ]
+    for options, word in cases:
+        proc = run_mpi(2, *options, timeout=60)
+        assert proc.returncode == 2
+        line = one_line_error(proc.stderr)
+        assert line.startswith("coded-shuffle run: error: ") and word in line
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_installed_wheel_runs(tmp_path):
+    """A wheel built from the package alone runs `coded-shuffle run`, outside any source tree.
+
+    The wheel goes into a fresh venv without dependencies, which borrows the test environment's
+    (numpy, mpi4py, mpich: a .pth file, and MPI4PY_LIBMPI for the MPI library, which mpi4py looks
+    for under its own prefix); the program it runs must be the installed one.
+    """
+    import sysconfig
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        (src / name).write_bytes((ROOT / name).read_bytes())
+    subprocess.run(
+        ["cp", "-r", str(ROOT / "coded_shuffle"), str(src / "coded_shuffle")], check=True, timeout=60
+    )
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run(
+        [*pip, "wheel", "--quiet", "--no-deps", str(src), "-w", str(tmp_path / "dist")],
+        check=True, timeout=300, capture_output=True,
+    )  # fmt: skip
+    wheel = next((tmp_path / "dist").glob("coded_shuffle-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    install = [*pip, "--python", str(py), "install", "--quiet", "--no-deps", str(wheel)]
+    subprocess.run(install, check=True, timeout=120)
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, timeout=60, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    Path(site, "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    libmpi = Path(sys.prefix) / "lib" / "libmpi.so.12"
+    env = {
+        "PATH": f"{MPIEXEC.parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        **({"MPI4PY_LIBMPI": str(libmpi)} if libmpi.exists() else {}),
+    }
+    where = subprocess.run(
+        [str(py), "-c", "import coded_shuffle.mpi_program as m; print(m.__file__)"],
+        cwd=tmp_path, env=env, check=True, timeout=60, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    assert Path(where).is_relative_to(venv)
+    proc = subprocess.run(
+        [str(venv / "bin" / "coded-shuffle"), "run", "-K", "2", "--points", "300", "-B", "16",
+         "--epochs", "1", "--mode", "all", "--json"],
+        # a fresh install compiles its kernels first (once; about 30 s): a longer bound than a run's
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=5 * TIMEOUT, check=False,
+    )  # fmt: skip
+    rows = json_rows(proc)
+    assert [r["mode"] for r in rows] == ["coded", "uncoded", "alltoallv"] and all(r["verified"] for r in rows)

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Run an MPI program across K+1 hosts made of network namespaces on this machine, on shaped links.
+#
+#   mpi/netns_cluster.sh -K 4 [--master-up-mbit 1000] [--worker-down-mbit 0] [--worker-up-mbit 0]
+#       [--delay-ms 0] [--bcast chain|mpich] [--timeout 600] -- PROGRAM [ARGS...]
+#
+# Hosts h0 (the master, rank 0) .. hK are network namespaces, each with one interface `eth0` (a
+# veth pair) plugged into a bridge that lives in a switch namespace of its own: nothing is added
+# to the root namespace, and only the private addresses 10.199.0.10 + i of these namespaces are
+# used. Links are shaped with tc tbf (rates in megabits, 10^6 bits, a second; 0 = unshaped):
+#   --master-up-mbit R     h0's uplink (egress of h0's eth0)            default 1000
+#   --worker-down-mbit R   each worker's downlink (egress of its switch port)  default 0
+#   --worker-up-mbit R     each worker's uplink (egress of its eth0)      default 0
+#   --delay-ms D           one-way delay added on every shaped egress (needs the netem qdisc)
+# Then `mpiexec -n K+1 -ppn 1` runs PROGRAM from inside h0 with a hostfile of the hosts'
+# addresses and a launcher (hydra's ssh launcher, pointed at a script) that starts each host's
+# proxy inside that host's namespace with a hostname of its own (UTS namespace), so MPICH treats
+# the ranks as separate nodes and all traffic between them crosses the shaped links (shared
+# memory is off as well: MPIR_CVAR_NOLOCAL=1, netmod ofi over tcp on eth0).
+#
+# --bcast chain (default) makes MPI_Bcast a pipelined chain, root -> rank 1 -> ... -> rank K, in
+# pieces of 256 KiB, so the root emits each byte once, as on a shared medium; MPICH's own choice
+# for large messages (--bcast mpich: scatter, then ring allgather) has the root send about twice
+# the message, and for small ones (binomial tree) log2(K+1) times.
+#
+# The namespaces are named cs<pid>-sw and cs<pid>-h<i>, so parallel runs never collide; they are
+# deleted on exit, whatever happens (trap), and mpiexec is bounded by --timeout seconds.
+# Environment: MPIEXEC (default: mpiexec beside PYTHON, else on PATH), PYTHON (default python3).
+# Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), ip (iproute2), tc and unshare (util-linux).
+# Prints, after the job, the bytes each host's eth0 sent and received (`links: ...` lines on
+# standard error). Exit status: the job's, or 2 on a usage or setup error.
+set -euo pipefail
+
+PROG=netns_cluster.sh
+usage() { sed -n '3,5p' "$0" | sed 's/^# \{0,1\}//' >&2; }
+die() { echo "$PROG: error: $*" >&2; exit 2; }
+
+K=""
+MASTER_UP=1000
+WORKER_DOWN=0
+WORKER_UP=0
+DELAY=0
+TIMEOUT=600
+BCAST=chain
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -K|--workers) K="${2:-}"; shift 2 ;;
+        --master-up-mbit) MASTER_UP="${2:-}"; shift 2 ;;
+        --worker-down-mbit) WORKER_DOWN="${2:-}"; shift 2 ;;
+        --worker-up-mbit) WORKER_UP="${2:-}"; shift 2 ;;
+        --delay-ms) DELAY="${2:-}"; shift 2 ;;
+        --timeout) TIMEOUT="${2:-}"; shift 2 ;;
+        --bcast) BCAST="${2:-}"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; break ;;
+        *) usage; die "unknown option '$1'" ;;
+    esac
+done
+[ $# -gt 0 ] || { usage; die "no program to run (give it after --)"; }
+case "$K" in ''|*[!0-9]*) die "-K must be a positive integer, not '${K}'" ;; esac
+[ "$K" -ge 1 ] && [ "$K" -le 200 ] || die "-K must be between 1 and 200, not $K"
+for pair in "master-up-mbit:$MASTER_UP" "worker-down-mbit:$WORKER_DOWN" "worker-up-mbit:$WORKER_UP" \
+    "delay-ms:$DELAY" "timeout:$TIMEOUT"; do
+    case "${pair#*:}" in ''|*[!0-9.]*|*.*.*) die "--${pair%%:*} must be a non-negative number, not '${pair#*:}'" ;; esac
+done
+case "$BCAST" in chain|mpich) ;; *) die "--bcast must be chain or mpich, not '$BCAST'" ;; esac
+awk -v t="$TIMEOUT" 'BEGIN { exit !(t >= 1) }' || die "--timeout must be at least 1 second, not $TIMEOUT"
+[ "$(id -u)" -eq 0 ] || die "needs root (CAP_NET_ADMIN) to create network namespaces"
+for tool in ip tc unshare timeout; do command -v "$tool" >/dev/null || die "'$tool' not found"; done
+
+PYTHON="${PYTHON:-python3}"
+if [ -z "${MPIEXEC:-}" ]; then
+    MPIEXEC="$(dirname "$(command -v "$PYTHON")")/mpiexec"
+    [ -x "$MPIEXEC" ] || MPIEXEC="$(command -v mpiexec || true)"
+fi
+[ -n "$MPIEXEC" ] && [ -x "$MPIEXEC" ] || die "mpiexec not found; install the MPI extra: pip install 'coded_shuffle[mpi]'"
+
+P="cs$$"
+SW="$P-sw"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/$P.XXXXXX")"
+host_ns() { echo "$P-h$1"; }
+host_ip() { echo "10.199.0.$((10 + $1))"; }
+
+JOB=""
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    if [ -n "$JOB" ] && kill -0 "$JOB" 2>/dev/null; then  # interrupted: stop the job first, bounded
+        kill -TERM "$JOB" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.2; done
+        kill -KILL "$JOB" 2>/dev/null || true
+    fi
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+        case "$ns" in "$P"-*) ip netns delete "$ns" 2>/dev/null || true ;; esac
+    done
+    rm -rf "$WORK"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'echo "$PROG: error: setting up the hosts failed (line $LINENO)" >&2; exit 2' ERR
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# shape DEV-NAMESPACE DEV RATE_MBIT: tbf at RATE (and netem DELAY before it, if asked).
+shape() {
+    local ns="$1" dev="$2" rate="$3" parent="root" burst
+    if [ "$DELAY" != "0" ]; then
+        ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: netem delay "${DELAY}ms" limit 100000 \
+            2>/dev/null || die "--delay-ms needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
+        parent="parent 1:1"
+    fi
+    [ "$rate" = "0" ] && return 0
+    # Bucket: 2 ms of the link, at least 128 KiB (a GSO packet of veth is up to 64 KiB).
+    burst=$(awk -v r="$rate" 'BEGIN { b = r * 1e6 / 8 * 0.002; if (b < 131072) b = 131072; printf "%d", b }')
+    # shellcheck disable=SC2086
+    ip netns exec "$ns" tc qdisc add dev "$dev" $parent handle 10: tbf rate "${rate}mbit" burst "$burst" \
+        latency 100ms || die "tc tbf failed on $dev in $ns"
+}
+
+ip netns add "$SW"
+ip -n "$SW" link add br0 type bridge
+ip -n "$SW" link set br0 up
+: > "$WORK/hostfile"
+{
+    echo '#!/bin/sh'
+    echo '# hydra ssh launcher: [-x] HOST COMMAND... -> COMMAND inside HOST namespace, as host hI.'
+    echo 'while [ "${1#-}" != "$1" ]; do shift; done'
+    echo 'host="$1"; shift'
+    echo 'case "$host" in'
+} > "$WORK/launch"
+for i in $(seq 0 "$K"); do
+    ns="$(host_ns "$i")"
+    ip netns add "$ns"
+    ip link add eth0 netns "$ns" type veth peer name "p$i" netns "$SW"
+    ip -n "$SW" link set "p$i" master br0 up
+    ip -n "$ns" addr add "$(host_ip "$i")/24" dev eth0
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth0 up
+    # A transfer after a pause (each epoch's delivery) keeps its congestion window, as on a tuned
+    # cluster, instead of slow-starting again through the shaped link's queue.
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
+    echo "$(host_ip "$i"):1" >> "$WORK/hostfile"
+    echo "    $(host_ip "$i")) ns=$ns; name=h$i ;;" >> "$WORK/launch"
+    if [ "$i" -eq 0 ]; then
+        shape "$ns" eth0 "$MASTER_UP"
+    else
+        shape "$SW" "p$i" "$WORKER_DOWN"
+        shape "$ns" eth0 "$WORKER_UP"
+    fi
+done
+{
+    echo '    *) echo "launch: unknown host $host" >&2; exit 2 ;;'
+    echo 'esac'
+    echo "exec ip netns exec \"\$ns\" unshare --uts sh -c 'hostname \"\$0\" && exec sh -c \"\$1\"' \"\$name\" \"\$*\""
+} >> "$WORK/launch"
+chmod +x "$WORK/launch"
+
+counters() {  # one line per host: host tx_bytes rx_bytes of its eth0
+    for i in $(seq 0 "$K"); do
+        echo "h$i" $(ip netns exec "$(host_ns "$i")" cat /sys/class/net/eth0/statistics/tx_bytes \
+            /sys/class/net/eth0/statistics/rx_bytes)
+    done
+}
+counters > "$WORK/before"
+
+export MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD="${MPIR_CVAR_CH4_NETMOD:-ofi}" FI_PROVIDER=tcp \
+    FI_TCP_IFACE=eth0 FI_SOCKETS_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp
+# The hosts share this machine's cores: with more ranks than cores, MPICH's waiting loops must
+# yield the core (each rank believes it is alone on its node, so the program cannot tell).
+if [ "$((K + 1))" -gt "$(nproc)" ]; then
+    export MPIR_CVAR_ENABLE_HEAVY_YIELD="${MPIR_CVAR_ENABLE_HEAVY_YIELD:-1}"
+fi
+if [ "$BCAST" = chain ]; then
+    export MPIR_CVAR_BCAST_INTRA_ALGORITHM=pipelined_tree MPIR_CVAR_BCAST_TREE_TYPE=kary \
+        MPIR_CVAR_BCAST_TREE_KVAL=1 \
+        MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE="${MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE:-262144}"
+fi
+# In the background, so that a signal to this script runs its trap at once (bash defers traps
+# until a foreground command ends).
+ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname h0 && exec "$@"' sh \
+    timeout --kill-after=10 "$TIMEOUT" "$MPIEXEC" -f "$WORK/hostfile" -localhost "$(host_ip 0)" \
+    -launcher ssh -launcher-exec "$WORK/launch" -n "$((K + 1))" -ppn 1 "$@" &
+JOB=$!
+trap - ERR  # the hosts are up; from here the job's own status is the script's
+set +e
+wait "$JOB"
+status=$?
+set -e
+JOB=""
+counters > "$WORK/after"
+paste -d ' ' "$WORK/before" "$WORK/after" |
+    awk '{ printf "links: %s eth0 tx %d rx %d bytes\n", $1, $5 - $2, $6 - $3 }' >&2
+[ "$status" -eq 124 ] && echo "$PROG: error: the job ran past --timeout $TIMEOUT s" >&2
+exit "$status"

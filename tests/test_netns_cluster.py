@@ -1,0 +1,162 @@
+"""The MPI program across hosts made of network namespaces, on links shaped with tc (mpi/netns_cluster.sh).
+
+Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN), iproute2's ``ip`` and ``tc``, util-linux's ``unshare``
+and the MPI extra; without them every test here is skipped and says why. Every run is bounded by
+the script's ``--timeout`` and by the subprocess timeout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "mpi" / "netns_cluster.sh"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+TIMEOUT = 180
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (CAP_NET_ADMIN) to create network namespaces and shape links with tc"
+    for tool in ("ip", "tc", "unshare", "timeout"):
+        if shutil.which(tool) is None:
+            return f"needs '{tool}' (iproute2 / util-linux / coreutils) on PATH"
+    if not MPIEXEC.exists() or importlib.util.find_spec("mpi4py") is None:
+        return "needs mpiexec beside the interpreter and mpi4py: pip install 'coded_shuffle[mpi]'"
+    probe = f"csprobe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=30)
+    if made.returncode:
+        return f"cannot create a network namespace here: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "delete", probe], capture_output=True, timeout=30)
+    return None
+
+
+MISSING = _missing()
+pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
+
+
+def cluster(*args: str, timeout: float = TIMEOUT) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run the script; return its result and its pid (which names its namespaces: cs<pid>-...)."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.Popen(
+        [str(CLUSTER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # the script's trap deletes its namespaces
+        out, err = proc.communicate(timeout=60)
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
+
+
+def namespaces_of(pid: int) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=True)
+    return [line.split()[0] for line in listed.stdout.splitlines() if line.startswith(f"cs{pid}-")]
+
+
+def program(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mpi4py", "-m", "coded_shuffle.mpi_program", *args]
+
+
+def test_all_modes_cross_the_shaped_links(tmp_path):
+    K, N, B, mbit = 2, 3000, 1024, 80  # the master's uplink at 10 MB/s
+    out = tmp_path / "rows.jsonl"
+    proc, pid = cluster(
+        "-K", str(K), "--master-up-mbit", str(mbit), "--worker-down-mbit", "400", "--timeout", "150", "--",
+        *program("--points", str(N), "--record-bytes", str(B), "--epochs", "1", "--mode", "all",
+                 "--count-links", "--json", str(out)),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert namespaces_of(pid) == []  # torn down
+    assert [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("links:")] == [
+        f"h{i}" for i in range(K + 1)
+    ]
+    rows = {r["mode"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert list(rows) == ["coded", "uncoded", "alltoallv"] and all(r["verified"] for r in rows.values())
+    coded, uncoded, a2a = rows["coded"], rows["uncoded"], rows["alltoallv"]
+    # The kernel's counters of each host's interface: the traffic really crossed the links.
+    # Coded: the master emits the broadcast once (a chain, not one copy per worker: below 1.5x,
+    # where MPICH's default for K = 2 would send it twice), and every worker receives all of it.
+    up = coded["link_tx_bytes"][0]
+    assert coded["master_bytes"] <= up < 1.5 * coded["master_bytes"]
+    assert all(rx >= coded["master_bytes"] for rx in coded["link_rx_bytes"][1:])
+    # Uncoded: each moved record leaves the master once, to its new holder only.
+    assert uncoded["master_bytes"] <= uncoded["link_tx_bytes"][0] < 1.2 * uncoded["master_bytes"]
+    assert sum(uncoded["link_rx_bytes"][1:]) >= uncoded["master_bytes"]
+    # Alltoallv: the workers send each other the moved records; the master's uplink stays quiet.
+    assert a2a["exchange_bytes"] == a2a["uncoded_symbols"] * B
+    assert sum(a2a["link_tx_bytes"][1:]) >= a2a["exchange_bytes"]
+    assert a2a["link_tx_bytes"][0] < 0.05 * a2a["exchange_bytes"]
+    # The master's uplink is shaped: its bytes cannot have left faster than the rate allows
+    # (beyond the tbf bucket of 128 KiB). A bound from physics, not a time limit.
+    rate, bucket = mbit * 1e6 / 8, 131072
+    for r in (coded, uncoded):
+        assert r["deliver_seconds"] >= (r["master_bytes"] - bucket) / rate
+
+
+def test_tear_down_after_a_failing_job():
+    proc, pid = cluster(
+        "-K", "2", "--timeout", "120", "--", *program("--points", "300", "--epochs", "2", "--fail-rank", "1")
+    )
+    assert proc.returncode != 0 and "deliberate failure" in proc.stderr
+    assert namespaces_of(pid) == []
+
+
+def test_tear_down_after_the_timeout():
+    proc, pid = cluster("-K", "1", "--timeout", "2", "--", "sleep", "60", timeout=90)
+    assert proc.returncode == 124 and "ran past --timeout 2 s" in proc.stderr
+    assert namespaces_of(pid) == []
+
+
+def test_tear_down_when_interrupted():
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.Popen(
+        [str(CLUSTER), "-K", "1", "--timeout", "120", "--", "sleep", "120"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        for _ in range(300):  # at most 30 s for the hosts to come up
+            if len(namespaces_of(proc.pid)) == 3 or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(namespaces_of(proc.pid)) == 3  # switch, h0, h1
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
+    assert proc.returncode == 143
+    assert namespaces_of(proc.pid) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (["-K", "0", "--", "true"], "-K"),
+        (["-K", "two", "--", "true"], "-K"),
+        (["-K", "2", "--master-up-mbit", "fast", "--", "true"], "--master-up-mbit"),
+        (["-K", "2", "--bcast", "tree", "--", "true"], "--bcast"),
+        (["-K", "2", "--timeout", "0", "--", "true"], "--timeout"),
+        (["-K", "2", "--color", "red", "--", "true"], "--color"),
+        (["-K", "2"], "no program"),
+    ],
+)
+def test_usage_errors(args, word):
+    proc, pid = cluster(*args, timeout=60)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and word in errors[0]
+    assert namespaces_of(pid) == []
