@@ -132,17 +132,24 @@ def rate_rows(
     start_epoch: int = 0,
     strategy: str = "greedy",
     order: OrderSpec | None = None,
+    exact_bound: bool | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
     ``K`` is one worker count, or one per epoch ``start_epoch .. start_epoch + epochs`` (elastic
     ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
-    The ``feistel`` order streams the shuffle matrix in bounded memory.
+    The ``feistel`` order streams the shuffle matrix in bounded memory. ``exact_bound`` is
+    passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``.
+
+    The key ``optimal`` is the certificate ``coded == lower_bound``: then no scheme sends fewer
+    symbols, so the packing is a maximum one and the bound the maximum over orderings, and
+    ``packing_optimal`` and ``lower_bound_exact`` are true whatever the strategy and ``K``.
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
         r = rates(S, strategy=strategy)
-        lb = lower_bound(S)
+        lb = lower_bound(S, exact=exact_bound)
+        certified = r.coded == lb.value
         K_t, K_t1 = S.shape
         return {
             "epoch": epoch,
@@ -156,13 +163,14 @@ def rate_rows(
             "paired": r.paired,
             "coded": r.coded,
             "lower_bound": lb.value,
-            "lower_bound_exact": lb.exact,
+            "lower_bound_exact": lb.exact or certified,
+            "optimal": certified,
             "worst_case": _number(worst_case(r.N, r.K)) if K_t == K_t1 else None,
             "cycles": r.cycles_used,
             "uncoded_leftovers": r.uncoded_leftovers,
             "conserved": r.conserved,
-            "packing_optimal": r.packing.optimal,
-            "note": r.packing.note,
+            "packing_optimal": r.packing.optimal or certified,
+            "note": "; ".join(n for n in (r.packing.note, None if certified else lb.note) if n) or None,
         }
 
     if matrix is not None:
@@ -195,6 +203,7 @@ _RATE_COLUMNS = (
     ("paired", "paired"),
     ("coded", "coded"),
     ("lower_bound", "bound"),
+    ("optimal", "optimal"),
     ("worst_case", "worst"),
     ("gain", "gain"),
 )
@@ -210,6 +219,8 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
             out.append(f"{row['K_t']}->{row['K_t1']}")
         elif key == "lower_bound":
             out.append(f"{v}{'' if row['lower_bound_exact'] else '*'}")
+        elif key == "optimal":
+            out.append("yes" if v else "-")
         elif v is None:
             out.append("-")
         elif isinstance(v, float):
@@ -273,7 +284,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
-        rows = rate_rows(matrix=S, strategy=args.strategy)
+        rows = rate_rows(matrix=S, strategy=args.strategy, exact_bound=args.exact_bound)
     else:
         schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
@@ -287,6 +298,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             start_epoch=args.start_epoch,
             strategy=args.strategy,
             order=order_spec(args, N),
+            exact_bound=args.exact_bound,
         )
     if args.json:
         for row in rows:
@@ -298,6 +310,11 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             for r in rows:
                 if not r["lower_bound_exact"]:
                     flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
+                if r["optimal"]:
+                    flags.add(
+                        "optimal yes: coded == bound, so no scheme sends fewer symbols "
+                        "(the packing is maximum and the bound exact)"
+                    )
                 if r["note"]:
                     flags.add(r["note"])
                 if r["uncoded_leftovers"]:
@@ -757,6 +774,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
     )
     _add_strategy_argument(rate)
+    rate.add_argument(
+        "--exact-bound",
+        action="store_true",
+        default=None,
+        help=(
+            "prove the lower bound for K > 20 too, by a feedback arc set program (HiGHS, up to "
+            "60 s a transition; an unproven bound keeps its *)"
+        ),
+    )
     _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
