@@ -104,7 +104,7 @@ class CyclePacking:
     optimal : bool
         Whether the packing is proven to use the most cycles possible.
     note : str or None
-        Why ``exact`` fell back, if it did.
+        Why ``exact`` did not prove its packing optimal, if it did not (with HiGHS's bound).
     """
 
     omega: np.ndarray
