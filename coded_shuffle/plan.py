@@ -325,6 +325,16 @@ def pack_cycles(omega: object, *, strategy: str = "greedy") -> CyclePacking:
     >>> p = pack_cycles([[0, 0, 1], [1, 0, 0], [0, 1, 0]])
     >>> p.cycles, p.counts
     (((0, 2, 1),), (1,))
+
+    Shortest cycles first can be short of the maximum; ``exact`` proves its packing:
+
+    >>> omega = [[0, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 0], [0, 0, 0, 1, 0, 0],
+    ...          [1, 0, 0, 0, 0, 1], [1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]]
+    >>> pack_cycles(omega).cycles_used
+    2
+    >>> p = pack_cycles(omega, strategy="exact")
+    >>> p.cycles_used, p.optimal
+    (3, True)
     """
     om = check_shuffle_matrix(omega, "omega")
     if np.any(np.diagonal(om)):
