@@ -33,7 +33,9 @@ Strategies choose the cycles, by name through :data:`STRATEGIES`:
     meets the counting bound (every cycle has at least 3 edges: no 2-cycles are left after the
     order-2 phase) no program is solved. HiGHS gets :data:`EXACT_TIME_LIMIT` seconds; when it
     stops without proof the best packing found is kept, or greedy's if that is better, and
-    :attr:`CyclePacking.note` says so with HiGHS's bound. It is never worse than ``greedy``.
+    :attr:`CyclePacking.note` says so with HiGHS's bound; a program of more than
+    :data:`EXACT_MAX_VARIABLES` variables is not built (greedy's packing, with a note). It is
+    never worse than ``greedy``.
 
 Reference: M. A. Attia and R. Tandon, "On the Worst-case Communication Overhead for Distributed
 Data Shuffling", Allerton 2016, arXiv:1609.09823 (Example 1: uncoded 11, paired 7, coded 6).
@@ -60,6 +62,7 @@ from .orders.placement import Placement, owner_dtype
 __all__ = [
     "STRATEGIES",
     "EXACT_TIME_LIMIT",
+    "EXACT_MAX_VARIABLES",
     "CyclePacking",
     "Rates",
     "DeliveryPlan",
@@ -74,6 +77,9 @@ __all__ = [
 
 #: Seconds of HiGHS time the ``exact`` strategy allows before it keeps its best packing unproven.
 EXACT_TIME_LIMIT = 60.0
+#: Largest integer program (variables: edge-root pairs) the ``exact`` strategy builds; past it,
+#: greedy's packing is kept with a note. ``K = 64`` needs about 40 000, ``K = 256`` millions.
+EXACT_MAX_VARIABLES = 1_000_000
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
@@ -201,6 +207,22 @@ def _split_circulation(flow: np.ndarray) -> list[tuple[int, ...]]:
             path.append(v)
 
 
+def _root_ranks(omega: np.ndarray) -> np.ndarray:
+    """Rank of each worker as a root, heaviest (most leftovers in and out) first."""
+    K = omega.shape[0]
+    rank = np.empty(K, dtype=np.int64)
+    rank[np.argsort(-(omega.sum(axis=1) + omega.sum(axis=0)), kind="stable")] = np.arange(K)
+    return rank
+
+
+def _rooted_size(omega: np.ndarray) -> int:
+    """At least the number of variables of :func:`_rooted_milp`: edge ``i -> j`` has one per root
+    ranked at or before both ends."""
+    rank = _root_ranks(omega)
+    ii, jj = np.nonzero(omega)
+    return int((np.minimum(rank[ii], rank[jj]) + 1).sum())
+
+
 def _rooted_milp(omega: np.ndarray, time_limit: float) -> tuple[list[tuple[int, ...]], bool, float]:
     """Maximum cycle packing as one circulation per root worker, solved by HiGHS.
 
@@ -217,8 +239,7 @@ def _rooted_milp(omega: np.ndarray, time_limit: float) -> tuple[list[tuple[int, 
     ii, jj = np.nonzero(omega)
     E = ii.size
     out_w, in_w = omega.sum(axis=1), omega.sum(axis=0)
-    rank = np.empty(K, dtype=np.int64)
-    rank[np.argsort(-(out_w + in_w), kind="stable")] = np.arange(K)
+    rank = _root_ranks(omega)
     var_root, var_arc = [], []
     for root in np.argsort(rank):
         if not out_w[root] or not in_w[root]:
@@ -267,6 +288,13 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
     top = _packing_upper_bound(omega)
     if found == top:  # greedy meets the counting bound: nothing to solve
         return g_cycles, g_counts, True, None
+    size = _rooted_size(omega)
+    if size > EXACT_MAX_VARIABLES:
+        note = (
+            f"exact: the integer program would have more than {EXACT_MAX_VARIABLES} variables "
+            f"({size}); fell back to greedy"
+        )
+        return g_cycles, g_counts, False, note
     cycles, proven, bound = _rooted_milp(omega, EXACT_TIME_LIMIT)
     tally: dict[tuple[int, ...], int] = {}
     for cyc in cycles:
@@ -278,7 +306,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
             return list(tally), list(tally.values()), True, None
         note = (
             f"exact: HiGHS stopped after {EXACT_TIME_LIMIT:g} s with {len(cycles)} cycles, "
-            f"at most {int(np.floor(bound + 1e-6))} possible; best packing found kept"
+            f"at most {int(np.floor(min(bound, top) + 1e-6))} possible; best packing found kept"
         )
         return list(tally), list(tally.values()), False, note
     note = (

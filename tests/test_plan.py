@@ -193,6 +193,11 @@ def test_exact_fallback_is_explicit(monkeypatch):
     p = pack_cycles(omega, strategy="exact")
     assert p.method == "exact" and not p.optimal and p.cycles_used == 3
     assert "best packing found kept" in p.note
+    # a program too large to build: greedy's packing, said so
+    monkeypatch.setattr(plan_mod, "EXACT_MAX_VARIABLES", 5)
+    p = pack_cycles(omega, strategy="exact")
+    assert p.method == "greedy" and not p.optimal and p.cycles_used == 2
+    assert "more than 5 variables" in p.note
 
 
 def tamper(plan, **arrays):
