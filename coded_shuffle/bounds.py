@@ -38,6 +38,7 @@ from .matrix import check_shuffle_matrix, elastic_matrix
 __all__ = [
     "EXACT_BOUND_MAX_K",
     "EXACT_BOUND_TIME_LIMIT",
+    "EXACT_BOUND_PROGRAM_MAX_K",
     "LowerBound",
     "lower_bound",
     "ordering_bound",
@@ -49,6 +50,8 @@ __all__ = [
 EXACT_BOUND_MAX_K = 20
 #: Seconds of HiGHS time the feedback arc set program gets (``lower_bound(S, exact=True)``).
 EXACT_BOUND_TIME_LIMIT = 60.0
+#: Largest ``K`` for which ``lower_bound(S, exact=True)`` builds the feedback arc set program.
+EXACT_BOUND_PROGRAM_MAX_K = 128
 
 
 @dataclass(frozen=True, eq=False)
@@ -312,8 +315,9 @@ def lower_bound(
         ``None`` (default): the exact dynamic program for ``K <= EXACT_BOUND_MAX_K``, a heuristic
         ordering above. ``True``: exact at any ``K``, by the dynamic program up to
         ``EXACT_BOUND_MAX_K`` and above it by a minimum feedback arc set program with lazily
-        added cycle rows, solved by HiGHS; if that is not solved within ``time_limit`` seconds,
-        the heuristic bound is returned with ``exact=False`` and a ``note``. ``False``: the
+        added cycle rows, solved by HiGHS, for ``K <= EXACT_BOUND_PROGRAM_MAX_K``; if that is
+        not solved within ``time_limit`` seconds (or ``K`` is larger), the heuristic bound is
+        returned with ``exact=False`` and a ``note``. ``False``: the
         heuristic ordering only.
     time_limit : float
         Seconds for the feedback arc set program (default :data:`EXACT_BOUND_TIME_LIMIT`).
@@ -347,10 +351,16 @@ def lower_bound(
     if K <= EXACT_BOUND_MAX_K and exact is not False:
         value, ordering = _exact_ordering(off)
         return LowerBound(S=S, value=value, ordering=ordering, exact=True)
-    if exact:
+    if exact and K <= EXACT_BOUND_PROGRAM_MAX_K:
         value, ordering, proven, note = _ilp_ordering(off, float(time_limit))
         return LowerBound(S=S, value=value, ordering=ordering, exact=proven, note=note)
     value, ordering = _heuristic_ordering(off)
+    if exact:
+        note = (
+            f"bound: K = {K} is above {EXACT_BOUND_PROGRAM_MAX_K}, the largest for the feedback arc set "
+            "program; the bound comes from a heuristic ordering"
+        )
+        return LowerBound(S=S, value=value, ordering=ordering, exact=False, note=note)
     return LowerBound(S=S, value=value, ordering=ordering, exact=False)
 
 

@@ -185,3 +185,10 @@ def test_exact_bound_out_of_time_says_so(rng):
     lb = lower_bound(S, exact=True, time_limit=1e-12)
     assert not lb.exact and "not solved within" in lb.note
     assert lb.value == lower_bound(S, exact=False).value == ordering_bound(S, lb.ordering)
+
+
+def test_exact_bound_above_the_program_size_says_so():
+    K = 129
+    lb = lower_bound(cyclic_shift_matrix(K, K), exact=True)
+    assert not lb.exact and "above 128" in lb.note
+    assert lb.value == K - 1 == ordering_bound(cyclic_shift_matrix(K, K), lb.ordering)
