@@ -213,6 +213,7 @@ def rate_rows(
     warn: Callable[[str], None] | None = None,
     long_from: int | None = None,
     progress: bool = False,
+    exact_bound: bool | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
@@ -225,15 +226,22 @@ def rate_rows(
     with the reason. From ``long_from`` points on, counting each shuffle matrix is announced on
     standard error, with a bar on a terminal (closed before the row is made). ``progress``
     announces a long cycle packing, and the lower bound after it, on standard error.
+    ``exact_bound`` is passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``.
+
+    The key ``optimal`` is the certificate ``coded == lower_bound``: then no scheme sends fewer
+    symbols, so the packing is a maximum one and the bound the maximum over orderings, and
+    ``packing_optimal`` and ``lower_bound_exact`` are true whatever the strategy and ``K``.
     """
 
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
         r = rates(S, strategy=strategy, subpackets=subpackets, progress=progress)
         if progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
-            with Progress(f"lower bound by ordering, K = {r.K}", enabled=False):  # a line, no bar
-                lb = lower_bound(S)
+            how = "feedback arc set program" if exact_bound else "ordering"
+            with Progress(f"lower bound by {how}, K = {r.K}", enabled=False):  # a line, no bar
+                lb = lower_bound(S, exact=exact_bound)
         else:
-            lb = lower_bound(S)
+            lb = lower_bound(S, exact=exact_bound)
+        certified = r.coded == lb.value
         K_t, K_t1 = S.shape
         why = unequal_batches(S)
         if why is not None and warn is not None:
@@ -252,13 +260,14 @@ def rate_rows(
             "coded": _number(r.coded),
             "coded_fraction": str(Fraction(r.coded)),
             "lower_bound": lb.value,
-            "lower_bound_exact": lb.exact,
+            "lower_bound_exact": lb.exact or certified,
+            "optimal": certified,
             "worst_case": _number(worst_case(r.N, r.K)) if why is None else None,
             "cycles": r.cycles_used,
             "uncoded_leftovers": _number(r.uncoded_leftovers),
             "conserved": r.conserved,
-            "packing_optimal": r.packing.optimal,
-            "note": r.packing.note,
+            "packing_optimal": r.packing.optimal or certified,
+            "note": "; ".join(n for n in (r.packing.note, None if certified else lb.note) if n) or None,
         }
 
     if matrix is not None:
@@ -307,6 +316,7 @@ _RATE_COLUMNS = (
     ("paired", "paired"),
     ("coded", "coded"),
     ("lower_bound", "bound"),
+    ("optimal", "optimal"),
     ("worst_case", "worst"),
     ("gain", "gain"),
 )
@@ -324,6 +334,8 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
             out.append(f"{v}{'' if row['lower_bound_exact'] else '*'}")
         elif key == "coded":
             out.append(row["coded_fraction"])
+        elif key == "optimal":
+            out.append("yes" if v else "-")
         elif v is None:
             out.append("-")
         elif isinstance(v, float):
@@ -463,6 +475,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             subpackets=args.subpackets,
             warn=_warn_once(),
             progress=True,
+            exact_bound=args.exact_bound,
         )
     else:
         args.seed = 0 if args.seed is None else args.seed
@@ -486,6 +499,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             warn=_warn_once(),
             long_from=LONG_POINTS,
             progress=True,
+            exact_bound=args.exact_bound,
         )
     compile_kernels(kernels)
     if args.json:
@@ -498,6 +512,11 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             for r in rows:
                 if not r["lower_bound_exact"]:
                     flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
+                if r["optimal"]:
+                    flags.add(
+                        "optimal yes: coded == bound, so no scheme sends fewer symbols "
+                        "(the packing is maximum and the bound exact)"
+                    )
                 if r["note"]:
                     flags.add(r["note"])
                 if r["subpackets"] > 1:
@@ -1024,6 +1043,15 @@ def build_parser() -> argparse.ArgumentParser:
         help=(
             "cut every record into Q pieces and pack the cycles on Q times the leftovers; the loads "
             "stay in records, exact (default 1)"
+        ),
+    )
+    rate.add_argument(
+        "--exact-bound",
+        action="store_true",
+        default=None,
+        help=(
+            "prove the lower bound for K > 20 too, by a feedback arc set program (HiGHS, up to "
+            "60 s a transition; an unproven bound keeps its *)"
         ),
     )
     _add_order_arguments(rate)

@@ -36,10 +36,17 @@ Strategies choose the cycles, by name through :data:`STRATEGIES`:
     shortest cycles first: repeatedly take a cycle of the smallest length present in the support
     of what is left, as many times as its lightest edge allows.
 ``exact``
-    a maximum cycle packing, as an integer program over the simple cycles of the leftover graph
-    solved by HiGHS (``scipy.optimize.milp``). It applies up to :data:`EXACT_MAX_CYCLES` simple
-    cycles and :data:`EXACT_TIME_LIMIT` seconds of solver time; past either, the packing falls
-    back to ``greedy`` and says so in :attr:`CyclePacking.note`. It is never worse than ``greedy``.
+    a maximum cycle packing, as an integer program solved by HiGHS (``scipy.optimize.milp``)
+    that lists no cycle: workers are ranked, and each worker ``r`` roots one integer
+    circulation on the workers ranked after it; the circulations share the leftover edges and
+    the objective counts the flow leaving each root, so every cycle is counted once, at its
+    first-ranked worker. Each circulation is then split into simple cycles. When greedy already
+    meets the counting bound (every cycle has at least 3 edges: no 2-cycles are left after the
+    order-2 phase) no program is solved. HiGHS gets :data:`EXACT_TIME_LIMIT` seconds; when it
+    stops without proof the best packing found is kept, or greedy's if that is better, and
+    :attr:`CyclePacking.note` says so with HiGHS's bound; a program of more than
+    :data:`EXACT_MAX_VARIABLES` variables is not built (greedy's packing, with a note). It is
+    never worse than ``greedy``.
 
 Reference: M. A. Attia and R. Tandon, "On the Worst-case Communication Overhead for Distributed
 Data Shuffling", Allerton 2016, arXiv:1609.09823 (Example 1: uncoded 11, paired 7, coded 6).
@@ -67,9 +74,9 @@ from .orders.placement import Placement, owner_dtype
 
 __all__ = [
     "STRATEGIES",
-    "EXACT_MAX_CYCLES",
     "EXACT_TIME_LIMIT",
     "PROGRESS_MIN_LEFTOVERS",
+    "EXACT_MAX_VARIABLES",
     "CyclePacking",
     "Rates",
     "DeliveryPlan",
@@ -82,10 +89,11 @@ __all__ = [
     "decoding_steps",
 ]
 
-#: Largest number of simple cycles of the leftover graph the ``exact`` strategy enumerates.
-EXACT_MAX_CYCLES = 20_000
-#: Seconds of HiGHS time the ``exact`` strategy allows before it falls back to ``greedy``.
+#: Seconds of HiGHS time the ``exact`` strategy allows before it keeps its best packing unproven.
 EXACT_TIME_LIMIT = 60.0
+#: Largest integer program (variables: edge-root pairs) the ``exact`` strategy builds; past it,
+#: greedy's packing is kept with a note. ``K = 64`` needs about 40 000, ``K = 256`` millions.
+EXACT_MAX_VARIABLES = 1_000_000
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
@@ -116,7 +124,7 @@ class CyclePacking:
     optimal : bool
         Whether the packing is proven to use the most cycles possible.
     note : str or None
-        Why ``exact`` fell back, if it did.
+        Why ``exact`` did not prove its packing optimal, if it did not (with HiGHS's bound).
     """
 
     omega: np.ndarray
@@ -205,55 +213,139 @@ def _greedy(omega: np.ndarray, progress: bool = False) -> tuple[list[tuple[int, 
     return cycles, counts.tolist()
 
 
-def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str | None]:
-    """Maximum cycle packing by integer programming, with explicit fallback to greedy."""
-    import networkx as nx
+def _packing_upper_bound(omega: np.ndarray) -> int:
+    """Cycles no packing can exceed: every cycle has 3 edges, or 2 where 2-cycles exist."""
+    shortest = 2 if np.any((omega > 0) & (omega.T > 0)) else 3
+    return int(omega.sum()) // shortest
+
+
+def _split_circulation(flow: np.ndarray) -> list[tuple[int, ...]]:
+    """Split an integer circulation (a ``K x K`` array, consumed) into simple cycles."""
+    cycles: list[tuple[int, ...]] = []
+    while True:
+        starts = np.flatnonzero(flow.sum(axis=1))
+        if not starts.size:
+            return cycles
+        path = [int(starts[0])]
+        where = {path[0]: 0}
+        while True:
+            v = int(np.flatnonzero(flow[path[-1]])[0])
+            if v in where:
+                cyc = path[where[v] :]
+                for k, w in enumerate(cyc):
+                    flow[w, cyc[(k + 1) % len(cyc)]] -= 1
+                cycles.append(tuple(cyc))
+                break
+            where[v] = len(path)
+            path.append(v)
+
+
+def _root_ranks(omega: np.ndarray) -> np.ndarray:
+    """Rank of each worker as a root, heaviest (most leftovers in and out) first."""
+    K = omega.shape[0]
+    rank = np.empty(K, dtype=np.int64)
+    rank[np.argsort(-(omega.sum(axis=1) + omega.sum(axis=0)), kind="stable")] = np.arange(K)
+    return rank
+
+
+def _rooted_size(omega: np.ndarray) -> int:
+    """At least the number of variables of :func:`_rooted_milp`: edge ``i -> j`` has one per root
+    ranked at or before both ends."""
+    rank = _root_ranks(omega)
+    ii, jj = np.nonzero(omega)
+    return int((np.minimum(rank[ii], rank[jj]) + 1).sum())
+
+
+def _rooted_milp(omega: np.ndarray, time_limit: float) -> tuple[list[tuple[int, ...]], bool, float]:
+    """Maximum cycle packing as one circulation per root worker, solved by HiGHS.
+
+    Workers are ranked (heaviest first); root ``r`` carries a circulation on the workers ranked
+    from ``r`` on, and the objective counts the flow leaving each root. Every cycle is counted
+    at its first-ranked worker, so the program is exact without listing any cycle and without
+    symmetric copies of one packing. Returns the cycles found, whether HiGHS proved them
+    optimal, and its bound on the optimum.
+    """
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
-    g_cycles, g_counts = _greedy(omega)
     K = omega.shape[0]
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(K))
-    graph.add_edges_from(zip(*(a.tolist() for a in np.nonzero(omega)), strict=True))
-    cycles: list[tuple[int, ...]] = []
-    for cyc in nx.simple_cycles(graph):
-        cycles.append(tuple(int(w) for w in cyc))
-        if len(cycles) > EXACT_MAX_CYCLES:
-            note = (
-                f"exact: the leftover graph has more than {EXACT_MAX_CYCLES} simple cycles; "
-                "fell back to greedy"
-            )
-            return g_cycles, g_counts, False, note
-    if not cycles:
-        return [], [], True, None
-    edge_index = {e: r for r, e in enumerate(zip(*(a.tolist() for a in np.nonzero(omega)), strict=True))}
-    rows, cols = [], []
-    for c, cyc in enumerate(cycles):
-        for k, w in enumerate(cyc):
-            rows.append(edge_index[(w, cyc[(k + 1) % len(cyc)])])
-            cols.append(c)
-    A = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(edge_index), len(cycles))).tocsr()
-    weights = np.array([omega[e] for e in edge_index], dtype=float)
-    upper = np.array([min(omega[w, cyc[(k + 1) % len(cyc)]] for k, w in enumerate(cyc)) for cyc in cycles])
+    ii, jj = np.nonzero(omega)
+    E = ii.size
+    out_w, in_w = omega.sum(axis=1), omega.sum(axis=0)
+    rank = _root_ranks(omega)
+    var_root, var_arc = [], []
+    for root in np.argsort(rank):
+        if not out_w[root] or not in_w[root]:
+            continue
+        arcs = np.flatnonzero((rank[ii] >= rank[root]) & (rank[jj] >= rank[root]))
+        if not np.any(ii[arcs] == root):
+            continue
+        var_root.append(np.full(arcs.size, root))
+        var_arc.append(arcs)
+    if not var_root:  # no root has an edge leaving it among the workers after it: no cycle
+        return [], True, 0.0
+    vr, va = np.concatenate(var_root), np.concatenate(var_arc)
+    n = vr.size
+    cols = np.arange(n)
+    # rows: arc capacities, then flow conservation of root r at worker v (row E + r K + v)
+    rows = np.concatenate([va, E + vr * K + ii[va], E + vr * K + jj[va]])
+    vals = np.concatenate([np.ones(n), np.ones(n), -np.ones(n)])
+    A = coo_matrix((vals, (rows, np.tile(cols, 3))), shape=(E + K * K, n)).tocsr()
+    lo = np.concatenate([np.full(E, -np.inf), np.zeros(K * K)])
+    hi = np.concatenate([omega[ii, jj].astype(float), np.zeros(K * K)])
+    used = np.diff(A.indptr) > 0
     res = milp(
-        c=-np.ones(len(cycles)),
-        constraints=LinearConstraint(A, -np.inf, weights),
-        integrality=np.ones(len(cycles)),
-        bounds=Bounds(0, upper.astype(float)),
-        options={"time_limit": EXACT_TIME_LIMIT},
+        c=-(ii[va] == vr).astype(float),
+        constraints=LinearConstraint(A[used], lo[used], hi[used]),
+        integrality=np.ones(n),
+        bounds=Bounds(0, np.minimum(omega[ii[va], jj[va]], out_w[vr]).astype(float)),
+        options={"time_limit": time_limit},
     )
-    if res.x is not None:
-        x = np.rint(res.x).astype(np.int64)
-        chosen = [(cyc, int(n)) for cyc, n in zip(cycles, x, strict=True) if n > 0]
-        if is_cycle_packing(omega, [c for c, _ in chosen], [n for _, n in chosen]) and int(x.sum()) >= sum(
-            g_counts
-        ):
-            if res.status == 0:
-                return [c for c, _ in chosen], [n for _, n in chosen], True, None
-            note = f"exact: HiGHS stopped after {EXACT_TIME_LIMIT:g} s without proof; best packing found kept"
-            return [c for c, _ in chosen], [n for _, n in chosen], False, note
-    note = f"exact: HiGHS found no packing better than greedy ({res.message}); fell back to greedy"
+    bound = -float(res.mip_dual_bound) if res.mip_dual_bound is not None else np.inf
+    if res.x is None:
+        return [], False, bound
+    x = np.rint(res.x).astype(np.int64)
+    cycles: list[tuple[int, ...]] = []
+    for root in np.unique(vr):
+        flow = np.zeros_like(omega)
+        sel = (vr == root) & (x > 0)
+        flow[ii[va[sel]], jj[va[sel]]] = x[sel]
+        cycles += _split_circulation(flow)
+    return cycles, res.status == 0, bound
+
+
+def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str | None]:
+    """Maximum cycle packing, proven, or the best packing found with a note saying why not."""
+    g_cycles, g_counts = _greedy(omega)
+    found = sum(g_counts)
+    top = _packing_upper_bound(omega)
+    if found == top:  # greedy meets the counting bound: nothing to solve
+        return g_cycles, g_counts, True, None
+    size = _rooted_size(omega)
+    if size > EXACT_MAX_VARIABLES:
+        note = (
+            f"exact: the integer program would have more than {EXACT_MAX_VARIABLES} variables "
+            f"({size}); fell back to greedy"
+        )
+        return g_cycles, g_counts, False, note
+    cycles, proven, bound = _rooted_milp(omega, EXACT_TIME_LIMIT)
+    tally: dict[tuple[int, ...], int] = {}
+    for cyc in cycles:
+        tally[cyc] = tally.get(cyc, 0) + 1
+    if not is_cycle_packing(omega, tally, tally.values()):
+        raise AssertionError("the circulation program returned an infeasible packing")
+    if len(cycles) >= found and (cycles or proven):
+        if proven:
+            return list(tally), list(tally.values()), True, None
+        note = (
+            f"exact: HiGHS stopped after {EXACT_TIME_LIMIT:g} s with {len(cycles)} cycles, "
+            f"at most {int(np.floor(min(bound, top) + 1e-6))} possible; best packing found kept"
+        )
+        return list(tally), list(tally.values()), False, note
+    note = (
+        f"exact: HiGHS found no packing better than greedy within {EXACT_TIME_LIMIT:g} s "
+        f"(at most {int(np.floor(min(bound, top) + 1e-6))} cycles possible); fell back to greedy"
+    )
     return g_cycles, g_counts, False, note
 
 
@@ -264,7 +356,7 @@ def _pack_greedy(omega: np.ndarray, progress: bool = False) -> CyclePacking:
 
 def _pack_exact(omega: np.ndarray) -> CyclePacking:
     cycles, counts, optimal, note = _exact(omega)
-    method = "exact" if note is None or "kept" in note else "greedy"
+    method = "greedy" if note is not None and "fell back" in note else "exact"
     return CyclePacking(omega, tuple(cycles), tuple(counts), "exact", method, optimal=optimal, note=note)
 
 
@@ -297,6 +389,16 @@ def pack_cycles(omega: object, *, strategy: str = "greedy", progress: bool = Fal
     >>> p = pack_cycles([[0, 0, 1], [1, 0, 0], [0, 1, 0]])
     >>> p.cycles, p.counts
     (((0, 2, 1),), (1,))
+
+    Shortest cycles first can be short of the maximum; ``exact`` proves its packing:
+
+    >>> omega = [[0, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 0], [0, 0, 0, 1, 0, 0],
+    ...          [1, 0, 0, 0, 0, 1], [1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]]
+    >>> pack_cycles(omega).cycles_used
+    2
+    >>> p = pack_cycles(omega, strategy="exact")
+    >>> p.cycles_used, p.optimal
+    (3, True)
     """
     om = check_shuffle_matrix(omega, "omega")
     if np.any(np.diagonal(om)):

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from coded_shuffle.bounds import (
     EXACT_BOUND_MAX_K,
+    _ilp_ordering,
     cyclic_shift_matrix,
     lower_bound,
     ordering_bound,
@@ -113,8 +114,10 @@ def test_worst_case_values():
 
 
 def test_lower_bound_exceptions():
-    with pytest.raises(ValueError, match="'exact'"):
-        lower_bound(np.zeros((EXACT_BOUND_MAX_K + 1,) * 2, dtype=int), exact=True)
+    with pytest.raises(ValueError, match="'time_limit'"):
+        lower_bound([[0]], exact=True, time_limit=0)
+    with pytest.raises(ValueError, match="'time_limit'"):
+        lower_bound([[0]], time_limit="soon")
     with pytest.raises(TypeError, match="'exact'"):
         lower_bound([[0]], exact="yes")
     with pytest.raises(ValueError, match="'S'"):
@@ -192,3 +195,63 @@ def test_ordering_kernels_against_numpy(rng):
         S = rng.integers(0, 9, (K, K))
         order = rng.permutation(K)
         assert ordering_value(S, order) == int(np.tril(S[np.ix_(order, order)], -1).sum())
+# --------------------------------------------------------------------------- feedback arc set program
+
+
+def test_feedback_arc_set_program_against_dynamic_program(rng):
+    for _ in range(40):
+        K = int(rng.integers(2, 13))
+        S = rng.integers(0, int(rng.integers(1, 30)), (K, K))
+        np.fill_diagonal(S, 0)
+        value, ordering, proven, note = _ilp_ordering(S, 60.0)
+        assert proven and note is None
+        assert value == lower_bound(S).value == ordering_bound(S, ordering)
+
+
+def test_feedback_arc_set_program_on_a_tournament_of_triangles():
+    # Omega = the cyclic tournament on 7 workers (i -> i+1, i+2, i+3): every ordering drops at
+    # least 6 of its 21 arcs (brute force over all orderings below), so the bound is 15
+    K = 7
+    S = np.zeros((K, K), dtype=np.int64)
+    for i in range(K):
+        for d in (1, 2, 3):
+            S[i, (i + d) % K] = 1
+    assert brute_bound(S.tolist()) == 15
+    value, ordering, proven, _ = _ilp_ordering(S, 60.0)
+    assert (value, proven) == (15, True)
+
+
+def test_exact_bound_beyond_the_dynamic_program(rng):
+    # A planted ordering with K above the dynamic program's range: the bound is all of S
+    K = EXACT_BOUND_MAX_K + 5
+    perm = rng.permutation(K)
+    S = np.zeros((K, K), dtype=np.int64)
+    for a in range(K):
+        for b in range(a):
+            S[perm[a], perm[b]] = rng.integers(1, 5)
+    S[perm[0], perm[K - 1]] = 1  # one arc against the order: it must be dropped
+    lb = lower_bound(S, exact=True)
+    assert lb.exact and lb.note is None
+    assert lb.value == S.sum() - 1 == ordering_bound(S, lb.ordering)
+    assert not lower_bound(S).exact
+
+
+@pytest.mark.parametrize("K", [21, 30])
+def test_cyclic_shift_exact_beyond_the_dynamic_program(K):
+    lb = lower_bound(cyclic_shift_matrix(3 * K, K), exact=True)
+    assert lb.exact and lb.value == 3 * (K - 1)
+
+
+def test_exact_bound_out_of_time_says_so(rng):
+    K = EXACT_BOUND_MAX_K + 2
+    S = rng.integers(0, 9, (K, K))
+    lb = lower_bound(S, exact=True, time_limit=1e-12)
+    assert not lb.exact and "not solved within" in lb.note
+    assert lb.value == lower_bound(S, exact=False).value == ordering_bound(S, lb.ordering)
+
+
+def test_exact_bound_above_the_program_size_says_so():
+    K = 129
+    lb = lower_bound(cyclic_shift_matrix(K, K), exact=True)
+    assert not lb.exact and "above 128" in lb.note
+    assert lb.value == K - 1 == ordering_bound(cyclic_shift_matrix(K, K), lb.ordering)

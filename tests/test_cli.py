@@ -45,10 +45,47 @@ def test_rate_matrix_csv_table(tmp_path, capsys):
         "paired",
         "coded",
         "bound",
+        "optimal",
         "worst",
         "gain",
     ]
-    assert row.split()[:9] == ["-", "3", "15", "-", "exact", "11", "7", "6", "6"]
+    assert row.split()[:10] == ["-", "3", "15", "-", "exact", "11", "7", "6", "6", "yes"]
+    assert "note: optimal yes: coded == bound" in out
+
+
+# A 7-worker leftover matrix whose best packing has 4 cycles against a minimum feedback arc set
+# of 5 (proofs/claim_5_optimality.py, OMEGA_GAP_K7), with 15 idle workers added: K = 22.
+GAP_K7 = [
+    [0, 0, 0, 0, 1, 0, 1],
+    [1, 0, 0, 1, 0, 0, 0],
+    [0, 1, 0, 0, 0, 0, 1],
+    [0, 0, 0, 0, 0, 1, 1],
+    [0, 0, 1, 1, 0, 0, 0],
+    [1, 0, 1, 0, 0, 0, 0],
+    [0, 1, 0, 0, 1, 1, 0],
+]
+
+
+def test_rate_certificate_and_exact_bound(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(EXAMPLE1))
+    _, out, _ = run(capsys, "rate", "--matrix", str(f), "--json")
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    # greedy proves nothing by itself; coded == bound proves its packing maximum
+    assert row["strategy"] == "greedy" and row["optimal"] is True and row["packing_optimal"] is True
+    S = [[0] * 22 for _ in range(22)]
+    for i in range(7):
+        S[i][:7] = GAP_K7[i]
+    f.write_text(json.dumps(S))
+    rows = {}
+    for flag in ([], ["--exact-bound"]):
+        _, out, _ = run(capsys, "rate", "--matrix", str(f), "--strategy", "exact", "--json", *flag)
+        (rows[bool(flag)],) = [json.loads(line) for line in out.splitlines()]
+    for row in rows.values():
+        assert row["uncoded"] == 15 and row["coded"] == 11 and row["packing_optimal"] is True
+        assert row["optimal"] is False
+    assert rows[False]["lower_bound_exact"] is False
+    assert rows[True]["lower_bound_exact"] is True and rows[True]["lower_bound"] == 10
 
 
 def test_rate_epochs_json(capsys):
@@ -58,6 +95,8 @@ def test_rate_epochs_json(capsys):
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and [r["epoch"] for r in rows] == [1, 2, 3]
     for r in rows:
+        assert r["optimal"] == (r["coded"] == r["lower_bound"])
+        assert not r["optimal"] or (r["packing_optimal"] and r["lower_bound_exact"])
         assert r["lower_bound"] <= r["coded"] <= r["paired"] <= r["uncoded"]
         assert r["worst_case"] is None  # 5 does not divide 503: unequal batches
         assert r["uncoded_leftovers"] == 0 or not r["conserved"]

@@ -1,3 +1,6 @@
+import functools
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -25,6 +28,16 @@ from coded_shuffle.plan import (
 
 # Attia and Tandon, Allerton 2016, Example 1 (K = 3, N = 15): uncoded 11, paired 7, coded 6.
 EXAMPLE1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+
+# Greedy packs 2 cycles, the best packing 3: (0, 1, 4), (0, 2, 3), (1, 3, 5) (checked by hand).
+GREEDY_SHORT_K6 = (
+    (0, 1, 1, 0, 0, 0),
+    (0, 0, 0, 1, 1, 0),
+    (0, 0, 0, 1, 0, 0),
+    (1, 0, 0, 0, 0, 1),
+    (1, 0, 0, 0, 0, 0),
+    (0, 1, 0, 0, 0, 0),
+)
 
 
 def test_paper_example1_rates():
@@ -167,11 +180,24 @@ def test_exact_not_worse_than_greedy_on_random(rng):
 def test_exact_fallback_is_explicit(monkeypatch):
     import coded_shuffle.plan as plan_mod
 
-    monkeypatch.setattr(plan_mod, "EXACT_MAX_CYCLES", 0)
-    p = pack_cycles(leftover_matrix(EXAMPLE1), strategy="exact")
+    omega = np.array(GREEDY_SHORT_K6)
+    # HiGHS stopped before any packing: greedy's is kept, unproven, and the note says so
+    monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om, limit: ([], False, 3.0))
+    p = pack_cycles(omega, strategy="exact")
     assert p.strategy == "exact" and p.method == "greedy" and not p.optimal
-    assert "fell back to greedy" in p.note
-    assert p.cycles_used == 1
+    assert "fell back to greedy" in p.note and "at most 3" in p.note
+    assert p.cycles_used == 2
+    # HiGHS stopped with a better packing than greedy's, not proven: kept, and flagged
+    best = [(0, 1, 4), (0, 2, 3), (1, 3, 5)]
+    monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om, limit: (best, False, 3.0))
+    p = pack_cycles(omega, strategy="exact")
+    assert p.method == "exact" and not p.optimal and p.cycles_used == 3
+    assert "best packing found kept" in p.note
+    # a program too large to build: greedy's packing, said so
+    monkeypatch.setattr(plan_mod, "EXACT_MAX_VARIABLES", 5)
+    p = pack_cycles(omega, strategy="exact")
+    assert p.method == "greedy" and not p.optimal and p.cycles_used == 2
+    assert "more than 5 variables" in p.note
 
 
 def tamper(plan, **arrays):
@@ -429,3 +455,113 @@ def test_greedy_progress_announced_only_when_long(capsys, monkeypatch):
     assert loud.cycles == quiet.cycles == ((0, 1, 2),) and loud.counts == quiet.counts == (5,)
     pack_cycles(omega)
     assert capsys.readouterr().err == ""
+# --------------------------------------------------------------------------- exact packing references
+
+
+def brute_simple_cycles(omega):
+    """Every simple cycle of the support (length >= 2), from its smallest worker, by extending paths."""
+    K = len(omega)
+    out = []
+
+    def extend(path):
+        for v in range(path[0], K):
+            if omega[path[-1]][v]:
+                if v == path[0] and len(path) >= 2:
+                    out.append(tuple(path))
+                elif v not in path:
+                    extend(path + [v])
+
+    for s in range(K):
+        extend([s])
+    return out
+
+
+def brute_max_packing(omega):
+    """Most arc-disjoint cycles (with multiplicity), by branching on the first cycle still usable."""
+    cycles = brute_simple_cycles(omega)
+    K = len(omega)
+    arcs = [[u * K + c[(k + 1) % len(c)] for k, u in enumerate(c)] for c in cycles]
+
+    @functools.cache
+    def best(state, start):
+        value = 0
+        for c in range(start, len(cycles)):
+            if all(state[a] > 0 for a in arcs[c]):
+                nxt = list(state)
+                for a in arcs[c]:
+                    nxt[a] -= 1
+                value = max(value, 1 + best(tuple(nxt), c))
+        return value
+
+    return best(tuple(int(x) for row in omega for x in row), 0)
+
+
+def enumeration_milp_packing(omega):
+    """Set packing over every simple cycle (listed by networkx), solved by HiGHS."""
+    import networkx as nx
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    om = np.asarray(omega)
+    graph = nx.DiGraph([(int(i), int(j)) for i, j in zip(*np.nonzero(om), strict=True)])
+    cycles = [tuple(c) for c in nx.simple_cycles(graph)]
+    if not cycles:
+        return 0
+    arcs = sorted({(c[k], c[(k + 1) % len(c)]) for c in cycles for k in range(len(c))})
+    index = {a: r for r, a in enumerate(arcs)}
+    A = np.zeros((len(arcs), len(cycles)))
+    for j, c in enumerate(cycles):
+        for k in range(len(c)):
+            A[index[(c[k], c[(k + 1) % len(c)])], j] = 1
+    res = milp(
+        -np.ones(len(cycles)),
+        constraints=LinearConstraint(A, -np.inf, [om[a] for a in arcs]),
+        integrality=np.ones(len(cycles)),
+        bounds=Bounds(0, np.inf),
+    )
+    assert res.status == 0
+    return int(round(-res.fun))
+
+
+def random_leftovers(rng, K, top):
+    """A random leftover-like matrix: per pair of workers one direction at most, weights <= top."""
+    om = np.zeros((K, K), dtype=np.int64)
+    for i, j in itertools.combinations(range(K), 2):
+        w = int(rng.integers(-top, top + 1))
+        if w > 0:
+            om[i, j] = w
+        elif w < 0:
+            om[j, i] = -w
+    return om
+
+
+def test_exact_packing_against_brute_force(rng):
+    for _ in range(60):
+        K = int(rng.integers(2, 7))
+        om = random_leftovers(rng, K, 2)
+        p = pack_cycles(om, strategy="exact")
+        assert is_cycle_packing(om, p.cycles, p.counts)
+        assert p.optimal and p.note is None
+        assert p.cycles_used == brute_max_packing(om.tolist())
+
+
+def test_exact_packing_against_enumeration_milp(rng):
+    for _ in range(20):
+        K = int(rng.integers(6, 11))
+        om = random_leftovers(rng, K, 4)
+        p = pack_cycles(om, strategy="exact")
+        assert is_cycle_packing(om, p.cycles, p.counts) and p.optimal
+        assert p.cycles_used == enumeration_milp_packing(om) >= pack_cycles(om).cycles_used
+
+
+def test_exact_packing_with_two_cycles_and_unbalanced_rows():
+    # 2-cycles are allowed in a general omega; the rows need not balance
+    om = np.array([[0, 2, 1], [3, 0, 0], [0, 1, 0]])
+    p = pack_cycles(om, strategy="exact")
+    assert p.optimal and p.cycles_used == brute_max_packing(om.tolist()) == 3
+    assert is_cycle_packing(om, p.cycles, p.counts)
+
+
+def test_exact_beats_greedy_on_the_kept_case():
+    p = pack_cycles(GREEDY_SHORT_K6, strategy="exact")
+    assert (pack_cycles(GREEDY_SHORT_K6).cycles_used, p.cycles_used, p.optimal) == (2, 3, True)
+    assert brute_max_packing(GREEDY_SHORT_K6) == 3
