@@ -44,11 +44,12 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_choice, check_int
-from .bounds import lower_bound
+from .bounds import LowerBound, lower_bound
 from .codec import (
     Cache,
     Dataset,
     DecodeResult,
+    Frame,
     decode_worker,
     encode_plan,
     encode_plan_arrays,
@@ -63,14 +64,15 @@ from .orders import (  # noqa: F401 (epoch_placement: doctests)
     order_placement,
     placement_from_owner,
 )
-from .plan import STRATEGIES, plan_delivery
-from .transport import InProcessTransport, Transport
+from .plan import STRATEGIES, DeliveryPlan, plan_delivery
+from .transport import InProcessTransport, LinkStats, Transport
 
 __all__ = [
     "TransitionReport",
     "RunReport",
     "initial_caches",
     "transition",
+    "transition_report",
     "run",
     "simulate",
     "check_caches",
@@ -341,6 +343,69 @@ def _receive_decode(
     return res, rejected
 
 
+def transition_report(
+    plan: DeliveryPlan,
+    dataset: Dataset,
+    placement_t: Placement,
+    placement_t1: Placement,
+    parsed: Sequence[Frame],
+    *,
+    lb: LowerBound,
+    epoch: int,
+    strategy: str,
+    coded_stats: LinkStats,
+    total_stats: LinkStats,
+    rejected: int,
+    repairs: int,
+    rounds: int,
+    checked: int,
+    verified: bool,
+    t_start: float,
+    timings: dict[str, float],
+) -> TransitionReport:
+    """The :class:`TransitionReport` of one transition from what the master did.
+
+    One place derives the counts every driver reports (symbols of each kind, coded, uncoded and
+    header bytes, the framing overhead, the bytes of repairs), for :func:`transition` and the
+    MPI loader alike. ``parsed`` are the coded delivery's frames; ``coded_stats`` the link's
+    count after it, ``total_stats`` after the repairs.
+    """
+    a, b, _ = plan.transmissions()
+    moved = placement_t.owner != placement_t1.owner
+    if dataset.lengths is None:
+        uncoded_bytes = int(moved.sum()) * dataset.record_bytes
+    else:
+        uncoded_bytes = int(dataset.lengths[moved].sum())
+    coded_bytes = sum(f.payload_bytes for f in parsed)
+    header_bytes = sum(f.header_bytes for f in parsed)
+    return TransitionReport(
+        epoch=epoch,
+        K=placement_t.K,
+        N=dataset.N,
+        record_bytes=dataset.record_bytes,
+        strategy=strategy,
+        coded_symbols=plan.n_symbols,
+        uncoded_symbols=int(plan.rates.uncoded),
+        xor_symbols=int((b >= 0).sum()),
+        lone_symbols=int((b < 0).sum()),
+        coded_bytes=int(coded_bytes),
+        uncoded_bytes=uncoded_bytes,
+        lower_bound=int(lb.value),
+        lower_bound_exact=bool(lb.exact),
+        header_bytes=int(header_bytes),
+        framing_overhead=float(header_bytes / coded_bytes) if coded_bytes else 0.0,
+        wire_bytes=int(total_stats.bytes),
+        frames_rejected=int(rejected),
+        repairs=repairs,
+        repair_bytes=int(total_stats.bytes - coded_stats.bytes),
+        repair_rounds=rounds,
+        records_checked=checked,
+        verified=verified,
+        seconds=time.perf_counter() - t_start,
+        timings=timings,
+    )
+
+
 def transition(
     dataset: Dataset,
     caches: list[Cache],
@@ -427,8 +492,6 @@ def transition(
     tic = time.perf_counter()
     frames = encode_plan(plan, dataset, epoch=epoch)
     parsed = [parse_frame(f) for f in frames]
-    coded_bytes = sum(f.payload_bytes for f in parsed)
-    header_bytes = sum(f.header_bytes for f in parsed)
     before = link.stats
     link.send(frames)
     timings["encode"] = time.perf_counter() - tic
@@ -494,36 +557,23 @@ def transition(
     checked, ok = check_caches(dataset, new_caches, placement_t1)
     timings["check"] = time.perf_counter() - tic
 
-    a, b, _ = plan.transmissions()
-    moved = placement_t.owner != placement_t1.owner
-    if dataset.lengths is None:
-        uncoded_bytes = int(moved.sum()) * dataset.record_bytes
-    else:
-        uncoded_bytes = int(dataset.lengths[moved].sum())
-    report = TransitionReport(
+    report = transition_report(
+        plan,
+        dataset,
+        placement_t,
+        placement_t1,
+        parsed,
+        lb=lb,
         epoch=epoch,
-        K=K,
-        N=dataset.N,
-        record_bytes=dataset.record_bytes,
         strategy=strategy,
-        coded_symbols=plan.n_symbols,
-        uncoded_symbols=int(plan.rates.uncoded),
-        xor_symbols=int((b >= 0).sum()),
-        lone_symbols=int((b < 0).sum()),
-        coded_bytes=int(coded_bytes),
-        uncoded_bytes=uncoded_bytes,
-        lower_bound=int(lb.value),
-        lower_bound_exact=bool(lb.exact),
-        header_bytes=int(header_bytes),
-        framing_overhead=float(header_bytes / coded_bytes) if coded_bytes else 0.0,
-        wire_bytes=int(total_stats.bytes),
-        frames_rejected=rejected,
+        coded_stats=coded_stats,
+        total_stats=total_stats,
+        rejected=rejected,
         repairs=repairs,
-        repair_bytes=int(total_stats.bytes - coded_stats.bytes),
-        repair_rounds=rounds,
-        records_checked=checked,
+        rounds=rounds,
+        checked=checked,
         verified=ok,
-        seconds=time.perf_counter() - t_start,
+        t_start=t_start,
         timings=timings,
     )
     return report, new_caches

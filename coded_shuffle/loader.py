@@ -60,7 +60,7 @@ from .codec import (
     load_dataset,
     parse_frame,
 )
-from .engine import TransitionReport, check_holdings, initial_caches, transition
+from .engine import TransitionReport, check_holdings, initial_caches, transition, transition_report
 from .errors import DecodeError, IntegrityError
 from .orders import (
     EPOCH_ORDERS,
@@ -628,34 +628,23 @@ class MPILoader:
         timings["check"] = time.perf_counter() - tic
         if not ok:
             raise IntegrityError(f"Epoch {epoch}: the workers' records did not match the master's checksums.")
-        a, b, _ = plan.transmissions()
-        moved = p_t.owner != p_t1.owner
-        coded_bytes = sum(f.payload_bytes for f in parsed)
-        header_bytes = sum(f.header_bytes for f in parsed)
-        return TransitionReport(
+        return transition_report(
+            plan,
+            ds,
+            p_t,
+            p_t1,
+            parsed,
+            lb=lb,
             epoch=epoch,
-            K=self.K,
-            N=ds.N,
-            record_bytes=ds.record_bytes,
             strategy=self.strategy,
-            coded_symbols=plan.n_symbols,
-            uncoded_symbols=int(plan.rates.uncoded),
-            xor_symbols=int((b >= 0).sum()),
-            lone_symbols=int((b < 0).sum()),
-            coded_bytes=int(coded_bytes),
-            uncoded_bytes=int(moved.sum()) * ds.record_bytes,
-            lower_bound=int(lb.value),
-            lower_bound_exact=bool(lb.exact),
-            header_bytes=int(header_bytes),
-            framing_overhead=float(header_bytes / coded_bytes) if coded_bytes else 0.0,
-            wire_bytes=int(total.bytes),
-            frames_rejected=int(rejected),
+            coded_stats=coded,
+            total_stats=total,
+            rejected=rejected,
             repairs=repairs,
-            repair_bytes=int(total.bytes - coded.bytes),
-            repair_rounds=rounds,
-            records_checked=checked,
+            rounds=rounds,
+            checked=checked,
             verified=ok,
-            seconds=time.perf_counter() - t_start,
+            t_start=t_start,
             timings=timings,
         )
 
