@@ -41,6 +41,25 @@ def run_mpi(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.Complete
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
 
 
+#: What MPICH's mpiexec (hydra) prints on standard output when it reports a bad termination.
+HYDRA_BAD_TERMINATION = "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+
+
+def run_mpi_refused(K: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the program on input it must refuse, where every rank ends with status 2.
+
+    When several ranks end with a non-zero status at about the same time, mpiexec (hydra) at
+    times reports a bad termination (status 9 and a banner on standard output) instead of their
+    status: a launcher race, seen in two of three full-suite runs and not by hand in about 70. Only
+    that outcome is run again, at most twice; anything else is returned as it came.
+    """
+    for _ in range(3):
+        proc = run_mpi(K, *args, timeout=60)
+        if not (proc.returncode == 9 and HYDRA_BAD_TERMINATION in proc.stdout):
+            break
+    return proc
+
+
 def json_rows(proc: subprocess.CompletedProcess[str]) -> list[dict]:
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
@@ -409,8 +428,8 @@ def test_program_bad_input_is_one_line_without_abort(tmp_path):
         (["--mode", "alltoallv", "--max-frame-bytes", "4096"], "--max-frame-bytes"),
     ]
     for options, word in cases:
-        proc = run_mpi(2, *options, timeout=60)
-        assert proc.returncode == 2
+        proc = run_mpi_refused(2, *options)
+        assert proc.returncode == 2, proc.stdout
         line = one_line_error(proc.stderr)
         assert line.startswith("coded-shuffle run: error: ") and word in line
 
