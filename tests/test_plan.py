@@ -181,23 +181,27 @@ def test_exact_fallback_is_explicit(monkeypatch):
     import coded_shuffle.plan as plan_mod
 
     omega = np.array(GREEDY_SHORT_K6)
-    # HiGHS stopped before any packing: greedy's is kept, unproven, and the note says so
+    # no stage found a packing better than greedy's, none proved it: kept, unproven, said so
+    monkeypatch.setattr(plan_mod, "_dive", lambda cols, deadline: np.zeros(0))
+    monkeypatch.setattr(plan_mod, "_column_milp", lambda cols, A, cap, limit: (None, False))
     monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om, limit: ([], False, 3.0))
     p = pack_cycles(omega, strategy="exact")
     assert p.strategy == "exact" and p.method == "greedy" and not p.optimal
     assert "fell back to greedy" in p.note and "at most 3" in p.note
     assert p.cycles_used == 2
-    # HiGHS stopped with a better packing than greedy's, not proven: kept, and flagged
+    # a better packing than greedy's, below a bound nothing closes: kept, and flagged
     best = [(0, 1, 4), (0, 2, 3), (1, 3, 5)]
-    monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om, limit: (best, False, 3.0))
+    monkeypatch.setattr(plan_mod, "_packing_upper_bound", lambda om: 10)
+    monkeypatch.setattr(plan_mod, "_fractional_packing", lambda cols, cap, deadline: (4.5, None, None))
+    monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om, limit: (best, False, 4.0))
     p = pack_cycles(omega, strategy="exact")
     assert p.method == "exact" and not p.optimal and p.cycles_used == 3
-    assert "best packing found kept" in p.note
-    # a program too large to build: greedy's packing, said so
-    monkeypatch.setattr(plan_mod, "EXACT_MAX_VARIABLES", 5)
+    assert "3 cycles found, at most 4 possible; best packing found kept" in p.note
+    # programs too large to build: greedy's packing, said so
+    monkeypatch.setattr(plan_mod, "EXACT_MAX_VARIABLES", 1)
     p = pack_cycles(omega, strategy="exact")
     assert p.method == "greedy" and not p.optimal and p.cycles_used == 2
-    assert "more than 5 variables" in p.note
+    assert "more than 1 cycles" in p.note
 
 
 def tamper(plan, **arrays):
@@ -565,3 +569,42 @@ def test_exact_beats_greedy_on_the_kept_case():
     p = pack_cycles(GREEDY_SHORT_K6, strategy="exact")
     assert (pack_cycles(GREEDY_SHORT_K6).cycles_used, p.cycles_used, p.optimal) == (2, 3, True)
     assert brute_max_packing(GREEDY_SHORT_K6) == 3
+
+
+def enumeration_lp_packing(omega):
+    """Fractional packing over every simple cycle (listed by networkx), solved by HiGHS."""
+    import networkx as nx
+    from scipy.optimize import linprog
+
+    om = np.asarray(omega)
+    graph = nx.DiGraph([(int(i), int(j)) for i, j in zip(*np.nonzero(om), strict=True)])
+    cycles = [tuple(c) for c in nx.simple_cycles(graph)]
+    if not cycles:
+        return 0.0
+    arcs = sorted({(c[k], c[(k + 1) % len(c)]) for c in cycles for k in range(len(c))})
+    index = {a: r for r, a in enumerate(arcs)}
+    A = np.zeros((len(arcs), len(cycles)))
+    for j, c in enumerate(cycles):
+        for k in range(len(c)):
+            A[index[(c[k], c[(k + 1) % len(c)])], j] = 1
+    res = linprog(-np.ones(len(cycles)), A_ub=A, b_ub=[om[a] for a in arcs], bounds=(0, None))
+    assert res.status == 0
+    return -res.fun
+
+
+def test_fractional_packing_bound_against_enumeration_lp(rng):
+    import time
+
+    from coded_shuffle.plan import _Columns, _fractional_packing
+
+    for _ in range(25):
+        K = int(rng.integers(3, 10))
+        om = random_leftovers(rng, K, 3)
+        cols = _Columns(om)
+        cols.short_cycles(om > 0)
+        value, x, A = _fractional_packing(cols, cols.w, time.monotonic() + 60)
+        reference = enumeration_lp_packing(om)
+        # an upper bound on the fractional optimum, and tight at it
+        assert reference - 1e-6 <= value <= reference + 1e-6
+        # the primal solution fits the capacities and reaches it
+        assert np.all(A @ x <= cols.w + 1e-6) and abs(x.sum() - reference) < 1e-6
