@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from coded_shuffle.bounds import (
     EXACT_BOUND_MAX_K,
-    _ilp_ordering,
+    _ordering_program,
     cyclic_shift_matrix,
     lower_bound,
     ordering_bound,
@@ -203,7 +203,7 @@ def test_feedback_arc_set_program_against_dynamic_program(rng):
         K = int(rng.integers(2, 13))
         S = rng.integers(0, int(rng.integers(1, 30)), (K, K))
         np.fill_diagonal(S, 0)
-        value, ordering, proven, note = _ilp_ordering(S, 60.0)
+        value, ordering, proven, note = _ordering_program(S, 60.0)
         assert proven and note is None
         assert value == lower_bound(S).value == ordering_bound(S, ordering)
 
@@ -217,7 +217,7 @@ def test_feedback_arc_set_program_on_a_tournament_of_triangles():
         for d in (1, 2, 3):
             S[i, (i + d) % K] = 1
     assert brute_bound(S.tolist()) == 15
-    value, ordering, proven, _ = _ilp_ordering(S, 60.0)
+    value, ordering, proven, _ = _ordering_program(S, 60.0)
     assert (value, proven) == (15, True)
 
 
