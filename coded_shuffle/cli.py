@@ -236,7 +236,7 @@ def rate_rows(
     def row(S: np.ndarray, epoch: int | None, order_name: str | None) -> dict[str, Any]:
         r = rates(S, strategy=strategy, subpackets=subpackets, progress=progress)
         if progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
-            how = "feedback arc set program" if exact_bound else "ordering"
+            how = "ordering program" if exact_bound else "ordering"
             with Progress(f"lower bound by {how}, K = {r.K}", enabled=False):  # a line, no bar
                 lb = lower_bound(S, exact=exact_bound)
         else:
@@ -1050,7 +1050,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help=(
-            "prove the lower bound for K > 20 too, by a feedback arc set program (HiGHS, up to "
+            "prove the lower bound for K > 20 too, by a linear ordering program (HiGHS, up to "
             "60 s a transition; an unproven bound keeps its *)"
         ),
     )

@@ -195,10 +195,10 @@ def test_ordering_kernels_against_numpy(rng):
         S = rng.integers(0, 9, (K, K))
         order = rng.permutation(K)
         assert ordering_value(S, order) == int(np.tril(S[np.ix_(order, order)], -1).sum())
-# --------------------------------------------------------------------------- feedback arc set program
+# --------------------------------------------------------------------------- ordering program
 
 
-def test_feedback_arc_set_program_against_dynamic_program(rng):
+def test_ordering_program_against_dynamic_program(rng):
     for _ in range(40):
         K = int(rng.integers(2, 13))
         S = rng.integers(0, int(rng.integers(1, 30)), (K, K))
@@ -208,7 +208,7 @@ def test_feedback_arc_set_program_against_dynamic_program(rng):
         assert value == lower_bound(S).value == ordering_bound(S, ordering)
 
 
-def test_feedback_arc_set_program_on_a_tournament_of_triangles():
+def test_ordering_program_on_a_tournament_of_triangles():
     # Omega = the cyclic tournament on 7 workers (i -> i+1, i+2, i+3): every ordering drops at
     # least 6 of its 21 arcs (brute force over all orderings below), so the bound is 15
     K = 7
@@ -219,6 +219,34 @@ def test_feedback_arc_set_program_on_a_tournament_of_triangles():
     assert brute_bound(S.tolist()) == 15
     value, ordering, proven, _ = _ordering_program(S, 60.0)
     assert (value, proven) == (15, True)
+
+
+def test_searched_ordering_against_dynamic_program(rng):
+    from coded_shuffle.bounds import _heuristic_ordering, _searched_ordering
+
+    for _ in range(30):
+        K = int(rng.integers(3, 13))
+        S = rng.integers(0, int(rng.integers(1, 30)), (K, K))
+        np.fill_diagonal(S, 0)
+        value, ordering = _searched_ordering(S, rounds=50)
+        assert sorted(ordering) == list(range(K)) and value == ordering_bound(S, ordering)
+        assert _heuristic_ordering(S)[0] <= value <= lower_bound(S).value
+
+
+def test_ordering_program_beats_a_poor_start(rng, monkeypatch):
+    # started from the identity ordering, the program itself must find the best one and prove it
+    import coded_shuffle.bounds as bounds_mod
+
+    monkeypatch.setattr(
+        bounds_mod, "_searched_ordering", lambda S: (ordering_bound(S, range(len(S))), tuple(range(len(S))))
+    )
+    for _ in range(10):
+        K = int(rng.integers(5, 12))
+        S = rng.integers(0, 20, (K, K))
+        np.fill_diagonal(S, 0)
+        best = lower_bound(S).value
+        value, ordering, proven, note = _ordering_program(S, 60.0)
+        assert proven and note is None and value == best == ordering_bound(S, ordering)
 
 
 def test_exact_bound_beyond_the_dynamic_program(rng):
@@ -247,7 +275,8 @@ def test_exact_bound_out_of_time_says_so(rng):
     S = rng.integers(0, 9, (K, K))
     lb = lower_bound(S, exact=True, time_limit=1e-12)
     assert not lb.exact and "not solved within" in lb.note
-    assert lb.value == lower_bound(S, exact=False).value == ordering_bound(S, lb.ordering)
+    # the best ordering found is kept: the local search's, never below the heuristic's
+    assert lb.value == ordering_bound(S, lb.ordering) >= lower_bound(S, exact=False).value
 
 
 def test_exact_bound_above_the_program_size_says_so():
