@@ -4,16 +4,16 @@ For uniformly random reshuffles (``epoch_placement`` of epochs 0 and 1, ``N = 10
 default ``K = 16, 32, 64`` and ``--seeds`` seeds each), measures in the same run:
 
 - greedy: ``pack_cycles(omega)``, shortest cycles first, and its seconds;
-- exact: ``pack_cycles(omega, strategy="exact")``, the circulation program (HiGHS), its
-  seconds, whether it proved its packing optimal (target: proven in <= 10 s), and how many
-  cycles greedy is short of it;
-- bound (``--bound``): ``lower_bound(S, exact=True)``, the feedback arc set program for
+- exact: ``pack_cycles(omega, strategy="exact")`` (fractional packing bound, rounded and
+  integer packings, circulation program; HiGHS), its seconds, whether it proved its packing
+  optimal (target: proven in <= 10 s), and how many cycles greedy is short of it;
+- bound (``--bound``): ``lower_bound(S, exact=True)``, the linear ordering program for
   ``K > 20`` (target: exact in <= 60 s), its seconds, and the certificate ``coded == bound``
   of the exact packing.
 
 Prints one line per shuffle, then per ``K``: how often greedy is short and by how much, the
 exact/greedy time ratio, and how many packings and bounds were proven. ``--time-limit`` caps
-each HiGHS run (default: the library's 60 s).
+each of the two (default: the library's 60 s).
 
 Usage: python benchmarks/packing_scale.py [--workers 16,32,64] [--seeds S] [--bound]
        [--time-limit SECONDS]
@@ -44,12 +44,12 @@ def main() -> None:
     ap.add_argument("--workers", default="16,32,64", help="worker counts K (default 16,32,64)")
     ap.add_argument("--seeds", type=int, default=5, help="random shuffles per K (default 5)")
     ap.add_argument("--bound", action="store_true", help="also prove the lower bound")
-    ap.add_argument("--time-limit", type=float, default=None, help="seconds per HiGHS run")
+    ap.add_argument("--time-limit", type=float, default=None, help="seconds for packing, for bound")
     args = ap.parse_args()
     if args.time_limit is not None:
         plan_mod.EXACT_TIME_LIMIT = args.time_limit
     limit = plan_mod.EXACT_TIME_LIMIT
-    print(f"time limit {limit:g} s per HiGHS run; N = 1000 K; uniformly random reshuffles")
+    print(f"time limit {limit:g} s for the packing, for the bound; N = 1000 K; random reshuffles")
     print(
         f"{'K':>3} {'seed':>4} {'leftover':>8} {'greedy':>7} {'s':>6} {'exact':>6} {'s':>6} {'proven':>6} "
         f"{'short':>5}" + (f" {'bound':>7} {'exact':>5} {'s':>6} {'cert':>4}" if args.bound else "")

@@ -36,17 +36,29 @@ Strategies choose the cycles, by name through :data:`STRATEGIES`:
     shortest cycles first: repeatedly take a cycle of the smallest length present in the support
     of what is left, as many times as its lightest edge allows.
 ``exact``
-    a maximum cycle packing, as an integer program solved by HiGHS (``scipy.optimize.milp``)
-    that lists no cycle: workers are ranked, and each worker ``r`` roots one integer
-    circulation on the workers ranked after it; the circulations share the leftover edges and
-    the objective counts the flow leaving each root, so every cycle is counted once, at its
-    first-ranked worker. Each circulation is then split into simple cycles. When greedy already
-    meets the counting bound (every cycle has at least 3 edges: no 2-cycles are left after the
-    order-2 phase) no program is solved. HiGHS gets :data:`EXACT_TIME_LIMIT` seconds; when it
-    stops without proof the best packing found is kept, or greedy's if that is better, and
-    :attr:`CyclePacking.note` says so with HiGHS's bound; a program of more than
-    :data:`EXACT_MAX_VARIABLES` variables is not built (greedy's packing, with a note). It is
-    never worse than ``greedy``.
+    a maximum cycle packing, proven when it can be, within :data:`EXACT_TIME_LIMIT` seconds:
+
+    1. greedy; if it meets the counting bound (every cycle has at least 3 edges: no 2-cycles
+       are left after the order-2 phase) nothing else runs;
+    2. the fractional packing, a linear program over cycles (HiGHS, ``scipy.optimize.linprog``)
+       solved by column generation: it starts from every 2- and 3-cycle and adds the shortest
+       cycle under the dual prices through each edge whose cycles cost less than one. Its
+       value, bounded from the dual prices so that solver tolerances cannot inflate it, rounded
+       down, is an upper bound on every packing;
+    3. a packing by rounding the fractional one (whole parts fixed, then the largest fractions
+       rounded up, the fractional packing of what is left solved again) and the integer program
+       over every cycle listed (``scipy.optimize.milp``); a packing that meets the bound of 2. is
+       proven optimal;
+    4. below that bound, an integer program that lists no cycle: workers are ranked, and each
+       worker ``r`` roots one integer circulation on the workers ranked after it; the
+       circulations share the leftover edges and the objective counts the flow leaving each
+       root, so every cycle is counted once, at its first-ranked worker, and each circulation
+       is split into simple cycles. It can prove a packing optimal below the bound.
+
+    Every packing is checked. When time runs out first, the best packing found is kept, or
+    greedy's if that is better, and :attr:`CyclePacking.note` says so with the best bound; a
+    program of more than :data:`EXACT_MAX_VARIABLES` columns or variables is not built
+    (greedy's packing, with a note). It is never worse than ``greedy``.
 
 Reference: M. A. Attia and R. Tandon, "On the Worst-case Communication Overhead for Distributed
 Data Shuffling", Allerton 2016, arXiv:1609.09823 (Example 1: uncoded 11, paired 7, coded 6).
