@@ -143,7 +143,10 @@ class CyclePacking:
     optimal : bool
         Whether the packing is proven to use the most cycles possible.
     note : str or None
-        Why ``exact`` did not prove its packing optimal, if it did not (with HiGHS's bound).
+        Why ``exact`` did not prove its packing optimal, if it did not (with its bound).
+    upper_bound : int or None
+        The most cycles any packing of ``omega`` can have, as ``exact`` proved it (equal to
+        :attr:`cycles_used` when ``optimal``); None from ``greedy``.
     """
 
     omega: np.ndarray
@@ -153,6 +156,7 @@ class CyclePacking:
     method: str
     optimal: bool
     note: str | None = None
+    upper_bound: int | None = None
 
     @property
     def cycles_used(self) -> int:
@@ -506,8 +510,9 @@ def _dive(cols: _Columns, deadline: float) -> np.ndarray:
     return uses
 
 
-def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str | None]:
-    """Maximum cycle packing, proven, or the best packing found with a note saying why not.
+def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str | None, int]:
+    """Maximum cycle packing, proven, or the best packing found with a note saying why not; last,
+    the most cycles any packing can have, as proven.
 
     Stages, all within :data:`EXACT_TIME_LIMIT` seconds: greedy; the fractional packing by
     column generation, whose value rounded down bounds every packing; a packing by rounding
@@ -520,7 +525,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
     found = sum(g_counts)
     top = _packing_upper_bound(omega)
     if found == top:  # greedy meets the counting bound: nothing to solve
-        return g_cycles, g_counts, True, None
+        return g_cycles, g_counts, True, None, found
     support = omega > 0
     n_short = _triangle_count(support) + int(np.count_nonzero(np.triu(support & support.T, 1)))
     if n_short > EXACT_MAX_VARIABLES:
@@ -528,7 +533,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
             f"exact: the packing programs would start from more than {EXACT_MAX_VARIABLES} "
             f"cycles ({n_short}); fell back to greedy"
         )
-        return g_cycles, g_counts, False, note
+        return g_cycles, g_counts, False, note, top
     cols = _Columns(omega)
     cols.short_cycles(support)
     value, _, _ = _fractional_packing(cols, cols.w, deadline)
@@ -561,7 +566,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
         else:
             bound = min(bound, int(np.floor(rooted_bound + 1e-6)))
     if proven:
-        return best[0], best[1], True, None
+        return best[0], best[1], True, None, sum(best[1])
     n = sum(best[1])
     if method == "greedy":
         note = (
@@ -573,7 +578,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
             f"exact: not proven within {EXACT_TIME_LIMIT:g} s: {n} cycles found, at most {bound} "
             "possible; best packing found kept"
         )
-    return best[0], best[1], False, note
+    return best[0], best[1], False, note, bound
 
 
 def _pack_greedy(omega: np.ndarray, progress: bool = False) -> CyclePacking:
@@ -582,9 +587,11 @@ def _pack_greedy(omega: np.ndarray, progress: bool = False) -> CyclePacking:
 
 
 def _pack_exact(omega: np.ndarray) -> CyclePacking:
-    cycles, counts, optimal, note = _exact(omega)
+    cycles, counts, optimal, note, bound = _exact(omega)
     method = "greedy" if note is not None and "fell back" in note else "exact"
-    return CyclePacking(omega, tuple(cycles), tuple(counts), "exact", method, optimal=optimal, note=note)
+    return CyclePacking(
+        omega, tuple(cycles), tuple(counts), "exact", method, optimal=optimal, note=note, upper_bound=bound
+    )
 
 
 #: Cycle packing strategies by name.

@@ -188,7 +188,7 @@ def test_exact_fallback_is_explicit(monkeypatch):
     p = pack_cycles(omega, strategy="exact")
     assert p.strategy == "exact" and p.method == "greedy" and not p.optimal
     assert "fell back to greedy" in p.note and "at most 3" in p.note
-    assert p.cycles_used == 2
+    assert p.cycles_used == 2 and p.upper_bound == 3
     # a better packing than greedy's, below a bound nothing closes: kept, and flagged
     best = [(0, 1, 4), (0, 2, 3), (1, 3, 5)]
     monkeypatch.setattr(plan_mod, "_packing_upper_bound", lambda om: 10)
@@ -197,6 +197,7 @@ def test_exact_fallback_is_explicit(monkeypatch):
     p = pack_cycles(omega, strategy="exact")
     assert p.method == "exact" and not p.optimal and p.cycles_used == 3
     assert "3 cycles found, at most 4 possible; best packing found kept" in p.note
+    assert p.upper_bound == 4
     # programs too large to build: greedy's packing, said so
     monkeypatch.setattr(plan_mod, "EXACT_MAX_VARIABLES", 1)
     p = pack_cycles(omega, strategy="exact")
@@ -608,3 +609,12 @@ def test_fractional_packing_bound_against_enumeration_lp(rng):
         assert reference - 1e-6 <= value <= reference + 1e-6
         # the primal solution fits the capacities and reaches it
         assert np.all(A @ x <= cols.w + 1e-6) and abs(x.sum() - reference) < 1e-6
+
+
+def test_exact_upper_bound_is_valid_and_met_when_optimal(rng):
+    for _ in range(20):
+        K = int(rng.integers(3, 9))
+        om = random_leftovers(rng, K, 3)
+        p = pack_cycles(om, strategy="exact")
+        assert p.optimal and p.upper_bound == p.cycles_used == brute_max_packing(om.tolist())
+    assert pack_cycles(GREEDY_SHORT_K6).upper_bound is None
