@@ -112,7 +112,7 @@ EXACT_MAX_VARIABLES = 1_000_000
 #: Fractional packing value at which :func:`_dive` hands what is left to one integer program.
 DIVE_RESIDUAL = 60.0
 #: Fractional uses above which :func:`_dive` rounds columns up when none is whole.
-DIVE_ROUND_UP = 0.2
+DIVE_ROUND_UP = 0.9
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
