@@ -537,7 +537,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
     cols = _Columns(omega)
     cols.short_cycles(support)
     value, _, _ = _fractional_packing(cols, cols.w, deadline)
-    bound = min(top, int(np.floor(value + 1e-6)))
+    bound = min(top, int(np.floor(value + 1e-6))) if np.isfinite(value) else top
     best: tuple[list[tuple[int, ...]], list[int]] = (g_cycles, g_counts)
     method = "greedy"
 

@@ -618,3 +618,15 @@ def test_exact_upper_bound_is_valid_and_met_when_optimal(rng):
         p = pack_cycles(om, strategy="exact")
         assert p.optimal and p.upper_bound == p.cycles_used == brute_max_packing(om.tolist())
     assert pack_cycles(GREEDY_SHORT_K6).upper_bound is None
+
+
+def test_exact_out_of_time_before_any_program_keeps_a_valid_bound(monkeypatch):
+    # with no time at all, only greedy's packing is left, and the bound is the counting bound
+    import coded_shuffle.plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "EXACT_TIME_LIMIT", 0.0)
+    omega = np.array(GREEDY_SHORT_K6)
+    p = pack_cycles(omega, strategy="exact")
+    assert is_cycle_packing(omega, p.cycles, p.counts)
+    assert p.cycles_used >= 2 and p.upper_bound >= brute_max_packing(GREEDY_SHORT_K6)
+    assert p.optimal == (p.cycles_used == p.upper_bound)
