@@ -194,7 +194,7 @@ def _set_bits(ids, bits, pre, n_words):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def peel_ops(  # pragma: no cover - compiled
-    a, b, cache_ids, need_ids, M, cache_len, len_a, len_b, st, tab, bits, work, ops
+    a, b, cache_ids, need_ids, M, cache_len, len_a, len_b, prow, st, tab, bits, work, ops
 ):
     """Peel the symbols of one worker and list the row operations that rebuild its batch.
 
@@ -214,11 +214,14 @@ def peel_ops(  # pragma: no cover - compiled
     row of an id in the cache or the new batch is its rank in a bitmap (no table of ``M`` rows).
 
     Every row of the new batch then gets one operation ``dst = payload[psym] ^ src`` (a term
-    absent when ``-1``), zeroed past ``oplen`` (variable records only; ``oplen`` is empty for
-    fixed ones); ``src`` and ``dst`` are row codes ``row << 2 | buffer`` (:data:`CACHE`,
-    :data:`OUT`, :data:`TRANSIT`). Operations
-    ``[0, bounds[0])`` (kept, lone, missing and round-1 rows) are independent; those of
-    ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
+    absent when ``-1``; ``psym`` is ``prow[s]`` for symbol ``s``, or ``s`` if ``prow`` is
+    empty), zeroed past ``oplen`` (variable records only; ``oplen`` is empty for fixed ones);
+    ``src`` and ``dst`` are row codes ``row << 2 | buffer`` (:data:`CACHE`,
+    :data:`OUT`, :data:`TRANSIT`). Operation ``i < len(need_ids)`` writes row ``i`` of the new
+    batch (kept, lone, round-1 or missing; a row decoded in a later round is written by a later
+    operation and ``dst[i] = -1`` skips it), so the rows are written in order. Operations
+    ``[0, bounds[0])`` (the rows, then round-1 steps to transit points) are independent; those
+    of ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
 
     Returns ``(psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, sym, kn, new,
     rnd, n_rounds)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2 (missing) for
@@ -266,13 +269,7 @@ def peel_ops(  # pragma: no cover - compiled
             if (f & _NEED) and not (f & (_HELD | _LONE)):
                 st[p] = f | _LONE
                 lone[n_lone] = s
-                o = _rank(nbits, npre, p)
-                psym[n_lone] = s
-                src[n_lone] = -1
-                dst[n_lone] = (o << 2) | OUT
-                if variable:
-                    oplen[n_lone] = len_a[s]
-                    out_len[o] = len_a[s]
+                loc[p] = s
                 n_lone += 1
         else:
             f = st[p]
@@ -406,32 +403,41 @@ def peel_ops(  # pragma: no cover - compiled
     kns = st_kn[:n_keep]
     new = st_new[:n_keep]
     rnd = st_rnd[:n_keep]
-    # Row operations: after the lone rows, the kept and missing rows, then the peeled steps.
+    # Row operations: operation i does row i of the new batch (kept, lone, decoded in round 1,
+    # missing; a row decoded in a later round is skipped there, dst = -1); then the round-1
+    # steps to transit points, then the later rounds' steps.
     state = np.empty(n_out, dtype=np.uint8)
-    n_ops = n_lone
     for i in range(n_out):
         v = need_ids[i]
         f = st[v]
+        d = (i << 2) | OUT
         if f & _HELD:
             state[i] = 0
-            psym[n_ops] = -1
+            psym[i] = -1
             c = _rank(hbits, hpre, v)
-            src[n_ops] = c << 2
+            src[i] = c << 2
             if variable:
-                oplen[n_ops] = cache_len[c]
-        elif f & (_LONE | _KNOWN):
+                oplen[i] = cache_len[c]
+        elif f & _LONE:
             state[i] = 1
-            continue
+            s = loc[v]
+            psym[i] = prow[s] if prow.shape[0] else s
+            src[i] = -1
+            if variable:
+                oplen[i] = len_a[s]
+        elif f & _KNOWN:
+            state[i] = 1
+            d = -1  # until its step below
         else:
             state[i] = 2
-            psym[n_ops] = -1
-            src[n_ops] = -1
+            psym[i] = -1
+            src[i] = -1
             if variable:
-                oplen[n_ops] = 0
-        dst[n_ops] = (i << 2) | OUT
-        if variable:
-            out_len[i] = oplen[n_ops]
-        n_ops += 1
+                oplen[i] = 0
+        dst[i] = d
+        if variable and d >= 0:
+            out_len[i] = oplen[i]
+    n_ops = n_out
     bounds = np.full(max(n_rounds, 1), -1, dtype=np.int64)
     n_transit = 0
     for i in range(n_keep):
@@ -441,22 +447,25 @@ def peel_ops(  # pragma: no cover - compiled
         s = sym[i]
         nw = new[i]
         f = st[nw]
-        psym[n_ops] = s
-        src[n_ops] = (_rank(hbits, hpre, kns[i]) << 2) | CACHE if r == 1 else loc[kns[i]]
         if f & _NEED:
-            d = (_rank(nbits, npre, nw) << 2) | OUT
+            o = _rank(nbits, npre, nw)
+            d = (o << 2) | OUT
         else:
             d = (n_transit << 2) | TRANSIT
             n_transit += 1
-        dst[n_ops] = d
+        j = o if r == 1 and f & _NEED else n_ops
+        psym[j] = prow[s] if prow.shape[0] else s
+        src[j] = (_rank(hbits, hpre, kns[i]) << 2) | CACHE if r == 1 else loc[kns[i]]
+        dst[j] = d
         if f & _DEG2:
             loc[nw] = d
         if variable:
             ln = len_a[s] if a[s] == nw else len_b[s]
-            oplen[n_ops] = ln
+            oplen[j] = ln
             if f & _NEED:
-                out_len[d >> 2] = ln
-        n_ops += 1
+                out_len[o] = ln
+        if j == n_ops:
+            n_ops += 1
     for r in range(bounds.shape[0]):
         if bounds[r] < 0:
             bounds[r] = n_ops
@@ -470,8 +479,8 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
     """Do the row operations ``[lo, hi)`` of :func:`peel_ops`.
 
     ``dst = payload[psym] ^ src`` over the full width (a term absent when ``-1``; both absent: a
-    zero row), then ``dst[oplen:] = 0`` unless ``oplen`` is empty; rows are named by ``row << 2 |
-    buffer`` codes over ``cache``, ``out`` and ``transit``.
+    zero row; ``dst = -1``: nothing), then ``dst[oplen:] = 0`` unless ``oplen`` is empty; rows
+    are named by ``row << 2 | buffer`` codes over ``cache``, ``out`` and ``transit``.
     """
     W = out.shape[1]
     for i in range(lo, hi):
@@ -485,9 +494,11 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
                     _prefetch(cache, c >> 2)
                 elif c & 3 == OUT:
                     _prefetch(out, c >> 2)
-            if dst[k] & 3 == OUT:
+            if dst[k] >= 0 and dst[k] & 3 == OUT:
                 _prefetch_w(out, dst[k] >> 2)
         d = dst[i]
+        if d < 0:
+            continue
         if d & 3 == OUT:
             y = out[d >> 2]
         else:
