@@ -230,7 +230,7 @@ def peel_ops(  # pragma: no cover - compiled
 
     The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
     fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
-    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[6, >= S]`` and
+    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[7, >= S]`` and
     ``ops`` ``int64[4, >= len(need_ids) + S]``; no entry needs to be initialized. The arrays
     returned are views into them.
     """
@@ -284,6 +284,8 @@ def peel_ops(  # pragma: no cover - compiled
     n_st = 0
     rest = work[4]
     n_rest = 0
+    front = work[6]  # the steps whose new id is in another coded symbol: a chain goes on there
+    n_front = 0
     for s in range(S):
         if s + _AHEAD < S and b[s + _AHEAD] >= 0:
             _prefetch_w(st, a[s + _AHEAD])
@@ -307,24 +309,23 @@ def peel_ops(  # pragma: no cover - compiled
             nw, kn, fn = q, p, fq
         else:
             nw, kn, fn = p, q, fp
-        if fn & (_LONE | _CAND):
+        if fn & (_LONE | _KNOWN):  # sent alone, or decoded by a lower symbol of this round
             continue
-        st[nw] = fn | _CAND
+        st[nw] = fn | _KNOWN  # round 1 reads held ends only: known at once
+        if fn & _DEG2:
+            front[n_front] = n_st
+            n_front += 1
         st_sym[n_st] = s
         st_new[n_st] = nw
         st_kn[n_st] = kn
         st_rnd[n_st] = 1
         n_st += 1
-    n_rounds = 0
-    if n_st:
-        n_rounds = 1
-        for i in range(n_st):
-            st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
+    n_rounds = 1 if n_st else 0
+    n_first = n_st
     # Later rounds: the chains, through linked lists of the remaining symbols.
-    if n_st and n_rest:
-        for i in range(n_st):
-            if st[st_new[i]] & _DEG2:
-                head[st_new[i]] = -1
+    if n_front and n_rest:
+        for t in range(n_front):
+            head[st_new[front[t]]] = -1
         for j in range(n_rest):
             head[a[rest[j]]] = -1
             head[b[rest[j]]] = -1
@@ -338,13 +339,11 @@ def peel_ops(  # pragma: no cover - compiled
             head[b[s]] = e + 1
         done = np.zeros(n_rest, dtype=np.uint8)
         lo = 0
-        hi = n_st
+        hi = n_front
         while True:
-            for i in range(lo, hi):
-                v = st_new[i]
-                if not (st[v] & _DEG2):
-                    continue
-                e = head[v]
+            before = n_st
+            for t in range(lo, hi):
+                e = head[st_new[front[t]]]
                 while e >= 0:
                     j = e >> 1
                     e = nxt[e]
@@ -368,6 +367,9 @@ def peel_ops(  # pragma: no cover - compiled
                     if not (fn & _CAND):
                         st[nw] = fn | _CAND
                         loc[nw] = n_st
+                        if fn & _DEG2:
+                            front[n_front] = n_st
+                            n_front += 1
                         st_sym[n_st] = s
                         st_new[n_st] = nw
                         st_kn[n_st] = kn
@@ -376,33 +378,18 @@ def peel_ops(  # pragma: no cover - compiled
                     elif s < st_sym[loc[nw]]:
                         st_sym[loc[nw]] = s
                         st_kn[loc[nw]] = kn
-            if n_st == hi:
+            if n_st == before:
                 break
             n_rounds += 1
-            for i in range(hi, n_st):
+            for i in range(before, n_st):
                 st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
             lo = hi
-            hi = n_st
-    # Useful steps, walking the rounds backwards; kept ones compacted in place.
-    keep = np.zeros(n_st, dtype=np.uint8)
-    n_keep = 0
-    for i in range(n_st - 1, -1, -1):
+            hi = n_front
+    # Useful steps: walking the later rounds backwards marks the known ends they need (those of
+    # round 1 are held); a step is kept if its new id is needed or so marked.
+    for i in range(n_st - 1, n_first - 1, -1):
         if st[st_new[i]] & _USEF:
-            keep[i] = 1
             st[st_kn[i]] |= _USEF
-            n_keep += 1
-    w = 0
-    for i in range(n_st):
-        if keep[i]:
-            st_sym[w] = st_sym[i]
-            st_kn[w] = st_kn[i]
-            st_new[w] = st_new[i]
-            st_rnd[w] = st_rnd[i]
-            w += 1
-    sym = st_sym[:n_keep]
-    kns = st_kn[:n_keep]
-    new = st_new[:n_keep]
-    rnd = st_rnd[:n_keep]
     # Row operations: operation i does row i of the new batch (kept, lone, decoded in round 1,
     # missing; a row decoded in a later round is skipped there, dst = -1); then the round-1
     # steps to transit points, then the later rounds' steps.
@@ -440,32 +427,48 @@ def peel_ops(  # pragma: no cover - compiled
     n_ops = n_out
     bounds = np.full(max(n_rounds, 1), -1, dtype=np.int64)
     n_transit = 0
-    for i in range(n_keep):
-        r = rnd[i]
-        if i > 0 and r != rnd[i - 1]:
-            bounds[rnd[i - 1] - 1] = n_ops
-        s = sym[i]
-        nw = new[i]
+    n_keep = 0  # the kept steps, compacted in place
+    for i in range(n_st):
+        if i + _AHEAD < n_st:
+            _prefetch(st, st_new[i + _AHEAD])
+        nw = st_new[i]
         f = st[nw]
+        if not (f & _USEF):
+            continue
+        s = st_sym[i]
+        kn = st_kn[i]
+        r = st_rnd[i]
+        if n_keep > 0 and r != st_rnd[n_keep - 1]:
+            bounds[st_rnd[n_keep - 1] - 1] = n_ops
+        st_sym[n_keep] = s
+        st_kn[n_keep] = kn
+        st_new[n_keep] = nw
+        st_rnd[n_keep] = r
+        n_keep += 1
+        o = -1
         if f & _NEED:
             o = _rank(nbits, npre, nw)
             d = (o << 2) | OUT
         else:
             d = (n_transit << 2) | TRANSIT
             n_transit += 1
-        j = o if r == 1 and f & _NEED else n_ops
+        j = o if r == 1 and o >= 0 else n_ops
         psym[j] = prow[s] if prow.shape[0] else s
-        src[j] = (_rank(hbits, hpre, kns[i]) << 2) | CACHE if r == 1 else loc[kns[i]]
+        src[j] = (_rank(hbits, hpre, kn) << 2) | CACHE if r == 1 else loc[kn]
         dst[j] = d
         if f & _DEG2:
             loc[nw] = d
         if variable:
             ln = len_a[s] if a[s] == nw else len_b[s]
             oplen[j] = ln
-            if f & _NEED:
+            if o >= 0:
                 out_len[o] = ln
         if j == n_ops:
             n_ops += 1
+    sym = st_sym[:n_keep]
+    kns = st_kn[:n_keep]
+    new = st_new[:n_keep]
+    rnd = st_rnd[:n_keep]
     for r in range(bounds.shape[0]):
         if bounds[r] < 0:
             bounds[r] = n_ops
