@@ -22,8 +22,8 @@ _LONE = 4  # needed, not held, and sent alone
 _KNOWN = 8  # held, or decoded in a finished round
 _CAND = 16  # decoded in the current round
 _USEF = 32  # needed, or the known end of a useful later step
-_DEG1 = 64  # in at least one coded symbol
-_DEG2 = 128  # in at least two coded symbols (or twice in one)
+_DEG1 = 64  # not held, and in at least one coded symbol
+_DEG2 = 128  # not held, and in at least two coded symbols (or twice in one)
 
 # Buffers named by the 2 low bits of a row code ``row << 2 | buffer``.
 CACHE, OUT, TRANSIT = 0, 1, 2
@@ -254,7 +254,7 @@ def peel_ops(  # pragma: no cover - compiled
     dst = ops[2]
     oplen = ops[3]
     out_len = np.zeros(n_out if variable else 0, dtype=np.int64)
-    # Lone points (their operations first) and degrees.
+    # Lone points, and the degrees of the ids not held (those of held ids are never asked).
     lone = work[5]
     n_lone = 0
     for s in range(S):
@@ -273,9 +273,11 @@ def peel_ops(  # pragma: no cover - compiled
                 n_lone += 1
         else:
             f = st[p]
-            st[p] = f | (_DEG2 if f & _DEG1 else _DEG1)
+            if not (f & _HELD):
+                st[p] = f | (_DEG2 if f & _DEG1 else _DEG1)
             f = st[q]
-            st[q] = f | (_DEG2 if f & _DEG1 else _DEG1)
+            if not (f & _HELD):
+                st[q] = f | (_DEG2 if f & _DEG1 else _DEG1)
     # Round 1: every coded symbol with a held end.
     st_sym = work[0]
     st_new = work[1]
