@@ -112,6 +112,29 @@ def encode_packed(buf, offset, plen, data, a, b, lo, hi):  # pragma: no cover - 
 
 
 @numba.njit(cache=True, nogil=True)
+def take_spans(a, b, first, end, out_a, out_b, out_p):  # pragma: no cover - compiled
+    """``out_a, out_b, out_p = a[p], b[p], p`` for ``p`` in ``[first[r], end[r])``, ``r`` in turn.
+
+    Returns the largest of the ids taken (``-1`` if none): ``max(a[p], b[p])`` over them.
+    """
+    n = 0
+    top = -1
+    for r in range(first.shape[0]):
+        for p in range(first[r], end[r]):
+            x = a[p]
+            y = b[p]
+            out_a[n] = x
+            out_b[n] = y
+            out_p[n] = p
+            if x > top:
+                top = x
+            if y > top:
+                top = y
+            n += 1
+    return top
+
+
+@numba.njit(cache=True, nogil=True)
 def take_rows(out, data, rows, lo, hi):  # pragma: no cover - compiled
     """``out[i] = data[rows[i]]`` for ``lo <= i < hi``."""
     W = out.shape[1]
@@ -230,7 +253,7 @@ def peel_ops(  # pragma: no cover - compiled
 
     The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
     fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
-    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[7, >= S]`` and
+    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[6, >= S]`` and
     ``ops`` ``int64[4, >= len(need_ids) + S]``; no entry needs to be initialized. The arrays
     returned are views into them.
     """
@@ -239,7 +262,7 @@ def peel_ops(  # pragma: no cover - compiled
     variable = len_a.shape[0] > 0 or cache_len.shape[0] > 0
     st = st[:M]
     st[:] = 0
-    loc = tab[0]  # row code of a decoded id of a chain; candidate step of rounds >= 2
+    loc = tab[0]  # lone symbol of a lone id; candidate step, then row code, of a decoded id
     head = tab[1]  # first link of an id in the chains' lists
     n_words = (M >> 6) + 1
     hbits, hpre, nbits, npre = bits[0], bits[1], bits[2], bits[3]
@@ -254,31 +277,21 @@ def peel_ops(  # pragma: no cover - compiled
     dst = ops[2]
     oplen = ops[3]
     out_len = np.zeros(n_out if variable else 0, dtype=np.int64)
-    # Lone points, and the degrees of the ids not held (those of held ids are never asked).
+    # Lone points (a needed point sent alone is never decoded from a symbol).
     lone = work[5]
     n_lone = 0
     for s in range(S):
-        if s + _AHEAD < S:
-            _prefetch_w(st, a[s + _AHEAD])
-            if b[s + _AHEAD] >= 0:
-                _prefetch_w(st, b[s + _AHEAD])
+        if b[s] >= 0:
+            continue
         p = a[s]
-        q = b[s]
-        if q < 0:
-            f = st[p]
-            if (f & _NEED) and not (f & (_HELD | _LONE)):
-                st[p] = f | _LONE
-                lone[n_lone] = s
-                loc[p] = s
-                n_lone += 1
-        else:
-            f = st[p]
-            if not (f & _HELD):
-                st[p] = f | (_DEG2 if f & _DEG1 else _DEG1)
-            f = st[q]
-            if not (f & _HELD):
-                st[q] = f | (_DEG2 if f & _DEG1 else _DEG1)
-    # Round 1: every coded symbol with a held end.
+        f = st[p]
+        if (f & _NEED) and not (f & (_HELD | _LONE)):
+            st[p] = f | _LONE
+            lone[n_lone] = s
+            loc[p] = s
+            n_lone += 1
+    # Round 1: every coded symbol with a held end; in the same pass, the degrees of the ids not
+    # held (those of held ids are never asked) and the symbols with no held end.
     st_sym = work[0]
     st_new = work[1]
     st_kn = work[2]
@@ -286,8 +299,6 @@ def peel_ops(  # pragma: no cover - compiled
     n_st = 0
     rest = work[4]
     n_rest = 0
-    front = work[6]  # the steps whose new id is in another coded symbol: a chain goes on there
-    n_front = 0
     for s in range(S):
         if s + _AHEAD < S and b[s + _AHEAD] >= 0:
             _prefetch_w(st, a[s + _AHEAD])
@@ -303,20 +314,21 @@ def peel_ops(  # pragma: no cover - compiled
         if hp and hq:
             continue
         if not hp and not hq:
-            if (fp | fq) & _DEG2:
-                rest[n_rest] = s
-                n_rest += 1
+            st[p] = fp | (_DEG2 if fp & _DEG1 else _DEG1)
+            fq = st[q]  # p and q may be one id
+            st[q] = fq | (_DEG2 if fq & _DEG1 else _DEG1)
+            rest[n_rest] = s
+            n_rest += 1
             continue
         if hp:
             nw, kn, fn = q, p, fq
         else:
             nw, kn, fn = p, q, fp
+        fn |= _DEG2 if fn & _DEG1 else _DEG1
         if fn & (_LONE | _KNOWN):  # sent alone, or decoded by a lower symbol of this round
+            st[nw] = fn
             continue
         st[nw] = fn | _KNOWN  # round 1 reads held ends only: known at once
-        if fn & _DEG2:
-            front[n_front] = n_st
-            n_front += 1
         st_sym[n_st] = s
         st_new[n_st] = nw
         st_kn[n_st] = kn
@@ -324,10 +336,16 @@ def peel_ops(  # pragma: no cover - compiled
         n_st += 1
     n_rounds = 1 if n_st else 0
     n_first = n_st
-    # Later rounds: the chains, through linked lists of the remaining symbols.
-    if n_front and n_rest:
-        for t in range(n_front):
-            head[st_new[front[t]]] = -1
+    # The symbols with no held end that share an id with another symbol: the chains.
+    n_chain = 0
+    for j in range(n_rest):
+        s = rest[j]
+        if (st[a[s]] | st[b[s]]) & _DEG2:
+            rest[n_chain] = s
+            n_chain += 1
+    n_rest = n_chain
+    # Later rounds: the chains, through linked lists of those symbols, from the ids of round 1.
+    if n_st and n_rest:
         for j in range(n_rest):
             head[a[rest[j]]] = -1
             head[b[rest[j]]] = -1
@@ -339,13 +357,25 @@ def peel_ops(  # pragma: no cover - compiled
             head[a[s]] = e
             nxt[e + 1] = head[b[s]]
             head[b[s]] = e + 1
+        # The frontier: ids decoded in the last round that are ends of chain symbols (an id may
+        # come twice; its list is then walked once more, finding every symbol done).
+        front = np.empty(3 * n_rest, dtype=np.int64)
+        n_front = 0
+        for j in range(n_rest):
+            s = rest[j]
+            if st[a[s]] & _KNOWN:
+                front[n_front] = a[s]
+                n_front += 1
+            if st[b[s]] & _KNOWN:
+                front[n_front] = b[s]
+                n_front += 1
         done = np.zeros(n_rest, dtype=np.uint8)
         lo = 0
         hi = n_front
         while True:
             before = n_st
             for t in range(lo, hi):
-                e = head[st_new[front[t]]]
+                e = head[front[t]]
                 while e >= 0:
                     j = e >> 1
                     e = nxt[e]
@@ -370,7 +400,7 @@ def peel_ops(  # pragma: no cover - compiled
                         st[nw] = fn | _CAND
                         loc[nw] = n_st
                         if fn & _DEG2:
-                            front[n_front] = n_st
+                            front[n_front] = nw
                             n_front += 1
                         st_sym[n_st] = s
                         st_new[n_st] = nw

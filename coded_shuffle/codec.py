@@ -1177,13 +1177,33 @@ def _addressed(frame: Frame, worker: int) -> list[tuple[int, int]] | None:
 
 
 def _symbols_of(frames: list[Frame], worker: int) -> tuple:
-    """``(a, b, len_a, len_b, payload, prow, pick)`` of the entries addressed to ``worker``.
+    """``(a, b, len_a, len_b, payload, prow, pick, top)`` of the entries addressed to ``worker``.
 
     Payload row of entry ``s`` is ``payload[prow[s]]`` (``payload[s]`` when ``prow`` is None):
     one frame's payload is used in place, several frames' addressed rows are gathered.
     ``pick(name)`` gathers the same entries of any other per-entry attribute of the frames.
+    ``top`` is the largest id of ``a`` and ``b`` when known (None otherwise). The entries of one
+    indexed frame of fixed-size records are taken by a compiled loop into buffers the thread
+    keeps (valid until its next call).
     """
     spans = [_addressed(f, worker) for f in frames]
+    if len(frames) == 1 and spans[0] is not None and frames[0].len_a is None:
+        f = frames[0]
+        first = _i64(np.array([x for x, _ in spans[0]], dtype=np.int64))
+        end = _i64(np.array([y for _, y in spans[0]], dtype=np.int64))
+        n = int((end - first).sum())
+        buf = getattr(_WORKSPACE, "spans", None)
+        if buf is None or buf.shape[1] < n:
+            buf = np.empty((3, max(n, 1)), dtype=np.int64)
+            if buf.nbytes <= _KEEP_WORKSPACE_BYTES:
+                _WORKSPACE.spans = buf
+        top = _kernels().take_spans(_ro(f.a), _ro(f.b), first, end, buf[0], buf[1], buf[2])
+
+        def pick_one(name: str) -> Any:
+            col = getattr(f, name)
+            return None if col is None else col[buf[2][:n]]
+
+        return buf[0][:n], buf[1][:n], None, None, f.payload, buf[2][:n], pick_one, int(top)
 
     def pick(name: str) -> Any:
         cols = [getattr(f, name) for f in frames]
@@ -1197,12 +1217,12 @@ def _symbols_of(frames: list[Frame], worker: int) -> tuple:
 
     a, b, len_a, len_b = (pick(name) for name in ("a", "b", "len_a", "len_b"))
     if len(frames) > 1:
-        return a, b, len_a, len_b, pick("payload"), None, pick
+        return a, b, len_a, len_b, pick("payload"), None, pick, None
     prow = None
     if spans[0] is not None:
         pieces = [np.arange(x, y, dtype=np.int64) for x, y in spans[0]]
         prow = np.concatenate(pieces) if pieces else _EMPTY_I64
-    return a, b, len_a, len_b, frames[0].payload, prow, pick
+    return a, b, len_a, len_b, frames[0].payload, prow, pick, None
 
 
 def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -1237,7 +1257,7 @@ def _workspace(M: int, S: int, n_need: int) -> tuple[np.ndarray, ...]:
         np.empty(need_m, dtype=np.uint8),
         np.empty((2, need_m), dtype=np.int64),
         np.empty((4, (need_m >> 6) + 1), dtype=np.uint64),
-        np.empty((7, need_s), dtype=np.int64),
+        np.empty((6, need_s), dtype=np.int64),
         np.empty((4, need_o), dtype=np.int64),
     )
     if sum(t.nbytes for t in tables) <= _KEEP_WORKSPACE_BYTES:
@@ -1255,12 +1275,13 @@ def _peel_ops(
     len_b: np.ndarray | None = None,
     *,
     prow: np.ndarray | None = None,
+    top: int | None = None,
 ) -> tuple:
     """:func:`coded_shuffle._codec_kernels.peel_ops` for any id range.
 
     The kernel indexes its tables by id; ids spread far beyond their number (64-bit ids) are
     first numbered densely, and ``kn`` and ``new`` mapped back. ``prow`` gives the payload row
-    of each symbol (None: its position).
+    of each symbol (None: its position); ``top``, when given, is the largest id of ``a`` and ``b``.
     """
     a = _i64(a)
     b = _i64(b)
@@ -1268,8 +1289,7 @@ def _peel_ops(
     need_ids = _i64(need_ids)
     extra = (_i64(cache_len), _i64(len_a), _i64(len_b), _i64(prow))
     top = max(
-        int(a.max(initial=-1)),
-        int(b.max(initial=-1)),
+        int(max(a.max(initial=-1), b.max(initial=-1))) if top is None else top,
         int(cache_ids[-1]) if cache_ids.size else -1,
         int(need_ids[-1]) if need_ids.size else -1,
     )
@@ -1392,9 +1412,9 @@ def decode_worker(
             raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
     empty = np.empty(0, np.int64)
     if parsed:
-        a, b, len_a, len_b, payload, prow, pick = _symbols_of(parsed, worker)
+        a, b, len_a, len_b, payload, prow, pick, top = _symbols_of(parsed, worker)
     else:
-        a, b, len_a, len_b, prow, pick = empty, empty, None, None, None, lambda name: empty
+        a, b, len_a, len_b, prow, pick, top = empty, empty, None, None, None, lambda name: empty, -1
         payload = np.empty((0, width), np.uint8)
 
     n_out = need_ids.shape[0]
@@ -1414,7 +1434,7 @@ def decode_worker(
         )
     # ---- peel on ids, then one row operation per new record and per transit point ----------
     (psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, _, _, new, _, n_rounds) = _peel_ops(
-        a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, prow=prow
+        a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, prow=prow, top=top
     )
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
     transit = _aligned_rows(int(n_transit), width)
