@@ -334,6 +334,16 @@ def peel_ops(  # pragma: no cover - compiled
         st_kn[n_st] = kn
         st_rnd[n_st] = 1
         n_st += 1
+        if fn & _NEED:  # a needed id: its row's operation at once (0 marks the step done)
+            st_rnd[n_st - 1] = 0
+            o = _rank(nbits, npre, nw)
+            psym[o] = prow[s] if prow.shape[0] else s
+            src[o] = (_rank(hbits, hpre, kn) << 2) | CACHE
+            dst[o] = (o << 2) | OUT
+            if variable:
+                ln = len_a[s] if p == nw else len_b[s]
+                oplen[o] = ln
+                out_len[o] = ln
     n_rounds = 1 if n_st else 0
     n_first = n_st
     # The symbols with no held end that share an id with another symbol: the chains.
@@ -422,14 +432,13 @@ def peel_ops(  # pragma: no cover - compiled
     for i in range(n_st - 1, n_first - 1, -1):
         if st[st_new[i]] & _USEF:
             st[st_kn[i]] |= _USEF
-    # Row operations: operation i does row i of the new batch (kept, lone, decoded in round 1,
-    # missing; a row decoded in a later round is skipped there, dst = -1); then the round-1
-    # steps to transit points, then the later rounds' steps.
+    # Row operations: operation i does row i of the new batch (decoded in round 1: done above;
+    # kept, lone, missing: here; decoded in a later round: skipped there, dst = -1, and done by
+    # a later operation); then the round-1 steps to transit points, then the later rounds.
     state = np.empty(n_out, dtype=np.uint8)
     for i in range(n_out):
         v = need_ids[i]
         f = st[v]
-        d = (i << 2) | OUT
         if f & _HELD:
             state[i] = 0
             psym[i] = -1
@@ -446,30 +455,35 @@ def peel_ops(  # pragma: no cover - compiled
                 oplen[i] = len_a[s]
         elif f & _KNOWN:
             state[i] = 1
-            d = -1  # until its step below
+            continue
         else:
             state[i] = 2
             psym[i] = -1
             src[i] = -1
             if variable:
                 oplen[i] = 0
-        dst[i] = d
-        if variable and d >= 0:
+        dst[i] = (i << 2) | OUT
+        if variable:
             out_len[i] = oplen[i]
     n_ops = n_out
     bounds = np.full(max(n_rounds, 1), -1, dtype=np.int64)
     n_transit = 0
     n_keep = 0  # the kept steps, compacted in place
     for i in range(n_st):
-        if i + _AHEAD < n_st:
-            _prefetch(st, st_new[i + _AHEAD])
+        r = st_rnd[i]
+        if r == 0:  # round 1, to a needed id, done above
+            st_sym[n_keep] = st_sym[i]
+            st_kn[n_keep] = st_kn[i]
+            st_new[n_keep] = st_new[i]
+            st_rnd[n_keep] = 1
+            n_keep += 1
+            continue
         nw = st_new[i]
         f = st[nw]
         if not (f & _USEF):
             continue
         s = st_sym[i]
         kn = st_kn[i]
-        r = st_rnd[i]
         if n_keep > 0 and r != st_rnd[n_keep - 1]:
             bounds[st_rnd[n_keep - 1] - 1] = n_ops
         st_sym[n_keep] = s
@@ -477,26 +491,29 @@ def peel_ops(  # pragma: no cover - compiled
         st_new[n_keep] = nw
         st_rnd[n_keep] = r
         n_keep += 1
-        o = -1
+        if r == 1:
+            c = (_rank(hbits, hpre, kn) << 2) | CACHE
+        elif st[kn] & _NEED:
+            c = (_rank(nbits, npre, kn) << 2) | OUT
+        else:
+            c = loc[kn]
         if f & _NEED:
             o = _rank(nbits, npre, nw)
             d = (o << 2) | OUT
+            dst[o] = -1  # its row is written here, not in row order
         else:
             d = (n_transit << 2) | TRANSIT
             n_transit += 1
-        j = o if r == 1 and o >= 0 else n_ops
-        psym[j] = prow[s] if prow.shape[0] else s
-        src[j] = (_rank(hbits, hpre, kn) << 2) | CACHE if r == 1 else loc[kn]
-        dst[j] = d
-        if f & _DEG2:
             loc[nw] = d
+        psym[n_ops] = prow[s] if prow.shape[0] else s
+        src[n_ops] = c
+        dst[n_ops] = d
         if variable:
             ln = len_a[s] if a[s] == nw else len_b[s]
-            oplen[j] = ln
-            if o >= 0:
-                out_len[o] = ln
-        if j == n_ops:
-            n_ops += 1
+            oplen[n_ops] = ln
+            if f & _NEED:
+                out_len[d >> 2] = ln
+        n_ops += 1
     sym = st_sym[:n_keep]
     kns = st_kn[:n_keep]
     new = st_new[:n_keep]
