@@ -196,23 +196,27 @@ def _popcount(x):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always")
-def _rank(bits, pre, v):  # pragma: no cover - compiled
-    """Number of set bits of ``bits`` below bit ``v``: the row of id ``v`` in a sorted id list."""
+def _rank(rk, v):  # pragma: no cover - compiled
+    """Number of ids below ``v`` in a sorted id list: its row (``rk`` from :func:`_set_bits`)."""
     w = v >> 6
     mask = (np.uint64(1) << np.uint64(v & 63)) - np.uint64(1)
-    return np.int64(pre[w]) + _popcount(bits[w] & mask)
+    return np.int64(rk[w, 1]) + _popcount(rk[w, 0] & mask)
 
 
 @numba.njit(inline="always")
-def _set_bits(ids, bits, pre, n_words):  # pragma: no cover - compiled
+def _set_bits(ids, rk, n_words):  # pragma: no cover - compiled
+    """``rk[w, 0]``: word ``w`` of the bitmap of ``ids``; ``rk[w, 1]``: the bits set before it.
+
+    The two words of a rank sit side by side, so a rank reads one cache line.
+    """
     for w in range(n_words):
-        bits[w] = 0
+        rk[w, 0] = 0
     for i in range(ids.shape[0]):
-        bits[ids[i] >> 6] |= np.uint64(1) << np.uint64(ids[i] & 63)
+        rk[ids[i] >> 6, 0] |= np.uint64(1) << np.uint64(ids[i] & 63)
     total = 0
     for w in range(n_words):
-        pre[w] = total
-        total += _popcount(bits[w])
+        rk[w, 1] = total
+        total += _popcount(rk[w, 0])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -253,7 +257,7 @@ def peel_ops(  # pragma: no cover - compiled
 
     The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
     fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
-    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[6, >= S]`` and
+    ``int64[2, >= M]``, ``bits`` ``uint64[2, >= M / 64 + 1, 2]``, ``work`` ``int64[6, >= S]`` and
     ``ops`` ``int64[4, >= len(need_ids) + S]``; no entry needs to be initialized. The arrays
     returned are views into them.
     """
@@ -265,9 +269,9 @@ def peel_ops(  # pragma: no cover - compiled
     loc = tab[0]  # lone symbol of a lone id; candidate step, then row code, of a decoded id
     head = tab[1]  # first link of an id in the chains' lists
     n_words = (M >> 6) + 1
-    hbits, hpre, nbits, npre = bits[0], bits[1], bits[2], bits[3]
-    _set_bits(cache_ids, hbits, hpre, n_words)
-    _set_bits(need_ids, nbits, npre, n_words)
+    hrk, nrk = bits[0], bits[1]
+    _set_bits(cache_ids, hrk, n_words)
+    _set_bits(need_ids, nrk, n_words)
     for i in range(cache_ids.shape[0]):
         st[cache_ids[i]] = _HELD | _KNOWN
     for i in range(n_out):
@@ -300,9 +304,14 @@ def peel_ops(  # pragma: no cover - compiled
     rest = work[4]
     n_rest = 0
     for s in range(S):
-        if s + _AHEAD < S and b[s + _AHEAD] >= 0:
-            _prefetch_w(st, a[s + _AHEAD])
-            _prefetch_w(st, b[s + _AHEAD])
+        k = s + _AHEAD
+        if k < S and b[k] >= 0:
+            _prefetch_w(st, a[k])
+            _prefetch_w(st, b[k])
+            _prefetch(nrk, a[k] >> 6)
+            _prefetch(nrk, b[k] >> 6)
+            _prefetch(hrk, a[k] >> 6)
+            _prefetch(hrk, b[k] >> 6)
         q = b[s]
         if q < 0:
             continue
@@ -336,9 +345,9 @@ def peel_ops(  # pragma: no cover - compiled
         n_st += 1
         if fn & _NEED:  # a needed id: its row's operation at once (0 marks the step done)
             st_rnd[n_st - 1] = 0
-            o = _rank(nbits, npre, nw)
+            o = _rank(nrk, nw)
             psym[o] = prow[s] if prow.shape[0] else s
-            src[o] = (_rank(hbits, hpre, kn) << 2) | CACHE
+            src[o] = (_rank(hrk, kn) << 2) | CACHE
             dst[o] = (o << 2) | OUT
             if variable:
                 ln = len_a[s] if p == nw else len_b[s]
@@ -442,7 +451,7 @@ def peel_ops(  # pragma: no cover - compiled
         if f & _HELD:
             state[i] = 0
             psym[i] = -1
-            c = _rank(hbits, hpre, v)
+            c = _rank(hrk, v)
             src[i] = c << 2
             if variable:
                 oplen[i] = cache_len[c]
@@ -492,13 +501,13 @@ def peel_ops(  # pragma: no cover - compiled
         st_rnd[n_keep] = r
         n_keep += 1
         if r == 1:
-            c = (_rank(hbits, hpre, kn) << 2) | CACHE
+            c = (_rank(hrk, kn) << 2) | CACHE
         elif st[kn] & _NEED:
-            c = (_rank(nbits, npre, kn) << 2) | OUT
+            c = (_rank(nrk, kn) << 2) | OUT
         else:
             c = loc[kn]
         if f & _NEED:
-            o = _rank(nbits, npre, nw)
+            o = _rank(nrk, nw)
             d = (o << 2) | OUT
             dst[o] = -1  # its row is written here, not in row order
         else:

@@ -1256,7 +1256,7 @@ def _workspace(M: int, S: int, n_need: int) -> tuple[np.ndarray, ...]:
     tables = (
         np.empty(need_m, dtype=np.uint8),
         np.empty((2, need_m), dtype=np.int64),
-        np.empty((4, (need_m >> 6) + 1), dtype=np.uint64),
+        np.empty((2, (need_m >> 6) + 1, 2), dtype=np.uint64),
         np.empty((6, need_s), dtype=np.int64),
         np.empty((4, need_o), dtype=np.int64),
     )
