@@ -251,9 +251,10 @@ def peel_ops(  # pragma: no cover - compiled
     of ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
 
     Returns ``(psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, sym, kn, new,
-    rnd, n_rounds)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2 (missing) for
-    need row ``i``; ``out_len`` the lengths of the new rows (variable records only);
-    ``lone, sym, kn, new, rnd`` the lone symbols and the useful steps in increasing rounds.
+    rnd, n_rounds, decoded, missing)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2
+    (missing) for need row ``i``; ``out_len`` the lengths of the new rows (variable records
+    only); ``lone, sym, kn, new, rnd`` the lone symbols and the useful steps in increasing
+    rounds; ``decoded`` and ``missing`` the need ids of state 1 and 2, increasing.
 
     The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
     fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
@@ -445,6 +446,9 @@ def peel_ops(  # pragma: no cover - compiled
     # kept, lone, missing: here; decoded in a later round: skipped there, dst = -1, and done by
     # a later operation); then the round-1 steps to transit points, then the later rounds.
     state = np.empty(n_out, dtype=np.uint8)
+    got = np.empty(n_out, dtype=np.int64)  # decoded ids from the front, missing from the back
+    n_dec = 0
+    n_miss = 0
     for i in range(n_out):
         v = need_ids[i]
         f = st[v]
@@ -457,6 +461,8 @@ def peel_ops(  # pragma: no cover - compiled
                 oplen[i] = cache_len[c]
         elif f & _LONE:
             state[i] = 1
+            got[n_dec] = v
+            n_dec += 1
             s = loc[v]
             psym[i] = prow[s] if prow.shape[0] else s
             src[i] = -1
@@ -464,9 +470,13 @@ def peel_ops(  # pragma: no cover - compiled
                 oplen[i] = len_a[s]
         elif f & _KNOWN:
             state[i] = 1
+            got[n_dec] = v
+            n_dec += 1
             continue
         else:
             state[i] = 2
+            n_miss += 1
+            got[n_out - n_miss] = v
             psym[i] = -1
             src[i] = -1
             if variable:
@@ -531,8 +541,9 @@ def peel_ops(  # pragma: no cover - compiled
         if bounds[r] < 0:
             bounds[r] = n_ops
     oplen = oplen[: n_ops if variable else 0]
+    missing = got[n_out - n_miss :][::-1].copy()
     return (psym[:n_ops], src[:n_ops], dst[:n_ops], oplen, bounds, n_transit, out_len, state,
-            lone[:n_lone], sym, kns, new, rnd, n_rounds)  # fmt: skip
+            lone[:n_lone], sym, kns, new, rnd, n_rounds, got[:n_dec], missing)  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True)

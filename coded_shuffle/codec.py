@@ -1305,14 +1305,14 @@ def _peel_ops(
     cb[coded] = inv[S : S + n_b]
     dense = tuple(_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
     res = _kernels().peel_ops(*dense, uniq.size, *extra, *_workspace(uniq.size, S, need_ids.size))
-    return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:])
+    return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:14], uniq[res[14]], uniq[res[15]])
 
 
 def _peel(
     a: np.ndarray, b: np.ndarray, cache_ids: np.ndarray, need_ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The symbolic peel of one worker: ``(lone, sym, kn, new, rnd, n_rounds)`` (see :func:`_peel_ops`)."""
-    *_, lone, sym, kn, new, rnd, n_rounds = _peel_ops(a, b, cache_ids, need_ids)
+    *_, lone, sym, kn, new, rnd, n_rounds, _, _ = _peel_ops(a, b, cache_ids, need_ids)
     return lone.copy(), sym.copy(), kn.copy(), new.copy(), rnd.copy(), int(n_rounds)
 
 
@@ -1433,9 +1433,9 @@ def decode_worker(
             "that does not overlap the cache."
         )
     # ---- peel on ids, then one row operation per new record and per transit point ----------
-    (psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, _, _, new, _, n_rounds) = _peel_ops(
-        a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, prow=prow, top=top
-    )
+    peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, prow=prow, top=top)
+    psym, src, dst, oplen, bounds, n_transit, out_len, state, lone = peel[:9]
+    new, n_rounds, decoded, missing = peel[11], peel[13], peel[14], peel[15]
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
     transit = _aligned_rows(int(n_transit), width)
     args = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), psym, src, dst, oplen)
@@ -1445,8 +1445,6 @@ def decode_worker(
         _halves(apply_ops, args, lo, hi, (hi - lo) * width)
         lo = hi
     n_steps = int(lone.size + new.size)
-    decoded = need_ids[state == 1]
-    missing = need_ids[state == 2]
     if not variable:
         out_len = None
     if strict and missing.size:
