@@ -348,8 +348,7 @@ def peel_ops(  # pragma: no cover - compiled
             st_rnd[n_st - 1] = 0
             o = _rank(nrk, nw)
             psym[o] = prow[s] if prow.shape[0] else s
-            src[o] = (_rank(hrk, kn) << 2) | CACHE
-            dst[o] = (o << 2) | OUT
+            src[o] = (_rank(hrk, kn) << 2) | CACHE  # dst: in the pass over the rows below
             if variable:
                 ln = len_a[s] if p == nw else len_b[s]
                 oplen[o] = ln
@@ -472,6 +471,7 @@ def peel_ops(  # pragma: no cover - compiled
             state[i] = 1
             got[n_dec] = v
             n_dec += 1
+            dst[i] = (i << 2) | OUT  # decoded in round 1 above, or skipped below (dst = -1)
             continue
         else:
             state[i] = 2
