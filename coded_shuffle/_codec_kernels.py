@@ -112,25 +112,15 @@ def encode_packed(buf, offset, plen, data, a, b, lo, hi):  # pragma: no cover - 
 
 
 @numba.njit(cache=True, nogil=True)
-def take_spans(a, b, first, end, out_a, out_b, out_p):  # pragma: no cover - compiled
-    """``out_a, out_b, out_p = a[p], b[p], p`` for ``p`` in ``[first[r], end[r])``, ``r`` in turn.
-
-    Returns the largest of the ids taken (``-1`` if none): ``max(a[p], b[p])`` over them.
-    """
-    n = 0
+def spans_max(a, b, first, end):  # pragma: no cover - compiled
+    """``max(a[s], b[s])`` over ``s`` in ``[first[r], end[r])`` for every ``r`` (``-1`` if none)."""
     top = -1
     for r in range(first.shape[0]):
-        for p in range(first[r], end[r]):
-            x = a[p]
-            y = b[p]
-            out_a[n] = x
-            out_b[n] = y
-            out_p[n] = p
-            if x > top:
-                top = x
-            if y > top:
-                top = y
-            n += 1
+        for s in range(first[r], end[r]):
+            if a[s] > top:
+                top = a[s]
+            if b[s] > top:
+                top = b[s]
     return top
 
 
@@ -221,12 +211,15 @@ def _set_bits(ids, rk, n_words):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def peel_ops(  # pragma: no cover - compiled
-    a, b, cache_ids, need_ids, M, cache_len, len_a, len_b, prow, st, tab, bits, work, ops
+    a, b, first, end, cache_ids, need_ids, M, cache_len, len_a, len_b, st, tab, bits, work, ops
 ):
     """Peel the symbols of one worker and list the row operations that rebuild its batch.
 
-    Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that of the
-    set computation ``_peel_oracle`` in ``tests/test_codec.py`` (``known`` starts as the cache):
+    The worker's symbols are ``s`` in ``[first[r], end[r])`` for every ``r`` in turn (the runs of
+    a frame addressed to it), increasing; ``a``, ``b``, ``len_a`` and ``len_b`` are indexed by
+    ``s``. Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that
+    of the set computation ``_peel_oracle`` in ``tests/test_codec.py`` (``known`` starts as the
+    cache), over the worker's symbols:
 
     - lone: the first symbol ``s`` with ``b[s] < 0`` of each needed, not held id ``a[s]``;
     - round ``r``: the untouched coded symbols with an end in the frontier (the cache, then the
@@ -241,12 +234,12 @@ def peel_ops(  # pragma: no cover - compiled
     row of an id in the cache or the new batch is its rank in a bitmap (no table of ``M`` rows).
 
     Every row of the new batch then gets one operation ``dst = payload[psym] ^ src`` (a term
-    absent when ``-1``; ``psym`` is ``prow[s]`` for symbol ``s``, or ``s`` if ``prow`` is
-    empty), zeroed past ``oplen`` (variable records only; ``oplen`` is empty for fixed ones);
-    ``src`` and ``dst`` are row codes ``row << 2 | buffer`` (:data:`CACHE`,
-    :data:`OUT`, :data:`TRANSIT`). Operation ``i < len(need_ids)`` writes row ``i`` of the new
-    batch (kept, lone, round-1 or missing; a row decoded in a later round is written by a later
-    operation and ``dst[i] = -1`` skips it), so the rows are written in order. Operations
+    absent when ``-1``; ``psym`` is the symbol ``s`` itself), zeroed past ``oplen`` (variable
+    records only; ``oplen`` is empty for fixed ones); ``src`` and ``dst`` are row codes
+    ``row << 2 | buffer`` (:data:`CACHE`, :data:`OUT`, :data:`TRANSIT`). Operation
+    ``i < len(need_ids)`` writes row ``i`` of the new batch (kept, lone, round-1 or missing; a
+    row decoded in a later round is written by a later operation and ``dst[i] = -1`` skips it),
+    so the rows are written in order. Operations
     ``[0, bounds[0])`` (the rows, then round-1 steps to transit points) are independent; those
     of ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
 
@@ -259,10 +252,10 @@ def peel_ops(  # pragma: no cover - compiled
     The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
     fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
     ``int64[2, >= M]``, ``bits`` ``uint64[2, >= M / 64 + 1, 2]``, ``work`` ``int64[6, >= S]`` and
-    ``ops`` ``int64[4, >= len(need_ids) + S]``; no entry needs to be initialized. The arrays
+    ``ops`` ``int64[4, >= len(need_ids) + S]`` (``S`` symbols); no entry needs to be initialized. The arrays
     returned are views into them.
     """
-    S = a.shape[0]
+    n_spans = first.shape[0]
     n_out = need_ids.shape[0]
     variable = len_a.shape[0] > 0 or cache_len.shape[0] > 0
     st = st[:M]
@@ -285,16 +278,17 @@ def peel_ops(  # pragma: no cover - compiled
     # Lone points (a needed point sent alone is never decoded from a symbol).
     lone = work[5]
     n_lone = 0
-    for s in range(S):
-        if b[s] >= 0:
-            continue
-        p = a[s]
-        f = st[p]
-        if (f & _NEED) and not (f & (_HELD | _LONE)):
-            st[p] = f | _LONE
-            lone[n_lone] = s
-            loc[p] = s
-            n_lone += 1
+    for r in range(n_spans):
+        for s in range(first[r], end[r]):
+            if b[s] >= 0:
+                continue
+            p = a[s]
+            f = st[p]
+            if (f & _NEED) and not (f & (_HELD | _LONE)):
+                st[p] = f | _LONE
+                lone[n_lone] = s
+                loc[p] = s
+                n_lone += 1
     # Round 1: every coded symbol with a held end; in the same pass, the degrees of the ids not
     # held (those of held ids are never asked) and the symbols with no held end.
     st_sym = work[0]
@@ -304,55 +298,57 @@ def peel_ops(  # pragma: no cover - compiled
     n_st = 0
     rest = work[4]
     n_rest = 0
-    for s in range(S):
-        k = s + _AHEAD
-        if k < S and b[k] >= 0:
-            _prefetch_w(st, a[k])
-            _prefetch_w(st, b[k])
-            _prefetch(nrk, a[k] >> 6)
-            _prefetch(nrk, b[k] >> 6)
-            _prefetch(hrk, a[k] >> 6)
-            _prefetch(hrk, b[k] >> 6)
-        q = b[s]
-        if q < 0:
-            continue
-        p = a[s]
-        fp = st[p]
-        fq = st[q]
-        hp = fp & _HELD
-        hq = fq & _HELD
-        if hp and hq:
-            continue
-        if not hp and not hq:
-            st[p] = fp | (_DEG2 if fp & _DEG1 else _DEG1)
-            fq = st[q]  # p and q may be one id
-            st[q] = fq | (_DEG2 if fq & _DEG1 else _DEG1)
-            rest[n_rest] = s
-            n_rest += 1
-            continue
-        if hp:
-            nw, kn, fn = q, p, fq
-        else:
-            nw, kn, fn = p, q, fp
-        fn |= _DEG2 if fn & _DEG1 else _DEG1
-        if fn & (_LONE | _KNOWN):  # sent alone, or decoded by a lower symbol of this round
-            st[nw] = fn
-            continue
-        st[nw] = fn | _KNOWN  # round 1 reads held ends only: known at once
-        st_sym[n_st] = s
-        st_new[n_st] = nw
-        st_kn[n_st] = kn
-        st_rnd[n_st] = 1
-        n_st += 1
-        if fn & _NEED:  # a needed id: its row's operation at once (0 marks the step done)
-            st_rnd[n_st - 1] = 0
-            o = _rank(nrk, nw)
-            psym[o] = prow[s] if prow.shape[0] else s
-            src[o] = (_rank(hrk, kn) << 2) | CACHE  # dst: in the pass over the rows below
-            if variable:
-                ln = len_a[s] if p == nw else len_b[s]
-                oplen[o] = ln
-                out_len[o] = ln
+    for r in range(n_spans):
+        hi = end[r]
+        for s in range(first[r], hi):
+            k = s + _AHEAD
+            if k < hi and b[k] >= 0:
+                _prefetch_w(st, a[k])
+                _prefetch_w(st, b[k])
+                _prefetch(nrk, a[k] >> 6)
+                _prefetch(nrk, b[k] >> 6)
+                _prefetch(hrk, a[k] >> 6)
+                _prefetch(hrk, b[k] >> 6)
+            q = b[s]
+            if q < 0:
+                continue
+            p = a[s]
+            fp = st[p]
+            fq = st[q]
+            hp = fp & _HELD
+            hq = fq & _HELD
+            if hp and hq:
+                continue
+            if not hp and not hq:
+                st[p] = fp | (_DEG2 if fp & _DEG1 else _DEG1)
+                fq = st[q]  # p and q may be one id
+                st[q] = fq | (_DEG2 if fq & _DEG1 else _DEG1)
+                rest[n_rest] = s
+                n_rest += 1
+                continue
+            if hp:
+                nw, kn, fn = q, p, fq
+            else:
+                nw, kn, fn = p, q, fp
+            fn |= _DEG2 if fn & _DEG1 else _DEG1
+            if fn & (_LONE | _KNOWN):  # sent alone, or decoded by a lower symbol of this round
+                st[nw] = fn
+                continue
+            st[nw] = fn | _KNOWN  # round 1 reads held ends only: known at once
+            st_sym[n_st] = s
+            st_new[n_st] = nw
+            st_kn[n_st] = kn
+            st_rnd[n_st] = 1
+            n_st += 1
+            if fn & _NEED:  # a needed id: its row's operation at once (0 marks the step done)
+                st_rnd[n_st - 1] = 0
+                o = _rank(nrk, nw)
+                psym[o] = s
+                src[o] = (_rank(hrk, kn) << 2) | CACHE  # dst: in the pass over the rows below
+                if variable:
+                    ln = len_a[s] if p == nw else len_b[s]
+                    oplen[o] = ln
+                    out_len[o] = ln
     n_rounds = 1 if n_st else 0
     n_first = n_st
     # The symbols with no held end that share an id with another symbol: the chains.
@@ -463,7 +459,7 @@ def peel_ops(  # pragma: no cover - compiled
             got[n_dec] = v
             n_dec += 1
             s = loc[v]
-            psym[i] = prow[s] if prow.shape[0] else s
+            psym[i] = s
             src[i] = -1
             if variable:
                 oplen[i] = len_a[s]
@@ -524,7 +520,7 @@ def peel_ops(  # pragma: no cover - compiled
             d = (n_transit << 2) | TRANSIT
             n_transit += 1
             loc[nw] = d
-        psym[n_ops] = prow[s] if prow.shape[0] else s
+        psym[n_ops] = s
         src[n_ops] = c
         dst[n_ops] = d
         if variable:

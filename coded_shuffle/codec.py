@@ -1177,33 +1177,18 @@ def _addressed(frame: Frame, worker: int) -> list[tuple[int, int]] | None:
 
 
 def _symbols_of(frames: list[Frame], worker: int) -> tuple:
-    """``(a, b, len_a, len_b, payload, prow, pick, top)`` of the entries addressed to ``worker``.
+    """``(a, b, len_a, len_b, payload, spans, pick)``: the entries addressed to ``worker``.
 
-    Payload row of entry ``s`` is ``payload[prow[s]]`` (``payload[s]`` when ``prow`` is None):
-    one frame's payload is used in place, several frames' addressed rows are gathered.
-    ``pick(name)`` gathers the same entries of any other per-entry attribute of the frames.
-    ``top`` is the largest id of ``a`` and ``b`` when known (None otherwise). The entries of one
-    indexed frame of fixed-size records are taken by a compiled loop into buffers the thread
-    keeps (valid until its next call).
+    They are the entries ``s`` in ``[first, end)`` for each row ``(first, end)`` of ``spans``,
+    whose payload row is ``payload[s]``. One frame is used in place (its runs addressed to
+    ``worker``, or all of it); of several frames the addressed entries are gathered into one.
+    ``pick(name)`` gives any other per-entry attribute of the frames, indexed like ``a``.
     """
     spans = [_addressed(f, worker) for f in frames]
-    if len(frames) == 1 and spans[0] is not None and frames[0].len_a is None:
+    if len(frames) == 1:
         f = frames[0]
-        first = _i64(np.array([x for x, _ in spans[0]], dtype=np.int64))
-        end = _i64(np.array([y for _, y in spans[0]], dtype=np.int64))
-        n = int((end - first).sum())
-        buf = getattr(_WORKSPACE, "spans", None)
-        if buf is None or buf.shape[1] < n:
-            buf = np.empty((3, max(n, 1)), dtype=np.int64)
-            if buf.nbytes <= _KEEP_WORKSPACE_BYTES:
-                _WORKSPACE.spans = buf
-        top = _kernels().take_spans(_ro(f.a), _ro(f.b), first, end, buf[0], buf[1], buf[2])
-
-        def pick_one(name: str) -> Any:
-            col = getattr(f, name)
-            return None if col is None else col[buf[2][:n]]
-
-        return buf[0][:n], buf[1][:n], None, None, f.payload, buf[2][:n], pick_one, int(top)
+        span = np.array(spans[0] if spans[0] is not None else [(0, f.n_symbols)], dtype=np.int64)
+        return f.a, f.b, f.len_a, f.len_b, f.payload, span.reshape(-1, 2), lambda name: getattr(f, name)
 
     def pick(name: str) -> Any:
         cols = [getattr(f, name) for f in frames]
@@ -1211,18 +1196,10 @@ def _symbols_of(frames: list[Frame], worker: int) -> tuple:
             return None
         parts = [c if sp is None else [c[x:y] for x, y in sp] for c, sp in zip(cols, spans, strict=True)]
         flat = [p for part in parts for p in (part if isinstance(part, list) else [part])]
-        if len(flat) == 1:
-            return flat[0]
         return np.concatenate(flat) if flat else cols[0][:0]
 
-    a, b, len_a, len_b = (pick(name) for name in ("a", "b", "len_a", "len_b"))
-    if len(frames) > 1:
-        return a, b, len_a, len_b, pick("payload"), None, pick, None
-    prow = None
-    if spans[0] is not None:
-        pieces = [np.arange(x, y, dtype=np.int64) for x, y in spans[0]]
-        prow = np.concatenate(pieces) if pieces else _EMPTY_I64
-    return a, b, len_a, len_b, frames[0].payload, prow, pick, None
+    a, b, len_a, len_b, payload = (pick(name) for name in ("a", "b", "len_a", "len_b", "payload"))
+    return a, b, len_a, len_b, payload, np.array([[0, a.shape[0]]], dtype=np.int64), pick
 
 
 def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -1274,37 +1251,41 @@ def _peel_ops(
     len_a: np.ndarray | None = None,
     len_b: np.ndarray | None = None,
     *,
-    prow: np.ndarray | None = None,
-    top: int | None = None,
+    spans: np.ndarray | None = None,
 ) -> tuple:
     """:func:`coded_shuffle._codec_kernels.peel_ops` for any id range.
 
     The kernel indexes its tables by id; ids spread far beyond their number (64-bit ids) are
-    first numbered densely, and ``kn`` and ``new`` mapped back. ``prow`` gives the payload row
-    of each symbol (None: its position); ``top``, when given, is the largest id of ``a`` and ``b``.
+    first numbered densely, and ``kn``, ``new``, ``decoded`` and ``missing`` mapped back. The
+    symbols peeled are ``s`` in ``[first, end)`` for each row of ``spans`` (None: all).
     """
     a = _i64(a)
     b = _i64(b)
     cache_ids = _i64(cache_ids)
     need_ids = _i64(need_ids)
-    extra = (_i64(cache_len), _i64(len_a), _i64(len_b), _i64(prow))
+    S = a.shape[0]
+    span = np.array([[0, S]], dtype=np.int64) if spans is None else spans
+    first, end = _i64(span[:, 0]), _i64(span[:, 1])
+    n_sym = int((end - first).sum())
+    extra = (_i64(cache_len), _i64(len_a), _i64(len_b))
     top = max(
-        int(max(a.max(initial=-1), b.max(initial=-1))) if top is None else top,
+        int(_kernels().spans_max(a, b, first, end)),
         int(cache_ids[-1]) if cache_ids.size else -1,
         int(need_ids[-1]) if need_ids.size else -1,
     )
-    n_ids = 2 * a.shape[0] + cache_ids.shape[0] + need_ids.shape[0]
-    S = a.shape[0]
+    n_ids = 2 * n_sym + cache_ids.shape[0] + need_ids.shape[0]
     if top < 4 * n_ids + (1 << 16):
         M = top + 1
-        return _kernels().peel_ops(a, b, cache_ids, need_ids, M, *extra, *_workspace(M, S, need_ids.size))
+        tables = _workspace(M, n_sym, need_ids.size)
+        return _kernels().peel_ops(a, b, first, end, cache_ids, need_ids, M, *extra, *tables)
     coded = b >= 0
     uniq, inv = np.unique(np.concatenate([a, b[coded], cache_ids, need_ids]), return_inverse=True)
     n_b, n_c = int(coded.sum()), cache_ids.shape[0]
     cb = np.full(S, -1, dtype=np.int64)
     cb[coded] = inv[S : S + n_b]
-    dense = tuple(_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
-    res = _kernels().peel_ops(*dense, uniq.size, *extra, *_workspace(uniq.size, S, need_ids.size))
+    da, db, dc, dn = (_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
+    tables = _workspace(uniq.size, n_sym, need_ids.size)
+    res = _kernels().peel_ops(da, db, first, end, dc, dn, uniq.size, *extra, *tables)
     return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:14], uniq[res[14]], uniq[res[15]])
 
 
@@ -1412,9 +1393,10 @@ def decode_worker(
             raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
     empty = np.empty(0, np.int64)
     if parsed:
-        a, b, len_a, len_b, payload, prow, pick, top = _symbols_of(parsed, worker)
+        a, b, len_a, len_b, payload, spans, pick = _symbols_of(parsed, worker)
     else:
-        a, b, len_a, len_b, prow, pick, top = empty, empty, None, None, None, lambda name: empty, -1
+        a, b, len_a, len_b, pick = empty, empty, None, None, lambda name: empty
+        spans = np.empty((0, 2), np.int64)
         payload = np.empty((0, width), np.uint8)
 
     n_out = need_ids.shape[0]
@@ -1433,7 +1415,7 @@ def decode_worker(
             "that does not overlap the cache."
         )
     # ---- peel on ids, then one row operation per new record and per transit point ----------
-    peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, prow=prow, top=top)
+    peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
     psym, src, dst, oplen, bounds, n_transit, out_len, state, lone = peel[:9]
     new, n_rounds, decoded, missing = peel[11], peel[13], peel[14], peel[15]
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
@@ -1449,7 +1431,8 @@ def decode_worker(
         out_len = None
     if strict and missing.size:
         p = int(missing[0])
-        hit = np.flatnonzero((a == p) | (b == p))
+        mine = np.concatenate([np.arange(x, y) for x, y in spans.tolist()] + [empty])
+        hit = mine[(a[mine] == p) | (b[mine] == p)]
         if hit.size:
             s = int(hit[0])
             sym = int(pick("symbol")[s])

@@ -356,6 +356,8 @@ def test_decode_reads_only_the_symbols_addressed_to_the_worker(rng):
     assert res.decoded.tolist() == [1, 3] and res.ok
     with pytest.raises(DecodeError, match="cannot decode symbol 1"):
         decode_worker(ds.cache([0]), [indexed], need=[3], worker=1, strict=True)
+    with pytest.raises(DecodeError, match="needs point 3 but no symbol received carries it"):
+        decode_worker(ds.cache([0]), [indexed], need=[3], worker=0, strict=True)  # not addressed to 0
 
 
 # --------------------------------------------------------------------------- decoding
