@@ -22,8 +22,8 @@ _LONE = 4  # needed, not held, and sent alone
 _KNOWN = 8  # held, or decoded in a finished round
 _CAND = 16  # decoded in the current round
 _USEF = 32  # needed, or the known end of a useful later step
-_DEG1 = 64  # in at least one coded symbol
-_DEG2 = 128  # in at least two coded symbols (or twice in one)
+_DEG1 = 64  # not held, and in at least one coded symbol
+_DEG2 = 128  # not held, and in at least two coded symbols (or twice in one)
 
 # Buffers named by the 2 low bits of a row code ``row << 2 | buffer``.
 CACHE, OUT, TRANSIT = 0, 1, 2
@@ -112,6 +112,19 @@ def encode_packed(buf, offset, plen, data, a, b, lo, hi):  # pragma: no cover - 
 
 
 @numba.njit(cache=True, nogil=True)
+def spans_max(a, b, first, end):  # pragma: no cover - compiled
+    """``max(a[s], b[s])`` over ``s`` in ``[first[r], end[r])`` for every ``r`` (``-1`` if none)."""
+    top = -1
+    for r in range(first.shape[0]):
+        for s in range(first[r], end[r]):
+            if a[s] > top:
+                top = a[s]
+            if b[s] > top:
+                top = b[s]
+    return top
+
+
+@numba.njit(cache=True, nogil=True)
 def take_rows(out, data, rows, lo, hi):  # pragma: no cover - compiled
     """``out[i] = data[rows[i]]`` for ``lo <= i < hi``."""
     W = out.shape[1]
@@ -173,33 +186,40 @@ def _popcount(x):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always")
-def _rank(bits, pre, v):  # pragma: no cover - compiled
-    """Number of set bits of ``bits`` below bit ``v``: the row of id ``v`` in a sorted id list."""
+def _rank(rk, v):  # pragma: no cover - compiled
+    """Number of ids below ``v`` in a sorted id list: its row (``rk`` from :func:`_set_bits`)."""
     w = v >> 6
     mask = (np.uint64(1) << np.uint64(v & 63)) - np.uint64(1)
-    return np.int64(pre[w]) + _popcount(bits[w] & mask)
+    return np.int64(rk[w, 1]) + _popcount(rk[w, 0] & mask)
 
 
 @numba.njit(inline="always")
-def _set_bits(ids, bits, pre, n_words):  # pragma: no cover - compiled
+def _set_bits(ids, rk, n_words):  # pragma: no cover - compiled
+    """``rk[w, 0]``: word ``w`` of the bitmap of ``ids``; ``rk[w, 1]``: the bits set before it.
+
+    The two words of a rank sit side by side, so a rank reads one cache line.
+    """
     for w in range(n_words):
-        bits[w] = 0
+        rk[w, 0] = 0
     for i in range(ids.shape[0]):
-        bits[ids[i] >> 6] |= np.uint64(1) << np.uint64(ids[i] & 63)
+        rk[ids[i] >> 6, 0] |= np.uint64(1) << np.uint64(ids[i] & 63)
     total = 0
     for w in range(n_words):
-        pre[w] = total
-        total += _popcount(bits[w])
+        rk[w, 1] = total
+        total += _popcount(rk[w, 0])
 
 
 @numba.njit(cache=True, nogil=True)
 def peel_ops(  # pragma: no cover - compiled
-    a, b, cache_ids, need_ids, M, cache_len, len_a, len_b, st, tab, bits, work, ops
+    a, b, first, end, cache_ids, need_ids, M, cache_len, len_a, len_b, st, tab, bits, work, ops
 ):
     """Peel the symbols of one worker and list the row operations that rebuild its batch.
 
-    Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that of the
-    set computation ``_peel_oracle`` in ``tests/test_codec.py`` (``known`` starts as the cache):
+    The worker's symbols are ``s`` in ``[first[r], end[r])`` for every ``r`` in turn (the runs of
+    a frame addressed to it), increasing; ``a``, ``b``, ``len_a`` and ``len_b`` are indexed by
+    ``s``. Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that
+    of the set computation ``_peel_oracle`` in ``tests/test_codec.py`` (``known`` starts as the
+    cache), over the worker's symbols:
 
     - lone: the first symbol ``s`` with ``b[s] < 0`` of each needed, not held id ``a[s]``;
     - round ``r``: the untouched coded symbols with an end in the frontier (the cache, then the
@@ -214,34 +234,38 @@ def peel_ops(  # pragma: no cover - compiled
     row of an id in the cache or the new batch is its rank in a bitmap (no table of ``M`` rows).
 
     Every row of the new batch then gets one operation ``dst = payload[psym] ^ src`` (a term
-    absent when ``-1``), zeroed past ``oplen`` (variable records only; ``oplen`` is empty for
-    fixed ones); ``src`` and ``dst`` are row codes ``row << 2 | buffer`` (:data:`CACHE`,
-    :data:`OUT`, :data:`TRANSIT`). Operations
-    ``[0, bounds[0])`` (kept, lone, missing and round-1 rows) are independent; those of
-    ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
+    absent when ``-1``; ``psym`` is the symbol ``s`` itself), zeroed past ``oplen`` (variable
+    records only; ``oplen`` is empty for fixed ones); ``src`` and ``dst`` are row codes
+    ``row << 2 | buffer`` (:data:`CACHE`, :data:`OUT`, :data:`TRANSIT`). Operation
+    ``i < len(need_ids)`` writes row ``i`` of the new batch (kept, lone, round-1 or missing; a
+    row decoded in a later round is written by a later operation and ``dst[i] = -1`` skips it),
+    so the rows are written in order. Operations
+    ``[0, bounds[0])`` (the rows, then round-1 steps to transit points) are independent; those
+    of ``[bounds[r - 1], bounds[r])`` read only rows written before ``bounds[r - 1]``.
 
     Returns ``(psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, sym, kn, new,
-    rnd, n_rounds)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2 (missing) for
-    need row ``i``; ``out_len`` the lengths of the new rows (variable records only);
-    ``lone, sym, kn, new, rnd`` the lone symbols and the useful steps in increasing rounds.
+    rnd, n_rounds, decoded, missing)``: ``state[i]`` is 0 (kept from the cache), 1 (decoded) or 2
+    (missing) for need row ``i``; ``out_len`` the lengths of the new rows (variable records
+    only); ``lone, sym, kn, new, rnd`` the lone symbols and the useful steps in increasing
+    rounds; ``decoded`` and ``missing`` the need ids of state 1 and 2, increasing.
 
     The tables live in a workspace the caller keeps from call to call (fresh memory costs a page
     fault every 4 KiB, more than the work itself): ``st`` ``uint8[>= M]``, ``tab``
-    ``int64[2, >= M]``, ``bits`` ``uint64[4, >= M / 64 + 1]``, ``work`` ``int64[6, >= S]`` and
-    ``ops`` ``int64[4, >= len(need_ids) + S]``; no entry needs to be initialized. The arrays
+    ``int64[2, >= M]``, ``bits`` ``uint64[2, >= M / 64 + 1, 2]``, ``work`` ``int64[6, >= S]`` and
+    ``ops`` ``int64[4, >= len(need_ids) + S]`` (``S`` symbols); no entry needs to be initialized. The arrays
     returned are views into them.
     """
-    S = a.shape[0]
+    n_spans = first.shape[0]
     n_out = need_ids.shape[0]
     variable = len_a.shape[0] > 0 or cache_len.shape[0] > 0
     st = st[:M]
     st[:] = 0
-    loc = tab[0]  # row code of a decoded id of a chain; candidate step of rounds >= 2
+    loc = tab[0]  # lone symbol of a lone id; candidate step, then row code, of a decoded id
     head = tab[1]  # first link of an id in the chains' lists
     n_words = (M >> 6) + 1
-    hbits, hpre, nbits, npre = bits[0], bits[1], bits[2], bits[3]
-    _set_bits(cache_ids, hbits, hpre, n_words)
-    _set_bits(need_ids, nbits, npre, n_words)
+    hrk, nrk = bits[0], bits[1]
+    _set_bits(cache_ids, hrk, n_words)
+    _set_bits(need_ids, nrk, n_words)
     for i in range(cache_ids.shape[0]):
         st[cache_ids[i]] = _HELD | _KNOWN
     for i in range(n_out):
@@ -251,35 +275,22 @@ def peel_ops(  # pragma: no cover - compiled
     dst = ops[2]
     oplen = ops[3]
     out_len = np.zeros(n_out if variable else 0, dtype=np.int64)
-    # Lone points (their operations first) and degrees.
+    # Lone points (a needed point sent alone is never decoded from a symbol).
     lone = work[5]
     n_lone = 0
-    for s in range(S):
-        if s + _AHEAD < S:
-            _prefetch_w(st, a[s + _AHEAD])
-            if b[s + _AHEAD] >= 0:
-                _prefetch_w(st, b[s + _AHEAD])
-        p = a[s]
-        q = b[s]
-        if q < 0:
+    for r in range(n_spans):
+        for s in range(first[r], end[r]):
+            if b[s] >= 0:
+                continue
+            p = a[s]
             f = st[p]
             if (f & _NEED) and not (f & (_HELD | _LONE)):
                 st[p] = f | _LONE
                 lone[n_lone] = s
-                o = _rank(nbits, npre, p)
-                psym[n_lone] = s
-                src[n_lone] = -1
-                dst[n_lone] = (o << 2) | OUT
-                if variable:
-                    oplen[n_lone] = len_a[s]
-                    out_len[o] = len_a[s]
+                loc[p] = s
                 n_lone += 1
-        else:
-            f = st[p]
-            st[p] = f | (_DEG2 if f & _DEG1 else _DEG1)
-            f = st[q]
-            st[q] = f | (_DEG2 if f & _DEG1 else _DEG1)
-    # Round 1: every coded symbol with a held end.
+    # Round 1: every coded symbol with a held end; in the same pass, the degrees of the ids not
+    # held (those of held ids are never asked) and the symbols with no held end.
     st_sym = work[0]
     st_new = work[1]
     st_kn = work[2]
@@ -287,47 +298,69 @@ def peel_ops(  # pragma: no cover - compiled
     n_st = 0
     rest = work[4]
     n_rest = 0
-    for s in range(S):
-        if s + _AHEAD < S and b[s + _AHEAD] >= 0:
-            _prefetch_w(st, a[s + _AHEAD])
-            _prefetch_w(st, b[s + _AHEAD])
-        q = b[s]
-        if q < 0:
-            continue
-        p = a[s]
-        fp = st[p]
-        fq = st[q]
-        hp = fp & _HELD
-        hq = fq & _HELD
-        if hp and hq:
-            continue
-        if not hp and not hq:
-            if (fp | fq) & _DEG2:
+    for r in range(n_spans):
+        hi = end[r]
+        for s in range(first[r], hi):
+            k = s + _AHEAD
+            if k < hi and b[k] >= 0:
+                _prefetch_w(st, a[k])
+                _prefetch_w(st, b[k])
+                _prefetch(nrk, a[k] >> 6)
+                _prefetch(nrk, b[k] >> 6)
+                _prefetch(hrk, a[k] >> 6)
+                _prefetch(hrk, b[k] >> 6)
+            q = b[s]
+            if q < 0:
+                continue
+            p = a[s]
+            fp = st[p]
+            fq = st[q]
+            hp = fp & _HELD
+            hq = fq & _HELD
+            if hp and hq:
+                continue
+            if not hp and not hq:
+                st[p] = fp | (_DEG2 if fp & _DEG1 else _DEG1)
+                fq = st[q]  # p and q may be one id
+                st[q] = fq | (_DEG2 if fq & _DEG1 else _DEG1)
                 rest[n_rest] = s
                 n_rest += 1
-            continue
-        if hp:
-            nw, kn, fn = q, p, fq
-        else:
-            nw, kn, fn = p, q, fp
-        if fn & (_LONE | _CAND):
-            continue
-        st[nw] = fn | _CAND
-        st_sym[n_st] = s
-        st_new[n_st] = nw
-        st_kn[n_st] = kn
-        st_rnd[n_st] = 1
-        n_st += 1
-    n_rounds = 0
-    if n_st:
-        n_rounds = 1
-        for i in range(n_st):
-            st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
-    # Later rounds: the chains, through linked lists of the remaining symbols.
+                continue
+            if hp:
+                nw, kn, fn = q, p, fq
+            else:
+                nw, kn, fn = p, q, fp
+            fn |= _DEG2 if fn & _DEG1 else _DEG1
+            if fn & (_LONE | _KNOWN):  # sent alone, or decoded by a lower symbol of this round
+                st[nw] = fn
+                continue
+            st[nw] = fn | _KNOWN  # round 1 reads held ends only: known at once
+            st_sym[n_st] = s
+            st_new[n_st] = nw
+            st_kn[n_st] = kn
+            st_rnd[n_st] = 1
+            n_st += 1
+            if fn & _NEED:  # a needed id: its row's operation at once (0 marks the step done)
+                st_rnd[n_st - 1] = 0
+                o = _rank(nrk, nw)
+                psym[o] = s
+                src[o] = (_rank(hrk, kn) << 2) | CACHE  # dst: in the pass over the rows below
+                if variable:
+                    ln = len_a[s] if p == nw else len_b[s]
+                    oplen[o] = ln
+                    out_len[o] = ln
+    n_rounds = 1 if n_st else 0
+    n_first = n_st
+    # The symbols with no held end that share an id with another symbol: the chains.
+    n_chain = 0
+    for j in range(n_rest):
+        s = rest[j]
+        if (st[a[s]] | st[b[s]]) & _DEG2:
+            rest[n_chain] = s
+            n_chain += 1
+    n_rest = n_chain
+    # Later rounds: the chains, through linked lists of those symbols, from the ids of round 1.
     if n_st and n_rest:
-        for i in range(n_st):
-            if st[st_new[i]] & _DEG2:
-                head[st_new[i]] = -1
         for j in range(n_rest):
             head[a[rest[j]]] = -1
             head[b[rest[j]]] = -1
@@ -339,15 +372,25 @@ def peel_ops(  # pragma: no cover - compiled
             head[a[s]] = e
             nxt[e + 1] = head[b[s]]
             head[b[s]] = e + 1
+        # The frontier: ids decoded in the last round that are ends of chain symbols (an id may
+        # come twice; its list is then walked once more, finding every symbol done).
+        front = np.empty(3 * n_rest, dtype=np.int64)
+        n_front = 0
+        for j in range(n_rest):
+            s = rest[j]
+            if st[a[s]] & _KNOWN:
+                front[n_front] = a[s]
+                n_front += 1
+            if st[b[s]] & _KNOWN:
+                front[n_front] = b[s]
+                n_front += 1
         done = np.zeros(n_rest, dtype=np.uint8)
         lo = 0
-        hi = n_st
+        hi = n_front
         while True:
-            for i in range(lo, hi):
-                v = st_new[i]
-                if not (st[v] & _DEG2):
-                    continue
-                e = head[v]
+            before = n_st
+            for t in range(lo, hi):
+                e = head[front[t]]
                 while e >= 0:
                     j = e >> 1
                     e = nxt[e]
@@ -371,6 +414,9 @@ def peel_ops(  # pragma: no cover - compiled
                     if not (fn & _CAND):
                         st[nw] = fn | _CAND
                         loc[nw] = n_st
+                        if fn & _DEG2:
+                            front[n_front] = nw
+                            n_front += 1
                         st_sym[n_st] = s
                         st_new[n_st] = nw
                         st_kn[n_st] = kn
@@ -379,90 +425,121 @@ def peel_ops(  # pragma: no cover - compiled
                     elif s < st_sym[loc[nw]]:
                         st_sym[loc[nw]] = s
                         st_kn[loc[nw]] = kn
-            if n_st == hi:
+            if n_st == before:
                 break
             n_rounds += 1
-            for i in range(hi, n_st):
+            for i in range(before, n_st):
                 st[st_new[i]] = (st[st_new[i]] & ~_CAND) | _KNOWN
             lo = hi
-            hi = n_st
-    # Useful steps, walking the rounds backwards; kept ones compacted in place.
-    keep = np.zeros(n_st, dtype=np.uint8)
-    n_keep = 0
-    for i in range(n_st - 1, -1, -1):
+            hi = n_front
+    # Useful steps: walking the later rounds backwards marks the known ends they need (those of
+    # round 1 are held); a step is kept if its new id is needed or so marked.
+    for i in range(n_st - 1, n_first - 1, -1):
         if st[st_new[i]] & _USEF:
-            keep[i] = 1
             st[st_kn[i]] |= _USEF
-            n_keep += 1
-    w = 0
-    for i in range(n_st):
-        if keep[i]:
-            st_sym[w] = st_sym[i]
-            st_kn[w] = st_kn[i]
-            st_new[w] = st_new[i]
-            st_rnd[w] = st_rnd[i]
-            w += 1
-    sym = st_sym[:n_keep]
-    kns = st_kn[:n_keep]
-    new = st_new[:n_keep]
-    rnd = st_rnd[:n_keep]
-    # Row operations: after the lone rows, the kept and missing rows, then the peeled steps.
+    # Row operations: operation i does row i of the new batch (decoded in round 1: done above;
+    # kept, lone, missing: here; decoded in a later round: skipped there, dst = -1, and done by
+    # a later operation); then the round-1 steps to transit points, then the later rounds.
     state = np.empty(n_out, dtype=np.uint8)
-    n_ops = n_lone
+    got = np.empty(n_out, dtype=np.int64)  # decoded ids from the front, missing from the back
+    n_dec = 0
+    n_miss = 0
     for i in range(n_out):
         v = need_ids[i]
         f = st[v]
         if f & _HELD:
             state[i] = 0
-            psym[n_ops] = -1
-            c = _rank(hbits, hpre, v)
-            src[n_ops] = c << 2
+            psym[i] = -1
+            c = _rank(hrk, v)
+            src[i] = c << 2
             if variable:
-                oplen[n_ops] = cache_len[c]
-        elif f & (_LONE | _KNOWN):
+                oplen[i] = cache_len[c]
+        elif f & _LONE:
             state[i] = 1
+            got[n_dec] = v
+            n_dec += 1
+            s = loc[v]
+            psym[i] = s
+            src[i] = -1
+            if variable:
+                oplen[i] = len_a[s]
+        elif f & _KNOWN:
+            state[i] = 1
+            got[n_dec] = v
+            n_dec += 1
+            dst[i] = (i << 2) | OUT  # decoded in round 1 above, or skipped below (dst = -1)
             continue
         else:
             state[i] = 2
-            psym[n_ops] = -1
-            src[n_ops] = -1
+            n_miss += 1
+            got[n_out - n_miss] = v
+            psym[i] = -1
+            src[i] = -1
             if variable:
-                oplen[n_ops] = 0
-        dst[n_ops] = (i << 2) | OUT
+                oplen[i] = 0
+        dst[i] = (i << 2) | OUT
         if variable:
-            out_len[i] = oplen[n_ops]
-        n_ops += 1
+            out_len[i] = oplen[i]
+    n_ops = n_out
     bounds = np.full(max(n_rounds, 1), -1, dtype=np.int64)
     n_transit = 0
-    for i in range(n_keep):
-        r = rnd[i]
-        if i > 0 and r != rnd[i - 1]:
-            bounds[rnd[i - 1] - 1] = n_ops
-        s = sym[i]
-        nw = new[i]
+    n_keep = 0  # the kept steps, compacted in place
+    for i in range(n_st):
+        r = st_rnd[i]
+        if r == 0:  # round 1, to a needed id, done above
+            st_sym[n_keep] = st_sym[i]
+            st_kn[n_keep] = st_kn[i]
+            st_new[n_keep] = st_new[i]
+            st_rnd[n_keep] = 1
+            n_keep += 1
+            continue
+        nw = st_new[i]
         f = st[nw]
-        psym[n_ops] = s
-        src[n_ops] = (_rank(hbits, hpre, kns[i]) << 2) | CACHE if r == 1 else loc[kns[i]]
+        if not (f & _USEF):
+            continue
+        s = st_sym[i]
+        kn = st_kn[i]
+        if n_keep > 0 and r != st_rnd[n_keep - 1]:
+            bounds[st_rnd[n_keep - 1] - 1] = n_ops
+        st_sym[n_keep] = s
+        st_kn[n_keep] = kn
+        st_new[n_keep] = nw
+        st_rnd[n_keep] = r
+        n_keep += 1
+        if r == 1:
+            c = (_rank(hrk, kn) << 2) | CACHE
+        elif st[kn] & _NEED:
+            c = (_rank(nrk, kn) << 2) | OUT
+        else:
+            c = loc[kn]
         if f & _NEED:
-            d = (_rank(nbits, npre, nw) << 2) | OUT
+            o = _rank(nrk, nw)
+            d = (o << 2) | OUT
+            dst[o] = -1  # its row is written here, not in row order
         else:
             d = (n_transit << 2) | TRANSIT
             n_transit += 1
-        dst[n_ops] = d
-        if f & _DEG2:
             loc[nw] = d
+        psym[n_ops] = s
+        src[n_ops] = c
+        dst[n_ops] = d
         if variable:
             ln = len_a[s] if a[s] == nw else len_b[s]
             oplen[n_ops] = ln
             if f & _NEED:
                 out_len[d >> 2] = ln
         n_ops += 1
+    sym = st_sym[:n_keep]
+    kns = st_kn[:n_keep]
+    new = st_new[:n_keep]
+    rnd = st_rnd[:n_keep]
     for r in range(bounds.shape[0]):
         if bounds[r] < 0:
             bounds[r] = n_ops
     oplen = oplen[: n_ops if variable else 0]
+    missing = got[n_out - n_miss :][::-1].copy()
     return (psym[:n_ops], src[:n_ops], dst[:n_ops], oplen, bounds, n_transit, out_len, state,
-            lone[:n_lone], sym, kns, new, rnd, n_rounds)  # fmt: skip
+            lone[:n_lone], sym, kns, new, rnd, n_rounds, got[:n_dec], missing)  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True)
@@ -470,8 +547,8 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
     """Do the row operations ``[lo, hi)`` of :func:`peel_ops`.
 
     ``dst = payload[psym] ^ src`` over the full width (a term absent when ``-1``; both absent: a
-    zero row), then ``dst[oplen:] = 0`` unless ``oplen`` is empty; rows are named by ``row << 2 |
-    buffer`` codes over ``cache``, ``out`` and ``transit``.
+    zero row; ``dst = -1``: nothing), then ``dst[oplen:] = 0`` unless ``oplen`` is empty; rows
+    are named by ``row << 2 | buffer`` codes over ``cache``, ``out`` and ``transit``.
     """
     W = out.shape[1]
     for i in range(lo, hi):
@@ -485,9 +562,11 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
                     _prefetch(cache, c >> 2)
                 elif c & 3 == OUT:
                     _prefetch(out, c >> 2)
-            if dst[k] & 3 == OUT:
+            if dst[k] >= 0 and dst[k] & 3 == OUT:
                 _prefetch_w(out, dst[k] >> 2)
         d = dst[i]
+        if d < 0:
+            continue
         if d & 3 == OUT:
             y = out[d >> 2]
         else:

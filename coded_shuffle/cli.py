@@ -683,8 +683,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
             )
         print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
-        print("framing: bytes of frame headers, symbol entries and padding (40 B a frame, 12 B a symbol,")
-        print("docs/wire-format.md), sent on top of coded MB, as a share of it.")
+        print("framing: bytes of frame headers, symbol entries, receiver indexes and padding (40 B a frame,")
+        print("12 B a symbol, 12 B a row of an index, docs/wire-format.md), sent on top of coded MB, as a")
+        print("share of it.")
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1

@@ -38,9 +38,10 @@ Hot path
 --------
 The bytes are moved by compiled loops (numba, :mod:`coded_shuffle._codec_kernels`, compiled on
 first use and cached on disk): encoding XORs the two rows of each symbol straight into the wire
-buffer; decoding peels the worker's symbols in one compiled pass (the chains of leftover cycles
-through linked lists), lists one row operation per record of the new batch (and per transit point
-of a chain), then does them round by round straight into the new cache. Large jobs run as two
+buffer; decoding takes the symbols addressed to the worker (the frame's receiver index), peels
+them in one compiled pass (the chains of leftover cycles through linked lists), lists one row
+operation per record of the new batch in row order (and one per transit point of a chain), then
+does them round by round straight into the new cache. Large jobs run as two
 halves on two threads. The results are byte for byte those of the plain numpy expressions each
 kernel states, which the tests use as their oracle.
 """
@@ -52,7 +53,7 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -86,8 +87,8 @@ __all__ = [
 
 #: First four bytes of every frame.
 WIRE_MAGIC = b"CSHF"
-#: Version of the wire format written by this module (:doc:`docs/wire-format.md`).
-WIRE_VERSION = 1
+#: Version of the wire format written and read by this module (:doc:`docs/wire-format.md`).
+WIRE_VERSION = 2
 #: Size of the fixed frame header in bytes.
 FRAME_HEADER_BYTES = 40
 #: Flag: records have variable lengths; entries carry ``len_a`` and ``len_b``.
@@ -107,10 +108,14 @@ _HEADER_DTYPE = np.dtype(
         ("record_bytes", "<u4"),
         ("payload_bytes", "<u8"),
         ("header_crc", "<u4"),
-        ("reserved", "<u4"),
+        ("n_runs", "<u4"),
     ]
 )
 assert _HEADER_DTYPE.itemsize == FRAME_HEADER_BYTES
+#: One row of the receiver index: entries ``[first, first + count)`` are addressed to ``worker``.
+_RUN_DTYPE = np.dtype([("worker", "<u4"), ("first", "<u4"), ("count", "<u4")])
+#: Bytes of one row of the receiver index.
+RUN_BYTES = _RUN_DTYPE.itemsize
 
 #: Jobs of at least this many bytes run on two threads, in pieces of about _PIECE_BYTES.
 _TWO_THREADS_BYTES = 1 << 20
@@ -123,6 +128,8 @@ DEFAULT_MAX_FRAME_BYTES = 1 << 26
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_I64.flags.writeable = False
+_NO_RUNS = np.empty((0, 3), dtype=np.int64)
+_NO_RUNS.flags.writeable = False
 
 
 def _readonly(arr: np.ndarray) -> np.ndarray:
@@ -632,14 +639,18 @@ class Frame:
         ``(n_symbols, B)`` ``uint8`` rows (zero-padded past ``max(len_a, len_b)``).
     wire_bytes : int
         Size of the frame on the wire.
+    runs : numpy.ndarray
+        The receiver index: ``int64`` rows ``(worker, first, count)``, increasing in ``(worker,
+        first)``, each saying that entries ``[first, first + count)`` are addressed to ``worker``.
+        Empty when the frame has no index: then every entry is addressed to every worker.
 
     Examples
     --------
     >>> import numpy as np
     >>> ds = load_dataset(np.eye(3, dtype=np.uint8))
     >>> f = parse_frame(encode_plan_arrays(ds, [0], [1], epoch=1))
-    >>> f.a.tolist(), f.b.tolist(), f.payload.tolist()
-    ([0], [1], [[1, 1, 0]])
+    >>> f.a.tolist(), f.b.tolist(), f.payload.tolist(), f.runs.shape
+    ([0], [1], [[1, 1, 0]], (0, 3))
     """
 
     epoch: int
@@ -652,6 +663,7 @@ class Frame:
     len_b: np.ndarray | None
     payload: np.ndarray
     wire_bytes: int
+    runs: np.ndarray = field(default_factory=lambda: _NO_RUNS)
 
     @property
     def n_symbols(self) -> int:
@@ -671,9 +683,10 @@ class Frame:
         return int(np.maximum(self.len_a, self.len_b).sum())
 
 
-def _layout(n: int, flags: int) -> tuple[np.dtype, int]:
+def _layout(n: int, flags: int, n_runs: int = 0) -> tuple[np.dtype, int]:
+    """The entry dtype and the offset of the payload: header, entries, receiver index, padding."""
     edt = _entry_dtype(flags)
-    start = FRAME_HEADER_BYTES + n * edt.itemsize
+    start = FRAME_HEADER_BYTES + n * edt.itemsize + n_runs * RUN_BYTES
     return edt, start + (-start % 8)
 
 
@@ -681,6 +694,8 @@ def frame_overhead(
     n_symbols: int, record_bytes: int, *, variable: bool = False, wide_ids: bool = False
 ) -> float:
     """Return framing bytes over payload bytes of a frame of ``n_symbols`` full-width symbols.
+
+    The frame has no receiver index; each row of one adds :data:`RUN_BYTES` of framing.
 
     Examples
     --------
@@ -704,12 +719,14 @@ def _pack(
     b: np.ndarray,
     data: np.ndarray,
     lengths: np.ndarray | None,
+    runs: np.ndarray = _NO_RUNS,
 ) -> np.ndarray:
-    """Build one frame, encoding the payload in place."""
+    """Build one frame, encoding the payload in place; ``runs`` is its receiver index."""
     n = a.shape[0]
     if int(max(a.max(initial=0), b.max(initial=0), symbol.max(initial=0))) >= 0xFFFFFFFF:
         flags |= FLAG_WIDE_IDS
-    edt, start = _layout(n, flags)
+    n_runs = runs.shape[0]
+    edt, start = _layout(n, flags, n_runs)
     none = np.iinfo(edt["b"]).max
     if lengths is None:
         payload_bytes = n * width
@@ -725,6 +742,12 @@ def _pack(
     entries["symbol"] = symbol
     entries["a"] = a
     entries["b"] = np.where(b >= 0, b, none) if n else b
+    if n_runs:
+        end = FRAME_HEADER_BYTES + n * edt.itemsize
+        table = buf[end : end + n_runs * RUN_BYTES].view(_RUN_DTYPE)
+        table["worker"] = runs[:, 0]
+        table["first"] = runs[:, 1]
+        table["count"] = runs[:, 2]
     if lengths is None:
         _encode_into(buf[start:].reshape(n, width), data, a, b)
     else:
@@ -742,6 +765,7 @@ def _pack(
     header["n_symbols"] = n
     header["record_bytes"] = width
     header["payload_bytes"] = payload_bytes
+    header["n_runs"] = n_runs
     header["header_crc"] = zlib.crc32(buf[:start].data)  # computed with the crc field zero
     return buf
 
@@ -801,13 +825,74 @@ def encode_plan_arrays(
     )
 
 
+def _receiver_runs(plan: DeliveryPlan) -> np.ndarray:
+    """The receiver index of the whole plan: rows ``(worker, first, count)`` over symbol numbers.
+
+    Symbol ``s`` is addressed to the workers that use it: the two workers of an order-2 symbol,
+    every worker of the cycle of a cycle symbol (each peels the whole chain), the receiver of a
+    point sent alone. Rows are the maximal runs of consecutive symbols addressed to one worker,
+    increasing in ``(worker, first)``. The plan keeps each group of order-2 symbols (one pair of
+    workers) and of points sent alone (one receiver) together, so there are few rows.
+    """
+    if plan.n_symbols == 0:
+        return _NO_RUNS
+
+    def groups(*keys: np.ndarray) -> np.ndarray:
+        """Starts of the runs of equal keys, and the end."""
+        n = keys[0].shape[0]
+        change = np.zeros(n, dtype=bool)
+        change[:1] = True
+        for key in keys:
+            change[1:] |= key[1:] != key[:-1]
+        return np.append(np.flatnonzero(change), n)
+
+    P = plan.pair_x.shape[0]
+    g = groups(plan.pair_i, plan.pair_j)
+    first2, count2 = g[:-1], np.diff(g)
+    rows = [
+        (plan.pair_i[first2], first2, count2),
+        (plan.pair_j[first2], first2, count2),
+    ]
+    q = plan.cycle_symbol_positions()
+    n_c = q.shape[0]
+    if n_c:
+        ptr = plan.cycle_ptr
+        use = np.searchsorted(ptr, q, side="right") - 1  # the cycle use of each cycle symbol
+        per = np.diff(ptr)[use]  # its receivers: the workers of that use
+        ends = np.cumsum(per)
+        at = np.repeat(ptr[use] - (ends - per), per) + np.arange(int(ends[-1]))
+        rows.append((plan.cycle_workers[at], np.repeat(P + np.arange(n_c), per), np.ones(at.size, np.int64)))
+    g = groups(plan.uncoded_to)
+    rows.append((plan.uncoded_to[g[:-1]], P + n_c + g[:-1], np.diff(g)))
+    who, first, count = (np.concatenate([r[i] for r in rows]).astype(np.int64) for i in range(3))
+    order = np.lexsort((first, who))
+    who, first, count = who[order], first[order], count[order]
+    end = first + count
+    # Join runs of one worker that touch (or repeat: a worker twice in one cycle).
+    start = np.ones(who.shape[0], dtype=bool)
+    start[1:] = (who[1:] != who[:-1]) | (first[1:] > end[:-1])
+    at = np.flatnonzero(start)
+    last = np.maximum.reduceat(end, at)
+    return np.stack([who[at], first[at], last - first[at]], axis=1)
+
+
+def _clip_runs(runs: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The rows of ``runs`` cut to the symbols ``[lo, hi)``, renumbered from ``lo``."""
+    first = np.maximum(runs[:, 1], lo)
+    end = np.minimum(runs[:, 1] + runs[:, 2], hi)
+    keep = end > first
+    return np.stack([runs[keep, 0], first[keep] - lo, end[keep] - first[keep]], axis=1)
+
+
 def encode_plan(
     plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
 ) -> list[np.ndarray]:
     """Encode every transmission of ``plan`` into frames of at most ``max_frame_bytes`` of payload.
 
     Symbol ``s`` is ``x[a[s]] XOR x[b[s]]`` for ``(a, b, phase) = plan.transmissions()``; the
-    symbols keep their plan numbering across frames.
+    symbols keep their plan numbering across frames. Each frame carries a receiver index: the
+    runs of its entries addressed to each worker (the two workers of an order-2 symbol, every
+    worker of a cycle, the receiver of a point sent alone), so that a worker reads only those.
 
     Parameters
     ----------
@@ -850,6 +935,7 @@ def encode_plan(
     max_frame_bytes = check_int(max_frame_bytes, "max_frame_bytes", minimum=1)
     a, b, _ = plan.transmissions()
     n = a.shape[0]
+    runs = _receiver_runs(plan)
     per = max(1, max_frame_bytes // dataset.record_bytes)
     flags = FLAG_VARIABLE if dataset.variable else 0
     frames = []
@@ -865,6 +951,7 @@ def encode_plan(
                 b=b[lo:hi],
                 data=dataset.data,
                 lengths=dataset.lengths,
+                runs=runs if n <= per else _clip_runs(runs, lo, hi),
             )
         )
     return frames
@@ -886,7 +973,8 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
     ------
     DecodeError
         If the frame is short, has a wrong magic, version, header checksum, epoch, record width
-        or payload length, or names ids out of range of its flags.
+        or payload length, names ids out of range of its flags, or has a receiver index whose
+        runs leave the entries, are empty, or are not increasing and disjoint for each worker.
 
     Examples
     --------
@@ -914,14 +1002,16 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
         raise DecodeError(f"Frame rejected: magic {bytes(header['magic'])!r}, not {WIRE_MAGIC!r}.")
     if int(header["version"]) != WIRE_VERSION:
         raise DecodeError(
-            f"Frame rejected: wire format version {int(header['version'])}, not {WIRE_VERSION}."
+            f"Frame rejected: wire format version {int(header['version'])}; this reader reads "
+            f"version {WIRE_VERSION} only."
         )
     flags = int(header["flags"])
     if flags & ~(FLAG_VARIABLE | FLAG_WIDE_IDS | FLAG_REPAIR):
         raise DecodeError(f"Frame rejected: unknown flags {flags:#x}.")
     n = int(header["n_symbols"])
     width = int(header["record_bytes"])
-    edt, start = _layout(n, flags)
+    n_runs = int(header["n_runs"])
+    edt, start = _layout(n, flags, n_runs)
     if raw.shape[0] < start:
         raise DecodeError(
             f"Frame rejected: {raw.shape[0]} bytes, shorter than its {start}-byte header and entries."
@@ -937,7 +1027,20 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
         raise DecodeError(f"Frame rejected: epoch {int(header['epoch'])}, expected {epoch}.")
     if width < 1 or (record_bytes is not None and width != record_bytes):
         raise DecodeError(f"Frame rejected: record width {width}, expected {record_bytes}.")
-    entries = raw[FRAME_HEADER_BYTES : FRAME_HEADER_BYTES + n * edt.itemsize].view(edt)
+    end = FRAME_HEADER_BYTES + n * edt.itemsize
+    entries = raw[FRAME_HEADER_BYTES:end].view(edt)
+    runs = _NO_RUNS
+    if n_runs:
+        table = raw[end : end + n_runs * RUN_BYTES].view(_RUN_DTYPE)
+        runs = np.stack([table["worker"], table["first"], table["count"]], axis=1).astype(np.int64)
+        w, first, count = runs[:, 0], runs[:, 1], runs[:, 2]
+        after = (w[1:] > w[:-1]) | ((w[1:] == w[:-1]) & (first[1:] >= first[:-1] + count[:-1]))
+        if int(count.min()) < 1 or int((first + count).max()) > n or not bool(np.all(after)):
+            raise DecodeError(
+                "Frame rejected: receiver index not made of non-empty runs of entries, increasing "
+                "and disjoint for each worker."
+            )
+        runs = _readonly(runs)
     none = np.iinfo(edt["b"]).max
     a = entries["a"].astype(np.int64)
     braw = entries["b"]
@@ -980,6 +1083,7 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
         len_b=len_b,
         payload=payload,
         wire_bytes=int(raw.shape[0]),
+        runs=runs,
     )
 
 
@@ -1040,6 +1144,7 @@ class DecodeResult:
 
 
 def _merge_frames(frames: list[Frame]) -> Frame:
+    """The frames as one, without a receiver index (every symbol addressed to every worker)."""
     if len(frames) == 1:
         return frames[0]
     f0 = frames[0]
@@ -1060,6 +1165,41 @@ def _merge_frames(frames: list[Frame]) -> Frame:
         payload=cat("payload"),
         wire_bytes=sum(f.wire_bytes for f in frames),
     )
+
+
+def _addressed(frame: Frame, worker: int) -> list[tuple[int, int]] | None:
+    """The runs ``(first, end)`` of the entries of ``frame`` addressed to ``worker`` (None: all)."""
+    runs = frame.runs
+    if runs.shape[0] == 0:
+        return None
+    lo, hi = np.searchsorted(runs[:, 0], [worker, worker + 1])
+    return [(x, x + c) for x, c in runs[lo:hi, 1:].tolist()]
+
+
+def _symbols_of(frames: list[Frame], worker: int) -> tuple:
+    """``(a, b, len_a, len_b, payload, spans, pick)``: the entries addressed to ``worker``.
+
+    They are the entries ``s`` in ``[first, end)`` for each row ``(first, end)`` of ``spans``,
+    whose payload row is ``payload[s]``. One frame is used in place (its runs addressed to
+    ``worker``, or all of it); of several frames the addressed entries are gathered into one.
+    ``pick(name)`` gives any other per-entry attribute of the frames, indexed like ``a``.
+    """
+    spans = [_addressed(f, worker) for f in frames]
+    if len(frames) == 1:
+        f = frames[0]
+        span = np.array(spans[0] if spans[0] is not None else [(0, f.n_symbols)], dtype=np.int64)
+        return f.a, f.b, f.len_a, f.len_b, f.payload, span.reshape(-1, 2), lambda name: getattr(f, name)
+
+    def pick(name: str) -> Any:
+        cols = [getattr(f, name) for f in frames]
+        if cols[0] is None:
+            return None
+        parts = [c if sp is None else [c[x:y] for x, y in sp] for c, sp in zip(cols, spans, strict=True)]
+        flat = [p for part in parts for p in (part if isinstance(part, list) else [part])]
+        return np.concatenate(flat) if flat else cols[0][:0]
+
+    a, b, len_a, len_b, payload = (pick(name) for name in ("a", "b", "len_a", "len_b", "payload"))
+    return a, b, len_a, len_b, payload, np.array([[0, a.shape[0]]], dtype=np.int64), pick
 
 
 def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -1093,7 +1233,7 @@ def _workspace(M: int, S: int, n_need: int) -> tuple[np.ndarray, ...]:
     tables = (
         np.empty(need_m, dtype=np.uint8),
         np.empty((2, need_m), dtype=np.int64),
-        np.empty((4, (need_m >> 6) + 1), dtype=np.uint64),
+        np.empty((2, (need_m >> 6) + 1, 2), dtype=np.uint64),
         np.empty((6, need_s), dtype=np.int64),
         np.empty((4, need_o), dtype=np.int64),
     )
@@ -1110,43 +1250,50 @@ def _peel_ops(
     cache_len: np.ndarray | None = None,
     len_a: np.ndarray | None = None,
     len_b: np.ndarray | None = None,
+    *,
+    spans: np.ndarray | None = None,
 ) -> tuple:
     """:func:`coded_shuffle._codec_kernels.peel_ops` for any id range.
 
     The kernel indexes its tables by id; ids spread far beyond their number (64-bit ids) are
-    first numbered densely, and ``kn`` and ``new`` mapped back.
+    first numbered densely, and ``kn``, ``new``, ``decoded`` and ``missing`` mapped back. The
+    symbols peeled are ``s`` in ``[first, end)`` for each row of ``spans`` (None: all).
     """
     a = _i64(a)
     b = _i64(b)
     cache_ids = _i64(cache_ids)
     need_ids = _i64(need_ids)
+    S = a.shape[0]
+    span = np.array([[0, S]], dtype=np.int64) if spans is None else spans
+    first, end = _i64(span[:, 0]), _i64(span[:, 1])
+    n_sym = int((end - first).sum())
     extra = (_i64(cache_len), _i64(len_a), _i64(len_b))
     top = max(
-        int(a.max(initial=-1)),
-        int(b.max(initial=-1)),
+        int(_kernels().spans_max(a, b, first, end)),
         int(cache_ids[-1]) if cache_ids.size else -1,
         int(need_ids[-1]) if need_ids.size else -1,
     )
-    n_ids = 2 * a.shape[0] + cache_ids.shape[0] + need_ids.shape[0]
-    S = a.shape[0]
+    n_ids = 2 * n_sym + cache_ids.shape[0] + need_ids.shape[0]
     if top < 4 * n_ids + (1 << 16):
         M = top + 1
-        return _kernels().peel_ops(a, b, cache_ids, need_ids, M, *extra, *_workspace(M, S, need_ids.size))
+        tables = _workspace(M, n_sym, need_ids.size)
+        return _kernels().peel_ops(a, b, first, end, cache_ids, need_ids, M, *extra, *tables)
     coded = b >= 0
     uniq, inv = np.unique(np.concatenate([a, b[coded], cache_ids, need_ids]), return_inverse=True)
     n_b, n_c = int(coded.sum()), cache_ids.shape[0]
     cb = np.full(S, -1, dtype=np.int64)
     cb[coded] = inv[S : S + n_b]
-    dense = tuple(_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
-    res = _kernels().peel_ops(*dense, uniq.size, *extra, *_workspace(uniq.size, S, need_ids.size))
-    return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:])
+    da, db, dc, dn = (_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
+    tables = _workspace(uniq.size, n_sym, need_ids.size)
+    res = _kernels().peel_ops(da, db, first, end, dc, dn, uniq.size, *extra, *tables)
+    return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:14], uniq[res[14]], uniq[res[15]])
 
 
 def _peel(
     a: np.ndarray, b: np.ndarray, cache_ids: np.ndarray, need_ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The symbolic peel of one worker: ``(lone, sym, kn, new, rnd, n_rounds)`` (see :func:`_peel_ops`)."""
-    *_, lone, sym, kn, new, rnd, n_rounds = _peel_ops(a, b, cache_ids, need_ids)
+    *_, lone, sym, kn, new, rnd, n_rounds, _, _ = _peel_ops(a, b, cache_ids, need_ids)
     return lone.copy(), sym.copy(), kn.copy(), new.copy(), rnd.copy(), int(n_rounds)
 
 
@@ -1163,7 +1310,9 @@ def decode_worker(
 ) -> DecodeResult:
     """Rebuild a worker's next batch from its cache and the frames it received.
 
-    Symbols are peeled in rounds: round 1 decodes every symbol with one point in the cache, and
+    The worker reads the symbols addressed to it by each frame's receiver index (every symbol of
+    a frame without one). They are peeled in rounds: round 1 decodes every symbol with one point
+    in the cache, and
     round ``r + 1`` every symbol with one point recovered in round ``r`` (the chain of a leftover
     cycle). The peel is first run on the ids alone (one compiled pass); only the steps that lead to
     a needed point are then done on bytes, round by round, by a compiled loop that XORs each
@@ -1176,10 +1325,12 @@ def decode_worker(
         The worker's records of epoch ``t``.
     frames : sequence of bytes-like, numpy.ndarray or Frame
         The frames received (all symbols of the transition, or those meant for the worker).
+        Of a frame with a receiver index, only the entries addressed to ``worker`` are read.
     need : array_like
         Ids of the worker's batch of epoch ``t + 1``.
     worker : int
-        The worker's number, for messages.
+        The worker's number: it selects the entries of an indexed frame, and names the worker in
+        messages.
     epoch : int, optional
         Expected epoch of the frames.
     checksums : numpy.ndarray, optional
@@ -1242,11 +1393,11 @@ def decode_worker(
             raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
     empty = np.empty(0, np.int64)
     if parsed:
-        fr = _merge_frames(parsed)
-        a, b, payload = fr.a, fr.b, fr.payload
+        a, b, len_a, len_b, payload, spans, pick = _symbols_of(parsed, worker)
     else:
-        fr = None
-        a, b, payload = empty, empty, np.empty((0, width), np.uint8)
+        a, b, len_a, len_b, pick = empty, empty, None, None, lambda name: empty
+        spans = np.empty((0, 2), np.int64)
+        payload = np.empty((0, width), np.uint8)
 
     n_out = need_ids.shape[0]
     if out is None:
@@ -1264,15 +1415,9 @@ def decode_worker(
             "that does not overlap the cache."
         )
     # ---- peel on ids, then one row operation per new record and per transit point ----------
-    (psym, src, dst, oplen, bounds, n_transit, out_len, state, lone, _, _, new, _, n_rounds) = _peel_ops(
-        a,
-        b,
-        cache.ids,
-        need_ids,
-        cache.lengths,
-        fr.len_a if fr is not None else None,
-        fr.len_b if fr is not None else None,
-    )
+    peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
+    psym, src, dst, oplen, bounds, n_transit, out_len, state, lone = peel[:9]
+    new, n_rounds, decoded, missing = peel[11], peel[13], peel[14], peel[15]
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
     transit = _aligned_rows(int(n_transit), width)
     args = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), psym, src, dst, oplen)
@@ -1282,16 +1427,15 @@ def decode_worker(
         _halves(apply_ops, args, lo, hi, (hi - lo) * width)
         lo = hi
     n_steps = int(lone.size + new.size)
-    decoded = need_ids[state == 1]
-    missing = need_ids[state == 2]
     if not variable:
         out_len = None
     if strict and missing.size:
         p = int(missing[0])
-        hit = np.flatnonzero((a == p) | (b == p))
+        mine = np.concatenate([np.arange(x, y) for x, y in spans.tolist()] + [empty])
+        hit = mine[(a[mine] == p) | (b[mine] == p)]
         if hit.size:
             s = int(hit[0])
-            sym = int(fr.symbol[s]) if fr is not None else s
+            sym = int(pick("symbol")[s])
             raise DecodeError(
                 f"Worker {worker} cannot decode symbol {sym} (points {int(a[s])} and {int(b[s])}): "
                 f"it knows neither, so point {p} stays missing."

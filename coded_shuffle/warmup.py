@@ -42,6 +42,7 @@ def _dispatchers(group: str) -> list[Any]:
         "decoding": [
             codec.encode_rows,
             codec.take_rows,
+            codec.spans_max,
             codec.checksum_rows,
             codec.peel_ops,
             codec.apply_ops,

@@ -15,3 +15,37 @@ def kernels_compiled() -> None:
     from coded_shuffle.warmup import warm_up
 
     warm_up()
+
+
+def _receivers(plan) -> list[set[int]]:
+    """The workers each symbol of ``plan`` is addressed to, in plain Python (docs/wire-format.md):
+    both workers of an order-2 symbol, every worker of the cycle of a cycle symbol, the receiver
+    of a point sent alone."""
+    out = [{i, j} for i, j in zip(plan.pair_i.tolist(), plan.pair_j.tolist(), strict=True)]
+    ptr, workers = plan.cycle_ptr.tolist(), plan.cycle_workers.tolist()
+    for u in range(len(ptr) - 1):
+        out += [set(workers[ptr[u] : ptr[u + 1]])] * (ptr[u + 1] - ptr[u] - 1)
+    out += [{j} for j in plan.uncoded_to.tolist()]
+    return out
+
+
+def receiver_runs(plan, lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """The receiver index of the frame carrying symbols ``[lo, hi)`` of ``plan``, by brute force:
+    for each worker in turn, the maximal runs of consecutive entries addressed to it, as
+    ``(worker, first entry, count)``."""
+    recv = _receivers(plan)[lo:hi]
+    rows = []
+    for w in sorted(set().union(*recv)):
+        mine = [s for s, r in enumerate(recv) if w in r]
+        first = mine[0]
+        for prev, s in zip(mine, mine[1:] + [None], strict=True):
+            if s is None or s != prev + 1:
+                rows.append((w, first, prev - first + 1))
+                first = s
+    return rows
+
+
+@pytest.fixture
+def receiver_runs_reference():
+    """:func:`receiver_runs`, the brute-force receiver index, for tests in other modules."""
+    return receiver_runs

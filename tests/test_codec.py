@@ -211,7 +211,7 @@ def test_frame_layout_is_as_documented(rng):
     frame = encode_plan_arrays(ds, [1, 2, 3], [4, -1, 5], epoch=7, symbol=[10, 11, 12], repair=True)
     raw = frame.tobytes()
     assert raw[:4] == b"CSHF"
-    assert int.from_bytes(raw[4:6], "little") == 1
+    assert int.from_bytes(raw[4:6], "little") == 2
     assert int.from_bytes(raw[6:8], "little") == FLAG_REPAIR
     assert int.from_bytes(raw[8:16], "little") == 7
     assert int.from_bytes(raw[16:20], "little") == 3
@@ -220,6 +220,7 @@ def test_frame_layout_is_as_documented(rng):
     head = bytearray(raw[: FRAME_HEADER_BYTES + 36 + 4])
     head[32:36] = b"\0\0\0\0"
     assert int.from_bytes(raw[32:36], "little") == zlib.crc32(bytes(head))
+    assert int.from_bytes(raw[36:40], "little") == 0  # no receiver index: every worker reads all
     entries = np.frombuffer(raw[40:76], dtype="<u4").reshape(3, 3)
     assert entries.tolist() == [[10, 1, 4], [11, 2, 0xFFFFFFFF], [12, 3, 5]]
     assert len(raw) == 80 + 15
@@ -289,6 +290,74 @@ def test_parse_frame_exceptions(rng):
         parse_frame(good, epoch=5)
     with pytest.raises(DecodeError, match="width"):
         parse_frame(good, record_bytes=8)
+
+
+def test_receiver_index_of_example_1():
+    # Attia and Tandon (2016), Example 1: symbols 0-3 are order-2 (workers 0-1, 0-2, 1-2, 1-2),
+    # symbols 4-5 the chain of the cycle through all three workers; by hand, worker 0 reads
+    # symbols 0, 1, 4, 5, worker 1 reads 0, 2-5 and worker 2 reads 1-5.
+    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    ds = load_dataset(np.arange(15 * 4, dtype=np.uint8).reshape(15, 4))
+    raw = encode_plan(plan, ds, epoch=1)[0].tobytes()
+    assert int.from_bytes(raw[36:40], "little") == 5
+    table = np.frombuffer(raw[40 + 6 * 12 : 40 + 6 * 12 + 5 * 12], dtype="<u4").reshape(5, 3)
+    assert table.tolist() == [[0, 0, 2], [0, 4, 2], [1, 0, 1], [1, 2, 4], [2, 1, 5]]
+    assert parse_frame(raw).runs.tolist() == table.tolist()
+
+
+def test_parse_frame_refuses_version_1(rng):
+    ds = _dataset(rng, 10, 8)
+    old = _frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1], version=1)
+    with pytest.raises(DecodeError, match="version 1; this reader reads version 2 only"):
+        parse_frame(old)
+    assert parse_frame(_frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1])).n_symbols == 2
+
+
+def test_parse_frame_receiver_index_exceptions(rng):
+    # Frames with a valid header checksum whose index is not runs of entries, increasing and
+    # disjoint for each worker; and a flipped bit in a valid index, caught by the checksum.
+    ds = _dataset(rng, 10, 8)
+
+    def frame(runs):
+        return _frame_reference(ds, [1, 2, 4], [3, -1, 5], epoch=1, symbol=[0, 1, 2], runs=runs)
+
+    for runs in (
+        [(0, 0, 0)],  # empty run
+        [(0, 2, 2)],  # past the last entry
+        [(1, 0, 1), (0, 1, 1)],  # workers decreasing
+        [(0, 0, 2), (0, 1, 1)],  # overlapping runs of one worker
+        [(0, 1, 1), (0, 0, 1)],  # runs of one worker decreasing
+    ):
+        with pytest.raises(DecodeError, match="receiver index"):
+            parse_frame(frame(runs))
+    good = np.frombuffer(frame([(0, 0, 2), (0, 2, 1), (3, 1, 2)]), dtype=np.uint8)
+    assert parse_frame(good).runs.tolist() == [[0, 0, 2], [0, 2, 1], [3, 1, 2]]
+    bad = good.copy()
+    bad[40 + 3 * 12 + 12] ^= 1  # worker of the second run
+    with pytest.raises(DecodeError, match="header checksum"):
+        parse_frame(bad)
+
+
+def test_decode_reads_only_the_symbols_addressed_to_the_worker(rng):
+    # Symbol 0 (points 0 and 1) is addressed to worker 0, symbol 1 (points 2 and 3) to worker 1:
+    # worker 0, holding 0 and 2, decodes point 1 only; without an index it decodes both.
+    ds = _dataset(rng, 6, 8)
+    cache = ds.cache([0, 2])
+    indexed = _frame_reference(ds, [0, 2], [1, 3], epoch=1, symbol=[0, 1], runs=[(0, 0, 1), (1, 1, 1)])
+    res = decode_worker(cache, [indexed], need=[1, 3], worker=0, checksums=ds.checksums)
+    assert res.decoded.tolist() == [1] and res.missing.tolist() == [3]
+    assert res.cache.data[0].tobytes() == ds.record(1)
+    res = decode_worker(cache, [indexed], need=[1, 3], worker=1)
+    assert res.decoded.tolist() == [3] and res.missing.tolist() == [1]
+    res = decode_worker(cache, [indexed], need=[1, 3], worker=2)
+    assert res.decoded.tolist() == [] and res.missing.tolist() == [1, 3]
+    plain = _frame_reference(ds, [0, 2], [1, 3], epoch=1, symbol=[0, 1])
+    res = decode_worker(cache, [plain, indexed], need=[1, 3], worker=2, checksums=ds.checksums)
+    assert res.decoded.tolist() == [1, 3] and res.ok
+    with pytest.raises(DecodeError, match="cannot decode symbol 1"):
+        decode_worker(ds.cache([0]), [indexed], need=[3], worker=1, strict=True)
+    with pytest.raises(DecodeError, match="needs point 3 but no symbol received carries it"):
+        decode_worker(ds.cache([0]), [indexed], need=[3], worker=0, strict=True)  # not addressed to 0
 
 
 # --------------------------------------------------------------------------- decoding
@@ -539,8 +608,12 @@ def test_decode_long_chains_variable_lengths_bit_exact(rng):
 # --------------------------------------------------------------------------- compiled path against numpy
 
 
-def _frame_reference(ds, a, b, *, epoch, symbol, repair=False):
-    """One frame built from docs/wire-format.md with struct and numpy alone (the oracle)."""
+def _frame_reference(ds, a, b, *, epoch, symbol, repair=False, runs=(), version=2):
+    """One frame built from docs/wire-format.md with struct and numpy alone (the oracle).
+
+    ``runs`` is the receiver index, rows ``(worker, first, count)``; ``version`` 1 writes the
+    layout of version 1 (no index: the header's last field is reserved, 0).
+    """
     import struct
 
     a, b, symbol = (np.asarray(v, np.int64) for v in (a, b, symbol))
@@ -560,7 +633,9 @@ def _frame_reference(ds, a, b, *, epoch, symbol, repair=False):
     else:
         body = pay.tobytes()
     entries = b"".join(b"".join(c[s].tobytes() for c in cols) for s in range(n))
-    head = struct.pack("<4sHHQIIQII", b"CSHF", 1, flags, epoch, n, ds.record_bytes, len(body), 0, 0)
+    entries += b"".join(struct.pack("<III", *row) for row in runs)
+    fields = (b"CSHF", version, flags, epoch, n, ds.record_bytes, len(body), 0, len(runs))
+    head = struct.pack("<4sHHQIIQII", *fields)
     framing = head + entries + b"\0" * (-(len(head) + len(entries)) % 8)
     crc = zlib.crc32(framing)
     return framing[:32] + struct.pack("<I", crc) + framing[36:] + body
@@ -603,8 +678,8 @@ def _decode_reference(cache, frame, need):
     return out, out_len, decoded, missing
 
 
-def _assert_decode_matches_reference(cache, frames, need, checksums):
-    res = decode_worker(cache, frames, need=need, worker=0, checksums=checksums)
+def _assert_decode_matches_reference(cache, frames, need, checksums, worker=0):
+    res = decode_worker(cache, frames, need=need, worker=worker, checksums=checksums)
     f = parse_frame(frames[0]) if len(frames) == 1 else None
     if f is None:
         parts = [parse_frame(x) for x in frames]
@@ -626,7 +701,7 @@ def _assert_decode_matches_reference(cache, frames, need, checksums):
 
 
 @pytest.mark.parametrize("variable", [False, True])
-def test_compiled_path_matches_numpy_reference_on_plans(rng, variable):
+def test_compiled_path_matches_numpy_reference_on_plans(rng, variable, receiver_runs_reference):
     # Random plans with leftover cycles (chains of several rounds), odd widths, several frames;
     # then the same frames with flipped payload bits: the same bytes, decoded, missing and bad.
     seen_rounds, flagged = 0, 0
@@ -640,7 +715,10 @@ def test_compiled_path_matches_numpy_reference_on_plans(rng, variable):
         lo = 0
         for fr in frames:
             n = parse_frame(fr).n_symbols
-            want = _frame_reference(ds, a[lo : lo + n], b[lo : lo + n], epoch=1, symbol=np.arange(lo, lo + n))
+            runs = receiver_runs_reference(plan, lo, lo + n)
+            want = _frame_reference(
+                ds, a[lo : lo + n], b[lo : lo + n], epoch=1, symbol=np.arange(lo, lo + n), runs=runs
+            )
             assert fr.tobytes() == want
             lo += n
         payload_start = [fr.size - parse_frame(fr).payload_bytes for fr in frames]
@@ -650,10 +728,10 @@ def test_compiled_path_matches_numpy_reference_on_plans(rng, variable):
             fr[hit] ^= rng.integers(1, 256, size=3).astype(np.uint8)
         for k in range(K):
             cache = ds.cache(p0.batch(k))
-            res = _assert_decode_matches_reference(cache, frames, p1.batch(k), ds.checksums)
+            res = _assert_decode_matches_reference(cache, frames, p1.batch(k), ds.checksums, k)
             assert res.ok
             seen_rounds = max(seen_rounds, res.rounds)
-            res = _assert_decode_matches_reference(cache, bad_frames, p1.batch(k), ds.checksums)
+            res = _assert_decode_matches_reference(cache, bad_frames, p1.batch(k), ds.checksums, k)
             flagged += res.bad.size
     assert seen_rounds >= 3 and flagged > 0
 

@@ -22,7 +22,7 @@ from coded_shuffle.codec import FRAME_HEADER_BYTES, encode_plan_arrays, load_dat
 from coded_shuffle.engine import synthetic_dataset
 from coded_shuffle.matrix import shuffle_matrix
 from coded_shuffle.orders import OrderSpec, epoch_placement, order_placement
-from coded_shuffle.plan import rates
+from coded_shuffle.plan import plan_delivery, rates
 from coded_shuffle.transport import InProcessTransport, TokenBucket
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +34,7 @@ needs_mpi = pytest.mark.skipif(
     not HAVE_MPI, reason="needs mpiexec beside the interpreter and mpi4py: pip install 'coded_shuffle[mpi]'"
 )
 ENTRY = 12  # bytes of an entry: fixed-size records, 32-bit ids (docs/wire-format.md)
+RUN = 12  # bytes of a row of the receiver index (docs/wire-format.md)
 
 
 def run_mpi(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
@@ -65,9 +66,14 @@ def json_rows(proc: subprocess.CompletedProcess[str]) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
-def framing(symbols_per_frame: list[int]) -> int:
-    """Framing bytes of frames of these many symbols, by the wire format: header + entries, padded to 8."""
-    return sum(-(-(FRAME_HEADER_BYTES + ENTRY * n) // 8) * 8 for n in symbols_per_frame)
+def framing(symbols_per_frame: list[int], runs_per_frame: list[int] | None = None) -> int:
+    """Framing bytes of frames of these many symbols and receiver-index rows, by the wire format:
+    header + entries + index, padded to 8."""
+    runs = runs_per_frame or [0] * len(symbols_per_frame)
+    return sum(
+        -(-(FRAME_HEADER_BYTES + ENTRY * n + RUN * r) // 8) * 8
+        for n, r in zip(symbols_per_frame, runs, strict=True)
+    )
 
 
 def split(n: int, per: int) -> list[int]:
@@ -239,7 +245,7 @@ def test_program_refuses_options_the_mode_ignores():
 @needs_mpi
 @pytest.mark.mpi
 @pytest.mark.parametrize("K", [1, 2, 3])
-def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path):
+def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path, receiver_runs_reference):
     N, B, seed, epochs, max_frame = 600, 64, 7, 2, 2048
     out = tmp_path / "rows.jsonl"
     proc = run_mpi(
@@ -263,14 +269,21 @@ def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path):
         if r["mode"] == "coded":
             assert r["planned_symbols"] == load.coded
             frames = split(load.coded, per) or [0]  # an empty plan still sends one empty frame
+            plan = plan_delivery(p0, p1)
+            starts = np.cumsum([0] + frames)
+            runs = [
+                len(receiver_runs_reference(plan, lo, lo + n))
+                for lo, n in zip(starts[:-1], frames, strict=True)
+            ]
         else:
             assert r["planned_symbols"] == load.uncoded
             moved = p0.owner != p1.owner
             frames = [n for j in range(K) for n in split(int((moved & (p1.owner == j)).sum()), per)]
+            runs = None  # points sent alone, in frames to each worker: no receiver index
         # What left the master: the planned load of records plus the documented framing, exactly.
         assert r["master_symbols"] == r["planned_symbols"]
-        assert r["master_bytes"] == r["planned_symbols"] * B + framing(frames)
-        assert r["framing_bytes"] == framing(frames) and r["frames"] == len(frames)
+        assert r["master_bytes"] == r["planned_symbols"] * B + framing(frames, runs)
+        assert r["framing_bytes"] == framing(frames, runs) and r["frames"] == len(frames)
         assert r["digests"] == expected_digests(dataset, N, K, seed, r["epoch"])
 
 
