@@ -23,7 +23,14 @@ from ._progress import Progress
 from .bounds import EXACT_BOUND_MAX_K, lower_bound, worst_case
 from .errors import CodedShuffleError
 from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
-from .orders import AUTO_FEISTEL_POINTS, EPOCH_ORDERS, OrderSpec, auto_order, order_placement
+from .orders import (
+    AUTO_FEISTEL_POINTS,
+    EPOCH_ORDERS,
+    SHUFFLE_ALGORITHMS,
+    OrderSpec,
+    auto_order,
+    order_placement,
+)
 from .plan import PROGRESS_MIN_LEFTOVERS, STRATEGIES, rates
 
 PROG = "coded-shuffle"
@@ -433,12 +440,32 @@ def _check_shard_setup(args: argparse.Namespace) -> None:
         raise UsageError("--shards x --shard-size must be at least --workers and --canonical-nodes")
 
 
+#: The options of the shard-aware orders, with their defaults.
+SHARD_ORDER_DEFAULTS = {"shard_size": 10_000, "canonical_nodes": 1, "block_size": 1 << 18}
+
+
+def _shard_options_given(args: argparse.Namespace) -> list[str]:
+    return [f"--{n.replace('_', '-')}" for n in SHARD_ORDER_DEFAULTS if getattr(args, n, None) is not None]
+
+
 def order_spec(args: argparse.Namespace, N: int) -> OrderSpec:
-    """Return the epoch order the options ask for, ``auto`` resolved for ``N`` points."""
-    _at_least(args, shard_size=1, canonical_nodes=1, block_size=1)
-    if args.canonical_nodes > N:
-        raise UsageError(f"--canonical-nodes must be at most --points ({N}), not {args.canonical_nodes}")
-    return OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
+    """Return the epoch order the options ask for, ``auto`` resolved for ``N`` points.
+
+    The shard options are refused for an order that is not shard-aware (they would be ignored);
+    those not given take their defaults (``args`` is left as it came).
+    """
+    order = auto_order(args.order, N)
+    given = _shard_options_given(args)
+    if given and order not in SHUFFLE_ALGORITHMS:
+        raise UsageError(
+            f"{' and '.join(given)} only apply to the shard-aware orders ({', '.join(SHUFFLE_ALGORITHMS)}), "
+            f"not to --order {args.order}" + (f" ({order})" if args.order == "auto" else "")
+        )
+    values = {n: d if getattr(args, n) is None else getattr(args, n) for n, d in SHARD_ORDER_DEFAULTS.items()}
+    _at_least(argparse.Namespace(**values), shard_size=1, canonical_nodes=1, block_size=1)
+    if values["canonical_nodes"] > N:
+        raise UsageError(f"--canonical-nodes must be at most --points ({N}), not {values['canonical_nodes']}")
+    return OrderSpec(order, values["shard_size"], values["canonical_nodes"], values["block_size"])
 
 
 def _workers_schedule(text: str | None, epochs: int) -> list[int]:
@@ -466,6 +493,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             if getattr(args, n) is not None
         ]
         given += ["--order"] if args.order != "auto" else []
+        given += _shard_options_given(args)
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
@@ -725,8 +753,9 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
     cmd += ["--mode", args.mode, "--order", args.order]
     if args.strategy is not None:
         cmd += ["--strategy", args.strategy]
-    cmd += ["--shard-size", str(args.shard_size), "--canonical-nodes", str(args.canonical_nodes)]
-    cmd += ["--block-size", str(args.block_size)]
+    for name in SHARD_ORDER_DEFAULTS:
+        if getattr(args, name) is not None:
+            cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     if args.link_mbps is not None:
         cmd += ["--link-mbps", repr(args.link_mbps)]
     if args.json:
@@ -953,14 +982,15 @@ def _add_order_arguments(parser: argparse.ArgumentParser) -> None:
             "points, feistel above (default auto)"
         ),
     )
+    # No defaults here: an order that is not shard-aware refuses them; order_spec fills them in.
     parser.add_argument(
-        "--shard-size", type=int, default=10_000, metavar="Z", help="samples per shard (default 10000)"
+        "--shard-size", type=int, metavar="Z", help="samples per shard, shard-aware orders (default 10000)"
     )
     parser.add_argument(
-        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
+        "--canonical-nodes", type=int, metavar="C", help="canonical nodes, shard-aware orders (default 1)"
     )
     parser.add_argument(
-        "--block-size", type=int, default=1 << 18, metavar="B", help="shuffle block size (default 262144)"
+        "--block-size", type=int, metavar="B", help="shuffle block size, shard-aware orders (default 262144)"
     )
 
 

@@ -439,6 +439,8 @@ def test_program_bad_input_is_one_line_without_abort(tmp_path):
         (["--data", files["objects"][0]], "Python objects"),
         (["--data", files["not npy"][0]], "not a .npy file"),
         (["--mode", "alltoallv", "--max-frame-bytes", "4096"], "--max-frame-bytes"),
+        # options an order that is not shard-aware would ignore
+        (["--order", "permutation", "--shard-size", "20"], "only apply to the shard-aware orders"),
     ]
     for options, word in cases:
         proc = run_mpi_refused(2, *options)
@@ -500,3 +502,4 @@ def test_installed_wheel_runs(tmp_path):
     )  # fmt: skip
     rows = json_rows(proc)
     assert [r["mode"] for r in rows] == ["coded", "uncoded", "alltoallv"] and all(r["verified"] for r in rows)
+
