@@ -501,8 +501,9 @@ def brute_max_packing(omega):
     return best(tuple(int(x) for row in omega for x in row), 0)
 
 
-def enumeration_milp_packing(omega):
-    """Set packing over every simple cycle (listed by networkx), solved by HiGHS."""
+def enumeration_packing(omega, *, integral=True):
+    """Packing over every simple cycle (listed by networkx), solved by HiGHS: the set packing
+    (an int), or with ``integral=False`` its linear relaxation, the fractional packing (a float)."""
     import networkx as nx
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -510,7 +511,7 @@ def enumeration_milp_packing(omega):
     graph = nx.DiGraph([(int(i), int(j)) for i, j in zip(*np.nonzero(om), strict=True)])
     cycles = [tuple(c) for c in nx.simple_cycles(graph)]
     if not cycles:
-        return 0
+        return 0 if integral else 0.0
     arcs = sorted({(c[k], c[(k + 1) % len(c)]) for c in cycles for k in range(len(c))})
     index = {a: r for r, a in enumerate(arcs)}
     A = np.zeros((len(arcs), len(cycles)))
@@ -520,11 +521,11 @@ def enumeration_milp_packing(omega):
     res = milp(
         -np.ones(len(cycles)),
         constraints=LinearConstraint(A, -np.inf, [om[a] for a in arcs]),
-        integrality=np.ones(len(cycles)),
+        integrality=np.full(len(cycles), int(integral)),
         bounds=Bounds(0, np.inf),
     )
     assert res.status == 0
-    return int(round(-res.fun))
+    return int(round(-res.fun)) if integral else -res.fun
 
 
 def random_leftovers(rng, K, top):
@@ -555,7 +556,7 @@ def test_exact_packing_against_enumeration_milp(rng):
         om = random_leftovers(rng, K, 4)
         p = pack_cycles(om, strategy="exact")
         assert is_cycle_packing(om, p.cycles, p.counts) and p.optimal
-        assert p.cycles_used == enumeration_milp_packing(om) >= pack_cycles(om).cycles_used
+        assert p.cycles_used == enumeration_packing(om) >= pack_cycles(om).cycles_used
 
 
 def test_exact_packing_with_two_cycles_and_unbalanced_rows():
@@ -572,27 +573,6 @@ def test_exact_beats_greedy_on_the_kept_case():
     assert brute_max_packing(GREEDY_SHORT_K6) == 3
 
 
-def enumeration_lp_packing(omega):
-    """Fractional packing over every simple cycle (listed by networkx), solved by HiGHS."""
-    import networkx as nx
-    from scipy.optimize import linprog
-
-    om = np.asarray(omega)
-    graph = nx.DiGraph([(int(i), int(j)) for i, j in zip(*np.nonzero(om), strict=True)])
-    cycles = [tuple(c) for c in nx.simple_cycles(graph)]
-    if not cycles:
-        return 0.0
-    arcs = sorted({(c[k], c[(k + 1) % len(c)]) for c in cycles for k in range(len(c))})
-    index = {a: r for r, a in enumerate(arcs)}
-    A = np.zeros((len(arcs), len(cycles)))
-    for j, c in enumerate(cycles):
-        for k in range(len(c)):
-            A[index[(c[k], c[(k + 1) % len(c)])], j] = 1
-    res = linprog(-np.ones(len(cycles)), A_ub=A, b_ub=[om[a] for a in arcs], bounds=(0, None))
-    assert res.status == 0
-    return -res.fun
-
-
 def test_fractional_packing_bound_against_enumeration_lp(rng):
     import time
 
@@ -604,7 +584,7 @@ def test_fractional_packing_bound_against_enumeration_lp(rng):
         cols = _Columns(om)
         cols.short_cycles(om > 0)
         value, x, A = _fractional_packing(cols, cols.w, time.monotonic() + 60)
-        reference = enumeration_lp_packing(om)
+        reference = enumeration_packing(om, integral=False)
         # an upper bound on the fractional optimum, and tight at it
         assert reference - 1e-6 <= value <= reference + 1e-6
         # the primal solution fits the capacities and reaches it
