@@ -26,9 +26,9 @@ from .matrix import check_shuffle_matrix, feistel_shuffle_matrix, shuffle_matrix
 from .orders import (
     AUTO_FEISTEL_POINTS,
     EPOCH_ORDERS,
-    SHUFFLE_ALGORITHMS,
     OrderSpec,
     auto_order,
+    ignored_shard_options,
     order_placement,
 )
 from .plan import PROGRESS_MIN_LEFTOVERS, STRATEGIES, rates
@@ -455,12 +455,9 @@ def order_spec(args: argparse.Namespace, N: int) -> OrderSpec:
     those not given take their defaults (``args`` is left as it came).
     """
     order = auto_order(args.order, N)
-    given = _shard_options_given(args)
-    if given and order not in SHUFFLE_ALGORITHMS:
-        raise UsageError(
-            f"{' and '.join(given)} only apply to the shard-aware orders ({', '.join(SHUFFLE_ALGORITHMS)}), "
-            f"not to --order {args.order}" + (f" ({order})" if args.order == "auto" else "")
-        )
+    problem = ignored_shard_options(args.order, _shard_options_given(args))
+    if problem is not None:
+        raise UsageError(problem + (f" ({order})" if args.order == "auto" else ""))
     values = {n: d if getattr(args, n) is None else getattr(args, n) for n, d in SHARD_ORDER_DEFAULTS.items()}
     _at_least(argparse.Namespace(**values), shard_size=1, canonical_nodes=1, block_size=1)
     if values["canonical_nodes"] > N:

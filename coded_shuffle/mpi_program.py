@@ -52,7 +52,7 @@ from .codec import (
 )
 from .engine import check_holdings, synthetic_dataset
 from .errors import DecodeError, IntegrityError
-from .orders import EPOCH_ORDERS, SHUFFLE_ALGORITHMS, OrderSpec, Placement, auto_order, order_placement
+from .orders import EPOCH_ORDERS, OrderSpec, Placement, auto_order, ignored_shard_options, order_placement
 from .plan import STRATEGIES, DeliveryPlan, plan_delivery
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_world
 
@@ -223,12 +223,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         problem = "--bcast-baseline needs the coded mode"
     if problem is None and args.data is not None:
         problem = check_data_file(args.data)
-    shard = _given(argv, "--shard-size", "--canonical-nodes", "--block-size")
-    if problem is None and shard and args.order not in SHUFFLE_ALGORITHMS:
-        problem = (
-            f"{' and '.join(shard)} only apply to the shard-aware orders ({', '.join(SHUFFLE_ALGORITHMS)}), "
-            f"not to --order {args.order}"
-        )
+    if problem is None:
+        shard = _given(argv, "--shard-size", "--canonical-nodes", "--block-size")
+        problem = ignored_shard_options(args.order, shard)
     if problem is not None:
         p.error(problem)
     return args

@@ -6,6 +6,7 @@ from .epochs import (
     OrderSpec,
     auto_order,
     epoch_order,
+    ignored_shard_options,
     order_placement,
     positions_to_owners,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "AUTO_FEISTEL_POINTS",
     "EPOCH_ORDERS",
     "auto_order",
+    "ignored_shard_options",
     "OrderSpec",
     "epoch_order",
     "order_placement",

@@ -32,6 +32,7 @@ __all__ = [
     "EPOCH_ORDERS",
     "OrderSpec",
     "auto_order",
+    "ignored_shard_options",
     "epoch_order",
     "order_placement",
     "positions_to_owners",
@@ -55,6 +56,26 @@ def auto_order(name: str, N: int) -> str:
     if name != "auto":
         return name
     return "feistel" if check_int(N, "N", minimum=0) > AUTO_FEISTEL_POINTS else "permutation"
+
+
+def ignored_shard_options(order: str, given: list[str]) -> str | None:
+    """Why the shard options ``given`` (as typed, e.g. ``["--shard-size"]``) cannot go with the
+    epoch order named ``order`` (``auto`` included), or None when they can: only the shard-aware
+    orders read them, any other would ignore them.
+
+    Examples
+    --------
+    >>> ignored_shard_options("py1br", ["--shard-size"]) is None
+    True
+    >>> ignored_shard_options("feistel", ["--block-size"])  # doctest: +ELLIPSIS
+    '--block-size only apply to the shard-aware orders (naive, ...), not to --order feistel'
+    """
+    if not given or order in SHUFFLE_ALGORITHMS:
+        return None
+    return (
+        f"{' and '.join(given)} only apply to the shard-aware orders ({', '.join(SHUFFLE_ALGORITHMS)}), "
+        f"not to --order {order}"
+    )
 
 
 @dataclass(frozen=True)
