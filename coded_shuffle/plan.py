@@ -403,6 +403,11 @@ def _triangle_count(support: np.ndarray) -> int:
     return int(round(float(((B @ B) * B.T).sum()) / 3))
 
 
+def _fitting(A: Any, cap: np.ndarray) -> np.ndarray:
+    """Columns of ``A`` whose every arc has capacity left in ``cap``."""
+    return np.flatnonzero(np.asarray(A.T @ (cap < 0.5).astype(np.float64)).ravel() == 0)
+
+
 def _fractional_packing(cols: _Columns, cap: np.ndarray, deadline: float) -> tuple[float, np.ndarray, Any]:
     """Maximum fractional cycle packing within the arc capacities ``cap``, by column generation.
 
@@ -425,7 +430,7 @@ def _fractional_packing(cols: _Columns, cap: np.ndarray, deadline: float) -> tup
         A = cols.matrix()
         n = A.shape[1]
         x, y = np.zeros(n), np.zeros(cols.E)
-        usable = np.flatnonzero(np.asarray(A.T @ (~live).astype(np.float64)).ravel() == 0)
+        usable = _fitting(A, cap)
         if usable.size:
             res = linprog(
                 -np.ones(usable.size), A_ub=A[:, usable], b_ub=cap, bounds=(0, None), method="highs-ipm"
@@ -461,7 +466,7 @@ def _column_milp(
     column, or None, and whether HiGHS proved them the best among these columns."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    usable = np.flatnonzero(np.asarray(A.T @ (cap < 0.5).astype(np.float64)).ravel() == 0)
+    usable = _fitting(A, cap)
     if not usable.size or time_limit <= 0:
         return (np.zeros(A.shape[1]) if not usable.size else None), not usable.size
     res = milp(
