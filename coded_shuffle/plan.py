@@ -467,8 +467,10 @@ def _column_milp(
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     usable = _fitting(A, cap)
-    if not usable.size or time_limit <= 0:
-        return (np.zeros(A.shape[1]) if not usable.size else None), not usable.size
+    if not usable.size:  # no cycle fits: nothing is the best
+        return np.zeros(A.shape[1]), True
+    if time_limit <= 0:
+        return None, False
     res = milp(
         -np.ones(usable.size),
         constraints=LinearConstraint(A[:, usable], -np.inf, cap),
