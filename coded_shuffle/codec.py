@@ -156,7 +156,11 @@ def _kernels() -> ModuleType:
     return _codec_kernels
 
 
+#: The second thread of :func:`_halves`, made on first use. A forked child inherits the executor
+#: but not its thread, so the child starts with none and makes its own (``os.register_at_fork``).
 _POOL: list[ThreadPoolExecutor] = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL.clear)
 
 
 def _cores() -> int:

@@ -789,3 +789,36 @@ def test_record_checksums_of_selected_rows(rng):
         rows = rng.integers(0, 12, size=20)
         got = _checksum_rows(x, lens[rows], rows)
         assert [int(h) for h in got] == [checksum_reference(x[r, : lens[r]].tobytes()) for r in rows]
+
+
+def _child_checksums(conn, data):
+    """In a forked child: checksum more than 1 MiB (the two-thread path) and send the result."""
+    conn.send(record_checksums(data).tolist())
+    conn.close()
+
+
+def test_fork_after_a_large_job_makes_new_threads(rng, monkeypatch):
+    # A job of more than 1 MiB starts the codec's second thread; a child forked afterwards (a
+    # torch DataLoader with workers does this) must not wait on the parent's thread, which it lacks.
+    import multiprocessing
+
+    import coded_shuffle.codec as codec
+
+    monkeypatch.setattr(codec, "_TWO_CORES", True)
+    data = rng.integers(0, 256, size=(4096, 512), dtype=np.uint8)  # 2 MiB
+    assert data.nbytes > codec._TWO_THREADS_BYTES
+    expected = record_checksums(data).tolist()
+    assert codec._POOL, "the large job should have started the second thread"
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_checksums, args=(child, data))
+    proc.start()
+    try:
+        assert parent.poll(60), "the forked child did not finish its checksums: it waits on a lost thread"
+        assert parent.recv() == expected
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    assert proc.exitcode == 0
