@@ -94,13 +94,13 @@ def main() -> None:
     first = min(by_epoch)
     for e, d in sorted(by_epoch.items()):
         c, u = d["coded"], d["uncoded"]
-        br = c["master_bytes"] / u["master_bytes"]
+        br = c["wire_bytes"] / u["wire_bytes"]
         tr = c["seconds"] / u["seconds"]
         dev = tr / br - 1
         if e != first:
             devs.append(dev)
         print(
-            f"{e:>6}{c['master_bytes'] / 1e6:>10.2f}{u['master_bytes'] / 1e6:>11.2f}{br:>11.3f}"
+            f"{e:>6}{c['wire_bytes'] / 1e6:>10.2f}{u['wire_bytes'] / 1e6:>11.2f}{br:>11.3f}"
             f"{c['seconds']:>9.3f}{u['seconds']:>10.3f}{tr:>11.3f}{dev:>+10.1%}"
             + ("  (warm-up)" if e == first else "")
         )
@@ -114,14 +114,14 @@ def main() -> None:
     fr, fr_dec = [], []
     first = min(r["epoch"] for r in raw)
     for r in raw:
-        f = r["bcast_seconds"] / r["deliver_seconds"]
+        f = r["bcast_seconds"] / r["timings"]["deliver"]
         g = r["bcast_seconds"] / r["seconds"]
         if r["epoch"] != first:
             fr.append(f)
             fr_dec.append(g)
         print(
-            f"{r['epoch']:>6}{r['master_bytes'] / 1e6:>8.2f}"
-            f"{r['deliver_seconds']:>11.4f}{r['seconds']:>11.4f}{r['bcast_seconds']:>9.4f}{f:>15.2f}{g:>15.2f}"
+            f"{r['epoch']:>6}{r['wire_bytes'] / 1e6:>8.2f}"
+            f"{r['timings']['deliver']:>11.4f}{r['seconds']:>11.4f}{r['bcast_seconds']:>9.4f}{f:>15.2f}{g:>15.2f}"
             + ("  (warm-up)" if r["epoch"] == first else "")
         )
     f = statistics.median(fr) if fr else float("nan")

@@ -71,13 +71,14 @@ def report(K: int, rows: list[dict]) -> bool:
         warm = "  (warm-up)" if r["epoch"] == rows[0]["epoch"] else ""
         ok = "yes" if r["verified"] else "NO"
         print(
-            f"{r['epoch']:>6} {r['mode']:>10} {r['deliver_seconds']:>10.3f} {r['seconds']:>10.3f} "
+            f"{r['epoch']:>6} {r['mode']:>10} {r['timings']['deliver']:>10.3f} {r['seconds']:>10.3f} "
             f"{up / 1e6:>13.2f} {down / 1e6:>15.2f} {wup / 1e6:>13.2f}  {ok}{warm}"
         )
     steady = [r for r in rows if r["epoch"] != rows[0]["epoch"]]
 
     def med(mode: str, key: str) -> float:
-        return statistics.median(float(r[key]) for r in steady if r["mode"] == mode)
+        return statistics.median(float(r["timings"][key] if key in r["timings"] else r[key])
+                                 for r in steady if r["mode"] == mode)
 
     def med_link(mode: str, i: int) -> float:
         return statistics.median(float(links(r)[i]) for r in steady if r["mode"] == mode)
@@ -87,11 +88,11 @@ def report(K: int, rows: list[dict]) -> bool:
     for mode in MODES:
         up, down, wup = (med_link(mode, i) / 1e6 for i in range(3))
         print(
-            f"{mode:>11} {med(mode, 'deliver_seconds'):>10.3f} {med(mode, 'seconds'):>10.3f} "
+            f"{mode:>11} {med(mode, 'deliver'):>10.3f} {med(mode, 'seconds'):>10.3f} "
             f"{up:>13.2f} {down:>15.2f} {wup:>13.2f}"
         )
     byte_ratio = med_link("coded", 0) / med_link("uncoded", 0)
-    time_ratio = med("coded", "deliver_seconds") / med("uncoded", "deliver_seconds")
+    time_ratio = med("coded", "deliver") / med("uncoded", "deliver")
     total_ratio = med("coded", "seconds") / med("uncoded", "seconds")
     dev = time_ratio / byte_ratio - 1
     ok = abs(dev) <= 0.10 and all(r["verified"] for r in rows)

@@ -13,6 +13,7 @@ __all__ = [
     "DecodeError",
     "IntegrityError",
     "TransportError",
+    "RankTimeout",
 ]
 
 
@@ -34,3 +35,7 @@ class IntegrityError(CodedShuffleError):
 
 class TransportError(CodedShuffleError):
     """A transport failed to carry symbols between the master and the workers."""
+
+
+class RankTimeout(TransportError):
+    """A rank did not answer within the job's timeout (it stopped, froze, or its host went away)."""

@@ -41,27 +41,23 @@ whose batches are then read from the dataset), so a loader makes ``epochs - 1`` 
 
 from __future__ import annotations
 
+import atexit
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ._checks import check_choice, check_int
-from .bounds import lower_bound
 from .codec import (
     Cache,
     Dataset,
-    decode_worker,
-    encode_plan,
-    encode_plan_arrays,
     load_dataset,
-    parse_frame,
 )
-from .engine import TransitionReport, check_holdings, initial_caches, transition, transition_report
-from .errors import DecodeError, IntegrityError
+from .engine import SCHEMES, MasterOptions, TransitionReport, initial_caches, transition
+from .engine.mpi import Watchdog, attend, default_timeout, serve
+from .engine.protocol import Stopped, master_transition, worker_stop, worker_transition
+from .errors import IntegrityError
 from .orders import (
     EPOCH_ORDERS,
     OrderSpec,
@@ -71,10 +67,12 @@ from .orders import (
     epoch_order,
     placement_from_permutation,
 )
-from .plan import STRATEGIES, plan_delivery
+from .plan import STRATEGIES
 from .transport import InProcessTransport, MPITransport
 
 __all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "RowLayout", "load_rows"]
+
+_PROG = "coded_shuffle.loader"
 
 
 # --------------------------------------------------------------------------- records as rows
@@ -399,6 +397,7 @@ class InProcessLoader:
                 strategy=self.strategy,
                 max_repair_rounds=self.max_repair_rounds,
                 spare=self._spare,
+                seed=self.seed,
             )
             if not report.verified:
                 raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
@@ -451,9 +450,6 @@ class InProcessLoader:
 
 # --------------------------------------------------------------------------- MPI
 
-#: Tag of the point-to-point messages carrying each worker's batch of the first epoch.
-_INIT_TAG = 13
-
 
 class MPILoader:
     """The same epochs across processes: rank 0 serves, every other rank iterates its batches.
@@ -461,15 +457,22 @@ class MPILoader:
     Run under ``mpiexec -n K+1 python -m mpi4py prog.py`` (so that a failing rank aborts the
     job). Every rank builds the loader with the same options; the master (the transport's root,
     rank 0 by default) calls :meth:`serve`, and worker ``k`` (rank ``k + 1``) iterates the
-    loader. The master alone reads ``source``: it sends each worker its batch of the first epoch and the
-    table of checksums (setup, not counted on the link), then for every epoch ``t >= 1`` plans,
-    encodes and broadcasts the coded delivery; each worker decodes its batch from its cache,
-    checks every decoded record, and the master checks every worker's holdings (ids and
-    checksums) before any worker yields the batch. Workers hold only their current batch.
+    loader. The master alone reads ``source``: it sends each worker its batch of the first epoch
+    and the table of checksums (setup, not counted on the link), then for every epoch ``t >= 1``
+    runs the transition protocol (:mod:`coded_shuffle.engine.protocol`) with the coded scheme:
+    each worker decodes its batch from its cache, checks every decoded record, and the master
+    checks every worker's holdings (ids and checksums) before any worker yields the batch.
+    Workers hold only their current batch. Every rank must make the loader with the same
+    ``epochs``, ``start_epoch``, ``seed``, ``order`` and ``strategy``.
 
-    Every transition is collective: each worker must go through all ``epochs`` epochs (a worker
-    that stops early leaves the master waiting for it), and every rank must make the loader with
-    the same ``epochs``, ``start_epoch``, ``seed``, ``order`` and ``strategy``.
+    A worker may stop early: leaving its ``for`` loop (``break``, ``return``, an exception caught
+    outside it), closing its iterator (:meth:`close`, or a ``with`` block around the loader), or
+    ``sys.exit``. It tells the master at the start of the next transition; the master ends the
+    job there: :meth:`serve` returns the reports so far, the other workers' iterators end
+    cleanly after the batch they have (no exception), and :attr:`stopped_by` names the worker
+    that stopped, on every rank. A rank that stops answering (frozen, cut off) ends the job
+    within ``timeout`` seconds with one line naming it; a rank that dies ends it at once
+    (``mpiexec`` stops the others).
 
     Parameters
     ----------
@@ -480,6 +483,9 @@ class MPILoader:
         As :class:`InProcessLoader`; the same on every rank.
     transport : MPITransport, optional
         The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
+    timeout : float, optional
+        Seconds any rank waits for another before it ends the job (default: a minute, plus a
+        second per 20 MB of records; :func:`coded_shuffle.engine.mpi.default_timeout`).
 
     Examples
     --------
@@ -502,6 +508,7 @@ class MPILoader:
         strategy: str = "greedy",
         transport: MPITransport | None = None,
         max_repair_rounds: int = 3,
+        timeout: float | None = None,
     ) -> None:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
@@ -512,6 +519,11 @@ class MPILoader:
             )
         if isinstance(order, str):
             check_choice(order, "order", ("auto", *EPOCH_ORDERS))
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
+                raise ValueError(f"Argument 'timeout' must be a positive number of seconds, not {timeout!r}.")
+            timeout = float(timeout)
+        self._timeout = timeout
         self._order = order
         if transport is None:
             transport = MPITransport()
@@ -522,6 +534,8 @@ class MPILoader:
         self.is_master = transport.is_master
         #: This rank's worker number, or None on the master.
         self.worker = transport.worker
+        #: The worker that stopped early and so ended the job, or None.
+        self.stopped_by: int | None = None
         self.dataset: Dataset | None = None
         self.layout: RowLayout | None = None
         if self.is_master:
@@ -535,16 +549,24 @@ class MPILoader:
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
         self._used = False
+        self._iterator: Iterator[EpochBatch] | None = None
 
     def _start(self, what: str) -> None:
         if self._used:
             raise RuntimeError(f"An MPILoader runs once: {what} was already called on this rank.")
         self._used = True
 
+    def _watchdog(self, N: int, B: int) -> tuple[float, Watchdog]:
+        timeout = self._timeout if self._timeout is not None else default_timeout(N, B)
+        return timeout, Watchdog(timeout=timeout, rank=self.transport.rank, prog=_PROG)
+
     # ---- master
 
     def serve(self) -> list[TransitionReport]:
         """Master: deliver the epochs after ``start_epoch`` to the workers; return one report each.
+
+        When a worker stops early, the job ends at the next transition and the reports made so
+        far are returned (:attr:`stopped_by` names the worker).
 
         Raises
         ------
@@ -557,96 +579,36 @@ class MPILoader:
             raise RuntimeError(f"Rank {link.rank} is a worker: iterate the loader, the master serves.")
         self._start("serve")
         assert self.dataset is not None and self.layout is not None
-        comm, ds = link.comm, self.dataset
+        ds = self.dataset
         N, K = ds.N, self.K
         spec = _order_spec(self._order, N)
-        comm.bcast((N, ds.record_bytes, self.layout.dtype, self.layout.shape), root=link.root)
-        comm.Bcast(np.ascontiguousarray(ds.checksums), root=link.root)
+        link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
+        link.share_array(ds.checksums)
+        timeout, dog = self._watchdog(N, ds.record_bytes)
         first = self.start_epoch
         _, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
         for k in range(K):  # setup: each worker starts with its batch of the first epoch
-            comm.Send(np.ascontiguousarray(ds.data[placement.batch(k)]), dest=link.rank_of(k), tag=_INIT_TAG)
-        reports = []
-        for t in range(first + 1, first + self.epochs):
-            _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
-            reports.append(self._master_transition(placement, nxt, epoch=t))
-            placement = nxt
+            link.send_rows(k, ds.data[placement.batch(k)])
+        opts = MasterOptions(strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed)
+        reports: list[TransitionReport] = []
+        try:
+            for t in range(first + 1, first + self.epochs):
+                _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
+                role = master_transition(link, SCHEMES["coded"], ds, placement, nxt, epoch=t, opts=opts)
+                report = serve(link, role, timeout=timeout, watchdog=dog, prog=_PROG)
+                if isinstance(report, Stopped):  # a worker stopped: the job ends here
+                    self.stopped_by = link.share(report.workers[0])
+                    return reports
+                if not report.verified:
+                    raise IntegrityError(
+                        f"Epoch {t}: the workers' records did not match the master's checksums."
+                    )
+                reports.append(report)
+                placement = nxt
+            link.share(None)
+        finally:
+            dog.close()
         return reports
-
-    def _gather(self, value: Any) -> list[Any]:
-        link = self.transport
-        got = link.comm.gather(value, root=link.root)
-        return [v for r, v in enumerate(got) if r != link.root] if got is not None else []
-
-    def _master_transition(self, p_t: Placement, p_t1: Placement, *, epoch: int) -> TransitionReport:
-        link, ds = self.transport, self.dataset
-        assert ds is not None
-        comm, root = link.comm, link.root
-        t_start = time.perf_counter()
-        timings: dict[str, float] = {}
-        tic = time.perf_counter()
-        plan = plan_delivery(p_t, p_t1, strategy=self.strategy)
-        lb = lower_bound(plan.S)
-        timings["plan"] = time.perf_counter() - tic
-        tic = time.perf_counter()
-        frames = encode_plan(plan, ds, epoch=epoch)
-        parsed = [parse_frame(f) for f in frames]
-        before = link.stats
-        link.send(frames)
-        timings["encode"] = time.perf_counter() - tic
-        tic = time.perf_counter()
-        infos = self._gather(None)
-        timings["decode"] = time.perf_counter() - tic
-        coded = link.stats - before
-        rejected = sum(r for _, r in infos)
-        pending = {k: f for k, (f, _) in enumerate(infos) if f.size}
-        tic = time.perf_counter()
-        repairs = rounds = 0
-        while pending:
-            if rounds == self.max_repair_rounds:
-                comm.bcast(None, root=root)  # the workers give up too
-                k = min(pending)
-                raise IntegrityError(
-                    f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} "
-                    f"repair round(s), first point {int(pending[k][0])}."
-                )
-            comm.bcast(True, root=root)
-            rounds += 1
-            ids = np.unique(np.concatenate(list(pending.values())))
-            repairs += int(ids.size)
-            link.send([encode_plan_arrays(ds, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
-            infos = self._gather(None)
-            rejected += sum(r for _, r in infos)
-            pending = {k: f for k, (f, _) in enumerate(infos) if f.size}
-        comm.bcast(False, root=root)
-        timings["repair"] = time.perf_counter() - tic
-        total = link.stats - before
-        tic = time.perf_counter()
-        held = self._gather(None)
-        checked, ok = check_holdings(ds, [i for i, _ in held], [c for _, c in held], p_t1)
-        comm.bcast(ok, root=root)
-        timings["check"] = time.perf_counter() - tic
-        if not ok:
-            raise IntegrityError(f"Epoch {epoch}: the workers' records did not match the master's checksums.")
-        return transition_report(
-            plan,
-            ds,
-            p_t,
-            p_t1,
-            parsed,
-            lb=lb,
-            epoch=epoch,
-            strategy=self.strategy,
-            coded_stats=coded,
-            total_stats=total,
-            rejected=rejected,
-            repairs=repairs,
-            rounds=rounds,
-            checked=checked,
-            verified=ok,
-            t_start=t_start,
-            timings=timings,
-        )
 
     # ---- worker
 
@@ -656,81 +618,70 @@ class MPILoader:
         if self.is_master:
             raise RuntimeError(f"Rank {link.rank} is the master: call serve(); the workers iterate.")
         self._start("iteration")
-        return self._worker_epochs()
+        self._iterator = self._worker_epochs()
+        # A job that ends while the iterator is held elsewhere (sys.exit with the iterator in a
+        # variable) still tells the master, before MPI is finalized (atexit runs last in, first out).
+        atexit.register(self.close)
+        return self._iterator
+
+    def close(self) -> None:
+        """Worker: stop early; the master ends the job at the next transition (see the class)."""
+        if self._iterator is not None:
+            self._iterator.close()  # type: ignore[attr-defined]
+
+    def __enter__(self) -> MPILoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _worker_epochs(self) -> Iterator[EpochBatch]:
         link = self.transport
-        comm, root = link.comm, link.root
         k = link.worker
         assert k is not None
-        N, B, dtype, shape = comm.bcast(None, root=root)
+        N, B, dtype, shape = link.share()
         layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         self.layout = layout
-        sums = np.empty(N, dtype=np.uint64)
-        comm.Bcast(sums, root=root)
+        sums = link.share_array(np.empty(N, dtype=np.uint64))
+        timeout, dog = self._watchdog(N, B)
         spec = _order_spec(self._order, N)
         cut = _bounds(N, self.K)
         lo, hi = int(cut[k]), int(cut[k + 1])
         first = self.start_epoch
-        order = epoch_order(N, seed=self.seed, epoch=first, spec=spec)
-        ids = np.sort(order[lo:hi]).astype(np.int64)
-        data = np.empty((ids.size, B), dtype=np.uint8)
-        comm.Recv(data, source=root, tag=_INIT_TAG)
-        ids.flags.writeable = False
-        cache = Cache(ids=ids, data=data, lengths=None)
+        order, placement = _epoch_layout(N, self.K, seed=self.seed, epoch=first, spec=spec)
+        ids = placement.batch(k)
+        cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, B), dtype=np.uint8)), lengths=None)
         if not np.array_equal(cache.checksums(), sums[ids]):
             raise IntegrityError(
                 f"Worker {k}: its records of epoch {first} do not match the master's checksums."
             )
-        yield _batch(first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0)
-        spare = np.zeros_like(data)
-        for t in range(first + 1, first + self.epochs):
-            order = epoch_order(N, seed=self.seed, epoch=t, spec=spec)
-            run = order[lo:hi].astype(np.int64)
-            need = np.sort(run)
-            res, rejected = self._receive_decode(cache, need, epoch=t, sums=sums, out=spare)
-            comm.gather((res.failed, rejected), root=root)
-            new = res.cache
-            failed = res.failed
-            while True:
-                more = comm.bcast(None, root=root)
-                if more is None:  # the master gave up after its repair rounds
+        spare = np.zeros_like(cache.data)
+        t = first
+        ended = False
+        try:
+            yield _batch(first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0)
+            for t in range(first + 1, first + self.epochs):
+                order, nxt = _epoch_layout(N, self.K, seed=self.seed, epoch=t, spec=spec)
+                role = worker_transition(
+                    link, SCHEMES["coded"], k, cache, (placement, nxt), epoch=t, checksums=sums, spare=spare
+                )
+                res = attend(link, role, timeout=timeout, watchdog=dog, prog=_PROG)
+                if res is None:  # another worker stopped: the job ends here
+                    ended = True
+                    self.stopped_by = link.share()
+                    return
+                if not res.verified:
                     raise IntegrityError(
-                        f"Worker {k}: {failed.size} record(s) of epoch {t} unverified after the repairs."
-                        if failed.size
-                        else f"Worker {k}: epoch {t} abandoned, another worker's records stayed unverified."
+                        f"Epoch {t}: the workers' records did not match the master's checksums."
                     )
-                if not more:
-                    break
-                empty = Cache(ids=np.empty(0, np.int64), data=np.empty((0, B), np.uint8), lengths=None)
-                fix, rej = self._receive_decode(empty, failed, epoch=t, sums=sums)
-                good = np.setdiff1d(fix.cache.ids, fix.failed)
-                if good.size:
-                    rows = fix.cache.rows(good)
-                    new = new.patched(Cache(ids=good, data=fix.cache.data[rows], lengths=None))
-                failed = fix.failed
-                comm.gather((failed, rej), root=root)
-            comm.gather((new.ids, new.checksums()), root=root)
-            if not comm.bcast(None, root=root):
-                raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
-            # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
-            spare = cache.data
-            cache = new
-            yield _batch(t, k, run, cache, layout, decoded=int(res.decoded.size))
-
-    def _receive_decode(
-        self, cache: Cache, need: np.ndarray, *, epoch: int, sums: np.ndarray, out: np.ndarray | None = None
-    ) -> tuple[Any, int]:
-        link = self.transport
-        k = link.worker
-        assert k is not None
-        frames, rejected = [], 0
-        for raw in link.receive(k):
-            try:
-                frames.append(parse_frame(raw, epoch=epoch, record_bytes=int(cache.data.shape[1])))
-            except DecodeError:
-                rejected += 1
-        if out is not None and (out.shape[0] != need.size or np.shares_memory(out, cache.data)):
-            out = None
-        res = decode_worker(cache, frames, need=need, worker=k, epoch=epoch, checksums=sums, out=out)
-        return res, rejected
+                # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
+                spare, cache, placement = cache.data, res.cache, nxt
+                yield _batch(t, k, order[lo:hi].astype(np.int64), cache, layout, decoded=res.decoded)
+            ended = True
+            link.share()
+        finally:
+            if not ended:  # this worker stops early
+                if t < first + self.epochs - 1:  # it says so where its next transition would start
+                    attend(link, worker_stop(), timeout=timeout, watchdog=dog, prog=_PROG)
+                self.stopped_by = link.share()
+            dog.close()

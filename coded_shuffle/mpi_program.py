@@ -29,31 +29,21 @@ through :func:`coded_shuffle.transport.mpi_world`. See docs/mpi.md for the optio
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
-import hashlib
 import json
 import os
 import sys
-import time
 from typing import Any, NoReturn, TextIO
 
 import numpy as np
 
 from .bounds import lower_bound
-from .codec import (
-    DEFAULT_MAX_FRAME_BYTES,
-    Cache,
-    Dataset,
-    decode_worker,
-    encode_plan,
-    encode_plan_arrays,
-    load_dataset,
-    parse_frame,
-)
-from .engine import check_holdings, synthetic_dataset
-from .errors import DecodeError, IntegrityError
+from .codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset, load_dataset, parse_frame
+from .engine import SCHEMES, MasterOptions, master_transition, synthetic_dataset, worker_transition
+from .engine.mpi import Watchdog, attend, default_timeout, serve
 from .orders import EPOCH_ORDERS, OrderSpec, Placement, auto_order, ignored_shard_options, order_placement
-from .plan import STRATEGIES, DeliveryPlan, plan_delivery
+from .plan import STRATEGIES, plan_delivery
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_world
 
 PROG = "coded-shuffle run"
@@ -65,7 +55,6 @@ MODES = {
     "both": ("coded", "uncoded"),
     "all": ("coded", "uncoded", "alltoallv"),
 }
-_INIT_TAG = 11
 
 
 class _Parser(argparse.ArgumentParser):
@@ -203,6 +192,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-repair-rounds", type=_non_negative, default=3)
     p.add_argument(
+        "--timeout",
+        type=_rate,
+        metavar="SECONDS",
+        help="end the job when a rank does not answer within SECONDS (default: 60 s and 1 s per 20 MB)",
+    )
+    p.add_argument(
         "--count-links",
         action="store_true",
         help="report the bytes each rank's network interfaces sent and received, per transition",
@@ -235,14 +230,6 @@ def placement(args: argparse.Namespace, N: int, K: int, *, epoch: int) -> Placem
     """The batches of ``epoch``: the epoch order the options name, cut into ``K`` batches."""
     spec = OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
     return order_placement(N, K, seed=args.seed, epoch=epoch, spec=spec)
-
-
-def digest(cache: Cache) -> str:
-    """A digest of the ids and bytes a worker holds (equal digests: same bytes)."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(np.ascontiguousarray(cache.ids, dtype="<i8").tobytes())
-    h.update(np.ascontiguousarray(cache.data).data)
-    return h.hexdigest()
 
 
 def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:
@@ -287,338 +274,79 @@ def link_bytes() -> tuple[int, int]:
     return tx, rx
 
 
-class _Counters:
-    """Per transition: this rank's link bytes, gathered at the master (with ``--count-links``)."""
+def _corrupter(cache: Cache, need: np.ndarray) -> Any:
+    """Flip one payload byte of a symbol this worker decodes (to exercise repairs)."""
+    want = np.setdiff1d(need, cache.ids)
 
-    def __init__(self, args: argparse.Namespace, comm: Any) -> None:
-        self.on = bool(args.count_links)
-        self.comm = comm
-        self.start = link_bytes() if self.on else (0, 0)
+    def tamper(frames: list[np.ndarray]) -> list[np.ndarray]:
+        for q, raw in enumerate(frames):
+            f = parse_frame(raw)
+            hit = np.flatnonzero(np.isin(f.a, want) | np.isin(f.b, want))
+            if hit.size:
+                buf = raw.copy()
+                buf[f.header_bytes + int(hit[0]) * f.record_bytes] ^= 0xFF
+                frames[q] = buf
+                break
+        return frames
 
-    def gather(self) -> dict[str, list[int]]:
-        if not self.on:
-            return {}
-        tx, rx = link_bytes()
-        got = self.comm.gather((tx - self.start[0], rx - self.start[1]), root=0)
-        if got is None:
-            return {}
-        return {"link_tx_bytes": [int(a) for a, _ in got], "link_rx_bytes": [int(b) for _, b in got]}
+    return tamper
+
+
+def _timeout(args: argparse.Namespace, N: int, B: int) -> float:
+    return float(args.timeout) if args.timeout is not None else default_timeout(N, B)
 
 
 # --------------------------------------------------------------------------- worker
 
 
-def _corrupt(frames: list[np.ndarray], cache: Cache, need: np.ndarray) -> None:
-    """Flip one payload byte of a symbol this worker decodes (to exercise repairs)."""
-    want = np.setdiff1d(need, cache.ids)
-    for q, raw in enumerate(frames):
-        f = parse_frame(raw)
-        hit = np.flatnonzero(np.isin(f.a, want) | np.isin(f.b, want))
-        if hit.size:
-            buf = raw.copy()
-            buf[f.header_bytes + int(hit[0]) * f.record_bytes] ^= 0xFF
-            frames[q] = buf
-            return
-
-
-def _decode(
-    link: MPITransport,
-    cache: Cache,
-    need: np.ndarray,
-    *,
-    epoch: int,
-    sums: np.ndarray,
-    corrupt: bool,
-    out: np.ndarray | None = None,
-) -> tuple[Any, dict[str, Any]]:
-    """Receive one delivery and decode it: the worker side of the engine's decode stage."""
-    k = link.worker
-    assert k is not None
-    t0 = time.perf_counter()
-    raw = link.receive(k)
-    t_recv = time.perf_counter() - t0
-    if corrupt:
-        _corrupt(raw, cache, need)
-    frames, rejected = [], 0
-    for buf in raw:
-        try:
-            frames.append(parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1])))
-        except DecodeError:
-            rejected += 1
-    res = decode_worker(cache, frames, need=need, worker=k, epoch=epoch, checksums=sums, out=out)
-    info = {
-        "recv": t_recv,
-        "done": time.perf_counter() - t0,
-        "failed": res.failed,
-        "rejected": rejected,
-        "decoded": int(res.decoded.size),
-    }
-    return res, info
-
-
-def worker_transition(
-    args: argparse.Namespace,
-    link: MPITransport,
-    cache: Cache,
-    need: np.ndarray,
-    epoch: int,
-    sums: np.ndarray,
-    out: np.ndarray,
-) -> Cache:
-    comm = link.comm
-    corrupt = args.corrupt_worker == link.worker and epoch == args.start_epoch + 1
-    counters = _Counters(args, comm)
-    comm.Barrier()
-    res, info = _decode(link, cache, need, epoch=epoch, sums=sums, corrupt=corrupt, out=out)
-    comm.gather(info, root=0)
-    new = res.cache
-    failed = res.failed
-    while comm.bcast(None, root=0):  # a repair round: the master re-sends failed points alone
-        empty = Cache(
-            ids=np.empty(0, np.int64), data=np.empty((0, new.data.shape[1]), np.uint8), lengths=None
-        )
-        fix, rinfo = _decode(link, empty, failed, epoch=epoch, sums=sums, corrupt=False)
-        good = np.setdiff1d(fix.cache.ids, fix.failed)
-        if good.size:
-            rows = fix.cache.rows(good)
-            new = new.patched(Cache(ids=good, data=fix.cache.data[rows], lengths=None))
-        failed = fix.failed
-        comm.gather(rinfo, root=0)
-    comm.gather((new.ids, new.checksums(), digest(new)), root=0)
-    counters.gather()
-    return new
-
-
-def worker_exchange(
-    args: argparse.Namespace,
-    link: MPITransport,
-    cache: Cache,
-    p_t: Placement,
-    p_t1: Placement,
-    out: np.ndarray,
-) -> Cache:
-    """The alltoallv mode: send the records that move straight to their next holders, uncoded."""
-    comm = link.comm
-    k = link.worker
-    assert k is not None
-    counters = _Counters(args, comm)
-    sent_before = link.exchanged_bytes
-    comm.Barrier()
-    t0 = time.perf_counter()
-    dest = p_t1.owner[cache.ids]
-    go = np.flatnonzero(dest != k)
-    go = go[np.argsort(dest[go], kind="stable")]  # by destination, ids increasing within each
-    counts = np.bincount(dest[go], minlength=link.K)
-    recv, _ = link.exchange(cache.data[go], counts)
-    t_recv = time.perf_counter() - t0
-    # Who sends what is known to all from the two placements: the records that come to k, from
-    # worker 0 first, ids increasing within each sender (the order the senders used).
-    came = np.flatnonzero((p_t1.owner == k) & (p_t.owner != k))
-    came = came[np.argsort(p_t.owner[came], kind="stable")]
-    need = p_t1.batch(k)
-    stay = dest == k
-    out[np.searchsorted(need, cache.ids[stay])] = cache.data[stay]
-    out[np.searchsorted(need, came)] = recv
-    new = Cache(ids=need, data=out, lengths=None)
-    info = {
-        "recv": t_recv,
-        "done": time.perf_counter() - t0,
-        "failed": np.empty(0, np.int64),
-        "rejected": 0,
-        "decoded": int(came.size),
-        "sent": link.exchanged_bytes - sent_before,
-    }
-    comm.gather(info, root=0)
-    comm.gather((new.ids, new.checksums(), digest(new)), root=0)
-    counters.gather()
-    return new
-
-
-def bcast_baseline_worker(comm: Any) -> None:
-    n = comm.bcast(None, root=0)
-    buf = np.ones(n, dtype=np.uint8)
-    comm.Barrier()
-    t0 = time.perf_counter()
-    comm.Bcast(buf, root=0)
-    comm.gather(time.perf_counter() - t0, root=0)
-
-
 def worker(args: argparse.Namespace, link: MPITransport) -> int:
-    comm = link.comm
     k = link.worker
     assert k is not None
-    meta = np.empty(3, dtype=np.int64)
-    comm.Bcast(meta, root=0)
-    N, B, status = (int(v) for v in meta)
+    N, B, status = link.share()
     if status:
-        return int(comm.bcast(None, root=0))
-    sums = np.empty(N, dtype=np.uint64)
-    comm.Bcast(sums, root=0)
+        return int(link.share())
+    sums = link.share_array(np.empty(N, dtype=np.uint64))
     K = link.K
-    ids = placement(args, N, K, epoch=args.start_epoch).batch(k)
-    data = np.empty((ids.size, B), dtype=np.uint8)
-    comm.Recv(data, source=0, tag=_INIT_TAG)
-    cache = Cache(ids=ids, data=data, lengths=None)
+    timeout = _timeout(args, N, B)
+    dog = Watchdog(timeout=timeout, rank=link.rank, prog=PROG)
+    p_t = placement(args, N, K, epoch=args.start_epoch)
+    ids = p_t.batch(k)
+    cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, B), dtype=np.uint8)), lengths=None)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols.
     modes = MODES[args.mode]
     if {"coded", "uncoded"} & set(modes):
         link.reserve(-(-N * (K - 1) // K) * (B + 24) + (N * B // args.max_frame_bytes + 2) * 4160)
-    spare = [np.zeros_like(data) for _ in modes]
-    p_t = placement(args, N, K, epoch=args.start_epoch)
+    spare = [np.zeros_like(cache.data) for _ in modes]
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
         p_t1 = placement(args, N, K, epoch=t + 1)
-        need = p_t1.batch(k)
         results = []
         for mode, out in zip(modes, spare, strict=True):
-            if mode == "alltoallv":
-                results.append(worker_exchange(args, link, cache, p_t, p_t1, out))
-            else:
-                results.append(worker_transition(args, link, cache, need, t + 1, sums, out))
+            start = link_bytes() if args.count_links else None
+            corrupt = args.corrupt_worker == k and t == args.start_epoch and mode != "alltoallv"
+            role = worker_transition(
+                link, SCHEMES[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
+                with_digest=True, tamper=_corrupter(cache, p_t1.batch(k)) if corrupt else None,
+                links=(lambda s=start: _since(s)) if start is not None else None,
+            )  # fmt: skip
+            res = attend(link, role, timeout=timeout, watchdog=dog, prog=PROG)
+            results.append(res.cache)
             if mode == "coded" and args.bcast_baseline:
-                bcast_baseline_worker(comm)
+                link.baseline_broadcast(0)
         spare = [cache.data, *(r.data for r in results[1:])]
         cache = results[0]
         p_t = p_t1
-    return int(comm.bcast(None, root=0))
+    dog.close()
+    return int(link.share())
+
+
+def _since(start: tuple[int, int]) -> tuple[int, int]:
+    tx, rx = link_bytes()
+    return tx - start[0], rx - start[1]
 
 
 # --------------------------------------------------------------------------- master
-
-
-def _from_workers(comm: Any, value: Any) -> list[Any]:
-    """Master: gather one value from each worker, in worker order (the master's own is dropped)."""
-    got = comm.gather(value, root=0)
-    return list(got)[1:]
-
-
-def uncoded_frames(
-    dataset: Dataset, p_t: Placement, p_t1: Placement, *, epoch: int, max_frame_bytes: int
-) -> dict[int, list[np.ndarray]]:
-    """Every point that changes worker, alone, in frames to its new holder."""
-    moved = p_t.owner != p_t1.owner
-    per = max(1, max_frame_bytes // dataset.record_bytes)
-    out: dict[int, list[np.ndarray]] = {}
-    for j in range(p_t1.K):
-        ids = np.flatnonzero(moved & (p_t1.owner == j))
-        out[j] = [
-            encode_plan_arrays(dataset, ids[lo : lo + per], np.full(min(per, ids.size - lo), -1), epoch=epoch)
-            for lo in range(0, ids.size, per)
-        ]
-    return out
-
-
-def master_transition(
-    args: argparse.Namespace,
-    link: MPITransport,
-    dataset: Dataset,
-    plan: DeliveryPlan,
-    *,
-    mode: str,
-    epoch: int,
-) -> dict[str, Any]:
-    comm = link.comm
-    B = dataset.record_bytes
-    tic = time.perf_counter()
-    if mode == "coded":
-        frames = encode_plan(plan, dataset, epoch=epoch, max_frame_bytes=args.max_frame_bytes)
-        by_worker = None
-        flat = frames
-        planned = plan.n_symbols
-    elif mode == "uncoded":
-        by_worker = uncoded_frames(
-            dataset, plan.placement_t, plan.placement_t1, epoch=epoch, max_frame_bytes=args.max_frame_bytes
-        )
-        flat = [f for fs in by_worker.values() for f in fs]
-        planned = int(plan.rates.uncoded)
-    else:  # alltoallv: the workers exchange the moved records; nothing leaves the master
-        by_worker, flat, planned = None, [], int(plan.rates.uncoded)
-    framing = sum(parse_frame(f).header_bytes for f in flat)
-    encode_s = time.perf_counter() - tic
-    before, control_before = link.stats, link.control_bytes
-    waited_before = link.pace.waited if link.pace is not None else 0.0
-    counters = _Counters(args, comm)
-    comm.Barrier()
-    t0 = time.perf_counter()
-    if mode == "coded":
-        link.send(frames)
-    elif mode == "uncoded":
-        link.send_to(by_worker or {})
-    sent_s = time.perf_counter() - t0
-    infos = _from_workers(comm, None)
-    sent = link.stats - before
-    pending = {k: i["failed"] for k, i in enumerate(infos) if i["failed"].size}
-    repairs = rounds = 0
-    while pending and mode != "alltoallv":
-        if rounds == args.max_repair_rounds:
-            k = min(pending)
-            raise IntegrityError(
-                f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} repair round(s), "
-                f"first point {int(pending[k][0])}."
-            )
-        comm.bcast(True, root=0)
-        rounds += 1
-        ids = np.unique(np.concatenate(list(pending.values())))
-        repairs += int(ids.size)
-        link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
-        rinfos = _from_workers(comm, None)
-        pending = {k: i["failed"] for k, i in enumerate(rinfos) if i["failed"].size}
-    if mode != "alltoallv":
-        comm.bcast(False, root=0)
-    seconds = time.perf_counter() - t0
-    total = link.stats - before
-    held = _from_workers(comm, None)
-    checked, ok = check_holdings(dataset, [i for i, _, _ in held], [c for _, c, _ in held], plan.placement_t1)
-    links = counters.gather()
-    lb = lower_bound(plan.S)
-    row: dict[str, Any] = {
-        "epoch": epoch,
-        "mode": mode,
-        "K": link.K,
-        "N": dataset.N,
-        "record_bytes": B,
-        "seed": args.seed,
-        "strategy": args.strategy,
-        "link_mbps": args.link_mbps,
-        "planned_symbols": planned,
-        "master_symbols": total.symbols,
-        "master_bytes": total.bytes,
-        "payload_bytes": planned * B,
-        "framing_bytes": framing,
-        "frames": sent.frames,
-        "control_bytes": link.control_bytes - control_before,
-        "coded_symbols": plan.n_symbols,
-        "uncoded_symbols": int(plan.rates.uncoded),
-        "lower_bound": int(lb.value),
-        "lower_bound_exact": bool(lb.exact),
-        "seconds": seconds,
-        "send_seconds": sent_s,
-        "deliver_seconds": max(i["recv"] for i in infos),
-        "decode_seconds": max(i["done"] - i["recv"] for i in infos),
-        "encode_seconds": encode_s,
-        "paced_wait_seconds": (link.pace.waited - waited_before) if link.pace is not None else 0.0,
-        "frames_rejected": sum(i["rejected"] for i in infos),
-        "repairs": repairs,
-        "repair_rounds": rounds,
-        "repair_bytes": total.bytes - sent.bytes,
-        "records_checked": checked,
-        "verified": ok,
-        "exchange_bytes": sum(int(i.get("sent", 0)) for i in infos),
-        "digests": [d for _, _, d in held],
-        **links,
-    }
-    if mode == "coded" and args.bcast_baseline:
-        n = int(sent.bytes)
-        comm.bcast(n, root=0)
-        buf = np.ones(n, dtype=np.uint8)
-        comm.Barrier()
-        t1 = time.perf_counter()
-        comm.Bcast(buf, root=0)
-        times = _from_workers(comm, time.perf_counter() - t1)
-        row["bcast_bytes"] = n
-        row["bcast_seconds"] = max(times)
-    return row
 
 
 _COLUMNS = (
@@ -629,22 +357,22 @@ _COLUMNS = (
 
 def _cells(r: dict[str, Any]) -> list[str]:
     # What was sent: by the master (coded, uncoded), or by the workers to each other (alltoallv).
-    mb = (r["exchange_bytes"] if r["mode"] == "alltoallv" else r["master_bytes"]) / 1e6
+    mb = (r["exchange_bytes"] if r["mode"] == "alltoallv" else r["wire_bytes"]) / 1e6
     return [
         str(r["epoch"]),
         r["mode"],
-        str(r["master_symbols"]),
+        str(r["wire_symbols"]),
         str(r["planned_symbols"]),
         f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
         f"{mb:.3f}",
-        f"{r['framing_bytes'] / r['payload_bytes']:.2%}" if r["payload_bytes"] else "-",
+        f"{r['framing_overhead']:.2%}" if r["payload_bytes"] else "-",
         f"{r['seconds']:.3f}",
         f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
         str(r["repairs"]),
         "yes" if r["verified"] else "NO",
         *(
             [f"{r['link_tx_bytes'][0] / 1e6:.3f}", f"{max(r['link_rx_bytes'][1:]) / 1e6:.3f}"]
-            if "link_tx_bytes" in r
+            if r.get("link_tx_bytes")
             else []
         ),
     ]
@@ -666,20 +394,21 @@ def _load(args: argparse.Namespace, K: int) -> Dataset | str:
 
 
 def master(args: argparse.Namespace, link: MPITransport) -> int:
-    comm = link.comm
     K = link.K
     dataset = _load(args, K)
     if isinstance(dataset, str):
         print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
-        comm.Bcast(np.array([0, 0, 2], dtype=np.int64), root=0)
-        comm.bcast(2, root=0)
+        link.share((0, 0, 2))
+        link.share(2)
         return 2
     N, B = dataset.N, dataset.record_bytes
-    comm.Bcast(np.array([N, B, 0], dtype=np.int64), root=0)
-    comm.Bcast(np.ascontiguousarray(dataset.checksums), root=0)
+    link.share((N, B, 0))
+    link.share_array(dataset.checksums)
+    timeout = _timeout(args, N, B)
+    dog = Watchdog(timeout=timeout, rank=link.rank, prog=PROG)
     p_t = placement(args, N, K, epoch=args.start_epoch)
     for k in range(K):  # setup, not counted: each worker starts with its batch of the first epoch
-        comm.Send(np.ascontiguousarray(dataset.data[p_t.batch(k)]), dest=link.rank_of(k), tag=_INIT_TAG)
+        link.send_rows(k, dataset.data[p_t.batch(k)])
 
     out: TextIO | None = None
     if args.json == "-":
@@ -697,26 +426,39 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
         )
         links = ("up MB", "down MB") if args.count_links else ()  # master's uplink, busiest downlink
         print("".join(h.rjust(11) for h in (*_COLUMNS, *links)), flush=True)
-    modes = MODES[args.mode]
+    opts = MasterOptions(
+        strategy=args.strategy, max_repair_rounds=args.max_repair_rounds,
+        max_frame_bytes=args.max_frame_bytes, seed=args.seed, link_mbps=args.link_mbps,
+    )  # fmt: skip
     all_ok = True
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
         p_t1 = placement(args, N, K, epoch=t + 1)
         plan = plan_delivery(p_t, p_t1, strategy=args.strategy)
-        for mode in modes:
-            row = master_transition(args, link, dataset, plan, mode=mode, epoch=t + 1)
-            all_ok &= row["verified"]
+        planned = (plan, lower_bound(plan.S))
+        for mode in MODES[args.mode]:
+            start = link_bytes() if args.count_links else None
+            role = master_transition(
+                link, SCHEMES[mode], dataset, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
+                links=(lambda s=start: _since(s)) if start is not None else None,
+            )  # fmt: skip
+            rep = serve(link, role, timeout=timeout, watchdog=dog, prog=PROG)
+            if mode == "coded" and args.bcast_baseline:
+                n = rep.wire_bytes
+                rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
+            all_ok &= rep.verified
             if out is not None:
-                print(json.dumps(row), file=out, flush=True)
+                print(json.dumps(rep.to_dict()), file=out, flush=True)
             if table:
-                print("".join(c.rjust(11) for c in _cells(row)), flush=True)
+                print("".join(c.rjust(11) for c in _cells(rep.to_dict())), flush=True)
         p_t = p_t1
+    dog.close()
     if out is not None and out is not sys.stdout:
         out.close()
     code = 0 if all_ok else 1
     if not all_ok:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr, flush=True)
-    comm.bcast(code, root=0)
+    link.share(code)
     return code
 
 

@@ -2,14 +2,18 @@
 
 A transport models the shared link of the setting: the master **broadcasts** each frame
 (:doc:`docs/wire-format.md`) to every worker, and it counts what leaves the master, which is the
-honest cost of a shared link. The interface, :class:`Transport`, is four members:
+honest cost of a shared link. The interface, :class:`Transport`, is six members:
 
 ``K``
     number of workers.
 ``send(frames)``
     master side: broadcast a sequence of frames (``uint8`` buffers) to all workers.
+``send_to(frames)``
+    master side: send worker ``k`` only the frames ``frames[k]`` (unicast, the uncoded scheme).
 ``receive(worker)``
     worker side: return, in order, every frame sent since that worker's last ``receive``.
+``sync()``
+    every party waits for the others (a barrier; nothing to do in one process).
 ``stats``
     a :class:`LinkStats` of frames, symbols and bytes that left the master so far.
 
@@ -28,7 +32,10 @@ a given worker receives, to test the repair path.
 baseline); both count what leaves the master. :meth:`MPITransport.exchange` is the alternative a
 user would reach for without coding: the workers send each other the records that move, directly
 (``MPI_Alltoallv``), the master taking no part. It is the only place in the package that imports
-``mpi4py``, lazily (:func:`mpi_world`), so this module imports without it.
+``mpi4py``, lazily (:func:`mpi_world`), so this module imports without it. Besides frames it
+carries the transition protocol's control messages (:meth:`MPITransport.gather_posts`,
+:meth:`MPITransport.announce`, :meth:`MPITransport.post`), each wait bounded by a timeout, and
+the setup of a job (:meth:`MPITransport.share`, :meth:`MPITransport.send_rows`).
 
 :class:`TokenBucket` paces a link to a known speed: a transport given one waits, before each
 piece of a frame leaves the master, until the bucket holds that many bytes, so that the wall time
@@ -48,7 +55,7 @@ import numpy as np
 
 from ._checks import check_int
 from .codec import FRAME_HEADER_BYTES, _aligned_empty
-from .errors import TransportError
+from .errors import RankTimeout, TransportError
 
 __all__ = [
     "LinkStats",
@@ -59,6 +66,7 @@ __all__ = [
     "frame_symbols",
     "mpi_world",
     "mpi_exit",
+    "mpi_abort",
 ]
 
 #: ``fault(worker, frame_number, frame)`` returns what ``worker`` receives instead, or None to drop it.
@@ -101,8 +109,14 @@ class Transport(Protocol):
     def send(self, frames: Sequence[np.ndarray]) -> None:
         """Broadcast ``frames`` from the master to every worker."""
 
+    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Send worker ``k`` only the frames ``frames[k]`` (the uncoded scheme's unicast)."""
+
     def receive(self, worker: int) -> list[np.ndarray]:
         """Return the frames sent to ``worker`` since its last call, in order."""
+
+    def sync(self) -> None:
+        """Wait until master and workers are all at this point (before a delivery is timed)."""
 
     @property
     def stats(self) -> LinkStats:
@@ -255,6 +269,7 @@ class InProcessTransport:
         self._fault = fault
         self._pace = pace
         self._log: list[np.ndarray] = []
+        self._dest: list[int] = []  # -1: every worker, else the one worker a frame is for
         self._next = [0] * self.K
         self._stats = LinkStats()
 
@@ -268,17 +283,38 @@ class InProcessTransport:
         if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
             raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
         checked = [_as_frame(f, q) for q, f in enumerate(frames)]
+        self._append(checked, [-1] * len(checked))
+
+    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Send worker ``k`` only the frames ``frames[k]`` (unicast); each byte is counted once."""
+        if not isinstance(frames, Mapping):
+            raise TypeError(f"Argument 'frames' must map workers to frames, not {type(frames).__name__}.")
+        checked: list[np.ndarray] = []
+        dest: list[int] = []
+        for k, fs in sorted(frames.items()):
+            k = check_int(k, "worker", minimum=0)
+            if k >= self.K:
+                raise ValueError(f"Argument 'frames' names worker {k}, but K = {self.K}.")
+            checked += [_as_frame(f, q) for q, f in enumerate(fs)]
+            dest += [k] * len(fs)
+        self._append(checked, dest)
+
+    def _append(self, checked: list[np.ndarray], dest: list[int]) -> None:
         if self._pace is not None:
             for f in checked:
                 self._pace.consume(int(f.shape[0]))
         s = self._stats
         self._log.extend(checked)
+        self._dest.extend(dest)
         self._stats = LinkStats(
             s.frames + len(checked),
             s.symbols + sum(frame_symbols(f) for f in checked),
             s.bytes + sum(int(f.shape[0]) for f in checked),
         )
         self._trim()
+
+    def sync(self) -> None:
+        """Every party at the same point: nothing to wait for in one process."""
 
     def receive(self, worker: int) -> list[np.ndarray]:
         """Return every frame sent since ``worker``'s last ``receive``, in order."""
@@ -291,6 +327,8 @@ class InProcessTransport:
             raise TransportError(f"Worker {worker}: frames {first}..{base - 1} were lost by the link.")
         out: list[np.ndarray] = []
         for q in range(first, self._stats.frames):
+            if self._dest[q - base] not in (-1, worker):
+                continue
             frame = self._log[q - base]
             if self._fault is not None:
                 got = self._fault(worker, q, frame)
@@ -308,14 +346,17 @@ class InProcessTransport:
         drop = min(self._next) - base
         if drop > 0:
             del self._log[:drop]
+            del self._dest[:drop]
 
 
 # --------------------------------------------------------------------------- MPI
 
 #: Control message kinds sent ahead of the frames of one :meth:`MPITransport.send` or ``send_to``.
 _BCAST, _UNICAST = 1, 2
-#: Tag of point-to-point frame pieces.
-_TAG = 7
+#: Tag of point-to-point frame pieces, and of the rows of each worker's first batch.
+_TAG, _INIT_TAG = 7, 11
+#: Tags of the protocol's control messages: a worker's post, the master's word.
+_POST, _WORD = 21, 22
 #: Words of the fixed control message; the sizes of up to ``_INLINE_FRAMES`` frames travel in it.
 _CONTROL_WORDS = 64
 _INLINE_FRAMES = (_CONTROL_WORDS - 3) // 2
@@ -345,6 +386,31 @@ def mpi_exit(status: int) -> NoReturn:
     sys.stderr.flush()
     MPI.Finalize()
     os._exit(status)
+
+
+def mpi_abort(status: int) -> NoReturn:
+    """End the whole job now, from any rank and any thread: ``MPI_Abort`` on ``COMM_WORLD``."""
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(status)
+    os._exit(status)  # pragma: no cover - Abort does not return
+
+
+def _poll(ready: Callable[[], bool], deadline: float) -> bool:
+    """Call ``ready()`` until it is true (True) or ``deadline`` passes (False), sleeping between calls.
+
+    The sleeps grow from 50 microseconds to 1 ms, so that a waiting rank leaves its core to the
+    ranks that compute, and a quick answer is still seen at once.
+    """
+    pause = 5e-5
+    while not ready():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(1e-3, pause * 2)
+    return True
 
 
 class MPITransport:
@@ -543,6 +609,111 @@ class MPITransport:
         for buf in out:
             buf.flags.writeable = False
         return out
+
+    # ---- setup: what every rank learns before the first transition (not counted on the link)
+
+    def share(self, value: Any = None) -> Any:
+        """Collective: the master's ``value`` (a small Python object), returned on every rank."""
+        return self.comm.bcast(value if self.is_master else None, root=self.root)
+
+    def share_array(self, arr: np.ndarray) -> np.ndarray:
+        """Collective: the master's array copied into ``arr`` on every rank (same shape and dtype)."""
+        self.comm.Bcast(np.ascontiguousarray(arr) if self.is_master else arr, root=self.root)
+        return arr
+
+    def send_rows(self, worker: int, rows: np.ndarray) -> None:
+        """Master: send ``worker`` its first batch of rows (setup, point to point)."""
+        self._master_only("send rows")
+        self.comm.Send(np.ascontiguousarray(rows), dest=self.rank_of(worker), tag=_INIT_TAG)
+
+    def receive_rows(self, out: np.ndarray) -> np.ndarray:
+        """Worker: receive into ``out`` the rows the master sent it with :meth:`send_rows`."""
+        self.comm.Recv(out, source=self.root, tag=_INIT_TAG)
+        return out
+
+    def link_counts(self, value: Any) -> list[Any] | None:
+        """Collective: every rank's ``value``, in rank order, on the master (None elsewhere)."""
+        got = self.comm.gather(value, root=self.root)
+        return None if got is None else list(got)
+
+    def baseline_broadcast(self, nbytes: int) -> float | None:
+        """Collective: one plain ``MPI_Bcast`` of ``nbytes`` bytes, the yardstick of a delivery.
+
+        Returns, on the master, the slowest worker's seconds to receive it (None elsewhere).
+        """
+        n = int(self.share(int(nbytes)))
+        buf = np.ones(n, dtype=np.uint8)
+        self.comm.Barrier()
+        t0 = time.perf_counter()
+        self.comm.Bcast(buf, root=self.root)
+        took = time.perf_counter() - t0
+        got = self.comm.gather(None if self.is_master else took, root=self.root)
+        return None if got is None else max(v for v in got if v is not None)
+
+    def sync(self) -> None:
+        """Collective: wait until every rank is here (``MPI_Barrier``), before a delivery is timed."""
+        self.comm.Barrier()
+
+    # ---- the protocol's control messages (small Python values, point to point, with deadlines)
+
+    def gather_posts(self, *, timeout: float, stage: str) -> list[Any]:
+        """Master: one post from every worker, in worker order, each within ``timeout`` seconds.
+
+        Raises
+        ------
+        RankTimeout
+            Naming the workers (and ranks) that did not post within ``timeout`` seconds.
+        """
+        self._master_only("gather the workers' posts")
+        got: list[Any] = [None] * self.K
+        missing = set(range(self.K))
+
+        def ready() -> bool:
+            for k in sorted(missing):
+                msg = self.comm.improbe(source=self.rank_of(k), tag=_POST)
+                if msg is not None:
+                    got[k] = msg.recv()
+                    missing.discard(k)
+            return not missing
+
+        if not _poll(ready, time.monotonic() + timeout):
+            who = ", ".join(f"worker {k} (rank {self.rank_of(k)})" for k in sorted(missing))
+            raise RankTimeout(f"no answer from {who} within {timeout:g} s, at the {stage!r} round")
+        return got
+
+    def announce(self, word: Any) -> None:
+        """Master: send ``word`` to every worker."""
+        self._master_only("announce")
+        reqs = [self.comm.isend(word, dest=self.rank_of(k), tag=_WORD) for k in range(self.K)]
+        from mpi4py import MPI
+
+        MPI.Request.waitall(reqs)
+
+    def post(self, value: Any, *, timeout: float, stage: str) -> Any:
+        """Worker: send ``value`` to the master; return the master's next word, within ``timeout`` s.
+
+        Raises
+        ------
+        RankTimeout
+            When the master sends no word within ``timeout`` seconds.
+        """
+        if self.is_master:
+            raise TransportError(f"Rank {self.rank} is the master: only workers post.")
+        req = self.comm.isend(value, dest=self.root, tag=_POST)
+        word: list[Any] = []
+
+        def ready() -> bool:
+            msg = self.comm.improbe(source=self.root, tag=_WORD)
+            if msg is not None:
+                word.append(msg.recv())
+            return bool(word)
+
+        if not _poll(ready, time.monotonic() + timeout):
+            raise RankTimeout(
+                f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
+            )
+        req.wait()
+        return word[0]
 
     def exchange(
         self, data: np.ndarray, counts: Sequence[int] | np.ndarray

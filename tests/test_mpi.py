@@ -281,9 +281,9 @@ def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path, receiver
             frames = [n for j in range(K) for n in split(int((moved & (p1.owner == j)).sum()), per)]
             runs = None  # points sent alone, in frames to each worker: no receiver index
         # What left the master: the planned load of records plus the documented framing, exactly.
-        assert r["master_symbols"] == r["planned_symbols"]
-        assert r["master_bytes"] == r["planned_symbols"] * B + framing(frames, runs)
-        assert r["framing_bytes"] == framing(frames, runs) and r["frames"] == len(frames)
+        assert r["wire_symbols"] == r["planned_symbols"]
+        assert r["wire_bytes"] == r["planned_symbols"] * B + framing(frames, runs)
+        assert r["header_bytes"] == framing(frames, runs) and r["frames"] == len(frames)
         assert r["digests"] == expected_digests(dataset, N, K, seed, r["epoch"])
 
 
@@ -295,7 +295,7 @@ def test_same_seed_same_bytes_and_resume():
     resumed = json_rows(run_mpi(3, *common, "--epochs", "1", "--start-epoch", "2"))
     assert [r["epoch"] for r in full] == [1, 2, 3] and [r["epoch"] for r in resumed] == [3]
     assert resumed[0]["digests"] == full[2]["digests"]
-    assert resumed[0]["master_bytes"] == full[2]["master_bytes"]
+    assert resumed[0]["wire_bytes"] == full[2]["wire_bytes"]
     dataset = synthetic_dataset(500, 32, seed=3)
     assert full[2]["digests"] == expected_digests(dataset, 500, 3, 3, 3)
 
@@ -346,9 +346,9 @@ def test_paced_link_time_follows_bytes():
     burst = 1 << 16  # the bucket's depth at this rate
     for r in rows:
         assert r["verified"] and r["link_mbps"] == mbps
-        assert r["seconds"] >= (r["master_bytes"] - burst) / rate
+        assert r["seconds"] >= (r["wire_bytes"] - burst) / rate
     coded, uncoded = rows[2:]
-    assert uncoded["master_bytes"] > 1.9 * coded["master_bytes"]
+    assert uncoded["wire_bytes"] > 1.9 * coded["wire_bytes"]
     # The pace bounds each delivery's time from below by its bytes (checked above, whatever the
     # load); how closely time follows bytes is measured by benchmarks/mpi_link.py, not here.
 
@@ -384,7 +384,7 @@ def test_cli_run_prints_json_lines():
         capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False,
     )  # fmt: skip
     rows = json_rows(proc)
-    keys = {"epoch", "mode", "K", "N", "record_bytes", "planned_symbols", "master_symbols", "master_bytes",
+    keys = {"epoch", "mode", "K", "N", "record_bytes", "planned_symbols", "wire_symbols", "wire_bytes",
             "lower_bound", "seconds", "repairs", "verified"}  # fmt: skip
     assert [r["mode"] for r in rows] == ["coded", "uncoded"]
     assert all(keys <= set(r) and r["verified"] for r in rows)
@@ -426,7 +426,7 @@ def test_alltoallv_exchange_verified_with_exact_bytes():
             moved = int((p0.owner != p1.owner).sum())
             # Each moved record leaves its old holder once, straight to its new one; none from the master.
             assert r["exchange_bytes"] == moved * B and r["planned_symbols"] == moved
-            assert r["master_bytes"] == 0 and r["master_symbols"] == 0
+            assert r["wire_bytes"] == 0 and r["wire_symbols"] == 0
         else:
             assert r["exchange_bytes"] == 0
 

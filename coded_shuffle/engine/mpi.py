@@ -1,0 +1,152 @@
+"""The MPI driver: the protocol's roles carried between ranks, with a bound on every wait.
+
+Rank ``root`` runs the master's role (:func:`serve`), every other rank a worker's
+(:func:`attend`), over an :class:`~coded_shuffle.transport.MPITransport`: a role's
+:class:`~coded_shuffle.engine.protocol.Gather` becomes
+:meth:`~coded_shuffle.transport.MPITransport.gather_posts`, its ``Announce``
+:meth:`~coded_shuffle.transport.MPITransport.announce`, a worker's ``Post``
+:meth:`~coded_shuffle.transport.MPITransport.post`.
+
+Nothing waits forever:
+
+- every control wait has the job's ``timeout``: a rank that does not answer in time (stopped,
+  frozen, cut off) ends the job with one line that names it (:class:`~coded_shuffle.errors.RankTimeout`);
+- a :class:`Watchdog` thread bounds each step between two control messages (frames going out
+  or coming in, planning, decoding) by the same ``timeout``, and ends the job if the process
+  that launched it (``coded-shuffle run``, named by the environment variable
+  :data:`LAUNCHER_ENV`) is gone, so that no rank outlives its launcher by more than a second or two.
+
+A job ends with ``MPI_Abort`` after that line, so that every rank stops within seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Generator
+from typing import Any, NoReturn
+
+from ..errors import RankTimeout
+from ..transport import mpi_abort
+from .protocol import Announce, Gather
+
+__all__ = ["LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "end_job"]
+
+#: The environment variable that names the pid of the process that launched the job.
+LAUNCHER_ENV = "CODED_SHUFFLE_LAUNCHER_PID"
+
+
+def default_timeout(N: int, record_bytes: int) -> float:
+    """The default bound on one wait: a minute, plus a second for every 20 MB of records.
+
+    Examples
+    --------
+    >>> default_timeout(6000, 1024)
+    60.0
+    >>> default_timeout(10**7, 1000)
+    560.0
+    """
+    return 60.0 + float(N * record_bytes // 20_000_000)
+
+
+def end_job(prog: str, rank: int, message: str) -> NoReturn:
+    """Print ``prog: error: rank R: message`` on standard error, then abort the whole job."""
+    print(f"{prog}: error: rank {rank}: {message}", file=sys.stderr, flush=True)
+    mpi_abort(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's process of that pid
+        return True
+    return True
+
+
+class Watchdog:
+    """A thread that ends the job when a step outlives its deadline, or the launcher is gone.
+
+    :meth:`arm` starts a step that must end within ``timeout`` seconds, :meth:`disarm` ends it.
+    The thread wakes every ``period`` seconds; it never calls MPI unless it ends the job.
+    """
+
+    def __init__(self, *, timeout: float, rank: int, prog: str, period: float = 0.5) -> None:
+        self.timeout = float(timeout)
+        self.rank = rank
+        self.prog = prog
+        self.period = period
+        self._stage: str | None = None
+        self._deadline = float("inf")
+        self._stop = threading.Event()
+        pid = os.environ.get(LAUNCHER_ENV, "")
+        self._launcher = int(pid) if pid.isdigit() else None
+        self._thread = threading.Thread(target=self._watch, name="coded_shuffle-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, stage: str) -> None:
+        """Start a step named ``stage`` that must end within the timeout."""
+        self._stage = stage
+        self._deadline = time.monotonic() + self.timeout
+
+    def disarm(self) -> None:
+        """The step has ended."""
+        self._stage = None
+        self._deadline = float("inf")
+
+    def close(self) -> None:
+        """Stop watching (the thread ends at its next wake-up)."""
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.period):
+            if self._launcher is not None and not _alive(self._launcher):
+                end_job(self.prog, self.rank, f"the launcher (pid {self._launcher}) is gone; ending the job")
+            stage = self._stage
+            if stage is not None and time.monotonic() > self._deadline:
+                end_job(self.prog, self.rank, f"no progress within {self.timeout:g} s while {stage}")
+
+
+def _step(gen: Generator[Any, Any, Any], value: Any, watchdog: Watchdog, stage: str) -> tuple[bool, Any]:
+    watchdog.arm(stage)
+    try:
+        return True, gen.send(value)
+    except StopIteration as stop:
+        return False, stop.value
+    finally:
+        watchdog.disarm()
+
+
+def serve(link: Any, role: Generator[Any, Any, Any], *, timeout: float, watchdog: Watchdog, prog: str) -> Any:
+    """Master: carry ``role`` (a master role of the protocol) to its end; return its value."""
+    running, msg = _step(role, None, watchdog, "planning and sending")
+    while running:
+        if isinstance(msg, Gather):
+            try:
+                posts = link.gather_posts(timeout=timeout, stage=msg.stage)
+            except RankTimeout as exc:
+                end_job(prog, link.rank, str(exc))
+            running, msg = _step(role, posts, watchdog, f"sending after the {msg.stage!r} round")
+        else:
+            assert isinstance(msg, Announce)
+            link.announce(msg.word)
+            running, msg = _step(role, None, watchdog, "sending")
+    return msg
+
+
+def attend(
+    link: Any, role: Generator[Any, Any, Any], *, timeout: float, watchdog: Watchdog, prog: str
+) -> Any:
+    """Worker: carry ``role`` (a worker role of the protocol) to its end; return its value."""
+    running, msg = _step(role, None, watchdog, "starting the transition")
+    while running:
+        try:
+            stage = msg.value if isinstance(msg.value, str) else type(msg.value).__name__.lower()
+            word = link.post(msg.value, timeout=timeout, stage=stage)
+        except RankTimeout as exc:
+            end_job(prog, link.rank, str(exc))
+        running, msg = _step(role, word, watchdog, f"receiving and decoding after the word {word!r}")
+    return msg

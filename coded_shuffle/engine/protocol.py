@@ -1,0 +1,375 @@
+"""The transition protocol: one master role and one worker role, step by step, for every driver.
+
+One transition ``t -> t + 1`` is a fixed exchange of small control messages between the master
+and the ``K`` workers, around the frames that the scheme (:mod:`coded_shuffle.engine.schemes`)
+puts on the transport:
+
+==========  ======================================  ===========================================
+round       each worker posts                       then the master announces
+==========  ======================================  ===========================================
+ready       ``READY``, or ``STOP`` (it stops)       ``GO`` (then sends the frames), or ``END``
+decode      a :class:`Status` (ids that failed)     ``REPAIR`` (then re-sends them), ``DONE``,
+                                                    or ``ABANDON`` (repair rounds used up)
+repair      a :class:`Status`, after each repair    as after ``decode``
+holdings    its :class:`Holdings` (ids, checksums)  the verdict: ``True`` when all matched
+==========  ======================================  ===========================================
+
+The roles are generators (sans-I/O): :func:`master_transition` yields :class:`Gather` (wait for
+every worker's post; the posts are sent back in, in worker order) and :class:`Announce`;
+:func:`worker_transition` yields :class:`Post` and is sent back the master's next word. Frames
+go over the transport inside the roles, control messages only at the yields. A driver carries
+the yields: :func:`coded_shuffle.engine.inprocess.drive` steps all roles in one process,
+:mod:`coded_shuffle.engine.mpi` carries them between ranks with a deadline on every wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..bounds import LowerBound, lower_bound
+from ..codec import Cache, Dataset, encode_plan_arrays
+from ..errors import IntegrityError
+from ..orders import Placement
+from ..plan import DeliveryPlan, plan_delivery
+from .report import TransitionReport
+from .schemes import Taken, receive_decode
+from .state import _spare_rows, check_holdings, digest
+
+__all__ = [
+    "READY", "STOP", "GO", "END", "REPAIR", "DONE", "ABANDON",
+    "Gather", "Announce", "Post", "Status", "Holdings", "MasterOptions", "Stopped", "WorkerResult",
+    "master_transition", "worker_transition", "worker_stop",
+]  # fmt: skip
+
+READY, STOP, GO, END, REPAIR, DONE, ABANDON = "ready", "stop", "go", "end", "repair", "done", "abandon"
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Master: wait for one post from every worker (``stage`` names the round, for messages)."""
+
+    stage: str
+
+
+@dataclass(frozen=True)
+class Announce:
+    """Master: tell every worker ``word``."""
+
+    word: Any
+
+
+@dataclass(frozen=True)
+class Post:
+    """Worker: send ``value`` to the master, then wait for its next word."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Status:
+    """A worker's post after decoding or repairing: what still failed, and what it cost."""
+
+    failed: np.ndarray
+    rejected: int
+    decoded: int
+    deliver_seconds: float
+    decode_seconds: float
+    exchanged_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """A worker's post before the verdict: the ids it holds and their checksums, from its bytes."""
+
+    ids: np.ndarray
+    checksums: np.ndarray
+    lengths: np.ndarray | None
+    digest: str | None
+    links: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class MasterOptions:
+    """What the master's role needs besides the shuffle: how to plan, send and report."""
+
+    strategy: str = "greedy"
+    exact_bound: bool | None = None
+    max_repair_rounds: int = 3
+    max_frame_bytes: int | None = None
+    seed: int | None = None
+    link_mbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What the master's role ends with when workers stopped early: those workers."""
+
+    workers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """What a worker's role ends with: its new cache, what it decoded, and the verdict."""
+
+    cache: Cache
+    decoded: int
+    verified: bool
+
+
+def _plan(p_t: Placement, p_t1: Placement, opts: MasterOptions) -> tuple[DeliveryPlan, LowerBound, float]:
+    tic = time.perf_counter()
+    plan = plan_delivery(p_t, p_t1, strategy=opts.strategy)
+    lb = lower_bound(plan.S, exact=opts.exact_bound)
+    return plan, lb, time.perf_counter() - tic
+
+
+def _pending(posts: list[Status]) -> dict[int, np.ndarray]:
+    return {k: s.failed for k, s in enumerate(posts) if s.failed.size}
+
+
+def master_transition(
+    link: Any,
+    scheme: Any,
+    dataset: Dataset,
+    p_t: Placement,
+    p_t1: Placement,
+    *,
+    epoch: int,
+    opts: MasterOptions,
+    planned: tuple[DeliveryPlan, LowerBound] | None = None,
+    links: Any = None,
+) -> Generator[Gather | Announce, Any, TransitionReport | Stopped]:
+    """The master's role in one transition; returns its report, or :class:`Stopped`.
+
+    ``planned`` is the plan and bound of this shuffle when the caller has them already (several
+    schemes delivering the same shuffle). ``links()``, if given, returns the bytes this rank's
+    network interfaces sent and received during the transition (``run --count-links``). Raises
+    :class:`~coded_shuffle.errors.IntegrityError` (after telling the workers) when repairs run out.
+    """
+    if planned is None:
+        plan, lb, plan_s = _plan(p_t, p_t1, opts)
+    else:
+        (plan, lb), plan_s = planned, 0.0
+    ready = yield Gather("ready")
+    if STOP in ready:
+        yield Announce(END)
+        return Stopped(tuple(k for k, post in enumerate(ready) if post == STOP))
+    yield Announce(GO)
+    link.sync()  # every rank starts the delivery together, so that its times are comparable
+    t_start = time.perf_counter()
+    waited = link.pace.waited if getattr(link, "pace", None) is not None else 0.0
+    control = getattr(link, "control_bytes", 0)
+    before = link.stats
+    sent = scheme.send(link, plan, dataset, epoch=epoch, max_frame_bytes=opts.max_frame_bytes)
+    posts: list[Status] = yield Gather("decode")
+    first = posts
+    coded = link.stats - before
+    rejected = sum(s.rejected for s in posts)
+    tic = time.perf_counter()
+    pending, repairs, rounds = _pending(posts), 0, 0
+    while pending:
+        if rounds == opts.max_repair_rounds:
+            yield Announce(ABANDON)
+            k = min(pending)
+            raise IntegrityError(
+                f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} repair round(s), "
+                f"first point {int(pending[k][0])}."
+            )
+        yield Announce(REPAIR)
+        rounds += 1
+        ids = np.unique(np.concatenate(list(pending.values())))
+        repairs += int(ids.size)
+        link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
+        posts = yield Gather("repair")
+        rejected += sum(s.rejected for s in posts)
+        pending = _pending(posts)
+    yield Announce(DONE)
+    repair_s = time.perf_counter() - tic
+    total = link.stats - before
+    tic = time.perf_counter()
+    held: list[Holdings] = yield Gather("holdings")
+    checked, ok = check_holdings(dataset, [h.ids for h in held], [h.checksums for h in held], p_t1)
+    if dataset.lengths is not None:
+        ok &= all(h.lengths is not None and np.array_equal(h.lengths, dataset.lengths[h.ids]) for h in held)
+    check_s = time.perf_counter() - tic
+    yield Announce(bool(ok))
+    pace = getattr(link, "pace", None)
+    counts = [links(), *(h.links for h in held)] if links is not None else []
+    return _report(
+        plan, lb, dataset, scheme, sent, first, held,
+        epoch=epoch, opts=opts, coded=coded, total=total, rejected=rejected, repairs=repairs,
+        rounds=rounds, checked=checked, verified=bool(ok), seconds=time.perf_counter() - t_start,
+        control=getattr(link, "control_bytes", 0) - control, counts=counts,
+        timings={
+            "plan": plan_s, "encode": sent.encode_seconds, "send": sent.send_seconds,
+            "deliver": max(s.deliver_seconds for s in first), "decode": max(s.decode_seconds for s in first),
+            "repair": repair_s, "check": check_s,
+            "paced_wait": (pace.waited - waited) if pace is not None else 0.0,
+        },
+    )  # fmt: skip
+
+
+def _coded_payload(plan: DeliveryPlan, dataset: Dataset) -> int:
+    """Payload bytes of the coded plan: a symbol is as long as the longer of its records."""
+    if dataset.lengths is None:
+        return plan.n_symbols * dataset.record_bytes
+    a, b, _ = plan.transmissions()
+    la = dataset.lengths[a]
+    lb = np.where(b >= 0, dataset.lengths[np.maximum(b, 0)], 0)
+    return int(np.maximum(la, lb).sum())
+
+
+def _report(
+    plan: DeliveryPlan,
+    lb: LowerBound,
+    dataset: Dataset,
+    scheme: Any,
+    sent: Any,
+    first: list[Status],
+    held: list[Holdings],
+    *,
+    epoch: int,
+    opts: MasterOptions,
+    coded: Any,
+    total: Any,
+    rejected: int,
+    repairs: int,
+    rounds: int,
+    checked: int,
+    verified: bool,
+    seconds: float,
+    control: int,
+    counts: list[Any],
+    timings: dict[str, float],
+) -> TransitionReport:
+    """The :class:`TransitionReport` of one transition, from what the master sent and gathered."""
+    moved = plan.placement_t.owner != plan.placement_t1.owner
+    if dataset.lengths is None:
+        uncoded_bytes = int(moved.sum()) * dataset.record_bytes
+    else:
+        uncoded_bytes = int(dataset.lengths[moved].sum())
+    digests = [h.digest for h in held]
+    return TransitionReport(
+        epoch=epoch,
+        mode=scheme.name,
+        K=plan.placement_t.K,
+        N=dataset.N,
+        record_bytes=dataset.record_bytes,
+        strategy=opts.strategy,
+        coded_symbols=plan.n_symbols,
+        uncoded_symbols=int(plan.rates.uncoded),
+        lower_bound=int(lb.value),
+        lower_bound_exact=bool(lb.exact),
+        optimal=plan.n_symbols == int(lb.value),
+        planned_symbols=sent.planned_symbols,
+        xor_symbols=sent.xor_symbols,
+        lone_symbols=sent.lone_symbols,
+        wire_symbols=int(total.symbols),
+        wire_bytes=int(total.bytes),
+        payload_bytes=int(sent.payload_bytes),
+        header_bytes=int(sent.header_bytes),
+        framing_overhead=float(sent.header_bytes / sent.payload_bytes) if sent.payload_bytes else 0.0,
+        coded_bytes=int(sent.payload_bytes) if scheme.name == "coded" else _coded_payload(plan, dataset),
+        uncoded_bytes=uncoded_bytes,
+        frames=int(sent.frames),
+        frames_rejected=int(rejected),
+        repairs=repairs,
+        repair_bytes=int(total.bytes - coded.bytes),
+        repair_rounds=rounds,
+        records_checked=checked,
+        verified=verified,
+        seconds=seconds,
+        timings=timings,
+        seed=opts.seed,
+        link_mbps=opts.link_mbps,
+        control_bytes=int(control),
+        exchange_bytes=sum(int(s.exchanged_bytes) for s in first),
+        digests=None if any(d is None for d in digests) else [str(d) for d in digests],
+        link_tx_bytes=[int(c[0]) for c in counts] if counts and None not in counts else None,
+        link_rx_bytes=[int(c[1]) for c in counts] if counts and None not in counts else None,
+    )
+
+
+def _empty(cache: Cache) -> Cache:
+    return Cache(
+        ids=np.empty(0, np.int64),
+        data=np.empty((0, cache.data.shape[1]), np.uint8),
+        lengths=None if cache.lengths is None else np.empty(0, np.int64),
+    )
+
+
+def _status(t: Taken, failed: np.ndarray) -> Status:
+    return Status(
+        failed, t.rejected, int(t.result.decoded.size), t.deliver_seconds, t.decode_seconds, t.exchanged_bytes
+    )
+
+
+def worker_transition(
+    link: Any,
+    scheme: Any,
+    worker: int,
+    cache: Cache,
+    placements: tuple[Placement, Placement],
+    *,
+    epoch: int,
+    checksums: np.ndarray,
+    spare: np.ndarray | None = None,
+    with_digest: bool = False,
+    tamper: Any = None,
+    links: Any = None,
+) -> Generator[Post, Any, WorkerResult | None]:
+    """Worker ``worker``'s role in one transition; returns its result, or None when the job ends.
+
+    ``spare`` is a buffer no longer needed (the cache of epoch ``t - 1``): the new records are
+    written over it when it fits; ``with_digest`` adds a digest of its bytes to its holdings;
+    ``tamper`` changes the frames it received (tests); ``links()`` as for the master. Raises
+    :class:`~coded_shuffle.errors.IntegrityError` when the master abandons the transition.
+    """
+    need = placements[1].batch(worker)
+    word = yield Post(READY)
+    if word == END:
+        return None
+    link.sync()
+    variable = cache.lengths is not None
+    out = _spare_rows(spare, cache, int(np.unique(need).size), int(cache.data.shape[1]))
+    kw: dict[str, Any] = {"epoch": epoch, "checksums": checksums, "variable": variable}
+    taken = scheme.take(link, worker, cache, need, placements=placements, out=out, tamper=tamper, **kw)
+    new, failed = taken.result.cache, taken.result.failed
+    word = yield Post(_status(taken, failed))
+    while word == REPAIR:
+        fix = receive_decode(link, worker, _empty(cache), failed, **kw)
+        good = np.setdiff1d(fix.result.cache.ids, fix.result.failed)
+        if good.size:
+            rows = fix.result.cache.rows(good)
+            lengths = fix.result.cache.lengths
+            part = None if lengths is None else lengths[rows]
+            new = new.patched(Cache(ids=good, data=fix.result.cache.data[rows], lengths=part))
+        failed = fix.result.failed
+        word = yield Post(_status(fix, failed))
+    if word == ABANDON:
+        raise IntegrityError(
+            f"Worker {worker}: {failed.size} record(s) of epoch {epoch} unverified after the repairs."
+            if failed.size
+            else f"Worker {worker}: epoch {epoch} abandoned, another worker's records stayed unverified."
+        )
+    held = Holdings(
+        new.ids,
+        new.checksums(),
+        new.lengths,
+        digest(new) if with_digest else None,
+        links() if links is not None else None,
+    )
+    verdict = yield Post(held)
+    return WorkerResult(new, int(taken.result.decoded.size), bool(verdict))
+
+
+def worker_stop() -> Generator[Post, Any, None]:
+    """A worker that stops early: it posts ``STOP`` where its next transition would start."""
+    word = yield Post(STOP)
+    if word != END:  # pragma: no cover - the master always ends the job on a STOP
+        raise IntegrityError(f"The master answered a worker's stop with {word!r}, not {END!r}.")

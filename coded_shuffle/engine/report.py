@@ -1,0 +1,195 @@
+"""Reports: one :class:`TransitionReport` a transition, for every driver and every JSON output.
+
+The in-process engine, the MPI program behind ``coded-shuffle run`` and both loaders report a
+transition with the same object and the same names; ``simulate --json`` and ``run --json`` print
+its :meth:`TransitionReport.to_dict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["TransitionReport", "RunReport"]
+
+
+@dataclass(frozen=True)
+class TransitionReport:
+    """One transition ``t -> t + 1``: its inputs beside what was sent, repaired and checked.
+
+    With ``subpackets = q > 1`` every count of symbols or points (``coded_symbols``,
+    ``uncoded_symbols``, ``planned_symbols``, ``wire_symbols``, ``xor_symbols``, ``lone_symbols``,
+    ``lower_bound``, ``repairs``) is in pieces of ``record_bytes / q`` bytes: divide by ``q`` for
+    records. Bytes are bytes.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch ``t + 1`` whose batches were delivered.
+    mode : str
+        The delivery: ``coded`` (the coded scheme, broadcast), ``uncoded`` (every moved record
+        from the master to its new holder alone) or ``alltoallv`` (the workers send each other the
+        moved records, the master taking no part).
+    K, N, record_bytes : int
+        Workers, records, record width ``B`` (the longest length for variable records).
+    strategy : str
+        Cycle packing strategy of the coded plan.
+    coded_symbols : int
+        The coded scheme's load: order-2 and cycle XORs plus lone leftovers.
+    uncoded_symbols : int
+        The uncoded load ``W``: one symbol per record that changes worker.
+    lower_bound : int
+        Genie lower bound on the load, in symbols (:func:`coded_shuffle.bounds.lower_bound`).
+    lower_bound_exact : bool
+        Whether the bound is the exact best ordering.
+    optimal : bool
+        The certificate ``coded_symbols == lower_bound``: no scheme can send fewer symbols.
+    planned_symbols : int
+        Symbols this mode's scheme planned to send (``coded_symbols`` or ``uncoded_symbols``).
+    xor_symbols, lone_symbols : int
+        The planned symbols that XOR two records, and those that carry one alone.
+    wire_symbols, wire_bytes : int
+        Symbols and bytes that left the master: the delivery's frames and the repairs' (0 for
+        ``alltoallv``).
+    payload_bytes, header_bytes : int
+        Payload and framing bytes (headers, entries, receiver index, padding) of the delivery's
+        frames, repairs left out.
+    framing_overhead : float
+        ``header_bytes / payload_bytes``.
+    coded_bytes, uncoded_bytes : int
+        Payload bytes of the coded scheme and of the uncoded scheme for this shuffle.
+    frames : int
+        Frames of the delivery.
+    frames_rejected : int
+        Frames a worker rejected (malformed, wrong header), summed over workers.
+    repairs, repair_bytes, repair_rounds : int
+        Points re-sent alone after a failed decode or check, the wire bytes of those frames, and
+        the rounds needed (0 when nothing failed).
+    records_checked : int
+        Records compared with the master's checksums after the transition (``N`` when complete).
+    verified : bool
+        True only when every record of every worker was checked, matched, and the records are
+        conserved.
+    seconds : float
+        Wall time of the transition on the master, delivery to the final check.
+    timings : dict
+        Seconds per stage: ``plan``, ``encode``, ``send`` (on the master), ``deliver`` and
+        ``decode`` (the slowest worker's), ``repair``, ``check``, and ``paced_wait`` (the master's
+        wait on a paced link).
+    subpackets : int
+        Pieces a record, ``q`` (1: whole records).
+    seed : int or None
+        Seed of the epoch orders, where the driver knows it.
+    link_mbps : float or None
+        The paced speed of the master's link, if it was paced.
+    control_bytes : int
+        Bytes of the MPI transport's control messages (frame sizes), apart from ``wire_bytes``.
+    exchange_bytes : int
+        Bytes the workers sent each other (``alltoallv``).
+    digests : list of str or None
+        A digest of each worker's ids and bytes after the transition (the MPI program).
+    link_tx_bytes, link_rx_bytes : list of int or None
+        Bytes each rank's network interfaces sent and received (``run --count-links``).
+    bcast_bytes : int or None
+        ``--bcast-baseline``: bytes of one plain broadcast of as many bytes as the delivery.
+    bcast_seconds : float or None
+        Seconds of that broadcast.
+    """
+
+    epoch: int
+    mode: str
+    K: int
+    N: int
+    record_bytes: int
+    strategy: str
+    coded_symbols: int
+    uncoded_symbols: int
+    lower_bound: int
+    lower_bound_exact: bool
+    optimal: bool
+    planned_symbols: int
+    xor_symbols: int
+    lone_symbols: int
+    wire_symbols: int
+    wire_bytes: int
+    payload_bytes: int
+    header_bytes: int
+    framing_overhead: float
+    coded_bytes: int
+    uncoded_bytes: int
+    frames: int
+    frames_rejected: int
+    repairs: int
+    repair_bytes: int
+    repair_rounds: int
+    records_checked: int
+    verified: bool
+    seconds: float
+    timings: dict[str, float] = field(default_factory=dict)
+    subpackets: int = 1
+    seed: int | None = None
+    link_mbps: float | None = None
+    control_bytes: int = 0
+    exchange_bytes: int = 0
+    digests: list[str] | None = None
+    link_tx_bytes: list[int] | None = None
+    link_rx_bytes: list[int] | None = None
+    bcast_bytes: int | None = None
+    bcast_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as a JSON-ready dict of plain Python values.
+
+        Examples
+        --------
+        >>> from coded_shuffle.engine import simulate
+        >>> rep = simulate(K=3, N=30, record_bytes=8, epochs=1, seed=0).transitions[0]
+        >>> d = rep.to_dict()
+        >>> d["K"], d["N"], d["verified"], d["coded_symbols"] <= d["uncoded_symbols"]
+        (3, 30, True, True)
+        """
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A run of several transitions, with its inputs.
+
+    Attributes
+    ----------
+    K, N, record_bytes, epochs, seed : int
+        The inputs.
+    strategy : str
+        Cycle packing strategy.
+    transitions : tuple of TransitionReport
+        One report per transition, in order.
+    subpackets : int
+        Pieces a record, ``q``.
+    """
+
+    K: int
+    N: int
+    record_bytes: int
+    epochs: int
+    seed: int
+    strategy: str
+    transitions: tuple[TransitionReport, ...]
+    subpackets: int = 1
+
+    @property
+    def verified(self) -> bool:
+        """Whether every transition was verified."""
+        return all(t.verified for t in self.transitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as a JSON-ready dict.
+
+        Examples
+        --------
+        >>> from coded_shuffle.engine import simulate
+        >>> simulate(K=2, N=10, record_bytes=4, epochs=2, seed=1).to_dict()["epochs"]
+        2
+        """
+        d = asdict(self)
+        d["verified"] = self.verified
+        return d

@@ -1,0 +1,180 @@
+"""What the workers hold: their first caches, and the checks of their holdings against the master's.
+
+Also the datasets the engine makes: :func:`synthetic_dataset` (random records) and the pieces of
+sub-packets (:func:`pieces_dataset`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec import Cache, Dataset, load_dataset
+from ..orders import Placement, epoch_placement  # noqa: F401 (epoch_placement: doctests)
+
+__all__ = [
+    "initial_caches",
+    "check_holdings",
+    "check_caches",
+    "synthetic_dataset",
+    "pieces_dataset",
+    "pieces_placement",
+    "digest",
+]
+
+
+def initial_caches(dataset: Dataset, placement: Placement) -> list[Cache]:
+    """Return each worker's cache of epoch ``t``: copies of the records of its batch.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.arange(8, dtype=np.uint8).reshape(4, 2))
+    >>> [len(c) for c in initial_caches(ds, epoch_placement(4, 2, seed=0, epoch=0))]
+    [2, 2]
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    if not isinstance(placement, Placement):
+        raise TypeError(f"Argument 'placement' must be a Placement, not {type(placement).__name__}.")
+    if placement.N != dataset.N:
+        raise ValueError(
+            f"Argument 'placement' must place the dataset's N = {dataset.N} records, not {placement.N}."
+        )
+    return [dataset.cache(placement.batch(k)) for k in range(placement.K)]
+
+
+def check_holdings(
+    dataset: Dataset,
+    ids: Sequence[np.ndarray],
+    checksums: Sequence[np.ndarray],
+    placement: Placement,
+) -> tuple[int, bool]:
+    """Check what the workers hold, as ids and checksums, against the master's ground truth.
+
+    Worker ``k`` must hold exactly the ids of its batch in ``placement``, each with the record's
+    load-time checksum; together the workers must hold each of the ``N`` records exactly once
+    (conservation). Used in-process by :func:`check_caches` and, on ids and checksums gathered
+    from the ranks, by the MPI program.
+
+    Returns
+    -------
+    (int, bool)
+        Records checked, and whether all checks passed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.arange(8, dtype=np.uint8).reshape(4, 2))
+    >>> p = epoch_placement(4, 2, seed=0, epoch=0)
+    >>> held = [p.batch(k) for k in range(2)]
+    >>> check_holdings(ds, held, [ds.checksums[i] for i in held], p)
+    (4, True)
+    >>> check_holdings(ds, held[::-1], [ds.checksums[i] for i in held[::-1]], p)
+    (4, False)
+    """
+    ok = len(ids) == len(checksums) == placement.K
+    checked = 0
+    for k, (held, sums) in enumerate(zip(ids[: placement.K], checksums[: placement.K], strict=False)):
+        checked += int(held.size)
+        ok &= bool(np.array_equal(held, placement.batch(k)) and np.array_equal(sums, dataset.checksums[held]))
+    every = np.concatenate(list(ids)) if len(ids) else np.empty(0, np.int64)
+    ok &= every.shape[0] == dataset.N and bool(np.array_equal(np.sort(every), np.arange(dataset.N)))
+    sums_all = np.concatenate(list(checksums)) if len(checksums) else np.empty(0, np.uint64)
+    ok &= bool(np.array_equal(np.sort(sums_all), np.sort(dataset.checksums)))
+    return checked, bool(ok and checked == dataset.N)
+
+
+def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) -> tuple[int, bool]:
+    """Check every worker's records against the master's ground truth (:func:`check_holdings`).
+
+    The checksums are recomputed from the bytes each worker holds; with variable-length records
+    the lengths are checked too.
+
+    Returns
+    -------
+    (int, bool)
+        Records checked, and whether all checks passed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = load_dataset(np.arange(8, dtype=np.uint8).reshape(4, 2))
+    >>> p = epoch_placement(4, 2, seed=0, epoch=0)
+    >>> check_caches(ds, initial_caches(ds, p), p)
+    (4, True)
+    """
+    checked, ok = check_holdings(dataset, [c.ids for c in caches], [c.checksums() for c in caches], placement)
+    for cache in caches:
+        if cache.lengths is not None and dataset.lengths is not None:
+            ok &= bool(np.array_equal(cache.lengths, dataset.lengths[cache.ids]))
+    return checked, ok
+
+
+def _spare_rows(spare: np.ndarray | None, cache: Cache, n: int, width: int) -> np.ndarray | None:
+    """Rows ``(n, width)`` carved from a spare buffer of an earlier epoch, or None if it does not fit."""
+    if spare is None or not isinstance(spare, np.ndarray) or spare.dtype != np.uint8:
+        return None
+    if not spare.flags.c_contiguous or not spare.flags.writeable or spare.size < n * width:
+        return None
+    rows = spare.reshape(-1)[: n * width].reshape(n, width)
+    return None if np.shares_memory(rows, cache.data) else rows
+
+
+def pieces_dataset(dataset: Dataset, q: int) -> Dataset:
+    """The dataset of the ``N q`` pieces: piece ``k`` of record ``n`` is row ``n q + k``."""
+    if dataset.variable:
+        raise ValueError(
+            f"Argument 'subpackets' must be 1 for variable-length records (pieces need one size), not {q}."
+        )
+    if dataset.record_bytes % q:
+        raise ValueError(
+            f"Argument 'subpackets' must divide the record width of {dataset.record_bytes} bytes, not {q}."
+        )
+    return load_dataset(dataset.data.reshape(dataset.N * q, dataset.record_bytes // q))
+
+
+def synthetic_dataset(N: int, record_bytes: int, *, seed: int) -> Dataset:
+    """Return ``N`` random records of ``record_bytes`` bytes drawn from ``seed``.
+
+    Examples
+    --------
+    >>> synthetic_dataset(5, 3, seed=0).data.shape
+    (5, 3)
+    """
+    N = check_int(N, "N", minimum=1)
+    record_bytes = check_int(record_bytes, "record_bytes", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
+    rng = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(seed, spawn_key=(1 << 20,))))
+    return load_dataset(rng.integers(0, 256, size=(N, record_bytes), dtype=np.uint8))
+
+
+def pieces_placement(placement: Placement, q: int) -> Placement:
+    """The placement of the ``N q`` pieces: the pieces of a record go where the record goes.
+
+    Examples
+    --------
+    >>> pieces_placement(epoch_placement(2, 2, seed=0, epoch=0), 2).N
+    4
+    """
+    from ..orders import placement_from_owner
+
+    return placement if q == 1 else placement_from_owner(np.repeat(placement.owner, q), placement.K)
+
+
+def digest(cache: Cache) -> str:
+    """A digest of the ids and bytes a worker holds (equal digests: same bytes).
+
+    Examples
+    --------
+    >>> ds = load_dataset(np.arange(8, dtype=np.uint8).reshape(4, 2))
+    >>> digest(ds.cache([1, 2])) == digest(ds.cache([1, 2])) != digest(ds.cache([1, 3]))
+    True
+    """
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.ascontiguousarray(cache.ids, dtype="<i8").tobytes())
+    h.update(np.ascontiguousarray(cache.data).data)
+    return h.hexdigest()
