@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import atexit
 import os
-from collections.abc import Iterator
+import weakref
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -549,7 +550,7 @@ class MPILoader:
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
         self._used = False
-        self._iterator: Iterator[EpochBatch] | None = None
+        self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
 
     def _start(self, what: str) -> None:
         if self._used:
@@ -618,16 +619,19 @@ class MPILoader:
         if self.is_master:
             raise RuntimeError(f"Rank {link.rank} is the master: call serve(); the workers iterate.")
         self._start("iteration")
-        self._iterator = self._worker_epochs()
+        iterator = self._worker_epochs()
+        # Held weakly: a loop left with ``break`` drops the iterator, which tells the master at once.
+        self._iterator = weakref.ref(iterator)
         # A job that ends while the iterator is held elsewhere (sys.exit with the iterator in a
         # variable) still tells the master, before MPI is finalized (atexit runs last in, first out).
         atexit.register(self.close)
-        return self._iterator
+        return iterator
 
     def close(self) -> None:
         """Worker: stop early; the master ends the job at the next transition (see the class)."""
-        if self._iterator is not None:
-            self._iterator.close()  # type: ignore[attr-defined]
+        iterator = None if self._iterator is None else self._iterator()
+        if iterator is not None:
+            iterator.close()
 
     def __enter__(self) -> MPILoader:
         return self
@@ -635,7 +639,7 @@ class MPILoader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _worker_epochs(self) -> Iterator[EpochBatch]:
+    def _worker_epochs(self) -> Generator[EpochBatch, None, None]:
         link = self.transport
         k = link.worker
         assert k is not None

@@ -6,7 +6,11 @@ ids and records of each epoch's batch, as it received them, to ``OUT/w{k}_e{t}.n
 compares them with the rows of the file, indexed directly.
 
 ``FAULT`` corrupts what worker 0 receives: ``once`` every payload byte of its first delivery
-(the repairs must fix it), ``always`` every delivery (the job must fail, not hang).
+(the repairs must fix it), ``always`` every delivery (the job must fail, not hang). Or worker 1
+stops early after its batch of the second epoch: ``break`` (leaves its loop), ``close``
+(``loader.close()``), ``with`` (the end of a ``with`` block), ``exit`` (``sys.exit(0)`` inside
+the loop), ``raise`` (an exception, caught outside the loop); the master writes
+``OUT/stopped.json`` (who stopped, the reports so far) and every rank ``OUT/end_{rank}``.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def main(argv: list[str]) -> int:
         def receive(self, worker: int) -> list[Any]:
             frames = super().receive(worker)
             self.deliveries += 1
-            if worker != 0 or fault == "none" or (fault == "once" and self.deliveries > 1):
+            if worker != 0 or fault not in ("once", "always") or (fault == "once" and self.deliveries > 1):
                 return frames
             bad = []
             for f in frames:
@@ -53,14 +57,50 @@ def main(argv: list[str]) -> int:
         source, epochs=int(epochs), start_epoch=int(start), seed=int(seed), order=order, transport=link
     )
     out_dir = Path(out)
+    stops = ("break", "close", "with", "exit", "raise")
     if loader.is_master:
         reports = loader.serve()
-        (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
+        name = "stopped.json" if fault in stops else "reports.json"
+        what = {"stopped_by": loader.stopped_by, "reports": [r.to_dict() for r in reports]}
+        (out_dir / name).write_text(json.dumps(what if fault in stops else what["reports"]))
+        (out_dir / "end_0").write_text("")
         return 0
-    for batch in loader:
+    me = loader.worker
+    stopper = fault in stops and me == 1
+
+    def save(batch: Any) -> None:
         assert not batch.records.flags.writeable
         name = out_dir / f"w{batch.worker}_e{batch.epoch}.npz"
         np.savez(name, ids=batch.ids, records=batch.records, decoded=batch.decoded)
+
+    def end() -> None:
+        (out_dir / f"end_{me + 1}").write_text(json.dumps({"stopped_by": loader.stopped_by}))
+
+    if stopper and fault == "with":
+        with loader:
+            for batch in loader:
+                save(batch)
+                if batch.epoch == int(start) + 1:
+                    break
+        end()
+        return 0
+    try:
+        for batch in loader:
+            save(batch)
+            if stopper and batch.epoch == int(start) + 1:
+                if fault == "close":
+                    loader.close()
+                    end()
+                    return 0
+                if fault == "exit":
+                    (out_dir / f"end_{me + 1}").write_text("{}")
+                    sys.exit(0)
+                if fault == "raise":
+                    raise KeyError("stop")
+                break
+    except KeyError:
+        pass
+    end()
     return 0
 
 

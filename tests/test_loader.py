@@ -306,6 +306,29 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
 
 @needs_mpi
 @pytest.mark.mpi
+@pytest.mark.parametrize("how", ["break", "close", "with", "exit", "raise"])
+def test_mpi_worker_that_stops_early_ends_the_job(tmp_path, rng, how):
+    """Worker 1 stops after epoch 1 of 0..4: the master ends the job at the next transition, the
+    other workers' iterators end after the same epoch, every rank exits with status 0."""
+    N, K, seed, epochs = 60, 3, 2, 5
+    path = tmp_path / "rows.npy"
+    write_rows(path, N, rng)
+    proc = run_program(K, path, tmp_path, epochs, 0, seed, "auto", how)
+    assert proc.returncode == 0, proc.stderr
+    stopped = json.loads((tmp_path / "stopped.json").read_text())
+    assert stopped["stopped_by"] == 1
+    assert [r["epoch"] for r in stopped["reports"]] == [1] and stopped["reports"][0]["verified"]
+    # Every worker got epochs 0 and 1, none got epoch 2; every rank ended its program.
+    assert sorted(p.name for p in tmp_path.glob("w*.npz")) == sorted(
+        f"w{k}_e{t}.npz" for k in range(K) for t in (0, 1)
+    )
+    assert sorted(p.name for p in tmp_path.glob("end_*")) == [f"end_{r}" for r in range(K + 1)]
+    for r in (1, 3):  # the other workers (ranks 1 and 3) learn who stopped
+        assert json.loads((tmp_path / f"end_{r}").read_text())["stopped_by"] == 1
+
+
+@needs_mpi
+@pytest.mark.mpi
 def test_mpi_unrepairable_delivery_fails_the_job(tmp_path, rng):
     """Worker 0 never gets a good frame: the job stops with the error, no rank hangs or yields."""
     path = tmp_path / "rows.npy"
