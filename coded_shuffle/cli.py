@@ -12,6 +12,7 @@ import contextlib
 import csv
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
@@ -755,6 +756,8 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
             cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     if args.link_mbps is not None:
         cmd += ["--link-mbps", repr(args.link_mbps)]
+    if args.timeout is not None:
+        cmd += ["--timeout", repr(args.timeout)]
     if args.json:
         cmd += ["--json", "-"]
     return cmd
@@ -762,7 +765,6 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import importlib.util
-    import subprocess
 
     from .mpi_program import check_data_file, ignored_options
 
@@ -785,6 +787,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")
     if args.link_mbps is not None and not 0 < args.link_mbps < float("inf"):
         raise UsageError(f"--link-mbps must be a positive number, not {args.link_mbps}")
+    if args.timeout is not None and not 0 < args.timeout < 1e9:
+        raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout}")
     given = [o for o, v in (("--strategy", args.strategy), ("--link-mbps", args.link_mbps)) if v is not None]
     problem = ignored_options(args.mode, given)
     if problem is not None:
@@ -799,13 +803,103 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     compile_kernels(KERNEL_GROUPS)  # once here, not in every rank
     sys.stdout.flush()
-    proc = subprocess.run(run_command(args, mpiexec), check=False)
-    if proc.returncode == 2:  # the program refused its input and said why, in one line
-        return 2
-    if proc.returncode:
+    return launch(run_command(args, mpiexec))
+
+
+#: The signals ``coded-shuffle run`` passes on to its MPI job before it ends.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _copy_new(path: str, offset: int) -> int:
+    """Copy to standard output the whole lines added to ``path`` after ``offset``; return the new offset."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return offset
+    end = data.rfind(b"\n") + 1
+    if end:
+        sys.stdout.buffer.write(data[:end])
+        sys.stdout.flush()
+    return offset + end
+
+
+def _end_job(proc: Any, grace: float) -> None:
+    """End the job's process group: SIGTERM, and SIGKILL to whatever is left after ``grace`` s."""
+    import subprocess
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+
+
+def launch(cmd: list[str]) -> int:
+    """Run the MPI job ``cmd`` (``mpiexec ...``) to its end and return ``coded-shuffle run``'s status.
+
+    The master writes its results to a file that is copied to standard output line by line as
+    the job runs, and its status to another; ``mpiexec`` and every rank write to standard error
+    only, so that MPICH's reports never reach standard output. The job runs in a process group
+    of its own; SIGTERM, SIGINT and SIGHUP to this process end it (SIGTERM, then SIGKILL after
+    3 s), and the ranks watch this process, so that none outlives it by more than a few seconds
+    even after a SIGKILL (:mod:`coded_shuffle.engine.mpi`). Status: the master's (0, 1 for a
+    failed verification, 2 for bad input), 1 for a job that failed otherwise, 128 + N after
+    signal N.
+    """
+    import subprocess
+    import tempfile
+
+    from .engine.mpi import LAUNCHER_ENV
+
+    got: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        got.append(signum)
+
+    with tempfile.TemporaryDirectory(prefix="coded-shuffle-run-") as tmp:
+        results, status = os.path.join(tmp, "results"), os.path.join(tmp, "status")
+        env = dict(os.environ, **{LAUNCHER_ENV: str(os.getpid())})
+        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+        offset = 0
+        try:
+            proc = subprocess.Popen(
+                [*cmd, "--results", results, "--status-file", status],
+                stdout=sys.stderr.fileno(),
+                env=env,
+                start_new_session=True,
+            )
+            while proc.poll() is None and not got:
+                offset = _copy_new(results, offset)
+                try:
+                    proc.wait(0.1)
+                except subprocess.TimeoutExpired:
+                    pass
+            # After a signal: end the job. Otherwise mpiexec has ended, and so have the ranks; a
+            # rank that has not is ended too.
+            _end_job(proc, grace=3.0 if got else 0.5)
+            _copy_new(results, offset)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if got:
+            name = signal.Signals(got[0]).name
+            print(f"{PROG}: error: stopped by {name}; the MPI job was ended", file=sys.stderr)
+            return 128 + got[0]
+        code = _read_status(status)
+    if code is None:
         print(f"{PROG}: error: the MPI job failed (mpiexec exit status {proc.returncode})", file=sys.stderr)
         return 1
-    return 0
+    return code
+
+
+def _read_status(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- parser
@@ -1247,6 +1341,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--link-mbps", type=float, metavar="R", help="pace the master's link at R megabits/s (default: raw)"
     )
     _add_order_arguments(mpi)
+    mpi.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="end the job, with one line naming the rank, when a rank does not answer within SECONDS "
+        "(default: 60 s plus 1 s per 20 MB of records)",
+    )
     mpi.add_argument("--json", action="store_true", help="one JSON object per transition and mode")
     mpi.set_defaults(func=_cmd_run)
     return parser

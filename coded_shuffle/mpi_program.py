@@ -33,6 +33,7 @@ import dataclasses
 import glob
 import json
 import os
+import signal
 import sys
 from typing import Any, NoReturn, TextIO
 
@@ -67,7 +68,17 @@ class _Parser(argparse.ArgumentParser):
         # Every rank parses the same arguments and lands here; wait until rank 0 has printed,
         # or another rank's exit aborts the job before the message is out.
         world.Barrier()
-        mpi_exit(2)
+        mpi_exit(2, status_file=_status_file(sys.argv[1:]))
+
+
+def _status_file(argv: list[str]) -> str | None:
+    """The ``--status-file`` of ``argv`` (read before the arguments are parsed), or None."""
+    for i, a in enumerate(argv):
+        if a.startswith("--status-file="):
+            return a.partition("=")[2]
+        if a == "--status-file" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
 
 
 def _positive(text: str) -> int:
@@ -202,11 +213,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="report the bytes each rank's network interfaces sent and received, per transition",
     )
+    # For coded-shuffle run: where the master writes its results and the job's status.
+    p.add_argument("--results", metavar="FILE", help=argparse.SUPPRESS)
+    p.add_argument("--status-file", metavar="FILE", help=argparse.SUPPRESS)
     # For tests and benchmarks.
     p.add_argument("--bcast-baseline", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--fail-rank", type=_non_negative, help=argparse.SUPPRESS)
     p.add_argument("--fail-epoch", type=_positive, help=argparse.SUPPRESS)
-    p.add_argument("--fail-how", choices=("raise", "exit"), default="raise", help=argparse.SUPPRESS)
+    p.add_argument("--fail-how", choices=("raise", "exit", "stop"), default="raise", help=argparse.SUPPRESS)
     p.add_argument("--corrupt-worker", type=_non_negative, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.data is not None and _given(argv, "--points", "-N", "--record-bytes", "-B"):
@@ -244,6 +258,11 @@ def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:
             flush=True,
         )
         os._exit(3)
+    if args.fail_how == "stop":  # this rank stops answering, as under kill -STOP
+        what = f"rank {args.fail_rank}: deliberate stop at epoch {epoch} (--fail-rank)"
+        print(what, file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
     raise RuntimeError(f"rank {args.fail_rank}: deliberate failure at epoch {epoch} (--fail-rank)")
 
 
@@ -410,9 +429,11 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
     for k in range(K):  # setup, not counted: each worker starts with its batch of the first epoch
         link.send_rows(k, dataset.data[p_t.batch(k)])
 
+    # Results go to standard output, or to the file coded-shuffle run reads them from.
+    res: TextIO = sys.stdout if args.results is None else open(args.results, "w", encoding="utf-8")  # noqa: SIM115
     out: TextIO | None = None
     if args.json == "-":
-        out = sys.stdout
+        out = res
     elif args.json is not None:
         out = open(args.json, "w", encoding="utf-8")  # noqa: SIM115
     table = args.json != "-"
@@ -422,10 +443,11 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
             f"K = {K}, N = {N}, record = {B} B, "
             f"epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
             f"mode = {args.mode}, link = {pace}",
+            file=res,
             flush=True,
         )
         links = ("up MB", "down MB") if args.count_links else ()  # master's uplink, busiest downlink
-        print("".join(h.rjust(11) for h in (*_COLUMNS, *links)), flush=True)
+        print("".join(h.rjust(11) for h in (*_COLUMNS, *links)), file=res, flush=True)
     opts = MasterOptions(
         strategy=args.strategy, max_repair_rounds=args.max_repair_rounds,
         max_frame_bytes=args.max_frame_bytes, seed=args.seed, link_mbps=args.link_mbps,
@@ -450,11 +472,13 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
             if out is not None:
                 print(json.dumps(rep.to_dict()), file=out, flush=True)
             if table:
-                print("".join(c.rjust(11) for c in _cells(rep.to_dict())), flush=True)
+                print("".join(c.rjust(11) for c in _cells(rep.to_dict())), file=res, flush=True)
         p_t = p_t1
     dog.close()
-    if out is not None and out is not sys.stdout:
+    if out is not None and out is not res:
         out.close()
+    if res is not sys.stdout:
+        res.close()
     code = 0 if all_ok else 1
     if not all_ok:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr, flush=True)
@@ -473,12 +497,12 @@ def main(argv: list[str] | None = None) -> int:
     if comm.Get_size() < 2:
         if comm.Get_rank() == 0:
             print(f"{PROG}: error: needs a master and at least one worker: mpiexec -n K+1", file=sys.stderr)
-        mpi_exit(2)
+        mpi_exit(2, status_file=args.status_file)
     pace = TokenBucket.from_mbps(args.link_mbps) if args.link_mbps else None
     link = MPITransport(comm, pace=pace)
     code = master(args, link) if link.is_master else worker(args, link)
-    if code:  # every rank has the same code (the master broadcast it): a clean end, no MPI_Abort
-        mpi_exit(code)
+    if code or args.status_file:  # every rank has the master's code: a clean end, no MPI_Abort
+        mpi_exit(code, status_file=args.status_file)
     return 0
 
 

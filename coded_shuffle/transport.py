@@ -373,19 +373,25 @@ def mpi_world() -> Any:
     return MPI.COMM_WORLD
 
 
-def mpi_exit(status: int) -> NoReturn:
+def mpi_exit(status: int, *, status_file: str | None = None) -> NoReturn:
     """End this rank with ``status``: flush, finalize MPI, exit.
 
-    For an end every rank reaches with the same status (bad input, a failed check): the job stops
-    with that status and nothing else is printed, where an exception or a non-zero ``sys.exit``
-    under ``python -m mpi4py`` aborts the job (``MPI_Abort``) and MPICH reports the abort.
+    For an end every rank reaches with the same status (bad input, a failed check), where an
+    exception or a non-zero ``sys.exit`` under ``python -m mpi4py`` aborts the job
+    (``MPI_Abort``) and MPICH reports the abort. When ranks exit with a non-zero status, hydra
+    (MPICH's ``mpiexec``) ends those still running, and its own status is then 9 at times instead
+    of theirs. With ``status_file``, rank 0 writes ``status`` there and every rank exits with 0,
+    so the launcher (``coded-shuffle run``) reads the job's status without that race.
     """
     from mpi4py import MPI
 
     sys.stdout.flush()
     sys.stderr.flush()
+    if status_file is not None and MPI.COMM_WORLD.Get_rank() == 0:
+        with open(status_file, "w", encoding="ascii") as f:
+            f.write(f"{status}\n")
     MPI.Finalize()
-    os._exit(status)
+    os._exit(0 if status_file is not None else status)
 
 
 def mpi_abort(status: int) -> NoReturn:
