@@ -71,7 +71,8 @@ class TransitionReport:
         True only when every record of every worker was checked, matched, and the records are
         conserved.
     seconds : float
-        Wall time of the transition on the master, delivery to the final check.
+        Wall time on the master from the start of the delivery (a barrier of all parties) to the
+        last worker's result after the repairs; the final check is ``timings["check"]``.
     timings : dict
         Seconds per stage: ``plan``, ``encode``, ``send`` (on the master), ``deliver`` and
         ``decode`` (the slowest worker's), ``repair``, ``check``, and ``paced_wait`` (the master's
