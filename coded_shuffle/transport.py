@@ -154,6 +154,28 @@ def _as_frame(frame: object, q: int) -> np.ndarray:
     return out
 
 
+def _unicast(frames: object, K: int) -> list[tuple[int, np.ndarray]]:
+    """``(worker, frame)`` pairs of a ``send_to`` argument, in worker order, each frame checked."""
+    if not isinstance(frames, Mapping):
+        raise TypeError(f"Argument 'frames' must map workers to frames, not {type(frames).__name__}.")
+    out: list[tuple[int, np.ndarray]] = []
+    for k, fs in sorted(frames.items()):
+        k = check_int(k, "worker", minimum=0)
+        if k >= K:
+            raise ValueError(f"Argument 'frames' names worker {k}, but K = {K}.")
+        out += [(k, _as_frame(f, q)) for q, f in enumerate(fs)]
+    return out
+
+
+def _counted(stats: LinkStats, frames: Sequence[np.ndarray]) -> LinkStats:
+    """``stats`` with ``frames`` added (their symbols read from the headers)."""
+    return LinkStats(
+        stats.frames + len(frames),
+        stats.symbols + sum(frame_symbols(f) for f in frames),
+        stats.bytes + sum(int(f.shape[0]) for f in frames),
+    )
+
+
 class TokenBucket:
     """Pace a link at ``rate`` bytes a second, allowing bursts of ``burst`` bytes.
 
@@ -287,30 +309,16 @@ class InProcessTransport:
 
     def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
         """Send worker ``k`` only the frames ``frames[k]`` (unicast); each byte is counted once."""
-        if not isinstance(frames, Mapping):
-            raise TypeError(f"Argument 'frames' must map workers to frames, not {type(frames).__name__}.")
-        checked: list[np.ndarray] = []
-        dest: list[int] = []
-        for k, fs in sorted(frames.items()):
-            k = check_int(k, "worker", minimum=0)
-            if k >= self.K:
-                raise ValueError(f"Argument 'frames' names worker {k}, but K = {self.K}.")
-            checked += [_as_frame(f, q) for q, f in enumerate(fs)]
-            dest += [k] * len(fs)
-        self._append(checked, dest)
+        order = _unicast(frames, self.K)
+        self._append([f for _, f in order], [k for k, _ in order])
 
     def _append(self, checked: list[np.ndarray], dest: list[int]) -> None:
         if self._pace is not None:
             for f in checked:
                 self._pace.consume(int(f.shape[0]))
-        s = self._stats
         self._log.extend(checked)
         self._dest.extend(dest)
-        self._stats = LinkStats(
-            s.frames + len(checked),
-            s.symbols + sum(frame_symbols(f) for f in checked),
-            s.bytes + sum(int(f.shape[0]) for f in checked),
-        )
+        self._stats = _counted(self._stats, checked)
         self._trim()
 
     def sync(self) -> None:
@@ -518,12 +526,7 @@ class MPITransport:
         self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
 
     def _count(self, frames: list[np.ndarray]) -> None:
-        s = self._stats
-        self._stats = LinkStats(
-            s.frames + len(frames),
-            s.symbols + sum(frame_symbols(f) for f in frames),
-            s.bytes + sum(int(f.shape[0]) for f in frames),
-        )
+        self._stats = _counted(self._stats, frames)
 
     def _pieces(self, size: int) -> list[tuple[int, int]]:
         step = self.piece_bytes
@@ -550,14 +553,7 @@ class MPITransport:
         Every byte still leaves the master once, on the same (paced) link.
         """
         self._master_only("send")
-        if not isinstance(frames, Mapping):
-            raise TypeError(f"Argument 'frames' must map workers to frames, not {type(frames).__name__}.")
-        order: list[tuple[int, np.ndarray]] = []
-        for k, fs in sorted(frames.items()):
-            k = check_int(k, "worker", minimum=0)
-            if k >= self.K:
-                raise ValueError(f"Argument 'frames' names worker {k}, but K = {self.K}.")
-            order += [(k, np.ascontiguousarray(_as_frame(f, q))) for q, f in enumerate(fs)]
+        order = [(k, np.ascontiguousarray(f)) for k, f in _unicast(frames, self.K)]
         table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
         self._control(_UNICAST, table)
         for k, f in order:
@@ -637,11 +633,6 @@ class MPITransport:
         self.comm.Recv(out, source=self.root, tag=_INIT_TAG)
         return out
 
-    def link_counts(self, value: Any) -> list[Any] | None:
-        """Collective: every rank's ``value``, in rank order, on the master (None elsewhere)."""
-        got = self.comm.gather(value, root=self.root)
-        return None if got is None else list(got)
-
     def baseline_broadcast(self, nbytes: int) -> float | None:
         """Collective: one plain ``MPI_Bcast`` of ``nbytes`` bytes, the yardstick of a delivery.
 
@@ -649,7 +640,7 @@ class MPITransport:
         """
         n = int(self.share(int(nbytes)))
         buf = np.ones(n, dtype=np.uint8)
-        self.comm.Barrier()
+        self.sync()
         t0 = time.perf_counter()
         self.comm.Bcast(buf, root=self.root)
         took = time.perf_counter() - t0
