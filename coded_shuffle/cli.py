@@ -870,12 +870,13 @@ def launch(cmd: list[str]) -> int:
                 env=env,
                 start_new_session=True,
             )
-            while proc.poll() is None and not got:
+            while not got:  # copy the results as they come, until mpiexec ends or a signal comes
                 offset = _copy_new(results, offset)
                 try:
                     proc.wait(0.1)
+                    break
                 except subprocess.TimeoutExpired:
-                    pass
+                    continue
             # After a signal: end the job. Otherwise mpiexec has ended, and so have the ranks; a
             # rank that has not is ended too.
             _end_job(proc, grace=3.0 if got else 0.5)
