@@ -56,7 +56,7 @@ from .codec import (
     load_dataset,
 )
 from .engine import SCHEMES, MasterOptions, TransitionReport, initial_caches, transition
-from .engine.mpi import Watchdog, attend, default_timeout, serve
+from .engine.mpi import Watchdog, attend, serve
 from .engine.protocol import Stopped, master_transition, worker_stop, worker_transition
 from .errors import IntegrityError
 from .orders import (
@@ -557,9 +557,8 @@ class MPILoader:
             raise RuntimeError(f"An MPILoader runs once: {what} was already called on this rank.")
         self._used = True
 
-    def _watchdog(self, N: int, B: int) -> tuple[float, Watchdog]:
-        timeout = self._timeout if self._timeout is not None else default_timeout(N, B)
-        return timeout, Watchdog(timeout=timeout, rank=self.transport.rank, prog=_PROG)
+    def _watchdog(self, N: int, B: int) -> Watchdog:
+        return Watchdog.for_job(self._timeout, N, B, rank=self.transport.rank, prog=_PROG)
 
     # ---- master
 
@@ -585,7 +584,7 @@ class MPILoader:
         spec = _order_spec(self._order, N)
         link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
         link.share_array(ds.checksums)
-        timeout, dog = self._watchdog(N, ds.record_bytes)
+        dog = self._watchdog(N, ds.record_bytes)
         first = self.start_epoch
         _, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
         for k in range(K):  # setup: each worker starts with its batch of the first epoch
@@ -596,7 +595,7 @@ class MPILoader:
             for t in range(first + 1, first + self.epochs):
                 _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
                 role = master_transition(link, SCHEMES["coded"], ds, placement, nxt, epoch=t, opts=opts)
-                report = serve(link, role, timeout=timeout, watchdog=dog, prog=_PROG)
+                report = serve(link, role, watchdog=dog)
                 if isinstance(report, Stopped):  # a worker stopped: the job ends here
                     self.stopped_by = link.share(report.workers[0])
                     return reports
@@ -647,7 +646,7 @@ class MPILoader:
         layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         self.layout = layout
         sums = link.share_array(np.empty(N, dtype=np.uint64))
-        timeout, dog = self._watchdog(N, B)
+        dog = self._watchdog(N, B)
         spec = _order_spec(self._order, N)
         cut = _bounds(N, self.K)
         lo, hi = int(cut[k]), int(cut[k + 1])
@@ -669,7 +668,7 @@ class MPILoader:
                 role = worker_transition(
                     link, SCHEMES["coded"], k, cache, (placement, nxt), epoch=t, checksums=sums, spare=spare
                 )
-                res = attend(link, role, timeout=timeout, watchdog=dog, prog=_PROG)
+                res = attend(link, role, watchdog=dog)
                 if res is None:  # another worker stopped: the job ends here
                     ended = True
                     self.stopped_by = link.share()
@@ -686,6 +685,6 @@ class MPILoader:
         finally:
             if not ended:  # this worker stops early
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
-                    attend(link, worker_stop(), timeout=timeout, watchdog=dog, prog=_PROG)
+                    attend(link, worker_stop(), watchdog=dog)
                 self.stopped_by = link.share()
             dog.close()

@@ -42,7 +42,7 @@ import numpy as np
 from .bounds import lower_bound
 from .codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset, load_dataset, parse_frame
 from .engine import SCHEMES, MasterOptions, master_transition, synthetic_dataset, worker_transition
-from .engine.mpi import Watchdog, attend, default_timeout, serve
+from .engine.mpi import Watchdog, attend, serve
 from .orders import EPOCH_ORDERS, OrderSpec, Placement, auto_order, ignored_shard_options, order_placement
 from .plan import STRATEGIES, plan_delivery
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_world
@@ -311,10 +311,6 @@ def _corrupter(cache: Cache, need: np.ndarray) -> Any:
     return tamper
 
 
-def _timeout(args: argparse.Namespace, N: int, B: int) -> float:
-    return float(args.timeout) if args.timeout is not None else default_timeout(N, B)
-
-
 # --------------------------------------------------------------------------- worker
 
 
@@ -326,8 +322,7 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
         return int(link.share())
     sums = link.share_array(np.empty(N, dtype=np.uint64))
     K = link.K
-    timeout = _timeout(args, N, B)
-    dog = Watchdog(timeout=timeout, rank=link.rank, prog=PROG)
+    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
     p_t = placement(args, N, K, epoch=args.start_epoch)
     ids = p_t.batch(k)
     cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, B), dtype=np.uint8)), lengths=None)
@@ -342,14 +337,13 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
         p_t1 = placement(args, N, K, epoch=t + 1)
         results = []
         for mode, out in zip(modes, spare, strict=True):
-            start = link_bytes() if args.count_links else None
             corrupt = args.corrupt_worker == k and t == args.start_epoch and mode != "alltoallv"
             role = worker_transition(
                 link, SCHEMES[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
                 with_digest=True, tamper=_corrupter(cache, p_t1.batch(k)) if corrupt else None,
-                links=(lambda s=start: _since(s)) if start is not None else None,
+                links=_link_counter() if args.count_links else None,
             )  # fmt: skip
-            res = attend(link, role, timeout=timeout, watchdog=dog, prog=PROG)
+            res = attend(link, role, watchdog=dog)
             results.append(res.cache)
             if mode == "coded" and args.bcast_baseline:
                 link.baseline_broadcast(0)
@@ -360,9 +354,15 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
     return int(link.share())
 
 
-def _since(start: tuple[int, int]) -> tuple[int, int]:
-    tx, rx = link_bytes()
-    return tx - start[0], rx - start[1]
+def _link_counter() -> Any:
+    """A function that returns the bytes this rank's links sent and received since this call."""
+    tx0, rx0 = link_bytes()
+
+    def since() -> tuple[int, int]:
+        tx, rx = link_bytes()
+        return tx - tx0, rx - rx0
+
+    return since
 
 
 # --------------------------------------------------------------------------- master
@@ -423,8 +423,7 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
     N, B = dataset.N, dataset.record_bytes
     link.share((N, B, 0))
     link.share_array(dataset.checksums)
-    timeout = _timeout(args, N, B)
-    dog = Watchdog(timeout=timeout, rank=link.rank, prog=PROG)
+    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
     p_t = placement(args, N, K, epoch=args.start_epoch)
     for k in range(K):  # setup, not counted: each worker starts with its batch of the first epoch
         link.send_rows(k, dataset.data[p_t.batch(k)])
@@ -459,12 +458,11 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
         plan = plan_delivery(p_t, p_t1, strategy=args.strategy)
         planned = (plan, lower_bound(plan.S))
         for mode in MODES[args.mode]:
-            start = link_bytes() if args.count_links else None
             role = master_transition(
                 link, SCHEMES[mode], dataset, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
-                links=(lambda s=start: _since(s)) if start is not None else None,
+                links=_link_counter() if args.count_links else None,
             )  # fmt: skip
-            rep = serve(link, role, timeout=timeout, watchdog=dog, prog=PROG)
+            rep = serve(link, role, watchdog=dog)
             if mode == "coded" and args.bcast_baseline:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))

@@ -27,7 +27,7 @@ is checked whole. The reports count symbols in pieces.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,20 +38,20 @@ from ..errors import IntegrityError
 from ..orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401
 from ..plan import STRATEGIES
 from ..transport import InProcessTransport, Transport
-from .protocol import Announce, Gather, MasterOptions, WorkerResult, master_transition, worker_transition
+from .protocol import (
+    Announce,
+    Gather,
+    MasterOptions,
+    WorkerResult,
+    master_transition,
+    step,
+    worker_transition,
+)
 from .report import RunReport, TransitionReport
 from .schemes import SCHEMES
 from .state import initial_caches, pieces_dataset, pieces_placement, synthetic_dataset
 
 __all__ = ["drive", "transition", "run", "simulate"]
-
-
-def _step(gen: Generator[Any, Any, Any], value: Any) -> tuple[bool, Any]:
-    """Send ``value`` into ``gen``: ``(True, yielded)``, or ``(False, returned)`` when it ends."""
-    try:
-        return True, gen.send(value)
-    except StopIteration as stop:
-        return False, stop.value
 
 
 def drive(
@@ -79,27 +79,25 @@ def drive(
         )
         for k in range(K)
     ]  # fmt: skip
-    words: list[Any] = [None] * K  # what each worker is sent next (None: its first step)
-    running, msg = _step(master, None)
-    word: Any = None
+    running, msg = step(master, None)
+    word: Any = None  # the master's last word: what every worker is sent next (None starts it)
     while running:
         if isinstance(msg, Gather):
             posts = []
             for k, w in enumerate(workers):
-                alive, post = _step(w, words[k])
+                alive, post = step(w, word)
                 if not alive:  # pragma: no cover - a worker role posts until the last word
                     raise IntegrityError(f"Worker {k} ended before the master's {msg.stage!r} round.")
                 posts.append(post.value)
-            running, msg = _step(master, posts)
+            running, msg = step(master, posts)
         else:
             assert isinstance(msg, Announce)
             word = msg.word
-            words = [word] * K
-            running, msg = _step(master, None)
+            running, msg = step(master, None)
     report = msg
     new: list[Cache] = []
     for k, w in enumerate(workers):
-        alive, result = _step(w, word)
+        alive, result = step(w, word)
         if alive or not isinstance(result, WorkerResult):  # pragma: no cover - protocol error
             raise IntegrityError(f"Worker {k} did not end with the master's verdict.")
         new.append(result.cache)

@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 
 from ..errors import RankTimeout
 from ..transport import mpi_abort
-from .protocol import Announce, Gather
+from .protocol import Announce, Gather, step
 
 __all__ = ["LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "end_job"]
 
@@ -70,9 +70,17 @@ def _alive(pid: int) -> bool:
 class Watchdog:
     """A thread that ends the job when a step outlives its deadline, or the launcher is gone.
 
-    :meth:`arm` starts a step that must end within ``timeout`` seconds, :meth:`disarm` ends it.
+    :meth:`arm` starts a step that must end within ``timeout`` seconds, :meth:`disarm` ends it;
+    :func:`serve` and :func:`attend` bound their control waits by the same ``timeout``, and end
+    the job with a line that starts with ``prog``.
     The thread wakes every ``period`` seconds; it never calls MPI unless it ends the job.
     """
+
+    @classmethod
+    def for_job(cls, timeout: float | None, N: int, record_bytes: int, *, rank: int, prog: str) -> Watchdog:
+        """The watchdog of a job of ``N`` records: ``timeout``, or :func:`default_timeout` if None."""
+        chosen = default_timeout(N, record_bytes) if timeout is None else float(timeout)
+        return cls(timeout=chosen, rank=rank, prog=prog)
 
     def __init__(self, *, timeout: float, rank: int, prog: str, period: float = 0.5) -> None:
         self.timeout = float(timeout)
@@ -110,18 +118,18 @@ class Watchdog:
                 end_job(self.prog, self.rank, f"no progress within {self.timeout:g} s while {stage}")
 
 
-def _step(gen: Generator[Any, Any, Any], value: Any, watchdog: Watchdog, stage: str) -> tuple[bool, Any]:
+def _step(role: Generator[Any, Any, Any], value: Any, watchdog: Watchdog, stage: str) -> tuple[bool, Any]:
+    """:func:`~coded_shuffle.engine.protocol.step`, bounded by ``watchdog``."""
     watchdog.arm(stage)
     try:
-        return True, gen.send(value)
-    except StopIteration as stop:
-        return False, stop.value
+        return step(role, value)
     finally:
         watchdog.disarm()
 
 
-def serve(link: Any, role: Generator[Any, Any, Any], *, timeout: float, watchdog: Watchdog, prog: str) -> Any:
+def serve(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> Any:
     """Master: carry ``role`` (a master role of the protocol) to its end; return its value."""
+    timeout, prog = watchdog.timeout, watchdog.prog
     running, msg = _step(role, None, watchdog, "planning and sending")
     while running:
         if isinstance(msg, Gather):
@@ -137,10 +145,9 @@ def serve(link: Any, role: Generator[Any, Any, Any], *, timeout: float, watchdog
     return msg
 
 
-def attend(
-    link: Any, role: Generator[Any, Any, Any], *, timeout: float, watchdog: Watchdog, prog: str
-) -> Any:
+def attend(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> Any:
     """Worker: carry ``role`` (a worker role of the protocol) to its end; return its value."""
+    timeout, prog = watchdog.timeout, watchdog.prog
     running, msg = _step(role, None, watchdog, "starting the transition")
     while running:
         try:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..bounds import LowerBound, lower_bound
-from ..codec import Cache, Dataset, encode_plan_arrays
+from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset, encode_plan_arrays
 from ..errors import IntegrityError
 from ..orders import Placement
 from ..plan import DeliveryPlan, plan_delivery
@@ -43,7 +43,7 @@ from .state import _spare_rows, check_holdings, digest
 __all__ = [
     "READY", "STOP", "GO", "END", "REPAIR", "DONE", "ABANDON",
     "Gather", "Announce", "Post", "Status", "Holdings", "MasterOptions", "Stopped", "WorkerResult",
-    "master_transition", "worker_transition", "worker_stop",
+    "master_transition", "worker_transition", "worker_stop", "step",
 ]  # fmt: skip
 
 READY, STOP, GO, END, REPAIR, DONE, ABANDON = "ready", "stop", "go", "end", "repair", "done", "abandon"
@@ -100,7 +100,7 @@ class MasterOptions:
     strategy: str = "greedy"
     exact_bound: bool | None = None
     max_repair_rounds: int = 3
-    max_frame_bytes: int | None = None
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     seed: int | None = None
     link_mbps: float | None = None
 
@@ -119,6 +119,14 @@ class WorkerResult:
     cache: Cache
     decoded: int
     verified: bool
+
+
+def step(role: Generator[Any, Any, Any], value: Any) -> tuple[bool, Any]:
+    """Send ``value`` into a role: ``(True, what it yields next)``, or ``(False, what it returned)``."""
+    try:
+        return True, role.send(value)
+    except StopIteration as stop:
+        return False, stop.value
 
 
 def _plan(p_t: Placement, p_t1: Placement, opts: MasterOptions) -> tuple[DeliveryPlan, LowerBound, float]:
@@ -162,7 +170,8 @@ def master_transition(
     yield Announce(GO)
     link.sync()  # every rank starts the delivery together, so that its times are comparable
     t_start = time.perf_counter()
-    waited = link.pace.waited if getattr(link, "pace", None) is not None else 0.0
+    pace = getattr(link, "pace", None)
+    waited = pace.waited if pace is not None else 0.0
     control = getattr(link, "control_bytes", 0)
     before = link.stats
     sent = scheme.send(link, plan, dataset, epoch=epoch, max_frame_bytes=opts.max_frame_bytes)
@@ -194,12 +203,11 @@ def master_transition(
     total = link.stats - before
     tic = time.perf_counter()
     held: list[Holdings] = yield Gather("holdings")
-    checked, ok = check_holdings(dataset, [h.ids for h in held], [h.checksums for h in held], p_t1)
-    if dataset.lengths is not None:
-        ok &= all(h.lengths is not None and np.array_equal(h.lengths, dataset.lengths[h.ids]) for h in held)
+    checked, ok = check_holdings(
+        dataset, [h.ids for h in held], [h.checksums for h in held], p_t1, lengths=[h.lengths for h in held]
+    )
     check_s = time.perf_counter() - tic
     yield Announce(bool(ok))
-    pace = getattr(link, "pace", None)
     counts = [links(), *(h.links for h in held)] if links is not None else []
     return _report(
         plan, lb, dataset, scheme, sent, first, held,

@@ -119,11 +119,10 @@ class CodedScheme:
     name = "coded"
 
     def send(
-        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int | None
+        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int
     ) -> Sent:
         tic = time.perf_counter()
-        kwargs = {} if max_frame_bytes is None else {"max_frame_bytes": max_frame_bytes}
-        frames = encode_plan(plan, dataset, epoch=epoch, **kwargs)
+        frames = encode_plan(plan, dataset, epoch=epoch, max_frame_bytes=max_frame_bytes)
         encode_s = time.perf_counter() - tic
         _, b, _ = plan.transmissions()
         tic = time.perf_counter()
@@ -174,17 +173,15 @@ class UncodedScheme(CodedScheme):
     name = "uncoded"
 
     def send(
-        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int | None
+        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int
     ) -> Sent:
-        from ..codec import DEFAULT_MAX_FRAME_BYTES
-
         tic = time.perf_counter()
         by_worker = uncoded_frames(
             dataset,
             plan.placement_t,
             plan.placement_t1,
             epoch=epoch,
-            max_frame_bytes=DEFAULT_MAX_FRAME_BYTES if max_frame_bytes is None else max_frame_bytes,
+            max_frame_bytes=max_frame_bytes,
         )
         encode_s = time.perf_counter() - tic
         tic = time.perf_counter()
@@ -204,7 +201,7 @@ class ExchangeBaseline:
     name = "alltoallv"
 
     def send(
-        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int | None
+        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int
     ) -> Sent:
         return Sent(int(plan.rates.uncoded), 0, int(plan.rates.uncoded), 0, 0, 0, 0.0, 0.0)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..codec import Cache, Dataset, load_dataset
-from ..orders import Placement, epoch_placement  # noqa: F401 (epoch_placement: doctests)
+from ..orders import Placement, epoch_placement, placement_from_owner  # noqa: F401 (epoch_placement: doctests)
 
 __all__ = [
     "initial_caches",
@@ -52,13 +52,16 @@ def check_holdings(
     ids: Sequence[np.ndarray],
     checksums: Sequence[np.ndarray],
     placement: Placement,
+    *,
+    lengths: Sequence[np.ndarray | None] | None = None,
 ) -> tuple[int, bool]:
     """Check what the workers hold, as ids and checksums, against the master's ground truth.
 
     Worker ``k`` must hold exactly the ids of its batch in ``placement``, each with the record's
     load-time checksum; together the workers must hold each of the ``N`` records exactly once
-    (conservation). Used in-process by :func:`check_caches` and, on ids and checksums gathered
-    from the ranks, by the MPI program.
+    (conservation). For a dataset of variable-length records, ``lengths`` (each worker's record
+    lengths) must be given and match. Used by :func:`check_caches` and, on what the workers
+    posted, by the master's role of the transition protocol.
 
     Returns
     -------
@@ -85,6 +88,10 @@ def check_holdings(
     ok &= every.shape[0] == dataset.N and bool(np.array_equal(np.sort(every), np.arange(dataset.N)))
     sums_all = np.concatenate(list(checksums)) if len(checksums) else np.empty(0, np.uint64)
     ok &= bool(np.array_equal(np.sort(sums_all), np.sort(dataset.checksums)))
+    if dataset.lengths is not None:
+        ok &= lengths is not None and len(lengths) == len(ids)
+        for held, lens in zip(ids, lengths or [], strict=False):
+            ok &= lens is not None and bool(np.array_equal(lens, dataset.lengths[held]))
     return checked, bool(ok and checked == dataset.N)
 
 
@@ -107,11 +114,13 @@ def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) ->
     >>> check_caches(ds, initial_caches(ds, p), p)
     (4, True)
     """
-    checked, ok = check_holdings(dataset, [c.ids for c in caches], [c.checksums() for c in caches], placement)
-    for cache in caches:
-        if cache.lengths is not None and dataset.lengths is not None:
-            ok &= bool(np.array_equal(cache.lengths, dataset.lengths[cache.ids]))
-    return checked, ok
+    return check_holdings(
+        dataset,
+        [c.ids for c in caches],
+        [c.checksums() for c in caches],
+        placement,
+        lengths=[c.lengths for c in caches],
+    )
 
 
 def _spare_rows(spare: np.ndarray | None, cache: Cache, n: int, width: int) -> np.ndarray | None:
@@ -160,8 +169,6 @@ def pieces_placement(placement: Placement, q: int) -> Placement:
     >>> pieces_placement(epoch_placement(2, 2, seed=0, epoch=0), 2).N
     4
     """
-    from ..orders import placement_from_owner
-
     return placement if q == 1 else placement_from_owner(np.repeat(placement.owner, q), placement.K)
 
 
