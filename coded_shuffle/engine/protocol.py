@@ -37,7 +37,7 @@ from ..errors import IntegrityError
 from ..orders import Placement
 from ..plan import DeliveryPlan, plan_delivery
 from .report import TransitionReport
-from .schemes import Taken, receive_decode
+from .schemes import Encoded, Taken, receive_decode, send
 from .state import _spare_rows, check_holdings, digest
 
 __all__ = [
@@ -163,6 +163,7 @@ def master_transition(
         plan, lb, plan_s = _plan(p_t, p_t1, opts)
     else:
         (plan, lb), plan_s = planned, 0.0
+    encoded = scheme.encode(plan, dataset, epoch=epoch, max_frame_bytes=opts.max_frame_bytes)
     ready = yield Gather("ready")
     if STOP in ready:
         yield Announce(END)
@@ -174,7 +175,7 @@ def master_transition(
     waited = pace.waited if pace is not None else 0.0
     control = getattr(link, "control_bytes", 0)
     before = link.stats
-    sent = scheme.send(link, plan, dataset, epoch=epoch, max_frame_bytes=opts.max_frame_bytes)
+    send_s = send(link, encoded)
     posts: list[Status] = yield Gather("decode")
     first = posts
     coded = link.stats - before
@@ -210,12 +211,12 @@ def master_transition(
     yield Announce(bool(ok))
     counts = [links(), *(h.links for h in held)] if links is not None else []
     return _report(
-        plan, lb, dataset, scheme, sent, first, held,
+        plan, lb, dataset, scheme, encoded, first, held,
         epoch=epoch, opts=opts, coded=coded, total=total, rejected=rejected, repairs=repairs,
         rounds=rounds, checked=checked, verified=bool(ok), seconds=seconds,
         control=getattr(link, "control_bytes", 0) - control, counts=counts,
         timings={
-            "plan": plan_s, "encode": sent.encode_seconds, "send": sent.send_seconds,
+            "plan": plan_s, "encode": encoded.encode_seconds, "send": send_s,
             "deliver": max(s.deliver_seconds for s in first), "decode": max(s.decode_seconds for s in first),
             "repair": repair_s, "check": check_s,
             "paced_wait": (pace.waited - waited) if pace is not None else 0.0,
@@ -238,7 +239,7 @@ def _report(
     lb: LowerBound,
     dataset: Dataset,
     scheme: Any,
-    sent: Any,
+    sent: Encoded,
     first: list[Status],
     held: list[Holdings],
     *,
@@ -285,7 +286,7 @@ def _report(
         framing_overhead=float(sent.header_bytes / sent.payload_bytes) if sent.payload_bytes else 0.0,
         coded_bytes=int(sent.payload_bytes) if scheme.name == "coded" else _coded_payload(plan, dataset),
         uncoded_bytes=uncoded_bytes,
-        frames=int(sent.frames),
+        frames=int(sent.n_frames),
         frames_rejected=int(rejected),
         repairs=repairs,
         repair_bytes=int(total.bytes - coded.bytes),

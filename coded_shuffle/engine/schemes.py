@@ -3,8 +3,9 @@
 A scheme is the one object the transition protocol (:mod:`coded_shuffle.engine.protocol`) is
 given. It has two halves:
 
-``send(link, plan, dataset, *, epoch, max_frame_bytes) -> Sent``
-    the master's: encode this shuffle's delivery and put it on the link;
+``encode(plan, dataset, *, epoch, max_frame_bytes) -> Encoded``
+    the master's: this shuffle's delivery as frames, made before the delivery is timed; the
+    protocol then puts them on the link with :func:`send`;
 ``take(link, worker, cache, need, ...) -> Taken``
     a worker's: receive what was sent and rebuild its next batch from its cache.
 
@@ -29,24 +30,31 @@ from ..errors import DecodeError
 from ..orders import Placement
 from ..plan import DeliveryPlan
 
-__all__ = ["Sent", "Taken", "CodedScheme", "UncodedScheme", "ExchangeBaseline", "SCHEMES", "uncoded_frames"]
+__all__ = [
+    "Encoded", "Taken", "CodedScheme", "UncodedScheme", "ExchangeBaseline", "SCHEMES", "send",
+    "uncoded_frames",
+]  # fmt: skip
 
 #: ``tamper(frames) -> frames``: what a worker decodes instead of what it received (tests only).
 Tamper = Callable[[list[np.ndarray]], list[np.ndarray]]
 
 
 @dataclass(frozen=True)
-class Sent:
-    """What the master's half of a scheme put on the link for one delivery."""
+class Encoded:
+    """One delivery as the master's half of a scheme made it, ready to go on the link.
 
+    ``frames`` is a list broadcast to every worker, a mapping of worker to its own frames
+    (unicast), or None when the master sends nothing.
+    """
+
+    frames: list[np.ndarray] | dict[int, list[np.ndarray]] | None
     planned_symbols: int
     xor_symbols: int
     lone_symbols: int
     payload_bytes: int
     header_bytes: int
-    frames: int
+    n_frames: int
     encode_seconds: float
-    send_seconds: float
 
 
 @dataclass(frozen=True)
@@ -60,18 +68,31 @@ class Taken:
     exchanged_bytes: int = 0
 
 
-def _sent(frames: list[np.ndarray], planned: int, xor: int, encode_s: float, send_s: float) -> Sent:
-    parsed = [parse_frame(f) for f in frames]
-    return Sent(
+def _encoded(
+    frames: list[np.ndarray] | dict[int, list[np.ndarray]], planned: int, xor: int, tic: float
+) -> Encoded:
+    flat = frames if isinstance(frames, list) else [f for fs in frames.values() for f in fs]
+    parsed = [parse_frame(f) for f in flat]
+    return Encoded(
+        frames=frames,
         planned_symbols=planned,
         xor_symbols=xor,
         lone_symbols=planned - xor,
         payload_bytes=sum(f.payload_bytes for f in parsed),
         header_bytes=sum(f.header_bytes for f in parsed),
-        frames=len(frames),
-        encode_seconds=encode_s,
-        send_seconds=send_s,
+        n_frames=len(flat),
+        encode_seconds=time.perf_counter() - tic,
     )
+
+
+def send(link: Any, encoded: Encoded) -> float:
+    """Put ``encoded`` on ``link`` (a broadcast, or unicast to each worker); return the seconds."""
+    tic = time.perf_counter()
+    if isinstance(encoded.frames, dict):
+        link.send_to(encoded.frames)
+    elif encoded.frames is not None:
+        link.send(encoded.frames)
+    return time.perf_counter() - tic
 
 
 def receive_decode(
@@ -118,16 +139,11 @@ class CodedScheme:
 
     name = "coded"
 
-    def send(
-        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int
-    ) -> Sent:
+    def encode(self, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
         tic = time.perf_counter()
         frames = encode_plan(plan, dataset, epoch=epoch, max_frame_bytes=max_frame_bytes)
-        encode_s = time.perf_counter() - tic
         _, b, _ = plan.transmissions()
-        tic = time.perf_counter()
-        link.send(frames)
-        return _sent(frames, plan.n_symbols, int((b >= 0).sum()), encode_s, time.perf_counter() - tic)
+        return _encoded(frames, plan.n_symbols, int((b >= 0).sum()), tic)
 
     def take(
         self, link: Any, worker: int, cache: Cache, need: np.ndarray, *, placements: Any = None, **kw: Any
@@ -172,22 +188,12 @@ class UncodedScheme(CodedScheme):
 
     name = "uncoded"
 
-    def send(
-        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int
-    ) -> Sent:
+    def encode(self, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
         tic = time.perf_counter()
         by_worker = uncoded_frames(
-            dataset,
-            plan.placement_t,
-            plan.placement_t1,
-            epoch=epoch,
-            max_frame_bytes=max_frame_bytes,
+            dataset, plan.placement_t, plan.placement_t1, epoch=epoch, max_frame_bytes=max_frame_bytes
         )
-        encode_s = time.perf_counter() - tic
-        tic = time.perf_counter()
-        link.send_to(by_worker)
-        flat = [f for fs in by_worker.values() for f in fs]
-        return _sent(flat, int(plan.rates.uncoded), 0, encode_s, time.perf_counter() - tic)
+        return _encoded(by_worker, int(plan.rates.uncoded), 0, tic)
 
 
 class ExchangeBaseline:
@@ -200,10 +206,9 @@ class ExchangeBaseline:
 
     name = "alltoallv"
 
-    def send(
-        self, link: Any, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int
-    ) -> Sent:
-        return Sent(int(plan.rates.uncoded), 0, int(plan.rates.uncoded), 0, 0, 0, 0.0, 0.0)
+    def encode(self, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
+        W = int(plan.rates.uncoded)
+        return Encoded(None, W, 0, W, 0, 0, 0, 0.0)
 
     def take(
         self,
