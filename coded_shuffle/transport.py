@@ -415,7 +415,7 @@ def mpi_abort(status: int) -> NoReturn:
 def _poll(ready: Callable[[], bool], deadline: float) -> bool:
     """Call ``ready()`` until it is true (True) or ``deadline`` passes (False), sleeping between calls.
 
-    The sleeps grow from 50 microseconds to 1 ms, so that a waiting rank leaves its core to the
+    The sleeps grow from 50 to 250 microseconds, so that a waiting rank leaves its core to the
     ranks that compute, and a quick answer is still seen at once.
     """
     pause = 5e-5
@@ -423,7 +423,7 @@ def _poll(ready: Callable[[], bool], deadline: float) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(pause)
-        pause = min(1e-3, pause * 2)
+        pause = min(2.5e-4, pause * 2)
     return True
 
 
