@@ -9,8 +9,12 @@ Rank ``root`` runs the master's role (:func:`serve`), every other rank a worker'
 
 Nothing waits forever:
 
-- every control wait has the job's ``timeout``: a rank that does not answer in time (stopped,
-  frozen, cut off) ends the job with one line that names it (:class:`~coded_shuffle.errors.RankTimeout`);
+- every control wait has a bound: the master waits ``timeout`` seconds for the workers' posts,
+  and a rank that does not answer in time (stopped, frozen, cut off) ends the job with one line
+  that names it (:class:`~coded_shuffle.errors.RankTimeout`). A worker waits twice as long for
+  the master's word, which may come after one bounded step of the master and one bounded wait
+  for the other workers: so a silent worker is named by the master, not the master by the
+  workers that wait with it;
 - a :class:`Watchdog` thread bounds each step between two control messages (frames going out
   or coming in, planning, decoding) by the same ``timeout``, and ends the job if the process
   that launched it (``coded-shuffle run``, named by the environment variable
@@ -152,7 +156,7 @@ def attend(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> 
     while running:
         try:
             stage = msg.value if isinstance(msg.value, str) else type(msg.value).__name__.lower()
-            word = link.post(msg.value, timeout=timeout, stage=stage)
+            word = link.post(msg.value, timeout=2 * timeout, stage=stage)
         except RankTimeout as exc:
             end_job(prog, link.rank, str(exc))
         running, msg = _step(role, word, watchdog, f"receiving and decoding after the word {word!r}")
