@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import glob
 import json
+import math
 import os
 import signal
 import sys
@@ -106,7 +107,8 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
     """Return why ``path`` is not a usable ``.npy`` file of records, or None if it is.
 
     Reads only the file's header: it must exist, be a ``.npy`` file (magic string and header),
-    and hold at least one record a worker (``workers``) of a plain (not object) dtype.
+    and hold at least one record a worker (``workers``), of at least one byte, of a plain (not
+    object) dtype.
 
     Examples
     --------
@@ -132,6 +134,8 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
         return f"--data: {path} holds Python objects; records must be a plain dtype (numbers, bytes)"
     if len(shape) == 0 or shape[0] == 0:
         return f"--data: {path} holds no records (shape {shape}); one record a row, at least one row"
+    if math.prod(shape[1:]) * dtype.itemsize == 0:
+        return f"--data: {path} holds records of 0 bytes (shape {shape}); a record needs at least 1 byte"
     if shape[0] < workers:
         return f"--data: {path} holds {shape[0]} records, fewer than the {workers} workers"
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,15 +47,19 @@ def run_mpi(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.Complete
 HYDRA_BAD_TERMINATION = "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 
 
-def run_mpi_refused(K: int, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the program on input it must refuse: status 2, and no bad-termination report.
+def run_mpi_refused(K: int, *args: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run the program on input it must refuse, as ``coded-shuffle run`` does (``--status-file``).
 
-    Only the master exits with 2, once the other ranks have exited with 0
-    (:func:`coded_shuffle.transport.mpi_exit`), so hydra never ends them itself (status 9).
+    Every rank exits with 0 and the master writes the job's status to the file: hydra never ends
+    a rank itself (its status 9 and "bad termination" report when a rank exits non-zero before
+    the others). Returns the process and the status written.
     """
-    proc = run_mpi(K, *args, timeout=60)
+    status = tmp_path / "status"
+    status.unlink(missing_ok=True)
+    proc = run_mpi(K, *args, "--status-file", str(status), timeout=60)
     assert HYDRA_BAD_TERMINATION not in proc.stdout, proc.stdout
-    return proc
+    assert proc.returncode == 0, proc.stderr
+    return proc, status.read_text().strip()
 
 
 def json_rows(proc: subprocess.CompletedProcess[str]) -> list[dict]:
@@ -192,6 +197,7 @@ def bad_data_files(tmp_path: Path) -> dict[str, tuple[str, str]]:
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}, None], dtype=object))
     np.save(tmp_path / "empty.npy", np.zeros((0, 4), dtype=np.uint8))
     np.save(tmp_path / "one.npy", np.zeros((1, 4), dtype=np.uint8))
+    np.save(tmp_path / "zero-width.npy", np.zeros((100, 0), dtype=np.uint8))
     return {
         "missing": (str(tmp_path / "missing.npy"), "no such file"),
         "directory": (str(tmp_path), "not a file"),
@@ -199,6 +205,7 @@ def bad_data_files(tmp_path: Path) -> dict[str, tuple[str, str]]:
         "objects": (str(tmp_path / "objects.npy"), "Python objects"),
         "empty": (str(tmp_path / "empty.npy"), "no records"),
         "fewer records than workers": (str(tmp_path / "one.npy"), "fewer than the 2 workers"),
+        "zero-width rows": (str(tmp_path / "zero-width.npy"), "records of 0 bytes"),
     }
 
 
@@ -429,6 +436,23 @@ def test_alltoallv_exchange_verified_with_exact_bytes():
 
 @needs_mpi
 @pytest.mark.mpi
+def test_run_refusal_seen_by_the_program_is_status_2_and_one_line(tmp_path):
+    # A .npy file cut short: its header is sound (run checks only that before launch), its
+    # records are not all there. The master refuses it; the status reaches run through the
+    # status file, never as hydra's status 9, and nothing reaches standard output.
+    path = tmp_path / "short.npy"
+    np.save(path, np.zeros((100, 16), dtype=np.uint8))
+    os.truncate(path, 300)
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--data", str(path)]
+    for _ in range(3):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+        line = one_line_error(proc.stderr)
+        assert line.startswith("coded-shuffle run: error: ") and "readable .npy file" in line
+
+
+@needs_mpi
+@pytest.mark.mpi
 def test_program_bad_input_is_one_line_without_abort(tmp_path):
     files = bad_data_files(tmp_path)
     cases = [
@@ -439,8 +463,8 @@ def test_program_bad_input_is_one_line_without_abort(tmp_path):
         (["--order", "permutation", "--shard-size", "20"], "only apply to the shard-aware orders"),
     ]
     for options, word in cases:
-        proc = run_mpi_refused(2, *options)
-        assert proc.returncode == 2, proc.stdout
+        proc, status = run_mpi_refused(2, *options, tmp_path=tmp_path)
+        assert status == "2", proc.stdout
         line = one_line_error(proc.stderr)
         assert line.startswith("coded-shuffle run: error: ") and word in line
 
