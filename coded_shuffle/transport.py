@@ -54,7 +54,8 @@ from typing import Any, NoReturn, Protocol, runtime_checkable
 import numpy as np
 
 from ._checks import check_int
-from .codec import FRAME_HEADER_BYTES, _aligned_empty
+from .codec import FRAME_HEADER_BYTES
+from .codec._common import _aligned_empty
 from .errors import RankTimeout, TransportError
 
 __all__ = [

@@ -489,6 +489,12 @@ def test_decode_worker_exceptions(rng):
         decode_worker(cache, [frame], need=[1], worker=-1)
     with pytest.raises(ValueError, match="'need'"):
         decode_worker(cache, [frame], need=[[1]], worker=0)
+    with pytest.raises(ValueError, match="'need' must name each record once; id 1"):
+        decode_worker(cache, [frame], need=[1, 0, 1], worker=0)  # never silently one record fewer
+    with pytest.raises(ValueError, match="'need' must hold record ids >= 0"):
+        decode_worker(cache, [frame], need=[-1, 1], worker=0)
+    with pytest.raises(ValueError, match="'checksums' .* 5 entries and 'need' names id 5"):
+        decode_worker(cache, [frame], need=[1, 5], worker=0, checksums=ds.checksums[:5])
     with pytest.raises(DecodeError, match="Worker 0: frame 0: Frame rejected: epoch"):
         decode_worker(cache, [frame], need=[1], worker=0, epoch=2)
     with pytest.raises(DecodeError, match="width"):
@@ -556,7 +562,7 @@ def _peel_oracle(a, b, cache_ids, need_ids):
 
 
 def _check_peel(a, b, cache_ids, need_ids):
-    from coded_shuffle.codec import _peel
+    from coded_shuffle.codec.decode import _peel
 
     lone, sym, kn, new, rnd, r = _peel(np.asarray(a), np.asarray(b), cache_ids, need_ids)
     want = _peel_oracle(a, b, cache_ids, need_ids)
@@ -683,7 +689,7 @@ def _assert_decode_matches_reference(cache, frames, need, checksums, worker=0):
     f = parse_frame(frames[0]) if len(frames) == 1 else None
     if f is None:
         parts = [parse_frame(x) for x in frames]
-        from coded_shuffle.codec import _merge_frames
+        from coded_shuffle.codec.decode import _merge_frames
 
         f = _merge_frames(parts)
     out, out_len, decoded, missing = _decode_reference(cache, f, need)
@@ -749,7 +755,7 @@ def test_compiled_path_matches_numpy_reference_on_random_symbols(rng):
         frame = encode_plan_arrays(ds, a, b, epoch=0)
         assert frame.tobytes() == _frame_reference(ds, a, b, epoch=0, symbol=np.arange(S))
         cache = ds.cache(np.unique(rng.integers(0, N, size=int(rng.integers(0, N + 1)))))
-        need = rng.integers(0, N, size=int(rng.integers(0, N + 1)))
+        need = rng.permutation(N)[: int(rng.integers(0, N + 1))]  # distinct ids, in any order
         _assert_decode_matches_reference(cache, [frame], need, ds.checksums)
         wrong = frame.copy()
         wrong[-1] ^= 0x5A
@@ -758,7 +764,7 @@ def test_compiled_path_matches_numpy_reference_on_random_symbols(rng):
 
 def test_two_thread_halves_give_the_same_bytes(rng, monkeypatch):
     # Every kernel run as two halves on two threads (forced here for small inputs) against one run.
-    import coded_shuffle.codec as codec
+    import coded_shuffle.codec._common as codec
 
     p0, p1 = (epoch_placement(500, 7, seed=5, epoch=t) for t in (0, 1))
     plan = plan_delivery(p0, p1)
@@ -780,7 +786,7 @@ def test_two_thread_halves_give_the_same_bytes(rng, monkeypatch):
 def test_record_checksums_of_selected_rows(rng):
     # The compiled checksum of chosen rows with their own lengths (no gathered copy) against the
     # plain-Python definition; rows wider than the record are zero-padded past its length.
-    from coded_shuffle.codec import _checksum_rows
+    from coded_shuffle.codec.records import _checksum_rows
 
     for B in (1, 7, 8, 9, 64, 67):
         x = rng.integers(0, 256, size=(12, B), dtype=np.uint8)
@@ -802,7 +808,7 @@ def test_fork_after_a_large_job_makes_new_threads(rng, monkeypatch):
     # torch DataLoader with workers does this) must not wait on the parent's thread, which it lacks.
     import multiprocessing
 
-    import coded_shuffle.codec as codec
+    import coded_shuffle.codec._common as codec
 
     monkeypatch.setattr(codec, "_TWO_CORES", True)
     data = rng.integers(0, 256, size=(4096, 512), dtype=np.uint8)  # 2 MiB

@@ -1,0 +1,117 @@
+"""Shared helpers of the codec: read-only views, aligned buffers, the compiled kernels and their
+second thread."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+#: Jobs of at least this many bytes run on two threads, in pieces of about _PIECE_BYTES.
+_TWO_THREADS_BYTES = 1 << 20
+_PIECE_BYTES = 1 << 20
+#: Alignment of the codec's large buffers.
+_ALIGN = 4096
+#: Largest payload of one frame made by :func:`encode_plan` unless told otherwise.
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_EMPTY_I64 = np.empty(0, dtype=np.int64)
+_EMPTY_I64.flags.writeable = False
+_NO_RUNS = np.empty((0, 3), dtype=np.int64)
+_NO_RUNS.flags.writeable = False
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+def _ro(arr: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous view (a copy only if not contiguous): one compiled type per role."""
+    view = np.ascontiguousarray(arr).view(np.ndarray)
+    view.flags.writeable = False
+    return view
+
+
+def _i64(arr: np.ndarray | None) -> np.ndarray:
+    """A read-only C-contiguous int64 view (empty for None): one compiled type per argument."""
+    return _EMPTY_I64 if arr is None else _ro(np.asarray(arr, dtype=np.int64))
+
+
+def _kernels() -> ModuleType:
+    """The compiled kernels, imported on first use (importing the codec compiles nothing)."""
+    from .. import _codec_kernels
+
+    return _codec_kernels
+
+
+#: The second thread of :func:`_halves`, made on first use. A forked child inherits the executor
+#: but not its thread, so the child starts with none and makes its own (``os.register_at_fork``).
+_POOL: list[ThreadPoolExecutor] = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL.clear)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+_TWO_CORES = _cores() >= 2
+
+
+def _halves(kernel: Callable[..., Any], args: tuple, lo: int, hi: int, nbytes: int) -> None:
+    """Run ``kernel(*args, lo, hi)``; with two cores and a large job, on two threads.
+
+    The range is cut into pieces of about 1 MiB of work (at most 16) that both threads take in
+    turn, so a thread the scheduler holds back leaves its share to the other. The kernels release
+    the GIL and write disjoint rows for disjoint ranges.
+    """
+    if hi - lo < 2 or nbytes < _TWO_THREADS_BYTES or not _TWO_CORES:
+        kernel(*args, lo, hi)
+        return
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="coded_shuffle-codec"))
+    n = min(16, hi - lo, max(2, nbytes // _PIECE_BYTES))
+    cuts = [lo + (hi - lo) * q // n for q in range(n + 1)]
+    pieces = iter(list(zip(cuts[:-1], cuts[1:], strict=True)))  # next() on it is atomic
+
+    def work() -> None:
+        for p_lo, p_hi in pieces:
+            kernel(*args, p_lo, p_hi)
+
+    other = _POOL[0].submit(work)
+    try:
+        work()
+    finally:
+        other.result()
+
+
+def _aligned_empty(nbytes: int, *, lead: int = 0) -> np.ndarray:
+    """A ``uint8`` buffer of ``nbytes`` whose byte ``lead`` sits on a 4096-byte boundary.
+
+    All large buffers of the codec share this alignment: row copies between buffers whose
+    offsets differ by a few bytes below a page multiple run several times slower (4K aliasing).
+    """
+    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
+    off = (-(raw.ctypes.data + lead)) % _ALIGN
+    return raw[off : off + nbytes]
+
+
+def _aligned_rows(n: int, width: int) -> np.ndarray:
+    return _aligned_empty(n * width).reshape(n, width)
+
+
+def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Position of each of ``ids`` in ``sorted_ids``, ``-1`` if absent."""
+    if sorted_ids.size == 0:
+        return np.full(ids.shape, -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
+    return np.where(sorted_ids[pos] == ids, pos, -1)

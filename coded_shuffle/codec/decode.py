@@ -1,0 +1,414 @@
+"""Decoding: a worker rebuilds its next batch from its cache and the frames addressed to it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int, check_int_array
+from ..errors import DecodeError, IntegrityError
+from ._common import _aligned_rows, _halves, _i64, _kernels, _readonly, _ro
+from .records import Cache, _checksum_rows
+from .wire import Frame, parse_frame
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeResult:
+    """What a worker rebuilt from its cache and the frames it received.
+
+    Attributes
+    ----------
+    worker : int
+        The worker.
+    cache : Cache
+        Its new records, one per id of ``need`` (rows of ``missing`` ids are zero).
+    decoded : numpy.ndarray
+        Ids recovered from symbols (the others of ``need`` came from the old cache).
+    bad : numpy.ndarray
+        Decoded ids whose checksum did not match (empty when no checksums were given).
+    missing : numpy.ndarray
+        Ids of ``need`` neither held nor decodable.
+    steps : int
+        XOR steps done, transit points of peeled cycles included.
+    rounds : int
+        Peeling rounds (1 without cycles; a cycle of ``l`` workers needs up to ``l - 1``).
+    verified : int
+        Number of decoded records checked against their checksum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.codec import encode_plan_arrays, load_dataset
+    >>> ds = load_dataset(np.eye(2, dtype=np.uint8))
+    >>> frame = encode_plan_arrays(ds, [0], [1], epoch=1)
+    >>> res = decode_worker(ds.cache([0]), [frame], need=[1], worker=0, checksums=ds.checksums)
+    >>> res.cache.data.tolist(), res.ok
+    ([[0, 1]], True)
+    """
+
+    worker: int
+    cache: Cache
+    decoded: np.ndarray
+    bad: np.ndarray
+    missing: np.ndarray
+    steps: int
+    rounds: int
+    verified: int
+
+    @property
+    def ok(self) -> bool:
+        """Whether every needed record is present and passed its check."""
+        return not (self.bad.size or self.missing.size)
+
+    @property
+    def failed(self) -> np.ndarray:
+        """Ids to re-send: ``bad`` and ``missing`` together, increasing."""
+        return np.union1d(self.bad, self.missing)
+
+
+def _merge_frames(frames: list[Frame]) -> Frame:
+    """The frames as one, without a receiver index (every symbol addressed to every worker)."""
+    if len(frames) == 1:
+        return frames[0]
+    f0 = frames[0]
+    variable = f0.len_a is not None
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(f, name) for f in frames])
+
+    return Frame(
+        epoch=f0.epoch,
+        flags=f0.flags,
+        record_bytes=f0.record_bytes,
+        symbol=cat("symbol"),
+        a=cat("a"),
+        b=cat("b"),
+        len_a=cat("len_a") if variable else None,
+        len_b=cat("len_b") if variable else None,
+        payload=cat("payload"),
+        wire_bytes=sum(f.wire_bytes for f in frames),
+    )
+
+
+def _addressed(frame: Frame, worker: int) -> list[tuple[int, int]] | None:
+    """The runs ``(first, end)`` of the entries of ``frame`` addressed to ``worker`` (None: all)."""
+    runs = frame.runs
+    if runs.shape[0] == 0:
+        return None
+    lo, hi = np.searchsorted(runs[:, 0], [worker, worker + 1])
+    return [(x, x + c) for x, c in runs[lo:hi, 1:].tolist()]
+
+
+def _symbols_of(frames: list[Frame], worker: int) -> tuple:
+    """``(a, b, len_a, len_b, payload, spans, pick)``: the entries addressed to ``worker``.
+
+    They are the entries ``s`` in ``[first, end)`` for each row ``(first, end)`` of ``spans``,
+    whose payload row is ``payload[s]``. One frame is used in place (its runs addressed to
+    ``worker``, or all of it); of several frames the addressed entries are gathered into one.
+    ``pick(name)`` gives any other per-entry attribute of the frames, indexed like ``a``.
+    """
+    spans = [_addressed(f, worker) for f in frames]
+    if len(frames) == 1:
+        f = frames[0]
+        span = np.array(spans[0] if spans[0] is not None else [(0, f.n_symbols)], dtype=np.int64)
+        return f.a, f.b, f.len_a, f.len_b, f.payload, span.reshape(-1, 2), lambda name: getattr(f, name)
+
+    def pick(name: str) -> Any:
+        cols = [getattr(f, name) for f in frames]
+        if cols[0] is None:
+            return None
+        parts = [c if sp is None else [c[x:y] for x, y in sp] for c, sp in zip(cols, spans, strict=True)]
+        flat = [p for part in parts for p in (part if isinstance(part, list) else [part])]
+        return np.concatenate(flat) if flat else cols[0][:0]
+
+    a, b, len_a, len_b, payload = (pick(name) for name in ("a", "b", "len_a", "len_b", "payload"))
+    return a, b, len_a, len_b, payload, np.array([[0, a.shape[0]]], dtype=np.int64), pick
+
+
+#: Largest decode workspace a thread keeps between calls.
+_KEEP_WORKSPACE_BYTES = 1 << 27
+
+_WORKSPACE = threading.local()
+
+
+def _workspace(M: int, S: int, n_need: int) -> tuple[np.ndarray, ...]:
+    """Tables for :func:`coded_shuffle._codec_kernels.peel_ops`: ``M`` ids, ``S`` symbols.
+
+    A worker decodes every epoch with about the same sizes, so each thread keeps its tables
+    (up to :data:`_KEEP_WORKSPACE_BYTES`): touching fresh memory costs a page fault every
+    4 KiB, several times the cost of the peel itself. They grow, never shrink.
+    """
+    have = getattr(_WORKSPACE, "tables", None)
+    need_m, need_s, need_o = M, max(S, 1), n_need + S
+    if have is not None:
+        sizes = (have[0].shape[0], have[3].shape[1], have[4].shape[1])
+        if sizes[0] >= need_m and sizes[1] >= need_s and sizes[2] >= need_o:
+            return have
+        need_m, need_s, need_o = max(need_m, sizes[0]), max(need_s, sizes[1]), max(need_o, sizes[2])
+    tables = (
+        np.empty(need_m, dtype=np.uint8),
+        np.empty((2, need_m), dtype=np.int64),
+        np.empty((2, (need_m >> 6) + 1, 2), dtype=np.uint64),
+        np.empty((6, need_s), dtype=np.int64),
+        np.empty((4, need_o), dtype=np.int64),
+    )
+    if sum(t.nbytes for t in tables) <= _KEEP_WORKSPACE_BYTES:
+        _WORKSPACE.tables = tables
+    return tables
+
+
+def _peel_ops(
+    a: np.ndarray,
+    b: np.ndarray,
+    cache_ids: np.ndarray,
+    need_ids: np.ndarray,
+    cache_len: np.ndarray | None = None,
+    len_a: np.ndarray | None = None,
+    len_b: np.ndarray | None = None,
+    *,
+    spans: np.ndarray | None = None,
+) -> tuple:
+    """:func:`coded_shuffle._codec_kernels.peel_ops` for any id range.
+
+    The kernel indexes its tables by id; ids spread far beyond their number (64-bit ids) are
+    first numbered densely, and ``kn``, ``new``, ``decoded`` and ``missing`` mapped back. The
+    symbols peeled are ``s`` in ``[first, end)`` for each row of ``spans`` (None: all).
+    """
+    a = _i64(a)
+    b = _i64(b)
+    cache_ids = _i64(cache_ids)
+    need_ids = _i64(need_ids)
+    S = a.shape[0]
+    span = np.array([[0, S]], dtype=np.int64) if spans is None else spans
+    first, end = _i64(span[:, 0]), _i64(span[:, 1])
+    n_sym = int((end - first).sum())
+    extra = (_i64(cache_len), _i64(len_a), _i64(len_b))
+    top = max(
+        int(_kernels().spans_max(a, b, first, end)),
+        int(cache_ids[-1]) if cache_ids.size else -1,
+        int(need_ids[-1]) if need_ids.size else -1,
+    )
+    n_ids = 2 * n_sym + cache_ids.shape[0] + need_ids.shape[0]
+    if top < 4 * n_ids + (1 << 16):
+        M = top + 1
+        tables = _workspace(M, n_sym, need_ids.size)
+        return _kernels().peel_ops(a, b, first, end, cache_ids, need_ids, M, *extra, *tables)
+    coded = b >= 0
+    uniq, inv = np.unique(np.concatenate([a, b[coded], cache_ids, need_ids]), return_inverse=True)
+    n_b, n_c = int(coded.sum()), cache_ids.shape[0]
+    cb = np.full(S, -1, dtype=np.int64)
+    cb[coded] = inv[S : S + n_b]
+    da, db, dc, dn = (_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
+    tables = _workspace(uniq.size, n_sym, need_ids.size)
+    res = _kernels().peel_ops(da, db, first, end, dc, dn, uniq.size, *extra, *tables)
+    return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:14], uniq[res[14]], uniq[res[15]])
+
+
+def _peel(
+    a: np.ndarray, b: np.ndarray, cache_ids: np.ndarray, need_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The symbolic peel of one worker: ``(lone, sym, kn, new, rnd, n_rounds)`` (see :func:`_peel_ops`)."""
+    *_, lone, sym, kn, new, rnd, n_rounds, _, _ = _peel_ops(a, b, cache_ids, need_ids)
+    return lone.copy(), sym.copy(), kn.copy(), new.copy(), rnd.copy(), int(n_rounds)
+
+
+def decode_worker(
+    cache: Cache,
+    frames: Sequence[object],
+    *,
+    need: object,
+    worker: int,
+    epoch: int | None = None,
+    checksums: np.ndarray | None = None,
+    strict: bool = False,
+    out: np.ndarray | None = None,
+) -> DecodeResult:
+    """Rebuild a worker's next batch from its cache and the frames it received.
+
+    The worker reads the symbols addressed to it by each frame's receiver index (every symbol of
+    a frame without one). They are peeled in rounds: round 1 decodes every symbol with one point
+    in the cache, and
+    round ``r + 1`` every symbol with one point recovered in round ``r`` (the chain of a leftover
+    cycle). The peel is first run on the ids alone (one compiled pass); only the steps that lead to
+    a needed point are then done on bytes, round by round, by a compiled loop that XORs each
+    payload row with the row it needs straight into its row of ``out``. The bytes are those of
+    the plain row-by-row computation (``tests/test_codec.py`` checks them against it).
+
+    Parameters
+    ----------
+    cache : Cache
+        The worker's records of epoch ``t``.
+    frames : sequence of bytes-like, numpy.ndarray or Frame
+        The frames received (all symbols of the transition, or those meant for the worker).
+        Of a frame with a receiver index, only the entries addressed to ``worker`` are read.
+    need : array_like
+        Ids of the worker's batch of epoch ``t + 1``.
+    worker : int
+        The worker's number: it selects the entries of an indexed frame, and names the worker in
+        messages.
+    epoch : int, optional
+        Expected epoch of the frames.
+    checksums : numpy.ndarray, optional
+        The load-time checksum of every record (indexed by id); each decoded record is checked.
+    strict : bool
+        Raise instead of reporting ``missing`` and ``bad`` ids.
+    out : numpy.ndarray, optional
+        A C-contiguous ``(len(need), B)`` ``uint8`` buffer for the new records, not overlapping
+        the cache (a worker double-buffers its caches: epoch ``t - 1``'s buffer holds ``t + 1``).
+
+    Returns
+    -------
+    DecodeResult
+
+    Raises
+    ------
+    DecodeError
+        A frame is malformed; or, with ``strict``, a needed point cannot be decoded (the message
+        names the symbol and the worker).
+    IntegrityError
+        With ``strict``, a decoded record fails its checksum.
+
+    Examples
+    --------
+    Example 1 of Attia and Tandon (2016): worker 0 peels the chain of the leftover cycle.
+
+    >>> import numpy as np
+    >>> from coded_shuffle.codec import encode_plan, load_dataset
+    >>> from coded_shuffle.plan import plan_from_matrix
+    >>> plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    >>> ds = load_dataset(np.arange(15 * 4, dtype=np.uint8).reshape(15, 4))
+    >>> frames = encode_plan(plan, ds, epoch=1)
+    >>> old = ds.cache(plan.placement_t.batch(0))
+    >>> res = decode_worker(old, frames, need=plan.placement_t1.batch(0), worker=0)
+    >>> bool(np.array_equal(res.cache.data, ds.data[plan.placement_t1.batch(0)])), res.rounds
+    (True, 2)
+    """
+    if not isinstance(cache, Cache):
+        raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
+    worker = check_int(worker, "worker", minimum=0)
+    need_ids = _need_ids(need, checksums)
+    width = int(cache.data.shape[1])
+    parsed = _parsed_frames(
+        frames, worker=worker, epoch=epoch, width=width, variable=cache.lengths is not None
+    )
+    empty = np.empty(0, np.int64)
+    if parsed:
+        a, b, len_a, len_b, payload, spans, pick = _symbols_of(parsed, worker)
+    else:
+        a, b, len_a, len_b, pick = empty, empty, None, None, lambda name: empty
+        spans = np.empty((0, 2), np.int64)
+        payload = np.empty((0, width), np.uint8)
+    out = _output_rows(out, need_ids.shape[0], width, cache)
+    # ---- peel on ids, then one row operation per new record and per transit point ----------
+    peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
+    psym, src, dst, oplen, bounds, n_transit, out_len, state, lone = peel[:9]
+    new, n_rounds, decoded, missing = peel[11], peel[13], peel[14], peel[15]
+    # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
+    transit = _aligned_rows(int(n_transit), width)
+    args = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), psym, src, dst, oplen)
+    apply_ops = _kernels().apply_ops
+    lo = 0
+    for hi in bounds.tolist():
+        _halves(apply_ops, args, lo, hi, (hi - lo) * width)
+        lo = hi
+    if cache.lengths is None:
+        out_len = None
+    if strict and missing.size:
+        _raise_missing(int(missing[0]), worker, a, b, spans, pick)
+    bad, verified = empty, 0
+    if checksums is not None and decoded.size:
+        rows_d = np.flatnonzero(state == 1)
+        got = _checksum_rows(out, None if out_len is None else out_len[rows_d], rows_d)
+        bad = decoded[got != np.asarray(checksums)[decoded]]
+        verified = int(decoded.size)
+        if strict and bad.size:
+            raise IntegrityError(
+                f"Worker {worker}: decoded point {int(bad[0])} fails its checksum"
+                + (f" ({bad.size} points in all)." if bad.size > 1 else ".")
+            )
+    return DecodeResult(
+        worker=worker,
+        cache=Cache(ids=_readonly(need_ids), data=out, lengths=out_len),
+        decoded=_readonly(decoded),
+        bad=_readonly(bad),
+        missing=_readonly(missing),
+        steps=int(lone.size + new.size),
+        rounds=int(n_rounds),
+        verified=verified,
+    )
+
+
+def _need_ids(need: object, checksums: np.ndarray | None) -> np.ndarray:
+    """The ids of ``need``, increasing; a repeated id, or one past ``checksums``, is refused."""
+    ids = np.asarray(check_int_array(need, "need", ndim=1), dtype=np.int64)
+    if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+        unique = np.unique(ids)
+        if unique.size != ids.size:
+            dup = int(np.sort(ids)[np.flatnonzero(np.diff(np.sort(ids)) == 0)[0]])
+            raise ValueError(f"Argument 'need' must name each record once; id {dup} appears more than once.")
+        ids = unique
+    if ids.size and int(ids[0]) < 0:
+        raise ValueError(f"Argument 'need' must hold record ids >= 0, not {int(ids[0])}.")
+    if checksums is not None:
+        n = len(checksums)
+        if ids.size and int(ids[-1]) >= n:
+            raise ValueError(
+                f"Argument 'checksums' must hold one checksum per record id (indexed by id), but has "
+                f"{n} entries and 'need' names id {int(ids[-1])}."
+            )
+    return ids
+
+
+def _parsed_frames(
+    frames: object, *, worker: int, epoch: int | None, width: int, variable: bool
+) -> list[Frame]:
+    """``frames`` parsed (a :class:`Frame` is taken as it is), each matching the cache's layout."""
+    if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
+        raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+    parsed = []
+    for q, f in enumerate(frames):
+        if not isinstance(f, Frame):
+            try:
+                f = parse_frame(f, epoch=epoch, record_bytes=width)
+            except DecodeError as exc:
+                raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
+        if (f.len_a is not None) != variable or f.record_bytes != width:
+            raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
+        parsed.append(f)
+    return parsed
+
+
+def _output_rows(out: np.ndarray | None, n_out: int, width: int, cache: Cache) -> np.ndarray:
+    """``out`` checked as the buffer of the new records, or a new aligned one."""
+    if out is None:
+        return _aligned_rows(n_out, width)
+    if (
+        not isinstance(out, np.ndarray)
+        or out.shape != (n_out, width)
+        or out.dtype != np.uint8
+        or not out.flags.c_contiguous
+        or not out.flags.writeable
+        or np.shares_memory(out, cache.data)
+    ):
+        raise ValueError(
+            f"Argument 'out' must be a writeable C-contiguous uint8 array of shape {(n_out, width)} "
+            "that does not overlap the cache."
+        )
+    return out
+
+
+def _raise_missing(p: int, worker: int, a: np.ndarray, b: np.ndarray, spans: np.ndarray, pick: Any) -> None:
+    """The DecodeError of a needed point ``p`` that could not be decoded, naming its symbol."""
+    mine = np.concatenate([np.arange(x, y) for x, y in spans.tolist()] + [np.empty(0, np.int64)])
+    hit = mine[(a[mine] == p) | (b[mine] == p)]
+    if hit.size:
+        s = int(hit[0])
+        raise DecodeError(
+            f"Worker {worker} cannot decode symbol {int(pick('symbol')[s])} (points {int(a[s])} and "
+            f"{int(b[s])}): it knows neither, so point {p} stays missing."
+        )
+    raise DecodeError(f"Worker {worker} needs point {p} but no symbol received carries it.")

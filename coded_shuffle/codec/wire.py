@@ -1,0 +1,292 @@
+"""The wire format: constants, the frame header, :class:`Frame` and :func:`parse_frame`
+(docs/wire-format.md)."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int
+from ..errors import DecodeError
+from ._common import _NO_RUNS, _readonly
+
+#: First four bytes of every frame.
+WIRE_MAGIC = b"CSHF"
+#: Version of the wire format written and read by this module (:doc:`docs/wire-format.md`).
+WIRE_VERSION = 2
+#: Size of the fixed frame header in bytes.
+FRAME_HEADER_BYTES = 40
+#: Flag: records have variable lengths; entries carry ``len_a`` and ``len_b``.
+FLAG_VARIABLE = 1
+#: Flag: point ids are 64-bit (otherwise 32-bit).
+FLAG_WIDE_IDS = 2
+#: Flag: the frame re-sends points uncoded after a failed check (a repair).
+FLAG_REPAIR = 4
+
+_HEADER_DTYPE = np.dtype(
+    [
+        ("magic", "S4"),
+        ("version", "<u2"),
+        ("flags", "<u2"),
+        ("epoch", "<u8"),
+        ("n_symbols", "<u4"),
+        ("record_bytes", "<u4"),
+        ("payload_bytes", "<u8"),
+        ("header_crc", "<u4"),
+        ("n_runs", "<u4"),
+    ]
+)
+assert _HEADER_DTYPE.itemsize == FRAME_HEADER_BYTES
+#: One row of the receiver index: entries ``[first, first + count)`` are addressed to ``worker``.
+_RUN_DTYPE = np.dtype([("worker", "<u4"), ("first", "<u4"), ("count", "<u4")])
+#: Bytes of one row of the receiver index.
+RUN_BYTES = _RUN_DTYPE.itemsize
+
+
+DEFAULT_MAX_FRAME_BYTES = 1 << 26
+
+
+def _entry_dtype(flags: int) -> np.dtype:
+    idt = "<u8" if flags & FLAG_WIDE_IDS else "<u4"
+    fields = [("symbol", idt), ("a", idt), ("b", idt)]
+    if flags & FLAG_VARIABLE:
+        fields += [("len_a", "<u4"), ("len_b", "<u4")]
+    return np.dtype(fields)
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    """One parsed frame: the symbols it carries and their payloads.
+
+    Attributes
+    ----------
+    epoch : int
+        Epoch ``t + 1`` whose batches the symbols deliver.
+    flags : int
+        ``FLAG_VARIABLE | FLAG_WIDE_IDS | FLAG_REPAIR`` bits.
+    record_bytes : int
+        Width ``B`` of a payload row.
+    symbol, a, b : numpy.ndarray
+        ``int64`` symbol numbers and point ids (``b = -1`` for a point sent alone).
+    len_a, len_b : numpy.ndarray or None
+        Record lengths (variable-length records only; ``len_b = 0`` when ``b = -1``).
+    payload : numpy.ndarray
+        ``(n_symbols, B)`` ``uint8`` rows (zero-padded past ``max(len_a, len_b)``).
+    wire_bytes : int
+        Size of the frame on the wire.
+    runs : numpy.ndarray
+        The receiver index: ``int64`` rows ``(worker, first, count)``, increasing in ``(worker,
+        first)``, each saying that entries ``[first, first + count)`` are addressed to ``worker``.
+        Empty when the frame has no index: then every entry is addressed to every worker.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.codec import encode_plan_arrays, load_dataset
+    >>> ds = load_dataset(np.eye(3, dtype=np.uint8))
+    >>> f = parse_frame(encode_plan_arrays(ds, [0], [1], epoch=1))
+    >>> f.a.tolist(), f.b.tolist(), f.payload.tolist(), f.runs.shape
+    ([0], [1], [[1, 1, 0]], (0, 3))
+    """
+
+    epoch: int
+    flags: int
+    record_bytes: int
+    symbol: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    len_a: np.ndarray | None
+    len_b: np.ndarray | None
+    payload: np.ndarray
+    wire_bytes: int
+    runs: np.ndarray = field(default_factory=lambda: _NO_RUNS)
+
+    @property
+    def n_symbols(self) -> int:
+        """Number of symbols in the frame."""
+        return int(self.symbol.shape[0])
+
+    @property
+    def header_bytes(self) -> int:
+        """Bytes of framing: fixed header, entries and alignment padding."""
+        return self.wire_bytes - self.payload_bytes
+
+    @property
+    def payload_bytes(self) -> int:
+        """Bytes of symbol payload on the wire."""
+        if self.len_a is None or self.len_b is None:
+            return self.n_symbols * self.record_bytes
+        return int(np.maximum(self.len_a, self.len_b).sum())
+
+
+def _layout(n: int, flags: int, n_runs: int = 0) -> tuple[np.dtype, int]:
+    """The entry dtype and the offset of the payload: header, entries, receiver index, padding."""
+    edt = _entry_dtype(flags)
+    start = FRAME_HEADER_BYTES + n * edt.itemsize + n_runs * RUN_BYTES
+    return edt, start + (-start % 8)
+
+
+def frame_overhead(
+    n_symbols: int, record_bytes: int, *, variable: bool = False, wide_ids: bool = False
+) -> float:
+    """Return framing bytes over payload bytes of a frame of ``n_symbols`` full-width symbols.
+
+    The frame has no receiver index; each row of one adds :data:`RUN_BYTES` of framing.
+
+    Examples
+    --------
+    >>> round(frame_overhead(1000, 4096), 5)
+    0.00294
+    """
+    n_symbols = check_int(n_symbols, "n_symbols", minimum=1)
+    record_bytes = check_int(record_bytes, "record_bytes", minimum=1)
+    flags = (FLAG_VARIABLE if variable else 0) | (FLAG_WIDE_IDS if wide_ids else 0)
+    _, start = _layout(n_symbols, flags)
+    return start / (n_symbols * record_bytes)
+
+
+def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | None = None) -> Frame:
+    """Parse and check one frame; payload rows are views into ``buf`` for fixed-size records.
+
+    Parameters
+    ----------
+    buf : bytes-like or numpy.ndarray
+        The frame as received.
+    epoch : int, optional
+        The epoch the receiver expects; a different one is rejected.
+    record_bytes : int, optional
+        The record width the receiver expects; a different one is rejected.
+
+    Raises
+    ------
+    DecodeError
+        If the frame is short, has a wrong magic, version, header checksum, epoch, record width
+        or payload length, names ids out of range of its flags, or has a receiver index whose
+        runs leave the entries, are empty, or are not increasing and disjoint for each worker.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.codec import encode_plan_arrays, load_dataset
+    >>> ds = load_dataset(np.eye(2, dtype=np.uint8))
+    >>> f = parse_frame(encode_plan_arrays(ds, [0], [1], epoch=5), epoch=5)
+    >>> f.epoch, f.n_symbols, f.payload.tolist()
+    (5, 1, [[1, 1]])
+    """
+    raw = _frame_bytes(buf)
+    header, edt, start = _check_header(raw, epoch=epoch, record_bytes=record_bytes)
+    flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
+    end = FRAME_HEADER_BYTES + n * edt.itemsize
+    entries = raw[FRAME_HEADER_BYTES:end].view(edt)
+    runs = _receiver_index(raw[end : end + int(header["n_runs"]) * RUN_BYTES], n)
+    none = np.iinfo(edt["b"]).max
+    a = entries["a"].astype(np.int64)
+    braw = entries["b"]
+    b = np.where(braw == none, -1, braw.astype(np.int64))
+    if n and (int(a.min()) < 0 or int(b.min()) < -1):
+        raise DecodeError("Frame rejected: point id out of range.")
+    payload_bytes = int(header["payload_bytes"])
+    len_a = len_b = None
+    if flags & FLAG_VARIABLE:
+        len_a = entries["len_a"].astype(np.int64)
+        len_b = entries["len_b"].astype(np.int64)
+        plen = np.maximum(len_a, len_b)
+        if n and (int(plen.max()) > width or np.any((b < 0) & (len_b != 0))):
+            raise DecodeError("Frame rejected: record lengths exceed the record width.")
+        expected = int(plen.sum())
+    else:
+        expected = n * width
+    if payload_bytes != expected or raw.shape[0] != start + payload_bytes:
+        raise DecodeError(
+            f"Frame rejected: payload of {raw.shape[0] - start} bytes, header says {payload_bytes}, "
+            f"entries say {expected}."
+        )
+    body = raw[start:]
+    if len_a is not None and len_b is not None:
+        payload = np.zeros((n, width), dtype=np.uint8)
+        payload[np.arange(width) < np.maximum(len_a, len_b)[:, None]] = body
+    else:
+        payload = body.reshape(n, width)
+    return Frame(
+        epoch=int(header["epoch"]),
+        flags=flags,
+        record_bytes=width,
+        symbol=entries["symbol"].astype(np.int64),
+        a=a,
+        b=b,
+        len_a=len_a,
+        len_b=len_b,
+        payload=payload,
+        wire_bytes=int(raw.shape[0]),
+        runs=runs,
+    )
+
+
+def _frame_bytes(buf: object) -> np.ndarray:
+    """``buf`` as a 1-D ``uint8`` array (no copy), or a TypeError naming the argument."""
+    if isinstance(buf, np.ndarray):
+        if buf.dtype != np.uint8 or buf.ndim != 1:
+            raise TypeError("Argument 'buf' must be a 1-D uint8 array or a bytes-like object.")
+        return buf
+    try:
+        return np.frombuffer(buf, dtype=np.uint8)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"Argument 'buf' must be bytes-like, not {type(buf).__name__}.") from None
+
+
+def _check_header(
+    raw: np.ndarray, *, epoch: int | None, record_bytes: int | None
+) -> tuple[Any, np.dtype, int]:
+    """The checked header of a frame, its entry dtype and the offset of its payload."""
+    if raw.shape[0] < FRAME_HEADER_BYTES:
+        raise DecodeError(
+            f"Frame rejected: {raw.shape[0]} bytes, shorter than the {FRAME_HEADER_BYTES}-byte header."
+        )
+    header = raw[:FRAME_HEADER_BYTES].copy().view(_HEADER_DTYPE)[0]
+    if bytes(header["magic"]) != WIRE_MAGIC:
+        raise DecodeError(f"Frame rejected: magic {bytes(header['magic'])!r}, not {WIRE_MAGIC!r}.")
+    if int(header["version"]) != WIRE_VERSION:
+        raise DecodeError(
+            f"Frame rejected: wire format version {int(header['version'])}; this reader reads "
+            f"version {WIRE_VERSION} only."
+        )
+    flags = int(header["flags"])
+    if flags & ~(FLAG_VARIABLE | FLAG_WIDE_IDS | FLAG_REPAIR):
+        raise DecodeError(f"Frame rejected: unknown flags {flags:#x}.")
+    edt, start = _layout(int(header["n_symbols"]), flags, int(header["n_runs"]))
+    if raw.shape[0] < start:
+        raise DecodeError(
+            f"Frame rejected: {raw.shape[0]} bytes, shorter than its {start}-byte header and entries."
+        )
+    head = raw[:start].copy()
+    head[32:36] = 0
+    crc = zlib.crc32(head.data)
+    if crc != int(header["header_crc"]):
+        raise DecodeError(
+            f"Frame rejected: header checksum {int(header['header_crc']):#010x}, computed {crc:#010x}."
+        )
+    if epoch is not None and int(header["epoch"]) != epoch:
+        raise DecodeError(f"Frame rejected: epoch {int(header['epoch'])}, expected {epoch}.")
+    width = int(header["record_bytes"])
+    if width < 1 or (record_bytes is not None and width != record_bytes):
+        raise DecodeError(f"Frame rejected: record width {width}, expected {record_bytes}.")
+    return header, edt, start
+
+
+def _receiver_index(table_bytes: np.ndarray, n: int) -> np.ndarray:
+    """The receiver index of a frame of ``n`` entries as ``int64`` rows, checked."""
+    if table_bytes.shape[0] == 0:
+        return _NO_RUNS
+    table = table_bytes.view(_RUN_DTYPE)
+    runs = np.stack([table["worker"], table["first"], table["count"]], axis=1).astype(np.int64)
+    w, first, count = runs[:, 0], runs[:, 1], runs[:, 2]
+    after = (w[1:] > w[:-1]) | ((w[1:] == w[:-1]) & (first[1:] >= first[:-1] + count[:-1]))
+    if int(count.min()) < 1 or int((first + count).max()) > n or not bool(np.all(after)):
+        raise DecodeError(
+            "Frame rejected: receiver index not made of non-empty runs of entries, increasing "
+            "and disjoint for each worker."
+        )
+    return _readonly(runs)
