@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-import coded_shuffle.plan as plan_mod
+import coded_shuffle.plan.exact as plan_mod
 from coded_shuffle.bounds import lower_bound
 from coded_shuffle.matrix import leftover_matrix, shuffle_matrix
 from coded_shuffle.orders import epoch_placement

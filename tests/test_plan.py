@@ -178,7 +178,7 @@ def test_exact_not_worse_than_greedy_on_random(rng):
 
 
 def test_exact_fallback_is_explicit(monkeypatch):
-    import coded_shuffle.plan as plan_mod
+    import coded_shuffle.plan.exact as plan_mod
 
     omega = np.array(GREEDY_SHORT_K6)
     # no stage found a packing better than greedy's, none proved it: kept, unproven, said so
@@ -449,7 +449,7 @@ def test_girth_against_simple_cycles(rng):
 
 
 def test_greedy_progress_announced_only_when_long(capsys, monkeypatch):
-    import coded_shuffle.plan as plan_mod
+    import coded_shuffle.plan.greedy as plan_mod
 
     omega = [[0, 5, 0], [0, 0, 5], [5, 0, 0]]
     quiet = pack_cycles(omega, progress=True)
@@ -576,7 +576,7 @@ def test_exact_beats_greedy_on_the_kept_case():
 def test_fractional_packing_bound_against_enumeration_lp(rng):
     import time
 
-    from coded_shuffle.plan import _Columns, _fractional_packing
+    from coded_shuffle.plan.exact import _Columns, _fractional_packing
 
     for _ in range(25):
         K = int(rng.integers(3, 10))
@@ -602,7 +602,7 @@ def test_exact_upper_bound_is_valid_and_met_when_optimal(rng):
 
 def test_exact_out_of_time_before_any_program_keeps_a_valid_bound(monkeypatch):
     # with no time at all, only greedy's packing is left, and the bound is the counting bound
-    import coded_shuffle.plan as plan_mod
+    import coded_shuffle.plan.exact as plan_mod
 
     monkeypatch.setattr(plan_mod, "EXACT_TIME_LIMIT", 0.0)
     omega = np.array(GREEDY_SHORT_K6)
