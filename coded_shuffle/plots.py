@@ -178,6 +178,42 @@ def plot_load_vs_k(
     return out
 
 
+def _draw_cycles(ax: Any, graph: Any, pos: Any, packing: Any, cmap: Any, omega: np.ndarray) -> np.ndarray:
+    """Draw each cycle of ``packing`` in its colour, listed top left; return the arcs' uses."""
+    import networkx as nx
+
+    used = np.zeros_like(omega)
+    layer: dict[tuple[int, int], int] = {}  # how many cycles already drawn on each arc
+    for c, (cyc, count) in enumerate(zip(packing.cycles, packing.counts, strict=True)):
+        color = cmap(c % 10)
+        for k in range(len(cyc)):
+            u, v = cyc[k], cyc[(k + 1) % len(cyc)]
+            n = layer.get((u, v), 0)
+            layer[(u, v)] = n + 1
+            used[u, v] += count
+            nx.draw_networkx_edges(
+                graph,
+                pos,
+                edgelist=[(u, v)],
+                ax=ax,
+                edge_color=[color],
+                width=1.5 + min(count, 6),
+                arrows=True,
+                arrowsize=18,
+                connectionstyle=f"arc3,rad={0.15 * n}",
+                node_size=900,
+            )
+        ax.annotate(
+            f"cycle {c + 1}: {' > '.join(f'w{w + 1}' for w in cyc)}  x{count}",
+            xy=(0.01, 0.99 - 0.045 * c),
+            xycoords="axes fraction",
+            color=color,
+            fontsize=9,
+            va="top",
+        )
+    return used
+
+
 def plot_leftovers(
     S: object, path: str | os.PathLike[str], *, strategy: str = "exact", title: str | None = None
 ) -> str:
@@ -233,35 +269,7 @@ def plot_leftovers(
         cmap = colormaps["tab10"]
     except ImportError:  # pragma: no cover - matplotlib present if _figure succeeded
         raise ImportError(_MISSING) from None
-    used = np.zeros_like(omega)
-    layer: dict[tuple[int, int], int] = {}  # how many cycles already drawn on each arc
-    for c, (cyc, count) in enumerate(zip(packing.cycles, packing.counts, strict=True)):
-        color = cmap(c % 10)
-        for k in range(len(cyc)):
-            u, v = cyc[k], cyc[(k + 1) % len(cyc)]
-            n = layer.get((u, v), 0)
-            layer[(u, v)] = n + 1
-            used[u, v] += count
-            nx.draw_networkx_edges(
-                graph,
-                pos,
-                edgelist=[(u, v)],
-                ax=ax,
-                edge_color=[color],
-                width=1.5 + min(count, 6),
-                arrows=True,
-                arrowsize=18,
-                connectionstyle=f"arc3,rad={0.15 * n}",
-                node_size=900,
-            )
-        ax.annotate(
-            f"cycle {c + 1}: {' > '.join(f'w{w + 1}' for w in cyc)}  x{count}",
-            xy=(0.01, 0.99 - 0.045 * c),
-            xycoords="axes fraction",
-            color=color,
-            fontsize=9,
-            va="top",
-        )
+    used = _draw_cycles(ax, graph, pos, packing, cmap, omega)
     rest = [(int(u), int(v)) for u, v in zip(*np.nonzero(omega - used), strict=True)]
     if rest:
         nx.draw_networkx_edges(

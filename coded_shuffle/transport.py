@@ -67,6 +67,7 @@ __all__ = [
     "frame_symbols",
     "mpi_world",
     "mpi_exit",
+    "mpi_refuse",
     "mpi_abort",
 ]
 
@@ -403,6 +404,20 @@ def mpi_exit(status: int, *, status_file: str | None = None) -> NoReturn:
     os._exit(0 if status_file is not None else status)
 
 
+def mpi_refuse(message: str, *, status_file: str | None = None) -> NoReturn:
+    """End every rank for bad input: rank 0 prints ``message``, then all exit with status 2.
+
+    Every rank reaches this with the same arguments; the others wait (``MPI_Barrier``) until rank
+    0 has printed, or one rank's exit could abort the job before the message is out.
+    """
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        print(message, file=sys.stderr, flush=True)
+    MPI.COMM_WORLD.Barrier()
+    mpi_exit(2, status_file=status_file)
+
+
 def mpi_abort(status: int) -> NoReturn:
     """End the whole job now, from any rank and any thread: ``MPI_Abort`` on ``COMM_WORLD``."""
     from mpi4py import MPI
@@ -713,9 +728,7 @@ class MPITransport:
         req.wait()
         return word[0]
 
-    def exchange(
-        self, data: np.ndarray, counts: Sequence[int] | np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def exchange(self, data: np.ndarray, counts: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Worker: send the next ``counts[j]`` rows of ``data`` to worker ``j``, directly.
 
         Collective over the workers (the master takes no part): ``data`` holds, in worker order,

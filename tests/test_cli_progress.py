@@ -36,7 +36,7 @@ def last_draw(text: str) -> str:
 
 
 def test_rate_large_off_a_terminal_one_line(capsys, monkeypatch, compiled):
-    monkeypatch.setattr(cli, "LONG_POINTS", 5000)
+    monkeypatch.setattr(cli.rate, "LONG_POINTS", 5000)
     argv = ["rate", "-K", "4", "-N", "5000", "--order", "feistel", "--epochs", "2", "--json"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
@@ -47,7 +47,7 @@ def test_rate_large_off_a_terminal_one_line(capsys, monkeypatch, compiled):
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
     # Below the threshold: silent, the same rows.
-    monkeypatch.setattr(cli, "LONG_POINTS", 5001)
+    monkeypatch.setattr(cli.rate, "LONG_POINTS", 5001)
     assert main(argv) == 0
     again, err = capsys.readouterr()
     assert err == "" and again == out
@@ -55,7 +55,7 @@ def test_rate_large_off_a_terminal_one_line(capsys, monkeypatch, compiled):
 
 @pytest.mark.parametrize("order", ["feistel", "permutation"])
 def test_rate_large_on_a_terminal_a_bar(capsys, monkeypatch, compiled, order):
-    monkeypatch.setattr(cli, "LONG_POINTS", 5000)
+    monkeypatch.setattr(cli.rate, "LONG_POINTS", 5000)
     err = Terminal()
     monkeypatch.setattr(sys, "stderr", err)
     assert main(["rate", "-K", "4", "-N", "6000", "--order", order, "--epochs", "2"]) == 0

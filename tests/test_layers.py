@@ -26,7 +26,7 @@ RANK = {
     "loader": 7,
     "plots": 7,
     "warmup": 7,
-    "mpi_program": 7,
+    "mpi_program": 9,
     "cli": 8,
     "__main__": 9,
     "__init__": 9,

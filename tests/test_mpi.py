@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -170,10 +171,33 @@ def test_transport_imports_without_mpi4py():
 
 
 def test_run_without_mpiexec_is_a_one_line_error(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "find_mpiexec", lambda: None)
+    import coded_shuffle.cli.run
+
+    monkeypatch.setattr(coded_shuffle.cli.run, "find_mpiexec", lambda: None)
     assert cli.main(["run", "--workers", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "pip install 'coded_shuffle[mpi]'" in err[0]
+    # A hint that works without the package on an index: the extra's two packages by name.
+    assert len(err) == 1 and "pip install 'mpi4py>=4' mpich" in err[0]
+
+
+def test_run_accepts_every_option_of_the_program():
+    # One specification: every option docs/mpi.md lists for the program is one of run's, and run
+    # passes each one given on to the program's command line.
+    doc = (Path(__file__).parents[1] / "docs" / "mpi.md").read_text(encoding="utf-8")
+    listed = set()
+    for line in doc.splitlines():
+        if line.startswith("| `--"):
+            listed |= set(re.findall(r"`(--[a-z-]+)", line.split("|")[1]))
+    assert {"--points", "--data", "--mode", "--count-links", "--max-frame-bytes", "--timeout"} <= listed
+    run_help = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    assert all(opt in run_help for opt in listed), sorted(o for o in listed if o not in run_help)
+    given = ["run", "-K", "2", "--points", "90", "--record-bytes", "16", "--epochs", "2",
+             "--start-epoch", "1", "--seed", "4", "--mode", "both", "--strategy", "exact",
+             "--order", "feistel", "--link-mbps", "5.0", "--max-frame-bytes", "4096",
+             "--max-repair-rounds", "1", "--timeout", "9.0", "--count-links",
+             "--json", "rows.jsonl"]  # fmt: skip
+    cmd = cli.run_command(cli.build_parser().parse_args(given), "mpiexec")
+    assert cmd[8:] == given[3:]
 
 
 def test_run_command_line():

@@ -1,0 +1,226 @@
+"""What the commands share: the parser that reports bad input as one line, number and order
+options, tables, progress and the kernels compiled once."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
+from typing import Any, NoReturn
+
+from .._progress import Progress
+from ..orders import (
+    AUTO_FEISTEL_POINTS,
+    EPOCH_ORDERS,
+    OrderSpec,
+    auto_order,
+    ignored_shard_options,
+)
+from ..plan import STRATEGIES
+
+PROG = "coded-shuffle"
+
+
+class UsageError(Exception):
+    """Bad input from the command line: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _number(value: Fraction | int) -> int | float:
+    """A plain JSON number: an int when whole."""
+    value = Fraction(value)
+    return int(value) if value.denominator == 1 else float(value)
+
+
+def print_table(rows: Iterator[list[str]], headers: Sequence[str], out: Any) -> None:
+    """Print rows under headers, right-aligned, as they come (widths from the headers and row 1)."""
+    widths: list[int] | None = None
+    for cells in rows:
+        if widths is None:
+            widths = [max(len(h), len(c)) + 2 for h, c in zip(headers, cells, strict=True)]
+            print("".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)), file=out)
+        print("".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)), file=out, flush=True)
+
+
+class _AboveBar:
+    """Standard output under a progress bar on standard error: a line written erases the bar
+    from its line first, and the bar is drawn again below it when the line is flushed."""
+
+    def __init__(self, bar: Progress, out: Any) -> None:
+        self.bar = bar
+        self.out = out
+
+    def write(self, text: str) -> int:
+        self.bar.clear()
+        return int(self.out.write(text))
+
+    def flush(self) -> None:
+        self.out.flush()
+        self.bar.update(self.bar.done)
+
+
+def _shifted(update: Callable[[int], None], base: int) -> Callable[[int], None]:
+    """Return ``done -> update(base + done)``: one step's progress as part of a longer count."""
+    return lambda done: update(base + done)
+
+
+def _under(bar: Progress, items: Iterator[Any]) -> Iterator[Any]:
+    """Yield ``items`` with ``bar`` open: announced before the first is made, closed after the last."""
+    with bar:
+        yield from items
+
+
+def compile_kernels(groups: Sequence[str]) -> None:
+    """Compile the kernels of ``groups`` not yet cached, announced on standard error first.
+
+    Groups are those of :data:`coded_shuffle.warmup.KERNEL_GROUPS`; nothing is said or done
+    when all of them are cached already.
+
+    Examples
+    --------
+    >>> compile_kernels(["packing"])  # at most once per install: on standard error
+    >>> compile_kernels(["packing"])
+    """
+    from ..warmup import uncompiled, warm_up
+
+    todo = uncompiled(groups)
+    if todo:
+        with Progress("compiling kernels (once per install)", total=len(todo), unit="groups") as bar:
+            warm_up(todo, progress=bar.update)
+
+
+def _warn_once() -> Callable[[str], None]:
+    """Return a function printing each distinct warning once, as one line on standard error."""
+    seen: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+
+    return warn
+
+
+def _at_least(args: argparse.Namespace, **minimums: int) -> None:
+    """Raise a UsageError naming the first option below its minimum."""
+    for flag, low in minimums.items():
+        if getattr(args, flag) < low:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least {low}, not {getattr(args, flag)}")
+
+
+def _check_shard_setup(args: argparse.Namespace) -> None:
+    """Check the options of a sharded dataset read by ``--workers`` workers."""
+    _at_least(args, workers=1, shards=2, shard_size=1, canonical_nodes=1, block_size=1)
+    if args.shards * args.shard_size < max(args.workers, args.canonical_nodes):
+        raise UsageError("--shards x --shard-size must be at least --workers and --canonical-nodes")
+
+
+#: The options of the shard-aware orders, with their defaults.
+SHARD_ORDER_DEFAULTS = {"shard_size": 10_000, "canonical_nodes": 1, "block_size": 1 << 18}
+
+
+def _shard_options_given(args: argparse.Namespace) -> list[str]:
+    return [f"--{n.replace('_', '-')}" for n in SHARD_ORDER_DEFAULTS if getattr(args, n, None) is not None]
+
+
+def order_spec(args: argparse.Namespace, N: int) -> OrderSpec:
+    """Return the epoch order the options ask for, ``auto`` resolved for ``N`` points.
+
+    The shard options are refused for an order that is not shard-aware (they would be ignored);
+    those not given take their defaults (``args`` is left as it came).
+    """
+    order = auto_order(args.order, N)
+    problem = ignored_shard_options(args.order, _shard_options_given(args))
+    if problem is not None:
+        raise UsageError(problem + (f" ({order})" if args.order == "auto" else ""))
+    values = {n: d if getattr(args, n) is None else getattr(args, n) for n, d in SHARD_ORDER_DEFAULTS.items()}
+    _at_least(argparse.Namespace(**values), shard_size=1, canonical_nodes=1, block_size=1)
+    if values["canonical_nodes"] > N:
+        raise UsageError(f"--canonical-nodes must be at most --points ({N}), not {values['canonical_nodes']}")
+    return OrderSpec(order, values["shard_size"], values["canonical_nodes"], values["block_size"])
+
+
+def _non_negative(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, not {v}")
+    return v
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {v}")
+    return v
+
+
+def _add_strategy_argument(parser: argparse.ArgumentParser, default: str = "greedy") -> None:
+    parser.add_argument(
+        "--strategy",
+        choices=sorted(STRATEGIES),
+        default=default,
+        help=f"cycle packing strategy (default {default})",
+    )
+
+
+def _add_order_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--order",
+        choices=("auto", *EPOCH_ORDERS),
+        default="auto",
+        help=(
+            "epoch order: a uniform permutation, a keyed Feistel bijection (bounded memory), or one "
+            f"of streaming's shard-aware shuffles; auto = permutation up to {AUTO_FEISTEL_POINTS:,} "
+            "points, feistel above (default auto)"
+        ),
+    )
+    # No defaults here: an order that is not shard-aware refuses them; order_spec fills them in.
+    parser.add_argument(
+        "--shard-size", type=int, metavar="Z", help="samples per shard, shard-aware orders (default 10000)"
+    )
+    parser.add_argument(
+        "--canonical-nodes", type=int, metavar="C", help="canonical nodes, shard-aware orders (default 1)"
+    )
+    parser.add_argument(
+        "--block-size", type=int, metavar="B", help="shuffle block size, shard-aware orders (default 262144)"
+    )
+
+
+def _add_shard_arguments(
+    parser: argparse.ArgumentParser, *, shards: int, shard_size: int, block_size: int, batches: bool = True
+) -> None:
+    """The options of a sharded dataset: shards, their size, canonical nodes, block, batches."""
+    parser.add_argument("--shards", type=int, default=shards, metavar="M", help=f"shards (default {shards})")
+    parser.add_argument(
+        "--shard-size",
+        type=int,
+        default=shard_size,
+        metavar="Z",
+        help=f"samples per shard (default {shard_size})",
+    )
+    parser.add_argument(
+        "--canonical-nodes", type=int, default=1, metavar="C", help="canonical nodes (default 1)"
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=block_size,
+        metavar="B",
+        help=f"shuffle block size (default {block_size})",
+    )
+    if batches:
+        parser.add_argument(
+            "--batches", type=int, default=100, help="batches in the head figures (default 100)"
+        )
+        parser.add_argument("--batch-size", type=int, default=2000, help="samples per batch (default 2000)")

@@ -1,0 +1,261 @@
+"""The options of an MPI job: one specification for ``coded-shuffle run`` and the MPI program.
+
+``coded-shuffle run`` parses them (with ``--workers``, which it turns into ``mpiexec -n K+1``),
+checks them before any process starts, and passes on those given; the program parses the same
+options on every rank and applies the same checks (:func:`check_job`). Options left out take
+their defaults in :func:`check_job`, so that "given" can be told from "default" (an option the
+chosen ``--mode`` or ``--order`` would ignore is refused, not dropped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+import numpy as np
+
+from ..codec import DEFAULT_MAX_FRAME_BYTES
+from ..engine.mpi_job import MODES
+from ..orders import ignored_shard_options
+from ..plan import STRATEGIES
+from .common import (
+    SHARD_ORDER_DEFAULTS,
+    UsageError,
+    _add_order_arguments,
+    _non_negative,
+    _positive,
+    _shard_options_given,
+    order_spec,
+)
+
+#: Defaults of the options that have no argparse default (see the module docstring).
+JOB_DEFAULTS: dict[str, int | str] = {
+    "points": 6000,
+    "record_bytes": 1024,
+    "strategy": "greedy",
+    "max_frame_bytes": DEFAULT_MAX_FRAME_BYTES,
+    "max_repair_rounds": 3,
+}
+
+#: The options ``coded-shuffle run`` passes on to the program when given: (dest, flag).
+PASSED_ON = (
+    ("data", "--data"),
+    ("points", "--points"),
+    ("record_bytes", "--record-bytes"),
+    ("epochs", "--epochs"),
+    ("start_epoch", "--start-epoch"),
+    ("seed", "--seed"),
+    ("mode", "--mode"),
+    ("strategy", "--strategy"),
+    ("order", "--order"),
+    ("shard_size", "--shard-size"),
+    ("canonical_nodes", "--canonical-nodes"),
+    ("block_size", "--block-size"),
+    ("link_mbps", "--link-mbps"),
+    ("max_frame_bytes", "--max-frame-bytes"),
+    ("max_repair_rounds", "--max-repair-rounds"),
+    ("timeout", "--timeout"),
+    ("count_links", "--count-links"),
+    ("json", "--json"),
+)
+
+
+def _megabits(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 0 < v < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive number of megabits a second, not {text}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 0 < v < 1e9:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text}")
+    return v
+
+
+def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
+    """Add the options of an MPI job to ``p``; ``launcher``: those of ``coded-shuffle run`` too."""
+    if launcher:
+        p.add_argument("--workers", "-K", type=_positive, default=4, metavar="K", help="workers (default 4)")
+    p.add_argument("--points", "-N", type=_positive, metavar="N", help="random records (default 6000)")
+    p.add_argument("--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record (default 1024)")
+    p.add_argument("--data", metavar="FILE", help=".npy file of records, one a row (instead of random ones)")
+    p.add_argument("--epochs", type=_positive, default=3, metavar="E", help="transitions (default 3)")
+    p.add_argument(
+        "--start-epoch", type=_non_negative, default=0, metavar="T", help="epoch to start from (default 0)"
+    )
+    p.add_argument("--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)")
+    p.add_argument(
+        "--mode",
+        choices=tuple(MODES),
+        default="coded",
+        help="delivery: both = coded and uncoded, all = coded, uncoded and alltoallv (default coded)",
+    )
+    p.add_argument(
+        "--strategy", choices=sorted(STRATEGIES), help="cycle packing of the coded plan (default greedy)"
+    )
+    _add_order_arguments(p)
+    p.add_argument(
+        "--link-mbps",
+        type=_megabits,
+        metavar="R",
+        help="pace the master's link at R megabits/s (default: raw)",
+    )
+    p.add_argument(
+        "--max-frame-bytes",
+        type=_positive,
+        metavar="BYTES",
+        help=f"payload bytes a frame (default {DEFAULT_MAX_FRAME_BYTES})",
+    )
+    p.add_argument(
+        "--max-repair-rounds",
+        type=_non_negative,
+        metavar="R",
+        help="rounds of re-sending records that failed their check before giving up (default 3)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="end the job, with one line naming the rank, when a rank does not answer within SECONDS "
+        "(default: 60 s plus 1 s per 20 MB of records)",
+    )
+    p.add_argument(
+        "--count-links",
+        action="store_true",
+        help="per transition, the bytes each rank's network interfaces sent and received (hosts of "
+        "their own, such as those of mpi/netns_cluster.sh)",
+    )
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="one JSON object per transition and mode, to FILE; alone, or '-': on standard output "
+        "instead of the table",
+    )
+
+
+def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespace:
+    """Return the options of a job checked, defaults filled in (``args`` is left as it came), or
+    raise a :class:`UsageError`.
+
+    ``workers`` is the number of workers, when known (the launcher knows it before the job).
+    """
+    points = int(JOB_DEFAULTS["points"]) if args.points is None else args.points
+    if args.data is not None:
+        given = [
+            f for d, f in (("points", "--points"), ("record_bytes", "--record-bytes")) if getattr(args, d)
+        ]
+        if given:
+            raise UsageError(f"--data cannot be combined with {' or '.join(given)}")
+        problem = check_data_file(args.data, workers=workers)
+        if problem is not None:
+            raise UsageError(problem)
+    elif points < workers:
+        raise UsageError(f"--points must be at least --workers ({workers}), not {points}")
+    given = [f for d, f in PASSED_ON if d in ("strategy", "max_frame_bytes", "max_repair_rounds", "link_mbps")
+             and getattr(args, d) is not None]  # fmt: skip
+    problem = ignored_options(args.mode, given)
+    if problem is None and args.data is not None:  # the records' number is known on the master only
+        problem = ignored_shard_options(args.order, _shard_options_given(args))
+    if problem is not None:
+        raise UsageError(problem)
+    if args.data is None:
+        order_spec(args, points)  # the order options, checked for N records
+    filled = argparse.Namespace(**vars(args))
+    for dest, default in (*JOB_DEFAULTS.items(), *SHARD_ORDER_DEFAULTS.items()):
+        if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
+            setattr(filled, dest, default)
+    return filled
+
+
+def job_arguments(args: argparse.Namespace) -> list[str]:
+    """The program's arguments for the options of ``args`` that were given (not defaults).
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_job_arguments(p, launcher=True)
+    >>> job_arguments(p.parse_args(["-K", "2", "--points", "100", "--json"]))
+    ['--points', '100', '--json', '-']
+    """
+    out: list[str] = []
+    defaults = {"epochs": 3, "start_epoch": 0, "seed": 0, "mode": "coded", "order": "auto"}
+    for dest, flag in PASSED_ON:
+        v = getattr(args, dest)
+        if v is None or v is False or defaults.get(dest, object()) == v:
+            continue
+        out += [flag] if v is True else [flag, repr(v) if isinstance(v, float) else str(v)]
+    return out
+
+
+def check_data_file(path: str, *, workers: int = 1) -> str | None:
+    """Return why ``path`` is not a usable ``.npy`` file of records, or None if it is.
+
+    Reads only the file's header: it must exist, be a ``.npy`` file (magic string and header),
+    and hold at least one record a worker (``workers``), of at least one byte, of a plain (not
+    object) dtype.
+
+    Examples
+    --------
+    >>> check_data_file("no/such/file.npy")
+    '--data: no such file: no/such/file.npy'
+    """
+    if not os.path.exists(path):
+        return f"--data: no such file: {path}"
+    if not os.path.isfile(path):
+        return f"--data: not a file: {path}"
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    except OSError as exc:
+        return f"--data: cannot read {path}: {exc.strerror or exc}"
+    except ValueError:
+        return f"--data: not a .npy file (numpy's format, as written by numpy.save): {path}"
+    if dtype.hasobject:
+        return f"--data: {path} holds Python objects; records must be a plain dtype (numbers, bytes)"
+    if len(shape) == 0 or shape[0] == 0:
+        return f"--data: {path} holds no records (shape {shape}); one record a row, at least one row"
+    if math.prod(shape[1:]) * dtype.itemsize == 0:
+        return f"--data: {path} holds records of 0 bytes (shape {shape}); a record needs at least 1 byte"
+    if shape[0] < workers:
+        return f"--data: {path} holds {shape[0]} records, fewer than the {workers} workers"
+    return None
+
+
+def ignored_options(mode: str, given: list[str]) -> str | None:
+    """Return an error if ``given`` holds an option that ``mode`` would ignore, else None.
+
+    Examples
+    --------
+    >>> ignored_options("uncoded", ["--strategy"])
+    '--strategy applies to the coded mode only, not --mode uncoded'
+    >>> ignored_options("both", ["--strategy"]) is None
+    True
+    """
+    modes = MODES[mode]
+    if "--strategy" in given and "coded" not in modes:
+        return f"--strategy applies to the coded mode only, not --mode {mode}"
+    master = {"coded", "uncoded"} & set(modes)
+    for opt in ("--max-frame-bytes", "--max-repair-rounds"):
+        if opt in given and not master:
+            return f"{opt} applies to the coded and uncoded modes only, not --mode {mode}"
+    if "--link-mbps" in given and "alltoallv" in modes:
+        return (
+            f"--link-mbps paces only the master's link, and --mode {mode} runs alltoallv, between the "
+            "workers: shape a real network instead (mpi/netns_cluster.sh)"
+        )
+    return None

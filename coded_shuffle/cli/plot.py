@@ -1,0 +1,120 @@
+"""``coded-shuffle plot``: loads against K, a leftover graph, or the epoch orders' trade-off."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from .common import (
+    PROG,
+    UsageError,
+    _add_shard_arguments,
+    _add_strategy_argument,
+    _check_shard_setup,
+    _non_negative,
+    _Parser,
+    _positive,
+    compile_kernels,
+)
+from .matrices import read_matrix
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .. import plots
+
+    ext = os.path.splitext(args.output)[1].lower()
+    if ext not in plots.FORMATS:
+        raise UsageError(f"--output must end in {' or '.join(plots.FORMATS)}, not {args.output!r}")
+    folder = os.path.dirname(args.output)
+    if folder and not os.path.isdir(folder):
+        raise UsageError(
+            f"--output must be in an existing folder, not {args.output!r} (no folder {folder!r})"
+        )
+    try:
+        if args.plot == "load-vs-k":
+            if args.k_min < 2:
+                raise UsageError(f"--k-min must be at least 2, not {args.k_min}")
+            if args.k_max < args.k_min:
+                raise UsageError(f"--k-max must be at least --k-min ({args.k_min}), not {args.k_max}")
+            compile_kernels(["packing", "ordering"])
+            out = plots.plot_load_vs_k(
+                args.output,
+                k_min=args.k_min,
+                k_max=args.k_max,
+                points_per_worker=args.points_per_worker,
+                seeds=args.seeds,
+                strategy=args.strategy,
+            )
+        elif args.plot == "orders":
+            _check_shard_setup(args)
+            compile_kernels(["packing", "ordering", "feistel"])
+            out = plots.plot_orders(
+                args.output,
+                K=args.workers,
+                shards=args.shards,
+                shard_size=args.shard_size,
+                canonical_nodes=args.canonical_nodes,
+                block_size=args.block_size,
+                seed=args.seed,
+                strategy=args.strategy,
+            )
+        else:
+            S = read_matrix(args.matrix)
+            compile_kernels(["packing", "ordering"])
+            out = plots.plot_leftovers(S, args.output, strategy=args.strategy)
+    except ImportError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
+    print(out)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``plot`` command to the subcommands ``sub``."""
+    plot = sub.add_parser(
+        "plot",
+        help="draw loads against K, or a leftover graph, as PNG or SVG (needs matplotlib)",
+        description="Plots written as PNG or SVG by the extension of --output (needs matplotlib).",
+    )
+    kinds = plot.add_subparsers(dest="plot", metavar="PLOT", parser_class=_Parser, required=True)
+    load = kinds.add_parser(
+        "load-vs-k",
+        help="uncoded, paired, coded, lower bound and worst case against K for random shuffles",
+        description=(
+            "Loads per point of random reshuffles (epochs 0 -> 1 of seeds 0..S-1) against K: mean "
+            "with error bars of one standard deviation over the seeds."
+        ),
+    )
+    load.add_argument("--k-min", type=_positive, default=2, metavar="K", help="smallest K (default 2)")
+    load.add_argument("--k-max", type=_positive, default=10, metavar="K", help="largest K (default 10)")
+    load.add_argument(
+        "--points-per-worker", type=_positive, default=100, metavar="B", help="batch size (default 100)"
+    )
+    load.add_argument("--seeds", type=_positive, default=5, metavar="S", help="number of seeds (default 5)")
+    leftovers = kinds.add_parser(
+        "leftovers",
+        help="the leftover graph of a shuffle matrix with its cycles",
+        description="The leftover graph of a shuffle matrix, each packed cycle in its own colour.",
+    )
+    leftovers.add_argument(
+        "--matrix",
+        metavar="FILE",
+        required=True,
+        help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
+    )
+    porders = kinds.add_parser(
+        "orders",
+        help="each epoch order's coded and uncoded link load against how badly it mixes",
+        description="The randomness / link cost trade-off of the epoch orders (see 'coded-shuffle orders').",
+    )
+    porders.add_argument("--workers", "-K", type=int, default=8, metavar="K", help="workers (default 8)")
+    _add_shard_arguments(porders, shards=1000, shard_size=1000, block_size=20_000, batches=False)
+    porders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
+    for p, default in ((load, "greedy"), (leftovers, "exact"), (porders, "greedy")):
+        p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
+        _add_strategy_argument(p, default)
+        p.set_defaults(func=_cmd_plot)

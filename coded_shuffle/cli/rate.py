@@ -1,0 +1,388 @@
+"""``coded-shuffle rate``: the loads of each epoch transition, or of one given shuffle matrix."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .._progress import Progress
+from ..bounds import EXACT_BOUND_MAX_K, lower_bound, worst_case
+from ..matrix import feistel_shuffle_matrix, shuffle_matrix
+from ..orders import (
+    OrderSpec,
+    order_placement,
+)
+from ..plan import PROGRESS_MIN_LEFTOVERS, rates
+from .common import (
+    UsageError,
+    _add_order_arguments,
+    _add_strategy_argument,
+    _non_negative,
+    _number,
+    _positive,
+    _shard_options_given,
+    _warn_once,
+    compile_kernels,
+    order_spec,
+    print_table,
+)
+from .matrices import read_matrix
+
+
+def unequal_batches(S: np.ndarray) -> str | None:
+    """Return why ``N (K - 1) / K`` is not the worst case of ``S``'s batches, or ``None`` if it is.
+
+    That worst case (Attia and Tandon 2016) is over shuffles of ``K`` equal batches: every row
+    sum and every column sum of ``S`` equal to ``N / K``. With unequal batches (``K`` not
+    dividing ``N``, a hand-made matrix) or a changing ``K`` the coded load can exceed it.
+
+    Examples
+    --------
+    >>> unequal_batches(np.array([[2, 1], [1, 2]])) is None
+    True
+    >>> unequal_batches(np.array([[0, 5], [0, 0]]))[:65]
+    'the batches are unequal (held: 5 and 0 points, needed: 0 and 5), '
+    """
+    K_t, K_t1 = S.shape
+    if K_t != K_t1:
+        return f"K changes from {K_t} to {K_t1}, and N(K-1)/K holds for a fixed K only"
+    held, needed = S.sum(axis=1), S.sum(axis=0)
+    if int(held.min()) == int(held.max()) == int(needed.min()) == int(needed.max()):
+        return None
+
+    def sizes(v: np.ndarray) -> str:
+        lo, hi = int(v.min()), int(v.max())
+        return f"{v[0]} and {v[1]}" if v.size == 2 else (f"{lo}" if lo == hi else f"{lo} to {hi}")
+
+    return (
+        f"the batches are unequal (held: {sizes(held)} points, needed: {sizes(needed)}), "
+        "and N(K-1)/K holds for equal batches only"
+    )
+
+
+#: Points from which ``rate`` announces counting each shuffle matrix and shows its progress
+#: (a second or more of work).
+LONG_POINTS = 1 << 24
+
+
+def _rate_row(
+    S: np.ndarray,
+    epoch: int | None,
+    order_name: str | None,
+    *,
+    strategy: str,
+    subpackets: int,
+    progress: bool,
+    exact_bound: bool | None,
+    warn: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """The row of :func:`rate_rows` for one shuffle matrix ``S``."""
+    r = rates(S, strategy=strategy, subpackets=subpackets, progress=progress)
+    if progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
+        how = "ordering program" if exact_bound else "ordering"
+        with Progress(f"lower bound by {how}, K = {r.K}", enabled=False):  # a line, no bar
+            lb = lower_bound(S, exact=exact_bound)
+    else:
+        lb = lower_bound(S, exact=exact_bound)
+    certified = r.coded == lb.value
+    K_t, K_t1 = S.shape
+    why = unequal_batches(S)
+    if why is not None and warn is not None:
+        warn(f"worst_case is null: {why}")
+    return {
+        "epoch": epoch,
+        "K": r.K,
+        "K_t": K_t,
+        "K_t1": K_t1,
+        "N": r.N,
+        "order": order_name,
+        "strategy": strategy,
+        "subpackets": r.subpackets,
+        "uncoded": r.uncoded,
+        "paired": r.paired,
+        "coded": _number(r.coded),
+        "coded_fraction": str(Fraction(r.coded)),
+        "lower_bound": lb.value,
+        "lower_bound_exact": lb.exact or certified,
+        "optimal": certified,
+        "worst_case": _number(worst_case(r.N, r.K)) if why is None else None,
+        "cycles": r.cycles_used,
+        "uncoded_leftovers": _number(r.uncoded_leftovers),
+        "conserved": r.conserved,
+        "packing_optimal": r.packing.optimal or certified,
+        "note": "; ".join(n for n in (r.packing.note, None if certified else lb.note) if n) or None,
+    }
+
+
+def rate_rows(
+    *,
+    matrix: np.ndarray | None = None,
+    K: int | Sequence[int] | None = None,
+    N: int | None = None,
+    seed: int = 0,
+    epochs: int = 1,
+    start_epoch: int = 0,
+    strategy: str = "greedy",
+    order: OrderSpec | None = None,
+    subpackets: int = 1,
+    warn: Callable[[str], None] | None = None,
+    long_from: int | None = None,
+    progress: bool = False,
+    exact_bound: bool | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
+
+    ``K`` is one worker count, or one per epoch ``start_epoch .. start_epoch + epochs`` (elastic
+    ``K``). The key ``epoch`` is the epoch delivered, ``t + 1`` (``None`` for a given matrix).
+    The ``feistel`` order streams the shuffle matrix in bounded memory. With ``subpackets = q``
+    the cycles are packed on the pieces (:func:`coded_shuffle.plan.rates`); ``coded`` is then a
+    plain number and ``coded_fraction`` the exact load as a string such as ``"21/2"``.
+    ``worst_case`` is ``None`` unless all batches are equal, and ``warn`` (if given) is called
+    with the reason. From ``long_from`` points on, counting each shuffle matrix is announced on
+    standard error, with a bar on a terminal (closed before the row is made). ``progress``
+    announces a long cycle packing, and the lower bound after it, on standard error.
+    ``exact_bound`` is passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``.
+
+    The key ``optimal`` is the certificate ``coded == lower_bound``: then no scheme sends fewer
+    symbols, so the packing is a maximum one and the bound the maximum over orderings, and
+    ``packing_optimal`` and ``lower_bound_exact`` are true whatever the strategy and ``K``.
+    """
+
+    row = functools.partial(
+        _rate_row,
+        strategy=strategy,
+        subpackets=subpackets,
+        progress=progress,
+        exact_bound=exact_bound,
+        warn=warn,
+    )
+    if matrix is not None:
+        yield row(matrix, None, None)
+        return
+    assert K is not None and N is not None
+    schedule = [K] * (epochs + 1) if isinstance(K, int) else list(K)
+    if len(schedule) != epochs + 1:
+        raise ValueError(f"Argument 'K' must give 1 or {epochs + 1} worker counts, not {len(schedule)}.")
+    spec = order or OrderSpec()
+
+    def counting(t: int) -> Progress | None:
+        if long_from is None or N < long_from:
+            return None
+        what = f"counting S of epoch {t} -> {t + 1} over {N:,} points ({spec.name} order)"
+        return Progress(what, total=N, unit="points")
+
+    if spec.name == "feistel":
+        for t in range(start_epoch, start_epoch + epochs):
+            k_t, k_t1 = schedule[t - start_epoch], schedule[t - start_epoch + 1]
+            bar = counting(t)
+            with bar if bar is not None else contextlib.nullcontext():
+                done = None if bar is None else bar.update
+                S = feistel_shuffle_matrix(N, k_t, k_t1, seed=seed, epoch=t, progress=done)
+            yield row(S, t + 1, spec.name)
+        return
+    prev = order_placement(N, schedule[0], seed=seed, epoch=start_epoch, spec=spec)
+    for t in range(start_epoch, start_epoch + epochs):
+        bar = counting(t)
+        with bar if bar is not None else contextlib.nullcontext():
+            nxt = order_placement(N, schedule[t - start_epoch + 1], seed=seed, epoch=t + 1, spec=spec)
+            S = shuffle_matrix(prev, nxt)
+            if bar is not None:
+                bar.update(N)
+        yield row(S, t + 1, spec.name)
+        prev = nxt
+
+
+_RATE_COLUMNS = (
+    ("epoch", "epoch"),
+    ("K", "K"),
+    ("N", "N"),
+    ("order", "order"),
+    ("strategy", "strategy"),
+    ("uncoded", "uncoded"),
+    ("paired", "paired"),
+    ("coded", "coded"),
+    ("lower_bound", "bound"),
+    ("optimal", "optimal"),
+    ("worst_case", "worst"),
+    ("gain", "gain"),
+)
+
+
+def _format_rate(row: dict[str, Any]) -> list[str]:
+    out = []
+    for key, _ in _RATE_COLUMNS:
+        v = row.get(key)
+        if key == "gain":
+            out.append(f"{row['uncoded'] / row['coded']:.3f}x" if row["coded"] else "-")
+        elif key == "K" and row["K_t"] != row["K_t1"]:
+            out.append(f"{row['K_t']}->{row['K_t1']}")
+        elif key == "lower_bound":
+            out.append(f"{v}{'' if row['lower_bound_exact'] else '*'}")
+        elif key == "coded":
+            out.append(row["coded_fraction"])
+        elif key == "optimal":
+            out.append("yes" if v else "-")
+        elif v is None:
+            out.append("-")
+        elif isinstance(v, float):
+            out.append(f"{v:.2f}")
+        else:
+            out.append(str(v))
+    return out
+
+
+def _workers_schedule(text: str | None, epochs: int) -> list[int]:
+    if text is None:
+        return [4]
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--workers must be an integer or a comma-separated list, not {text!r}") from None
+    if any(k < 1 for k in counts):
+        raise UsageError(f"--workers must be at least 1, not {min(counts)}")
+    if len(counts) not in (1, epochs + 1):
+        raise UsageError(
+            f"--workers must give 1 or --epochs + 1 = {epochs + 1} worker counts, not {len(counts)}"
+        )
+    return counts
+
+
+def _cmd_rate(args: argparse.Namespace) -> int:
+    kernels = ["packing", "ordering"]
+    if args.matrix is not None:
+        given = [
+            f"--{n.replace('_', '-')}"
+            for n in ("workers", "points", "seed", "epochs", "start_epoch")
+            if getattr(args, n) is not None
+        ]
+        given += ["--order"] if args.order != "auto" else []
+        given += _shard_options_given(args)
+        if given:
+            raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
+        S = read_matrix(args.matrix)
+        rows = rate_rows(
+            matrix=S,
+            strategy=args.strategy,
+            subpackets=args.subpackets,
+            warn=_warn_once(),
+            progress=True,
+            exact_bound=args.exact_bound,
+        )
+    else:
+        args.seed = 0 if args.seed is None else args.seed
+        args.epochs = 1 if args.epochs is None else args.epochs
+        args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
+        schedule = _workers_schedule(args.workers, args.epochs)
+        N = 1200 if args.points is None else args.points
+        if N < max(schedule):
+            raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
+        spec = order_spec(args, N)
+        kernels += ["feistel"] if spec.name == "feistel" else []
+        rows = rate_rows(
+            K=schedule[0] if len(schedule) == 1 else schedule,
+            N=N,
+            seed=args.seed,
+            epochs=args.epochs,
+            start_epoch=args.start_epoch,
+            strategy=args.strategy,
+            order=spec,
+            subpackets=args.subpackets,
+            warn=_warn_once(),
+            long_from=LONG_POINTS,
+            progress=True,
+            exact_bound=args.exact_bound,
+        )
+    compile_kernels(kernels)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row), flush=True)
+    else:
+        flags: set[str] = set()
+
+        def cells() -> Iterator[list[str]]:
+            for r in rows:
+                if not r["lower_bound_exact"]:
+                    flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
+                if r["optimal"]:
+                    flags.add(
+                        "optimal yes: coded == bound, so no scheme sends fewer symbols "
+                        "(the packing is maximum and the bound exact)"
+                    )
+                if r["note"]:
+                    flags.add(r["note"])
+                if r["subpackets"] > 1:
+                    flags.add(f"records cut into {r['subpackets']} pieces; loads in records, coded exact")
+                if r["uncoded_leftovers"]:
+                    flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
+                yield _format_rate(r)
+
+        print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
+        for line in sorted(flags):
+            print(f"note: {line}")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``rate`` command to the subcommands ``sub``."""
+    rate = sub.add_parser(
+        "rate",
+        help="uncoded, paired and coded loads with the lower bound, per epoch transition",
+        description=(
+            "Loads of each epoch transition, in symbols of one record: uncoded, after the order-2 "
+            "phase (paired), after leftover combining (coded), the lower bound and the worst case "
+            "N(K-1)/K. Either epochs of a random permutation (--workers, --points, --seed, --epochs) "
+            "or one given shuffle matrix (--matrix)."
+        ),
+    )
+    rate.add_argument(
+        "--workers",
+        "-K",
+        metavar="K",
+        help="number of workers (default 4), or one per epoch as K0,K1,...: elastic K",
+    )
+    rate.add_argument("--points", "-N", type=int, metavar="N", help="number of data points (default 1200)")
+    # No defaults here: --matrix refuses them when given; the epochs branch fills them in.
+    rate.add_argument("--seed", type=_non_negative, help="seed of the epoch orders (default 0)")
+    rate.add_argument("--epochs", type=_positive, metavar="E", help="transitions to compute (default 1)")
+    rate.add_argument(
+        "--start-epoch",
+        type=_non_negative,
+        metavar="T",
+        help="first epoch t of t -> t+1 (default 0)",
+    )
+    rate.add_argument(
+        "--matrix",
+        metavar="FILE",
+        help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
+    )
+    _add_strategy_argument(rate)
+    rate.add_argument(
+        "--subpackets",
+        type=_positive,
+        default=1,
+        metavar="Q",
+        help=(
+            "cut every record into Q pieces and pack the cycles on Q times the leftovers; the loads "
+            "stay in records, exact (default 1)"
+        ),
+    )
+    rate.add_argument(
+        "--exact-bound",
+        action="store_true",
+        default=None,
+        help=(
+            "prove the lower bound for K > 20 too, by a linear ordering program (HiGHS, up to "
+            "60 s a transition; an unproven bound keeps its *)"
+        ),
+    )
+    _add_order_arguments(rate)
+    rate.add_argument("--json", action="store_true", help="one JSON object per transition")
+    rate.set_defaults(func=_cmd_rate)

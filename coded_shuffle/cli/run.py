@@ -1,0 +1,171 @@
+"""``coded-shuffle run``: launch the MPI program under ``mpiexec``, forward signals, relay results."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from typing import Any
+
+from .common import (
+    PROG,
+    UsageError,
+    compile_kernels,
+)
+from .job import add_job_arguments, check_job, job_arguments
+
+MPI_INSTALL_HINT = "pip install 'mpi4py>=4' mpich (what the extra [mpi] installs)"
+
+
+def find_mpiexec() -> str | None:
+    """Return the ``mpiexec`` beside the running Python (the MPI extra's), else the one on PATH."""
+    import shutil
+
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    return shutil.which("mpiexec")
+
+
+#: ``coded-shuffle run`` launches ``mpiexec -n K+1 python -m mpi4py -m MPI_PROGRAM ...``.
+MPI_PROGRAM = "coded_shuffle.mpi_program"
+
+
+def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
+    """Return the ``mpiexec`` command line that ``coded-shuffle run`` launches.
+
+    Options left at their defaults are not passed on, so the program sees what the user gave.
+    """
+    return [mpiexec, "-n", str(args.workers + 1), sys.executable, "-m", "mpi4py", "-m", MPI_PROGRAM,
+            *job_arguments(args)]  # fmt: skip
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    check_job(args, workers=args.workers)
+    mpiexec = find_mpiexec()
+    if mpiexec is None or importlib.util.find_spec("mpi4py") is None:
+        what = "mpiexec" if mpiexec is None else "mpi4py"
+        raise UsageError(f"{what} not found; install the MPI extra: {MPI_INSTALL_HINT}")
+    from ..warmup import KERNEL_GROUPS
+
+    compile_kernels(KERNEL_GROUPS)  # once here, not in every rank
+    sys.stdout.flush()
+    return launch(run_command(args, mpiexec))
+
+
+#: The signals ``coded-shuffle run`` passes on to its MPI job before it ends.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _copy_new(path: str, offset: int) -> int:
+    """Copy to standard output the whole lines added to ``path`` after ``offset``; return the new offset."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return offset
+    end = data.rfind(b"\n") + 1
+    if end:
+        sys.stdout.buffer.write(data[:end])
+        sys.stdout.flush()
+    return offset + end
+
+
+def _end_job(proc: Any, grace: float) -> None:
+    """End the job's process group: SIGTERM, and SIGKILL to whatever is left after ``grace`` s."""
+    import subprocess
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace)
+
+
+def launch(cmd: list[str]) -> int:
+    """Run the MPI job ``cmd`` (``mpiexec ...``) to its end and return ``coded-shuffle run``'s status.
+
+    The master writes its results to a file that is copied to standard output line by line as
+    the job runs, and its status to another; ``mpiexec`` and every rank write to standard error
+    only, so that MPICH's reports never reach standard output. The job runs in a process group
+    of its own; SIGTERM, SIGINT and SIGHUP to this process end it (SIGTERM, then SIGKILL after
+    3 s), and the ranks watch this process, so that none outlives it by more than a few seconds
+    even after a SIGKILL (:mod:`coded_shuffle.engine.mpi`). Status: the master's (0, 1 for a
+    failed verification, 2 for bad input), 1 for a job that failed otherwise, 128 + N after
+    signal N.
+    """
+    import subprocess
+    import tempfile
+
+    from ..engine.mpi import LAUNCHER_ENV
+
+    got: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        got.append(signum)
+
+    with tempfile.TemporaryDirectory(prefix="coded-shuffle-run-") as tmp:
+        results, status = os.path.join(tmp, "results"), os.path.join(tmp, "status")
+        env = dict(os.environ, **{LAUNCHER_ENV: str(os.getpid())})
+        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+        offset = 0
+        try:
+            proc = subprocess.Popen(
+                [*cmd, "--results", results, "--status-file", status],
+                stdout=sys.stderr.fileno(),
+                env=env,
+                start_new_session=True,
+            )
+            while not got:  # copy the results as they come, until mpiexec ends or a signal comes
+                offset = _copy_new(results, offset)
+                try:
+                    proc.wait(0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            # After a signal: end the job. Otherwise mpiexec has ended, and so have the ranks; a
+            # rank that has not is ended too.
+            _end_job(proc, grace=3.0 if got else 0.5)
+            _copy_new(results, offset)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if got:
+            name = signal.Signals(got[0]).name
+            print(f"{PROG}: error: stopped by {name}; the MPI job was ended", file=sys.stderr)
+            return 128 + got[0]
+        code = _read_status(status)
+    if code is None:
+        print(f"{PROG}: error: the MPI job failed (mpiexec exit status {proc.returncode})", file=sys.stderr)
+        return 1
+    return code
+
+
+def _read_status(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``run`` command to the subcommands ``sub``."""
+    run = sub.add_parser(
+        "run",
+        help="run the coded shuffle across processes with MPI (rank 0 master, ranks 1..K workers)",
+        description=(
+            "Launch mpiexec -n K+1 python -m mpi4py -m coded_shuffle.mpi_program: the master holds the "
+            "dataset, each worker only its batch; each transition is delivered coded (one broadcast), "
+            "uncoded (each moved record from the master to its new holder) and/or alltoallv (the workers "
+            "send each other the records that move), decoded and verified against the master's checksums. "
+            f"Needs the MPI extra: {MPI_INSTALL_HINT}. The options are those of the program (docs/mpi.md)."
+        ),
+    )
+    add_job_arguments(run, launcher=True)
+    run.set_defaults(func=_cmd_run)

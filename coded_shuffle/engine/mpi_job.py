@@ -1,0 +1,299 @@
+"""An MPI job: the epochs of an experiment across processes, in each mode, reported as it goes.
+
+Rank 0 is the master: it alone holds the dataset (a ``.npy`` file, or ``N`` random records of
+``B`` bytes drawn from the seed). Rank ``k + 1`` is worker ``k``: it holds only its current batch
+and the table of record checksums. Each transition ``t -> t + 1``, in each mode asked for, from the
+same caches, is one run of the transition protocol (:mod:`coded_shuffle.engine.protocol`) under the
+MPI driver (:func:`~coded_shuffle.engine.mpi.serve`, :func:`~coded_shuffle.engine.mpi.attend`):
+
+1. every rank computes the placements of epochs ``t`` and ``t + 1`` from ``(seed, t)``,
+   ``(seed, t + 1)``; the master plans the delivery and encodes it;
+2. ``coded``: the master broadcasts the frames once; ``uncoded``: it sends each worker the records
+   that move to it, in frames of lone symbols (same wire format); ``alltoallv``: the master takes
+   no part, the workers send each other the records that move, directly (``MPI_Alltoallv``);
+3. each worker decodes its next batch from its cache and checks every decoded record; points
+   that fail are re-sent alone (repairs);
+4. the workers' ids and record checksums are gathered and checked against the master's ground
+   truth, with conservation.
+
+``args`` is the job's options as the MPI program parses them (:mod:`coded_shuffle.cli.job`,
+defaults filled in). The master prints a table, or JSON lines, as each transition ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import json
+import os
+import signal
+import sys
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..bounds import lower_bound
+from ..codec import Cache, Dataset, load_dataset, parse_frame
+from ..orders import OrderSpec, Placement, auto_order, order_placement
+from ..plan import plan_delivery
+from ..transport import MPITransport, mpi_world
+from .mpi import Watchdog, attend, serve
+from .protocol import MasterOptions, master_transition, worker_transition
+from .schemes import SCHEMES
+from .state import synthetic_dataset
+
+#: The name the job's messages start with.
+PROG = "coded-shuffle run"
+#: What each ``mode`` runs, in this order, each transition.
+MODES = {
+    "coded": ("coded",),
+    "uncoded": ("uncoded",),
+    "alltoallv": ("alltoallv",),
+    "both": ("coded", "uncoded"),
+    "all": ("coded", "uncoded", "alltoallv"),
+}
+
+
+def placement(args: argparse.Namespace, N: int, K: int, *, epoch: int) -> Placement:
+    """The batches of ``epoch``: the epoch order the options name, cut into ``K`` batches."""
+    spec = OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
+    return order_placement(N, K, seed=args.seed, epoch=epoch, spec=spec)
+
+
+def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:
+    if args.fail_rank is None or args.fail_rank != mpi_world().Get_rank():
+        return
+    if args.fail_epoch is not None and args.fail_epoch != epoch:
+        return
+    if args.fail_how == "exit":
+        print(
+            f"rank {args.fail_rank}: deliberate exit at epoch {epoch} (--fail-rank)",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(3)
+    if args.fail_how == "stop":  # this rank stops answering, as under kill -STOP
+        what = f"rank {args.fail_rank}: deliberate stop at epoch {epoch} (--fail-rank)"
+        print(what, file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
+    raise RuntimeError(f"rank {args.fail_rank}: deliberate failure at epoch {epoch} (--fail-rank)")
+
+
+def link_bytes() -> tuple[int, int]:
+    """Bytes sent and received so far by this host's network interfaces (loopback left out).
+
+    Read from the kernel's counters (``/sys/class/net/*/statistics``) of the network namespace
+    the rank runs in; on hosts made of namespaces (``mpi/netns_cluster.sh``) that is the rank's
+    own link. Meaningless on a shared host, where other traffic counts too.
+
+    Examples
+    --------
+    >>> tx, rx = link_bytes()
+    >>> tx >= 0 and rx >= 0
+    True
+    """
+    tx = rx = 0
+    for stats in glob.glob("/sys/class/net/*/statistics"):
+        if os.path.basename(os.path.dirname(stats)) == "lo":
+            continue
+        try:
+            with open(os.path.join(stats, "tx_bytes")) as f:
+                tx += int(f.read())
+            with open(os.path.join(stats, "rx_bytes")) as f:
+                rx += int(f.read())
+        except (OSError, ValueError):
+            continue
+    return tx, rx
+
+
+def _corrupter(cache: Cache, need: np.ndarray) -> Any:
+    """Flip one payload byte of a symbol this worker decodes (to exercise repairs)."""
+    want = np.setdiff1d(need, cache.ids)
+
+    def tamper(frames: list[np.ndarray]) -> list[np.ndarray]:
+        for q, raw in enumerate(frames):
+            f = parse_frame(raw)
+            hit = np.flatnonzero(np.isin(f.a, want) | np.isin(f.b, want))
+            if hit.size:
+                buf = raw.copy()
+                buf[f.header_bytes + int(hit[0]) * f.record_bytes] ^= 0xFF
+                frames[q] = buf
+                break
+        return frames
+
+    return tamper
+
+
+# --------------------------------------------------------------------------- worker
+
+
+def worker(args: argparse.Namespace, link: MPITransport) -> int:
+    k = link.worker
+    assert k is not None
+    N, B, status = link.share()
+    if status:
+        return int(link.share())
+    sums = link.share_array(np.empty(N, dtype=np.uint64))
+    K = link.K
+    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
+    p_t = placement(args, N, K, epoch=args.start_epoch)
+    ids = p_t.batch(k)
+    cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, B), dtype=np.uint8)), lengths=None)
+    # Receive and output buffers are set up (pages touched) once: a batch has the same size at
+    # every epoch, and a delivery carries at most N (K - 1) / K coded symbols.
+    modes = MODES[args.mode]
+    if {"coded", "uncoded"} & set(modes):
+        link.reserve(-(-N * (K - 1) // K) * (B + 24) + (N * B // args.max_frame_bytes + 2) * 4160)
+    spare = [np.zeros_like(cache.data) for _ in modes]
+    for t in range(args.start_epoch, args.start_epoch + args.epochs):
+        _maybe_fail(args, t + 1)
+        p_t1 = placement(args, N, K, epoch=t + 1)
+        results = []
+        for mode, out in zip(modes, spare, strict=True):
+            corrupt = args.corrupt_worker == k and t == args.start_epoch and mode != "alltoallv"
+            role = worker_transition(
+                link, SCHEMES[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
+                with_digest=True, tamper=_corrupter(cache, p_t1.batch(k)) if corrupt else None,
+                links=_link_counter() if args.count_links else None,
+            )  # fmt: skip
+            res = attend(link, role, watchdog=dog)
+            results.append(res.cache)
+            if mode == "coded" and args.bcast_baseline:
+                link.baseline_broadcast(0)
+        spare = [cache.data, *(r.data for r in results[1:])]
+        cache = results[0]
+        p_t = p_t1
+    dog.close()
+    return int(link.share())
+
+
+def _link_counter() -> Any:
+    """A function that returns the bytes this rank's links sent and received since this call."""
+    tx0, rx0 = link_bytes()
+
+    def since() -> tuple[int, int]:
+        tx, rx = link_bytes()
+        return tx - tx0, rx - rx0
+
+    return since
+
+
+# --------------------------------------------------------------------------- master
+
+
+_COLUMNS = (
+    "epoch", "mode", "symbols", "planned", "bound", "sent MB", "framing", "seconds", "MB/s", "repairs",
+    "verified",
+)  # fmt: skip
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
+    # What was sent: by the master (coded, uncoded), or by the workers to each other (alltoallv).
+    mb = (r["exchange_bytes"] if r["mode"] == "alltoallv" else r["wire_bytes"]) / 1e6
+    return [
+        str(r["epoch"]),
+        r["mode"],
+        str(r["wire_symbols"]),
+        str(r["planned_symbols"]),
+        f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
+        f"{mb:.3f}",
+        f"{r['framing_overhead']:.2%}" if r["payload_bytes"] else "-",
+        f"{r['seconds']:.3f}",
+        f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
+        str(r["repairs"]),
+        "yes" if r["verified"] else "NO",
+        *(
+            [f"{r['link_tx_bytes'][0] / 1e6:.3f}", f"{max(r['link_rx_bytes'][1:]) / 1e6:.3f}"]
+            if r.get("link_tx_bytes")
+            else []
+        ),
+    ]
+
+
+def _load(args: argparse.Namespace, K: int) -> Dataset | str:
+    try:
+        if args.data is not None:
+            dataset = load_dataset(args.data)
+        else:
+            if args.points * args.record_bytes > 1 << 34:
+                return "--points x --record-bytes must be at most 16 GiB"
+            dataset = synthetic_dataset(args.points, args.record_bytes, seed=args.seed)
+    except (ValueError, MemoryError) as exc:
+        return str(exc)
+    if dataset.N < K:
+        return f"the dataset has {dataset.N} records, fewer than the {K} workers"
+    return dataset
+
+
+def master(args: argparse.Namespace, link: MPITransport) -> int:
+    K = link.K
+    dataset = _load(args, K)
+    if isinstance(dataset, str):
+        print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
+        link.share((0, 0, 2))
+        link.share(2)
+        return 2
+    N, B = dataset.N, dataset.record_bytes
+    link.share((N, B, 0))
+    link.share_array(dataset.checksums)
+    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
+    p_t = placement(args, N, K, epoch=args.start_epoch)
+    for k in range(K):  # setup, not counted: each worker starts with its batch of the first epoch
+        link.send_rows(k, dataset.data[p_t.batch(k)])
+
+    # Results go to standard output, or to the file coded-shuffle run reads them from.
+    res: TextIO = sys.stdout if args.results is None else open(args.results, "w", encoding="utf-8")  # noqa: SIM115
+    out: TextIO | None = None
+    if args.json == "-":
+        out = res
+    elif args.json is not None:
+        out = open(args.json, "w", encoding="utf-8")  # noqa: SIM115
+    table = args.json != "-"
+    if table:
+        pace = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "unpaced"
+        print(
+            f"K = {K}, N = {N}, record = {B} B, "
+            f"epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
+            f"mode = {args.mode}, link = {pace}",
+            file=res,
+            flush=True,
+        )
+        links = ("up MB", "down MB") if args.count_links else ()  # master's uplink, busiest downlink
+        print("".join(h.rjust(11) for h in (*_COLUMNS, *links)), file=res, flush=True)
+    opts = MasterOptions(
+        strategy=args.strategy, max_repair_rounds=args.max_repair_rounds,
+        max_frame_bytes=args.max_frame_bytes, seed=args.seed, link_mbps=args.link_mbps,
+    )  # fmt: skip
+    all_ok = True
+    for t in range(args.start_epoch, args.start_epoch + args.epochs):
+        _maybe_fail(args, t + 1)
+        p_t1 = placement(args, N, K, epoch=t + 1)
+        plan = plan_delivery(p_t, p_t1, strategy=args.strategy)
+        planned = (plan, lower_bound(plan.S))
+        for mode in MODES[args.mode]:
+            role = master_transition(
+                link, SCHEMES[mode], dataset, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
+                links=_link_counter() if args.count_links else None,
+            )  # fmt: skip
+            rep = serve(link, role, watchdog=dog)
+            if mode == "coded" and args.bcast_baseline:
+                n = rep.wire_bytes
+                rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
+            all_ok &= rep.verified
+            if out is not None:
+                print(json.dumps(rep.to_dict()), file=out, flush=True)
+            if table:
+                print("".join(c.rjust(11) for c in _cells(rep.to_dict())), file=res, flush=True)
+        p_t = p_t1
+    dog.close()
+    if out is not None and out is not res:
+        out.close()
+    if res is not sys.stdout:
+        res.close()
+    code = 0 if all_ok else 1
+    if not all_ok:
+        print(f"{PROG}: error: a transition was not verified", file=sys.stderr, flush=True)
+    link.share(code)
+    return code
