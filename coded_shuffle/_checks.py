@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 
 
-def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as a Python int, or raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"Argument {name!r} must be an int, not {type(value).__name__}.")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"Argument {name!r} must be at least {minimum}, not {value}.")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"Argument {name!r} must be at most {maximum}, not {value}.")
     return value
 
 
@@ -40,6 +42,12 @@ def check_int_array(value: Any, name: str, *, ndim: int) -> np.ndarray:
             arr = np.asarray(value)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"Argument {name!r} must be a rectangular array: {exc}") from None
+    if arr.dtype == object and arr.size and all(type(v) is int for v in arr.flat):
+        if not all(-(2**63) <= v < 2**63 for v in arr.flat):  # Python ints past 64 bits
+            raise ValueError(f"Argument {name!r} must hold integers of at most 64 bits.")
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= 2**63:
+        raise ValueError(f"Argument {name!r} must hold integers below 2**63, not {int(arr.max())}.")
     if arr.dtype == object or arr.dtype.kind not in "iub":
         if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)

@@ -33,9 +33,15 @@ __all__ = [
     "conservation_defect",
     "is_conserved",
     "placements_from_matrix",
+    "MAX_POINTS",
 ]
 
 _CHUNK = 1 << 24
+
+
+#: Most points a shuffle matrix may count in all: every load and bound is an exact integer up to
+#: there (sums in int64; the bounds' float64 products exact below 2**53). Larger matrices are refused.
+MAX_POINTS = 1 << 53
 
 
 def check_shuffle_matrix(S: object, name: str = "S", *, square: bool = True) -> np.ndarray:
@@ -55,6 +61,13 @@ def check_shuffle_matrix(S: object, name: str = "S", *, square: bool = True) -> 
         raise ValueError(f"Argument {name!r} must have at least 1 worker, not 0.")
     if arr.size and int(arr.min()) < 0:
         raise ValueError(f"Argument {name!r} must have non-negative entries, not {int(arr.min())}.")
+    if arr.size and int(arr.max()) > MAX_POINTS // arr.size:  # the total might pass MAX_POINTS
+        total = sum(int(v) for v in arr.flat)  # exactly, in Python ints
+        if total > MAX_POINTS:
+            raise ValueError(
+                f"Argument {name!r} must count at most 2**53 = {MAX_POINTS} points in all (the loads and "
+                f"bounds are exact integers up to there), not {total}."
+            )
     out = np.array(arr, dtype=np.int64)
     out.flags.writeable = False
     return out

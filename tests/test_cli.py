@@ -117,6 +117,14 @@ def test_rate_epochs_json(capsys):
         ("", "empty"),
         ("1,x\n2,3\n", "not an integer"),
         ("{}", "not valid JSON|list of lists"),
+        ("5", "JSON list of lists .* not the JSON int"),  # a JSON scalar
+        ('"[[1]]"', "not the JSON str"),
+        ('[[1, "2"], [3, 1]]', "'2' is a string, not an integer"),
+        ("[[1, 2.0], [3, 1]]", "2.0 is a float, not an integer"),
+        ("[[1, 1e3], [3, 1]]", "1000.0 is a float, not an integer"),
+        ("[[1, true], [3, 1]]", "True is a boolean"),
+        ("1,1e3\n2,3\n", "'1e3' is not an integer"),
+        ("[[0, 9223372036854775807], [9223372036854775807, 0]]", "too large|at most 2\\*\\*53"),
     ],
 )
 def test_rate_matrix_bad_files(tmp_path, capsys, content, message):
@@ -127,6 +135,24 @@ def test_rate_matrix_bad_files(tmp_path, capsys, content, message):
     assert len(err.strip().splitlines()) == 1
     assert err.startswith("coded-shuffle: error:")
     assert re.search(message, err)
+
+
+def test_rate_matrix_file_read_is_bounded(tmp_path, capsys):
+    # /dev/zero (or any endless input) must not fill memory: the read stops past 64 MiB.
+    from coded_shuffle.cli.matrices import MAX_MATRIX_BYTES
+
+    big = tmp_path / "big.csv"
+    with open(big, "wb") as f:
+        f.truncate(MAX_MATRIX_BYTES + 1)  # sparse: no disk used
+    code, out, err = run(capsys, "rate", "--matrix", str(big))
+    assert code == 2 and out == "" and "larger than 64 MiB" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_rate_points_past_the_exact_range_names_the_option(capsys):
+    code, out, err = run(capsys, "rate", "--points", str(10**30))
+    assert code == 2 and out == ""
+    assert err.strip() == f"coded-shuffle: error: --points must be at most 2**53 = {2**53}, not {10**30}"
 
 
 def test_cli_exceptions(tmp_path, capsys):

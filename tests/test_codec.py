@@ -186,6 +186,11 @@ def test_encode_plan_exceptions(rng):
         encode_plan(plan, ds, epoch=-1)
     with pytest.raises(ValueError, match="'max_frame_bytes'"):
         encode_plan(plan, ds, epoch=1, max_frame_bytes=0)
+    with pytest.raises(ValueError, match="'max_frame_bytes' must be at least the record width B = 8"):
+        encode_plan(plan, ds, epoch=1, max_frame_bytes=1)  # never a frame past the limit, silently
+    with pytest.raises(ValueError, match=f"'epoch' must be at most {2**64 - 1}"):
+        encode_plan(plan, ds, epoch=2**64)  # the header's epoch is 64 bits wide
+    assert parse_frame(encode_plan(plan, ds, epoch=2**64 - 1)[0]).epoch == 2**64 - 1
 
 
 def test_encode_plan_arrays_exceptions(rng):

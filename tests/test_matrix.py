@@ -95,6 +95,27 @@ def test_check_shuffle_matrix_exceptions():
         check_shuffle_matrix(np.zeros((0, 0), dtype=int))
     with pytest.raises(ValueError, match="'S'"):
         leftover_matrix([["a", "b"], ["c", "d"]])
+    # Never a wrong answer from a sum past int64 (it was -2 for this matrix's uncoded load): the
+    # total is checked exactly, and 2**53 points is the most any load or bound is exact for.
+    with pytest.raises(ValueError, match=r"'S' must count at most 2\*\*53 .* not 18446744073709551614"):
+        check_shuffle_matrix([[0, 2**63 - 1], [2**63 - 1, 0]])
+    with pytest.raises(ValueError, match="'S' must count at most"):
+        check_shuffle_matrix([[0, 2**52 + 1], [2**52, 0]])
+    assert int(check_shuffle_matrix([[0, 2**52], [2**52, 0]]).sum()) == 2**53  # the largest allowed
+    with pytest.raises(ValueError, match="'S' must hold integers below 2\\*\\*63"):
+        check_shuffle_matrix(np.array([[0, 2**63], [1, 0]], dtype=np.uint64))  # would wrap to < 0
+    with pytest.raises(ValueError, match="'S' must hold integers of at most 64 bits"):
+        check_shuffle_matrix([[0, 2**70], [1, 0]])
+
+
+def test_rates_exact_at_the_largest_size():
+    # Loads of a 2-worker swap of 2**52 points each way, by hand: every point moves (uncoded
+    # 2**53), each pair is one XOR (paired = coded = 2**52), and the bound is 2**52 too.
+    from coded_shuffle import lower_bound, rates
+
+    r = rates([[0, 2**52], [2**52, 0]])
+    assert (r.uncoded, r.paired, r.coded) == (2**53, 2**52, 2**52)
+    assert lower_bound([[0, 2**52], [2**52, 0]]).value == 2**52
 
 
 def test_shuffle_matrix_exceptions():

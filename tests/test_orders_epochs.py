@@ -7,6 +7,7 @@ from coded_shuffle.orders import (
     OrderSpec,
     batch_sizes,
     epoch_order,
+    epoch_placement,
     order_placement,
     positions_to_owners,
 )
@@ -51,6 +52,8 @@ def test_feistel_matrix_streamed_equals_materialized():
 
 
 def test_epochs_exceptions():
+    with pytest.raises(ValueError, match="'N' must be at most 2\\*\\*40 .* for a permutation"):
+        epoch_placement(2**70, 4, seed=0, epoch=0)
     with pytest.raises(ValueError, match="'order'"):
         OrderSpec("shuffled")
     with pytest.raises(ValueError, match="'shard_size'"):

@@ -215,6 +215,8 @@ def test_verify_plan_catches_flaws():
     plan = plan_from_matrix([[1, 3, 2, 0], [1, 1, 0, 2], [1, 0, 1, 3], [2, 1, 2, 0]])
     verify_plan(plan)
     assert plan.pair_x.size and plan.cycle_points.size
+    with pytest.raises(InvalidPlanError, match="pair_x must be a 1-D array of integer ids, not a float64"):
+        verify_plan(tamper(plan, pair_x=plan.pair_x.astype(np.float64)))  # was an IndexError
     x = plan.pair_x.copy()
     x[0] = plan.pair_y[0]
     with pytest.raises(InvalidPlanError, match="order-2"):
@@ -342,9 +344,10 @@ def test_plan_from_matrix_refuses_huge_matrices():
     from coded_shuffle.plan import PLAN_MAX_POINTS
 
     # Checked before any point-level array: these would need terabytes (or overflow int64).
-    for S in ([[PLAN_MAX_POINTS, 1], [0, 0]], [[2**62 - 1, 1], [1, 2**62 - 1]]):
-        with pytest.raises(ValueError, match=r"Argument 'S' must hold at most 1073741824 points"):
-            plan_from_matrix(S)
+    with pytest.raises(ValueError, match=r"Argument 'S' must hold at most 1073741824 points"):
+        plan_from_matrix([[PLAN_MAX_POINTS, 1], [0, 0]])
+    with pytest.raises(ValueError, match=r"Argument 'S' must count at most 2\*\*53"):  # past exact integers
+        plan_from_matrix([[2**62 - 1, 1], [1, 2**62 - 1]])
     assert plan_from_matrix([[PLAN_MAX_POINTS // 2**20, 0], [0, 0]]).n_symbols == 0
 
 

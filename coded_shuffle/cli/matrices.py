@@ -14,6 +14,9 @@ from .common import (
     UsageError,
 )
 
+#: Largest matrix file read (64 MiB: a K of several thousand); a larger one is refused unread.
+MAX_MATRIX_BYTES = 64 << 20
+
 
 def read_matrix(path: str) -> np.ndarray:
     """Read a shuffle matrix from a JSON or CSV file (``-`` reads standard input).
@@ -28,10 +31,13 @@ def read_matrix(path: str) -> np.ndarray:
     try:
         if path == "-":
             raw = getattr(sys.stdin, "buffer", None)
-            text = raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
+            data = raw.read(MAX_MATRIX_BYTES + 1) if raw is not None else sys.stdin.read(MAX_MATRIX_BYTES + 1)
         else:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_MATRIX_BYTES + 1)
+        if len(data) > MAX_MATRIX_BYTES:
+            raise UsageError(f"matrix file {path!r} is larger than {MAX_MATRIX_BYTES >> 20} MiB")
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
     except OSError as exc:
         raise UsageError(f"cannot read matrix file {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
@@ -42,7 +48,14 @@ def read_matrix(path: str) -> np.ndarray:
         raise UsageError(f"matrix file {path!r} is empty")
     if stripped[0] in "[{":
         return _json_matrix(stripped, path)
-    return _csv_matrix(text, path)
+    try:
+        scalar = json.loads(stripped)
+    except ValueError:
+        return _csv_matrix(text, path)
+    raise UsageError(
+        f"matrix file {path!r} must hold a JSON list of lists (or CSV rows), not the JSON "
+        f"{type(scalar).__name__} {stripped[:20]!r}; a 1 x 1 matrix is [[{stripped[:20]}]]"
+    )
 
 
 def _json_matrix(text: str, path: str) -> np.ndarray:
@@ -58,7 +71,7 @@ def _json_matrix(text: str, path: str) -> np.ndarray:
             raise UsageError(
                 f"matrix in {path!r} is not square: row {i + 1} has {len(row)} entries, expected {K}"
             )
-    values = [[_entry(v, f"matrix in {path!r}, row {i + 1}, column {j + 1}") for j, v in enumerate(row)]
+    values = [[_json_entry(v, f"matrix in {path!r}, row {i + 1}, column {j + 1}") for j, v in enumerate(row)]
               for i, row in enumerate(rows)]  # fmt: skip
     return _checked(values, path)
 
@@ -108,6 +121,14 @@ def _checked(values: list[list[int]], path: str) -> np.ndarray:
         return check_shuffle_matrix(out)
     except ValueError as exc:
         raise UsageError(f"matrix in {path!r}: {exc}") from None
+
+
+def _json_entry(v: Any, where: str) -> int:
+    """A JSON entry: a JSON integer only (no string, float or boolean)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        kind = {str: "a string", float: "a float", bool: "a boolean"}.get(type(v), "not a number")
+        raise UsageError(f"{where}: {v!r} is {kind}, not an integer")
+    return _entry(v, where)
 
 
 def _entry(v: Any, where: str) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._progress import Progress
 from ..bounds import EXACT_BOUND_MAX_K, lower_bound, worst_case
-from ..matrix import feistel_shuffle_matrix, shuffle_matrix
+from ..matrix import MAX_POINTS, feistel_shuffle_matrix, shuffle_matrix
 from ..orders import (
     OrderSpec,
     order_placement,
@@ -282,6 +282,8 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
         schedule = _workers_schedule(args.workers, args.epochs)
         N = 1200 if args.points is None else args.points
+        if N > MAX_POINTS:
+            raise UsageError(f"--points must be at most 2**53 = {MAX_POINTS}, not {N}")
         if N < max(schedule):
             raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
         spec = order_spec(args, N)

@@ -179,7 +179,7 @@ def encode_plan_arrays(
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
-    epoch = check_int(epoch, "epoch", minimum=0)
+    epoch = check_int(epoch, "epoch", minimum=0, maximum=2**64 - 1)  # a u64 in the header
     ai, bi = _check_symbol_ids(dataset, a, b)
     if symbol is None:
         sym = np.arange(ai.shape[0], dtype=np.int64)
@@ -278,7 +278,7 @@ def encode_plan(
     epoch : int
         The epoch ``t + 1`` written in the frame headers.
     max_frame_bytes : int
-        Payload bytes per frame (a frame holds at least one symbol).
+        Payload bytes per frame, at least the record width ``B``.
 
     Returns
     -------
@@ -307,8 +307,13 @@ def encode_plan(
         )
     if plan.subpackets == 1 and dataset.N != plan.N:
         raise ValueError(f"Argument 'dataset' must hold the plan's N = {plan.N} records, not {dataset.N}.")
-    epoch = check_int(epoch, "epoch", minimum=0)
+    epoch = check_int(epoch, "epoch", minimum=0, maximum=2**64 - 1)  # a u64 in the header
     max_frame_bytes = check_int(max_frame_bytes, "max_frame_bytes", minimum=1)
+    if max_frame_bytes < dataset.record_bytes:
+        raise ValueError(
+            f"Argument 'max_frame_bytes' must be at least the record width B = {dataset.record_bytes} "
+            f"(a frame carries at least one symbol), not {max_frame_bytes}."
+        )
     a, b, _ = plan.transmissions()
     n = a.shape[0]
     runs = _receiver_runs(plan)

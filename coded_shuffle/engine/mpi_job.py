@@ -224,6 +224,11 @@ def _load(args: argparse.Namespace, K: int) -> Dataset | str:
         return str(exc)
     if dataset.N < K:
         return f"the dataset has {dataset.N} records, fewer than the {K} workers"
+    if args.max_frame_bytes < dataset.record_bytes:
+        return (
+            f"--max-frame-bytes must be at least the record width, {dataset.record_bytes} bytes "
+            f"(a frame carries at least one symbol), not {args.max_frame_bytes}"
+        )
     return dataset
 
 

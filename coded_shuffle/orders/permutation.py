@@ -17,6 +17,10 @@ from .._checks import check_int
 __all__ = ["epoch_rng", "epoch_permutation"]
 
 
+#: Most points of a materialized permutation (8 TiB of int64); the Feistel order streams instead.
+PERMUTATION_MAX_POINTS = 1 << 40
+
+
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
     """Return the random generator of ``epoch`` under ``seed``.
 
@@ -53,6 +57,11 @@ def epoch_permutation(N: int, *, seed: int, epoch: int) -> np.ndarray:
     True
     """
     N = check_int(N, "N", minimum=0)
+    if N > PERMUTATION_MAX_POINTS:
+        raise ValueError(
+            f"Argument 'N' must be at most 2**40 = {PERMUTATION_MAX_POINTS} for a permutation, which is "
+            f"held in memory (8 bytes a point), not {N}; the feistel order has no such limit."
+        )
     perm = epoch_rng(seed, epoch).permutation(N)
     perm.flags.writeable = False
     return perm

@@ -49,6 +49,12 @@ def verify_plan(plan: DeliveryPlan) -> None:
             f"plan has subpackets = {q!r}, its rates {plan.rates.subpackets!r}: "
             "both must be the same int >= 1."
         )
+    for name in ("pair_x", "pair_y", "pair_i", "pair_j", "cycle_ptr", "cycle_points", "cycle_workers",
+                 "uncoded_points", "uncoded_from", "uncoded_to"):  # fmt: skip
+        arr = getattr(plan, name)
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype.kind not in "iu":
+            what = f"{arr.dtype} array" if isinstance(arr, np.ndarray) else type(arr).__name__
+            raise InvalidPlanError(f"{name} must be a 1-D array of integer ids, not a {what}.")
     a, b = plan.piece_owners()
     N = int(a.shape[0])
     point_arrays = {
