@@ -351,8 +351,10 @@ def balanced_leftovers(K: int, b: int) -> np.ndarray:
     vals = np.arange(-b, b + 1)
     first = [()] if not free else [(v,) for v in vals]  # chunk over the first free pair
     m = max(len(free) - 1, 0)
-    rest_grid = np.array(list(itertools.product(vals, repeat=m)), dtype=np.int64).reshape(-1, m) if m else (
-        np.zeros((1, 0), dtype=np.int64)
+    rest_grid = (
+        np.array(list(itertools.product(vals, repeat=m)), dtype=np.int64).reshape(-1, m)
+        if m
+        else (np.zeros((1, 0), dtype=np.int64))
     )
     for head in first:
         grid = np.hstack([np.full((rest_grid.shape[0], len(head)), head, dtype=np.int64), rest_grid])

@@ -48,8 +48,11 @@ def main(argv: list[str]) -> int:
                 short += 1
             for om in res["greedy_short"]:
                 print("  greedy misses the bound:", om, flush=True)
-        print(f"K={K}: covered every conserved shuffle with batches <= {bmax} "
-              f"({total} leftover matrices, {classes} classes at b={bmax})", flush=True)
+        print(
+            f"K={K}: covered every conserved shuffle with batches <= {bmax} "
+            f"({total} leftover matrices, {classes} classes at b={bmax})",
+            flush=True,
+        )
     print(f"done in {time.perf_counter() - start:.0f} s; exact packing short of the bound: {short}")
     return 0
 

@@ -163,9 +163,7 @@ def reference_heuristic_ordering(S):
         improved = False
         for v in range(K):
             rest = [w for w in order if w != v]
-            scores = [
-                sum(S[v, w] for w in rest[:p]) + sum(S[w, v] for w in rest[p:]) for p in range(K)
-            ]
+            scores = [sum(S[v, w] for w in rest[:p]) + sum(S[w, v] for w in rest[p:]) for p in range(K)]
             p = int(np.argmax(scores))
             if scores[p] > scores[order.index(v)]:
                 order = rest[:p] + [v] + rest[p:]
@@ -195,6 +193,8 @@ def test_ordering_kernels_against_numpy(rng):
         S = rng.integers(0, 9, (K, K))
         order = rng.permutation(K)
         assert ordering_value(S, order) == int(np.tril(S[np.ix_(order, order)], -1).sum())
+
+
 # --------------------------------------------------------------------------- ordering program
 
 

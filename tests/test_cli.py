@@ -325,6 +325,8 @@ def test_quality_help_shows_a_percent_sign(capsys):
     out = capsys.readouterr().out
     assert exc.value.code == 0
     assert "50%" in out and "%%" not in out
+
+
 def test_rate_announces_a_long_packing_on_stderr(tmp_path, capsys):
     """Over 10^6 leftovers: the packing and the bound after it say so on stderr, stdout stays JSON."""
     from coded_shuffle.bounds import cyclic_shift_matrix

@@ -356,6 +356,8 @@ def test_plan_from_matrix_limit_counts_pieces():
     S = [[PLAN_MAX_POINTS // 2, 1], [0, 0]]
     with pytest.raises(ValueError, match=r"at most 536870912 points in all with 2 subpacket"):
         plan_from_matrix(S, subpackets=2)
+
+
 def bfs_path(W, src, dst):
     """Shortest path src -> dst in the support of W: breadth-first, out-neighbours in increasing
     order, each node's parent the first node that reached it. Returns its nodes, or None."""
@@ -460,6 +462,8 @@ def test_greedy_progress_announced_only_when_long(capsys, monkeypatch):
     assert loud.cycles == quiet.cycles == ((0, 1, 2),) and loud.counts == quiet.counts == (5,)
     pack_cycles(omega)
     assert capsys.readouterr().err == ""
+
+
 # --------------------------------------------------------------------------- exact packing references
 
 
