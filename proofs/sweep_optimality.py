@@ -24,8 +24,8 @@ PLAN = {4: (20, 20), 5: (7, 7), 6: (2, 2)}
 
 
 def main(argv: list[str]) -> int:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from claim_5_optimality import sweep
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+    from proofs.claim_5_optimality import sweep
 
     plan = {int(argv[0]): (int(argv[1]), int(argv[1]))} if argv else PLAN
     start = time.perf_counter()
