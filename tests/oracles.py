@@ -12,8 +12,10 @@ cycle packing              :func:`simple_cycles`, :func:`brute_max_packing`,
                            :func:`enumeration_packing`
 lower bound                :func:`brute_bound`, :func:`brute_tau`, :func:`brute_w_minus_min_fas`
 shuffle matrices           :func:`magic_matrices`
-bytes                      :func:`frame_reference`
-epoch orders               :func:`feistel_from_spec`
+bytes                      :func:`checksum_from_spec`, :func:`frame_reference`,
+                           :func:`read_frame_reference`
+epoch orders               :func:`permutation_from_spec`, :func:`feistel_keys_from_spec`,
+                           :func:`feistel_from_spec`
 =========================  ===================================================================
 """
 
@@ -252,6 +254,7 @@ def magic_matrices(K: int, b: int):
 # --------------------------------------------------------------------------- bytes
 
 _MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 def fmix64(x: int) -> int:
@@ -261,6 +264,33 @@ def fmix64(x: int) -> int:
     x ^= x >> 33
     x = (x * 0xC4CEB9FE1A85EC53) & _MASK64
     return x ^ (x >> 33)
+
+
+def splitmix64(i: int) -> int:
+    """Output ``i`` (from 0) of SplitMix64 started from state 0 (Steele, Lea and Flood, 2014).
+
+    >>> hex(splitmix64(0))
+    '0xe220a8397b1dcdaf'
+    """
+    z = ((i + 1) * _GOLDEN) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def checksum_from_spec(record: bytes) -> int:
+    """The 64-bit record checksum as docs/wire-format.md defines it:
+    ``fmix64(L * 0x9E3779B97F4A7C15 + sum_i fmix64(w_i XOR splitmix64(i)))`` over the record's
+    little-endian 64-bit words ``w_i`` (zero-padded), ``L`` its length in bytes, mod ``2^64``.
+
+    >>> checksum_from_spec(b"") == fmix64(0) == 0
+    True
+    """
+    record = bytes(record)
+    padded = record + b"\0" * (-len(record) % 8)
+    words = struct.unpack(f"<{len(padded) // 8}Q", padded)
+    total = sum(fmix64(w ^ splitmix64(i)) for i, w in enumerate(words))
+    return fmix64((len(record) * _GOLDEN + total) & _MASK64)
 
 
 def frame_reference(ds, a, b, *, epoch, symbol, repair=False, runs=(), version=2) -> bytes:
@@ -295,7 +325,63 @@ def frame_reference(ds, a, b, *, epoch, symbol, repair=False, runs=(), version=2
     return framing[:32] + struct.pack("<I", crc) + framing[36:] + body
 
 
+_HEADER_FIELDS = (
+    "magic",
+    "version",
+    "flags",
+    "epoch",
+    "n_symbols",
+    "record_bytes",
+    "payload_bytes",
+    "header_crc",
+    "n_runs",
+)
+
+
+def read_frame_reference(raw: bytes) -> dict:
+    """The parts of a frame of fixed-size records with 32-bit ids, read with struct and zlib from
+    docs/wire-format.md: ``header`` (a dict of the header fields), ``entries`` (rows ``(symbol,
+    a, b)``, ``b = -1`` for a point sent alone), ``runs`` (the receiver index), ``payload`` (the
+    bytes of each entry) and ``crc_ok`` (whether the header CRC holds).
+    """
+    raw = bytes(raw)
+    header = dict(zip(_HEADER_FIELDS, struct.unpack_from("<4sHHQIIQII", raw), strict=True))
+    assert header["flags"] & 3 == 0, "variable-length records or 64-bit ids"
+    n, r, B = header["n_symbols"], header["n_runs"], header["record_bytes"]
+    rows = [struct.unpack_from("<III", raw, 40 + 12 * k) for k in range(n + r)]
+    entries = [(s, a, -1 if b == 0xFFFFFFFF else b) for s, a, b in rows[:n]]
+    framing = 40 + 12 * (n + r)
+    framing += -framing % 8
+    crc_ok = zlib.crc32(raw[:32] + bytes(4) + raw[36:framing]) == header["header_crc"]
+    assert len(raw) == framing + n * B == framing + header["payload_bytes"], "payload length"
+    payload = [raw[framing + s * B : framing + (s + 1) * B] for s in range(n)]
+    return {"header": header, "entries": entries, "runs": rows[n:], "payload": payload, "crc_ok": crc_ok}
+
+
 # --------------------------------------------------------------------------- epoch orders
+
+
+def _epoch_generator(seed: int, epoch: int) -> np.random.Generator:
+    """The stream of ``epoch``: child ``epoch`` of ``SeedSequence(seed)``, PCG64DXSM (as
+    ``coded_shuffle.orders.permutation`` documents it)."""
+    child = np.random.SeedSequence(seed).spawn(epoch + 1)[epoch]
+    return np.random.Generator(np.random.PCG64DXSM(child))
+
+
+def permutation_from_spec(N: int, *, seed: int, epoch: int) -> list[int]:
+    """The epoch permutation: ``Generator.permutation(N)`` on the stream of ``epoch``.
+
+    >>> sorted(permutation_from_spec(5, seed=0, epoch=1))
+    [0, 1, 2, 3, 4]
+    """
+    return [int(v) for v in _epoch_generator(seed, epoch).permutation(N)]
+
+
+def feistel_keys_from_spec(*, seed: int, epoch: int, rounds: int = 8) -> list[int]:
+    """The round keys of the Feistel order: ``rounds`` uniform 64-bit words from the stream of
+    ``epoch``."""
+    keys = _epoch_generator(seed, epoch).integers(0, 1 << 64, size=rounds, dtype=np.uint64)
+    return [int(k) for k in keys]
 
 
 def feistel_from_spec(N: int, keys, idx, *, inverse: bool = False) -> list[int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import networkx as nx
 import numpy as np
 
@@ -9,7 +11,9 @@ from tests.oracles import (
     brute_max_packing,
     enumeration_packing,
     feistel_from_spec,
+    permutation_from_spec,
     simple_cycles,
+    splitmix64,
 )
 
 
@@ -39,6 +43,25 @@ def test_brute_packing_against_the_enumeration_milp(rng):
         om = rng.integers(0, 3, (K, K)) * (rng.random((K, K)) < 0.6)
         np.fill_diagonal(om, 0)
         assert brute_max_packing(om) == enumeration_packing(om)
+
+
+def test_splitmix64_published_outputs():
+    # the first outputs of SplitMix64 (Steele, Lea and Flood 2014) from state 0, as Vigna's
+    # reference splitmix64.c gives them
+    assert [splitmix64(i) for i in range(4)] == [
+        0xE220A8397B1DCDAF,
+        0x6E789E6AA1B965F4,
+        0x06C45D188009454F,
+        0xF88BB8A8724C81EC,
+    ]
+
+
+def test_epoch_stream_is_the_spawned_child():
+    # numpy's own equivalence, which coded_shuffle.orders.permutation documents
+    for seed, epoch in itertools.product((0, 5), (0, 3)):
+        direct = np.random.SeedSequence(seed, spawn_key=(epoch,))
+        rng = np.random.Generator(np.random.PCG64DXSM(direct))
+        assert permutation_from_spec(30, seed=seed, epoch=epoch) == rng.permutation(30).tolist()
 
 
 def test_feistel_from_spec_is_a_bijection_and_inverts(rng):
