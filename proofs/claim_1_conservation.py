@@ -82,7 +82,8 @@ plain Python; for every conserved ``Omega`` a cycle decomposition by the walk of
 independent of the library, that ends with nothing left and only cycles of length >= 3; for
 every non-conserved ``Omega`` that the library's packings leave at least ``D`` uncoded; the
 placements of ``epoch_placement`` with ``K`` not dividing ``N`` are conserved; the 2 x 2 example
-of (d) by brute force over orderings.
+of (d) by brute force over orderings. ``Omega`` entry by entry and the brute-force bound are those
+of ``tests/oracles.py``.
 """
 
 from __future__ import annotations
@@ -100,14 +101,9 @@ from coded_shuffle.matrix import (
 )
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.plan import rates
+from tests.oracles import brute_bound, brute_leftovers
 
 # --------------------------------------------------------------------------- brute force
-
-
-def brute_leftovers(S: list[list[int]]) -> list[list[int]]:
-    """``Omega`` by the definition, entry by entry."""
-    K = len(S)
-    return [[0 if i == j else S[i][j] - min(S[i][j], S[j][i]) for j in range(K)] for i in range(K)]
 
 
 def brute_decompose(omega: list[list[int]]) -> tuple[list[tuple[int, ...]], int]:
@@ -203,10 +199,6 @@ def test_unequal_batches_break_the_worst_case():
     assert not is_conserved(S)
     r = rates(S, strategy="exact")
     assert (r.pairs, r.uncoded_leftovers, r.coded) == (1, 1, 2)
-    # brute force over the two orderings (claim 3): holders after receivers
-    best = max(
-        sum(S[o[b]][o[a]] for a in range(K) for b in range(a + 1, K))
-        for o in itertools.permutations(range(K))
-    )
+    best = brute_bound(S)  # brute force over the two orderings (claim 3): holders after receivers
     assert best == lower_bound(S).value == 2
     assert best > N * (K - 1) / K

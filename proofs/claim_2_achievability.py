@@ -69,7 +69,8 @@ strategies: a GF(2) rank certificate built with ``galois`` from ``DeliveryPlan.t
 alone (no library decoding code), ``rank(G) == rank([G; E_need])`` per worker; the symbol count
 ``W - P - |C|`` computed independently; a simulated byte-free decoding that follows
 ``decoding_steps`` on random 64-bit values; and for single cycles of length 3..7 that the first
-worker needs all ``l - 1`` symbols (dropping any one breaks its rank certificate).
+worker needs all ``l - 1`` symbols (dropping any one breaks its rank certificate). The
+enumeration of matrices is that of ``tests/oracles.py``, Example 1 that of ``tests/cases.py``.
 """
 
 from __future__ import annotations
@@ -82,45 +83,10 @@ import pytest
 
 from coded_shuffle.matrix import shuffle_matrix
 from coded_shuffle.plan import decoding_steps, plan_from_matrix
+from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES
+from tests.oracles import brute_load, magic_matrices
 
 GF2 = galois.GF2
-
-# Attia and Tandon (2016), Example 1: K = 3, N = 15, uncoded 11, paired 7, coded 6.
-EXAMPLE_1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
-
-
-def magic_matrices(K: int, b: int):
-    """Every ``K x K`` non-negative integer matrix with all row and column sums equal to ``b``."""
-
-    def rows(k: int, cap: tuple[int, ...]):
-        if k == K:
-            if not any(cap):
-                yield []
-            return
-        for row in compositions(b, K, cap):
-            for rest in rows(k + 1, tuple(c - x for c, x in zip(cap, row, strict=True))):
-                yield [list(row), *rest]
-
-    yield from rows(0, (b,) * K)
-
-
-def compositions(total: int, parts: int, cap: tuple[int, ...]):
-    if parts == 1:
-        if total <= cap[-1]:
-            yield (total,)
-        return
-    k = len(cap) - parts
-    for x in range(min(total, cap[k]) + 1):
-        for rest in compositions(total - x, parts - 1, cap):
-            yield (x, *rest)
-
-
-def brute_load(S: np.ndarray, cycles_used: int) -> int:
-    """``W - P - |C|`` from the entries of ``S``."""
-    K = len(S)
-    W = sum(int(S[i][j]) for i in range(K) for j in range(K) if i != j)
-    P = sum(min(int(S[i][j]), int(S[j][i])) for i, j in itertools.combinations(range(K), 2))
-    return W - P - cycles_used
 
 
 def symbol_rows(a: np.ndarray, b: np.ndarray, N: int) -> np.ndarray:
@@ -205,8 +171,9 @@ def test_every_needed_point_decodes(strategy):
 
 
 def test_example_1_loads():
-    plan = plan_from_matrix(EXAMPLE_1)
-    assert (plan.rates.uncoded, plan.rates.paired, plan.rates.coded) == (11, 7, 6)
+    # Attia and Tandon (2016), Example 1: K = 3, N = 15, uncoded 11, paired 7, coded 6.
+    v, r = EXAMPLE_1_VALUES, plan_from_matrix(EXAMPLE_1).rates
+    assert (r.uncoded, r.paired, r.coded) == (v["uncoded"], v["paired"], v["coded"])
 
 
 @pytest.mark.parametrize("L", [3, 4, 5, 6, 7])

@@ -67,7 +67,8 @@ seeded random 5 x 5 and 6 x 6 matrices; a second, independent route to ``W - min
 enumerating all subsets of the arcs of 4-worker supports and testing acyclicity; that the
 returned ordering attains the value (``ordering_bound`` and brute force agree); the paper's
 Example 1 (bound 6); and the genie decoding of (a) carried out on points for the optimal
-ordering (every cached point of ``M`` is needed by an earlier worker).
+ordering (every cached point of ``M`` is needed by an earlier worker). The brute forces and the
+enumeration of matrices are those of ``tests/oracles.py``, Example 1 that of ``tests/cases.py``.
 """
 
 from __future__ import annotations
@@ -80,70 +81,8 @@ import pytest
 from coded_shuffle.bounds import lower_bound, ordering_bound
 from coded_shuffle.matrix import placements_from_matrix
 from coded_shuffle.plan import rates
-
-
-def brute_bound(S) -> int:
-    """``max_sigma B(sigma)`` over all orderings, by the definition."""
-    K = len(S)
-    best = 0
-    for sigma in itertools.permutations(range(K)):
-        pos = {w: p for p, w in enumerate(sigma)}
-        val = sum(int(S[i][j]) for i in range(K) for j in range(K) if i != j and pos[i] > pos[j])
-        best = max(best, val)
-    return best
-
-
-def is_acyclic(K: int, arcs) -> bool:
-    """Kahn's algorithm."""
-    indeg = [0] * K
-    out: list[list[int]] = [[] for _ in range(K)]
-    for i, j in arcs:
-        out[i].append(j)
-        indeg[j] += 1
-    stack = [v for v in range(K) if indeg[v] == 0]
-    seen = 0
-    while stack:
-        v = stack.pop()
-        seen += 1
-        for w in out[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return seen == K
-
-
-def brute_w_minus_min_fas(S) -> int:
-    """``W - minFAS`` by enumerating every subset of arcs as the FAS."""
-    K = len(S)
-    arcs = [(i, j) for i in range(K) for j in range(K) if i != j and S[i][j] > 0]
-    W = sum(S[i][j] for i, j in arcs)
-    best = None
-    for mask in range(1 << len(arcs)):
-        fas = [arcs[k] for k in range(len(arcs)) if mask >> k & 1]
-        keep = [arcs[k] for k in range(len(arcs)) if not mask >> k & 1]
-        if is_acyclic(K, keep):
-            w = sum(S[i][j] for i, j in fas)
-            best = w if best is None else min(best, w)
-    return W - best
-
-
-def magic_matrices(K: int, b: int):
-    """Every ``K x K`` non-negative integer matrix with all row and column sums ``b``."""
-    if K == 0:
-        yield []
-        return
-
-    def fill(k, cap):
-        if k == K:
-            if not any(cap):
-                yield []
-            return
-        for row in itertools.product(*(range(min(b, c) + 1) for c in cap)):
-            if sum(row) == b:
-                for rest in fill(k + 1, tuple(c - x for c, x in zip(cap, row, strict=True))):
-                    yield [list(row), *rest]
-
-    yield from fill(0, (b,) * K)
+from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES
+from tests.oracles import brute_bound, brute_w_minus_min_fas, magic_matrices
 
 
 def check(S) -> None:
@@ -156,8 +95,7 @@ def check(S) -> None:
 
 def test_example_1():
     # Attia and Tandon (2016), Example 1: the coded load 6 is optimal
-    S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
-    assert brute_bound(S) == lower_bound(S).value == 6
+    assert brute_bound(EXAMPLE_1) == lower_bound(EXAMPLE_1).value == EXAMPLE_1_VALUES["coded"]
 
 
 def test_all_3x3_patterns():

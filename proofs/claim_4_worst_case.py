@@ -53,12 +53,12 @@ Check
 ``W (K-1)/K`` is computed from the entries, independently of the library); (b) for
 ``K = 2..7`` with brute force over all ``K!`` orderings and for ``K = 8`` with the library
 against the closed form; (c) exhaustively for ``K = 3, b <= 4`` and ``K = 4, b <= 2`` with
-brute-force bounds.
+brute-force bounds. The enumeration of matrices and the brute-force bound are those of
+``tests/oracles.py``.
 """
 
 from __future__ import annotations
 
-import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -66,33 +66,7 @@ import pytest
 
 from coded_shuffle.bounds import cyclic_shift_matrix, lower_bound, worst_case
 from coded_shuffle.plan import rates
-
-
-def brute_bound(S) -> int:
-    """``max over orderings`` of the points held after their receiver (claim 3, by definition)."""
-    S = np.asarray(S)
-    K = S.shape[0]
-    best = 0
-    for sigma in itertools.permutations(range(K)):
-        P = S[np.ix_(sigma, sigma)]
-        best = max(best, int(np.tril(P, -1).sum()))
-    return best
-
-
-def magic_matrices(K: int, b: int):
-    """Every ``K x K`` non-negative integer matrix with all row and column sums ``b``."""
-
-    def fill(k, cap):
-        if k == K:
-            if not any(cap):
-                yield []
-            return
-        for row in itertools.product(*(range(min(b, c) + 1) for c in cap)):
-            if sum(row) == b:
-                for rest in fill(k + 1, tuple(c - x for c, x in zip(cap, row, strict=True))):
-                    yield [list(row), *rest]
-
-    yield from fill(0, (b,) * K)
+from tests.oracles import brute_bound, magic_matrices
 
 
 def moved(S) -> int:

@@ -125,10 +125,10 @@ relabelling changes neither ``nu`` nor ``tau``), computes ``tau`` by brute force
 (the script can skip it where greedy already equals ``tau``, which is sound by weak duality).
 
 (e) ``nu = 4`` and ``tau = 5`` by brute force in the check below (all ``7!`` orderings; a
-recursion over simple cycles for the packing), ``nu* = 9/2`` by linear programming, and the
-loads by the library. It was found by random search over sums of permutation matrices at
-``K = 8`` (5 of 20 000 shuffles had a gap; none at ``K = 6`` or ``7`` in 20 000 each) and
-reduced by removing cycles while the gap stayed.
+recursion over simple cycles for the packing), ``nu* = 9/2`` by linear programming over every
+simple cycle, and the loads by the library. It was found by random search over sums of
+permutation matrices at ``K = 8`` (5 of 20 000 shuffles had a gap; none at ``K = 6`` or ``7``
+in 20 000 each) and reduced by removing cycles while the gap stayed.
 
 (f) LP duality with the explicit weights :data:`FRACTIONAL_COVER_K7` ``y >= 0`` on the arcs,
 ``sum_a y_a Omega_a = 9/2``, every directed cycle of weight ``>= 1`` (checked exactly, in
@@ -196,12 +196,14 @@ b <= 3``; ``K = 5, b <= 2``) with the exact packing also checked against an inde
 brute-force packing; :data:`GREEDY_SHORT_K6`; (e) with independent brute force; (f) by the
 exact certificates and the library's ``subpackets=2`` plan; (g) by the exhaustive search, itself
 checked against exhaustive min-rank, and the explicit code of length 11; (h) by the subspace
-search, checked against the plain search on the pieces.
+search, checked against the plain search on the pieces. The brute forces (simple cycles, the
+packing, ``tau`` over all orderings, the enumeration of matrices) are those of
+``tests/oracles.py``; :data:`GREEDY_SHORT_K6` and :data:`OMEGA_GAP_K7`, with their known values,
+live in ``tests/cases.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 from fractions import Fraction
 
@@ -211,26 +213,19 @@ import pytest
 from coded_shuffle.bounds import lower_bound
 from coded_shuffle.matrix import leftover_matrix
 from coded_shuffle.plan import pack_cycles, plan_from_matrix, rates
-
-#: A 6-worker leftover matrix where shortest-cycles-first greedy packs 2 cycles, the best packing 3.
-GREEDY_SHORT_K6 = (
-    (0, 1, 1, 0, 0, 0),
-    (0, 0, 0, 1, 1, 0),
-    (0, 0, 0, 1, 0, 0),
-    (1, 0, 0, 0, 0, 1),
-    (1, 0, 0, 0, 0, 0),
-    (0, 1, 0, 0, 0, 0),
+from tests.cases import (
+    GREEDY_SHORT_K6,
+    GREEDY_SHORT_K6_VALUES,
+    OMEGA_GAP_K7,
+    OMEGA_GAP_K7_VALUES,
+    shuffle_from_leftovers,
 )
-
-#: A 7-worker leftover matrix where no cycle packing meets the lower bound: nu = 4 < tau = 5.
-OMEGA_GAP_K7 = (
-    (0, 0, 0, 0, 1, 0, 1),
-    (1, 0, 0, 1, 0, 0, 0),
-    (0, 1, 0, 0, 0, 0, 1),
-    (0, 0, 0, 0, 0, 1, 1),
-    (0, 0, 1, 1, 0, 0, 0),
-    (1, 0, 1, 0, 0, 0, 0),
-    (0, 1, 0, 0, 1, 1, 0),
+from tests.oracles import (
+    brute_max_packing,
+    brute_tau,
+    enumeration_packing,
+    magic_matrices,
+    simple_cycles,
 )
 
 #: Weights on the arcs of :data:`OMEGA_GAP_K7` (others 0): every cycle weighs at least 1, the sum is
@@ -269,80 +264,6 @@ SWEEP_RESULT = {
 # --------------------------------------------------------------------------- brute force
 
 
-def simple_cycles(omega) -> list[tuple[int, ...]]:
-    """Directed simple cycles of the support, each listed once from its smallest worker."""
-    K = len(omega)
-    out: list[tuple[int, ...]] = []
-
-    def extend(path: list[int], on: set[int]) -> None:
-        for v in range(path[0], K):
-            if omega[path[-1]][v] <= 0:
-                continue
-            if v == path[0]:
-                if len(path) >= 2:
-                    out.append(tuple(path))
-            elif v not in on:
-                path.append(v)
-                on.add(v)
-                extend(path, on)
-                on.discard(v)
-                path.pop()
-
-    for s in range(K):
-        extend([s], {s})
-    return out
-
-
-def brute_max_packing(omega) -> int:
-    """``nu(Omega)``: take the first arc left; either no more cycles use it, or one does."""
-    K = len(omega)
-    cycles = simple_cycles(omega)
-    arcs_of = [[u * K + c[(k + 1) % len(c)] for k, u in enumerate(c)] for c in cycles]
-    through: dict[int, list[list[int]]] = {}
-    for arcs in arcs_of:
-        for e in arcs:
-            through.setdefault(e, []).append(arcs)
-
-    @functools.cache
-    def best(state: tuple[int, ...]) -> int:
-        e = next((e for e in through if state[e] > 0), None)
-        if e is None:
-            return 0
-        rest = list(state)
-        rest[e] = 0
-        value = best(tuple(rest))
-        for arcs in through[e]:
-            if all(state[a] > 0 for a in arcs):
-                nxt = list(state)
-                for a in arcs:
-                    nxt[a] -= 1
-                value = max(value, 1 + best(tuple(nxt)))
-        return value
-
-    return best(tuple(int(x) for row in omega for x in row))
-
-
-def backward_masks(K: int) -> np.ndarray:
-    """Row ``s``: 1 at ``i * K + j`` when holder ``i`` comes after receiver ``j`` in ordering ``s``."""
-    perms = list(itertools.permutations(range(K)))
-    masks = np.zeros((len(perms), K * K), dtype=np.int64)
-    for s, sigma in enumerate(perms):
-        pos = np.argsort(sigma)
-        for i in range(K):
-            for j in range(K):
-                if i != j and pos[i] > pos[j]:
-                    masks[s, i * K + j] = 1
-    return masks
-
-
-def brute_tau(omegas: np.ndarray) -> np.ndarray:
-    """``tau`` of each matrix of a stack: weight minus the best backward weight over all orderings."""
-    omegas = np.asarray(omegas, dtype=np.int64)
-    n, K, _ = omegas.shape
-    flat = omegas.reshape(n, K * K)
-    return flat.sum(axis=1) - (flat @ backward_masks(K).T).max(axis=1)
-
-
 def balanced_leftovers(K: int, b: int) -> np.ndarray:
     """Every balanced ``K x K`` matrix without 2-cycles and with out-degrees ``<= b``, stacked."""
     pairs = list(itertools.combinations(range(K), 2))
@@ -351,8 +272,10 @@ def balanced_leftovers(K: int, b: int) -> np.ndarray:
     vals = np.arange(-b, b + 1)
     first = [()] if not free else [(v,) for v in vals]  # chunk over the first free pair
     m = max(len(free) - 1, 0)
-    rest_grid = np.array(list(itertools.product(vals, repeat=m)), dtype=np.int64).reshape(-1, m) if m else (
-        np.zeros((1, 0), dtype=np.int64)
+    rest_grid = (
+        np.array(list(itertools.product(vals, repeat=m)), dtype=np.int64).reshape(-1, m)
+        if m
+        else (np.zeros((1, 0), dtype=np.int64))
     )
     for head in first:
         grid = np.hstack([np.full((rest_grid.shape[0], len(head)), head, dtype=np.int64), rest_grid])
@@ -417,28 +340,6 @@ def sweep(K: int, b: int, *, exact_all: bool) -> dict[str, object]:
         "tau": tau,
         "exact": exact,
     }
-
-
-def magic_matrices(K: int, b: int):
-    """Every ``K x K`` non-negative integer matrix with all row and column sums ``b``."""
-
-    def fill(k, cap):
-        if k == K:
-            if not any(cap):
-                yield []
-            return
-        for row in itertools.product(*(range(min(b, c) + 1) for c in cap)):
-            if sum(row) == b:
-                for rest in fill(k + 1, tuple(c - x for c, x in zip(cap, row, strict=True))):
-                    yield [list(row), *rest]
-
-    yield from fill(0, (b,) * K)
-
-
-def shuffle_from_leftovers(omega, b: int) -> np.ndarray:
-    """``Omega + diag(b - out-degree)``: a shuffle with batches of ``b`` and leftovers ``Omega``."""
-    om = np.asarray(omega, dtype=np.int64)
-    return om + np.diag(b - om.sum(axis=1))
 
 
 def side_information_graph(omega) -> tuple[list[tuple[int, int]], list[list[int]]]:
@@ -705,44 +606,38 @@ def test_enumeration_matches_shuffles():
 
 
 def test_greedy_short_of_exact_at_six_workers():
+    v = GREEDY_SHORT_K6_VALUES
     om = np.array(GREEDY_SHORT_K6)
-    assert pack_cycles(om).cycles_used == 2
-    assert pack_cycles(om, strategy="exact").cycles_used == 3
-    assert brute_max_packing(om.tolist()) == 3 == int(brute_tau(om[None])[0])
-    S = shuffle_from_leftovers(om, 2)
+    assert pack_cycles(om).cycles_used == v["greedy_cycles"]
+    assert pack_cycles(om, strategy="exact").cycles_used == v["max_packing"]
+    assert brute_max_packing(om.tolist()) == v["max_packing"] == v["tau"] == int(brute_tau(om[None])[0])
+    S = shuffle_from_leftovers(om, v["batch"])
     assert rates(S, strategy="exact").coded == lower_bound(S).value == rates(S).coded - 1
 
 
 def test_no_cycle_packing_meets_the_bound_at_seven_workers():
-    from fractions import Fraction
-
-    from scipy.optimize import linprog
-
+    v = OMEGA_GAP_K7_VALUES
     om = np.array(OMEGA_GAP_K7)
-    assert (om.sum(axis=0) == om.sum(axis=1)).all() and int(om.sum()) == 15
-    assert int(brute_tau(om[None])[0]) == 5
-    assert brute_max_packing(om.tolist()) == 4
-    cycles = simple_cycles(om.tolist())
-    A = np.zeros((49, len(cycles)))
-    for c, cyc in enumerate(cycles):
-        for k, u in enumerate(cyc):
-            A[u * 7 + cyc[(k + 1) % len(cyc)], c] = 1
-    lp = linprog(-np.ones(len(cycles)), A_ub=A, b_ub=om.ravel(), bounds=(0, None), method="highs")
-    assert Fraction(-lp.fun).limit_denominator(100) == Fraction(9, 2)
-    S = shuffle_from_leftovers(om, 3)
-    assert int(S.sum()) == 21 and (S.sum(axis=0) == 3).all()
+    assert (om.sum(axis=0) == om.sum(axis=1)).all() and int(om.sum()) == v["arcs"]
+    assert int(brute_tau(om[None])[0]) == v["tau"]
+    assert brute_max_packing(om.tolist()) == v["max_packing"]
+    nu_star = enumeration_packing(om, integral=False)  # the linear program over every simple cycle
+    assert Fraction(nu_star).limit_denominator(100) == v["fractional_packing"]
+    S = shuffle_from_leftovers(om, v["batch"])
+    assert int(S.sum()) == v["N"] and (S.sum(axis=0) == v["batch"]).all()
     best = rates(S, strategy="exact")
-    assert (best.uncoded, best.pairs, best.coded) == (15, 0, 11)
-    assert lower_bound(S).value == 10
-    for q, nu in ((2, 9), (3, 13)):  # sub-packets do not close the gap
-        assert pack_cycles(q * om, strategy="exact").cycles_used == nu < q * 5
+    assert (best.uncoded, best.pairs, best.coded) == (v["uncoded"], v["pairs"], v["coded"])
+    assert lower_bound(S).value == v["lower_bound"]
+    for q, nu in v["max_packing_of_copies"].items():  # sub-packets do not close the gap
+        assert pack_cycles(q * om, strategy="exact").cycles_used == nu < q * v["tau"]
 
 
 def test_sub_packets_cannot_reach_the_bound_at_seven_workers():
+    known = OMEGA_GAP_K7_VALUES
     om = np.array(OMEGA_GAP_K7)
     y = FRACTIONAL_COVER_K7
     assert all(om[u, v] == 1 for u, v in y) and all(w >= 0 for w in y.values())
-    assert sum(y[a] * int(om[a]) for a in y) == Fraction(9, 2)
+    assert sum(y[a] * int(om[a]) for a in y) == known["fractional_packing"]
     # every closed walk weighs >= 1: shortest paths (Floyd-Warshall) in exact fractions
     inf = Fraction(10**9)
     dist = [[Fraction(0) if u == v else (y.get((u, v), Fraction(0)) if om[u, v] else inf) for v in range(7)]
@@ -752,22 +647,22 @@ def test_sub_packets_cannot_reach_the_bound_at_seven_workers():
     assert all(y.get((u, v), 0) + dist[v][u] >= 1 for u in range(7) for v in range(7) if om[u, v])
     cycles = simple_cycles(om.tolist())
     weight = [sum(y.get((c[k], c[(k + 1) % len(c)]), 0) for k in range(len(c))) for c in cycles]
-    assert len(cycles) == 29 and min(weight) == 1
+    assert len(cycles) == known["simple_cycles"] and min(weight) == 1
     # the nine cycles use every arc at most twice: q = 2 packs 9 cycles
     uses = np.zeros((7, 7), dtype=np.int64)
     for c in HALF_PACKING_K7:
         assert c in cycles
         for k in range(len(c)):
             uses[c[k], c[(k + 1) % len(c)]] += 1
-    assert (uses <= 2 * om).all() and len(HALF_PACKING_K7) == 9
+    assert (uses <= 2 * om).all() and len(HALF_PACKING_K7) == known["max_packing_of_copies"][2]
     # so, for every q, the scheme sends >= 15 - 9/2 records; the library's q = 2 plan meets it
-    S = shuffle_from_leftovers(om, 3)
-    W, P = 15, 0
+    S = shuffle_from_leftovers(om, known["batch"])
+    W, P = known["uncoded"], known["pairs"]
     for q in (1, 2, 3, 4):
         r = rates(S, strategy="exact", subpackets=q)
-        assert r.cycles_used <= q * Fraction(9, 2)
-        assert r.coded == W - P - Fraction(r.cycles_used, q) >= Fraction(21, 2) > lower_bound(S).value
-    assert rates(S, strategy="exact", subpackets=2).coded == Fraction(21, 2)
+        assert r.cycles_used <= q * known["fractional_packing"]
+        assert r.coded == W - P - Fraction(r.cycles_used, q) >= known["coded_halves"] > lower_bound(S).value
+    assert rates(S, strategy="exact", subpackets=2).coded == known["coded_halves"]
 
 
 def test_search_agrees_with_exhaustive_minrank_on_small_digraphs():
@@ -789,16 +684,18 @@ def test_search_agrees_with_exhaustive_minrank_on_small_digraphs():
 
 
 def test_scalar_linear_codes_need_eleven_symbols_at_seven_workers():
+    known = OMEGA_GAP_K7_VALUES
     arcs, succ = side_information_graph(OMEGA_GAP_K7)
-    assert len(arcs) == 15 and sum(map(len, succ)) == 33
+    assert len(arcs) == known["arcs"] and sum(map(len, succ)) == 33
     F = min_feedback_nodes(succ)
-    assert len(F) == 5 == int(brute_tau(np.array(OMEGA_GAP_K7)[None])[0])  # n - |F| = 10, the bound
+    # n - |F| = 10, the bound
+    assert len(F) == known["tau"] == int(brute_tau(np.array(OMEGA_GAP_K7)[None])[0])
     assert kernel_assignment(succ, F) is None  # no fitting matrix of rank 10: min-rank >= 11
     # the same search finds rank n - tau where the bound is met (GREEDY_SHORT_K6, 3 cycles)
     arcs6, succ6 = side_information_graph(GREEDY_SHORT_K6)
     F6 = min_feedback_nodes(succ6)
     b = kernel_assignment(succ6, F6)
-    assert b is not None and gf2_rank(b) == len(F6) == 3
+    assert b is not None and gf2_rank(b) == len(F6) == GREEDY_SHORT_K6_VALUES["tau"]
     assert all(b[e] in span(b[g] for g in succ6[e]) for e in range(len(succ6)))
     # a code of length 11: l - 1 XORs along each of four arc-disjoint cycles, the arc left alone
     cycles = four_disjoint_cycles(OMEGA_GAP_K7)
@@ -809,7 +706,8 @@ def test_scalar_linear_codes_need_eleven_symbols_at_seven_workers():
         covered.update(es)
         code += [(1 << es[k]) | (1 << es[k + 1]) for k in range(len(es) - 1)]
     code += [1 << e for e in range(15) if e not in covered]
-    assert len(code) == 11 and gf2_rank(code) == 11 and decodes(succ, code)
+    length = known["gf2_minrank"]
+    assert len(code) == length and gf2_rank(code) == length and decodes(succ, code)
     assert not decodes(succ, code[:-1])
 
 
@@ -846,5 +744,6 @@ def test_linear_codes_on_halves_need_twenty_one_at_seven_workers():
     assert piece_kernel_subspaces(succ, 1) is None  # (g) again, by the pruned search
     assert piece_kernel_subspaces(succ, 2) is None  # no 20 half symbols
     assert piece_kernel_subspaces(side_information_graph(GREEDY_SHORT_K6)[1], 2) is not None
-    S = shuffle_from_leftovers(np.array(OMEGA_GAP_K7), 3)
-    assert plan_from_matrix(S, strategy="exact", subpackets=2).n_symbols == 21
+    known = OMEGA_GAP_K7_VALUES
+    S = shuffle_from_leftovers(np.array(OMEGA_GAP_K7), known["batch"])
+    assert plan_from_matrix(S, strategy="exact", subpackets=2).n_symbols == 2 * known["coded_halves"]

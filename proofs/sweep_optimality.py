@@ -24,8 +24,8 @@ PLAN = {4: (20, 20), 5: (7, 7), 6: (2, 2)}
 
 
 def main(argv: list[str]) -> int:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from claim_5_optimality import sweep
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+    from proofs.claim_5_optimality import sweep
 
     plan = {int(argv[0]): (int(argv[1]), int(argv[1]))} if argv else PLAN
     start = time.perf_counter()
@@ -48,8 +48,11 @@ def main(argv: list[str]) -> int:
                 short += 1
             for om in res["greedy_short"]:
                 print("  greedy misses the bound:", om, flush=True)
-        print(f"K={K}: covered every conserved shuffle with batches <= {bmax} "
-              f"({total} leftover matrices, {classes} classes at b={bmax})", flush=True)
+        print(
+            f"K={K}: covered every conserved shuffle with batches <= {bmax} "
+            f"({total} leftover matrices, {classes} classes at b={bmax})",
+            flush=True,
+        )
     print(f"done in {time.perf_counter() - start:.0f} s; exact packing short of the bound: {short}")
     return 0
 

@@ -1,4 +1,3 @@
-import itertools
 from fractions import Fraction
 
 import numpy as np
@@ -14,47 +13,8 @@ from coded_shuffle.bounds import (
     ordering_bound,
     worst_case,
 )
-
-
-def brute_bound(S):
-    """Maximum over all orderings of S[i][j] summed over holders i placed after receivers j."""
-    K = len(S)
-    best = 0
-    for order in itertools.permutations(range(K)):
-        pos = {w: p for p, w in enumerate(order)}
-        best = max(best, sum(S[i][j] for i in range(K) for j in range(K) if i != j and pos[i] > pos[j]))
-    return best
-
-
-def brute_min_fas(S):
-    """W minus a minimum feedback arc set, by trying every subset of arcs to delete (tiny K only)."""
-    K = len(S)
-    arcs = [(i, j) for i in range(K) for j in range(K) if i != j and S[i][j]]
-    W = sum(S[i][j] for i, j in arcs)
-    best = None
-    for r in range(len(arcs) + 1):
-        for removed in itertools.combinations(arcs, r):
-            kept = set(arcs) - set(removed)
-            # acyclic iff some topological order exists
-            indeg = {w: 0 for w in range(K)}
-            for _, j in kept:
-                indeg[j] += 1
-            queue = [w for w in range(K) if indeg[w] == 0]
-            seen = 0
-            while queue:
-                v = queue.pop()
-                seen += 1
-                for i, j in kept:
-                    if i == v:
-                        indeg[j] -= 1
-                        if indeg[j] == 0:
-                            queue.append(j)
-            if seen == K:
-                cost = sum(S[i][j] for i, j in removed)
-                best = cost if best is None else min(best, cost)
-        if best is not None and r > 0 and best == 0:
-            break
-    return W - best
+from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES
+from tests.oracles import brute_bound, brute_w_minus_min_fas
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -78,7 +38,7 @@ def test_bound_is_W_minus_min_feedback_arc_set(rng):
     for _ in range(20):
         K = int(rng.integers(2, 5))
         S = rng.integers(0, 4, (K, K)).tolist()
-        assert lower_bound(S).value == brute_min_fas(S) == brute_bound(S)
+        assert lower_bound(S).value == brute_w_minus_min_fas(S) == brute_bound(S)
 
 
 def test_exact_dynamic_program_at_largest_K(rng):
@@ -96,7 +56,7 @@ def test_exact_dynamic_program_at_largest_K(rng):
 
 def test_paper_example1_bound():
     # Example 1 (Attia and Tandon 2016): the coded load 6 is optimal.
-    assert lower_bound([[2, 1, 2], [2, 1, 2], [1, 3, 1]]).value == 6
+    assert lower_bound(EXAMPLE_1).value == EXAMPLE_1_VALUES["lower_bound"] == EXAMPLE_1_VALUES["coded"]
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 7, 25, 40])
@@ -163,9 +123,7 @@ def reference_heuristic_ordering(S):
         improved = False
         for v in range(K):
             rest = [w for w in order if w != v]
-            scores = [
-                sum(S[v, w] for w in rest[:p]) + sum(S[w, v] for w in rest[p:]) for p in range(K)
-            ]
+            scores = [sum(S[v, w] for w in rest[:p]) + sum(S[w, v] for w in rest[p:]) for p in range(K)]
             p = int(np.argmax(scores))
             if scores[p] > scores[order.index(v)]:
                 order = rest[:p] + [v] + rest[p:]
@@ -195,6 +153,8 @@ def test_ordering_kernels_against_numpy(rng):
         S = rng.integers(0, 9, (K, K))
         order = rng.permutation(K)
         assert ordering_value(S, order) == int(np.tril(S[np.ix_(order, order)], -1).sum())
+
+
 # --------------------------------------------------------------------------- ordering program
 
 

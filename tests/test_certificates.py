@@ -13,8 +13,7 @@ from coded_shuffle.certificates import certify_plan, gf2_certificate, gf2_system
 from coded_shuffle.codec import decode_worker, encode_plan, load_dataset
 from coded_shuffle.orders import epoch_placement, placement_from_owner
 from coded_shuffle.plan import plan_delivery, plan_from_matrix
-
-EXAMPLE_1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]  # Attia and Tandon (2016), Example 1
+from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES
 
 
 def _gf2_rank_oracle(M: np.ndarray) -> int:
@@ -39,7 +38,7 @@ def test_example_1_certificates_against_oracle():
         assert cert.decodable
         assert cert.rank == _gf2_rank_oracle(G)
         assert cert.rank_with_needs == _gf2_rank_oracle(np.vstack([G, E]))
-    assert [c.needed for c in certify_plan(plan)] == [3, 4, 4]
+    assert [c.needed for c in certify_plan(plan)] == list(EXAMPLE_1_VALUES["needed"])
 
 
 def test_broken_plan_is_not_certified():

@@ -6,8 +6,7 @@ import sys
 import pytest
 
 from coded_shuffle.cli import main
-
-EXAMPLE1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES, OMEGA_GAP_K7, OMEGA_GAP_K7_VALUES
 
 
 def run(capsys, *argv):
@@ -18,15 +17,15 @@ def run(capsys, *argv):
 
 def test_rate_matrix_json_example1(tmp_path, capsys):
     f = tmp_path / "s.json"
-    f.write_text(json.dumps(EXAMPLE1))
+    f.write_text(json.dumps(EXAMPLE_1))
     code, out, err = run(capsys, "rate", "--matrix", str(f), "--json")
     assert code == 0 and err == ""
     (row,) = [json.loads(line) for line in out.splitlines()]
     # Attia and Tandon 2016, Example 1.
+    known = ("K", "N", "uncoded", "paired", "coded", "lower_bound", "worst_case")
     assert row["epoch"] is None
-    assert (row["K"], row["N"], row["uncoded"], row["paired"], row["coded"]) == (3, 15, 11, 7, 6)
-    assert row["lower_bound"] == 6 and row["lower_bound_exact"] is True
-    assert row["worst_case"] == 10 and row["strategy"] == "greedy"
+    assert {k: row[k] for k in known} == {k: EXAMPLE_1_VALUES[k] for k in known}
+    assert row["lower_bound_exact"] is True and row["strategy"] == "greedy"
 
 
 def test_rate_matrix_csv_table(tmp_path, capsys):
@@ -53,39 +52,29 @@ def test_rate_matrix_csv_table(tmp_path, capsys):
     assert "note: optimal yes: coded == bound" in out
 
 
-# A 7-worker leftover matrix whose best packing has 4 cycles against a minimum feedback arc set
-# of 5 (proofs/claim_5_optimality.py, OMEGA_GAP_K7), with 15 idle workers added: K = 22.
-GAP_K7 = [
-    [0, 0, 0, 0, 1, 0, 1],
-    [1, 0, 0, 1, 0, 0, 0],
-    [0, 1, 0, 0, 0, 0, 1],
-    [0, 0, 0, 0, 0, 1, 1],
-    [0, 0, 1, 1, 0, 0, 0],
-    [1, 0, 1, 0, 0, 0, 0],
-    [0, 1, 0, 0, 1, 1, 0],
-]
-
-
 def test_rate_certificate_and_exact_bound(tmp_path, capsys):
     f = tmp_path / "s.json"
-    f.write_text(json.dumps(EXAMPLE1))
+    f.write_text(json.dumps(EXAMPLE_1))
     _, out, _ = run(capsys, "rate", "--matrix", str(f), "--json")
     (row,) = [json.loads(line) for line in out.splitlines()]
     # greedy proves nothing by itself; coded == bound proves its packing maximum
     assert row["strategy"] == "greedy" and row["optimal"] is True and row["packing_optimal"] is True
+    # The K = 7 gap matrix (best packing 4 cycles, least feedback arc set 5) with 15 idle workers
+    # added: K = 22.
     S = [[0] * 22 for _ in range(22)]
     for i in range(7):
-        S[i][:7] = GAP_K7[i]
+        S[i][:7] = OMEGA_GAP_K7[i]
     f.write_text(json.dumps(S))
     rows = {}
     for flag in ([], ["--exact-bound"]):
         _, out, _ = run(capsys, "rate", "--matrix", str(f), "--strategy", "exact", "--json", *flag)
         (rows[bool(flag)],) = [json.loads(line) for line in out.splitlines()]
+    v = OMEGA_GAP_K7_VALUES
     for row in rows.values():
-        assert row["uncoded"] == 15 and row["coded"] == 11 and row["packing_optimal"] is True
-        assert row["optimal"] is False
+        assert row["uncoded"] == v["uncoded"] and row["coded"] == v["coded"]
+        assert row["packing_optimal"] is True and row["optimal"] is False
     assert rows[False]["lower_bound_exact"] is False
-    assert rows[True]["lower_bound_exact"] is True and rows[True]["lower_bound"] == 10
+    assert rows[True]["lower_bound_exact"] is True and rows[True]["lower_bound"] == v["lower_bound"]
 
 
 def test_rate_epochs_json(capsys):
@@ -255,7 +244,8 @@ def test_rate_matrix_csv_variants(tmp_path, capsys, content):
     assert code == 0 and err == "", err
     row = json.loads(out)
     # Attia and Tandon 2016, Example 1.
-    assert (row["K"], row["N"], row["uncoded"], row["coded"]) == (3, 15, 11, 6)
+    v = EXAMPLE_1_VALUES
+    assert (row["K"], row["N"], row["uncoded"], row["coded"]) == (v["K"], v["N"], v["uncoded"], v["coded"])
 
 
 @pytest.mark.parametrize(
@@ -332,7 +322,7 @@ def test_epochs_messages_agree(capsys):
 
 def test_rate_matrix_refuses_epoch_options(tmp_path, capsys):
     f = tmp_path / "s.json"
-    f.write_text(json.dumps(EXAMPLE1))
+    f.write_text(json.dumps(EXAMPLE_1))
     for extra, named in [
         (["--epochs", "3"], "--epochs"),
         (["--epochs", "1"], "--epochs"),
@@ -351,6 +341,8 @@ def test_quality_help_shows_a_percent_sign(capsys):
     out = capsys.readouterr().out
     assert exc.value.code == 0
     assert "50%" in out and "%%" not in out
+
+
 def test_rate_announces_a_long_packing_on_stderr(tmp_path, capsys):
     """Over 10^6 leftovers: the packing and the bound after it say so on stderr, stdout stays JSON."""
     from coded_shuffle.bounds import cyclic_shift_matrix

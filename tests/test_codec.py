@@ -27,6 +27,8 @@ from coded_shuffle.codec import (
 from coded_shuffle.errors import DecodeError, IntegrityError
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.plan import decoding_steps, plan_delivery, plan_from_matrix
+from tests.cases import EXAMPLE_1, EXAMPLE_1_RECEIVER_RUNS, EXAMPLE_1_VALUES
+from tests.oracles import frame_reference
 
 
 @pytest.fixture
@@ -175,7 +177,7 @@ def test_encode_symbols_exceptions(rng):
 
 def test_encode_plan_exceptions(rng):
     ds = _dataset(rng, 15, 8)
-    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    plan = plan_from_matrix(EXAMPLE_1)
     with pytest.raises(TypeError, match="'plan'"):
         encode_plan("plan", ds, epoch=1)
     with pytest.raises(TypeError, match="'dataset'"):
@@ -298,24 +300,22 @@ def test_parse_frame_exceptions(rng):
 
 
 def test_receiver_index_of_example_1():
-    # Attia and Tandon (2016), Example 1: symbols 0-3 are order-2 (workers 0-1, 0-2, 1-2, 1-2),
-    # symbols 4-5 the chain of the cycle through all three workers; by hand, worker 0 reads
-    # symbols 0, 1, 4, 5, worker 1 reads 0, 2-5 and worker 2 reads 1-5.
-    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    # Attia and Tandon (2016), Example 1: the receiver index worked out by hand (tests/cases.py).
+    plan = plan_from_matrix(EXAMPLE_1)
     ds = load_dataset(np.arange(15 * 4, dtype=np.uint8).reshape(15, 4))
     raw = encode_plan(plan, ds, epoch=1)[0].tobytes()
     assert int.from_bytes(raw[36:40], "little") == 5
     table = np.frombuffer(raw[40 + 6 * 12 : 40 + 6 * 12 + 5 * 12], dtype="<u4").reshape(5, 3)
-    assert table.tolist() == [[0, 0, 2], [0, 4, 2], [1, 0, 1], [1, 2, 4], [2, 1, 5]]
+    assert table.tolist() == [list(row) for row in EXAMPLE_1_RECEIVER_RUNS]
     assert parse_frame(raw).runs.tolist() == table.tolist()
 
 
 def test_parse_frame_refuses_version_1(rng):
     ds = _dataset(rng, 10, 8)
-    old = _frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1], version=1)
+    old = frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1], version=1)
     with pytest.raises(DecodeError, match="version 1; this reader reads version 2 only"):
         parse_frame(old)
-    assert parse_frame(_frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1])).n_symbols == 2
+    assert parse_frame(frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1])).n_symbols == 2
 
 
 def test_parse_frame_receiver_index_exceptions(rng):
@@ -324,7 +324,7 @@ def test_parse_frame_receiver_index_exceptions(rng):
     ds = _dataset(rng, 10, 8)
 
     def frame(runs):
-        return _frame_reference(ds, [1, 2, 4], [3, -1, 5], epoch=1, symbol=[0, 1, 2], runs=runs)
+        return frame_reference(ds, [1, 2, 4], [3, -1, 5], epoch=1, symbol=[0, 1, 2], runs=runs)
 
     for runs in (
         [(0, 0, 0)],  # empty run
@@ -348,7 +348,7 @@ def test_decode_reads_only_the_symbols_addressed_to_the_worker(rng):
     # worker 0, holding 0 and 2, decodes point 1 only; without an index it decodes both.
     ds = _dataset(rng, 6, 8)
     cache = ds.cache([0, 2])
-    indexed = _frame_reference(ds, [0, 2], [1, 3], epoch=1, symbol=[0, 1], runs=[(0, 0, 1), (1, 1, 1)])
+    indexed = frame_reference(ds, [0, 2], [1, 3], epoch=1, symbol=[0, 1], runs=[(0, 0, 1), (1, 1, 1)])
     res = decode_worker(cache, [indexed], need=[1, 3], worker=0, checksums=ds.checksums)
     assert res.decoded.tolist() == [1] and res.missing.tolist() == [3]
     assert res.cache.data[0].tobytes() == ds.record(1)
@@ -356,7 +356,7 @@ def test_decode_reads_only_the_symbols_addressed_to_the_worker(rng):
     assert res.decoded.tolist() == [3] and res.missing.tolist() == [1]
     res = decode_worker(cache, [indexed], need=[1, 3], worker=2)
     assert res.decoded.tolist() == [] and res.missing.tolist() == [1, 3]
-    plain = _frame_reference(ds, [0, 2], [1, 3], epoch=1, symbol=[0, 1])
+    plain = frame_reference(ds, [0, 2], [1, 3], epoch=1, symbol=[0, 1])
     res = decode_worker(cache, [plain, indexed], need=[1, 3], worker=2, checksums=ds.checksums)
     assert res.decoded.tolist() == [1, 3] and res.ok
     with pytest.raises(DecodeError, match="cannot decode symbol 1"):
@@ -370,12 +370,12 @@ def test_decode_reads_only_the_symbols_addressed_to_the_worker(rng):
 
 def test_decode_example_1_peels_the_cycle(rng):
     # Attia and Tandon (2016), Example 1: 6 symbols; the first worker of the cycle peels 2 steps.
-    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    plan = plan_from_matrix(EXAMPLE_1)
     ds = _dataset(rng, 15, 32)
     frames = encode_plan(plan, ds, epoch=1)
     results = _decode_all(plan, ds, frames, epoch=1, checksums=ds.checksums)
     _assert_exact(plan, ds, results)
-    assert max(r.rounds for r in results) == 2
+    assert max(r.rounds for r in results) == EXAMPLE_1_VALUES["peel_steps"]
     assert sum(r.verified for r in results) == int((plan.placement_t.owner != plan.placement_t1.owner).sum())
     # Steps done on bytes equal the plan's decoding steps, transit points included.
     for k, r in enumerate(results):
@@ -435,7 +435,7 @@ def test_decode_encode_round_trip(K, extra, seed, B, strategy):
 
 
 def test_decode_flags_bit_flips_as_bad(rng):
-    plan = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+    plan = plan_from_matrix(EXAMPLE_1)
     ds = _dataset(rng, 15, 16)
     frame = encode_plan(plan, ds, epoch=1)[0]
     f = parse_frame(frame)
@@ -619,39 +619,6 @@ def test_decode_long_chains_variable_lengths_bit_exact(rng):
 # --------------------------------------------------------------------------- compiled path against numpy
 
 
-def _frame_reference(ds, a, b, *, epoch, symbol, repair=False, runs=(), version=2):
-    """One frame built from docs/wire-format.md with struct and numpy alone (the oracle).
-
-    ``runs`` is the receiver index, rows ``(worker, first, count)``; ``version`` 1 writes the
-    layout of version 1 (no index: the header's last field is reserved, 0).
-    """
-    import struct
-
-    a, b, symbol = (np.asarray(v, np.int64) for v in (a, b, symbol))
-    n, x = a.size, np.asarray(ds.data)
-    wide = n and max(int(a.max()), int(b.max()), int(symbol.max())) >= 0xFFFFFFFF
-    flags = (1 if ds.variable else 0) | (2 if wide else 0) | (4 if repair else 0)
-    pay = np.where((b >= 0)[:, None], x[a] ^ x[np.maximum(b, 0)], x[a])
-    idt = "<u8" if wide else "<u4"
-    none = 0xFFFFFFFFFFFFFFFF if wide else 0xFFFFFFFF
-    cols = [symbol.astype(idt), a.astype(idt), np.where(b >= 0, b, none).astype(idt)]
-    if ds.variable:
-        la = ds.lengths[a]
-        lb = np.where(b >= 0, ds.lengths[np.maximum(b, 0)], 0)
-        plen = np.maximum(la, lb)
-        cols += [la.astype("<u4"), lb.astype("<u4")]
-        body = b"".join(pay[s, : plen[s]].tobytes() for s in range(n))
-    else:
-        body = pay.tobytes()
-    entries = b"".join(b"".join(c[s].tobytes() for c in cols) for s in range(n))
-    entries += b"".join(struct.pack("<III", *row) for row in runs)
-    fields = (b"CSHF", version, flags, epoch, n, ds.record_bytes, len(body), 0, len(runs))
-    head = struct.pack("<4sHHQIIQII", *fields)
-    framing = head + entries + b"\0" * (-(len(head) + len(entries)) % 8)
-    crc = zlib.crc32(framing)
-    return framing[:32] + struct.pack("<I", crc) + framing[36:] + body
-
-
 def _decode_reference(cache, frame, need):
     """Worker decoding in plain numpy: the set peel of ``_peel_oracle``, then one row at a time."""
     need = np.unique(np.asarray(need, np.int64))
@@ -727,7 +694,7 @@ def test_compiled_path_matches_numpy_reference_on_plans(rng, variable, receiver_
         for fr in frames:
             n = parse_frame(fr).n_symbols
             runs = receiver_runs_reference(plan, lo, lo + n)
-            want = _frame_reference(
+            want = frame_reference(
                 ds, a[lo : lo + n], b[lo : lo + n], epoch=1, symbol=np.arange(lo, lo + n), runs=runs
             )
             assert fr.tobytes() == want
@@ -758,7 +725,7 @@ def test_compiled_path_matches_numpy_reference_on_random_symbols(rng):
         a = rng.integers(0, N, size=S)
         b = np.where(rng.random(S) < 0.2, -1, rng.integers(0, N, size=S))
         frame = encode_plan_arrays(ds, a, b, epoch=0)
-        assert frame.tobytes() == _frame_reference(ds, a, b, epoch=0, symbol=np.arange(S))
+        assert frame.tobytes() == frame_reference(ds, a, b, epoch=0, symbol=np.arange(S))
         cache = ds.cache(np.unique(rng.integers(0, N, size=int(rng.integers(0, N + 1)))))
         need = rng.permutation(N)[: int(rng.integers(0, N + 1))]  # distinct ids, in any order
         _assert_decode_matches_reference(cache, [frame], need, ds.checksums)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import pathlib
 import subprocess
 import sys
 
 import pytest
+
+from tests.cases import EXAMPLE_1
 
 EXAMPLES = sorted((pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 
@@ -31,3 +34,16 @@ def test_example_runs(path):
     assert done.stdout.strip()
     head = path.read_text().split('"""')[1]
     assert "Source:" in head or "source" in head  # each example names its source
+
+
+def test_paper_example1_is_the_shared_case():
+    # The example is a standalone program and spells its matrix out for the reader; it is the
+    # Example 1 of tests/cases.py.
+    (path,) = [p for p in EXAMPLES if p.stem == "paper_example1"]
+    tree = ast.parse(path.read_text())
+    (S,) = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["S"]
+    ]
+    assert tuple(map(tuple, S)) == EXAMPLE_1

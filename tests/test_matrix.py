@@ -12,9 +12,7 @@ from coded_shuffle.matrix import (
     shuffle_matrix_from_permutations,
 )
 from coded_shuffle.orders import epoch_placement, placement_from_owner
-
-# Attia and Tandon, Allerton 2016, Example 1: a matrix consistent with the paper's loads.
-EXAMPLE1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES
 
 
 def brute_shuffle_matrix(a, b, K):
@@ -57,10 +55,10 @@ def test_shuffle_matrix_large_K_no_wraparound():
 
 def test_paper_example1_leftovers():
     # Example 1: 4 order-2 symbols; the 3 leftovers form one cycle.
-    assert int(np.triu(pair_minima(EXAMPLE1), 1).sum()) == 4
-    omega = leftover_matrix(EXAMPLE1)
-    assert omega.sum() == 3
-    assert is_conserved(EXAMPLE1)
+    assert int(np.triu(pair_minima(EXAMPLE_1), 1).sum()) == EXAMPLE_1_VALUES["pairs"]
+    omega = leftover_matrix(EXAMPLE_1)
+    assert omega.sum() == EXAMPLE_1_VALUES["leftovers"]
+    assert is_conserved(EXAMPLE_1)
 
 
 def test_conservation_with_equal_and_unequal_batches(rng):
@@ -76,8 +74,8 @@ def test_conservation_with_equal_and_unequal_batches(rng):
 def test_from_permutations_and_back():
     S = shuffle_matrix_from_permutations([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], 3)
     assert S.tolist() == [[0, 0, 2], [0, 2, 0], [2, 0, 0]]
-    a, b = placements_from_matrix(EXAMPLE1)
-    assert shuffle_matrix(a, b).tolist() == EXAMPLE1
+    a, b = placements_from_matrix(EXAMPLE_1)
+    assert shuffle_matrix(a, b).tolist() == [list(row) for row in EXAMPLE_1]
 
 
 def test_check_shuffle_matrix_exceptions():

@@ -546,4 +546,3 @@ def test_installed_wheel_runs(tmp_path):
     )  # fmt: skip
     rows = json_rows(proc)
     assert [r["mode"] for r in rows] == ["coded", "uncoded", "alltoallv"] and all(r["verified"] for r in rows)
-

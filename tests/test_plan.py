@@ -1,4 +1,3 @@
-import functools
 import itertools
 
 import numpy as np
@@ -25,32 +24,28 @@ from coded_shuffle.plan import (
     rates,
     verify_plan,
 )
-
-# Attia and Tandon, Allerton 2016, Example 1 (K = 3, N = 15): uncoded 11, paired 7, coded 6.
-EXAMPLE1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
-
-# Greedy packs 2 cycles, the best packing 3: (0, 1, 4), (0, 2, 3), (1, 3, 5) (checked by hand).
-GREEDY_SHORT_K6 = (
-    (0, 1, 1, 0, 0, 0),
-    (0, 0, 0, 1, 1, 0),
-    (0, 0, 0, 1, 0, 0),
-    (1, 0, 0, 0, 0, 1),
-    (1, 0, 0, 0, 0, 0),
-    (0, 1, 0, 0, 0, 0),
+from tests.cases import (
+    EXAMPLE_1,
+    EXAMPLE_1_VALUES,
+    GREEDY_SHORT_K6,
+    GREEDY_SHORT_K6_BEST,
+    GREEDY_SHORT_K6_VALUES,
 )
+from tests.oracles import brute_max_packing, enumeration_packing
 
 
 def test_paper_example1_rates():
+    v = EXAMPLE_1_VALUES
     for strategy in ("greedy", "exact"):
-        r = rates(EXAMPLE1, strategy=strategy)
-        assert (r.uncoded, r.paired, r.coded) == (11, 7, 6)
-        assert r.pairs == 4 and r.leftovers == 3 and r.cycles_used == 1
+        r = rates(EXAMPLE_1, strategy=strategy)
+        assert (r.uncoded, r.paired, r.coded) == (v["uncoded"], v["paired"], v["coded"])
+        assert r.pairs == v["pairs"] and r.leftovers == v["leftovers"] and r.cycles_used == v["cycles"]
         assert r.conserved and r.uncoded_leftovers == 0
-        assert (r.K, r.N) == (3, 15)
+        assert (r.K, r.N) == (v["K"], v["N"])
 
 
 def test_paper_example1_plan_decodes_by_hand():
-    plan = plan_from_matrix(EXAMPLE1)
+    plan = plan_from_matrix(EXAMPLE_1)
     verify_plan(plan)
     a, b, phase = plan.transmissions()
     assert phase.tolist() == [0, 0, 0, 0, 1, 1]
@@ -66,7 +61,7 @@ def test_paper_example1_plan_decodes_by_hand():
     # The first worker of the 3-cycle peels in two steps.
     c0 = plan.cycle_workers[0]
     steps = [s for s in decoding_steps(plan, int(c0)) if s[0] >= 4]
-    assert len(steps) == 2 and steps[0][2] == steps[1][1]
+    assert len(steps) == EXAMPLE_1_VALUES["peel_steps"] and steps[0][2] == steps[1][1]
 
 
 def brute_group_moved(a, b, K):
@@ -190,7 +185,7 @@ def test_exact_fallback_is_explicit(monkeypatch):
     assert "fell back to greedy" in p.note and "at most 3" in p.note
     assert p.cycles_used == 2 and p.upper_bound == 3
     # a better packing than greedy's, below a bound nothing closes: kept, and flagged
-    best = [(0, 1, 4), (0, 2, 3), (1, 3, 5)]
+    best = list(GREEDY_SHORT_K6_BEST)
     monkeypatch.setattr(plan_mod, "_packing_upper_bound", lambda om: 10)
     monkeypatch.setattr(plan_mod, "_fractional_packing", lambda cols, cap, deadline: (4.5, None, None))
     monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om, limit: (best, False, 4.0))
@@ -272,15 +267,15 @@ def test_plan_exceptions():
     with pytest.raises(ValueError, match="'strategy'"):
         plan_delivery(a, a, strategy="best")
     with pytest.raises(ValueError, match="'strategy'"):
-        rates(EXAMPLE1, strategy="shortest")
+        rates(EXAMPLE_1, strategy="shortest")
     with pytest.raises(ValueError, match="'omega'"):
         pack_cycles([[1, 0], [0, 0]])
     with pytest.raises(ValueError, match="'S'"):
         plan_from_matrix([[1, 2]])
     with pytest.raises(TypeError, match="'plan'"):
-        verify_plan(EXAMPLE1)
+        verify_plan(EXAMPLE_1)
     with pytest.raises(ValueError, match="'worker'"):
-        decoding_steps(plan_from_matrix(EXAMPLE1), 3)
+        decoding_steps(plan_from_matrix(EXAMPLE_1), 3)
     assert batch_sizes(4, 2).tolist() == [2, 2]
 
 
@@ -359,6 +354,8 @@ def test_plan_from_matrix_limit_counts_pieces():
     S = [[PLAN_MAX_POINTS // 2, 1], [0, 0]]
     with pytest.raises(ValueError, match=r"at most 536870912 points in all with 2 subpacket"):
         plan_from_matrix(S, subpackets=2)
+
+
 def bfs_path(W, src, dst):
     """Shortest path src -> dst in the support of W: breadth-first, out-neighbours in increasing
     order, each node's parent the first node that reached it. Returns its nodes, or None."""
@@ -463,72 +460,9 @@ def test_greedy_progress_announced_only_when_long(capsys, monkeypatch):
     assert loud.cycles == quiet.cycles == ((0, 1, 2),) and loud.counts == quiet.counts == (5,)
     pack_cycles(omega)
     assert capsys.readouterr().err == ""
+
+
 # --------------------------------------------------------------------------- exact packing references
-
-
-def brute_simple_cycles(omega):
-    """Every simple cycle of the support (length >= 2), from its smallest worker, by extending paths."""
-    K = len(omega)
-    out = []
-
-    def extend(path):
-        for v in range(path[0], K):
-            if omega[path[-1]][v]:
-                if v == path[0] and len(path) >= 2:
-                    out.append(tuple(path))
-                elif v not in path:
-                    extend(path + [v])
-
-    for s in range(K):
-        extend([s])
-    return out
-
-
-def brute_max_packing(omega):
-    """Most arc-disjoint cycles (with multiplicity), by branching on the first cycle still usable."""
-    cycles = brute_simple_cycles(omega)
-    K = len(omega)
-    arcs = [[u * K + c[(k + 1) % len(c)] for k, u in enumerate(c)] for c in cycles]
-
-    @functools.cache
-    def best(state, start):
-        value = 0
-        for c in range(start, len(cycles)):
-            if all(state[a] > 0 for a in arcs[c]):
-                nxt = list(state)
-                for a in arcs[c]:
-                    nxt[a] -= 1
-                value = max(value, 1 + best(tuple(nxt), c))
-        return value
-
-    return best(tuple(int(x) for row in omega for x in row), 0)
-
-
-def enumeration_packing(omega, *, integral=True):
-    """Packing over every simple cycle (listed by networkx), solved by HiGHS: the set packing
-    (an int), or with ``integral=False`` its linear relaxation, the fractional packing (a float)."""
-    import networkx as nx
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    om = np.asarray(omega)
-    graph = nx.DiGraph([(int(i), int(j)) for i, j in zip(*np.nonzero(om), strict=True)])
-    cycles = [tuple(c) for c in nx.simple_cycles(graph)]
-    if not cycles:
-        return 0 if integral else 0.0
-    arcs = sorted({(c[k], c[(k + 1) % len(c)]) for c in cycles for k in range(len(c))})
-    index = {a: r for r, a in enumerate(arcs)}
-    A = np.zeros((len(arcs), len(cycles)))
-    for j, c in enumerate(cycles):
-        for k in range(len(c)):
-            A[index[(c[k], c[(k + 1) % len(c)])], j] = 1
-    res = milp(
-        -np.ones(len(cycles)),
-        constraints=LinearConstraint(A, -np.inf, [om[a] for a in arcs]),
-        integrality=np.full(len(cycles), int(integral)),
-        bounds=Bounds(0, np.inf),
-    )
-    assert res.status == 0
-    return int(round(-res.fun)) if integral else -res.fun
 
 
 def random_leftovers(rng, K, top):
@@ -571,9 +505,10 @@ def test_exact_packing_with_two_cycles_and_unbalanced_rows():
 
 
 def test_exact_beats_greedy_on_the_kept_case():
-    p = pack_cycles(GREEDY_SHORT_K6, strategy="exact")
-    assert (pack_cycles(GREEDY_SHORT_K6).cycles_used, p.cycles_used, p.optimal) == (2, 3, True)
-    assert brute_max_packing(GREEDY_SHORT_K6) == 3
+    v = GREEDY_SHORT_K6_VALUES
+    greedy, p = pack_cycles(GREEDY_SHORT_K6), pack_cycles(GREEDY_SHORT_K6, strategy="exact")
+    assert (greedy.cycles_used, p.cycles_used, p.optimal) == (v["greedy_cycles"], v["max_packing"], True)
+    assert brute_max_packing(GREEDY_SHORT_K6) == v["max_packing"]
 
 
 def test_fractional_packing_bound_against_enumeration_lp(rng):

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import builtins
+import json
 
 import pytest
 
 pytest.importorskip("matplotlib")
 
 from coded_shuffle import plots  # noqa: E402
-
-# Attia and Tandon (2016), Example 1
-EXAMPLE_1 = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+from tests.cases import EXAMPLE_1  # noqa: E402
 
 
 @pytest.mark.parametrize("ext", [".png", ".svg"])
@@ -75,7 +74,7 @@ def test_cli_plot(tmp_path, capsys):
     from coded_shuffle.cli import main
 
     matrix = tmp_path / "s.json"
-    matrix.write_text("[[2, 1, 2], [2, 1, 2], [1, 3, 1]]")
+    matrix.write_text(json.dumps(EXAMPLE_1))
     assert main(["plot", "leftovers", "--matrix", str(matrix), "--output", str(tmp_path / "o.svg")]) == 0
     assert (tmp_path / "o.svg").stat().st_size > 0
     args = ["plot", "load-vs-k", "--k-max", "3", "--seeds", "2", "--points-per-worker", "10"]
@@ -94,7 +93,7 @@ def test_output_in_a_missing_folder(tmp_path, capsys):
     with pytest.raises(ValueError, match="Argument 'path' must be in an existing folder"):
         plots.plot_leftovers(EXAMPLE_1, target)
     matrix = tmp_path / "s.json"
-    matrix.write_text("[[2, 1, 2], [2, 1, 2], [1, 3, 1]]")
+    matrix.write_text(json.dumps(EXAMPLE_1))
     for argv in (["leftovers", "--matrix", str(matrix)], ["load-vs-k", "--k-max", "3"]):
         assert main(["plot", *argv, "-o", str(target)]) == 2
         out, err = capsys.readouterr()

@@ -1,7 +1,5 @@
 """Sub-packets: records cut into q pieces, cycles packed in q Omega, loads exact in records."""
 
-import functools
-import itertools
 import json
 from fractions import Fraction
 
@@ -23,66 +21,32 @@ from coded_shuffle.plan import (
     rates,
     verify_plan,
 )
-
-# The K = 7 shuffle of proofs/claim_5_optimality.py (OMEGA_GAP_K7 plus the diagonal, batches of 3).
-OMEGA_K7 = np.array(
-    [
-        [0, 0, 0, 0, 1, 0, 1],
-        [1, 0, 0, 1, 0, 0, 0],
-        [0, 1, 0, 0, 0, 0, 1],
-        [0, 0, 0, 0, 0, 1, 1],
-        [0, 0, 1, 1, 0, 0, 0],
-        [1, 0, 1, 0, 0, 0, 0],
-        [0, 1, 0, 0, 1, 1, 0],
-    ]
-)
-S_K7 = OMEGA_K7 + np.diag(3 - OMEGA_K7.sum(axis=1))
-
-
-def brute_packing(omega) -> int:
-    """Most cycles, with multiplicity, in ``omega``: try every simple cycle through the first arc left."""
-    K = len(omega)
-    cycles = []
-    for L in range(2, K + 1):
-        for cyc in itertools.permutations(range(K), L):
-            if cyc[0] == min(cyc) and all(omega[cyc[k]][cyc[(k + 1) % L]] for k in range(L)):
-                cycles.append([cyc[k] * K + cyc[(k + 1) % L] for k in range(L)])
-
-    through = {e: [c for c in cycles if e in c] for c in cycles for e in c}
-
-    @functools.cache
-    def best(state):
-        e = next((e for e in through if state[e]), None)
-        if e is None:
-            return 0
-        drop = list(state)
-        drop[e] = 0
-        value = best(tuple(drop))
-        for c in through[e]:
-            if all(state[a] for a in c):
-                nxt = list(state)
-                for a in c:
-                    nxt[a] -= 1
-                value = max(value, 1 + best(tuple(nxt)))
-        return value
-
-    return best(tuple(int(x) for row in omega for x in row))
+from tests.cases import OMEGA_GAP_K7, OMEGA_GAP_K7_VALUES, S_GAP_K7
+from tests.oracles import brute_max_packing
 
 
 def test_k7_two_pieces_send_ten_and_a_half():
-    # Reference: brute force packs 9 cycles in 2 Omega (and 4 in Omega); W = 15, P = 0.
-    assert brute_packing((2 * OMEGA_K7).tolist()) == 9
-    assert brute_packing(OMEGA_K7.tolist()) == 4
-    whole = rates(S_K7, strategy="exact")
-    half = rates(S_K7, strategy="exact", subpackets=2)
-    assert (whole.coded, whole.subpackets) == (11, 1)
-    assert (half.uncoded, half.pairs, half.paired, half.cycles_used) == (15, 0, 15, 9)
-    assert half.coded == Fraction(21, 2) and isinstance(half.coded, Fraction)
+    # The K = 7 gap matrix (tests/cases.py). Reference: brute force packs 9 cycles in 2 Omega (and
+    # 4 in Omega); W = 15, P = 0.
+    v = OMEGA_GAP_K7_VALUES
+    omega = np.array(OMEGA_GAP_K7)
+    assert brute_max_packing((2 * omega).tolist()) == v["max_packing_of_copies"][2]
+    assert brute_max_packing(omega.tolist()) == v["max_packing"]
+    whole = rates(S_GAP_K7, strategy="exact")
+    half = rates(S_GAP_K7, strategy="exact", subpackets=2)
+    assert (whole.coded, whole.subpackets) == (v["coded"], 1)
+    assert (half.uncoded, half.pairs, half.paired, half.cycles_used) == (
+        v["uncoded"],
+        v["pairs"],
+        v["uncoded"] - v["pairs"],
+        v["max_packing_of_copies"][2],
+    )
+    assert half.coded == v["coded_halves"] and isinstance(half.coded, Fraction)
     assert half.uncoded_leftovers == 0 and half.subpackets == 2
-    assert lower_bound(S_K7).value == 10 <= half.coded
-    plan = plan_from_matrix(S_K7, strategy="exact", subpackets=2)
+    assert lower_bound(S_GAP_K7).value == v["lower_bound"] <= half.coded
+    plan = plan_from_matrix(S_GAP_K7, strategy="exact", subpackets=2)
     verify_plan(plan)
-    assert (plan.n_symbols, plan.load, plan.subpackets) == (21, Fraction(21, 2), 2)
+    assert (plan.n_symbols, plan.load, plan.subpackets) == (2 * v["coded_halves"], v["coded_halves"], 2)
     # every piece index names piece k of point p as p * 2 + k; both pieces of every moved point arrive
     a, b = plan.placement_t.owner, plan.placement_t1.owner
     got = np.concatenate([plan.pair_x, plan.pair_y, plan.cycle_points, plan.uncoded_points])
@@ -91,9 +55,10 @@ def test_k7_two_pieces_send_ten_and_a_half():
 
 def test_greedy_gains_nothing_from_copies_here():
     # shortest-cycles-first packs q copies of its own packing of Omega on this case
+    v = OMEGA_GAP_K7_VALUES
     for q in (1, 2, 3):
-        r = rates(S_K7, subpackets=q)
-        assert r.cycles_used == 4 * q and r.coded == 11
+        r = rates(S_GAP_K7, subpackets=q)
+        assert r.cycles_used == v["max_packing"] * q and r.coded == v["coded"]
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -117,7 +82,7 @@ def test_loads_exact_ordered_and_plans_verified(args):
         assert lower_bound(S).value <= r.coded <= r.paired <= r.uncoded
         assert r.coded <= rates(S, strategy=strategy).coded
         if strategy == "exact":
-            assert r.cycles_used == brute_packing((q * omega).tolist())
+            assert r.cycles_used == brute_max_packing((q * omega).tolist())
         if sum(map(sum, S)):
             plan = plan_from_matrix(S, strategy=strategy, subpackets=q)
             verify_plan(plan)
@@ -190,7 +155,7 @@ def test_cli_rate_subpackets(tmp_path, capsys):
     from coded_shuffle.cli import main
 
     f = tmp_path / "k7.json"
-    f.write_text(json.dumps(S_K7.tolist()))
+    f.write_text(json.dumps(S_GAP_K7))
     rows = {}
     for q in (1, 2):
         argv = ["rate", "--matrix", str(f), "--strategy", "exact", "--subpackets", str(q), "--json"]
@@ -233,7 +198,7 @@ def test_k7_records_in_halves_decode_and_verify():
 
     records = np.random.default_rng(11).integers(0, 256, (21, 16), dtype=np.uint8)
     halves = load_dataset(records.reshape(42, 8))  # piece k of record n is row 2 n + k
-    p0, p1 = (placement_from_owner(np.repeat(p.owner, 2), 7) for p in placements_from_matrix(S_K7))
+    p0, p1 = (placement_from_owner(np.repeat(p.owner, 2), 7) for p in placements_from_matrix(S_GAP_K7))
     rep, caches = transition(halves, initial_caches(halves, p0), p0, p1, epoch=1, strategy="exact")
     assert rep.verified and rep.coded_symbols == 21 and rep.repairs == 0  # 21 halves: 21/2 records
     for k, cache in enumerate(caches):  # every worker holds its next batch, records whole again
@@ -265,7 +230,7 @@ def test_piece_plans_have_gf2_certificates_and_encode_only_pieces():
     from coded_shuffle.certificates import certify_plan
     from coded_shuffle.codec import encode_plan, load_dataset
 
-    plan = plan_from_matrix(S_K7, strategy="exact", subpackets=2)
+    plan = plan_from_matrix(S_GAP_K7, strategy="exact", subpackets=2)
     certs = certify_plan(plan)  # galois ranks over the 42 halves: every worker decodes its halves
     assert all(c.decodable for c in certs)
     assert sum(c.needed for c in certs) == 30

@@ -1,0 +1,190 @@
+"""Write ``tests/kat/vectors.json``, the frozen known-answer vectors that ``tests/test_kat.py`` checks.
+
+Why the vectors exist
+---------------------
+Epoch orders, record checksums and frames are formats: a run resumed at epoch ``t`` must get the
+orders it would have had, a checksum table kept with a dataset must still verify its records, and
+a frame written by one build must read the same in another of the same wire version. The
+property tests cannot see a change that stays consistent with itself (a new permutation is as
+random as the old one, a new frame layout decodes as well), so these vectors pin exact values.
+No release may change an order, a checksum or a frame silently: a change that makes
+``tests/test_kat.py`` fail is a format change, made on purpose, with a version bump
+(``coded_shuffle.codec.WIRE_VERSION`` for frames, the package version for orders and
+checksums) and a line in ``CHANGELOG.md``; only then are the vectors rewritten with this script,
+and the diff of ``vectors.json`` is reviewed with the change. The test compares with the file and
+never rewrites it.
+
+numpy does not promise that ``Generator`` methods keep their streams across its releases
+(NEP 19), so the order vectors also catch a change that arrives with a new numpy.
+
+What is frozen
+--------------
+``checksums``        the 64-bit checksums of seven byte strings (empty, one word, around words)
+``permutations``     ``epoch_permutation(20, seed=s, epoch=t)``, three seeds, epochs 0 and 1
+``feistel``          ``feistel_permutation``: round keys and the whole order at ``N = 37`` for
+                     two (seed, epoch), and the keys and ``pi(0..15)`` at ``N = 10^9``
+``frame_example_1``  the whole frame of Example 1 (``tests/cases.py``) at epoch 1, the plan of
+                     the default strategy, over 15 fixed records of 8 bytes, with the records'
+                     checksums, the header, entries and receiver index read back
+
+Where the values come from
+--------------------------
+Wherever a reference exists, the value written is the reference's, not the library's
+(``tests/oracles.py``): the checksums from the formula of ``docs/wire-format.md`` (its SplitMix64
+keys checked against the generator's published outputs in ``tests/test_oracles.py``), the
+permutations from numpy's stream as ``coded_shuffle.orders.permutation`` documents it, the
+Feistel keys and orders from the network of ``coded_shuffle.orders.feistel`` evaluated on Python
+ints. The frame is the library's; it is rebuilt byte for byte from ``docs/wire-format.md`` with
+struct and zlib, and its receiver index is the one worked out by hand. The script refuses to write
+when the library and a reference disagree. The records of the frame are the first 8 bytes of
+``SHA-256(b"coded_shuffle kat record <n>")``.
+
+Run
+---
+``python tests/kat/make_kat.py`` (from anywhere; the checkout's ``coded_shuffle`` is used).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTORS = Path(__file__).resolve().with_name("vectors.json")
+
+#: Byte strings whose checksums are frozen: empty, short, exactly one word, one word and a byte,
+#: all ones over two words, and a sentence over six words.
+CHECKSUM_RECORDS = (
+    b"",
+    b"a",
+    b"abc",
+    bytes(range(8)),
+    bytes(range(9)),
+    b"\xff" * 16,
+    b"The quick brown fox jumps over the lazy dog",
+)
+PERMUTATION_N = 20
+PERMUTATION_SEEDS = (0, 1, 20161001)
+PERMUTATION_EPOCHS = (0, 1)
+#: ``(N, seed, epoch, how many values from pi(0))``.
+FEISTEL = ((37, 0, 0, 37), (37, 1, 1, 37), (10**9, 12345, 7, 16))
+FRAME_EPOCH = 1
+FRAME_RECORD_BYTES = 8
+
+
+def frame_records(N: int) -> list[bytes]:
+    """The fixed records of the frame vector."""
+    return [
+        hashlib.sha256(b"coded_shuffle kat record %d" % n).digest()[:FRAME_RECORD_BYTES] for n in range(N)
+    ]
+
+
+def _agree(what: str, reference: object, library: object) -> None:
+    if reference != library:
+        raise SystemExit(f"make_kat: the library disagrees with the reference on {what}; nothing written")
+
+
+def build() -> dict:
+    """Every vector, as the JSON object written to ``vectors.json``."""
+    import numpy as np
+
+    from coded_shuffle.codec import WIRE_VERSION, encode_plan, load_dataset, record_checksums
+    from coded_shuffle.orders import epoch_permutation, feistel_permutation
+    from coded_shuffle.plan import plan_from_matrix
+    from tests.cases import EXAMPLE_1, EXAMPLE_1_RECEIVER_RUNS
+    from tests.oracles import (
+        checksum_from_spec,
+        feistel_from_spec,
+        feistel_keys_from_spec,
+        frame_reference,
+        permutation_from_spec,
+        read_frame_reference,
+    )
+
+    checksums = [checksum_from_spec(r) for r in CHECKSUM_RECORDS]
+    _agree("the checksums", checksums, [int(h) for h in record_checksums(list(CHECKSUM_RECORDS))])
+
+    permutations = []
+    for seed in PERMUTATION_SEEDS:
+        for epoch in PERMUTATION_EPOCHS:
+            order = permutation_from_spec(PERMUTATION_N, seed=seed, epoch=epoch)
+            _agree(
+                f"permutation {seed}, {epoch}",
+                order,
+                epoch_permutation(PERMUTATION_N, seed=seed, epoch=epoch).tolist(),
+            )
+            permutations.append({"N": PERMUTATION_N, "seed": seed, "epoch": epoch, "order": order})
+
+    feistel = []
+    for N, seed, epoch, count in FEISTEL:
+        keys = feistel_keys_from_spec(seed=seed, epoch=epoch)
+        forward = feistel_from_spec(N, keys, range(count))
+        p = feistel_permutation(N, seed=seed, epoch=epoch)
+        _agree(f"the Feistel keys of {N}, {seed}, {epoch}", keys, list(p.keys))
+        _agree(f"the Feistel order of {N}, {seed}, {epoch}", forward, p.forward(np.arange(count)).tolist())
+        feistel.append(
+            {"N": N, "seed": seed, "epoch": epoch, "keys": [f"{k:016x}" for k in keys], "forward": forward}
+        )
+
+    plan = plan_from_matrix(EXAMPLE_1)
+    records = frame_records(plan.N)
+    dataset = load_dataset(np.frombuffer(b"".join(records), dtype=np.uint8).reshape(plan.N, -1))
+    (frame,) = encode_plan(plan, dataset, epoch=FRAME_EPOCH)
+    raw = frame.tobytes()
+    parts = read_frame_reference(raw)
+    s, a, b = (list(c) for c in zip(*parts["entries"], strict=True))
+    rebuilt = frame_reference(dataset, a, b, epoch=FRAME_EPOCH, symbol=s, runs=EXAMPLE_1_RECEIVER_RUNS)
+    _agree("the frame of Example 1", rebuilt, raw)
+    frame_checksums = [checksum_from_spec(r) for r in records]
+    _agree("the checksums of the frame's records", frame_checksums, [int(h) for h in dataset.checksums])
+    header = dict(parts["header"], magic=parts["header"]["magic"].decode("ascii"))
+
+    return {
+        "about": (
+            "Frozen known-answer vectors: written by tests/kat/make_kat.py (read its docstring before "
+            "rewriting), checked by tests/test_kat.py. Hex strings are big-endian numbers (keys, "
+            "checksums) or bytes in order (records, frame)."
+        ),
+        "checksums": [
+            {"record": r.hex(), "checksum": f"{h:016x}"}
+            for r, h in zip(CHECKSUM_RECORDS, checksums, strict=True)
+        ],
+        "permutations": permutations,
+        "feistel": feistel,
+        "frame_example_1": {
+            "S": [list(row) for row in EXAMPLE_1],
+            "strategy": "greedy",
+            "epoch": FRAME_EPOCH,
+            "wire_version": WIRE_VERSION,
+            "records": [r.hex() for r in records],
+            "checksums": [f"{h:016x}" for h in frame_checksums],
+            "header": header,
+            "entries": [list(e) for e in parts["entries"]],
+            "runs": [list(row) for row in parts["runs"]],
+            "frame": [raw[k : k + 16].hex() for k in range(0, len(raw), 16)],
+        },
+    }
+
+
+def dumps(value: object, depth: int = 0) -> str:
+    """JSON with one item a line, except that lists of plain values stay on one line."""
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {dumps(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return "[\n" + ",\n".join(inner + dumps(v, depth + 1) for v in value) + f"\n{pad}]"
+    return json.dumps(value)
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    VECTORS.write_text(dumps(build()) + "\n")
+    print(f"wrote {VECTORS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

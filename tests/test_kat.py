@@ -1,0 +1,131 @@
+"""Known-answer tests: orders, checksums and the frame of Example 1 against tests/kat/vectors.json.
+
+The vectors are frozen: this module reads them and never writes them. A failure here means a
+release would change an order, a checksum or a frame; read tests/kat/make_kat.py before
+rewriting the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coded_shuffle.codec import (
+    FRAME_HEADER_BYTES,
+    WIRE_VERSION,
+    checksum_reference,
+    decode_worker,
+    encode_plan,
+    load_dataset,
+    parse_frame,
+    record_checksums,
+)
+from coded_shuffle.orders import (
+    OrderSpec,
+    epoch_order,
+    epoch_permutation,
+    epoch_placement,
+    feistel_permutation,
+)
+from coded_shuffle.plan import plan_from_matrix
+from tests.cases import EXAMPLE_1, EXAMPLE_1_RECEIVER_RUNS
+from tests.oracles import (
+    checksum_from_spec,
+    feistel_from_spec,
+    feistel_keys_from_spec,
+    frame_reference,
+    permutation_from_spec,
+    read_frame_reference,
+)
+
+VECTORS = json.loads((Path(__file__).resolve().parent / "kat" / "vectors.json").read_text())
+
+
+def test_the_vectors_are_all_there():
+    # a rewrite that dropped a vector would pass the tests below: the file's shape is fixed too
+    assert list(VECTORS) == ["about", "checksums", "permutations", "feistel", "frame_example_1"]
+    assert len(VECTORS["checksums"]) == 7
+    assert [(p["seed"], p["epoch"], len(p["order"])) for p in VECTORS["permutations"]] == [
+        (seed, epoch, 20) for seed in (0, 1, 20161001) for epoch in (0, 1)
+    ]
+    assert [(f["N"], len(f["keys"]), len(f["forward"])) for f in VECTORS["feistel"]] == [
+        (37, 8, 37),
+        (37, 8, 37),
+        (10**9, 8, 16),
+    ]
+    frame = VECTORS["frame_example_1"]
+    assert frame["S"] == [list(row) for row in EXAMPLE_1] and len(frame["records"]) == 15
+
+
+def test_record_checksums():
+    records = [bytes.fromhex(v["record"]) for v in VECTORS["checksums"]]
+    want = [int(v["checksum"], 16) for v in VECTORS["checksums"]]
+    assert [int(h) for h in record_checksums(records)] == want
+    assert [checksum_reference(r) for r in records] == want
+    assert [checksum_from_spec(r) for r in records] == want  # the vectors are the formula's
+
+
+@pytest.mark.parametrize(
+    "vector", VECTORS["permutations"], ids=lambda v: f"seed{v['seed']}-epoch{v['epoch']}"
+)
+def test_epoch_permutations(vector):
+    N, seed, epoch, want = vector["N"], vector["seed"], vector["epoch"], vector["order"]
+    assert epoch_permutation(N, seed=seed, epoch=epoch).tolist() == want
+    assert epoch_order(N, seed=seed, epoch=epoch).tolist() == want
+    assert permutation_from_spec(N, seed=seed, epoch=epoch) == want  # numpy's stream, directly
+    # the placement is the order cut into batches: worker k holds positions 5 k .. 5 k + 4
+    owner = epoch_placement(N, 4, seed=seed, epoch=epoch).owner
+    assert owner[want].tolist() == np.repeat(np.arange(4), N // 4).tolist()
+
+
+@pytest.mark.parametrize("vector", VECTORS["feistel"], ids=lambda v: f"N{v['N']}-seed{v['seed']}")
+def test_feistel_orders(vector):
+    N, seed, epoch, want = vector["N"], vector["seed"], vector["epoch"], vector["forward"]
+    keys = [int(k, 16) for k in vector["keys"]]
+    p = feistel_permutation(N, seed=seed, epoch=epoch)
+    assert list(p.keys) == keys == feistel_keys_from_spec(seed=seed, epoch=epoch)
+    assert p.forward(np.arange(len(want))).tolist() == want
+    assert p.inverse(want).tolist() == list(range(len(want)))
+    assert feistel_from_spec(N, keys, range(len(want))) == want  # the network on Python ints
+    if len(want) == N:
+        assert epoch_order(N, seed=seed, epoch=epoch, spec=OrderSpec("feistel")).tolist() == want
+    else:  # enough indices for the compiled loop: the same values
+        assert p.forward(np.arange(1 << 12))[: len(want)].tolist() == want
+
+
+def test_frame_of_example_1():
+    vec = VECTORS["frame_example_1"]
+    raw = bytes.fromhex("".join(vec["frame"]))
+    records = [bytes.fromhex(r) for r in vec["records"]]
+    data = np.frombuffer(b"".join(records), dtype=np.uint8).reshape(len(records), -1)
+    dataset = load_dataset(data)
+    assert [int(h) for h in dataset.checksums] == [int(h, 16) for h in vec["checksums"]]
+    assert [checksum_from_spec(r) for r in records] == [int(h, 16) for h in vec["checksums"]]
+    # the library writes the frozen frame, byte for byte
+    assert (WIRE_VERSION, FRAME_HEADER_BYTES) == (vec["wire_version"], 40)
+    plan = plan_from_matrix(vec["S"], strategy=vec["strategy"])
+    frames = encode_plan(plan, dataset, epoch=vec["epoch"])
+    assert len(frames) == 1 and frames[0].tobytes() == raw
+    # read without the library: header, entries, receiver index (by hand), CRC, payloads
+    parts = read_frame_reference(raw)
+    assert parts["crc_ok"]
+    assert dict(parts["header"], magic=parts["header"]["magic"].decode("ascii")) == vec["header"]
+    assert [list(e) for e in parts["entries"]] == vec["entries"]
+    assert [list(r) for r in parts["runs"]] == vec["runs"] == [list(r) for r in EXAMPLE_1_RECEIVER_RUNS]
+    for (_, a, b), payload in zip(parts["entries"], parts["payload"], strict=True):
+        assert payload == bytes(x ^ y for x, y in zip(records[a], records[b], strict=True))
+    s, a, b = zip(*parts["entries"], strict=True)
+    assert frame_reference(dataset, a, b, epoch=vec["epoch"], symbol=s, runs=EXAMPLE_1_RECEIVER_RUNS) == raw
+    # and the library reads it back: every worker decodes its new batch from the frozen bytes
+    frame = parse_frame(np.frombuffer(raw, dtype=np.uint8), epoch=vec["epoch"], record_bytes=data.shape[1])
+    assert frame.runs.tolist() == vec["runs"]
+    for k in range(plan.K):
+        cache = dataset.cache(plan.placement_t.batch(k))
+        need = plan.placement_t1.batch(k)
+        res = decode_worker(
+            cache, [raw], need=need, worker=k, epoch=vec["epoch"], checksums=dataset.checksums
+        )
+        assert res.ok and np.array_equal(res.cache.data, data[need])
