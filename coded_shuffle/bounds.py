@@ -27,6 +27,7 @@ needs exactly that many (Attia and Tandon, Allerton 2016, arXiv:1609.09823).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -44,6 +45,7 @@ __all__ = [
     "ordering_bound",
     "worst_case",
     "cyclic_shift_matrix",
+    "optimality_gap",
 ]
 
 #: Largest ``K`` for which :func:`lower_bound` runs the exact dynamic program.
@@ -349,3 +351,30 @@ def cyclic_shift_matrix(N: int, K: int) -> np.ndarray:
     k = np.arange(K)
     S[(k + 1) % K, k] = N // K
     return S
+
+
+def optimality_gap(load: object, bound: object) -> float:
+    """Return ``load / bound - 1``: how far a load can be from the best possible, at most.
+
+    ``bound`` is a valid lower bound on the load of every scheme (:func:`lower_bound`), so the
+    optimal load lies in ``[bound, load]`` and the true distance of ``load`` from it is at most the
+    gap. A gap of 0 is the certificate ``load == bound``: no scheme sends fewer symbols. The
+    quotient is exact (fractions) before the one rounding to float; a zero bound gives 0 for a zero
+    load and ``inf`` otherwise.
+
+    Examples
+    --------
+    >>> optimality_gap(6, 6)
+    0.0
+    >>> optimality_gap(11, 10)
+    0.1
+    >>> from fractions import Fraction
+    >>> optimality_gap(Fraction(21, 2), 10)
+    0.05
+    """
+    num, den = Fraction(load), Fraction(bound)  # type: ignore[arg-type]
+    if num < 0 or den < 0:
+        raise ValueError(f"Arguments 'load' and 'bound' must be non-negative, not {num} and {den}.")
+    if den == 0:
+        return 0.0 if num == 0 else math.inf
+    return float(num / den - 1)

@@ -44,11 +44,13 @@ def test_rate_matrix_csv_table(tmp_path, capsys):
         "paired",
         "coded",
         "bound",
+        "gap",
         "optimal",
         "worst",
         "gain",
     ]
-    assert row.split()[:10] == ["-", "3", "15", "-", "exact", "11", "7", "6", "6", "yes"]
+    # Example 1: coded 6 meets the bound 6 (the paper's figures), so the gap is 0.
+    assert row.split()[:11] == ["-", "3", "15", "-", "exact", "11", "7", "6", "6", "0.00%", "yes"]
     assert "note: optimal yes: coded == bound" in out
 
 
@@ -358,3 +360,20 @@ def test_rate_announces_a_long_packing_on_stderr(tmp_path, capsys):
     ]
     (row,) = [json.loads(line) for line in out.splitlines()]
     assert row["coded"] == row["lower_bound"] == N * (K - 1) // K and row["cycles"] == N // K
+
+
+def test_optimality_gap_in_every_row(tmp_path, capsys):
+    # The K = 7 gap matrix (tests/cases.py, claim 5): coded 11 against the bound 10, so the gap
+    # is 11 / 10 - 1 = 10 %, and the row is not certified optimal; Example 1 meets its bound.
+    from tests.cases import EXAMPLE_1, S_GAP_K7
+
+    for S, gap, optimal in ((S_GAP_K7, 0.1, False), (EXAMPLE_1, 0.0, True)):
+        f = tmp_path / "s.json"
+        f.write_text(json.dumps([list(r) for r in S]))
+        code, out, _ = run(capsys, "rate", "--matrix", str(f), "--strategy", "exact", "--json")
+        row = json.loads(out)
+        assert code == 0 and row["optimality_gap"] == pytest.approx(gap) and row["optimal"] is optimal
+    code, out, _ = run(capsys, "simulate", "-K", "5", "-N", "400", "-B", "8", "--epochs", "2", "--json")
+    for row in map(json.loads, out.splitlines()):
+        assert row["optimality_gap"] == row["coded_symbols"] / row["lower_bound"] - 1
+        assert (row["optimality_gap"] == 0) == row["optimal"]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
-from ..bounds import EXACT_BOUND_MAX_K, lower_bound, worst_case
+from ..bounds import EXACT_BOUND_MAX_K, lower_bound, optimality_gap, worst_case
 from ..matrix import MAX_POINTS, feistel_shuffle_matrix, shuffle_matrix
 from ..orders import (
     OrderSpec,
@@ -113,6 +113,7 @@ def _rate_row(
         "lower_bound": lb.value,
         "lower_bound_exact": lb.exact or certified,
         "optimal": certified,
+        "optimality_gap": optimality_gap(r.coded, lb.value),
         "worst_case": _number(worst_case(r.N, r.K)) if why is None else None,
         "cycles": r.cycles_used,
         "uncoded_leftovers": _number(r.uncoded_leftovers),
@@ -210,6 +211,7 @@ _RATE_COLUMNS = (
     ("paired", "paired"),
     ("coded", "coded"),
     ("lower_bound", "bound"),
+    ("optimality_gap", "gap"),
     ("optimal", "optimal"),
     ("worst_case", "worst"),
     ("gain", "gain"),
@@ -230,6 +232,8 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
             out.append(row["coded_fraction"])
         elif key == "optimal":
             out.append("yes" if v else "-")
+        elif key == "optimality_gap":
+            out.append(f"{v:.2%}")
         elif v is None:
             out.append("-")
         elif isinstance(v, float):
@@ -313,11 +317,14 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             for r in rows:
                 if not r["lower_bound_exact"]:
                     flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
+                flags.add("gap = coded / bound - 1: at most how far coded is from the best possible load")
                 if r["optimal"]:
                     flags.add(
                         "optimal yes: coded == bound, so no scheme sends fewer symbols "
                         "(the packing is maximum and the bound exact)"
                     )
+                else:
+                    flags.add("optimal -: not proven; the best load lies between bound and coded")
                 if r["note"]:
                     flags.add(r["note"])
                 if r["subpackets"] > 1:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..bounds import optimality_gap
+
 __all__ = ["TransitionReport", "RunReport"]
 
 
@@ -149,7 +151,13 @@ class TransitionReport:
         >>> d["K"], d["N"], d["verified"], d["coded_symbols"] <= d["uncoded_symbols"]
         (3, 30, True, True)
         """
-        return asdict(self)
+        return {**asdict(self), "optimality_gap": self.optimality_gap}
+
+    @property
+    def optimality_gap(self) -> float:
+        """``coded_symbols / lower_bound - 1``: at most how far the coded load is from the best
+        possible (:func:`coded_shuffle.bounds.optimality_gap`); 0 exactly when ``optimal``."""
+        return optimality_gap(self.coded_symbols, self.lower_bound)
 
 
 @dataclass(frozen=True)
