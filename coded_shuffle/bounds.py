@@ -372,7 +372,7 @@ def optimality_gap(load: object, bound: object) -> float:
     >>> optimality_gap(Fraction(21, 2), 10)
     0.05
     """
-    num, den = Fraction(load), Fraction(bound)  # type: ignore[arg-type]
+    num, den = Fraction(load), Fraction(bound)  # type: ignore[arg-type, call-overload]
     if num < 0 or den < 0:
         raise ValueError(f"Arguments 'load' and 'bound' must be non-negative, not {num} and {den}.")
     if den == 0:

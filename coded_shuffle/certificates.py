@@ -27,6 +27,7 @@ Reference: Attia and Tandon, Allerton 2016, arXiv:1609.09823 (XOR is addition in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,18 @@ def gf2_system(plan: DeliveryPlan, worker: int) -> tuple[np.ndarray, np.ndarray,
     return G, E, points
 
 
+def _galois() -> Any:
+    """The ``galois`` package, or one line naming the extra that installs it."""
+    try:
+        import galois
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "GF(2) certificates need galois, which the extra [certificates] installs: "
+            "pip install 'galois>=0.4'"
+        ) from None
+    return galois
+
+
 def gf2_certificate(plan: DeliveryPlan, worker: int) -> Certificate:
     """Return the GF(2) rank certificate of ``worker``: do the symbols and its cache span its needs?
 
@@ -133,9 +146,7 @@ def gf2_certificate(plan: DeliveryPlan, worker: int) -> Certificate:
     (True, 3)
     """
     G, E, points = gf2_system(plan, worker)
-    import galois
-
-    GF2 = galois.GF2
+    GF2 = _galois().GF2
     r0 = int(np.linalg.matrix_rank(GF2(G))) if G.size else 0
     r1 = int(np.linalg.matrix_rank(GF2(np.vstack([G, E])))) if E.size else r0
     points.flags.writeable = False

@@ -169,7 +169,10 @@ def plot_load_vs_k(
         ax.errorbar(K, mean, yerr=std, label=label, color=color, marker=marker, linestyle=ls, capsize=3, ms=5)
     ax.set_xlabel("workers K")
     ax.set_ylabel("load per point (symbols / N)")
-    ax.set_title(f"Random reshuffles: N = {points_per_worker} K, mean and std over {seeds} seeds")
+    ax.set_title(
+        f"Random reshuffles: {points_per_worker} points a worker (N = {points_per_worker} x K), "
+        f"mean and std over {seeds} seeds"
+    )
     ax.set_xticks(K)
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
@@ -179,10 +182,13 @@ def plot_load_vs_k(
 
 
 def _draw_cycles(ax: Any, graph: Any, pos: Any, packing: Any, cmap: Any, omega: np.ndarray) -> np.ndarray:
-    """Draw each cycle of ``packing`` in its colour, listed top left; return the arcs' uses."""
+    """Draw each cycle of ``packing`` in its colour, listed beside the graph; return the arcs' uses."""
     import networkx as nx
+    from matplotlib.lines import Line2D
 
     used = np.zeros_like(omega)
+    handles: list[Any] = []
+    names: list[str] = []
     layer: dict[tuple[int, int], int] = {}  # how many cycles already drawn on each arc
     for c, (cyc, count) in enumerate(zip(packing.cycles, packing.counts, strict=True)):
         color = cmap(c % 10)
@@ -203,14 +209,10 @@ def _draw_cycles(ax: Any, graph: Any, pos: Any, packing: Any, cmap: Any, omega: 
                 connectionstyle=f"arc3,rad={0.15 * n}",
                 node_size=900,
             )
-        ax.annotate(
-            f"cycle {c + 1}: {' > '.join(f'w{w + 1}' for w in cyc)}  x{count}",
-            xy=(0.01, 0.99 - 0.045 * c),
-            xycoords="axes fraction",
-            color=color,
-            fontsize=9,
-            va="top",
-        )
+        handles.append(Line2D([], [], color=color, lw=1.5 + min(count, 6)))
+        names.append(f"cycle {c + 1}: {' > '.join(f'w{w + 1}' for w in cyc)}  x{count}")
+    if handles:  # beside the graph, never over a node
+        ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
     return used
 
 
@@ -258,7 +260,7 @@ def plot_leftovers(
     omega = leftover_matrix(S)
     packing = pack_cycles(omega, strategy=strategy)
     r = rates(S, strategy=strategy)
-    fig = _figure(figsize=(6.5, 6.5), layout="constrained")
+    fig = _figure(figsize=(9, 6.5), layout="constrained")
     ax = fig.add_subplot()
     graph = nx.DiGraph()
     graph.add_nodes_from(range(K))
@@ -321,7 +323,7 @@ def plot_orders(path: str | os.PathLike[str], **options: Any) -> str:
     rows = order_tradeoff(options.pop("orders", None), **options)
     fig = _figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    # Orders that land on (nearly) the same point share one label, placed at the leftmost of them.
+    # Orders that land on (nearly) the same point are labelled as a group, each label on its own line.
     groups: dict[tuple[float, float], list[tuple[float, float, str]]] = {}
     for row in rows:
         x = max(row["epoch_mean_deviation_pct"], 1e-3)
@@ -331,10 +333,12 @@ def plot_orders(path: str | os.PathLike[str], **options: Any) -> str:
         ax.scatter([x], [row["coded"] / N], color="tab:blue", marker="D", zorder=2)
         key = (float(np.floor(np.log10(x) / 0.2)), round(row["uncoded"] / N, 1))
         groups.setdefault(key, []).append((x, row["uncoded"] / N, row["order"]))
-    for members in groups.values():
-        x, y, _ = min(members)
-        names = ", ".join(name for _, _, name in members)
-        ax.annotate(names, (x, y), textcoords="offset points", xytext=(0, 8), fontsize=8)
+    for members in groups.values():  # one label an order, stacked above its group, a line to its point
+        for i, (x, y, name) in enumerate(sorted(members)):
+            ax.annotate(
+                name, (x, y), textcoords="offset points", xytext=(6, 10 + 11 * i), fontsize=8,
+                arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 0, "shrinkB": 3},
+            )  # fmt: skip
     ax.scatter([], [], color="tab:gray", marker="o", label="uncoded")
     ax.scatter([], [], color="tab:blue", marker="D", label="coded")
     first = rows[0]
@@ -344,7 +348,7 @@ def plot_orders(path: str | os.PathLike[str], **options: Any) -> str:
     ax.set_title(
         f"How random, at what link cost: K = {first['K']}, {first['shards']} shards x {first['shard_size']}"
     )
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.15)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left", fontsize=9)
     fig.savefig(out)

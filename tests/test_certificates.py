@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -116,3 +118,21 @@ def test_gf2_system_exceptions():
         gf2_system("plan", 0)
     with pytest.raises(ValueError, match="'worker'"):
         gf2_system(plan_from_matrix(EXAMPLE_1), -1)
+
+
+def test_certificates_without_galois_name_the_extra():
+    # Without galois, one line that names the extra and the package, not a bare import error.
+    code = (
+        "import sys; sys.modules['galois'] = None\n"
+        "from coded_shuffle.certificates import certify_plan\n"
+        "from coded_shuffle.plan import plan_from_matrix\n"
+        "try:\n"
+        "    certify_plan(plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]]))\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print(exc)\n"
+    )
+    cmd = [sys.executable, "-c", code]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == (
+        "GF(2) certificates need galois, which the extra [certificates] installs: pip install 'galois>=0.4'"
+    )

@@ -208,7 +208,7 @@ def test_rate_order_exceptions(capsys):
         (["rate", "--order", "py1s", "--shard-size", "0"], "--shard-size"),
         (["rate", "-K", "2", "-N", "4", "--order", "py1s", "--canonical-nodes", "5"], "--canonical-nodes"),
         # the shard options would be ignored by an order that is not shard-aware: refused
-        (["rate", "--shard-size", "50"], "--shard-size only apply to the shard-aware orders"),
+        (["rate", "--shard-size", "50"], "--shard-size applies only to the shard-aware orders"),
         (["rate", "--order", "feistel", "--block-size", "9"], "not to --order feistel"),
         (["simulate", "--order", "permutation", "--canonical-nodes", "2"], "shard-aware orders"),
         (["rate", "--matrix", "-", "--shard-size", "50"], "--matrix cannot be combined with --shard-size"),

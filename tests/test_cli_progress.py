@@ -53,6 +53,26 @@ def test_rate_large_off_a_terminal_one_line(capsys, monkeypatch, compiled):
     assert err == "" and again == out
 
 
+def test_rate_announces_the_programs_that_run_for_seconds(capsys, monkeypatch, compiled):
+    # --strategy exact and --exact-bound can run for a minute of HiGHS each: never silently.
+    # The thresholds are lowered so that a small case shows the lines (the same code path).
+    monkeypatch.setattr(cli.rate, "ANNOUNCE_EXACT_K", 4)
+    monkeypatch.setattr(cli.rate, "EXACT_BOUND_MAX_K", 3)
+    argv = ["rate", "-K", "4", "-N", "400", "--strategy", "exact", "--exact-bound", "--json"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == (
+        "exact cycle packing, K = 4: integer programs (HiGHS), at most 60 s ...\n"
+        "proving the lower bound, K = 4: the linear ordering program (HiGHS), at most 60 s ...\n"
+    )
+    assert json.loads(out)["strategy"] == "exact"
+    monkeypatch.setattr(cli.rate, "ANNOUNCE_EXACT_K", 5)
+    monkeypatch.setattr(cli.rate, "EXACT_BOUND_MAX_K", 4)
+    assert main(argv) == 0
+    again, err = capsys.readouterr()
+    assert err == "" and again == out
+
+
 @pytest.mark.parametrize("order", ["feistel", "permutation"])
 def test_rate_large_on_a_terminal_a_bar(capsys, monkeypatch, compiled, order):
     monkeypatch.setattr(cli.rate, "LONG_POINTS", 5000)

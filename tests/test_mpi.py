@@ -484,7 +484,7 @@ def test_program_bad_input_is_one_line_without_abort(tmp_path):
         (["--data", files["not npy"][0]], "not a .npy file"),
         (["--mode", "alltoallv", "--max-frame-bytes", "4096"], "--max-frame-bytes"),
         # options an order that is not shard-aware would ignore
-        (["--order", "permutation", "--shard-size", "20"], "only apply to the shard-aware orders"),
+        (["--order", "permutation", "--shard-size", "20"], "applies only to the shard-aware orders"),
     ]
     for options, word in cases:
         proc, status = run_mpi_refused(2, *options, tmp_path=tmp_path)

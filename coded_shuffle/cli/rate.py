@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
@@ -14,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
-from ..bounds import EXACT_BOUND_MAX_K, lower_bound, optimality_gap, worst_case
+from ..bounds import EXACT_BOUND_MAX_K, EXACT_BOUND_TIME_LIMIT, lower_bound, optimality_gap, worst_case
 from ..matrix import MAX_POINTS, feistel_shuffle_matrix, shuffle_matrix
 from ..orders import (
     OrderSpec,
     order_placement,
 )
 from ..plan import PROGRESS_MIN_LEFTOVERS, rates
+from ..plan import exact as plan_exact
 from .common import (
     UsageError,
     _add_order_arguments,
@@ -73,6 +75,31 @@ def unequal_batches(S: np.ndarray) -> str | None:
 LONG_POINTS = 1 << 24
 
 
+#: Workers from which ``rate --strategy exact`` announces its packing (seconds of HiGHS from
+#: about K = 24; 12 s at K = 32).
+ANNOUNCE_EXACT_K = 24
+
+
+@contextlib.contextmanager
+def _timed(what: str, limit: float) -> Iterator[None]:
+    """Announce a step that runs for at most ``limit`` seconds; on a terminal, a bar of its time."""
+    bar = Progress(f"{what}, at most {limit:g} s", total=max(1, int(limit)), unit="s")
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.5):
+            bar.update(min(int(bar.seconds), bar.total or 0))
+
+    with bar:
+        ticker = threading.Thread(target=tick, name="coded_shuffle-progress", daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
+
+
 def _rate_row(
     S: np.ndarray,
     epoch: int | None,
@@ -85,10 +112,19 @@ def _rate_row(
     warn: Callable[[str], None] | None,
 ) -> dict[str, Any]:
     """The row of :func:`rate_rows` for one shuffle matrix ``S``."""
-    r = rates(S, strategy=strategy, subpackets=subpackets, progress=progress)
-    if progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
-        how = "ordering program" if exact_bound else "ordering"
-        with Progress(f"lower bound by {how}, K = {r.K}", enabled=False):  # a line, no bar
+    K = max(S.shape)
+    if progress and strategy == "exact" and K >= ANNOUNCE_EXACT_K:
+        limit = plan_exact.EXACT_TIME_LIMIT
+        with _timed(f"exact cycle packing, K = {K}: integer programs (HiGHS)", limit):
+            r = rates(S, strategy=strategy, subpackets=subpackets)
+    else:
+        r = rates(S, strategy=strategy, subpackets=subpackets, progress=progress)
+    if progress and exact_bound and r.K > EXACT_BOUND_MAX_K:
+        with _timed(f"proving the lower bound, K = {r.K}: the linear ordering program (HiGHS)",
+                    EXACT_BOUND_TIME_LIMIT):  # fmt: skip
+            lb = lower_bound(S, exact=exact_bound)
+    elif progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
+        with Progress(f"lower bound by ordering, K = {r.K}", enabled=False):  # a line, no bar
             lb = lower_bound(S, exact=exact_bound)
     else:
         lb = lower_bound(S, exact=exact_bound)
@@ -325,6 +361,11 @@ def _cmd_rate(args: argparse.Namespace) -> int:
                     )
                 else:
                     flags.add("optimal -: not proven; the best load lies between bound and coded")
+                    if r["packing_optimal"]:
+                        flags.add(
+                            "the cycle packing is proven maximum (packing_optimal in --json): no packing "
+                            "of this scheme does better, so any gap left is the bound's or the scheme's"
+                        )
                 if r["note"]:
                     flags.add(r["note"])
                 if r["subpackets"] > 1:

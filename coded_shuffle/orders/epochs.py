@@ -68,12 +68,13 @@ def ignored_shard_options(order: str, given: list[str]) -> str | None:
     >>> ignored_shard_options("py1br", ["--shard-size"]) is None
     True
     >>> ignored_shard_options("feistel", ["--block-size"])  # doctest: +ELLIPSIS
-    '--block-size only apply to the shard-aware orders (naive, ...), not to --order feistel'
+    '--block-size applies only to the shard-aware orders (naive, ...), not to --order feistel'
     """
     if not given or order in SHUFFLE_ALGORITHMS:
         return None
     return (
-        f"{' and '.join(given)} only apply to the shard-aware orders ({', '.join(SHUFFLE_ALGORITHMS)}), "
+        f"{' and '.join(given)} {'applies' if len(given) == 1 else 'apply'} only to the shard-aware orders "
+        f"({', '.join(SHUFFLE_ALGORITHMS)}), "
         f"not to --order {order}"
     )
 
