@@ -17,7 +17,8 @@ so the bound is the best ordering: the maximum acyclic subgraph of the weighted 
 ``W`` minus a minimum feedback arc set. It is computed exactly by dynamic programming over
 subsets for ``K <= EXACT_BOUND_MAX_K`` (about a second at that size on a 2-core machine), and
 beyond that from a good ordering (Eades, Lin and Smyth's heuristic improved by moving single
-workers), which is a valid bound but flagged as not exact. With ``exact=True`` it is proven
+workers, then by iterated local search, :func:`search_rounds` rounds), which is a valid bound
+but flagged as not exact. With ``exact=True`` it is proven
 beyond that range too, when it can be, by a linear ordering program (HiGHS) seeded by an
 ordering improved by local search.
 
@@ -46,6 +47,7 @@ __all__ = [
     "worst_case",
     "cyclic_shift_matrix",
     "optimality_gap",
+    "search_rounds",
 ]
 
 #: Largest ``K`` for which :func:`lower_bound` runs the exact dynamic program.
@@ -163,6 +165,20 @@ def _heuristic_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
 SEARCH_ROUNDS = 1000
 
 
+def search_rounds(K: int) -> int:
+    """Rounds of local search of the default bound above ``EXACT_BOUND_MAX_K`` workers.
+
+    A round costs ``O(K^2)``: :data:`SEARCH_ROUNDS` up to ``K = 316``, fewer above (``10^8 / K^2``,
+    at least 20), so that the search stays well under a second to a few seconds. Deterministic.
+
+    Examples
+    --------
+    >>> search_rounds(64), search_rounds(1024), search_rounds(5000)
+    (1000, 95, 20)
+    """
+    return max(20, min(SEARCH_ROUNDS, 10**8 // max(1, K) ** 2))
+
+
 def _searched_ordering(S: np.ndarray, rounds: int = SEARCH_ROUNDS) -> tuple[int, tuple[int, ...]]:
     """The heuristic ordering improved by iterated local search.
 
@@ -269,12 +285,12 @@ def lower_bound(
         changes (taken as :func:`coded_shuffle.matrix.elastic_matrix` of it).
     exact : bool, optional
         ``None`` (default): the exact dynamic program for ``K <= EXACT_BOUND_MAX_K``, a heuristic
-        ordering above. ``True``: exact at any ``K``, by the dynamic program up to
+        ordering improved by local search above. ``True``: exact at any ``K``, by the dynamic program up to
         ``EXACT_BOUND_MAX_K`` and above it, for ``K <= EXACT_BOUND_PROGRAM_MAX_K``, by a linear
         ordering program solved by HiGHS that must beat an ordering found by local search; if
         that is not settled within ``time_limit`` seconds (or ``K`` is larger), the bound of the
         best ordering found is returned with ``exact=False`` and a ``note``. ``False``: the
-        heuristic ordering only.
+        searched ordering only, at any ``K``.
     time_limit : float
         Seconds for the ordering program (default :data:`EXACT_BOUND_TIME_LIMIT`).
 
@@ -310,7 +326,7 @@ def lower_bound(
     if exact and K <= EXACT_BOUND_PROGRAM_MAX_K:
         value, ordering, proven, note = _ordering_program(off, float(time_limit))
         return LowerBound(S=S, value=value, ordering=ordering, exact=proven, note=note)
-    value, ordering = _heuristic_ordering(off)
+    value, ordering = _searched_ordering(off, search_rounds(K))
     if exact:
         note = (
             f"bound: K = {K} is above {EXACT_BOUND_PROGRAM_MAX_K}, the largest for the ordering "

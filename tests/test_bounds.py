@@ -139,9 +139,14 @@ def test_heuristic_ordering_as_specified(rng):
         if trial == 0:
             S = cyclic_shift_matrix(3 * K, K)
         np.fill_diagonal(S, 0)
+        from coded_shuffle.bounds import _heuristic_ordering
+
+        value, ordering = _heuristic_ordering(S)
+        assert list(ordering) == reference_heuristic_ordering(S)
+        assert value == ordering_bound(S, ordering)
+        # The default bound starts there and searches on: never lower, and the value of its ordering.
         lb = lower_bound(S)
-        assert not lb.exact
-        assert list(lb.ordering) == reference_heuristic_ordering(S)
+        assert not lb.exact and lb.value >= value
         assert lb.value == ordering_bound(S, lb.ordering)
 
 

@@ -487,6 +487,31 @@ def test_exact_packing_against_brute_force(rng):
         assert p.cycles_used == brute_max_packing(om.tolist())
 
 
+def test_lp_packing_against_brute_force(rng):
+    # lp: a valid packing, never worse than greedy, never above the maximum (brute force), with an
+    # upper bound that holds; proven optimal only when it meets the maximum. No cycle is left in
+    # what it leaves (the greedy completion): the rest has no cycle by brute force either.
+    shorter = 0
+    for _ in range(80):
+        K = int(rng.integers(3, 8))
+        om = random_leftovers(rng, K, 2)
+        best = brute_max_packing(om.tolist())
+        p = pack_cycles(om, strategy="lp")
+        g = pack_cycles(om, strategy="greedy")
+        assert is_cycle_packing(om, p.cycles, p.counts)
+        assert g.cycles_used <= p.cycles_used <= best <= p.upper_bound
+        assert not p.optimal or p.cycles_used == best
+        rest = om.copy()
+        for cyc, c in zip(p.cycles, p.counts, strict=True):
+            rest[list(cyc), list(cyc[1:] + cyc[:1])] -= c
+        assert brute_max_packing(rest.tolist()) == 0
+        shorter += p.cycles_used < best
+    assert shorter < 80 // 4  # it is a heuristic, but a good one on small cases
+    # The K = 6 greedy trap: greedy packs 2 cycles, lp the maximum 3, proven.
+    p = pack_cycles(np.array(GREEDY_SHORT_K6), strategy="lp")
+    assert (p.cycles_used, p.optimal, p.upper_bound) == (3, True, 3)
+
+
 def test_exact_packing_against_enumeration_milp(rng):
     for _ in range(20):
         K = int(rng.integers(6, 11))

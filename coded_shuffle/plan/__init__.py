@@ -35,6 +35,11 @@ Strategies choose the cycles, by name through :data:`STRATEGIES`:
 ``greedy``
     shortest cycles first: repeatedly take a cycle of the smallest length present in the support
     of what is left, as many times as its lightest edge allows.
+``lp``
+    the fractional cycle packing (the linear program of ``exact``'s step 2, within
+    :data:`~coded_shuffle.plan.lp.LP_TIME_LIMIT` seconds) rounded, and what it leaves packed by
+    ``greedy`` so that no cycle is left; never worse than ``greedy``, with the program's bound
+    (:mod:`.lp`).
 ``exact``
     a maximum cycle packing, proven when it can be, within :data:`EXACT_TIME_LIMIT` seconds:
 
@@ -66,7 +71,7 @@ Data Shuffling", Allerton 2016, arXiv:1609.09823 (Example 1: uncoded 11, paired 
 Layout
 ------
 :mod:`.delivery` (the loads and the point-level plan, the strategies by name), :mod:`.packing`
-(a cycle packing and its checker), :mod:`.greedy` and :mod:`.exact` (the two strategies),
+(a cycle packing and its checker), :mod:`.greedy`, :mod:`.lp` and :mod:`.exact` (the strategies),
 :mod:`.verify` (checks of a plan).
 """
 

@@ -21,11 +21,13 @@ from ..matrix import (
 from ..orders.placement import Placement, owner_dtype
 from .exact import _pack_exact
 from .greedy import _pack_greedy
+from .lp import _pack_lp
 from .packing import CyclePacking, _readonly
 
 #: Cycle packing strategies by name.
 STRATEGIES: dict[str, Callable[[np.ndarray], CyclePacking]] = {
     "greedy": _pack_greedy,
+    "lp": _pack_lp,
     "exact": _pack_exact,
 }
 
@@ -38,7 +40,8 @@ def pack_cycles(omega: object, *, strategy: str = "greedy", progress: bool = Fal
     omega : array_like
         Square matrix of non-negative ints, usually :func:`coded_shuffle.matrix.leftover_matrix`.
     strategy : str
-        A key of :data:`STRATEGIES`: ``"greedy"`` or ``"exact"``.
+        A key of :data:`STRATEGIES`: ``"greedy"`` (shortest cycles first), ``"lp"`` (the fractional
+        packing rounded and completed greedily, seconds) or ``"exact"`` (integer programs).
     progress : bool
         Announce the ``greedy`` packing on standard error when it is long (from
         :data:`PROGRESS_MIN_LEFTOVERS` leftover points), with a bar on a terminal.

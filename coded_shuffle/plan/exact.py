@@ -196,7 +196,9 @@ def _fitting(A: Any, cap: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.asarray(A.T @ (cap < 0.5).astype(np.float64)).ravel() == 0)
 
 
-def _fractional_packing(cols: _Columns, cap: np.ndarray, deadline: float) -> tuple[float, np.ndarray, Any]:
+def _fractional_packing(
+    cols: _Columns, cap: np.ndarray, deadline: float, *, time_limit: bool = False
+) -> tuple[float, np.ndarray, Any]:
     """Maximum fractional cycle packing within the arc capacities ``cap``, by column generation.
 
     The linear program ``max sum x_c`` subject to ``sum_{c through a} x_c <= cap_a`` is solved
@@ -205,7 +207,9 @@ def _fractional_packing(cols: _Columns, cap: np.ndarray, deadline: float) -> tup
     Returns an upper bound on the fractional optimum that holds whatever the solver's
     tolerances: ``cap . y / mu`` for the (clipped) dual prices ``y``, ``mu`` the least price of
     any cycle, computed by shortest paths (so ``y / mu`` is a feasible dual). Also returns the
-    last primal solution over all columns and the column matrix.
+    last primal solution over all columns and the column matrix. With ``time_limit`` each solve
+    is cut at ``deadline`` too: the bound then comes from the prices the solver had (any
+    non-negative prices give a valid bound, scaled as above), or is infinite without any.
     """
     from scipy.optimize import linprog
     from scipy.sparse import csr_matrix
@@ -219,14 +223,23 @@ def _fractional_packing(cols: _Columns, cap: np.ndarray, deadline: float) -> tup
         n = A.shape[1]
         x, y = np.zeros(n), np.zeros(cols.E)
         usable = _fitting(A, cap)
+        cut = False
         if usable.size:
+            options = {"time_limit": max(1e-3, deadline - time.monotonic())} if time_limit else {}
             res = linprog(
-                -np.ones(usable.size), A_ub=A[:, usable], b_ub=cap, bounds=(0, None), method="highs-ipm"
-            )
-            if res.status != 0:
+                -np.ones(usable.size), A_ub=A[:, usable], b_ub=cap, bounds=(0, None), method="highs-ipm",
+                options=options,
+            )  # fmt: skip
+            cut = time_limit and res.status == 1  # out of time
+            if res.status != 0 and not cut:
                 raise AssertionError(f"the fractional packing program failed: {res.message}")
-            x[usable] = res.x
-            y = np.maximum(-res.ineqlin.marginals, 0.0)
+            if res.x is not None:
+                x[usable] = np.maximum(res.x, 0.0)
+            marginals = getattr(getattr(res, "ineqlin", None), "marginals", None)
+            if marginals is not None:
+                y = np.maximum(-np.asarray(marginals), 0.0)
+            elif cut:
+                return np.inf, x, A
         # Shortest cycle through each live arc u -> v under the prices: y_uv + dist(v, u). The
         # small eps keeps zero prices as arcs (a sparse zero is no arc) and adds < K eps a cycle.
         G = csr_matrix((y[live] + eps, (ii[live], jj[live])), shape=(K, K))
@@ -235,7 +248,7 @@ def _fractional_packing(cols: _Columns, cap: np.ndarray, deadline: float) -> tup
         if not np.isfinite(price).any():  # no cycle within the capacities
             return 0.0, x, A
         added = 0
-        if time.monotonic() < deadline:
+        if time.monotonic() < deadline and not cut:
             for a in np.flatnonzero(price < 1 - 1e-7):
                 u, v = int(ii[a]), int(jj[a])
                 path = [u]
