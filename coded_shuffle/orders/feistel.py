@@ -61,109 +61,14 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
 _COMPILED_FROM = 1 << 12
 
 
-@numba.njit(cache=True, nogil=True)
-def _fmix64_one(x):  # pragma: no cover - compiled
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xC4CEB9FE1A85EC53)
-    x ^= x >> np.uint64(33)
-    return x
-
-
-@numba.njit(cache=True, nogil=True)
-def forward_one(x, keys, bits, N):  # pragma: no cover - compiled
-    """``pi(x)`` for one ``x`` in ``[0, N)`` (uint64 in and out): the network of
-    :meth:`FeistelPermutation._network` with cycle walking."""
-    high = np.uint64(bits - bits // 2)
-    low = np.uint64(bits // 2)
-    one = np.uint64(1)
-    mask_hi = (one << high) - one
-    mask_lo = (one << low) - one
-    top_hi = np.uint64(64) - high
-    top_lo = np.uint64(64) - low
-    bound = np.uint64(N)
-    R = keys.shape[0]
-    while True:
-        for i in range(R):
-            if i % 2 == 0:  # (hi, lo) -> (lo, hi ^ F(lo)), hi of `high` bits
-                lo = x & mask_lo
-                x = ((x >> low) ^ (_fmix64_one(lo ^ keys[i]) >> top_hi)) | (lo << high)
-            else:  # the widths swapped
-                lo = x & mask_hi
-                x = ((x >> high) ^ (_fmix64_one(lo ^ keys[i]) >> top_lo)) | (lo << low)
-        if x < bound:
-            return x
-
-
-@numba.njit(cache=True, nogil=True)
-def inverse_one(x, keys, bits, N):  # pragma: no cover - compiled
-    """``pi^{-1}(x)`` for one ``x`` in ``[0, N)`` (uint64 in and out): the rounds backwards,
-    with the same walk."""
-    high = np.uint64(bits - bits // 2)
-    low = np.uint64(bits // 2)
-    one = np.uint64(1)
-    mask_hi = (one << high) - one
-    mask_lo = (one << low) - one
-    top_hi = np.uint64(64) - high
-    top_lo = np.uint64(64) - low
-    bound = np.uint64(N)
-    R = keys.shape[0]
-    while True:
-        for r in range(R):
-            i = R - 1 - r
-            if i % 2 == 0:  # (lo, t) -> (t ^ F(lo), lo), t of `high` bits
-                lo = x >> high
-                x = (((x & mask_hi) ^ (_fmix64_one(lo ^ keys[i]) >> top_hi)) << low) | lo
-            else:
-                lo = x >> low
-                x = (((x & mask_lo) ^ (_fmix64_one(lo ^ keys[i]) >> top_lo)) << high) | lo
-        if x < bound:
-            return x
-
-
 #: Lanes of a block: each round of the network runs over a block at once (the loop vectorises),
 #: so the latency of one index's chain of rounds is hidden behind the others'.
 _LANES = 512
 
 
 @numba.njit(cache=True, nogil=True)
-def forward_block(x, n, keys, bits, N):  # pragma: no cover - compiled
-    """``x[:n] = pi(x[:n])`` in place (uint64, values in ``[0, N)``): the rounds over all lanes,
-    then the walk of the few lanes that fell outside ``[0, N)``."""
-    high = np.uint64(bits - bits // 2)
-    low = np.uint64(bits // 2)
-    one = np.uint64(1)
-    s33 = np.uint64(33)
-    m1 = np.uint64(0xFF51AFD7ED558CCD)
-    m2 = np.uint64(0xC4CEB9FE1A85EC53)
-    for i in range(keys.shape[0]):
-        k = keys[i]
-        if i % 2 == 0:  # (hi, lo) -> (lo, hi ^ F(lo)), hi of `high` bits
-            wa, wb = high, low
-        else:  # the widths swapped
-            wa, wb = low, high
-        mask = (one << wb) - one
-        top = np.uint64(64) - wa
-        for b in range(n):
-            v = x[b]
-            lo = v & mask
-            f = lo ^ k
-            f ^= f >> s33
-            f *= m1
-            f ^= f >> s33
-            f *= m2
-            f ^= f >> s33
-            x[b] = ((v >> wb) ^ (f >> top)) | (lo << wa)
-    bound = np.uint64(N)
-    for b in range(n):
-        if x[b] >= bound:  # walk on from there
-            x[b] = forward_one(x[b], keys, bits, N)
-
-
-@numba.njit(cache=True, nogil=True)
-def inverse_block(x, n, keys, bits, N):  # pragma: no cover - compiled
-    """``x[:n] = pi^{-1}(x[:n])`` in place: the rounds backwards over all lanes, then the walk."""
+def _rounds(x, n, keys, bits, inverse):  # pragma: no cover - compiled
+    """``x[:n]`` through the network of :meth:`FeistelPermutation._network` once, in place."""
     high = np.uint64(bits - bits // 2)
     low = np.uint64(bits // 2)
     one = np.uint64(1)
@@ -172,28 +77,67 @@ def inverse_block(x, n, keys, bits, N):  # pragma: no cover - compiled
     m2 = np.uint64(0xC4CEB9FE1A85EC53)
     R = keys.shape[0]
     for r in range(R):
-        i = R - 1 - r
+        i = R - 1 - r if inverse else r
         k = keys[i]
-        if i % 2 == 0:  # (lo, t) -> (t ^ F(lo), lo), t of `high` bits
+        if i % 2 == 0:  # parts of `high` and `low` bits entering round i
             wa, wb = high, low
-        else:
+        else:  # the widths swapped
             wa, wb = low, high
-        mask = (one << wa) - one
         top = np.uint64(64) - wa
-        for b in range(n):
-            v = x[b]
-            lo = v >> wa
-            f = lo ^ k
-            f ^= f >> s33
-            f *= m1
-            f ^= f >> s33
-            f *= m2
-            f ^= f >> s33
-            x[b] = (((v & mask) ^ (f >> top)) << wb) | lo
+        if not inverse:  # (hi, lo) -> (lo, hi ^ F(lo))
+            mask = (one << wb) - one
+            for b in range(n):
+                v = x[b]
+                lo = v & mask
+                f = lo ^ k
+                f ^= f >> s33
+                f *= m1
+                f ^= f >> s33
+                f *= m2
+                f ^= f >> s33
+                x[b] = ((v >> wb) ^ (f >> top)) | (lo << wa)
+        else:  # (lo, t) -> (t ^ F(lo), lo)
+            mask = (one << wa) - one
+            for b in range(n):
+                v = x[b]
+                lo = v >> wa
+                f = lo ^ k
+                f ^= f >> s33
+                f *= m1
+                f ^= f >> s33
+                f *= m2
+                f ^= f >> s33
+                x[b] = (((v & mask) ^ (f >> top)) << wb) | lo
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_block(x, n, keys, bits, N, inverse, vals, lanes):  # pragma: no cover - compiled
+    """``x[:n] = pi(x[:n])`` in place (``pi^{-1}`` when ``inverse``; uint64 values in ``[0, N)``).
+
+    The rounds run over all lanes, then over the lanes that fell outside ``[0, N)``, gathered
+    into ``vals`` (their lane in ``lanes``; both scratch of at least ``n``), until none is left:
+    cycle walking a block at a time, vectorised however many lanes walk on.
+    """
+    _rounds(x, n, keys, bits, inverse)
     bound = np.uint64(N)
+    m = 0
     for b in range(n):
         if x[b] >= bound:
-            x[b] = inverse_one(x[b], keys, bits, N)
+            vals[m] = x[b]
+            lanes[m] = b
+            m += 1
+    while m > 0:
+        _rounds(vals, m, keys, bits, inverse)
+        left = 0
+        for t in range(m):
+            v = vals[t]
+            if v < bound:
+                x[lanes[t]] = v
+            else:
+                vals[left] = v
+                lanes[left] = lanes[t]
+                left += 1
+        m = left
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -204,12 +148,11 @@ def _walk_compiled(idx, out, keys, bits, N, inverse):  # pragma: no cover - comp
         a = blk * _LANES
         n = min(_LANES, idx.shape[0] - a)
         x = np.empty(_LANES, dtype=np.uint64)
+        vals = np.empty(_LANES, dtype=np.uint64)
+        lanes = np.empty(_LANES, dtype=np.int64)
         for b in range(n):
             x[b] = np.uint64(idx[a + b])
-        if inverse:
-            inverse_block(x, n, keys, bits, N)
-        else:
-            forward_block(x, n, keys, bits, N)
+        walk_block(x, n, keys, bits, N, inverse, vals, lanes)
         for b in range(n):
             out[a + b] = np.int64(x[b])
 
@@ -250,7 +193,8 @@ def count_transitions(lo, hi, keys_t, keys_t1, bits, N, K_t, K_t1, counts):  # p
     inv_size = 1.0 / size_1
     inv_big = 1.0 / big_1
     x = np.empty(_LANES, dtype=np.uint64)
-    j = np.empty(_LANES, dtype=np.int64)
+    vals = np.empty(_LANES, dtype=np.uint64)
+    j = np.empty(_LANES, dtype=np.int64)  # the owners, and scratch of the walk
     p = lo
     while p < hi:
         if p < edge_t:  # batch i of position p, and where it ends
@@ -262,8 +206,8 @@ def count_transitions(lo, hi, keys_t, keys_t1, bits, N, K_t, K_t1, counts):  # p
         n = min(end, hi, p + _LANES) - p
         for b in range(n):
             x[b] = np.uint64(p + b)
-        forward_block(x, n, keys_t, bits, N)
-        inverse_block(x, n, keys_t1, bits, N)
+        walk_block(x, n, keys_t, bits, N, False, vals, j)
+        walk_block(x, n, keys_t1, bits, N, True, vals, j)
         for b in range(n):
             q = np.int64(x[b])
             j[b] = max(_floor_div(q, big_1, inv_big), _floor_div(q - r_1, size_1, inv_size))
