@@ -15,7 +15,10 @@ Distributed Data Shuffling", Allerton 2016, arXiv:1609.09823, Example 1.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -156,6 +159,82 @@ def shuffle_matrix_from_permutations(perm_t: object, perm_t1: object, K: int) ->
     return shuffle_matrix(placement_from_permutation(perm_t, K), placement_from_permutation(perm_t1, K))
 
 
+#: Walks of at least this many positions run on two threads (with two cores).
+_TWO_THREADS_FROM = 1 << 20
+
+#: The second thread of :func:`_on_two_cores`, made on first use. A forked child inherits the
+#: executor but not its thread, so the child starts with none and makes its own.
+_POOL: list[ThreadPoolExecutor] = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL.clear)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _on_two_cores(
+    work: Callable[[int, int, int], None],
+    N: int,
+    piece: int,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Run ``work(slot, lo, hi)`` over the pieces ``[lo, hi)`` of ``piece`` positions of ``[0, N)``.
+
+    With two cores and at least ``_TWO_THREADS_FROM`` positions, two threads (slots 0 and 1,
+    slot 0 the caller's) take the pieces in turn, so a thread the scheduler holds back leaves its
+    share to the other; ``work`` must release the GIL and keep what it makes per slot. Otherwise
+    slot 0 takes them all, in order. ``progress``, if given, is called after each piece (from
+    either thread, one call at a time) with the number of positions done so far, ``N`` last. An
+    exception in either thread stops both at their next piece and is raised here.
+    """
+    cuts = [(lo, min(lo + piece, N)) for lo in range(0, N, piece)]
+    if N < _TWO_THREADS_FROM or len(cuts) < 2 or _cores() < 2:
+        for lo, hi in cuts:
+            work(0, lo, hi)
+            if progress is not None:
+                progress(hi)
+        return
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="coded_shuffle-matrix"))
+    pieces = iter(cuts)  # next() on it is atomic
+    lock = threading.Lock()
+    done = [0]
+    stop = threading.Event()
+
+    def run(slot: int) -> None:
+        try:
+            for lo, hi in pieces:
+                if stop.is_set():
+                    return
+                work(slot, lo, hi)
+                if progress is not None:
+                    with lock:
+                        if stop.is_set():
+                            return
+                        done[0] += hi - lo
+                        try:
+                            progress(done[0])
+                        except BaseException:
+                            stop.set()  # before the other thread can report again
+                            raise
+        except BaseException:
+            stop.set()
+            raise
+
+    other = _POOL[0].submit(run, 1)
+    try:
+        run(0)
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        other.result()
+
+
 def feistel_shuffle_matrix(
     N: int,
     K_t: int,
@@ -168,11 +247,34 @@ def feistel_shuffle_matrix(
 ) -> np.ndarray:
     """Return ``S`` between epochs ``epoch`` and ``epoch + 1`` of the ``feistel`` order, streamed.
 
-    Walks the positions of epoch ``t`` chunk by chunk: position ``p`` of batch ``owner_t(p)``
-    holds point ``n = pi_t(p)``, which epoch ``t + 1`` places at ``pi_{t+1}^{-1}(n)``. Memory is
-    ``O(chunk + K_t K_{t+1})`` whatever ``N``: no permutation or owner array is ever held, so
-    ``N = 10^9`` fits in a small machine. ``progress``, if given, is
-    called after each chunk with the number of positions walked so far (``N`` at the end).
+    Position ``p`` of batch ``owner_t(p)`` holds point ``n = pi_t(p)``, which epoch ``t + 1``
+    places at ``pi_{t+1}^{-1}(n)``; the cell ``(owner_t(p), owner_{t+1}(pi_{t+1}^{-1}(n)))`` gains
+    one. A compiled kernel (:func:`coded_shuffle.orders.feistel.count_transitions`) does it for a
+    chunk of positions at a time, with no array of points or owners, on two threads when there are
+    two cores (each with its own counts, summed at the end). Memory is ``O(K_t K_{t+1})`` whatever
+    ``N``, so ``N = 10^9`` fits in a small machine. ``progress``, if given, is called after each
+    chunk with the number of positions walked so far (``N`` at the end; with two threads, the
+    chunks finish in any order but the count only grows).
+
+    The reference it equals, in numpy, over the chunks ``pos = np.arange(lo, lo + chunk)``::
+
+        key = positions_to_owners(pos, N, K_t).astype(np.int64) * K_t1
+        key += positions_to_owners(pi_t1.inverse(pi_t.forward(pos)), N, K_t1)
+        counts += np.bincount(key, minlength=K_t * K_t1)
+
+    Parameters
+    ----------
+    N : int
+        Points, ``max(K_t, K_t1) <= N <= 2^53``.
+    K_t, K_t1 : int
+        Workers of epochs ``epoch`` and ``epoch + 1``.
+    seed, epoch : int
+        The two permutations are ``feistel_permutation(N, seed=seed, epoch=epoch)`` and of
+        ``epoch + 1``.
+    chunk : int
+        Positions per kernel call, the unit of work a thread takes and of ``progress``.
+    progress : callable, optional
+        Called with the positions walked so far.
 
     Examples
     --------
@@ -185,8 +287,7 @@ def feistel_shuffle_matrix(
     >>> bool((S == shuffle_matrix(a, b)).all()), walked
     (True, [20, 40, 50])
     """
-    from .orders.epochs import positions_to_owners
-    from .orders.feistel import feistel_permutation
+    from .orders.feistel import count_transitions, feistel_permutation
 
     N = check_int(N, "N", minimum=1)
     K_t = check_int(K_t, "K_t", minimum=1)
@@ -194,18 +295,24 @@ def feistel_shuffle_matrix(
     chunk = check_int(chunk, "chunk", minimum=1)
     if N < max(K_t, K_t1):
         raise ValueError(f"Argument 'N' must be at least K = {max(K_t, K_t1)}, not {N}.")
+    if N > MAX_POINTS:
+        raise ValueError(f"Argument 'N' must be at most 2**53 = {MAX_POINTS}, not {N}.")
     pi_t = feistel_permutation(N, seed=seed, epoch=epoch)
     pi_t1 = feistel_permutation(N, seed=seed, epoch=epoch + 1)
-    counts = np.zeros(K_t * K_t1, dtype=np.int64)
-    for lo in range(0, N, chunk):
-        pos = np.arange(lo, min(lo + chunk, N), dtype=np.int64)
-        key = positions_to_owners(pos, N, K_t).astype(np.int64)
-        key *= K_t1
-        key += positions_to_owners(pi_t1.inverse(pi_t.forward(pos)), N, K_t1)
-        counts += np.bincount(key, minlength=K_t * K_t1)
-        if progress is not None:
-            progress(min(lo + chunk, N))
-    S = counts.reshape(K_t, K_t1)
+    keys_t = np.array(pi_t.keys, dtype=np.uint64)
+    keys_t1 = np.array(pi_t1.keys, dtype=np.uint64)
+    counts = [np.zeros(K_t * K_t1, dtype=np.int64)]
+
+    def work(slot: int, lo: int, hi: int) -> None:
+        if slot == len(counts):  # the second thread's own counts, made by it on its first piece
+            counts.append(np.zeros(K_t * K_t1, dtype=np.int64))
+        count_transitions(lo, hi, keys_t, keys_t1, pi_t.bits, N, K_t, K_t1, counts[slot])
+
+    _on_two_cores(work, N, chunk, progress)
+    total = counts[0]
+    for more in counts[1:]:
+        total += more
+    S = total.reshape(K_t, K_t1)
     S.flags.writeable = False
     return S
 

@@ -13,7 +13,8 @@ group              kernels, and what compiles them here
 ``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
 ``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
 ``decoding``       the byte path: encoding, checksums, the worker's peel (a tiny ``simulate``)
-``feistel``        the compiled Feistel walk (4096 indices, forward and inverse)
+``feistel``        the compiled Feistel walk (4096 indices, forward and inverse) and the count
+                   of a Feistel shuffle matrix (:func:`~coded_shuffle.matrix.feistel_shuffle_matrix`)
 =================  ===================================================================
 """
 
@@ -47,7 +48,7 @@ def _dispatchers(group: str) -> list[Any]:
             codec.peel_ops,
             codec.apply_ops,
         ],
-        "feistel": [feistel._walk_compiled],
+        "feistel": [feistel._walk_compiled, feistel.count_transitions],
     }
     return kernels[group]
 
@@ -122,9 +123,11 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
 
             simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0)
         else:
+            from .matrix import feistel_shuffle_matrix
             from .orders import feistel_permutation
 
             p = feistel_permutation(1 << 12, seed=0, epoch=0)
             p.inverse(p.forward(np.arange(1 << 12)))
+            feistel_shuffle_matrix(1 << 12, 2, 3, seed=0, epoch=0)
         if progress is not None:
             progress(k)

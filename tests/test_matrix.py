@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coded_shuffle.matrix import (
     check_shuffle_matrix,
@@ -131,3 +133,116 @@ def test_feistel_shuffle_matrix_progress():
     S = feistel_shuffle_matrix(1000, 3, 5, seed=1, epoch=2, chunk=300, progress=walked.append)
     assert walked == [300, 600, 900, 1000]
     assert S.tolist() == feistel_shuffle_matrix(1000, 3, 5, seed=1, epoch=2).tolist()
+
+
+def numpy_feistel_shuffle_matrix(N, K_t, K_t1, *, seed, epoch, chunk=1 << 22):
+    """The chunked numpy computation feistel_shuffle_matrix replaced, kept as the oracle: the
+    numpy Feistel network (never the compiled walk), positions_to_owners, one bincount a chunk."""
+    import coded_shuffle.orders.feistel as feistel
+    from coded_shuffle.orders.epochs import positions_to_owners
+    from coded_shuffle.orders.feistel import feistel_permutation
+
+    pi_t = feistel_permutation(N, seed=seed, epoch=epoch)
+    pi_t1 = feistel_permutation(N, seed=seed, epoch=epoch + 1)
+    counts = np.zeros(K_t * K_t1, dtype=np.int64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(feistel, "_COMPILED_FROM", 1 << 62)
+        for lo in range(0, N, chunk):
+            pos = np.arange(lo, min(lo + chunk, N), dtype=np.int64)
+            key = positions_to_owners(pos, N, K_t).astype(np.int64)
+            key *= K_t1
+            key += positions_to_owners(pi_t1.inverse(pi_t.forward(pos)), N, K_t1)
+            counts += np.bincount(key, minlength=K_t * K_t1)
+    return counts.reshape(K_t, K_t1)
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The two-thread path from 4096 positions on, whatever the machine's cores."""
+    import coded_shuffle.matrix as m
+
+    monkeypatch.setattr(m, "_TWO_THREADS_FROM", 1 << 12)
+    monkeypatch.setattr(m, "_cores", lambda: 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(N=st.integers(1, 400), K_t=st.integers(1, 12), K_t1=st.integers(1, 12), seed=st.integers(0, 2**20))
+def test_feistel_shuffle_matrix_equals_materialized(N, K_t, K_t1, seed):
+    from coded_shuffle.matrix import feistel_shuffle_matrix
+    from coded_shuffle.orders import OrderSpec, order_placement
+
+    K_t, K_t1 = min(K_t, N), min(K_t1, N)
+    spec = OrderSpec("feistel")
+    a = order_placement(N, K_t, seed=seed, epoch=6, spec=spec)
+    b = order_placement(N, K_t1, seed=seed, epoch=7, spec=spec)
+    S = feistel_shuffle_matrix(N, K_t, K_t1, seed=seed, epoch=6, chunk=1 + seed % 97)
+    assert S.tolist() == shuffle_matrix(a, b).tolist()
+    assert not S.flags.writeable
+
+
+@pytest.mark.parametrize(
+    ("N", "K_t", "K_t1", "chunk"),
+    [(10**6 + 7, 1024, 1000, 1 << 16), (999_983, 5, 13, 300_001), (2**20 + 1, 64, 64, 1 << 22)],
+)
+def test_feistel_shuffle_matrix_equals_numpy_path(N, K_t, K_t1, chunk, two_threads):
+    # Unequal K, N divisible by neither, pieces shared by two threads (and one piece of all of N).
+    from coded_shuffle.matrix import feistel_shuffle_matrix
+
+    S = feistel_shuffle_matrix(N, K_t, K_t1, seed=17, epoch=2, chunk=chunk)
+    assert S.tolist() == numpy_feistel_shuffle_matrix(N, K_t, K_t1, seed=17, epoch=2).tolist()
+    assert int(S.sum()) == N
+
+
+def test_feistel_shuffle_matrix_progress_two_threads(two_threads):
+    from coded_shuffle.matrix import feistel_shuffle_matrix
+
+    walked: list[int] = []
+    S = feistel_shuffle_matrix(100_000, 7, 3, seed=4, epoch=0, chunk=999, progress=walked.append)
+    assert len(walked) == -(-100_000 // 999)
+    assert walked == sorted(walked) and walked[-1] == 100_000
+    assert S.tolist() == feistel_shuffle_matrix(100_000, 7, 3, seed=4, epoch=0, chunk=10**6).tolist()
+
+
+def test_feistel_shuffle_matrix_stops_on_error(two_threads):
+    # An exception from progress (a Ctrl-C, say) stops both threads at their next piece.
+    from coded_shuffle.matrix import feistel_shuffle_matrix
+
+    walked: list[int] = []
+
+    def progress(done: int) -> None:
+        walked.append(done)
+        if len(walked) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        feistel_shuffle_matrix(1 << 20, 4, 4, seed=0, epoch=0, chunk=1 << 10, progress=progress)
+    assert len(walked) == 3
+
+
+def test_feistel_shuffle_matrix_after_fork(two_threads):
+    # A forked child inherits the pool but not its thread: it makes its own.
+    import multiprocessing
+
+    from coded_shuffle.matrix import feistel_shuffle_matrix
+
+    S = feistel_shuffle_matrix(50_000, 3, 4, seed=9, epoch=1, chunk=5000)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        child = pool.apply_async(_feistel_in_child).get(timeout=120)
+    assert child == S.tolist()
+
+
+def _feistel_in_child():
+    import coded_shuffle.matrix as m
+
+    m._TWO_THREADS_FROM, m._cores = 1 << 12, lambda: 2
+    return m.feistel_shuffle_matrix(50_000, 3, 4, seed=9, epoch=1, chunk=5000).tolist()
+
+
+def test_feistel_shuffle_matrix_exceptions():
+    from coded_shuffle.matrix import feistel_shuffle_matrix
+
+    with pytest.raises(ValueError, match=r"Argument 'N' must be at most 2\*\*53"):
+        feistel_shuffle_matrix(2**53 + 1, 4, 4, seed=0, epoch=0)
+    with pytest.raises(ValueError, match="'K_t1'"):
+        feistel_shuffle_matrix(10, 4, 0, seed=0, epoch=0)
