@@ -70,6 +70,7 @@ from .orders import (
 )
 from .plan import STRATEGIES
 from .transport import InProcessTransport, MPITransport, TorchTransport, mpi_abort
+from .warmup import compile_once
 
 __all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "RowLayout", "load_rows"]
 
@@ -361,6 +362,7 @@ class InProcessLoader:
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
         self.order = _order_spec(order, N)
+        compile_once(prog=_PROG)
         if transport is None:
             transport = InProcessTransport(self.K)
         elif not isinstance(transport, InProcessTransport) or transport.K != self.K:
@@ -573,6 +575,7 @@ class MPILoader:
                 )
         self._used = False
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
+        compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
 
     def _start(self, what: str) -> None:
         if self._used:
