@@ -10,7 +10,8 @@
   in the order yielded, the number of steps, and whether every tensor was writable;
 - ``STATE`` ``resume``: the job resumes from ``{"epoch": 1, "samples": 3}`` (``num_workers = 0``);
   ``bad``: each worker writes the messages of its bad inputs to ``OUT/bad_{k}.json`` and stops
-  early after epoch 0.
+  early after epoch 0; ``freeze``: worker 1 stops answering after epoch 0 (it sleeps), the
+  job's bound on a wait 3 s.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
 ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ def main(argv: list[str]) -> int:
         drop_last=drop_last == "1",
         with_ids=True,
         prefetch=prefetch == "1",
-        timeout=30,
+        timeout=3 if state == "freeze" else 30,
     )
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
@@ -84,6 +86,8 @@ def main(argv: list[str]) -> int:
             writable=writable,
             **{f"field{i}": np.concatenate(c) for i, c in enumerate(fields)},
         )
+        if state == "freeze" and k == 1:
+            time.sleep(3600)  # frozen: it never asks for epoch 1 (SIGTERM still ends it)
         if state == "bad" and t == ds.start_epoch:
             (out_dir / f"bad_{k}.json").write_text(json.dumps(bad_inputs(ds, DataLoader, torch)))
             ds.close()
