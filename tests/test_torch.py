@@ -267,3 +267,45 @@ def test_frozen_rank_ends_the_torchrun_job_with_one_line(tmp_path, rng):
     named = [line for line in proc.stderr.splitlines() if "coded_shuffle.loader: error:" in line]
     assert named and "rank 0: no answer from worker 1 (rank 2) within 3 s, at the 'ready' round" in named[0]
     assert not (out / "reports.json").exists() and not (out / "w0_e1.npz").exists()
+
+
+@needs_torch
+def test_prefetch_runs_at_most_one_epoch_ahead():
+    """The thread makes epoch j only once epoch j - 1 was handed out; it closes the iterator on stop."""
+    from coded_shuffle.torch import _Prefetch
+
+    taken = [0]
+    made: list[int] = []
+    closed: list[int] = []
+
+    def epochs():
+        try:
+            for j in range(6):
+                assert taken[0] >= j - 1, (j, taken[0])  # epoch j - 1 handed out (counted after take)
+                made.append(j)
+                yield j
+        finally:
+            closed.append(len(made))
+
+    feed = _Prefetch(epochs())
+    for e in range(3):
+        assert feed.take() == e
+        taken[0] += 1
+        assert len(made) <= e + 2
+    feed.close()  # stops before the last epochs: the iterator is closed, from the thread
+    assert closed == [len(made)] and len(made) <= 4
+    assert feed.take() is None  # ended
+
+
+@needs_torch
+def test_prefetch_hands_an_error_to_the_training_loop():
+    from coded_shuffle.torch import _Prefetch
+
+    def epochs():
+        yield 0
+        raise KeyError("bad epoch")
+
+    feed = _Prefetch(epochs())
+    assert feed.take() == 0
+    with pytest.raises(KeyError, match="bad epoch"):
+        feed.take()
