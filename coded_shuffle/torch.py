@@ -338,6 +338,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._batch: EpochBatch | None = None
         self._tensors: tuple[torch.Tensor, ...] = ()
         self._ids: np.ndarray = np.empty(0, dtype=np.int64)
+        self._pos: np.ndarray = np.empty(0, dtype=np.int64)  # sample s is row _pos[s] of the batch
         self._skip = 0  # samples of the current epoch already trained on (a mid-epoch resume)
         self._yielded = 0
         self._N: int | None = self._loader.N
@@ -355,7 +356,10 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         return self._N
 
     def __len__(self) -> int:
-        """Samples every rank yields an epoch: ``N // K`` with ``drop_last``, else ``ceil(N / K)``."""
+        """Samples every rank yields an epoch: ``N // K`` with ``drop_last``, else ``ceil(N / K)``.
+
+        On a worker, a call before the first epoch waits for the job's setup (it learns ``N``).
+        """
         N, K = self.N, self.K
         return N // K if self.drop_last else -(-N // K)
 
