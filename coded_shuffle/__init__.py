@@ -10,6 +10,7 @@ The layers, imported in dependency order (a module imports only those above it h
 - ``transport``: the shared link from the master to the workers;
 - ``engine``: one epoch transition end to end, and runs of many;
 - ``loader``: the worker side for a training loop, each epoch's batch as numpy rows;
+  ``torch`` (optional, never imported here): the same as a PyTorch ``IterableDataset``;
 - ``cli``: the ``coded-shuffle`` command.
 """
 # ruff: noqa: I001  (the imports follow the layers, not the alphabet)

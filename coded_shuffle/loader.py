@@ -69,7 +69,8 @@ from .orders import (
     placement_from_permutation,
 )
 from .plan import STRATEGIES
-from .transport import InProcessTransport, MPITransport
+from .transport import InProcessTransport, MPITransport, TorchTransport, mpi_abort
+from .warmup import compile_once
 
 __all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "RowLayout", "load_rows"]
 
@@ -94,11 +95,11 @@ class RowLayout:
     dtype: np.dtype
     shape: tuple[int, ...]
 
-    def rows(self, data: np.ndarray) -> np.ndarray:
-        """View ``(n, B)`` ``uint8`` record bytes as ``n`` rows of this layout (read-only)."""
+    def rows(self, data: np.ndarray, *, writable: bool = False) -> np.ndarray:
+        """View ``(n, B)`` ``uint8`` record bytes as ``n`` rows of this layout (read-only by default)."""
         data = np.ascontiguousarray(data)
         out = data.view(self.dtype).reshape((data.shape[0], *self.shape))
-        out.flags.writeable = False
+        out.flags.writeable = writable
         return out
 
 
@@ -251,7 +252,14 @@ def _bounds(N: int, K: int) -> np.ndarray:
 
 
 def _batch(
-    epoch: int, worker: int, ids: np.ndarray, cache: Cache, layout: RowLayout, *, decoded: int
+    epoch: int,
+    worker: int,
+    ids: np.ndarray,
+    cache: Cache,
+    layout: RowLayout,
+    *,
+    decoded: int,
+    writable: bool = False,
 ) -> EpochBatch:
     """The rows of ``ids`` (in epoch order) gathered from the worker's cache."""
     rows = cache.rows(ids)
@@ -263,7 +271,7 @@ def _batch(
         epoch=epoch,
         worker=worker,
         ids=ordered,
-        records=layout.rows(cache.data[rows]),
+        records=layout.rows(cache.data[rows], writable=writable),
         decoded=decoded,
     )
 
@@ -354,6 +362,7 @@ class InProcessLoader:
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
         self.order = _order_spec(order, N)
+        compile_once(prog=_PROG)
         if transport is None:
             transport = InProcessTransport(self.K)
         elif not isinstance(transport, InProcessTransport) or transport.K != self.K:
@@ -482,11 +491,17 @@ class MPILoader:
         it (it may be ``None`` there) and get their rows from the master.
     epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
-    transport : MPITransport, optional
+    transport : MPITransport or TorchTransport, optional
         The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
+        A :class:`~coded_shuffle.transport.TorchTransport` runs the same job under ``torchrun``
+        (``torch.distributed``, gloo); a rank that fails then ends its process, and ``torchrun``
+        the others.
     timeout : float, optional
         Seconds any rank waits for another before it ends the job (default: a minute, plus a
         second per 20 MB of records; :func:`coded_shuffle.engine.mpi.default_timeout`).
+    writable : bool
+        Workers get each batch's rows writable (a fresh array per epoch, theirs to keep or
+        modify, for ``torch.from_numpy``); read-only by default.
 
     Examples
     --------
@@ -507,9 +522,10 @@ class MPILoader:
         seed: int = 0,
         order: str | OrderSpec = "auto",
         strategy: str = "greedy",
-        transport: MPITransport | None = None,
+        transport: MPITransport | TorchTransport | None = None,
         max_repair_rounds: int = 3,
         timeout: float | None = None,
+        writable: bool = False,
     ) -> None:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
@@ -528,9 +544,14 @@ class MPILoader:
         self._order = order
         if transport is None:
             transport = MPITransport()
-        elif not isinstance(transport, MPITransport):
-            raise TypeError(f"Argument 'transport' must be an MPITransport, not {type(transport).__name__}.")
+        elif not isinstance(transport, (MPITransport, TorchTransport)):
+            raise TypeError(
+                "Argument 'transport' must be an MPITransport or a TorchTransport, "
+                f"not {type(transport).__name__}."
+            )
         self.transport = transport
+        self.writable = bool(writable)
+        self._pid = os.getpid()
         self.K = transport.K
         self.is_master = transport.is_master
         #: This rank's worker number, or None on the master.
@@ -539,18 +560,22 @@ class MPILoader:
         self.stopped_by: int | None = None
         self.dataset: Dataset | None = None
         self.layout: RowLayout | None = None
+        #: Number of records: on the master from the start, on a worker once its first batch came.
+        self.N: int | None = None
         if self.is_master:
             if source is None:
                 raise TypeError(
                     "Argument 'source' must be a numpy array or the path of a .npy file on the master."
                 )
             self.dataset, self.layout = load_rows(source)
+            self.N = self.dataset.N
             if self.K > self.dataset.N:
                 raise ValueError(
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
         self._used = False
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
+        compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
 
     def _start(self, what: str) -> None:
         if self._used:
@@ -558,7 +583,8 @@ class MPILoader:
         self._used = True
 
     def _watchdog(self, N: int, B: int) -> Watchdog:
-        return Watchdog.for_job(self._timeout, N, B, rank=self.transport.rank, prog=_PROG)
+        abort = getattr(self.transport, "abort", mpi_abort)
+        return Watchdog.for_job(self._timeout, N, B, rank=self.transport.rank, prog=_PROG, abort=abort)
 
     # ---- master
 
@@ -629,7 +655,7 @@ class MPILoader:
     def close(self) -> None:
         """Worker: stop early; the master ends the job at the next transition (see the class)."""
         iterator = None if self._iterator is None else self._iterator()
-        if iterator is not None:
+        if iterator is not None and os.getpid() == self._pid:  # never from a forked copy
             iterator.close()
 
     def __enter__(self) -> MPILoader:
@@ -643,6 +669,7 @@ class MPILoader:
         k = link.worker
         assert k is not None
         N, B, dtype, shape = link.share()
+        self.N = int(N)
         layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         self.layout = layout
         sums = link.share_array(np.empty(N, dtype=np.uint64))
@@ -662,7 +689,9 @@ class MPILoader:
         t = first
         ended = False
         try:
-            yield _batch(first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0)
+            yield _batch(
+                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, writable=self.writable
+            )
             for t in range(first + 1, first + self.epochs):
                 order, nxt = _epoch_layout(N, self.K, seed=self.seed, epoch=t, spec=spec)
                 role = worker_transition(
@@ -679,11 +708,20 @@ class MPILoader:
                     )
                 # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
                 spare, cache, placement = cache.data, res.cache, nxt
-                yield _batch(t, k, order[lo:hi].astype(np.int64), cache, layout, decoded=res.decoded)
+                yield _batch(
+                    t,
+                    k,
+                    order[lo:hi].astype(np.int64),
+                    cache,
+                    layout,
+                    decoded=res.decoded,
+                    writable=self.writable,
+                )
             ended = True
             link.share()
         finally:
-            if not ended:  # this worker stops early
+            # A forked copy (a DataLoader worker) never speaks for the rank.
+            if not ended and os.getpid() == self._pid:  # this worker stops early
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
                     attend(link, worker_stop(), watchdog=dog)
                 self.stopped_by = link.share()

@@ -4,7 +4,10 @@ The loops over points are compiled by numba on their first call, with ``cache=Tr
 machine code is kept beside the modules (``__pycache__``) and loaded by later runs, so only
 the first run after an install (or an upgrade) pays the compilation, several seconds. The
 command line asks :func:`uncompiled` first and, when something must compile, announces it
-before :func:`warm_up` compiles it, rather than leaving the user before a silent command.
+before :func:`warm_up` compiles it, rather than leaving the user before a silent command; the
+loaders (:mod:`coded_shuffle.loader`, :mod:`coded_shuffle.torch`) do the same through
+:func:`compile_once`, which says so on standard error. A job that must not pause at its first
+epoch calls :func:`warm_up` ahead (at install time, say, or in a container's build).
 
 =================  ===================================================================
 group              kernels, and what compiles them here
@@ -20,12 +23,13 @@ group              kernels, and what compiles them here
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["KERNEL_GROUPS", "uncompiled", "warm_up"]
+__all__ = ["KERNEL_GROUPS", "uncompiled", "warm_up", "compile_once"]
 
 #: The groups of kernels, in the order :func:`warm_up` compiles them.
 KERNEL_GROUPS = ("packing", "planning", "ordering", "decoding", "feistel")
@@ -131,3 +135,28 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             feistel_shuffle_matrix(1 << 12, 2, 3, seed=0, epoch=0)
         if progress is not None:
             progress(k)
+
+
+def compile_once(*, prog: str = "coded_shuffle", announce: bool = True) -> list[str]:
+    """Compile the kernels not cached yet, saying so first on standard error (with ``announce``).
+
+    Returns the groups compiled (none once they are cached: nothing is said then). The loaders
+    call it before their first epoch, so that the first use after an install does not stall for
+    10 to 20 seconds without a word.
+
+    Examples
+    --------
+    >>> compile_once()  # cached: nothing to say
+    []
+    """
+    todo = uncompiled()
+    if todo:
+        if announce:
+            print(
+                f"{prog}: compiling kernels, once per install (10 to 20 s; "
+                "coded_shuffle.warmup.warm_up() does it ahead)",
+                file=sys.stderr,
+                flush=True,
+            )
+        warm_up(todo)
+    return todo

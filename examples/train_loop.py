@@ -22,8 +22,8 @@ It prints the loss and the coded and uncoded bytes of each epoch, and ends with 
 - each worker's rows are, bit for bit, the rows of the ``.npy`` file of its batch, in the
   epoch's order (read from the file with numpy, batches cut from the epoch's permutation).
 
-With PyTorch installed, :func:`torch_iterable` wraps one worker's iterator as a
-``torch.utils.data.IterableDataset``; it is optional and not needed here.
+For PyTorch jobs (a ``DataLoader``, ``set_epoch``, DDP under ``torchrun``), see
+:mod:`coded_shuffle.torch` and ``examples/torch_ddp.py``.
 
 Run: ``python examples/train_loop.py``; across processes, rank 0 the master and every other rank
 a worker whose gradients are averaged with ``MPI_Allreduce``:
@@ -32,14 +32,11 @@ a worker whose gradients are averaged with ``MPI_Allreduce``:
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -119,25 +116,6 @@ def final_checks(start: float, best: float, losses: list[float], reports: list[T
     print(f"final loss {losses[-1]:.4f} <= {best:.4f} + {TOLERANCE}; every epoch verified")
 
 
-def torch_iterable(batches: Callable[[], Iterable[EpochBatch]]) -> Any:
-    """Wrap one worker's epochs as a ``torch.utils.data.IterableDataset`` of ``(x, y)`` tensors.
-
-    ``batches`` makes the worker's iterator (for instance ``lambda: loader.worker(k)``, or an
-    ``MPILoader`` on a worker rank); PyTorch is imported only here, when this is called.
-    """
-    import torch
-    from torch.utils.data import IterableDataset
-
-    class CodedShuffleRows(IterableDataset):  # type: ignore[misc]
-        def __iter__(self) -> Iterator[tuple[Any, Any]]:
-            for batch in batches():
-                x, y = np.array(batch.records["x"]), np.array(batch.records["y"])
-                for r in range(len(batch)):
-                    yield torch.from_numpy(x[r]), torch.tensor(y[r])
-
-    return CodedShuffleRows()
-
-
 def run_in_process() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.npy"
@@ -160,12 +138,6 @@ def run_in_process() -> None:
                 w -= LEARNING_RATE * grad / sum(ids.size for ids, _ in step)
             losses.append(loss(w, X["x"], X["y"]))
             print_epoch(t, losses[-1], loader.reports[t - 1] if t else None)
-
-        if importlib.util.find_spec("torch") is not None:  # optional: never needed for the asserts
-            again = InProcessLoader(path, K=1, epochs=1, seed=SEED)
-            first = next(iter(torch_iterable(lambda: again.worker(0))))
-            assert first[0].numpy().tobytes() == X["x"][epoch_permutation(N, seed=SEED, epoch=0)[0]].tobytes()
-            print("torch IterableDataset adapter: first row matches")
     final_checks(start, best, losses, loader.reports)
 
 

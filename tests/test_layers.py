@@ -24,6 +24,7 @@ RANK = {
     "transport": 5,
     "engine": 6,
     "loader": 7,
+    "torch": 7,
     "plots": 7,
     "warmup": 7,
     "mpi_program": 9,
@@ -32,6 +33,8 @@ RANK = {
     "__init__": 9,
 }
 MPI_ALLOWED = {"transport"}
+# PyTorch, an optional extra: imported only by the adapter (coded_shuffle/torch.py) and the transport.
+TORCH_ALLOWED = {"transport", "torch"}
 
 
 def module_key(path: Path) -> str:
@@ -39,9 +42,10 @@ def module_key(path: Path) -> str:
     return rel.parts[0].removesuffix(".py")
 
 
-def imported_modules(path: Path) -> list[tuple[str, int]]:
+def imported_modules(path: Path) -> list[tuple[str, int, bool]]:
+    """``(name, line, internal)`` of each import: ``internal`` for the package's own modules."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    out = []
+    out: list[tuple[str, int, bool]] = []
     depth = len(path.relative_to(PACKAGE).parts) - 1
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -51,13 +55,13 @@ def imported_modules(path: Path) -> list[tuple[str, int]]:
                 if node.level <= depth:
                     continue  # inside the same subpackage
                 if base:
-                    out.append((base, node.lineno))
+                    out.append((base, node.lineno, True))
                 else:
-                    out += [(alias.name, node.lineno) for alias in node.names]
+                    out += [(alias.name, node.lineno, True) for alias in node.names]
             elif node.module:
-                out.append((node.module, node.lineno))
+                out.append((node.module, node.lineno, node.module.startswith("coded_shuffle")))
         elif isinstance(node, ast.Import):
-            out += [(alias.name, node.lineno) for alias in node.names]
+            out += [(alias.name, node.lineno, alias.name.startswith("coded_shuffle")) for alias in node.names]
     return out
 
 
@@ -68,18 +72,36 @@ def test_no_upward_imports():
         if me not in RANK:
             problems.append(f"{path.name}: module {me!r} has no layer in this test")
             continue
-        for name, line in imported_modules(path):
-            if name.startswith("coded_shuffle."):
-                name = name.split(".")[1]
-            if name in RANK and RANK[name] > RANK[me]:
-                problems.append(f"{path.relative_to(PACKAGE)}:{line} imports {name} from a lower layer")
+        for name, line, internal in imported_modules(path):
+            where = f"{path.relative_to(PACKAGE)}:{line}"
+            if internal:
+                if name.startswith("coded_shuffle."):
+                    name = name.split(".")[1]
+                if name in RANK and RANK[name] > RANK[me]:
+                    problems.append(f"{where} imports {name} from a lower layer")
+                continue
             if name.split(".")[0] == "mpi4py" and me not in MPI_ALLOWED:
-                problems.append(f"{path.relative_to(PACKAGE)}:{line} imports mpi4py outside the transport")
-            if name.split(".")[0] == "torch":
-                problems.append(f"{path.relative_to(PACKAGE)}:{line} imports torch")
+                problems.append(f"{where} imports mpi4py outside the transport")
+            if name.split(".")[0] == "torch" and me not in TORCH_ALLOWED:
+                problems.append(f"{where} imports torch outside the torch adapter and the transport")
     assert not problems, "\n".join(problems)
 
 
 def test_bounds_never_depends_on_plan():
     text = (PACKAGE / "bounds.py").read_text(encoding="utf-8")
     assert "from .plan" not in text and "import plan" not in text
+
+
+def test_torch_is_imported_lazily_by_the_transport():
+    """The transport imports torch inside functions only, so that the package imports without it."""
+    tree = ast.parse((PACKAGE / "transport.py").read_text(encoding="utf-8"))
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+    assert not [n for n in names if n.split(".")[0] in ("torch", "mpi4py")]
+
+
+def test_the_walker_tells_the_adapter_from_the_library():
+    """``import torch`` in the adapter is the library (checked as such), ``.loader`` the package's."""
+    names = {(n, internal) for n, _, internal in imported_modules(PACKAGE / "torch.py")}
+    assert ("torch", False) in names and ("loader", True) in names and ("torch", True) not in names

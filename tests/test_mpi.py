@@ -281,6 +281,10 @@ def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path, receiver
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "verified" in proc.stdout  # the table went to standard output
+    # The start-up (kernels loaded, links opened) is one warm-up line apart, above the table's rows.
+    lines = proc.stdout.splitlines()
+    assert lines[1].startswith(f"warm-up: one transition of {4 * K} records a mode, ")
+    assert lines[2].split()[:2] == ["epoch", "mode"] and "warm-up" not in "".join(lines[2:])
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["epoch"], r["mode"]) for r in rows] == [
         (e, m) for e in range(1, epochs + 1) for m in ("coded", "uncoded")

@@ -40,3 +40,19 @@ def test_warm_up_compiles_every_kernel_it_lists():
     # compile on every run.
     warm_up()
     assert uncompiled() == []
+
+
+def test_compile_once_says_so_on_standard_error(monkeypatch, capsys):
+    """A library user is told, once, before a compile; nothing is said when all is cached."""
+    from coded_shuffle import warmup
+
+    compiled = []
+    monkeypatch.setattr(warmup, "uncompiled", lambda groups=None: ["feistel"])
+    monkeypatch.setattr(warmup, "warm_up", lambda todo, progress=None: compiled.append(list(todo)))
+    assert warmup.compile_once(prog="coded_shuffle.loader") == ["feistel"]
+    err = capsys.readouterr().err
+    assert err.startswith("coded_shuffle.loader: compiling kernels, once per install") and "warm_up()" in err
+    assert compiled == [["feistel"]]
+    assert warmup.compile_once(announce=False) == ["feistel"] and capsys.readouterr().err == ""
+    monkeypatch.setattr(warmup, "uncompiled", lambda groups=None: [])
+    assert warmup.compile_once() == [] and capsys.readouterr().err == ""

@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
 from ..errors import RankTimeout
@@ -55,10 +55,15 @@ def default_timeout(N: int, record_bytes: int) -> float:
     return 60.0 + float(N * record_bytes // 20_000_000)
 
 
-def end_job(prog: str, rank: int, message: str) -> NoReturn:
-    """Print ``prog: error: rank R: message`` on standard error, then abort the whole job."""
+def end_job(prog: str, rank: int, message: str, abort: Callable[[int], Any] = mpi_abort) -> NoReturn:
+    """Print ``prog: error: rank R: message`` on standard error, then abort the whole job.
+
+    ``abort`` ends the job: ``MPI_Abort`` by default; a transport over ``torch.distributed``
+    ends this process (its launcher, ``torchrun``, then stops the others).
+    """
     print(f"{prog}: error: rank {rank}: {message}", file=sys.stderr, flush=True)
-    mpi_abort(1)
+    abort(1)
+    os._exit(1)  # pragma: no cover - abort does not return
 
 
 def _alive(pid: int) -> bool:
@@ -81,16 +86,35 @@ class Watchdog:
     """
 
     @classmethod
-    def for_job(cls, timeout: float | None, N: int, record_bytes: int, *, rank: int, prog: str) -> Watchdog:
+    def for_job(
+        cls,
+        timeout: float | None,
+        N: int,
+        record_bytes: int,
+        *,
+        rank: int,
+        prog: str,
+        abort: Callable[[int], Any] = mpi_abort,
+    ) -> Watchdog:
         """The watchdog of a job of ``N`` records: ``timeout``, or :func:`default_timeout` if None."""
         chosen = default_timeout(N, record_bytes) if timeout is None else float(timeout)
-        return cls(timeout=chosen, rank=rank, prog=prog)
+        return cls(timeout=chosen, rank=rank, prog=prog, abort=abort)
 
-    def __init__(self, *, timeout: float, rank: int, prog: str, period: float = 0.5) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        rank: int,
+        prog: str,
+        period: float = 0.5,
+        abort: Callable[[int], Any] = mpi_abort,
+    ) -> None:
         self.timeout = float(timeout)
         self.rank = rank
         self.prog = prog
         self.period = period
+        #: How the job ends: ``MPI_Abort``, or the transport's own ``abort``.
+        self.abort = abort
         self._stage: str | None = None
         self._deadline = float("inf")
         self._stop = threading.Event()
@@ -116,10 +140,12 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(self.period):
             if self._launcher is not None and not _alive(self._launcher):
-                end_job(self.prog, self.rank, f"the launcher (pid {self._launcher}) is gone; ending the job")
+                gone = f"the launcher (pid {self._launcher}) is gone; ending the job"
+                end_job(self.prog, self.rank, gone, self.abort)
             stage = self._stage
             if stage is not None and time.monotonic() > self._deadline:
-                end_job(self.prog, self.rank, f"no progress within {self.timeout:g} s while {stage}")
+                late = f"no progress within {self.timeout:g} s while {stage}"
+                end_job(self.prog, self.rank, late, self.abort)
 
 
 def _step(role: Generator[Any, Any, Any], value: Any, watchdog: Watchdog, stage: str) -> tuple[bool, Any]:
@@ -140,7 +166,7 @@ def serve(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> A
             try:
                 posts = link.gather_posts(timeout=timeout, stage=msg.stage)
             except RankTimeout as exc:
-                end_job(prog, link.rank, str(exc))
+                end_job(prog, link.rank, str(exc), watchdog.abort)
             running, msg = _step(role, posts, watchdog, f"sending after the {msg.stage!r} round")
         else:
             assert isinstance(msg, Announce)
@@ -158,6 +184,6 @@ def attend(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> 
             stage = msg.value if isinstance(msg.value, str) else type(msg.value).__name__.lower()
             word = link.post(msg.value, timeout=2 * timeout, stage=stage)
         except RankTimeout as exc:
-            end_job(prog, link.rank, str(exc))
+            end_job(prog, link.rank, str(exc), watchdog.abort)
         running, msg = _step(role, word, watchdog, f"receiving and decoding after the word {word!r}")
     return msg

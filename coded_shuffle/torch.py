@@ -1,0 +1,539 @@
+"""PyTorch: one training rank's coded epochs as a ``torch.utils.data.IterableDataset``.
+
+Notation
+--------
+=========  ==========================================================================
+``K``      number of workers (training ranks); the job has ``K + 1`` ranks, rank 0 the master
+``N``      number of records
+``t``      epoch; epoch ``t``'s global order is cut into ``K`` contiguous batches
+``L``      samples every rank yields an epoch: ``N // K`` (``drop_last``) or ``ceil(N / K)``
+=========  ==========================================================================
+
+:class:`CodedIterableDataset` is :class:`coded_shuffle.loader.MPILoader` seen from PyTorch. Every
+rank of the job makes it with the same options; rank 0 (:attr:`~CodedIterableDataset.is_master`)
+calls :meth:`~CodedIterableDataset.serve` and trains nothing, every other rank hands it to a
+``DataLoader`` and calls :meth:`~CodedIterableDataset.set_epoch` before each epoch, as with
+``DistributedSampler``. Under ``torchrun`` (``torch.distributed`` initialized) the delivery goes
+over a gloo group of its own (:class:`~coded_shuffle.transport.TorchTransport`); under ``mpiexec``
+over MPI. A rank's batch of epoch ``t`` is decoded from its cache and the master's coded symbols,
+every record checked, before one sample of it is yielded.
+
+With ``prefetch`` (the default) a background thread on each worker runs the next transition
+while the current epoch trains, at most one epoch ahead: the batch of epoch ``t + 1`` is
+decoded and verified by the time ``set_epoch(t + 1)`` is called, unless the training step is
+shorter than the delivery. The master needs no thread: its :meth:`serve` loop plans and encodes
+transition ``t + 1`` while the workers train on epoch ``t``. Only that thread uses the transport.
+
+This module is the only one besides :mod:`coded_shuffle.transport` that imports ``torch``; the
+package imports without it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from ._checks import check_int
+from .engine import TransitionReport
+from .loader import EpochBatch, MPILoader
+from .orders import OrderSpec
+from .transport import MPITransport, TorchTransport, torch_world
+
+__all__ = ["CodedIterableDataset", "pack_arrays"]
+
+# Dtypes torch makes tensors of (numpy kinds: bool, signed, unsigned, float, complex).
+_TENSOR_KINDS = "biufc"
+
+
+def _load(source: object, name: str) -> np.ndarray:
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            return np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Argument '{name}' must name a readable .npy file: {exc}") from None
+    if isinstance(source, np.ndarray):
+        return source
+    raise TypeError(
+        f"Argument '{name}' must be a numpy array or the path of a .npy file, not {type(source).__name__}."
+    )
+
+
+def _check_fields(dtype: np.dtype, name: str) -> None:
+    fields = [(f, dtype[f]) for f in dtype.names] if dtype.names else [(None, dtype)]
+    for f, dt in fields:
+        base = dt.base
+        if base.kind not in _TENSOR_KINDS or base.names:
+            where = "" if f is None else f" (field {f!r})"
+            raise ValueError(
+                f"Argument '{name}' must hold numbers or bools torch can hold{where}, not {base}."
+            )
+
+
+def pack_arrays(source: object) -> np.ndarray:
+    """The records of ``source`` as one array: an array as it is, several arrays as one structured array.
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str, os.PathLike, sequence or mapping of them
+        One array of shape ``(N, ...)`` (or ``.npy`` path, read as a memmap), kept as it is; or
+        several, all of ``N`` rows (features and labels in separate files, say): row ``i`` of
+        each becomes field ``f0``, ``f1``, ... (or the mapping's keys) of record ``i``, in one
+        aligned structured array (a copy in memory).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rec = pack_arrays([np.zeros((4, 3), np.float32), np.arange(4)])
+    >>> rec.dtype.names, rec["f0"].shape, rec["f1"].tolist()
+    (('f0', 'f1'), (4, 3), [0, 1, 2, 3])
+    >>> pack_arrays([np.zeros(4), np.zeros(5)])
+    Traceback (most recent call last):
+    ...
+    ValueError: Argument 'source' must hold arrays of one length N = 4, not 5 rows at 'f1'.
+    """
+    if isinstance(source, (str, os.PathLike, np.ndarray)):
+        arr = _load(source, "source")
+        if arr.ndim < 1:
+            raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
+        _check_fields(arr.dtype, "source")
+        return arr
+    if isinstance(source, Mapping):
+        items = [(str(k), v) for k, v in source.items()]
+    elif isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
+        items = [(f"f{i}", v) for i, v in enumerate(source)]
+    else:
+        raise TypeError(
+            "Argument 'source' must be an array, a .npy path, or a sequence or mapping of them, "
+            f"not {type(source).__name__}."
+        )
+    if not items:
+        raise ValueError("Argument 'source' must hold at least one array, not none.")
+    arrays = [(k, _load(v, "source")) for k, v in items]
+    N = arrays[0][1].shape[0] if arrays[0][1].ndim else 0
+    for k, a in arrays:
+        if a.ndim < 1:
+            raise ValueError(f"Argument 'source' must hold arrays of at least 1 dimension, not 0 at {k!r}.")
+        if a.dtype.names:
+            raise ValueError(
+                f"Argument 'source' must hold plain arrays when it holds several, not {a.dtype} at {k!r}."
+            )
+        _check_fields(a.dtype, "source")
+        if a.shape[0] != N:
+            raise ValueError(
+                f"Argument 'source' must hold arrays of one length N = {N}, not {a.shape[0]} rows at {k!r}."
+            )
+    dtype = np.dtype([(k, a.dtype.newbyteorder("="), a.shape[1:]) for k, a in arrays], align=True)
+    out = np.empty(N, dtype=dtype)
+    for k, a in arrays:
+        out[k] = a
+    return out
+
+
+def _tensor(arr: np.ndarray) -> torch.Tensor:
+    """A tensor of ``arr`` (writable): a view where torch can stride it, else one copy."""
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if any(s % arr.itemsize or s < 0 for s in arr.strides) or arr.ctypes.data % arr.itemsize:
+        arr = np.ascontiguousarray(arr)
+    return torch.from_numpy(arr)
+
+
+def _columns(records: np.ndarray) -> tuple[torch.Tensor, ...]:
+    """One tensor per field of a structured array, or the one tensor of a plain array."""
+    if records.dtype.names:
+        return tuple(_tensor(records[f]) for f in records.dtype.names)
+    return (_tensor(records),)
+
+
+class _Prefetch:
+    """A thread that runs the worker's epochs at most one ahead of the training loop.
+
+    The thread alone steps the loader's iterator (and so alone uses the transport). It takes
+    the next epoch only when :meth:`take` has handed out the previous one: with the batch being
+    trained on and the one made ahead, a worker holds at most two epochs' rows besides its cache.
+    """
+
+    def __init__(self, epochs: Iterator[EpochBatch]) -> None:
+        self._epochs = epochs
+        self._out: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+        self._go = threading.Semaphore(1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="coded_shuffle-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                self._go.acquire()
+                if self._stop.is_set():
+                    close = getattr(self._epochs, "close", None)
+                    if close is not None:
+                        close()  # a worker stopping early tells the master, from this thread
+                    self._out.put(("end", None))
+                    return
+                try:
+                    batch = next(self._epochs)
+                except StopIteration:
+                    self._out.put(("end", None))
+                    return
+                self._out.put(("batch", batch))
+        except BaseException as exc:  # handed to the training loop, raised there
+            self._out.put(("error", exc))
+
+    def take(self) -> EpochBatch | None:
+        """The next epoch's batch (waiting for it), or None when the epochs have ended."""
+        while True:
+            try:
+                kind, value = self._out.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    return None
+        if kind == "error":
+            raise value
+        if kind == "end":
+            return None
+        self._go.release()  # the thread may make the next epoch now
+        return value
+
+    def close(self) -> None:
+        """Stop: the thread closes the iterator (the master learns at the next transition)."""
+        if not self._thread.is_alive():
+            return
+        self._stop.set()
+        self._go.release()
+        while self._thread.is_alive():
+            try:  # let the thread finish the epoch it may be making
+                self._out.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        self._thread.join()
+
+
+class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
+    """One training rank's samples of every epoch, delivered coded, as a PyTorch ``IterableDataset``.
+
+    Every rank of a job of ``K + 1`` ranks makes it with the same options. Rank 0, the master
+    (:attr:`is_master`), reads ``source`` and calls :meth:`serve`; worker ``k`` (rank ``k + 1``)
+    passes the dataset to a ``torch.utils.data.DataLoader`` and calls :meth:`set_epoch` before each
+    epoch. Each epoch, a worker yields the records of its batch (the ``k``-th contiguous run of the
+    epoch's global order, :func:`coded_shuffle.orders.epoch_order`), each exactly once, in that
+    order, and every worker yields the same number of samples, ``len(dataset)``: with
+    ``drop_last`` the longer batches drop their last record; without it the shorter ones repeat
+    their first (as ``DistributedSampler`` pads), so that collectives across the workers (a DDP
+    allreduce) never wait for a rank that has run out.
+
+    A sample is the row as a tensor (a plain array), or a tuple of tensors, one per field of a
+    structured array or per array of several (:func:`pack_arrays`); with ``with_ids``, the
+    record's id comes first. Tensors are writable and share memory with the epoch's rows, which
+    the dataset owns (a field that torch cannot stride, in a packed structured row, is copied
+    once). With ``DataLoader(num_workers=n)``, each DataLoader worker yields its own contiguous
+    share of the rank's samples (forked after :meth:`set_epoch`, or pickled with the epoch's rows);
+    ``persistent_workers`` is refused, since a persistent worker would keep an old epoch.
+
+    Parameters
+    ----------
+    source : array, str, os.PathLike, sequence or mapping of them, or None
+        The records (see :func:`pack_arrays`), read on the master only (``None`` elsewhere).
+    epochs : int
+        Epochs the job trains, ``start_epoch .. start_epoch + epochs - 1``.
+    start_epoch : int
+        The first epoch (read from the dataset); :meth:`load_state_dict` sets it on resume.
+    seed, order, strategy, max_repair_rounds, timeout
+        As :class:`coded_shuffle.loader.MPILoader`; the same on every rank.
+    drop_last : bool
+        Drop the extra record of the longer batches (default False: pad the shorter ones).
+    with_ids : bool
+        Yield each record's id before its tensors.
+    prefetch : bool
+        Decode the next epoch in a background thread while this one trains (default True).
+    transport : MPITransport or TorchTransport, optional
+        The link: by default a :class:`~coded_shuffle.transport.TorchTransport` when
+        ``torch.distributed`` is initialized (``torchrun``), else an MPI one (``mpiexec``).
+    rank, world_size : int, optional
+        When given, checked against the job's (a rank that is not part of it is refused).
+
+    Examples
+    --------
+    >>> ds = CodedIterableDataset("train.npy", epochs=3)  # doctest: +SKIP
+    >>> if ds.is_master:  # doctest: +SKIP
+    ...     ds.serve()
+    ... else:
+    ...     loader = torch.utils.data.DataLoader(ds, batch_size=64, num_workers=2)
+    ...     for epoch in range(3):
+    ...         ds.set_epoch(epoch)
+    ...         for x in loader:
+    ...             train_step(x)
+    """
+
+    def __init__(
+        self,
+        source: object = None,
+        *,
+        epochs: int,
+        start_epoch: int = 0,
+        seed: int = 0,
+        order: str | OrderSpec = "auto",
+        strategy: str = "greedy",
+        drop_last: bool = False,
+        with_ids: bool = False,
+        prefetch: bool = True,
+        transport: MPITransport | TorchTransport | None = None,
+        max_repair_rounds: int = 3,
+        timeout: float | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"Argument '{name}' must be a bool, not {type(flag).__name__}.")
+        if world_size is not None:
+            world_size = check_int(world_size, "world_size", minimum=2)
+        if rank is not None:
+            rank = check_int(rank, "rank", minimum=0)
+            if world_size is not None and rank >= world_size:
+                raise ValueError(
+                    f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}."
+                )
+        if transport is None:
+            transport = TorchTransport() if torch_world() is not None else MPITransport()
+        if world_size is not None and world_size != transport.K + 1:
+            raise ValueError(
+                f"Argument 'world_size' must be the job's {transport.K + 1} ranks, not {world_size}."
+            )
+        if rank is not None and rank != transport.rank:
+            raise ValueError(
+                f"Argument 'rank' must be this process's rank {transport.rank} of the job's "
+                f"{transport.K + 1}, not {rank}."
+            )
+        self.drop_last, self.with_ids, self.prefetch = drop_last, with_ids, prefetch
+        records = pack_arrays(source) if transport.is_master and source is not None else source
+        self._options: dict[str, Any] = {
+            "epochs": epochs, "seed": seed, "order": order, "strategy": strategy,
+            "max_repair_rounds": max_repair_rounds, "timeout": timeout,
+        }  # fmt: skip
+        # Checks every option now, on every rank (the loader proper is made at the first epoch).
+        self._loader = MPILoader(
+            records, start_epoch=start_epoch, transport=transport, writable=True, **self._options
+        )
+        self.transport = transport
+        self.K = transport.K
+        self.is_master = transport.is_master
+        #: This rank's worker number, or None on the master.
+        self.worker = transport.worker
+        self.epochs = self._loader.epochs
+        self.start_epoch = self._loader.start_epoch
+        self.seed = self._loader.seed
+        self._records = records
+        self._feed: Any = None
+        self._batch: EpochBatch | None = None
+        self._tensors: tuple[torch.Tensor, ...] = ()
+        self._ids: np.ndarray = np.empty(0, dtype=np.int64)
+        self._pos: np.ndarray = np.empty(0, dtype=np.int64)  # sample s is row _pos[s] of the batch
+        self._skip = 0  # samples of the current epoch already trained on (a mid-epoch resume)
+        self._yielded = 0
+        self._N: int | None = self._loader.N
+        self._pid = os.getpid()
+        self._iterated: tuple[int, int] = (self._pid, 0)
+
+    # ---- sizes
+
+    @property
+    def N(self) -> int:
+        """Number of records (on a worker, known from the first epoch on)."""
+        if self._N is None:
+            self._start()
+        assert self._N is not None
+        return self._N
+
+    def __len__(self) -> int:
+        """Samples every rank yields an epoch: ``N // K`` with ``drop_last``, else ``ceil(N / K)``.
+
+        On a worker, a call before the first epoch waits for the job's setup (it learns ``N``).
+        """
+        N, K = self.N, self.K
+        return N // K if self.drop_last else -(-N // K)
+
+    @property
+    def epoch(self) -> int | None:
+        """The current epoch (None on a worker before the first)."""
+        return None if self._batch is None else self._batch.epoch
+
+    # ---- master
+
+    def serve(self) -> list[TransitionReport]:
+        """Master: deliver every epoch after the first; return the transitions' reports."""
+        return self._loader.serve()
+
+    @property
+    def stopped_by(self) -> int | None:
+        """The worker that stopped early and so ended the job, or None."""
+        return self._loader.stopped_by
+
+    # ---- worker: the epochs
+
+    def _start(self) -> None:
+        if self.is_master:
+            raise RuntimeError(
+                f"Rank {self.transport.rank} is the master: call serve(); the workers iterate."
+            )
+        if self._feed is not None:
+            return
+        epochs = iter(self._loader)
+        self._feed = _Prefetch(epochs) if self.prefetch else epochs
+        atexit.register(self.close)  # after the loader's own: runs first
+        self._advance()
+
+    def _next_batch(self) -> EpochBatch | None:
+        if isinstance(self._feed, _Prefetch):
+            return self._feed.take()
+        return next(self._feed, None)
+
+    def _advance(self) -> None:
+        batch = self._next_batch()
+        if batch is None:
+            raise RuntimeError(
+                f"Worker {self.worker}: the job ended after epoch {self.epoch} "
+                f"(stopped by worker {self.stopped_by})."
+            )
+        if self._batch is not None:
+            self._skip = 0
+        self._batch, self._yielded = batch, 0
+        self._N = self._loader.N
+        L = len(self)
+        n = len(batch)
+        pos = np.arange(L) % n  # drop_last keeps the first L; padding repeats the first records
+        self._ids = np.ascontiguousarray(batch.ids[pos])
+        self._pos = pos
+        self._tensors = _columns(batch.records)
+        if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, _Prefetch):
+            next(self._feed, None)  # the last epoch: the loader ends the job with the master now
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make ``epoch`` the current one: its batch decoded, verified and ready when this returns.
+
+        Epochs go forward (skipping some makes their transitions, unused); the same epoch again
+        is allowed and changes nothing. On the master it only checks ``epoch``.
+        """
+        last = self.start_epoch + self.epochs - 1
+        e = check_int(epoch, "epoch", minimum=0)
+        if not self.start_epoch <= e <= last:
+            raise ValueError(f"Argument 'epoch' must be in {self.start_epoch}..{last}, not {e}.")
+        if self.is_master:
+            return
+        self._start()
+        assert self._batch is not None
+        if e < self._batch.epoch:
+            raise ValueError(
+                f"Argument 'epoch' must be at least the current epoch {self._batch.epoch} "
+                f"(epochs only go forward; resume with load_state_dict), not {e}."
+            )
+        while self._batch.epoch < e:
+            self._advance()
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield this rank's samples of the current epoch (this DataLoader worker's share)."""
+        if self.is_master:
+            raise RuntimeError(
+                f"Rank {self.transport.rank} is the master: call serve(); the workers iterate."
+            )
+        info = get_worker_info()
+        if info is None:
+            self._start()
+        elif self._batch is None:
+            raise RuntimeError(
+                "Call set_epoch(epoch) on the dataset before iterating a DataLoader with num_workers > 0."
+            )
+        pid, n = self._iterated
+        n = n + 1 if pid == os.getpid() else 1
+        self._iterated = (os.getpid(), n)
+        if info is not None and n > 1:
+            raise RuntimeError(
+                "Argument 'persistent_workers' must be False for a CodedIterableDataset: a persistent "
+                "DataLoader worker keeps an old epoch."
+            )
+        share = np.arange(self._skip, len(self))
+        if info is not None:
+            share = np.array_split(share, info.num_workers)[info.id]
+        return self._samples(share, counted=info is None)
+
+    def _samples(self, share: np.ndarray, *, counted: bool) -> Iterator[Any]:
+        cols, pos, ids = self._tensors, self._pos, self._ids
+        single = len(cols) == 1 and self._batch is not None and not self._batch.records.dtype.names
+        for s in share.tolist():
+            r = int(pos[s])
+            row = cols[0][r] if single else tuple(c[r] for c in cols)
+            if counted:
+                self._yielded = s + 1 - self._skip
+            if self.with_ids:
+                yield (int(ids[s]), row) if single else (int(ids[s]), *row)
+            else:
+                yield row
+
+    # ---- checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where training is: the epoch, and the samples of it yielded in this process.
+
+        Samples are counted when the dataset is iterated in this process (``num_workers = 0``);
+        with DataLoader workers the state is the start of the epoch. A state saved at the end of
+        an epoch resumes at the next one.
+        """
+        epoch = self.start_epoch if self._batch is None else self._batch.epoch
+        done = self._skip + self._yielded
+        if self._batch is not None and done >= len(self) and epoch < self.start_epoch + self.epochs - 1:
+            epoch, done = epoch + 1, 0
+        return {"epoch": epoch, "samples": done, "seed": self.seed, "K": self.K}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume at ``state`` (from :meth:`state_dict`): before the first epoch, on every rank.
+
+        The epoch resumed is read from the dataset (no transition); with ``samples``, a worker
+        skips the samples of it that were trained on before.
+        """
+        if not isinstance(state, Mapping) or not {"epoch", "samples", "seed", "K"} <= set(state):
+            raise TypeError(
+                "Argument 'state' must be a mapping from state_dict(), with epoch, samples, seed, K."
+            )
+        if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
+            raise RuntimeError("load_state_dict must be called before the first epoch.")
+        if state["seed"] != self.seed or state["K"] != self.K:
+            raise ValueError(
+                f"Argument 'state' must come from a job of seed {self.seed} and K = {self.K}, "
+                f"not seed {state['seed']} and K = {state['K']}."
+            )
+        end = self.start_epoch + self.epochs
+        epoch = check_int(state["epoch"], "state['epoch']", minimum=self.start_epoch)
+        if epoch >= end:
+            raise ValueError(f"Argument 'state' must resume before epoch {end}, not at epoch {epoch}.")
+        self._skip = check_int(state["samples"], "state['samples']", minimum=0)
+        self._loader = MPILoader(
+            self._records, start_epoch=epoch, transport=self.transport, writable=True,
+            **{**self._options, "epochs": end - epoch},
+        )  # fmt: skip
+        self.start_epoch, self.epochs = epoch, end - epoch
+
+    def close(self) -> None:
+        """Worker: stop early (the master ends the job at the next transition); idempotent."""
+        if os.getpid() != self._pid or self._feed is None:
+            return
+        if isinstance(self._feed, _Prefetch):
+            self._feed.close()
+        else:
+            self._loader.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For DataLoader workers started by spawn: the current epoch's tensors, no link."""
+        state = self.__dict__.copy()
+        for key in ("_loader", "transport", "_feed", "_records"):
+            state[key] = None
+        return state

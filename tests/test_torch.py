@@ -1,0 +1,311 @@
+"""coded_shuffle.torch: each training rank yields exactly its batch, under mpiexec and torchrun.
+
+The oracle never goes through the codec or the dataset: it reads the ``.npy`` files with numpy
+and cuts each epoch's global order (:func:`coded_shuffle.orders.epoch_permutation`, the ``auto``
+order at these sizes) with ``np.array_split``, which is how the batches are defined; the padding
+and dropping rule (``DistributedSampler``'s) is applied to that by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coded_shuffle.codec import load_dataset
+from coded_shuffle.engine import run
+from coded_shuffle.orders import epoch_permutation
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(
+    not HAVE_TORCH, reason="needs PyTorch (pip install 'torch==2.13.0+cpu'); the package works without it"
+)
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "tests" / "torch_dataset_prog.py"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpiexec beside the interpreter and mpi4py")
+
+N, SEED, MINI = 23, 5, 4  # the program's seed and DataLoader batch size
+ROW = np.dtype([("x", "<f4", (3,)), ("y", "<i2")])
+
+
+def write_data(d: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    rows = np.zeros(N, dtype=ROW)
+    rows["x"] = rng.standard_normal((N, 3))
+    rows["y"] = rng.integers(-1000, 1000, N)
+    x = rng.standard_normal((N, 5)).astype(np.float32)
+    y = rng.integers(0, 10, N)
+    np.save(d / "rows.npy", rows)
+    np.save(d / "x.npy", x)
+    np.save(d / "y.npy", y)
+    return {"struct": rows, "x": x, "y": y}
+
+
+def launch(how: str, K: int, *args: object) -> subprocess.CompletedProcess[str]:
+    if how == "mpiexec":
+        cmd = [str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM)]
+    else:  # torchrun, on loopback
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={K + 1}"]
+        cmd += ["--monitor-interval=0.5", str(PROGRAM)]
+    return subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, timeout=180, cwd=ROOT, check=False
+    )
+
+
+def expected(K: int, t: int, *, drop_last: bool) -> list[np.ndarray]:
+    """Each rank's samples of epoch ``t``, in order: its batch, cut or padded to ``L``."""
+    batches = np.array_split(np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64), K)
+    L = N // K if drop_last else math.ceil(N / K)
+    return [np.array([b[i % b.size] for i in range(L)]) for b in batches]
+
+
+def steps(L: int, num_workers: int) -> int:
+    """DataLoader steps of ``L`` samples split in contiguous shares, batched by ``MINI`` each."""
+    return sum(math.ceil(s.size / MINI) for s in np.array_split(np.arange(L), max(num_workers, 1)))
+
+
+def check_run(out: Path, data: dict[str, np.ndarray], layout: str, K: int, epochs: range, *, drop_last: bool,
+              num_workers: int, skip: int = 0) -> None:  # fmt: skip
+    for t in epochs:
+        want = expected(K, t, drop_last=drop_last)
+        union = []
+        for k in range(K):
+            got = np.load(out / f"w{k}_e{t}.npz")
+            mine = want[k][skip if t == epochs[0] else 0 :]
+            ids = got["ids"]
+            if num_workers == 0:
+                assert ids.tolist() == mine.tolist()  # in the epoch's order
+            else:  # the DataLoader interleaves its workers' batches
+                assert sorted(ids.tolist()) == sorted(mine.tolist())
+            assert int(got["length"]) == want[k].size and bool(got["writable"])
+            assert int(got["steps"]) == steps(mine.size, num_workers)  # the same on every rank
+            if layout == "struct":
+                assert np.array_equal(got["field0"], data["struct"]["x"][ids])
+                assert np.array_equal(got["field1"], data["struct"]["y"][ids])
+            else:
+                assert np.array_equal(got["field0"], data["x"][ids])
+                assert np.array_equal(got["field1"], data["y"][ids])
+            union += ids.tolist()
+        if skip == 0 or t != epochs[0]:  # every record exactly once, besides the padding
+            counts = np.bincount(union, minlength=N)
+            padded = (
+                [] if drop_last else [int(want[k][0]) for k in range(K) if want[k].size > len(set(want[k]))]
+            )
+            cut = np.array_split(epoch_permutation(N, seed=SEED, epoch=t), K)
+            dropped = {int(b[-1]) for b in cut if b.size > N // K} if drop_last else set()
+            for i in range(N):
+                assert counts[i] == (0 if i in dropped else 1 + padded.count(i))
+
+
+def check_reports(out: Path, K: int, epochs: range, data: dict[str, np.ndarray], layout: str) -> None:
+    reports = json.loads((out / "reports.json").read_text())
+    assert [r["epoch"] for r in reports] == list(epochs)[1:]
+    packed = data["struct"] if layout == "struct" else None
+    if packed is None:
+        from coded_shuffle.torch import pack_arrays
+
+        packed = pack_arrays([data["x"], data["y"]])
+    engine = run(load_dataset(packed), K=K, epochs=epochs[-1], seed=SEED)
+    for r in reports:  # the bytes the master sent, counted as the engine counts them in-process
+        ref = engine.transitions[r["epoch"] - 1]
+        assert r["verified"] and r["records_checked"] == N
+        assert r["coded_bytes"] == ref.coded_bytes and r["wire_bytes"] == ref.wire_bytes
+        assert r["coded_bytes"] < r["uncoded_bytes"]
+
+
+CASES = [  # launcher, layout, K, num_workers, drop_last, prefetch
+    pytest.param("mpiexec", "struct", 3, 2, False, True, marks=needs_mpi, id="mpiexec-struct-2workers-pad"),
+    pytest.param("mpiexec", "files", 2, 0, True, False, marks=needs_mpi, id="mpiexec-files-drop-noprefetch"),
+    pytest.param("torchrun", "files", 3, 2, False, True, id="torchrun-files-2workers-pad"),
+]
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize(("how", "layout", "K", "num_workers", "drop_last", "prefetch"), CASES)
+def test_each_rank_yields_exactly_its_batch(tmp_path, rng, how, layout, K, num_workers, drop_last, prefetch):
+    data = write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    epochs = 3
+    proc = launch(how, K, layout, tmp_path, out, epochs, num_workers, int(drop_last), int(prefetch))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_run(out, data, layout, K, range(epochs), drop_last=drop_last, num_workers=num_workers)
+    check_reports(out, K, range(epochs), data, layout)
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_resume_mid_epoch_under_torchrun(tmp_path, rng):
+    """From {"epoch": 1, "samples": 3}: epoch 1 read from the file, its first 3 samples skipped."""
+    data = write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    K = 2
+    proc = launch("torchrun", K, "struct", tmp_path, out, 3, 0, 0, 1, "resume")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (out / "w0_e0.npz").exists()
+    check_run(out, data, "struct", K, range(1, 3), drop_last=False, num_workers=0, skip=3)
+    check_reports(out, K, range(1, 3), data, "struct")
+
+
+@needs_torch
+@needs_mpi
+@pytest.mark.mpi
+def test_torch_dataset_exceptions(tmp_path, rng):
+    """Bad input, on the worker ranks: one line naming the argument; then every worker stops early."""
+    write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("mpiexec", 2, "struct", tmp_path, out, 3, 0, 0, 1, "bad")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for k in range(2):
+        bad = json.loads((out / f"bad_{k}.json").read_text())
+        assert all("\n" not in msg for msg in bad.values()), bad
+        assert bad["epoch_high"] == "ValueError: Argument 'epoch' must be in 0..2, not 3."
+        assert bad["epoch_negative"].startswith("ValueError: Argument 'epoch' must be at least 0")
+        assert bad["sampler"].startswith("ValueError:") and "sampler" in bad["sampler"]
+        assert bad["shuffle"].startswith("ValueError:") and "shuffle" in bad["shuffle"]
+        assert (
+            bad["rank"]
+            == f"ValueError: Argument 'rank' must be this process's rank {k + 1} of the job's 3, not 5."
+        )
+        assert bad["rank_world"] == "ValueError: Argument 'rank' must be a rank of the job, 0 to 2, not 9."
+        assert bad["world_size"] == "ValueError: Argument 'world_size' must be the job's 3 ranks, not 9."
+    assert json.loads((out / "stopped.json").read_text())["stopped_by"] == 0
+    # The prefetch thread may have made epoch 1 before the workers stopped: then it was verified.
+    reports = json.loads((out / "reports.json").read_text())
+    assert [r["epoch"] for r in reports] in ([], [1]) and all(r["verified"] for r in reports)
+
+
+@needs_torch
+def test_pack_arrays_exceptions(tmp_path):
+    from coded_shuffle.torch import pack_arrays
+
+    with pytest.raises(
+        ValueError, match=r"^Argument 'source' must hold arrays of one length N = 4, not 5 rows"
+    ):
+        pack_arrays([np.zeros(4), np.zeros(5)])
+    with pytest.raises(ValueError, match=r"^Argument 'source' must hold numbers or bools"):
+        pack_arrays(np.array(["a", "b"]))
+    with pytest.raises(ValueError, match=r"^Argument 'source' must name a readable .npy file"):
+        pack_arrays([tmp_path / "missing.npy"])
+    with pytest.raises(TypeError, match=r"^Argument 'source' must be an array"):
+        pack_arrays(3)
+    with pytest.raises(ValueError, match=r"^Argument 'source' must hold at least one array"):
+        pack_arrays([])
+
+
+@needs_torch
+def test_pack_arrays_fields_are_the_arrays(rng):
+    from coded_shuffle.torch import _columns, pack_arrays
+
+    x = rng.standard_normal((7, 2, 3)).astype(">f8")  # big-endian: made native
+    y = rng.integers(0, 5, 7).astype(np.int8)
+    rec = pack_arrays({"x": x, "y": y})
+    assert rec.dtype.names == ("x", "y")
+    tx, ty = _columns(rec)
+    assert tx.shape == (7, 2, 3) and np.array_equal(tx.numpy(), x) and np.array_equal(ty.numpy(), y)
+    assert np.shares_memory(tx.numpy(), rec) and np.shares_memory(ty.numpy(), rec)  # views, no copy
+
+
+def test_package_imports_without_torch():
+    """With torch unimportable, the package (and its transport) imports and says it is absent."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import coded_shuffle, coded_shuffle.transport as t, coded_shuffle.loader\n"
+        "assert t.torch_world() is None\n"
+        "try:\n    import coded_shuffle.torch\nexcept ImportError:\n    print('no torch')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "no torch"
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize("how", ["torchrun", pytest.param("mpiexec", marks=needs_mpi)])
+def test_ddp_example(how):
+    """examples/torch_ddp.py: DDP over 2 workers; its asserts (exact batches, equal steps, loss) pass."""
+    example = ROOT / "examples" / "torch_ddp.py"
+    if how == "mpiexec":
+        cmd = [str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", str(example)]
+    else:
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=3",
+            str(example),
+        ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "every worker saw exactly its batch every epoch" in proc.stdout
+    assert "3 coded deliveries verified" in proc.stdout
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_frozen_rank_ends_the_torchrun_job_with_one_line(tmp_path, rng):
+    """Worker 1 stops answering after epoch 0: the master names it within the 3 s bound, ends its
+    process, and torchrun ends the others (the subprocess timeout only guards the suite)."""
+    write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 0, 0, 0, "freeze")
+    assert proc.returncode != 0
+    named = [line for line in proc.stderr.splitlines() if "coded_shuffle.loader: error:" in line]
+    assert named and "rank 0: no answer from worker 1 (rank 2) within 3 s, at the 'ready' round" in named[0]
+    assert not (out / "reports.json").exists() and not (out / "w0_e1.npz").exists()
+
+
+@needs_torch
+def test_prefetch_runs_at_most_one_epoch_ahead():
+    """The thread makes epoch j only once epoch j - 1 was handed out; it closes the iterator on stop."""
+    from coded_shuffle.torch import _Prefetch
+
+    taken = [0]
+    made: list[int] = []
+    closed: list[int] = []
+
+    def epochs():
+        try:
+            for j in range(6):
+                assert taken[0] >= j - 1, (j, taken[0])  # epoch j - 1 handed out (counted after take)
+                made.append(j)
+                yield j
+        finally:
+            closed.append(len(made))
+
+    feed = _Prefetch(epochs())
+    for e in range(3):
+        assert feed.take() == e
+        taken[0] += 1
+        assert len(made) <= e + 2
+    feed.close()  # stops before the last epochs: the iterator is closed, from the thread
+    assert closed == [len(made)] and len(made) <= 4
+    assert feed.take() is None  # ended
+
+
+@needs_torch
+def test_prefetch_hands_an_error_to_the_training_loop():
+    from coded_shuffle.torch import _Prefetch
+
+    def epochs():
+        yield 0
+        raise KeyError("bad epoch")
+
+    feed = _Prefetch(epochs())
+    assert feed.take() == 0
+    with pytest.raises(KeyError, match="bad epoch"):
+        feed.take()

@@ -1,0 +1,126 @@
+"""The program of the tests of :mod:`coded_shuffle.torch`, under ``torchrun`` or ``mpiexec``.
+
+``prog.py LAYOUT DATA OUT EPOCHS NUM_WORKERS DROP_LAST PREFETCH [STATE]``
+
+- ``LAYOUT`` ``plain`` (``DATA/rows.npy``, a 2-D float32 array), ``struct`` (``DATA/rows.npy``,
+  a structured array) or ``files`` (``DATA/x.npy`` and ``DATA/y.npy``, features and labels);
+- every worker rank iterates a ``DataLoader(num_workers=NUM_WORKERS, batch_size=4)`` over its
+  :class:`~coded_shuffle.torch.CodedIterableDataset` (``with_ids``) for each epoch, after
+  ``set_epoch``, and writes what it got to ``OUT/w{k}_e{t}.npz``: the ids and each field's rows,
+  in the order yielded, the number of steps, and whether every tensor was writable;
+- ``STATE`` ``resume``: the job resumes from ``{"epoch": 1, "samples": 3}`` (``num_workers = 0``);
+  ``bad``: each worker writes the messages of its bad inputs to ``OUT/bad_{k}.json`` and stops
+  early after epoch 0; ``freeze``: worker 1 stops answering after epoch 0 (it sleeps), the
+  job's bound on a wait 3 s.
+
+Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
+``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader
+
+    from coded_shuffle.torch import CodedIterableDataset
+
+    layout, data, out, epochs, num_workers, drop_last, prefetch, *rest = argv
+    state = rest[0] if rest else "none"
+    if "LOCAL_RANK" in os.environ:  # torchrun
+        dist.init_process_group("gloo")
+    data_dir, out_dir = Path(data), Path(out)
+    source: Any = [data_dir / "x.npy", data_dir / "y.npy"] if layout == "files" else data_dir / "rows.npy"
+    warnings.simplefilter("error")  # a non-writable tensor warning fails the job
+    ds = CodedIterableDataset(
+        source,
+        epochs=int(epochs),
+        seed=5,
+        drop_last=drop_last == "1",
+        with_ids=True,
+        prefetch=prefetch == "1",
+        timeout=3 if state == "freeze" else 30,
+    )
+    if state == "resume":
+        ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
+    if ds.is_master:
+        reports = ds.serve()
+        (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
+        if state == "bad":
+            (out_dir / "stopped.json").write_text(json.dumps({"stopped_by": ds.stopped_by}))
+        return 0
+    k = ds.worker
+    assert k is not None
+    loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers))
+    for t in range(ds.start_epoch, ds.start_epoch + ds.epochs):
+        ds.set_epoch(t)
+        ids: list[Any] = []
+        fields: list[list[Any]] = []
+        steps, writable = 0, True
+        for batch in loader:
+            steps += 1
+            ids.append(batch[0].numpy())
+            cols = batch[1:]
+            if not fields:
+                fields = [[] for _ in cols]
+            for c, col in zip(fields, cols, strict=True):
+                c.append(col.numpy())
+        for t_ in ds._tensors:
+            writable &= bool(t_.numpy().flags.writeable)
+        np.savez(
+            out_dir / f"w{k}_e{t}.npz",
+            ids=np.concatenate(ids),
+            steps=steps,
+            length=len(ds),
+            writable=writable,
+            **{f"field{i}": np.concatenate(c) for i, c in enumerate(fields)},
+        )
+        if state == "freeze" and k == 1:
+            time.sleep(3600)  # frozen: it never asks for epoch 1 (SIGTERM still ends it)
+        if state == "bad" and t == ds.start_epoch:
+            (out_dir / f"bad_{k}.json").write_text(json.dumps(bad_inputs(ds, DataLoader, torch)))
+            ds.close()
+            return 0
+    return 0
+
+
+def bad_inputs(ds: Any, DataLoader: Any, torch: Any) -> dict[str, str]:
+    """The one-line message of each bad input, by name."""
+    from coded_shuffle.torch import CodedIterableDataset
+
+    end = ds.start_epoch + ds.epochs
+    tries = {
+        "epoch_high": lambda: ds.set_epoch(end),
+        "epoch_negative": lambda: ds.set_epoch(-1),
+        "sampler": lambda: DataLoader(ds, sampler=torch.utils.data.SequentialSampler(range(10))),
+        "shuffle": lambda: DataLoader(ds, shuffle=True),
+        "rank": lambda: CodedIterableDataset(None, epochs=2, rank=ds.K + 3, transport=ds.transport),
+        "rank_world": lambda: CodedIterableDataset(None, epochs=2, rank=9, world_size=ds.K + 1),
+        "world_size": lambda: CodedIterableDataset(
+            None, epochs=2, world_size=ds.K + 7, transport=ds.transport
+        ),
+    }
+    got = {}
+    for name, call in tries.items():
+        try:
+            call()
+        except (TypeError, ValueError) as exc:
+            got[name] = f"{type(exc).__name__}: {exc}"
+        else:
+            got[name] = "no error"
+    return got
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
