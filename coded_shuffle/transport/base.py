@@ -1,0 +1,198 @@
+"""The transport interface, its counters, and the token bucket that paces a link."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec import FRAME_HEADER_BYTES
+
+#: ``fault(worker, frame_number, frame)`` returns what ``worker`` receives instead, or None to drop it.
+Fault = Callable[[int, int, np.ndarray], "np.ndarray | None"]
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """What left the master on a link.
+
+    Attributes
+    ----------
+    frames : int
+        Frames broadcast.
+    symbols : int
+        Symbols in those frames (from their headers).
+    bytes : int
+        Bytes broadcast (each frame counted once, however many workers receive it).
+
+    Examples
+    --------
+    >>> LinkStats(1, 3, 100).bytes
+    100
+    """
+
+    frames: int = 0
+    symbols: int = 0
+    bytes: int = 0
+
+    def __sub__(self, other: LinkStats) -> LinkStats:
+        return LinkStats(self.frames - other.frames, self.symbols - other.symbols, self.bytes - other.bytes)
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """The interface every transport provides (see the module docstring)."""
+
+    K: int
+
+    def send(self, frames: Sequence[np.ndarray]) -> None:
+        """Broadcast ``frames`` from the master to every worker."""
+
+    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Send worker ``k`` only the frames ``frames[k]`` (the uncoded scheme's unicast)."""
+
+    def receive(self, worker: int) -> list[np.ndarray]:
+        """Return the frames sent to ``worker`` since its last call, in order."""
+
+    def sync(self) -> None:
+        """Wait until master and workers are all at this point (before a delivery is timed)."""
+
+    @property
+    def stats(self) -> LinkStats:
+        """Frames, symbols and bytes that left the master so far."""
+
+
+def frame_symbols(frame: np.ndarray) -> int:
+    """Return the ``n_symbols`` field of a frame header (0 if the frame is too short).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.codec import encode_plan_arrays, load_dataset
+    >>> frame_symbols(encode_plan_arrays(load_dataset(np.eye(3, dtype=np.uint8)), [0, 1], [2, -1], epoch=0))
+    2
+    """
+    if frame.shape[0] < FRAME_HEADER_BYTES:
+        return 0
+    return int.from_bytes(frame[16:20].tobytes(), "little")
+
+
+def _as_frame(frame: object, q: int) -> np.ndarray:
+    if isinstance(frame, np.ndarray):
+        if frame.dtype != np.uint8 or frame.ndim != 1:
+            raise TypeError(
+                f"Argument 'frames' must hold 1-D uint8 arrays, not {frame.dtype} of {frame.ndim}-D at {q}."
+            )
+        arr = frame
+    elif isinstance(frame, (bytes, bytearray, memoryview)):
+        arr = np.frombuffer(frame, dtype=np.uint8)
+    else:
+        raise TypeError(f"Argument 'frames' must hold byte buffers, not {type(frame).__name__} at {q}.")
+    out = arr.view()
+    out.flags.writeable = False
+    return out
+
+
+def _unicast(frames: object, K: int) -> list[tuple[int, np.ndarray]]:
+    """``(worker, frame)`` pairs of a ``send_to`` argument, in worker order, each frame checked."""
+    if not isinstance(frames, Mapping):
+        raise TypeError(f"Argument 'frames' must map workers to frames, not {type(frames).__name__}.")
+    out: list[tuple[int, np.ndarray]] = []
+    for k, fs in sorted(frames.items()):
+        k = check_int(k, "worker", minimum=0)
+        if k >= K:
+            raise ValueError(f"Argument 'frames' names worker {k}, but K = {K}.")
+        out += [(k, _as_frame(f, q)) for q, f in enumerate(fs)]
+    return out
+
+
+def _counted(stats: LinkStats, frames: Sequence[np.ndarray]) -> LinkStats:
+    """``stats`` with ``frames`` added (their symbols read from the headers)."""
+    return LinkStats(
+        stats.frames + len(frames),
+        stats.symbols + sum(frame_symbols(f) for f in frames),
+        stats.bytes + sum(int(f.shape[0]) for f in frames),
+    )
+
+
+class TokenBucket:
+    """Pace a link at ``rate`` bytes a second, allowing bursts of ``burst`` bytes.
+
+    The bucket fills at ``rate`` bytes a second up to ``burst`` bytes (it starts full).
+    :meth:`consume` ``(n)`` takes ``n`` bytes out, first waiting as long as it takes to refill what
+    is missing, so that over a long run no more than ``burst + rate * elapsed`` bytes go out. A
+    request larger than ``burst`` is allowed: it waits for all its bytes. Any link can use it: the
+    sender calls :meth:`consume` before each piece leaves.
+
+    Parameters
+    ----------
+    rate : float
+        Bytes a second (``mbps * 1e6 / 8`` for a link of ``mbps`` megabits a second).
+    burst : int, optional
+        Depth of the bucket in bytes (default: 10 ms at ``rate``, at least 64 KiB).
+    clock, sleep : callable, optional
+        Time source and wait, for tests (default :func:`time.perf_counter` and :func:`time.sleep`).
+
+    Examples
+    --------
+    >>> now = [0.0]
+    >>> bucket = TokenBucket(1000, burst=100, clock=lambda: now[0], sleep=lambda s: None)
+    >>> bucket.consume(100), bucket.consume(500)
+    (0.0, 0.5)
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        burst: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            raise TypeError(f"Argument 'rate' must be a number, not {type(rate).__name__}.")
+        if not rate > 0 or rate == float("inf"):
+            raise ValueError(f"Argument 'rate' must be a positive finite number of bytes/s, not {rate}.")
+        self.rate = float(rate)
+        if burst is None:
+            burst = max(1 << 16, int(self.rate / 100))
+        self.burst = check_int(burst, "burst", minimum=1)
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(self.burst)
+        self._last = clock()
+        self.waited = 0.0
+
+    @classmethod
+    def from_mbps(cls, mbps: float, **kwargs: Any) -> TokenBucket:
+        """Return a bucket for a link of ``mbps`` megabits (``10**6`` bits) a second.
+
+        Examples
+        --------
+        >>> TokenBucket.from_mbps(200).rate
+        25000000.0
+        """
+        if isinstance(mbps, bool) or not isinstance(mbps, (int, float)) or not mbps > 0:
+            raise ValueError(f"Argument 'mbps' must be a positive number, not {mbps!r}.")
+        return cls(float(mbps) * 1e6 / 8, **kwargs)
+
+    def consume(self, n: int) -> float:
+        """Wait until ``n`` bytes may leave, take them, and return the seconds waited."""
+        n = check_int(n, "n", minimum=0)
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        self._tokens -= n
+        if self._tokens >= 0:
+            return 0.0
+        wait = -self._tokens / self.rate
+        self._sleep(wait)
+        # The bytes leave at now + wait; a late wake-up is credited to the next request.
+        self._tokens = 0.0
+        self._last = now + wait
+        self.waited += wait
+        return wait

@@ -1,0 +1,443 @@
+"""The MPI transport: frames, setup and the protocol's control messages between processes
+(the package's only import of ``mpi4py``, lazily)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec._common import _aligned_empty
+from ..errors import RankTimeout, TransportError
+from .base import LinkStats, TokenBucket, _as_frame, _counted, _unicast
+
+#: Control message kinds sent ahead of the frames of one :meth:`MPITransport.send` or ``send_to``.
+_BCAST, _UNICAST = 1, 2
+
+
+#: Tag of point-to-point frame pieces, and of the rows of each worker's first batch.
+_TAG, _INIT_TAG = 7, 11
+
+
+#: Tags of the protocol's control messages: a worker's post, the master's word.
+_POST, _WORD = 21, 22
+
+
+#: Words of the fixed control message; the sizes of up to ``_INLINE_FRAMES`` frames travel in it.
+_CONTROL_WORDS = 64
+
+
+_INLINE_FRAMES = (_CONTROL_WORDS - 3) // 2
+
+
+def mpi_world() -> Any:
+    """Return ``MPI.COMM_WORLD``, initializing MPI on the first call.
+
+    The package's only import of ``mpi4py``: programs call it once their environment (MPICH's
+    settings) is in place, since importing ``mpi4py.MPI`` initializes MPI.
+    """
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def mpi_exit(status: int, *, status_file: str | None = None) -> NoReturn:
+    """End this rank with ``status``: flush, finalize MPI, exit.
+
+    For an end every rank reaches with the same status (bad input, a failed check), where an
+    exception or a non-zero ``sys.exit`` under ``python -m mpi4py`` aborts the job
+    (``MPI_Abort``) and MPICH reports the abort. When ranks exit with a non-zero status, hydra
+    (MPICH's ``mpiexec``) ends those still running, and its own status is then 9 at times instead
+    of theirs. With ``status_file``, rank 0 writes ``status`` there and every rank exits with 0,
+    so the launcher (``coded-shuffle run``) reads the job's status without that race.
+    """
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if status_file is not None and MPI.COMM_WORLD.Get_rank() == 0:
+        with open(status_file, "w", encoding="ascii") as f:
+            f.write(f"{status}\n")
+    MPI.Finalize()
+    os._exit(0 if status_file is not None else status)
+
+
+def mpi_refuse(message: str, *, status_file: str | None = None) -> NoReturn:
+    """End every rank for bad input: rank 0 prints ``message``, then all exit with status 2.
+
+    Every rank reaches this with the same arguments; the others wait (``MPI_Barrier``) until rank
+    0 has printed, or one rank's exit could abort the job before the message is out.
+    """
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        print(message, file=sys.stderr, flush=True)
+    MPI.COMM_WORLD.Barrier()
+    mpi_exit(2, status_file=status_file)
+
+
+def mpi_abort(status: int) -> NoReturn:
+    """End the whole job now, from any rank and any thread: ``MPI_Abort`` on ``COMM_WORLD``."""
+    from mpi4py import MPI
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(status)
+    os._exit(status)  # pragma: no cover - Abort does not return
+
+
+def _poll(ready: Callable[[], bool], deadline: float) -> bool:
+    """Call ``ready()`` until it is true (True) or ``deadline`` passes (False), sleeping between calls.
+
+    The sleeps grow from 50 to 250 microseconds, so that a waiting rank leaves its core to the
+    ranks that compute, and a quick answer is still seen at once.
+    """
+    pause = 5e-5
+    while not ready():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(2.5e-4, pause * 2)
+    return True
+
+
+class MPITransport:
+    """The shared link over MPI: rank ``root`` is the master, the other ranks the ``K`` workers.
+
+    Worker ``k`` is the ``k``-th rank other than ``root`` (rank ``k + 1`` when ``root = 0``).
+    Every call on the master is matched by one :meth:`receive` on every worker, in order; they
+    are collective over the communicator. Before the frames the master broadcasts a small control
+    message (kind, number of frames, piece size, then each frame's size and destination), counted
+    apart in :attr:`control_bytes` (512 bytes a delivery of up to 30 frames): :attr:`stats`
+    counts frames only, each once, as on a shared link.
+
+    Frames travel whole or in pieces of ``piece_bytes`` (``MPI_Bcast`` of slices of one buffer),
+    never one message per record. With ``pace``, the master waits on the bucket before each piece,
+    so pieces are kept small enough (50 ms of the link) for the pacing to be smooth.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (default ``MPI.COMM_WORLD``); at least 2 ranks.
+    root : int
+        The master's rank.
+    pace : TokenBucket, optional
+        Pace what leaves the master (both broadcasts and point-to-point sends).
+    piece_bytes : int, optional
+        Largest piece of a frame per MPI call (default: whole frames up to 64 MiB unpaced).
+    reuse_buffers : bool
+        Workers receive into one buffer kept across deliveries (default); see :meth:`receive`.
+    """
+
+    def __init__(
+        self,
+        comm: Any = None,
+        *,
+        root: int = 0,
+        pace: TokenBucket | None = None,
+        piece_bytes: int | None = None,
+        reuse_buffers: bool = True,
+    ) -> None:
+        from mpi4py import MPI
+
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        size = self.comm.Get_size()
+        if size < 2:
+            raise ValueError(f"Argument 'comm' must have at least 2 ranks (master and a worker), not {size}.")
+        self.root = check_int(root, "root", minimum=0)
+        if self.root >= size:
+            raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
+        if pace is not None and not isinstance(pace, TokenBucket):
+            raise TypeError(f"Argument 'pace' must be a TokenBucket or None, not {type(pace).__name__}.")
+        self._pace = pace
+        if piece_bytes is None:
+            piece_bytes = 1 << 26 if pace is None else min(1 << 26, max(1 << 16, int(pace.rate / 20)))
+        self.piece_bytes = check_int(piece_bytes, "piece_bytes", minimum=1)
+        self.K = size - 1
+        self.rank = self.comm.Get_rank()
+        self.is_master = self.rank == self.root
+        #: This rank's worker number, or None on the master.
+        self.worker: int | None = None if self.is_master else self.rank - (self.rank > self.root)
+        self.reuse_buffers = bool(reuse_buffers)
+        self._buffer: np.ndarray | None = None
+        # The workers' own communicator, for exchanges between them (collective: every rank splits).
+        self._workers = self.comm.Split(1 if self.is_master else 0, self.rank)
+        #: Bytes this worker sent to other workers in :meth:`exchange` calls.
+        self.exchanged_bytes = 0
+        self._stats = LinkStats()
+        #: Bytes of control messages the master broadcast (frame sizes and destinations).
+        self.control_bytes = 0
+
+    @property
+    def pace(self) -> TokenBucket | None:
+        """The bucket pacing the master's sends, if any."""
+        return self._pace
+
+    def rank_of(self, worker: int) -> int:
+        """Return the rank of ``worker``."""
+        return worker + (worker >= self.root)
+
+    @property
+    def stats(self) -> LinkStats:
+        """Frames, symbols and bytes that left the master so far (zero on workers)."""
+        return self._stats
+
+    def _master_only(self, what: str) -> None:
+        if not self.is_master:
+            raise TransportError(
+                f"Rank {self.rank} is a worker: only the master (rank {self.root}) can {what}."
+            )
+
+    def _control(self, kind: int, table: np.ndarray) -> None:
+        head = np.zeros(_CONTROL_WORDS, dtype=np.int64)
+        head[:3] = kind, table.shape[0], self.piece_bytes
+        inline = table.shape[0] <= _INLINE_FRAMES
+        if inline:
+            head[3 : 3 + table.size] = table.ravel()
+        self.comm.Bcast(head, root=self.root)
+        if not inline:
+            self.comm.Bcast(table, root=self.root)
+        self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
+
+    def _count(self, frames: list[np.ndarray]) -> None:
+        self._stats = _counted(self._stats, frames)
+
+    def _pieces(self, size: int) -> list[tuple[int, int]]:
+        step = self.piece_bytes
+        return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
+
+    def send(self, frames: Sequence[np.ndarray]) -> None:
+        """Master: broadcast ``frames`` to every worker (each byte leaves the master once)."""
+        self._master_only("send")
+        if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
+            raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+        checked = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(frames)]
+        table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
+        self._control(_BCAST, table)
+        for f in checked:
+            for lo, hi in self._pieces(int(f.shape[0])):
+                if self._pace is not None:
+                    self._pace.consume(hi - lo)
+                self.comm.Bcast(f[lo:hi], root=self.root)
+        self._count(checked)
+
+    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Master: send worker ``k`` only the frames ``frames[k]``, point to point (unicast).
+
+        Every byte still leaves the master once, on the same (paced) link.
+        """
+        self._master_only("send")
+        order = [(k, np.ascontiguousarray(f)) for k, f in _unicast(frames, self.K)]
+        table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
+        self._control(_UNICAST, table)
+        for k, f in order:
+            dest = self.rank_of(k)
+            for lo, hi in self._pieces(int(f.shape[0])):
+                if self._pace is not None:
+                    self._pace.consume(hi - lo)
+                self.comm.Send(f[lo:hi], dest=dest, tag=_TAG)
+        self._count([f for _, f in order])
+
+    def receive(self, worker: int) -> list[np.ndarray]:
+        """Worker: return the frames of the master's matching ``send`` or ``send_to``, in order.
+
+        Frames are read-only views into a receive buffer the transport keeps and reuses (its
+        pages are touched once, not at every delivery): they stay valid until the next
+        ``receive`` on this rank; copy them to keep them longer (or pass ``reuse_buffers=False``).
+        After a ``send_to``, only the frames addressed to this worker are returned.
+        """
+        worker = check_int(worker, "worker", minimum=0)
+        if self.is_master or worker != self.worker:
+            raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
+        head = np.empty(_CONTROL_WORDS, dtype=np.int64)
+        self.comm.Bcast(head, root=self.root)
+        kind, n, piece = (int(v) for v in head[:3])
+        if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
+            raise TransportError(
+                f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
+            )
+        if n <= _INLINE_FRAMES:
+            table = head[3 : 3 + 2 * n].reshape(n, 2)
+        else:
+            table = np.empty((n, 2), dtype=np.int64)
+            self.comm.Bcast(table, root=self.root)
+        self.piece_bytes = piece
+        mine = table if kind == _BCAST else table[table[:, 1] == worker]
+        sizes = mine[:, 0].tolist()
+        offsets = [0]
+        for size in sizes:  # each frame starts on a page
+            offsets.append(offsets[-1] + size + (-size % 4096))
+        arena = self._arena(offsets[-1])
+        out = [arena[o : o + size] for o, size in zip(offsets, sizes, strict=False)]
+        if kind == _BCAST:
+            for buf in out:
+                for lo, hi in self._pieces(int(buf.shape[0])):
+                    self.comm.Bcast(buf[lo:hi], root=self.root)
+        else:
+            reqs = [
+                self.comm.Irecv(buf[lo:hi], source=self.root, tag=_TAG)
+                for buf in out
+                for lo, hi in self._pieces(int(buf.shape[0]))
+            ]
+            from mpi4py import MPI
+
+            MPI.Request.Waitall(reqs)
+        for buf in out:
+            buf.flags.writeable = False
+        return out
+
+    # ---- setup: what every rank learns before the first transition (not counted on the link)
+
+    def share(self, value: Any = None) -> Any:
+        """Collective: the master's ``value`` (a small Python object), returned on every rank."""
+        return self.comm.bcast(value if self.is_master else None, root=self.root)
+
+    def share_array(self, arr: np.ndarray) -> np.ndarray:
+        """Collective: the master's array copied into ``arr`` on every rank (same shape and dtype)."""
+        self.comm.Bcast(np.ascontiguousarray(arr) if self.is_master else arr, root=self.root)
+        return arr
+
+    def send_rows(self, worker: int, rows: np.ndarray) -> None:
+        """Master: send ``worker`` its first batch of rows (setup, point to point)."""
+        self._master_only("send rows")
+        self.comm.Send(np.ascontiguousarray(rows), dest=self.rank_of(worker), tag=_INIT_TAG)
+
+    def receive_rows(self, out: np.ndarray) -> np.ndarray:
+        """Worker: receive into ``out`` the rows the master sent it with :meth:`send_rows`."""
+        self.comm.Recv(out, source=self.root, tag=_INIT_TAG)
+        return out
+
+    def baseline_broadcast(self, nbytes: int) -> float | None:
+        """Collective: one plain ``MPI_Bcast`` of ``nbytes`` bytes, the yardstick of a delivery.
+
+        Returns, on the master, the slowest worker's seconds to receive it (None elsewhere).
+        """
+        n = int(self.share(int(nbytes)))
+        buf = np.ones(n, dtype=np.uint8)
+        self.sync()
+        t0 = time.perf_counter()
+        self.comm.Bcast(buf, root=self.root)
+        took = time.perf_counter() - t0
+        got = self.comm.gather(None if self.is_master else took, root=self.root)
+        return None if got is None else max(v for v in got if v is not None)
+
+    def sync(self) -> None:
+        """Collective: wait until every rank is here (``MPI_Barrier``), before a delivery is timed."""
+        self.comm.Barrier()
+
+    # ---- the protocol's control messages (small Python values, point to point, with deadlines)
+
+    def gather_posts(self, *, timeout: float, stage: str) -> list[Any]:
+        """Master: one post from every worker, in worker order, each within ``timeout`` seconds.
+
+        Raises
+        ------
+        RankTimeout
+            Naming the workers (and ranks) that did not post within ``timeout`` seconds.
+        """
+        self._master_only("gather the workers' posts")
+        got: list[Any] = [None] * self.K
+        missing = set(range(self.K))
+
+        def ready() -> bool:
+            for k in sorted(missing):
+                msg = self.comm.improbe(source=self.rank_of(k), tag=_POST)
+                if msg is not None:
+                    got[k] = msg.recv()
+                    missing.discard(k)
+            return not missing
+
+        if not _poll(ready, time.monotonic() + timeout):
+            who = ", ".join(f"worker {k} (rank {self.rank_of(k)})" for k in sorted(missing))
+            raise RankTimeout(f"no answer from {who} within {timeout:g} s, at the {stage!r} round")
+        return got
+
+    def announce(self, word: Any) -> None:
+        """Master: send ``word`` to every worker."""
+        self._master_only("announce")
+        reqs = [self.comm.isend(word, dest=self.rank_of(k), tag=_WORD) for k in range(self.K)]
+        from mpi4py import MPI
+
+        MPI.Request.waitall(reqs)
+
+    def post(self, value: Any, *, timeout: float, stage: str) -> Any:
+        """Worker: send ``value`` to the master; return the master's next word, within ``timeout`` s.
+
+        Raises
+        ------
+        RankTimeout
+            When the master sends no word within ``timeout`` seconds.
+        """
+        if self.is_master:
+            raise TransportError(f"Rank {self.rank} is the master: only workers post.")
+        req = self.comm.isend(value, dest=self.root, tag=_POST)
+        word: list[Any] = []
+
+        def ready() -> bool:
+            msg = self.comm.improbe(source=self.root, tag=_WORD)
+            if msg is not None:
+                word.append(msg.recv())
+            return bool(word)
+
+        if not _poll(ready, time.monotonic() + timeout):
+            raise RankTimeout(
+                f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
+            )
+        req.wait()
+        return word[0]
+
+    def exchange(self, data: np.ndarray, counts: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Worker: send the next ``counts[j]`` rows of ``data`` to worker ``j``, directly.
+
+        Collective over the workers (the master takes no part): ``data`` holds, in worker order,
+        the rows for worker 0, then those for worker 1, and so on (``counts[self.worker]`` rows
+        stay, usually 0). One ``MPI_Alltoallv`` of the rows' bytes, after one ``MPI_Alltoall`` of
+        the counts.
+
+        Returns
+        -------
+        (numpy.ndarray, numpy.ndarray)
+            The rows received, those of worker 0 first, and how many came from each worker.
+        """
+        if self.is_master:
+            raise TransportError(f"Rank {self.rank} is the master: only workers exchange rows.")
+        data = np.ascontiguousarray(data)
+        if data.ndim != 2 or data.dtype != np.uint8:
+            raise TypeError(f"Argument 'data' must be a 2-D uint8 array, not {data.dtype} of {data.ndim}-D.")
+        send = np.asarray(counts, dtype=np.int64)
+        if send.shape != (self.K,) or np.any(send < 0) or int(send.sum()) != data.shape[0]:
+            raise ValueError(
+                f"Argument 'counts' must be {self.K} non-negative row counts summing to {data.shape[0]}, "
+                f"not {send.tolist()}."
+            )
+        recv = np.empty(self.K, dtype=np.int64)
+        self._workers.Alltoall(send, recv)
+        B = int(data.shape[1])
+        out = np.empty((int(recv.sum()), B), dtype=np.uint8)
+        send_b, recv_b = send * B, recv * B
+        send_d = np.concatenate(([0], np.cumsum(send_b)[:-1]))
+        recv_d = np.concatenate(([0], np.cumsum(recv_b)[:-1]))
+        self._workers.Alltoallv([data, (send_b, send_d)], [out, (recv_b, recv_d)])
+        self.exchanged_bytes += int(send_b.sum() - send_b[self.worker])
+        return out, recv
+
+    def reserve(self, nbytes: int) -> None:
+        """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""
+        nbytes = check_int(nbytes, "nbytes", minimum=0)
+        if self.reuse_buffers and not self.is_master:
+            self._arena(nbytes)
+
+    def _arena(self, nbytes: int) -> np.ndarray:
+        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives."""
+        if not self.reuse_buffers:
+            return _aligned_empty(nbytes)
+        if self._buffer is None or self._buffer.shape[0] < nbytes:
+            self._buffer = None
+            self._buffer = _aligned_empty(nbytes + (nbytes >> 3))
+            self._buffer.fill(0)  # fault the pages in now, not inside the transfer
+        return self._buffer

@@ -1,0 +1,335 @@
+"""The ``torch.distributed`` (gloo) transport, for jobs launched by ``torchrun`` (torch imported
+lazily, here and in the torch adapter only)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec._common import _aligned_empty
+from ..errors import RankTimeout, TransportError
+from .base import LinkStats, TokenBucket, _as_frame, _counted, _unicast
+from .mpi import _BCAST, _CONTROL_WORDS, _INLINE_FRAMES, _POST, _UNICAST, _WORD
+
+#: Tag of the rows of each worker's first batch, and of the frames sent point to point, on gloo.
+_TORCH_INIT_TAG, _TORCH_TAG = 11, 7
+
+
+def torch_world() -> tuple[int, int] | None:
+    """``(rank, world size)`` of ``torch.distributed`` when it is initialized, else None.
+
+    Imports ``torch`` only when it is installed and already imported by the program (a job
+    that never imported it never initialized a process group).
+    """
+    if sys.modules.get("torch") is None:
+        return None
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    return int(dist.get_rank()), int(dist.get_world_size())
+
+
+class TorchTransport:
+    """The shared link over ``torch.distributed`` (gloo): what :class:`MPITransport` offers, under torchrun.
+
+    The same members as :class:`MPITransport` (frames broadcast and counted as there, the setup,
+    the protocol's control messages with a deadline on every wait), over a process group of its
+    own (gloo, over every rank of the job), so that the delivery never interleaves with the
+    training job's own collectives (a DDP allreduce over the workers, say). Rank ``root`` is the
+    master, worker ``k`` the ``k``-th other rank. ``torch.distributed`` must be initialized
+    (``init_process_group``, as ``torchrun`` jobs do first); making the transport is collective.
+
+    Parameters
+    ----------
+    root : int
+        The master's rank.
+    timeout : float
+        Seconds a collective of the link's group may wait before it fails (a backstop: the loader's
+        watchdog ends the job first).
+    piece_bytes : int, optional
+        Largest piece of a frame per broadcast (default 64 MiB).
+
+    Examples
+    --------
+    >>> link = TorchTransport()  # doctest: +SKIP
+    >>> link.K, link.is_master  # doctest: +SKIP
+    (4, True)
+    """
+
+    def __init__(self, *, root: int = 0, timeout: float = 300.0, piece_bytes: int | None = None) -> None:
+        world = torch_world()
+        if world is None:
+            raise TransportError(
+                "torch.distributed is not initialized: call torch.distributed.init_process_group first "
+                "(torchrun jobs do), or use MPITransport under mpiexec."
+            )
+        import datetime
+        import warnings
+
+        import torch
+        import torch.distributed as dist
+
+        # Frames leave the master read-only; the broadcast only reads them.
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable", module=__name__)
+        self._torch: Any = torch
+        self._dist: Any = dist
+        rank, size = world
+        if size < 2:
+            raise ValueError(f"torch.distributed must have at least 2 ranks (master, worker), not {size}.")
+        self.root = check_int(root, "root", minimum=0)
+        if self.root >= size:
+            raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"Argument 'timeout' must be a positive number of seconds, not {timeout!r}.")
+        self.group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=float(timeout)))
+        piece_bytes = 1 << 26 if piece_bytes is None else piece_bytes
+        self.piece_bytes = check_int(piece_bytes, "piece_bytes", minimum=1)
+        self.K = size - 1
+        self.rank = rank
+        self.is_master = rank == self.root
+        #: This rank's worker number, or None on the master.
+        self.worker: int | None = None if self.is_master else rank - (rank > self.root)
+        self.pace: TokenBucket | None = None
+        self._stats = LinkStats()
+        #: Bytes of control messages the master broadcast (frame sizes and destinations).
+        self.control_bytes = 0
+        self._buffer: np.ndarray | None = None
+
+    def rank_of(self, worker: int) -> int:
+        """Return the rank of ``worker``."""
+        return worker + (worker >= self.root)
+
+    @property
+    def stats(self) -> LinkStats:
+        """Frames, symbols and bytes that left the master so far (zero on workers)."""
+        return self._stats
+
+    def abort(self, status: int) -> NoReturn:
+        """End this process now (``torchrun`` then stops the other ranks)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+    def _master_only(self, what: str) -> None:
+        if not self.is_master:
+            raise TransportError(
+                f"Rank {self.rank} is a worker: only the master (rank {self.root}) can {what}."
+            )
+
+    def _tensor(self, arr: np.ndarray) -> Any:
+        return self._torch.from_numpy(np.ascontiguousarray(arr))
+
+    def _bcast(self, arr: np.ndarray) -> None:
+        """Broadcast ``arr`` (C-contiguous, written in place on the workers) as bytes (gloo has no uint64)."""
+        flat = arr.reshape(-1).view(np.uint8)
+        if flat.size:
+            self._dist.broadcast(self._torch.from_numpy(flat), src=self.root, group=self.group)
+
+    # ---- frames
+
+    def _control(self, kind: int, table: np.ndarray) -> None:
+        head = np.zeros(_CONTROL_WORDS, dtype=np.int64)
+        head[:3] = kind, table.shape[0], self.piece_bytes
+        inline = table.shape[0] <= _INLINE_FRAMES
+        if inline:
+            head[3 : 3 + table.size] = table.ravel()
+        self._bcast(head)
+        if not inline:
+            self._bcast(np.ascontiguousarray(table))
+        self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
+
+    def _pieces(self, size: int) -> list[tuple[int, int]]:
+        step = self.piece_bytes
+        return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
+
+    def send(self, frames: Sequence[np.ndarray]) -> None:
+        """Master: broadcast ``frames`` to every worker (each byte leaves the master once)."""
+        self._master_only("send")
+        if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
+            raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+        checked = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(frames)]
+        table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
+        self._control(_BCAST, table)
+        for f in checked:
+            for lo, hi in self._pieces(int(f.shape[0])):
+                self._bcast(f[lo:hi])
+        self._stats = _counted(self._stats, checked)
+
+    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Master: send worker ``k`` only the frames ``frames[k]``, point to point (unicast)."""
+        self._master_only("send")
+        order = [(k, np.ascontiguousarray(f)) for k, f in _unicast(frames, self.K)]
+        table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
+        self._control(_UNICAST, table)
+        for k, f in order:
+            for lo, hi in self._pieces(int(f.shape[0])):
+                self._dist.send(self._tensor(f[lo:hi]), self.rank_of(k), group=self.group, tag=_TORCH_TAG)
+        self._stats = _counted(self._stats, [f for _, f in order])
+
+    def receive(self, worker: int) -> list[np.ndarray]:
+        """Worker: the frames of the master's matching ``send`` or ``send_to``, in order.
+
+        As :meth:`MPITransport.receive`: read-only views into a buffer kept and reused, valid
+        until the next ``receive`` on this rank.
+        """
+        worker = check_int(worker, "worker", minimum=0)
+        if self.is_master or worker != self.worker:
+            raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
+        head = np.empty(_CONTROL_WORDS, dtype=np.int64)
+        self._bcast(head)
+        kind, n, piece = (int(v) for v in head[:3])
+        if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
+            raise TransportError(
+                f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
+            )
+        if n <= _INLINE_FRAMES:
+            table = head[3 : 3 + 2 * n].reshape(n, 2)
+        else:
+            table = np.empty((n, 2), dtype=np.int64)
+            self._bcast(table)
+        self.piece_bytes = piece
+        mine = table if kind == _BCAST else table[table[:, 1] == worker]
+        sizes = mine[:, 0].tolist()
+        offsets = [0]
+        for size in sizes:
+            offsets.append(offsets[-1] + size + (-size % 4096))
+        if self._buffer is None or self._buffer.shape[0] < offsets[-1]:
+            self._buffer = None
+            self._buffer = _aligned_empty(offsets[-1] + (offsets[-1] >> 3))
+        arena = self._buffer
+        out = [arena[o : o + size] for o, size in zip(offsets, sizes, strict=False)]
+        for buf in out:
+            for lo, hi in self._pieces(int(buf.shape[0])):
+                if kind == _BCAST:
+                    self._bcast(buf[lo:hi])
+                else:
+                    self._dist.recv(self._tensor(buf[lo:hi]), self.root, group=self.group, tag=_TORCH_TAG)
+        for buf in out:
+            buf.flags.writeable = False
+        return out
+
+    # ---- setup (not counted on the link)
+
+    def share(self, value: Any = None) -> Any:
+        """Collective: the master's ``value`` (a small Python object), returned on every rank."""
+        box = [value if self.is_master else None]
+        self._dist.broadcast_object_list(box, src=self.root, group=self.group)
+        return box[0]
+
+    def share_array(self, arr: np.ndarray) -> np.ndarray:
+        """Collective: the master's array copied into ``arr`` on every rank (same shape and dtype)."""
+        if self.is_master:
+            self._bcast(np.ascontiguousarray(arr))
+            return arr
+        got = np.ascontiguousarray(arr)
+        self._bcast(got)
+        arr[...] = got
+        return arr
+
+    def send_rows(self, worker: int, rows: np.ndarray) -> None:
+        """Master: send ``worker`` its first batch of rows (setup, point to point)."""
+        self._master_only("send rows")
+        flat = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
+        if flat.size:
+            self._dist.send(self._tensor(flat), self.rank_of(worker), group=self.group, tag=_TORCH_INIT_TAG)
+
+    def receive_rows(self, out: np.ndarray) -> np.ndarray:
+        """Worker: receive into ``out`` (C-contiguous) the rows the master sent it with :meth:`send_rows`."""
+        flat = out.reshape(-1).view(np.uint8)
+        if flat.size:
+            self._dist.recv(self._tensor(flat), self.root, group=self.group, tag=_TORCH_INIT_TAG)
+        return out
+
+    def sync(self) -> None:
+        """Collective: wait until every rank is here (a barrier of the link's group)."""
+        self._dist.barrier(group=self.group)
+
+    # ---- the protocol's control messages (pickled values, point to point, with deadlines)
+
+    def _isend_value(self, value: Any, dst: int, tag: int) -> list[Any]:
+        import pickle
+
+        data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8).copy()
+        head = np.array([data.size], dtype=np.int64)
+        works = [self._dist.isend(self._tensor(b), dst, group=self.group, tag=tag) for b in (head, data)]
+        return [works, head, data]  # the buffers stay alive until the sends are waited on
+
+    def _irecv_value(self, src: int, tag: int, deadline: float) -> tuple[bool, Any]:
+        """Receive one value from ``src`` by ``deadline``: ``(True, value)`` or ``(False, None)``."""
+        import datetime
+        import pickle
+
+        head = np.zeros(1, dtype=np.int64)
+        parts: list[np.ndarray] = [head]
+        work = self._dist.irecv(self._tensor(head), src, group=self.group, tag=tag)
+        for step in range(2):
+            left = deadline - time.monotonic()
+            if left <= 0 and not work.is_completed():
+                return False, None
+            try:
+                work.wait(datetime.timedelta(seconds=max(left, 1e-3)))
+            except RuntimeError as exc:
+                if "imeout" in str(exc) or "imed out" in str(exc):
+                    return False, None
+                raise TransportError(f"rank {src}: {exc}") from None
+            if step == 0:
+                data = np.empty(int(head[0]), dtype=np.uint8)
+                parts.append(data)
+                work = self._dist.irecv(self._tensor(data), src, group=self.group, tag=tag)
+        return True, pickle.loads(parts[1].tobytes())
+
+    def gather_posts(self, *, timeout: float, stage: str) -> list[Any]:
+        """Master: one post from every worker, in worker order, each within ``timeout`` seconds.
+
+        Raises
+        ------
+        RankTimeout
+            Naming the workers (and ranks) that did not post within ``timeout`` seconds.
+        """
+        self._master_only("gather the workers' posts")
+        deadline = time.monotonic() + timeout
+        got: list[Any] = []
+        for k in range(self.K):
+            ok, value = self._irecv_value(self.rank_of(k), _POST, deadline)
+            if not ok:
+                raise RankTimeout(
+                    f"no answer from worker {k} (rank {self.rank_of(k)}) within {timeout:g} s, "
+                    f"at the {stage!r} round"
+                )
+            got.append(value)
+        return got
+
+    def announce(self, word: Any) -> None:
+        """Master: send ``word`` to every worker."""
+        self._master_only("announce")
+        sent = [self._isend_value(word, self.rank_of(k), _WORD) for k in range(self.K)]
+        for works, *_ in sent:
+            for w in works:
+                w.wait()
+
+    def post(self, value: Any, *, timeout: float, stage: str) -> Any:
+        """Worker: send ``value`` to the master; return the master's next word, within ``timeout`` s.
+
+        Raises
+        ------
+        RankTimeout
+            When the master sends no word within ``timeout`` seconds.
+        """
+        if self.is_master:
+            raise TransportError(f"Rank {self.rank} is the master: only workers post.")
+        works, *_keep = self._isend_value(value, self.root, _POST)
+        ok, word = self._irecv_value(self.root, _WORD, time.monotonic() + timeout)
+        if not ok:
+            raise RankTimeout(
+                f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
+            )
+        for w in works:
+            w.wait()
+        return word
