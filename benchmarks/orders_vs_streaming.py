@@ -1,6 +1,6 @@
 """Shard-aware epoch orders: coded_shuffle.orders.shards next to MosaicML streaming.
 
-The setup is the mixture experiment of the StreamingDataset shuffle study (see the README):
+The setup is the mixture experiment of the StreamingDataset shuffle study (docs/algorithms.md):
 ``--shards`` shards of ``--shard-size`` samples (default 10^4 x 10^4 = 10^8), the first half of
 the shards of kind A, the second half of kind B. For each algorithm, each implementation
 generates the epoch order in a fresh subprocess, which reports its generation time and its peak

@@ -1,7 +1,7 @@
 """How random, at what link cost: each epoch order's quality next to its coded and uncoded load.
 
 For one setup (``shards`` shards of ``shard_size`` samples, the first half of kind A as in the
-mixture experiment of the StreamingDataset shuffle study cited in the README, cut into batches
+mixture experiment of the StreamingDataset shuffle study of docs/algorithms.md, cut into batches
 for ``K`` workers), every order is generated for epochs ``epoch`` and ``epoch + 1``; its quality
 figures come from :func:`coded_shuffle.orders.order_quality` on epoch ``epoch + 1`` and its loads
 from the shuffle matrix of the two placements. A shard-aware order that keeps samples near their shard moves

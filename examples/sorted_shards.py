@@ -1,7 +1,7 @@
 """Sorted shards (first half one language, second half another): shard-aware order vs full shuffle.
 
 Source: the scenario of a published study of MosaicML StreamingDataset shuffle quality
-("MosaicMLのStreamingDatasetのシャッフルに関する考察", see the README): a multilingual corpus
+("MosaicMLのStreamingDatasetのシャッフルに関する考察", docs/algorithms.md): a multilingual corpus
 written as shards in language order, the first half of the shards Japanese and the second
 half English, read with a shard-aware shuffle (``py1br``, ``py1e``: shuffle inside blocks of
 a canonical node) or a full shuffle (``naive``). The study

@@ -69,3 +69,12 @@ def test_relative_links_resolve(page):
         elif anchor and (dest.suffix != ".md" or anchor not in anchors(dest)):
             problems.append(f"{target}: no heading with the anchor #{anchor}")
     assert not problems, "\n".join(problems)
+
+
+def test_readme_wheel_name_is_this_version():
+    # The install hint names the wheel a build of this checkout writes.
+    import coded_shuffle
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    names = set(re.findall(r"coded_shuffle-([0-9][^-]*)-py3-none-any\.whl", text))
+    assert names == {coded_shuffle.__version__}

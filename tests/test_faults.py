@@ -1,4 +1,4 @@
-"""Faults end the whole MPI job within seconds, with one line that says why (docs/mpi.md, "Faults").
+"""Faults end the whole MPI job within seconds, with one line that says why (docs/mpi.md, "Failures").
 
 Each test starts a job, makes one fault, and measures how long until every process of the job
 is gone; the processes are found by a seed no other job uses, in their command lines.

@@ -5,7 +5,7 @@ Each epoch draws from its own stream: the bit generator is numpy's PCG64DXSM see
 would hand to child ``epoch``, derived directly so that epoch ``t`` costs nothing for epochs
 before it. ``Generator.permutation`` draws its bounded integers without modulo bias (Lemire's
 method), unlike the generator behind older ``torch.randperm`` releases (whose decile bias at
-billions of points a published study of StreamingDataset shuffles reproduced; see the README).
+billions of points a published study of StreamingDataset shuffles reproduced; docs/algorithms.md).
 """
 
 from __future__ import annotations

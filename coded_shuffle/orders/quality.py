@@ -10,7 +10,7 @@ Notation
 ``Z_j``        size of shard ``j``; shard ``j`` holds consecutive sample ids
 =============  ==============================================================
 
-The mixture experiment is the one of a study of StreamingDataset shuffle quality (README): ``M``
+The mixture experiment is the one of a study of StreamingDataset shuffle quality (docs/algorithms.md): ``M``
 shards of ``Z`` samples, the first half of the shards of kind A (say Japanese text), the rest of
 kind B (English). A well mixed order gives every batch about half A; the deviation of a batch is
 ``100 |a / n - split / N|`` percent for ``a`` samples of kind A among its ``n``. For a uniform
