@@ -295,6 +295,33 @@ def _workers_schedule(text: str | None, epochs: int) -> list[int]:
     return counts
 
 
+def _row_notes(r: dict[str, Any]) -> set[str]:
+    """The ``note:`` lines that explain the flags of one row of the table."""
+    flags: set[str] = set()
+    if not r["lower_bound_exact"]:
+        flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
+    flags.add("gap = coded / bound - 1: at most how far coded is from the best possible load")
+    if r["optimal"]:
+        flags.add(
+            "optimal yes: coded == bound, so no scheme sends fewer symbols "
+            "(the packing is maximum and the bound exact)"
+        )
+    else:
+        flags.add("optimal -: not proven; the best load lies between bound and coded")
+        if r["packing_optimal"]:
+            flags.add(
+                "the cycle packing is proven maximum (packing_optimal in --json): no packing "
+                "of this scheme does better, so any gap left is the bound's or the scheme's"
+            )
+    if r["note"]:
+        flags.add(r["note"])
+    if r["subpackets"] > 1:
+        flags.add(f"records cut into {r['subpackets']} pieces; loads in records, coded exact")
+    if r["uncoded_leftovers"]:
+        flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
+    return flags
+
+
 def _cmd_rate(args: argparse.Namespace) -> int:
     kernels = ["packing", "ordering"]
     if args.matrix is not None:
@@ -351,27 +378,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
 
         def cells() -> Iterator[list[str]]:
             for r in rows:
-                if not r["lower_bound_exact"]:
-                    flags.add("bound* is a valid lower bound from a good ordering, not proven maximal")
-                flags.add("gap = coded / bound - 1: at most how far coded is from the best possible load")
-                if r["optimal"]:
-                    flags.add(
-                        "optimal yes: coded == bound, so no scheme sends fewer symbols "
-                        "(the packing is maximum and the bound exact)"
-                    )
-                else:
-                    flags.add("optimal -: not proven; the best load lies between bound and coded")
-                    if r["packing_optimal"]:
-                        flags.add(
-                            "the cycle packing is proven maximum (packing_optimal in --json): no packing "
-                            "of this scheme does better, so any gap left is the bound's or the scheme's"
-                        )
-                if r["note"]:
-                    flags.add(r["note"])
-                if r["subpackets"] > 1:
-                    flags.add(f"records cut into {r['subpackets']} pieces; loads in records, coded exact")
-                if r["uncoded_leftovers"]:
-                    flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
+                flags.update(_row_notes(r))
                 yield _format_rate(r)
 
         print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
