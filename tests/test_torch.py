@@ -179,7 +179,8 @@ def test_torch_dataset_exceptions(tmp_path, rng):
         )
         assert bad["rank_world"] == "ValueError: Argument 'rank' must be a rank of the job, 0 to 2, not 9."
         assert bad["world_size"] == "ValueError: Argument 'world_size' must be the job's 3 ranks, not 9."
-    assert json.loads((out / "stopped.json").read_text())["stopped_by"] == 0
+    # Both workers stop early; the one the master heard first is named (either may be first).
+    assert json.loads((out / "stopped.json").read_text())["stopped_by"] in (0, 1)
     # The prefetch thread may have made epoch 1 before the workers stopped: then it was verified.
     reports = json.loads((out / "reports.json").read_text())
     assert [r["epoch"] for r in reports] in ([], [1]) and all(r["verified"] for r in reports)
