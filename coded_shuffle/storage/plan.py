@@ -82,11 +82,10 @@ def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> list[t
     out: list[tuple[int, ...]] = []
     for G, per in want.items():
         counts = {i: len(v) for i, v in per.items()}
-        k = 0
         for R, mult in _symbol_types(counts):
-            for _ in range(mult):
+            top = min(counts[i] for i in members(R))  # symbols top - mult .. top - 1 have receivers R
+            for k in range(top - mult, top):
                 sym = [per[i][k] for i in members(R)]
-                k += 1
                 if (G, R) in index:
                     by_node[index[(G, R)]].append(sym)
                 else:

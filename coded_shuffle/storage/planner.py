@@ -55,7 +55,11 @@ __all__ = [
     "group_counts",
     "boundary_rank",
     "RANK_MAX_CELLS",
+    "CHAIN_MAX_NODES",
 ]
+
+#: Most symbol types the chains are packed among (the ``K = 16``, ``t = 2`` range).
+CHAIN_MAX_NODES = 6000
 
 #: Largest boundary matrix (rows times columns) whose GF(2) rank is computed; beyond, a round
 #: costs ``min(active groups, C(K - 1, t + 1))``, both proven to decode.
@@ -84,7 +88,7 @@ def group_counts(S: object, *, M: int) -> dict[int, dict[int, int]]:
 
 
 def _symbol_types(counts: dict[int, int]) -> list[tuple[int, int]]:
-    """The group symbols of one group as ``(receiver mask, multiplicity)``, most receivers first."""
+    """The group symbols of one group as ``(receiver mask, multiplicity)``, fewest receivers first."""
     levels = sorted(set(counts.values()) | {0}, reverse=True)
     out = []
     for hi, lo in zip(levels, levels[1:], strict=False):
@@ -102,17 +106,24 @@ def _knows(u: tuple[int, int], v: tuple[int, int]) -> bool:
 
 
 def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tuple[int, ...], int]]:
-    """Chains (cycles of the 'knows fully' digraph) of length 2 then 3, greedily, with multiplicity."""
-    n = len(nodes)
+    """Chains (cycles of the 'knows fully' digraph) of length 2 then 3, greedily, with multiplicity.
+
+    Only the :data:`CHAIN_MAX_NODES` symbol types of largest multiplicity take part.
+    """
     m = list(mult)
     out: list[tuple[tuple[int, ...], int]] = []
+    keep = sorted(range(len(nodes)), key=lambda a: -m[a])[:CHAIN_MAX_NODES]
+    n = len(keep)
     if n < 2:
         return out
+    G = np.array([nodes[a][0] for a in keep], dtype=np.uint64)
+    R = np.array([nodes[a][1] for a in keep], dtype=np.uint64)
+    known = G & ~R
     A = np.zeros((n, n), dtype=bool)
-    for a in range(n):
-        for b in range(n):
-            if a != b and _knows(nodes[a], nodes[b]):
-                A[a, b] = True
+    for lo in range(0, n, 512):
+        A[lo : lo + 512] = (R[lo : lo + 512, None] & ~known[None, :]) == 0
+    np.fill_diagonal(A, False)
+    m = [mult[a] for a in keep]
     order = sorted(range(n), key=lambda a: -m[a])
     for a in order:
         for b in np.flatnonzero(A[a] & A[:, a]).tolist():
@@ -139,7 +150,7 @@ def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tu
                 m[b] -= k
                 m[c] -= k
                 out.append(((a, b, c), k))
-    return out
+    return [(tuple(keep[a] for a in chain), k) for chain, k in out]
 
 
 def _groups_plan(off: np.ndarray, t: int) -> tuple[int, int, list[tuple[int, int]], list]:
