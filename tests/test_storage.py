@@ -142,8 +142,8 @@ def test_placement_against_definition_and_update_keeps_it(K, M):
     owner = p.owner.tolist()
     for r in range(N):  # the definition: r_T at {o} u T, every t-subset T of the others once
         o = owner[r]
-        got = sorted(frozenset(w for w in range(K) if int(h) >> w & 1) for h in pp.holders[r])
-        want = sorted(frozenset(T) | {o} for T in itertools.combinations([w for w in range(K) if w != o], t))
+        got = sorted(tuple(w for w in range(K) if int(h) >> w & 1) for h in pp.holders[r])
+        want = sorted(tuple(sorted({o, *T})) for T in itertools.combinations([w for w in range(K) if w != o], t))
         assert got == want
     for epoch in range(1, 5):
         nxt = epoch_placement(N, K, seed=1, epoch=epoch)
