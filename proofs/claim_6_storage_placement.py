@@ -77,7 +77,9 @@ def invariant(pp) -> bool:
     """(I), from the definition."""
     K, t = pp.K, pp.t
     for r, o in enumerate(pp.placement.owner.tolist()):
-        want = sorted(tuple(sorted({o, *T})) for T in itertools.combinations([w for w in range(K) if w != o], t))
+        want = sorted(
+            tuple(sorted({o, *T})) for T in itertools.combinations([w for w in range(K) if w != o], t)
+        )
         if holder_sets(pp, r) != want:
             return False
     return True
@@ -117,7 +119,9 @@ def test_share_every_epoch(K):
             sizes = pp.placement.sizes().tolist()
             for w in range(K):
                 held = int(((pp.holders >> np.uint64(w)) & np.uint64(1)).sum())
-                share = sizes[w] * math.comb(K - 1, t) + (N - sizes[w]) * (math.comb(K - 2, t - 1) if t else 0)
+                share = sizes[w] * math.comb(K - 1, t) + (N - sizes[w]) * (
+                    math.comb(K - 2, t - 1) if t else 0
+                )
                 assert held == share
 
 

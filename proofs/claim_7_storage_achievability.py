@@ -1,4 +1,4 @@
-"""Claim 7: achievability with a storage of M = 1 + t batches: every plan decodes, and the cyclic shift costs R(t).
+"""Claim 7: achievability with a storage of M = 1 + t batches: plans decode; the cyclic shift costs R(t).
 
 Notation
 --------
@@ -122,9 +122,7 @@ def test_every_partial_permutation_round_decodes(K):
     if K <= 4:
         perms = itertools.product(range(-1, K), repeat=K)  # -1: the worker receives nothing
     else:
-        perms = (
-            tuple(int(o) if rng.random() < 0.8 else -1 for o in rng.permutation(K)) for _ in range(150)
-        )
+        perms = (tuple(int(o) if rng.random() < 0.8 else -1 for o in rng.permutation(K)) for _ in range(150))
     seen = 0
     for src in perms:
         S = np.zeros((K, K), dtype=np.int64)
@@ -156,7 +154,9 @@ def test_cone_identity(K):
                     continue
                 Q = frozenset(P) - {w}
                 lhs = np.array([frozenset(P) <= g for g in G], dtype=np.int64)
-                rhs = sum(np.array([(Q | {y}) <= g for g in G], dtype=np.int64) for y in range(K) if y not in P)
+                rhs = sum(
+                    np.array([(Q | {y}) <= g for g in G], dtype=np.int64) for y in range(K) if y not in P
+                )
                 assert ((lhs - rhs) % 2 == 0).all()
 
 

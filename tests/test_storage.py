@@ -143,7 +143,9 @@ def test_placement_against_definition_and_update_keeps_it(K, M):
     for r in range(N):  # the definition: r_T at {o} u T, every t-subset T of the others once
         o = owner[r]
         got = sorted(tuple(w for w in range(K) if int(h) >> w & 1) for h in pp.holders[r])
-        want = sorted(tuple(sorted({o, *T})) for T in itertools.combinations([w for w in range(K) if w != o], t))
+        want = sorted(
+            tuple(sorted({o, *T})) for T in itertools.combinations([w for w in range(K) if w != o], t)
+        )
         assert got == want
     for epoch in range(1, 5):
         nxt = epoch_placement(N, K, seed=1, epoch=epoch)
@@ -271,8 +273,12 @@ def test_verify_catches_a_missing_transmission():
     a, b = placements_from_matrix(cyclic_shift_matrix(4, 4))
     plan = plan_storage(piece_placement(a, M=2), b)
     broken = type(plan)(
-        storage=plan.storage, placement_next=plan.placement_next, strategy=plan.strategy,
-        chosen=plan.chosen, transmissions=plan.transmissions[1:], demand=plan.demand,
+        storage=plan.storage,
+        placement_next=plan.placement_next,
+        strategy=plan.strategy,
+        chosen=plan.chosen,
+        transmissions=plan.transmissions[1:],
+        demand=plan.demand,
     )
     from coded_shuffle.errors import DecodeError
 

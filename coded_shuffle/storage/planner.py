@@ -337,8 +337,15 @@ def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "
     if t == 0:
         r = rates(Sq, strategy=packing)
         return StorageRates(
-            S=Sq, M=1, strategy=strategy, chosen="pairs-and-cycles", pieces=1, uncoded=uncoded,
-            grouped=Fraction(r.paired), coded=Fraction(r.coded), coded_symbols=int(r.coded),
+            S=Sq,
+            M=1,
+            strategy=strategy,
+            chosen="pairs-and-cycles",
+            pieces=1,
+            uncoded=uncoded,
+            grouped=Fraction(r.paired),
+            coded=Fraction(r.coded),
+            coded_symbols=int(r.coded),
         )
     sent, saved, _, _ = _groups_plan(off, t)
     best, chosen = sent - saved, "groups"
@@ -350,6 +357,13 @@ def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "
         chosen = "groups"
         best = sent - saved
     return StorageRates(
-        S=Sq, M=t + 1, strategy=strategy, chosen=chosen, pieces=C, uncoded=uncoded,
-        grouped=Fraction(sent, C), coded=Fraction(best, C), coded_symbols=best,
+        S=Sq,
+        M=t + 1,
+        strategy=strategy,
+        chosen=chosen,
+        pieces=C,
+        uncoded=uncoded,
+        grouped=Fraction(sent, C),
+        coded=Fraction(best, C),
+        coded_symbols=best,
     )
