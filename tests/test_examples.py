@@ -23,6 +23,7 @@ def test_examples_are_present():
         "random_shuffles",
         "sorted_shards",
         "train_loop",
+        "storage_example",
     }
     assert expected <= names
 
