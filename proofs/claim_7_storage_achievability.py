@@ -181,4 +181,4 @@ def test_t0_is_todays_scheme():
         assert r.coded == today.coded and r.grouped == today.paired
         off = S.copy()
         np.fill_diagonal(off, 0)
-        assert _groups_plan(off, 0)[0] == today.paired
+        assert _groups_plan(off, 0).sent == today.paired

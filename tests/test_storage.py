@@ -202,7 +202,7 @@ def test_t0_reduces_to_todays_scheme(rng):
         S = rng.integers(0, 6, size=(5, 5))
         off = S.copy()
         np.fill_diagonal(off, 0)
-        assert _groups_plan(off, 0)[0] == rates(S).paired
+        assert _groups_plan(off, 0).sent == rates(S).paired
 
 
 def test_worst_case_formula():
@@ -295,3 +295,20 @@ def test_random_reshuffle_meets_the_target(K):
         S = random_reshuffle(1000 * K, K, rng)
         r, b = storage_rates(S, M=M), storage_lower_bound(S, M=M)
         assert b.value <= r.coded <= Fraction(101, 100) * b.value
+
+
+@pytest.mark.parametrize(("K", "M", "N", "seed"), [(4, 2, 40, 0), (5, 2, 50, 2), (5, 2, 100, 0)])
+def test_cut_leftovers_decode(K, M, N, seed):
+    # the second round of the groups strategy (leftovers cut into singles) is exercised here
+    from coded_shuffle.storage.planner import _groups_plan
+
+    S = random_reshuffle(N, K, np.random.default_rng(seed))
+    off = S.copy()
+    np.fill_diagonal(off, 0)
+    assert _groups_plan(off, M - 1).split
+    a, b = placements_from_matrix(S)
+    plan = plan_storage(piece_placement(a, M=M), b, strategy="groups")
+    assert plan.n_symbols == storage_rates(S, M=M, strategy="groups").coded_symbols
+    verify_storage_plan(plan, seed=seed)
+    if N * plan.storage.pieces <= 200:
+        assert gf2_decodable(plan)

@@ -76,8 +76,8 @@ def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> list[t
     want: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for pid, j, H in demand.tolist():
         want[H | (1 << j)][j].append(pid)
-    _, _, nodes, chains = _groups_plan(off, t)
-    index = {node: n for n, node in enumerate(nodes)}
+    gp = _groups_plan(off, t)
+    index = {node: n for n, node in enumerate(gp.nodes)}
     by_node: dict[int, list[list[int]]] = defaultdict(list)
     out: list[tuple[int, ...]] = []
     for G, per in want.items():
@@ -90,10 +90,28 @@ def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> list[t
                     by_node[index[(G, R)]].append(sym)
                 else:
                     out.append(tuple(sorted(sym)))
-    for chain, mult in chains:
+    for chain, mult in gp.chains:
         for _ in range(mult):
             syms = [by_node[n].pop() for n in chain]
             out += [_xor(a, b) for a, b in zip(syms, syms[1:], strict=False)]
+    # the second round: cut symbols into singles, chain them with the leftover singles
+    by_child: dict[int, list[list[int]]] = defaultdict(list)
+    for n, k in gp.split.items():
+        receivers = members(gp.nodes[n][1])
+        for _ in range(k):
+            sym = by_node[n].pop()
+            for i, piece in zip(receivers, sym, strict=True):
+                by_child[gp.nodes2.index((n, i))].append([piece])
+    for x, (n, who) in enumerate(gp.nodes2):
+        if who is None:
+            by_child[x] = by_node[n]  # the same list: what a chain takes leaves the type
+    for chain, mult in gp.chains2:
+        for _ in range(mult):
+            syms = [by_child[x].pop() for x in chain]
+            out += [_xor(a, b) for a, b in zip(syms, syms[1:], strict=False)]
+    for x, (_, who) in enumerate(gp.nodes2):
+        if who is not None:
+            out += [tuple(s) for s in by_child[x]]
     for syms in by_node.values():
         out += [tuple(sorted(s)) for s in syms]
     return out

@@ -21,8 +21,11 @@ and cycles, :func:`coded_shuffle.plan.rates`, which they then call):
     leftovers alone). Then chains of the partial symbols (fewer than ``t + 2`` receivers): a
     chain ``u_1, ..., u_l`` in which every receiver of every ``u_k`` knows some other ``u_m``
     fully is sent as ``u_1 + u_2, ..., u_{l-1} + u_l`` (one symbol saved; each receiver peels from
-    the symbol it knows to its own). Chains are packed shortest first (2, then 3), greedily; at
-    ``t = 0`` they are the leftover cycles.
+    the symbol it knows to its own). Chains are packed shortest first (pairs, fewest partners
+    first; then 3; then longer, by breadth-first search), greedily; at ``t = 0`` they are the
+    leftover cycles. A second round cuts the leftover symbols of several receivers into single
+    pieces (``|R| - 1`` symbols more each) and chains those with the leftover singles; it is kept
+    only when it saves more than it costs.
 ``rounds``
     The moved records split into partial permutation rounds (repeated maximum matchings of what
     is left); a round activates every group containing some moved pair ``{o, j}`` and sends, from
@@ -106,7 +109,7 @@ def _knows(u: tuple[int, int], v: tuple[int, int]) -> bool:
 
 
 def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tuple[int, ...], int]]:
-    """Chains (cycles of the 'knows fully' digraph) of length 2 then 3, greedily, with multiplicity.
+    """Chains (cycles of the 'knows fully' digraph): length 2, then 3, then longer, greedily.
 
     Only the :data:`CHAIN_MAX_NODES` symbol types of largest multiplicity take part.
     """
@@ -125,36 +128,99 @@ def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tu
     np.fill_diagonal(A, False)
     m = [mult[a] for a in keep]
     order = sorted(range(n), key=lambda a: -m[a])
+    # pairs: the type with the fewest partners left first, with its partner of fewest partners
+    mutual = A & A.T
+    alive = np.array([v > 0 for v in m], dtype=bool)
+    degree = (mutual & alive[None, :]).sum(axis=1)
+    while True:
+        cand = np.flatnonzero(alive & (degree > 0))
+        if not cand.size:
+            break
+        a = int(cand[np.argmin(degree[cand])])
+        partners = np.flatnonzero(mutual[a] & alive)
+        b = int(partners[np.argmin(degree[partners])])
+        k = min(m[a], m[b])
+        m[a] -= k
+        m[b] -= k
+        out.append(((a, b), k))
+        for x in (a, b):
+            if not m[x]:
+                alive[x] = False
+                degree -= mutual[:, x]
     for a in order:
-        for b in np.flatnonzero(A[a] & A[:, a]).tolist():
-            if m[a] == 0:
+        while m[a]:
+            outs = np.flatnonzero(A[a] & alive)
+            ins = np.flatnonzero(A[:, a] & alive)
+            if not outs.size or not ins.size:
                 break
-            if m[b]:
-                k = min(m[a], m[b])
-                m[a] -= k
-                m[b] -= k
-                out.append(((a, b), k))
-    for a in order:
-        if not m[a]:
-            continue
-        for b in np.flatnonzero(A[a]).tolist():
-            if not m[a]:
+            hit = np.argwhere(A[np.ix_(outs, ins)])
+            hit = hit[outs[hit[:, 0]] != ins[hit[:, 1]]]
+            if not hit.size:
                 break
-            if not m[b]:
-                continue
-            for c in np.flatnonzero(A[b] & A[:, a]).tolist():
-                if c == a or not m[c] or not m[b] or not m[a]:
-                    continue
-                k = min(m[a], m[b], m[c])
-                m[a] -= k
-                m[b] -= k
-                m[c] -= k
-                out.append(((a, b, c), k))
+            b_, c_ = int(outs[hit[0, 0]]), int(ins[hit[0, 1]])
+            k = min(m[a], m[b_], m[c_])
+            for x in (a, b_, c_):
+                m[x] -= k
+                alive[x] = m[x] > 0
+            out.append(((a, b_, c_), k))
+    for a in order:  # then the shortest longer chain through each type, while one is left
+        while m[a]:
+            cycle = _shortest_cycle(A, alive, a)
+            if cycle is None:
+                break
+            k = min(m[x] for x in cycle)
+            for x in cycle:
+                m[x] -= k
+                alive[x] = m[x] > 0
+            out.append((tuple(cycle), k))
     return [(tuple(keep[a] for a in chain), k) for chain, k in out]
 
 
-def _groups_plan(off: np.ndarray, t: int) -> tuple[int, int, list[tuple[int, int]], list]:
-    """``(group symbols, chain savings, nodes, chains)`` of the ``groups`` strategy, in pieces."""
+def _shortest_cycle(A: np.ndarray, alive: np.ndarray, a: int) -> list[int] | None:
+    """A shortest cycle through ``a`` in the digraph ``A`` restricted to ``alive`` (breadth first)."""
+    n = A.shape[0]
+    parent = np.full(n, -1, dtype=np.int64)
+    seen = ~alive.copy()
+    seen[a] = True
+    frontier = np.array([a])
+    while frontier.size:
+        reach = A[frontier] & ~seen  # rows: frontier nodes
+        if A[frontier, a].any():
+            last = int(frontier[np.flatnonzero(A[frontier, a])[0]])
+            path = [last]
+            while path[-1] != a:
+                path.append(int(parent[path[-1]]))
+            return path[::-1]
+        rows, cols = np.nonzero(reach)
+        cols, first = np.unique(cols, return_index=True)
+        parent[cols] = frontier[rows[first]]
+        seen[cols] = True
+        frontier = cols
+    return None
+
+
+@dataclass(frozen=True)
+class _GroupsPlan:
+    """The ``groups`` strategy in counts: what :mod:`.plan` replays on pieces.
+
+    ``nodes[n] = (G, R)``, the partial symbol types, ``mult[n]`` of each; ``chains`` over them;
+    then, if it pays, a second round on what is left: ``split[n]`` symbols of type ``n`` cut into
+    their single pieces, and ``chains2`` over ``nodes2``, each ``(n, None)`` (a leftover of type
+    ``n``, a single) or ``(n, i)`` (the piece of receiver ``i`` of a cut symbol of type ``n``).
+    """
+
+    sent: int
+    saved: int
+    nodes: list[tuple[int, int]]
+    mult: list[int]
+    chains: list
+    nodes2: list[tuple[int, int | None]]
+    chains2: list
+    split: dict[int, int]
+
+
+def _groups_plan(off: np.ndarray, t: int) -> _GroupsPlan:
+    """The ``groups`` strategy: group symbols, chains, then chains of cut leftovers when they pay."""
     counts = group_counts(off, M=t + 1)
     sent = 0
     nodes: list[tuple[int, int]] = []
@@ -168,7 +234,36 @@ def _groups_plan(off: np.ndarray, t: int) -> tuple[int, int, list[tuple[int, int
                 mult.append(k)
     chains = _pack_chains(nodes, mult)
     saved = sum(k for _, k in chains)
-    return sent, saved, nodes, chains
+    left = list(mult)
+    for chain, k in chains:
+        for n in chain:
+            left[n] -= k
+    # Second round: a leftover with |R| > 1 receivers cut into |R| singles costs |R| - 1 symbols
+    # more; the singles may chain where the whole could not. Kept only if it saves in all.
+    nodes2: list[tuple[int, int | None]] = []
+    types2: list[tuple[int, int]] = []
+    mult2: list[int] = []
+    for n, (G, R) in enumerate(nodes):
+        if not left[n]:
+            continue
+        for i in [None] if R.bit_count() == 1 else members(R):
+            nodes2.append((n, i))
+            types2.append((G, R if i is None else 1 << i))
+            mult2.append(left[n])
+    chains2 = _pack_chains(types2, mult2)
+    use: dict[int, int] = defaultdict(int)
+    for chain, k in chains2:
+        for x in chain:
+            use[x] += k
+    split: dict[int, int] = {}
+    for x, (n, i) in enumerate(nodes2):
+        if i is not None and use[x]:
+            split[n] = max(split.get(n, 0), use[x])
+    extra = sum((nodes[n][1].bit_count() - 1) * k for n, k in split.items())
+    gain = sum(k for _, k in chains2) - extra
+    if gain <= 0:
+        return _GroupsPlan(sent, saved, nodes, mult, chains, [], [], {})
+    return _GroupsPlan(sent, saved + gain, nodes, mult, chains, nodes2, chains2, split)
 
 
 def boundary_rank(groups: list[int], K: int, t: int, *, basis: bool = False) -> tuple[int, list[int]]:
@@ -347,7 +442,8 @@ def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "
             coded=Fraction(r.coded),
             coded_symbols=int(r.coded),
         )
-    sent, saved, _, _ = _groups_plan(off, t)
+    gp = _groups_plan(off, t)
+    sent, saved = gp.sent, gp.saved
     best, chosen = sent - saved, "groups"
     if strategy in ("rounds", "best"):
         rounds_total, _ = _rounds_plan(off, t)
