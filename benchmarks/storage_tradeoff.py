@@ -75,7 +75,7 @@ def main() -> None:
     print("\nworst coded/bound over the seeds, N = 1000 K (target 1.01 for K <= 8, M = 2, 3):")
     for (K, M), ratio in sorted(worst.items()):
         flag = "" if K > 8 or M not in (2, 3) else ("  meets" if ratio <= 1.01 else "  MISSES")
-        print(f"  K = {K:>2}, M = {M}: {ratio:.4f}{flag}")
+        print(f"  K = {K:>2}, M = {M}: {ratio:.5f}{flag}")
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ and cycles, :func:`coded_shuffle.plan.rates`, which they then call):
     fully is sent as ``u_1 + u_2, ..., u_{l-1} + u_l`` (one symbol saved; each receiver peels from
     the symbol it knows to its own). Chains are packed shortest first (pairs, fewest partners
     first; then 3; then longer, by breadth-first search), greedily; at ``t = 0`` they are the
-    leftover cycles. A second round cuts the leftover symbols of several receivers into single
-    pieces (``|R| - 1`` symbols more each) and chains those with the leftover singles; it is kept
-    only when it saves more than it costs.
+    leftover cycles. A second round cuts the leftover symbols of two receivers into single pieces
+    (one symbol more each) and chains those with the other leftovers; it is kept only when it
+    saves more than it costs.
 ``rounds``
     The moved records split into partial permutation rounds (repeated maximum matchings of what
     is left); a round activates every group containing some moved pair ``{o, j}`` and sends, from
@@ -63,6 +63,10 @@ __all__ = [
 
 #: Most symbol types the chains are packed among (the ``K = 16``, ``t = 2`` range).
 CHAIN_MAX_NODES = 6000
+
+#: Receivers of the leftover symbols the second round of ``groups`` cuts into single pieces (a
+#: cut costs one symbol more per receiver beyond the first; with three or more it rarely pays).
+CUT_RECEIVERS = 2
 
 #: Largest boundary matrix (rows times columns) whose GF(2) rank is computed; beyond, a round
 #: costs ``min(active groups, C(K - 1, t + 1))``, both proven to decode.
@@ -206,7 +210,7 @@ class _GroupsPlan:
     ``nodes[n] = (G, R)``, the partial symbol types, ``mult[n]`` of each; ``chains`` over them;
     then, if it pays, a second round on what is left: ``split[n]`` symbols of type ``n`` cut into
     their single pieces, and ``chains2`` over ``nodes2``, each ``(n, None)`` (a leftover of type
-    ``n``, a single) or ``(n, i)`` (the piece of receiver ``i`` of a cut symbol of type ``n``).
+    ``n``, whole) or ``(n, i)`` (the piece of receiver ``i`` of a cut symbol of type ``n``).
     """
 
     sent: int
@@ -238,15 +242,15 @@ def _groups_plan(off: np.ndarray, t: int) -> _GroupsPlan:
     for chain, k in chains:
         for n in chain:
             left[n] -= k
-    # Second round: a leftover with |R| > 1 receivers cut into |R| singles costs |R| - 1 symbols
-    # more; the singles may chain where the whole could not. Kept only if it saves in all.
+    # Second round: a leftover with two receivers cut into two singles costs one symbol more;
+    # the singles may chain where the whole could not. Kept only if it saves in all.
     nodes2: list[tuple[int, int | None]] = []
     types2: list[tuple[int, int]] = []
     mult2: list[int] = []
     for n, (G, R) in enumerate(nodes):
         if not left[n]:
             continue
-        for i in [None] if R.bit_count() == 1 else members(R):
+        for i in members(R) if R.bit_count() == CUT_RECEIVERS else [None]:
             nodes2.append((n, i))
             types2.append((G, R if i is None else 1 << i))
             mult2.append(left[n])
