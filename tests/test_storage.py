@@ -238,7 +238,8 @@ def test_bound_coded_grouped_uncoded_in_order(K, M, seed, b):
     S = random_equal_S(K, b, np.random.default_rng(seed))
     r = storage_rates(S, M=M)
     assert storage_lower_bound(S, M=M).value <= r.coded <= r.grouped <= r.uncoded
-    assert r.coded <= storage_worst_case(K * b, K, M) or M == 1 and r.coded <= storage_worst_case(K * b, K, 1)
+    assert r.coded <= storage_worst_case(K * b, K, M)  # the rounds never pass R(t) (claim 7)
+    assert storage_rates(S, M=M, strategy="rounds").coded <= storage_worst_case(K * b, K, M)
 
 
 # --------------------------------------------------------------------------- plans decode

@@ -118,7 +118,7 @@ def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> list[t
 
 
 def _rounds_transmissions(
-    pp: PiecePlacement, nxt: Placement, off: np.ndarray, t: int
+    pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: int
 ) -> list[tuple[int, ...]]:
     K, C = pp.K, pp.pieces
     old = np.asarray(pp.placement.owner, dtype=np.int64)
@@ -128,7 +128,7 @@ def _rounds_transmissions(
         records[(int(old[r]), int(new[r]))].append(r)
     memo: dict = {}
     out: list[tuple[int, ...]] = []
-    for edges, mult in _rounds(off):
+    for edges, mult in _rounds(S):
         _, how = _round_cost(edges, K, t, memo)
         for _ in range(mult):
             u: dict[int, list[int]] = defaultdict(list)
@@ -187,7 +187,7 @@ def plan_storage(
     elif r.chosen == "groups":
         sent = _groups_transmissions(demand, off, t)
     else:
-        sent = _rounds_transmissions(storage, placement_next, off, t)
+        sent = _rounds_transmissions(storage, placement_next, np.asarray(S), t)
     if len(sent) != r.coded_symbols:
         raise InvalidPlanError(f"the plan sends {len(sent)} pieces, not the {r.coded_symbols} of its loads")
     return StoragePlan(

@@ -22,7 +22,8 @@ and cycles, :func:`coded_shuffle.plan.rates`, which they then call):
     chain ``u_1, ..., u_l`` in which every receiver of every ``u_k`` knows some other ``u_m``
     fully is sent as ``u_1 + u_2, ..., u_{l-1} + u_l`` (one symbol saved; each receiver peels from
     the symbol it knows to its own). Chains are packed shortest first (pairs, fewest partners
-    first; then 3; then longer, by breadth-first search), greedily; at ``t = 0`` they are the
+    first; then 3; then longer, by breadth-first search, among at most
+    :data:`LONG_CHAIN_MAX_NODES` types), greedily; at ``t = 0`` they are the
     leftover cycles. A second round cuts the leftover symbols of two receivers into single pieces
     (one symbol more each) and chains those with the other leftovers; it is kept only when it
     saves more than it costs.
@@ -40,7 +41,6 @@ and cycles, :func:`coded_shuffle.plan.rates`, which they then call):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from math import comb
@@ -59,10 +59,14 @@ __all__ = [
     "boundary_rank",
     "RANK_MAX_CELLS",
     "CHAIN_MAX_NODES",
+    "LONG_CHAIN_MAX_NODES",
 ]
 
 #: Most symbol types the chains are packed among (the ``K = 16``, ``t = 2`` range).
 CHAIN_MAX_NODES = 6000
+
+#: Most symbol types among which chains longer than 3 are searched (a breadth-first search each).
+LONG_CHAIN_MAX_NODES = 2000
 
 #: Receivers of the leftover symbols the second round of ``groups`` cuts into single pieces (a
 #: cut costs one symbol more per receiver beyond the first; with three or more it rarely pays).
@@ -70,7 +74,7 @@ CUT_RECEIVERS = 2
 
 #: Largest boundary matrix (rows times columns) whose GF(2) rank is computed; beyond, a round
 #: costs ``min(active groups, C(K - 1, t + 1))``, both proven to decode.
-RANK_MAX_CELLS = 1 << 22
+RANK_MAX_CELLS = 1 << 18
 
 
 def group_counts(S: object, *, M: int) -> dict[int, dict[int, int]]:
@@ -167,7 +171,7 @@ def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tu
                 m[x] -= k
                 alive[x] = m[x] > 0
             out.append(((a, b_, c_), k))
-    for a in order:  # then the shortest longer chain through each type, while one is left
+    for a in order if n <= LONG_CHAIN_MAX_NODES else []:  # then longer chains, shortest first
         while m[a]:
             cycle = _shortest_cycle(A, alive, a)
             if cycle is None:
@@ -326,38 +330,49 @@ def _round_cost(edges: tuple[tuple[int, int], ...], K: int, t: int, memo: dict) 
     return out
 
 
-def _rounds(off: np.ndarray) -> list[tuple[tuple[tuple[int, int], ...], int]]:
-    """Partial permutation rounds ``(edges o -> j, multiplicity)`` covering the moved records."""
+def _rounds(S: np.ndarray) -> list[tuple[tuple[tuple[int, int], ...], int]]:
+    """Partial permutation rounds ``(edges o -> j, o != j; multiplicity)`` covering the moved records.
+
+    Repeated maximum matchings of the support of what is left of ``S``, diagonal included: with
+    equal batches ``b`` the matrix is ``b``-regular, every matching is perfect (Hall, Birkhoff)
+    and the multiplicities add up to ``b``, so the rounds cost at most ``R(t)`` (claim 7).
+    """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
 
-    rest = off.copy()
+    rest = np.array(S, dtype=np.int64)
+    off = rest.copy()
+    np.fill_diagonal(off, 0)
     out = []
-    while rest.any():
+    while off.any():
         match = maximum_bipartite_matching(csr_matrix(rest > 0), perm_type="column")
-        edges = tuple((int(o), int(j)) for o, j in enumerate(match.tolist()) if j >= 0)
-        k = min(int(rest[o, j]) for o, j in edges)
-        for o, j in edges:
+        pairs = [(o, int(j)) for o, j in enumerate(match.tolist()) if j >= 0]
+        k = min(int(rest[o, j]) for o, j in pairs)
+        for o, j in pairs:
             rest[o, j] -= k
-        out.append((edges, k))
+            if o != j:
+                off[o, j] -= k
+        edges = tuple((o, j) for o, j in pairs if o != j)
+        if edges:
+            out.append((edges, k))
     return out
 
 
-def _rounds_plan(off: np.ndarray, t: int) -> tuple[int, list]:
-    K = off.shape[0]
+def _rounds_plan(S: np.ndarray, t: int) -> tuple[int, list]:
+    K = S.shape[0]
     memo: dict = {}
     total = 0
-    rounds = _rounds(off)
+    rounds = _rounds(S)
     for edges, k in rounds:
         total += k * _round_cost(edges, K, t, memo)[0]
     return total, rounds
 
 
 #: Storage strategies by name (module docstring).
-STORAGE_STRATEGIES: dict[str, Callable[..., object]] = {
-    "groups": _groups_plan,
-    "rounds": _rounds_plan,
-    "best": lambda off, t: None,
+STORAGE_STRATEGIES: dict[str, str] = {
+    "groups": "group symbols, then chains of the partial ones",
+    "rounds": "partial permutation rounds, each sent by boundary combining",
+    "best": "the smaller of groups and rounds",
 }
 
 
@@ -446,16 +461,15 @@ def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "
             coded=Fraction(r.coded),
             coded_symbols=int(r.coded),
         )
-    gp = _groups_plan(off, t)
-    sent, saved = gp.sent, gp.saved
-    best, chosen = sent - saved, "groups"
+    sent = sum(max(c.values()) for c in group_counts(off, M=t + 1).values())
+    best, chosen = -1, "groups"
+    if strategy in ("groups", "best"):
+        gp = _groups_plan(off, t)
+        best = gp.sent - gp.saved
     if strategy in ("rounds", "best"):
-        rounds_total, _ = _rounds_plan(off, t)
-        if strategy == "rounds" or rounds_total < best:
+        rounds_total, _ = _rounds_plan(Sq, t)
+        if best < 0 or rounds_total < best:
             best, chosen = rounds_total, "rounds"
-    if strategy == "groups":
-        chosen = "groups"
-        best = sent - saved
     return StorageRates(
         S=Sq,
         M=t + 1,
