@@ -419,3 +419,51 @@ def feistel_from_spec(N: int, keys, idx, *, inverse: bool = False) -> list[int]:
             x = network(x)
         out.append(x)
     return out
+
+
+# --------------------------------------------------------------------------- excess storage
+
+
+def brute_pieces(S, t):
+    """Every missing piece ``(o, j, T)`` of ``S``, one per record moved ``o -> j`` and ``T``."""
+    K = len(S)
+    out = []
+    for o, j in itertools.permutations(range(K), 2):
+        for _ in range(int(S[o][j])):
+            for T in itertools.combinations([w for w in range(K) if w not in (o, j)], t):
+                out.append((o, j, frozenset(T)))
+    return out
+
+
+def brute_storage_bound(S, t):
+    """Max over all orderings of the pieces whose holders all come after their wanter."""
+    K = len(S)
+    pieces = brute_pieces(S, t)
+    best = 0
+    for order in itertools.permutations(range(K)):
+        pos = {w: n for n, w in enumerate(order)}
+        best = max(best, sum(1 for o, j, T in pieces if all(pos[h] > pos[j] for h in T | {o})))
+    return best
+
+
+def gf2_decodable(plan) -> bool:
+    """rank(G_k) == rank([G_k; E_need_k]) over GF(2) for every worker, from the plan's lists
+    (``plan.storage``: ``N``, ``K``, ``pieces``, ``holders``; ``plan.transmissions``, ``plan.demand``)."""
+    import galois
+
+    GF2 = galois.GF2
+    pp = plan.storage
+    n = pp.N * pp.pieces
+    T = np.zeros((len(plan.transmissions), n), dtype=np.uint8)
+    for s, ids in enumerate(plan.transmissions):
+        T[s, list(ids)] = 1
+    eye = np.eye(n, dtype=np.uint8)
+    for k in range(pp.K):
+        held = [x for x in range(n) if int(pp.holders[x // pp.pieces, x % pp.pieces]) >> k & 1]
+        need = [int(x) for x, j, _ in plan.demand.tolist() if j == k]
+        G = np.vstack([T, eye[held]])
+        r0 = np.linalg.matrix_rank(GF2(G))
+        r1 = np.linalg.matrix_rank(GF2(np.vstack([G, eye[need]]))) if need else r0
+        if r0 != r1:
+            return False
+    return True

@@ -27,6 +27,7 @@ def test_examples_are_present():
         "sorted_shards",
         "train_loop",
         "torch_ddp",
+        "storage_example",
     }
     assert expected <= names
 

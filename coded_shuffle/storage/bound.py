@@ -1,0 +1,190 @@
+"""The genie bound with side information on pieces, and the worst case ``R(t)``.
+
+For an ordering ``sigma`` of the workers, count the pieces each worker wants whose holders all
+come after it; no scheme sends fewer (the genie argument of ``proofs/claim_3_lower_bound.py`` on
+pieces, ``proofs/claim_8_storage_converse.py``). Worker ``j``
+wants, from each worker ``o`` with ``S[o][j]`` records for it, one piece held by ``{o} u T`` for
+every ``t``-subset ``T`` of the workers other than ``o`` and ``j``; so with ``a_j`` workers after
+``j`` the count is
+
+    B(sigma) = sum over j of C(a_j - 1, t) * sum of S[o][j] over o after j     (pieces),
+
+and the bound is its maximum over orderings, in records ``B / C(K - 1, t)``. At ``t = 0`` it is
+:func:`coded_shuffle.bounds.lower_bound`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+
+from .._checks import check_int
+from ..bounds import EXACT_BOUND_MAX_K, lower_bound
+from ._common import check_storage, pieces_per_record, square_storage
+
+__all__ = ["StorageBound", "storage_ordering_bound", "storage_lower_bound", "storage_worst_case"]
+
+
+@dataclass(frozen=True, eq=False)
+class StorageBound:
+    """The genie bound on pieces of ``S`` with a storage of ``M`` batches.
+
+    Attributes
+    ----------
+    S : numpy.ndarray
+        The shuffle matrix.
+    M : int
+        Storage, in batches.
+    pieces : int
+        The bound in pieces (of ``1 / C(K - 1, t)`` record).
+    value : Fraction
+        The bound in records.
+    ordering : tuple of int
+        An ordering that attains ``pieces`` (:func:`storage_ordering_bound`).
+    exact : bool
+        Whether it is the maximum over all orderings (the dynamic program, ``K <= 20``).
+    """
+
+    S: np.ndarray
+    M: int
+    pieces: int
+    value: Fraction
+    ordering: tuple[int, ...]
+    exact: bool
+
+
+def storage_ordering_bound(S: object, ordering: object, *, M: int) -> int:
+    """Return ``B(sigma)`` in pieces for one ordering (module docstring).
+
+    Brute-force equivalent: count, for each worker ``j`` and each piece it wants, whether the
+    piece's holder set lies among the workers after ``j``.
+
+    Examples
+    --------
+    >>> storage_ordering_bound([[0, 0, 1], [1, 0, 0], [0, 1, 0]], [0, 1, 2], M=2)
+    1
+    """
+    _, off, t = square_storage(S, M)
+    K = off.shape[0]
+    try:
+        order = [int(w) for w in ordering]  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise TypeError("Argument 'ordering' must be a sequence of worker indices.") from None
+    if sorted(order) != list(range(K)):
+        raise ValueError(f"Argument 'ordering' must be a permutation of 0..{K - 1}.")
+    total = 0
+    for pos, j in enumerate(order):
+        after = order[pos + 1 :]
+        if len(after) - 1 >= t:
+            total += comb(len(after) - 1, t) * int(off[after, j].sum())
+    return total
+
+
+def _exact(off: np.ndarray, t: int) -> tuple[int, tuple[int, ...]]:
+    """Dynamic program over the set ``U`` placed last: ``f(U + v) = max f(U) + C(|U|-1, t) S[U, v]``."""
+    K = off.shape[0]
+    if K == 1:
+        return 0, (0,)
+    full = 1 << K
+    masks = np.arange(full, dtype=np.int64)
+    bits = ((masks[:, None] >> np.arange(K)) & 1).astype(bool)
+    popcount = bits.sum(axis=1)
+    layer_order = np.argsort(popcount, kind="stable")
+    edges = np.searchsorted(popcount[layer_order], np.arange(K + 2))
+    f = np.zeros(full, dtype=np.int64)
+    first = np.zeros(full, dtype=np.int8)
+    Sf = off.astype(np.float64)
+    for p in range(1, K + 1):
+        V = layer_order[edges[p] : edges[p + 1]]
+        B = bits[V]
+        w = comb(p - 2, t) if p - 2 >= t else 0
+        into = np.rint(B.astype(np.float64) @ Sf).astype(np.int64)  # into[v] = sum_{o in V} S[o][v]
+        prev = f[V[:, None] ^ (1 << np.arange(K))]
+        cand = np.where(B, prev + w * into, -1)
+        best = cand.argmax(axis=1)
+        f[V] = cand[np.arange(V.size), best]
+        first[V] = best
+    order = []
+    m = full - 1
+    while m:
+        v = int(first[m])
+        order.append(v)
+        m ^= 1 << v
+    return int(f[full - 1]), tuple(order)
+
+
+def _searched(off: np.ndarray, t: int) -> tuple[int, tuple[int, ...]]:
+    """The ordering of the ``t = 0`` bound, improved by moving single workers while it helps."""
+    M = t + 1
+    order = list(lower_bound(off, exact=False).ordering)
+    best = storage_ordering_bound(off, order, M=M)
+    K = len(order)
+    improved = True
+    while improved:
+        improved = False
+        for a in range(K):
+            for b in range(K):
+                if a == b:
+                    continue
+                trial = order.copy()
+                trial.insert(b, trial.pop(a))
+                value = storage_ordering_bound(off, trial, M=M)
+                if value > best:
+                    order, best, improved = trial, value, True
+    return best, tuple(order)
+
+
+def storage_lower_bound(S: object, *, M: int, exact: bool | None = None) -> StorageBound:
+    """Return the best genie bound with side information over orderings of the workers.
+
+    Exact by dynamic program over subsets for ``K <= EXACT_BOUND_MAX_K`` (``O(2^K K^2)``); beyond,
+    or with ``exact=False``, the bound of a searched ordering (valid, not exact).
+
+    Examples
+    --------
+    The cyclic shift of 4 workers, one record each, storage 2: ``R(1) = 1`` record.
+
+    >>> b = storage_lower_bound([[0, 0, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]], M=2)
+    >>> b.pieces, b.value, b.exact
+    (3, Fraction(1, 1), True)
+    """
+    Sq, off, t = square_storage(S, M)
+    K = off.shape[0]
+    if exact is not None and not isinstance(exact, bool):
+        raise TypeError(f"Argument 'exact' must be a bool or None, not {type(exact).__name__}.")
+    if exact and K > EXACT_BOUND_MAX_K:
+        raise ValueError(f"Argument 'exact' can be True only for K <= {EXACT_BOUND_MAX_K}, not K = {K}.")
+    if K <= EXACT_BOUND_MAX_K and exact is not False:
+        pieces, ordering = _exact(off, t)
+        is_exact = True
+    else:
+        pieces, ordering = _searched(off, t)
+        is_exact = False
+    return StorageBound(
+        S=Sq,
+        M=t + 1,
+        pieces=pieces,
+        value=Fraction(pieces, pieces_per_record(K, t)),
+        ordering=ordering,
+        exact=is_exact,
+    )
+
+
+def storage_worst_case(N: int, K: int, M: int) -> Fraction:
+    """Return ``R(t) = (N / K) (K - 1 - t) / (t + 1)``, ``t = M - 1``: the worst-case load in records.
+
+    Attained by the cyclic batch shift (``proofs/claim_7_storage_achievability.py``,
+    ``proofs/claim_8_storage_converse.py``).
+
+    Examples
+    --------
+    >>> storage_worst_case(8000, 8, 1), storage_worst_case(8000, 8, 2), storage_worst_case(8000, 8, 8)
+    (Fraction(7000, 1), Fraction(3000, 1), Fraction(0, 1))
+    """
+    N = check_int(N, "N", minimum=0)
+    K = check_int(K, "K", minimum=1)
+    t = check_storage(M, K)
+    return Fraction(N * (K - 1 - t), K * (t + 1))

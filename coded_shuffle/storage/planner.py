@@ -1,0 +1,483 @@
+"""Delivery with a storage of ``M = 1 + t`` batches: group symbols, chains, boundary rounds.
+
+Notation
+--------
+==============  ======================================================================
+``G``           a ``(t + 2)``-set of workers, a group
+``c_i(G)``      pieces worker ``i`` of ``G`` wants that are held exactly by ``G \\ {i}``:
+                ``sum of S[o][i] over o in G, o != i`` (one piece per record moved ``o -> i``)
+``u``           a group symbol: the XOR of at most one such piece per member; its receivers
+                ``R`` are the members with a piece in it; a member outside ``R`` knows ``u``
+                fully, a receiver knows every term but its own, a worker outside ``G`` nothing
+``C``           ``C(K - 1, t)``, pieces of a record; loads are in records, pieces ``1 / C``
+==============  ======================================================================
+
+Strategies, by name through :data:`STORAGE_STRATEGIES` (at ``t = 0`` every one is today's pairs
+and cycles, :func:`coded_shuffle.plan.rates`, which they then call):
+
+``groups``
+    Group symbols: group ``G`` sends ``max_i c_i(G)`` symbols, the ``k``-th holding the ``k``-th
+    piece of every member with more than ``k`` (at ``t = 0`` the order-2 symbols and the
+    leftovers alone). Then chains of the partial symbols (fewer than ``t + 2`` receivers): a
+    chain ``u_1, ..., u_l`` in which every receiver of every ``u_k`` knows some other ``u_m``
+    fully is sent as ``u_1 + u_2, ..., u_{l-1} + u_l`` (one symbol saved; each receiver peels from
+    the symbol it knows to its own). Chains are packed shortest first (pairs, fewest partners
+    first; then 3; then longer, by breadth-first search, among at most
+    :data:`LONG_CHAIN_MAX_NODES` types), greedily; at ``t = 0`` they are the
+    leftover cycles. A second round cuts the leftover symbols of two receivers into single pieces
+    (one symbol more each) and chains those with the other leftovers; it is kept only when it
+    saves more than it costs.
+``rounds``
+    The moved records split into partial permutation rounds (repeated maximum matchings of what
+    is left); a round activates every group containing some moved pair ``{o, j}`` and sends, from
+    its group symbols ``u_G``, ``Y_P = XOR of u_G over the active G containing P`` for the
+    ``(t + 1)``-sets ``P`` of an information set of the boundary vectors: it costs their GF(2)
+    rank, at most ``C(K - 1, t + 1)`` (the sets avoiding worker 0 always suffice). On the cyclic
+    shift this is ``R(t)``.
+``best``
+    The smaller of the two (default).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+
+from .._checks import check_choice
+from ..plan import STRATEGIES, rates
+from ._common import members, pieces_per_record, square_storage, subsets
+
+__all__ = [
+    "STORAGE_STRATEGIES",
+    "StorageRates",
+    "storage_rates",
+    "group_counts",
+    "boundary_rank",
+    "RANK_MAX_CELLS",
+    "CHAIN_MAX_NODES",
+    "LONG_CHAIN_MAX_NODES",
+]
+
+#: Most symbol types the chains are packed among (the ``K = 16``, ``t = 2`` range).
+CHAIN_MAX_NODES = 6000
+
+#: Most symbol types among which chains longer than 3 are searched (a breadth-first search each).
+LONG_CHAIN_MAX_NODES = 2000
+
+#: Receivers of the leftover symbols the second round of ``groups`` cuts into single pieces (a
+#: cut costs one symbol more per receiver beyond the first; with three or more it rarely pays).
+CUT_RECEIVERS = 2
+
+#: Largest boundary matrix (rows times columns) whose GF(2) rank is computed; beyond, a round
+#: costs ``min(active groups, C(K - 1, t + 1))``, both proven to decode.
+RANK_MAX_CELLS = 1 << 18
+
+
+def group_counts(S: object, *, M: int) -> dict[int, dict[int, int]]:
+    """Return ``{G: {i: c_i(G)}}`` over the ``(t + 2)``-sets ``G`` (bitmasks) with some demand.
+
+    Examples
+    --------
+    >>> group_counts([[0, 0, 1], [1, 0, 0], [0, 1, 0]], M=2)
+    {7: {0: 1, 1: 1, 2: 1}}
+    """
+    _, off, t = square_storage(S, M)
+    K = off.shape[0]
+    out: dict[int, dict[int, int]] = {}
+    if t + 2 > K:
+        return out
+    for G in subsets(list(range(K)), t + 2):
+        g = members(G)
+        c = off[np.ix_(g, g)].sum(axis=0)
+        if c.any():
+            out[G] = {i: int(v) for i, v in zip(g, c.tolist(), strict=True)}
+    return out
+
+
+def _symbol_types(counts: dict[int, int]) -> list[tuple[int, int]]:
+    """The group symbols of one group as ``(receiver mask, multiplicity)``, fewest receivers first."""
+    levels = sorted(set(counts.values()) | {0}, reverse=True)
+    out = []
+    for hi, lo in zip(levels, levels[1:], strict=False):
+        R = 0
+        for i, c in counts.items():
+            if c >= hi:
+                R |= 1 << i
+        out.append((R, hi - lo))
+    return out
+
+
+def _knows(u: tuple[int, int], v: tuple[int, int]) -> bool:
+    """Whether every receiver of ``u = (G, R)`` knows ``v`` fully: ``R_u`` inside ``G_v \\ R_v``."""
+    return u[1] & ~(v[0] & ~v[1]) == 0
+
+
+def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tuple[int, ...], int]]:
+    """Chains (cycles of the 'knows fully' digraph): length 2, then 3, then longer, greedily.
+
+    Only the :data:`CHAIN_MAX_NODES` symbol types of largest multiplicity take part.
+    """
+    m = list(mult)
+    out: list[tuple[tuple[int, ...], int]] = []
+    keep = sorted(range(len(nodes)), key=lambda a: -m[a])[:CHAIN_MAX_NODES]
+    n = len(keep)
+    if n < 2:
+        return out
+    G = np.array([nodes[a][0] for a in keep], dtype=np.uint64)
+    R = np.array([nodes[a][1] for a in keep], dtype=np.uint64)
+    known = G & ~R
+    A = np.zeros((n, n), dtype=bool)
+    for lo in range(0, n, 512):
+        A[lo : lo + 512] = (R[lo : lo + 512, None] & ~known[None, :]) == 0
+    np.fill_diagonal(A, False)
+    m = [mult[a] for a in keep]
+    order = sorted(range(n), key=lambda a: -m[a])
+    # pairs: the type with the fewest partners left first, with its partner of fewest partners
+    mutual = A & A.T
+    alive = np.array([v > 0 for v in m], dtype=bool)
+    degree = (mutual & alive[None, :]).sum(axis=1)
+    while True:
+        cand = np.flatnonzero(alive & (degree > 0))
+        if not cand.size:
+            break
+        a = int(cand[np.argmin(degree[cand])])
+        partners = np.flatnonzero(mutual[a] & alive)
+        b = int(partners[np.argmin(degree[partners])])
+        k = min(m[a], m[b])
+        m[a] -= k
+        m[b] -= k
+        out.append(((a, b), k))
+        for x in (a, b):
+            if not m[x]:
+                alive[x] = False
+                degree -= mutual[:, x]
+    for a in order:
+        while m[a]:
+            outs = np.flatnonzero(A[a] & alive)
+            ins = np.flatnonzero(A[:, a] & alive)
+            if not outs.size or not ins.size:
+                break
+            hit = np.argwhere(A[np.ix_(outs, ins)])
+            hit = hit[outs[hit[:, 0]] != ins[hit[:, 1]]]
+            if not hit.size:
+                break
+            b_, c_ = int(outs[hit[0, 0]]), int(ins[hit[0, 1]])
+            k = min(m[a], m[b_], m[c_])
+            for x in (a, b_, c_):
+                m[x] -= k
+                alive[x] = m[x] > 0
+            out.append(((a, b_, c_), k))
+    for a in order if n <= LONG_CHAIN_MAX_NODES else []:  # then longer chains, shortest first
+        while m[a]:
+            cycle = _shortest_cycle(A, alive, a)
+            if cycle is None:
+                break
+            k = min(m[x] for x in cycle)
+            for x in cycle:
+                m[x] -= k
+                alive[x] = m[x] > 0
+            out.append((tuple(cycle), k))
+    return [(tuple(keep[a] for a in chain), k) for chain, k in out]
+
+
+def _shortest_cycle(A: np.ndarray, alive: np.ndarray, a: int) -> list[int] | None:
+    """A shortest cycle through ``a`` in the digraph ``A`` restricted to ``alive`` (breadth first)."""
+    n = A.shape[0]
+    parent = np.full(n, -1, dtype=np.int64)
+    seen = ~alive.copy()
+    seen[a] = True
+    frontier = np.array([a])
+    while frontier.size:
+        reach = A[frontier] & ~seen  # rows: frontier nodes
+        if A[frontier, a].any():
+            last = int(frontier[np.flatnonzero(A[frontier, a])[0]])
+            path = [last]
+            while path[-1] != a:
+                path.append(int(parent[path[-1]]))
+            return path[::-1]
+        rows, cols = np.nonzero(reach)
+        cols, first = np.unique(cols, return_index=True)
+        parent[cols] = frontier[rows[first]]
+        seen[cols] = True
+        frontier = cols
+    return None
+
+
+@dataclass(frozen=True)
+class _GroupsPlan:
+    """The ``groups`` strategy in counts: what :mod:`.plan` replays on pieces.
+
+    ``nodes[n] = (G, R)``, the partial symbol types, ``mult[n]`` of each; ``chains`` over them;
+    then, if it pays, a second round on what is left: ``split[n]`` symbols of type ``n`` cut into
+    their single pieces, and ``chains2`` over ``nodes2``, each ``(n, None)`` (a leftover of type
+    ``n``, whole) or ``(n, i)`` (the piece of receiver ``i`` of a cut symbol of type ``n``).
+    """
+
+    sent: int
+    saved: int
+    nodes: list[tuple[int, int]]
+    mult: list[int]
+    chains: list
+    nodes2: list[tuple[int, int | None]]
+    chains2: list
+    split: dict[int, int]
+
+
+def _groups_plan(off: np.ndarray, t: int) -> _GroupsPlan:
+    """The ``groups`` strategy: group symbols, chains, then chains of cut leftovers when they pay."""
+    counts = group_counts(off, M=t + 1)
+    sent = 0
+    nodes: list[tuple[int, int]] = []
+    mult: list[int] = []
+    full_size = t + 2
+    for G, c in counts.items():
+        for R, k in _symbol_types(c):
+            sent += k
+            if R.bit_count() < full_size:
+                nodes.append((G, R))
+                mult.append(k)
+    chains = _pack_chains(nodes, mult)
+    saved = sum(k for _, k in chains)
+    left = list(mult)
+    for chain, k in chains:
+        for n in chain:
+            left[n] -= k
+    # Second round: a leftover with two receivers cut into two singles costs one symbol more;
+    # the singles may chain where the whole could not. Kept only if it saves in all.
+    nodes2: list[tuple[int, int | None]] = []
+    types2: list[tuple[int, int]] = []
+    mult2: list[int] = []
+    for n, (G, R) in enumerate(nodes):
+        if not left[n]:
+            continue
+        for i in members(R) if R.bit_count() == CUT_RECEIVERS else [None]:
+            nodes2.append((n, i))
+            types2.append((G, R if i is None else 1 << i))
+            mult2.append(left[n])
+    chains2 = _pack_chains(types2, mult2)
+    use: dict[int, int] = defaultdict(int)
+    for chain, k in chains2:
+        for x in chain:
+            use[x] += k
+    split: dict[int, int] = {}
+    for x, (n, i) in enumerate(nodes2):
+        if i is not None and use[x]:
+            split[n] = max(split.get(n, 0), use[x])
+    extra = sum((nodes[n][1].bit_count() - 1) * k for n, k in split.items())
+    gain = sum(k for _, k in chains2) - extra
+    if gain <= 0:
+        return _GroupsPlan(sent, saved, nodes, mult, chains, [], [], {})
+    return _GroupsPlan(sent, saved + gain, nodes, mult, chains, nodes2, chains2, split)
+
+
+def boundary_rank(groups: list[int], K: int, t: int, *, basis: bool = False) -> tuple[int, list[int]]:
+    """GF(2) rank of the boundary vectors of ``groups`` (``(t + 2)``-sets) and, if asked, an
+    information set: ``(t + 1)``-sets whose columns span every column.
+
+    Examples
+    --------
+    The three edges of a triangle at ``t = 0``: rank 2, a cycle of 3 leftovers costs 2.
+
+    >>> boundary_rank([0b011, 0b110, 0b101], 3, 0)[0]
+    2
+    """
+    row = {G: n for n, G in enumerate(groups)}
+    cols: dict[int, int] = defaultdict(int)
+    for G, n in row.items():
+        for i in members(G):
+            cols[G & ~(1 << i)] |= 1 << n
+    pivots: dict[int, int] = {}
+    info = []
+    for P in sorted(cols):
+        v = cols[P]
+        while v:
+            top = v.bit_length() - 1
+            if top not in pivots:
+                pivots[top] = v
+                info.append(P)
+                break
+            v ^= pivots[top]
+    return len(pivots), (info if basis else [])
+
+
+def _round_groups(edges: list[tuple[int, int]], K: int, t: int) -> list[int]:
+    """The ``(t + 2)``-sets containing some moved pair ``{o, j}`` of a round."""
+    active = set()
+    for o, j in edges:
+        rest = [w for w in range(K) if w not in (o, j)]
+        for T in subsets(rest, t):
+            active.add(T | (1 << o) | (1 << j))
+    return sorted(active)
+
+
+def _round_cost(edges: tuple[tuple[int, int], ...], K: int, t: int, memo: dict) -> tuple[int, str]:
+    """Pieces a round costs and how it is sent: ``'rank'``, ``'groups'`` or ``'avoid0'``."""
+    if edges in memo:
+        return memo[edges]
+    L = _round_groups(list(edges), K, t)
+    cap = comb(K - 1, t + 1)
+    if len(L) * comb(K, t + 1) <= RANK_MAX_CELLS:
+        out = (boundary_rank(L, K, t)[0], "rank")
+    elif len(L) <= cap:
+        out = (len(L), "groups")
+    else:
+        out = (cap, "avoid0")
+    memo[edges] = out
+    return out
+
+
+def _rounds(S: np.ndarray) -> list[tuple[tuple[tuple[int, int], ...], int]]:
+    """Partial permutation rounds ``(edges o -> j, o != j; multiplicity)`` covering the moved records.
+
+    Repeated maximum matchings of the support of what is left of ``S``, diagonal included: with
+    equal batches ``b`` the matrix is ``b``-regular, every matching is perfect (Hall, Birkhoff)
+    and the multiplicities add up to ``b``, so the rounds cost at most ``R(t)`` (claim 7).
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    rest = np.array(S, dtype=np.int64)
+    off = rest.copy()
+    np.fill_diagonal(off, 0)
+    out = []
+    while off.any():
+        match = maximum_bipartite_matching(csr_matrix(rest > 0), perm_type="column")
+        pairs = [(o, int(j)) for o, j in enumerate(match.tolist()) if j >= 0]
+        k = min(int(rest[o, j]) for o, j in pairs)
+        for o, j in pairs:
+            rest[o, j] -= k
+            if o != j:
+                off[o, j] -= k
+        edges = tuple((o, j) for o, j in pairs if o != j)
+        if edges:
+            out.append((edges, k))
+    return out
+
+
+def _rounds_plan(S: np.ndarray, t: int) -> tuple[int, list]:
+    K = S.shape[0]
+    memo: dict = {}
+    total = 0
+    rounds = _rounds(S)
+    for edges, k in rounds:
+        total += k * _round_cost(edges, K, t, memo)[0]
+    return total, rounds
+
+
+#: Storage strategies by name (module docstring).
+STORAGE_STRATEGIES: dict[str, str] = {
+    "groups": "group symbols, then chains of the partial ones",
+    "rounds": "partial permutation rounds, each sent by boundary combining",
+    "best": "the smaller of groups and rounds",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class StorageRates:
+    """Loads of one transition with a storage of ``M`` batches, in records, exact.
+
+    Attributes
+    ----------
+    S : numpy.ndarray
+        The shuffle matrix.
+    M : int
+        Storage, in batches.
+    strategy : str
+        The strategy asked for; ``chosen`` the one whose plan gave ``coded``.
+    chosen : str
+        ``'groups'``, ``'rounds'``, or ``'pairs-and-cycles'`` at ``t = 0``.
+    pieces : int
+        ``C(K - 1, t)``, pieces of one record.
+    uncoded : Fraction
+        Every missing piece sent alone: ``W C(K - 2, t) / C(K - 1, t) = W (K - 1 - t) / (K - 1)``.
+    grouped : Fraction
+        Group symbols alone (no chains); at ``t = 0`` the paired load.
+    coded : Fraction
+        The load of the chosen plan.
+    coded_symbols : int
+        ``coded`` in pieces.
+    """
+
+    S: np.ndarray
+    M: int
+    strategy: str
+    chosen: str
+    pieces: int
+    uncoded: Fraction
+    grouped: Fraction
+    coded: Fraction
+    coded_symbols: int
+
+    @property
+    def K(self) -> int:
+        """Number of workers."""
+        return int(self.S.shape[0])
+
+
+def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "greedy") -> StorageRates:
+    """Return the uncoded, grouped and coded loads of ``S`` with a storage of ``M`` batches.
+
+    Parameters
+    ----------
+    S : array_like
+        Shuffle matrix; ``K_t x K_{t+1}`` only with ``M = 1``.
+    M : int
+        Storage of each worker, whole batches, ``1 <= M <= K``.
+    strategy : str
+        A key of :data:`STORAGE_STRATEGIES`.
+    packing : str
+        The cycle packing of :func:`coded_shuffle.plan.rates` used at ``t = 0``.
+
+    Examples
+    --------
+    Example 1 of Attia and Tandon (2016) at ``M = 1`` is today's scheme (6 records); at
+    ``M = 2`` records have two pieces and the group symbols alone send 4 of them:
+
+    >>> S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+    >>> storage_rates(S, M=1).coded, storage_rates(S, M=2).coded
+    (Fraction(6, 1), Fraction(2, 1))
+    """
+    Sq, off, t = square_storage(S, M)
+    strategy = check_choice(strategy, "strategy", STORAGE_STRATEGIES)
+    packing = check_choice(packing, "packing", STRATEGIES)
+    K = off.shape[0]
+    C = pieces_per_record(K, t)
+    W = int(off.sum())
+    uncoded = Fraction(W * comb(K - 2, t), C) if K >= 2 else Fraction(0)
+    if t == 0:
+        r = rates(Sq, strategy=packing)
+        return StorageRates(
+            S=Sq,
+            M=1,
+            strategy=strategy,
+            chosen="pairs-and-cycles",
+            pieces=1,
+            uncoded=uncoded,
+            grouped=Fraction(r.paired),
+            coded=Fraction(r.coded),
+            coded_symbols=int(r.coded),
+        )
+    sent = sum(max(c.values()) for c in group_counts(off, M=t + 1).values())
+    best, chosen = -1, "groups"
+    if strategy in ("groups", "best"):
+        gp = _groups_plan(off, t)
+        best = gp.sent - gp.saved
+    if strategy in ("rounds", "best"):
+        rounds_total, _ = _rounds_plan(Sq, t)
+        if best < 0 or rounds_total < best:
+            best, chosen = rounds_total, "rounds"
+    return StorageRates(
+        S=Sq,
+        M=t + 1,
+        strategy=strategy,
+        chosen=chosen,
+        pieces=C,
+        uncoded=uncoded,
+        grouped=Fraction(sent, C),
+        coded=Fraction(best, C),
+        coded_symbols=best,
+    )
