@@ -377,3 +377,30 @@ def test_optimality_gap_in_every_row(tmp_path, capsys):
     for row in map(json.loads, out.splitlines()):
         assert row["optimality_gap"] == row["coded_symbols"] / row["lower_bound"] - 1
         assert (row["optimality_gap"] == 0) == row["optimal"]
+
+
+def test_rate_with_storage(tmp_path, capsys):
+    # The cyclic batch shift of K = 4 batches of 2 with M = 2 (t = 1): the worst case
+    # R(t) = (N/K)(K-1-t)/(t+1) = 2 records (Elmahdy and Mohajer 2020; Attia and Tandon 2019),
+    # which the scheme meets and the bound proves; every moved record misses (K-1-t)/(K-1) = 2/3
+    # of its pieces, so uncoded is W 2/3 = 16/3 (MATH.md, "Excess storage").
+    S = [[0, 2, 0, 0], [0, 0, 2, 0], [0, 0, 0, 2], [2, 0, 0, 0]]
+    f = tmp_path / "shift.json"
+    f.write_text(json.dumps(S))
+    code, out, _ = run(capsys, "rate", "--matrix", str(f), "--storage", "2", "--json")
+    row = json.loads(out)
+    assert code == 0 and row["storage"] == 2 and row["pieces"] == 3
+    assert (row["coded_fraction"], row["lower_bound_fraction"], row["worst_case"]) == ("2", "2", 2)
+    assert row["uncoded"] == pytest.approx(16 / 3) and row["optimal"] and row["optimality_gap"] == 0
+    code, out, _ = run(capsys, "rate", "--matrix", str(f))
+    assert code == 0 and "storage 2" not in out  # M = 1: today's table, unchanged
+    for argv, message in (
+        (["--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
+        (["--storage", "0"], "--storage"),
+        (["--storage", "2", "--subpackets", "2"], "--storage cannot be combined with --subpackets"),
+        (["--storage", "2", "--exact-bound"], "--exact-bound applies to --storage 1 only"),
+    ):
+        code, out, err = run(capsys, "rate", "--matrix", str(f), *argv)
+        assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
+    code, out, err = run(capsys, "rate", "-K", "4,5", "-N", "80", "--storage", "2")
+    assert code == 2 and "--storage above 1 needs a fixed number of workers" in err

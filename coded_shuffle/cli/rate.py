@@ -23,6 +23,7 @@ from ..orders import (
 )
 from ..plan import PROGRESS_MIN_LEFTOVERS, rates
 from ..plan import exact as plan_exact
+from ..storage import check_storage
 from .common import (
     UsageError,
     _add_order_arguments,
@@ -100,6 +101,34 @@ def _timed(what: str, limit: float) -> Iterator[None]:
             ticker.join()
 
 
+def _storage_row(S: np.ndarray, epoch: int | None, order_name: str | None, *, M: int) -> dict[str, Any]:
+    """The row of :func:`rate_rows` for ``S`` when every worker stores ``M > 1`` batches.
+
+    Loads in records, exact (:mod:`coded_shuffle.storage`): ``uncoded`` every missing piece alone,
+    ``paired`` the group symbols alone, ``coded`` the planner's load, ``lower_bound`` the genie
+    bound on pieces and ``worst_case`` ``R(t)`` for equal batches.
+    """
+    from ..storage import storage_lower_bound, storage_rates, storage_worst_case
+
+    r = storage_rates(S, M=M)
+    lb = storage_lower_bound(S, M=M)
+    certified = r.coded == lb.value
+    K = S.shape[0]
+    N = int(S.sum())
+    equal = unequal_batches(S) is None
+    return {
+        "epoch": epoch, "K": K, "K_t": K, "K_t1": K, "N": N, "order": order_name,
+        "strategy": r.chosen, "subpackets": 1, "storage": M, "pieces": r.pieces,
+        "uncoded": _number(r.uncoded), "paired": _number(r.grouped), "coded": _number(r.coded),
+        "coded_fraction": str(r.coded), "lower_bound": _number(lb.value),
+        "lower_bound_fraction": str(lb.value), "lower_bound_exact": lb.exact or certified,
+        "optimal": certified, "optimality_gap": optimality_gap(r.coded, lb.value),
+        "worst_case": _number(storage_worst_case(N, K, M)) if equal else None,
+        "cycles": None, "uncoded_leftovers": 0, "conserved": True,
+        "packing_optimal": certified, "note": None,
+    }  # fmt: skip
+
+
 def _rate_row(
     S: np.ndarray,
     epoch: int | None,
@@ -110,8 +139,11 @@ def _rate_row(
     progress: bool,
     exact_bound: bool | None,
     warn: Callable[[str], None] | None,
+    storage: int = 1,
 ) -> dict[str, Any]:
     """The row of :func:`rate_rows` for one shuffle matrix ``S``."""
+    if storage > 1:
+        return _storage_row(S, epoch, order_name, M=storage)
     K = max(S.shape)
     if progress and strategy == "exact" and K >= ANNOUNCE_EXACT_K:
         limit = plan_exact.EXACT_TIME_LIMIT
@@ -142,6 +174,7 @@ def _rate_row(
         "order": order_name,
         "strategy": strategy,
         "subpackets": r.subpackets,
+        "storage": 1,
         "uncoded": r.uncoded,
         "paired": r.paired,
         "coded": _number(r.coded),
@@ -174,6 +207,7 @@ def rate_rows(
     long_from: int | None = None,
     progress: bool = False,
     exact_bound: bool | None = None,
+    storage: int = 1,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
@@ -186,7 +220,9 @@ def rate_rows(
     with the reason. From ``long_from`` points on, counting each shuffle matrix is announced on
     standard error, with a bar on a terminal (closed before the row is made). ``progress``
     announces a long cycle packing, and the lower bound after it, on standard error.
-    ``exact_bound`` is passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``.
+    ``exact_bound`` is passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``. With
+    ``storage = M > 1`` every worker stores ``M`` batches and the loads are those of
+    :mod:`coded_shuffle.storage` (``paired`` is then the group symbols alone).
 
     The key ``optimal`` is the certificate ``coded == lower_bound``: then no scheme sends fewer
     symbols, so the packing is a maximum one and the bound the maximum over orderings, and
@@ -200,6 +236,7 @@ def rate_rows(
         progress=progress,
         exact_bound=exact_bound,
         warn=warn,
+        storage=storage,
     )
     if matrix is not None:
         yield row(matrix, None, None)
@@ -263,7 +300,7 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
         elif key == "K" and row["K_t"] != row["K_t1"]:
             out.append(f"{row['K_t']}->{row['K_t1']}")
         elif key == "lower_bound":
-            out.append(f"{v}{'' if row['lower_bound_exact'] else '*'}")
+            out.append(f"{row.get('lower_bound_fraction', v)}{'' if row['lower_bound_exact'] else '*'}")
         elif key == "coded":
             out.append(row["coded_fraction"])
         elif key == "optimal":
@@ -315,11 +352,34 @@ def _row_notes(r: dict[str, Any]) -> set[str]:
             )
     if r["note"]:
         flags.add(r["note"])
+    if r.get("storage", 1) > 1:
+        flags.add(
+            f"storage {r['storage']}: records cut into {r['pieces']} pieces, each held by {r['storage']} "
+            "workers; loads in records, exact (paired: the group symbols alone)"
+        )
     if r["subpackets"] > 1:
         flags.add(f"records cut into {r['subpackets']} pieces; loads in records, coded exact")
     if r["uncoded_leftovers"]:
         flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
     return flags
+
+
+def _check_storage(args: argparse.Namespace, schedule: list[int]) -> None:
+    """Refuse a ``--storage`` that cannot go with the other options, naming the option."""
+    if args.storage == 1:
+        return
+    if args.subpackets != 1:
+        raise UsageError("--storage cannot be combined with --subpackets (pieces are cut by the storage)")
+    if args.exact_bound:
+        raise UsageError(
+            "--exact-bound applies to --storage 1 only; the bound on pieces is exact up to K = 20"
+        )
+    if len(set(schedule)) > 1:
+        raise UsageError("--storage above 1 needs a fixed number of workers, not --workers " + args.workers)
+    try:
+        check_storage(args.storage, schedule[0])
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("Argument 'M' (storage)", "--storage").rstrip(".")) from None
 
 
 def _cmd_rate(args: argparse.Namespace) -> int:
@@ -335,6 +395,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
         S = read_matrix(args.matrix)
+        _check_storage(args, [S.shape[0]])
         rows = rate_rows(
             matrix=S,
             strategy=args.strategy,
@@ -342,6 +403,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             warn=_warn_once(),
             progress=True,
             exact_bound=args.exact_bound,
+            storage=args.storage,
         )
     else:
         args.seed = 0 if args.seed is None else args.seed
@@ -354,6 +416,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         if N < max(schedule):
             raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
         spec = order_spec(args, N)
+        _check_storage(args, schedule)
         kernels += ["feistel"] if spec.name == "feistel" else []
         rows = rate_rows(
             K=schedule[0] if len(schedule) == 1 else schedule,
@@ -368,6 +431,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             long_from=LONG_POINTS,
             progress=True,
             exact_bound=args.exact_bound,
+            storage=args.storage,
         )
     compile_kernels(kernels)
     if args.json:
@@ -429,6 +493,16 @@ def add_parser(sub: Any) -> None:
         help=(
             "cut every record into Q pieces and pack the cycles on Q times the leftovers; the loads "
             "stay in records, exact (default 1)"
+        ),
+    )
+    rate.add_argument(
+        "--storage",
+        type=_positive,
+        default=1,
+        metavar="M",
+        help=(
+            "every worker stores M batches (1 <= M <= K, M = 1 + t): records cut into C(K-1, t) "
+            "pieces, each held by t + 1 workers; loads in records, exact (default 1)"
         ),
     )
     rate.add_argument(

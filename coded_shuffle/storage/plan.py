@@ -117,9 +117,7 @@ def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> list[t
     return out
 
 
-def _rounds_transmissions(
-    pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: int
-) -> list[tuple[int, ...]]:
+def _rounds_transmissions(pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: int) -> list[tuple[int, ...]]:
     K, C = pp.K, pp.pieces
     old = np.asarray(pp.placement.owner, dtype=np.int64)
     new = np.asarray(nxt.owner, dtype=np.int64)
