@@ -15,14 +15,13 @@ Distributed Data Shuffling", Allerton 2016, arXiv:1609.09823, Example 1.
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ._checks import check_int, check_int_array
+from ._threads import cores as _cores
+from ._threads import run_pieces
 from .orders.placement import Placement, owner_dtype
 
 __all__ = [
@@ -162,19 +161,6 @@ def shuffle_matrix_from_permutations(perm_t: object, perm_t1: object, K: int) ->
 #: Walks of at least this many positions run on two threads (with two cores).
 _TWO_THREADS_FROM = 1 << 20
 
-#: The second thread of :func:`_on_two_cores`, made on first use. A forked child inherits the
-#: executor but not its thread, so the child starts with none and makes its own.
-_POOL: list[ThreadPoolExecutor] = []
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_POOL.clear)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
 
 def _on_two_cores(
     work: Callable[[int, int, int], None],
@@ -192,47 +178,10 @@ def _on_two_cores(
     exception in either thread stops both at their next piece and is raised here.
     """
     cuts = [(lo, min(lo + piece, N)) for lo in range(0, N, piece)]
-    if N < _TWO_THREADS_FROM or len(cuts) < 2 or _cores() < 2:
-        for lo, hi in cuts:
-            work(0, lo, hi)
-            if progress is not None:
-                progress(hi)
+    if N < _TWO_THREADS_FROM or _cores() < 2:
+        run_pieces(work, cuts, threads=False, progress=progress)
         return
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="coded_shuffle-matrix"))
-    pieces = iter(cuts)  # next() on it is atomic
-    lock = threading.Lock()
-    done = [0]
-    stop = threading.Event()
-
-    def run(slot: int) -> None:
-        try:
-            for lo, hi in pieces:
-                if stop.is_set():
-                    return
-                work(slot, lo, hi)
-                if progress is not None:
-                    with lock:
-                        if stop.is_set():
-                            return
-                        done[0] += hi - lo
-                        try:
-                            progress(done[0])
-                        except BaseException:
-                            stop.set()  # before the other thread can report again
-                            raise
-        except BaseException:
-            stop.set()
-            raise
-
-    other = _POOL[0].submit(run, 1)
-    try:
-        run(0)
-    except BaseException:
-        stop.set()
-        raise
-    finally:
-        other.result()
+    run_pieces(work, cuts, threads=True, progress=progress)
 
 
 def feistel_shuffle_matrix(

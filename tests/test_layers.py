@@ -11,6 +11,7 @@ PACKAGE = Path(coded_shuffle.__file__).parent
 RANK = {
     "errors": 0,
     "_checks": 0,
+    "_threads": 0,
     "_kernels": 0,
     "_codec_kernels": 0,
     "_progress": 0,

@@ -3,13 +3,13 @@ second thread."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from .._threads import _POOL, cores, run_pieces  # noqa: F401 (_POOL: the tests look at it)
 
 #: Jobs of at least this many bytes run on two threads, in pieces of about _PIECE_BYTES.
 _TWO_THREADS_BYTES = 1 << 20
@@ -50,21 +50,7 @@ def _kernels() -> ModuleType:
     return _codec_kernels
 
 
-#: The second thread of :func:`_halves`, made on first use. A forked child inherits the executor
-#: but not its thread, so the child starts with none and makes its own (``os.register_at_fork``).
-_POOL: list[ThreadPoolExecutor] = []
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_POOL.clear)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-_TWO_CORES = _cores() >= 2
+_TWO_CORES = cores() >= 2
 
 
 def _halves(kernel: Callable[..., Any], args: tuple, lo: int, hi: int, nbytes: int) -> None:
@@ -77,21 +63,10 @@ def _halves(kernel: Callable[..., Any], args: tuple, lo: int, hi: int, nbytes: i
     if hi - lo < 2 or nbytes < _TWO_THREADS_BYTES or not _TWO_CORES:
         kernel(*args, lo, hi)
         return
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="coded_shuffle-codec"))
     n = min(16, hi - lo, max(2, nbytes // _PIECE_BYTES))
     cuts = [lo + (hi - lo) * q // n for q in range(n + 1)]
-    pieces = iter(list(zip(cuts[:-1], cuts[1:], strict=True)))  # next() on it is atomic
-
-    def work() -> None:
-        for p_lo, p_hi in pieces:
-            kernel(*args, p_lo, p_hi)
-
-    other = _POOL[0].submit(work)
-    try:
-        work()
-    finally:
-        other.result()
+    pieces = list(zip(cuts[:-1], cuts[1:], strict=True))
+    run_pieces(lambda slot, p_lo, p_hi: kernel(*args, p_lo, p_hi), pieces, threads=True)
 
 
 def _aligned_empty(nbytes: int, *, lead: int = 0) -> np.ndarray:
