@@ -340,14 +340,15 @@ def worker_transition(
     ``tamper`` changes the frames it received (tests); ``links()`` as for the master. Raises
     :class:`~coded_shuffle.errors.IntegrityError` when the master abandons the transition.
     """
-    need = placements[1].batch(worker)
+    need = placements[1].batch(worker)  # distinct ids: a batch of a placement
+    # Everything a worker can make ready is made before the barrier that starts the delivery: a
+    # worker late into the broadcast holds the master back (its large messages wait for them all).
+    out = _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1]))
+    kw: dict[str, Any] = {"epoch": epoch, "checksums": checksums, "variable": cache.lengths is not None}
     word = yield Post(READY)
     if word == END:
         return None
     link.sync()
-    variable = cache.lengths is not None
-    out = _spare_rows(spare, cache, int(np.unique(need).size), int(cache.data.shape[1]))
-    kw: dict[str, Any] = {"epoch": epoch, "checksums": checksums, "variable": variable}
     taken = scheme.take(link, worker, cache, need, placements=placements, out=out, tamper=tamper, **kw)
     new, failed = taken.result.cache, taken.result.failed
     word = yield Post(_status(taken, failed))
