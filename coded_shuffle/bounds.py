@@ -29,6 +29,7 @@ needs exactly that many (Attia and Tandon, Allerton 2016, arXiv:1609.09823).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -108,11 +109,24 @@ def ordering_bound(S: object, ordering: object) -> int:
     return int(np.tril(P, -1).sum())  # holder at b after receiver at a: P[b][a], b > a
 
 
-def _exact_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
-    """Dynamic program over subsets placed first: O(2^K K^2), vectorized layer by layer."""
-    K = S.shape[0]
+def subset_dp(G: np.ndarray, weight: Callable[[int], int] = lambda p: 1) -> tuple[int, list[int]]:
+    """The dynamic program over subsets of the genie bounds: O(2^K K^2), layer by layer.
+
+    ``f(U) = max over v in U of f(U - v) + weight(|U|) * sum_{u in U} G[u][v]``, for every subset
+    ``U`` of the ``K`` workers; returns ``f`` of all of them and the workers picked, from the full
+    set down (the ``v`` of the full set first). :func:`lower_bound` runs it with ``G = S^T`` (``U``
+    the workers placed first, ``v`` the last of them); the bound on pieces of
+    :mod:`coded_shuffle.storage` with ``G = S`` and a weight by layer (``U`` placed last, ``v``
+    their first). The sums are exact in float64 below 2^53 (:data:`coded_shuffle.matrix.MAX_POINTS`).
+
+    Examples
+    --------
+    >>> subset_dp(np.array([[0, 2], [1, 0]]))
+    (2, [1, 0])
+    """
+    K = G.shape[0]
     if K == 1:
-        return 0, (0,)
+        return 0, [0]
     full = 1 << K
     masks = np.arange(full, dtype=np.int64)
     bits = ((masks[:, None] >> np.arange(K)) & 1).astype(bool)
@@ -120,25 +134,31 @@ def _exact_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
     layer_order = np.argsort(popcount, kind="stable")
     bounds = np.searchsorted(popcount[layer_order], np.arange(K + 2))
     f = np.zeros(full, dtype=np.int64)
-    last = np.zeros(full, dtype=np.int8)
-    Sf = S.astype(np.float64)  # exact: loads stay far below 2^53
+    pick = np.zeros(full, dtype=np.int8)
+    Gf = G.astype(np.float64)
     for p in range(1, K + 1):
         U = layer_order[bounds[p] : bounds[p + 1]]
         B = bits[U]
-        # placing v last among U adds S[v][j] for every j in U placed before it
-        gain = np.rint(B.astype(np.float64) @ Sf.T).astype(np.int64)
+        gain = np.rint(B.astype(np.float64) @ Gf).astype(np.int64)
         prev = f[U[:, None] ^ (1 << np.arange(K))]
-        cand = np.where(B, prev + gain, -1)
+        cand = np.where(B, prev + weight(p) * gain, -1)
         best = cand.argmax(axis=1)
         f[U] = cand[np.arange(U.size), best]
-        last[U] = best
-    order = []
+        pick[U] = best
+    picked = []
     mask = full - 1
     while mask:
-        v = int(last[mask])
-        order.append(v)
+        v = int(pick[mask])
+        picked.append(v)
         mask ^= 1 << v
-    return int(f[full - 1]), tuple(order[::-1])
+    return int(f[full - 1]), picked
+
+
+def _exact_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
+    """The best ordering: placing ``v`` last among the workers ``U`` placed first adds ``S[v][j]``
+    for every ``j`` in ``U`` (:func:`subset_dp` with ``G = S^T``)."""
+    value, picked = subset_dp(S.T)
+    return value, tuple(picked[::-1])
 
 
 def _heuristic_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:

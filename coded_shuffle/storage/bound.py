@@ -22,7 +22,7 @@ from math import comb
 import numpy as np
 
 from .._checks import check_int
-from ..bounds import EXACT_BOUND_MAX_K, lower_bound
+from ..bounds import EXACT_BOUND_MAX_K, lower_bound, subset_dp
 from ._common import check_storage, pieces_per_record, square_storage
 
 __all__ = ["StorageBound", "storage_ordering_bound", "storage_lower_bound", "storage_worst_case"]
@@ -84,36 +84,10 @@ def storage_ordering_bound(S: object, ordering: object, *, M: int) -> int:
 
 
 def _exact(off: np.ndarray, t: int) -> tuple[int, tuple[int, ...]]:
-    """Dynamic program over the set ``U`` placed last: ``f(U + v) = max f(U) + C(|U|-1, t) S[U, v]``."""
-    K = off.shape[0]
-    if K == 1:
-        return 0, (0,)
-    full = 1 << K
-    masks = np.arange(full, dtype=np.int64)
-    bits = ((masks[:, None] >> np.arange(K)) & 1).astype(bool)
-    popcount = bits.sum(axis=1)
-    layer_order = np.argsort(popcount, kind="stable")
-    edges = np.searchsorted(popcount[layer_order], np.arange(K + 2))
-    f = np.zeros(full, dtype=np.int64)
-    first = np.zeros(full, dtype=np.int8)
-    Sf = off.astype(np.float64)
-    for p in range(1, K + 1):
-        V = layer_order[edges[p] : edges[p + 1]]
-        B = bits[V]
-        w = comb(p - 2, t) if p - 2 >= t else 0
-        into = np.rint(B.astype(np.float64) @ Sf).astype(np.int64)  # into[v] = sum_{o in V} S[o][v]
-        prev = f[V[:, None] ^ (1 << np.arange(K))]
-        cand = np.where(B, prev + w * into, -1)
-        best = cand.argmax(axis=1)
-        f[V] = cand[np.arange(V.size), best]
-        first[V] = best
-    order = []
-    m = full - 1
-    while m:
-        v = int(first[m])
-        order.append(v)
-        m ^= 1 << v
-    return int(f[full - 1]), tuple(order)
+    """Dynamic program over the set ``U`` placed last: ``f(U + v) = max f(U) + C(|U|-1, t) S[U, v]``
+    (:func:`coded_shuffle.bounds.subset_dp` with ``G = S``, ``v`` the first of the set)."""
+    value, picked = subset_dp(off, lambda p: comb(p - 2, t) if p - 2 >= t else 0)
+    return value, tuple(picked)
 
 
 def _searched(off: np.ndarray, t: int) -> tuple[int, tuple[int, ...]]:
