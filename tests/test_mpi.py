@@ -550,3 +550,20 @@ def test_installed_wheel_runs(tmp_path):
     )  # fmt: skip
     rows = json_rows(proc)
     assert [r["mode"] for r in rows] == ["coded", "uncoded", "alltoallv"] and all(r["verified"] for r in rows)
+
+
+def test_run_relays_mpiexec_output_and_drops_hydras_report_only_after_the_programs_status(tmp_path, capsys):
+    # Hydra's report of killed ranks (its text as MPICH 5 prints it) after the master wrote the
+    # job's status is the race of the last exits: left out. Without a status it is the outcome:
+    # copied whole, like every other line mpiexec printed.
+    from coded_shuffle.cli.run import _relay
+
+    report = (
+        "\n" + "=" * 83 + "\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   EXIT CODE: 9\n"
+        + "=" * 83 + "\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"
+    )
+    for ended, expected in ((True, "a rank's line\n"), (False, "a rank's line\n" + report)):
+        out = open(tmp_path / f"out{ended}", "w+b")  # noqa: SIM115 (_relay closes it)
+        out.write(("a rank's line\n" + report).encode())
+        _relay(out, ended_by_the_program=ended)
+        assert capsys.readouterr().err == expected and out.closed

@@ -91,8 +91,9 @@ def launch(cmd: list[str]) -> int:
     """Run the MPI job ``cmd`` (``mpiexec ...``) to its end and return ``coded-shuffle run``'s status.
 
     The master writes its results to a file that is copied to standard output line by line as
-    the job runs, and its status to another; ``mpiexec`` and every rank write to standard error
-    only, so that MPICH's reports never reach standard output. The job runs in a process group
+    the job runs, and its status to another; the ranks write to standard error, and what
+    ``mpiexec`` prints on its standard output is relayed to standard error when it ends
+    (:func:`_relay`), so that MPICH's reports never reach standard output. The job runs in a process group
     of its own; SIGTERM, SIGINT and SIGHUP to this process end it (SIGTERM, then SIGKILL after
     3 s), and the ranks watch this process, so that none outlives it by more than a few seconds
     even after a SIGKILL (:mod:`coded_shuffle.engine.mpi`). Status: the master's (0, 1 for a
@@ -111,13 +112,14 @@ def launch(cmd: list[str]) -> int:
 
     with tempfile.TemporaryDirectory(prefix="coded-shuffle-run-") as tmp:
         results, status = os.path.join(tmp, "results"), os.path.join(tmp, "status")
+        hydra = open(os.path.join(tmp, "mpiexec.out"), "w+b")  # noqa: SIM115 (closed below)
         env = dict(os.environ, **{LAUNCHER_ENV: str(os.getpid())})
         previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
         offset = 0
         try:
             proc = subprocess.Popen(
                 [*cmd, "--results", results, "--status-file", status],
-                stdout=sys.stderr.fileno(),
+                stdout=hydra,
                 env=env,
                 start_new_session=True,
             )
@@ -135,6 +137,7 @@ def launch(cmd: list[str]) -> int:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            _relay(hydra, ended_by_the_program=_read_status(status) is not None and not got)
         if got:
             name = signal.Signals(got[0]).name
             print(f"{PROG}: error: stopped by {name}; the MPI job was ended", file=sys.stderr)
@@ -144,6 +147,32 @@ def launch(cmd: list[str]) -> int:
         print(f"{PROG}: error: the MPI job failed (mpiexec exit status {proc.returncode})", file=sys.stderr)
         return 1
     return code
+
+
+#: First line of the report hydra (MPICH's mpiexec) prints when it kills ranks.
+_HYDRA_REPORT = b"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+
+
+def _relay(out: Any, *, ended_by_the_program: bool) -> None:
+    """Copy what ``mpiexec`` printed on its standard output to standard error, and close it.
+
+    When the master wrote the job's status (every rank then exits 0), a report of hydra's that it
+    killed ranks is the race of the last ranks' exits (docs/mpi.md, "Failures"), not the job's
+    outcome: it is left out, and the status's own line is the only one. Otherwise (no status: the
+    job failed) everything is copied, the report included.
+    """
+    out.seek(0)
+    text = out.read()
+    out.close()
+    at = text.find(_HYDRA_REPORT)
+    if ended_by_the_program and at >= 0:
+        rule = text.rfind(b"=====", 0, at)  # the report starts at the rule above its first line
+        text = text[: text.rfind(b"\n", 0, rule) + 1] if rule >= 0 else text[: text.rfind(b"\n", 0, at) + 1]
+        text = text.rstrip(b"\n") + b"\n" if text.strip() else b""
+    if text:
+        sys.stderr.flush()
+        sys.stderr.write(text.decode("utf-8", errors="replace"))
+        sys.stderr.flush()
 
 
 def _read_status(path: str) -> int | None:
