@@ -15,7 +15,7 @@ import pytest
 
 from coded_shuffle.codec import (
     FRAME_HEADER_BYTES,
-    WIRE_VERSION,
+    PAIRS_VERSION,
     checksum_reference,
     decode_worker,
     encode_plan,
@@ -105,7 +105,7 @@ def test_frame_of_example_1():
     assert [int(h) for h in dataset.checksums] == [int(h, 16) for h in vec["checksums"]]
     assert [checksum_from_spec(r) for r in records] == [int(h, 16) for h in vec["checksums"]]
     # the library writes the frozen frame, byte for byte
-    assert (WIRE_VERSION, FRAME_HEADER_BYTES) == (vec["wire_version"], 40)
+    assert (PAIRS_VERSION, FRAME_HEADER_BYTES) == (vec["wire_version"], 40)
     plan = plan_from_matrix(vec["S"], strategy=vec["strategy"])
     frames = encode_plan(plan, dataset, epoch=vec["epoch"])
     assert len(frames) == 1 and frames[0].tobytes() == raw

@@ -12,6 +12,7 @@ RANK = {
     "errors": 0,
     "_checks": 0,
     "_threads": 0,
+    "_gf2": 0,
     "_kernels": 0,
     "_codec_kernels": 0,
     "_progress": 0,

@@ -48,8 +48,9 @@ kernel states, which the tests use as their oracle.
 Layout
 ------
 :mod:`.records` (datasets and checksums), :mod:`.wire` (the frame format and its parser),
-:mod:`.encode` (symbols and frames), :mod:`.decode` (a worker's decoding); ``_common`` holds the
-aligned buffers, read-only views and the second thread they share.
+:mod:`.encode` (symbols and frames), :mod:`.decode` (a worker's decoding), :mod:`.terms`
+(symbols of many terms, for excess storage: their frames and their solving by elimination);
+``_common`` holds the aligned buffers, read-only views and the second thread they share.
 """
 
 from __future__ import annotations
@@ -57,23 +58,32 @@ from __future__ import annotations
 from .decode import DecodeResult, decode_worker
 from .encode import encode_plan, encode_plan_arrays, encode_symbols
 from .records import Cache, Dataset, checksum_reference, load_dataset, record_checksums
+from .terms import decode_terms, encode_terms, term_blocks
 from .wire import (
     DEFAULT_MAX_FRAME_BYTES,
     FLAG_REPAIR,
+    FLAG_TERMS,
     FLAG_VARIABLE,
     FLAG_WIDE_IDS,
     FRAME_HEADER_BYTES,
+    PAIRS_VERSION,
     RUN_BYTES,
+    TERMS_VERSION,
     WIRE_MAGIC,
     WIRE_VERSION,
     Frame,
     frame_overhead,
+    frame_version,
     parse_frame,
 )
 
 __all__ = [
     "WIRE_MAGIC",
     "WIRE_VERSION",
+    "PAIRS_VERSION",
+    "TERMS_VERSION",
+    "frame_version",
+    "FLAG_TERMS",
     "FRAME_HEADER_BYTES",
     "FLAG_VARIABLE",
     "FLAG_WIDE_IDS",
@@ -93,4 +103,7 @@ __all__ = [
     "parse_frame",
     "frame_overhead",
     "decode_worker",
+    "encode_terms",
+    "decode_terms",
+    "term_blocks",
 ]

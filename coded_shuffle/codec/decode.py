@@ -376,6 +376,10 @@ def _parsed_frames(
                 f = parse_frame(f, epoch=epoch, record_bytes=width)
             except DecodeError as exc:
                 raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
+        if f.terms is not None:
+            raise DecodeError(
+                f"Worker {worker}: frame {q} carries many-term symbols; decode it with decode_terms."
+            )
         if (f.len_a is not None) != variable or f.record_bytes != width:
             raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
         parsed.append(f)

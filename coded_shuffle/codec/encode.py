@@ -20,8 +20,8 @@ from .wire import (
     FRAME_HEADER_BYTES,
     RUN_BYTES,
     WIRE_MAGIC,
-    WIRE_VERSION,
     _layout,
+    frame_version,
 )
 
 
@@ -133,7 +133,7 @@ def _pack(
         _halves(_kernels().encode_packed, args, 0, n, payload_bytes)
     header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
     header["magic"] = WIRE_MAGIC
-    header["version"] = WIRE_VERSION
+    header["version"] = frame_version(flags)
     header["flags"] = flags
     header["epoch"] = epoch
     header["n_symbols"] = n

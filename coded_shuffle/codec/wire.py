@@ -15,8 +15,14 @@ from ._common import _NO_RUNS, _readonly
 
 #: First four bytes of every frame.
 WIRE_MAGIC = b"CSHF"
-#: Version of the wire format written and read by this module (:doc:`docs/wire-format.md`).
-WIRE_VERSION = 2
+#: Version of the wire format this module writes and reads (:doc:`docs/wire-format.md`). A frame's
+#: header holds the version a reader needs for it: :data:`TERMS_VERSION` for a frame with
+#: :data:`FLAG_TERMS`, :data:`PAIRS_VERSION` for every other (byte for byte a version 2 frame).
+WIRE_VERSION = 3
+#: The version written in the header of a frame of pairs (no :data:`FLAG_TERMS`).
+PAIRS_VERSION = 2
+#: The version written in the header of a frame of many-term symbols (:data:`FLAG_TERMS`).
+TERMS_VERSION = 3
 #: Size of the fixed frame header in bytes.
 FRAME_HEADER_BYTES = 40
 #: Flag: records have variable lengths; entries carry ``len_a`` and ``len_b``.
@@ -25,6 +31,9 @@ FLAG_VARIABLE = 1
 FLAG_WIDE_IDS = 2
 #: Flag: the frame re-sends points uncoded after a failed check (a repair).
 FLAG_REPAIR = 4
+#: Flag: each symbol is the XOR of any number of rows (pieces), listed in a term table.
+FLAG_TERMS = 8
+_KNOWN_FLAGS = FLAG_VARIABLE | FLAG_WIDE_IDS | FLAG_REPAIR | FLAG_TERMS
 
 _HEADER_DTYPE = np.dtype(
     [
@@ -51,6 +60,8 @@ DEFAULT_MAX_FRAME_BYTES = 1 << 26
 
 def _entry_dtype(flags: int) -> np.dtype:
     idt = "<u8" if flags & FLAG_WIDE_IDS else "<u4"
+    if flags & FLAG_TERMS:
+        return np.dtype([("symbol", idt), ("n_terms", "<u4")])
     fields = [("symbol", idt), ("a", idt), ("b", idt)]
     if flags & FLAG_VARIABLE:
         fields += [("len_a", "<u4"), ("len_b", "<u4")]
@@ -70,7 +81,8 @@ class Frame:
     record_bytes : int
         Width ``B`` of a payload row.
     symbol, a, b : numpy.ndarray
-        ``int64`` symbol numbers and point ids (``b = -1`` for a point sent alone).
+        ``int64`` symbol numbers and point ids (``b = -1`` for a point sent alone); ``a`` and
+        ``b`` are empty in a frame of many-term symbols (``terms``).
     len_a, len_b : numpy.ndarray or None
         Record lengths (variable-length records only; ``len_b = 0`` when ``b = -1``).
     payload : numpy.ndarray
@@ -81,6 +93,9 @@ class Frame:
         The receiver index: ``int64`` rows ``(worker, first, count)``, increasing in ``(worker,
         first)``, each saying that entries ``[first, first + count)`` are addressed to ``worker``.
         Empty when the frame has no index: then every entry is addressed to every worker.
+    offsets, terms : numpy.ndarray or None
+        Frames with :data:`FLAG_TERMS` only: symbol ``s`` is the XOR of the rows
+        ``terms[offsets[s]:offsets[s + 1]]`` (``int64``, ``offsets`` of length ``n + 1``).
 
     Examples
     --------
@@ -103,6 +118,8 @@ class Frame:
     payload: np.ndarray
     wire_bytes: int
     runs: np.ndarray = field(default_factory=lambda: _NO_RUNS)
+    offsets: np.ndarray | None = None
+    terms: np.ndarray | None = None
 
     @property
     def n_symbols(self) -> int:
@@ -122,11 +139,23 @@ class Frame:
         return int(np.maximum(self.len_a, self.len_b).sum())
 
 
-def _layout(n: int, flags: int, n_runs: int = 0) -> tuple[np.dtype, int]:
-    """The entry dtype and the offset of the payload: header, entries, receiver index, padding."""
+def _layout(n: int, flags: int, n_runs: int = 0, n_terms: int = 0) -> tuple[np.dtype, int]:
+    """The entry dtype and the offset of the payload: header, entries, terms, receiver index, padding."""
     edt = _entry_dtype(flags)
-    start = FRAME_HEADER_BYTES + n * edt.itemsize + n_runs * RUN_BYTES
+    start = FRAME_HEADER_BYTES + n * edt.itemsize + n_terms * _term_bytes(flags) + n_runs * RUN_BYTES
     return edt, start + (-start % 8)
+
+
+def _term_bytes(flags: int) -> int:
+    """Bytes of one entry of the term table (0 without :data:`FLAG_TERMS`)."""
+    if not flags & FLAG_TERMS:
+        return 0
+    return 8 if flags & FLAG_WIDE_IDS else 4
+
+
+def frame_version(flags: int) -> int:
+    """The version a reader needs for a frame with ``flags`` (the one written in its header)."""
+    return TERMS_VERSION if flags & FLAG_TERMS else PAIRS_VERSION
 
 
 def frame_overhead(
@@ -177,10 +206,12 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
     (5, 1, [[1, 1]])
     """
     raw = _frame_bytes(buf)
-    header, edt, start = _check_header(raw, epoch=epoch, record_bytes=record_bytes)
+    header, edt, start, n_terms = _check_header(raw, epoch=epoch, record_bytes=record_bytes)
     flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
     end = FRAME_HEADER_BYTES + n * edt.itemsize
     entries = raw[FRAME_HEADER_BYTES:end].view(edt)
+    if flags & FLAG_TERMS:
+        return _parse_terms(raw, header, entries, end, n_terms, start)
     runs = _receiver_index(raw[end : end + int(header["n_runs"]) * RUN_BYTES], n)
     none = np.iinfo(edt["b"]).max
     a = entries["a"].astype(np.int64)
@@ -225,6 +256,45 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
     )
 
 
+def _parse_terms(
+    raw: np.ndarray, header: Any, entries: np.ndarray, end: int, n_terms: int, start: int
+) -> Frame:
+    """The rest of :func:`parse_frame` for a frame with :data:`FLAG_TERMS`."""
+    flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
+    tb = _term_bytes(flags)
+    terms = raw[end : end + n_terms * tb].view("<u8" if tb == 8 else "<u4").astype(np.int64)
+    if terms.size and int(terms.min()) < 0:
+        raise DecodeError("Frame rejected: term id out of range.")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(entries["n_terms"], out=offsets[1:])
+    if n and int(entries["n_terms"].min()) < 1:
+        raise DecodeError("Frame rejected: a symbol with no term.")
+    at = end + n_terms * tb
+    runs = _receiver_index(raw[at : at + int(header["n_runs"]) * RUN_BYTES], n)
+    payload_bytes = int(header["payload_bytes"])
+    if payload_bytes != n * width or raw.shape[0] != start + payload_bytes:
+        raise DecodeError(
+            f"Frame rejected: payload of {raw.shape[0] - start} bytes, header says {payload_bytes}, "
+            f"entries say {n * width}."
+        )
+    empty = np.empty(0, dtype=np.int64)
+    return Frame(
+        epoch=int(header["epoch"]),
+        flags=flags,
+        record_bytes=width,
+        symbol=entries["symbol"].astype(np.int64),
+        a=empty,
+        b=empty,
+        len_a=None,
+        len_b=None,
+        payload=raw[start:].reshape(n, width),
+        wire_bytes=int(raw.shape[0]),
+        runs=runs,
+        offsets=_readonly(offsets),
+        terms=_readonly(terms),
+    )
+
+
 def _frame_bytes(buf: object) -> np.ndarray:
     """``buf`` as a 1-D ``uint8`` array (no copy), or a TypeError naming the argument."""
     if isinstance(buf, np.ndarray):
@@ -239,8 +309,8 @@ def _frame_bytes(buf: object) -> np.ndarray:
 
 def _check_header(
     raw: np.ndarray, *, epoch: int | None, record_bytes: int | None
-) -> tuple[Any, np.dtype, int]:
-    """The checked header of a frame, its entry dtype and the offset of its payload."""
+) -> tuple[Any, np.dtype, int, int]:
+    """The checked header of a frame, its entry dtype, the offset of its payload and its terms."""
     if raw.shape[0] < FRAME_HEADER_BYTES:
         raise DecodeError(
             f"Frame rejected: {raw.shape[0]} bytes, shorter than the {FRAME_HEADER_BYTES}-byte header."
@@ -248,15 +318,18 @@ def _check_header(
     header = raw[:FRAME_HEADER_BYTES].copy().view(_HEADER_DTYPE)[0]
     if bytes(header["magic"]) != WIRE_MAGIC:
         raise DecodeError(f"Frame rejected: magic {bytes(header['magic'])!r}, not {WIRE_MAGIC!r}.")
-    if int(header["version"]) != WIRE_VERSION:
+    version, flags = int(header["version"]), int(header["flags"])
+    if version not in (PAIRS_VERSION, TERMS_VERSION):
         raise DecodeError(
-            f"Frame rejected: wire format version {int(header['version'])}; this reader reads "
-            f"version {WIRE_VERSION} only."
+            f"Frame rejected: wire format version {version}; this reader reads versions "
+            f"{PAIRS_VERSION} and {TERMS_VERSION} only."
         )
-    flags = int(header["flags"])
-    if flags & ~(FLAG_VARIABLE | FLAG_WIDE_IDS | FLAG_REPAIR):
+    if flags & ~_KNOWN_FLAGS:
         raise DecodeError(f"Frame rejected: unknown flags {flags:#x}.")
-    edt, start = _layout(int(header["n_symbols"]), flags, int(header["n_runs"]))
+    if version != frame_version(flags) or (flags & FLAG_TERMS and flags & FLAG_VARIABLE):
+        raise DecodeError(f"Frame rejected: flags {flags:#x} do not belong to a frame of version {version}.")
+    n_terms = _count_terms(raw, flags, int(header["n_symbols"]))
+    edt, start = _layout(int(header["n_symbols"]), flags, int(header["n_runs"]), n_terms)
     if raw.shape[0] < start:
         raise DecodeError(
             f"Frame rejected: {raw.shape[0]} bytes, shorter than its {start}-byte header and entries."
@@ -273,7 +346,24 @@ def _check_header(
     width = int(header["record_bytes"])
     if width < 1 or (record_bytes is not None and width != record_bytes):
         raise DecodeError(f"Frame rejected: record width {width}, expected {record_bytes}.")
-    return header, edt, start
+    return header, edt, start, n_terms
+
+
+def _count_terms(raw: np.ndarray, flags: int, n: int) -> int:
+    """Entries of the term table of a frame with :data:`FLAG_TERMS` (0 otherwise), from its entries.
+
+    Read before the header checksum is checked, so bounded by the frame's length: a corrupt count
+    makes the frame short, and it is rejected as such.
+    """
+    if not flags & FLAG_TERMS:
+        return 0
+    edt = _entry_dtype(flags)
+    end = FRAME_HEADER_BYTES + n * edt.itemsize
+    if raw.shape[0] < end:
+        raise DecodeError(
+            f"Frame rejected: {raw.shape[0]} bytes, shorter than its {end}-byte header and entries."
+        )
+    return int(raw[FRAME_HEADER_BYTES:end].view(edt)["n_terms"].astype(np.int64).sum())
 
 
 def _receiver_index(table_bytes: np.ndarray, n: int) -> np.ndarray:

@@ -9,10 +9,10 @@ property tests cannot see a change that stays consistent with itself (a new perm
 random as the old one, a new frame layout decodes as well), so these vectors pin exact values.
 No release may change an order, a checksum or a frame silently: a change that makes
 ``tests/test_kat.py`` fail is a format change, made on purpose, with a version bump
-(``coded_shuffle.codec.WIRE_VERSION`` for frames, the package version for orders and
-checksums) and a line in ``CHANGELOG.md``; only then are the vectors rewritten with this script,
-and the diff of ``vectors.json`` is reviewed with the change. The test compares with the file and
-never rewrites it.
+(``coded_shuffle.codec.WIRE_VERSION`` for frames, whose headers carry the version a reader
+needs, the package version for orders and checksums) and a line in ``CHANGELOG.md``; only then
+are the vectors rewritten with this script, and the diff of ``vectors.json`` is reviewed with the
+change. The test compares with the file and never rewrites it.
 
 numpy does not promise that ``Generator`` methods keep their streams across its releases
 (NEP 19), so the order vectors also catch a change that arrives with a new numpy.
@@ -90,7 +90,7 @@ def build() -> dict:
     """Every vector, as the JSON object written to ``vectors.json``."""
     import numpy as np
 
-    from coded_shuffle.codec import WIRE_VERSION, encode_plan, load_dataset, record_checksums
+    from coded_shuffle.codec import PAIRS_VERSION, encode_plan, load_dataset, record_checksums
     from coded_shuffle.orders import epoch_permutation, feistel_permutation
     from coded_shuffle.plan import plan_from_matrix
     from tests.cases import EXAMPLE_1, EXAMPLE_1_RECEIVER_RUNS
@@ -157,7 +157,7 @@ def build() -> dict:
             "S": [list(row) for row in EXAMPLE_1],
             "strategy": "greedy",
             "epoch": FRAME_EPOCH,
-            "wire_version": WIRE_VERSION,
+            "wire_version": PAIRS_VERSION,
             "records": [r.hex() for r in records],
             "checksums": [f"{h:016x}" for h in frame_checksums],
             "header": header,

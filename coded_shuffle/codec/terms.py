@@ -1,0 +1,394 @@
+"""Symbols of many terms: each the XOR of any set of rows, framed (wire format version 3) and solved.
+
+The plans of excess storage (:mod:`coded_shuffle.storage`) send XORs of up to ``t + 2`` pieces,
+and their chains and rounds sums of those. Here a row is a piece: ``dataset`` holds one row per
+piece, a worker's :class:`~coded_shuffle.codec.Cache` the pieces it stores. A symbol is given by
+its terms; :func:`encode_terms` frames them, addressed to the workers that want a term of their
+*block* (the symbols linked by shared terms, which a worker may need all of to solve any), and
+:func:`decode_terms` lets a worker take the known terms out of every symbol addressed to it and
+solve what is left over GF(2) (:func:`coded_shuffle._gf2.solve_gf2`), block by block. Every
+decoded row is checked against its checksum, as a decoded record is.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .._checks import check_int, check_int_array
+from .._gf2 import solve_gf2
+from ..errors import DecodeError
+from ._common import _NO_RUNS, _aligned_empty, _lookup
+from .decode import DecodeResult, _need_ids, _output_rows
+from .encode import _clip_runs
+from .records import Cache, Dataset, _checksum_rows
+from .wire import (
+    _HEADER_DTYPE,
+    _RUN_DTYPE,
+    DEFAULT_MAX_FRAME_BYTES,
+    FLAG_REPAIR,
+    FLAG_TERMS,
+    FLAG_WIDE_IDS,
+    FRAME_HEADER_BYTES,
+    RUN_BYTES,
+    WIRE_MAGIC,
+    Frame,
+    _layout,
+    _term_bytes,
+    frame_version,
+    parse_frame,
+)
+
+__all__ = ["encode_terms", "decode_terms", "term_blocks"]
+
+
+def _check_terms(offsets: object, terms: object, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    off = check_int_array(offsets, "offsets", ndim=1).astype(np.int64)
+    ids = check_int_array(terms, "terms", ndim=1).astype(np.int64)
+    if off.size < 1 or int(off[0]) != 0 or int(off[-1]) != ids.size or np.any(np.diff(off) < 1):
+        raise ValueError(
+            "Argument 'offsets' must start at 0, end at len(terms) and increase: every symbol has a term."
+        )
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n_rows):
+        raise ValueError(f"Argument 'terms' must hold row ids in [0, {n_rows}).")
+    return off, ids
+
+
+def _xor_rows(out: np.ndarray, data: np.ndarray, offsets: np.ndarray, terms: np.ndarray) -> None:
+    """``out[s] = XOR of data[terms[offsets[s]:offsets[s + 1]]]``, one term slot at a time."""
+    n_terms = np.diff(offsets)
+    out[:] = data[terms[offsets[:-1]]]
+    for k in range(1, int(n_terms.max(initial=1))):
+        s = np.flatnonzero(n_terms > k)
+        out[s] ^= data[terms[offsets[s] + k]]
+
+
+def term_blocks(offsets: np.ndarray, terms: np.ndarray) -> np.ndarray:
+    """The block of each symbol: symbols that share a term, directly or through others, share one.
+
+    Examples
+    --------
+    >>> term_blocks(np.array([0, 2, 3, 4]), np.array([5, 6, 6, 9])).tolist()
+    [0, 0, 1]
+    """
+    n = offsets.size - 1
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    sym = np.repeat(np.arange(n), np.diff(offsets))
+    uniq, col = np.unique(terms, return_inverse=True)
+    m = n + uniq.size
+    graph = coo_matrix((np.ones(sym.size, np.int8), (sym, n + col)), shape=(m, m))
+    _, label = connected_components(graph, directed=False)
+    return np.unique(label[:n], return_inverse=True)[1].astype(np.int64)
+
+
+def _addressing(
+    offsets: np.ndarray, terms: np.ndarray, wanter: np.ndarray, K: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, runs)``: symbols sorted by the receivers of their block, and the receiver index."""
+    n = offsets.size - 1
+    block = term_blocks(offsets, terms)
+    sym = np.repeat(np.arange(n), np.diff(offsets))
+    receivers = np.zeros(int(block.max(initial=-1)) + 1, dtype=np.uint64)
+    np.bitwise_or.at(receivers, block[sym], np.uint64(1) << wanter.astype(np.uint64))
+    key = receivers[block]
+    order = np.lexsort((np.arange(n), block, key))
+    addressed = ((key[order][None, :] >> np.arange(K, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
+    rows = []
+    for w in range(K):
+        edge = np.diff(np.concatenate([[False], addressed[w], [False]]).astype(np.int8))
+        first, end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+        rows.append(np.stack([np.full(first.size, w), first, end - first], axis=1))
+    runs = np.concatenate(rows).astype(np.int64) if rows else _NO_RUNS
+    return order, runs
+
+
+def _pack_terms(
+    dataset: Dataset, offsets: np.ndarray, terms: np.ndarray, symbol: np.ndarray, runs: np.ndarray, *,
+    epoch: int, repair: bool,
+) -> np.ndarray:  # fmt: skip
+    """One frame of many-term symbols (docs/wire-format.md, version 3)."""
+    n, width = offsets.size - 1, dataset.record_bytes
+    flags = FLAG_TERMS | (FLAG_REPAIR if repair else 0)
+    if int(max(terms.max(initial=0), symbol.max(initial=0))) >= 0xFFFFFFFF:
+        flags |= FLAG_WIDE_IDS
+    edt, start = _layout(n, flags, runs.shape[0], terms.size)
+    buf = _aligned_empty(start + n * width, lead=start)
+    buf[:start] = 0
+    at = FRAME_HEADER_BYTES + n * edt.itemsize
+    entries = buf[FRAME_HEADER_BYTES:at].view(edt)
+    entries["symbol"] = symbol
+    entries["n_terms"] = np.diff(offsets)
+    tb = _term_bytes(flags)
+    buf[at : at + terms.size * tb].view("<u8" if tb == 8 else "<u4")[:] = terms
+    at += terms.size * tb
+    if runs.shape[0]:
+        table = buf[at : at + runs.shape[0] * RUN_BYTES].view(_RUN_DTYPE)
+        table["worker"], table["first"], table["count"] = runs[:, 0], runs[:, 1], runs[:, 2]
+    if n:
+        _xor_rows(buf[start:].reshape(n, width), dataset.data, offsets, terms)
+    header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
+    header["magic"] = WIRE_MAGIC
+    header["version"] = frame_version(flags)
+    header["flags"] = flags
+    header["epoch"] = epoch
+    header["n_symbols"] = n
+    header["record_bytes"] = width
+    header["payload_bytes"] = n * width
+    header["n_runs"] = runs.shape[0]
+    header["header_crc"] = zlib.crc32(buf[:start].data)
+    return buf
+
+
+def encode_terms(
+    dataset: Dataset,
+    offsets: object,
+    terms: object,
+    *,
+    epoch: int,
+    wanter: object = None,
+    K: int | None = None,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    repair: bool = False,
+) -> list[np.ndarray]:
+    """Frames of the symbols ``XOR of dataset rows terms[offsets[s]:offsets[s + 1]]``.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        One row per piece (fixed width).
+    offsets, terms : array_like
+        The terms of each symbol (CSR: ``offsets`` of length ``n + 1``, from 0 to ``len(terms)``).
+    epoch : int
+        Written in every header.
+    wanter : array_like, optional
+        With ``K``: the worker that wants each term (one entry per entry of ``terms``). The
+        symbols are then addressed by block (module docstring) and kept together by their
+        receivers; without it every symbol is addressed to every worker.
+    max_frame_bytes : int
+        Payload bytes of a frame, at least one row.
+    repair : bool
+        Flag the frames as repairs.
+
+    Examples
+    --------
+    >>> from coded_shuffle.codec import load_dataset, parse_frame
+    >>> ds = load_dataset(np.eye(3, dtype=np.uint8))
+    >>> f = parse_frame(encode_terms(ds, [0, 3], [0, 1, 2], epoch=1)[0])
+    >>> f.terms.tolist(), f.payload.tolist()
+    ([0, 1, 2], [[1, 1, 1]])
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    if dataset.variable:
+        raise ValueError("Argument 'dataset' must have rows of one width: many-term symbols have no lengths.")
+    epoch = check_int(epoch, "epoch", minimum=0, maximum=2**64 - 1)
+    max_frame_bytes = check_int(max_frame_bytes, "max_frame_bytes", minimum=dataset.record_bytes)
+    off, ids = _check_terms(offsets, terms, dataset.N)
+    n = off.size - 1
+    order, runs = np.arange(n), _NO_RUNS
+    if wanter is not None:
+        K = check_int(K, "K", minimum=1, maximum=64)
+        who = check_int_array(wanter, "wanter", ndim=1).astype(np.int64)
+        if who.shape != ids.shape or (who.size and (int(who.min()) < 0 or int(who.max()) >= K)):
+            raise ValueError(f"Argument 'wanter' must hold one worker in [0, {K}) per term.")
+        order, runs = _addressing(off, ids, who, K)
+    n_terms = np.diff(off)[order]
+    new_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_terms, out=new_off[1:])
+    picks = np.repeat(off[:-1][order] - new_off[:-1], n_terms) + np.arange(ids.size)
+    ids = ids[picks]
+    per = max(1, max_frame_bytes // dataset.record_bytes)
+    frames = []
+    for lo in range(0, max(n, 1), per):
+        hi = min(n, lo + per)
+        part = new_off[lo : hi + 1] - new_off[lo]
+        frames.append(
+            _pack_terms(
+                dataset, part, ids[new_off[lo] : new_off[hi]], order[lo:hi],
+                runs if n <= per else _clip_runs(runs, lo, hi), epoch=epoch, repair=repair,
+            )
+        )  # fmt: skip
+    return frames
+
+
+def _addressed_terms(
+    frames: list[Frame], worker: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(symbol, offsets, terms, payload)`` of the entries of ``frames`` addressed to ``worker``."""
+    sym, counts, terms, rows = [], [], [], []
+    for f in frames:
+        assert f.offsets is not None and f.terms is not None
+        runs = f.runs
+        if runs.shape[0]:
+            lo, hi = np.searchsorted(runs[:, 0], [worker, worker + 1])
+            spans = runs[lo:hi, 1:].tolist()
+        else:
+            spans = [[0, f.n_symbols]]
+        for first, count in spans:
+            x, y = first, first + count
+            sym.append(f.symbol[x:y])
+            counts.append(np.diff(f.offsets[x : y + 1]))
+            terms.append(f.terms[f.offsets[x] : f.offsets[y]])
+            rows.append(f.payload[x:y])
+    if not sym:
+        e = np.empty(0, np.int64)
+        return e, np.zeros(1, np.int64), e, np.empty((0, frames[0].record_bytes if frames else 0), np.uint8)
+    n_terms = np.concatenate(counts)
+    off = np.zeros(n_terms.size + 1, dtype=np.int64)
+    np.cumsum(n_terms, out=off[1:])
+    return np.concatenate(sym), off, np.concatenate(terms), np.concatenate(rows)
+
+
+def _parsed_terms(frames: object, *, worker: int, epoch: int | None, width: int) -> list[Frame]:
+    if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
+        raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+    out = []
+    for q, f in enumerate(frames):
+        if not isinstance(f, Frame):
+            try:
+                f = parse_frame(f, epoch=epoch, record_bytes=width)
+            except DecodeError as exc:
+                raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
+        if f.terms is None or f.record_bytes != width:
+            raise DecodeError(
+                f"Worker {worker}: frame {q} is not a frame of many-term symbols of width {width}."
+            )
+        out.append(f)
+    return out
+
+
+def _solve_blocks(
+    offsets: np.ndarray, terms: np.ndarray, unknown: np.ndarray, wanted: np.ndarray
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The wanted ids the symbols determine, and for each the symbols whose residuals XOR to it.
+
+    ``unknown`` flags the terms the worker does not hold. A symbol with one unknown term gives it
+    at once; the blocks that still hold a wanted id are then solved by elimination.
+    """
+    n = offsets.size - 1
+    sym = np.repeat(np.arange(n), np.diff(offsets))
+    s_u, t_u = sym[unknown], terms[unknown]
+    per = np.bincount(s_u, minlength=n)
+    u_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per, out=u_off[1:])
+    single = np.flatnonzero(per == 1)
+    direct, first = np.unique(t_u[u_off[single]], return_index=True)
+    keep = np.isin(direct, wanted)
+    found = [direct[keep]]
+    combos: list[np.ndarray] = [np.array([s]) for s in single[first[keep]].tolist()]
+    rest = np.setdiff1d(wanted, direct)
+    live = np.isin(t_u, rest)
+    if live.any():
+        block = term_blocks(u_off, t_u)
+        touched = np.isin(block, np.unique(block[s_u[live]])) & (per > 0)
+        by_block: dict[int, list[int]] = {}
+        for s in np.flatnonzero(touched).tolist():
+            by_block.setdefault(int(block[s]), []).append(s)
+        rest_set = set(rest.tolist())
+        more = []
+        for members in by_block.values():
+            local: dict[int, int] = {}
+            rows = []
+            for s in members:
+                m = 0
+                for x in t_u[u_off[s] : u_off[s + 1]].tolist():
+                    m ^= 1 << local.setdefault(x, len(local))
+                rows.append(m)
+            back = {u: x for x, u in local.items()}
+            for u, c in solve_gf2(rows).items():
+                if back[u] in rest_set:
+                    more.append(back[u])
+                    combos.append(
+                        np.array([members[i] for i in range(c.bit_length()) if c >> i & 1], np.int64)
+                    )
+        found.append(np.array(more, dtype=np.int64))
+    return np.concatenate(found).astype(np.int64), combos
+
+
+def decode_terms(
+    cache: Cache,
+    frames: Sequence[Any],
+    *,
+    need: object,
+    worker: int,
+    epoch: int | None = None,
+    checksums: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> DecodeResult:
+    """Rebuild the rows ``need`` of a worker from its ``cache`` and frames of many-term symbols.
+
+    A row of ``need`` held in ``cache`` is copied; the others are solved from the symbols
+    addressed to ``worker`` (module docstring) and, with ``checksums`` (indexed by row id),
+    checked. ``out`` is an optional buffer of the new rows, as in
+    :func:`~coded_shuffle.codec.decode_worker`.
+
+    Examples
+    --------
+    Rows 0, 1, 2; the worker holds row 0 and receives ``x0 + x1`` and ``x1 + x2``:
+
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
+    >>> frames = encode_terms(ds, [0, 2, 4], [0, 1, 1, 2], epoch=1)
+    >>> res = decode_terms(ds.cache([0]), frames, need=[0, 2], worker=0, checksums=ds.checksums)
+    >>> res.cache.data.tolist(), res.decoded.tolist(), res.ok
+    ([[0, 1], [4, 5]], [2], True)
+    """
+    if not isinstance(cache, Cache):
+        raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
+    if cache.lengths is not None:
+        raise ValueError("Argument 'cache' must hold rows of one width: many-term symbols have no lengths.")
+    worker = check_int(worker, "worker", minimum=0)
+    width = int(cache.data.shape[1])
+    ids = _need_ids(need, checksums)
+    parsed = _parsed_terms(frames, worker=worker, epoch=epoch, width=width)
+    new = _output_rows(out, ids.size, width, cache)
+    pos = _lookup(cache.ids, ids)
+    held = pos >= 0
+    new[held] = cache.data[pos[held]]
+    wanted = ids[~held]
+    found, combos = np.empty(0, np.int64), []
+    if wanted.size and parsed:
+        _, offsets, terms, payload = _addressed_terms(parsed, worker)
+        where = _lookup(cache.ids, terms)
+        residual = np.array(payload, dtype=np.uint8, copy=True)
+        n_terms = np.diff(offsets)
+        sym = np.repeat(np.arange(offsets.size - 1), n_terms)
+        slot = np.arange(terms.size) - offsets[sym]
+        for k in range(int(n_terms.max(initial=0))):  # take the known terms out, a slot at a time
+            hit = np.flatnonzero((slot == k) & (where >= 0))
+            residual[sym[hit]] ^= cache.data[where[hit]]
+        found, combos = _solve_blocks(offsets, terms, where < 0, wanted)
+        order = np.argsort(found)
+        found = found[order]
+        rows = np.searchsorted(ids, found)
+        lone = np.array([c.size == 1 for c in combos], dtype=bool)[order] if combos else np.empty(0, bool)
+        first = (
+            np.array([int(c[0]) for c in combos], dtype=np.int64)[order] if combos else np.empty(0, np.int64)
+        )
+        new[rows[lone]] = residual[first[lone]]
+        for j in np.flatnonzero(~lone).tolist():
+            new[rows[j]] = np.bitwise_xor.reduce(residual[combos[order[j]]], axis=0)
+    got = np.isin(wanted, found)
+    missing = wanted[~got]
+    new[np.searchsorted(ids, missing)] = 0
+    decoded = wanted[got]
+    bad = np.empty(0, np.int64)
+    if checksums is not None and decoded.size:
+        rows = np.searchsorted(ids, decoded)
+        bad = decoded[_checksum_rows(new[rows], None) != np.asarray(checksums)[decoded]]
+    return DecodeResult(
+        worker=worker,
+        cache=Cache(ids=ids, data=new, lengths=None),
+        decoded=decoded,
+        bad=bad,
+        missing=missing,
+        steps=int(sum(c.size for c in combos)),
+        rounds=1,
+        verified=int(decoded.size) if checksums is not None else 0,
+    )

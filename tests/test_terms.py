@@ -1,0 +1,121 @@
+"""Frames of many-term symbols (wire format version 3) and their solving, against brute force."""
+
+import galois
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coded_shuffle.codec import (
+    FLAG_TERMS,
+    TERMS_VERSION,
+    decode_terms,
+    decode_worker,
+    encode_terms,
+    load_dataset,
+    parse_frame,
+    term_blocks,
+)
+from coded_shuffle.errors import DecodeError
+
+
+def random_symbols(rng, n_rows, n_sym, most):
+    counts = rng.integers(1, most + 1, size=n_sym)
+    terms = np.concatenate([rng.choice(n_rows, size=c, replace=False) for c in counts] + [np.empty(0, int)])
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return offsets, terms
+
+
+def determined(offsets, terms, held, x, n_rows):
+    """Whether row ``x`` is determined by the symbols and the held rows: rank test over GF(2)."""
+    A = np.zeros((offsets.size - 1 + len(held), n_rows), dtype=np.uint8)
+    for s in range(offsets.size - 1):
+        A[s, terms[offsets[s] : offsets[s + 1]]] ^= 1
+    for i, h in enumerate(held):
+        A[offsets.size - 1 + i, h] = 1
+    e = np.zeros((1, n_rows), dtype=np.uint8)
+    e[0, x] = 1
+    GF2 = galois.GF2
+    return np.linalg.matrix_rank(GF2(A)) == np.linalg.matrix_rank(GF2(np.vstack([A, e])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_sym=st.integers(0, 14), most=st.integers(1, 5))
+def test_decode_terms_finds_exactly_the_rows_the_rank_test_determines(seed, n_sym, most):
+    rng = np.random.default_rng(seed)
+    n_rows = 12
+    ds = load_dataset(rng.integers(0, 256, size=(n_rows, 16), dtype=np.uint8))
+    offsets, terms = random_symbols(rng, n_rows, n_sym, most)
+    held = np.sort(rng.choice(n_rows, size=int(rng.integers(0, n_rows)), replace=False))
+    need = np.union1d(held[: held.size // 2], rng.choice(n_rows, size=5, replace=False))
+    frames = encode_terms(ds, offsets, terms, epoch=3, max_frame_bytes=16 * 4)
+    res = decode_terms(ds.cache(held), frames, need=need, worker=0, epoch=3, checksums=ds.checksums)
+    for x in np.setdiff1d(need, held).tolist():
+        want = determined(offsets, terms, held.tolist(), x, n_rows)
+        assert (x in res.decoded.tolist()) == want, x
+        assert (x in res.missing.tolist()) != want
+    rows = res.cache.rows(res.decoded)
+    assert np.array_equal(res.cache.data[rows], ds.data[res.decoded])
+    kept = np.intersect1d(need, held)
+    assert np.array_equal(res.cache.data[res.cache.rows(kept)], ds.data[kept])
+    assert res.bad.size == 0
+
+
+def test_term_frame_layout_and_version():
+    ds = load_dataset(np.arange(5 * 8, dtype=np.uint8).reshape(5, 8))
+    (raw,) = encode_terms(ds, [0, 3, 4], [0, 2, 4, 1], epoch=7)
+    f = parse_frame(raw, epoch=7, record_bytes=8)
+    assert int.from_bytes(bytes(raw[4:6]), "little") == TERMS_VERSION == 3
+    assert f.flags & FLAG_TERMS and f.offsets.tolist() == [0, 3, 4] and f.terms.tolist() == [0, 2, 4, 1]
+    assert np.array_equal(f.payload[0], ds.data[0] ^ ds.data[2] ^ ds.data[4])
+    assert np.array_equal(f.payload[1], ds.data[1])
+    # header 40, entries 2 x 8, terms 4 x 4, no index, padded to 8: the payload starts at 72
+    assert f.header_bytes == 72 and f.wire_bytes == 72 + 2 * 8
+
+
+def test_a_flipped_term_id_rejects_the_frame():
+    ds = load_dataset(np.arange(5 * 8, dtype=np.uint8).reshape(5, 8))
+    (raw,) = encode_terms(ds, [0, 3, 4], [0, 2, 4, 1], epoch=7)
+    bad = raw.copy()
+    bad[40 + 16] ^= 1  # the first term id
+    with pytest.raises(DecodeError, match="header checksum"):
+        parse_frame(bad)
+    bad = raw.copy()
+    bad[40 + 4] ^= 0x80  # a symbol's term count: the frame is then too short for its table
+    with pytest.raises(DecodeError, match="shorter|checksum"):
+        parse_frame(bad)
+
+
+def test_frames_of_one_kind_are_refused_by_the_decoder_of_the_other():
+    ds = load_dataset(np.arange(5 * 8, dtype=np.uint8).reshape(5, 8))
+    frames = encode_terms(ds, [0, 2], [0, 1], epoch=1)
+    with pytest.raises(DecodeError, match="many-term symbols; decode it with decode_terms"):
+        decode_worker(ds.cache([0]), frames, need=[1], worker=0)
+
+
+def test_addressing_by_block_reaches_every_worker_that_needs_a_symbol():
+    # symbols x0+x1, x1+x2 (one block, wanted by workers 0 and 2) and x3 (worker 1)
+    ds = load_dataset(np.arange(4 * 8, dtype=np.uint8).reshape(4, 8))
+    offsets, terms = np.array([0, 2, 4, 5]), np.array([0, 1, 1, 2, 3])
+    wanter = np.array([0, 2, 2, 0, 1])
+    (raw,) = encode_terms(ds, offsets, terms, epoch=1, wanter=wanter, K=3)
+    f = parse_frame(raw)
+    assert sorted(f.runs[:, 0].tolist()) == [0, 1, 2]
+    by_worker = {int(w): set(f.symbol[x : x + c].tolist()) for w, x, c in f.runs.tolist()}
+    assert by_worker == {0: {0, 1}, 1: {2}, 2: {0, 1}}
+    # worker 0 holds x0 and gets x1, then x2 through the chain
+    res = decode_terms(ds.cache([0]), [raw], need=[0, 2], worker=0, checksums=ds.checksums)
+    assert res.ok and np.array_equal(res.cache.data[1], ds.data[2])
+    assert term_blocks(offsets, terms).tolist() == [0, 0, 1]
+
+
+def test_bad_arguments_name_the_argument():
+    ds = load_dataset(np.arange(4 * 8, dtype=np.uint8).reshape(4, 8))
+    with pytest.raises(ValueError, match="'offsets'"):
+        encode_terms(ds, [0, 2, 2], [0, 1], epoch=1)
+    with pytest.raises(ValueError, match="'terms'"):
+        encode_terms(ds, [0, 1], [9], epoch=1)
+    with pytest.raises(ValueError, match="'wanter'"):
+        encode_terms(ds, [0, 1], [1], epoch=1, wanter=[5], K=3)
+    with pytest.raises(TypeError, match="'frames'"):
+        decode_terms(ds.cache([0]), b"x", need=[1], worker=0)
