@@ -352,7 +352,7 @@ def decode_terms(
     held = pos >= 0
     new[held] = cache.data[pos[held]]
     wanted = ids[~held]
-    found, combos = np.empty(0, np.int64), []
+    found, combos = np.empty(0, np.int64), list[np.ndarray]()
     if wanted.size and parsed:
         _, offsets, terms, payload = _addressed_terms(parsed, worker)
         where = _lookup(cache.ids, terms)
