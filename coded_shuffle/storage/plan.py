@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import check_choice
+from .._gf2 import solve_gf2
 from ..errors import DecodeError, InvalidPlanError
 from ..matrix import shuffle_matrix
 from ..orders.placement import Placement
@@ -264,33 +265,12 @@ def _solve(rows: list[int], sent: list, w: int, H: np.ndarray, C: int, value: li
                 m |= 1 << local.setdefault(x, len(local))
         if m:
             eqs.append((m, v))
-    pivots: dict[int, tuple[int, int]] = {}
-    for m, v in eqs:
-        while m:
-            top = m.bit_length() - 1
-            if top not in pivots:
-                pivots[top] = (m, v)
-                break
-            pm, pv = pivots[top]
-            m, v = m ^ pm, v ^ pv
-    # reduced row echelon form, low pivots first: a piece is determined when its row keeps no
-    # free unknown
-    reduced: dict[int, tuple[int, int]] = {}
-    solved: dict[int, int] = {}
-    for top in sorted(pivots):
-        m, v = pivots[top]
-        rest = m ^ (1 << top)
-        scan = rest
-        while scan:
-            low = scan & -scan
-            b = low.bit_length() - 1
-            scan ^= low
-            if b in reduced:
-                rm, rv = reduced[b]
-                rest ^= rm ^ low
-                v ^= rv
-        reduced[top] = (rest, v)
-        if not rest:
-            solved[top] = v
+    solved = {}
+    for u, c in solve_gf2([m for m, _ in eqs]).items():
+        v = 0
+        for i in range(c.bit_length()):
+            if c >> i & 1:
+                v ^= eqs[i][1]
+        solved[u] = v
     back = {n: x for x, n in local.items()}
     return {back[n]: v for n, v in solved.items()}
