@@ -46,6 +46,7 @@ import os
 import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,9 +56,11 @@ from .codec import (
     Dataset,
     load_dataset,
 )
-from .engine import SCHEMES, MasterOptions, TransitionReport, initial_caches, transition
+from .engine import MasterOptions, TransitionReport
+from .engine.inprocess import drive
 from .engine.mpi import Watchdog, attend, serve
 from .engine.protocol import Stopped, master_transition, worker_stop, worker_transition
+from .engine.schemes import Storage
 from .errors import IntegrityError
 from .orders import (
     EPOCH_ORDERS,
@@ -94,6 +97,11 @@ class RowLayout:
 
     dtype: np.dtype
     shape: tuple[int, ...]
+
+    @property
+    def record_bytes(self) -> int:
+        """Bytes of one record."""
+        return int(self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64)))
 
     def rows(self, data: np.ndarray, *, writable: bool = False) -> np.ndarray:
         """View ``(n, B)`` ``uint8`` record bytes as ``n`` rows of this layout (read-only by default)."""
@@ -259,19 +267,21 @@ def _batch(
     layout: RowLayout,
     *,
     decoded: int,
+    store: Storage,
     writable: bool = False,
 ) -> EpochBatch:
-    """The rows of ``ids`` (in epoch order) gathered from the worker's cache."""
-    rows = cache.rows(ids)
-    if rows.size and int(rows.min()) < 0:
-        raise IntegrityError(f"Worker {worker}: epoch {epoch}'s batch is not all in the cache.")
+    """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache."""
+    try:
+        data = store.records(cache, ids, layout.record_bytes)
+    except KeyError:
+        raise IntegrityError(f"Worker {worker}: epoch {epoch}'s batch is not all in the cache.") from None
     ordered = ids.copy()
     ordered.flags.writeable = False
     return EpochBatch(
         epoch=epoch,
         worker=worker,
         ids=ordered,
-        records=layout.rows(cache.data[rows], writable=writable),
+        records=layout.rows(data, writable=writable),
         decoded=decoded,
     )
 
@@ -286,6 +296,14 @@ def _check_common(
         check_choice(strategy, "strategy", STRATEGIES),
         check_int(max_repair_rounds, "max_repair_rounds", minimum=0),
     )
+
+
+def _storage(storage: object, record_bytes: int, K: int) -> Storage:
+    """The storage of ``storage`` batches a worker, checked for these records (names ``storage``)."""
+    try:
+        return Storage.of(record_bytes, K=K, M=storage)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
 
 
 # --------------------------------------------------------------------------- in-process
@@ -325,6 +343,11 @@ class InProcessLoader:
         The shared link (default: a fresh one); a ``fault`` hook on it exercises the repairs.
     max_repair_rounds : int
         See :func:`coded_shuffle.engine.transition`.
+    storage : int
+        Batches each worker stores, ``1 <= M <= K`` (:mod:`coded_shuffle.storage`): above 1 a
+        worker keeps its share of every record's pieces from epoch to epoch and receives only
+        the coded pieces it lacks; it still yields its batch, whole records. Records must be at
+        least ``C(K - 1, M - 1)`` times :data:`~coded_shuffle.engine.state.MIN_PIECE_BYTES`.
 
     Examples
     --------
@@ -352,6 +375,7 @@ class InProcessLoader:
         strategy: str = "greedy",
         transport: InProcessTransport | None = None,
         max_repair_rounds: int = 3,
+        storage: int = 1,
     ) -> None:
         self.dataset, self.layout = load_rows(source)
         N = self.dataset.N
@@ -361,6 +385,8 @@ class InProcessLoader:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
+        self.store = _storage(storage, self.dataset.record_bytes, self.K)
+        self._work = self.store.dataset(self.dataset)
         self.order = _order_spec(order, N)
         compile_once(prog=_PROG)
         if transport is None:
@@ -369,7 +395,7 @@ class InProcessLoader:
             raise TypeError(f"Argument 'transport' must be an InProcessTransport for K = {self.K} workers.")
         self.transport = transport
         self._current: LoadedEpoch | None = None
-        self._state: tuple[list[Cache], Placement] | None = None
+        self._state: tuple[list[Cache], Any] | None = None
         self._spare: list[np.ndarray] | None = None
         #: The reports of the transitions made so far, in order.
         self.reports: list[TransitionReport] = []
@@ -389,34 +415,33 @@ class InProcessLoader:
                 f"Epoch {t} was asked for while the loader is at epoch {cur}: an in-process loader "
                 "is one run, and its workers go through the epochs in lockstep."
             )
-        N, K = self.N, self.K
+        N, K, store = self.N, self.K, self.store
         order, placement = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=self.order)
         report: TransitionReport | None = None
         if self._state is None:
-            caches = initial_caches(self.dataset, placement)
+            held = store.start(placement)
+            caches = [self._work.cache(store.held(held, k)) for k in range(K)]
             decoded = [0] * K
         else:
             old, previous = self._state
-            report, caches = transition(
-                self.dataset,
-                old,
-                previous,
-                placement,
-                epoch=t,
-                transport=self.transport,
-                strategy=self.strategy,
-                max_repair_rounds=self.max_repair_rounds,
-                spare=self._spare,
-                seed=self.seed,
+            held = store.following(previous, placement)
+            opts = MasterOptions(
+                strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed
             )
+            report, caches = drive(
+                self.transport, store.scheme("coded"), self._work, old, (previous, held), epoch=t, opts=opts,
+                spare=self._spare,
+            )  # fmt: skip
+            report = store.report(report, self.dataset)
             if not report.verified:
                 raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
             # Epoch t - 1's buffers will hold epoch t + 1's records (the rows yielded are copies).
             self._spare = [c.data for c in old]
-            moved = previous.owner != placement.owner
+            before = previous.owner if store.M == 1 else previous.placement.owner
+            moved = before != placement.owner
             decoded = np.bincount(placement.owner[moved], minlength=K).tolist()
             self.reports.append(report)
-        self._state = (caches, placement)
+        self._state = (caches, held)
         cut = _bounds(N, K)
         batches = tuple(
             _batch(
@@ -426,6 +451,7 @@ class InProcessLoader:
                 caches[k],
                 self.layout,
                 decoded=decoded[k],
+                store=store,
             )
             for k in range(K)
         )
@@ -502,6 +528,8 @@ class MPILoader:
     writable : bool
         Workers get each batch's rows writable (a fresh array per epoch, theirs to keep or
         modify, for ``torch.from_numpy``); read-only by default.
+    storage : int
+        Batches each worker stores (as :class:`InProcessLoader`); the same on every rank.
 
     Examples
     --------
@@ -526,10 +554,12 @@ class MPILoader:
         max_repair_rounds: int = 3,
         timeout: float | None = None,
         writable: bool = False,
+        storage: int = 1,
     ) -> None:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
+        self._storage = storage
         if not isinstance(order, (str, OrderSpec)):
             raise TypeError(
                 f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}."
@@ -573,6 +603,9 @@ class MPILoader:
                 raise ValueError(
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
+            _storage(storage, self.dataset.record_bytes, self.K)  # refused on the master, before the job
+        else:
+            _storage(storage, 1 << 40, self.K)  # the workers learn the record width later
         self._used = False
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
         compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
@@ -608,20 +641,24 @@ class MPILoader:
         ds = self.dataset
         N, K = ds.N, self.K
         spec = _order_spec(self._order, N)
+        store = _storage(self._storage, ds.record_bytes, K)
+        work = store.dataset(ds)
         link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
-        link.share_array(ds.checksums)
+        link.share_array(work.checksums)
         dog = self._watchdog(N, ds.record_bytes)
         first = self.start_epoch
         _, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
-        for k in range(K):  # setup: each worker starts with its batch of the first epoch
-            link.send_rows(k, ds.data[placement.batch(k)])
+        held = store.start(placement)
+        for k in range(K):  # setup: each worker starts with its batch (its share) of the first epoch
+            link.send_rows(k, work.data[store.held(held, k)])
         opts = MasterOptions(strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed)
         reports: list[TransitionReport] = []
         try:
             for t in range(first + 1, first + self.epochs):
                 _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
-                role = master_transition(link, SCHEMES["coded"], ds, placement, nxt, epoch=t, opts=opts)
-                report = serve(link, role, watchdog=dog)
+                nxt = store.following(held, nxt)
+                role = master_transition(link, store.scheme("coded"), work, held, nxt, epoch=t, opts=opts)
+                report = store.report(serve(link, role, watchdog=dog), ds)
                 if isinstance(report, Stopped):  # a worker stopped: the job ends here
                     self.stopped_by = link.share(report.workers[0])
                     return reports
@@ -630,7 +667,7 @@ class MPILoader:
                         f"Epoch {t}: the workers' records did not match the master's checksums."
                     )
                 reports.append(report)
-                placement = nxt
+                held = nxt
             link.share(None)
         finally:
             dog.close()
@@ -672,15 +709,18 @@ class MPILoader:
         self.N = int(N)
         layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         self.layout = layout
-        sums = link.share_array(np.empty(N, dtype=np.uint64))
+        store = _storage(self._storage, B, self.K)
+        sums = link.share_array(np.empty(N * store.pieces, dtype=np.uint64))
         dog = self._watchdog(N, B)
         spec = _order_spec(self._order, N)
         cut = _bounds(N, self.K)
         lo, hi = int(cut[k]), int(cut[k + 1])
         first = self.start_epoch
         order, placement = _epoch_layout(N, self.K, seed=self.seed, epoch=first, spec=spec)
-        ids = placement.batch(k)
-        cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, B), dtype=np.uint8)), lengths=None)
+        held = store.start(placement)
+        ids = store.held(held, k)
+        rows = np.empty((ids.size, store.width), dtype=np.uint8)
+        cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
         if not np.array_equal(cache.checksums(), sums[ids]):
             raise IntegrityError(
                 f"Worker {k}: its records of epoch {first} do not match the master's checksums."
@@ -690,12 +730,14 @@ class MPILoader:
         ended = False
         try:
             yield _batch(
-                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, writable=self.writable
-            )
+                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, store=store,
+                writable=self.writable,
+            )  # fmt: skip
             for t in range(first + 1, first + self.epochs):
                 order, nxt = _epoch_layout(N, self.K, seed=self.seed, epoch=t, spec=spec)
+                nxt = store.following(held, nxt)
                 role = worker_transition(
-                    link, SCHEMES["coded"], k, cache, (placement, nxt), epoch=t, checksums=sums, spare=spare
+                    link, store.scheme("coded"), k, cache, (held, nxt), epoch=t, checksums=sums, spare=spare
                 )
                 res = attend(link, role, watchdog=dog)
                 if res is None:  # another worker stopped: the job ends here
@@ -707,7 +749,7 @@ class MPILoader:
                         f"Epoch {t}: the workers' records did not match the master's checksums."
                     )
                 # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
-                spare, cache, placement = cache.data, res.cache, nxt
+                spare, cache, held = cache.data, res.cache, nxt
                 yield _batch(
                     t,
                     k,
@@ -715,6 +757,7 @@ class MPILoader:
                     cache,
                     layout,
                     decoded=res.decoded,
+                    store=store,
                     writable=self.writable,
                 )
             ended = True

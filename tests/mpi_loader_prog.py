@@ -11,6 +11,7 @@ stops early after its batch of the second epoch: ``break`` (leaves its loop), ``
 (``loader.close()``), ``with`` (the end of a ``with`` block), ``exit`` (``sys.exit(0)`` inside
 the loop), ``raise`` (an exception, caught outside the loop); the master writes
 ``OUT/stopped.json`` (who stopped, the reports so far) and every rank ``OUT/end_{rank}``.
+A last argument ``storage=M`` makes every worker store ``M`` batches.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def main(argv: list[str]) -> int:
     from coded_shuffle.transport import MPITransport
 
     data, out, epochs, start, seed, order, *rest = argv
+    storage = next((int(x.split("=")[1]) for x in rest if x.startswith("storage=")), 1)
+    rest = [x for x in rest if not x.startswith("storage=")]
     fault = rest[0] if rest else "none"
 
     class FaultyLink(MPITransport):
@@ -54,8 +57,9 @@ def main(argv: list[str]) -> int:
     # Only the master reads the file: the workers get their rows from it.
     source = data if link.is_master else None
     loader = MPILoader(
-        source, epochs=int(epochs), start_epoch=int(start), seed=int(seed), order=order, transport=link
-    )
+        source, epochs=int(epochs), start_epoch=int(start), seed=int(seed), order=order, transport=link,
+        storage=storage,
+    )  # fmt: skip
     out_dir = Path(out)
     stops = ("break", "close", "with", "exit", "raise")
     if loader.is_master:

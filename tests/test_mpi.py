@@ -567,3 +567,34 @@ def test_run_relays_mpiexec_output_and_drops_hydras_report_only_after_the_progra
         out.write(("a rank's line\n" + report).encode())
         _relay(out, ended_by_the_program=ended)
         assert capsys.readouterr().err == expected and out.closed
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
+    from coded_shuffle.engine.schemes import STORAGE_SCHEME
+    from coded_shuffle.engine.state import storage_dataset
+    from coded_shuffle.storage import piece_placement, update_storage
+
+    K, N, B, M = 3, 240, 768, 2
+    rows = json_rows(
+        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--epochs", "2",
+                "--corrupt-worker", "1", "--json", "-")
+    )  # fmt: skip
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert all(r["verified"] and r["records_checked"] == N and r["storage"] == M for r in rows)
+    assert rows[0]["repairs"] >= 1 and rows[1]["repairs"] == 0
+    # the same deliveries encoded in this process: the master's link carried exactly those bytes
+    work = storage_dataset(synthetic_dataset(N, B, seed=0), K, M)
+    pp = piece_placement(epoch_placement(N, K, seed=0, epoch=0), M=M)
+    for r in rows:
+        nxt = update_storage(pp, epoch_placement(N, K, seed=0, epoch=r["epoch"]))
+        planned = STORAGE_SCHEME.plan(pp, nxt, work, strategy="greedy", exact_bound=None)
+        sent = STORAGE_SCHEME.encode(planned.plan, work, epoch=r["epoch"], max_frame_bytes=1 << 26)
+        n, terms = planned.coded_symbols, sum(len(x) for x in planned.plan.transmissions)
+        assert r["coded_symbols"] == n and r["piece_bytes"] == work.record_bytes == B // 2
+        assert r["wire_bytes"] - r["repair_bytes"] == sum(int(f.size) for f in sent.frames)
+        assert r["payload_bytes"] == n * work.record_bytes
+        runs = r["header_bytes"] - (FRAME_HEADER_BYTES + 8 * n + 4 * terms)  # wire format version 3
+        assert 0 <= runs and (runs // RUN) <= K * (n + 1)
+        pp = nxt

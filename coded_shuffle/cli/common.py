@@ -224,3 +224,34 @@ def _add_shard_arguments(
             "--batches", type=int, default=100, help="batches in the head figures (default 100)"
         )
         parser.add_argument("--batch-size", type=int, default=2000, help="samples per batch (default 2000)")
+
+
+def _add_storage_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--storage M``: every worker stores ``M`` batches; ``what`` says what it changes."""
+    parser.add_argument(
+        "--storage",
+        type=_positive,
+        default=1,
+        metavar="M",
+        help=(
+            "every worker stores M batches (1 <= M <= K, M = 1 + t): records cut into C(K-1, t) "
+            f"pieces, each held by t + 1 workers; {what} (default 1)"
+        ),
+    )
+
+
+def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | None = None) -> None:
+    """Refuse a ``--storage`` that cannot go with the other options, naming the option.
+
+    With ``record_bytes``, records too small for their pieces are refused too.
+    """
+    if args.storage == 1:
+        return
+    if getattr(args, "subpackets", 1) != 1:
+        raise UsageError("--storage cannot be combined with --subpackets (pieces are cut by the storage)")
+    from ..engine.state import storage_refusal
+
+    # without record_bytes, the storage alone is checked (no record is too small for one piece)
+    refusal = storage_refusal(record_bytes or 1 << 40, K, args.storage)
+    if refusal is not None:
+        raise UsageError(refusal)

@@ -23,9 +23,11 @@ from .common import (
     SHARD_ORDER_DEFAULTS,
     UsageError,
     _add_order_arguments,
+    _add_storage_argument,
     _non_negative,
     _positive,
     _shard_options_given,
+    check_storage_option,
     order_spec,
 )
 
@@ -48,6 +50,7 @@ PASSED_ON = (
     ("seed", "--seed"),
     ("mode", "--mode"),
     ("strategy", "--strategy"),
+    ("storage", "--storage"),
     ("order", "--order"),
     ("shard_size", "--shard-size"),
     ("canonical_nodes", "--canonical-nodes"),
@@ -102,6 +105,7 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     p.add_argument(
         "--strategy", choices=sorted(STRATEGIES), help="cycle packing of the coded plan (default greedy)"
     )
+    _add_storage_argument(p, "--mode coded only; the workers keep their share from epoch to epoch")
     _add_order_arguments(p)
     p.add_argument(
         "--link-mbps",
@@ -171,6 +175,12 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         raise UsageError(problem)
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
+    if args.storage != 1:
+        if args.mode != "coded":
+            raise UsageError(f"--storage above 1 applies to --mode coded only, not --mode {args.mode}")
+        if workers > 1:  # the launcher: K known, and B unless the records come from a file
+            B = None if args.data is not None else args.record_bytes or int(JOB_DEFAULTS["record_bytes"])
+            check_storage_option(args, workers, B)
     filled = argparse.Namespace(**vars(args))
     for dest, default in (*JOB_DEFAULTS.items(), *SHARD_ORDER_DEFAULTS.items()):
         if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
@@ -189,7 +199,7 @@ def job_arguments(args: argparse.Namespace) -> list[str]:
     ['--points', '100', '--json', '-']
     """
     out: list[str] = []
-    defaults = {"epochs": 3, "start_epoch": 0, "seed": 0, "mode": "coded", "order": "auto"}
+    defaults = {"epochs": 3, "start_epoch": 0, "seed": 0, "mode": "coded", "order": "auto", "storage": 1}
     for dest, flag in PASSED_ON:
         v = getattr(args, dest)
         if v is None or v is False or defaults.get(dest, object()) == v:

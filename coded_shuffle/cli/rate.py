@@ -23,16 +23,17 @@ from ..orders import (
 )
 from ..plan import PROGRESS_MIN_LEFTOVERS, rates
 from ..plan import exact as plan_exact
-from ..storage import check_storage
 from .common import (
     UsageError,
     _add_order_arguments,
+    _add_storage_argument,
     _add_strategy_argument,
     _non_negative,
     _number,
     _positive,
     _shard_options_given,
     _warn_once,
+    check_storage_option,
     compile_kernels,
     order_spec,
     print_table,
@@ -368,18 +369,13 @@ def _check_storage(args: argparse.Namespace, schedule: list[int]) -> None:
     """Refuse a ``--storage`` that cannot go with the other options, naming the option."""
     if args.storage == 1:
         return
-    if args.subpackets != 1:
-        raise UsageError("--storage cannot be combined with --subpackets (pieces are cut by the storage)")
     if args.exact_bound:
         raise UsageError(
             "--exact-bound applies to --storage 1 only; the bound on pieces is exact up to K = 20"
         )
     if len(set(schedule)) > 1:
         raise UsageError("--storage above 1 needs a fixed number of workers, not --workers " + args.workers)
-    try:
-        check_storage(args.storage, schedule[0])
-    except ValueError as exc:
-        raise UsageError(str(exc).replace("Argument 'M' (storage)", "--storage").rstrip(".")) from None
+    check_storage_option(args, schedule[0])
 
 
 def _cmd_rate(args: argparse.Namespace) -> int:
@@ -495,16 +491,7 @@ def add_parser(sub: Any) -> None:
             "stay in records, exact (default 1)"
         ),
     )
-    rate.add_argument(
-        "--storage",
-        type=_positive,
-        default=1,
-        metavar="M",
-        help=(
-            "every worker stores M batches (1 <= M <= K, M = 1 + t): records cut into C(K-1, t) "
-            "pieces, each held by t + 1 workers; loads in records, exact (default 1)"
-        ),
-    )
+    _add_storage_argument(rate, "loads in records, exact")
     rate.add_argument(
         "--exact-bound",
         action="store_true",

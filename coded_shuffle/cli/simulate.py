@@ -12,9 +12,11 @@ from .common import (
     PROG,
     UsageError,
     _add_order_arguments,
+    _add_storage_argument,
     _add_strategy_argument,
     _non_negative,
     _positive,
+    check_storage_option,
     compile_kernels,
     order_spec,
     print_table,
@@ -61,6 +63,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
         )
+    check_storage_option(args, args.workers, args.record_bytes)
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
     compile_kernels(groups + (["feistel"] if spec.name == "feistel" else []))
@@ -73,7 +76,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
             f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
-            f"order = {spec.name}" + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
+            f"order = {spec.name}"
+            + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
+            + (f", storage = {args.storage} batches" if args.storage > 1 else "")
         )
     # JSON lines are the progress; a table comes at the end, so a bar (on a terminal) or one
     # announcement (elsewhere) says what happens meanwhile.
@@ -106,6 +111,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             on_transition=on_transition,
             order=spec,
             subpackets=args.subpackets,
+            storage=args.storage,
         )
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
@@ -116,6 +122,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 f"symbols are pieces of {args.record_bytes // args.subpackets} B, "
                 f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
             )
+        if args.storage > 1:
+            from ..engine.state import storage_pieces
+
+            C, width = storage_pieces(args.record_bytes, args.workers, args.storage)
+            M = args.storage
+            print(f"storage {M}: records cut into {C} pieces of {width} B, each held by {M} workers;")
+            print(f"symbols are pieces (divide the counts by {C} for records): xor symbols sum up to {M + 1}")
+            print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
+            print("is 8 B and 4 B a piece it sums (wire format version 3).")
         print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
         print("framing: bytes of frame headers, symbol entries, receiver indexes and padding (40 B a frame,")
         print("12 B a symbol, 12 B a row of an index, docs/wire-format.md), sent on top of coded MB, as a")
@@ -161,6 +176,7 @@ def add_parser(sub: Any) -> None:
         metavar="Q",
         help="cut every record into Q pieces of B/Q bytes (Q must divide B) and code the pieces (default 1)",
     )
+    _add_storage_argument(sim, "the workers keep their share of the pieces from epoch to epoch")
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument(

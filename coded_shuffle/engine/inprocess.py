@@ -37,6 +37,7 @@ from ..codec import Cache, Dataset, load_dataset  # noqa: F401 (load_dataset: do
 from ..errors import IntegrityError
 from ..orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401
 from ..plan import STRATEGIES
+from ..storage import check_storage
 from ..transport import InProcessTransport, Transport
 from .protocol import (
     Announce,
@@ -48,8 +49,8 @@ from .protocol import (
     worker_transition,
 )
 from .report import RunReport, TransitionReport
-from .schemes import SCHEMES
-from .state import initial_caches, pieces_dataset, pieces_placement, synthetic_dataset
+from .schemes import SCHEMES, STORAGE_SCHEME
+from .state import initial_caches, pieces_dataset, pieces_placement, storage_dataset, synthetic_dataset
 
 __all__ = ["drive", "transition", "run", "simulate"]
 
@@ -59,7 +60,7 @@ def drive(
     scheme: Any,
     dataset: Dataset,
     caches: list[Cache],
-    placements: tuple[Placement, Placement],
+    placements: tuple[Any, Any],
     *,
     epoch: int,
     opts: MasterOptions,
@@ -210,6 +211,7 @@ def run(
     on_transition: Callable[[TransitionReport], None] | None = None,
     order: OrderSpec | None = None,
     subpackets: int = 1,
+    storage: int = 1,
 ) -> RunReport:
     """Run ``epochs`` transitions ``0 -> 1 -> ... -> epochs`` on ``dataset`` with ``K`` workers.
 
@@ -239,6 +241,13 @@ def run(
     subpackets : int
         Pieces a record, ``q >= 1`` (module docstring); ``q`` must divide the record width and
         the records must have one fixed size.
+    storage : int
+        Batches each worker stores, ``1 <= M <= K`` (:mod:`coded_shuffle.storage`). With ``M > 1``
+        the records are cut into ``C(K - 1, M - 1)`` pieces of at least
+        :data:`~coded_shuffle.engine.state.MIN_PIECE_BYTES` bytes, the workers start with their
+        share of the piece placement, and every transition delivers with
+        :class:`~coded_shuffle.engine.schemes.StorageScheme` and updates the placement; the
+        reports count pieces. ``M = 1`` is the delivery of whole batches.
 
     Returns
     -------
@@ -253,6 +262,10 @@ def run(
     ([1, 2], True)
     >>> halves = run(ds, K=3, epochs=2, seed=5, subpackets=2)  # pieces of 4 bytes
     >>> halves.verified, halves.subpackets, halves.transitions[0].records_checked
+    (True, 2, 60)
+    >>> big = load_dataset(np.random.default_rng(0).integers(0, 256, (60, 512), dtype=np.uint8))
+    >>> kept = run(big, K=3, epochs=2, seed=5, storage=2)  # 2 pieces of 256 bytes, 2 holders each
+    >>> kept.verified, kept.transitions[0].subpackets, kept.transitions[0].records_checked
     (True, 2, 60)
     """
     if not isinstance(dataset, Dataset):
@@ -271,6 +284,24 @@ def run(
     if order is not None and not isinstance(order, OrderSpec):
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
     q = check_int(subpackets, "subpackets", minimum=1)
+    M = storage
+    check_storage(M, K)
+    if M != 1:
+        if q != 1:
+            raise ValueError(
+                f"Argument 'subpackets' must be 1 with storage M = {M} (the storage cuts the pieces)."
+            )
+        opts = MasterOptions(
+            strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
+        )
+        reports = _run_storage(
+            dataset, K=K, M=M, epochs=epochs, seed=seed, order=order, link=link, on_transition=on_transition,
+            opts=opts,
+        )  # fmt: skip
+        return RunReport(
+            K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
+            transitions=tuple(reports), subpackets=reports[0].subpackets if reports else 1, storage=M,
+        )  # fmt: skip
     work = dataset if q == 1 else pieces_dataset(dataset, q)
 
     def pieces(p: Placement) -> Placement:
@@ -322,6 +353,44 @@ def run(
     )
 
 
+def _run_storage(
+    dataset: Dataset,
+    *,
+    K: int,
+    M: int,
+    epochs: int,
+    seed: int,
+    order: OrderSpec | None,
+    link: Any,
+    on_transition: Callable[[TransitionReport], None] | None,
+    opts: MasterOptions,
+) -> list[TransitionReport]:
+    """The transitions of :func:`run` with a storage of ``M > 1`` batches."""
+    from ..storage import piece_placement, update_storage
+
+    work = storage_dataset(dataset, K, M)
+    pp = piece_placement(order_placement(dataset.N, K, seed=seed, epoch=0, spec=order), M=M)
+    caches = [work.cache(pp.held_by(k)) for k in range(K)]
+    spare: list[np.ndarray] | None = None
+    reports = []
+    for t in range(epochs):
+        nxt = update_storage(pp, order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order))
+        old = caches
+        rep, caches = drive(
+            link, STORAGE_SCHEME, work, caches, (pp, nxt), epoch=t + 1, opts=opts, spare=spare
+        )
+        spare = [c.data for c in old]
+        rep = dataclasses.replace(
+            rep, N=dataset.N, record_bytes=dataset.record_bytes, subpackets=pp.pieces, storage=M,
+            piece_bytes=work.record_bytes,
+        )  # fmt: skip
+        reports.append(rep)
+        if on_transition is not None:
+            on_transition(rep)
+        pp = nxt
+    return reports
+
+
 def simulate(
     *,
     K: int,
@@ -336,11 +405,12 @@ def simulate(
     on_transition: Callable[[TransitionReport], None] | None = None,
     order: OrderSpec | None = None,
     subpackets: int = 1,
+    storage: int = 1,
 ) -> RunReport:
     """Run the in-process engine on ``N`` random records of ``record_bytes`` bytes.
 
     The records come from :func:`synthetic_dataset` (a stream of ``seed`` separate from the epoch
-    orders); everything else, ``subpackets`` included, is :func:`run`.
+    orders); everything else, ``subpackets`` and ``storage`` included, is :func:`run`.
 
     Examples
     --------
@@ -365,4 +435,5 @@ def simulate(
         on_transition=on_transition,
         order=order,
         subpackets=subpackets,
+        storage=storage,
     )

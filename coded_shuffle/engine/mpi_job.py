@@ -37,15 +37,13 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..bounds import lower_bound
 from ..codec import Cache, Dataset, load_dataset, parse_frame
 from ..orders import OrderSpec, Placement, auto_order, epoch_placement, order_placement
-from ..plan import plan_delivery
 from ..transport import MPITransport, mpi_world
 from .mpi import Watchdog, attend, serve
 from .protocol import MasterOptions, master_transition, worker_transition
-from .schemes import SCHEMES
-from .state import synthetic_dataset
+from .schemes import SCHEMES, Storage
+from .state import storage_refusal, synthetic_dataset
 
 #: The name the job's messages start with.
 PROG = "coded-shuffle run"
@@ -63,6 +61,21 @@ def placement(args: argparse.Namespace, N: int, K: int, *, epoch: int) -> Placem
     """The batches of ``epoch``: the epoch order the options name, cut into ``K`` batches."""
     spec = OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
     return order_placement(N, K, seed=args.seed, epoch=epoch, spec=spec)
+
+
+class Epochs:
+    """A job's epochs: the batches its options name, held as :class:`~.schemes.Storage` says."""
+
+    def __init__(self, args: argparse.Namespace, N: int, B: int, K: int) -> None:
+        self.args, self.N, self.K = args, N, K
+        self.store = Storage.of(B, K=K, M=int(args.storage))
+        self.M, self.pieces, self.width = self.store.M, self.store.pieces, self.store.width
+
+    def first(self) -> Any:
+        return self.store.start(placement(self.args, self.N, self.K, epoch=self.args.start_epoch))
+
+    def following(self, p: Any, epoch: int) -> Any:
+        return self.store.following(p, placement(self.args, self.N, self.K, epoch=epoch))
 
 
 def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:
@@ -119,7 +132,11 @@ def _corrupter(cache: Cache, need: np.ndarray) -> Any:
     def tamper(frames: list[np.ndarray]) -> list[np.ndarray]:
         for q, raw in enumerate(frames):
             f = parse_frame(raw)
-            hit = np.flatnonzero(np.isin(f.a, want) | np.isin(f.b, want))
+            if f.offsets is not None and f.terms is not None:  # symbols of many terms (storage)
+                sym = np.repeat(np.arange(f.n_symbols), np.diff(f.offsets))
+                hit = np.unique(sym[np.isin(f.terms, want)])
+            else:
+                hit = np.flatnonzero(np.isin(f.a, want) | np.isin(f.b, want))
             if hit.size:
                 buf = raw.copy()
                 buf[f.header_bytes + int(hit[0]) * f.record_bytes] ^= 0xFF
@@ -139,28 +156,33 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
     N, B, status = link.share()
     if status:
         return int(link.share())
-    sums = link.share_array(np.empty(N, dtype=np.uint64))
     K = link.K
+    ep = Epochs(args, N, B, K)
+    sums = link.share_array(np.empty(N * ep.pieces, dtype=np.uint64))
     dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
-    p_t = placement(args, N, K, epoch=args.start_epoch)
-    ids = p_t.batch(k)
-    cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, B), dtype=np.uint8)), lengths=None)
+    p_t = ep.first()
+    ids = ep.store.held(p_t, k)
+    rows = np.empty((ids.size, ep.width), dtype=np.uint8)
+    cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
-    # every epoch, and a delivery carries at most N (K - 1) / K coded symbols.
+    # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
+    # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
     modes = MODES[args.mode]
     if {"coded", "uncoded"} & set(modes):
-        link.reserve(-(-N * (K - 1) // K) * (B + 24) + (N * B // args.max_frame_bytes + 2) * 4160)
+        per = ep.pieces * (K - ep.M) // max(K - 1, 1)
+        frames = (N * B // args.max_frame_bytes + 2) * 4160
+        link.reserve(-(-N * per * (K - 1) // K) * (ep.width + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
     warm_up_transition(link, modes, dog, seed=args.seed)
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
-        p_t1 = placement(args, N, K, epoch=t + 1)
+        p_t1 = ep.following(p_t, t + 1)
         results = []
         for mode, out in zip(modes, spare, strict=True):
             corrupt = args.corrupt_worker == k and t == args.start_epoch and mode != "alltoallv"
             role = worker_transition(
-                link, SCHEMES[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
-                with_digest=True, tamper=_corrupter(cache, p_t1.batch(k)) if corrupt else None,
+                link, ep.store.scheme(mode), k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
+                with_digest=True, tamper=_corrupter(cache, ep.store.held(p_t1, k)) if corrupt else None,
                 links=_link_counter() if args.count_links else None,
             )  # fmt: skip
             res = attend(link, role, watchdog=dog)
@@ -275,7 +297,15 @@ def _load(args: argparse.Namespace, K: int) -> Dataset | str:
             f"--max-frame-bytes must be at least the record width, {dataset.record_bytes} bytes "
             f"(a frame carries at least one symbol), not {args.max_frame_bytes}"
         )
-    return dataset
+    refusal = storage_refusal(dataset.record_bytes, K, args.storage, variable=dataset.variable)
+    return dataset if refusal is None else refusal
+
+
+def _storage_note(ep: Epochs) -> str:
+    if ep.M == 1:
+        return ""
+    pieces = f"{ep.pieces} piece{'s' if ep.pieces > 1 else ''}"
+    return f", storage = {ep.M} batches ({pieces} of {ep.width} B a record)"
 
 
 def master(args: argparse.Namespace, link: MPITransport) -> int:
@@ -287,12 +317,14 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
         link.share(2)
         return 2
     N, B = dataset.N, dataset.record_bytes
+    ep = Epochs(args, N, B, K)
+    work = ep.store.dataset(dataset)
     link.share((N, B, 0))
-    link.share_array(dataset.checksums)
+    link.share_array(work.checksums)
     dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
-    p_t = placement(args, N, K, epoch=args.start_epoch)
-    for k in range(K):  # setup, not counted: each worker starts with its batch of the first epoch
-        link.send_rows(k, dataset.data[p_t.batch(k)])
+    p_t = ep.first()
+    for k in range(K):  # setup, not counted: each worker starts with its batch (or share) of the first epoch
+        link.send_rows(k, work.data[ep.store.held(p_t, k)])
 
     # Results go to standard output, or to the file coded-shuffle run reads them from.
     res: TextIO = sys.stdout if args.results is None else open(args.results, "w", encoding="utf-8")  # noqa: SIM115
@@ -308,7 +340,7 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
         print(
             f"K = {K}, N = {N}, record = {B} B, "
             f"epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
-            f"mode = {args.mode}, link = {pace}",
+            f"mode = {args.mode}, link = {pace}" + _storage_note(ep),
             file=res,
             flush=True,
         )
@@ -327,15 +359,14 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
     all_ok = True
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
-        p_t1 = placement(args, N, K, epoch=t + 1)
-        plan = plan_delivery(p_t, p_t1, strategy=args.strategy)
-        planned = (plan, lower_bound(plan.S))
+        p_t1 = ep.following(p_t, t + 1)
+        planned = ep.store.scheme("coded").plan(p_t, p_t1, work, strategy=args.strategy, exact_bound=None)
         for mode in MODES[args.mode]:
             role = master_transition(
-                link, SCHEMES[mode], dataset, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
+                link, ep.store.scheme(mode), work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
                 links=_link_counter() if args.count_links else None,
             )  # fmt: skip
-            rep = serve(link, role, watchdog=dog)
+            rep = ep.store.report(serve(link, role, watchdog=dog), dataset)
             if mode == "coded" and args.bcast_baseline:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))

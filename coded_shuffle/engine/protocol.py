@@ -31,14 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from ..bounds import LowerBound, lower_bound
 from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset, encode_plan_arrays
 from ..errors import IntegrityError
 from ..orders import Placement
-from ..plan import DeliveryPlan, plan_delivery
 from .report import TransitionReport
-from .schemes import Encoded, Taken, receive_decode, send
-from .state import _spare_rows, check_holdings, digest
+from .schemes import Encoded, Planned, Taken, receive_decode, send
+from .state import _spare_rows, digest
 
 __all__ = [
     "READY", "STOP", "GO", "END", "REPAIR", "DONE", "ABANDON",
@@ -129,13 +127,6 @@ def step(role: Generator[Any, Any, Any], value: Any) -> tuple[bool, Any]:
         return False, stop.value
 
 
-def _plan(p_t: Placement, p_t1: Placement, opts: MasterOptions) -> tuple[DeliveryPlan, LowerBound, float]:
-    tic = time.perf_counter()
-    plan = plan_delivery(p_t, p_t1, strategy=opts.strategy)
-    lb = lower_bound(plan.S, exact=opts.exact_bound)
-    return plan, lb, time.perf_counter() - tic
-
-
 def _pending(posts: list[Status]) -> dict[int, np.ndarray]:
     return {k: s.failed for k, s in enumerate(posts) if s.failed.size}
 
@@ -149,21 +140,25 @@ def master_transition(
     *,
     epoch: int,
     opts: MasterOptions,
-    planned: tuple[DeliveryPlan, LowerBound] | None = None,
+    planned: Planned | None = None,
     links: Any = None,
 ) -> Generator[Gather | Announce, Any, TransitionReport | Stopped]:
     """The master's role in one transition; returns its report, or :class:`Stopped`.
 
-    ``planned`` is the plan and bound of this shuffle when the caller has them already (several
-    schemes delivering the same shuffle). ``links()``, if given, returns the bytes this rank's
+    ``p_t`` and ``p_t1`` are what the scheme plans from: two placements, or two piece placements
+    (:class:`~coded_shuffle.storage.PiecePlacement`) for a
+    :class:`~coded_shuffle.engine.schemes.StorageScheme`. ``planned`` is
+    the scheme's plan of this shuffle when the caller has it already (several schemes delivering
+    the same shuffle). ``links()``, if given, returns the bytes this rank's
     network interfaces sent and received during the transition (``run --count-links``). Raises
     :class:`~coded_shuffle.errors.IntegrityError` (after telling the workers) when repairs run out.
     """
     if planned is None:
-        plan, lb, plan_s = _plan(p_t, p_t1, opts)
+        planned = scheme.plan(p_t, p_t1, dataset, strategy=opts.strategy, exact_bound=opts.exact_bound)
+        plan_s = planned.seconds
     else:
-        (plan, lb), plan_s = planned, 0.0
-    encoded = scheme.encode(plan, dataset, epoch=epoch, max_frame_bytes=opts.max_frame_bytes)
+        plan_s = 0.0
+    encoded = scheme.encode(planned.plan, dataset, epoch=epoch, max_frame_bytes=opts.max_frame_bytes)
     ready = yield Gather("ready")
     if STOP in ready:
         yield Announce(END)
@@ -204,14 +199,12 @@ def master_transition(
     total = link.stats - before
     tic = time.perf_counter()
     held: list[Holdings] = yield Gather("holdings")
-    checked, ok = check_holdings(
-        dataset, [h.ids for h in held], [h.checksums for h in held], p_t1, lengths=[h.lengths for h in held]
-    )
+    checked, ok = scheme.check(dataset, held, p_t1)
     check_s = time.perf_counter() - tic
     yield Announce(bool(ok))
     counts = [links(), *(h.links for h in held)] if links is not None else []
     return _report(
-        plan, lb, dataset, scheme, encoded, first, held,
+        planned, p_t.K, dataset, scheme, encoded, first, held,
         epoch=epoch, opts=opts, coded=coded, total=total, rejected=rejected, repairs=repairs,
         rounds=rounds, checked=checked, verified=bool(ok), seconds=seconds,
         control=getattr(link, "control_bytes", 0) - control, counts=counts,
@@ -224,19 +217,9 @@ def master_transition(
     )  # fmt: skip
 
 
-def _coded_payload(plan: DeliveryPlan, dataset: Dataset) -> int:
-    """Payload bytes of the coded plan: a symbol is as long as the longer of its records."""
-    if dataset.lengths is None:
-        return plan.n_symbols * dataset.record_bytes
-    a, b, _ = plan.transmissions()
-    la = dataset.lengths[a]
-    lb = np.where(b >= 0, dataset.lengths[np.maximum(b, 0)], 0)
-    return int(np.maximum(la, lb).sum())
-
-
 def _report(
-    plan: DeliveryPlan,
-    lb: LowerBound,
+    planned: Planned,
+    K: int,
     dataset: Dataset,
     scheme: Any,
     sent: Encoded,
@@ -258,24 +241,19 @@ def _report(
     timings: dict[str, float],
 ) -> TransitionReport:
     """The :class:`TransitionReport` of one transition, from what the master sent and gathered."""
-    moved = plan.placement_t.owner != plan.placement_t1.owner
-    if dataset.lengths is None:
-        uncoded_bytes = int(moved.sum()) * dataset.record_bytes
-    else:
-        uncoded_bytes = int(dataset.lengths[moved].sum())
     digests = [h.digest for h in held]
     return TransitionReport(
         epoch=epoch,
         mode=scheme.name,
-        K=plan.placement_t.K,
+        K=K,
         N=dataset.N,
         record_bytes=dataset.record_bytes,
         strategy=opts.strategy,
-        coded_symbols=plan.n_symbols,
-        uncoded_symbols=int(plan.rates.uncoded),
-        lower_bound=int(lb.value),
-        lower_bound_exact=bool(lb.exact),
-        optimal=plan.n_symbols == int(lb.value),
+        coded_symbols=planned.coded_symbols,
+        uncoded_symbols=planned.uncoded_symbols,
+        lower_bound=planned.lower_bound,
+        lower_bound_exact=planned.lower_bound_exact,
+        optimal=planned.coded_symbols == planned.lower_bound,
         planned_symbols=sent.planned_symbols,
         xor_symbols=sent.xor_symbols,
         lone_symbols=sent.lone_symbols,
@@ -284,8 +262,8 @@ def _report(
         payload_bytes=int(sent.payload_bytes),
         header_bytes=int(sent.header_bytes),
         framing_overhead=float(sent.header_bytes / sent.payload_bytes) if sent.payload_bytes else 0.0,
-        coded_bytes=int(sent.payload_bytes) if scheme.name == "coded" else _coded_payload(plan, dataset),
-        uncoded_bytes=uncoded_bytes,
+        coded_bytes=planned.coded_bytes,
+        uncoded_bytes=planned.uncoded_bytes,
         frames=int(sent.n_frames),
         frames_rejected=int(rejected),
         repairs=repairs,
@@ -324,7 +302,7 @@ def worker_transition(
     scheme: Any,
     worker: int,
     cache: Cache,
-    placements: tuple[Placement, Placement],
+    placements: tuple[Any, Any],
     *,
     epoch: int,
     checksums: np.ndarray,
@@ -340,7 +318,7 @@ def worker_transition(
     ``tamper`` changes the frames it received (tests); ``links()`` as for the master. Raises
     :class:`~coded_shuffle.errors.IntegrityError` when the master abandons the transition.
     """
-    need = placements[1].batch(worker)  # distinct ids: a batch of a placement
+    need = scheme.need(placements[1], worker)  # distinct ids, increasing
     # Everything a worker can make ready is made before the barrier that starts the delivery: a
     # worker late into the broadcast holds the master back (its large messages wait for them all).
     out = _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1]))

@@ -22,7 +22,8 @@ class TransitionReport:
     With ``subpackets = q > 1`` every count of symbols or points (``coded_symbols``,
     ``uncoded_symbols``, ``planned_symbols``, ``wire_symbols``, ``xor_symbols``, ``lone_symbols``,
     ``lower_bound``, ``repairs``) is in pieces of ``record_bytes / q`` bytes: divide by ``q`` for
-    records. Bytes are bytes.
+    records. With ``storage = M > 1`` records are cut into ``subpackets = C(K - 1, M - 1)`` pieces
+    of ``piece_bytes`` bytes (zero-padded) and the counts are in pieces too. Bytes are bytes.
 
     Attributes
     ----------
@@ -81,6 +82,10 @@ class TransitionReport:
         wait on a paced link).
     subpackets : int
         Pieces a record, ``q`` (1: whole records).
+    storage : int
+        Batches each worker stores, ``M`` (1: its batch alone).
+    piece_bytes : int or None
+        Bytes of a piece when records are cut (``subpackets > 1``).
     seed : int or None
         Seed of the epoch orders, where the driver knows it.
     link_mbps : float or None
@@ -130,6 +135,8 @@ class TransitionReport:
     seconds: float
     timings: dict[str, float] = field(default_factory=dict)
     subpackets: int = 1
+    storage: int = 1
+    piece_bytes: int | None = None
     seed: int | None = None
     link_mbps: float | None = None
     control_bytes: int = 0
@@ -174,6 +181,8 @@ class RunReport:
         One report per transition, in order.
     subpackets : int
         Pieces a record, ``q``.
+    storage : int
+        Batches each worker stores, ``M``.
     """
 
     K: int
@@ -184,6 +193,7 @@ class RunReport:
     strategy: str
     transitions: tuple[TransitionReport, ...]
     subpackets: int = 1
+    storage: int = 1
 
     @property
     def verified(self) -> bool:

@@ -1,19 +1,29 @@
 """Schemes: what the master sends in one transition and how a worker takes it in.
 
 A scheme is the one object the transition protocol (:mod:`coded_shuffle.engine.protocol`) is
-given. It has two halves:
+given (a :class:`Scheme`). The master's half:
 
+``plan(p_t, p_t1, dataset, *, strategy, exact_bound) -> Planned``
+    this shuffle's plan, with the loads and the bound the report gives;
 ``encode(plan, dataset, *, epoch, max_frame_bytes) -> Encoded``
-    the master's: this shuffle's delivery as frames, made before the delivery is timed; the
-    protocol then puts them on the link with :func:`send`;
+    its delivery as frames, made before the delivery is timed; the protocol then puts them on
+    the link with :func:`send`;
+``check(dataset, held, p_t1) -> (records checked, ok)``
+    the verdict on what the workers hold afterwards.
+
+A worker's half:
+
+``need(p_t1, worker) -> ids``
+    what it must hold after the transition;
 ``take(link, worker, cache, need, ...) -> Taken``
-    a worker's: receive what was sent and rebuild its next batch from its cache.
+    receive what was sent and rebuild those from its cache.
 
 :class:`CodedScheme` sends the coded plan (order-2 XORs, cycle symbols, lone leftovers) in one
 broadcast; :class:`UncodedScheme` sends every record that changes worker alone, to its new holder
 only; :class:`ExchangeBaseline` is the alternative without a master: the workers send each other
-the records that move (``MPI_Alltoallv``). A new scheme is a new object of this kind, never a new
-copy of the transition loop.
+the records that move (``MPI_Alltoallv``); :class:`StorageScheme` delivers, when every worker
+stores ``M > 1`` batches, the pieces of :mod:`coded_shuffle.storage` in symbols of many terms. A
+new scheme is a new object of this kind, never a new copy of the transition loop.
 """
 
 from __future__ import annotations
@@ -25,15 +35,35 @@ from typing import Any
 
 import numpy as np
 
+from ..bounds import lower_bound
 from ..codec import Cache, Dataset, DecodeResult, decode_worker, encode_plan, encode_plan_arrays, parse_frame
 from ..errors import DecodeError
 from ..orders import Placement
-from ..plan import DeliveryPlan
+from ..plan import DeliveryPlan, plan_delivery
+from .state import check_holdings
 
 __all__ = [
-    "Encoded", "Taken", "CodedScheme", "UncodedScheme", "ExchangeBaseline", "SCHEMES", "send",
-    "uncoded_frames",
+    "Planned", "Encoded", "Taken", "Scheme", "CodedScheme", "UncodedScheme", "ExchangeBaseline",
+    "StorageScheme", "Storage", "SCHEMES", "STORAGE_SCHEME", "send", "uncoded_frames",
 ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One shuffle's plan as the master's half of a scheme made it, with what the report gives.
+
+    Counts are in symbols: records, or pieces when records are cut (``subpackets``, storage).
+    """
+
+    plan: Any
+    coded_symbols: int
+    uncoded_symbols: int
+    lower_bound: int
+    lower_bound_exact: bool
+    coded_bytes: int
+    uncoded_bytes: int
+    seconds: float
+
 
 #: ``tamper(frames) -> frames``: what a worker decodes instead of what it received (tests only).
 Tamper = Callable[[list[np.ndarray]], list[np.ndarray]]
@@ -128,7 +158,42 @@ def receive_decode(
     return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
 
 
-class CodedScheme:
+class Scheme:
+    """What every scheme shares: the coded plan of the shuffle, its bound, and the check of holdings."""
+
+    name = "scheme"
+
+    def plan(
+        self, p_t: Placement, p_t1: Placement, dataset: Dataset, *, strategy: str, exact_bound: bool | None
+    ) -> Planned:
+        tic = time.perf_counter()
+        plan = plan_delivery(p_t, p_t1, strategy=strategy)
+        lb = lower_bound(plan.S, exact=exact_bound)
+        moved = p_t.owner != p_t1.owner
+        if dataset.lengths is None:
+            uncoded_bytes = int(moved.sum()) * dataset.record_bytes
+            coded_bytes = plan.n_symbols * dataset.record_bytes
+        else:
+            uncoded_bytes = int(dataset.lengths[moved].sum())
+            a, b, _ = plan.transmissions()  # a symbol is as long as the longer of its records
+            lens_b = np.where(b >= 0, dataset.lengths[np.maximum(b, 0)], 0)
+            coded_bytes = int(np.maximum(dataset.lengths[a], lens_b).sum())
+        return Planned(
+            plan, plan.n_symbols, int(plan.rates.uncoded), int(lb.value), bool(lb.exact),
+            coded_bytes, uncoded_bytes, time.perf_counter() - tic,
+        )  # fmt: skip
+
+    def need(self, placement_next: Any, worker: int) -> np.ndarray:
+        return placement_next.batch(worker)
+
+    def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
+        return check_holdings(
+            dataset, [h.ids for h in held], [h.checksums for h in held], placement_next,
+            lengths=[h.lengths for h in held],
+        )  # fmt: skip
+
+
+class CodedScheme(Scheme):
     """The coded delivery: the plan's symbols in frames broadcast once to every worker.
 
     Examples
@@ -196,7 +261,7 @@ class UncodedScheme(CodedScheme):
         return _encoded(by_worker, int(plan.rates.uncoded), 0, tic)
 
 
-class ExchangeBaseline:
+class ExchangeBaseline(Scheme):
     """The workers send each other the records that move, directly; the master sends nothing.
 
     Needs a transport with ``exchange`` (:class:`~coded_shuffle.transport.MPITransport`).
@@ -259,3 +324,218 @@ SCHEMES: dict[str, Any] = {
     "uncoded": UncodedScheme(),
     "alltoallv": ExchangeBaseline(),
 }
+
+
+class StorageScheme(Scheme):
+    """The coded delivery when every worker stores ``M > 1`` batches (:mod:`coded_shuffle.storage`).
+
+    The dataset is that of the pieces (:func:`~coded_shuffle.engine.state.storage_dataset`), a
+    worker's cache the pieces it stores, and the placements the protocol is given are piece
+    placements (:class:`~coded_shuffle.storage.PiecePlacement`), the second one updated from the
+    first (:func:`~coded_shuffle.storage.update_storage`). The plan is
+    :func:`~coded_shuffle.storage.plan_storage`; its symbols, XORs of pieces, go out in one
+    broadcast of frames of many-term symbols (:func:`~coded_shuffle.codec.encode_terms`), and a
+    worker solves them (:func:`~coded_shuffle.codec.decode_terms`). Afterwards every worker must
+    hold exactly its share of the next piece placement, every piece with its checksum.
+
+    Examples
+    --------
+    >>> StorageScheme().name
+    'coded'
+    """
+
+    name = "coded"
+
+    def plan(
+        self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
+    ) -> Planned:
+        from ..matrix import shuffle_matrix
+        from ..storage import plan_storage, storage_lower_bound
+
+        tic = time.perf_counter()
+        plan = plan_storage(p_t, p_t1.placement, packing=strategy)
+        S = shuffle_matrix(p_t.placement, p_t1.placement)
+        lb = storage_lower_bound(S, M=p_t.M, exact=exact_bound)
+        width = dataset.record_bytes
+        n, W = plan.n_symbols, int(plan.demand.shape[0])
+        return Planned(
+            plan, n, W, int(lb.pieces), bool(lb.exact), n * width, W * width, time.perf_counter() - tic
+        )
+
+    def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
+        from ..codec import encode_terms
+
+        tic = time.perf_counter()
+        counts = np.fromiter((len(x) for x in plan.transmissions), dtype=np.int64, count=plan.n_symbols)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        terms = np.fromiter(
+            (i for x in plan.transmissions for i in x), dtype=np.int64, count=int(offsets[-1])
+        )
+        owner = np.asarray(plan.placement_next.owner, dtype=np.int64)
+        wanter = owner[terms // plan.storage.pieces]
+        frames = encode_terms(
+            dataset,
+            offsets,
+            terms,
+            epoch=epoch,
+            wanter=wanter,
+            K=plan.storage.K,
+            max_frame_bytes=max_frame_bytes,
+        )
+        return _encoded(frames, plan.n_symbols, int((counts > 1).sum()), tic)
+
+    def need(self, placement_next: Any, worker: int) -> np.ndarray:
+        return placement_next.held_by(worker)
+
+    def take(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        need: np.ndarray,
+        *,
+        placements: Any = None,
+        epoch: int,
+        checksums: np.ndarray,
+        out: np.ndarray | None = None,
+        tamper: Tamper | None = None,
+        **_: Any,
+    ) -> Taken:
+        from ..codec import decode_terms
+
+        t0 = time.perf_counter()
+        raw = link.receive(worker)
+        t_recv = time.perf_counter() - t0
+        if tamper is not None:
+            raw = tamper(list(raw))
+        frames, rejected = [], 0
+        for buf in raw:
+            try:
+                frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]))
+            except DecodeError:
+                rejected += 1
+                continue
+            if frame.terms is None:
+                rejected += 1
+                continue
+            frames.append(frame)
+        res = decode_terms(cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out)
+        return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
+
+    def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
+        """Every worker holds exactly its pieces of ``placement_next``, each with its checksum.
+
+        Returns the records checked: those whose every piece the new owner holds and matched.
+        """
+        from ..errors import InvalidPlanError
+        from ..storage import check_piece_placement
+
+        pp = placement_next
+        try:
+            check_piece_placement(pp)
+            ok = len(held) == pp.K
+        except InvalidPlanError:
+            ok = False
+        C = pp.pieces
+        good = np.zeros(pp.N, dtype=np.int64)
+        owner = np.asarray(pp.placement.owner, dtype=np.int64)
+        for k, h in enumerate(held[: pp.K]):
+            match = np.array_equal(h.ids, pp.held_by(k)) and np.array_equal(
+                h.checksums, dataset.checksums[h.ids]
+            )
+            ok &= bool(match)
+            if match:
+                r = h.ids // C
+                np.add.at(good, r[owner[r] == k], 1)
+        checked = int((good == C).sum())
+        return checked, bool(ok and checked == pp.N)
+
+
+#: The scheme of every transition with a storage of more than one batch.
+STORAGE_SCHEME = StorageScheme()
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How a job's workers store its records, for every driver: ``M`` batches each.
+
+    With ``M = 1`` a worker holds its batch and the placements are the epochs' batches; with
+    ``M > 1`` the records are cut into ``pieces`` of ``width`` bytes
+    (:func:`~coded_shuffle.engine.state.storage_dataset`), the placements are piece placements
+    followed from epoch to epoch with no traffic (:func:`~coded_shuffle.storage.update_storage`),
+    a worker holds its share of them, and every transition is :data:`STORAGE_SCHEME`'s. A worker
+    always hands out whole records (:meth:`records`).
+
+    Examples
+    --------
+    >>> s = Storage.of(2048, K=8, M=2)
+    >>> s.pieces, s.width
+    (7, 293)
+    """
+
+    M: int
+    K: int
+    pieces: int
+    width: int
+
+    @classmethod
+    def of(cls, record_bytes: int, *, K: int, M: int) -> Storage:
+        """The storage of ``M`` batches for records of ``record_bytes`` on ``K`` workers, or raise."""
+        from .state import storage_pieces
+
+        C, width = storage_pieces(record_bytes, K, M) if M != 1 else (1, record_bytes)
+        return cls(M=int(M), K=K, pieces=C, width=width)
+
+    def start(self, placement: Placement) -> Any:
+        """What the workers hold at the first epoch, as the placement the scheme plans from."""
+        from ..storage import piece_placement
+
+        return placement if self.M == 1 else piece_placement(placement, M=self.M)
+
+    def following(self, held: Any, placement_next: Placement) -> Any:
+        """What they hold after the delivery of ``placement_next``'s batches."""
+        from ..storage import update_storage
+
+        return placement_next if self.M == 1 else update_storage(held, placement_next)
+
+    def held(self, held: Any, worker: int) -> np.ndarray:
+        """The ids (records, or pieces) ``worker`` holds."""
+        return held.batch(worker) if self.M == 1 else held.held_by(worker)
+
+    def scheme(self, mode: str) -> Any:
+        """The scheme of ``mode``: the storage's own above one batch (``coded`` only)."""
+        if self.M == 1:
+            return SCHEMES[mode]
+        if mode != "coded":
+            raise ValueError(
+                f"Argument 'mode' must be 'coded' with a storage of M = {self.M} batches, not {mode!r}."
+            )
+        return STORAGE_SCHEME
+
+    def dataset(self, dataset: Dataset) -> Dataset:
+        """The dataset the transitions deliver: the records, or their pieces."""
+        from .state import storage_dataset
+
+        return dataset if self.M == 1 else storage_dataset(dataset, self.K, self.M)
+
+    def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
+        """The rows of records ``ids`` (any order), whole, from a worker's cache; KeyError if not held."""
+        if self.M == 1:
+            rows = cache.rows(ids)
+            if rows.size and int(rows.min()) < 0:
+                raise KeyError(f"record {int(ids[int(np.argmin(rows))])} is not held")
+            return cache.data[rows]
+        from .state import records_of_pieces
+
+        return records_of_pieces(cache, ids, self.pieces, record_bytes)
+
+    def report(self, rep: Any, dataset: Dataset) -> Any:
+        """A report of the transitions on pieces, given in records of ``dataset`` (counts in pieces)."""
+        if self.M == 1:
+            return rep
+        import dataclasses
+
+        return dataclasses.replace(
+            rep, N=dataset.N, record_bytes=dataset.record_bytes, subpackets=self.pieces, storage=self.M,
+            piece_bytes=self.width,
+        )  # fmt: skip

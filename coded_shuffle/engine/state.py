@@ -23,7 +23,18 @@ __all__ = [
     "pieces_dataset",
     "pieces_placement",
     "digest",
+    "MIN_PIECE_BYTES",
+    "storage_pieces",
+    "storage_refusal",
+    "storage_dataset",
+    "records_of_pieces",
 ]
+
+#: Smallest piece a storage of ``M > 1`` batches may cut records into. A symbol of ``t + 2``
+#: pieces carries ``8 + 4 (t + 2)`` bytes of entry and term table (docs/wire-format.md): at 256
+#: bytes that is 8 % of its payload at ``t = 1`` and 11 % at ``t = 3``; smaller pieces would
+#: spend on framing much of what the coding saves over the uncoded delivery.
+MIN_PIECE_BYTES = 256
 
 
 def initial_caches(dataset: Dataset, placement: Placement) -> list[Cache]:
@@ -185,3 +196,103 @@ def digest(cache: Cache) -> str:
     h.update(np.ascontiguousarray(cache.ids, dtype="<i8").tobytes())
     h.update(np.ascontiguousarray(cache.data).data)
     return h.hexdigest()
+
+
+def storage_pieces(record_bytes: int, K: int, M: int) -> tuple[int, int]:
+    """``(C, piece bytes)`` of records of ``record_bytes`` with a storage of ``M`` batches, or raise.
+
+    Refuses, naming ``M``, a storage out of range (:func:`~coded_shuffle.storage.check_storage`)
+    and pieces under :data:`MIN_PIECE_BYTES`.
+
+    Examples
+    --------
+    >>> storage_pieces(2048, 8, 2)
+    (7, 293)
+    """
+    from ..storage import check_storage, pieces_per_record
+
+    t = check_storage(M, K)
+    C = pieces_per_record(K, t)
+    width = -(-record_bytes // C)
+    if C > 1 and width < MIN_PIECE_BYTES:
+        raise ValueError(
+            f"Argument 'M' (storage) = {M} cuts records of {record_bytes} bytes into C({K - 1}, {t}) = {C} "
+            f"pieces of {width} bytes, under the minimum of {MIN_PIECE_BYTES}: records of at least "
+            f"{C * MIN_PIECE_BYTES} bytes are needed."
+        )
+    return C, width
+
+
+def storage_refusal(record_bytes: int, K: int, M: int, *, variable: bool = False) -> str | None:
+    """Why ``--storage M`` cannot cut these records, said of the option, or None when it can.
+
+    Examples
+    --------
+    >>> storage_refusal(1024, 8, 9)
+    '--storage must be at most K = 8 batches, not 9'
+    """
+    try:
+        if variable and M != 1:
+            raise ValueError(f"Argument 'M' (storage) must be 1 for variable-length records, not {M}")
+        storage_pieces(record_bytes, K, M)
+    except (TypeError, ValueError) as exc:
+        text = str(exc).replace("Argument 'M' (storage) = ", "--storage ")
+        return text.replace("Argument 'M' (storage)", "--storage").rstrip(".")
+    return None
+
+
+def storage_dataset(dataset: Dataset, K: int, M: int) -> Dataset:
+    """The dataset of the pieces of a storage of ``M`` batches: row ``r C + p`` is piece ``p`` of ``r``.
+
+    A record of ``B`` bytes is zero-padded to ``C ceil(B / C)`` bytes and cut into ``C = C(K - 1,
+    M - 1)`` pieces of ``ceil(B / C)`` bytes (:mod:`coded_shuffle.storage`); every piece gets its
+    checksum. Refuses, naming ``M``, variable-length records and pieces under
+    :data:`MIN_PIECE_BYTES`.
+
+    Examples
+    --------
+    >>> ds = load_dataset(np.zeros((4, 900), dtype=np.uint8))
+    >>> storage_dataset(ds, 4, 2).data.shape  # C(3, 1) = 3 pieces of 300 bytes
+    (12, 300)
+    """
+    from ..storage import check_storage, pieces_per_record
+
+    t = check_storage(M, K)
+    C = pieces_per_record(K, t)
+    if dataset.variable:
+        raise ValueError(
+            f"Argument 'M' (storage) must be 1 for variable-length records (pieces need one size), not {M}."
+        )
+    B = dataset.record_bytes
+    width = -(-B // C)
+    if width < MIN_PIECE_BYTES:
+        raise ValueError(
+            f"Argument 'M' (storage) = {M} cuts records of {B} bytes into C({K - 1}, {t}) = {C} pieces of "
+            f"{width} bytes, under the minimum of {MIN_PIECE_BYTES}: records of at least "
+            f"{C * MIN_PIECE_BYTES} bytes are needed."
+        )
+    if width * C == B:
+        data = dataset.data.reshape(dataset.N * C, width)
+    else:
+        data = np.zeros((dataset.N, width * C), dtype=np.uint8)
+        data[:, :B] = dataset.data
+        data = data.reshape(dataset.N * C, width)
+    return load_dataset(data)
+
+
+def records_of_pieces(cache: Cache, records: np.ndarray, pieces: int, record_bytes: int) -> np.ndarray:
+    """The rows of ``records`` (ids, increasing) rebuilt whole from the pieces a worker holds.
+
+    Examples
+    --------
+    >>> ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(6, 2))  # 3 records, 2 pieces each
+    >>> records_of_pieces(ds.cache([2, 3, 4, 5]), np.array([1, 2]), 2, 3).tolist()
+    [[4, 5, 6], [8, 9, 10]]
+    """
+    ids = (records[:, None] * pieces + np.arange(pieces)[None, :]).reshape(-1)
+    rows = cache.rows(ids)
+    if rows.size and int(rows.min()) < 0:
+        missing = int(ids[int(np.argmin(rows))])
+        raise KeyError(f"piece {missing} (record {missing // pieces}) is not held")
+    width = int(cache.data.shape[1])
+    return cache.data[rows].reshape(records.size, pieces * width)[:, :record_bytes]

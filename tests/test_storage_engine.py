@@ -1,0 +1,178 @@
+"""Excess storage as bytes: the in-process engine delivers pieces, every worker keeps its share."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from coded_shuffle.codec import load_dataset
+from coded_shuffle.engine import run, simulate
+from coded_shuffle.engine.inprocess import drive
+from coded_shuffle.engine.protocol import MasterOptions
+from coded_shuffle.engine.schemes import STORAGE_SCHEME
+from coded_shuffle.engine.state import MIN_PIECE_BYTES, records_of_pieces, storage_dataset
+from coded_shuffle.orders import epoch_placement
+from coded_shuffle.storage import piece_placement, storage_share, update_storage
+from coded_shuffle.transport import InProcessTransport
+
+
+def records(N, B, seed=0):
+    return load_dataset(np.random.default_rng(seed).integers(0, 256, (N, B), dtype=np.uint8))
+
+
+@pytest.mark.parametrize(("K", "M", "B"), [(3, 2, 512), (4, 2, 800), (4, 3, 768), (5, 3, 1536), (6, 2, 1300)])
+def test_every_worker_ends_with_its_share_and_its_batch_byte_for_byte(K, M, B):
+    ds = records(20 * K, B, seed=K * M)
+    work = storage_dataset(ds, K, M)
+    pp = piece_placement(epoch_placement(ds.N, K, seed=3, epoch=0), M=M)
+    caches = [work.cache(pp.held_by(k)) for k in range(K)]
+    link = InProcessTransport(K)
+    for t in range(3):
+        nxt = update_storage(pp, epoch_placement(ds.N, K, seed=3, epoch=t + 1))
+        rep, caches = drive(link, STORAGE_SCHEME, work, caches, (pp, nxt), epoch=t + 1, opts=MasterOptions())
+        assert rep.verified and rep.repairs == 0 and rep.records_checked == ds.N
+        sizes = nxt.placement.sizes()
+        for k, c in enumerate(caches):
+            # the share of MATH.md, and the bytes of the dataset's own records (not the engine's check)
+            assert len(c) == storage_share(int(sizes[k]), ds.N, K, M - 1)
+            batch = nxt.placement.batch(k)
+            assert np.array_equal(records_of_pieces(c, batch, nxt.pieces, B), ds.data[batch])
+            held = c.ids
+            pad = np.zeros((ds.N, nxt.pieces * work.record_bytes), np.uint8)
+            pad[:, :B] = ds.data
+            assert np.array_equal(c.data, pad.reshape(-1, work.record_bytes)[held])
+        assert rep.wire_symbols == rep.coded_symbols == rep.planned_symbols
+        assert rep.payload_bytes == rep.coded_symbols * work.record_bytes
+        assert rep.wire_bytes == rep.payload_bytes + rep.header_bytes
+        assert rep.lower_bound <= rep.coded_symbols <= rep.uncoded_symbols
+        pp = nxt
+
+
+def test_run_with_storage_reports_pieces_and_checks_every_record():
+    rep = run(records(240, 2048), K=8, epochs=2, seed=1, storage=2)
+    assert rep.verified and rep.storage == 2
+    for t in rep.transitions:
+        assert (t.storage, t.subpackets, t.piece_bytes, t.records_checked) == (2, 7, 293, 240)
+        assert t.mode == "coded" and t.N == 240 and t.record_bytes == 2048
+        d = t.to_dict()
+        assert d["storage"] == 2 and d["optimality_gap"] >= 0
+
+
+def test_a_corrupted_symbol_is_repaired_piece_by_piece():
+    ds = records(60, 512)
+    K, M = 3, 2
+    work = storage_dataset(ds, K, M)
+    pp = piece_placement(epoch_placement(ds.N, K, seed=0, epoch=0), M=M)
+    nxt = update_storage(pp, epoch_placement(ds.N, K, seed=0, epoch=1))
+    caches = [work.cache(pp.held_by(k)) for k in range(K)]
+
+    class Flip(InProcessTransport):
+        flipped = False
+
+        def receive(self, worker):
+            frames = [f.copy() for f in super().receive(worker)]
+            if worker == 1 and frames and not self.flipped:
+                self.flipped = True
+                frames[0][-1] ^= 0xFF  # the last payload byte: a checksum catches it, not the header CRC
+            return frames
+
+    rep, new = drive(Flip(K), STORAGE_SCHEME, work, caches, (pp, nxt), epoch=1, opts=MasterOptions())
+    assert rep.verified and rep.repairs >= 1 and rep.repair_rounds == 1
+    for k in range(K):
+        batch = nxt.placement.batch(k)
+        assert np.array_equal(records_of_pieces(new[k], batch, nxt.pieces, 512), ds.data[batch])
+
+
+def test_storage_one_is_todays_delivery_exactly():
+    ds = records(90, 64)
+    a = run(ds, K=3, epochs=3, seed=4)
+    b = run(ds, K=3, epochs=3, seed=4, storage=1)
+    drop = {"seconds": 0.0, "timings": {}}
+    assert [dataclasses.replace(t, **drop) for t in a.transitions] == [
+        dataclasses.replace(t, **drop) for t in b.transitions
+    ]
+    assert all(t.storage == 1 and t.piece_bytes is None for t in b.transitions)
+
+
+def test_bad_storage_is_refused_naming_it():
+    small = rf"'M' \(storage\).*under the minimum of {MIN_PIECE_BYTES}.*1792 bytes"
+    with pytest.raises(ValueError, match=small):
+        simulate(K=8, N=80, record_bytes=1024, epochs=1, seed=0, storage=2)
+    with pytest.raises(ValueError, match=r"'M' \(storage\) must be at most K = 3"):
+        simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=4)
+    with pytest.raises(ValueError, match="'subpackets' must be 1 with storage"):
+        simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=2, subpackets=2)
+    with pytest.raises(ValueError, match="variable-length"):
+        run(load_dataset([b"x" * 600, b"y" * 700, b"z" * 512]), K=3, epochs=1, seed=0, storage=2)
+    with pytest.raises(ValueError, match="whole number"):
+        simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=1.5)
+
+
+# --------------------------------------------------------------------------- loaders
+
+WIDE = np.dtype([("x", "<f4", (200,)), ("y", "<i2")])  # 802 bytes: 3 pieces of 268 at K = 4, M = 2
+
+
+def wide_rows(N, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.zeros(N, dtype=WIDE)
+    X["x"] = rng.standard_normal((N, 200))
+    X["y"] = rng.integers(-1000, 1000, N)
+    return X
+
+
+def test_in_process_loader_with_storage_yields_the_same_batches_for_fewer_bytes():
+    from coded_shuffle.loader import InProcessLoader
+
+    X = wide_rows(120)
+    whole = list(InProcessLoader(X, K=4, epochs=4, seed=2))
+    kept = InProcessLoader(X, K=4, epochs=4, seed=2, storage=2)
+    for a, b in zip(whole, kept, strict=True):
+        for x, y in zip(a.batches, b.batches, strict=True):
+            assert np.array_equal(x.ids, y.ids) and y.records.tobytes() == X[y.ids].tobytes()
+            assert x.decoded == y.decoded
+    for r, r1 in zip(kept.reports, (e.report for e in whole[1:]), strict=True):
+        assert r.verified and r.storage == 2 and r.subpackets == 3 and r.records_checked == 120
+        assert r.wire_bytes < r1.wire_bytes  # the pieces kept are not sent again
+
+
+def test_loaders_refuse_a_storage_naming_the_argument():
+    from coded_shuffle.loader import InProcessLoader
+
+    with pytest.raises(ValueError, match="Argument 'storage' must be at most K = 4"):
+        InProcessLoader(wide_rows(20), K=4, epochs=2, storage=5)
+    with pytest.raises(ValueError, match="Argument 'storage' = 2 cuts records of 802 bytes"):
+        InProcessLoader(wide_rows(20), K=8, epochs=2, storage=2)
+
+
+@pytest.mark.mpi
+def test_mpi_loader_with_storage_repairs_and_yields_whole_records(tmp_path):
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("needs mpiexec beside the interpreter and mpi4py")
+    from coded_shuffle.orders import epoch_permutation
+
+    root = Path(__file__).resolve().parent.parent
+    N, K, seed, epochs = 90, 3, 4, 3
+    X = wide_rows(N, seed=1)
+    np.save(tmp_path / "rows.npy", X)
+    prog = root / "tests" / "mpi_loader_prog.py"
+    args = [tmp_path / "rows.npy", tmp_path, epochs, 0, seed, "auto", "once", "storage=2"]
+    cmd = [str(mpiexec), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(prog), *map(str, args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=root, check=False)
+    assert proc.returncode == 0, proc.stderr
+    for t in range(epochs):
+        want = np.array_split(np.asarray(epoch_permutation(N, seed=seed, epoch=t), dtype=np.int64), K)
+        for k in range(K):
+            got = np.load(tmp_path / f"w{k}_e{t}.npz")
+            assert np.array_equal(got["ids"], want[k]) and got["records"].tobytes() == X[want[k]].tobytes()
+    reports = json.loads((tmp_path / "reports.json").read_text())
+    assert [r["epoch"] for r in reports] == [1, 2]
+    assert all(r["verified"] and r["storage"] == 2 and r["records_checked"] == N for r in reports)
+    assert reports[0]["repairs"] > 0 and reports[1]["repairs"] == 0
