@@ -5,7 +5,8 @@ The layers, imported in dependency order (a module imports only those above it h
 - ``errors``: the exceptions;
 - ``orders``: epoch orders (permutations, shard-aware shuffles, Feistel) and placements;
 - ``matrix``: the shuffle matrix ``S`` and the leftover matrix;
-- ``plan`` and ``bounds``: delivery plans (order-2 pairs, leftover cycles), lower bounds;
+- ``plan``, ``bounds`` and ``storage``: delivery plans (order-2 pairs, leftover cycles), lower
+  bounds, and both with a storage of several batches a worker;
 - ``codec`` and ``certificates``: records as bytes, XOR symbols, the wire format; GF(2) ranks;
 - ``transport``: the shared link from the master to the workers;
 - ``engine``: one epoch transition end to end, and runs of many;

@@ -32,11 +32,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
 from ._checks import check_int
 from .matrix import check_shuffle_matrix, elastic_matrix
+
+if TYPE_CHECKING:
+    from .storage import StorageBound
 
 __all__ = [
     "EXACT_BOUND_MAX_K",
@@ -293,10 +297,22 @@ def _ordering_program(S: np.ndarray, time_limit: float) -> tuple[int, tuple[int,
     return h_value, h_order, False, note
 
 
+@overload
 def lower_bound(
-    S: object, *, exact: bool | None = None, time_limit: float = EXACT_BOUND_TIME_LIMIT
-) -> LowerBound:
+    S: object, *, exact: bool | None = ..., time_limit: float = ..., storage: Literal[1] = ...
+) -> LowerBound: ...
+@overload
+def lower_bound(
+    S: object, *, exact: bool | None = ..., time_limit: float = ..., storage: int
+) -> LowerBound | StorageBound: ...
+def lower_bound(
+    S: object, *, exact: bool | None = None, time_limit: float = EXACT_BOUND_TIME_LIMIT, storage: int = 1
+) -> LowerBound | StorageBound:
     """Return the best genie lower bound on the load of ``S`` over orderings of the workers.
+
+    With ``storage = M > 1`` (every worker stores ``M`` batches) it is the bound on pieces of
+    :func:`coded_shuffle.storage.storage_lower_bound`, a :class:`~coded_shuffle.storage.StorageBound`
+    (``exact`` as there; ``time_limit`` unused).
 
     Parameters
     ----------
@@ -314,9 +330,12 @@ def lower_bound(
     time_limit : float
         Seconds for the ordering program (default :data:`EXACT_BOUND_TIME_LIMIT`).
 
+    storage : int
+        Batches each worker stores, ``1 <= M <= K`` (default 1).
+
     Returns
     -------
-    LowerBound
+    LowerBound, or StorageBound with ``storage > 1``
 
     Examples
     --------
@@ -331,7 +350,16 @@ def lower_bound(
     >>> lb = lower_bound(cyclic_shift_matrix(50, 25), exact=True)
     >>> lb.value, lb.exact
     (48, True)
+
+    With two batches stored, the cyclic shift of 4 workers needs ``R(1) = 1`` record a batch:
+
+    >>> lower_bound(cyclic_shift_matrix(8, 4), storage=2).value
+    Fraction(2, 1)
     """
+    if storage != 1:
+        from .storage import storage_lower_bound
+
+        return storage_lower_bound(S, M=storage, exact=exact)
     S = elastic_matrix(S)
     K = S.shape[0]
     if exact is not None and not isinstance(exact, bool):
@@ -356,14 +384,21 @@ def lower_bound(
     return LowerBound(S=S, value=value, ordering=ordering, exact=False)
 
 
-def worst_case(N: int, K: int) -> Fraction:
+def worst_case(N: int, K: int, *, storage: int = 1) -> Fraction:
     """Return ``N (K - 1) / K``, the worst-case optimal load over all shuffles.
+
+    With ``storage = M = 1 + t > 1`` it is ``R(t) = (N / K)(K - 1 - t) / (t + 1)``
+    (:func:`coded_shuffle.storage.storage_worst_case`), for equal batches.
 
     Examples
     --------
-    >>> worst_case(15, 3)
-    Fraction(10, 1)
+    >>> worst_case(15, 3), worst_case(15, 3, storage=2)
+    (Fraction(10, 1), Fraction(5, 2))
     """
+    if storage != 1:
+        from .storage import storage_worst_case
+
+        return storage_worst_case(N, K, storage)
     N = check_int(N, "N", minimum=0)
     K = check_int(K, "K", minimum=1)
     return Fraction(N * (K - 1), K)

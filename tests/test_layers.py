@@ -22,7 +22,7 @@ RANK = {
     "bounds": 3,
     "certificates": 4,
     "tradeoff": 4,
-    "storage": 4,
+    "storage": 3,
     "codec": 4,
     "transport": 5,
     "engine": 6,

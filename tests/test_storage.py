@@ -272,3 +272,34 @@ def test_cut_leftovers_decode(K, M, N, seed):
     verify_storage_plan(plan, seed=seed)
     if N * plan.storage.pieces <= 200:
         assert gf2_decodable(plan)
+
+
+def test_the_library_functions_take_storage_and_give_the_storage_loads():
+    from coded_shuffle import lower_bound, plan_delivery, plan_from_matrix, rates, worst_case
+    from coded_shuffle.orders import epoch_placement
+    from coded_shuffle.storage import (
+        piece_placement,
+        plan_storage,
+        storage_lower_bound,
+        storage_rates,
+        storage_worst_case,
+        verify_storage_plan,
+    )
+
+    S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+    r, r2 = rates(S, storage=2), storage_rates(S, M=2)
+    assert (r.coded, r.uncoded, r.grouped, r.chosen) == (r2.coded, r2.uncoded, r2.grouped, r2.chosen)
+    assert rates(S, storage=1).coded == rates(S).coded == 6
+    assert lower_bound(S, storage=2).pieces == storage_lower_bound(S, M=2).pieces
+    assert worst_case(12, 4, storage=3) == storage_worst_case(12, 4, 3) and worst_case(12, 4, storage=1) == 9
+    a, b = (epoch_placement(120, 4, seed=1, epoch=t) for t in (0, 1))
+    plan = plan_delivery(a, b, storage=2)
+    assert plan.transmissions == plan_storage(piece_placement(a, M=2), b).transmissions
+    verify_storage_plan(plan)
+    from_matrix = plan_from_matrix(S, storage=2)
+    verify_storage_plan(from_matrix)
+    assert from_matrix.n_symbols == storage_rates(S, M=2).coded_symbols
+    with pytest.raises(ValueError, match="'subpackets' must be 1 with storage"):
+        rates(S, storage=2, subpackets=2)
+    with pytest.raises(ValueError, match=r"'M' \(storage\) must be at most K = 3"):
+        plan_from_matrix(S, storage=4)
