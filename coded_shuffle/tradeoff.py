@@ -44,8 +44,13 @@ def order_link_cost(
     batch_size: int = 2000,
     strategy: str = "greedy",
     progress: Callable[[int], None] | None = None,
+    storage: int = 1,
 ) -> dict[str, Any]:
     """Return one order's generation time, quality figures and loads between two epochs.
+
+    With ``storage = M > 1`` every worker stores ``M`` batches and the loads are those of
+    :mod:`coded_shuffle.storage`, in records (an int when whole, else a float of the exact
+    fraction; ``paired`` is then the group symbols alone).
 
     ``progress``, if given, is called with the steps done out of :data:`LINK_COST_STEPS`: the
     two epochs' orders, their loads, then each step of the quality figures.
@@ -81,8 +86,9 @@ def order_link_cost(
     prev = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
     done(1)
     S = shuffle_matrix(placement_from_permutation(prev, K), placement_from_permutation(nxt, K))
-    r = rates(S, strategy=strategy)
-    lb = lower_bound(S)
+    r = rates(S, strategy=strategy, storage=storage)
+    lb = lower_bound(S, storage=storage)
+    paired = r.paired if storage == 1 else r.grouped  # type: ignore[union-attr]
     done(2)
     quality = order_quality(
         nxt,
@@ -106,12 +112,18 @@ def order_link_cost(
         "strategy": strategy,
         "seconds": round(seconds, 4),
         **quality,
-        "uncoded": r.uncoded,
-        "paired": r.paired,
-        "coded": r.coded,
-        "lower_bound": lb.value,
+        "storage": storage,
+        "uncoded": _plain(r.uncoded),
+        "paired": _plain(paired),
+        "coded": _plain(r.coded),
+        "lower_bound": _plain(lb.value),
         "lower_bound_exact": lb.exact,
     }
+
+
+def _plain(x: Any) -> int | float:
+    """A load as a JSON number: an int when whole, else the float of the exact fraction."""
+    return int(x) if x == int(x) else float(x)
 
 
 def order_tradeoff(

@@ -404,3 +404,17 @@ def test_rate_with_storage(tmp_path, capsys):
         assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1
     code, out, err = run(capsys, "rate", "-K", "4,5", "-N", "80", "--storage", "2")
     assert code == 2 and "--storage above 1 needs a fixed number of workers" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-K", "8", "--storage", "2"], "--storage 2 cuts records of 1024 bytes into C(7, 1) = 7 pieces"),
+        (["-K", "3", "--storage", "2", "--mode", "both"], "--storage above 1 applies to --mode coded only"),
+        (["-K", "3", "--storage", "4"], "--storage must be at most K = 3 batches, not 4"),
+    ],
+)
+def test_run_refuses_a_bad_storage_before_launch(capsys, extra, message):
+    assert main(["run", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -73,3 +73,42 @@ def test_simulate_table_saving_and_framing(capsys):
     assert saving == expected and all(40 < float(s[:-1]) < 60 for s in saving)
     assert any(line.startswith("framing:") for line in lines)
     assert any("docs/wire-format.md" in line for line in lines)
+
+
+def test_simulate_with_storage_counts_pieces_and_keeps_the_loads_of_rate(capsys):
+    from coded_shuffle.matrix import shuffle_matrix
+    from coded_shuffle.orders import epoch_placement
+    from coded_shuffle.storage import storage_lower_bound
+
+    args = ["-K", "4", "-N", "120", "-B", "900", "--epochs", "2", "--seed", "3", "--storage", "2"]
+    assert main(["simulate", *args, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for r in rows:
+        assert r["verified"] and r["storage"] == 2 and r["subpackets"] == 3 and r["piece_bytes"] == 300
+        assert r["coded_bytes"] == 300 * r["coded_symbols"] and r["records_checked"] == 120
+        S = shuffle_matrix(*(epoch_placement(120, 4, seed=3, epoch=e) for e in (r["epoch"] - 1, r["epoch"])))
+        assert r["lower_bound"] == storage_lower_bound(S, M=2).pieces
+    assert main(["simulate", *args]) == 0
+    out = capsys.readouterr().out
+    assert "storage = 2 batches" in out and "records cut into 3 pieces of 300 B" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-B", "512", "--storage", "2"], "--storage 2 cuts records of 512 bytes into C(3, 1) = 3 pieces"),
+        (["--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
+        (["--storage", "2", "--subpackets", "2"], "--storage cannot be combined with --subpackets"),
+    ],
+)
+def test_simulate_refuses_a_bad_storage_in_one_line(capsys, extra, message):
+    assert main(["simulate", "-K", "4", "-N", "40", "--epochs", "1", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_orders_with_storage_gives_the_storage_loads(capsys):
+    assert main(["orders", "--orders", "naive", "-K", "4", "--shards", "20", "--shard-size", "20",
+                 "--storage", "2", "--json"]) == 0  # fmt: skip
+    row = json.loads(capsys.readouterr().out)
+    assert row["storage"] == 2 and row["lower_bound"] <= row["coded"] <= row["uncoded"]

@@ -16,12 +16,14 @@ from .common import (
     UsageError,
     _AboveBar,
     _add_shard_arguments,
+    _add_storage_argument,
     _add_strategy_argument,
     _at_least,
     _check_shard_setup,
     _non_negative,
     _shifted,
     _under,
+    check_storage_option,
     compile_kernels,
     print_table,
 )
@@ -48,6 +50,7 @@ def _cmd_orders(args: argparse.Namespace) -> int:
         raise UsageError(f"--orders must name orders among {', '.join(EPOCH_ORDERS)}, not {args.orders!r}")
     _at_least(args, batches=1, batch_size=1)
     _check_shard_setup(args)
+    check_storage_option(args, args.workers)
     compile_kernels(["packing", "ordering", "feistel"] if "feistel" in names else ["packing", "ordering"])
     bar = Progress(
         f"generating and measuring {len(names)} order{'s' if len(names) > 1 else ''} "
@@ -72,6 +75,7 @@ def _cmd_orders(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 strategy=args.strategy,
                 progress=_shifted(bar.update, i * LINK_COST_STEPS),
+                storage=args.storage,
             )
 
     if args.json:
@@ -82,6 +86,7 @@ def _cmd_orders(args: argparse.Namespace) -> int:
         f"K = {args.workers}, {args.shards} shards x {args.shard_size} samples, "
         f"canonical nodes = {args.canonical_nodes}, block = {args.block_size}, epoch {args.epoch} -> "
         f"{args.epoch + 1}, seed = {args.seed}"
+        + (f", storage = {args.storage} batches" if args.storage > 1 else "")
     )
 
     def cells() -> Iterator[list[str]]:
@@ -115,5 +120,6 @@ def add_parser(sub: Any) -> None:
         "--epoch", type=_non_negative, default=0, help="first epoch t of t -> t+1 (default 0)"
     )
     _add_strategy_argument(orders)
+    _add_storage_argument(orders, "loads in records")
     orders.add_argument("--json", action="store_true", help="one JSON object per order")
     orders.set_defaults(func=_cmd_orders)
