@@ -30,7 +30,10 @@ from .matrix import check_shuffle_matrix, leftover_matrix, pair_minima, shuffle_
 from .orders import epoch_placement
 from .plan import STRATEGIES, pack_cycles, rates
 
-__all__ = ["FORMATS", "plot_load_vs_k", "plot_leftovers", "plot_orders", "load_vs_k"]
+__all__ = [
+    "FORMATS", "plot_load_vs_k", "plot_leftovers", "plot_orders", "plot_storage", "load_vs_k",
+    "load_vs_storage",
+]  # fmt: skip
 
 #: File extensions the plots are written in.
 FORMATS = (".png", ".svg")
@@ -177,6 +180,95 @@ def plot_load_vs_k(
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=9)
+    fig.savefig(out)
+    return out
+
+
+def load_vs_storage(*, K: int = 8, points_per_worker: int = 1000, seeds: int = 3) -> dict[str, Any]:
+    """Return the loads per record of random reshuffles for each storage ``M = 1 .. K``.
+
+    Epochs 0 and 1 of :func:`coded_shuffle.orders.epoch_placement` under seeds ``0..seeds-1``,
+    ``N = K * points_per_worker``; loads of :func:`coded_shuffle.storage.storage_rates` and
+    :func:`coded_shuffle.storage.storage_lower_bound`, divided by ``N``.
+
+    Returns
+    -------
+    dict
+        ``M`` (list of int), ``worst`` (``R(t) / N``, which the cyclic batch shift costs) and, for
+        each of ``uncoded``, ``coded``, ``bound``, a pair of lists ``(mean, std)``.
+
+    Examples
+    --------
+    >>> d = load_vs_storage(K=3, points_per_worker=10, seeds=1)
+    >>> d["M"], d["worst"]
+    ([1, 2, 3], [0.6666666666666666, 0.16666666666666666, 0.0])
+    """
+    from .storage import storage_lower_bound, storage_rates, storage_worst_case
+
+    K = check_int(K, "K", minimum=2, maximum=16)
+    ppw = check_int(points_per_worker, "points_per_worker", minimum=1)
+    seeds = check_int(seeds, "seeds", minimum=1)
+    N = K * ppw
+    shuffles = [
+        shuffle_matrix(epoch_placement(N, K, seed=s, epoch=0), epoch_placement(N, K, seed=s, epoch=1))
+        for s in range(seeds)
+    ]
+    out: dict[str, Any] = {"M": list(range(1, K + 1)), "K": K, "N": N}
+    out["worst"] = [float(storage_worst_case(N, K, M) / N) for M in out["M"]]
+    for key in ("uncoded", "coded", "bound"):
+        out[key] = ([], [])
+    for M in out["M"]:
+        rows = []
+        for S in shuffles:
+            r = storage_rates(S, M=M)
+            rows.append((r.uncoded, r.coded, storage_lower_bound(S, M=M).value))
+        arr = np.array([[float(x) for x in row] for row in rows]) / N
+        for key, mean, std in zip(
+            ("uncoded", "coded", "bound"), arr.mean(axis=0), arr.std(axis=0), strict=True
+        ):
+            out[key][0].append(float(mean))
+            out[key][1].append(float(std))
+    return out
+
+
+def plot_storage(
+    path: str | os.PathLike[str], *, K: int = 8, points_per_worker: int = 1000, seeds: int = 3
+) -> str:
+    """Plot the loads of random reshuffles against the storage ``M``, with ``R(t)`` beside them.
+
+    The data are :func:`load_vs_storage`'s: uncoded (every missing piece alone), coded and the
+    lower bound, each the mean over ``seeds`` seeds with error bars of one standard deviation,
+    and the worst case ``R(t) = (N / K)(K - 1 - t) / (t + 1)``, per record.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "storage.svg")
+    >>> out = plot_storage(path, K=3, points_per_worker=10, seeds=1)
+    >>> os.path.getsize(out) > 0
+    True
+    """
+    out = _check_path(path)
+    data = load_vs_storage(K=K, points_per_worker=points_per_worker, seeds=seeds)
+    fig = _figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    M = np.array(data["M"])
+    styles = {
+        "uncoded": ("uncoded (missing pieces alone)", "tab:gray", "o", "-"),
+        "coded": ("coded (group symbols, chains, rounds)", "tab:blue", "D", "-"),
+        "bound": ("lower bound (genie, on pieces)", "black", "x", ":"),
+    }
+    for key, (label, color, marker, ls) in styles.items():
+        mean, std = data[key]
+        ax.errorbar(M, mean, yerr=std, label=label, color=color, marker=marker, linestyle=ls, capsize=3, ms=5)
+    ax.plot(M, data["worst"], label="worst case R(t), the cyclic shift", color="tab:red", linestyle="--")
+    ax.set_xlabel("storage M = 1 + t (batches a worker)")
+    ax.set_ylabel("load per record (records / N)")
+    ax.set_title(f"Random reshuffles, K = {data['K']}, N = {data['N']}: mean and std over {seeds} seeds")
+    ax.set_xticks(M)
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=9)
     fig.savefig(out)
     return out
 

@@ -102,3 +102,25 @@ def test_output_in_a_missing_folder(tmp_path, capsys):
             f"coded-shuffle: error: --output must be in an existing folder, not {str(target)!r} "
             f"(no folder {str(target.parent)!r})\n"
         )
+
+
+def test_load_vs_storage_values_and_the_cli_plot(tmp_path, capsys):
+    from fractions import Fraction
+
+    from coded_shuffle.cli import main
+    from coded_shuffle.plots import load_vs_storage
+
+    K, ppw = 4, 30
+    d = load_vs_storage(K=K, points_per_worker=ppw, seeds=2)
+    # R(t) = (N / K)(K - 1 - t) / (t + 1), per record (Elmahdy and Mohajer 2020)
+    assert d["worst"] == [float(Fraction(K - 1 - t, K * (t + 1))) for t in range(K)]
+    for M in d["M"]:
+        i = M - 1
+        assert d["bound"][0][i] <= d["coded"][0][i] + 1e-12 <= d["uncoded"][0][i] + 1e-12
+    assert d["coded"][0][-1] == d["uncoded"][0][-1] == 0.0  # M = K: every worker holds everything
+    out = tmp_path / "s.svg"
+    small = ["-K", "3", "--points-per-worker", "10", "--seeds", "1"]
+    assert main(["plot", "storage", *small, "-o", str(out)]) == 0
+    assert out.stat().st_size > 0
+    assert main(["plot", "storage", "-K", "17", "-o", str(tmp_path / "x.png")]) == 2
+    assert "--workers must be from 2 to 16" in capsys.readouterr().err

@@ -47,6 +47,13 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                 seeds=args.seeds,
                 strategy=args.strategy,
             )
+        elif args.plot == "storage":
+            if not 2 <= args.workers <= 16:
+                raise UsageError(f"--workers must be from 2 to 16 for the storage plot, not {args.workers}")
+            compile_kernels(["packing", "ordering"])
+            out = plots.plot_storage(
+                args.output, K=args.workers, points_per_worker=args.points_per_worker, seeds=args.seeds
+            )
         elif args.plot == "orders":
             _check_shard_setup(args)
             compile_kernels(["packing", "ordering", "feistel"])
@@ -118,3 +125,20 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
         _add_strategy_argument(p, default)
         p.set_defaults(func=_cmd_plot)
+    pstore = kinds.add_parser(
+        "storage",
+        help="uncoded, coded and lower bound against the storage M, with the worst case R(t)",
+        description=(
+            "Loads per record of random reshuffles (epochs 0 -> 1 of seeds 0..S-1) against the storage "
+            "M = 1..K of a worker (coded-shuffle rate --storage), with the worst case R(t) beside them."
+        ),
+    )
+    pstore.add_argument(
+        "--workers", "-K", type=int, default=8, metavar="K", help="workers, 2 to 16 (default 8)"
+    )
+    pstore.add_argument(
+        "--points-per-worker", type=_positive, default=1000, metavar="B", help="batch size (default 1000)"
+    )
+    pstore.add_argument("--seeds", type=_positive, default=3, metavar="S", help="number of seeds (default 3)")
+    pstore.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
+    pstore.set_defaults(func=_cmd_plot)
