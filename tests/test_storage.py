@@ -237,7 +237,8 @@ def test_verify_catches_a_missing_transmission():
         placement_next=plan.placement_next,
         strategy=plan.strategy,
         chosen=plan.chosen,
-        transmissions=plan.transmissions[1:],
+        offsets=plan.offsets[1:] - plan.offsets[1],
+        terms=plan.terms[plan.offsets[1] :],
         demand=plan.demand,
     )
     from coded_shuffle.errors import DecodeError

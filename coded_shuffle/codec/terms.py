@@ -265,11 +265,13 @@ def _parsed_terms(frames: object, *, worker: int, epoch: int | None, width: int)
 
 def _solve_blocks(
     offsets: np.ndarray, terms: np.ndarray, unknown: np.ndarray, wanted: np.ndarray
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The wanted ids the symbols determine, and for each the symbols whose residuals XOR to it.
+) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray]]:
+    """The wanted ids the symbols determine: ``(ids, symbol, more ids, their symbols)``.
 
     ``unknown`` flags the terms the worker does not hold. A symbol with one unknown term gives it
-    at once; the blocks that still hold a wanted id are then solved by elimination.
+    at once (``ids[i]`` is the residual of ``symbol[i]``); the blocks that still hold a wanted id
+    are then solved by elimination (``more[i]`` is the XOR of the residuals of the symbols in
+    ``combos[i]``).
     """
     n = offsets.size - 1
     sym = np.repeat(np.arange(n), np.diff(offsets))
@@ -280,8 +282,8 @@ def _solve_blocks(
     single = np.flatnonzero(per == 1)
     direct, first = np.unique(t_u[u_off[single]], return_index=True)
     keep = np.isin(direct, wanted)
-    found = [direct[keep]]
-    combos: list[np.ndarray] = [np.array([s]) for s in single[first[keep]].tolist()]
+    more: list[int] = []
+    combos: list[np.ndarray] = []
     rest = np.setdiff1d(wanted, direct)
     live = np.isin(t_u, rest)
     if live.any():
@@ -291,7 +293,6 @@ def _solve_blocks(
         for s in np.flatnonzero(touched).tolist():
             by_block.setdefault(int(block[s]), []).append(s)
         rest_set = set(rest.tolist())
-        more = []
         for members in by_block.values():
             local: dict[int, int] = {}
             rows = []
@@ -304,11 +305,8 @@ def _solve_blocks(
             for u, c in solve_gf2(rows).items():
                 if back[u] in rest_set:
                     more.append(back[u])
-                    combos.append(
-                        np.array([members[i] for i in range(c.bit_length()) if c >> i & 1], np.int64)
-                    )
-        found.append(np.array(more, dtype=np.int64))
-    return np.concatenate(found).astype(np.int64), combos
+                    combos.append(np.array([members[i] for i in range(c.bit_length()) if c >> i & 1]))
+    return direct[keep], single[first[keep]], more, combos
 
 
 def decode_terms(
@@ -352,7 +350,7 @@ def decode_terms(
     held = pos >= 0
     new[held] = cache.data[pos[held]]
     wanted = ids[~held]
-    found, combos = np.empty(0, np.int64), list[np.ndarray]()
+    found, steps = np.empty(0, np.int64), 0
     if wanted.size and parsed:
         _, offsets, terms, payload = _addressed_terms(parsed, worker)
         where = _lookup(cache.ids, terms)
@@ -363,17 +361,12 @@ def decode_terms(
         for k in range(int(n_terms.max(initial=0))):  # take the known terms out, a slot at a time
             hit = np.flatnonzero((slot == k) & (where >= 0))
             residual[sym[hit]] ^= cache.data[where[hit]]
-        found, combos = _solve_blocks(offsets, terms, where < 0, wanted)
-        order = np.argsort(found)
-        found = found[order]
-        rows = np.searchsorted(ids, found)
-        lone = np.array([c.size == 1 for c in combos], dtype=bool)[order] if combos else np.empty(0, bool)
-        first = (
-            np.array([int(c[0]) for c in combos], dtype=np.int64)[order] if combos else np.empty(0, np.int64)
-        )
-        new[rows[lone]] = residual[first[lone]]
-        for j in np.flatnonzero(~lone).tolist():
-            new[rows[j]] = np.bitwise_xor.reduce(residual[combos[order[j]]], axis=0)
+        direct, via, more, combos = _solve_blocks(offsets, terms, where < 0, wanted)
+        new[np.searchsorted(ids, direct)] = residual[via]
+        for x, c in zip(more, combos, strict=True):
+            new[int(np.searchsorted(ids, x))] = np.bitwise_xor.reduce(residual[c], axis=0)
+        found = np.union1d(direct, np.array(more, dtype=np.int64))
+        steps = int(direct.size) + sum(int(c.size) for c in combos)
     got = np.isin(wanted, found)
     missing = wanted[~got]
     new[np.searchsorted(ids, missing)] = 0
@@ -388,7 +381,7 @@ def decode_terms(
         decoded=decoded,
         bad=bad,
         missing=missing,
-        steps=int(sum(c.size for c in combos)),
+        steps=steps,
         rounds=1,
         verified=int(decoded.size) if checksums is not None else 0,
     )

@@ -366,11 +366,8 @@ class StorageScheme(Scheme):
         from ..codec import encode_terms
 
         tic = time.perf_counter()
-        counts = np.fromiter((len(x) for x in plan.transmissions), dtype=np.int64, count=plan.n_symbols)
-        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        terms = np.fromiter(
-            (i for x in plan.transmissions for i in x), dtype=np.int64, count=int(offsets[-1])
-        )
+        offsets, terms = plan.offsets, plan.terms
+        counts = np.diff(offsets)
         owner = np.asarray(plan.placement_next.owner, dtype=np.int64)
         wanter = owner[terms // plan.storage.pieces]
         frames = encode_terms(

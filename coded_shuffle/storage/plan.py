@@ -10,7 +10,9 @@ substituted; every piece the worker misses must come out with its value.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -27,7 +29,6 @@ from .planner import (
     _groups_plan,
     _round_cost,
     _rounds,
-    _symbol_types,
     boundary_rank,
     storage_rates,
 )
@@ -47,8 +48,9 @@ class StoragePlan:
         The batches after it.
     strategy, chosen : str
         The strategy asked for, and the one the plan follows.
-    transmissions : tuple of tuple of int
-        Each transmission, the piece ids it XORs.
+    offsets, terms : numpy.ndarray
+        The transmissions, each the XOR of the pieces ``terms[offsets[s]:offsets[s + 1]]``
+        (``int64``; ``offsets`` has one entry more than there are transmissions).
     demand : numpy.ndarray
         :func:`~coded_shuffle.storage.piece_demand` rows ``(piece id, wanter, holders)``.
     """
@@ -57,13 +59,35 @@ class StoragePlan:
     placement_next: Placement
     strategy: str
     chosen: str
-    transmissions: tuple[tuple[int, ...], ...]
+    offsets: np.ndarray
+    terms: np.ndarray
     demand: np.ndarray
 
     @property
     def n_symbols(self) -> int:
         """Transmissions, in pieces."""
-        return len(self.transmissions)
+        return int(self.offsets.size - 1)
+
+    @cached_property
+    def transmissions(self) -> tuple[tuple[int, ...], ...]:
+        """Each transmission as the increasing piece ids it XORs (Python ints; small plans)."""
+        t = self.terms.tolist()
+        o = self.offsets.tolist()
+        return tuple(tuple(sorted(t[a:b])) for a, b in zip(o, o[1:], strict=False))
+
+
+def _csr(sent: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Transmissions as ``(offsets, terms)``."""
+    counts = np.fromiter((len(x) for x in sent), dtype=np.int64, count=len(sent))
+    offsets = np.zeros(len(sent) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    terms = np.fromiter((i for x in sent for i in x), dtype=np.int64, count=int(offsets[-1]))
+    return _ro(offsets), _ro(terms)
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _xor(*parts: list[int]) -> tuple[int, ...]:
@@ -73,49 +97,100 @@ def _xor(*parts: list[int]) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> list[tuple[int, ...]]:
-    want: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for pid, j, H in demand.tolist():
-        want[H | (1 << j)][j].append(pid)
+def _group_symbols(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every group symbol: ``(offsets, terms, G, R)``, arrays over the symbols.
+
+    The ``k``-th piece (in demand order) of every member ``i`` of ``G`` that wants more than
+    ``k`` pieces held exactly by ``G \\ {i}`` goes into symbol ``(G, k)``, its terms in the
+    members' order; ``R`` is the mask of its receivers.
+    """
+    pid, j, H = (demand[:, c] for c in range(3))
+    one = np.uint64(1)
+    bit = one << j.astype(np.uint64)
+    G = H.astype(np.uint64) | bit
+    order = np.lexsort((j, G))  # stable: demand order within each (G, j)
+    Gs, js = G[order], j[order]
+    n = order.size
+    start = np.ones(n, dtype=bool)
+    start[1:] = (Gs[1:] != Gs[:-1]) | (js[1:] != js[:-1])
+    firsts = np.flatnonzero(start)
+    k = np.arange(n) - firsts[np.cumsum(start) - 1]
+    o2 = np.lexsort((js, k, Gs))
+    rows = order[o2]
+    G2, k2 = Gs[o2], k[o2]
+    head = np.ones(n, dtype=bool)
+    head[1:] = (G2[1:] != G2[:-1]) | (k2[1:] != k2[:-1])
+    offsets = np.append(np.flatnonzero(head), n).astype(np.int64)
+    R = np.bitwise_or.reduceat(bit[rows], offsets[:-1]) if n else np.empty(0, np.uint64)
+    return offsets, pid[rows].astype(np.int64), G2[head], R
+
+
+def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``groups`` plan on pieces, as ``(offsets, terms)``: :func:`._groups_plan` replayed.
+
+    The group symbols are made at once (:func:`_group_symbols`); the chains and cuts, over the
+    partial symbols only, pick symbols of each type from the end of its list. A transmission is
+    one symbol, one piece, or the XOR of two of them (``u_a + u_b`` along a chain).
+    """
     gp = _groups_plan(off, t)
+    s_off, s_terms, s_G, s_R = _group_symbols(demand)
     index = {node: n for n, node in enumerate(gp.nodes)}
-    by_node: dict[int, list[list[int]]] = defaultdict(list)
-    out: list[tuple[int, ...]] = []
-    for G, per in want.items():
-        counts = {i: len(v) for i, v in per.items()}
-        for R, mult in _symbol_types(counts):
-            top = min(counts[i] for i in members(R))  # symbols top - mult .. top - 1 have receivers R
-            for k in range(top - mult, top):
-                sym = [per[i][k] for i in members(R)]
-                if (G, R) in index:
-                    by_node[index[(G, R)]].append(sym)
-                else:
-                    out.append(tuple(sorted(sym)))
+    n_sym = s_off.size - 1
+    node_of = np.full(n_sym, -1, dtype=np.int64)
+    if n_sym and index:
+        keys, inv = np.unique(np.stack([s_G, s_R], axis=1), axis=0, return_inverse=True)
+        ids = np.array([index.get((int(g), int(r)), -1) for g, r in keys.tolist()], dtype=np.int64)
+        node_of = ids[inv.reshape(-1)]
+    partial = np.flatnonzero(node_of >= 0)
+    avail: dict[int, list[int]] = defaultdict(list)  # symbols of each type, not yet used
+    for x, nd in zip(partial.tolist(), node_of[partial].tolist(), strict=True):
+        avail[nd].append(x)
+    used = np.zeros(n_sym, dtype=bool)
+    pairs: list[tuple[int, int]] = []  # units: a symbol s >= 0, or a piece p as -(p + 1)
+
+    def take(unit_list: list[int]) -> int:
+        u = unit_list.pop()
+        if u >= 0:
+            used[u] = True
+        return u
+
     for chain, mult in gp.chains:
         for _ in range(mult):
-            syms = [by_node[n].pop() for n in chain]
-            out += [_xor(a, b) for a, b in zip(syms, syms[1:], strict=False)]
+            units = [take(avail[nd]) for nd in chain]
+            pairs += list(zip(units, units[1:], strict=False))
     # the second round: cut symbols into singles, chain them with the leftover singles
-    by_child: dict[int, list[list[int]]] = defaultdict(list)
-    for n, k in gp.split.items():
-        receivers = members(gp.nodes[n][1])
+    child = {key: x for x, key in enumerate(gp.nodes2)}
+    by_child: dict[int, list[int]] = defaultdict(list)
+    for nd, k in gp.split.items():
+        receivers = members(gp.nodes[nd][1])
         for _ in range(k):
-            sym = by_node[n].pop()
-            for i, piece in zip(receivers, sym, strict=True):
-                by_child[gp.nodes2.index((n, i))].append([piece])
-    for x, (n, who) in enumerate(gp.nodes2):
+            u = take(avail[nd])
+            for i, piece in zip(receivers, s_terms[s_off[u] : s_off[u + 1]].tolist(), strict=True):
+                by_child[child[(nd, i)]].append(-(piece + 1))
+    for x, (nd, who) in enumerate(gp.nodes2):
         if who is None:
-            by_child[x] = by_node[n]  # the same list: what a chain takes leaves the type
+            by_child[x] = avail[nd]  # the same list: what a chain takes leaves the type
     for chain, mult in gp.chains2:
         for _ in range(mult):
-            syms = [by_child[x].pop() for x in chain]
-            out += [_xor(a, b) for a, b in zip(syms, syms[1:], strict=False)]
-    for x, (_, who) in enumerate(gp.nodes2):
-        if who is not None:
-            out += [tuple(s) for s in by_child[x]]
-    for syms in by_node.values():
-        out += [tuple(sorted(s)) for s in syms]
-    return out
+            units = [take(by_child[x]) for x in chain]
+            pairs += list(zip(units, units[1:], strict=False))
+    singles = [-u - 1 for x, (_, who) in enumerate(gp.nodes2) if who is not None for u in by_child[x]]
+    # assemble: every unused symbol whole, then the XORs of pairs, then the singles
+    keep = np.flatnonzero(~used)
+    counts = np.diff(s_off)[keep]
+    parts_off = [np.concatenate([[0], np.cumsum(counts)])]
+    parts = [s_terms[np.repeat(s_off[keep] - parts_off[0][:-1], counts) + np.arange(int(counts.sum()))]]
+    more: list[list[int]] = []
+    for a, b in pairs:
+        more.append([*_unit_terms(a, s_off, s_terms), *_unit_terms(b, s_off, s_terms)])
+    more += [[p] for p in singles]
+    m_off, m_terms = _csr(more)
+    offsets = np.concatenate([parts_off[0], parts_off[0][-1] + m_off[1:]]).astype(np.int64)
+    return _ro(offsets), _ro(np.concatenate([parts[0], m_terms]).astype(np.int64))
+
+
+def _unit_terms(u: int, s_off: np.ndarray, s_terms: np.ndarray) -> list[int]:
+    return s_terms[s_off[u] : s_off[u + 1]].tolist() if u >= 0 else [-u - 1]
 
 
 def _rounds_transmissions(pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: int) -> list[tuple[int, ...]]:
@@ -182,19 +257,21 @@ def plan_storage(
     t = storage.t
     if t == 0:
         a, b, _ = plan_delivery(storage.placement, placement_next, strategy=packing).transmissions()
-        sent = [(int(x),) if y < 0 else tuple(sorted((int(x), int(y)))) for x, y in zip(a, b, strict=True)]
+        offsets, terms = _csr([(int(x),) if y < 0 else (int(x), int(y)) for x, y in zip(a, b, strict=True)])
     elif r.chosen == "groups":
-        sent = _groups_transmissions(demand, off, t)
+        offsets, terms = _groups_transmissions(demand, off, t)
     else:
-        sent = _rounds_transmissions(storage, placement_next, np.asarray(S), t)
-    if len(sent) != r.coded_symbols:
-        raise InvalidPlanError(f"the plan sends {len(sent)} pieces, not the {r.coded_symbols} of its loads")
+        offsets, terms = _csr(_rounds_transmissions(storage, placement_next, np.asarray(S), t))
+    if offsets.size - 1 != r.coded_symbols:
+        sent = offsets.size - 1
+        raise InvalidPlanError(f"the plan sends {sent} pieces, not the {r.coded_symbols} of its loads")
     return StoragePlan(
         storage=storage,
         placement_next=placement_next,
         strategy=strategy,
         chosen=r.chosen,
-        transmissions=tuple(sent),
+        offsets=offsets,
+        terms=terms,
         demand=demand,
     )
 
