@@ -112,6 +112,72 @@ def encode_packed(buf, offset, plen, data, a, b, lo, hi):  # pragma: no cover - 
 
 
 @numba.njit(cache=True, nogil=True)
+def xor_terms(out, base, offsets, rows, data, lo, hi):  # pragma: no cover - compiled
+    """``out[s] = base[s] ^ XOR of data[rows[i]]`` over ``offsets[s] <= i < offsets[s + 1]`` with
+    ``rows[i] >= 0`` (``base`` with no rows: zeros), for ``lo <= s < hi``.
+
+    The symbols of many terms: encoding (``base`` empty, ``rows`` the terms), and a worker's
+    residuals (``base`` the payloads, ``rows`` the cache row of each term it holds, else -1).
+    """
+    W = out.shape[1]
+    plain = base.shape[0] == 0
+    for s in range(lo, hi):
+        row = out[s]
+        if plain:
+            for j in range(W):
+                row[j] = 0
+        else:
+            x = base[s]
+            for j in range(W):
+                row[j] = x[j]
+        for i in range(offsets[s], offsets[s + 1]):
+            r = rows[i]
+            if r >= 0:
+                y = data[r]
+                for j in range(W):
+                    row[j] ^= y[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def direct_terms(out, done, payload, offsets, where, target, data, multi):  # pragma: no cover - compiled
+    """A worker's symbols of one unknown term, solved in one pass.
+
+    Symbol ``s`` has terms ``offsets[s] <= i < offsets[s + 1]``; ``where[i]`` is the row of term
+    ``i`` in the cache (-1: unknown), ``target[i]`` its row in ``out`` (-1: not wanted). A symbol
+    with one unknown term ``u`` wanted and not ``done`` gives ``out[target[u]] = payload[s] ^ XOR
+    of data[where[i]]`` over its other terms, and sets ``done``; a symbol with two unknown terms or
+    more sets ``multi[s]`` (for the elimination). Returns the rows solved.
+    """
+    W = out.shape[1]
+    solved = 0
+    for s in range(offsets.shape[0] - 1):
+        u = -1
+        n = 0
+        for i in range(offsets[s], offsets[s + 1]):
+            if where[i] < 0:
+                n += 1
+                u = i
+        if n >= 2:
+            multi[s] = 1
+            continue
+        if n == 0 or target[u] < 0 or done[target[u]]:
+            continue
+        row = out[target[u]]
+        x = payload[s]
+        for j in range(W):
+            row[j] = x[j]
+        for i in range(offsets[s], offsets[s + 1]):
+            r = where[i]
+            if r >= 0:
+                y = data[r]
+                for j in range(W):
+                    row[j] ^= y[j]
+        done[target[u]] = 1
+        solved += 1
+    return solved
+
+
+@numba.njit(cache=True, nogil=True)
 def spans_max(a, b, first, end):  # pragma: no cover - compiled
     """``max(a[s], b[s])`` over ``s`` in ``[first[r], end[r])`` for every ``r`` (``-1`` if none)."""
     top = -1
@@ -133,6 +199,19 @@ def take_rows(out, data, rows, lo, hi):  # pragma: no cover - compiled
             _prefetch(data, rows[i + _AHEAD])
         row = out[i]
         x = data[rows[i]]
+        for j in range(W):
+            row[j] = x[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def move_rows(out, dst, data, src, lo, hi):  # pragma: no cover - compiled
+    """``out[dst[i]] = data[src[i]]`` for ``lo <= i < hi``."""
+    W = out.shape[1]
+    for i in range(lo, hi):
+        if i + _AHEAD < hi:
+            _prefetch(data, src[i + _AHEAD])
+        row = out[dst[i]]
+        x = data[src[i]]
         for j in range(W):
             row[j] = x[j]
 

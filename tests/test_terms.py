@@ -119,3 +119,40 @@ def test_bad_arguments_name_the_argument():
         encode_terms(ds, [0, 1], [1], epoch=1, wanter=[5], K=3)
     with pytest.raises(TypeError, match="'frames'"):
         decode_terms(ds.cache([0]), b"x", need=[1], worker=0)
+
+
+def test_the_compiled_kernels_of_many_term_symbols_equal_their_numpy_statements():
+    from coded_shuffle import _codec_kernels as kern
+
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, (30, 24), dtype=np.uint8)
+    offsets, terms = random_symbols(rng, 30, 12, 4)
+    rows = np.where(rng.random(terms.size) < 0.6, terms, -1)  # some terms unknown
+    base = rng.integers(0, 256, (12, 24), dtype=np.uint8)
+    out = np.empty_like(base)
+    kern.xor_terms(out, base, offsets, rows, data, 0, 12)
+    for s in range(12):
+        want = base[s].copy()
+        for r in rows[offsets[s] : offsets[s + 1]]:
+            if r >= 0:
+                want ^= data[r]
+        assert np.array_equal(out[s], want)
+    moved = np.zeros((10, 24), np.uint8)
+    kern.move_rows(moved, np.array([3, 7]), data, np.array([5, 9]), 0, 2)
+    assert np.array_equal(moved[[3, 7]], data[[5, 9]]) and not moved[[0, 1, 2, 4, 5, 6, 8, 9]].any()
+    # direct_terms: a symbol of one unknown wanted term gives it; of two, it is left to elimination
+    target = np.where(rows < 0, terms % 10, -1)
+    got = np.zeros((10, 24), np.uint8)
+    done = np.zeros(10, np.uint8)
+    multi = np.zeros(12, np.uint8)
+    solved = kern.direct_terms(got, done, base, offsets, rows, target, data, multi)
+    seen = set()
+    for s in range(12):
+        unknown = np.flatnonzero(rows[offsets[s] : offsets[s + 1]] < 0)
+        assert multi[s] == (unknown.size >= 2)
+        if unknown.size == 1:
+            t = int(target[offsets[s] + unknown[0]])
+            if t not in seen:  # the first symbol that gives a row writes it
+                seen.add(t)
+                assert np.array_equal(got[t], out[s])
+    assert solved == len(seen) == int(done.sum())

@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import connected_components
 from .._checks import check_int, check_int_array
 from .._gf2 import solve_gf2
 from ..errors import DecodeError
-from ._common import _NO_RUNS, _aligned_empty, _lookup
+from ._common import _NO_RUNS, _aligned_empty, _aligned_rows, _halves, _i64, _kernels, _lookup, _ro
 from .decode import DecodeResult, _need_ids, _output_rows
 from .encode import _clip_runs
 from .records import Cache, Dataset, _checksum_rows
@@ -59,13 +59,30 @@ def _check_terms(offsets: object, terms: object, n_rows: int) -> tuple[np.ndarra
     return off, ids
 
 
-def _xor_rows(out: np.ndarray, data: np.ndarray, offsets: np.ndarray, terms: np.ndarray) -> None:
-    """``out[s] = XOR of data[terms[offsets[s]:offsets[s + 1]]]``, one term slot at a time."""
-    n_terms = np.diff(offsets)
-    out[:] = data[terms[offsets[:-1]]]
-    for k in range(1, int(n_terms.max(initial=1))):
-        s = np.flatnonzero(n_terms > k)
-        out[s] ^= data[terms[offsets[s] + k]]
+_NO_BASE = np.zeros((0, 1), dtype=np.uint8)
+_NO_BASE.flags.writeable = False
+
+
+def _xor_rows(
+    out: np.ndarray, base: np.ndarray | None, offsets: np.ndarray, rows: np.ndarray, data: np.ndarray
+) -> None:
+    """``out[s] = base[s] ^ XOR of data[rows[i]]`` over the terms ``i`` of ``s`` with ``rows[i] >= 0``.
+
+    Compiled (:func:`coded_shuffle._codec_kernels.xor_terms`), on two threads for large jobs.
+    """
+    n = offsets.size - 1
+    if n == 0:
+        return
+    b = _NO_BASE if base is None else _ro(base)
+    args = (out, b, _i64(offsets), _i64(rows), _ro(data))
+    _halves(_kernels().xor_terms, args, 0, n, n * out.shape[1])
+
+
+def _move(out: np.ndarray, dst: np.ndarray, data: np.ndarray, src: np.ndarray) -> None:
+    """``out[dst] = data[src]``, compiled, on two threads for large jobs."""
+    if dst.size:
+        args = (out, _i64(dst), _ro(data), _i64(src))
+        _halves(_kernels().move_rows, args, 0, int(dst.size), int(dst.size) * out.shape[1])
 
 
 def term_blocks(offsets: np.ndarray, terms: np.ndarray) -> np.ndarray:
@@ -131,7 +148,7 @@ def _pack_terms(
         table = buf[at : at + runs.shape[0] * RUN_BYTES].view(_RUN_DTYPE)
         table["worker"], table["first"], table["count"] = runs[:, 0], runs[:, 1], runs[:, 2]
     if n:
-        _xor_rows(buf[start:].reshape(n, width), dataset.data, offsets, terms)
+        _xor_rows(buf[start:].reshape(n, width), None, offsets, terms, dataset.data)
     header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
     header["magic"] = WIRE_MAGIC
     header["version"] = frame_version(flags)
@@ -263,50 +280,108 @@ def _parsed_terms(frames: object, *, worker: int, epoch: int | None, width: int)
     return out
 
 
-def _solve_blocks(
-    offsets: np.ndarray, terms: np.ndarray, unknown: np.ndarray, wanted: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray]]:
-    """The wanted ids the symbols determine: ``(ids, symbol, more ids, their symbols)``.
+def _term_positions(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The positions in the term table of the terms of the symbols ``rows``, in order."""
+    counts = np.diff(offsets)[rows]
+    starts = np.cumsum(counts) - counts
+    return np.repeat(offsets[:-1][rows] - starts, counts) + np.arange(int(counts.sum()))
 
-    ``unknown`` flags the terms the worker does not hold. A symbol with one unknown term gives it
-    at once (``ids[i]`` is the residual of ``symbol[i]``); the blocks that still hold a wanted id
-    are then solved by elimination (``more[i]`` is the XOR of the residuals of the symbols in
-    ``combos[i]``).
+
+def _eliminate(
+    offsets: np.ndarray, terms: np.ndarray, unknown: np.ndarray, rows: np.ndarray, rest: np.ndarray
+) -> tuple[list[int], list[np.ndarray]]:
+    """The ids of ``rest`` the symbols ``rows`` determine by GF(2) elimination, block by block.
+
+    ``unknown`` flags the terms the worker does not hold. Returns the ids solved and, for each,
+    the symbols whose residuals XOR to it.
     """
-    n = offsets.size - 1
-    sym = np.repeat(np.arange(n), np.diff(offsets))
-    s_u, t_u = sym[unknown], terms[unknown]
-    per = np.bincount(s_u, minlength=n)
-    u_off = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(per, out=u_off[1:])
-    single = np.flatnonzero(per == 1)
-    direct, first = np.unique(t_u[u_off[single]], return_index=True)
-    keep = np.isin(direct, wanted)
-    more: list[int] = []
+    counts = np.diff(offsets)[rows]
+    starts = offsets[:-1][rows]
+    at = (
+        np.repeat(starts, counts)
+        + np.arange(int(counts.sum()))
+        - np.repeat(np.cumsum(counts) - counts, counts)
+    )
+    keep = unknown[at]
+    sub_terms = terms[at][keep]
+    sub_counts = np.add.reduceat(keep.astype(np.int64), np.cumsum(counts) - counts) if rows.size else counts
+    sub_off = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(sub_counts, out=sub_off[1:])
+    block = term_blocks(sub_off, sub_terms)
+    live = np.isin(sub_terms, rest)
+    touched = np.isin(block, np.unique(block[np.repeat(np.arange(rows.size), sub_counts)[live]]))
+    by_block: dict[int, list[int]] = {}
+    for q in np.flatnonzero(touched).tolist():
+        by_block.setdefault(int(block[q]), []).append(q)
+    rest_set = set(rest.tolist())
+    found: list[int] = []
     combos: list[np.ndarray] = []
-    rest = np.setdiff1d(wanted, direct)
-    live = np.isin(t_u, rest)
-    if live.any():
-        block = term_blocks(u_off, t_u)
-        touched = np.isin(block, np.unique(block[s_u[live]])) & (per > 0)
-        by_block: dict[int, list[int]] = {}
-        for s in np.flatnonzero(touched).tolist():
-            by_block.setdefault(int(block[s]), []).append(s)
-        rest_set = set(rest.tolist())
-        for members in by_block.values():
-            local: dict[int, int] = {}
-            rows = []
-            for s in members:
-                m = 0
-                for x in t_u[u_off[s] : u_off[s + 1]].tolist():
-                    m ^= 1 << local.setdefault(x, len(local))
-                rows.append(m)
-            back = {u: x for x, u in local.items()}
-            for u, c in solve_gf2(rows).items():
-                if back[u] in rest_set:
-                    more.append(back[u])
-                    combos.append(np.array([members[i] for i in range(c.bit_length()) if c >> i & 1]))
-    return direct[keep], single[first[keep]], more, combos
+    for members in by_block.values():
+        local: dict[int, int] = {}
+        eqs = []
+        for q in members:
+            m = 0
+            for x in sub_terms[sub_off[q] : sub_off[q + 1]].tolist():
+                m ^= 1 << local.setdefault(x, len(local))
+            eqs.append(m)
+        back = {u: x for x, u in local.items()}
+        for u, c in solve_gf2(eqs).items():
+            if back[u] in rest_set:
+                found.append(back[u])
+                combos.append(rows[[members[i] for i in range(c.bit_length()) if c >> i & 1]])
+    return found, combos
+
+
+def _solve(
+    new: np.ndarray,
+    ids: np.ndarray,
+    cache: Cache,
+    offsets: np.ndarray,
+    terms: np.ndarray,
+    payload: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """Write into ``new`` (rows of ``ids``) every row the symbols determine; return them and the steps.
+
+    One compiled pass solves the symbols with one unknown term; the symbols with more, and those
+    of one unknown that they hold, are then solved by elimination, block by block.
+    """
+    where = _lookup(cache.ids, terms)
+    target = np.where(where < 0, _lookup(ids, terms), -1)
+    n = offsets.size - 1
+    done = np.zeros(ids.size, dtype=np.uint8)
+    multi = np.zeros(n, dtype=np.uint8)
+    steps = int(
+        _kernels().direct_terms(
+            new, done, _ro(payload), _i64(offsets), _i64(where), _i64(target), _ro(cache.data), multi
+        )
+    )
+    if not multi.any():
+        return done.astype(bool), steps
+    unknown = where < 0
+    multi_rows = np.flatnonzero(multi)
+    inner = np.unique(terms[(at := _term_positions(offsets, multi_rows))][unknown[at]])
+    # the symbols of one unknown term that the others hold, and the ids still wanted
+    single = np.flatnonzero(unknown & np.isin(terms, inner))
+    sym = np.searchsorted(offsets, single, side="right") - 1
+    rows = np.union1d(multi_rows, sym)
+    at = _term_positions(offsets, rows)
+    tg = target[at]
+    rest = np.unique(terms[at][(tg >= 0) & (done[np.maximum(tg, 0)] == 0)])
+    if not rest.size:
+        return done.astype(bool), steps
+    found, combos = _eliminate(offsets, terms, unknown, rows, rest)
+    if found:  # the residuals of the symbols the eliminations use, and their sums
+        used = np.unique(np.concatenate(combos))
+        at = _term_positions(offsets, used)
+        sub_off = np.concatenate([[0], np.cumsum(np.diff(offsets)[used])])
+        residual = _aligned_rows(used.size, new.shape[1])
+        _xor_rows(residual, payload[used], sub_off, where[at], cache.data)
+        for x, c in zip(found, combos, strict=True):
+            r = int(np.searchsorted(ids, x))
+            new[r] = np.bitwise_xor.reduce(residual[np.searchsorted(used, c)], axis=0)
+            done[r] = 1
+            steps += int(c.size)
+    return done.astype(bool), steps
 
 
 def decode_terms(
@@ -348,33 +423,18 @@ def decode_terms(
     new = _output_rows(out, ids.size, width, cache)
     pos = _lookup(cache.ids, ids)
     held = pos >= 0
-    new[held] = cache.data[pos[held]]
-    wanted = ids[~held]
-    found, steps = np.empty(0, np.int64), 0
-    if wanted.size and parsed:
+    _move(new, np.flatnonzero(held), cache.data, pos[held])
+    solved, steps = np.zeros(ids.size, dtype=bool), 0
+    if not held.all() and parsed:
         _, offsets, terms, payload = _addressed_terms(parsed, worker)
-        where = _lookup(cache.ids, terms)
-        residual = np.array(payload, dtype=np.uint8, copy=True)
-        n_terms = np.diff(offsets)
-        sym = np.repeat(np.arange(offsets.size - 1), n_terms)
-        slot = np.arange(terms.size) - offsets[sym]
-        for k in range(int(n_terms.max(initial=0))):  # take the known terms out, a slot at a time
-            hit = np.flatnonzero((slot == k) & (where >= 0))
-            residual[sym[hit]] ^= cache.data[where[hit]]
-        direct, via, more, combos = _solve_blocks(offsets, terms, where < 0, wanted)
-        new[np.searchsorted(ids, direct)] = residual[via]
-        for x, c in zip(more, combos, strict=True):
-            new[int(np.searchsorted(ids, x))] = np.bitwise_xor.reduce(residual[c], axis=0)
-        found = np.union1d(direct, np.array(more, dtype=np.int64))
-        steps = int(direct.size) + sum(int(c.size) for c in combos)
-    got = np.isin(wanted, found)
-    missing = wanted[~got]
-    new[np.searchsorted(ids, missing)] = 0
-    decoded = wanted[got]
+        solved, steps = _solve(new, ids, cache, offsets, terms, payload)
+    lost = ~held & ~solved
+    new[lost] = 0
+    missing, decoded = ids[lost], ids[solved]
     bad = np.empty(0, np.int64)
     if checksums is not None and decoded.size:
-        rows = np.searchsorted(ids, decoded)
-        bad = decoded[_checksum_rows(new[rows], None) != np.asarray(checksums)[decoded]]
+        rows = np.flatnonzero(solved)
+        bad = decoded[_checksum_rows(new, None, rows) != np.asarray(checksums)[decoded]]
     return DecodeResult(
         worker=worker,
         cache=Cache(ids=ids, data=new, lengths=None),
