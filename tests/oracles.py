@@ -358,6 +358,53 @@ def read_frame_reference(raw: bytes) -> dict:
     return {"header": header, "entries": entries, "runs": rows[n:], "payload": payload, "crc_ok": crc_ok}
 
 
+def terms_frame_reference(rows, offsets, terms, *, epoch, symbol, runs=()) -> bytes:
+    """A frame of many-term symbols (version 3, flag TERMS) from docs/wire-format.md, with struct.
+
+    ``rows`` are the dataset's rows as bytes (one width); symbol ``s`` XORs the rows
+    ``terms[offsets[s]:offsets[s + 1]]``; 32-bit ids.
+    """
+    n, width = len(offsets) - 1, len(rows[0])
+    entries = b"".join(struct.pack("<II", symbol[s], offsets[s + 1] - offsets[s]) for s in range(n))
+    table = b"".join(struct.pack("<I", t) for t in terms)
+    index = b"".join(struct.pack("<III", *row) for row in runs)
+    body = b""
+    for s in range(n):
+        acc = bytearray(width)
+        for t in terms[offsets[s] : offsets[s + 1]]:
+            acc = bytearray(x ^ y for x, y in zip(acc, rows[t], strict=True))
+        body += bytes(acc)
+    head = struct.pack("<4sHHQIIQII", b"CSHF", 3, 8, epoch, n, width, len(body), 0, len(runs))
+    framing = head + entries + table + index
+    framing += b"\0" * (-len(framing) % 8)
+    crc = zlib.crc32(framing)
+    return framing[:32] + struct.pack("<I", crc) + framing[36:] + body
+
+
+def read_terms_frame_reference(raw: bytes) -> dict:
+    """The parts of a frame of many-term symbols with 32-bit ids, read with struct and zlib:
+    ``header``, ``entries`` (rows ``(symbol, n_terms)``), ``terms`` (one list a symbol), ``runs``,
+    ``payload`` and ``crc_ok``."""
+    raw = bytes(raw)
+    header = dict(zip(_HEADER_FIELDS, struct.unpack_from("<4sHHQIIQII", raw), strict=True))
+    assert header["flags"] & ~12 == 0 and header["flags"] & 8, "not TERMS, or 64-bit ids"
+    n, r, B = header["n_symbols"], header["n_runs"], header["record_bytes"]
+    entries = [struct.unpack_from("<II", raw, 40 + 8 * k) for k in range(n)]
+    at = 40 + 8 * n
+    terms = []
+    for _, count in entries:
+        terms.append(list(struct.unpack_from(f"<{count}I", raw, at)))
+        at += 4 * count
+    runs = [struct.unpack_from("<III", raw, at + 12 * k) for k in range(r)]
+    framing = at + 12 * r
+    framing += -framing % 8
+    crc_ok = zlib.crc32(raw[:32] + bytes(4) + raw[36:framing]) == header["header_crc"]
+    assert len(raw) == framing + n * B == framing + header["payload_bytes"], "payload length"
+    payload = [raw[framing + s * B : framing + (s + 1) * B] for s in range(n)]
+    parts = {"header": header, "entries": entries, "terms": terms, "runs": runs, "payload": payload}
+    return {**parts, "crc_ok": crc_ok}
+
+
 # --------------------------------------------------------------------------- epoch orders
 
 

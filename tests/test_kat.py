@@ -46,7 +46,8 @@ VECTORS = json.loads((Path(__file__).resolve().parent / "kat" / "vectors.json").
 
 def test_the_vectors_are_all_there():
     # a rewrite that dropped a vector would pass the tests below: the file's shape is fixed too
-    assert list(VECTORS) == ["about", "checksums", "permutations", "feistel", "frame_example_1"]
+    names = ["about", "checksums", "permutations", "feistel", "frame_example_1", "frame_storage"]
+    assert list(VECTORS) == names
     assert len(VECTORS["checksums"]) == 7
     assert [(p["seed"], p["epoch"], len(p["order"])) for p in VECTORS["permutations"]] == [
         (seed, epoch, 20) for seed in (0, 1, 20161001) for epoch in (0, 1)
@@ -129,3 +130,46 @@ def test_frame_of_example_1():
             cache, [raw], need=need, worker=k, epoch=vec["epoch"], checksums=dataset.checksums
         )
         assert res.ok and np.array_equal(res.cache.data, data[need])
+
+
+def test_frame_of_many_term_symbols():
+    from coded_shuffle.codec import TERMS_VERSION, decode_terms, encode_terms
+    from coded_shuffle.orders import placement_from_owner
+    from coded_shuffle.storage import piece_placement, plan_storage, update_storage
+    from tests.oracles import read_terms_frame_reference, terms_frame_reference
+
+    vec = VECTORS["frame_storage"]
+    raw = bytes.fromhex("".join(vec["frame"]))
+    rows = [bytes.fromhex(r) for r in vec["pieces"]]
+    pieces = load_dataset(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), -1))
+    K, M = vec["K"], vec["storage"]
+    p0, p1 = placement_from_owner(vec["owner_t"], K), placement_from_owner(vec["owner_t1"], K)
+    pp = piece_placement(p0, M=M)
+    plan = plan_storage(pp, p1)
+    # the library writes the frozen frame, byte for byte
+    assert TERMS_VERSION == vec["wire_version"] == 3
+    wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
+    (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=vec["epoch"], wanter=wanter, K=K)
+    assert frame.tobytes() == raw
+    # read without the library (struct and zlib), and every payload the XOR of its pieces
+    parts = read_terms_frame_reference(raw)
+    assert parts["crc_ok"] and parts["terms"] == vec["terms"]
+    assert [list(r) for r in parts["runs"]] == vec["runs"]
+    for t, payload in zip(parts["terms"], parts["payload"], strict=True):
+        want = bytearray(len(rows[0]))
+        for x in t:
+            want = bytearray(a ^ b for a, b in zip(want, rows[x], strict=True))
+        assert payload == bytes(want)
+    offsets = np.concatenate([[0], np.cumsum([len(t) for t in parts["terms"]])]).tolist()
+    flat = [x for t in parts["terms"] for x in t]
+    symbol = [s for s, _ in parts["entries"]]
+    epoch = vec["epoch"]
+    rebuilt = terms_frame_reference(rows, offsets, flat, epoch=epoch, symbol=symbol, runs=parts["runs"])
+    assert rebuilt == raw
+    # and every worker decodes its share of the next epoch from the frozen bytes
+    nxt = update_storage(pp, p1)
+    for k in range(K):
+        res = decode_terms(
+            pieces.cache(pp.held_by(k)), [raw], need=nxt.held_by(k), worker=k, checksums=pieces.checksums
+        )
+        assert res.ok and np.array_equal(res.cache.data, pieces.data[nxt.held_by(k)])

@@ -74,11 +74,9 @@ FRAME_EPOCH = 1
 FRAME_RECORD_BYTES = 8
 
 
-def frame_records(N: int) -> list[bytes]:
-    """The fixed records of the frame vector."""
-    return [
-        hashlib.sha256(b"coded_shuffle kat record %d" % n).digest()[:FRAME_RECORD_BYTES] for n in range(N)
-    ]
+def frame_records(N: int, width: int = FRAME_RECORD_BYTES) -> list[bytes]:
+    """The fixed records of the frame vectors."""
+    return [hashlib.sha256(b"coded_shuffle kat record %d" % n).digest()[:width] for n in range(N)]
 
 
 def _agree(what: str, reference: object, library: object) -> None:
@@ -140,6 +138,7 @@ def build() -> dict:
     frame_checksums = [checksum_from_spec(r) for r in records]
     _agree("the checksums of the frame's records", frame_checksums, [int(h) for h in dataset.checksums])
     header = dict(parts["header"], magic=parts["header"]["magic"].decode("ascii"))
+    terms_vector = build_terms_frame()
 
     return {
         "about": (
@@ -165,6 +164,52 @@ def build() -> dict:
             "runs": [list(row) for row in parts["runs"]],
             "frame": [raw[k : k + 16].hex() for k in range(0, len(raw), 16)],
         },
+        "frame_storage": terms_vector,
+    }
+
+
+#: The frame of many-term symbols: the cyclic shift of K = 3 workers, one record each, storage 2.
+TERMS_K, TERMS_M, TERMS_EPOCH, TERMS_PIECE_BYTES = 3, 2, 9, 8
+
+
+def build_terms_frame() -> dict:
+    """The vector of a frame of version 3: its pieces, the plan's symbols, and the frame."""
+    import numpy as np
+
+    from coded_shuffle.codec import TERMS_VERSION, encode_terms, load_dataset
+    from coded_shuffle.orders import placement_from_owner
+    from coded_shuffle.storage import piece_placement, plan_storage
+    from tests.oracles import read_terms_frame_reference, terms_frame_reference
+
+    K = TERMS_K
+    p0 = placement_from_owner(list(range(K)), K)
+    p1 = placement_from_owner([(k + 1) % K for k in range(K)], K)
+    pp = piece_placement(p0, M=TERMS_M)
+    plan = plan_storage(pp, p1)
+    rows = frame_records(K * pp.pieces, width=TERMS_PIECE_BYTES)
+    pieces = load_dataset(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), -1))
+    wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
+    (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=TERMS_EPOCH, wanter=wanter, K=K)
+    raw = frame.tobytes()
+    parts = read_terms_frame_reference(raw)
+    offsets = [0]
+    for t in parts["terms"]:
+        offsets.append(offsets[-1] + len(t))
+    flat = [x for t in parts["terms"] for x in t]
+    symbol = [s for s, _ in parts["entries"]]
+    rebuilt = terms_frame_reference(rows, offsets, flat, epoch=TERMS_EPOCH, symbol=symbol, runs=parts["runs"])
+    _agree("the frame of many-term symbols", rebuilt, raw)
+    return {
+        "K": K,
+        "storage": TERMS_M,
+        "owner_t": list(p0.owner.tolist()),
+        "owner_t1": list(p1.owner.tolist()),
+        "epoch": TERMS_EPOCH,
+        "wire_version": TERMS_VERSION,
+        "pieces": [r.hex() for r in rows],
+        "terms": parts["terms"],
+        "runs": [list(r) for r in parts["runs"]],
+        "frame": [raw[k : k + 16].hex() for k in range(0, len(raw), 16)],
     }
 
 
