@@ -247,8 +247,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         Epochs the job trains, ``start_epoch .. start_epoch + epochs - 1``.
     start_epoch : int
         The first epoch (read from the dataset); :meth:`load_state_dict` sets it on resume.
-    seed, order, strategy, max_repair_rounds, timeout
-        As :class:`coded_shuffle.loader.MPILoader`; the same on every rank.
+    seed, order, strategy, max_repair_rounds, timeout, storage
+        As :class:`coded_shuffle.loader.MPILoader`; the same on every rank (``storage = M > 1``:
+        every worker keeps ``M`` batches' worth of pieces and yields whole records).
     drop_last : bool
         Drop the extra record of the longer batches (default False: pad the shorter ones).
     with_ids : bool
@@ -291,6 +292,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         timeout: float | None = None,
         rank: int | None = None,
         world_size: int | None = None,
+        storage: int = 1,
     ) -> None:
         super().__init__()
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
@@ -319,7 +321,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         records = pack_arrays(source) if transport.is_master and source is not None else source
         self._options: dict[str, Any] = {
             "epochs": epochs, "seed": seed, "order": order, "strategy": strategy,
-            "max_repair_rounds": max_repair_rounds, "timeout": timeout,
+            "max_repair_rounds": max_repair_rounds, "timeout": timeout, "storage": storage,
         }  # fmt: skip
         # Checks every option now, on every rank (the loader proper is made at the first epoch).
         self._loader = MPILoader(

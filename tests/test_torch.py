@@ -48,6 +48,9 @@ def write_data(d: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"struct": rows, "x": x, "y": y}
 
 
+WIDE = np.dtype([("x", "<f4", (160,)), ("y", "<i2")])  # 642 bytes: 2 pieces of 321 at K = 3, M = 2
+
+
 def launch(how: str, K: int, *args: object) -> subprocess.CompletedProcess[str]:
     if how == "mpiexec":
         cmd = [str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM)]
@@ -86,9 +89,9 @@ def check_run(out: Path, data: dict[str, np.ndarray], layout: str, K: int, epoch
                 assert sorted(ids.tolist()) == sorted(mine.tolist())
             assert int(got["length"]) == want[k].size and bool(got["writable"])
             assert int(got["steps"]) == steps(mine.size, num_workers)  # the same on every rank
-            if layout == "struct":
-                assert np.array_equal(got["field0"], data["struct"]["x"][ids])
-                assert np.array_equal(got["field1"], data["struct"]["y"][ids])
+            if layout in ("struct", "wide"):
+                assert np.array_equal(got["field0"], data[layout]["x"][ids])
+                assert np.array_equal(got["field1"], data[layout]["y"][ids])
             else:
                 assert np.array_equal(got["field0"], data["x"][ids])
                 assert np.array_equal(got["field1"], data["y"][ids])
@@ -139,6 +142,23 @@ def test_each_rank_yields_exactly_its_batch(tmp_path, rng, how, layout, K, num_w
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_run(out, data, layout, K, range(epochs), drop_last=drop_last, num_workers=num_workers)
     check_reports(out, K, range(epochs), data, layout)
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_a_storage_of_two_batches_under_torchrun(tmp_path, rng):
+    wide = np.zeros(N, dtype=WIDE)
+    wide["x"] = rng.standard_normal((N, 160))
+    wide["y"] = rng.integers(-1000, 1000, N)
+    np.save(tmp_path / "wide.npy", wide)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 3, "wide", tmp_path, out, 3, 0, 0, 1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_run(out, {"wide": wide}, "wide", 3, range(3), drop_last=False, num_workers=0)
+    reports = json.loads((out / "reports.json").read_text())
+    assert [r["epoch"] for r in reports] == [1, 2]
+    assert all(r["verified"] and r["storage"] == 2 and r["records_checked"] == N for r in reports)
 
 
 @needs_torch

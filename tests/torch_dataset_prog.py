@@ -3,7 +3,8 @@
 ``prog.py LAYOUT DATA OUT EPOCHS NUM_WORKERS DROP_LAST PREFETCH [STATE]``
 
 - ``LAYOUT`` ``plain`` (``DATA/rows.npy``, a 2-D float32 array), ``struct`` (``DATA/rows.npy``,
-  a structured array) or ``files`` (``DATA/x.npy`` and ``DATA/y.npy``, features and labels);
+  a structured array), ``files`` (``DATA/x.npy`` and ``DATA/y.npy``, features and labels) or
+  ``wide`` (``DATA/wide.npy``, structured records of 642 bytes, every worker storing 2 batches);
 - every worker rank iterates a ``DataLoader(num_workers=NUM_WORKERS, batch_size=4)`` over its
   :class:`~coded_shuffle.torch.CodedIterableDataset` (``with_ids``) for each epoch, after
   ``set_epoch``, and writes what it got to ``OUT/w{k}_e{t}.npz``: the ids and each field's rows,
@@ -42,6 +43,8 @@ def main(argv: list[str]) -> int:
         dist.init_process_group("gloo")
     data_dir, out_dir = Path(data), Path(out)
     source: Any = [data_dir / "x.npy", data_dir / "y.npy"] if layout == "files" else data_dir / "rows.npy"
+    if layout == "wide":
+        source = data_dir / "wide.npy"
     warnings.simplefilter("error")  # a non-writable tensor warning fails the job
     ds = CodedIterableDataset(
         source,
@@ -51,6 +54,7 @@ def main(argv: list[str]) -> int:
         with_ids=True,
         prefetch=prefetch == "1",
         timeout=3 if state == "freeze" else 30,
+        storage=2 if layout == "wide" else 1,
     )
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
