@@ -49,8 +49,8 @@ from .protocol import (
     worker_transition,
 )
 from .report import RunReport, TransitionReport
-from .schemes import SCHEMES, STORAGE_SCHEME
-from .state import initial_caches, pieces_dataset, pieces_placement, storage_dataset, synthetic_dataset
+from .schemes import SCHEMES, STORAGE_SCHEME, Storage
+from .state import initial_caches, pieces_dataset, pieces_placement, synthetic_dataset  # noqa: F401
 
 __all__ = ["drive", "transition", "run", "simulate"]
 
@@ -284,111 +284,56 @@ def run(
     if order is not None and not isinstance(order, OrderSpec):
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
     q = check_int(subpackets, "subpackets", minimum=1)
-    M = storage
-    check_storage(M, K)
-    if M != 1:
-        if q != 1:
-            raise ValueError(
-                f"Argument 'subpackets' must be 1 with storage M = {M} (the storage cuts the pieces)."
-            )
-        opts = MasterOptions(
-            strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
+    check_storage(storage, K)
+    if storage != 1 and q != 1:
+        raise ValueError(
+            f"Argument 'subpackets' must be 1 with storage M = {storage} (the storage cuts the pieces)."
         )
-        reports = _run_storage(
-            dataset, K=K, M=M, epochs=epochs, seed=seed, order=order, link=link, on_transition=on_transition,
-            opts=opts,
-        )  # fmt: skip
-        return RunReport(
-            K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
-            transitions=tuple(reports), subpackets=reports[0].subpackets if reports else 1, storage=M,
-        )  # fmt: skip
-    work = dataset if q == 1 else pieces_dataset(dataset, q)
+    opts = MasterOptions(
+        strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
+    )
+    first: Callable[[Placement], Any]
+    follow: Callable[[Any, Placement], Any]
+    if storage != 1:  # pieces of the storage, held as the piece placement says
+        store = Storage.of(dataset.record_bytes, K=K, M=storage)
+        work, scheme, first, follow = store.dataset(dataset), STORAGE_SCHEME, store.start, store.following
 
-    def pieces(p: Placement) -> Placement:
-        return pieces_placement(p, q)
+        def finish(rep: TransitionReport) -> TransitionReport:
+            return store.report(rep, dataset)
 
-    placement = order_placement(dataset.N, K, seed=seed, epoch=0, spec=order)
-    caches = initial_caches(work, pieces(placement))
+    else:  # whole records, or their sub-packets (the pieces of a record go where it goes)
+        work, scheme = (dataset if q == 1 else pieces_dataset(dataset, q)), SCHEMES["coded"]
+        first = lambda p: pieces_placement(p, q)  # noqa: E731
+        follow = lambda _, p: pieces_placement(p, q)  # noqa: E731
+
+        def finish(rep: TransitionReport) -> TransitionReport:
+            if q == 1:
+                return rep
+            # the pieces of a record are checked together: records checked = pieces / q
+            return dataclasses.replace(
+                rep, N=dataset.N, record_bytes=dataset.record_bytes, records_checked=rep.records_checked // q,
+                subpackets=q,
+            )  # fmt: skip
+
+    held = first(order_placement(dataset.N, K, seed=seed, epoch=0, spec=order))
+    caches = [work.cache(scheme.need(held, k)) for k in range(K)]
     spare: list[np.ndarray] | None = None
     reports = []
     for t in range(epochs):
-        nxt = order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order)
+        nxt = follow(held, order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order))
         old = caches
-        rep, caches = transition(
-            work,
-            caches,
-            pieces(placement),
-            pieces(nxt),
-            epoch=t + 1,
-            transport=link,
-            strategy=strategy,
-            max_repair_rounds=max_repair_rounds,
-            exact_bound=exact_bound,
-            spare=spare,
-            seed=seed,
-        )
+        rep, caches = drive(link, scheme, work, caches, (held, nxt), epoch=t + 1, opts=opts, spare=spare)
         # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
         spare = [c.data for c in old]
-        if q > 1:  # the pieces of a record are checked together: records checked = pieces / q
-            rep = dataclasses.replace(
-                rep,
-                N=dataset.N,
-                record_bytes=dataset.record_bytes,
-                records_checked=rep.records_checked // q,
-                subpackets=q,
-            )
+        rep = finish(rep)
         reports.append(rep)
         if on_transition is not None:
             on_transition(rep)
-        placement = nxt
+        held = nxt
     return RunReport(
-        K=K,
-        N=dataset.N,
-        record_bytes=dataset.record_bytes,
-        epochs=epochs,
-        seed=seed,
-        strategy=strategy,
-        transitions=tuple(reports),
-        subpackets=q,
-    )
-
-
-def _run_storage(
-    dataset: Dataset,
-    *,
-    K: int,
-    M: int,
-    epochs: int,
-    seed: int,
-    order: OrderSpec | None,
-    link: Any,
-    on_transition: Callable[[TransitionReport], None] | None,
-    opts: MasterOptions,
-) -> list[TransitionReport]:
-    """The transitions of :func:`run` with a storage of ``M > 1`` batches."""
-    from ..storage import piece_placement, update_storage
-
-    work = storage_dataset(dataset, K, M)
-    pp = piece_placement(order_placement(dataset.N, K, seed=seed, epoch=0, spec=order), M=M)
-    caches = [work.cache(pp.held_by(k)) for k in range(K)]
-    spare: list[np.ndarray] | None = None
-    reports = []
-    for t in range(epochs):
-        nxt = update_storage(pp, order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order))
-        old = caches
-        rep, caches = drive(
-            link, STORAGE_SCHEME, work, caches, (pp, nxt), epoch=t + 1, opts=opts, spare=spare
-        )
-        spare = [c.data for c in old]
-        rep = dataclasses.replace(
-            rep, N=dataset.N, record_bytes=dataset.record_bytes, subpackets=pp.pieces, storage=M,
-            piece_bytes=work.record_bytes,
-        )  # fmt: skip
-        reports.append(rep)
-        if on_transition is not None:
-            on_transition(rep)
-        pp = nxt
-    return reports
+        K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
+        transitions=tuple(reports), subpackets=reports[0].subpackets if reports else q, storage=storage,
+    )  # fmt: skip
 
 
 def simulate(
