@@ -364,9 +364,10 @@ def _need_ids(need: object, checksums: np.ndarray | None) -> np.ndarray:
 
 
 def _parsed_frames(
-    frames: object, *, worker: int, epoch: int | None, width: int, variable: bool
+    frames: object, *, worker: int, epoch: int | None, width: int, variable: bool, terms: bool = False
 ) -> list[Frame]:
-    """``frames`` parsed (a :class:`Frame` is taken as it is), each matching the cache's layout."""
+    """``frames`` parsed (a :class:`Frame` is taken as it is), each matching the cache's layout:
+    frames of pairs, or with ``terms`` frames of many-term symbols (:mod:`.terms`)."""
     if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
         raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
     parsed = []
@@ -376,9 +377,11 @@ def _parsed_frames(
                 f = parse_frame(f, epoch=epoch, record_bytes=width)
             except DecodeError as exc:
                 raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
-        if f.terms is not None:
+        if (f.terms is not None) != terms:
             raise DecodeError(
                 f"Worker {worker}: frame {q} carries many-term symbols; decode it with decode_terms."
+                if f.terms is not None
+                else f"Worker {worker}: frame {q} is not a frame of many-term symbols."
             )
         if (f.len_a is not None) != variable or f.record_bytes != width:
             raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")

@@ -131,6 +131,24 @@ def _pack(
         offset = np.cumsum(plen) - plen
         args = (buf[start:], _i64(offset), _i64(plen), _ro(data), _i64(a), _i64(b))
         _halves(_kernels().encode_packed, args, 0, n, payload_bytes)
+    _write_header(
+        buf, start, flags=flags, epoch=epoch, n=n, width=width, payload_bytes=payload_bytes, n_runs=n_runs
+    )
+    return buf
+
+
+def _write_header(
+    buf: np.ndarray,
+    start: int,
+    *,
+    flags: int,
+    epoch: int,
+    n: int,
+    width: int,
+    payload_bytes: int,
+    n_runs: int,
+) -> None:
+    """Fill in the frame header of ``buf``, and last its CRC over ``buf[:start]`` (docs/wire-format.md)."""
     header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
     header["magic"] = WIRE_MAGIC
     header["version"] = frame_version(flags)
@@ -141,7 +159,6 @@ def _pack(
     header["payload_bytes"] = payload_bytes
     header["n_runs"] = n_runs
     header["header_crc"] = zlib.crc32(buf[:start].data)  # computed with the crc field zero
-    return buf
 
 
 def encode_plan_arrays(

@@ -12,7 +12,6 @@ decoded row is checked against its checksum, as a decoded record is.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,13 +21,11 @@ from scipy.sparse.csgraph import connected_components
 
 from .._checks import check_int, check_int_array
 from .._gf2 import solve_gf2
-from ..errors import DecodeError
 from ._common import _NO_RUNS, _aligned_empty, _aligned_rows, _halves, _i64, _kernels, _lookup, _ro
-from .decode import DecodeResult, _need_ids, _output_rows
-from .encode import _clip_runs
+from .decode import DecodeResult, _need_ids, _output_rows, _parsed_frames
+from .encode import _clip_runs, _write_header
 from .records import Cache, Dataset, _checksum_rows
 from .wire import (
-    _HEADER_DTYPE,
     _RUN_DTYPE,
     DEFAULT_MAX_FRAME_BYTES,
     FLAG_REPAIR,
@@ -36,12 +33,9 @@ from .wire import (
     FLAG_WIDE_IDS,
     FRAME_HEADER_BYTES,
     RUN_BYTES,
-    WIRE_MAGIC,
     Frame,
     _layout,
     _term_bytes,
-    frame_version,
-    parse_frame,
 )
 
 __all__ = ["encode_terms", "decode_terms", "term_blocks"]
@@ -149,16 +143,9 @@ def _pack_terms(
         table["worker"], table["first"], table["count"] = runs[:, 0], runs[:, 1], runs[:, 2]
     if n:
         _xor_rows(buf[start:].reshape(n, width), None, offsets, terms, dataset.data)
-    header = buf[:FRAME_HEADER_BYTES].view(_HEADER_DTYPE)
-    header["magic"] = WIRE_MAGIC
-    header["version"] = frame_version(flags)
-    header["flags"] = flags
-    header["epoch"] = epoch
-    header["n_symbols"] = n
-    header["record_bytes"] = width
-    header["payload_bytes"] = n * width
-    header["n_runs"] = runs.shape[0]
-    header["header_crc"] = zlib.crc32(buf[:start].data)
+    _write_header(
+        buf, start, flags=flags, epoch=epoch, n=n, width=width, payload_bytes=n * width, n_runs=runs.shape[0]
+    )
     return buf
 
 
@@ -260,24 +247,6 @@ def _addressed_terms(
     off = np.zeros(n_terms.size + 1, dtype=np.int64)
     np.cumsum(n_terms, out=off[1:])
     return np.concatenate(sym), off, np.concatenate(terms), np.concatenate(rows)
-
-
-def _parsed_terms(frames: object, *, worker: int, epoch: int | None, width: int) -> list[Frame]:
-    if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
-        raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
-    out = []
-    for q, f in enumerate(frames):
-        if not isinstance(f, Frame):
-            try:
-                f = parse_frame(f, epoch=epoch, record_bytes=width)
-            except DecodeError as exc:
-                raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
-        if f.terms is None or f.record_bytes != width:
-            raise DecodeError(
-                f"Worker {worker}: frame {q} is not a frame of many-term symbols of width {width}."
-            )
-        out.append(f)
-    return out
 
 
 def _term_positions(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -419,7 +388,7 @@ def decode_terms(
     worker = check_int(worker, "worker", minimum=0)
     width = int(cache.data.shape[1])
     ids = _need_ids(need, checksums)
-    parsed = _parsed_terms(frames, worker=worker, epoch=epoch, width=width)
+    parsed = _parsed_frames(frames, worker=worker, epoch=epoch, width=width, variable=False, terms=True)
     new = _output_rows(out, ids.size, width, cache)
     pos = _lookup(cache.ids, ids)
     held = pos >= 0

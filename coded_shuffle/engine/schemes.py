@@ -139,8 +139,20 @@ def receive_decode(
 ) -> Taken:
     """A worker: receive one delivery's frames, drop the malformed ones, decode its batch ``need``."""
     t0 = time.perf_counter()
-    raw = link.receive(worker)
+    frames, rejected = _received(
+        link, worker, epoch, cache, tamper, lambda f: (f.len_a is not None) == variable
+    )
     t_recv = time.perf_counter() - t0
+    res = decode_worker(cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out)
+    return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
+
+
+def _received(
+    link: Any, worker: int, epoch: int, cache: Cache, tamper: Tamper | None, fits: Callable[[Any], bool]
+) -> tuple[list[Any], int]:
+    """A worker's frames of one delivery, parsed; a malformed one, or one that does not ``fit``
+    the scheme, is dropped and counted (its records are then missing, and repaired)."""
+    raw = link.receive(worker)
     if tamper is not None:
         raw = tamper(list(raw))
     frames, rejected = [], 0
@@ -150,12 +162,11 @@ def receive_decode(
         except DecodeError:
             rejected += 1
             continue
-        if (frame.len_a is not None) != variable:
+        if not fits(frame):
             rejected += 1
             continue
         frames.append(frame)
-    res = decode_worker(cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out)
-    return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
+    return frames, rejected
 
 
 class Scheme:
@@ -401,21 +412,8 @@ class StorageScheme(Scheme):
         from ..codec import decode_terms
 
         t0 = time.perf_counter()
-        raw = link.receive(worker)
+        frames, rejected = _received(link, worker, epoch, cache, tamper, lambda f: f.terms is not None)
         t_recv = time.perf_counter() - t0
-        if tamper is not None:
-            raw = tamper(list(raw))
-        frames, rejected = [], 0
-        for buf in raw:
-            try:
-                frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]))
-            except DecodeError:
-                rejected += 1
-                continue
-            if frame.terms is None:
-                rejected += 1
-                continue
-            frames.append(frame)
         res = decode_terms(cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out)
         return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
 
