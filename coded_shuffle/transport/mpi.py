@@ -6,19 +6,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
 from .._checks import check_int
-from ..codec._common import _aligned_empty
 from ..errors import RankTimeout, TransportError
-from .base import LinkStats, TokenBucket, _as_frame, _counted, _unicast
-
-#: Control message kinds sent ahead of the frames of one :meth:`MPITransport.send` or ``send_to``.
-_BCAST, _UNICAST = 1, 2
-
+from .base import LinkStats, TokenBucket
+from .frames import FramedLink
 
 #: Tag of point-to-point frame pieces, and of the rows of each worker's first batch.
 _TAG, _INIT_TAG = 7, 11
@@ -26,13 +22,6 @@ _TAG, _INIT_TAG = 7, 11
 
 #: Tags of the protocol's control messages: a worker's post, the master's word.
 _POST, _WORD = 21, 22
-
-
-#: Words of the fixed control message; the sizes of up to ``_INLINE_FRAMES`` frames travel in it.
-_CONTROL_WORDS = 64
-
-
-_INLINE_FRAMES = (_CONTROL_WORDS - 3) // 2
 
 
 def mpi_world() -> Any:
@@ -106,7 +95,7 @@ def _poll(ready: Callable[[], bool], deadline: float) -> bool:
     return True
 
 
-class MPITransport:
+class MPITransport(FramedLink):
     """The shared link over MPI: rank ``root`` is the master, the other ranks the ``K`` workers.
 
     Worker ``k`` is the ``k``-th rank other than ``root`` (rank ``k + 1`` when ``root = 0``).
@@ -178,118 +167,18 @@ class MPITransport:
         """The bucket pacing the master's sends, if any."""
         return self._pace
 
-    def rank_of(self, worker: int) -> int:
-        """Return the rank of ``worker``."""
-        return worker + (worker >= self.root)
+    # ---- the link's primitives (frames.FramedLink does the framing)
 
-    @property
-    def stats(self) -> LinkStats:
-        """Frames, symbols and bytes that left the master so far (zero on workers)."""
-        return self._stats
+    def _bcast_raw(self, arr: np.ndarray) -> None:
+        self.comm.Bcast(arr, root=self.root)
 
-    def _master_only(self, what: str) -> None:
-        if not self.is_master:
-            raise TransportError(
-                f"Rank {self.rank} is a worker: only the master (rank {self.root}) can {what}."
-            )
+    def _send_raw(self, arr: np.ndarray, dest: int) -> None:
+        self.comm.Send(arr, dest=dest, tag=_TAG)
 
-    def _control(self, kind: int, table: np.ndarray) -> None:
-        head = np.zeros(_CONTROL_WORDS, dtype=np.int64)
-        head[:3] = kind, table.shape[0], self.piece_bytes
-        inline = table.shape[0] <= _INLINE_FRAMES
-        if inline:
-            head[3 : 3 + table.size] = table.ravel()
-        self.comm.Bcast(head, root=self.root)
-        if not inline:
-            self.comm.Bcast(table, root=self.root)
-        self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
+    def _recv_raw(self, bufs: list[np.ndarray]) -> None:
+        from mpi4py import MPI
 
-    def _count(self, frames: list[np.ndarray]) -> None:
-        self._stats = _counted(self._stats, frames)
-
-    def _pieces(self, size: int) -> list[tuple[int, int]]:
-        step = self.piece_bytes
-        return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
-
-    def send(self, frames: Sequence[np.ndarray]) -> None:
-        """Master: broadcast ``frames`` to every worker (each byte leaves the master once)."""
-        self._master_only("send")
-        if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
-            raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
-        checked = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(frames)]
-        table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
-        self._control(_BCAST, table)
-        for f in checked:
-            for lo, hi in self._pieces(int(f.shape[0])):
-                if self._pace is not None:
-                    self._pace.consume(hi - lo)
-                self.comm.Bcast(f[lo:hi], root=self.root)
-        self._count(checked)
-
-    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
-        """Master: send worker ``k`` only the frames ``frames[k]``, point to point (unicast).
-
-        Every byte still leaves the master once, on the same (paced) link.
-        """
-        self._master_only("send")
-        order = [(k, np.ascontiguousarray(f)) for k, f in _unicast(frames, self.K)]
-        table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
-        self._control(_UNICAST, table)
-        for k, f in order:
-            dest = self.rank_of(k)
-            for lo, hi in self._pieces(int(f.shape[0])):
-                if self._pace is not None:
-                    self._pace.consume(hi - lo)
-                self.comm.Send(f[lo:hi], dest=dest, tag=_TAG)
-        self._count([f for _, f in order])
-
-    def receive(self, worker: int) -> list[np.ndarray]:
-        """Worker: return the frames of the master's matching ``send`` or ``send_to``, in order.
-
-        Frames are read-only views into a receive buffer the transport keeps and reuses (its
-        pages are touched once, not at every delivery): they stay valid until the next
-        ``receive`` on this rank; copy them to keep them longer (or pass ``reuse_buffers=False``).
-        After a ``send_to``, only the frames addressed to this worker are returned.
-        """
-        worker = check_int(worker, "worker", minimum=0)
-        if self.is_master or worker != self.worker:
-            raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
-        head = np.empty(_CONTROL_WORDS, dtype=np.int64)
-        self.comm.Bcast(head, root=self.root)
-        kind, n, piece = (int(v) for v in head[:3])
-        if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
-            raise TransportError(
-                f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
-            )
-        if n <= _INLINE_FRAMES:
-            table = head[3 : 3 + 2 * n].reshape(n, 2)
-        else:
-            table = np.empty((n, 2), dtype=np.int64)
-            self.comm.Bcast(table, root=self.root)
-        self.piece_bytes = piece
-        mine = table if kind == _BCAST else table[table[:, 1] == worker]
-        sizes = mine[:, 0].tolist()
-        offsets = [0]
-        for size in sizes:  # each frame starts on a page
-            offsets.append(offsets[-1] + size + (-size % 4096))
-        arena = self._arena(offsets[-1])
-        out = [arena[o : o + size] for o, size in zip(offsets, sizes, strict=False)]
-        if kind == _BCAST:
-            for buf in out:
-                for lo, hi in self._pieces(int(buf.shape[0])):
-                    self.comm.Bcast(buf[lo:hi], root=self.root)
-        else:
-            reqs = [
-                self.comm.Irecv(buf[lo:hi], source=self.root, tag=_TAG)
-                for buf in out
-                for lo, hi in self._pieces(int(buf.shape[0]))
-            ]
-            from mpi4py import MPI
-
-            MPI.Request.Waitall(reqs)
-        for buf in out:
-            buf.flags.writeable = False
-        return out
+        MPI.Request.Waitall([self.comm.Irecv(b, source=self.root, tag=_TAG) for b in bufs])
 
     # ---- setup: what every rank learns before the first transition (not counted on the link)
 
@@ -425,19 +314,3 @@ class MPITransport:
         self._workers.Alltoallv([data, (send_b, send_d)], [out, (recv_b, recv_d)])
         self.exchanged_bytes += int(send_b.sum() - send_b[self.worker])
         return out, recv
-
-    def reserve(self, nbytes: int) -> None:
-        """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""
-        nbytes = check_int(nbytes, "nbytes", minimum=0)
-        if self.reuse_buffers and not self.is_master:
-            self._arena(nbytes)
-
-    def _arena(self, nbytes: int) -> np.ndarray:
-        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives."""
-        if not self.reuse_buffers:
-            return _aligned_empty(nbytes)
-        if self._buffer is None or self._buffer.shape[0] < nbytes:
-            self._buffer = None
-            self._buffer = _aligned_empty(nbytes + (nbytes >> 3))
-            self._buffer.fill(0)  # fault the pages in now, not inside the transfer
-        return self._buffer

@@ -6,16 +6,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
 
 from .._checks import check_int
-from ..codec._common import _aligned_empty
 from ..errors import RankTimeout, TransportError
-from .base import LinkStats, TokenBucket, _as_frame, _counted, _unicast
-from .mpi import _BCAST, _CONTROL_WORDS, _INLINE_FRAMES, _POST, _UNICAST, _WORD
+from .base import LinkStats
+from .frames import FramedLink
+from .mpi import _POST, _WORD
 
 #: Tag of the rows of each worker's first batch, and of the frames sent point to point, on gloo.
 _TORCH_INIT_TAG, _TORCH_TAG = 11, 7
@@ -36,7 +35,7 @@ def torch_world() -> tuple[int, int] | None:
     return int(dist.get_rank()), int(dist.get_world_size())
 
 
-class TorchTransport:
+class TorchTransport(FramedLink):
     """The shared link over ``torch.distributed`` (gloo): what :class:`MPITransport` offers, under torchrun.
 
     The same members as :class:`MPITransport` (frames broadcast and counted as there, the setup,
@@ -96,32 +95,16 @@ class TorchTransport:
         self.is_master = rank == self.root
         #: This rank's worker number, or None on the master.
         self.worker: int | None = None if self.is_master else rank - (rank > self.root)
-        self.pace: TokenBucket | None = None
         self._stats = LinkStats()
         #: Bytes of control messages the master broadcast (frame sizes and destinations).
         self.control_bytes = 0
         self._buffer: np.ndarray | None = None
-
-    def rank_of(self, worker: int) -> int:
-        """Return the rank of ``worker``."""
-        return worker + (worker >= self.root)
-
-    @property
-    def stats(self) -> LinkStats:
-        """Frames, symbols and bytes that left the master so far (zero on workers)."""
-        return self._stats
 
     def abort(self, status: int) -> NoReturn:
         """End this process now (``torchrun`` then stops the other ranks)."""
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
-
-    def _master_only(self, what: str) -> None:
-        if not self.is_master:
-            raise TransportError(
-                f"Rank {self.rank} is a worker: only the master (rank {self.root}) can {what}."
-            )
 
     def _tensor(self, arr: np.ndarray) -> Any:
         return self._torch.from_numpy(np.ascontiguousarray(arr))
@@ -132,88 +115,19 @@ class TorchTransport:
         if flat.size:
             self._dist.broadcast(self._torch.from_numpy(flat), src=self.root, group=self.group)
 
+    # ---- the link's primitives (frames.FramedLink does the framing)
+
+    def _bcast_raw(self, arr: np.ndarray) -> None:
+        self._bcast(arr)
+
+    def _send_raw(self, arr: np.ndarray, dest: int) -> None:
+        self._dist.send(self._tensor(arr), dest, group=self.group, tag=_TORCH_TAG)
+
+    def _recv_raw(self, bufs: list[np.ndarray]) -> None:
+        for b in bufs:
+            self._dist.recv(self._tensor(b), self.root, group=self.group, tag=_TORCH_TAG)
+
     # ---- frames
-
-    def _control(self, kind: int, table: np.ndarray) -> None:
-        head = np.zeros(_CONTROL_WORDS, dtype=np.int64)
-        head[:3] = kind, table.shape[0], self.piece_bytes
-        inline = table.shape[0] <= _INLINE_FRAMES
-        if inline:
-            head[3 : 3 + table.size] = table.ravel()
-        self._bcast(head)
-        if not inline:
-            self._bcast(np.ascontiguousarray(table))
-        self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
-
-    def _pieces(self, size: int) -> list[tuple[int, int]]:
-        step = self.piece_bytes
-        return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
-
-    def send(self, frames: Sequence[np.ndarray]) -> None:
-        """Master: broadcast ``frames`` to every worker (each byte leaves the master once)."""
-        self._master_only("send")
-        if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
-            raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
-        checked = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(frames)]
-        table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
-        self._control(_BCAST, table)
-        for f in checked:
-            for lo, hi in self._pieces(int(f.shape[0])):
-                self._bcast(f[lo:hi])
-        self._stats = _counted(self._stats, checked)
-
-    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
-        """Master: send worker ``k`` only the frames ``frames[k]``, point to point (unicast)."""
-        self._master_only("send")
-        order = [(k, np.ascontiguousarray(f)) for k, f in _unicast(frames, self.K)]
-        table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
-        self._control(_UNICAST, table)
-        for k, f in order:
-            for lo, hi in self._pieces(int(f.shape[0])):
-                self._dist.send(self._tensor(f[lo:hi]), self.rank_of(k), group=self.group, tag=_TORCH_TAG)
-        self._stats = _counted(self._stats, [f for _, f in order])
-
-    def receive(self, worker: int) -> list[np.ndarray]:
-        """Worker: the frames of the master's matching ``send`` or ``send_to``, in order.
-
-        As :meth:`MPITransport.receive`: read-only views into a buffer kept and reused, valid
-        until the next ``receive`` on this rank.
-        """
-        worker = check_int(worker, "worker", minimum=0)
-        if self.is_master or worker != self.worker:
-            raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
-        head = np.empty(_CONTROL_WORDS, dtype=np.int64)
-        self._bcast(head)
-        kind, n, piece = (int(v) for v in head[:3])
-        if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
-            raise TransportError(
-                f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
-            )
-        if n <= _INLINE_FRAMES:
-            table = head[3 : 3 + 2 * n].reshape(n, 2)
-        else:
-            table = np.empty((n, 2), dtype=np.int64)
-            self._bcast(table)
-        self.piece_bytes = piece
-        mine = table if kind == _BCAST else table[table[:, 1] == worker]
-        sizes = mine[:, 0].tolist()
-        offsets = [0]
-        for size in sizes:
-            offsets.append(offsets[-1] + size + (-size % 4096))
-        if self._buffer is None or self._buffer.shape[0] < offsets[-1]:
-            self._buffer = None
-            self._buffer = _aligned_empty(offsets[-1] + (offsets[-1] >> 3))
-        arena = self._buffer
-        out = [arena[o : o + size] for o, size in zip(offsets, sizes, strict=False)]
-        for buf in out:
-            for lo, hi in self._pieces(int(buf.shape[0])):
-                if kind == _BCAST:
-                    self._bcast(buf[lo:hi])
-                else:
-                    self._dist.recv(self._tensor(buf[lo:hi]), self.root, group=self.group, tag=_TORCH_TAG)
-        for buf in out:
-            buf.flags.writeable = False
-        return out
 
     # ---- setup (not counted on the link)
 

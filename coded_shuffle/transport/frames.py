@@ -1,0 +1,194 @@
+"""The framing of a delivery over a link between processes, shared by the MPI and torch links.
+
+One call on the master (:meth:`FramedLink.send`, a broadcast, or :meth:`FramedLink.send_to`,
+point to point) is matched by one :meth:`FramedLink.receive` on every worker. Ahead of the frames
+the master broadcasts a small control message: the kind, the number of frames, the piece size,
+then each frame's size and destination (inline for up to ``_INLINE_FRAMES`` frames, else in a
+second broadcast), counted apart in ``control_bytes``. Frames travel whole or in pieces of
+``piece_bytes``, each paced by the link's bucket if it has one; the workers receive into one
+buffer kept and grown across deliveries. A link supplies three primitives: broadcast a buffer
+from the master, send one to a worker, and receive a worker's pieces in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec._common import _aligned_empty
+from ..errors import TransportError
+from .base import LinkStats, _as_frame, _counted, _unicast
+
+#: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
+_BCAST, _UNICAST = 1, 2
+
+#: Words of the fixed control message; the sizes of up to ``_INLINE_FRAMES`` frames travel in it.
+_CONTROL_WORDS = 64
+
+_INLINE_FRAMES = (_CONTROL_WORDS - 3) // 2
+
+
+class FramedLink:
+    """What the links between processes share: the frames' control message, pieces and buffers.
+
+    A subclass sets ``root``, ``K``, ``rank``, ``is_master``, ``worker``, ``piece_bytes``,
+    ``pace``, ``reuse_buffers``, and implements :meth:`_bcast_raw`, :meth:`_send_raw` and
+    :meth:`_recv_raw`.
+    """
+
+    root: int
+    K: int
+    rank: int
+    is_master: bool
+    worker: int | None
+    piece_bytes: int
+    reuse_buffers: bool = True
+    _stats: LinkStats
+    _buffer: np.ndarray | None
+    #: Bytes of control messages the master broadcast (frame sizes and destinations).
+    control_bytes: int = 0
+
+    # ---- the primitives of a link
+
+    def _bcast_raw(self, arr: np.ndarray) -> None:  # pragma: no cover - abstract
+        """Broadcast the C-contiguous ``arr`` from the master (written in place on the workers)."""
+        raise NotImplementedError
+
+    def _send_raw(self, arr: np.ndarray, dest: int) -> None:  # pragma: no cover - abstract
+        """Master: send the C-contiguous ``arr`` to rank ``dest``."""
+        raise NotImplementedError
+
+    def _recv_raw(self, bufs: list[np.ndarray]) -> None:  # pragma: no cover - abstract
+        """Worker: receive from the master, in order, into each of ``bufs``."""
+        raise NotImplementedError
+
+    # ---- shared
+
+    @property
+    def pace(self) -> Any:
+        """The bucket pacing the master's sends, if any."""
+        return None
+
+    def rank_of(self, worker: int) -> int:
+        """Return the rank of ``worker``."""
+        return worker + (worker >= self.root)
+
+    @property
+    def stats(self) -> LinkStats:
+        """Frames, symbols and bytes that left the master so far (zero on workers)."""
+        return self._stats
+
+    def _master_only(self, what: str) -> None:
+        if not self.is_master:
+            raise TransportError(
+                f"Rank {self.rank} is a worker: only the master (rank {self.root}) can {what}."
+            )
+
+    def _control(self, kind: int, table: np.ndarray) -> None:
+        head = np.zeros(_CONTROL_WORDS, dtype=np.int64)
+        head[:3] = kind, table.shape[0], self.piece_bytes
+        inline = table.shape[0] <= _INLINE_FRAMES
+        if inline:
+            head[3 : 3 + table.size] = table.ravel()
+        self._bcast_raw(head)
+        if not inline:
+            self._bcast_raw(np.ascontiguousarray(table))
+        self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
+
+    def _pieces(self, size: int) -> list[tuple[int, int]]:
+        step = self.piece_bytes
+        return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
+
+    def send(self, frames: Sequence[np.ndarray]) -> None:
+        """Master: broadcast ``frames`` to every worker (each byte leaves the master once)."""
+        self._master_only("send")
+        if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
+            raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+        checked = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(frames)]
+        table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
+        self._control(_BCAST, table)
+        pace = self.pace
+        for f in checked:
+            for lo, hi in self._pieces(int(f.shape[0])):
+                if pace is not None:
+                    pace.consume(hi - lo)
+                self._bcast_raw(f[lo:hi])
+        self._stats = _counted(self._stats, checked)
+
+    def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Master: send worker ``k`` only the frames ``frames[k]``, point to point (unicast).
+
+        Every byte still leaves the master once, on the same (paced) link.
+        """
+        self._master_only("send")
+        order = [(k, np.ascontiguousarray(f)) for k, f in _unicast(frames, self.K)]
+        table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
+        self._control(_UNICAST, table)
+        pace = self.pace
+        for k, f in order:
+            dest = self.rank_of(k)
+            for lo, hi in self._pieces(int(f.shape[0])):
+                if pace is not None:
+                    pace.consume(hi - lo)
+                self._send_raw(f[lo:hi], dest)
+        self._stats = _counted(self._stats, [f for _, f in order])
+
+    def receive(self, worker: int) -> list[np.ndarray]:
+        """Worker: return the frames of the master's matching ``send`` or ``send_to``, in order.
+
+        Frames are read-only views into a receive buffer the link keeps and reuses (its pages are
+        touched once, not at every delivery): they stay valid until the next ``receive`` on this
+        rank; copy them to keep them longer (or make the link with ``reuse_buffers=False``).
+        After a ``send_to``, only the frames addressed to this worker are returned.
+        """
+        worker = check_int(worker, "worker", minimum=0)
+        if self.is_master or worker != self.worker:
+            raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
+        head = np.empty(_CONTROL_WORDS, dtype=np.int64)
+        self._bcast_raw(head)
+        kind, n, piece = (int(v) for v in head[:3])
+        if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
+            raise TransportError(
+                f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
+            )
+        if n <= _INLINE_FRAMES:
+            table = head[3 : 3 + 2 * n].reshape(n, 2)
+        else:
+            table = np.empty((n, 2), dtype=np.int64)
+            self._bcast_raw(table)
+        self.piece_bytes = piece
+        mine = table if kind == _BCAST else table[table[:, 1] == worker]
+        sizes = mine[:, 0].tolist()
+        offsets = [0]
+        for size in sizes:  # each frame starts on a page
+            offsets.append(offsets[-1] + size + (-size % 4096))
+        arena = self._arena(offsets[-1])
+        out = [arena[o : o + size] for o, size in zip(offsets, sizes, strict=False)]
+        pieces = [buf[lo:hi] for buf in out for lo, hi in self._pieces(int(buf.shape[0]))]
+        if kind == _BCAST:
+            for p in pieces:
+                self._bcast_raw(p)
+        else:
+            self._recv_raw(pieces)
+        for buf in out:
+            buf.flags.writeable = False
+        return out
+
+    def reserve(self, nbytes: int) -> None:
+        """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""
+        nbytes = check_int(nbytes, "nbytes", minimum=0)
+        if self.reuse_buffers and not self.is_master:
+            self._arena(nbytes)
+
+    def _arena(self, nbytes: int) -> np.ndarray:
+        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives."""
+        if not self.reuse_buffers:
+            return _aligned_empty(nbytes)
+        if self._buffer is None or self._buffer.shape[0] < nbytes:
+            self._buffer = None
+            self._buffer = _aligned_empty(nbytes + (nbytes >> 3))
+            self._buffer.fill(0)  # fault the pages in now, not inside the transfer
+        return self._buffer
