@@ -249,6 +249,10 @@ def _addressed_terms(
     return np.concatenate(sym), off, np.concatenate(terms), np.concatenate(rows)
 
 
+#: Equations a worker solves in one elimination without splitting them into blocks first.
+_ONE_BLOCK_ROWS = 64
+
+
 def _term_positions(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The positions in the term table of the terms of the symbols ``rows``, in order."""
     counts = np.diff(offsets)[rows]
@@ -276,12 +280,15 @@ def _eliminate(
     sub_counts = np.add.reduceat(keep.astype(np.int64), np.cumsum(counts) - counts) if rows.size else counts
     sub_off = np.zeros(rows.size + 1, dtype=np.int64)
     np.cumsum(sub_counts, out=sub_off[1:])
-    block = term_blocks(sub_off, sub_terms)
-    live = np.isin(sub_terms, rest)
-    touched = np.isin(block, np.unique(block[np.repeat(np.arange(rows.size), sub_counts)[live]]))
     by_block: dict[int, list[int]] = {}
-    for q in np.flatnonzero(touched).tolist():
-        by_block.setdefault(int(block[q]), []).append(q)
+    if rows.size <= _ONE_BLOCK_ROWS:  # a few equations: one elimination, no search for blocks
+        by_block[0] = list(range(rows.size))
+    else:
+        block = term_blocks(sub_off, sub_terms)
+        live = np.isin(sub_terms, rest)
+        touched = np.isin(block, np.unique(block[np.repeat(np.arange(rows.size), sub_counts)[live]]))
+        for q in np.flatnonzero(touched).tolist():
+            by_block.setdefault(int(block[q]), []).append(q)
     rest_set = set(rest.tolist())
     found: list[int] = []
     combos: list[np.ndarray] = []
