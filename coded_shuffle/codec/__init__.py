@@ -58,7 +58,7 @@ from __future__ import annotations
 from .decode import DecodeResult, decode_worker
 from .encode import encode_plan, encode_plan_arrays, encode_symbols
 from .records import Cache, Dataset, checksum_reference, load_dataset, record_checksums
-from .terms import decode_terms, encode_terms, term_blocks
+from .terms import decode_terms, encode_terms, keep_rows, term_blocks
 from .wire import (
     DEFAULT_MAX_FRAME_BYTES,
     FLAG_REPAIR,
@@ -105,5 +105,6 @@ __all__ = [
     "decode_worker",
     "encode_terms",
     "decode_terms",
+    "keep_rows",
     "term_blocks",
 ]

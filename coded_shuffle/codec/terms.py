@@ -38,7 +38,7 @@ from .wire import (
     _term_bytes,
 )
 
-__all__ = ["encode_terms", "decode_terms", "term_blocks"]
+__all__ = ["encode_terms", "decode_terms", "keep_rows", "term_blocks"]
 
 
 def _check_terms(offsets: object, terms: object, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -360,6 +360,24 @@ def _solve(
     return done.astype(bool), steps
 
 
+def keep_rows(cache: Cache, need: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Copy into ``out`` (one row per id of ``need``, increasing) the rows ``cache`` holds; return
+    which ids they were. A worker can do this before the delivery: it needs none of the frames.
+
+    Examples
+    --------
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
+    >>> out = np.zeros((2, 2), np.uint8)
+    >>> keep_rows(ds.cache([0, 1]), np.array([1, 2]), out).tolist(), out.tolist()
+    ([True, False], [[2, 3], [0, 0]])
+    """
+    pos = _lookup(cache.ids, np.asarray(need, dtype=np.int64))
+    held = pos >= 0
+    _move(out, np.flatnonzero(held), cache.data, pos[held])
+    return held
+
+
 def decode_terms(
     cache: Cache,
     frames: Sequence[Any],
@@ -369,13 +387,15 @@ def decode_terms(
     epoch: int | None = None,
     checksums: np.ndarray | None = None,
     out: np.ndarray | None = None,
+    kept: bool = False,
 ) -> DecodeResult:
     """Rebuild the rows ``need`` of a worker from its ``cache`` and frames of many-term symbols.
 
     A row of ``need`` held in ``cache`` is copied; the others are solved from the symbols
     addressed to ``worker`` (module docstring) and, with ``checksums`` (indexed by row id),
     checked. ``out`` is an optional buffer of the new rows, as in
-    :func:`~coded_shuffle.codec.decode_worker`.
+    :func:`~coded_shuffle.codec.decode_worker`; with ``kept``, it already holds the rows of
+    ``need`` that ``cache`` holds (:func:`keep_rows`, called before the frames came).
 
     Examples
     --------
@@ -397,9 +417,9 @@ def decode_terms(
     ids = _need_ids(need, checksums)
     parsed = _parsed_frames(frames, worker=worker, epoch=epoch, width=width, variable=False, terms=True)
     new = _output_rows(out, ids.size, width, cache)
-    pos = _lookup(cache.ids, ids)
-    held = pos >= 0
-    _move(new, np.flatnonzero(held), cache.data, pos[held])
+    if kept and out is None:
+        raise ValueError("Argument 'kept' needs 'out', the buffer keep_rows filled.")
+    held = _lookup(cache.ids, ids) >= 0 if kept else keep_rows(cache, ids, new)
     solved, steps = np.zeros(ids.size, dtype=bool), 0
     if not held.all() and parsed:
         _, offsets, terms, payload = _addressed_terms(parsed, worker)

@@ -321,7 +321,7 @@ def worker_transition(
     need = scheme.need(placements[1], worker)  # distinct ids, increasing
     # Everything a worker can make ready is made before the barrier that starts the delivery: a
     # worker late into the broadcast holds the master back (its large messages wait for them all).
-    out = _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1]))
+    out = scheme.prepare(cache, need, _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1])))
     kw: dict[str, Any] = {"epoch": epoch, "checksums": checksums, "variable": cache.lengths is not None}
     word = yield Post(READY)
     if word == END:

@@ -197,6 +197,14 @@ class Scheme:
     def need(self, placement_next: Any, worker: int) -> np.ndarray:
         return placement_next.batch(worker)
 
+    def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
+        """A worker, before the delivery starts: what it can make ready without the frames.
+
+        Returns the buffer of its new rows (``out``, or a new one), or None to leave it to
+        :meth:`take`.
+        """
+        return out
+
     def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
         return check_holdings(
             dataset, [h.ids for h in held], [h.checksums for h in held], placement_next,
@@ -395,6 +403,14 @@ class StorageScheme(Scheme):
     def need(self, placement_next: Any, worker: int) -> np.ndarray:
         return placement_next.held_by(worker)
 
+    def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
+        """The pieces a worker keeps, copied into its new rows before the delivery starts."""
+        from ..codec import keep_rows
+
+        rows = np.empty((need.size, cache.data.shape[1]), dtype=np.uint8) if out is None else out
+        keep_rows(cache, need, rows)
+        return rows
+
     def take(
         self,
         link: Any,
@@ -414,7 +430,16 @@ class StorageScheme(Scheme):
         t0 = time.perf_counter()
         frames, rejected = _received(link, worker, epoch, cache, tamper, lambda f: f.terms is not None)
         t_recv = time.perf_counter() - t0
-        res = decode_terms(cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out)
+        res = decode_terms(
+            cache,
+            frames,
+            need=need,
+            worker=worker,
+            epoch=epoch,
+            checksums=checksums,
+            out=out,
+            kept=out is not None,
+        )
         return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
 
     def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
