@@ -235,6 +235,7 @@ def test_verify_catches_a_missing_transmission():
     broken = type(plan)(
         storage=plan.storage,
         placement_next=plan.placement_next,
+        S=plan.S,
         strategy=plan.strategy,
         chosen=plan.chosen,
         offsets=plan.offsets[1:] - plan.offsets[1],

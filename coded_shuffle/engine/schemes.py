@@ -368,13 +368,11 @@ class StorageScheme(Scheme):
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
     ) -> Planned:
-        from ..matrix import shuffle_matrix
         from ..storage import plan_storage, storage_lower_bound
 
         tic = time.perf_counter()
         plan = plan_storage(p_t, p_t1.placement, packing=strategy)
-        S = shuffle_matrix(p_t.placement, p_t1.placement)
-        lb = storage_lower_bound(S, M=p_t.M, exact=exact_bound)
+        lb = storage_lower_bound(plan.S, M=p_t.M, exact=exact_bound)
         width = dataset.record_bytes
         n, W = plan.n_symbols, int(plan.demand.shape[0])
         return Planned(

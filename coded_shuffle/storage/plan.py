@@ -26,11 +26,11 @@ from ._common import members, subsets
 from .placement import PiecePlacement, piece_demand
 from .planner import (
     STORAGE_STRATEGIES,
-    _groups_plan,
+    _GroupsPlan,
     _round_cost,
     _rounds,
+    _storage_rates,
     boundary_rank,
-    storage_rates,
 )
 
 __all__ = ["StoragePlan", "plan_storage", "verify_storage_plan"]
@@ -46,6 +46,8 @@ class StoragePlan:
         The pieces before the transition.
     placement_next : Placement
         The batches after it.
+    S : numpy.ndarray
+        The shuffle matrix of the two placements.
     strategy, chosen : str
         The strategy asked for, and the one the plan follows.
     offsets, terms : numpy.ndarray
@@ -57,6 +59,7 @@ class StoragePlan:
 
     storage: PiecePlacement
     placement_next: Placement
+    S: np.ndarray
     strategy: str
     chosen: str
     offsets: np.ndarray
@@ -125,14 +128,13 @@ def _group_symbols(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return offsets, pid[rows].astype(np.int64), G2[head], R
 
 
-def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``groups`` plan on pieces, as ``(offsets, terms)``: :func:`._groups_plan` replayed.
+def _groups_transmissions(demand: np.ndarray, gp: _GroupsPlan) -> tuple[np.ndarray, np.ndarray]:
+    """The ``groups`` plan on pieces, as ``(offsets, terms)``: the plan in counts ``gp`` replayed.
 
     The group symbols are made at once (:func:`_group_symbols`); the chains and cuts, over the
     partial symbols only, pick symbols of each type from the end of its list. A transmission is
     one symbol, one piece, or the XOR of two of them (``u_a + u_b`` along a chain).
     """
-    gp = _groups_plan(off, t)
     s_off, s_terms, s_G, s_R = _group_symbols(demand)
     index = {node: n for n, node in enumerate(gp.nodes)}
     n_sym = s_off.size - 1
@@ -178,15 +180,13 @@ def _groups_transmissions(demand: np.ndarray, off: np.ndarray, t: int) -> tuple[
     # assemble: every unused symbol whole, then the XORs of pairs, then the singles
     keep = np.flatnonzero(~used)
     counts = np.diff(s_off)[keep]
-    parts_off = [np.concatenate([[0], np.cumsum(counts)])]
-    parts = [s_terms[np.repeat(s_off[keep] - parts_off[0][:-1], counts) + np.arange(int(counts.sum()))]]
-    more: list[list[int]] = []
-    for a, b in pairs:
-        more.append([*_unit_terms(a, s_off, s_terms), *_unit_terms(b, s_off, s_terms)])
+    whole_off = np.concatenate([[0], np.cumsum(counts)])
+    whole = s_terms[np.repeat(s_off[keep] - whole_off[:-1], counts) + np.arange(int(counts.sum()))]
+    more = [[*_unit_terms(a, s_off, s_terms), *_unit_terms(b, s_off, s_terms)] for a, b in pairs]
     more += [[p] for p in singles]
     m_off, m_terms = _csr(more)
-    offsets = np.concatenate([parts_off[0], parts_off[0][-1] + m_off[1:]]).astype(np.int64)
-    return _ro(offsets), _ro(np.concatenate([parts[0], m_terms]).astype(np.int64))
+    offsets = np.concatenate([whole_off, whole_off[-1] + m_off[1:]]).astype(np.int64)
+    return _ro(offsets), _ro(np.concatenate([whole, m_terms]).astype(np.int64))
 
 
 def _unit_terms(u: int, s_off: np.ndarray, s_terms: np.ndarray) -> list[int]:
@@ -251,15 +251,14 @@ def plan_storage(
     packing = check_choice(packing, "packing", STRATEGIES)
     demand = piece_demand(storage, placement_next)
     S = shuffle_matrix(storage.placement, placement_next)
-    r = storage_rates(S, M=storage.M, strategy=strategy, packing=packing)
-    off = np.array(S, dtype=np.int64)
-    np.fill_diagonal(off, 0)
+    r, gp = _storage_rates(S, storage.M, strategy, packing)
     t = storage.t
     if t == 0:
         a, b, _ = plan_delivery(storage.placement, placement_next, strategy=packing).transmissions()
         offsets, terms = _csr([(int(x),) if y < 0 else (int(x), int(y)) for x, y in zip(a, b, strict=True)])
     elif r.chosen == "groups":
-        offsets, terms = _groups_transmissions(demand, off, t)
+        assert gp is not None  # made by the strategy that chose it
+        offsets, terms = _groups_transmissions(demand, gp)
     else:
         offsets, terms = _csr(_rounds_transmissions(storage, placement_next, np.asarray(S), t))
     if offsets.size - 1 != r.coded_symbols:
@@ -268,6 +267,7 @@ def plan_storage(
     return StoragePlan(
         storage=storage,
         placement_next=placement_next,
+        S=r.S,
         strategy=strategy,
         chosen=r.chosen,
         offsets=offsets,

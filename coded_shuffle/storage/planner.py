@@ -441,6 +441,11 @@ def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "
     >>> storage_rates(S, M=1).coded, storage_rates(S, M=2).coded
     (Fraction(6, 1), Fraction(2, 1))
     """
+    return _storage_rates(S, M, strategy, packing)[0]
+
+
+def _storage_rates(S: object, M: int, strategy: str, packing: str) -> tuple[StorageRates, _GroupsPlan | None]:
+    """:func:`storage_rates`, with the ``groups`` plan in counts when it was made (for :mod:`.plan`)."""
     Sq, off, t = square_storage(S, M)
     strategy = check_choice(strategy, "strategy", STORAGE_STRATEGIES)
     packing = check_choice(packing, "packing", STRATEGIES)
@@ -460,12 +465,13 @@ def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "
             grouped=Fraction(r.paired),
             coded=Fraction(r.coded),
             coded_symbols=int(r.coded),
-        )
-    sent = sum(max(c.values()) for c in group_counts(off, M=t + 1).values())
-    best, chosen = -1, "groups"
+        ), None
+    best, chosen, gp = -1, "groups", None
     if strategy in ("groups", "best"):
         gp = _groups_plan(off, t)
         best = gp.sent - gp.saved
+    # the group symbols alone: each group sends as many as its busiest member needs
+    sent = gp.sent if gp is not None else sum(max(c.values()) for c in group_counts(off, M=t + 1).values())
     if strategy in ("rounds", "best"):
         rounds_total, _ = _rounds_plan(Sq, t)
         if best < 0 or rounds_total < best:
@@ -480,4 +486,4 @@ def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "
         grouped=Fraction(sent, C),
         coded=Fraction(best, C),
         coded_symbols=best,
-    )
+    ), gp
