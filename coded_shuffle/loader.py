@@ -72,6 +72,7 @@ from .orders import (
     placement_from_permutation,
 )
 from .plan import STRATEGIES
+from .storage import check_storage
 from .transport import InProcessTransport, MPITransport, TorchTransport, mpi_abort
 from .warmup import compile_once
 
@@ -298,12 +299,26 @@ def _check_common(
     )
 
 
-def _storage(storage: object, record_bytes: int, K: int) -> Storage:
-    """The storage of ``storage`` batches a worker, checked for these records (names ``storage``)."""
+def _storage(storage: object, record_bytes: int | None, K: int) -> Storage | None:
+    """The storage of ``storage`` batches a worker for these records, or raise naming ``storage``.
+
+    ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
+    is checked, and nothing is returned.
+    """
     try:
+        if record_bytes is None:
+            check_storage(storage, K)
+            return None
         return Storage.of(record_bytes, K=K, M=storage)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
+
+
+def _store(storage: object, record_bytes: int, K: int) -> Storage:
+    """:func:`_storage` of records of known width."""
+    store = _storage(storage, record_bytes, K)
+    assert store is not None
+    return store
 
 
 # --------------------------------------------------------------------------- in-process
@@ -385,7 +400,7 @@ class InProcessLoader:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
-        self.store = _storage(storage, self.dataset.record_bytes, self.K)
+        self.store = _store(storage, self.dataset.record_bytes, self.K)
         self._work = self.store.dataset(self.dataset)
         self.order = _order_spec(order, N)
         compile_once(prog=_PROG)
@@ -605,7 +620,7 @@ class MPILoader:
                 )
             _storage(storage, self.dataset.record_bytes, self.K)  # refused on the master, before the job
         else:
-            _storage(storage, 1 << 40, self.K)  # the workers learn the record width later
+            _storage(storage, None, self.K)  # the workers learn the record width later
         self._used = False
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
         compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
@@ -641,7 +656,7 @@ class MPILoader:
         ds = self.dataset
         N, K = ds.N, self.K
         spec = _order_spec(self._order, N)
-        store = _storage(self._storage, ds.record_bytes, K)
+        store = _store(self._storage, ds.record_bytes, K)
         work = store.dataset(ds)
         link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
         link.share_array(work.checksums)
@@ -709,7 +724,7 @@ class MPILoader:
         self.N = int(N)
         layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         self.layout = layout
-        store = _storage(self._storage, B, self.K)
+        store = _store(self._storage, B, self.K)
         sums = link.share_array(np.empty(N * store.pieces, dtype=np.uint64))
         dog = self._watchdog(N, B)
         spec = _order_spec(self._order, N)

@@ -251,7 +251,6 @@ def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | N
         raise UsageError("--storage cannot be combined with --subpackets (pieces are cut by the storage)")
     from ..engine.state import storage_refusal
 
-    # without record_bytes, the storage alone is checked (no record is too small for one piece)
-    refusal = storage_refusal(record_bytes or 1 << 40, K, args.storage)
+    refusal = storage_refusal(record_bytes, K, args.storage)
     if refusal is not None:
         raise UsageError(refusal)

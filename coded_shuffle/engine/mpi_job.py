@@ -69,7 +69,6 @@ class Epochs:
     def __init__(self, args: argparse.Namespace, N: int, B: int, K: int) -> None:
         self.args, self.N, self.K = args, N, K
         self.store = Storage.of(B, K=K, M=int(args.storage))
-        self.M, self.pieces, self.width = self.store.M, self.store.pieces, self.store.width
 
     def first(self) -> Any:
         return self.store.start(placement(self.args, self.N, self.K, epoch=self.args.start_epoch))
@@ -158,20 +157,20 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
         return int(link.share())
     K = link.K
     ep = Epochs(args, N, B, K)
-    sums = link.share_array(np.empty(N * ep.pieces, dtype=np.uint64))
+    sums = link.share_array(np.empty(N * ep.store.pieces, dtype=np.uint64))
     dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
     p_t = ep.first()
     ids = ep.store.held(p_t, k)
-    rows = np.empty((ids.size, ep.width), dtype=np.uint8)
+    rows = np.empty((ids.size, ep.store.width), dtype=np.uint8)
     cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
     modes = MODES[args.mode]
     if {"coded", "uncoded"} & set(modes):
-        per = ep.pieces * (K - ep.M) // max(K - 1, 1)
+        per = ep.store.pieces * (K - ep.store.M) // max(K - 1, 1)
         frames = (N * B // args.max_frame_bytes + 2) * 4160
-        link.reserve(-(-N * per * (K - 1) // K) * (ep.width + 24) + frames)
+        link.reserve(-(-N * per * (K - 1) // K) * (ep.store.width + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
     warm_up_transition(link, modes, dog, seed=args.seed)
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
@@ -302,10 +301,10 @@ def _load(args: argparse.Namespace, K: int) -> Dataset | str:
 
 
 def _storage_note(ep: Epochs) -> str:
-    if ep.M == 1:
+    if ep.store.M == 1:
         return ""
-    pieces = f"{ep.pieces} piece{'s' if ep.pieces > 1 else ''}"
-    return f", storage = {ep.M} batches ({pieces} of {ep.width} B a record)"
+    pieces = f"{ep.store.pieces} piece{'s' if ep.store.pieces > 1 else ''}"
+    return f", storage = {ep.store.M} batches ({pieces} of {ep.store.width} B a record)"
 
 
 def master(args: argparse.Namespace, link: MPITransport) -> int:

@@ -223,8 +223,10 @@ def storage_pieces(record_bytes: int, K: int, M: int) -> tuple[int, int]:
     return C, width
 
 
-def storage_refusal(record_bytes: int, K: int, M: int, *, variable: bool = False) -> str | None:
+def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool = False) -> str | None:
     """Why ``--storage M`` cannot cut these records, said of the option, or None when it can.
+
+    Without ``record_bytes`` (not known yet) only ``M`` against ``K`` is checked.
 
     Examples
     --------
@@ -234,7 +236,12 @@ def storage_refusal(record_bytes: int, K: int, M: int, *, variable: bool = False
     try:
         if variable and M != 1:
             raise ValueError(f"Argument 'M' (storage) must be 1 for variable-length records, not {M}")
-        storage_pieces(record_bytes, K, M)
+        if record_bytes is None:
+            from ..storage import check_storage
+
+            check_storage(M, K)
+        else:
+            storage_pieces(record_bytes, K, M)
     except (TypeError, ValueError) as exc:
         text = str(exc).replace("Argument 'M' (storage) = ", "--storage ")
         return text.replace("Argument 'M' (storage)", "--storage").rstrip(".")
