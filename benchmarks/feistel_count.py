@@ -4,7 +4,7 @@ For ``N`` points (default ``10^9``) and ``K`` workers (default 1024) of the ``fe
 measures in the same run, wall and CPU seconds, both cores busy:
 
 - bijection: ``pi_t(p)`` for every position ``p`` of ``[0, N)``, the compiled forward map
-  (:func:`coded_shuffle.orders.feistel.walk_block`, blocks of lanes) on two threads over the
+  (:func:`coded_shuffle.orders._feistel_kernels.walk_block`, blocks of lanes) on two threads over the
   same pieces as the count, the values XOR-reduced so that none is optimised away;
 - both maps: ``pi_{t+1}^{-1}(pi_t(p))`` the same way: the two evaluations a point of ``S``
   needs (position of epoch ``t`` to point, point to position of epoch ``t + 1``);
@@ -63,13 +63,9 @@ import numba
 import numpy as np
 
 from coded_shuffle.matrix import _on_two_cores, feistel_shuffle_matrix
+from coded_shuffle.orders._feistel_kernels import _LANES, walk_block
 from coded_shuffle.orders.epochs import positions_to_owners
-from coded_shuffle.orders.feistel import (
-    _LANES,
-    FeistelPermutation,
-    feistel_permutation,
-    walk_block,
-)
+from coded_shuffle.orders.feistel import FeistelPermutation, feistel_permutation
 
 _PIECE = 1 << 22  # the default chunk of feistel_shuffle_matrix
 

@@ -16,16 +16,91 @@ The layers, imported in dependency order (a module imports only those above it h
 """
 # ruff: noqa: I001  (the imports follow the layers, not the alphabet)
 
-from .errors import CodedShuffleError, DecodeError, IntegrityError, InvalidPlanError, TransportError
-from .orders import Placement, batch_sizes, epoch_permutation, epoch_placement
-from .matrix import leftover_matrix, shuffle_matrix
-from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
-from .bounds import LowerBound, lower_bound, worst_case
-from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
-from .certificates import certify_plan, gf2_certificate
-from .transport import InProcessTransport, Transport
-from .engine import RunReport, TransitionReport, run, simulate, transition
-from .loader import EpochBatch, InProcessLoader, LoadedEpoch, MPILoader
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importing the package is cheap
+    from .errors import CodedShuffleError, DecodeError, IntegrityError, InvalidPlanError, TransportError
+    from .orders import Placement, batch_sizes, epoch_permutation, epoch_placement
+    from .matrix import leftover_matrix, shuffle_matrix
+    from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
+    from .bounds import LowerBound, lower_bound, worst_case
+    from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
+    from .certificates import certify_plan, gf2_certificate
+    from .transport import InProcessTransport, Transport
+    from .engine import RunReport, TransitionReport, run, simulate, transition
+    from .loader import EpochBatch, InProcessLoader, LoadedEpoch, MPILoader
+
+#: Where each public name lives; ``coded_shuffle.NAME`` imports its module on first use, so that
+#: ``import coded_shuffle`` (and the command line's ``--help``) loads no numba, scipy or kernels.
+_EXPORTS: dict[str, str] = {
+    "CodedShuffleError": "errors",
+    "DecodeError": "errors",
+    "IntegrityError": "errors",
+    "InvalidPlanError": "errors",
+    "TransportError": "errors",
+    "Placement": "orders",
+    "batch_sizes": "orders",
+    "epoch_permutation": "orders",
+    "epoch_placement": "orders",
+    "leftover_matrix": "matrix",
+    "shuffle_matrix": "matrix",
+    "DeliveryPlan": "plan",
+    "Rates": "plan",
+    "pack_cycles": "plan",
+    "plan_delivery": "plan",
+    "plan_from_matrix": "plan",
+    "rates": "plan",
+    "verify_plan": "plan",
+    "LowerBound": "bounds",
+    "lower_bound": "bounds",
+    "worst_case": "bounds",
+    "Cache": "codec",
+    "Dataset": "codec",
+    "decode_worker": "codec",
+    "encode_plan": "codec",
+    "load_dataset": "codec",
+    "parse_frame": "codec",
+    "record_checksums": "codec",
+    "certify_plan": "certificates",
+    "gf2_certificate": "certificates",
+    "InProcessTransport": "transport",
+    "Transport": "transport",
+    "RunReport": "engine",
+    "TransitionReport": "engine",
+    "run": "engine",
+    "simulate": "engine",
+    "transition": "engine",
+    "EpochBatch": "loader",
+    "InProcessLoader": "loader",
+    "LoadedEpoch": "loader",
+    "MPILoader": "loader",
+}
+
+#: The subpackages and modules reachable as attributes, as after ``import coded_shuffle.NAME``.
+_SUBMODULES = frozenset(
+    {"bounds", "certificates", "cli", "codec", "engine", "errors", "loader", "matrix", "orders", "plan",
+     "plots", "storage", "tradeoff", "transport", "warmup"}
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module of a public name (or a submodule) on first use."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+
 
 __version__ = "0.1.0"
 

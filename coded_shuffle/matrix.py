@@ -198,7 +198,7 @@ def feistel_shuffle_matrix(
 
     Position ``p`` of batch ``owner_t(p)`` holds point ``n = pi_t(p)``, which epoch ``t + 1``
     places at ``pi_{t+1}^{-1}(n)``; the cell ``(owner_t(p), owner_{t+1}(pi_{t+1}^{-1}(n)))`` gains
-    one. A compiled kernel (:func:`coded_shuffle.orders.feistel.count_transitions`) does it for a
+    one. A compiled kernel (:func:`coded_shuffle.orders._feistel_kernels.count_transitions`) does it for a
     chunk of positions at a time, with no array of points or owners, on two threads when there are
     two cores (each with its own counts, summed at the end). Memory is ``O(K_t K_{t+1})`` whatever
     ``N``, so ``N = 10^9`` fits in a small machine. ``progress``, if given, is called after each
@@ -236,7 +236,8 @@ def feistel_shuffle_matrix(
     >>> bool((S == shuffle_matrix(a, b)).all()), walked
     (True, [20, 40, 50])
     """
-    from .orders.feistel import count_transitions, feistel_permutation
+    from .orders._feistel_kernels import count_transitions
+    from .orders.feistel import feistel_permutation
 
     N = check_int(N, "N", minimum=1)
     K_t = check_int(K_t, "K_t", minimum=1)

@@ -38,7 +38,7 @@ KERNEL_GROUPS = ("packing", "planning", "ordering", "decoding", "feistel")
 def _dispatchers(group: str) -> list[Any]:
     from . import _codec_kernels as codec
     from . import _kernels
-    from .orders import feistel
+    from .orders import _feistel_kernels as feistel
 
     kernels: dict[str, list[Any]] = {
         "packing": [_kernels.support_bits, _kernels.greedy_round, _kernels.girth],
@@ -52,7 +52,7 @@ def _dispatchers(group: str) -> list[Any]:
             codec.peel_ops,
             codec.apply_ops,
         ],
-        "feistel": [feistel._walk_compiled, feistel.count_transitions],
+        "feistel": [feistel.walk_compiled, feistel.count_transitions],
     }
     return kernels[group]
 

@@ -2,6 +2,24 @@ import numpy as np
 import pytest
 
 
+#: Modules whose every test is of one kind, marked here so that ``-m "not mpi and not torch and
+#: not netns"`` keeps the quick in-process tests (README, "Tests"); other modules mark the tests
+#: that launch ``mpiexec`` one by one.
+MODULE_MARKS = {
+    "test_mpi": ("mpi",),
+    "test_faults": ("mpi",),
+    "test_torch": ("torch",),
+    "test_netns_cluster": ("netns", "mpi"),
+    "torch": ("torch",),  # the doctests of coded_shuffle/torch.py
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for mark in MODULE_MARKS.get(item.path.stem, ()):
+            item.add_marker(mark)
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A seeded generator: tests never draw unseeded randomness."""

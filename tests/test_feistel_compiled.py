@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import coded_shuffle.orders._feistel_kernels as kernels
 import coded_shuffle.orders.feistel as feistel
 from coded_shuffle.orders import feistel_permutation
 from tests.oracles import feistel_from_spec
@@ -40,16 +41,16 @@ def test_blocks_match_reference(N, rng):
     p = feistel_permutation(N, seed=5, epoch=int(rng.integers(100)))
     keys = np.array(p.keys, dtype=np.uint64)
     idx = rng.integers(0, N, size=300, dtype=np.int64)
-    x = np.zeros(feistel._LANES, dtype=np.uint64)
+    x = np.zeros(kernels._LANES, dtype=np.uint64)
     x[:300] = idx
     vals, lanes = np.empty(300, dtype=np.uint64), np.empty(300, dtype=np.int64)
-    feistel.walk_block(x, 300, keys, p.bits, N, False, vals, lanes)
+    kernels.walk_block(x, 300, keys, p.bits, N, False, vals, lanes)
     assert x[:300].tolist() == feistel_from_spec(N, p.keys, idx)
     assert not x[300:].any()
-    feistel.walk_block(x, 300, keys, p.bits, N, True, vals, lanes)
+    kernels.walk_block(x, 300, keys, p.bits, N, True, vals, lanes)
     assert x[:300].tolist() == idx.tolist()
     x[:300] = idx
-    feistel.walk_block(x, 300, keys, p.bits, N, True, vals, lanes)
+    kernels.walk_block(x, 300, keys, p.bits, N, True, vals, lanes)
     assert x[:300].tolist() == feistel_from_spec(N, p.keys, idx, inverse=True)
 
 
@@ -82,7 +83,7 @@ def test_count_transitions_matches_numpy(N, K_t, K_t1, seed, cut):
     hi = min(N, lo + 1 + (seed % (N + 1)))
     counts = np.zeros(K_t * K_t1, dtype=np.int64)
     args = (np.array(p_t.keys, dtype=np.uint64), np.array(p_t1.keys, dtype=np.uint64), p_t.bits, N)
-    feistel.count_transitions(lo, hi, *args, K_t, K_t1, counts)
+    kernels.count_transitions(lo, hi, *args, K_t, K_t1, counts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(feistel, "_COMPILED_FROM", 1 << 62)
         assert counts.tolist() == _numpy_count(lo, hi, p_t, p_t1, K_t, K_t1).tolist()
@@ -96,5 +97,5 @@ def test_count_transitions_near_2_to_53():
     for K_t, K_t1 in [(3, 7), (1000, 999), (1, 1)]:
         lo = N - 3000
         counts = np.zeros(K_t * K_t1, dtype=np.int64)
-        feistel.count_transitions(lo, N, *keys, K_t, K_t1, counts)
+        kernels.count_transitions(lo, N, *keys, K_t, K_t1, counts)
         assert counts.tolist() == _numpy_count(lo, N, p_t, p_t1, K_t, K_t1).tolist()

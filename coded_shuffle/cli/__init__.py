@@ -14,23 +14,36 @@ specification for ``coded-shuffle run`` and the MPI program.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import CodedShuffleError
-from . import orders, plot, quality, rate, run, simulate
-from .common import PROG, UsageError, _Parser, compile_kernels
-from .matrices import read_matrix
-from .rate import rate_rows
-from .run import launch, run_command
+from ._parser import COMMANDS, PROG, UsageError, _Parser
 
 __all__ = ["PROG", "UsageError", "build_parser", "main", "read_matrix", "rate_rows", "run_command",
            "launch", "compile_kernels"]  # fmt: skip
 
+#: Names of the package that live in a command's module, imported on first use.
+_LAZY = {"read_matrix": "matrices", "rate_rows": "rate", "run_command": "run", "launch": "run",
+         "compile_kernels": "common"}  # fmt: skip
 
-def build_parser() -> _Parser:
-    """Return the argument parser of ``coded-shuffle``."""
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def build_parser(command: str | None = None) -> _Parser:
+    """Return the argument parser of ``coded-shuffle``.
+
+    With ``command``, only that command's parser is complete: the others are listed with their
+    line of help, and their modules (with the library they import) are not loaded. The help of
+    ``coded-shuffle`` itself needs no command's module at all (``command="-"``).
+    """
     from .. import __version__
 
     parser = _Parser(
@@ -39,14 +52,26 @@ def build_parser() -> _Parser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for command in (rate, quality, orders, plot, simulate, run):
-        command.add_parser(sub)
+    for name, line in COMMANDS.items():
+        if command is None or name == command:
+            importlib.import_module(f".{name}", __name__).add_parser(sub)
+        else:
+            sub.add_parser(name, help=line)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """The command ``argv`` names (its first word that is not an option), or ``"-"`` for none."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else "-"
+    return "-"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``coded-shuffle`` with ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_of(argv))
     try:
         args = parser.parse_args(argv)
         if getattr(args, "func", None) is None:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
-from typing import Any, NoReturn
+from typing import Any
 
 from .._progress import Progress
 from ..orders import (
@@ -18,17 +18,7 @@ from ..orders import (
     ignored_shard_options,
 )
 from ..plan import STRATEGIES
-
-PROG = "coded-shuffle"
-
-
-class UsageError(Exception):
-    """Bad input from the command line: printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+from ._parser import PROG, UsageError, _Parser  # noqa: F401 (the commands import them from here)
 
 
 def _number(value: Fraction | int) -> int | float:

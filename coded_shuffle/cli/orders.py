@@ -12,6 +12,7 @@ from .._progress import Progress
 from ..orders import (
     EPOCH_ORDERS,
 )
+from ._parser import COMMANDS
 from .common import (
     UsageError,
     _AboveBar,
@@ -106,7 +107,7 @@ def add_parser(sub: Any) -> None:
     """Add the ``orders`` command to the subcommands ``sub``."""
     orders = sub.add_parser(
         "orders",
-        help="each epoch order's quality next to its coded and uncoded link load",
+        help=COMMANDS["orders"],
         description=(
             "How random, at what link cost: for each epoch order, its generation time, mixing and "
             "locality figures, and the uncoded, coded and lower-bound loads of one epoch transition."

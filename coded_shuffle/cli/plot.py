@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from ._parser import COMMANDS
 from .common import (
     PROG,
     UsageError,
@@ -84,7 +85,7 @@ def add_parser(sub: Any) -> None:
     """Add the ``plot`` command to the subcommands ``sub``."""
     plot = sub.add_parser(
         "plot",
-        help="draw loads against K, or a leftover graph, as PNG or SVG (needs matplotlib)",
+        help=COMMANDS["plot"],
         description="Plots written as PNG or SVG by the extension of --output (needs matplotlib).",
     )
     kinds = plot.add_subparsers(dest="plot", metavar="PLOT", parser_class=_Parser, required=True)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
+from ._parser import COMMANDS
 from .common import (
     UsageError,
     _add_shard_arguments,
@@ -79,7 +80,7 @@ def add_parser(sub: Any) -> None:
     """Add the ``quality`` command to the subcommands ``sub``."""
     quality = sub.add_parser(
         "quality",
-        help="quality and locality of one shard-aware epoch order (mixture experiment)",
+        help=COMMANDS["quality"],
         description=(
             "Generate one shard-aware order on M shards of Z samples, the first half of kind A, the "
             "second of kind B, and report the deviation of the A share from 50% over the first "

@@ -23,6 +23,7 @@ from ..orders import (
 )
 from ..plan import PROGRESS_MIN_LEFTOVERS, rates
 from ..plan import exact as plan_exact
+from ._parser import COMMANDS
 from .common import (
     UsageError,
     _add_order_arguments,
@@ -451,7 +452,7 @@ def add_parser(sub: Any) -> None:
     """Add the ``rate`` command to the subcommands ``sub``."""
     rate = sub.add_parser(
         "rate",
-        help="uncoded, paired and coded loads with the lower bound, per epoch transition",
+        help=COMMANDS["rate"],
         description=(
             "Loads of each epoch transition, in symbols of one record: uncoded, after the order-2 "
             "phase (paired), after leftover combining (coded), the lower bound and the worst case "

@@ -9,6 +9,7 @@ import signal
 import sys
 from typing import Any
 
+from ._parser import COMMANDS
 from .common import (
     PROG,
     UsageError,
@@ -187,7 +188,7 @@ def add_parser(sub: Any) -> None:
     """Add the ``run`` command to the subcommands ``sub``."""
     run = sub.add_parser(
         "run",
-        help="run the coded shuffle across processes with MPI (rank 0 master, ranks 1..K workers)",
+        help=COMMANDS["run"],
         description=(
             "Launch mpiexec -n K+1 python -m mpi4py -m coded_shuffle.mpi_program: the master holds the "
             "dataset, each worker only its batch; each transition is delivered coded (one broadcast), "

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from .._progress import Progress
+from ._parser import COMMANDS
 from .common import (
     PROG,
     UsageError,
@@ -145,7 +146,7 @@ def add_parser(sub: Any) -> None:
     """Add the ``simulate`` command to the subcommands ``sub``."""
     sim = sub.add_parser(
         "simulate",
-        help="run the in-process engine end to end on random records, epoch after epoch",
+        help=COMMANDS["simulate"],
         description=(
             "Deliver each epoch's batches as XOR-coded symbols to K in-process workers holding real "
             "(random) records; every worker decodes its batch and checks every record against the "

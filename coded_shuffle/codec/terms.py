@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .._checks import check_int, check_int_array
 from .._gf2 import solve_gf2
@@ -93,6 +91,9 @@ def term_blocks(offsets: np.ndarray, terms: np.ndarray) -> np.ndarray:
     sym = np.repeat(np.arange(n), np.diff(offsets))
     uniq, col = np.unique(terms, return_inverse=True)
     m = n + uniq.size
+    from scipy.sparse import coo_matrix  # scipy is loaded where a decoding needs it
+    from scipy.sparse.csgraph import connected_components
+
     graph = coo_matrix((np.ones(sym.size, np.int8), (sym, n + col)), shape=(m, m))
     _, label = connected_components(graph, directed=False)
     return np.unique(label[:n], return_inverse=True)[1].astype(np.int64)
