@@ -33,23 +33,46 @@ def check_choice(value: Any, name: str, choices: Any) -> str:
     return value
 
 
+def _python_ints(value: Any) -> np.ndarray | None:
+    """``value`` as an object array when it is a rectangular nest of Python ints, else None."""
+    if not isinstance(value, (list, tuple)):
+        return None
+    try:
+        arr = np.array(value, dtype=object)
+    except (ValueError, TypeError):
+        return None
+    if arr.size and all(type(v) is int for v in arr.flat):
+        return arr
+    return None
+
+
 def check_int_array(value: Any, name: str, *, ndim: int) -> np.ndarray:
     """Return ``value`` as a numpy integer array of ``ndim`` dimensions, or raise naming ``name``."""
     if isinstance(value, np.ndarray):
         arr = value
     else:
-        try:
-            arr = np.asarray(value)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"Argument {name!r} must be a rectangular array: {exc}") from None
+        # Python ints are read as they are: numpy would turn [2**63, 1] into float64 values,
+        # rounding them, and the rounded values would then wrap in a cast.
+        ints = _python_ints(value)
+        if ints is not None:
+            arr = ints
+        else:
+            try:
+                arr = np.asarray(value)
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"Argument {name!r} must be a rectangular array: {exc}") from None
     if arr.dtype == object and arr.size and all(type(v) is int for v in arr.flat):
-        if not all(-(2**63) <= v < 2**63 for v in arr.flat):  # Python ints past 64 bits
-            raise ValueError(f"Argument {name!r} must hold integers of at most 64 bits.")
+        wide = [v for v in arr.flat if not -(2**63) <= v < 2**63]  # Python ints past int64
+        if wide:
+            raise ValueError(f"Argument {name!r} must hold integers in [-2**63, 2**63), not {wide[0]}.")
         arr = arr.astype(np.int64)
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= 2**63:
         raise ValueError(f"Argument {name!r} must hold integers below 2**63, not {int(arr.max())}.")
     if arr.dtype == object or arr.dtype.kind not in "iub":
         if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            big = float(np.max(np.abs(arr)))
+            if big >= 2.0**63:
+                raise ValueError(f"Argument {name!r} must hold integers below 2**63, not {big:g}.")
             arr = arr.astype(np.int64)
         elif arr.dtype.kind == "f" and arr.size == 0:
             arr = arr.astype(np.int64)

@@ -356,6 +356,7 @@ def lower_bound(
     >>> lower_bound(cyclic_shift_matrix(8, 4), storage=2).value
     Fraction(2, 1)
     """
+    storage = check_int(storage, "storage", minimum=1)
     if storage != 1:
         from .storage import storage_lower_bound
 
@@ -395,6 +396,7 @@ def worst_case(N: int, K: int, *, storage: int = 1) -> Fraction:
     >>> worst_case(15, 3), worst_case(15, 3, storage=2)
     (Fraction(10, 1), Fraction(5, 2))
     """
+    storage = check_int(storage, "storage", minimum=1)
     if storage != 1:
         from .storage import storage_worst_case
 

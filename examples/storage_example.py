@@ -2,8 +2,8 @@
 
 Source: the excess-storage model of Elmahdy and Mohajer, "On the Fundamental Limits of Coded
 Data Shuffling for Distributed Learning Systems", IEEE Trans. Inf. Theory 2020 (arXiv
-1807.04255), worst case R(t) = (N/K)(K-1-t)/(t+1), as reconstructed in MATH.md ("Excess
-storage") and proved in proofs/claim_6..8.
+1807.04255), worst case R(t) = (N/K)(K-1-t)/(t+1), as docs/storage.md gives it and
+proved in proofs/claim_6..8.
 
 K = 4 workers, N = 4 records (one a worker), storage M = 2 batches (t = 1). Record r of worker o
 is cut into C(3, 1) = 3 pieces r_T, T = {x} for each other worker x, held by {o, x}: every worker

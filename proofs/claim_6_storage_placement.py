@@ -9,7 +9,7 @@ Notation
 ``H(r, p)``     holder set of piece ``p`` of record ``r``; its label ``H \\ {o(r)}``
 (I)             for every record ``r``: ``o(r)`` is in every ``H(r, p)``, and the labels
                 ``H(r, p) \\ {o(r)}`` are the ``C(K - 1, t)`` sets of ``binom([K] \\ {o(r)}, t)``,
-                each once (MATH.md's ``r_T`` at ``{o} u T``)
+                each once (docs/storage.md: ``r_T`` at ``{o} u T``)
 update          ``r`` moves ``o -> j``: a piece with ``j`` in ``H`` keeps ``H``; one with
                 ``j`` not in ``H`` is delivered to ``j`` and ``o`` drops it: ``H -> (H \\ {o}) u {j}``
 ==============  ====================================================================

@@ -1,7 +1,7 @@
 """The test cases several tests and proofs share: matrices, their known values, and their sources.
 
 No value here comes from the code under test. Each is read off the paper, worked out by hand
-from the definitions (MATH.md), or computed by a brute force of :mod:`tests.oracles`; the
+from the definitions (docs/algorithms.md), or computed by a brute force of :mod:`tests.oracles`; the
 comment beside each value says which. :mod:`tests.test_cases` recomputes each value from its
 source, without the library (all but the GF(2) min-rank, which proofs/claim_5_optimality.py
 establishes by an exhaustive search).
@@ -63,7 +63,7 @@ EXAMPLE_1_VALUES = MappingProxyType(
         "peel_steps": 2,  # the paper: one worker of the cycle decodes in two steps
         "needed": (3, 4, 4),  # by hand: the off-diagonal column sums, points each worker needs
         "lower_bound": 6,  # oracles.brute_bound, the best of the 3! orderings
-        "worst_case": 10,  # N (K - 1) / K (MATH.md, Worst case)
+        "worst_case": 10,  # N (K - 1) / K (docs/algorithms.md, "The worst case")
     }
 )
 

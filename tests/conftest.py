@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
 
-
 #: Modules whose every test is of one kind, marked here so that ``-m "not mpi and not torch and
 #: not netns"`` keeps the quick in-process tests (README, "Tests"); other modules mark the tests
 #: that launch ``mpiexec`` one by one.

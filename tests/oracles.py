@@ -166,8 +166,8 @@ def _backward_masks(K: int) -> np.ndarray:
 
 
 def brute_bound(S) -> int:
-    """The genie bound by its definition (MATH.md): the most points held after their receiver,
-    ``S[i][j]`` summed over ``i != j`` with ``i`` after ``j``, over all ``K!`` orderings.
+    """The genie bound by its definition (docs/algorithms.md, "The lower bound"): the most points held after
+    their receiver, ``S[i][j]`` summed over ``i != j`` with ``i`` after ``j``, over all ``K!`` orderings.
 
     >>> brute_bound([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
     6

@@ -383,7 +383,7 @@ def test_rate_with_storage(tmp_path, capsys):
     # The cyclic batch shift of K = 4 batches of 2 with M = 2 (t = 1): the worst case
     # R(t) = (N/K)(K-1-t)/(t+1) = 2 records (Elmahdy and Mohajer 2020; Attia and Tandon 2019),
     # which the scheme meets and the bound proves; every moved record misses (K-1-t)/(K-1) = 2/3
-    # of its pieces, so uncoded is W 2/3 = 16/3 (MATH.md, "Excess storage").
+    # of its pieces, so uncoded is W 2/3 = 16/3 (docs/storage.md).
     S = [[0, 2, 0, 0], [0, 0, 2, 0], [0, 0, 0, 2], [2, 0, 0, 0]]
     f = tmp_path / "shift.json"
     f.write_text(json.dumps(S))

@@ -500,6 +500,11 @@ def test_decode_worker_exceptions(rng):
         decode_worker(cache, [frame], need=[-1, 1], worker=0)
     with pytest.raises(ValueError, match="'checksums' .* 5 entries and 'need' names id 5"):
         decode_worker(cache, [frame], need=[1, 5], worker=0, checksums=ds.checksums[:5])
+    # A float64 table compares 53 of the 64 bits: refused, never a check that misses flips.
+    for table, shown in ((ds.checksums.astype(np.float64), "1-D float64"), (ds.checksums.tolist(), "list"),
+                         (ds.checksums.view(np.int64), "1-D int64"), (ds.checksums[None, :], "2-D uint64")):
+        with pytest.raises(TypeError, match=f"'checksums' must be a 1-D uint64 array.*not {shown}"):
+            decode_worker(cache, [frame], need=[1], worker=0, checksums=table)
     with pytest.raises(DecodeError, match="Worker 0: frame 0: Frame rejected: epoch"):
         decode_worker(cache, [frame], need=[1], worker=0, epoch=2)
     with pytest.raises(DecodeError, match="width"):

@@ -104,8 +104,36 @@ def test_check_shuffle_matrix_exceptions():
     assert int(check_shuffle_matrix([[0, 2**52], [2**52, 0]]).sum()) == 2**53  # the largest allowed
     with pytest.raises(ValueError, match="'S' must hold integers below 2\\*\\*63"):
         check_shuffle_matrix(np.array([[0, 2**63], [1, 0]], dtype=np.uint64))  # would wrap to < 0
-    with pytest.raises(ValueError, match="'S' must hold integers of at most 64 bits"):
+    with pytest.raises(ValueError, match=IN_INT64 + r"1180591620717411303424\."):
         check_shuffle_matrix([[0, 2**70], [1, 0]])
+
+
+IN_INT64 = r"'S' must hold integers in \[-2\*\*63, 2\*\*63\), not "
+
+
+@pytest.mark.parametrize(
+    ("S", "shown"),
+    [
+        ([[0, 2**63], [1, 0]], "9223372036854775808"),  # numpy alone reads this list as float64
+        ([[0, 1], [-(2**63) - 1, 0]], "-9223372036854775809"),
+        (((0, 2**64), (1, 0)), "18446744073709551616"),
+    ],
+)
+def test_python_ints_past_int64_are_refused_as_they_are(S, shown):
+    """A Python int past int64 in a list is named as given, with no numpy warning on the way
+    (it was refused as "negative, -9223372036854775808" after a RuntimeWarning of a cast)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=IN_INT64 + shown + r"\."):
+            check_shuffle_matrix(S)
+        with pytest.raises(ValueError, match=r"'S' must hold integers below 2\*\*63, not 1e\+19"):
+            check_shuffle_matrix(np.array([[0.0, 1e19], [1.0, 0.0]]))
+    # Python ints within int64 are kept exact, never read through float64.
+    from coded_shuffle._checks import check_int_array
+
+    assert check_int_array([2**63 - 1, 1], "x", ndim=1).tolist() == [2**63 - 1, 1]
 
 
 def test_rates_exact_at_the_largest_size():

@@ -1,6 +1,6 @@
-"""Tests of coded_shuffle.storage: excess storage (MATH.md, "Excess storage").
+"""Tests of coded_shuffle.storage: excess storage (docs/storage.md).
 
-The oracles here are written from the definitions of MATH.md with itertools, independently of
+The oracles here are written from the definitions of docs/storage.md with itertools, independently of
 the library: pieces ``r_T`` for the ``t``-subsets ``T`` of the workers other than the owner, the
 genie bound by enumeration of every ordering, the uncoded load counted piece by piece, and GF(2)
 ranks with galois.
@@ -67,8 +67,11 @@ def test_storage_exceptions():
         storage_rates(S, M=0)
     with pytest.raises(ValueError, match="'M'"):
         storage_rates(S, M=3)
-    with pytest.raises(ValueError, match="'M'.*memory sharing"):
+    with pytest.raises(TypeError, match="'M'.*memory sharing"):
         storage_rates(S, M=1.5)
+    for not_an_int in (2.0, True, np.int64(2).astype(float)):  # refused as subpackets refuses them
+        with pytest.raises(TypeError, match="'M' \\(storage\\) must be an int"):
+            storage_rates(S, M=not_an_int)
     with pytest.raises(TypeError, match="'M'"):
         storage_rates(S, M="2")
     with pytest.raises(ValueError, match="'M'.*number of workers changes"):

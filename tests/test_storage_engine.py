@@ -33,7 +33,8 @@ def test_every_worker_ends_with_its_share_and_its_batch_byte_for_byte(K, M, B):
         assert rep.verified and rep.repairs == 0 and rep.records_checked == ds.N
         sizes = nxt.placement.sizes()
         for k, c in enumerate(caches):
-            # the share of MATH.md, and the bytes of the dataset's own records (not the engine's check)
+            # the share of docs/storage.md, and the bytes of the dataset's own records (not the
+            # engine's check)
             assert len(c) == storage_share(int(sizes[k]), ds.N, K, M - 1)
             batch = nxt.placement.batch(k)
             assert np.array_equal(records_of_pieces(c, batch, nxt.pieces, B), ds.data[batch])
@@ -104,8 +105,29 @@ def test_bad_storage_is_refused_naming_it():
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=2, subpackets=2)
     with pytest.raises(ValueError, match="variable-length"):
         run(load_dataset([b"x" * 600, b"y" * 700, b"z" * 512]), K=3, epochs=1, seed=0, storage=2)
-    with pytest.raises(ValueError, match="whole number"):
+    with pytest.raises(TypeError, match="whole number"):
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=1.5)
+
+
+@pytest.mark.parametrize("storage", [True, 2.0, np.float64(2.0)], ids=["bool", "float", "numpy-float"])
+def test_a_storage_that_is_not_an_int_is_refused_everywhere(storage):
+    """``storage`` is an int as ``subpackets`` is: True was taken for 1 and 2.0 for 2."""
+    from coded_shuffle import lower_bound, plan_from_matrix, rates, worst_case
+    from coded_shuffle.loader import InProcessLoader
+
+    S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+    calls = {
+        "rates": lambda: rates(S, storage=storage),
+        "plan_from_matrix": lambda: plan_from_matrix(S, storage=storage),
+        "lower_bound": lambda: lower_bound(S, storage=storage),
+        "worst_case": lambda: worst_case(15, 3, storage=storage),
+        "simulate": lambda: simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=storage),
+        "InProcessLoader": lambda: InProcessLoader(wide_rows(20), K=2, epochs=2, storage=storage),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=r"Argument ('storage'|'M' \(storage\)) must be an int"):
+            call()
+            pytest.fail(f"{name} accepted storage={storage!r}")
 
 
 # --------------------------------------------------------------------------- loaders

@@ -354,6 +354,13 @@ def _need_ids(need: object, checksums: np.ndarray | None) -> np.ndarray:
     if ids.size and int(ids[0]) < 0:
         raise ValueError(f"Argument 'need' must hold record ids >= 0, not {int(ids[0])}.")
     if checksums is not None:
+        table = checksums if isinstance(checksums, np.ndarray) else None
+        if table is None or table.ndim != 1 or table.dtype != np.uint64:
+            got = type(checksums).__name__ if table is None else f"{table.ndim}-D {table.dtype}"
+            raise TypeError(
+                "Argument 'checksums' must be a 1-D uint64 array, one 64-bit checksum per record id "
+                f"(Dataset.checksums, record_checksums), not {got}: a float64 table keeps 53 bits."
+            )
         n = len(checksums)
         if ids.size and int(ids[-1]) >= n:
             raise ValueError(

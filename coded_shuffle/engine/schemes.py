@@ -499,8 +499,10 @@ class Storage:
     @classmethod
     def of(cls, record_bytes: int, *, K: int, M: int) -> Storage:
         """The storage of ``M`` batches for records of ``record_bytes`` on ``K`` workers, or raise."""
+        from ..storage import check_storage
         from .state import storage_pieces
 
+        check_storage(M, K)  # an int, as subpackets: True or 2.0 never pass for 1 or 2
         C, width = storage_pieces(record_bytes, K, M) if M != 1 else (1, record_bytes)
         return cls(M=int(M), K=K, pieces=C, width=width)
 

@@ -197,6 +197,7 @@ def rates(
     >>> rates([[0, 1, 0], [0, 0, 1], [1, 0, 0]], storage=2).coded
     Fraction(1, 2)
     """
+    storage = check_int(storage, "storage", minimum=1)
     if storage != 1:
         from ..storage import storage_rates
 
@@ -463,6 +464,7 @@ def plan_delivery(
     >>> plan_delivery(a, b, storage=2).n_symbols  # pieces of a third of a record: 170 records
     511
     """
+    storage = check_int(storage, "storage", minimum=1)
     if storage != 1:
         return _storage_plan(placement_t, placement_t1, strategy=strategy, subpackets=subpackets, M=storage)
     from .._kernels import count_cells, deal_cycles, gather_runs, sort_moved
@@ -589,6 +591,7 @@ def plan_from_matrix(
             f"loads of any matrix), not {N}."
         )
     placement_t, placement_t1 = placements_from_matrix(S)
+    storage = check_int(storage, "storage", minimum=1)
     if storage != 1:
         return _storage_plan(placement_t, placement_t1, strategy=strategy, subpackets=q, M=storage)
     return plan_delivery(placement_t, placement_t1, strategy=strategy, subpackets=q)

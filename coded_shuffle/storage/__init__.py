@@ -1,4 +1,5 @@
-"""Coded shuffling when every worker stores ``M = 1 + t`` batches (MATH.md, "Excess storage").
+"""Coded shuffling when every worker stores ``M = 1 + t`` batches (docs/storage.md; Attia and
+Tandon, arXiv:1801.01875).
 
 Notation
 --------

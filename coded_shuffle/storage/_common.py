@@ -16,24 +16,27 @@ from ..matrix import check_shuffle_matrix, elastic_matrix
 STORAGE_MAX_K = 64
 
 
-def check_storage(M: Any, K: int) -> int:
-    """Return ``t = M - 1`` for a storage of ``M`` whole batches on ``K`` workers, or raise naming ``M``."""
-    if isinstance(M, bool) or not isinstance(M, numbers.Real):
-        raise TypeError(f"Argument 'M' (storage) must be an int, not {type(M).__name__}.")
-    if not isinstance(M, numbers.Integral):
-        if not float(M).is_integer():
-            raise ValueError(
-                f"Argument 'M' (storage) must be a whole number of batches, not {M!r}: memory "
-                "sharing between two integer storages is not supported."
-            )
-    M = int(float(M)) if not isinstance(M, numbers.Integral) else int(M)
+def check_storage(M: Any, K: int, *, name: str = "M") -> int:
+    """Return ``t = M - 1`` for a storage of ``M`` whole batches on ``K`` workers, or raise naming
+    the argument ``name`` (``'M' (storage)`` for ``M``).
+
+    ``M`` is an int, as ``subpackets`` is: a bool or a float (even ``2.0``) is refused, a
+    fractional one with a word on memory sharing, which is not supported.
+    """
+    arg = "'M' (storage)" if name == "M" else repr(name)
+    if isinstance(M, bool) or not isinstance(M, numbers.Integral):
+        hint = ""
+        if isinstance(M, numbers.Real) and not isinstance(M, bool) and not float(M).is_integer():
+            hint = ": a whole number of batches (memory sharing between two storages is not supported)"
+        raise TypeError(f"Argument {arg} must be an int, not {type(M).__name__}{hint}.")
+    M = int(M)
     if M < 1:
-        raise ValueError(f"Argument 'M' (storage) must be at least 1 batch, not {M}.")
+        raise ValueError(f"Argument {arg} must be at least 1 batch, not {M}.")
     if M > K:
-        raise ValueError(f"Argument 'M' (storage) must be at most K = {K} batches, not {M}.")
+        raise ValueError(f"Argument {arg} must be at most K = {K} batches, not {M}.")
     if M > 1 and K > STORAGE_MAX_K:
         raise ValueError(
-            f"Argument 'M' (storage) must be 1 with K = {K} workers: excess storage supports at most "
+            f"Argument {arg} must be 1 with K = {K} workers: excess storage supports at most "
             f"K = {STORAGE_MAX_K}."
         )
     return M - 1

@@ -78,7 +78,7 @@ def _check_placement(placement: object, name: str = "placement") -> Placement:
 
 
 def piece_placement(placement: Placement, *, M: int) -> PiecePlacement:
-    """Return the placement of MATH.md: ``r_T`` at ``{owner(r)} u T`` for every ``t``-subset ``T``.
+    """Return the placement of docs/storage.md: ``r_T`` at ``{owner(r)} u T`` for every ``t``-subset ``T``.
 
     Examples
     --------
@@ -108,7 +108,8 @@ def storage_share(N_k: int, N: int, K: int, t: int) -> int:
 
 
 def check_piece_placement(pp: PiecePlacement) -> None:
-    """Raise :class:`~coded_shuffle.errors.InvalidPlanError` unless ``pp`` is the placement of MATH.md.
+    """Raise :class:`~coded_shuffle.errors.InvalidPlanError` unless ``pp`` is the placement of
+    docs/storage.md.
 
     Checks, for every record ``r`` owned by ``o``: every piece is held by ``o`` and ``t`` others,
     the labels ``H \\ {o}`` are the ``C(K - 1, t)`` distinct ``t``-subsets of the workers other
