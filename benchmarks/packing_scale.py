@@ -13,11 +13,12 @@ default ``K = 16, 32, 64`` and ``--seeds`` seeds each), measures in the same run
   of the exact packing.
 
 Prints one line per shuffle, then per ``K``: how often greedy is short and by how much, the
-exact/greedy time ratio, and how many packings and bounds were proven. ``--time-limit`` caps
-each of the two (default: the library's 60 s).
+exact/greedy time ratio, and how many packings and bounds were proven. ``--node-limit`` caps
+the branch-and-bound nodes of each integer program of the two (default: the library's
+``EXACT_NODE_LIMIT``); a count of work, so the results do not depend on the machine's load.
 
 Usage: python benchmarks/packing_scale.py [--workers 16,32,64] [--seeds S] [--bound]
-       [--time-limit SECONDS]
+       [--node-limit NODES]
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ def main() -> None:
     ap.add_argument("--workers", default="16,32,64", help="worker counts K (default 16,32,64)")
     ap.add_argument("--seeds", type=int, default=5, help="random shuffles per K (default 5)")
     ap.add_argument("--bound", action="store_true", help="also prove the lower bound")
-    ap.add_argument("--time-limit", type=float, default=None, help="seconds for packing, for bound")
+    ap.add_argument("--node-limit", type=int, default=None,
+                    help="branch-and-bound nodes an integer program, for packing and bound")  # fmt: skip
     args = ap.parse_args()
-    if args.time_limit is not None:
-        plan_mod.EXACT_TIME_LIMIT = args.time_limit
-    limit = plan_mod.EXACT_TIME_LIMIT
-    print(f"time limit {limit:g} s for the packing, for the bound; N = 1000 K; random reshuffles")
+    if args.node_limit is not None:
+        plan_mod.EXACT_NODE_LIMIT = args.node_limit
+    limit = plan_mod.EXACT_NODE_LIMIT
+    print(f"node limit {limit} for the packing, for the bound; N = 1000 K; random reshuffles")
     print(
         f"{'K':>3} {'seed':>4} {'leftover':>8} {'greedy':>7} {'s':>6} {'exact':>6} {'s':>6} {'proven':>6} "
         f"{'max<=':>6} {'short':>5}"
@@ -73,7 +75,7 @@ def main() -> None:
             )
             row = {"tg": tg, "te": te, "short": short, "proven": e.optimal, "fast": e.optimal and te <= 10}
             if args.bound:
-                tb, lb = timed(lambda S=S: lower_bound(S, exact=True, time_limit=limit))
+                tb, lb = timed(lambda S=S: lower_bound(S, exact=True, node_limit=limit))
                 off = S.copy()
                 np.fill_diagonal(off, 0)
                 coded = int(off.sum()) - int(np.triu(np.minimum(S, S.T), 1).sum()) - e.cycles_used

@@ -29,6 +29,7 @@ needs exactly that many (Attia and Tandon, Allerton 2016, arXiv:1609.09823).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXACT_BOUND_MAX_K",
-    "EXACT_BOUND_TIME_LIMIT",
+    "EXACT_BOUND_NODE_LIMIT",
     "EXACT_BOUND_PROGRAM_MAX_K",
     "LowerBound",
     "lower_bound",
@@ -57,8 +58,9 @@ __all__ = [
 
 #: Largest ``K`` for which :func:`lower_bound` runs the exact dynamic program.
 EXACT_BOUND_MAX_K = 20
-#: Seconds of HiGHS time the ordering program gets (``lower_bound(S, exact=True)``).
-EXACT_BOUND_TIME_LIMIT = 60.0
+#: Branch-and-bound nodes the ordering program may explore (``lower_bound(S, exact=True)``): a
+#: count of work, not seconds, so that the same matrix gets the same bound on a loaded machine.
+EXACT_BOUND_NODE_LIMIT = 20_000
 #: Largest ``K`` for which ``lower_bound(S, exact=True)`` builds the ordering program (its rows
 #: are the ``K (K - 1) (K - 2) / 6`` triples of workers).
 EXACT_BOUND_PROGRAM_MAX_K = 128
@@ -237,7 +239,7 @@ def _searched_ordering(S: np.ndarray, rounds: int = SEARCH_ROUNDS) -> tuple[int,
     return best_value, tuple(best.tolist())
 
 
-def _ordering_program(S: np.ndarray, time_limit: float) -> tuple[int, tuple[int, ...], bool, str | None]:
+def _ordering_program(S: np.ndarray, node_limit: int) -> tuple[int, tuple[int, ...], bool, str | None]:
     """The best ordering, as a linear ordering problem solved by HiGHS.
 
     A 0/1 variable ``x_ij`` for each pair ``i < j`` says that ``i`` comes before ``j``; the bound
@@ -274,7 +276,7 @@ def _ordering_program(S: np.ndarray, time_limit: float) -> tuple[int, tuple[int,
         constraints=LinearConstraint(A, lo, hi),
         integrality=np.ones(iu.size),
         bounds=Bounds(0, 1),
-        options={"time_limit": time_limit},
+        options={"node_limit": node_limit},
     )
     if res.status == 2:  # nothing beats the heuristic ordering
         return h_value, h_order, True, None
@@ -291,7 +293,7 @@ def _ordering_program(S: np.ndarray, time_limit: float) -> tuple[int, tuple[int,
             return value, order, True, None
         h_value, h_order = value, order
     note = (
-        f"bound: the ordering program was not solved within {time_limit:g} s; the bound comes from "
+        f"bound: the ordering program was not solved within {node_limit} nodes; the bound comes from "
         "the best ordering found"
     )
     return h_value, h_order, False, note
@@ -299,20 +301,26 @@ def _ordering_program(S: np.ndarray, time_limit: float) -> tuple[int, tuple[int,
 
 @overload
 def lower_bound(
-    S: object, *, exact: bool | None = ..., time_limit: float = ..., storage: Literal[1] = ...
+    S: object, *, exact: bool | None = ..., node_limit: int = ..., time_limit: object = ...,
+    storage: Literal[1] = ...,
 ) -> LowerBound: ...
 @overload
 def lower_bound(
-    S: object, *, exact: bool | None = ..., time_limit: float = ..., storage: int
+    S: object, *, exact: bool | None = ..., node_limit: int = ..., time_limit: object = ..., storage: int
 ) -> LowerBound | StorageBound: ...
 def lower_bound(
-    S: object, *, exact: bool | None = None, time_limit: float = EXACT_BOUND_TIME_LIMIT, storage: int = 1
+    S: object,
+    *,
+    exact: bool | None = None,
+    node_limit: int = EXACT_BOUND_NODE_LIMIT,
+    time_limit: object = None,
+    storage: int = 1,
 ) -> LowerBound | StorageBound:
     """Return the best genie lower bound on the load of ``S`` over orderings of the workers.
 
     With ``storage = M > 1`` (every worker stores ``M`` batches) it is the bound on pieces of
     :func:`coded_shuffle.storage.storage_lower_bound`, a :class:`~coded_shuffle.storage.StorageBound`
-    (``exact`` as there; ``time_limit`` unused).
+    (``exact`` as there; ``node_limit`` unused).
 
     Parameters
     ----------
@@ -324,11 +332,15 @@ def lower_bound(
         ordering improved by local search above. ``True``: exact at any ``K``, by the dynamic program up to
         ``EXACT_BOUND_MAX_K`` and above it, for ``K <= EXACT_BOUND_PROGRAM_MAX_K``, by a linear
         ordering program solved by HiGHS that must beat an ordering found by local search; if
-        that is not settled within ``time_limit`` seconds (or ``K`` is larger), the bound of the
-        best ordering found is returned with ``exact=False`` and a ``note``. ``False``: the
-        searched ordering only, at any ``K``.
-    time_limit : float
-        Seconds for the ordering program (default :data:`EXACT_BOUND_TIME_LIMIT`).
+        that is not settled within ``node_limit`` nodes of branch and bound (or ``K`` is larger),
+        the bound of the best ordering found is returned with ``exact=False`` and a ``note``.
+        ``False``: the searched ordering only, at any ``K``.
+    node_limit : int
+        Branch-and-bound nodes for the ordering program (default :data:`EXACT_BOUND_NODE_LIMIT`):
+        a count of work, so the bound does not depend on the machine's load.
+    time_limit : optional
+        Deprecated and ignored (a wall-clock budget made the bound depend on the load); a
+        :class:`DeprecationWarning` says so. Use ``node_limit``.
 
     storage : int
         Batches each worker stores, ``1 <= M <= K`` (default 1).
@@ -365,15 +377,21 @@ def lower_bound(
     K = S.shape[0]
     if exact is not None and not isinstance(exact, bool):
         raise TypeError(f"Argument 'exact' must be a bool or None, not {type(exact).__name__}.")
-    if isinstance(time_limit, bool) or not isinstance(time_limit, int | float) or not time_limit > 0:
-        raise ValueError(f"Argument 'time_limit' must be a positive number of seconds, not {time_limit!r}.")
+    node_limit = check_int(node_limit, "node_limit", minimum=1)
+    if time_limit is not None:
+        warnings.warn(
+            "Argument 'time_limit' of lower_bound is deprecated and ignored: the ordering program is "
+            "bounded by 'node_limit' (a count of work), so the bound does not depend on the load.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     off = S.copy()
     np.fill_diagonal(off, 0)
     if K <= EXACT_BOUND_MAX_K and exact is not False:
         value, ordering = _exact_ordering(off)
         return LowerBound(S=S, value=value, ordering=ordering, exact=True)
     if exact and K <= EXACT_BOUND_PROGRAM_MAX_K:
-        value, ordering, proven, note = _ordering_program(off, float(time_limit))
+        value, ordering, proven, note = _ordering_program(off, node_limit)
         return LowerBound(S=S, value=value, ordering=ordering, exact=proven, note=note)
     value, ordering = _searched_ordering(off, search_rounds(K))
     if exact:

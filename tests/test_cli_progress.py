@@ -62,8 +62,8 @@ def test_rate_announces_the_programs_that_run_for_seconds(capsys, monkeypatch, c
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert err == (
-        "exact cycle packing, K = 4: integer programs (HiGHS), at most 60 s ...\n"
-        "proving the lower bound, K = 4: the linear ordering program (HiGHS), at most 60 s ...\n"
+        "exact cycle packing, K = 4: integer programs (HiGHS, at most 20000 nodes each) ...\n"
+        "proving the lower bound, K = 4: the linear ordering program (HiGHS, at most 20000 nodes) ...\n"
     )
     assert json.loads(out)["strategy"] == "exact"
     monkeypatch.setattr(cli.rate, "ANNOUNCE_EXACT_K", 5)

@@ -32,8 +32,11 @@ _LAZY = {"read_matrix": "matrices", "rate_rows": "rate", "run_command": "run", "
 
 
 def __getattr__(name: str) -> Any:
+    """A name of :data:`_LAZY`, or a module of the command line (``cli.rate``), on first use."""
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name in COMMANDS or name in ("common", "job", "matrices"):
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

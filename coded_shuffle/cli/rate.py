@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
-from ..bounds import EXACT_BOUND_MAX_K, EXACT_BOUND_TIME_LIMIT, lower_bound, optimality_gap, worst_case
+from ..bounds import EXACT_BOUND_MAX_K, EXACT_BOUND_NODE_LIMIT, lower_bound, optimality_gap, worst_case
 from ..matrix import MAX_POINTS, feistel_shuffle_matrix, shuffle_matrix
 from ..orders import (
     OrderSpec,
@@ -84,14 +84,14 @@ ANNOUNCE_EXACT_K = 24
 
 
 @contextlib.contextmanager
-def _timed(what: str, limit: float) -> Iterator[None]:
-    """Announce a step that runs for at most ``limit`` seconds; on a terminal, a bar of its time."""
-    bar = Progress(f"{what}, at most {limit:g} s", total=max(1, int(limit)), unit="s")
+def _timed(what: str) -> Iterator[None]:
+    """Announce a step bounded by a count of work, not seconds; on a terminal, its time so far."""
+    bar = Progress(what, unit="s")
     stop = threading.Event()
 
     def tick() -> None:
         while not stop.wait(0.5):
-            bar.update(min(int(bar.seconds), bar.total or 0))
+            bar.update(int(bar.seconds))
 
     with bar:
         ticker = threading.Thread(target=tick, name="coded_shuffle-progress", daemon=True)
@@ -148,14 +148,14 @@ def _rate_row(
         return _storage_row(S, epoch, order_name, M=storage)
     K = max(S.shape)
     if progress and strategy == "exact" and K >= ANNOUNCE_EXACT_K:
-        limit = plan_exact.EXACT_TIME_LIMIT
-        with _timed(f"exact cycle packing, K = {K}: integer programs (HiGHS)", limit):
+        limit = plan_exact.EXACT_NODE_LIMIT
+        with _timed(f"exact cycle packing, K = {K}: integer programs (HiGHS, at most {limit} nodes each)"):
             r = rates(S, strategy=strategy, subpackets=subpackets)
     else:
         r = rates(S, strategy=strategy, subpackets=subpackets, progress=progress)
     if progress and exact_bound and r.K > EXACT_BOUND_MAX_K:
-        with _timed(f"proving the lower bound, K = {r.K}: the linear ordering program (HiGHS)",
-                    EXACT_BOUND_TIME_LIMIT):  # fmt: skip
+        with _timed(f"proving the lower bound, K = {r.K}: the linear ordering program (HiGHS, at most "
+                    f"{EXACT_BOUND_NODE_LIMIT} nodes)"):  # fmt: skip
             lb = lower_bound(S, exact=exact_bound)
     elif progress and r.leftovers >= PROGRESS_MIN_LEFTOVERS and r.K > EXACT_BOUND_MAX_K:
         with Progress(f"lower bound by ordering, K = {r.K}", enabled=False):  # a line, no bar

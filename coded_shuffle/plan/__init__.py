@@ -36,12 +36,14 @@ Strategies choose the cycles, by name through :data:`STRATEGIES`:
     shortest cycles first: repeatedly take a cycle of the smallest length present in the support
     of what is left, as many times as its lightest edge allows.
 ``lp``
-    the fractional cycle packing (the linear program of ``exact``'s step 2, within
-    :data:`~coded_shuffle.plan.lp.LP_TIME_LIMIT` seconds) rounded, and what it leaves packed by
-    ``greedy`` so that no cycle is left; never worse than ``greedy``, with the program's bound
-    (:mod:`.lp`).
+    the fractional cycle packing (the linear program of ``exact``'s step 2, in at most
+    :data:`~coded_shuffle.plan.lp.LP_ROUNDS` rounds of column generation) rounded, and what it
+    leaves packed by ``greedy`` so that no cycle is left; never worse than ``greedy``, with the
+    program's bound (:mod:`.lp`).
 ``exact``
-    a maximum cycle packing, proven when it can be, within :data:`EXACT_TIME_LIMIT` seconds:
+    a maximum cycle packing, proven when it can be, within :data:`EXACT_NODE_LIMIT` nodes of
+    branch and bound an integer program (a count of work: the same input gives the same packing
+    whatever the machine's load):
 
     1. greedy; if it meets the counting bound (every cycle has at least 3 edges: no 2-cycles
        are left after the order-2 phase) nothing else runs;
@@ -87,14 +89,14 @@ from .delivery import (
     plan_from_matrix,
     rates,
 )
-from .exact import EXACT_MAX_VARIABLES, EXACT_TIME_LIMIT
+from .exact import EXACT_MAX_VARIABLES, EXACT_NODE_LIMIT
 from .greedy import PROGRESS_MIN_LEFTOVERS
 from .packing import CyclePacking, is_cycle_packing
 from .verify import decoding_steps, verify_plan
 
 __all__ = [
     "STRATEGIES",
-    "EXACT_TIME_LIMIT",
+    "EXACT_NODE_LIMIT",
     "PROGRESS_MIN_LEFTOVERS",
     "EXACT_MAX_VARIABLES",
     "PLAN_MAX_POINTS",

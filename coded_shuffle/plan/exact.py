@@ -3,7 +3,6 @@ integer programs over listed cycles and over rooted circulations (HiGHS, through
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,8 +11,15 @@ import numpy as np
 from .greedy import _greedy
 from .packing import CyclePacking, is_cycle_packing
 
-#: Seconds of HiGHS time the ``exact`` strategy allows before it keeps its best packing unproven.
-EXACT_TIME_LIMIT = 60.0
+#: Branch-and-bound nodes each integer program of the ``exact`` strategy may explore before it
+#: keeps its best packing unproven. A count of work, not seconds: the same input gives the same
+#: packing however loaded the machine is.
+EXACT_NODE_LIMIT = 20_000
+#: Rounds of column generation of a fractional packing (each adds the cycles the dual prices
+#: price below one); once they are spent the bound comes from the prices of the last round.
+COLUMN_ROUNDS = 200
+#: Most steps of :func:`_dive` (each fixes at least one cycle).
+DIVE_MAX_STEPS = 1_000
 #: Largest program the ``exact`` strategy builds (columns: the 2- and 3-cycles it starts from;
 #: variables of the circulation program: edge-root pairs); past it, greedy's packing is kept
 #: with a note. ``K = 64`` needs about 10 000 and 40 000, ``K = 256`` about 700 000 and millions.
@@ -67,7 +73,7 @@ def _rooted_size(omega: np.ndarray) -> int:
     return int((np.minimum(rank[ii], rank[jj]) + 1).sum())
 
 
-def _rooted_milp(omega: np.ndarray, time_limit: float) -> tuple[list[tuple[int, ...]], bool, float]:
+def _rooted_milp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], bool, float]:
     """Maximum cycle packing as one circulation per root worker, solved by HiGHS.
 
     Workers are ranked (heaviest first); root ``r`` carries a circulation on the workers ranked
@@ -110,7 +116,7 @@ def _rooted_milp(omega: np.ndarray, time_limit: float) -> tuple[list[tuple[int, 
         constraints=LinearConstraint(A[used], lo[used], hi[used]),
         integrality=np.ones(n),
         bounds=Bounds(0, np.minimum(omega[ii[va], jj[va]], out_w[vr]).astype(float)),
-        options={"time_limit": time_limit},
+        options={"node_limit": EXACT_NODE_LIMIT},
     )
     bound = -float(res.mip_dual_bound) if res.mip_dual_bound is not None else np.inf
     if res.x is None:
@@ -197,8 +203,8 @@ def _fitting(A: Any, cap: np.ndarray) -> np.ndarray:
 
 
 def _fractional_packing(
-    cols: _Columns, cap: np.ndarray, deadline: float, *, time_limit: bool = False
-) -> tuple[float, np.ndarray, Any]:
+    cols: _Columns, cap: np.ndarray, *, rounds: int = COLUMN_ROUNDS
+) -> tuple[float, np.ndarray, Any, bool]:
     """Maximum fractional cycle packing within the arc capacities ``cap``, by column generation.
 
     The linear program ``max sum x_c`` subject to ``sum_{c through a} x_c <= cap_a`` is solved
@@ -207,9 +213,10 @@ def _fractional_packing(
     Returns an upper bound on the fractional optimum that holds whatever the solver's
     tolerances: ``cap . y / mu`` for the (clipped) dual prices ``y``, ``mu`` the least price of
     any cycle, computed by shortest paths (so ``y / mu`` is a feasible dual). Also returns the
-    last primal solution over all columns and the column matrix. With ``time_limit`` each solve
-    is cut at ``deadline`` too: the bound then comes from the prices the solver had (any
-    non-negative prices give a valid bound, scaled as above), or is infinite without any.
+    last primal solution over all columns, the column matrix, and whether the ``rounds`` of
+    column generation ran out before no cycle was priced below one (the bound is then that of
+    the last prices: any non-negative prices give a valid bound, scaled as above). Every step is
+    a count, never a clock, so the result does not depend on the machine's load.
     """
     from scipy.optimize import linprog
     from scipy.sparse import csr_matrix
@@ -218,37 +225,28 @@ def _fractional_packing(
     K, ii, jj = cols.K, cols.ii, cols.jj
     live = cap > 0.5
     eps = 1e-9
-    while True:
+    for done in range(rounds + 1):
         A = cols.matrix()
         n = A.shape[1]
         x, y = np.zeros(n), np.zeros(cols.E)
         usable = _fitting(A, cap)
-        cut = False
         if usable.size:
-            options = {"time_limit": max(1e-3, deadline - time.monotonic())} if time_limit else {}
             res = linprog(
-                -np.ones(usable.size), A_ub=A[:, usable], b_ub=cap, bounds=(0, None), method="highs-ipm",
-                options=options,
-            )  # fmt: skip
-            cut = time_limit and res.status == 1  # out of time
-            if res.status != 0 and not cut:
+                -np.ones(usable.size), A_ub=A[:, usable], b_ub=cap, bounds=(0, None), method="highs-ipm"
+            )
+            if res.status != 0:
                 raise AssertionError(f"the fractional packing program failed: {res.message}")
-            if res.x is not None:
-                x[usable] = np.maximum(res.x, 0.0)
-            marginals = getattr(getattr(res, "ineqlin", None), "marginals", None)
-            if marginals is not None:
-                y = np.maximum(-np.asarray(marginals), 0.0)
-            elif cut:
-                return np.inf, x, A
+            x[usable] = np.maximum(res.x, 0.0)
+            y = np.maximum(-np.asarray(res.ineqlin.marginals), 0.0)
         # Shortest cycle through each live arc u -> v under the prices: y_uv + dist(v, u). The
         # small eps keeps zero prices as arcs (a sparse zero is no arc) and adds < K eps a cycle.
         G = csr_matrix((y[live] + eps, (ii[live], jj[live])), shape=(K, K))
         dist, pred = shortest_path(G, method="D", return_predecessors=True)
         price = np.where(live, y + dist[jj, ii], np.inf)
         if not np.isfinite(price).any():  # no cycle within the capacities
-            return 0.0, x, A
+            return 0.0, x, A, False
         added = 0
-        if time.monotonic() < deadline and not cut:
+        if done < rounds:
             for a in np.flatnonzero(price < 1 - 1e-7):
                 u, v = int(ii[a]), int(jj[a])
                 path = [u]
@@ -257,12 +255,12 @@ def _fractional_packing(
                 added += cols.add([u, *path[::-1][:-1]])
         if not added:
             mu = float(price.min()) - K * eps
-            return (float(cap @ y) / mu if mu > 0 else np.inf), x, A
+            spent = done == rounds and bool(np.any(price < 1 - 1e-7))
+            return (float(cap @ y) / mu if mu > 0 else np.inf), x, A, spent
+    raise AssertionError("unreachable: the last round adds no cycle")
 
 
-def _column_milp(
-    cols: _Columns, A: Any, cap: np.ndarray, time_limit: float
-) -> tuple[np.ndarray | None, bool]:
+def _column_milp(cols: _Columns, A: Any, cap: np.ndarray) -> tuple[np.ndarray | None, bool]:
     """Most cycles among the listed columns within ``cap`` (integer program, HiGHS): uses per
     column, or None, and whether HiGHS proved them the best among these columns."""
     from scipy.optimize import Bounds, LinearConstraint, milp
@@ -270,14 +268,12 @@ def _column_milp(
     usable = _fitting(A, cap)
     if not usable.size:  # no cycle fits: nothing is the best
         return np.zeros(A.shape[1]), True
-    if time_limit <= 0:
-        return None, False
     res = milp(
         -np.ones(usable.size),
         constraints=LinearConstraint(A[:, usable], -np.inf, cap),
         integrality=np.ones(usable.size),
         bounds=Bounds(0, np.inf),
-        options={"time_limit": time_limit},
+        options={"node_limit": EXACT_NODE_LIMIT},
     )
     if res.x is None:
         return None, False
@@ -286,20 +282,20 @@ def _column_milp(
     return uses, res.status == 0
 
 
-def _dive(cols: _Columns, deadline: float) -> np.ndarray:
+def _dive(cols: _Columns) -> np.ndarray:
     """A packing by rounding the fractional one: fix the whole part of every column, or round up
     the largest fractional ones, solve the fractional packing of what is left, again; once that
     is at most :data:`DIVE_RESIDUAL` cycles, finish with the integer program on what is left.
     Returns uses per column (of the columns listed by then)."""
     cap = cols.w.copy()
     uses = np.zeros(0)
-    while time.monotonic() < deadline:
-        value, x, A = _fractional_packing(cols, cap, deadline)
+    for _ in range(DIVE_MAX_STEPS):
+        value, x, A, _ = _fractional_packing(cols, cap)
         uses = np.concatenate([uses, np.zeros(A.shape[1] - uses.size)])
         if value < 1 - 1e-9:
             break
         if value <= DIVE_RESIDUAL:
-            rest, _ = _column_milp(cols, A, cap, deadline - time.monotonic())
+            rest, _ = _column_milp(cols, A, cap)
             if rest is not None:
                 uses += rest
             break
@@ -322,13 +318,13 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
     """Maximum cycle packing, proven, or the best packing found with a note saying why not; last,
     the most cycles any packing can have, as proven.
 
-    Stages, all within :data:`EXACT_TIME_LIMIT` seconds: greedy; the fractional packing by
+    Stages, each bounded by a count of work (:data:`EXACT_NODE_LIMIT` nodes an integer program,
+    :data:`COLUMN_ROUNDS` rounds of column generation), never by a clock: greedy; the fractional packing by
     column generation, whose value rounded down bounds every packing; a packing by rounding
     the fractional one (:func:`_dive`); the integer program over every cycle listed so far; and,
     while the best packing is short of the bound, the circulation program
     (:func:`_rooted_milp`), which can prove a packing optimal below it.
     """
-    deadline = time.monotonic() + EXACT_TIME_LIMIT
     g_cycles, g_counts = _greedy(omega)
     found = sum(g_counts)
     top = _packing_upper_bound(omega)
@@ -344,7 +340,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
         return g_cycles, g_counts, False, note, top
     cols = _Columns(omega)
     cols.short_cycles(support)
-    value, _, _ = _fractional_packing(cols, cols.w, deadline)
+    value, _, _, _ = _fractional_packing(cols, cols.w)
     bound = min(top, int(np.floor(value + 1e-6))) if np.isfinite(value) else top
     best: tuple[list[tuple[int, ...]], list[int]] = (g_cycles, g_counts)
     method = "greedy"
@@ -357,14 +353,14 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
             best, method = (cycles, counts), "exact"
 
     if found < bound:
-        keep(*cols.packing(_dive(cols, deadline)), "rounded fractional packing")
-    if sum(best[1]) < bound and time.monotonic() < deadline:
-        uses, _ = _column_milp(cols, cols.matrix(), cols.w, deadline - time.monotonic())
+        keep(*cols.packing(_dive(cols)), "rounded fractional packing")
+    if sum(best[1]) < bound:
+        uses, _ = _column_milp(cols, cols.matrix(), cols.w)
         if uses is not None:
             keep(*cols.packing(uses), "integer program over listed cycles")
     proven = sum(best[1]) >= bound
-    if not proven and time.monotonic() < deadline and _rooted_size(omega) <= EXACT_MAX_VARIABLES:
-        cycles, proven_here, rooted_bound = _rooted_milp(omega, deadline - time.monotonic())
+    if not proven and _rooted_size(omega) <= EXACT_MAX_VARIABLES:
+        cycles, proven_here, rooted_bound = _rooted_milp(omega)
         tally: dict[tuple[int, ...], int] = {}
         for cyc in cycles:
             tally[cyc] = tally.get(cyc, 0) + 1
@@ -378,13 +374,13 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
     n = sum(best[1])
     if method == "greedy":
         note = (
-            f"exact: no packing better than greedy's {n} cycles found within {EXACT_TIME_LIMIT:g} s "
+            f"exact: no packing better than greedy's {n} cycles found within {EXACT_NODE_LIMIT} nodes "
             f"(at most {bound} cycles possible); fell back to greedy"
         )
     else:
         note = (
-            f"exact: not proven within {EXACT_TIME_LIMIT:g} s: {n} cycles found, at most {bound} "
-            "possible; best packing found kept"
+            f"exact: not proven within {EXACT_NODE_LIMIT} nodes an integer program: {n} cycles found, "
+            f"at most {bound} possible; best packing found kept"
         )
     return best[0], best[1], False, note, bound
 

@@ -2,8 +2,9 @@
 
 Between ``greedy`` (shortest cycles first, no program) and ``exact`` (integer programs, up to a
 minute): one linear program, the fractional cycle packing over every 2- and 3-cycle and the
-cycles that column generation adds (:func:`coded_shuffle.plan.exact._fractional_packing`),
-within :data:`LP_TIME_LIMIT` seconds. Its solution is rounded (the whole part of every column,
+cycles that column generation adds (:func:`coded_shuffle.plan.exact._fractional_packing`) in
+at most :data:`LP_ROUNDS` rounds: a count of work, not seconds, so that the same input gives the
+same packing however loaded the machine is. Its solution is rounded (the whole part of every column,
 then the columns of the largest fractional parts while they fit), and what the rounded cycles
 leave is packed by ``greedy``, so that no cycle is left in the leftovers. The better of that and
 greedy's own packing is kept, so ``lp`` is never worse than ``greedy``. The program's value,
@@ -19,17 +20,16 @@ with a note.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .exact import _Columns, _fractional_packing, _packing_upper_bound, _triangle_count
 from .greedy import _greedy
 from .packing import CyclePacking, is_cycle_packing
 
-#: Seconds the ``lp`` strategy gives its linear program (column generation stops adding cycles
-#: then; the solve under way is cut at the limit).
-LP_TIME_LIMIT = 5.0
+#: Rounds of column generation of the ``lp`` strategy's linear program (each solves the program
+#: and adds the cycles its dual prices price below one). Random reshuffles at ``K <= 64`` settle
+#: in at most a few; past the limit the rounding starts from the last solution, with a note.
+LP_ROUNDS = 20
 #: Most starting cycles (2- and 3-cycles) of the ``lp`` program; past it, greedy's packing is
 #: kept with a note. ``K = 64`` starts from about 10 000.
 LP_MAX_COLUMNS = 200_000
@@ -61,7 +61,6 @@ def _completed(omega: np.ndarray, cycles: list[tuple[int, ...]], counts: list[in
 
 def _lp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str | None, int]:
     """Cycles, counts, whether proven optimal, a note, and the most cycles any packing can have."""
-    deadline = time.monotonic() + LP_TIME_LIMIT
     g_cycles, g_counts = _greedy(omega)
     top = _packing_upper_bound(omega)
     if sum(g_counts) == top:
@@ -73,7 +72,7 @@ def _lp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str 
         return g_cycles, g_counts, False, note, top
     cols = _Columns(omega)
     cols.short_cycles(support)
-    value, x, A = _fractional_packing(cols, cols.w, deadline, time_limit=True)
+    value, x, A, spent = _fractional_packing(cols, cols.w, rounds=LP_ROUNDS)
     bound = min(top, int(np.floor(value + 1e-6))) if np.isfinite(value) else top
     cycles, counts = _completed(omega, *cols.packing(_rounded(cols, x, A)))
     if not is_cycle_packing(omega, cycles, counts):
@@ -84,6 +83,8 @@ def _lp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str 
     if n >= bound:
         return cycles, counts, True, None, n
     note = f"lp: {n} cycles, at most {bound} possible (the fractional packing)"
+    if spent:
+        note += f"; column generation stopped after its {LP_ROUNDS} rounds"
     return cycles, counts, False, note, bound
 
 
