@@ -418,3 +418,31 @@ def test_run_refuses_a_bad_storage_before_launch(capsys, extra, message):
     assert main(["run", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("where", ["dir", "missing"])
+def test_run_refuses_a_json_file_it_cannot_write_before_launch(capsys, monkeypatch, tmp_path, where):
+    """``run --json DIR`` and ``--json missing/file`` printed a traceback from the master and
+    exited 1; now one line, exit status 2, and no job is launched."""
+    import coded_shuffle.cli.run as run_cli
+
+    def launched(*args, **kwargs):
+        raise AssertionError("the job was launched")
+
+    monkeypatch.setattr(run_cli, "launch", launched)
+    path = tmp_path if where == "dir" else tmp_path / "missing" / "rows.json"
+    message = "is a directory" if where == "dir" else f"no such directory: {tmp_path / 'missing'}"
+    assert main(["run", "-K", "2", "--points", "40", "--json", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {path}: {message}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_no_command_prints_usage_and_one_line(capsys):
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and lines[0].startswith("usage: coded-shuffle") and len(lines) == 2
+    assert lines[1] == (
+        "coded-shuffle: error: a command is needed (rate, quality, orders, plot, simulate, run); "
+        "coded-shuffle --help says more"
+    )

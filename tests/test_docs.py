@@ -78,3 +78,23 @@ def test_readme_wheel_name_is_this_version():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     names = set(re.findall(r"coded_shuffle-([0-9][^-]*)-py3-none-any\.whl", text))
     assert names == {coded_shuffle.__version__}
+
+
+def test_readme_rate_sample_is_what_the_command_prints(capsys, monkeypatch):
+    """The table and notes under the README's first ``rate`` command, as the command prints them
+    (the sample once lacked the ``gap`` column and the notes)."""
+    import io
+
+    from coded_shuffle.cli import main
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("echo '[[2,1,2],[2,1,2],[1,3,1]]' | coded-shuffle rate --matrix -\n", 1)[1]
+    shown = []
+    for line in block.splitlines():
+        if not line.startswith("# "):
+            break
+        shown.append(line[2:])
+    monkeypatch.setattr("sys.stdin", io.StringIO("[[2,1,2],[2,1,2],[1,3,1]]"))
+    assert main(["rate", "--matrix", "-"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [s.rstrip() for s in shown] == [p.rstrip() for p in printed] and len(shown) == 4

@@ -423,6 +423,21 @@ def test_cli_run_prints_json_lines():
 
 @needs_mpi
 @pytest.mark.mpi
+def test_unpaced_table_of_several_modes_says_where_the_gain_shows():
+    from coded_shuffle.engine.mpi_job import UNPACED_NOTE
+
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--points", "200", "-B", "16"]
+    cmd += ["--epochs", "1"]
+    both = subprocess.run([*cmd, "--mode", "both"], capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
+                          check=True)  # fmt: skip
+    assert both.stdout.rstrip().endswith(UNPACED_NOTE)
+    paced = subprocess.run([*cmd, "--mode", "both", "--link-mbps", "400"], capture_output=True, text=True,
+                           timeout=TIMEOUT, cwd=ROOT, check=True)  # fmt: skip
+    assert "note: the link is unpaced" not in paced.stdout
+
+
+@needs_mpi
+@pytest.mark.mpi
 def test_shard_aware_order_verified():
     args = ["--points", "400", "--record-bytes", "64", "--epochs", "2", "--mode", "both", "--json", "-"]
     rows = json_rows(run_mpi(2, *args, "--order", "py1br", "--shard-size", "20", "--block-size", "40"))

@@ -78,7 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if getattr(args, "func", None) is None:
-            parser.print_help(sys.stderr)
+            parser.print_usage(sys.stderr)
+            commands = ", ".join(COMMANDS)
+            print(f"{PROG}: error: a command is needed ({commands}); {PROG} --help says more",
+                  file=sys.stderr)  # fmt: skip
             return 2
         return int(args.func(args))
     except UsageError as exc:

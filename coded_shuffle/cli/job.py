@@ -148,6 +148,18 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     )
 
 
+def output_file_problem(path: str) -> str | None:
+    """Why ``path`` cannot be written as an output file (checked before any rank starts), or None."""
+    if os.path.isdir(path):
+        return "is a directory; give a file to write"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"no such directory: {parent}"
+    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return "not writable"
+    return None
+
+
 def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespace:
     """Return the options of a job checked, defaults filled in (``args`` is left as it came), or
     raise a :class:`UsageError`.
@@ -175,6 +187,10 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         raise UsageError(problem)
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
+    if args.json not in (None, "-"):
+        problem = output_file_problem(args.json)
+        if problem is not None:
+            raise UsageError(f"--json {args.json}: {problem}")
     if args.storage != 1:
         if args.mode != "coded":
             raise UsageError(f"--storage above 1 applies to --mode coded only, not --mode {args.mode}")

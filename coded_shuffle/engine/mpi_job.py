@@ -250,6 +250,12 @@ def _link_counter() -> Any:
 # --------------------------------------------------------------------------- master
 
 
+#: Under the table of several modes on an unpaced link: why ``seconds`` need not show the gain.
+UNPACED_NOTE = (
+    "note: the link is unpaced: here a broadcast costs about as much per delivered byte as unicast, "
+    "so seconds need not follow the bytes; the coded gain is in 'sent MB', and shows in time where "
+    "the master's link is the bottleneck (--link-mbps R paces it at R Mbit/s)"
+)
 _COLUMNS = (
     "epoch", "mode", "symbols", "planned", "bound", "sent MB", "framing", "seconds", "MB/s", "repairs",
     "verified",
@@ -375,6 +381,8 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
             if table:
                 print("".join(c.rjust(11) for c in _cells(rep.to_dict())), file=res, flush=True)
         p_t = p_t1
+    if table and not args.link_mbps and len(MODES[args.mode]) > 1:
+        print(UNPACED_NOTE, file=res, flush=True)
     dog.close()
     if out is not None and out is not res:
         out.close()
