@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the raw rows as JSON lines too")
     args = ap.parse_args()
     N = int(args.mib * (1 << 20)) // args.record_bytes
-    common = ["--points", str(N), "--record-bytes", str(args.record_bytes), "--epochs", str(args.epochs)]
+    common = ["--points", str(N), "--record-bytes", str(args.record_bytes), "--transitions", str(args.epochs)]
     common += ["--seed", str(args.seed)]
     print(
         f"K = {args.workers}, N = {N}, record = {args.record_bytes} B, "

@@ -46,7 +46,7 @@ def run(K: int, args: argparse.Namespace) -> list[dict]:
             str(CLUSTER), "-K", str(K), "--master-up-mbit", str(args.mbit), "--worker-down-mbit",
             str(args.mbit), "--worker-up-mbit", str(args.mbit), "--timeout", str(args.timeout), "--",
             sys.executable, "-m", "mpi4py", "-m", "coded_shuffle.mpi_program", "--points", str(N),
-            "--record-bytes", str(args.record_bytes), "--epochs", str(args.epochs), "--mode", "all",
+            "--record-bytes", str(args.record_bytes), "--transitions", str(args.epochs), "--mode", "all",
             "--count-links", "--json", str(out),
         ]  # fmt: skip
         env = {**os.environ, "PYTHON": sys.executable}

@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args()
     N = int(args.mib * (1 << 20)) // args.record_bytes
-    common = ["--points", str(N), "--record-bytes", str(args.record_bytes), "--epochs", str(args.epochs)]
+    common = ["--points", str(N), "--record-bytes", str(args.record_bytes), "--transitions", str(args.epochs)]
     common += ["--seed", str(args.seed), "--mode", "coded", "--link-mbps", str(args.link_mbps)]
     print(
         f"K = {args.workers}, N = {N}, record = {args.record_bytes} B, dataset = "

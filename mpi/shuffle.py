@@ -1,6 +1,6 @@
 """Coded data shuffling across processes: the thin entry of :mod:`coded_shuffle.mpi_program`.
 
-    mpiexec -n K+1 python -m mpi4py mpi/shuffle.py --points N --record-bytes B --epochs E --seed S \\
+    mpiexec -n K+1 python -m mpi4py mpi/shuffle.py --points N --record-bytes B --transitions E --seed S \\
         --mode coded|uncoded|alltoallv|both|all [--strategy greedy|exact] [--link-mbps R] [--json FILE]
 
 The same as ``mpiexec -n K+1 python -m mpi4py -m coded_shuffle.mpi_program ...``, which an

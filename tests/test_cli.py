@@ -81,7 +81,7 @@ def test_rate_certificate_and_exact_bound(tmp_path, capsys):
 
 def test_rate_epochs_json(capsys):
     code, out, _ = run(
-        capsys, "rate", "--workers", "5", "--points", "503", "--seed", "3", "--epochs", "3", "--json"
+        capsys, "rate", "--workers", "5", "--points", "503", "--seed", "3", "--transitions", "3", "--json"
     )
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and [r["epoch"] for r in rows] == [1, 2, 3]
@@ -92,7 +92,8 @@ def test_rate_epochs_json(capsys):
         assert r["worst_case"] is None  # 5 does not divide 503: unequal batches
         assert r["uncoded_leftovers"] == 0 or not r["conserved"]
     code, again, _ = run(
-        capsys, "rate", "-K", "5", "-N", "503", "--seed", "3", "--epochs", "1", "--start-epoch", "2", "--json"
+        capsys, "rate", "-K", "5", "-N", "503", "--seed", "3", "--transitions", "1", "--start-epoch", "2",
+        "--json",
     )
     assert json.loads(again) == rows[2]
 
@@ -153,7 +154,7 @@ def test_cli_exceptions(tmp_path, capsys):
         (["rate", "--strategy", "best"], "--strategy"),
         (["rate", "--matrix", str(tmp_path / "missing.json")], "cannot read"),
         (["rate", "--matrix", "x", "--workers", "3"], "cannot be combined"),
-        (["rate", "--epochs", "0"], "--epochs"),
+        (["rate", "--transitions", "0"], "--transitions"),
         (["rate", "--seed", "-1"], "--seed"),
         (["rate", "--workers", "two"], "--workers"),
         (["frobnicate"], "invalid choice"),
@@ -185,7 +186,7 @@ def test_module_entry_point_and_pipe():
 
 
 def test_rate_elastic_schedule_and_orders(capsys):
-    code, out, _ = run(capsys, "rate", "-K", "4,6,3", "-N", "600", "--epochs", "2", "--json")
+    code, out, _ = run(capsys, "rate", "-K", "4,6,3", "-N", "600", "--transitions", "2", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0
     assert [(r["K_t"], r["K_t1"], r["K"]) for r in rows] == [(4, 6, 6), (6, 3, 6)]
@@ -203,7 +204,7 @@ def test_rate_order_exceptions(capsys):
     for argv, needle in [
         (["rate", "-K", "4,5,6"], "worker counts"),
         (["rate", "-K", "4,x"], "comma-separated"),
-        (["rate", "-K", "4,0", "--epochs", "1"], "at least 1"),
+        (["rate", "-K", "4,0", "--transitions", "1"], "at least 1"),
         (["rate", "--order", "sorted"], "--order"),
         (["rate", "--order", "py1s", "--shard-size", "0"], "--shard-size"),
         (["rate", "-K", "2", "-N", "4", "--order", "py1s", "--canonical-nodes", "5"], "--canonical-nodes"),
@@ -219,7 +220,7 @@ def test_rate_order_exceptions(capsys):
 
 @pytest.mark.parametrize("order", ["py1s", "feistel", "py1br"])
 def test_simulate_with_orders(capsys, order):
-    argv = ["simulate", "-K", "3", "-N", "300", "-B", "64", "--epochs", "2", "--order", order]
+    argv = ["simulate", "-K", "3", "-N", "300", "-B", "64", "--transitions", "2", "--order", order]
     shard = ["--shard-size", "25", "--block-size", "50"] if order != "feistel" else []
     code = main([*argv, *shard, "--json"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -296,7 +297,7 @@ def test_rate_unequal_batches_give_no_worst_case(tmp_path, capsys):
     assert cells.split()[header.split().index("worst")] == "-"
     assert "worst_case is null" in err
     # K = 7 does not divide N = 10: every transition null, one warning.
-    code, out, err = run(capsys, "rate", "-K", "7", "-N", "10", "--epochs", "3", "--json")
+    code, out, err = run(capsys, "rate", "-K", "7", "-N", "10", "--transitions", "3", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and len(rows) == 3 and all(r["worst_case"] is None for r in rows)
     assert err.count("warning") == 1 and "unequal" in err
@@ -304,7 +305,7 @@ def test_rate_unequal_batches_give_no_worst_case(tmp_path, capsys):
     code, out, err = run(capsys, "rate", "-K", "3,4", "-N", "12", "--json")
     assert json.loads(out)["worst_case"] is None and "K changes from 3 to 4" in err
     # Equal batches keep it, silently.
-    code, out, err = run(capsys, "rate", "-K", "4", "-N", "12", "--epochs", "2", "--json")
+    code, out, err = run(capsys, "rate", "-K", "4", "-N", "12", "--transitions", "2", "--json")
     assert err == "" and all(json.loads(line)["worst_case"] == 9 for line in out.splitlines())
 
 
@@ -312,13 +313,13 @@ def test_epochs_messages_agree(capsys):
     for command in ("rate", "simulate"):
         messages = []
         for value in ("0", "-1", "x"):
-            code, _, err = run(capsys, command, f"--epochs={value}")
+            code, _, err = run(capsys, command, f"--transitions={value}")
             assert code == 2
             messages.append(err)
         assert messages == [
-            "coded-shuffle: error: argument --epochs: expected a positive integer, not 0\n",
-            "coded-shuffle: error: argument --epochs: expected a positive integer, not -1\n",
-            "coded-shuffle: error: argument --epochs: expected a positive integer, not 'x'\n",
+            "coded-shuffle: error: argument --transitions: expected a positive integer, not 0\n",
+            "coded-shuffle: error: argument --transitions: expected a positive integer, not -1\n",
+            "coded-shuffle: error: argument --transitions: expected a positive integer, not 'x'\n",
         ]
 
 
@@ -326,8 +327,8 @@ def test_rate_matrix_refuses_epoch_options(tmp_path, capsys):
     f = tmp_path / "s.json"
     f.write_text(json.dumps(EXAMPLE_1))
     for extra, named in [
-        (["--epochs", "3"], "--epochs"),
-        (["--epochs", "1"], "--epochs"),
+        (["--transitions", "3"], "--transitions"),
+        (["--transitions", "1"], "--transitions"),
         (["--seed", "0"], "--seed"),
         (["--start-epoch", "2"], "--start-epoch"),
         (["--order", "feistel"], "--order"),
@@ -373,7 +374,7 @@ def test_optimality_gap_in_every_row(tmp_path, capsys):
         code, out, _ = run(capsys, "rate", "--matrix", str(f), "--strategy", "exact", "--json")
         row = json.loads(out)
         assert code == 0 and row["optimality_gap"] == pytest.approx(gap) and row["optimal"] is optimal
-    code, out, _ = run(capsys, "simulate", "-K", "5", "-N", "400", "-B", "8", "--epochs", "2", "--json")
+    code, out, _ = run(capsys, "simulate", "-K", "5", "-N", "400", "-B", "8", "--transitions", "2", "--json")
     for row in map(json.loads, out.splitlines()):
         assert row["optimality_gap"] == row["coded_symbols"] / row["lower_bound"] - 1
         assert (row["optimality_gap"] == 0) == row["optimal"]
@@ -446,3 +447,54 @@ def test_no_command_prints_usage_and_one_line(capsys):
         "coded-shuffle: error: a command is needed (rate, quality, orders, plot, simulate, run); "
         "coded-shuffle --help says more"
     )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (["rate", "-K", "3", "-N", "30", "--epochs", "2", "--json"],
+         ["rate", "-K", "3", "-N", "30", "--transitions", "2", "--json"]),
+        (["simulate", "-K", "2", "-N", "20", "-B", "8", "--epochs", "1", "--json"],
+         ["simulate", "-K", "2", "-N", "20", "-B", "8", "--transitions", "1", "--json"]),
+        (["orders", "--orders", "permutation", "-K", "2", "--shards", "4", "--shard-size", "5",
+          "--epoch", "1", "--json"],
+         ["orders", "--orders", "permutation", "-K", "2", "--shards", "4", "--shard-size", "5",
+          "--start-epoch", "1", "--json"]),
+        (["quality", "--algo", "py1s", "--shards", "4", "--shard-size", "50", "--batch-size", "20", "--epoch",
+          "1", "--json"],
+         ["quality", "--order", "py1s", "--shards", "4", "--shard-size", "50", "--batch-size", "20",
+          "--start-epoch", "1", "--json"]),
+    ],
+    ids=["rate-epochs", "simulate-epochs", "orders-epoch", "quality-algo-epoch"],
+)  # fmt: skip
+def test_old_spellings_work_for_one_release_with_a_note(capsys, old, new):
+    """One name a meaning in every command (--transitions, --order, --start-epoch); the old
+    spellings give the same result with one deprecation line each on standard error."""
+    assert main(new) == 0
+    out_new, err_new = capsys.readouterr()
+    assert main(old) == 0
+    out_old, err_old = capsys.readouterr()
+    strip = ("seconds", "timings", "per_second")
+
+    def same(text):
+        rows = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        return [{k: v for k, v in r.items() if not any(s in k for s in strip)} for r in rows]
+
+    assert same(out_old) == same(out_new) and same(out_new)
+    spelled = [w for w in old if w in ("--epochs", "--epoch", "--algo")]
+    warned = [line for line in err_old.splitlines() if "is deprecated and will be removed" in line]
+    assert len(warned) == len(spelled) and "deprecated" not in err_new
+    for word in spelled:
+        assert any(line.startswith(f"coded-shuffle: warning: {word} is deprecated") for line in warned)
+
+
+def test_quality_defaults_to_seed_and_epoch_zero_as_the_others(capsys):
+    argv = ["quality", "--order", "py1s", "--shards", "4", "--shard-size", "50", "--batch-size", "20"]
+    argv += ["--json"]
+    assert main(argv) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--seed", "0", "--start-epoch", "0"]) == 0
+    explicit = json.loads(capsys.readouterr().out)
+    default.pop("seconds")
+    explicit.pop("seconds")
+    assert default == explicit

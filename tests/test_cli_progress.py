@@ -37,7 +37,7 @@ def last_draw(text: str) -> str:
 
 def test_rate_large_off_a_terminal_one_line(capsys, monkeypatch, compiled):
     monkeypatch.setattr(cli.rate, "LONG_POINTS", 5000)
-    argv = ["rate", "-K", "4", "-N", "5000", "--order", "feistel", "--epochs", "2", "--json"]
+    argv = ["rate", "-K", "4", "-N", "5000", "--order", "feistel", "--transitions", "2", "--json"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert err == (
@@ -78,7 +78,7 @@ def test_rate_large_on_a_terminal_a_bar(capsys, monkeypatch, compiled, order):
     monkeypatch.setattr(cli.rate, "LONG_POINTS", 5000)
     err = Terminal()
     monkeypatch.setattr(sys, "stderr", err)
-    assert main(["rate", "-K", "4", "-N", "6000", "--order", order, "--epochs", "2"]) == 0
+    assert main(["rate", "-K", "4", "-N", "6000", "--order", order, "--transitions", "2"]) == 0
     out = capsys.readouterr().out
     bars = err.getvalue().split("\n")[:-1]  # each transition's bar ends its own line, full
     assert len(bars) == 2
@@ -99,7 +99,7 @@ def test_compile_announced_before_it_starts(capsys, monkeypatch):
 
     monkeypatch.setattr(warmup, "uncompiled", lambda groups: list(groups))
     monkeypatch.setattr(warmup, "warm_up", fake_warm_up)
-    assert main(["simulate", "-K", "2", "-N", "20", "-B", "8", "--epochs", "1", "--json"]) == 0
+    assert main(["simulate", "-K", "2", "-N", "20", "-B", "8", "--transitions", "1", "--json"]) == 0
     out, err = capsys.readouterr()
     said = "compiling kernels (once per install) ...\n"
     assert calls == [(["packing", "planning", "ordering", "decoding"], said)]
@@ -122,7 +122,7 @@ def test_nothing_said_when_compiled(capsys, compiled):
 
 
 def test_quality_announced_and_a_bar_on_a_terminal(capsys, monkeypatch):
-    argv = ["quality", "--algo", "py1s", "--shards", "10", "--shard-size", "30", "--batch-size", "20"]
+    argv = ["quality", "--order", "py1s", "--shards", "10", "--shard-size", "30", "--batch-size", "20"]
     assert main([*argv, "--json"]) == 0
     out, err = capsys.readouterr()
     assert err == "measuring py1s on 10 shards x 30 samples ...\n"
@@ -130,7 +130,7 @@ def test_quality_announced_and_a_bar_on_a_terminal(capsys, monkeypatch):
     err = Terminal()
     monkeypatch.setattr(sys, "stderr", err)
     assert main([*argv, "--seeds", "2", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["over_seeds"]["seeds"] == [1, 2]
+    assert json.loads(capsys.readouterr().out)["over_seeds"]["seeds"] == [0, 1]  # seeds from the default 0
     total = 2 * REPORT_STEPS
     assert f"{total}/{total} steps 100%" in last_draw(err.getvalue())
 
@@ -151,7 +151,7 @@ def test_orders_announced_and_a_bar_on_a_terminal(capsys, monkeypatch, compiled)
 
 
 def test_simulate_bar_on_a_terminal_only(capsys, monkeypatch, compiled):
-    argv = ["simulate", "-K", "3", "-N", "60", "-B", "8", "--epochs", "3"]
+    argv = ["simulate", "-K", "3", "-N", "60", "-B", "8", "--transitions", "3"]
     assert main(argv) == 0
     assert capsys.readouterr().err == "simulating 3 transitions of 60 records ...\n"
     assert main([*argv, "--no-progress"]) == 0
@@ -167,7 +167,7 @@ def test_a_real_terminal(compiled):
     """On a pseudo-terminal the bar is drawn in place; standard output (a pipe) is untouched."""
     pty = pytest.importorskip("pty")
     leader, follower = pty.openpty()
-    argv = ["quality", "--algo", "py1e", "--shards", "10", "--shard-size", "30", "--batch-size", "20"]
+    argv = ["quality", "--order", "py1e", "--shards", "10", "--shard-size", "30", "--batch-size", "20"]
     proc = subprocess.run(
         [sys.executable, "-m", "coded_shuffle", *argv, "--json"],
         stdout=subprocess.PIPE,

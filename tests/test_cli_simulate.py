@@ -16,7 +16,8 @@ REQUIRED = {
 
 def test_simulate_json(capsys):
     assert (
-        main(["simulate", "-K", "4", "-N", "200", "-B", "32", "--epochs", "3", "--seed", "2", "--json"]) == 0
+        main(["simulate", "-K", "4", "-N", "200", "-B", "32", "--transitions", "3", "--seed", "2", "--json"])
+        == 0
     )
     out, err = capsys.readouterr()
     rows = [json.loads(line) for line in out.splitlines()]
@@ -31,13 +32,14 @@ def test_simulate_json(capsys):
 
 
 def test_simulate_table_default_strategy_exact(capsys):
-    assert main(["simulate", "-K", "3", "-N", "60", "-B", "8", "--epochs", "2", "--strategy", "exact"]) == 0
+    argv = ["simulate", "-K", "3", "-N", "60", "-B", "8", "--transitions", "2", "--strategy", "exact"]
+    assert main(argv) == 0
     out, _ = capsys.readouterr()
     assert "verified" in out and out.count(" yes ") == 2
 
 
 def test_simulate_defaults_run(capsys):
-    assert main(["simulate", "--epochs", "1"]) == 0
+    assert main(["simulate", "--transitions", "1"]) == 0
     assert "K = 6, N = 6000, record = 1024 B" in capsys.readouterr().out
 
 
@@ -47,7 +49,7 @@ def test_simulate_defaults_run(capsys):
         (["-K", "0"], "--workers must be at least 1"),
         (["-K", "5", "-N", "3"], "--points must be at least --workers (5), not 3"),
         (["-B", "0"], "--record-bytes must be at least 1"),
-        (["--epochs", "0"], "expected a positive integer"),
+        (["--transitions", "0"], "expected a positive integer"),
         (["--seed", "-1"], "expected a non-negative integer"),
         (["--strategy", "best"], "invalid choice"),
         (["-N", "1000000000", "-B", "1000"], "at most 16 GiB"),
@@ -61,7 +63,7 @@ def test_simulate_exceptions(capsys, argv, message):
 
 
 def test_simulate_table_saving_and_framing(capsys):
-    argv = ["simulate", "-K", "4", "-N", "400", "-B", "64", "--epochs", "2", "--seed", "5"]
+    argv = ["simulate", "-K", "4", "-N", "400", "-B", "64", "--transitions", "2", "--seed", "5"]
     assert main([*argv, "--json"]) == 0
     reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert main(argv) == 0
@@ -80,7 +82,7 @@ def test_simulate_with_storage_counts_pieces_and_keeps_the_loads_of_rate(capsys)
     from coded_shuffle.orders import epoch_placement
     from coded_shuffle.storage import storage_lower_bound
 
-    args = ["-K", "4", "-N", "120", "-B", "900", "--epochs", "2", "--seed", "3", "--storage", "2"]
+    args = ["-K", "4", "-N", "120", "-B", "900", "--transitions", "2", "--seed", "3", "--storage", "2"]
     assert main(["simulate", *args, "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     for r in rows:
@@ -102,7 +104,7 @@ def test_simulate_with_storage_counts_pieces_and_keeps_the_loads_of_rate(capsys)
     ],
 )
 def test_simulate_refuses_a_bad_storage_in_one_line(capsys, extra, message):
-    assert main(["simulate", "-K", "4", "-N", "40", "--epochs", "1", *extra]) == 2
+    assert main(["simulate", "-K", "4", "-N", "40", "--transitions", "1", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
 

@@ -55,7 +55,7 @@ def wait_gone(marker: str, limit: float = 30.0) -> float:
 
 def start_run(seed: str, *extra: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--points", "20000", "-B", "4096",
-           "--epochs", "200", "--seed", seed, *extra]  # fmt: skip
+           "--transitions", "200", "--seed", seed, *extra]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
@@ -104,7 +104,7 @@ def test_frozen_rank_ends_the_job_with_one_line_naming_it(rank):
     """
     seed = f"70020{rank}"
     cmd = [str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", str(PROGRAM), "--points", "300",
-           "--epochs", "4", "--seed", seed, "--fail-rank", str(rank), "--fail-epoch", "2",
+           "--transitions", "4", "--seed", seed, "--fail-rank", str(rank), "--fail-epoch", "2",
            "--fail-how", "stop", "--timeout", "3"]  # fmt: skip
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)

@@ -191,7 +191,7 @@ def test_run_accepts_every_option_of_the_program():
     assert {"--points", "--data", "--mode", "--count-links", "--max-frame-bytes", "--timeout"} <= listed
     run_help = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     assert all(opt in run_help for opt in listed), sorted(o for o in listed if o not in run_help)
-    given = ["run", "-K", "2", "--points", "90", "--record-bytes", "16", "--epochs", "2",
+    given = ["run", "-K", "2", "--points", "90", "--record-bytes", "16", "--transitions", "2",
              "--start-epoch", "1", "--seed", "4", "--mode", "both", "--strategy", "exact",
              "--order", "feistel", "--link-mbps", "5.0", "--max-frame-bytes", "4096",
              "--max-repair-rounds", "1", "--timeout", "9.0", "--count-links",
@@ -276,7 +276,7 @@ def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path, receiver
     N, B, seed, epochs, max_frame = 600, 64, 7, 2, 2048
     out = tmp_path / "rows.jsonl"
     proc = run_mpi(
-        K, "--points", str(N), "--record-bytes", str(B), "--epochs", str(epochs), "--seed", str(seed),
+        K, "--points", str(N), "--record-bytes", str(B), "--transitions", str(epochs), "--seed", str(seed),
         "--mode", "both", "--max-frame-bytes", str(max_frame), "--json", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -322,8 +322,8 @@ def test_coded_and_uncoded_verified_with_exact_byte_counts(K, tmp_path, receiver
 @pytest.mark.mpi
 def test_same_seed_same_bytes_and_resume():
     common = ["--points", "500", "--record-bytes", "32", "--seed", "3", "--json", "-"]
-    full = json_rows(run_mpi(3, *common, "--epochs", "3"))
-    resumed = json_rows(run_mpi(3, *common, "--epochs", "1", "--start-epoch", "2"))
+    full = json_rows(run_mpi(3, *common, "--transitions", "3"))
+    resumed = json_rows(run_mpi(3, *common, "--transitions", "1", "--start-epoch", "2"))
     assert [r["epoch"] for r in full] == [1, 2, 3] and [r["epoch"] for r in resumed] == [3]
     assert resumed[0]["digests"] == full[2]["digests"]
     assert resumed[0]["wire_bytes"] == full[2]["wire_bytes"]
@@ -337,7 +337,7 @@ def test_npy_dataset(tmp_path):
     data = np.random.default_rng(5).standard_normal((300, 6)).astype(np.float32)
     np.save(tmp_path / "x.npy", data)
     rows = json_rows(
-        run_mpi(2, "--data", str(tmp_path / "x.npy"), "--epochs", "2", "--mode", "both", "--json", "-")
+        run_mpi(2, "--data", str(tmp_path / "x.npy"), "--transitions", "2", "--mode", "both", "--json", "-")
     )
     assert len(rows) == 4 and all(r["verified"] and r["record_bytes"] == 24 for r in rows)
     assert rows[-1]["digests"] == expected_digests(load_dataset(data), 300, 2, 0, 2)
@@ -353,7 +353,7 @@ def test_corrupted_symbol_is_repaired():
             "400",
             "--record-bytes",
             "64",
-            "--epochs",
+            "--transitions",
             "2",
             "--corrupt-worker",
             "1",
@@ -370,7 +370,7 @@ def test_corrupted_symbol_is_repaired():
 def test_paced_link_time_follows_bytes():
     mbps = 8.0  # 1 MB/s
     rows = json_rows(
-        run_mpi(2, "--points", "4000", "--record-bytes", "256", "--epochs", "2", "--mode", "both",
+        run_mpi(2, "--points", "4000", "--record-bytes", "256", "--transitions", "2", "--mode", "both",
                 "--link-mbps", str(mbps), "--json", "-")
     )  # fmt: skip
     rate = mbps * 1e6 / 8
@@ -389,7 +389,7 @@ def test_paced_link_time_follows_bytes():
 @pytest.mark.parametrize(("rank", "how"), [(2, "raise"), (0, "raise"), (1, "exit")])
 def test_failing_rank_aborts_the_job(rank, how):
     proc = run_mpi(
-        3, "--points", "300", "--epochs", "3", "--fail-rank", str(rank), "--fail-epoch", "2",
+        3, "--points", "300", "--transitions", "3", "--fail-rank", str(rank), "--fail-epoch", "2",
         "--fail-how", how, timeout=60,
     )  # fmt: skip
     assert proc.returncode != 0
@@ -411,7 +411,7 @@ def test_bad_arguments_exit_2_with_one_message():
 def test_cli_run_prints_json_lines():
     cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--points", "200", "-B", "16"]
     proc = subprocess.run(
-        [*cmd, "--epochs", "1", "--mode", "both", "--json"],
+        [*cmd, "--transitions", "1", "--mode", "both", "--json"],
         capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False,
     )  # fmt: skip
     rows = json_rows(proc)
@@ -427,7 +427,7 @@ def test_unpaced_table_of_several_modes_says_where_the_gain_shows():
     from coded_shuffle.engine.mpi_job import UNPACED_NOTE
 
     cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--points", "200", "-B", "16"]
-    cmd += ["--epochs", "1"]
+    cmd += ["--transitions", "1"]
     both = subprocess.run([*cmd, "--mode", "both"], capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
                           check=True)  # fmt: skip
     assert both.stdout.rstrip().endswith(UNPACED_NOTE)
@@ -439,7 +439,7 @@ def test_unpaced_table_of_several_modes_says_where_the_gain_shows():
 @needs_mpi
 @pytest.mark.mpi
 def test_shard_aware_order_verified():
-    args = ["--points", "400", "--record-bytes", "64", "--epochs", "2", "--mode", "both", "--json", "-"]
+    args = ["--points", "400", "--record-bytes", "64", "--transitions", "2", "--mode", "both", "--json", "-"]
     rows = json_rows(run_mpi(2, *args, "--order", "py1br", "--shard-size", "20", "--block-size", "40"))
     assert len(rows) == 4 and all(r["verified"] for r in rows)
     # The same order computed in one process gives the planned load.
@@ -458,7 +458,7 @@ def test_shard_aware_order_verified():
 def test_alltoallv_exchange_verified_with_exact_bytes():
     N, B, seed, K = 900, 48, 5, 3
     rows = json_rows(
-        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--seed", str(seed), "--epochs", "2",
+        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--seed", str(seed), "--transitions", "2",
                 "--mode", "all", "--json", "-")
     )  # fmt: skip
     assert [(r["epoch"], r["mode"]) for r in rows] == [
@@ -559,7 +559,7 @@ def test_installed_wheel_runs(tmp_path):
     assert Path(where).is_relative_to(venv)
     proc = subprocess.run(
         [str(venv / "bin" / "coded-shuffle"), "run", "-K", "2", "--points", "300", "-B", "16",
-         "--epochs", "1", "--mode", "all", "--json"],
+         "--transitions", "1", "--mode", "all", "--json"],
         # a fresh install compiles its kernels first (once; about 30 s): a longer bound than a run's
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=5 * TIMEOUT, check=False,
     )  # fmt: skip
@@ -593,7 +593,7 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
 
     K, N, B, M = 3, 240, 768, 2
     rows = json_rows(
-        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--epochs", "2",
+        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
                 "--corrupt-worker", "1", "--json", "-")
     )  # fmt: skip
     assert [r["epoch"] for r in rows] == [1, 2]

@@ -72,7 +72,7 @@ def test_all_modes_cross_the_shaped_links(tmp_path):
     out = tmp_path / "rows.jsonl"
     proc, pid = cluster(
         "-K", str(K), "--master-up-mbit", str(mbit), "--worker-down-mbit", "400", "--timeout", "150", "--",
-        *program("--points", str(N), "--record-bytes", str(B), "--epochs", "1", "--mode", "all",
+        *program("--points", str(N), "--record-bytes", str(B), "--transitions", "1", "--mode", "all",
                  "--count-links", "--json", str(out)),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -107,7 +107,8 @@ def test_all_modes_cross_the_shaped_links(tmp_path):
 
 def test_tear_down_after_a_failing_job():
     proc, pid = cluster(
-        "-K", "2", "--timeout", "120", "--", *program("--points", "300", "--epochs", "2", "--fail-rank", "1")
+        "-K", "2", "--timeout", "120", "--",
+        *program("--points", "300", "--transitions", "2", "--fail-rank", "1"),
     )
     assert proc.returncode != 0 and "deliberate failure" in proc.stderr
     assert namespaces_of(pid) == []

@@ -41,7 +41,7 @@ def test_quality_and_orders_cli(capsys):
     code = main(
         [
             "quality",
-            "--algo",
+            "--order",
             "py1e",
             "--shards",
             "20",
@@ -62,7 +62,7 @@ def test_quality_and_orders_cli(capsys):
     assert code == 0 and out["algo"] == "py1e"
     for key in ("mean_deviation_pct", "max_deviation_pct", "seconds", "mean_shards_per_batch"):
         assert key in out
-    assert out["over_seeds"]["seeds"] == [1, 2]
+    assert out["over_seeds"]["seeds"] == [0, 1]  # seeds from the default 0
     small = "-K 3 --shards 10 --shard-size 30 --block-size 60 --batch-size 20 --batches 3".split()
     code = main(["orders", "--orders", "naive,py1br", *small, "--json"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -82,9 +82,9 @@ def test_tradeoff_exceptions(capsys):
     with pytest.raises(ValueError, match="'orders'"):
         order_tradeoff([], K=2, shards=4, shard_size=4)
     for argv, needle in [
-        (["quality", "--algo", "feistel"], "--algo"),
-        (["quality", "--algo", "py1s", "--shards", "1"], "--shards"),
-        (["quality"], "--algo"),
+        (["quality", "--order", "feistel"], "--order must be one of"),
+        (["quality", "--order", "py1s", "--shards", "1"], "--shards"),
+        (["quality"], "--order is required"),
         (["orders", "--orders", "py1s,zz"], "--orders"),
         (["orders", "--workers", "0"], "--workers"),
         (["orders", "--shards", "2", "--shard-size", "2", "-K", "8"], "at least --workers"),

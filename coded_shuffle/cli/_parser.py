@@ -8,7 +8,8 @@ command is named.
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import sys
+from typing import Any, NoReturn
 
 PROG = "coded-shuffle"
 
@@ -31,3 +32,23 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class _Deprecated(argparse.Action):
+    """The old spelling of an option, kept for one release: it stores what the new spelling
+    stores (its ``type`` and ``dest``), hidden from ``--help``, with one line on standard error."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        print(f"{PROG}: warning: {option_string} is deprecated and will be removed; say {self.new}",
+              file=sys.stderr)  # fmt: skip
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(parser: argparse.ArgumentParser, old: str, new: str, *, dest: str, **kwargs: Any) -> None:
+    """Accept ``old`` as a deprecated spelling of the option ``new`` (stored in ``dest``)."""
+    parser.add_argument(old, action=_Deprecated, new=new, dest=dest, help=argparse.SUPPRESS, **kwargs)

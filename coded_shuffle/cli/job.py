@@ -19,6 +19,7 @@ from ..codec import DEFAULT_MAX_FRAME_BYTES
 from ..engine.mpi_job import MODES
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
+from ._parser import add_deprecated
 from .common import (
     SHARD_ORDER_DEFAULTS,
     UsageError,
@@ -45,7 +46,7 @@ PASSED_ON = (
     ("data", "--data"),
     ("points", "--points"),
     ("record_bytes", "--record-bytes"),
-    ("epochs", "--epochs"),
+    ("epochs", "--transitions"),
     ("start_epoch", "--start-epoch"),
     ("seed", "--seed"),
     ("mode", "--mode"),
@@ -91,7 +92,9 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     p.add_argument("--points", "-N", type=_positive, metavar="N", help="random records (default 6000)")
     p.add_argument("--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record (default 1024)")
     p.add_argument("--data", metavar="FILE", help=".npy file of records, one a row (instead of random ones)")
-    p.add_argument("--epochs", type=_positive, default=3, metavar="E", help="transitions (default 3)")
+    p.add_argument("--transitions", type=_positive, default=3, metavar="E", dest="epochs",
+                   help="epoch transitions t -> t+1 to run, so E + 1 epochs (default 3)")  # fmt: skip
+    add_deprecated(p, "--epochs", "--transitions", dest="epochs", type=_positive, metavar="E")
     p.add_argument(
         "--start-epoch", type=_non_negative, default=0, metavar="T", help="epoch to start from (default 0)"
     )

@@ -12,7 +12,7 @@ from .._progress import Progress
 from ..orders import (
     EPOCH_ORDERS,
 )
-from ._parser import COMMANDS
+from ._parser import COMMANDS, add_deprecated
 from .common import (
     UsageError,
     _AboveBar,
@@ -71,7 +71,7 @@ def _cmd_orders(args: argparse.Namespace) -> int:
                 canonical_nodes=args.canonical_nodes,
                 block_size=args.block_size,
                 seed=args.seed,
-                epoch=args.epoch,
+                epoch=args.start_epoch,
                 batches=args.batches,
                 batch_size=args.batch_size,
                 strategy=args.strategy,
@@ -85,8 +85,8 @@ def _cmd_orders(args: argparse.Namespace) -> int:
         return 0
     print(
         f"K = {args.workers}, {args.shards} shards x {args.shard_size} samples, "
-        f"canonical nodes = {args.canonical_nodes}, block = {args.block_size}, epoch {args.epoch} -> "
-        f"{args.epoch + 1}, seed = {args.seed}"
+        f"canonical nodes = {args.canonical_nodes}, block = {args.block_size}, epoch {args.start_epoch} -> "
+        f"{args.start_epoch + 1}, seed = {args.seed}"
         + (f", storage = {args.storage} batches" if args.storage > 1 else "")
     )
 
@@ -117,9 +117,9 @@ def add_parser(sub: Any) -> None:
     orders.add_argument("--workers", "-K", type=int, default=8, metavar="K", help="workers (default 8)")
     _add_shard_arguments(orders, shards=1000, shard_size=1000, block_size=20_000)
     orders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
-    orders.add_argument(
-        "--epoch", type=_non_negative, default=0, help="first epoch t of t -> t+1 (default 0)"
-    )
+    orders.add_argument("--start-epoch", type=_non_negative, default=0, metavar="T",
+                        help="first epoch t of t -> t+1 (default 0)")  # fmt: skip
+    add_deprecated(orders, "--epoch", "--start-epoch", dest="start_epoch", type=_non_negative, metavar="T")
     _add_strategy_argument(orders)
     _add_storage_argument(orders, "loads in records")
     orders.add_argument("--json", action="store_true", help="one JSON object per order")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
-from ._parser import COMMANDS
+from ._parser import COMMANDS, add_deprecated
 from .common import (
     UsageError,
     _add_shard_arguments,
@@ -23,20 +23,23 @@ def _cmd_quality(args: argparse.Namespace) -> int:
     from ..orders import SHUFFLE_ALGORITHMS, quality_report
     from ..orders.quality import REPORT_STEPS
 
-    if args.algo not in SHUFFLE_ALGORITHMS:
-        raise UsageError(f"--algo must be one of {', '.join(sorted(SHUFFLE_ALGORITHMS))}, not {args.algo!r}")
+    names = ", ".join(sorted(SHUFFLE_ALGORITHMS))
+    if args.order is None:
+        raise UsageError(f"--order is required: one of {names}")
+    if args.order not in SHUFFLE_ALGORITHMS:
+        raise UsageError(f"--order must be one of {names}, not {args.order!r}")
     _at_least(args, shards=2, shard_size=1, canonical_nodes=1, block_size=1, batches=1, batch_size=1, seeds=1)
     if args.canonical_nodes > args.shards * args.shard_size:
         raise UsageError("--canonical-nodes must be at most the number of samples")
     seeds = f", {args.seeds} seeds" if args.seeds > 1 else ""
     with Progress(
-        f"measuring {args.algo} on {args.shards:,} shards x {args.shard_size:,} samples{seeds}",
+        f"measuring {args.order} on {args.shards:,} shards x {args.shard_size:,} samples{seeds}",
         total=args.seeds * REPORT_STEPS,
         unit="steps",
     ) as bar:
         reports = [
             quality_report(
-                args.algo,
+                args.order,
                 shards=args.shards,
                 shard_size=args.shard_size,
                 canonical_nodes=args.canonical_nodes,
@@ -44,7 +47,7 @@ def _cmd_quality(args: argparse.Namespace) -> int:
                 batches=args.batches,
                 batch_size=args.batch_size,
                 seed=args.seed + k,
-                epoch=args.epoch,
+                epoch=args.start_epoch,
                 progress=_shifted(bar.update, k * REPORT_STEPS),
             )
             for k in range(args.seeds)
@@ -89,10 +92,15 @@ def add_parser(sub: Any) -> None:
             "is 10^7 samples (seconds); the streaming study's 10^8 is --shards 10000 (3.7 GB, up to 30 s)."
         ),
     )
-    quality.add_argument("--algo", required=True, help="naive, py1s, py2s, py1b, py1br or py1e")
+    quality.add_argument(
+        "--order", metavar="ORDER", help="the shard-aware order: naive, py1s, py2s, py1b, py1br or py1e"
+    )
+    add_deprecated(quality, "--algo", "--order", dest="order")
     _add_shard_arguments(quality, shards=1000, shard_size=10_000, block_size=1 << 18)
-    quality.add_argument("--seed", type=_non_negative, default=1, help="seed (default 1)")
-    quality.add_argument("--epoch", type=_non_negative, default=1, help="epoch (default 1)")
+    quality.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
+    quality.add_argument("--start-epoch", type=_non_negative, default=0, metavar="T",
+                         help="the epoch whose order is measured (default 0)")  # fmt: skip
+    add_deprecated(quality, "--epoch", "--start-epoch", dest="start_epoch", type=_non_negative, metavar="T")
     quality.add_argument(
         "--seeds", type=int, default=1, metavar="R", help="also summarize seeds S..S+R-1 (default 1)"
     )

@@ -23,7 +23,7 @@ from ..orders import (
 )
 from ..plan import PROGRESS_MIN_LEFTOVERS, rates
 from ..plan import exact as plan_exact
-from ._parser import COMMANDS
+from ._parser import COMMANDS, add_deprecated
 from .common import (
     UsageError,
     _add_order_arguments,
@@ -329,7 +329,7 @@ def _workers_schedule(text: str | None, epochs: int) -> list[int]:
         raise UsageError(f"--workers must be at least 1, not {min(counts)}")
     if len(counts) not in (1, epochs + 1):
         raise UsageError(
-            f"--workers must give 1 or --epochs + 1 = {epochs + 1} worker counts, not {len(counts)}"
+            f"--workers must give 1 or --transitions + 1 = {epochs + 1} worker counts, not {len(counts)}"
         )
     return counts
 
@@ -382,11 +382,9 @@ def _check_storage(args: argparse.Namespace, schedule: list[int]) -> None:
 def _cmd_rate(args: argparse.Namespace) -> int:
     kernels = ["packing", "ordering"]
     if args.matrix is not None:
-        given = [
-            f"--{n.replace('_', '-')}"
-            for n in ("workers", "points", "seed", "epochs", "start_epoch")
-            if getattr(args, n) is not None
-        ]
+        named = {"workers": "--workers", "points": "--points", "seed": "--seed", "epochs": "--transitions",
+                 "start_epoch": "--start-epoch"}  # fmt: skip
+        given = [flag for n, flag in named.items() if getattr(args, n) is not None]
         given += ["--order"] if args.order != "auto" else []
         given += _shard_options_given(args)
         if given:
@@ -456,7 +454,7 @@ def add_parser(sub: Any) -> None:
         description=(
             "Loads of each epoch transition, in symbols of one record: uncoded, after the order-2 "
             "phase (paired), after leftover combining (coded), the lower bound and the worst case "
-            "N(K-1)/K. Either epochs of a random permutation (--workers, --points, --seed, --epochs) "
+            "N(K-1)/K. Either epochs of a random permutation (--workers, --points, --seed, --transitions) "
             "or one given shuffle matrix (--matrix)."
         ),
     )
@@ -469,7 +467,9 @@ def add_parser(sub: Any) -> None:
     rate.add_argument("--points", "-N", type=int, metavar="N", help="number of data points (default 1200)")
     # No defaults here: --matrix refuses them when given; the epochs branch fills them in.
     rate.add_argument("--seed", type=_non_negative, help="seed of the epoch orders (default 0)")
-    rate.add_argument("--epochs", type=_positive, metavar="E", help="transitions to compute (default 1)")
+    rate.add_argument("--transitions", type=_positive, metavar="E", dest="epochs",
+                      help="epoch transitions t -> t+1 to compute (default 1)")  # fmt: skip
+    add_deprecated(rate, "--epochs", "--transitions", dest="epochs", type=_positive, metavar="E")
     rate.add_argument(
         "--start-epoch",
         type=_non_negative,

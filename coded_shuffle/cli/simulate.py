@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .._progress import Progress
-from ._parser import COMMANDS
+from ._parser import COMMANDS, add_deprecated
 from .common import (
     PROG,
     UsageError,
@@ -163,9 +163,9 @@ def add_parser(sub: Any) -> None:
     sim.add_argument(
         "--record-bytes", "-B", type=int, default=1024, metavar="B", help="bytes per record (default 1024)"
     )
-    sim.add_argument(
-        "--epochs", type=_positive, default=3, metavar="E", help="transitions to run (default 3)"
-    )
+    sim.add_argument("--transitions", type=_positive, default=3, metavar="E", dest="epochs",
+                     help="epoch transitions t -> t+1 to run, so E + 1 epochs (default 3)")  # fmt: skip
+    add_deprecated(sim, "--epochs", "--transitions", dest="epochs", type=_positive, metavar="E")
     sim.add_argument(
         "--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)"
     )
