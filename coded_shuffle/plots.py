@@ -302,7 +302,7 @@ def _draw_cycles(ax: Any, graph: Any, pos: Any, packing: Any, cmap: Any, omega: 
                 node_size=900,
             )
         handles.append(Line2D([], [], color=color, lw=1.5 + min(count, 6)))
-        names.append(f"cycle {c + 1}: {' > '.join(f'w{w + 1}' for w in cyc)}  x{count}")
+        names.append(f"cycle {c + 1}: {' > '.join(f'w{w}' for w in cyc)}  x{count}")
     if handles:  # beside the graph, never over a node
         ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
     return used
@@ -380,7 +380,7 @@ def plot_leftovers(
     labels = {(int(u), int(v)): str(int(omega[u, v])) for u, v in zip(*np.nonzero(omega), strict=True)}
     nx.draw_networkx_edge_labels(graph, pos, edge_labels=labels, ax=ax, font_size=9, label_pos=0.5)
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_color="white", edgecolors="black", node_size=900)
-    nx.draw_networkx_labels(graph, pos, labels={k: f"w{k + 1}" for k in range(K)}, ax=ax, font_size=11)
+    nx.draw_networkx_labels(graph, pos, labels={k: f"w{k}" for k in range(K)}, ax=ax, font_size=11)
     pairs = int(np.triu(pair_minima(S), 1).sum())
     ax.set_title(
         title

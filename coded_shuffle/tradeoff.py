@@ -88,7 +88,7 @@ def order_link_cost(
     S = shuffle_matrix(placement_from_permutation(prev, K), placement_from_permutation(nxt, K))
     r = rates(S, strategy=strategy, storage=storage)
     lb = lower_bound(S, storage=storage)
-    paired = r.paired if storage == 1 else r.grouped  # type: ignore[union-attr]
+    paired = r.paired
     done(2)
     quality = order_quality(
         nxt,

@@ -23,8 +23,9 @@ receiver = np.asarray(plan.placement_t1.owner)
 
 
 def name(n: int) -> str:
-    """The paper's x_{i,j}: held by w_i, needed by w_j (workers numbered from 1)."""
-    return f"x{n}[{holder[n] + 1}->{receiver[n] + 1}]"
+    """The paper's x_{i,j}: held by w_i, needed by w_j. Workers are numbered from 0 here, as
+    everywhere in the package: the paper's w_1, w_2, w_3 are w0, w1, w2."""
+    return f"x{n}[{holder[n]}->{receiver[n]}]"
 
 
 r = plan.rates
@@ -49,7 +50,7 @@ for p in (0, 1, 2):
             print(f"  symbol {s}: {sent_as}")
 
 for k in range(plan.K):
-    print(f"worker w{k + 1} decodes:")
+    print(f"worker w{k} decodes:")
     for s, known, rec in decoding_steps(plan, k):
         how = "read" if known < 0 else f"symbol {s} + {name(known)}"
         print(f"  {how:>24} -> {name(rec)}")

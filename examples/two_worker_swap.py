@@ -19,10 +19,10 @@ print(f"S = {S.tolist()}")
 print(f"uncoded: {plan.rates.uncoded} symbols; coded: {plan.n_symbols} symbols; "
       f"lower bound: {lower_bound(S).value}; N(K-1)/K = {worst_case(N, 2)}")
 for s in range(len(a)):
-    print(f"  symbol {s}: x{a[s]} + x{b[s]}   (x{a[s]} held by w1, x{b[s]} held by w2)")
+    print(f"  symbol {s}: x{a[s]} + x{b[s]}   (x{a[s]} held by w0, x{b[s]} held by w1)")
 for k in range(2):
     steps = decoding_steps(plan, k)
-    print(f"worker w{k + 1}: " + ", ".join(f"symbol {s} + x{kn} -> x{rec}" for s, kn, rec in steps))
+    print(f"worker w{k}: " + ", ".join(f"symbol {s} + x{kn} -> x{rec}" for s, kn, rec in steps))
 
 assert plan.rates.uncoded == N
 assert plan.n_symbols == lower_bound(S).value == worst_case(N, 2) == N // 2

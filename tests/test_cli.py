@@ -2,6 +2,7 @@ import json
 import re
 import subprocess
 import sys
+from fractions import Fraction
 
 import pytest
 
@@ -498,3 +499,20 @@ def test_quality_defaults_to_seed_and_epoch_zero_as_the_others(capsys):
     default.pop("seconds")
     explicit.pop("seconds")
     assert default == explicit
+
+
+def test_rate_with_storage_prints_its_loads_one_way(capsys):
+    """``rate --storage`` mixed ``5968.29`` and ``14349/7`` in one row, and showed a strategy
+    nobody asked for: the loads now read one way (exact fractions in --json) and the plan the
+    storage chose is named in the note."""
+    code, out, _ = run(capsys, "rate", "-K", "8", "-N", "8000", "--storage", "2")
+    header, row = out.splitlines()[:2]
+    cells = dict(zip(header.split(), row.split(), strict=True))
+    assert code == 0 and cells["strategy"] == "-"
+    for key in ("uncoded", "paired", "coded", "bound"):
+        assert re.fullmatch(r"\d+(\.\d\d)?\*?", cells[key]), (key, cells[key])
+    assert "plan: groups" in out and "exact in --json" in out
+    code, out, _ = run(capsys, "rate", "-K", "8", "-N", "8000", "--storage", "2", "--json")
+    row = json.loads(out)
+    assert row["strategy"] is None and row["storage_plan"] == "groups"
+    assert f"{float(Fraction(row['coded_fraction'])):.2f}" == cells["coded"]

@@ -308,3 +308,16 @@ def test_the_library_functions_take_storage_and_give_the_storage_loads():
         rates(S, storage=2, subpackets=2)
     with pytest.raises(ValueError, match=r"'M' \(storage\) must be at most K = 3"):
         plan_from_matrix(S, storage=4)
+
+
+def test_storage_rates_read_as_rates_do():
+    """Code written for Rates reads a storage's rates too: rates(S, storage=M) had no .paired."""
+    S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+
+    def core(r):
+        return r.uncoded, r.paired, r.coded, r.K, r.N
+
+    one, two = rates(S), rates(S, storage=2)
+    assert core(one) == (11, 7, 6, 3, 15)  # Example 1 of Attia and Tandon (2016)
+    assert two.paired == two.grouped and (two.K, two.N) == (3, 15)
+    assert two.coded <= two.paired <= two.uncoded

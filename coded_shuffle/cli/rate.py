@@ -120,8 +120,8 @@ def _storage_row(S: np.ndarray, epoch: int | None, order_name: str | None, *, M:
     equal = unequal_batches(S) is None
     return {
         "epoch": epoch, "K": K, "K_t": K, "K_t1": K, "N": N, "order": order_name,
-        "strategy": r.chosen, "subpackets": 1, "storage": M, "pieces": r.pieces,
-        "uncoded": _number(r.uncoded), "paired": _number(r.grouped), "coded": _number(r.coded),
+        "strategy": None, "storage_plan": r.chosen, "subpackets": 1, "storage": M, "pieces": r.pieces,
+        "uncoded": _number(r.uncoded), "paired": _number(r.paired), "coded": _number(r.coded),
         "coded_fraction": str(r.coded), "lower_bound": _number(lb.value),
         "lower_bound_fraction": str(lb.value), "lower_bound_exact": lb.exact or certified,
         "optimal": certified, "optimality_gap": optimality_gap(r.coded, lb.value),
@@ -293,6 +293,12 @@ _RATE_COLUMNS = (
 )
 
 
+def _load_cell(v: Fraction) -> str:
+    """A load of the table: whole as an int, else with two decimals (the exact fractions are in
+    --json), so that the loads of one row read one way."""
+    return str(v.numerator) if v.denominator == 1 else f"{float(v):.2f}"
+
+
 def _format_rate(row: dict[str, Any]) -> list[str]:
     out = []
     for key, _ in _RATE_COLUMNS:
@@ -302,9 +308,12 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
         elif key == "K" and row["K_t"] != row["K_t1"]:
             out.append(f"{row['K_t']}->{row['K_t1']}")
         elif key == "lower_bound":
-            out.append(f"{row.get('lower_bound_fraction', v)}{'' if row['lower_bound_exact'] else '*'}")
+            exact = Fraction(row.get("lower_bound_fraction", row["lower_bound"]))
+            out.append(f"{_load_cell(exact)}{'' if row['lower_bound_exact'] else '*'}")
         elif key == "coded":
-            out.append(row["coded_fraction"])
+            out.append(_load_cell(Fraction(row["coded_fraction"])))
+        elif key in ("uncoded", "paired") and v is not None:
+            out.append(_load_cell(Fraction(v)))
         elif key == "optimal":
             out.append("yes" if v else "-")
         elif key == "optimality_gap":
@@ -357,10 +366,12 @@ def _row_notes(r: dict[str, Any]) -> set[str]:
     if r.get("storage", 1) > 1:
         flags.add(
             f"storage {r['storage']}: records cut into {r['pieces']} pieces, each held by {r['storage']} "
-            "workers; loads in records, exact (paired: the group symbols alone)"
+            f"workers; loads in records, rounded to two decimals here, exact in --json (coded_fraction, "
+            f"lower_bound_fraction); paired: the group symbols alone; plan: {r['storage_plan']}"
         )
     if r["subpackets"] > 1:
-        flags.add(f"records cut into {r['subpackets']} pieces; loads in records, coded exact")
+        flags.add(f"records cut into {r['subpackets']} pieces; loads in records, rounded to two decimals "
+                  "here, exact in --json (coded_fraction)")  # fmt: skip
     if r["uncoded_leftovers"]:
         flags.add("leftovers no cycle can carry (unequal batches, a changed K) are sent uncoded")
     return flags

@@ -310,7 +310,10 @@ def _storage_note(ep: Epochs) -> str:
     if ep.store.M == 1:
         return ""
     pieces = f"{ep.store.pieces} piece{'s' if ep.store.pieces > 1 else ''}"
-    return f", storage = {ep.store.M} batches ({pieces} of {ep.store.width} B a record)"
+    return (
+        f", storage = {ep.store.M} batches ({pieces} of {ep.store.width} B a record; symbols, planned and "
+        "bound count pieces)"
+    )
 
 
 def master(args: argparse.Namespace, link: MPITransport) -> int:

@@ -400,6 +400,10 @@ class StorageRates:
         The load of the chosen plan.
     coded_symbols : int
         ``coded`` in pieces.
+
+    The fields a :class:`~coded_shuffle.plan.Rates` has and code written for one reads are here
+    too: ``uncoded``, ``paired`` (the first phase alone: the group symbols without the chains,
+    :attr:`grouped`), ``coded``, ``K`` and ``N``.
     """
 
     S: np.ndarray
@@ -416,6 +420,18 @@ class StorageRates:
     def K(self) -> int:
         """Number of workers."""
         return int(self.S.shape[0])
+
+    @property
+    def N(self) -> int:
+        """Number of records."""
+        return int(self.S.sum())
+
+    @property
+    def paired(self) -> Fraction:
+        """The load of the first phase alone, as :attr:`Rates.paired <coded_shuffle.plan.Rates>`
+        is: the group symbols without the chains of the leftovers (:attr:`grouped`; at ``t = 0``
+        exactly the paired load)."""
+        return self.grouped
 
 
 def storage_rates(S: object, *, M: int, strategy: str = "best", packing: str = "greedy") -> StorageRates:
