@@ -41,6 +41,28 @@ FORMATS = (".png", ".svg")
 _MISSING = "matplotlib is not installed: pip install 'coded_shuffle[plot]'"
 
 
+def _separate(fig: Any, labels: list[Any], *, step: float = 11.0, tries: int = 40) -> None:
+    """Move annotations up, a line at a time, until no two of them overlap on the figure (labels
+    of different groups that land side by side; deterministic, at most ``tries`` moves each)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()  # the layout first, so that the boxes are where they will be
+
+    def text_box(label: Any) -> Any:  # the words alone: an annotation's own box holds its line
+        return Text.get_window_extent(label, renderer)
+
+    placed: list[Any] = []
+    for label in sorted(labels, key=lambda a: (a.xy[0], a.xy[1])):
+        for _ in range(tries):
+            if not any(text_box(label).overlaps(other) for other in placed):
+                break
+            dx, dy = label.xyann
+            label.xyann = (dx, dy + step)
+        placed.append(text_box(label))
+
+
 def _figure(**kwargs: Any) -> Any:
     try:
         from matplotlib.figure import Figure
@@ -173,8 +195,9 @@ def plot_load_vs_k(
     ax.set_xlabel("workers K")
     ax.set_ylabel("load per point (symbols / N)")
     ax.set_title(
-        f"Random reshuffles: {points_per_worker} points a worker (N = {points_per_worker} x K), "
-        f"mean and std over {seeds} seeds"
+        f"Random reshuffles: {points_per_worker} points a worker (N = {points_per_worker} x K)\n"
+        f"mean and std over {seeds} seeds",
+        fontsize=11,
     )
     ax.set_xticks(K)
     ax.set_ylim(0, 1.05)
@@ -425,12 +448,14 @@ def plot_orders(path: str | os.PathLike[str], **options: Any) -> str:
         ax.scatter([x], [row["coded"] / N], color="tab:blue", marker="D", zorder=2)
         key = (float(np.floor(np.log10(x) / 0.2)), round(row["uncoded"] / N, 1))
         groups.setdefault(key, []).append((x, row["uncoded"] / N, row["order"]))
+    labels = []
     for members in groups.values():  # one label an order, stacked above its group, a line to its point
         for i, (x, y, name) in enumerate(sorted(members)):
-            ax.annotate(
+            labels.append(ax.annotate(
                 name, (x, y), textcoords="offset points", xytext=(6, 10 + 11 * i), fontsize=8,
                 arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 0, "shrinkB": 3},
-            )  # fmt: skip
+            ))  # fmt: skip
+    _separate(fig, labels)
     ax.scatter([], [], color="tab:gray", marker="o", label="uncoded")
     ax.scatter([], [], color="tab:blue", marker="D", label="coded")
     first = rows[0]

@@ -124,3 +124,62 @@ def test_load_vs_storage_values_and_the_cli_plot(tmp_path, capsys):
     assert out.stat().st_size > 0
     assert main(["plot", "storage", "-K", "17", "-o", str(tmp_path / "x.png")]) == 2
     assert "--workers must be from 2 to 16" in capsys.readouterr().err
+
+
+def _figures(monkeypatch) -> list:
+    """The figures the plots make, kept for a look at their layout."""
+    made: list = []
+    real = plots._figure
+
+    def keep(**kwargs):
+        made.append(real(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(plots, "_figure", keep)
+    return made
+
+
+def _inside(fig, artist) -> bool:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    box = artist.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    page = fig.bbox
+    return page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+
+
+def test_load_vs_k_title_is_not_cut_off(tmp_path, monkeypatch):
+    made = _figures(monkeypatch)
+    plots.plot_load_vs_k(str(tmp_path / "l.png"), k_min=2, k_max=4, points_per_worker=10, seeds=5)
+    fig = made[0]
+    fig.canvas.draw()
+    assert _inside(fig, fig.axes[0].title)
+
+
+def test_order_labels_never_overlap(tmp_path, monkeypatch):
+    """Labels of orders whose points land side by side (different groups) were drawn over each
+    other; every label's words now have a box of their own."""
+    from itertools import combinations
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    made = _figures(monkeypatch)
+    plots.plot_orders(str(tmp_path / "o.png"), K=4, shards=100, shard_size=100)
+    fig = made[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    labels = list(fig.axes[0].texts)
+    assert len(labels) == 8
+    boxes = [Text.get_window_extent(t, renderer) for t in labels]
+    assert not [(a.get_text(), b.get_text()) for (a, x), (b, y) in combinations(zip(labels, boxes, strict=True), 2)
+                if x.overlaps(y)]  # fmt: skip
+
+
+def test_plot_orders_says_what_it_is_doing(tmp_path, capsys):
+    from coded_shuffle.cli import main
+
+    out = tmp_path / "o.png"
+    assert main(["plot", "orders", "-K", "4", "--shards", "20", "--shard-size", "50", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("generating and measuring 8 orders of 1,000 samples for the plot ...")
+    assert out.stat().st_size > 0

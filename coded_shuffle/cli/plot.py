@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from .._progress import Progress
 from ._parser import COMMANDS
 from .common import (
     PROG,
@@ -58,16 +59,25 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         elif args.plot == "orders":
             _check_shard_setup(args)
             compile_kernels(["packing", "ordering", "feistel"])
-            out = plots.plot_orders(
-                args.output,
-                K=args.workers,
-                shards=args.shards,
-                shard_size=args.shard_size,
-                canonical_nodes=args.canonical_nodes,
-                block_size=args.block_size,
-                seed=args.seed,
-                strategy=args.strategy,
-            )
+            from ..orders import EPOCH_ORDERS
+            from ..tradeoff import LINK_COST_STEPS
+
+            bar = Progress(
+                f"generating and measuring {len(EPOCH_ORDERS)} orders of {args.shards * args.shard_size:,} "
+                "samples for the plot", total=len(EPOCH_ORDERS) * LINK_COST_STEPS, unit="steps",
+            )  # fmt: skip
+            with bar:
+                out = plots.plot_orders(
+                    args.output,
+                    K=args.workers,
+                    shards=args.shards,
+                    shard_size=args.shard_size,
+                    canonical_nodes=args.canonical_nodes,
+                    block_size=args.block_size,
+                    seed=args.seed,
+                    strategy=args.strategy,
+                    progress=bar.update,
+                )
         else:
             S = read_matrix(args.matrix)
             compile_kernels(["packing", "ordering"])
