@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -161,6 +161,28 @@ def _workspace(M: int, S: int, n_need: int) -> tuple[np.ndarray, ...]:
     return tables
 
 
+class Peel(NamedTuple):
+    """What :func:`coded_shuffle._codec_kernels.peel_ops` returns, by name (its docstring says
+    what each is): the row operations, the state of every need row, and the steps of the peel."""
+
+    psym: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    oplen: np.ndarray
+    bounds: np.ndarray
+    n_transit: int
+    out_len: np.ndarray
+    state: np.ndarray
+    lone: np.ndarray
+    sym: np.ndarray
+    kn: np.ndarray
+    new: np.ndarray
+    rnd: np.ndarray
+    n_rounds: int
+    decoded: np.ndarray
+    missing: np.ndarray
+
+
 def _peel_ops(
     a: np.ndarray,
     b: np.ndarray,
@@ -171,8 +193,8 @@ def _peel_ops(
     len_b: np.ndarray | None = None,
     *,
     spans: np.ndarray | None = None,
-) -> tuple:
-    """:func:`coded_shuffle._codec_kernels.peel_ops` for any id range.
+) -> Peel:
+    """:func:`coded_shuffle._codec_kernels.peel_ops` for any id range, as a :class:`Peel`.
 
     The kernel indexes its tables by id; ids spread far beyond their number (64-bit ids) are
     first numbered densely, and ``kn``, ``new``, ``decoded`` and ``missing`` mapped back. The
@@ -196,7 +218,7 @@ def _peel_ops(
     if top < 4 * n_ids + (1 << 16):
         M = top + 1
         tables = _workspace(M, n_sym, need_ids.size)
-        return _kernels().peel_ops(a, b, first, end, cache_ids, need_ids, M, *extra, *tables)
+        return Peel(*_kernels().peel_ops(a, b, first, end, cache_ids, need_ids, M, *extra, *tables))
     coded = b >= 0
     uniq, inv = np.unique(np.concatenate([a, b[coded], cache_ids, need_ids]), return_inverse=True)
     n_b, n_c = int(coded.sum()), cache_ids.shape[0]
@@ -204,16 +226,18 @@ def _peel_ops(
     cb[coded] = inv[S : S + n_b]
     da, db, dc, dn = (_i64(x) for x in (inv[:S], cb, inv[S + n_b : S + n_b + n_c], inv[S + n_b + n_c :]))
     tables = _workspace(uniq.size, n_sym, need_ids.size)
-    res = _kernels().peel_ops(da, db, first, end, dc, dn, uniq.size, *extra, *tables)
-    return (*res[:10], uniq[res[10]], uniq[res[11]], *res[12:14], uniq[res[14]], uniq[res[15]])
+    res = Peel(*_kernels().peel_ops(da, db, first, end, dc, dn, uniq.size, *extra, *tables))
+    return res._replace(
+        kn=uniq[res.kn], new=uniq[res.new], decoded=uniq[res.decoded], missing=uniq[res.missing]
+    )
 
 
 def _peel(
     a: np.ndarray, b: np.ndarray, cache_ids: np.ndarray, need_ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The symbolic peel of one worker: ``(lone, sym, kn, new, rnd, n_rounds)`` (see :func:`_peel_ops`)."""
-    *_, lone, sym, kn, new, rnd, n_rounds, _, _ = _peel_ops(a, b, cache_ids, need_ids)
-    return lone.copy(), sym.copy(), kn.copy(), new.copy(), rnd.copy(), int(n_rounds)
+    p = _peel_ops(a, b, cache_ids, need_ids)
+    return p.lone.copy(), p.sym.copy(), p.kn.copy(), p.new.copy(), p.rnd.copy(), int(p.n_rounds)
 
 
 def decode_worker(
@@ -305,8 +329,10 @@ def decode_worker(
     out = _output_rows(out, need_ids.shape[0], width, cache)
     # ---- peel on ids, then one row operation per new record and per transit point ----------
     peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
-    psym, src, dst, oplen, bounds, n_transit, out_len, state, lone = peel[:9]
-    new, n_rounds, decoded, missing = peel[11], peel[13], peel[14], peel[15]
+    psym, src, dst, oplen, bounds = peel.psym, peel.src, peel.dst, peel.oplen, peel.bounds
+    n_transit, state, lone = peel.n_transit, peel.state, peel.lone
+    out_len: np.ndarray | None = peel.out_len
+    new, n_rounds, decoded, missing = peel.new, peel.n_rounds, peel.decoded, peel.missing
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
     transit = _aligned_rows(int(n_transit), width)
     args = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), psym, src, dst, oplen)
