@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from .._progress import Progress
+from ..codec import FLAG_TERMS, FRAME_HEADER_BYTES, RUN_BYTES, TERMS_VERSION, entry_bytes
 from ._parser import COMMANDS, add_deprecated
 from .common import (
     PROG,
@@ -130,12 +131,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             M = args.storage
             print(f"storage {M}: records cut into {C} pieces of {width} B, each held by {M} workers;")
             print(f"symbols are pieces (divide the counts by {C} for records): xor symbols sum up to {M + 1}")
+            entry, term = entry_bytes(FLAG_TERMS)
             print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
-            print("is 8 B and 4 B a piece it sums (wire format version 3).")
+            print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
         print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
-        print("framing: bytes of frame headers, symbol entries, receiver indexes and padding (40 B a frame,")
-        print("12 B a symbol, 12 B a row of an index, docs/wire-format.md), sent on top of coded MB, as a")
-        print("share of it.")
+        frame, symbol = FRAME_HEADER_BYTES, entry_bytes()[0]
+        print("framing: bytes of frame headers, symbol entries, receiver indexes and padding "
+              f"({frame} B a frame,")  # fmt: skip
+        print(f"{symbol} B a symbol, {RUN_BYTES} B a row of an index, docs/wire-format.md), sent on top of "
+              "coded MB, as a share of it.")  # fmt: skip
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1

@@ -146,6 +146,16 @@ def _layout(n: int, flags: int, n_runs: int = 0, n_terms: int = 0) -> tuple[np.d
     return edt, start + (-start % 8)
 
 
+def entry_bytes(flags: int = 0) -> tuple[int, int]:
+    """Bytes of one symbol's entry in a frame of ``flags``, and of each term it lists (0 in a
+    frame of pairs): what docs/wire-format.md lays out, read from the layout itself.
+
+    >>> entry_bytes(), entry_bytes(FLAG_TERMS), entry_bytes(FLAG_VARIABLE)
+    ((12, 0), (8, 4), (20, 0))
+    """
+    return int(_entry_dtype(flags).itemsize), _term_bytes(flags)
+
+
 def _term_bytes(flags: int) -> int:
     """Bytes of one entry of the term table (0 without :data:`FLAG_TERMS`)."""
     if not flags & FLAG_TERMS:
