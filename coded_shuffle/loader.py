@@ -61,7 +61,7 @@ from .engine.inprocess import drive
 from .engine.mpi import Watchdog, attend, serve
 from .engine.protocol import Stopped, master_transition, worker_stop, worker_transition
 from .engine.schemes import Storage
-from .errors import IntegrityError
+from .errors import IntegrityError, TransportError
 from .orders import (
     EPOCH_ORDERS,
     OrderSpec,
@@ -74,6 +74,7 @@ from .orders import (
 from .plan import STRATEGIES
 from .storage import check_storage
 from .transport import InProcessTransport, MPITransport, TorchTransport, mpi_abort
+from .transport.torch_dist import torchrun_refusal
 from .warmup import compile_once
 
 __all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "RowLayout", "load_rows"]
@@ -588,6 +589,9 @@ class MPILoader:
         self._timeout = timeout
         self._order = order
         if transport is None:
+            refusal = torchrun_refusal()  # torchrun's ranks would each make a world of one
+            if refusal is not None:
+                raise TransportError(refusal)
             transport = MPITransport()
         elif not isinstance(transport, (MPITransport, TorchTransport)):
             raise TypeError(

@@ -45,7 +45,8 @@ from ._checks import check_int
 from .engine import TransitionReport
 from .loader import EpochBatch, MPILoader
 from .orders import OrderSpec
-from .transport import MPITransport, TorchTransport, torch_world
+from .transport import MPITransport, TorchTransport
+from .transport.torch_dist import default_link
 
 __all__ = ["CodedIterableDataset", "pack_arrays"]
 
@@ -307,7 +308,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                     f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}."
                 )
         if transport is None:
-            transport = TorchTransport() if torch_world() is not None else MPITransport()
+            transport = default_link()
         if world_size is not None and world_size != transport.K + 1:
             raise ValueError(
                 f"Argument 'world_size' must be the job's {transport.K + 1} ranks, not {world_size}."

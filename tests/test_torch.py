@@ -330,3 +330,45 @@ def test_prefetch_hands_an_error_to_the_training_loop():
     assert feed.take() == 0
     with pytest.raises(KeyError, match="bad epoch"):
         feed.take()
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_torchrun_without_a_process_group_says_what_to_call(tmp_path, rng):
+    """Under torchrun without init_process_group, every rank ends on one line naming the call."""
+    write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 0, 0, 1, "uninit")
+    assert proc.returncode != 0
+    assert "at least 2 ranks" not in proc.stderr  # no fall-back to one-rank MPI worlds
+    lines = proc.stderr.splitlines()
+    for rank in range(3):
+        line = (
+            f"coded_shuffle.errors.TransportError: rank {rank} of 3 was started by torchrun, but "
+            'torch.distributed is not initialized: call torch.distributed.init_process_group("gloo") first.'
+        )
+        assert lines.count(line) == 1, proc.stderr[-2000:]
+
+
+def snippet(doc: Path, after: str) -> str:
+    """The first ``python`` block of ``doc`` after the line ``after``."""
+    text = doc.read_text()
+    start = text.index("```python\n", text.index(after)) + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("doc", "after"), [("README.md", "## Training with PyTorch"), ("docs/torch.md", "## The job")]
+)
+def test_the_documented_snippet_runs_under_torchrun(tmp_path, rng, doc, after):
+    """The torchrun snippet of the README and of docs/torch.md, run as shown: every rank ends with 0."""
+    code = snippet(ROOT / doc, after)
+    assert "init_process_group" in code
+    np.save(tmp_path / "train.npy", rng.standard_normal((200, 4)).astype(np.float32))
+    (tmp_path / "snippet.py").write_text(code)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", "snippet.py"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]

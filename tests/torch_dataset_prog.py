@@ -12,7 +12,7 @@
 - ``STATE`` ``resume``: the job resumes from ``{"epoch": 1, "samples": 3}`` (``num_workers = 0``);
   ``bad``: each worker writes the messages of its bad inputs to ``OUT/bad_{k}.json`` and stops
   early after epoch 0; ``freeze``: worker 1 stops answering after epoch 0 (it sleeps), the
-  job's bound on a wait 3 s.
+  job's bound on a wait 3 s; ``uninit``: ``torch.distributed`` is never initialized.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
 ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
 
     layout, data, out, epochs, num_workers, drop_last, prefetch, *rest = argv
     state = rest[0] if rest else "none"
-    if "LOCAL_RANK" in os.environ:  # torchrun
+    if "LOCAL_RANK" in os.environ and state != "uninit":  # torchrun
         dist.init_process_group("gloo")
     data_dir, out_dir = Path(data), Path(out)
     source: Any = [data_dir / "x.npy", data_dir / "y.npy"] if layout == "files" else data_dir / "rows.npy"

@@ -35,6 +35,50 @@ def torch_world() -> tuple[int, int] | None:
     return int(dist.get_rank()), int(dist.get_world_size())
 
 
+#: Variables ``torchrun`` (``torch.distributed.run``) sets in every process it starts.
+TORCHRUN_VARIABLES = ("TORCHELASTIC_RUN_ID", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+def torchrun_refusal() -> str | None:
+    """The one-line message for a process ``torchrun`` started before ``init_process_group``, else None.
+
+    ``torchrun`` sets :data:`TORCHRUN_VARIABLES` but leaves ``torch.distributed`` to the program;
+    without a process group every rank would fall back to MPI, each in a world of its own.
+
+    Examples
+    --------
+    >>> import os
+    >>> any(v in os.environ for v in TORCHRUN_VARIABLES) or torchrun_refusal() is None
+    True
+    """
+    if not any(v in os.environ for v in TORCHRUN_VARIABLES) or torch_world() is not None:
+        return None
+    rank, size = os.environ.get("RANK", "?"), os.environ.get("WORLD_SIZE", "?")
+    return (
+        f"rank {rank} of {size} was started by torchrun, but torch.distributed is not initialized: "
+        'call torch.distributed.init_process_group("gloo") first.'
+    )
+
+
+def default_link() -> Any:
+    """The link of a job of the default kind: over ``torch.distributed`` when it is initialized, else MPI.
+
+    Raises
+    ------
+    TransportError
+        In a process ``torchrun`` started whose ``torch.distributed`` is not initialized
+        (:func:`torchrun_refusal`, one line saying what to call).
+    """
+    if torch_world() is not None:
+        return TorchTransport()
+    refusal = torchrun_refusal()
+    if refusal is not None:
+        raise TransportError(refusal)
+    from .mpi import MPITransport
+
+    return MPITransport()
+
+
 class TorchTransport(FramedLink):
     """The shared link over ``torch.distributed`` (gloo): what :class:`MPITransport` offers, under torchrun.
 
