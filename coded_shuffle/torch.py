@@ -31,6 +31,7 @@ package imports without it.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import queue
 import threading
@@ -39,7 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._checks import check_int
 from .engine import TransitionReport
@@ -49,6 +50,11 @@ from .transport import MPITransport, TorchTransport
 from .transport.torch_dist import default_link
 
 __all__ = ["CodedIterableDataset", "pack_arrays"]
+
+_PERSISTENT = (
+    "Argument 'persistent_workers' must be False for a DataLoader over a CodedIterableDataset "
+    "(a persistent DataLoader worker would keep an old epoch), not True."
+)
 
 # Dtypes torch makes tensors of (numpy kinds: bool, signed, unsigned, float, complex).
 _TENSOR_KINDS = "biufc"
@@ -136,6 +142,20 @@ def pack_arrays(source: object) -> np.ndarray:
     for k, a in arrays:
         out[k] = a
     return out
+
+
+def _persistent_loader(dataset: object) -> bool:
+    """Whether a ``DataLoader`` with ``persistent_workers`` and ``num_workers > 0`` iterates ``dataset``.
+
+    Read from the objects that refer to ``dataset`` (a ``DataLoader``, or its ``__dict__``), with
+    the loader's public attributes ``dataset``, ``num_workers`` and ``persistent_workers``.
+    """
+    for ref in gc.get_referrers(dataset):
+        fields = ref if isinstance(ref, dict) else vars(ref) if isinstance(ref, DataLoader) else {}
+        if fields.get("dataset") is dataset and fields.get("persistent_workers"):
+            if (fields.get("num_workers") or 0) > 0:
+                return True
+    return False
 
 
 def _tensor(arr: np.ndarray) -> torch.Tensor:
@@ -238,7 +258,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     the dataset owns (a field that torch cannot stride, in a packed structured row, is copied
     once). With ``DataLoader(num_workers=n)``, each DataLoader worker yields its own contiguous
     share of the rank's samples (forked after :meth:`set_epoch`, or pickled with the epoch's rows);
-    ``persistent_workers`` is refused, since a persistent worker would keep an old epoch.
+    ``persistent_workers`` is refused, since a persistent worker would keep an old epoch:
+    :meth:`set_epoch` refuses it in the training process, before the epoch the loader would
+    iterate with stale workers (at the first epoch, for a loader made before the loop).
 
     Parameters
     ----------
@@ -433,6 +455,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             raise ValueError(f"Argument 'epoch' must be in {self.start_epoch}..{last}, not {e}.")
         if self.is_master:
             return
+        if os.getpid() == self._pid and _persistent_loader(self):
+            raise ValueError(_PERSISTENT)
         self._start()
         assert self._batch is not None
         if e < self._batch.epoch:
@@ -459,11 +483,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         pid, n = self._iterated
         n = n + 1 if pid == os.getpid() else 1
         self._iterated = (os.getpid(), n)
-        if info is not None and n > 1:
-            raise RuntimeError(
-                "Argument 'persistent_workers' must be False for a CodedIterableDataset: a persistent "
-                "DataLoader worker keeps an old epoch."
-            )
+        if info is not None and n > 1:  # a persistent worker made before set_epoch saw it
+            raise ValueError(_PERSISTENT)
         share = np.arange(self._skip, len(self))
         if info is not None:
             share = np.array_split(share, info.num_workers)[info.id]

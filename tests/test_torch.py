@@ -372,3 +372,47 @@ def test_the_documented_snippet_runs_under_torchrun(tmp_path, rng, doc, after):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", "snippet.py"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_persistent_workers_are_refused_before_the_first_epoch(tmp_path, rng):
+    """A reused DataLoader with persistent_workers: set_epoch(0) refuses it in the training process,
+    in one line, before the loader iterates (the workers then train with a plain one)."""
+    data = write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 2, 0, 1, "persistent")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for k in range(2):
+        assert (out / f"persistent_{k}.txt").read_text() == (
+            "ValueError: Argument 'persistent_workers' must be False for a DataLoader over a "
+            "CodedIterableDataset (a persistent DataLoader worker would keep an old epoch), not True."
+        )
+    # Refused before any sample: the workers went on with a plain DataLoader, every epoch exact.
+    check_run(out, data, "struct", 2, range(3), drop_last=False, num_workers=2)
+
+
+@needs_torch
+def test_a_persistent_loader_is_found_only_over_its_dataset():
+    from torch.utils.data import DataLoader, IterableDataset
+
+    from coded_shuffle.torch import _persistent_loader
+
+    class Rows(IterableDataset):  # type: ignore[type-arg]
+        def __iter__(self):
+            return iter(range(3))
+
+    ours, other = Rows(), Rows()
+    assert not _persistent_loader(ours)
+    plain = DataLoader(ours, num_workers=2)
+    assert not _persistent_loader(ours)
+    kept = DataLoader(other, num_workers=2, persistent_workers=True)
+    assert not _persistent_loader(ours) and _persistent_loader(other)
+    vars(plain)  # a loader whose __dict__ is materialized is found through it
+    again = DataLoader(ours, num_workers=1, persistent_workers=True)
+    vars(again)
+    assert _persistent_loader(ours)
+    del again
+    assert not _persistent_loader(ours)
+    del kept

@@ -12,7 +12,9 @@
 - ``STATE`` ``resume``: the job resumes from ``{"epoch": 1, "samples": 3}`` (``num_workers = 0``);
   ``bad``: each worker writes the messages of its bad inputs to ``OUT/bad_{k}.json`` and stops
   early after epoch 0; ``freeze``: worker 1 stops answering after epoch 0 (it sleeps), the
-  job's bound on a wait 3 s; ``uninit``: ``torch.distributed`` is never initialized.
+  job's bound on a wait 3 s; ``uninit``: ``torch.distributed`` is never initialized;
+  ``persistent``: the workers' one DataLoader has ``persistent_workers``; each writes the
+  refusal to ``OUT/persistent_{k}.txt``, then trains with a plain one.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
 ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
@@ -66,8 +68,16 @@ def main(argv: list[str]) -> int:
         return 0
     k = ds.worker
     assert k is not None
-    loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers))
+    persistent = state == "persistent"
+    loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers), persistent_workers=persistent)
     for t in range(ds.start_epoch, ds.start_epoch + ds.epochs):
+        if persistent:  # the refusal, in this process, before the loader iterates
+            try:
+                ds.set_epoch(t)
+            except ValueError as exc:
+                (out_dir / f"persistent_{k}.txt").write_text(f"{type(exc).__name__}: {exc}")
+            persistent = False
+            loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers))
         ds.set_epoch(t)
         ids: list[Any] = []
         fields: list[list[Any]] = []
