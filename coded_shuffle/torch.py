@@ -34,6 +34,7 @@ import atexit
 import gc
 import os
 import queue
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -369,6 +370,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._N: int | None = self._loader.N
         self._pid = os.getpid()
         self._iterated: tuple[int, int] = (self._pid, 0)
+        self._ended = False
 
     # ---- sizes
 
@@ -401,7 +403,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
 
     @property
     def stopped_by(self) -> int | None:
-        """The worker that stopped early and so ended the job, or None."""
+        """The worker that stopped early and so ended the job, or None (its rank: ``transport.rank_of``)."""
         return self._loader.stopped_by
 
     # ---- worker: the epochs
@@ -426,9 +428,11 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     def _advance(self) -> None:
         batch = self._next_batch()
         if batch is None:
+            if self.stopped_by is not None and self._batch is not None:  # another worker stopped
+                self._end_early()
+                return
             raise RuntimeError(
-                f"Worker {self.worker}: the job ended after epoch {self.epoch} "
-                f"(stopped by worker {self.stopped_by})."
+                f"{self._who()}: the job ended after epoch {self.epoch}, before the epochs asked for."
             )
         if self._batch is not None:
             self._skip = 0
@@ -442,6 +446,28 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._tensors = _columns(batch.records)
         if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, _Prefetch):
             next(self._feed, None)  # the last epoch: the loader ends the job with the master now
+
+    def _who(self) -> str:
+        return f"rank {self.transport.rank} (worker {self.worker})"
+
+    def _end_early(self) -> None:
+        """Another worker stopped: this rank's later epochs are empty (said once, in one line)."""
+        if not self._ended:
+            k = self.stopped_by
+            assert k is not None and self._batch is not None
+            who = f"rank {self.transport.rank_of(k)} (worker {k})"
+            print(
+                f"coded_shuffle.torch: {self._who()}: the job ended after epoch {self._batch.epoch}: "
+                f"{who} stopped early; later epochs yield no samples.",
+                file=sys.stderr,
+                flush=True,
+            )
+        self._ended = True
+
+    @property
+    def ended(self) -> bool:
+        """True once another worker stopped early and so ended the job: later epochs yield nothing."""
+        return self._ended
 
     def set_epoch(self, epoch: int) -> None:
         """Make ``epoch`` the current one: its batch decoded, verified and ready when this returns.
@@ -464,7 +490,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                 f"Argument 'epoch' must be at least the current epoch {self._batch.epoch} "
                 f"(epochs only go forward; resume with load_state_dict), not {e}."
             )
-        while self._batch.epoch < e:
+        while self._batch.epoch < e and not self._ended:
             self._advance()
 
     def __iter__(self) -> Iterator[Any]:
@@ -485,7 +511,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._iterated = (os.getpid(), n)
         if info is not None and n > 1:  # a persistent worker made before set_epoch saw it
             raise ValueError(_PERSISTENT)
-        share = np.arange(self._skip, len(self))
+        share = np.arange(0 if self._ended else self._skip, 0 if self._ended else len(self))
         if info is not None:
             share = np.array_split(share, info.num_workers)[info.id]
         return self._samples(share, counted=info is None)
@@ -547,8 +573,15 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self.start_epoch, self.epochs = epoch, end - epoch
 
     def close(self) -> None:
-        """Worker: stop early (the master ends the job at the next transition); idempotent."""
-        if os.getpid() != self._pid or self._feed is None:
+        """Worker: stop early (the master ends the job at the next transition); idempotent.
+
+        A worker that stops before its first epoch still takes part in the job's setup first.
+        """
+        if os.getpid() != self._pid or self.is_master:
+            return
+        if self._feed is None and not self._loader._used:  # type: ignore[attr-defined]
+            self._start()
+        if self._feed is None:
             return
         if isinstance(self._feed, _Prefetch):
             self._feed.close()

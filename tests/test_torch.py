@@ -416,3 +416,32 @@ def test_a_persistent_loader_is_found_only_over_its_dataset():
     del again
     assert not _persistent_loader(ours)
     del kept
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("how", "state"),
+    [("torchrun", "close"), ("torchrun", "destroy"), pytest.param("mpiexec", "close", marks=needs_mpi)],
+)
+def test_a_worker_that_stops_early_ends_the_job_with_status_0(tmp_path, rng, how, state):
+    """Worker 0 (rank 1) stops after epoch 0, by close() or by destroy_process_group() and exit:
+    every rank ends with 0, stopped_by names it everywhere, the other's later epochs are empty."""
+    data = write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    epochs = 4
+    proc = launch(how, 2, "struct", tmp_path, out, epochs, 0, 0, 1, state)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "stopped.json").read_text())["stopped_by"] == 0
+    check_run(out, data, "struct", 2, range(1), drop_last=False, num_workers=0)
+    # Worker 1 got the epochs the master had delivered before the stop (prefetch: 1 or 2), then none.
+    done = [t for t in range(epochs) if (out / f"w1_e{t}.npz").exists()]
+    empty = [t for t in range(epochs) if (out / f"empty_w1_e{t}.json").exists()]
+    assert done in ([0], [0, 1]) and empty == list(range(len(done), epochs)), (done, empty)
+    assert all(json.loads((out / f"empty_w1_e{t}.json").read_text())["stopped_by"] == 0 for t in empty)
+    said = [line for line in proc.stderr.splitlines() if "stopped early" in line]
+    assert len(said) == 1 and said[0].endswith(
+        f"coded_shuffle.torch: rank 2 (worker 1): the job ended after epoch {done[-1]}: "
+        "rank 1 (worker 0) stopped early; later epochs yield no samples."
+    ), said

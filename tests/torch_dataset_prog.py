@@ -14,7 +14,10 @@
   early after epoch 0; ``freeze``: worker 1 stops answering after epoch 0 (it sleeps), the
   job's bound on a wait 3 s; ``uninit``: ``torch.distributed`` is never initialized;
   ``persistent``: the workers' one DataLoader has ``persistent_workers``; each writes the
-  refusal to ``OUT/persistent_{k}.txt``, then trains with a plain one.
+  refusal to ``OUT/persistent_{k}.txt``, then trains with a plain one; ``close``: worker 0
+  stops early after epoch 0 (``close()``), ``destroy``: it calls ``destroy_process_group()``
+  and returns instead; the others train on, their empty epochs written as
+  ``OUT/empty_w{k}_e{t}.json``.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
 ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
@@ -63,7 +66,7 @@ def main(argv: list[str]) -> int:
     if ds.is_master:
         reports = ds.serve()
         (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
-        if state == "bad":
+        if state in ("bad", "close", "destroy"):
             (out_dir / "stopped.json").write_text(json.dumps({"stopped_by": ds.stopped_by}))
         return 0
     k = ds.worker
@@ -92,6 +95,9 @@ def main(argv: list[str]) -> int:
                 c.append(col.numpy())
         for t_ in ds._tensors:
             writable &= bool(t_.numpy().flags.writeable)
+        if not ids:  # the job ended early: an empty epoch
+            (out_dir / f"empty_w{k}_e{t}.json").write_text(json.dumps({"stopped_by": ds.stopped_by}))
+            continue
         np.savez(
             out_dir / f"w{k}_e{t}.npz",
             ids=np.concatenate(ids),
@@ -100,6 +106,12 @@ def main(argv: list[str]) -> int:
             writable=writable,
             **{f"field{i}": np.concatenate(c) for i, c in enumerate(fields)},
         )
+        if state == "close" and k == 0:
+            ds.close()
+            return 0
+        if state == "destroy" and k == 0:  # the link outlives the default group; exit tells the master
+            dist.destroy_process_group()
+            return 0
         if state == "freeze" and k == 1:
             time.sleep(3600)  # frozen: it never asks for epoch 1 (SIGTERM still ends it)
         if state == "bad" and t == ds.start_epoch:
