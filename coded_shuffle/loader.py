@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -286,6 +287,11 @@ def _batch(
         records=layout.rows(data, writable=writable),
         decoded=decoded,
     )
+
+
+def _crashing() -> bool:
+    """Whether this process is ending on an uncaught exception (at exit, after its traceback)."""
+    return getattr(sys, "last_value", None) is not None
 
 
 def _check_common(
@@ -782,8 +788,9 @@ class MPILoader:
             ended = True
             link.share()
         finally:
-            # A forked copy (a DataLoader worker) never speaks for the rank.
-            if not ended and os.getpid() == self._pid:  # this worker stops early
+            # A forked copy (a DataLoader worker) never speaks for the rank, nor a process that is
+            # ending on an uncaught exception (a crash is not a stop: its launcher reports it).
+            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
                     attend(link, worker_stop(), watchdog=dog)
                 self.stopped_by = link.share()

@@ -36,6 +36,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -157,6 +158,28 @@ def _persistent_loader(dataset: object) -> bool:
             if (fields.get("num_workers") or 0) > 0:
                 return True
     return False
+
+
+_ORPHAN_WATCH: list[int] = []  # the DataLoader worker process whose parent is watched
+
+
+def _watch_parent(period: float = 0.2) -> None:
+    """In a DataLoader worker: end this process soon after the training process is gone.
+
+    A rank killed (``kill -9``) leaves its DataLoader workers behind until torch's own check
+    (every 5 s); they hold the job's output open meanwhile. One thread a worker process.
+    """
+    if _ORPHAN_WATCH == [os.getpid()]:
+        return
+    _ORPHAN_WATCH[:] = [os.getpid()]
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="coded_shuffle-parent", daemon=True).start()
 
 
 def _tensor(arr: np.ndarray) -> torch.Tensor:
@@ -506,6 +529,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             raise RuntimeError(
                 "Call set_epoch(epoch) on the dataset before iterating a DataLoader with num_workers > 0."
             )
+        if info is not None:
+            _watch_parent()
         pid, n = self._iterated
         n = n + 1 if pid == os.getpid() else 1
         self._iterated = (os.getpid(), n)

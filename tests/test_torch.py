@@ -445,3 +445,38 @@ def test_a_worker_that_stops_early_ends_the_job_with_status_0(tmp_path, rng, how
         f"coded_shuffle.torch: rank 2 (worker 1): the job ended after epoch {done[-1]}: "
         "rank 1 (worker 0) stopped early; later epochs yield no samples."
     ), said
+
+
+def root_cause(stderr: str) -> tuple[int, str]:
+    """The rank torchrun names as the job's first failure, and its exit code line."""
+    section = stderr[stderr.index("Root Cause (first observed failure)") :]
+    rank = int(section.split("rank      : ", 1)[1].split()[0])
+    return rank, section.split("exitcode  : ", 1)[1].splitlines()[0]
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("state", "culprit", "exitcode", "num_workers"),
+    [("crash", 1, "1 ", 0), ("kill", 2, "-9 ", 2), ("master_error", 0, "1 ", 0)],
+)
+def test_a_failing_rank_is_named_not_a_stop_nor_a_peer(tmp_path, rng, state, culprit, exitcode, num_workers):
+    """A worker that raises, a worker killed with SIGKILL (with DataLoader workers), the master
+    raising: torchrun names that rank as the first failure; no rank reports a deliberate stop, and
+    a rank that lost it names it in one line."""
+    write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 4, num_workers, 0, 1, state)
+    assert proc.returncode != 0
+    rank, code = root_cause(proc.stderr)
+    assert (rank, code.startswith(exitcode)) == (culprit, True), proc.stderr[-3000:]
+    assert "stopped early" not in proc.stderr and "stopped by" not in proc.stderr
+    lost = [line for line in proc.stderr.splitlines() if "coded_shuffle.transport: error:" in line]
+    gone = "the master (rank 0)" if culprit == 0 else f"rank {culprit} (worker {culprit - 1})"
+    # A rank waiting on the culprit names it; one in a collective (a broadcast) says "a peer"; a
+    # worker may also see the master go first, when torchrun stops it.
+    seen = (gone, "a peer", "the master (rank 0)")
+    assert all(any(f": lost {g}: its connection closed" in line for g in seen) for line in lost), lost
+    if state == "master_error":
+        assert len(lost) == 2  # both workers wait on the master at the setup

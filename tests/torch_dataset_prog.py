@@ -17,7 +17,8 @@
   refusal to ``OUT/persistent_{k}.txt``, then trains with a plain one; ``close``: worker 0
   stops early after epoch 0 (``close()``), ``destroy``: it calls ``destroy_process_group()``
   and returns instead; the others train on, their empty epochs written as
-  ``OUT/empty_w{k}_e{t}.json``.
+  ``OUT/empty_w{k}_e{t}.json``; ``crash``: worker 0 raises after epoch 0; ``kill``: worker 1
+  kills itself (SIGKILL) after epoch 0; ``master_error``: the master raises before it serves.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
 ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 import warnings
@@ -64,6 +66,8 @@ def main(argv: list[str]) -> int:
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
     if ds.is_master:
+        if state == "master_error":
+            raise ValueError("an error of the master's own")
         reports = ds.serve()
         (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
         if state in ("bad", "close", "destroy"):
@@ -112,6 +116,10 @@ def main(argv: list[str]) -> int:
         if state == "destroy" and k == 0:  # the link outlives the default group; exit tells the master
             dist.destroy_process_group()
             return 0
+        if state == "crash" and k == 0:
+            raise ValueError("an error of worker 0's own")
+        if state == "kill" and k == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
         if state == "freeze" and k == 1:
             time.sleep(3600)  # frozen: it never asks for epoch 1 (SIGTERM still ends it)
         if state == "bad" and t == ds.start_epoch:

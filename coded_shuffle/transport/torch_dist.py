@@ -22,6 +22,13 @@ from .mpi import _POST, _WORD
 #: Tag of the rows of each worker's first batch, and of the frames sent point to point, on gloo.
 _TORCH_INIT_TAG, _TORCH_TAG = 11, 7
 
+#: Seconds a rank that lost a peer waits before it ends, so that ``torchrun`` sees the peer's
+#: own end first (and names it as the job's first failure) and stops this rank meanwhile.
+LOST_PEER_GRACE = 3.0
+
+#: Words of gloo's messages when the other end of a connection is gone.
+_GONE = ("Connection closed by peer", "Connection reset by peer", "Read error", "Write error", "Broken pipe")
+
 #: Numbers the links a process makes (collectively, so in the same order on every rank).
 _LINKS = itertools.count()
 
@@ -177,6 +184,34 @@ class TorchTransport(FramedLink):
         sys.stderr.flush()
         os._exit(status)
 
+    def _who(self, rank: int | None) -> str:
+        if rank is None:
+            return "a peer"
+        if rank == self.root:
+            return f"the master (rank {rank})"
+        return f"rank {rank} (worker {rank - (rank > self.root)})"
+
+    def _wait(self, work: Any, peer: int | None, timeout: Any = None) -> None:
+        """Wait for a gloo operation; a peer gone ends this rank with one line naming it.
+
+        The line names this rank and the peer; the rank then waits :data:`LOST_PEER_GRACE`
+        seconds (``torchrun`` stops it meanwhile, having seen the peer end first) and exits 1.
+        """
+        try:
+            work.wait() if timeout is None else work.wait(timeout)
+        except RuntimeError as exc:
+            if not any(word in str(exc) for word in _GONE):
+                raise
+            me = self._who(self.rank)
+            print(
+                f"coded_shuffle.transport: error: {me}: lost {self._who(peer)}: its connection closed "
+                "(the process ended or was killed); ending the job",
+                file=sys.stderr,
+                flush=True,
+            )
+            time.sleep(LOST_PEER_GRACE)
+            self.abort(1)
+
     def _tensor(self, arr: np.ndarray) -> Any:
         return self._torch.from_numpy(np.ascontiguousarray(arr))
 
@@ -184,7 +219,8 @@ class TorchTransport(FramedLink):
         """Broadcast ``arr`` (C-contiguous, written in place on the workers) as bytes (gloo has no uint64)."""
         flat = arr.reshape(-1).view(np.uint8)
         if flat.size:
-            self.group.broadcast([self._torch.from_numpy(flat)], self._bcast_options).wait()
+            # A collective: the peer that went may be any of the job's.
+            self._wait(self.group.broadcast([self._torch.from_numpy(flat)], self._bcast_options), None)
 
     # ---- the link's primitives (frames.FramedLink does the framing)
 
@@ -192,11 +228,11 @@ class TorchTransport(FramedLink):
         self._bcast(arr)
 
     def _send_raw(self, arr: np.ndarray, dest: int) -> None:
-        self.group.send([self._tensor(arr)], dest, _TORCH_TAG).wait()
+        self._wait(self.group.send([self._tensor(arr)], dest, _TORCH_TAG), dest)
 
     def _recv_raw(self, bufs: list[np.ndarray]) -> None:
         for b in bufs:
-            self.group.recv([self._tensor(b)], self.root, _TORCH_TAG).wait()
+            self._wait(self.group.recv([self._tensor(b)], self.root, _TORCH_TAG), self.root)
 
     # ---- frames
 
@@ -229,18 +265,19 @@ class TorchTransport(FramedLink):
         self._master_only("send rows")
         flat = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
         if flat.size:
-            self.group.send([self._tensor(flat)], self.rank_of(worker), _TORCH_INIT_TAG).wait()
+            dest = self.rank_of(worker)
+            self._wait(self.group.send([self._tensor(flat)], dest, _TORCH_INIT_TAG), dest)
 
     def receive_rows(self, out: np.ndarray) -> np.ndarray:
         """Worker: receive into ``out`` (C-contiguous) the rows the master sent it with :meth:`send_rows`."""
         flat = out.reshape(-1).view(np.uint8)
         if flat.size:
-            self.group.recv([self._tensor(flat)], self.root, _TORCH_INIT_TAG).wait()
+            self._wait(self.group.recv([self._tensor(flat)], self.root, _TORCH_INIT_TAG), self.root)
         return out
 
     def sync(self) -> None:
         """Collective: wait until every rank is here (a barrier of the link's group)."""
-        self.group.barrier(self._dist.BarrierOptions()).wait()
+        self._wait(self.group.barrier(self._dist.BarrierOptions()), None)
 
     # ---- the protocol's control messages (pickled values, point to point, with deadlines)
 
@@ -262,11 +299,11 @@ class TorchTransport(FramedLink):
             if left <= 0 and not work.is_completed():
                 return False, None
             try:
-                work.wait(datetime.timedelta(seconds=max(left, 1e-3)))
+                self._wait(work, src, datetime.timedelta(seconds=max(left, 1e-3)))
             except RuntimeError as exc:
                 if "imeout" in str(exc) or "imed out" in str(exc):
                     return False, None
-                raise TransportError(f"rank {src}: {exc}") from None
+                raise TransportError(f"rank {self.rank}: from {self._who(src)}: {exc}") from None
             if step == 0:
                 data = np.empty(int(head[0]), dtype=np.uint8)
                 parts.append(data)
@@ -297,10 +334,10 @@ class TorchTransport(FramedLink):
     def announce(self, word: Any) -> None:
         """Master: send ``word`` to every worker."""
         self._master_only("announce")
-        sent = [self._isend_value(word, self.rank_of(k), _WORD) for k in range(self.K)]
-        for works, *_ in sent:
+        sent = [(self.rank_of(k), self._isend_value(word, self.rank_of(k), _WORD)) for k in range(self.K)]
+        for dest, (works, *_) in sent:
             for w in works:
-                w.wait()
+                self._wait(w, dest)
 
     def post(self, value: Any, *, timeout: float, stage: str) -> Any:
         """Worker: send ``value`` to the master; return the master's next word, within ``timeout`` s.
@@ -319,5 +356,5 @@ class TorchTransport(FramedLink):
                 f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
             )
         for w in works:
-            w.wait()
+            self._wait(w, self.root)
         return word
