@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ from .engine.inprocess import drive
 from .engine.mpi import Watchdog, attend, serve
 from .engine.protocol import Stopped, master_transition, worker_stop, worker_transition
 from .engine.schemes import Storage
-from .errors import IntegrityError
+from .errors import IntegrityError, TransportError
 from .orders import (
     EPOCH_ORDERS,
     OrderSpec,
@@ -74,6 +75,7 @@ from .orders import (
 from .plan import STRATEGIES
 from .storage import check_storage
 from .transport import InProcessTransport, MPITransport, TorchTransport, mpi_abort
+from .transport.torch_dist import torchrun_refusal
 from .warmup import compile_once
 
 __all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "RowLayout", "load_rows"]
@@ -285,6 +287,11 @@ def _batch(
         records=layout.rows(data, writable=writable),
         decoded=decoded,
     )
+
+
+def _crashing() -> bool:
+    """Whether this process is ending on an uncaught exception (at exit, after its traceback)."""
+    return getattr(sys, "last_value", None) is not None
 
 
 def _check_common(
@@ -588,6 +595,9 @@ class MPILoader:
         self._timeout = timeout
         self._order = order
         if transport is None:
+            refusal = torchrun_refusal()  # torchrun's ranks would each make a world of one
+            if refusal is not None:
+                raise TransportError(refusal)
             transport = MPITransport()
         elif not isinstance(transport, (MPITransport, TorchTransport)):
             raise TypeError(
@@ -778,8 +788,9 @@ class MPILoader:
             ended = True
             link.share()
         finally:
-            # A forked copy (a DataLoader worker) never speaks for the rank.
-            if not ended and os.getpid() == self._pid:  # this worker stops early
+            # A forked copy (a DataLoader worker) never speaks for the rank, nor a process that is
+            # ending on an uncaught exception (a crash is not a stop: its launcher reports it).
+            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
                     attend(link, worker_stop(), watchdog=dog)
                 self.stopped_by = link.share()

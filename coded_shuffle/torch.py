@@ -31,23 +31,32 @@ package imports without it.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import queue
+import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._checks import check_int
 from .engine import TransitionReport
 from .loader import EpochBatch, MPILoader
 from .orders import OrderSpec
-from .transport import MPITransport, TorchTransport, torch_world
+from .transport import MPITransport, TorchTransport
+from .transport.torch_dist import default_link
 
 __all__ = ["CodedIterableDataset", "pack_arrays"]
+
+_PERSISTENT = (
+    "Argument 'persistent_workers' must be False for a DataLoader over a CodedIterableDataset "
+    "(a persistent DataLoader worker would keep an old epoch), not True."
+)
 
 # Dtypes torch makes tensors of (numpy kinds: bool, signed, unsigned, float, complex).
 _TENSOR_KINDS = "biufc"
@@ -135,6 +144,42 @@ def pack_arrays(source: object) -> np.ndarray:
     for k, a in arrays:
         out[k] = a
     return out
+
+
+def _persistent_loader(dataset: object) -> bool:
+    """Whether a ``DataLoader`` with ``persistent_workers`` and ``num_workers > 0`` iterates ``dataset``.
+
+    Read from the objects that refer to ``dataset`` (a ``DataLoader``, or its ``__dict__``), with
+    the loader's public attributes ``dataset``, ``num_workers`` and ``persistent_workers``.
+    """
+    for ref in gc.get_referrers(dataset):
+        fields = ref if isinstance(ref, dict) else vars(ref) if isinstance(ref, DataLoader) else {}
+        if fields.get("dataset") is dataset and fields.get("persistent_workers"):
+            if (fields.get("num_workers") or 0) > 0:
+                return True
+    return False
+
+
+_ORPHAN_WATCH: list[int] = []  # the DataLoader worker process whose parent is watched
+
+
+def _watch_parent(period: float = 0.2) -> None:
+    """In a DataLoader worker: end this process soon after the training process is gone.
+
+    A rank killed (``kill -9``) leaves its DataLoader workers behind until torch's own check
+    (every 5 s); they hold the job's output open meanwhile. One thread a worker process.
+    """
+    if _ORPHAN_WATCH == [os.getpid()]:
+        return
+    _ORPHAN_WATCH[:] = [os.getpid()]
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="coded_shuffle-parent", daemon=True).start()
 
 
 def _tensor(arr: np.ndarray) -> torch.Tensor:
@@ -237,7 +282,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     the dataset owns (a field that torch cannot stride, in a packed structured row, is copied
     once). With ``DataLoader(num_workers=n)``, each DataLoader worker yields its own contiguous
     share of the rank's samples (forked after :meth:`set_epoch`, or pickled with the epoch's rows);
-    ``persistent_workers`` is refused, since a persistent worker would keep an old epoch.
+    ``persistent_workers`` is refused, since a persistent worker would keep an old epoch:
+    :meth:`set_epoch` refuses it in the training process, before the epoch the loader would
+    iterate with stale workers (at the first epoch, for a loader made before the loop).
 
     Parameters
     ----------
@@ -307,7 +354,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                     f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}."
                 )
         if transport is None:
-            transport = TorchTransport() if torch_world() is not None else MPITransport()
+            transport = default_link()
         if world_size is not None and world_size != transport.K + 1:
             raise ValueError(
                 f"Argument 'world_size' must be the job's {transport.K + 1} ranks, not {world_size}."
@@ -346,6 +393,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._N: int | None = self._loader.N
         self._pid = os.getpid()
         self._iterated: tuple[int, int] = (self._pid, 0)
+        self._ended = False
 
     # ---- sizes
 
@@ -378,7 +426,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
 
     @property
     def stopped_by(self) -> int | None:
-        """The worker that stopped early and so ended the job, or None."""
+        """The worker that stopped early and so ended the job, or None (its rank: ``transport.rank_of``)."""
         return self._loader.stopped_by
 
     # ---- worker: the epochs
@@ -403,9 +451,11 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     def _advance(self) -> None:
         batch = self._next_batch()
         if batch is None:
+            if self.stopped_by is not None and self._batch is not None:  # another worker stopped
+                self._end_early()
+                return
             raise RuntimeError(
-                f"Worker {self.worker}: the job ended after epoch {self.epoch} "
-                f"(stopped by worker {self.stopped_by})."
+                f"{self._who()}: the job ended after epoch {self.epoch}, before the epochs asked for."
             )
         if self._batch is not None:
             self._skip = 0
@@ -420,6 +470,28 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, _Prefetch):
             next(self._feed, None)  # the last epoch: the loader ends the job with the master now
 
+    def _who(self) -> str:
+        return f"rank {self.transport.rank} (worker {self.worker})"
+
+    def _end_early(self) -> None:
+        """Another worker stopped: this rank's later epochs are empty (said once, in one line)."""
+        if not self._ended:
+            k = self.stopped_by
+            assert k is not None and self._batch is not None
+            who = f"rank {self.transport.rank_of(k)} (worker {k})"
+            print(
+                f"coded_shuffle.torch: {self._who()}: the job ended after epoch {self._batch.epoch}: "
+                f"{who} stopped early; later epochs yield no samples.",
+                file=sys.stderr,
+                flush=True,
+            )
+        self._ended = True
+
+    @property
+    def ended(self) -> bool:
+        """True once another worker stopped early and so ended the job: later epochs yield nothing."""
+        return self._ended
+
     def set_epoch(self, epoch: int) -> None:
         """Make ``epoch`` the current one: its batch decoded, verified and ready when this returns.
 
@@ -432,6 +504,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             raise ValueError(f"Argument 'epoch' must be in {self.start_epoch}..{last}, not {e}.")
         if self.is_master:
             return
+        if os.getpid() == self._pid and _persistent_loader(self):
+            raise ValueError(_PERSISTENT)
         self._start()
         assert self._batch is not None
         if e < self._batch.epoch:
@@ -439,7 +513,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                 f"Argument 'epoch' must be at least the current epoch {self._batch.epoch} "
                 f"(epochs only go forward; resume with load_state_dict), not {e}."
             )
-        while self._batch.epoch < e:
+        while self._batch.epoch < e and not self._ended:
             self._advance()
 
     def __iter__(self) -> Iterator[Any]:
@@ -455,15 +529,14 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             raise RuntimeError(
                 "Call set_epoch(epoch) on the dataset before iterating a DataLoader with num_workers > 0."
             )
+        if info is not None:
+            _watch_parent()
         pid, n = self._iterated
         n = n + 1 if pid == os.getpid() else 1
         self._iterated = (os.getpid(), n)
-        if info is not None and n > 1:
-            raise RuntimeError(
-                "Argument 'persistent_workers' must be False for a CodedIterableDataset: a persistent "
-                "DataLoader worker keeps an old epoch."
-            )
-        share = np.arange(self._skip, len(self))
+        if info is not None and n > 1:  # a persistent worker made before set_epoch saw it
+            raise ValueError(_PERSISTENT)
+        share = np.arange(0 if self._ended else self._skip, 0 if self._ended else len(self))
         if info is not None:
             share = np.array_split(share, info.num_workers)[info.id]
         return self._samples(share, counted=info is None)
@@ -525,8 +598,15 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self.start_epoch, self.epochs = epoch, end - epoch
 
     def close(self) -> None:
-        """Worker: stop early (the master ends the job at the next transition); idempotent."""
-        if os.getpid() != self._pid or self._feed is None:
+        """Worker: stop early (the master ends the job at the next transition); idempotent.
+
+        A worker that stops before its first epoch still takes part in the job's setup first.
+        """
+        if os.getpid() != self._pid or self.is_master:
+            return
+        if self._feed is None and not self._loader._used:  # type: ignore[attr-defined]
+            self._start()
+        if self._feed is None:
             return
         if isinstance(self._feed, _Prefetch):
             self._feed.close()

@@ -330,3 +330,153 @@ def test_prefetch_hands_an_error_to_the_training_loop():
     assert feed.take() == 0
     with pytest.raises(KeyError, match="bad epoch"):
         feed.take()
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_torchrun_without_a_process_group_says_what_to_call(tmp_path, rng):
+    """Under torchrun without init_process_group, every rank ends on one line naming the call."""
+    write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 0, 0, 1, "uninit")
+    assert proc.returncode != 0
+    assert "at least 2 ranks" not in proc.stderr  # no fall-back to one-rank MPI worlds
+    lines = proc.stderr.splitlines()
+    for rank in range(3):
+        line = (
+            f"coded_shuffle.errors.TransportError: rank {rank} of 3 was started by torchrun, but "
+            'torch.distributed is not initialized: call torch.distributed.init_process_group("gloo") first.'
+        )
+        assert lines.count(line) == 1, proc.stderr[-2000:]
+
+
+def snippet(doc: Path, after: str) -> str:
+    """The first ``python`` block of ``doc`` after the line ``after``."""
+    text = doc.read_text()
+    start = text.index("```python\n", text.index(after)) + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("doc", "after"), [("README.md", "## Training with PyTorch"), ("docs/torch.md", "## The job")]
+)
+def test_the_documented_snippet_runs_under_torchrun(tmp_path, rng, doc, after):
+    """The torchrun snippet of the README and of docs/torch.md, run as shown: every rank ends with 0."""
+    code = snippet(ROOT / doc, after)
+    assert "init_process_group" in code
+    np.save(tmp_path / "train.npy", rng.standard_normal((200, 4)).astype(np.float32))
+    (tmp_path / "snippet.py").write_text(code)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", "snippet.py"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_persistent_workers_are_refused_before_the_first_epoch(tmp_path, rng):
+    """A reused DataLoader with persistent_workers: set_epoch(0) refuses it in the training process,
+    in one line, before the loader iterates (the workers then train with a plain one)."""
+    data = write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 2, 0, 1, "persistent")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for k in range(2):
+        assert (out / f"persistent_{k}.txt").read_text() == (
+            "ValueError: Argument 'persistent_workers' must be False for a DataLoader over a "
+            "CodedIterableDataset (a persistent DataLoader worker would keep an old epoch), not True."
+        )
+    # Refused before any sample: the workers went on with a plain DataLoader, every epoch exact.
+    check_run(out, data, "struct", 2, range(3), drop_last=False, num_workers=2)
+
+
+@needs_torch
+def test_a_persistent_loader_is_found_only_over_its_dataset():
+    from torch.utils.data import DataLoader, IterableDataset
+
+    from coded_shuffle.torch import _persistent_loader
+
+    class Rows(IterableDataset):  # type: ignore[type-arg]
+        def __iter__(self):
+            return iter(range(3))
+
+    ours, other = Rows(), Rows()
+    assert not _persistent_loader(ours)
+    plain = DataLoader(ours, num_workers=2)
+    assert not _persistent_loader(ours)
+    kept = DataLoader(other, num_workers=2, persistent_workers=True)
+    assert not _persistent_loader(ours) and _persistent_loader(other)
+    vars(plain)  # a loader whose __dict__ is materialized is found through it
+    again = DataLoader(ours, num_workers=1, persistent_workers=True)
+    vars(again)
+    assert _persistent_loader(ours)
+    del again
+    assert not _persistent_loader(ours)
+    del kept
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("how", "state"),
+    [("torchrun", "close"), ("torchrun", "destroy"), pytest.param("mpiexec", "close", marks=needs_mpi)],
+)
+def test_a_worker_that_stops_early_ends_the_job_with_status_0(tmp_path, rng, how, state):
+    """Worker 0 (rank 1) stops after epoch 0, by close() or by destroy_process_group() and exit:
+    every rank ends with 0, stopped_by names it everywhere, the other's later epochs are empty."""
+    data = write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    epochs = 4
+    proc = launch(how, 2, "struct", tmp_path, out, epochs, 0, 0, 1, state)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "stopped.json").read_text())["stopped_by"] == 0
+    check_run(out, data, "struct", 2, range(1), drop_last=False, num_workers=0)
+    # Worker 1 got the epochs the master had delivered before the stop (prefetch: 1 or 2), then none.
+    done = [t for t in range(epochs) if (out / f"w1_e{t}.npz").exists()]
+    empty = [t for t in range(epochs) if (out / f"empty_w1_e{t}.json").exists()]
+    assert done in ([0], [0, 1]) and empty == list(range(len(done), epochs)), (done, empty)
+    assert all(json.loads((out / f"empty_w1_e{t}.json").read_text())["stopped_by"] == 0 for t in empty)
+    said = [line for line in proc.stderr.splitlines() if "stopped early" in line]
+    assert len(said) == 1 and said[0].endswith(
+        f"coded_shuffle.torch: rank 2 (worker 1): the job ended after epoch {done[-1]}: "
+        "rank 1 (worker 0) stopped early; later epochs yield no samples."
+    ), said
+
+
+def root_cause(stderr: str) -> tuple[int, str]:
+    """The rank torchrun names as the job's first failure, and its exit code line."""
+    section = stderr[stderr.index("Root Cause (first observed failure)") :]
+    rank = int(section.split("rank      : ", 1)[1].split()[0])
+    return rank, section.split("exitcode  : ", 1)[1].splitlines()[0]
+
+
+@needs_torch
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    ("state", "culprit", "exitcode", "num_workers"),
+    [("crash", 1, "1 ", 0), ("kill", 2, "-9 ", 2), ("master_error", 0, "1 ", 0)],
+)
+def test_a_failing_rank_is_named_not_a_stop_nor_a_peer(tmp_path, rng, state, culprit, exitcode, num_workers):
+    """A worker that raises, a worker killed with SIGKILL (with DataLoader workers), the master
+    raising: torchrun names that rank as the first failure; no rank reports a deliberate stop, and
+    a rank that lost it names it in one line."""
+    write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 4, num_workers, 0, 1, state)
+    assert proc.returncode != 0
+    rank, code = root_cause(proc.stderr)
+    assert (rank, code.startswith(exitcode)) == (culprit, True), proc.stderr[-3000:]
+    assert "stopped early" not in proc.stderr and "stopped by" not in proc.stderr
+    lost = [line for line in proc.stderr.splitlines() if "coded_shuffle.transport: error:" in line]
+    gone = "the master (rank 0)" if culprit == 0 else f"rank {culprit} (worker {culprit - 1})"
+    # A rank waiting on the culprit names it; one in a collective (a broadcast) says "a peer"; a
+    # worker may also see the master go first, when torchrun stops it.
+    seen = (gone, "a peer", "the master (rank 0)")
+    assert all(any(f": lost {g}: its connection closed" in line for g in seen) for line in lost), lost
+    if state == "master_error":
+        assert len(lost) == 2  # both workers wait on the master at the setup

@@ -12,7 +12,13 @@
 - ``STATE`` ``resume``: the job resumes from ``{"epoch": 1, "samples": 3}`` (``num_workers = 0``);
   ``bad``: each worker writes the messages of its bad inputs to ``OUT/bad_{k}.json`` and stops
   early after epoch 0; ``freeze``: worker 1 stops answering after epoch 0 (it sleeps), the
-  job's bound on a wait 3 s.
+  job's bound on a wait 3 s; ``uninit``: ``torch.distributed`` is never initialized;
+  ``persistent``: the workers' one DataLoader has ``persistent_workers``; each writes the
+  refusal to ``OUT/persistent_{k}.txt``, then trains with a plain one; ``close``: worker 0
+  stops early after epoch 0 (``close()``), ``destroy``: it calls ``destroy_process_group()``
+  and returns instead; the others train on, their empty epochs written as
+  ``OUT/empty_w{k}_e{t}.json``; ``crash``: worker 0 raises after epoch 0; ``kill``: worker 1
+  kills itself (SIGKILL) after epoch 0; ``master_error``: the master raises before it serves.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
 ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 import warnings
@@ -39,7 +46,7 @@ def main(argv: list[str]) -> int:
 
     layout, data, out, epochs, num_workers, drop_last, prefetch, *rest = argv
     state = rest[0] if rest else "none"
-    if "LOCAL_RANK" in os.environ:  # torchrun
+    if "LOCAL_RANK" in os.environ and state != "uninit":  # torchrun
         dist.init_process_group("gloo")
     data_dir, out_dir = Path(data), Path(out)
     source: Any = [data_dir / "x.npy", data_dir / "y.npy"] if layout == "files" else data_dir / "rows.npy"
@@ -59,15 +66,25 @@ def main(argv: list[str]) -> int:
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
     if ds.is_master:
+        if state == "master_error":
+            raise ValueError("an error of the master's own")
         reports = ds.serve()
         (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
-        if state == "bad":
+        if state in ("bad", "close", "destroy"):
             (out_dir / "stopped.json").write_text(json.dumps({"stopped_by": ds.stopped_by}))
         return 0
     k = ds.worker
     assert k is not None
-    loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers))
+    persistent = state == "persistent"
+    loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers), persistent_workers=persistent)
     for t in range(ds.start_epoch, ds.start_epoch + ds.epochs):
+        if persistent:  # the refusal, in this process, before the loader iterates
+            try:
+                ds.set_epoch(t)
+            except ValueError as exc:
+                (out_dir / f"persistent_{k}.txt").write_text(f"{type(exc).__name__}: {exc}")
+            persistent = False
+            loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers))
         ds.set_epoch(t)
         ids: list[Any] = []
         fields: list[list[Any]] = []
@@ -82,6 +99,9 @@ def main(argv: list[str]) -> int:
                 c.append(col.numpy())
         for t_ in ds._tensors:
             writable &= bool(t_.numpy().flags.writeable)
+        if not ids:  # the job ended early: an empty epoch
+            (out_dir / f"empty_w{k}_e{t}.json").write_text(json.dumps({"stopped_by": ds.stopped_by}))
+            continue
         np.savez(
             out_dir / f"w{k}_e{t}.npz",
             ids=np.concatenate(ids),
@@ -90,6 +110,16 @@ def main(argv: list[str]) -> int:
             writable=writable,
             **{f"field{i}": np.concatenate(c) for i, c in enumerate(fields)},
         )
+        if state == "close" and k == 0:
+            ds.close()
+            return 0
+        if state == "destroy" and k == 0:  # the link outlives the default group; exit tells the master
+            dist.destroy_process_group()
+            return 0
+        if state == "crash" and k == 0:
+            raise ValueError("an error of worker 0's own")
+        if state == "kill" and k == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
         if state == "freeze" and k == 1:
             time.sleep(3600)  # frozen: it never asks for epoch 1 (SIGTERM still ends it)
         if state == "bad" and t == ds.start_epoch:

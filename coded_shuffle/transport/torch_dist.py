@@ -3,7 +3,10 @@ lazily, here and in the torch adapter only)."""
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
+import pickle
 import sys
 import time
 from typing import Any, NoReturn
@@ -18,6 +21,16 @@ from .mpi import _POST, _WORD
 
 #: Tag of the rows of each worker's first batch, and of the frames sent point to point, on gloo.
 _TORCH_INIT_TAG, _TORCH_TAG = 11, 7
+
+#: Seconds a rank that lost a peer waits before it ends, so that ``torchrun`` sees the peer's
+#: own end first (and names it as the job's first failure) and stops this rank meanwhile.
+LOST_PEER_GRACE = 3.0
+
+#: Words of gloo's messages when the other end of a connection is gone.
+_GONE = ("Connection closed by peer", "Connection reset by peer", "Read error", "Write error", "Broken pipe")
+
+#: Numbers the links a process makes (collectively, so in the same order on every rank).
+_LINKS = itertools.count()
 
 
 def torch_world() -> tuple[int, int] | None:
@@ -35,13 +48,60 @@ def torch_world() -> tuple[int, int] | None:
     return int(dist.get_rank()), int(dist.get_world_size())
 
 
+#: Variables ``torchrun`` (``torch.distributed.run``) sets in every process it starts.
+TORCHRUN_VARIABLES = ("TORCHELASTIC_RUN_ID", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+def torchrun_refusal() -> str | None:
+    """The one-line message for a process ``torchrun`` started before ``init_process_group``, else None.
+
+    ``torchrun`` sets :data:`TORCHRUN_VARIABLES` but leaves ``torch.distributed`` to the program;
+    without a process group every rank would fall back to MPI, each in a world of its own.
+
+    Examples
+    --------
+    >>> import os
+    >>> any(v in os.environ for v in TORCHRUN_VARIABLES) or torchrun_refusal() is None
+    True
+    """
+    if not any(v in os.environ for v in TORCHRUN_VARIABLES) or torch_world() is not None:
+        return None
+    rank, size = os.environ.get("RANK", "?"), os.environ.get("WORLD_SIZE", "?")
+    return (
+        f"rank {rank} of {size} was started by torchrun, but torch.distributed is not initialized: "
+        'call torch.distributed.init_process_group("gloo") first.'
+    )
+
+
+def default_link() -> Any:
+    """The link of a job of the default kind: over ``torch.distributed`` when it is initialized, else MPI.
+
+    Raises
+    ------
+    TransportError
+        In a process ``torchrun`` started whose ``torch.distributed`` is not initialized
+        (:func:`torchrun_refusal`, one line saying what to call).
+    """
+    if torch_world() is not None:
+        return TorchTransport()
+    refusal = torchrun_refusal()
+    if refusal is not None:
+        raise TransportError(refusal)
+    from .mpi import MPITransport
+
+    return MPITransport()
+
+
 class TorchTransport(FramedLink):
     """The shared link over ``torch.distributed`` (gloo): what :class:`MPITransport` offers, under torchrun.
 
     The same members as :class:`MPITransport` (frames broadcast and counted as there, the setup,
-    the protocol's control messages with a deadline on every wait), over a process group of its
-    own (gloo, over every rank of the job), so that the delivery never interleaves with the
-    training job's own collectives (a DDP allreduce over the workers, say). Rank ``root`` is the
+    the protocol's control messages with a deadline on every wait), over a gloo process group of
+    its own, over every rank of the job, so that the delivery never interleaves with the
+    training job's own collectives (a DDP allreduce over the workers, say). The group is made
+    from the default group's store but is not registered with ``torch.distributed``: a rank
+    that calls ``destroy_process_group()`` (before it stops early, say) keeps its link, and
+    still tells the master that it stops. Rank ``root`` is the
     master, worker ``k`` the ``k``-th other rank. ``torch.distributed`` must be initialized
     (``init_process_group``, as ``torchrun`` jobs do first); making the transport is collective.
 
@@ -87,7 +147,16 @@ class TorchTransport(FramedLink):
             raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"Argument 'timeout' must be a positive number of seconds, not {timeout!r}.")
-        self.group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=float(timeout)))
+        default = dist.distributed_c10d._get_default_store()
+        store = dist.PrefixStore(f"coded_shuffle/link/{next(_LINKS)}", default)
+        #: The link's own gloo group (``torch.distributed.ProcessGroupGloo``), not registered.
+        self.group: Any = dist.ProcessGroupGloo(store, rank, size, datetime.timedelta(seconds=float(timeout)))
+        # Shut down at exit, after the loaders' own exit handlers (which may still tell the master
+        # of a stop): a gloo group left to the interpreter's teardown can abort the process.
+        atexit.register(self.close)
+        self._bcast_options = dist.BroadcastOptions()
+        self._bcast_options.rootRank = self.root
+        self._bcast_options.rootTensor = 0
         piece_bytes = 1 << 26 if piece_bytes is None else piece_bytes
         self.piece_bytes = check_int(piece_bytes, "piece_bytes", minimum=1)
         self.K = size - 1
@@ -100,11 +169,48 @@ class TorchTransport(FramedLink):
         self.control_bytes = 0
         self._buffer: np.ndarray | None = None
 
+    def close(self) -> None:
+        """Shut the link's group down (at exit; idempotent). The link cannot be used after."""
+        group, self.group = self.group, None
+        if group is not None:
+            try:
+                group.shutdown()
+            except RuntimeError:  # pragma: no cover - a group whose peers are gone already
+                pass
+
     def abort(self, status: int) -> NoReturn:
         """End this process now (``torchrun`` then stops the other ranks)."""
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
+
+    def _who(self, rank: int | None) -> str:
+        if rank is None:
+            return "a peer"
+        if rank == self.root:
+            return f"the master (rank {rank})"
+        return f"rank {rank} (worker {rank - (rank > self.root)})"
+
+    def _wait(self, work: Any, peer: int | None, timeout: Any = None) -> None:
+        """Wait for a gloo operation; a peer gone ends this rank with one line naming it.
+
+        The line names this rank and the peer; the rank then waits :data:`LOST_PEER_GRACE`
+        seconds (``torchrun`` stops it meanwhile, having seen the peer end first) and exits 1.
+        """
+        try:
+            work.wait() if timeout is None else work.wait(timeout)
+        except RuntimeError as exc:
+            if not any(word in str(exc) for word in _GONE):
+                raise
+            me = self._who(self.rank)
+            print(
+                f"coded_shuffle.transport: error: {me}: lost {self._who(peer)}: its connection closed "
+                "(the process ended or was killed); ending the job",
+                file=sys.stderr,
+                flush=True,
+            )
+            time.sleep(LOST_PEER_GRACE)
+            self.abort(1)
 
     def _tensor(self, arr: np.ndarray) -> Any:
         return self._torch.from_numpy(np.ascontiguousarray(arr))
@@ -113,7 +219,8 @@ class TorchTransport(FramedLink):
         """Broadcast ``arr`` (C-contiguous, written in place on the workers) as bytes (gloo has no uint64)."""
         flat = arr.reshape(-1).view(np.uint8)
         if flat.size:
-            self._dist.broadcast(self._torch.from_numpy(flat), src=self.root, group=self.group)
+            # A collective: the peer that went may be any of the job's.
+            self._wait(self.group.broadcast([self._torch.from_numpy(flat)], self._bcast_options), None)
 
     # ---- the link's primitives (frames.FramedLink does the framing)
 
@@ -121,11 +228,11 @@ class TorchTransport(FramedLink):
         self._bcast(arr)
 
     def _send_raw(self, arr: np.ndarray, dest: int) -> None:
-        self._dist.send(self._tensor(arr), dest, group=self.group, tag=_TORCH_TAG)
+        self._wait(self.group.send([self._tensor(arr)], dest, _TORCH_TAG), dest)
 
     def _recv_raw(self, bufs: list[np.ndarray]) -> None:
         for b in bufs:
-            self._dist.recv(self._tensor(b), self.root, group=self.group, tag=_TORCH_TAG)
+            self._wait(self.group.recv([self._tensor(b)], self.root, _TORCH_TAG), self.root)
 
     # ---- frames
 
@@ -133,9 +240,15 @@ class TorchTransport(FramedLink):
 
     def share(self, value: Any = None) -> Any:
         """Collective: the master's ``value`` (a small Python object), returned on every rank."""
-        box = [value if self.is_master else None]
-        self._dist.broadcast_object_list(box, src=self.root, group=self.group)
-        return box[0]
+        size = np.zeros(1, dtype=np.int64)
+        if self.is_master:
+            data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+            size[0] = data.size
+        self._bcast(size)
+        if not self.is_master:
+            data = np.empty(int(size[0]), dtype=np.uint8)
+        self._bcast(np.ascontiguousarray(data))
+        return value if self.is_master else pickle.loads(data.tobytes())
 
     def share_array(self, arr: np.ndarray) -> np.ndarray:
         """Collective: the master's array copied into ``arr`` on every rank (same shape and dtype)."""
@@ -152,51 +265,49 @@ class TorchTransport(FramedLink):
         self._master_only("send rows")
         flat = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
         if flat.size:
-            self._dist.send(self._tensor(flat), self.rank_of(worker), group=self.group, tag=_TORCH_INIT_TAG)
+            dest = self.rank_of(worker)
+            self._wait(self.group.send([self._tensor(flat)], dest, _TORCH_INIT_TAG), dest)
 
     def receive_rows(self, out: np.ndarray) -> np.ndarray:
         """Worker: receive into ``out`` (C-contiguous) the rows the master sent it with :meth:`send_rows`."""
         flat = out.reshape(-1).view(np.uint8)
         if flat.size:
-            self._dist.recv(self._tensor(flat), self.root, group=self.group, tag=_TORCH_INIT_TAG)
+            self._wait(self.group.recv([self._tensor(flat)], self.root, _TORCH_INIT_TAG), self.root)
         return out
 
     def sync(self) -> None:
         """Collective: wait until every rank is here (a barrier of the link's group)."""
-        self._dist.barrier(group=self.group)
+        self._wait(self.group.barrier(self._dist.BarrierOptions()), None)
 
     # ---- the protocol's control messages (pickled values, point to point, with deadlines)
 
     def _isend_value(self, value: Any, dst: int, tag: int) -> list[Any]:
-        import pickle
-
         data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8).copy()
         head = np.array([data.size], dtype=np.int64)
-        works = [self._dist.isend(self._tensor(b), dst, group=self.group, tag=tag) for b in (head, data)]
+        works = [self.group.send([self._tensor(b)], dst, tag) for b in (head, data)]
         return [works, head, data]  # the buffers stay alive until the sends are waited on
 
     def _irecv_value(self, src: int, tag: int, deadline: float) -> tuple[bool, Any]:
         """Receive one value from ``src`` by ``deadline``: ``(True, value)`` or ``(False, None)``."""
         import datetime
-        import pickle
 
         head = np.zeros(1, dtype=np.int64)
         parts: list[np.ndarray] = [head]
-        work = self._dist.irecv(self._tensor(head), src, group=self.group, tag=tag)
+        work = self.group.recv([self._tensor(head)], src, tag)
         for step in range(2):
             left = deadline - time.monotonic()
             if left <= 0 and not work.is_completed():
                 return False, None
             try:
-                work.wait(datetime.timedelta(seconds=max(left, 1e-3)))
+                self._wait(work, src, datetime.timedelta(seconds=max(left, 1e-3)))
             except RuntimeError as exc:
                 if "imeout" in str(exc) or "imed out" in str(exc):
                     return False, None
-                raise TransportError(f"rank {src}: {exc}") from None
+                raise TransportError(f"rank {self.rank}: from {self._who(src)}: {exc}") from None
             if step == 0:
                 data = np.empty(int(head[0]), dtype=np.uint8)
                 parts.append(data)
-                work = self._dist.irecv(self._tensor(data), src, group=self.group, tag=tag)
+                work = self.group.recv([self._tensor(data)], src, tag)
         return True, pickle.loads(parts[1].tobytes())
 
     def gather_posts(self, *, timeout: float, stage: str) -> list[Any]:
@@ -223,10 +334,10 @@ class TorchTransport(FramedLink):
     def announce(self, word: Any) -> None:
         """Master: send ``word`` to every worker."""
         self._master_only("announce")
-        sent = [self._isend_value(word, self.rank_of(k), _WORD) for k in range(self.K)]
-        for works, *_ in sent:
+        sent = [(self.rank_of(k), self._isend_value(word, self.rank_of(k), _WORD)) for k in range(self.K)]
+        for dest, (works, *_) in sent:
             for w in works:
-                w.wait()
+                self._wait(w, dest)
 
     def post(self, value: Any, *, timeout: float, stage: str) -> Any:
         """Worker: send ``value`` to the master; return the master's next word, within ``timeout`` s.
@@ -245,5 +356,5 @@ class TorchTransport(FramedLink):
                 f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
             )
         for w in works:
-            w.wait()
+            self._wait(w, self.root)
         return word
