@@ -6,7 +6,8 @@ The layers, imported in dependency order (a module imports only those above it h
 - ``orders``: epoch orders (permutations, shard-aware shuffles, Feistel) and placements;
 - ``matrix``: the shuffle matrix ``S`` and the leftover matrix;
 - ``plan``, ``bounds`` and ``storage``: delivery plans (order-2 pairs, leftover cycles), lower
-  bounds, and both with a storage of several batches a worker;
+  bounds, and both with a storage of several batches a worker (none imports another);
+- ``loads``: the one place that takes a ``storage`` and calls the scheme it names;
 - ``codec`` and ``certificates``: records as bytes, XOR symbols, the wire format; GF(2) ranks;
 - ``transport``: the shared link from the master to the workers;
 - ``engine``: one epoch transition end to end, and runs of many;
@@ -82,7 +83,7 @@ _EXPORTS: dict[str, str] = {
 #: The subpackages and modules reachable as attributes, as after ``import coded_shuffle.NAME``.
 _SUBMODULES = frozenset(
     {"bounds", "certificates", "cli", "codec", "engine", "errors", "loader", "matrix", "orders", "plan",
-     "plots", "storage", "tradeoff", "transport", "warmup"}
+     "plots", "storage", "tradeoff", "transport", "warmup", "loads"}
 )  # fmt: skip
 
 

@@ -33,15 +33,11 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
 from ._checks import check_int
 from .matrix import check_shuffle_matrix, elastic_matrix
-
-if TYPE_CHECKING:
-    from .storage import StorageBound
 
 __all__ = [
     "EXACT_BOUND_MAX_K",
@@ -299,28 +295,18 @@ def _ordering_program(S: np.ndarray, node_limit: int) -> tuple[int, tuple[int, .
     return h_value, h_order, False, note
 
 
-@overload
-def lower_bound(
-    S: object, *, exact: bool | None = ..., node_limit: int = ..., time_limit: object = ...,
-    storage: Literal[1] = ...,
-) -> LowerBound: ...
-@overload
-def lower_bound(
-    S: object, *, exact: bool | None = ..., node_limit: int = ..., time_limit: object = ..., storage: int
-) -> LowerBound | StorageBound: ...
 def lower_bound(
     S: object,
     *,
     exact: bool | None = None,
     node_limit: int = EXACT_BOUND_NODE_LIMIT,
     time_limit: object = None,
-    storage: int = 1,
-) -> LowerBound | StorageBound:
+) -> LowerBound:
     """Return the best genie lower bound on the load of ``S`` over orderings of the workers.
 
-    With ``storage = M > 1`` (every worker stores ``M`` batches) it is the bound on pieces of
-    :func:`coded_shuffle.storage.storage_lower_bound`, a :class:`~coded_shuffle.storage.StorageBound`
-    (``exact`` as there; ``node_limit`` unused).
+    A storage of ``M > 1`` batches a worker has its own bound on pieces,
+    :func:`coded_shuffle.storage.storage_lower_bound`
+    (:func:`coded_shuffle.loads.bound_with_storage` takes either).
 
     Parameters
     ----------
@@ -342,12 +328,9 @@ def lower_bound(
         Deprecated and ignored (a wall-clock budget made the bound depend on the load); a
         :class:`DeprecationWarning` says so. Use ``node_limit``.
 
-    storage : int
-        Batches each worker stores, ``1 <= M <= K`` (default 1).
-
     Returns
     -------
-    LowerBound, or StorageBound with ``storage > 1``
+    LowerBound
 
     Examples
     --------
@@ -362,17 +345,7 @@ def lower_bound(
     >>> lb = lower_bound(cyclic_shift_matrix(50, 25), exact=True)
     >>> lb.value, lb.exact
     (48, True)
-
-    With two batches stored, the cyclic shift of 4 workers needs ``R(1) = 1`` record a batch:
-
-    >>> lower_bound(cyclic_shift_matrix(8, 4), storage=2).value
-    Fraction(2, 1)
     """
-    storage = check_int(storage, "storage", minimum=1)
-    if storage != 1:
-        from .storage import storage_lower_bound
-
-        return storage_lower_bound(S, M=storage, exact=exact)
     S = elastic_matrix(S)
     K = S.shape[0]
     if exact is not None and not isinstance(exact, bool):
@@ -403,22 +376,17 @@ def lower_bound(
     return LowerBound(S=S, value=value, ordering=ordering, exact=False)
 
 
-def worst_case(N: int, K: int, *, storage: int = 1) -> Fraction:
+def worst_case(N: int, K: int) -> Fraction:
     """Return ``N (K - 1) / K``, the worst-case optimal load over all shuffles.
 
-    With ``storage = M = 1 + t > 1`` it is ``R(t) = (N / K)(K - 1 - t) / (t + 1)``
-    (:func:`coded_shuffle.storage.storage_worst_case`), for equal batches.
+    With a storage of ``M = 1 + t > 1`` batches a worker it is ``R(t)``,
+    :func:`coded_shuffle.storage.storage_worst_case`.
 
     Examples
     --------
-    >>> worst_case(15, 3), worst_case(15, 3, storage=2)
-    (Fraction(10, 1), Fraction(5, 2))
+    >>> worst_case(15, 3)
+    Fraction(10, 1)
     """
-    storage = check_int(storage, "storage", minimum=1)
-    if storage != 1:
-        from .storage import storage_worst_case
-
-        return storage_worst_case(N, K, storage)
     N = check_int(N, "N", minimum=0)
     K = check_int(K, "K", minimum=1)
     return Fraction(N * (K - 1), K)

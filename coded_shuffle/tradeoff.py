@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_choice, check_int
-from .bounds import lower_bound
+from .loads import bound_with_storage, rates_with_storage
 from .matrix import shuffle_matrix
 from .orders import EPOCH_ORDERS, OrderSpec, epoch_order, order_quality, placement_from_permutation
 from .orders.quality import QUALITY_STEPS
-from .plan import STRATEGIES, rates
+from .plan import STRATEGIES
 
 __all__ = ["LINK_COST_STEPS", "order_link_cost", "order_tradeoff"]
 
@@ -86,8 +86,8 @@ def order_link_cost(
     prev = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
     done(1)
     S = shuffle_matrix(placement_from_permutation(prev, K), placement_from_permutation(nxt, K))
-    r = rates(S, strategy=strategy, storage=storage)
-    lb = lower_bound(S, storage=storage)
+    r = rates_with_storage(S, strategy=strategy, storage=storage)
+    lb = bound_with_storage(S, storage=storage)
     paired = r.paired
     done(2)
     quality = order_quality(

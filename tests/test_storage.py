@@ -279,8 +279,18 @@ def test_cut_leftovers_decode(K, M, N, seed):
         assert gf2_decodable(plan)
 
 
-def test_the_library_functions_take_storage_and_give_the_storage_loads():
-    from coded_shuffle import lower_bound, plan_delivery, plan_from_matrix, rates, worst_case
+def test_loads_with_storage_dispatch_to_the_scheme_of_the_storage():
+    """coded_shuffle.loads is the one place that takes a storage: M = 1 is plan and bounds, M > 1
+    the storage's functions; plan and bounds take no storage (one type a function)."""
+    import inspect
+
+    from coded_shuffle import lower_bound, plan_delivery, plan_from_matrix, worst_case
+    from coded_shuffle.loads import (
+        bound_with_storage,
+        plan_with_storage,
+        rates_with_storage,
+        worst_case_with_storage,
+    )
     from coded_shuffle.orders import epoch_placement
     from coded_shuffle.storage import (
         piece_placement,
@@ -291,23 +301,25 @@ def test_the_library_functions_take_storage_and_give_the_storage_loads():
         verify_storage_plan,
     )
 
+    for f in (rates, lower_bound, worst_case, plan_delivery, plan_from_matrix):
+        assert "storage" not in inspect.signature(f).parameters, f.__name__
     S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
-    r, r2 = rates(S, storage=2), storage_rates(S, M=2)
+    r, r2 = rates_with_storage(S, storage=2), storage_rates(S, M=2)
     assert (r.coded, r.uncoded, r.grouped, r.chosen) == (r2.coded, r2.uncoded, r2.grouped, r2.chosen)
-    assert rates(S, storage=1).coded == rates(S).coded == 6
-    assert lower_bound(S, storage=2).pieces == storage_lower_bound(S, M=2).pieces
-    assert worst_case(12, 4, storage=3) == storage_worst_case(12, 4, 3) and worst_case(12, 4, storage=1) == 9
+    assert rates_with_storage(S).coded == rates(S).coded == 6
+    assert bound_with_storage(S, storage=2).pieces == storage_lower_bound(S, M=2).pieces
+    assert bound_with_storage(S).value == lower_bound(S).value == 6
+    assert worst_case_with_storage(12, 4, storage=3) == storage_worst_case(12, 4, 3)
+    assert worst_case_with_storage(12, 4) == worst_case(12, 4) == 9
     a, b = (epoch_placement(120, 4, seed=1, epoch=t) for t in (0, 1))
-    plan = plan_delivery(a, b, storage=2)
+    plan = plan_with_storage(a, b, storage=2)
     assert plan.transmissions == plan_storage(piece_placement(a, M=2), b).transmissions
     verify_storage_plan(plan)
-    from_matrix = plan_from_matrix(S, storage=2)
-    verify_storage_plan(from_matrix)
-    assert from_matrix.n_symbols == storage_rates(S, M=2).coded_symbols
-    with pytest.raises(ValueError, match="'subpackets' must be 1 with storage"):
-        rates(S, storage=2, subpackets=2)
+    assert plan_with_storage(a, b).n_symbols == plan_delivery(a, b).n_symbols
     with pytest.raises(ValueError, match=r"'M' \(storage\) must be at most K = 3"):
-        plan_from_matrix(S, storage=4)
+        rates_with_storage(S, storage=4)
+    with pytest.raises(TypeError, match="'placement_t' must be a Placement"):
+        plan_with_storage(S, b, storage=2)
 
 
 def test_storage_rates_read_as_rates_do():
@@ -317,7 +329,7 @@ def test_storage_rates_read_as_rates_do():
     def core(r):
         return r.uncoded, r.paired, r.coded, r.K, r.N
 
-    one, two = rates(S), rates(S, storage=2)
+    one, two = rates(S), storage_rates(S, M=2)
     assert core(one) == (11, 7, 6, 3, 15)  # Example 1 of Attia and Tandon (2016)
     assert two.paired == two.grouped and (two.K, two.N) == (3, 15)
     assert two.coded <= two.paired <= two.uncoded

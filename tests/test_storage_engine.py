@@ -112,15 +112,22 @@ def test_bad_storage_is_refused_naming_it():
 @pytest.mark.parametrize("storage", [True, 2.0, np.float64(2.0)], ids=["bool", "float", "numpy-float"])
 def test_a_storage_that_is_not_an_int_is_refused_everywhere(storage):
     """``storage`` is an int as ``subpackets`` is: True was taken for 1 and 2.0 for 2."""
-    from coded_shuffle import lower_bound, plan_from_matrix, rates, worst_case
     from coded_shuffle.loader import InProcessLoader
+    from coded_shuffle.loads import (
+        bound_with_storage,
+        plan_with_storage,
+        rates_with_storage,
+        worst_case_with_storage,
+    )
+    from coded_shuffle.orders import epoch_placement
 
     S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+    placements = [epoch_placement(30, 3, seed=0, epoch=e) for e in (0, 1)]
     calls = {
-        "rates": lambda: rates(S, storage=storage),
-        "plan_from_matrix": lambda: plan_from_matrix(S, storage=storage),
-        "lower_bound": lambda: lower_bound(S, storage=storage),
-        "worst_case": lambda: worst_case(15, 3, storage=storage),
+        "rates_with_storage": lambda: rates_with_storage(S, storage=storage),
+        "plan_with_storage": lambda: plan_with_storage(*placements, storage=storage),
+        "bound_with_storage": lambda: bound_with_storage(S, storage=storage),
+        "worst_case_with_storage": lambda: worst_case_with_storage(15, 3, storage=storage),
         "simulate": lambda: simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=storage),
         "InProcessLoader": lambda: InProcessLoader(wide_rows(20), K=2, epochs=2, storage=storage),
     }

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain
-from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
@@ -24,9 +23,6 @@ from .exact import _pack_exact
 from .greedy import _pack_greedy
 from .lp import _pack_lp
 from .packing import CyclePacking, _readonly
-
-if TYPE_CHECKING:
-    from ..storage import StoragePlan, StorageRates
 
 #: Cycle packing strategies by name.
 STRATEGIES: dict[str, Callable[[np.ndarray], CyclePacking]] = {
@@ -144,25 +140,14 @@ class Rates:
         return int(self.S.sum())
 
 
-@overload
-def rates(
-    S: object, *, strategy: str = ..., subpackets: int = ..., progress: bool = ..., storage: Literal[1] = ...
-) -> Rates: ...
-@overload
-def rates(
-    S: object, *, strategy: str = ..., subpackets: int = ..., progress: bool = ..., storage: int
-) -> Rates | StorageRates: ...
-def rates(
-    S: object, *, strategy: str = "greedy", subpackets: int = 1, progress: bool = False, storage: int = 1
-) -> Rates | StorageRates:
+def rates(S: object, *, strategy: str = "greedy", subpackets: int = 1, progress: bool = False) -> Rates:
     """Return the uncoded, paired and coded loads of the shuffle matrix ``S``.
 
     ``S`` may be ``K_t x K_{t+1}`` when the number of workers changes; it is then taken as
     :func:`coded_shuffle.matrix.elastic_matrix` of it (``Rates.S`` is that square matrix).
-    ``progress`` is passed on to :func:`pack_cycles`. With ``storage = M > 1`` (every worker
-    stores ``M`` batches) the loads are those of
-    :func:`coded_shuffle.storage.storage_rates` (``strategy`` its cycle packing at ``t = 0``), a
-    :class:`~coded_shuffle.storage.StorageRates`; ``subpackets`` must then be 1.
+    ``progress`` is passed on to :func:`pack_cycles`. A storage of ``M > 1`` batches a worker
+    has its own loads, :func:`coded_shuffle.storage.storage_rates`;
+    :func:`coded_shuffle.loads.rates_with_storage` takes either.
 
     Parameters
     ----------
@@ -173,8 +158,6 @@ def rates(
     subpackets : int
         Pieces per record, ``q >= 1``: the cycles are packed in ``q Omega`` and each saves
         ``1/q`` record (module docstring). The loads stay in records, exact.
-    storage : int
-        Batches each worker stores, ``1 <= M <= K`` (default 1).
 
     Examples
     --------
@@ -190,22 +173,7 @@ def rates(
     >>> r = rates([[0, 1, 0], [0, 0, 1], [1, 0, 0]], subpackets=2)
     >>> r.coded, r.cycles_used
     (Fraction(2, 1), 2)
-
-    The same 3-cycle when every worker stores two batches: each record has two pieces, one of
-    them already at its new owner.
-
-    >>> rates([[0, 1, 0], [0, 0, 1], [1, 0, 0]], storage=2).coded
-    Fraction(1, 2)
     """
-    storage = check_int(storage, "storage", minimum=1)
-    if storage != 1:
-        from ..storage import storage_rates
-
-        if subpackets != 1:
-            raise ValueError(
-                f"Argument 'subpackets' must be 1 with storage = {storage} (pieces are the storage's)."
-            )
-        return storage_rates(S, M=storage, packing=strategy)
     S = elastic_matrix(S)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
     q = check_int(subpackets, "subpackets", minimum=1)
@@ -389,26 +357,6 @@ def _check_placements(placement_t: object, placement_t1: object) -> tuple[Placem
     return placement_t, placement_t1
 
 
-@overload
-def plan_delivery(
-    placement_t: Placement,
-    placement_t1: Placement,
-    *,
-    strategy: str = ...,
-    subpackets: int = ...,
-    progress: bool = ...,
-    storage: Literal[1] = ...,
-) -> DeliveryPlan: ...
-@overload
-def plan_delivery(
-    placement_t: Placement,
-    placement_t1: Placement,
-    *,
-    strategy: str = ...,
-    subpackets: int = ...,
-    progress: bool = ...,
-    storage: int,
-) -> DeliveryPlan | StoragePlan: ...
 def plan_delivery(
     placement_t: Placement,
     placement_t1: Placement,
@@ -416,15 +364,12 @@ def plan_delivery(
     strategy: str = "greedy",
     subpackets: int = 1,
     progress: bool = False,
-    storage: int = 1,
-) -> DeliveryPlan | StoragePlan:
+) -> DeliveryPlan:
     """Plan the delivery of epoch ``t + 1``'s batches from the caches of epoch ``t``.
 
-    With ``storage = M > 1`` every worker stores ``M`` batches, placed as
-    :func:`coded_shuffle.storage.piece_placement` places them on ``placement_t``: the plan is
-    :func:`coded_shuffle.storage.plan_storage`'s, a :class:`~coded_shuffle.storage.StoragePlan`
-    (over several epochs, plan from the placement :func:`~coded_shuffle.storage.update_storage`
-    keeps, with ``plan_storage`` itself).
+    A storage of ``M > 1`` batches a worker is planned by
+    :func:`coded_shuffle.storage.plan_storage` (:func:`coded_shuffle.loads.plan_with_storage`
+    takes either).
 
     One counting sort groups the moved points by (holder, receiver); the ``k``-th point of group
     ``(i, j)`` is paired with the ``k``-th point of group ``(j, i)``; the leftovers of each group
@@ -444,12 +389,10 @@ def plan_delivery(
         memory of a plan of whole records.
     progress : bool
         Passed on to :func:`pack_cycles`: announce a long packing on standard error.
-    storage : int
-        Batches each worker stores, ``1 <= M <= K`` (default 1); ``subpackets`` must be 1 above.
 
     Returns
     -------
-    DeliveryPlan, or StoragePlan with ``storage > 1``
+    DeliveryPlan
 
     Examples
     --------
@@ -461,12 +404,7 @@ def plan_delivery(
     >>> verify_plan(plan)
     >>> plan.n_symbols == plan.rates.coded
     True
-    >>> plan_delivery(a, b, storage=2).n_symbols  # pieces of a third of a record: 170 records
-    511
     """
-    storage = check_int(storage, "storage", minimum=1)
-    if storage != 1:
-        return _storage_plan(placement_t, placement_t1, strategy=strategy, subpackets=subpackets, M=storage)
     from .._kernels import count_cells, deal_cycles, gather_runs, sort_moved
 
     placement_t, placement_t1 = _check_placements(placement_t, placement_t1)
@@ -547,30 +485,10 @@ def plan_delivery(
 PLAN_MAX_POINTS = 1 << 30
 
 
-def _storage_plan(p_t: Placement, p_t1: Placement, *, strategy: str, subpackets: int, M: int) -> StoragePlan:
-    """:func:`plan_delivery` with a storage of ``M > 1`` batches."""
-    from ..storage import piece_placement, plan_storage
-
-    if subpackets != 1:
-        raise ValueError(f"Argument 'subpackets' must be 1 with storage = {M} (the storage cuts the pieces).")
-    p_t, p_t1 = _check_placements(p_t, p_t1)
-    return plan_storage(piece_placement(p_t, M=M), p_t1, packing=strategy)
-
-
-@overload
-def plan_from_matrix(
-    S: object, *, strategy: str = ..., subpackets: int = ..., storage: Literal[1] = ...
-) -> DeliveryPlan: ...
-@overload
-def plan_from_matrix(
-    S: object, *, strategy: str = ..., subpackets: int = ..., storage: int
-) -> DeliveryPlan | StoragePlan: ...
-def plan_from_matrix(
-    S: object, *, strategy: str = "greedy", subpackets: int = 1, storage: int = 1
-) -> DeliveryPlan | StoragePlan:
+def plan_from_matrix(S: object, *, strategy: str = "greedy", subpackets: int = 1) -> DeliveryPlan:
     """Plan the delivery for a given shuffle matrix, on the points of :func:`placements_from_matrix`.
 
-    ``strategy``, ``subpackets`` and ``storage`` are those of :func:`plan_delivery`. ``S`` may hold at most
+    ``strategy`` and ``subpackets`` are those of :func:`plan_delivery`. ``S`` may hold at most
     :data:`PLAN_MAX_POINTS` pieces in all (points times ``subpackets``); beyond that it is
     refused before anything is allocated (:func:`rates` computes the loads of any matrix).
 
@@ -591,7 +509,4 @@ def plan_from_matrix(
             f"loads of any matrix), not {N}."
         )
     placement_t, placement_t1 = placements_from_matrix(S)
-    storage = check_int(storage, "storage", minimum=1)
-    if storage != 1:
-        return _storage_plan(placement_t, placement_t1, strategy=strategy, subpackets=q, M=storage)
     return plan_delivery(placement_t, placement_t1, strategy=strategy, subpackets=q)
