@@ -59,7 +59,7 @@ EXACT_BOUND_MAX_K = 20
 EXACT_BOUND_NODE_LIMIT = 20_000
 #: Largest ``K`` for which ``lower_bound(S, exact=True)`` builds the ordering program (its rows
 #: are the ``K (K - 1) (K - 2) / 6`` triples of workers).
-EXACT_BOUND_PROGRAM_MAX_K = 128
+EXACT_BOUND_PROGRAM_MAX_K = 32
 
 
 @dataclass(frozen=True, eq=False)

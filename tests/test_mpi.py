@@ -51,15 +51,20 @@ HYDRA_BAD_TERMINATION = "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 def run_mpi_refused(K: int, *args: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], str]:
     """Run the program on input it must refuse, as ``coded-shuffle run`` does (``--status-file``).
 
-    Every rank exits with 0 and the master writes the job's status to the file: hydra never ends
-    a rank itself (its status 9 and "bad termination" report when a rank exits non-zero before
-    the others). Returns the process and the status written.
+    Every rank exits with 0 and the master writes the job's status to the file. Hydra may still
+    kill the last ranks as the first ones leave (status 9 and its "bad termination" report: the
+    race of the last exits, docs/mpi.md "Failures"), which ranks that finish in a blink meet
+    often; ``coded-shuffle run`` reads the status file and leaves that report out, so it is
+    accepted here too, and only then. Returns the process and the status written.
     """
     status = tmp_path / "status"
     status.unlink(missing_ok=True)
     proc = run_mpi(K, *args, "--status-file", str(status), timeout=60)
-    assert HYDRA_BAD_TERMINATION not in proc.stdout, proc.stdout
-    assert proc.returncode == 0, proc.stderr
+    assert status.exists(), proc.stdout + proc.stderr  # the master's word on the job, always
+    if HYDRA_BAD_TERMINATION in proc.stdout:
+        assert proc.returncode == 9 and "Killed (signal 9)" in proc.stdout, proc.stdout
+    else:
+        assert proc.returncode == 0, proc.stderr
     return proc, status.read_text().strip()
 
 

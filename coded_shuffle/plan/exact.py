@@ -18,6 +18,11 @@ EXACT_NODE_LIMIT = 20_000
 #: Rounds of column generation of a fractional packing (each adds the cycles the dual prices
 #: price below one); once they are spent the bound comes from the prices of the last round.
 COLUMN_ROUNDS = 200
+#: Most variables of an integer program over all cycles listed or of the circulation program: a
+#: node limit does not bound the work of the root node (at ``K = 64`` the circulation program's
+#: 39 000 variables had not finished their root in 150 s), so larger programs are not built and
+#: the packing found by rounding is kept, with its bound.
+EXACT_MILP_MAX_VARIABLES = 10_000
 #: Most steps of :func:`_dive` (each fixes at least one cycle).
 DIVE_MAX_STEPS = 1_000
 #: Largest program the ``exact`` strategy builds (columns: the 2- and 3-cycles it starts from;
@@ -354,12 +359,12 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
 
     if found < bound:
         keep(*cols.packing(_dive(cols)), "rounded fractional packing")
-    if sum(best[1]) < bound:
+    if sum(best[1]) < bound and cols.matrix().shape[1] <= EXACT_MILP_MAX_VARIABLES:
         uses, _ = _column_milp(cols, cols.matrix(), cols.w)
         if uses is not None:
             keep(*cols.packing(uses), "integer program over listed cycles")
     proven = sum(best[1]) >= bound
-    if not proven and _rooted_size(omega) <= EXACT_MAX_VARIABLES:
+    if not proven and _rooted_size(omega) <= min(EXACT_MAX_VARIABLES, EXACT_MILP_MAX_VARIABLES):
         cycles, proven_here, rooted_bound = _rooted_milp(omega)
         tally: dict[tuple[int, ...], int] = {}
         for cyc in cycles:

@@ -31,8 +31,9 @@ from .packing import CyclePacking, is_cycle_packing
 #: in at most a few; past the limit the rounding starts from the last solution, with a note.
 LP_ROUNDS = 20
 #: Most starting cycles (2- and 3-cycles) of the ``lp`` program; past it, greedy's packing is
-#: kept with a note. ``K = 64`` starts from about 10 000.
-LP_MAX_COLUMNS = 200_000
+#: kept with a note. ``K = 64`` starts from about 10 000. A count of rounds does not bound one
+#: large solve (about 9 s of CPU at ``K = 96``, 80 s at ``K = 128``), so the program stops here.
+LP_MAX_COLUMNS = 40_000
 
 
 def _rounded(cols: _Columns, x: np.ndarray, A: object) -> np.ndarray:
