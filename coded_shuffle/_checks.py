@@ -51,16 +51,16 @@ def check_int_array(value: Any, name: str, *, ndim: int) -> np.ndarray:
     if isinstance(value, np.ndarray):
         arr = value
     else:
-        # Python ints are read as they are: numpy would turn [2**63, 1] into float64 values,
-        # rounding them, and the rounded values would then wrap in a cast.
-        ints = _python_ints(value)
-        if ints is not None:
-            arr = ints
-        else:
-            try:
-                arr = np.asarray(value)
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"Argument {name!r} must be a rectangular array: {exc}") from None
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"Argument {name!r} must be a rectangular array: {exc}") from None
+        if arr.dtype.kind == "f":
+            # Python ints past int64 beside small ones: numpy reads [2**63, 1] as float64, rounding
+            # them (and the rounded values would wrap in a cast). Read them again as they are.
+            ints = _python_ints(value)
+            if ints is not None:
+                arr = ints
     if arr.dtype == object and arr.size and all(type(v) is int for v in arr.flat):
         wide = [v for v in arr.flat if not -(2**63) <= v < 2**63]  # Python ints past int64
         if wide:

@@ -187,6 +187,28 @@ def _add_order_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def shard_options(args: argparse.Namespace) -> dict[str, int]:
+    """The sharded dataset's options of :func:`_add_shard_arguments`, as keywords of the orders'
+    functions (``order_link_cost``, ``quality_report``, ``plot_orders``)."""
+    return {
+        "shards": args.shards,
+        "shard_size": args.shard_size,
+        "canonical_nodes": args.canonical_nodes,
+        "block_size": args.block_size,
+    }
+
+
+def orders_bar(n: int, args: argparse.Namespace, *, steps: int, purpose: str = "") -> Progress:
+    """The progress of generating and measuring ``n`` orders of the sharded dataset of ``args``,
+    ``steps`` steps each."""
+    return Progress(
+        f"generating and measuring {n} order{'s' if n > 1 else ''} of {args.shards * args.shard_size:,} "
+        f"samples{purpose}",
+        total=n * steps,
+        unit="steps",
+    )
+
+
 def _add_shard_arguments(
     parser: argparse.ArgumentParser, *, shards: int, shard_size: int, block_size: int, batches: bool = True
 ) -> None:

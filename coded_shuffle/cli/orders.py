@@ -8,7 +8,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .._progress import Progress
 from ..orders import (
     EPOCH_ORDERS,
 )
@@ -26,7 +25,9 @@ from .common import (
     _under,
     check_storage_option,
     compile_kernels,
+    orders_bar,
     print_table,
+    shard_options,
 )
 
 _ORDERS_COLUMNS = (
@@ -53,12 +54,7 @@ def _cmd_orders(args: argparse.Namespace) -> int:
     _check_shard_setup(args)
     check_storage_option(args, args.workers)
     compile_kernels(["packing", "ordering", "feistel"] if "feistel" in names else ["packing", "ordering"])
-    bar = Progress(
-        f"generating and measuring {len(names)} order{'s' if len(names) > 1 else ''} "
-        f"of {args.shards * args.shard_size:,} samples",
-        total=len(names) * LINK_COST_STEPS,
-        unit="steps",
-    )
+    bar = orders_bar(len(names), args, steps=LINK_COST_STEPS)
     out = _AboveBar(bar, sys.stdout)
 
     def rows() -> Iterator[dict[str, Any]]:
@@ -66,10 +62,7 @@ def _cmd_orders(args: argparse.Namespace) -> int:
             yield order_link_cost(
                 name,
                 K=args.workers,
-                shards=args.shards,
-                shard_size=args.shard_size,
-                canonical_nodes=args.canonical_nodes,
-                block_size=args.block_size,
+                **shard_options(args),
                 seed=args.seed,
                 epoch=args.start_epoch,
                 batches=args.batches,

@@ -7,7 +7,6 @@ import os
 import sys
 from typing import Any
 
-from .._progress import Progress
 from ._parser import COMMANDS
 from .common import (
     PROG,
@@ -19,6 +18,8 @@ from .common import (
     _Parser,
     _positive,
     compile_kernels,
+    orders_bar,
+    shard_options,
 )
 from .matrices import read_matrix
 
@@ -62,18 +63,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             from ..orders import EPOCH_ORDERS
             from ..tradeoff import LINK_COST_STEPS
 
-            bar = Progress(
-                f"generating and measuring {len(EPOCH_ORDERS)} orders of {args.shards * args.shard_size:,} "
-                "samples for the plot", total=len(EPOCH_ORDERS) * LINK_COST_STEPS, unit="steps",
-            )  # fmt: skip
-            with bar:
+            with orders_bar(len(EPOCH_ORDERS), args, steps=LINK_COST_STEPS, purpose=" for the plot") as bar:
                 out = plots.plot_orders(
                     args.output,
                     K=args.workers,
-                    shards=args.shards,
-                    shard_size=args.shard_size,
-                    canonical_nodes=args.canonical_nodes,
-                    block_size=args.block_size,
+                    **shard_options(args),
                     seed=args.seed,
                     strategy=args.strategy,
                     progress=bar.update,

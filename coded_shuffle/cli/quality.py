@@ -16,6 +16,7 @@ from .common import (
     _at_least,
     _non_negative,
     _shifted,
+    shard_options,
 )
 
 
@@ -40,10 +41,7 @@ def _cmd_quality(args: argparse.Namespace) -> int:
         reports = [
             quality_report(
                 args.order,
-                shards=args.shards,
-                shard_size=args.shard_size,
-                canonical_nodes=args.canonical_nodes,
-                block_size=args.block_size,
+                **shard_options(args),
                 batches=args.batches,
                 batch_size=args.batch_size,
                 seed=args.seed + k,
