@@ -61,7 +61,7 @@ from .engine import MasterOptions, TransitionReport
 from .engine.inprocess import drive
 from .engine.mpi import Watchdog, attend, serve
 from .engine.protocol import Stopped, master_transition, worker_stop, worker_transition
-from .engine.schemes import Storage
+from .engine.schemes import Scheme, scheme_for
 from .errors import IntegrityError, TransportError
 from .orders import (
     EPOCH_ORDERS,
@@ -270,12 +270,12 @@ def _batch(
     layout: RowLayout,
     *,
     decoded: int,
-    store: Storage,
+    scheme: Scheme,
     writable: bool = False,
 ) -> EpochBatch:
     """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache."""
     try:
-        data = store.records(cache, ids, layout.record_bytes)
+        data = scheme.records(cache, ids, layout.record_bytes)
     except KeyError:
         raise IntegrityError(f"Worker {worker}: epoch {epoch}'s batch is not all in the cache.") from None
     ordered = ids.copy()
@@ -306,8 +306,8 @@ def _check_common(
     )
 
 
-def _storage(storage: object, record_bytes: int | None, K: int) -> Storage | None:
-    """The storage of ``storage`` batches a worker for these records, or raise naming ``storage``.
+def _storage(storage: object, record_bytes: int | None, K: int) -> Scheme | None:
+    """The coded scheme of ``storage`` batches a worker for these records, or raise naming ``storage``.
 
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
     is checked, and nothing is returned.
@@ -316,16 +316,18 @@ def _storage(storage: object, record_bytes: int | None, K: int) -> Storage | Non
         if record_bytes is None:
             check_storage(storage, K)
             return None
-        return Storage.of(record_bytes, K=K, M=storage)  # type: ignore[arg-type]
+        scheme = scheme_for("coded", K=K, storage=storage)  # type: ignore[arg-type]
+        scheme.piece_bytes(record_bytes)  # pieces too small are refused here
+        return scheme
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
 
 
-def _store(storage: object, record_bytes: int, K: int) -> Storage:
+def _store(storage: object, record_bytes: int, K: int) -> Scheme:
     """:func:`_storage` of records of known width."""
-    store = _storage(storage, record_bytes, K)
-    assert store is not None
-    return store
+    scheme = _storage(storage, record_bytes, K)
+    assert scheme is not None
+    return scheme
 
 
 # --------------------------------------------------------------------------- in-process
@@ -407,8 +409,8 @@ class InProcessLoader:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
-        self.store = _store(storage, self.dataset.record_bytes, self.K)
-        self._work = self.store.dataset(self.dataset)
+        self.scheme = _store(storage, self.dataset.record_bytes, self.K)
+        self._work = self.scheme.dataset(self.dataset)
         self.order = _order_spec(order, N)
         compile_once(prog=_PROG)
         if transport is None:
@@ -437,30 +439,29 @@ class InProcessLoader:
                 f"Epoch {t} was asked for while the loader is at epoch {cur}: an in-process loader "
                 "is one run, and its workers go through the epochs in lockstep."
             )
-        N, K, store = self.N, self.K, self.store
+        N, K, scheme = self.N, self.K, self.scheme
         order, placement = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=self.order)
         report: TransitionReport | None = None
         if self._state is None:
-            held = store.start(placement)
-            caches = [self._work.cache(store.held(held, k)) for k in range(K)]
+            held = scheme.start(placement)
+            caches = [self._work.cache(scheme.held(held, k)) for k in range(K)]
             decoded = [0] * K
         else:
             old, previous = self._state
-            held = store.following(previous, placement)
+            held = scheme.following(previous, placement)
             opts = MasterOptions(
                 strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed
             )
             report, caches = drive(
-                self.transport, store.scheme("coded"), self._work, old, (previous, held), epoch=t, opts=opts,
+                self.transport, scheme, self._work, old, (previous, held), epoch=t, opts=opts,
                 spare=self._spare,
             )  # fmt: skip
-            report = store.report(report, self.dataset)
+            report = scheme.report(report, self.dataset)
             if not report.verified:
                 raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
             # Epoch t - 1's buffers will hold epoch t + 1's records (the rows yielded are copies).
             self._spare = [c.data for c in old]
-            before = previous.owner if store.M == 1 else previous.placement.owner
-            moved = before != placement.owner
+            moved = scheme.owners(previous) != placement.owner
             decoded = np.bincount(placement.owner[moved], minlength=K).tolist()
             self.reports.append(report)
         self._state = (caches, held)
@@ -473,7 +474,7 @@ class InProcessLoader:
                 caches[k],
                 self.layout,
                 decoded=decoded[k],
-                store=store,
+                scheme=scheme,
             )
             for k in range(K)
         )
@@ -666,24 +667,24 @@ class MPILoader:
         ds = self.dataset
         N, K = ds.N, self.K
         spec = _order_spec(self._order, N)
-        store = _store(self._storage, ds.record_bytes, K)
-        work = store.dataset(ds)
+        scheme = _store(self._storage, ds.record_bytes, K)
+        work = scheme.dataset(ds)
         link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
         link.share_array(work.checksums)
         dog = self._watchdog(N, ds.record_bytes)
         first = self.start_epoch
         _, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
-        held = store.start(placement)
+        held = scheme.start(placement)
         for k in range(K):  # setup: each worker starts with its batch (its share) of the first epoch
-            link.send_rows(k, work.data[store.held(held, k)])
+            link.send_rows(k, work.data[scheme.held(held, k)])
         opts = MasterOptions(strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed)
         reports: list[TransitionReport] = []
         try:
             for t in range(first + 1, first + self.epochs):
                 _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
-                nxt = store.following(held, nxt)
-                role = master_transition(link, store.scheme("coded"), work, held, nxt, epoch=t, opts=opts)
-                report = store.report(serve(link, role, watchdog=dog), ds)
+                nxt = scheme.following(held, nxt)
+                role = master_transition(link, scheme, work, held, nxt, epoch=t, opts=opts)
+                report = scheme.report(serve(link, role, watchdog=dog), ds)
                 if isinstance(report, Stopped):  # a worker stopped: the job ends here
                     self.stopped_by = link.share(report.workers[0])
                     return reports
@@ -734,17 +735,17 @@ class MPILoader:
         self.N = int(N)
         layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         self.layout = layout
-        store = _store(self._storage, B, self.K)
-        sums = link.share_array(np.empty(N * store.pieces, dtype=np.uint64))
+        scheme = _store(self._storage, B, self.K)
+        sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
         dog = self._watchdog(N, B)
         spec = _order_spec(self._order, N)
         cut = _bounds(N, self.K)
         lo, hi = int(cut[k]), int(cut[k + 1])
         first = self.start_epoch
         order, placement = _epoch_layout(N, self.K, seed=self.seed, epoch=first, spec=spec)
-        held = store.start(placement)
-        ids = store.held(held, k)
-        rows = np.empty((ids.size, store.width), dtype=np.uint8)
+        held = scheme.start(placement)
+        ids = scheme.held(held, k)
+        rows = np.empty((ids.size, scheme.piece_bytes(B)), dtype=np.uint8)
         cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
         if not np.array_equal(cache.checksums(), sums[ids]):
             raise IntegrityError(
@@ -755,14 +756,14 @@ class MPILoader:
         ended = False
         try:
             yield _batch(
-                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, store=store,
+                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, scheme=scheme,
                 writable=self.writable,
             )  # fmt: skip
             for t in range(first + 1, first + self.epochs):
                 order, nxt = _epoch_layout(N, self.K, seed=self.seed, epoch=t, spec=spec)
-                nxt = store.following(held, nxt)
+                nxt = scheme.following(held, nxt)
                 role = worker_transition(
-                    link, store.scheme("coded"), k, cache, (held, nxt), epoch=t, checksums=sums, spare=spare
+                    link, scheme, k, cache, (held, nxt), epoch=t, checksums=sums, spare=spare
                 )
                 res = attend(link, role, watchdog=dog)
                 if res is None:  # another worker stopped: the job ends here
@@ -782,7 +783,7 @@ class MPILoader:
                     cache,
                     layout,
                     decoded=res.decoded,
-                    store=store,
+                    scheme=scheme,
                     writable=self.writable,
                 )
             ended = True

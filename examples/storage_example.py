@@ -24,7 +24,7 @@ from coded_shuffle.bounds import cyclic_shift_matrix
 from coded_shuffle.codec import load_dataset
 from coded_shuffle.engine.inprocess import drive
 from coded_shuffle.engine.protocol import MasterOptions
-from coded_shuffle.engine.schemes import STORAGE_SCHEME
+from coded_shuffle.engine.schemes import scheme_for
 from coded_shuffle.engine.state import records_of_pieces, storage_dataset
 from coded_shuffle.matrix import placements_from_matrix
 from coded_shuffle.storage import (
@@ -114,7 +114,9 @@ records = load_dataset(np.random.default_rng(1).integers(0, 256, (N, 768), dtype
 pieces = storage_dataset(records, K, M)
 caches = [pieces.cache(pp.held_by(k)) for k in range(K)]
 link = InProcessTransport(K)
-report, new = drive(link, STORAGE_SCHEME, pieces, caches, (pp, nxt), epoch=1, opts=MasterOptions())
+report, new = drive(
+    link, scheme_for("coded", K=K, storage=M), pieces, caches, (pp, nxt), epoch=1, opts=MasterOptions()
+)
 print(
     f"\nas bytes: {report.wire_symbols} symbols of {pieces.record_bytes} B on the wire "
     f"({report.payload_bytes} B of payload, {report.header_bytes} B of framing), verified: {report.verified}"

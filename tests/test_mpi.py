@@ -592,7 +592,7 @@ def test_run_relays_mpiexec_output_and_drops_hydras_report_only_after_the_progra
 @needs_mpi
 @pytest.mark.mpi
 def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
-    from coded_shuffle.engine.schemes import STORAGE_SCHEME
+    from coded_shuffle.engine.schemes import scheme_for
     from coded_shuffle.engine.state import storage_dataset
     from coded_shuffle.storage import piece_placement, update_storage
 
@@ -607,10 +607,11 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
     # the same deliveries encoded in this process: the master's link carried exactly those bytes
     work = storage_dataset(synthetic_dataset(N, B, seed=0), K, M)
     pp = piece_placement(epoch_placement(N, K, seed=0, epoch=0), M=M)
+    scheme = scheme_for("coded", K=K, storage=M)
     for r in rows:
         nxt = update_storage(pp, epoch_placement(N, K, seed=0, epoch=r["epoch"]))
-        planned = STORAGE_SCHEME.plan(pp, nxt, work, strategy="greedy", exact_bound=None)
-        sent = STORAGE_SCHEME.encode(planned.plan, work, epoch=r["epoch"], max_frame_bytes=1 << 26)
+        planned = scheme.plan(pp, nxt, work, strategy="greedy", exact_bound=None)
+        sent = scheme.encode(planned.plan, work, epoch=r["epoch"], max_frame_bytes=1 << 26)
         n, terms = planned.coded_symbols, sum(len(x) for x in planned.plan.transmissions)
         assert r["coded_symbols"] == n and r["piece_bytes"] == work.record_bytes == B // 2
         assert r["wire_bytes"] - r["repair_bytes"] == sum(int(f.size) for f in sent.frames)

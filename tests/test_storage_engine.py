@@ -7,9 +7,10 @@ import pytest
 
 from coded_shuffle.codec import load_dataset
 from coded_shuffle.engine import run, simulate
+from coded_shuffle.engine.holding import PieceStorage
 from coded_shuffle.engine.inprocess import drive
 from coded_shuffle.engine.protocol import MasterOptions
-from coded_shuffle.engine.schemes import STORAGE_SCHEME
+from coded_shuffle.engine.schemes import StorageScheme
 from coded_shuffle.engine.state import MIN_PIECE_BYTES, records_of_pieces, storage_dataset
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.storage import piece_placement, storage_share, update_storage
@@ -29,7 +30,15 @@ def test_every_worker_ends_with_its_share_and_its_batch_byte_for_byte(K, M, B):
     link = InProcessTransport(K)
     for t in range(3):
         nxt = update_storage(pp, epoch_placement(ds.N, K, seed=3, epoch=t + 1))
-        rep, caches = drive(link, STORAGE_SCHEME, work, caches, (pp, nxt), epoch=t + 1, opts=MasterOptions())
+        rep, caches = drive(
+            link,
+            StorageScheme(PieceStorage(K=K, M=M)),
+            work,
+            caches,
+            (pp, nxt),
+            epoch=t + 1,
+            opts=MasterOptions(),
+        )
         assert rep.verified and rep.repairs == 0 and rep.records_checked == ds.N
         sizes = nxt.placement.sizes()
         for k, c in enumerate(caches):
@@ -77,7 +86,9 @@ def test_a_corrupted_symbol_is_repaired_piece_by_piece():
                 frames[0][-1] ^= 0xFF  # the last payload byte: a checksum catches it, not the header CRC
             return frames
 
-    rep, new = drive(Flip(K), STORAGE_SCHEME, work, caches, (pp, nxt), epoch=1, opts=MasterOptions())
+    rep, new = drive(
+        Flip(K), StorageScheme(PieceStorage(K=K, M=2)), work, caches, (pp, nxt), epoch=1, opts=MasterOptions()
+    )
     assert rep.verified and rep.repairs >= 1 and rep.repair_rounds == 1
     for k in range(K):
         batch = nxt.placement.batch(k)

@@ -26,7 +26,6 @@ is checked whole. The reports count symbols in pieces.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +36,6 @@ from ..codec import Cache, Dataset, load_dataset  # noqa: F401 (load_dataset: do
 from ..errors import IntegrityError
 from ..orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401
 from ..plan import STRATEGIES
-from ..storage import check_storage
 from ..transport import InProcessTransport, Transport
 from .protocol import (
     Announce,
@@ -49,8 +47,8 @@ from .protocol import (
     worker_transition,
 )
 from .report import RunReport, TransitionReport
-from .schemes import SCHEMES, STORAGE_SCHEME, Storage
-from .state import initial_caches, pieces_dataset, pieces_placement, synthetic_dataset  # noqa: F401
+from .schemes import SCHEMES, scheme_for
+from .state import initial_caches, synthetic_dataset  # noqa: F401
 
 __all__ = ["drive", "transition", "run", "simulate"]
 
@@ -283,56 +281,30 @@ def run(
     link: Transport = InProcessTransport(K) if transport is None else transport
     if order is not None and not isinstance(order, OrderSpec):
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
-    q = check_int(subpackets, "subpackets", minimum=1)
-    check_storage(storage, K)
-    if storage != 1 and q != 1:
-        raise ValueError(
-            f"Argument 'subpackets' must be 1 with storage M = {storage} (the storage cuts the pieces)."
-        )
+    scheme = scheme_for("coded", K=K, storage=storage, subpackets=subpackets)
+    work = scheme.dataset(dataset)
     opts = MasterOptions(
         strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
     )
-    first: Callable[[Placement], Any]
-    follow: Callable[[Any, Placement], Any]
-    if storage != 1:  # pieces of the storage, held as the piece placement says
-        store = Storage.of(dataset.record_bytes, K=K, M=storage)
-        work, scheme, first, follow = store.dataset(dataset), STORAGE_SCHEME, store.start, store.following
-
-        def finish(rep: TransitionReport) -> TransitionReport:
-            return store.report(rep, dataset)
-
-    else:  # whole records, or their sub-packets (the pieces of a record go where it goes)
-        work, scheme = (dataset if q == 1 else pieces_dataset(dataset, q)), SCHEMES["coded"]
-        first = lambda p: pieces_placement(p, q)  # noqa: E731
-        follow = lambda _, p: pieces_placement(p, q)  # noqa: E731
-
-        def finish(rep: TransitionReport) -> TransitionReport:
-            if q == 1:
-                return rep
-            # the pieces of a record are checked together: records checked = pieces / q
-            return dataclasses.replace(
-                rep, N=dataset.N, record_bytes=dataset.record_bytes, records_checked=rep.records_checked // q,
-                subpackets=q,
-            )  # fmt: skip
-
-    held = first(order_placement(dataset.N, K, seed=seed, epoch=0, spec=order))
-    caches = [work.cache(scheme.need(held, k)) for k in range(K)]
+    held = scheme.start(order_placement(dataset.N, K, seed=seed, epoch=0, spec=order))
+    caches = [work.cache(scheme.held(held, k)) for k in range(K)]
     spare: list[np.ndarray] | None = None
     reports = []
     for t in range(epochs):
-        nxt = follow(held, order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order))
+        nxt = scheme.following(held, order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order))
         old = caches
         rep, caches = drive(link, scheme, work, caches, (held, nxt), epoch=t + 1, opts=opts, spare=spare)
         # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
         spare = [c.data for c in old]
-        rep = finish(rep)
+        rep = scheme.report(rep, dataset)
         reports.append(rep)
         if on_transition is not None:
             on_transition(rep)
         held = nxt
     return RunReport(
         K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
-        transitions=tuple(reports), subpackets=reports[0].subpackets if reports else q, storage=storage,
+        transitions=tuple(reports), subpackets=reports[0].subpackets if reports else scheme.pieces,
+        storage=storage,
     )  # fmt: skip
 
 

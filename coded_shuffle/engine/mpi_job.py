@@ -42,7 +42,7 @@ from ..orders import OrderSpec, Placement, auto_order, epoch_placement, order_pl
 from ..transport import MPITransport, mpi_world
 from .mpi import Watchdog, attend, serve
 from .protocol import MasterOptions, master_transition, worker_transition
-from .schemes import SCHEMES, Storage
+from .schemes import SCHEMES, scheme_for
 from .state import storage_refusal, synthetic_dataset
 
 #: The name the job's messages start with.
@@ -64,17 +64,25 @@ def placement(args: argparse.Namespace, N: int, K: int, *, epoch: int) -> Placem
 
 
 class Epochs:
-    """A job's epochs: the batches its options name, held as :class:`~.schemes.Storage` says."""
+    """A job's epochs: the batches its options name, held as its schemes' placement model says."""
 
     def __init__(self, args: argparse.Namespace, N: int, B: int, K: int) -> None:
-        self.args, self.N, self.K = args, N, K
-        self.store = Storage.of(B, K=K, M=int(args.storage))
+        self.args, self.N, self.K, self.B = args, N, K, B
+        M = int(args.storage)
+        #: The scheme of every mode the job runs; they share one placement model.
+        self.schemes = {mode: scheme_for(mode, K=K, storage=M) for mode in MODES[args.mode]}
+        #: The coded scheme: the plan every mode is reported against, and the placement model.
+        self.scheme = scheme_for("coded", K=K, storage=M)
+
+    @property
+    def piece_bytes(self) -> int:
+        return self.scheme.piece_bytes(self.B)
 
     def first(self) -> Any:
-        return self.store.start(placement(self.args, self.N, self.K, epoch=self.args.start_epoch))
+        return self.scheme.start(placement(self.args, self.N, self.K, epoch=self.args.start_epoch))
 
     def following(self, p: Any, epoch: int) -> Any:
-        return self.store.following(p, placement(self.args, self.N, self.K, epoch=epoch))
+        return self.scheme.following(p, placement(self.args, self.N, self.K, epoch=epoch))
 
 
 def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:
@@ -157,20 +165,20 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
         return int(link.share())
     K = link.K
     ep = Epochs(args, N, B, K)
-    sums = link.share_array(np.empty(N * ep.store.pieces, dtype=np.uint64))
+    sums = link.share_array(np.empty(N * ep.scheme.pieces, dtype=np.uint64))
     dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
     p_t = ep.first()
-    ids = ep.store.held(p_t, k)
-    rows = np.empty((ids.size, ep.store.width), dtype=np.uint8)
+    ids = ep.scheme.held(p_t, k)
+    rows = np.empty((ids.size, ep.piece_bytes), dtype=np.uint8)
     cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
     modes = MODES[args.mode]
     if {"coded", "uncoded"} & set(modes):
-        per = ep.store.pieces * (K - ep.store.M) // max(K - 1, 1)
+        per = ep.scheme.pieces * (K - ep.scheme.M) // max(K - 1, 1)
         frames = (N * B // args.max_frame_bytes + 2) * 4160
-        link.reserve(-(-N * per * (K - 1) // K) * (ep.store.width + 24) + frames)
+        link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
     warm_up_transition(link, modes, dog, seed=args.seed)
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
@@ -180,8 +188,8 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
         for mode, out in zip(modes, spare, strict=True):
             corrupt = args.corrupt_worker == k and t == args.start_epoch and mode != "alltoallv"
             role = worker_transition(
-                link, ep.store.scheme(mode), k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
-                with_digest=True, tamper=_corrupter(cache, ep.store.held(p_t1, k)) if corrupt else None,
+                link, ep.schemes[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
+                with_digest=True, tamper=_corrupter(cache, ep.scheme.held(p_t1, k)) if corrupt else None,
                 links=_link_counter() if args.count_links else None,
             )  # fmt: skip
             res = attend(link, role, watchdog=dog)
@@ -306,16 +314,6 @@ def _load(args: argparse.Namespace, K: int) -> Dataset | str:
     return dataset if refusal is None else refusal
 
 
-def _storage_note(ep: Epochs) -> str:
-    if ep.store.M == 1:
-        return ""
-    pieces = f"{ep.store.pieces} piece{'s' if ep.store.pieces > 1 else ''}"
-    return (
-        f", storage = {ep.store.M} batches ({pieces} of {ep.store.width} B a record; symbols, planned and "
-        "bound count pieces)"
-    )
-
-
 def master(args: argparse.Namespace, link: MPITransport) -> int:
     K = link.K
     dataset = _load(args, K)
@@ -326,13 +324,13 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
         return 2
     N, B = dataset.N, dataset.record_bytes
     ep = Epochs(args, N, B, K)
-    work = ep.store.dataset(dataset)
+    work = ep.scheme.dataset(dataset)
     link.share((N, B, 0))
     link.share_array(work.checksums)
     dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
     p_t = ep.first()
     for k in range(K):  # setup, not counted: each worker starts with its batch (or share) of the first epoch
-        link.send_rows(k, work.data[ep.store.held(p_t, k)])
+        link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
 
     # Results go to standard output, or to the file coded-shuffle run reads them from.
     res: TextIO = sys.stdout if args.results is None else open(args.results, "w", encoding="utf-8")  # noqa: SIM115
@@ -348,7 +346,7 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
         print(
             f"K = {K}, N = {N}, record = {B} B, "
             f"epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
-            f"mode = {args.mode}, link = {pace}" + _storage_note(ep),
+            f"mode = {args.mode}, link = {pace}" + ep.scheme.holding.note(B),
             file=res,
             flush=True,
         )
@@ -368,13 +366,13 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
         p_t1 = ep.following(p_t, t + 1)
-        planned = ep.store.scheme("coded").plan(p_t, p_t1, work, strategy=args.strategy, exact_bound=None)
+        planned = ep.scheme.plan(p_t, p_t1, work, strategy=args.strategy, exact_bound=None)
         for mode in MODES[args.mode]:
             role = master_transition(
-                link, ep.store.scheme(mode), work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
+                link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
                 links=_link_counter() if args.count_links else None,
             )  # fmt: skip
-            rep = ep.store.report(serve(link, role, watchdog=dog), dataset)
+            rep = ep.scheme.report(serve(link, role, watchdog=dog), dataset)
             if mode == "coded" and args.bcast_baseline:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))

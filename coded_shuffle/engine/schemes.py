@@ -40,11 +40,12 @@ from ..codec import Cache, Dataset, DecodeResult, decode_worker, encode_plan, en
 from ..errors import DecodeError
 from ..orders import Placement
 from ..plan import DeliveryPlan, plan_delivery
+from .holding import Batches, PieceStorage, holding_for
 from .state import check_holdings
 
 __all__ = [
     "Planned", "Encoded", "Taken", "Scheme", "CodedScheme", "UncodedScheme", "ExchangeBaseline",
-    "StorageScheme", "Storage", "SCHEMES", "STORAGE_SCHEME", "send", "uncoded_frames",
+    "StorageScheme", "SCHEMES", "MODES", "scheme_for", "send", "uncoded_frames",
 ]  # fmt: skip
 
 
@@ -170,9 +171,67 @@ def _received(
 
 
 class Scheme:
-    """What every scheme shares: the coded plan of the shuffle, its bound, and the check of holdings."""
+    """What every scheme shares: its placement model, the coded plan of the shuffle, its bound,
+    and the check of holdings.
+
+    A scheme owns its placement model (:mod:`coded_shuffle.engine.holding`), given when it is
+    built (:func:`scheme_for`): what the workers hold at the start and after each transition,
+    what each must hold, how whole records are read back, and the report's units.
+    """
 
     name = "scheme"
+
+    def __init__(self, holding: Batches | PieceStorage | None = None) -> None:
+        self.holding: Batches | PieceStorage = Batches() if holding is None else holding
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.holding!r})"
+
+    # ---- the placement model, for the drivers
+
+    @property
+    def M(self) -> int:
+        """Batches a worker stores."""
+        return self.holding.M
+
+    @property
+    def pieces(self) -> int:
+        """Units a record (1, sub-packets, or the storage's pieces)."""
+        return self.holding.pieces
+
+    def piece_bytes(self, record_bytes: int) -> int:
+        """Bytes of one unit of records of ``record_bytes``."""
+        return self.holding.piece_bytes(record_bytes)
+
+    def dataset(self, dataset: Dataset) -> Dataset:
+        """The dataset the transitions deliver: the records, or their pieces."""
+        return self.holding.dataset(dataset)
+
+    def start(self, placement: Placement) -> Any:
+        """What the workers hold at the first epoch, as the placement this scheme plans from."""
+        return self.holding.start(placement)
+
+    def following(self, held: Any, placement_next: Placement) -> Any:
+        """What they hold after the delivery of ``placement_next``'s batches."""
+        return self.holding.following(held, placement_next)
+
+    def held(self, held: Any, worker: int) -> np.ndarray:
+        """The unit ids ``worker`` holds."""
+        return self.holding.held(held, worker)
+
+    def owners(self, held: Any) -> np.ndarray:
+        """Every record's owner under ``held``."""
+        return self.holding.owners(held)
+
+    def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
+        """The rows of records ``ids`` (any order), whole, from a worker's cache; KeyError if not held."""
+        return self.holding.records(cache, ids, record_bytes)
+
+    def report(self, rep: Any, dataset: Dataset) -> Any:
+        """A report of this scheme's transitions given in records of ``dataset`` (counts in units)."""
+        return self.holding.report(rep, dataset)
+
+    # ---- the transition
 
     def plan(
         self, p_t: Placement, p_t1: Placement, dataset: Dataset, *, strategy: str, exact_bound: bool | None
@@ -195,7 +254,8 @@ class Scheme:
         )  # fmt: skip
 
     def need(self, placement_next: Any, worker: int) -> np.ndarray:
-        return placement_next.batch(worker)
+        """What ``worker`` must hold after the transition."""
+        return self.holding.held(placement_next, worker)
 
     def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
         """A worker, before the delivery starts: what it can make ready without the frames.
@@ -398,9 +458,6 @@ class StorageScheme(Scheme):
         )
         return _encoded(frames, plan.n_symbols, int((counts > 1).sum()), tic)
 
-    def need(self, placement_next: Any, worker: int) -> np.ndarray:
-        return placement_next.held_by(worker)
-
     def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
         """The pieces a worker keeps, copied into its new rows before the delivery starts."""
         from ..codec import keep_rows
@@ -469,93 +526,37 @@ class StorageScheme(Scheme):
         return checked, bool(ok and checked == pp.N)
 
 
-#: The scheme of every transition with a storage of more than one batch.
-STORAGE_SCHEME = StorageScheme()
+#: The delivery modes a scheme is built for, and the old names they still answer to.
+MODES = ("coded", "uncoded", "alltoallv")
+_ALIASES: dict[str, str] = {}
 
 
-@dataclass(frozen=True)
-class Storage:
-    """How a job's workers store its records, for every driver: ``M`` batches each.
+def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1) -> Scheme:
+    """The scheme of delivery ``mode`` on ``K`` workers that store ``storage`` batches each.
 
-    With ``M = 1`` a worker holds its batch and the placements are the epochs' batches; with
-    ``M > 1`` the records are cut into ``pieces`` of ``width`` bytes
-    (:func:`~coded_shuffle.engine.state.storage_dataset`), the placements are piece placements
-    followed from epoch to epoch with no traffic (:func:`~coded_shuffle.storage.update_storage`),
-    a worker holds its share of them, and every transition is :data:`STORAGE_SCHEME`'s. A worker
-    always hands out whole records (:meth:`records`).
+    The one factory of schemes: it builds the placement model
+    (:func:`~coded_shuffle.engine.holding.holding_for`) and the delivery that serves it, the
+    coded plan of :mod:`coded_shuffle.storage` above one batch. Raises, naming the argument, a
+    mode it does not know or one that cannot serve that storage.
 
     Examples
     --------
-    >>> s = Storage.of(2048, K=8, M=2)
-    >>> s.pieces, s.width
-    (7, 293)
+    >>> scheme_for("coded", K=4, storage=2)
+    StorageScheme(PieceStorage(K=4, M=2))
+    >>> scheme_for("uncoded", K=4, subpackets=2).pieces
+    2
     """
-
-    M: int
-    K: int
-    pieces: int
-    width: int
-
-    @classmethod
-    def of(cls, record_bytes: int, *, K: int, M: int) -> Storage:
-        """The storage of ``M`` batches for records of ``record_bytes`` on ``K`` workers, or raise."""
-        from ..storage import check_storage
-        from .state import storage_pieces
-
-        check_storage(M, K)  # an int, as subpackets: True or 2.0 never pass for 1 or 2
-        C, width = storage_pieces(record_bytes, K, M) if M != 1 else (1, record_bytes)
-        return cls(M=int(M), K=K, pieces=C, width=width)
-
-    def start(self, placement: Placement) -> Any:
-        """What the workers hold at the first epoch, as the placement the scheme plans from."""
-        from ..storage import piece_placement
-
-        return placement if self.M == 1 else piece_placement(placement, M=self.M)
-
-    def following(self, held: Any, placement_next: Placement) -> Any:
-        """What they hold after the delivery of ``placement_next``'s batches."""
-        from ..storage import update_storage
-
-        return placement_next if self.M == 1 else update_storage(held, placement_next)
-
-    def held(self, held: Any, worker: int) -> np.ndarray:
-        """The ids (records, or pieces) ``worker`` holds."""
-        return held.batch(worker) if self.M == 1 else held.held_by(worker)
-
-    def scheme(self, mode: str) -> Any:
-        """The scheme of ``mode``: the storage's own above one batch (``coded`` only)."""
-        if self.M == 1:
-            return SCHEMES[mode]
+    mode = _ALIASES.get(mode, mode) if isinstance(mode, str) else mode
+    if mode not in MODES:
+        raise ValueError(f"Argument 'mode' must be one of {', '.join(MODES)}, not {mode!r}.")
+    holding = holding_for(K=K, storage=storage, subpackets=subpackets)
+    if isinstance(holding, PieceStorage):
         if mode != "coded":
             raise ValueError(
-                f"Argument 'mode' must be 'coded' with a storage of M = {self.M} batches, not {mode!r}."
+                f"Argument 'mode' must be 'coded' with a storage of M = {holding.M} batches, not {mode!r}."
             )
-        return STORAGE_SCHEME
-
-    def dataset(self, dataset: Dataset) -> Dataset:
-        """The dataset the transitions deliver: the records, or their pieces."""
-        from .state import storage_dataset
-
-        return dataset if self.M == 1 else storage_dataset(dataset, self.K, self.M)
-
-    def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
-        """The rows of records ``ids`` (any order), whole, from a worker's cache; KeyError if not held."""
-        if self.M == 1:
-            rows = cache.rows(ids)
-            if rows.size and int(rows.min()) < 0:
-                raise KeyError(f"record {int(ids[int(np.argmin(rows))])} is not held")
-            return cache.data[rows]
-        from .state import records_of_pieces
-
-        return records_of_pieces(cache, ids, self.pieces, record_bytes)
-
-    def report(self, rep: Any, dataset: Dataset) -> Any:
-        """A report of the transitions on pieces, given in records of ``dataset`` (counts in pieces)."""
-        if self.M == 1:
-            return rep
-        import dataclasses
-
-        return dataclasses.replace(
-            rep, N=dataset.N, record_bytes=dataset.record_bytes, subpackets=self.pieces, storage=self.M,
-            piece_bytes=self.width,
-        )  # fmt: skip
+        return StorageScheme(holding)
+    kinds: dict[str, type[Scheme]] = {
+        "coded": CodedScheme, "uncoded": UncodedScheme, "alltoallv": ExchangeBaseline,
+    }  # fmt: skip
+    return kinds[mode](holding)

@@ -1,0 +1,194 @@
+"""What a worker holds, epoch after epoch: the placement model a scheme owns.
+
+A transition delivers *units*: whole records, the ``q`` sub-packets of every record, or the
+pieces of a storage of ``M`` batches (:mod:`coded_shuffle.storage`). A placement model says, for
+the units of one job:
+
+``dataset(dataset)``
+    the dataset of the units (the records themselves, or their pieces with their checksums);
+``start(placement)``
+    what the workers hold at the first epoch, as the placement a scheme plans from;
+``following(held, placement_next)``
+    what they hold after the delivery of ``placement_next``'s batches;
+``held(held, worker)``
+    the unit ids ``worker`` holds (increasing);
+``owners(held)``
+    the record owners of ``held`` (the batches);
+``records(cache, ids, record_bytes)``
+    the rows of records ``ids``, whole, from a worker's cache (KeyError if not held);
+``report(rep, dataset)``
+    a transition report on units, given in records of ``dataset`` (counts stay in units).
+
+:class:`Batches` holds whole records or their sub-packets, one batch a worker;
+:class:`PieceStorage` the pieces of ``M > 1`` batches. A scheme
+(:mod:`coded_shuffle.engine.schemes`) is built with one, by :func:`~.schemes.scheme_for`;
+nothing else branches on ``M``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..codec import Cache, Dataset
+from ..orders import Placement
+from .report import TransitionReport
+from .state import pieces_dataset, pieces_placement, records_of_pieces, storage_dataset, storage_pieces
+
+__all__ = ["Batches", "PieceStorage", "holding_for"]
+
+
+@dataclass(frozen=True)
+class Batches:
+    """One batch a worker, delivered as whole records (``q = 1``) or as ``q`` sub-packets a record.
+
+    Piece ``k`` of record ``n`` is unit ``n q + k`` and goes where its record goes
+    (:func:`~coded_shuffle.engine.state.pieces_placement`).
+
+    Examples
+    --------
+    >>> from coded_shuffle.orders import placement_from_owner
+    >>> h = Batches(q=2)
+    >>> h.held(h.start(placement_from_owner([1, 0], 2)), 0).tolist(), h.piece_bytes(8)
+    ([2, 3], 4)
+    """
+
+    q: int = 1
+    M: int = 1
+
+    @property
+    def pieces(self) -> int:
+        """Units a record."""
+        return self.q
+
+    def piece_bytes(self, record_bytes: int) -> int:
+        """Bytes of one unit."""
+        return record_bytes // self.q
+
+    def dataset(self, dataset: Dataset) -> Dataset:
+        return dataset if self.q == 1 else pieces_dataset(dataset, self.q)
+
+    def start(self, placement: Placement) -> Placement:
+        return pieces_placement(placement, self.q)
+
+    def following(self, held: Any, placement_next: Placement) -> Placement:
+        return pieces_placement(placement_next, self.q)
+
+    def held(self, held: Placement, worker: int) -> np.ndarray:
+        return held.batch(worker)
+
+    def owners(self, held: Placement) -> np.ndarray:
+        return np.asarray(held.owner)[:: self.q]
+
+    def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
+        if self.q != 1:
+            return records_of_pieces(cache, ids, self.q, record_bytes)
+        rows = cache.rows(ids)
+        if rows.size and int(rows.min()) < 0:
+            raise KeyError(f"record {int(ids[int(np.argmin(rows))])} is not held")
+        return cache.data[rows]
+
+    def note(self, record_bytes: int) -> str:
+        """What a job's header says of this storage: nothing for one batch."""
+        return ""
+
+    def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport:
+        if self.q == 1:
+            return rep
+        # the pieces of a record are checked together: records checked = pieces / q
+        return dataclasses.replace(
+            rep, N=dataset.N, record_bytes=dataset.record_bytes,
+            records_checked=rep.records_checked // self.q, subpackets=self.q,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PieceStorage:
+    """``M > 1`` batches a worker: the pieces of :mod:`coded_shuffle.storage`, ``C(K - 1, M - 1)`` a record.
+
+    The placements are piece placements (:class:`~coded_shuffle.storage.PiecePlacement`),
+    followed from epoch to epoch with no traffic (:func:`~coded_shuffle.storage.update_storage`);
+    a worker holds its share of them and hands out whole records.
+
+    Examples
+    --------
+    >>> PieceStorage(K=8, M=2).pieces, PieceStorage(K=8, M=2).piece_bytes(2048)
+    (7, 293)
+    """
+
+    K: int
+    M: int
+
+    @property
+    def pieces(self) -> int:
+        from ..storage import pieces_per_record
+
+        return pieces_per_record(self.K, self.M - 1)
+
+    def piece_bytes(self, record_bytes: int) -> int:
+        """Bytes of one piece, or raise naming ``M`` when they would be too small."""
+        return storage_pieces(record_bytes, self.K, self.M)[1]
+
+    def dataset(self, dataset: Dataset) -> Dataset:
+        return storage_dataset(dataset, self.K, self.M)
+
+    def start(self, placement: Placement) -> Any:
+        from ..storage import piece_placement
+
+        return piece_placement(placement, M=self.M)
+
+    def following(self, held: Any, placement_next: Placement) -> Any:
+        from ..storage import update_storage
+
+        return update_storage(held, placement_next)
+
+    def held(self, held: Any, worker: int) -> np.ndarray:
+        return held.held_by(worker)
+
+    def owners(self, held: Any) -> np.ndarray:
+        return np.asarray(held.placement.owner)
+
+    def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
+        return records_of_pieces(cache, ids, self.pieces, record_bytes)
+
+    def note(self, record_bytes: int) -> str:
+        """What a job's header says of this storage."""
+        C, width = self.pieces, self.piece_bytes(record_bytes)
+        return (
+            f", storage = {self.M} batches ({C} piece{'s' if C > 1 else ''} of {width} B a record; "
+            "symbols, planned and bound count pieces)"
+        )
+
+    def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport:
+        return dataclasses.replace(
+            rep, N=dataset.N, record_bytes=dataset.record_bytes, subpackets=self.pieces, storage=self.M,
+            piece_bytes=self.piece_bytes(dataset.record_bytes),
+        )  # fmt: skip
+
+
+def holding_for(*, K: int, storage: int = 1, subpackets: int = 1) -> Batches | PieceStorage:
+    """The placement model of ``storage`` batches a worker (``M``), or of ``subpackets`` a record.
+
+    Raises, naming the argument: a storage out of ``1 <= M <= K`` or not an int, sub-packets
+    below 1, and both above 1 at once (the storage cuts its own pieces).
+
+    Examples
+    --------
+    >>> holding_for(K=4, storage=2)
+    PieceStorage(K=4, M=2)
+    >>> holding_for(K=4, subpackets=3)
+    Batches(q=3, M=1)
+    """
+    from .._checks import check_int
+    from ..storage import check_storage
+
+    check_storage(storage, K)  # an int: True or 2.0 never pass for 1 or 2
+    q = check_int(subpackets, "subpackets", minimum=1)
+    if storage != 1 and q != 1:
+        raise ValueError(
+            f"Argument 'subpackets' must be 1 with storage M = {storage} (the storage cuts the pieces)."
+        )
+    return Batches(q=q) if storage == 1 else PieceStorage(K=K, M=int(storage))
