@@ -514,3 +514,28 @@ def gf2_decodable(plan) -> bool:
         if r0 != r1:
             return False
     return True
+
+
+def brute_upload_bound(holders, K):
+    """The fractional optimum of the busiest upload: ``max over S of n(S) / |S|``, every subset.
+
+    ``holders`` are bitmasks; ``n(S)`` counts those inside ``S`` (Hall's condition).
+    """
+    from fractions import Fraction
+
+    best = Fraction(0)
+    for r in range(1, K + 1):
+        for S in itertools.combinations(range(K), r):
+            inside = sum(1 for h in holders if int(h) & ~sum(1 << w for w in S) == 0)
+            best = max(best, Fraction(inside, r))
+    return best
+
+
+def brute_min_max_upload(holders, K):
+    """The least busiest upload over every choice of one holder a unit (small cases only)."""
+    choices = [[w for w in range(K) if (int(h) >> w) & 1] for h in holders]
+    best = None
+    for pick in itertools.product(*choices):
+        load = max((pick.count(w) for w in range(K)), default=0)
+        best = load if best is None else min(best, load)
+    return 0 if best is None else best

@@ -90,6 +90,7 @@ from .delivery import (
     rates,
 )
 from .exact import EXACT_MAX_VARIABLES, EXACT_NODE_LIMIT
+from .exchange import SenderAssignment, assign_senders, upload_bound
 from .greedy import PROGRESS_MIN_LEFTOVERS
 from .packing import CyclePacking, is_cycle_packing
 from .verify import decoding_steps, verify_plan
@@ -110,4 +111,7 @@ __all__ = [
     "plan_from_matrix",
     "verify_plan",
     "decoding_steps",
+    "SenderAssignment",
+    "assign_senders",
+    "upload_bound",
 ]

@@ -1,0 +1,204 @@
+"""The peers' exchange: which holder sends each missing unit, so that the busiest upload is least.
+
+Every worker must download exactly the units (records, or pieces of a storage) of its next
+batch that it does not hold; each such unit has a holder set ``H`` (the workers that hold it,
+the wanter never among them), and any one holder may send it. The downloads are fixed; the
+choice of senders sets the uploads. With ``n_g`` units of holder set ``H_g``, an assignment
+whose largest upload is ``L`` exists if and only if, for every set ``S`` of workers,
+
+    n(S) = sum of n_g over the holder sets inside S  <=  L |S|
+
+(Hall's condition for the flow network source -> set g (capacity ``n_g``) -> its holders ->
+sink (capacity ``L``); a maximum flow of value ``sum n_g`` is the assignment). The fractional
+optimum, the least ``L`` when units may be split between holders, is therefore
+
+    lambda* = max over S of n(S) / |S|,
+
+a lower bound on the busiest upload of any exchange, and by the integrality of flows the least
+integral ``L`` is ``ceil(lambda*)``: :func:`assign_senders` reaches it, so its assignment is
+optimal. ``lambda*`` is found exactly (a fraction) by Dinkelbach's iteration on minimum cuts:
+from ``lambda = n(all) / K``, the cut of the network with sink capacities ``lambda`` gives the
+set ``S`` most in excess of ``lambda |S|``; ``lambda`` becomes ``n(S) / |S|`` until no set is
+in excess. ``proofs/exchange_upload_bound.py`` checks both against every subset of workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .._checks import check_int
+
+__all__ = ["SenderAssignment", "assign_senders", "upload_bound"]
+
+
+@dataclass(frozen=True)
+class SenderAssignment:
+    """Who sends each missing unit, and what it costs each worker.
+
+    Attributes
+    ----------
+    sender : numpy.ndarray
+        ``sender[i]``: the worker that sends unit ``i`` (one of its holders).
+    uploads, downloads : numpy.ndarray
+        Units each worker sends and receives (length ``K``).
+    upload_bound : fractions.Fraction
+        ``lambda*``, the fractional optimum of the busiest upload (module docstring).
+    """
+
+    sender: np.ndarray
+    uploads: np.ndarray
+    downloads: np.ndarray
+    upload_bound: Fraction
+
+    @property
+    def max_upload(self) -> int:
+        """The busiest upload of this assignment, ``ceil(upload_bound)``."""
+        return int(self.uploads.max(initial=0))
+
+    @property
+    def max_download(self) -> int:
+        """The busiest download: what no exchange can avoid."""
+        return int(self.downloads.max(initial=0))
+
+
+def _members(mask: int, K: int) -> list[int]:
+    return [w for w in range(K) if (mask >> w) & 1]
+
+
+def _network(groups: list[int], counts: list[int], K: int, scale: int, cap: int) -> object:
+    """The flow network of the module docstring: counts scaled by ``scale``, sinks of ``cap``."""
+    import networkx as nx
+
+    G = nx.DiGraph()
+    for g, (mask, n) in enumerate(zip(groups, counts, strict=True)):
+        G.add_edge("s", ("g", g), capacity=n * scale)
+        for w in _members(mask, K):
+            G.add_edge(("g", g), ("w", w))  # no capacity: unbounded
+    for w in range(K):
+        G.add_edge(("w", w), "t", capacity=cap)
+    return G
+
+
+def _bound(groups: list[int], counts: list[int], K: int) -> Fraction:
+    """``lambda*`` by Dinkelbach's iteration on minimum cuts (module docstring)."""
+    import networkx as nx
+
+    total = sum(counts)
+    lam = Fraction(total, K)
+    while True:
+        G = _network(groups, counts, K, lam.denominator, lam.numerator)
+        _, (side, _) = nx.minimum_cut(G, "s", "t")
+        S = {node[1] for node in side if isinstance(node, tuple) and node[0] == "w"}
+        inside = sum(n for mask, n in zip(groups, counts, strict=True) if set(_members(mask, K)) <= S)
+        if not S or Fraction(inside, len(S)) <= lam:
+            return lam
+        lam = Fraction(inside, len(S))
+
+
+def upload_bound(holders: object, *, K: int) -> Fraction:
+    """``lambda*`` of units with holder sets ``holders`` (bitmasks): the least busiest upload.
+
+    Examples
+    --------
+    Three units, two held by worker 0 alone and one by workers 0 and 1: worker 0 sends at least
+    its own two, and ``{0}`` gives ``2 / 1``.
+
+    >>> upload_bound([0b01, 0b01, 0b11], K=2)
+    Fraction(2, 1)
+
+    Four units, three held by workers 0 and 1 and one by workers 1 and 2: ``{0, 1}`` must send
+    three between them.
+
+    >>> upload_bound([0b011, 0b011, 0b011, 0b110], K=3)
+    Fraction(3, 2)
+    """
+    masks = _masks(holders, K)
+    groups, counts = np.unique(masks, return_counts=True)
+    if groups.size == 0:
+        return Fraction(0)
+    return _bound([int(g) for g in groups], [int(c) for c in counts], K)
+
+
+def _masks(holders: object, K: int) -> np.ndarray:
+    masks = np.asarray(holders, dtype=np.uint64).reshape(-1)
+    if masks.size and (int(masks.min()) == 0 or (K < 64 and int(masks.max()) >> K)):
+        raise ValueError(f"Argument 'holders' must be non-empty sets of the K = {K} workers (bitmasks).")
+    return masks
+
+
+def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignment:
+    """Choose a sender among the holders of every missing unit, with the least busiest upload.
+
+    Parameters
+    ----------
+    wanter : array_like of int
+        The worker that must receive each unit.
+    holders : array_like of uint64
+        Each unit's holder set as a bitmask of workers (the wanter not in it).
+    K : int
+        Workers.
+
+    Returns
+    -------
+    SenderAssignment
+        Its busiest upload is ``ceil(upload_bound)``, the optimum (module docstring). Units of one
+        holder set go, in the order given, in consecutive runs to its holders in increasing
+        order: every worker that computes the assignment from the same units gets the same one.
+
+    Examples
+    --------
+    >>> a = assign_senders([2, 2, 2, 0], [0b011, 0b011, 0b011, 0b110], K=3)
+    >>> a.sender.tolist(), a.uploads.tolist(), a.upload_bound
+    ([0, 0, 1, 1], [2, 2, 0], Fraction(3, 2))
+    """
+    K = check_int(K, "K", minimum=1, maximum=64)
+    want = np.asarray(wanter, dtype=np.int64).reshape(-1)
+    masks = _masks(holders, K)
+    if want.shape != masks.shape:
+        raise ValueError(
+            f"Arguments 'wanter' and 'holders' must have one entry a unit, not {want.size} and {masks.size}."
+        )
+    if want.size and (int(want.min()) < 0 or int(want.max()) >= K):
+        raise ValueError(f"Argument 'wanter' must hold workers 0 to {K - 1}.")
+    if want.size and np.any((masks >> want.astype(np.uint64)) & np.uint64(1)):
+        raise ValueError("Argument 'holders' must not hold a unit's wanter: it has the unit already.")
+    sender = np.empty(want.size, dtype=np.int64)
+    groups, inverse, counts = np.unique(masks, return_inverse=True, return_counts=True)
+    single = groups & (groups - np.uint64(1)) == 0  # one holder: no choice
+    if np.all(single):
+        sender[:] = np.log2(masks.astype(np.float64)).astype(np.int64) if masks.size else 0
+        uploads = np.bincount(sender, minlength=K)
+        bound = Fraction(int(uploads.max(initial=0)))
+    else:
+        gl, cl = [int(g) for g in groups], [int(c) for c in counts]
+        bound = _bound(gl, cl, K)
+        flows = _flows(gl, cl, K, -(-bound.numerator // bound.denominator))
+        order = np.argsort(inverse, kind="stable")  # the units of each group, in the order given
+        starts = np.concatenate(([0], np.cumsum(counts)))
+        for g in range(len(gl)):
+            units = order[starts[g] : starts[g + 1]]
+            lo = 0
+            for w in _members(gl[g], K):
+                n = flows[g].get(w, 0)
+                sender[units[lo : lo + n]] = w
+                lo += n
+        uploads = np.bincount(sender, minlength=K)
+    return SenderAssignment(
+        sender=sender,
+        uploads=uploads.astype(np.int64),
+        downloads=np.bincount(want, minlength=K).astype(np.int64),
+        upload_bound=bound,
+    )
+
+
+def _flows(groups: list[int], counts: list[int], K: int, L: int) -> list[dict[int, int]]:
+    """A maximum flow at sink capacity ``L``: units of each group sent by each of its holders."""
+    import networkx as nx
+
+    value, flow = nx.maximum_flow(_network(groups, counts, K, 1, L), "s", "t")
+    if value != sum(counts):  # pragma: no cover - L = ceil(lambda*) always admits every unit
+        raise AssertionError(f"no assignment with uploads of at most {L}")
+    return [{node[1]: int(f) for node, f in flow[("g", g)].items()} for g in range(len(groups))]
