@@ -56,7 +56,7 @@ Layout
 from __future__ import annotations
 
 from .decode import DecodeResult, decode_worker
-from .encode import encode_plan, encode_plan_arrays, encode_symbols
+from .encode import encode_held, encode_plan, encode_plan_arrays, encode_symbols
 from .records import Cache, Dataset, checksum_reference, load_dataset, record_checksums
 from .terms import decode_terms, encode_terms, keep_rows, term_blocks
 from .wire import (
@@ -102,6 +102,7 @@ __all__ = [
     "encode_symbols",
     "encode_plan",
     "encode_plan_arrays",
+    "encode_held",
     "parse_frame",
     "frame_overhead",
     "decode_worker",

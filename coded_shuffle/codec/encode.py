@@ -9,7 +9,7 @@ import numpy as np
 from .._checks import check_int, check_int_array
 from ..plan import DeliveryPlan
 from ._common import _NO_RUNS, _aligned_empty, _aligned_rows, _halves, _i64, _kernels, _ro
-from .records import Dataset
+from .records import Cache, Dataset
 from .wire import (
     _HEADER_DTYPE,
     _RUN_DTYPE,
@@ -94,9 +94,15 @@ def _pack(
     data: np.ndarray,
     lengths: np.ndarray | None,
     runs: np.ndarray = _NO_RUNS,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Build one frame, encoding the payload in place; ``runs`` is its receiver index."""
+    """Build one frame, encoding the payload in place; ``runs`` is its receiver index.
+
+    The entries name points ``a`` and ``b``; the payload is read from ``data`` (and ``lengths``)
+    at those rows, or at ``rows`` for lone symbols (``b = -1``) of rows held under other ids.
+    """
     n = a.shape[0]
+    src = a if rows is None else rows
     if int(max(a.max(initial=0), b.max(initial=0), symbol.max(initial=0))) >= 0xFFFFFFFF:
         flags |= FLAG_WIDE_IDS
     n_runs = runs.shape[0]
@@ -106,7 +112,7 @@ def _pack(
         payload_bytes = n * width
         plen = None
     else:
-        len_a = lengths[a].astype(np.int64)
+        len_a = lengths[src].astype(np.int64)
         len_b = np.where(b >= 0, lengths[np.maximum(b, 0)], 0).astype(np.int64)
         plen = np.maximum(len_a, len_b)
         payload_bytes = int(plen.sum())
@@ -123,13 +129,13 @@ def _pack(
         table["first"] = runs[:, 1]
         table["count"] = runs[:, 2]
     if lengths is None:
-        _encode_into(buf[start:].reshape(n, width), data, a, b)
+        _encode_into(buf[start:].reshape(n, width), data, src, b)
     else:
         assert plen is not None
         entries["len_a"] = len_a
         entries["len_b"] = len_b
         offset = np.cumsum(plen) - plen
-        args = (buf[start:], _i64(offset), _i64(plen), _ro(data), _i64(a), _i64(b))
+        args = (buf[start:], _i64(offset), _i64(plen), _ro(data), _i64(src), _i64(b))
         _halves(_kernels().encode_packed, args, 0, n, payload_bytes)
     _write_header(
         buf, start, flags=flags, epoch=epoch, n=n, width=width, payload_bytes=payload_bytes, n_runs=n_runs
@@ -215,6 +221,53 @@ def encode_plan_arrays(
         data=dataset.data,
         lengths=dataset.lengths,
     )
+
+
+def encode_held(
+    cache: Cache, ids: object, *, epoch: int, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+) -> list[np.ndarray]:
+    """Frames of the points ``ids`` alone, read from a worker's ``cache`` (a peer's sends).
+
+    The frames are those :func:`encode_plan_arrays` makes of the same points sent alone
+    (``b = -1``) from a dataset that holds them, cut every ``max_frame_bytes`` of payload: what
+    a worker sends a peer in the exchange, decoded and checked by
+    :func:`~coded_shuffle.codec.decode_worker` like every other frame. Raises KeyError when the
+    cache does not hold one of ``ids``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(4, 3))
+    >>> [f] = encode_held(ds.cache([1, 3]), [3], epoch=2)
+    >>> bytes(f) == bytes(encode_plan_arrays(ds, [3], [-1], epoch=2))
+    True
+    """
+    if not isinstance(cache, Cache):
+        raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
+    epoch = check_int(epoch, "epoch", minimum=0, maximum=2**64 - 1)
+    max_frame_bytes = check_int(max_frame_bytes, "max_frame_bytes", minimum=1)
+    pts = check_int_array(ids, "ids", ndim=1).astype(np.int64)
+    rows = cache.rows(pts)
+    if rows.size and int(rows.min()) < 0:
+        raise KeyError(f"point {int(pts[int(np.argmin(rows))])} is not in the cache")
+    width = int(cache.data.shape[1])
+    per = max(1, max_frame_bytes // max(1, width))
+    flags = FLAG_VARIABLE if cache.lengths is not None else 0
+    return [
+        _pack(
+            epoch=epoch,
+            flags=flags,
+            width=width,
+            symbol=np.arange(hi - lo, dtype=np.int64),
+            a=pts[lo:hi],
+            b=np.full(hi - lo, -1, dtype=np.int64),
+            data=cache.data,
+            lengths=cache.lengths,
+            rows=rows[lo:hi],
+        )  # fmt: skip
+        for lo, hi in ((lo, min(pts.size, lo + per)) for lo in range(0, pts.size, per))
+    ]
 
 
 def _receiver_runs(plan: DeliveryPlan) -> np.ndarray:

@@ -21,7 +21,7 @@ loader) steps every role in one process; :mod:`.mpi` carries the same roles betw
 
 from .report import RunReport, TransitionReport
 from .state import check_caches, check_holdings, digest, initial_caches, synthetic_dataset
-from .schemes import SCHEMES, CodedScheme, ExchangeBaseline, UncodedScheme, scheme_for
+from .schemes import SCHEMES, CodedScheme, ExchangeScheme, UncodedScheme, scheme_for
 from .protocol import MasterOptions, master_transition, worker_transition
 from .inprocess import drive, run, simulate, transition
 
@@ -31,7 +31,7 @@ __all__ = [
     "SCHEMES",
     "CodedScheme",
     "UncodedScheme",
-    "ExchangeBaseline",
+    "ExchangeScheme",
     "scheme_for",
     "MasterOptions",
     "master_transition",

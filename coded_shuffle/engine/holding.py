@@ -14,6 +14,9 @@ the units of one job:
     the unit ids ``worker`` holds (increasing);
 ``owners(held)``
     the record owners of ``held`` (the batches);
+``demand(held, held_next)``
+    the units each worker misses for ``held_next``, with their holders under ``held``
+    (:func:`~coded_shuffle.plan.assign_senders`' input);
 ``records(cache, ids, record_bytes)``
     the rows of records ``ids``, whole, from a worker's cache (KeyError if not held);
 ``report(rep, dataset)``
@@ -83,6 +86,12 @@ class Batches:
     def owners(self, held: Placement) -> np.ndarray:
         return np.asarray(held.owner)[:: self.q]
 
+    def demand(self, held: Placement, held_next: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(units, wanters, holder bitmasks)`` of the units that change worker: one holder each."""
+        old, new = np.asarray(held.owner, dtype=np.int64), np.asarray(held_next.owner, dtype=np.int64)
+        units = np.flatnonzero(old != new)
+        return units, new[units], np.left_shift(np.uint64(1), old[units].astype(np.uint64))
+
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
         if self.q != 1:
             return records_of_pieces(cache, ids, self.q, record_bytes)
@@ -150,6 +159,13 @@ class PieceStorage:
 
     def owners(self, held: Any) -> np.ndarray:
         return np.asarray(held.placement.owner)
+
+    def demand(self, held: Any, held_next: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(pieces, wanters, holder bitmasks)`` of :func:`~coded_shuffle.storage.piece_demand`."""
+        from ..storage import piece_demand
+
+        d = piece_demand(held, held_next.placement)
+        return d[:, 0], d[:, 1], d[:, 2].astype(np.uint64)
 
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
         return records_of_pieces(cache, ids, self.pieces, record_bytes)

@@ -210,6 +210,7 @@ def run(
     order: OrderSpec | None = None,
     subpackets: int = 1,
     storage: int = 1,
+    mode: str = "coded",
 ) -> RunReport:
     """Run ``epochs`` transitions ``0 -> 1 -> ... -> epochs`` on ``dataset`` with ``K`` workers.
 
@@ -246,6 +247,11 @@ def run(
         share of the piece placement, and every transition delivers with
         :class:`~coded_shuffle.engine.schemes.StorageScheme` and updates the placement; the
         reports count pieces. ``M = 1`` is the delivery of whole batches.
+    mode : str
+        The delivery (:data:`~coded_shuffle.engine.schemes.MODES`): ``coded`` (default), or
+        ``uncoded`` (each record that moves, from the master to its new holder alone), or
+        ``exchange`` (the workers send each other what each misses, for every storage;
+        ``alltoallv`` is its old name).
 
     Returns
     -------
@@ -281,7 +287,7 @@ def run(
     link: Transport = InProcessTransport(K) if transport is None else transport
     if order is not None and not isinstance(order, OrderSpec):
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
-    scheme = scheme_for("coded", K=K, storage=storage, subpackets=subpackets)
+    scheme = scheme_for(mode, K=K, storage=storage, subpackets=subpackets)
     work = scheme.dataset(dataset)
     opts = MasterOptions(
         strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
@@ -323,11 +329,12 @@ def simulate(
     order: OrderSpec | None = None,
     subpackets: int = 1,
     storage: int = 1,
+    mode: str = "coded",
 ) -> RunReport:
     """Run the in-process engine on ``N`` random records of ``record_bytes`` bytes.
 
     The records come from :func:`synthetic_dataset` (a stream of ``seed`` separate from the epoch
-    orders); everything else, ``subpackets`` and ``storage`` included, is :func:`run`.
+    orders); everything else, ``subpackets``, ``storage`` and ``mode`` included, is :func:`run`.
 
     Examples
     --------
@@ -353,4 +360,5 @@ def simulate(
         order=order,
         subpackets=subpackets,
         storage=storage,
+        mode=mode,
     )

@@ -35,7 +35,7 @@ from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset, encode_plan_arrays
 from ..errors import IntegrityError
 from ..orders import Placement
 from .report import TransitionReport
-from .schemes import Encoded, Planned, Taken, receive_decode, send
+from .schemes import Encoded, Given, Planned, Taken, receive_decode, send
 from .state import _spare_rows, digest
 
 __all__ = [
@@ -77,7 +77,10 @@ class Status:
     decoded: int
     deliver_seconds: float
     decode_seconds: float
-    exchanged_bytes: int = 0
+    sent_bytes: int = 0
+    sent_header_bytes: int = 0
+    received_bytes: int = 0
+    received_header_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,12 @@ def _report(
         seed=opts.seed,
         link_mbps=opts.link_mbps,
         control_bytes=int(control),
-        exchange_bytes=sum(int(s.exchanged_bytes) for s in first),
+        exchange_bytes=sum(int(s.sent_bytes) for s in first),
+        exchange_header_bytes=sum(int(s.sent_header_bytes) for s in first),
+        max_sent_bytes=max((int(s.sent_bytes) for s in first), default=0),
+        max_received_bytes=max((int(s.received_bytes) for s in first), default=0),
+        download_bound_bytes=planned.download_bound_bytes,
+        upload_bound_bytes=planned.upload_bound_bytes,
         digests=None if any(d is None for d in digests) else [str(d) for d in digests],
         link_tx_bytes=[int(c[0]) for c in counts] if counts and None not in counts else None,
         link_rx_bytes=[int(c[1]) for c in counts] if counts and None not in counts else None,
@@ -291,10 +299,11 @@ def _empty(cache: Cache) -> Cache:
     )
 
 
-def _status(t: Taken, failed: np.ndarray) -> Status:
+def _status(t: Taken, failed: np.ndarray, given: Given) -> Status:
     return Status(
-        failed, t.rejected, int(t.result.decoded.size), t.deliver_seconds, t.decode_seconds, t.exchanged_bytes
-    )
+        failed, t.rejected, int(t.result.decoded.size), t.deliver_seconds, t.decode_seconds,
+        given.bytes, given.header_bytes, t.received_bytes, t.received_header_bytes,
+    )  # fmt: skip
 
 
 def worker_transition(
@@ -322,6 +331,7 @@ def worker_transition(
     # Everything a worker can make ready is made before the barrier that starts the delivery: a
     # worker late into the broadcast holds the master back (its large messages wait for them all).
     out = scheme.prepare(cache, need, _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1])))
+    given = scheme.give(link, worker, cache, placements, epoch=epoch)  # what it sends its peers, if any
     kw: dict[str, Any] = {"epoch": epoch, "checksums": checksums, "variable": cache.lengths is not None}
     word = yield Post(READY)
     if word == END:
@@ -329,7 +339,7 @@ def worker_transition(
     link.sync()
     taken = scheme.take(link, worker, cache, need, placements=placements, out=out, tamper=tamper, **kw)
     new, failed = taken.result.cache, taken.result.failed
-    word = yield Post(_status(taken, failed))
+    word = yield Post(_status(taken, failed, given))
     while word == REPAIR:
         fix = receive_decode(link, worker, _empty(cache), failed, **kw)
         good = np.setdiff1d(fix.result.cache.ids, fix.result.failed)
@@ -339,7 +349,7 @@ def worker_transition(
             part = None if lengths is None else lengths[rows]
             new = new.patched(Cache(ids=good, data=fix.result.cache.data[rows], lengths=part))
         failed = fix.result.failed
-        word = yield Post(_status(fix, failed))
+        word = yield Post(_status(fix, failed, Given()))
     if word == ABANDON:
         raise IntegrityError(
             f"Worker {worker}: {failed.size} record(s) of epoch {epoch} unverified after the repairs."

@@ -93,7 +93,19 @@ class TransitionReport:
     control_bytes : int
         Bytes of the MPI transport's control messages (frame sizes), apart from ``wire_bytes``.
     exchange_bytes : int
-        Bytes the workers sent each other (``alltoallv``).
+        Payload bytes the workers sent each other (``exchange``); 0 for the master's schemes.
+    exchange_header_bytes : int
+        Framing of those bytes (frame headers and entries).
+    max_sent_bytes : int
+        The most payload bytes one worker sent (``exchange``; the master's are ``wire_bytes``).
+    max_received_bytes : int
+        The most payload bytes one worker received in the delivery (a broadcast: all of it), its
+        framing and the repairs apart.
+    download_bound_bytes : int
+        The most bytes a worker misses: no delivery, coded or not, gives the busiest downlink less.
+    upload_bound_bytes : int
+        The least busiest upload of any exchange between the workers, fractional optimum rounded
+        up (:func:`~coded_shuffle.plan.upload_bound`).
     digests : list of str or None
         A digest of each worker's ids and bytes after the transition (the MPI program).
     link_tx_bytes, link_rx_bytes : list of int or None
@@ -141,6 +153,11 @@ class TransitionReport:
     link_mbps: float | None = None
     control_bytes: int = 0
     exchange_bytes: int = 0
+    exchange_header_bytes: int = 0
+    max_sent_bytes: int = 0
+    max_received_bytes: int = 0
+    download_bound_bytes: int = 0
+    upload_bound_bytes: int = 0
     digests: list[str] | None = None
     link_tx_bytes: list[int] | None = None
     link_rx_bytes: list[int] | None = None

@@ -36,15 +36,25 @@ from typing import Any
 import numpy as np
 
 from ..bounds import lower_bound
-from ..codec import Cache, Dataset, DecodeResult, decode_worker, encode_plan, encode_plan_arrays, parse_frame
+from ..codec import (
+    DEFAULT_MAX_FRAME_BYTES,
+    Cache,
+    Dataset,
+    DecodeResult,
+    decode_worker,
+    encode_held,
+    encode_plan,
+    encode_plan_arrays,
+    parse_frame,
+)  # fmt: skip
 from ..errors import DecodeError
 from ..orders import Placement
-from ..plan import DeliveryPlan, plan_delivery
+from ..plan import DeliveryPlan, assign_senders, plan_delivery
 from .holding import Batches, PieceStorage, holding_for
 from .state import check_holdings
 
 __all__ = [
-    "Planned", "Encoded", "Taken", "Scheme", "CodedScheme", "UncodedScheme", "ExchangeBaseline",
+    "Planned", "Encoded", "Given", "Taken", "Scheme", "CodedScheme", "UncodedScheme", "ExchangeScheme",
     "StorageScheme", "SCHEMES", "MODES", "scheme_for", "send", "uncoded_frames",
 ]  # fmt: skip
 
@@ -64,6 +74,10 @@ class Planned:
     coded_bytes: int
     uncoded_bytes: int
     seconds: float
+    #: The busiest download of any delivery: the most bytes a worker misses.
+    download_bound_bytes: int = 0
+    #: The least busiest upload of an exchange between the workers (:func:`~coded_shuffle.plan.upload_bound`).
+    upload_bound_bytes: int = 0
 
 
 #: ``tamper(frames) -> frames``: what a worker decodes instead of what it received (tests only).
@@ -89,14 +103,27 @@ class Encoded:
 
 
 @dataclass(frozen=True)
+class Given:
+    """What a worker's half of a scheme sent other workers: payload and framing bytes."""
+
+    bytes: int = 0
+    header_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class Taken:
-    """What a worker's half of a scheme rebuilt: the decode result and what it cost."""
+    """What a worker's half of a scheme rebuilt: the decode result and what it cost.
+
+    ``received_bytes`` counts the payload of the frames it received, ``received_header_bytes``
+    the rest of them (framing, and frames it rejected).
+    """
 
     result: DecodeResult
     rejected: int
     deliver_seconds: float
     decode_seconds: float
-    exchanged_bytes: int = 0
+    received_bytes: int = 0
+    received_header_bytes: int = 0
 
 
 def _encoded(
@@ -137,26 +164,33 @@ def receive_decode(
     variable: bool,
     out: np.ndarray | None = None,
     tamper: Tamper | None = None,
+    raw: list[np.ndarray] | None = None,
 ) -> Taken:
-    """A worker: receive one delivery's frames, drop the malformed ones, decode its batch ``need``."""
+    """A worker: receive one delivery's frames, drop the malformed ones, decode its batch ``need``.
+
+    The frames are the master's (``link.receive``), or ``raw`` when the caller has them.
+    """
     t0 = time.perf_counter()
-    frames, rejected = _received(
-        link, worker, epoch, cache, tamper, lambda f: (f.len_a is not None) == variable
-    )
+    frames, rejected, payload, header = _parsed(
+        link.receive(worker) if raw is None else raw, epoch, cache, tamper,
+        lambda f: (f.len_a is not None) == variable,
+    )  # fmt: skip
     t_recv = time.perf_counter() - t0
     res = decode_worker(cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out)
-    return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
+    return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv, payload, header)
 
 
-def _received(
-    link: Any, worker: int, epoch: int, cache: Cache, tamper: Tamper | None, fits: Callable[[Any], bool]
-) -> tuple[list[Any], int]:
-    """A worker's frames of one delivery, parsed; a malformed one, or one that does not ``fit``
-    the scheme, is dropped and counted (its records are then missing, and repaired)."""
-    raw = link.receive(worker)
+def _parsed(
+    raw: list[np.ndarray], epoch: int, cache: Cache, tamper: Tamper | None, fits: Callable[[Any], bool]
+) -> tuple[list[Any], int, int, int]:
+    """A worker's frames of one delivery, parsed, with the rejected count, payload and other bytes.
+
+    A malformed frame, or one that does not ``fit`` the scheme, is dropped and counted (its
+    records are then missing, and repaired).
+    """
     if tamper is not None:
         raw = tamper(list(raw))
-    frames, rejected = [], 0
+    frames, rejected, payload = [], 0, 0
     for buf in raw:
         try:
             frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]))
@@ -167,7 +201,8 @@ def _received(
             rejected += 1
             continue
         frames.append(frame)
-    return frames, rejected
+        payload += frame.payload_bytes
+    return frames, rejected, payload, sum(int(np.asarray(b).nbytes) for b in raw) - payload
 
 
 class Scheme:
@@ -248,14 +283,42 @@ class Scheme:
             a, b, _ = plan.transmissions()  # a symbol is as long as the longer of its records
             lens_b = np.where(b >= 0, dataset.lengths[np.maximum(b, 0)], 0)
             coded_bytes = int(np.maximum(dataset.lengths[a], lens_b).sum())
+        down, up = self.peer_bounds(p_t, p_t1, dataset)
         return Planned(
             plan, plan.n_symbols, int(plan.rates.uncoded), int(lb.value), bool(lb.exact),
-            coded_bytes, uncoded_bytes, time.perf_counter() - tic,
+            coded_bytes, uncoded_bytes, time.perf_counter() - tic, down, up,
         )  # fmt: skip
 
     def need(self, placement_next: Any, worker: int) -> np.ndarray:
         """What ``worker`` must hold after the transition."""
         return self.holding.held(placement_next, worker)
+
+    def peer_bounds(self, p_t: Any, p_t1: Any, dataset: Dataset) -> tuple[int, int]:
+        """``(download, upload)`` bounds in bytes of this shuffle: the most bytes a worker misses,
+        and the least busiest upload of any exchange between the workers (fractional, rounded up)."""
+        units, wanter, holders = self.holding.demand(p_t, p_t1)
+        a = assign_senders(wanter, holders, K=p_t.K)
+        if dataset.lengths is None:
+            width = dataset.record_bytes
+            bound = a.upload_bound * width
+            return a.max_download * width, -(-bound.numerator // bound.denominator)
+        lengths = dataset.lengths[units]  # one holder a record: the upload is forced
+        down = np.bincount(wanter, weights=lengths, minlength=p_t.K)
+        up = np.bincount(a.sender, weights=lengths, minlength=p_t.K)
+        return int(down.max(initial=0)), int(up.max(initial=0))
+
+    def give(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        placements: tuple[Any, Any],
+        *,
+        epoch: int,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> Given:
+        """A worker, before the delivery: offer the link what it sends other workers (none here)."""
+        return Given()
 
     def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
         """A worker, before the delivery starts: what it can make ready without the frames.
@@ -340,19 +403,78 @@ class UncodedScheme(CodedScheme):
         return _encoded(by_worker, int(plan.rates.uncoded), 0, tic)
 
 
-class ExchangeBaseline(Scheme):
-    """The workers send each other the records that move, directly; the master sends nothing.
+class ExchangeScheme(Scheme):
+    """The workers send each other the units they miss, directly; the master sends nothing.
 
-    Needs a transport with ``exchange`` (:class:`~coded_shuffle.transport.MPITransport`).
-    Who sends what is known to every worker from the two placements, so nothing is framed and
-    nothing can fail to decode: the holdings are checked as for the other schemes.
+    Each unit a worker misses for its next holdings (a record, or a piece of a storage of ``M``
+    batches) comes from one of its holders, chosen by :func:`~coded_shuffle.plan.assign_senders`
+    so that the busiest upload is the least possible; every worker computes that choice from the
+    two placements, so nothing is negotiated. A worker frames the units it sends as lone symbols
+    (:func:`~coded_shuffle.codec.encode_held`) and offers them to the link before the delivery
+    (:meth:`give`); the delivery is one exchange among the workers (the link's ``collect``), and
+    each worker decodes and checks every unit it received like any frame
+    (:func:`~coded_shuffle.codec.decode_worker`): a unit lost or damaged is repaired by the
+    protocol's repair rounds. The plan and the bound the report gives are those of the coded
+    scheme of the same placement model, for comparison.
+
+    Examples
+    --------
+    >>> ExchangeScheme().name
+    'exchange'
     """
 
-    name = "alltoallv"
+    name = "exchange"
 
-    def encode(self, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
-        W = int(plan.rates.uncoded)
+    def __init__(self, holding: Batches | PieceStorage | None = None) -> None:
+        super().__init__(holding)
+        self._coded = (
+            StorageScheme(self.holding)
+            if isinstance(self.holding, PieceStorage)
+            else CodedScheme(self.holding)
+        )
+
+    def plan(
+        self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
+    ) -> Planned:
+        return self._coded.plan(p_t, p_t1, dataset, strategy=strategy, exact_bound=exact_bound)
+
+    def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
+        W = int(plan.rates.uncoded) if isinstance(plan, DeliveryPlan) else int(plan.demand.shape[0])
         return Encoded(None, W, 0, W, 0, 0, 0, 0.0)
+
+    def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
+        return self._coded.check(dataset, held, placement_next)
+
+    def give(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        placements: tuple[Any, Any],
+        *,
+        epoch: int,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> Given:
+        """Frame the units this worker sends and offer them to the link (nothing moves yet)."""
+        units, wanter, holders = self.holding.demand(*placements)
+        sender = assign_senders(wanter, holders, K=placements[0].K).sender
+        mine = sender == worker
+        units, wanter = units[mine], wanter[mine]
+        order = np.lexsort((units, wanter))  # by wanter, units increasing within each
+        units, wanter = units[order], wanter[order]
+        cut = np.searchsorted(wanter, np.arange(placements[0].K + 1))
+        frames = {
+            j: encode_held(cache, units[cut[j] : cut[j + 1]], epoch=epoch, max_frame_bytes=max_frame_bytes)
+            for j in range(placements[0].K)
+            if cut[j + 1] > cut[j]
+        }
+        link.offer(worker, frames)
+        if cache.lengths is None:
+            payload = int(units.size) * int(cache.data.shape[1])
+        else:
+            payload = int(cache.lengths[cache.rows(units)].sum())
+        total = sum(int(f.shape[0]) for fs in frames.values() for f in fs)
+        return Given(payload, total - payload)
 
     def take(
         self,
@@ -361,47 +483,24 @@ class ExchangeBaseline(Scheme):
         cache: Cache,
         need: np.ndarray,
         *,
-        placements: tuple[Placement, Placement],
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
         out: np.ndarray | None = None,
+        tamper: Tamper | None = None,
         **_: Any,
     ) -> Taken:
-        p_t, p_t1 = placements
-        k = worker
-        t0 = time.perf_counter()
-        sent_before = link.exchanged_bytes
-        dest = p_t1.owner[cache.ids]
-        go = np.flatnonzero(dest != k)
-        go = go[np.argsort(dest[go], kind="stable")]  # by destination, ids increasing within each
-        recv, _ = link.exchange(cache.data[go], np.bincount(dest[go], minlength=link.K))
-        t_recv = time.perf_counter() - t0
-        # The records that come to k, from worker 0 first, ids increasing within each sender.
-        came = np.flatnonzero((p_t1.owner == k) & (p_t.owner != k))
-        came = came[np.argsort(p_t.owner[came], kind="stable")]
-        if out is None or out.shape != (need.size, cache.data.shape[1]):
-            out = np.empty((need.size, cache.data.shape[1]), dtype=np.uint8)
-        stay = dest == k
-        out[np.searchsorted(need, cache.ids[stay])] = cache.data[stay]
-        out[np.searchsorted(need, came)] = recv
-        empty = np.empty(0, np.int64)
-        res = DecodeResult(
-            worker=k,
-            cache=Cache(ids=need, data=out, lengths=None),
-            decoded=came,
-            bad=empty,
-            missing=empty,
-            steps=0,
-            rounds=0,
-            verified=0,
-        )
-        took = time.perf_counter() - t0 - t_recv
-        return Taken(res, 0, t_recv, took, exchanged_bytes=link.exchanged_bytes - sent_before)
+        return receive_decode(
+            link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
+            tamper=tamper, raw=link.collect(worker),
+        )  # fmt: skip
 
 
 #: The schemes by name, as ``--mode`` names them.
 SCHEMES: dict[str, Any] = {
     "coded": CodedScheme(),
     "uncoded": UncodedScheme(),
-    "alltoallv": ExchangeBaseline(),
+    "exchange": ExchangeScheme(),
 }
 
 
@@ -435,8 +534,18 @@ class StorageScheme(Scheme):
         lb = storage_lower_bound(plan.S, M=p_t.M, exact=exact_bound)
         width = dataset.record_bytes
         n, W = plan.n_symbols, int(plan.demand.shape[0])
+        down, up = self.peer_bounds(p_t, p_t1, dataset)
         return Planned(
-            plan, n, W, int(lb.pieces), bool(lb.exact), n * width, W * width, time.perf_counter() - tic
+            plan,
+            n,
+            W,
+            int(lb.pieces),
+            bool(lb.exact),
+            n * width,
+            W * width,
+            time.perf_counter() - tic,
+            down,
+            up,
         )
 
     def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
@@ -483,7 +592,9 @@ class StorageScheme(Scheme):
         from ..codec import decode_terms
 
         t0 = time.perf_counter()
-        frames, rejected = _received(link, worker, epoch, cache, tamper, lambda f: f.terms is not None)
+        frames, rejected, payload, header = _parsed(
+            link.receive(worker), epoch, cache, tamper, lambda f: f.terms is not None
+        )
         t_recv = time.perf_counter() - t0
         res = decode_terms(
             cache,
@@ -495,7 +606,7 @@ class StorageScheme(Scheme):
             out=out,
             kept=out is not None,
         )
-        return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv)
+        return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv, payload, header)
 
     def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
         """Every worker holds exactly its pieces of ``placement_next``, each with its checksum.
@@ -527,8 +638,8 @@ class StorageScheme(Scheme):
 
 
 #: The delivery modes a scheme is built for, and the old names they still answer to.
-MODES = ("coded", "uncoded", "alltoallv")
-_ALIASES: dict[str, str] = {}
+MODES = ("coded", "uncoded", "exchange")
+_ALIASES = {"alltoallv": "exchange"}
 
 
 def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1) -> Scheme:
@@ -551,12 +662,13 @@ def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1) -> S
         raise ValueError(f"Argument 'mode' must be one of {', '.join(MODES)}, not {mode!r}.")
     holding = holding_for(K=K, storage=storage, subpackets=subpackets)
     if isinstance(holding, PieceStorage):
-        if mode != "coded":
+        if mode == "uncoded":
             raise ValueError(
-                f"Argument 'mode' must be 'coded' with a storage of M = {holding.M} batches, not {mode!r}."
+                f"Argument 'mode' must be 'coded' or 'exchange' with a storage of M = {holding.M} batches, "
+                f"not {mode!r}."
             )
-        return StorageScheme(holding)
+        return ExchangeScheme(holding) if mode == "exchange" else StorageScheme(holding)
     kinds: dict[str, type[Scheme]] = {
-        "coded": CodedScheme, "uncoded": UncodedScheme, "alltoallv": ExchangeBaseline,
+        "coded": CodedScheme, "uncoded": UncodedScheme, "exchange": ExchangeScheme,
     }  # fmt: skip
     return kinds[mode](holding)

@@ -165,14 +165,13 @@ def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignme
         raise ValueError(f"Argument 'wanter' must hold workers 0 to {K - 1}.")
     if want.size and np.any((masks >> want.astype(np.uint64)) & np.uint64(1)):
         raise ValueError("Argument 'holders' must not hold a unit's wanter: it has the unit already.")
-    sender = np.empty(want.size, dtype=np.int64)
-    groups, inverse, counts = np.unique(masks, return_inverse=True, return_counts=True)
-    single = groups & (groups - np.uint64(1)) == 0  # one holder: no choice
-    if np.all(single):
-        sender[:] = np.log2(masks.astype(np.float64)).astype(np.int64) if masks.size else 0
+    if not np.any(masks & (masks - np.uint64(1))):  # one holder a unit: no choice
+        sender = np.frexp(masks.astype(np.float64))[1].astype(np.int64) - 1  # the bit's index
         uploads = np.bincount(sender, minlength=K)
         bound = Fraction(int(uploads.max(initial=0)))
     else:
+        sender = np.empty(want.size, dtype=np.int64)
+        groups, inverse, counts = np.unique(masks, return_inverse=True, return_counts=True)
         gl, cl = [int(g) for g in groups], [int(c) for c in counts]
         bound = _bound(gl, cl, K)
         flows = _flows(gl, cl, K, -(-bound.numerator // bound.denominator))

@@ -110,6 +110,20 @@ def _unicast(frames: object, K: int) -> list[tuple[int, np.ndarray]]:
     return out
 
 
+def _offers(frames: object, K: int, worker: int) -> dict[int, list[np.ndarray]]:
+    """A worker's frames for its peers, checked: a mapping of worker ``j != worker`` to frames."""
+    if not isinstance(frames, Mapping):
+        raise TypeError(f"Argument 'frames' must map workers to frames, not {type(frames).__name__}.")
+    out: dict[int, list[np.ndarray]] = {}
+    for j, fs in frames.items():
+        if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= int(j) < K or j == worker:
+            raise ValueError(
+                f"Argument 'frames' must map other workers (0 to {K - 1}, not {worker}), not {j!r}."
+            )
+        out[int(j)] = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(fs)]
+    return out
+
+
 def _counted(stats: LinkStats, frames: Sequence[np.ndarray]) -> LinkStats:
     """``stats`` with ``frames`` added (their symbols read from the headers)."""
     return LinkStats(

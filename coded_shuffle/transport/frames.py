@@ -8,6 +8,11 @@ second broadcast), counted apart in ``control_bytes``. Frames travel whole or in
 ``piece_bytes``, each paced by the link's bucket if it has one; the workers receive into one
 buffer kept and grown across deliveries. A link supplies three primitives: broadcast a buffer
 from the master, send one to a worker, and receive a worker's pieces in order.
+
+The workers' exchange (a scheme whose workers send each other frames,
+:class:`~coded_shuffle.engine.schemes.ExchangeScheme`) is :meth:`FramedLink.offer`, which only
+keeps a worker's frames, then :meth:`FramedLink.collect`, one collective among the workers over a
+fourth primitive, an all-to-all of byte buffers.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 from .._checks import check_int
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
-from .base import LinkStats, _as_frame, _counted, _unicast
+from .base import LinkStats, _as_frame, _counted, _offers, _unicast
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
 _BCAST, _UNICAST = 1, 2
@@ -50,6 +55,8 @@ class FramedLink:
     _buffer: np.ndarray | None
     #: Bytes of control messages the master broadcast (frame sizes and destinations).
     control_bytes: int = 0
+    #: Bytes this worker sent other workers (:meth:`collect`).
+    exchanged_bytes: int = 0
 
     # ---- the primitives of a link
 
@@ -63,6 +70,11 @@ class FramedLink:
 
     def _recv_raw(self, bufs: list[np.ndarray]) -> None:  # pragma: no cover - abstract
         """Worker: receive from the master, in order, into each of ``bufs``."""
+        raise NotImplementedError
+
+    def _alltoall_raw(self, send: list[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - abstract
+        """Worker, collective among the workers: send ``send[j]`` (uint8) to worker ``j``; return
+        what each worker sent this one, in worker order."""
         raise NotImplementedError
 
     # ---- shared
@@ -97,6 +109,33 @@ class FramedLink:
         if not inline:
             self._bcast_raw(np.ascontiguousarray(table))
         self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
+
+    def offer(self, worker: int, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Worker: keep ``frames[j]`` for worker ``j`` until :meth:`collect` (nothing is sent yet)."""
+        if self.is_master or worker != self.worker:
+            raise TransportError(f"Rank {self.rank}: only worker {self.worker} can offer its frames here.")
+        self._offered = _offers(frames, self.K, worker)
+
+    def collect(self, worker: int) -> list[np.ndarray]:
+        """Worker, collective among the workers: send the frames offered, return those sent to it.
+
+        The frames come in worker order, each worker's in the order it offered them. Every
+        worker calls it once a delivery, with or without an offer (then it sends nothing).
+        """
+        if self.is_master or worker != self.worker:
+            raise TransportError(f"Rank {self.rank}: only worker {self.worker} collects here.")
+        offered, self._offered = getattr(self, "_offered", {}), {}
+        frames = [offered.get(j, []) for j in range(self.K)]
+        sizes = [np.array([f.shape[0] for f in fs], dtype=np.int64) for fs in frames]
+        got_sizes = self._alltoall_raw([z.view(np.uint8) for z in sizes])
+        data = [np.concatenate(fs) if fs else np.empty(0, np.uint8) for fs in frames]
+        got = self._alltoall_raw(data)
+        self.exchanged_bytes += sum(int(d.shape[0]) for d in data)
+        out: list[np.ndarray] = []
+        for z, buf in zip(got_sizes, got, strict=True):
+            ends = np.cumsum(z.view(np.int64))
+            out.extend(buf[lo:hi] for lo, hi in zip(np.concatenate(([0], ends[:-1])), ends, strict=True))
+        return out
 
     def _pieces(self, size: int) -> list[tuple[int, int]]:
         step = self.piece_bytes

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..errors import TransportError
-from .base import Fault, LinkStats, TokenBucket, _as_frame, _counted, _unicast
+from .base import Fault, LinkStats, TokenBucket, _as_frame, _counted, _offers, _unicast
 
 
 class InProcessTransport:
@@ -50,6 +50,9 @@ class InProcessTransport:
         self._dest: list[int] = []  # -1: every worker, else the one worker a frame is for
         self._next = [0] * self.K
         self._stats = LinkStats()
+        self._offered: list[dict[int, list[np.ndarray]]] = [{} for _ in range(self.K)]
+        #: Bytes the workers sent each other (:meth:`collect`).
+        self.exchanged_bytes = 0
 
     @property
     def stats(self) -> LinkStats:
@@ -80,11 +83,34 @@ class InProcessTransport:
     def sync(self) -> None:
         """Every party at the same point: nothing to wait for in one process."""
 
-    def receive(self, worker: int) -> list[np.ndarray]:
-        """Return every frame sent since ``worker``'s last ``receive``, in order."""
+    def offer(self, worker: int, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Worker ``worker``: leave ``frames[j]`` for worker ``j`` (buffered until it collects).
+
+        An offer replaces the worker's previous one. A driver that steps the workers one after
+        the other lets every worker offer before any collects, so that the exchange completes.
+        """
+        worker = self._worker(worker)
+        self._offered[worker] = _offers(frames, self.K, worker)
+
+    def collect(self, worker: int) -> list[np.ndarray]:
+        """Worker ``worker``: the frames the others offered it, in worker order (taken once)."""
+        worker = self._worker(worker)
+        out: list[np.ndarray] = []
+        for sender in range(self.K):
+            frames = self._offered[sender].pop(worker, [])
+            self.exchanged_bytes += sum(int(f.shape[0]) for f in frames)
+            out.extend(frames)
+        return out
+
+    def _worker(self, worker: int) -> int:
         worker = check_int(worker, "worker", minimum=0)
         if worker >= self.K:
             raise ValueError(f"Argument 'worker' must be less than K = {self.K}, not {worker}.")
+        return worker
+
+    def receive(self, worker: int) -> list[np.ndarray]:
+        """Return every frame sent since ``worker``'s last ``receive``, in order."""
+        worker = self._worker(worker)
         first = self._next[worker]
         base = self._stats.frames - len(self._log)
         if first < base:

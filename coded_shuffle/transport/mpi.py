@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import numpy as np
@@ -156,7 +156,7 @@ class MPITransport(FramedLink):
         self._buffer: np.ndarray | None = None
         # The workers' own communicator, for exchanges between them (collective: every rank splits).
         self._workers = self.comm.Split(1 if self.is_master else 0, self.rank)
-        #: Bytes this worker sent to other workers in :meth:`exchange` calls.
+        #: Bytes this worker sent other workers (:meth:`collect`).
         self.exchanged_bytes = 0
         self._stats = LinkStats()
         #: Bytes of control messages the master broadcast (frame sizes and destinations).
@@ -280,37 +280,17 @@ class MPITransport(FramedLink):
         req.wait()
         return word[0]
 
-    def exchange(self, data: np.ndarray, counts: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Worker: send the next ``counts[j]`` rows of ``data`` to worker ``j``, directly.
-
-        Collective over the workers (the master takes no part): ``data`` holds, in worker order,
-        the rows for worker 0, then those for worker 1, and so on (``counts[self.worker]`` rows
-        stay, usually 0). One ``MPI_Alltoallv`` of the rows' bytes, after one ``MPI_Alltoall`` of
-        the counts.
-
-        Returns
-        -------
-        (numpy.ndarray, numpy.ndarray)
-            The rows received, those of worker 0 first, and how many came from each worker.
-        """
+    def _alltoall_raw(self, send: list[np.ndarray]) -> list[np.ndarray]:
+        """Worker: one ``MPI_Alltoallv`` of bytes among the workers, after one ``MPI_Alltoall``
+        of the counts (the master takes no part)."""
         if self.is_master:
-            raise TransportError(f"Rank {self.rank} is the master: only workers exchange rows.")
-        data = np.ascontiguousarray(data)
-        if data.ndim != 2 or data.dtype != np.uint8:
-            raise TypeError(f"Argument 'data' must be a 2-D uint8 array, not {data.dtype} of {data.ndim}-D.")
-        send = np.asarray(counts, dtype=np.int64)
-        if send.shape != (self.K,) or np.any(send < 0) or int(send.sum()) != data.shape[0]:
-            raise ValueError(
-                f"Argument 'counts' must be {self.K} non-negative row counts summing to {data.shape[0]}, "
-                f"not {send.tolist()}."
-            )
+            raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
+        counts = np.array([b.shape[0] for b in send], dtype=np.int64)
         recv = np.empty(self.K, dtype=np.int64)
-        self._workers.Alltoall(send, recv)
-        B = int(data.shape[1])
-        out = np.empty((int(recv.sum()), B), dtype=np.uint8)
-        send_b, recv_b = send * B, recv * B
-        send_d = np.concatenate(([0], np.cumsum(send_b)[:-1]))
-        recv_d = np.concatenate(([0], np.cumsum(recv_b)[:-1]))
-        self._workers.Alltoallv([data, (send_b, send_d)], [out, (recv_b, recv_d)])
-        self.exchanged_bytes += int(send_b.sum() - send_b[self.worker])
-        return out, recv
+        self._workers.Alltoall(counts, recv)
+        data = np.concatenate(send) if int(counts.sum()) else np.empty(0, np.uint8)
+        out = np.empty(int(recv.sum()), dtype=np.uint8)
+        send_d = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        recv_d = np.concatenate(([0], np.cumsum(recv)[:-1]))
+        self._workers.Alltoallv([data, (counts, send_d)], [out, (recv, recv_d)])
+        return [out[lo : lo + n] for lo, n in zip(recv_d.tolist(), recv.tolist(), strict=True)]

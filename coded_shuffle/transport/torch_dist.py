@@ -21,6 +21,8 @@ from .mpi import _POST, _WORD
 
 #: Tag of the rows of each worker's first batch, and of the frames sent point to point, on gloo.
 _TORCH_INIT_TAG, _TORCH_TAG = 11, 7
+#: The tag of the workers' exchange between each other.
+_EXCHANGE_TAG = 13
 
 #: Seconds a rank that lost a peer waits before it ends, so that ``torchrun`` sees the peer's
 #: own end first (and names it as the job's first failure) and stops this rank meanwhile.
@@ -233,6 +235,30 @@ class TorchTransport(FramedLink):
     def _recv_raw(self, bufs: list[np.ndarray]) -> None:
         for b in bufs:
             self._wait(self.group.recv([self._tensor(b)], self.root, _TORCH_TAG), self.root)
+
+    def _alltoall_raw(self, send: list[np.ndarray]) -> list[np.ndarray]:
+        """Worker: every other worker's bytes, point to point (the sizes first, then the bytes)."""
+        if self.is_master:
+            raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
+        me = self.worker
+        peers = [j for j in range(self.K) if j != me]
+        sizes = {j: np.array([send[j].shape[0]], dtype=np.int64) for j in peers}
+        got = {j: np.zeros(1, dtype=np.int64) for j in peers}
+        self._pairwise(
+            [(sizes[j].view(np.uint8), j) for j in peers], [(got[j].view(np.uint8), j) for j in peers]
+        )
+        out = {j: np.empty(int(got[j][0]), dtype=np.uint8) for j in peers}
+        self._pairwise(
+            [(send[j], j) for j in peers if send[j].shape[0]], [(out[j], j) for j in peers if out[j].shape[0]]
+        )
+        return [out[j] if j != me else np.empty(0, np.uint8) for j in range(self.K)]
+
+    def _pairwise(self, sends: list[tuple[np.ndarray, int]], recvs: list[tuple[np.ndarray, int]]) -> None:
+        """Post every send and receive between workers, then wait for them all."""
+        works = [(self.group.send([self._tensor(b)], self.rank_of(j), _EXCHANGE_TAG), j) for b, j in sends]
+        works += [(self.group.recv([self._tensor(b)], self.rank_of(j), _EXCHANGE_TAG), j) for b, j in recvs]
+        for work, j in works:
+            self._wait(work, self.rank_of(j))
 
     # ---- frames
 
