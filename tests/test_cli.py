@@ -93,7 +93,18 @@ def test_rate_epochs_json(capsys):
         assert r["worst_case"] is None  # 5 does not divide 503: unequal batches
         assert r["uncoded_leftovers"] == 0 or not r["conserved"]
     code, again, _ = run(
-        capsys, "rate", "-K", "5", "-N", "503", "--seed", "3", "--transitions", "1", "--start-epoch", "2",
+        capsys,
+        "rate",
+        "-K",
+        "5",
+        "-N",
+        "503",
+        "--seed",
+        "3",
+        "--transitions",
+        "1",
+        "--start-epoch",
+        "2",
         "--json",
     )
     assert json.loads(again) == rows[2]
@@ -412,7 +423,10 @@ def test_rate_with_storage(tmp_path, capsys):
     ("extra", "message"),
     [
         (["-K", "8", "--storage", "2"], "--storage 2 cuts records of 1024 bytes into C(7, 1) = 7 pieces"),
-        (["-K", "3", "--storage", "2", "--mode", "both"], "--storage above 1 applies to --mode coded only"),
+        (
+            ["-K", "3", "--storage", "2", "--mode", "both"],
+            "--storage above 1 applies to --mode coded and exchange only",
+        ),
         (["-K", "3", "--storage", "4"], "--storage must be at most K = 3 batches, not 4"),
     ],
 )

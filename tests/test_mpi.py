@@ -250,9 +250,9 @@ def test_run_bad_data_is_one_line(tmp_path, capsys):
     ("options", "word"),
     [
         (["--mode", "uncoded", "--strategy", "exact"], "--strategy"),
-        (["--mode", "alltoallv", "--strategy", "greedy"], "--strategy"),
+        (["--mode", "exchange", "--strategy", "greedy"], "--strategy"),
         (["--mode", "all", "--link-mbps", "100"], "--link-mbps"),
-        (["--mode", "alltoallv", "--link-mbps", "100"], "--link-mbps"),
+        (["--mode", "exchange", "--link-mbps", "100"], "--link-mbps"),
         (["--data", "x.npy", "--points", "100"], "--points"),
         (["--data", "x.npy", "-B", "8"], "--record-bytes"),
     ],
@@ -460,24 +460,28 @@ def test_shard_aware_order_verified():
 
 @needs_mpi
 @pytest.mark.mpi
-def test_alltoallv_exchange_verified_with_exact_bytes():
+def test_exchange_verified_with_exact_bytes():
     N, B, seed, K = 900, 48, 5, 3
     rows = json_rows(
         run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--seed", str(seed), "--transitions", "2",
                 "--mode", "all", "--json", "-")
     )  # fmt: skip
     assert [(r["epoch"], r["mode"]) for r in rows] == [
-        (e, m) for e in (1, 2) for m in ("coded", "uncoded", "alltoallv")
+        (e, m) for e in (1, 2) for m in ("coded", "uncoded", "exchange")
     ]
     dataset = synthetic_dataset(N, B, seed=seed)
     for r in rows:
         assert r["verified"] and r["digests"] == expected_digests(dataset, N, K, seed, r["epoch"])
-        if r["mode"] == "alltoallv":
-            p0, p1 = (epoch_placement(N, K, seed=seed, epoch=t) for t in (r["epoch"] - 1, r["epoch"]))
-            moved = int((p0.owner != p1.owner).sum())
+        p0, p1 = (epoch_placement(N, K, seed=seed, epoch=t) for t in (r["epoch"] - 1, r["epoch"]))
+        moved = p0.owner != p1.owner
+        into = np.bincount(p1.owner[moved], minlength=K) * B  # what each worker misses, counted here
+        out_of = np.bincount(p0.owner[moved], minlength=K) * B  # one holder a record: forced senders
+        assert r["download_bound_bytes"] == into.max() and r["upload_bound_bytes"] == out_of.max()
+        if r["mode"] == "exchange":
             # Each moved record leaves its old holder once, straight to its new one; none from the master.
-            assert r["exchange_bytes"] == moved * B and r["planned_symbols"] == moved
-            assert r["wire_bytes"] == 0 and r["wire_symbols"] == 0
+            assert r["exchange_bytes"] == moved.sum() * B and r["planned_symbols"] == moved.sum()
+            assert r["max_sent_bytes"] == out_of.max() and r["max_received_bytes"] == into.max()
+            assert r["wire_bytes"] == 0 and r["wire_symbols"] == 0 and r["exchange_header_bytes"] > 0
         else:
             assert r["exchange_bytes"] == 0
 
@@ -569,7 +573,7 @@ def test_installed_wheel_runs(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=5 * TIMEOUT, check=False,
     )  # fmt: skip
     rows = json_rows(proc)
-    assert [r["mode"] for r in rows] == ["coded", "uncoded", "alltoallv"] and all(r["verified"] for r in rows)
+    assert [r["mode"] for r in rows] == ["coded", "uncoded", "exchange"] and all(r["verified"] for r in rows)
 
 
 def test_run_relays_mpiexec_output_and_drops_hydras_report_only_after_the_programs_status(tmp_path, capsys):
@@ -579,8 +583,11 @@ def test_run_relays_mpiexec_output_and_drops_hydras_report_only_after_the_progra
     from coded_shuffle.cli.run import _relay
 
     report = (
-        "\n" + "=" * 83 + "\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   EXIT CODE: 9\n"
-        + "=" * 83 + "\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"
+        "\n"
+        + "=" * 83
+        + "\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   EXIT CODE: 9\n"
+        + "=" * 83
+        + "\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)\n"
     )
     for ended, expected in ((True, "a rank's line\n"), (False, "a rank's line\n" + report)):
         out = open(tmp_path / f"out{ended}", "w+b")  # noqa: SIM115 (_relay closes it)
@@ -619,3 +626,25 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
         runs = r["header_bytes"] - (FRAME_HEADER_BYTES + 8 * n + 4 * terms)  # wire format version 3
         assert 0 <= runs and (runs // RUN) <= K * (n + 1)
         pp = nxt
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_the_exchange_with_storage_over_mpi_moves_only_the_missing_pieces_and_repairs_them():
+    K, N, B, M = 4, 240, 768, 2
+    rows = json_rows(
+        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
+                "--mode", "exchange", "--corrupt-worker", "1", "--json", "-")
+    )  # fmt: skip
+    assert [r["epoch"] for r in rows] == [1, 2] and all(r["mode"] == "exchange" for r in rows)
+    assert all(r["verified"] and r["records_checked"] == N and r["storage"] == M for r in rows)
+    assert rows[0]["repairs"] >= 1 and rows[1]["repairs"] == 0
+    width = B // 3  # C(3, 1) = 3 pieces a record
+    for r in rows:
+        p0, p1 = (epoch_placement(N, K, seed=0, epoch=t) for t in (r["epoch"] - 1, r["epoch"]))
+        moved = p0.owner != p1.owner
+        # the new owner misses C(K-2, 1) = 2 of the 3 pieces of each record that comes to it
+        into = np.bincount(p1.owner[moved], minlength=K) * 2 * width
+        assert r["max_received_bytes"] == r["download_bound_bytes"] == into.max()
+        assert r["exchange_bytes"] == into.sum() and r["wire_bytes"] == r["repair_bytes"]
+        assert r["upload_bound_bytes"] <= r["max_sent_bytes"] < r["upload_bound_bytes"] + width

@@ -81,8 +81,8 @@ def test_all_modes_cross_the_shaped_links(tmp_path):
         f"h{i}" for i in range(K + 1)
     ]
     rows = {r["mode"]: r for r in map(json.loads, out.read_text().splitlines())}
-    assert list(rows) == ["coded", "uncoded", "alltoallv"] and all(r["verified"] for r in rows.values())
-    coded, uncoded, a2a = rows["coded"], rows["uncoded"], rows["alltoallv"]
+    assert list(rows) == ["coded", "uncoded", "exchange"] and all(r["verified"] for r in rows.values())
+    coded, uncoded, a2a = rows["coded"], rows["uncoded"], rows["exchange"]
     # The kernel's counters of each host's interface: the traffic really crossed the links.
     # Coded: the master emits the broadcast once (a chain, not one copy per worker: below 1.5x,
     # where MPICH's default for K = 2 would send it twice), and every worker receives all of it.
@@ -92,9 +92,9 @@ def test_all_modes_cross_the_shaped_links(tmp_path):
     # Uncoded: each moved record leaves the master once, to its new holder only.
     assert uncoded["wire_bytes"] <= uncoded["link_tx_bytes"][0] < 1.2 * uncoded["wire_bytes"]
     assert sum(uncoded["link_rx_bytes"][1:]) >= uncoded["wire_bytes"]
-    # Alltoallv: the workers send each other the moved records; the master's uplink stays quiet.
+    # The exchange: the workers send each other the moved records; the master's uplink stays quiet.
     assert a2a["exchange_bytes"] == a2a["uncoded_symbols"] * B
-    assert sum(a2a["link_tx_bytes"][1:]) >= a2a["exchange_bytes"]
+    assert sum(a2a["link_tx_bytes"][1:]) >= a2a["exchange_bytes"] + a2a["exchange_header_bytes"]
     assert a2a["link_tx_bytes"][0] < 0.05 * a2a["exchange_bytes"]
     # The master's uplink is shaped: its bytes cannot have left faster than the rate allows
     # (beyond the tbf bucket of 128 KiB). A bound from physics, not a time limit. It holds for the
@@ -107,7 +107,11 @@ def test_all_modes_cross_the_shaped_links(tmp_path):
 
 def test_tear_down_after_a_failing_job():
     proc, pid = cluster(
-        "-K", "2", "--timeout", "120", "--",
+        "-K",
+        "2",
+        "--timeout",
+        "120",
+        "--",
         *program("--points", "300", "--transitions", "2", "--fail-rank", "1"),
     )
     assert proc.returncode != 0 and "deliberate failure" in proc.stderr

@@ -103,12 +103,14 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         "--mode",
         choices=tuple(MODES),
         default="coded",
-        help="delivery: both = coded and uncoded, all = coded, uncoded and alltoallv (default coded)",
+        help="delivery: coded (the master's broadcast), uncoded (each moved record from the master to its "
+        "new holder), exchange (the workers send each other what each misses; alltoallv is its old name), "
+        "both = coded and uncoded, all = the three (default coded)",
     )
     p.add_argument(
         "--strategy", choices=sorted(STRATEGIES), help="cycle packing of the coded plan (default greedy)"
     )
-    _add_storage_argument(p, "--mode coded only; the workers keep their share from epoch to epoch")
+    _add_storage_argument(p, "--mode coded or exchange; the workers keep their share from epoch to epoch")
     _add_order_arguments(p)
     p.add_argument(
         "--link-mbps",
@@ -195,8 +197,10 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         if problem is not None:
             raise UsageError(f"--json {args.json}: {problem}")
     if args.storage != 1:
-        if args.mode != "coded":
-            raise UsageError(f"--storage above 1 applies to --mode coded only, not --mode {args.mode}")
+        if "uncoded" in MODES[args.mode]:
+            raise UsageError(
+                f"--storage above 1 applies to --mode coded and exchange only, not --mode {args.mode}"
+            )
         if workers > 1:  # the launcher: K known, and B unless the records come from a file
             B = None if args.data is not None else args.record_bytes or int(JOB_DEFAULTS["record_bytes"])
             check_storage_option(args, workers, B)
@@ -282,9 +286,9 @@ def ignored_options(mode: str, given: list[str]) -> str | None:
     for opt in ("--max-frame-bytes", "--max-repair-rounds"):
         if opt in given and not master:
             return f"{opt} applies to the coded and uncoded modes only, not --mode {mode}"
-    if "--link-mbps" in given and "alltoallv" in modes:
+    if "--link-mbps" in given and "exchange" in modes:
         return (
-            f"--link-mbps paces only the master's link, and --mode {mode} runs alltoallv, between the "
+            f"--link-mbps paces only the master's link, and --mode {mode} runs the exchange, between the "
             "workers: shape a real network instead (mpi/netns_cluster.sh)"
         )
     return None

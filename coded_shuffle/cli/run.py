@@ -192,8 +192,8 @@ def add_parser(sub: Any) -> None:
         description=(
             "Launch mpiexec -n K+1 python -m mpi4py -m coded_shuffle.mpi_program: the master holds the "
             "dataset, each worker only its batch; each transition is delivered coded (one broadcast), "
-            "uncoded (each moved record from the master to its new holder) and/or alltoallv (the workers "
-            "send each other the records that move), decoded and verified against the master's checksums. "
+            "uncoded (each moved record from the master to its new holder) and/or exchange (the workers "
+            "send each other what each misses), decoded and verified against the master's checksums. "
             f"Needs the MPI extra: {MPI_INSTALL_HINT}. The options are those of the program (docs/mpi.md)."
         ),
     )

@@ -26,7 +26,7 @@ from .common import (
 
 _SIM_COLUMNS = (
     "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "saving", "framing",
-    "repairs", "verified", "seconds",
+    "down MB", "down bound", "repairs", "verified", "seconds",
 )  # fmt: skip
 
 
@@ -42,6 +42,8 @@ def _format_simulate(r: dict[str, Any]) -> list[str]:
         f"{r['uncoded_bytes'] / 1e6:.2f}",
         f"{1 - r['coded_bytes'] / r['uncoded_bytes']:.1%}" if r["uncoded_bytes"] else "-",
         f"{r['framing_overhead']:.2%}",
+        f"{r['max_received_bytes'] / 1e6:.2f}",
+        f"{r['download_bound_bytes'] / 1e6:.2f}",
         str(r["repairs"]),
         "yes" if r["verified"] else "NO",
         f"{r['seconds']:.3f}",
@@ -65,6 +67,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
         )
+    if args.mode == "uncoded" and args.storage > 1:
+        raise UsageError(f"--storage above 1 applies to --mode coded or exchange, not --mode {args.mode}")
     check_storage_option(args, args.workers, args.record_bytes)
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
@@ -78,7 +82,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
             f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
-            f"order = {spec.name}"
+            f"order = {spec.name}, mode = {args.mode}"
             + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
             + (f", storage = {args.storage} batches" if args.storage > 1 else "")
         )
@@ -114,6 +118,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             order=spec,
             subpackets=args.subpackets,
             storage=args.storage,
+            mode=args.mode,
         )
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
@@ -135,6 +140,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
             print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
         print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
+        print(f"down MB: the most payload one worker received ({args.mode}); down bound: the most bytes a")
+        print("worker misses, which no delivery can put under on the busiest downlink.")
         frame, symbol = FRAME_HEADER_BYTES, entry_bytes()[0]
         print("framing: bytes of frame headers, symbol entries, receiver indexes and padding "
               f"({frame} B a frame,")  # fmt: skip
@@ -182,6 +189,13 @@ def add_parser(sub: Any) -> None:
         help="cut every record into Q pieces of B/Q bytes (Q must divide B) and code the pieces (default 1)",
     )
     _add_storage_argument(sim, "the workers keep their share of the pieces from epoch to epoch")
+    sim.add_argument(
+        "--mode",
+        choices=("coded", "uncoded", "exchange"),
+        default="coded",
+        help="delivery: coded (the master's broadcast), uncoded (each moved record from the master to its "
+        "new holder) or exchange (the workers send each other what each misses) (default coded)",
+    )
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument(

@@ -9,8 +9,9 @@ MPI driver (:func:`~coded_shuffle.engine.mpi.serve`, :func:`~coded_shuffle.engin
 1. every rank computes the placements of epochs ``t`` and ``t + 1`` from ``(seed, t)``,
    ``(seed, t + 1)``; the master plans the delivery and encodes it;
 2. ``coded``: the master broadcasts the frames once; ``uncoded``: it sends each worker the records
-   that move to it, in frames of lone symbols (same wire format); ``alltoallv``: the master takes
-   no part, the workers send each other the records that move, directly (``MPI_Alltoallv``);
+   that move to it, in frames of lone symbols (same wire format); ``exchange``: the master takes
+   no part, the workers send each other what each misses, directly (``MPI_Alltoallv``), each
+   unit from the holder that keeps the busiest upload least;
 3. each worker decodes its next batch from its cache and checks every decoded record; points
    that fail are re-sent alone (repairs);
 4. the workers' ids and record checksums are gathered and checked against the master's ground
@@ -51,9 +52,10 @@ PROG = "coded-shuffle run"
 MODES = {
     "coded": ("coded",),
     "uncoded": ("uncoded",),
-    "alltoallv": ("alltoallv",),
+    "exchange": ("exchange",),
+    "alltoallv": ("exchange",),  # the exchange's old name
     "both": ("coded", "uncoded"),
-    "all": ("coded", "uncoded", "alltoallv"),
+    "all": ("coded", "uncoded", "exchange"),
 }
 
 
@@ -186,7 +188,7 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
         p_t1 = ep.following(p_t, t + 1)
         results = []
         for mode, out in zip(modes, spare, strict=True):
-            corrupt = args.corrupt_worker == k and t == args.start_epoch and mode != "alltoallv"
+            corrupt = args.corrupt_worker == k and t == args.start_epoch
             role = worker_transition(
                 link, ep.schemes[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
                 with_digest=True, tamper=_corrupter(cache, ep.scheme.held(p_t1, k)) if corrupt else None,
@@ -271,8 +273,8 @@ _COLUMNS = (
 
 
 def _cells(r: dict[str, Any]) -> list[str]:
-    # What was sent: by the master (coded, uncoded), or by the workers to each other (alltoallv).
-    mb = (r["exchange_bytes"] if r["mode"] == "alltoallv" else r["wire_bytes"]) / 1e6
+    # What was sent: by the master (coded, uncoded), or by the workers to each other (exchange).
+    mb = (r["exchange_bytes"] if r["mode"] == "exchange" else r["wire_bytes"]) / 1e6
     return [
         str(r["epoch"]),
         r["mode"],

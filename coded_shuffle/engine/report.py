@@ -31,8 +31,8 @@ class TransitionReport:
         The epoch ``t + 1`` whose batches were delivered.
     mode : str
         The delivery: ``coded`` (the coded scheme, broadcast), ``uncoded`` (every moved record
-        from the master to its new holder alone) or ``alltoallv`` (the workers send each other the
-        moved records, the master taking no part).
+        from the master to its new holder alone) or ``exchange`` (the workers send each other what
+        each misses, the master taking no part).
     K, N, record_bytes : int
         Workers, records, record width ``B`` (the longest length for variable records).
     strategy : str
@@ -53,7 +53,7 @@ class TransitionReport:
         The planned symbols that XOR two records, and those that carry one alone.
     wire_symbols, wire_bytes : int
         Symbols and bytes that left the master: the delivery's frames and the repairs' (0 for
-        ``alltoallv``).
+        ``exchange``).
     payload_bytes, header_bytes : int
         Payload and framing bytes (headers, entries, receiver index, padding) of the delivery's
         frames, repairs left out.

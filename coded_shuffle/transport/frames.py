@@ -133,8 +133,9 @@ class FramedLink:
         self.exchanged_bytes += sum(int(d.shape[0]) for d in data)
         out: list[np.ndarray] = []
         for z, buf in zip(got_sizes, got, strict=True):
-            ends = np.cumsum(z.view(np.int64))
-            out.extend(buf[lo:hi] for lo, hi in zip(np.concatenate(([0], ends[:-1])), ends, strict=True))
+            n = z.view(np.int64)
+            ends = np.cumsum(n)
+            out.extend(buf[lo:hi] for lo, hi in zip((ends - n).tolist(), ends.tolist(), strict=True))
         return out
 
     def _pieces(self, size: int) -> list[tuple[int, int]]:

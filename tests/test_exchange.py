@@ -1,0 +1,94 @@
+"""The exchange between the workers as a scheme of the protocol, in process: every storage,
+every byte checked against the records, repairs, and the loads against a count made here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from coded_shuffle.codec import load_dataset
+from coded_shuffle.engine import drive, run, scheme_for, simulate
+from coded_shuffle.engine.protocol import MasterOptions
+from coded_shuffle.engine.state import records_of_pieces
+from coded_shuffle.orders import epoch_placement
+from coded_shuffle.transport import InProcessTransport
+
+
+def records(N, B, seed=0):
+    return load_dataset(np.random.default_rng(seed).integers(0, 256, (N, B), dtype=np.uint8))
+
+
+@pytest.mark.parametrize(("K", "M", "B"), [(3, 1, 64), (4, 1, 100), (3, 2, 512), (4, 2, 800), (5, 3, 1536)])
+def test_every_worker_ends_with_its_batch_byte_for_byte(K, M, B):
+    ds = records(12 * K, B, seed=K + M)
+    seen = []
+    rep = run(ds, K=K, epochs=3, seed=2, storage=M, mode="exchange", on_transition=seen.append)
+    assert rep.verified and all(t.mode == "exchange" and t.repairs == 0 for t in rep.transitions)
+    assert all(t.wire_bytes == 0 and t.records_checked == ds.N for t in rep.transitions)
+    # The loads, counted here from the placements: a worker misses C(K-2, t) of the C(K-1, t)
+    # pieces of each record that comes to it (all of it when M = 1).
+    C, t = math.comb(K - 1, M - 1), M - 1
+    width = -(-B // C)
+    for tr in rep.transitions:
+        p0, p1 = (epoch_placement(ds.N, K, seed=2, epoch=e) for e in (tr.epoch - 1, tr.epoch))
+        moved = np.asarray(p0.owner) != np.asarray(p1.owner)
+        into = np.bincount(np.asarray(p1.owner)[moved], minlength=K) * math.comb(K - 2, t) * width
+        assert tr.max_received_bytes == tr.download_bound_bytes == into.max()
+        assert tr.exchange_bytes == into.sum()
+        assert tr.upload_bound_bytes <= tr.max_sent_bytes < tr.upload_bound_bytes + width
+
+
+def test_the_exchange_holds_what_the_coded_scheme_holds():
+    ds = records(60, 768)
+    coded = run(ds, K=4, epochs=2, seed=7, storage=2)
+    exch = run(ds, K=4, epochs=2, seed=7, storage=2, mode="exchange")
+    for a, b in zip(coded.transitions, exch.transitions, strict=True):
+        assert (a.coded_symbols, a.lower_bound, a.download_bound_bytes) == (
+            b.coded_symbols, b.lower_bound, b.download_bound_bytes,
+        )  # fmt: skip
+        assert b.max_received_bytes < a.max_received_bytes  # a worker receives only what it misses
+
+
+def test_a_damaged_unit_from_a_peer_is_repaired():
+    K, M = 4, 2
+    ds = records(48, 768)
+    scheme = scheme_for("exchange", K=K, storage=M)
+    work = scheme.dataset(ds)
+    held = scheme.start(epoch_placement(ds.N, K, seed=0, epoch=0))
+    nxt = scheme.following(held, epoch_placement(ds.N, K, seed=0, epoch=1))
+    caches = [work.cache(scheme.held(held, k)) for k in range(K)]
+
+    class Flip(InProcessTransport):
+        def collect(self, worker):
+            frames = [f.copy() for f in super().collect(worker)]
+            if worker == 2 and frames:
+                frames[0][-1] ^= 0xFF  # the last payload byte: its unit's checksum catches it
+            return frames
+
+    rep, new = drive(Flip(K), scheme, work, caches, (held, nxt), epoch=1, opts=MasterOptions())
+    assert rep.verified and rep.repairs == 1 and rep.repair_rounds == 1
+    for k in range(K):
+        batch = nxt.placement.batch(k)
+        assert np.array_equal(records_of_pieces(new[k], batch, scheme.pieces, 768), ds.data[batch])
+
+
+def test_storage_cuts_the_busiest_download_by_K_minus_M_over_K_minus_1():
+    K, N, B = 8, 800, 21 * 256  # pieces without padding at M = 2 (7 of them) and M = 3 (21)
+    down = {
+        M: simulate(K=K, N=N, record_bytes=B, epochs=1, seed=1, storage=M, mode="exchange")
+        .transitions[0]
+        .max_received_bytes
+        for M in (1, 2, 3)
+    }
+    assert down[2] * (K - 1) == down[1] * (K - 2)
+    assert down[3] * (K - 1) == down[1] * (K - 3)
+
+
+def test_the_mode_and_storage_are_checked_by_name():
+    with pytest.raises(ValueError, match="'mode' must be one of coded, uncoded, exchange"):
+        scheme_for("broadcast", K=3)
+    with pytest.raises(ValueError, match="'mode' must be 'coded' or 'exchange' with a storage of M = 2"):
+        scheme_for("uncoded", K=3, storage=2)
+    assert scheme_for("alltoallv", K=3).name == "exchange"
