@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -74,3 +81,64 @@ def test_in_process_transport_exceptions(frames):
         link.receive(2)
     with pytest.raises(TypeError, match="'worker'"):
         link.receive("0")
+
+
+# --------------------------------------------------------------------------- the workers' exchange
+# One body (tests/link_exchange_prog.py) over every link: in process here, MPI and torch in
+# their launchers.
+
+from tests import link_exchange_prog as contract  # noqa: E402
+
+
+@pytest.mark.parametrize("K", [1, 2, 4])
+def test_the_in_process_exchange_delivers_every_offer_in_sender_order(K):
+    link = InProcessTransport(K)
+    for rnd in range(3):
+        for k in range(K):  # every worker offers before any collects: the driver's order
+            link.offer(k, contract.offered(k, K, rnd))
+        for k in range(K):
+            contract.check(link.collect(k), k, K, rnd)
+    assert link.exchanged_bytes == sum(contract.sent(k, K, 3) for k in range(K))
+
+
+def test_an_offer_is_checked_by_name():
+    link = InProcessTransport(3)
+    with pytest.raises(ValueError, match="must map other workers"):
+        link.offer(1, {1: [np.zeros(4, np.uint8)]})
+    with pytest.raises(ValueError, match="must map other workers"):
+        link.offer(1, {3: [np.zeros(4, np.uint8)]})
+    with pytest.raises(TypeError, match="1-D uint8"):
+        link.offer(0, {1: [np.zeros(4, np.int32)]})
+    with pytest.raises(ValueError, match="'worker' must be less than K = 3"):
+        link.collect(3)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _launch_contract(cmd: list[str], kind: str) -> None:
+    """Run the contract's program on 3 workers and a master; every worker must print ``ok``."""
+    proc = subprocess.run(
+        [*cmd, str(ROOT / "tests" / "link_exchange_prog.py"), kind],
+        capture_output=True, text=True, timeout=180, cwd=ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the workers' lines may interleave on the launcher's standard output
+    assert sorted(re.findall(r"ok \d+", proc.stdout)) == ["ok 0", "ok 1", "ok 2"], proc.stdout
+
+
+@pytest.mark.mpi
+def test_the_mpi_exchange_passes_the_link_contract():
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("needs mpiexec beside the interpreter and mpi4py")
+    _launch_contract([str(mpiexec), "-n", "4", sys.executable, "-m", "mpi4py"], "mpi")
+
+
+@pytest.mark.torch
+def test_the_torch_exchange_passes_the_link_contract():
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs PyTorch (pip install 'torch==2.13.0+cpu')")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4"]
+    _launch_contract([*cmd, "--monitor-interval=0.5"], "torch")

@@ -1,0 +1,66 @@
+"""One body of the link contract for the workers' exchange, run over every link.
+
+``prog.py mpi|torch``: under ``mpiexec -n K+1`` (:class:`~coded_shuffle.transport.MPITransport`)
+or ``torchrun --nproc-per-node K+1`` (:class:`~coded_shuffle.transport.TorchTransport`), every
+worker offers its peers the frames of :func:`offered`, collects, and checks what came with
+:func:`check`; it prints ``ok WORKER`` and exits 0, or raises. ``tests/test_transport.py`` runs the
+same functions over the in-process link.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+def offered(sender: int, K: int, rnd: int) -> dict[int, list[np.ndarray]]:
+    """What ``sender`` offers in round ``rnd``: to worker ``j``, ``(sender + j + rnd) % 3`` frames
+    of bytes that name the sender, the receiver and the frame (none at all to some)."""
+    out: dict[int, list[np.ndarray]] = {}
+    for j in range(K):
+        n = (sender + j + rnd) % 3
+        if j != sender and n:
+            out[j] = [np.full(1 + 97 * q + sender, 16 * sender + j + q, dtype=np.uint8) for q in range(n)]
+    return out
+
+
+def check(got: list[np.ndarray], worker: int, K: int, rnd: int) -> None:
+    """``got`` is every frame offered to ``worker``, in sender order, each sender's in order."""
+    want = [f for s in range(K) if s != worker for f in offered(s, K, rnd).get(worker, [])]
+    assert len(got) == len(want), (worker, len(got), len(want))
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(np.asarray(a), b), (worker, a[:4], b[:4])
+
+
+def sent(worker: int, K: int, rnds: int) -> int:
+    """The bytes ``worker`` sends in ``rnds`` rounds."""
+    return sum(f.size for r in range(rnds) for fs in offered(worker, K, r).values() for f in fs)
+
+
+def main(argv: list[str]) -> int:
+    kind = argv[0]
+    if kind == "mpi":
+        from coded_shuffle.transport import MPITransport
+
+        link = MPITransport()
+    else:
+        import torch.distributed as dist
+
+        from coded_shuffle.transport.torch_dist import TorchTransport
+
+        dist.init_process_group("gloo")
+        link = TorchTransport(timeout=60)
+    if link.is_master:
+        return 0
+    k = link.worker
+    for rnd in range(3):  # a link is used again and again; one round's offer never leaks into the next
+        link.offer(k, offered(k, link.K, rnd))
+        check(link.collect(k), k, link.K, rnd)
+    assert link.exchanged_bytes == sent(k, link.K, 3), (link.exchanged_bytes, sent(k, link.K, 3))
+    print(f"ok {k}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
