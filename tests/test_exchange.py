@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from coded_shuffle.codec import load_dataset
+from coded_shuffle.codec import load_dataset, parse_frame
 from coded_shuffle.engine import drive, run, scheme_for, simulate
 from coded_shuffle.engine.protocol import MasterOptions
 from coded_shuffle.engine.state import records_of_pieces
@@ -92,3 +92,47 @@ def test_the_mode_and_storage_are_checked_by_name():
     with pytest.raises(ValueError, match="'mode' must be 'coded' or 'exchange' with a storage of M = 2"):
         scheme_for("uncoded", K=3, storage=2)
     assert scheme_for("alltoallv", K=3).name == "exchange"
+
+
+@pytest.mark.parametrize("M", [1, 2])
+def test_among_peers_a_damaged_unit_is_fetched_again_from_another_holder(M):
+    K = 4
+    ds = records(48, 768)
+    scheme = scheme_for("exchange", K=K, storage=M, peers=True)
+    work = scheme.dataset(ds)
+    held = scheme.start(epoch_placement(ds.N, K, seed=0, epoch=0))
+    nxt = scheme.following(held, epoch_placement(ds.N, K, seed=0, epoch=1))
+    caches = [work.cache(scheme.held(held, k)) for k in range(K)]
+    offers = []  # (sender, receiver, units) of every offer, in order
+
+    class Flip(InProcessTransport):
+        damaged = None
+
+        def send(self, frames):  # the master has no records to send among peers
+            raise AssertionError("the master sent frames among peers")
+
+        def offer(self, worker, frames):
+            for j, fs in frames.items():
+                offers.append((worker, j, [int(a) for f in fs for a in parse_frame(f).a]))
+            super().offer(worker, frames)
+
+        def collect(self, worker):
+            got = super().collect(worker)
+            if worker == 2 and self.damaged is None and got:  # the first frame to worker 2, damaged
+                self.damaged = parse_frame(got[0]).a[-1]
+                got = [got[0].copy(), *got[1:]]
+                got[0][-1] ^= 0xFF  # its last unit's last byte
+            return got
+
+    link = Flip(K)
+    rep, new = drive(link, scheme, work, caches, (held, nxt), epoch=1, opts=MasterOptions())
+    assert rep.verified and rep.repairs == 1 and rep.repair_rounds == 1
+    unit = int(link.damaged)
+    first, again = [s for s, j, units in offers if j == 2 and unit in units]
+    # from another holder where there is one (M = 2: two holders a piece), else from the same
+    assert (first != again) if M == 2 else (first == again)
+    for k in range(K):
+        batch = nxt.batch(k) if M == 1 else nxt.placement.batch(k)
+        assert np.array_equal(scheme.records(new[k], batch, 768), ds.data[batch])
+    with pytest.raises(ValueError, match="'peers' must be False for mode 'coded'"):
+        scheme_for("coded", K=K, storage=M, peers=True)

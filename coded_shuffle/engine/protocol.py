@@ -8,7 +8,8 @@ puts on the transport:
 round       each worker posts                       then the master announces
 ==========  ======================================  ===========================================
 ready       ``READY``, or ``STOP`` (it stops)       ``GO`` (then sends the frames), or ``END``
-decode      a :class:`Status` (ids that failed)     ``REPAIR`` (then re-sends them), ``DONE``,
+decode      a :class:`Status` (ids that failed)     a :class:`Repair` (then the scheme re-sends
+                                                    them), ``DONE``,
                                                     or ``ABANDON`` (repair rounds used up)
 repair      a :class:`Status`, after each repair    as after ``decode``
 holdings    its :class:`Holdings` (ids, checksums)  the verdict: ``True`` when all matched
@@ -31,20 +32,20 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset, encode_plan_arrays
+from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset
 from ..errors import IntegrityError
 from ..orders import Placement
 from .report import TransitionReport
-from .schemes import Encoded, Given, Planned, Taken, receive_decode, send
+from .schemes import Encoded, Given, Planned, Taken, send
 from .state import _spare_rows, digest
 
 __all__ = [
-    "READY", "STOP", "GO", "END", "REPAIR", "DONE", "ABANDON",
-    "Gather", "Announce", "Post", "Status", "Holdings", "MasterOptions", "Stopped", "WorkerResult",
+    "READY", "STOP", "GO", "END", "DONE", "ABANDON",
+    "Gather", "Announce", "Post", "Status", "Holdings", "MasterOptions", "Repair", "Stopped", "WorkerResult",
     "master_transition", "worker_transition", "worker_stop", "step",
 ]  # fmt: skip
 
-READY, STOP, GO, END, REPAIR, DONE, ABANDON = "ready", "stop", "go", "end", "repair", "done", "abandon"
+READY, STOP, GO, END, DONE, ABANDON = "ready", "stop", "go", "end", "done", "abandon"
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,15 @@ class MasterOptions:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     seed: int | None = None
     link_mbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Repair:
+    """The master's word of a repair round: the ids each worker still lacks (by worker), and the
+    round's number from 1 (the scheme re-sends them, from the master or from other holders)."""
+
+    pending: dict[int, np.ndarray]
+    round: int
 
 
 @dataclass(frozen=True)
@@ -188,11 +198,11 @@ def master_transition(
                 f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} repair round(s), "
                 f"first point {int(pending[k][0])}."
             )
-        yield Announce(REPAIR)
         rounds += 1
+        yield Announce(Repair(pending, rounds))
         ids = np.unique(np.concatenate(list(pending.values())))
         repairs += int(ids.size)
-        link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
+        scheme.resend(link, dataset, ids, epoch=epoch)
         posts = yield Gather("repair")
         rejected += sum(s.rejected for s in posts)
         pending = _pending(posts)
@@ -291,14 +301,6 @@ def _report(
     )
 
 
-def _empty(cache: Cache) -> Cache:
-    return Cache(
-        ids=np.empty(0, np.int64),
-        data=np.empty((0, cache.data.shape[1]), np.uint8),
-        lengths=None if cache.lengths is None else np.empty(0, np.int64),
-    )
-
-
 def _status(t: Taken, failed: np.ndarray, given: Given) -> Status:
     return Status(
         failed, t.rejected, int(t.result.decoded.size), t.deliver_seconds, t.decode_seconds,
@@ -340,8 +342,8 @@ def worker_transition(
     taken = scheme.take(link, worker, cache, need, placements=placements, out=out, tamper=tamper, **kw)
     new, failed = taken.result.cache, taken.result.failed
     word = yield Post(_status(taken, failed, given))
-    while word == REPAIR:
-        fix = receive_decode(link, worker, _empty(cache), failed, **kw)
+    while isinstance(word, Repair):
+        fix = scheme.retake(link, worker, cache, failed, word, given, **kw)
         good = np.setdiff1d(fix.result.cache.ids, fix.result.failed)
         if good.size:
             rows = fix.result.cache.rows(good)

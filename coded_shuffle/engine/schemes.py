@@ -104,10 +104,13 @@ class Encoded:
 
 @dataclass(frozen=True)
 class Given:
-    """What a worker's half of a scheme sent other workers: payload and framing bytes."""
+    """What a worker's half of a scheme sent other workers: payload and framing bytes, and the
+    exchange it took part in (``demand``: the units missing, their wanters and holders, and the
+    sender of each), for its repairs."""
 
     bytes: int = 0
     header_bytes: int = 0
+    demand: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,14 @@ def _parsed(
         frames.append(frame)
         payload += frame.payload_bytes
     return frames, rejected, payload, sum(int(np.asarray(b).nbytes) for b in raw) - payload
+
+
+def _empty(cache: Cache) -> Cache:
+    return Cache(
+        ids=np.empty(0, np.int64),
+        data=np.empty((0, cache.data.shape[1]), np.uint8),
+        lengths=None if cache.lengths is None else np.empty(0, np.int64),
+    )
 
 
 class Scheme:
@@ -320,6 +331,29 @@ class Scheme:
         """A worker, before the delivery: offer the link what it sends other workers (none here)."""
         return Given()
 
+    def resend(self, link: Any, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
+        """The master, in a repair round: send ``ids`` again, alone, in one repair frame broadcast."""
+        link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
+
+    def retake(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        failed: np.ndarray,
+        word: Any,
+        given: Given,
+        *,
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+    ) -> Taken:
+        """A worker, in a repair round (``word``, a :class:`~.protocol.Repair`): rebuild ``failed``
+        from what is re-sent (here the master's repair frame)."""
+        return receive_decode(
+            link, worker, _empty(cache), failed, epoch=epoch, checksums=checksums, variable=variable
+        )
+
     def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
         """A worker, before the delivery starts: what it can make ready without the frames.
 
@@ -403,6 +437,12 @@ class UncodedScheme(CodedScheme):
         return _encoded(by_worker, int(plan.rates.uncoded), 0, tic)
 
 
+def _holder_after(holders: int, first: int, steps: int) -> int:
+    """The holder ``steps`` places after ``first`` among ``holders`` (a bitmask), cyclically."""
+    members = [w for w in range(holders.bit_length()) if (holders >> w) & 1]
+    return members[(members.index(first) + steps) % len(members)]
+
+
 class ExchangeScheme(Scheme):
     """The workers send each other the units they miss, directly; the master sends nothing.
 
@@ -425,8 +465,10 @@ class ExchangeScheme(Scheme):
 
     name = "exchange"
 
-    def __init__(self, holding: Batches | PieceStorage | None = None) -> None:
+    def __init__(self, holding: Batches | PieceStorage | None = None, *, peers: bool = False) -> None:
         super().__init__(holding)
+        #: Whether the job has no master holding the records: repairs then come from the holders.
+        self.peers = bool(peers)
         self._coded = (
             StorageScheme(self.holding)
             if isinstance(self.holding, PieceStorage)
@@ -458,6 +500,7 @@ class ExchangeScheme(Scheme):
         """Frame the units this worker sends and offer them to the link (nothing moves yet)."""
         units, wanter, holders = self.holding.demand(*placements)
         sender = assign_senders(wanter, holders, K=placements[0].K).sender
+        demand = (units, wanter, holders, sender)
         mine = sender == worker
         units, wanter = units[mine], wanter[mine]
         order = np.lexsort((units, wanter))  # by wanter, units increasing within each
@@ -474,7 +517,49 @@ class ExchangeScheme(Scheme):
         else:
             payload = int(cache.lengths[cache.rows(units)].sum())
         total = sum(int(f.shape[0]) for fs in frames.values() for f in fs)
-        return Given(payload, total - payload)
+        return Given(payload, total - payload, demand)
+
+    def resend(self, link: Any, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
+        """The master's repair frame; among peers (no master's records) the holders re-send."""
+        if not self.peers:
+            super().resend(link, dataset, ids, epoch=epoch)
+
+    def retake(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        failed: np.ndarray,
+        word: Any,
+        given: Given,
+        *,
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+    ) -> Taken:
+        """Among peers, repair round ``r`` takes every unit still lacking from the holder ``r`` places
+        after the first sender among its holders (another holder where there is one), in one
+        exchange; with a master, its repair frame."""
+        if not self.peers:
+            return super().retake(
+                link, worker, cache, failed, word, given, epoch=epoch, checksums=checksums, variable=variable
+            )
+        assert given.demand is not None
+        units, wanter, holders, sender = given.demand
+        frames = {}
+        for j, ids in sorted(word.pending.items()):
+            rows = np.searchsorted(units, ids)
+            if np.any(rows >= units.size) or np.any(units[np.minimum(rows, units.size - 1)] != ids):
+                continue  # not a unit of this exchange: nothing a peer can send (the verdict fails)
+            mine = [int(u) for u, r in zip(ids.tolist(), rows.tolist(), strict=True)
+                    if _holder_after(int(holders[r]), int(sender[r]), word.round) == worker]  # fmt: skip
+            if mine:
+                frames[int(j)] = encode_held(cache, np.asarray(mine, dtype=np.int64), epoch=epoch)
+        link.offer(worker, frames)
+        return receive_decode(
+            link, worker, _empty(cache), failed, epoch=epoch, checksums=checksums, variable=variable,
+            raw=link.collect(worker),
+        )  # fmt: skip
 
     def take(
         self,
@@ -642,13 +727,14 @@ MODES = ("coded", "uncoded", "exchange")
 _ALIASES = {"alltoallv": "exchange"}
 
 
-def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1) -> Scheme:
+def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1, peers: bool = False) -> Scheme:
     """The scheme of delivery ``mode`` on ``K`` workers that store ``storage`` batches each.
 
     The one factory of schemes: it builds the placement model
     (:func:`~coded_shuffle.engine.holding.holding_for`) and the delivery that serves it, the
-    coded plan of :mod:`coded_shuffle.storage` above one batch. Raises, naming the argument, a
-    mode it does not know or one that cannot serve that storage.
+    coded plan of :mod:`coded_shuffle.storage` above one batch. ``peers``: a job without a
+    master (the exchange alone), whose repairs come from the other holders. Raises, naming the
+    argument, a mode it does not know or one that cannot serve that storage.
 
     Examples
     --------
@@ -661,14 +747,15 @@ def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1) -> S
     if mode not in MODES:
         raise ValueError(f"Argument 'mode' must be one of {', '.join(MODES)}, not {mode!r}.")
     holding = holding_for(K=K, storage=storage, subpackets=subpackets)
+    if mode == "exchange":
+        return ExchangeScheme(holding, peers=peers)
+    if peers:
+        raise ValueError(f"Argument 'peers' must be False for mode {mode!r}: its master holds the records.")
     if isinstance(holding, PieceStorage):
         if mode == "uncoded":
             raise ValueError(
                 f"Argument 'mode' must be 'coded' or 'exchange' with a storage of M = {holding.M} batches, "
                 f"not {mode!r}."
             )
-        return ExchangeScheme(holding) if mode == "exchange" else StorageScheme(holding)
-    kinds: dict[str, type[Scheme]] = {
-        "coded": CodedScheme, "uncoded": UncodedScheme, "exchange": ExchangeScheme,
-    }  # fmt: skip
-    return kinds[mode](holding)
+        return StorageScheme(holding)
+    return CodedScheme(holding) if mode == "coded" else UncodedScheme(holding)
