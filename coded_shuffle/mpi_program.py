@@ -81,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
         os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     comm = mpi_world()
+    if MODES[args.mode] == ("exchange",):  # no master: every rank a worker
+        from .engine.peers_job import peers
+
+        code = peers(args, MPITransport(comm, peers=True))
+        if code or args.status_file:
+            mpi_exit(code, status_file=args.status_file)
+        return 0
     if comm.Get_size() < 2:
         mpi_refuse(
             f"{PROG}: error: needs a master and at least one worker: mpiexec -n K+1",

@@ -44,6 +44,12 @@ def run_mpi(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.Complete
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
 
 
+def run_peers(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """The program on ``K`` ranks and no master: ``--mode exchange`` alone, a job of peers."""
+    cmd = [str(MPIEXEC), "-n", str(K), sys.executable, "-m", "mpi4py", str(PROGRAM), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
+
+
 #: What MPICH's mpiexec (hydra) prints on standard output when it reports a bad termination.
 HYDRA_BAD_TERMINATION = "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 
@@ -630,12 +636,13 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
 
 @needs_mpi
 @pytest.mark.mpi
-def test_the_exchange_with_storage_over_mpi_moves_only_the_missing_pieces_and_repairs_them():
+def test_the_exchange_with_storage_among_peers_moves_only_the_missing_pieces_and_repairs_them():
     K, N, B, M = 4, 240, 768, 2
     rows = json_rows(
-        run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
-                "--mode", "exchange", "--corrupt-worker", "1", "--json", "-")
+        run_peers(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
+                  "--mode", "exchange", "--corrupt-worker", "1", "--json", "-")
     )  # fmt: skip
+    assert all(r["K"] == K and len(r["digests"]) == K for r in rows)  # K ranks, every one a worker
     assert [r["epoch"] for r in rows] == [1, 2] and all(r["mode"] == "exchange" for r in rows)
     assert all(r["verified"] and r["records_checked"] == N and r["storage"] == M for r in rows)
     assert rows[0]["repairs"] >= 1 and rows[1]["repairs"] == 0
@@ -646,5 +653,33 @@ def test_the_exchange_with_storage_over_mpi_moves_only_the_missing_pieces_and_re
         # the new owner misses C(K-2, 1) = 2 of the 3 pieces of each record that comes to it
         into = np.bincount(p1.owner[moved], minlength=K) * 2 * width
         assert r["max_received_bytes"] == r["download_bound_bytes"] == into.max()
-        assert r["exchange_bytes"] == into.sum() and r["wire_bytes"] == r["repair_bytes"]
+        assert r["exchange_bytes"] == into.sum() and r["wire_bytes"] == 0  # no master, no frame from it
         assert r["upload_bound_bytes"] <= r["max_sent_bytes"] < r["upload_bound_bytes"] + width
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_every_rank_of_a_job_of_peers_ends_with_its_batch(tmp_path):
+    N, B, seed, K = 500, 40, 3, 3
+    records = np.random.default_rng(1).integers(0, 256, (N, B), dtype=np.uint8)
+    np.save(tmp_path / "rows.npy", records)
+    for source in (["--points", str(N), "--record-bytes", str(B)], ["--data", str(tmp_path / "rows.npy")]):
+        rows = json_rows(run_peers(K, *source, "--seed", str(seed), "--mode", "exchange", "--json", "-"))
+        dataset = synthetic_dataset(N, B, seed=seed) if source[0] == "--points" else load_dataset(records)
+        assert [r["epoch"] for r in rows] == [1, 2, 3]
+        for r in rows:
+            assert r["verified"] and r["repairs"] == 0 and r["wire_bytes"] == 0
+            assert r["digests"] == expected_digests(dataset, N, K, seed, r["epoch"])
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_a_job_of_peers_names_the_rank_that_cannot_read_the_file(tmp_path):
+    # A header that promises more rows than the file holds: each rank finds it as it maps the rows.
+    path = tmp_path / "cut.npy"
+    np.save(path, np.zeros((400, 16), dtype=np.uint8))
+    path.write_bytes(path.read_bytes()[:-1000])
+    proc = run_peers(2, "--data", str(path), "--mode", "exchange", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = one_line_error(proc.stderr)
+    assert line.startswith("coded-shuffle run: error: rank 0: --data ") and "cut.npy" in line

@@ -15,7 +15,7 @@ from .common import (
     UsageError,
     compile_kernels,
 )
-from .job import add_job_arguments, check_job, job_arguments
+from .job import MODES, add_job_arguments, check_job, job_arguments
 
 MPI_INSTALL_HINT = "pip install 'mpi4py>=4' mpich (what the extra [mpi] installs)"
 
@@ -30,7 +30,8 @@ def find_mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
-#: ``coded-shuffle run`` launches ``mpiexec -n K+1 python -m mpi4py -m MPI_PROGRAM ...``.
+#: ``coded-shuffle run`` launches ``mpiexec -n K+1 python -m mpi4py -m MPI_PROGRAM ...`` (``-n K``
+#: for the exchange alone, a job of peers).
 MPI_PROGRAM = "coded_shuffle.mpi_program"
 
 
@@ -38,8 +39,10 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
     """Return the ``mpiexec`` command line that ``coded-shuffle run`` launches.
 
     Options left at their defaults are not passed on, so the program sees what the user gave.
+    ``--mode exchange`` alone is a job of ``K`` peers, every rank a worker (no master rank).
     """
-    return [mpiexec, "-n", str(args.workers + 1), sys.executable, "-m", "mpi4py", "-m", MPI_PROGRAM,
+    ranks = args.workers + (0 if MODES[args.mode or "coded"] == ("exchange",) else 1)
+    return [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", MPI_PROGRAM,
             *job_arguments(args)]  # fmt: skip
 
 

@@ -1,7 +1,9 @@
 """The MPI driver: the protocol's roles carried between ranks, with a bound on every wait.
 
 Rank ``root`` runs the master's role (:func:`serve`), every other rank a worker's
-(:func:`attend`), over an :class:`~coded_shuffle.transport.MPITransport`: a role's
+(:func:`attend`), over an :class:`~coded_shuffle.transport.MPITransport`; in a job of peers
+(no master: the workers' exchange) rank ``root`` carries both the master's role, for its
+control rounds alone, and its own worker's (:func:`lead`). A role's
 :class:`~coded_shuffle.engine.protocol.Gather` becomes
 :meth:`~coded_shuffle.transport.MPITransport.gather_posts`, its ``Announce``
 :meth:`~coded_shuffle.transport.MPITransport.announce`, a worker's ``Post``
@@ -36,7 +38,7 @@ from ..errors import RankTimeout
 from ..transport import mpi_abort
 from .protocol import Announce, Gather, step
 
-__all__ = ["LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "end_job"]
+__all__ = ["LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "lead", "Rounds", "end_job"]
 
 #: The environment variable that names the pid of the process that launched the job.
 LAUNCHER_ENV = "CODED_SHUFFLE_LAUNCHER_PID"
@@ -187,3 +189,58 @@ def attend(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> 
             end_job(prog, link.rank, str(exc), watchdog.abort)
         running, msg = _step(role, word, watchdog, f"receiving and decoding after the word {word!r}")
     return msg
+
+
+class Rounds:
+    """The leader's view of a link among peers, for the master's role: the control rounds only.
+
+    The master's role among peers sends no frames, and the leader's own worker role joins the
+    collectives (the barrier before a delivery, the exchange): here they are no-ops.
+    """
+
+    def __init__(self, link: Any) -> None:
+        from ..transport import LinkStats
+
+        self._link = link
+        self.K = link.K
+        self.stats = LinkStats()
+
+    def sync(self) -> None:
+        """The leader's worker role joins the barrier."""
+
+    def send(self, frames: Any) -> None:  # pragma: no cover - the peers' schemes send no frames
+        raise AssertionError("the master's role among peers sent frames")
+
+    send_to = send
+
+
+def lead(
+    link: Any, master: Generator[Any, Any, Any], worker: Generator[Any, Any, Any], *, watchdog: Watchdog
+) -> tuple[Any, Any]:
+    """Peers' leader: carry the master's role (made over :class:`Rounds` of the link) and this
+    rank's worker's role (over the link itself).
+
+    The master's :class:`~coded_shuffle.engine.protocol.Gather` takes the other workers' posts
+    from the link and this rank's from its worker role; each word goes to the others, then to
+    this rank's worker role. Returns both roles' values.
+    """
+    timeout, prog = watchdog.timeout, watchdog.prog
+    running, msg = _step(master, None, watchdog, "planning")
+    alive, mine = _step(worker, None, watchdog, "starting the transition")
+    while running:
+        if isinstance(msg, Gather):
+            try:
+                posts = link.gather_posts(timeout=timeout, stage=msg.stage)
+            except RankTimeout as exc:
+                end_job(prog, link.rank, str(exc), watchdog.abort)
+            if not alive:  # pragma: no cover - a worker role posts until the last word
+                raise RankTimeout(f"the leader's own worker ended before the {msg.stage!r} round")
+            posts[link.worker] = mine.value
+            running, msg = _step(master, posts, watchdog, f"after the {msg.stage!r} round")
+        else:
+            assert isinstance(msg, Announce)
+            word = msg.word
+            link.announce(word)
+            running, msg = _step(master, None, watchdog, "announcing")
+            alive, mine = _step(worker, word, watchdog, f"receiving and decoding after the word {word!r}")
+    return msg, mine

@@ -68,11 +68,11 @@ def placement(args: argparse.Namespace, N: int, K: int, *, epoch: int) -> Placem
 class Epochs:
     """A job's epochs: the batches its options name, held as its schemes' placement model says."""
 
-    def __init__(self, args: argparse.Namespace, N: int, B: int, K: int) -> None:
+    def __init__(self, args: argparse.Namespace, N: int, B: int, K: int, *, peers: bool = False) -> None:
         self.args, self.N, self.K, self.B = args, N, K, B
         M = int(args.storage)
         #: The scheme of every mode the job runs; they share one placement model.
-        self.schemes = {mode: scheme_for(mode, K=K, storage=M) for mode in MODES[args.mode]}
+        self.schemes = {mode: scheme_for(mode, K=K, storage=M, peers=peers) for mode in MODES[args.mode]}
         #: The coded scheme: the plan every mode is reported against, and the placement model.
         self.scheme = scheme_for("coded", K=K, storage=M)
 
@@ -316,6 +316,59 @@ def _load(args: argparse.Namespace, K: int) -> Dataset | str:
     return dataset if refusal is None else refusal
 
 
+class Results:
+    """The job's results as the leading rank writes them: a header and a table, or JSON lines.
+
+    They go to standard output, or to the file ``coded-shuffle run`` reads them from
+    (``--results``); ``--json FILE`` writes the JSON lines there as well.
+    """
+
+    def __init__(self, args: argparse.Namespace, K: int, sizes: str, note: str, warm: float) -> None:
+        self.args = args
+        self.res: TextIO = sys.stdout if args.results is None else open(args.results, "w", encoding="utf-8")  # noqa: SIM115
+        self.out: TextIO | None = None
+        if args.json == "-":
+            self.out = self.res
+        elif args.json is not None:
+            self.out = open(args.json, "w", encoding="utf-8")  # noqa: SIM115
+        self.table = args.json != "-"
+        if not self.table:
+            return
+        pace = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "unpaced"
+        self._print(
+            f"{sizes}, epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
+            f"mode = {args.mode}, link = {pace}" + note
+        )
+        self._print(
+            f"warm-up: one transition of {_WARM_RECORDS * K} records a mode, {warm:.3f} s "
+            "(kernels loaded and links opened on every rank; not in the rows below)"
+        )
+        links = ("up MB", "down MB") if args.count_links else ()  # master's uplink, busiest downlink
+        self._print("".join(h.rjust(11) for h in (*_COLUMNS, *links)))
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.res, flush=True)
+
+    def row(self, rep: Any) -> None:
+        """One transition's report."""
+        if self.out is not None:
+            print(json.dumps(rep.to_dict()), file=self.out, flush=True)
+        if self.table:
+            self._print("".join(c.rjust(11) for c in _cells(rep.to_dict())))
+
+    def close(self, all_ok: bool, *, several: bool) -> int:
+        """The end of the results; returns the job's status (1 if a transition was not verified)."""
+        if self.table and not self.args.link_mbps and several:
+            self._print(UNPACED_NOTE)
+        if self.out is not None and self.out is not self.res:
+            self.out.close()
+        if self.res is not sys.stdout:
+            self.res.close()
+        if not all_ok:
+            print(f"{PROG}: error: a transition was not verified", file=sys.stderr, flush=True)
+        return 0 if all_ok else 1
+
+
 def master(args: argparse.Namespace, link: MPITransport) -> int:
     K = link.K
     dataset = _load(args, K)
@@ -334,32 +387,8 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
     for k in range(K):  # setup, not counted: each worker starts with its batch (or share) of the first epoch
         link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
 
-    # Results go to standard output, or to the file coded-shuffle run reads them from.
-    res: TextIO = sys.stdout if args.results is None else open(args.results, "w", encoding="utf-8")  # noqa: SIM115
-    out: TextIO | None = None
-    if args.json == "-":
-        out = res
-    elif args.json is not None:
-        out = open(args.json, "w", encoding="utf-8")  # noqa: SIM115
-    table = args.json != "-"
     warm = warm_up_transition(link, MODES[args.mode], dog, seed=args.seed)
-    if table:
-        pace = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "unpaced"
-        print(
-            f"K = {K}, N = {N}, record = {B} B, "
-            f"epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
-            f"mode = {args.mode}, link = {pace}" + ep.scheme.holding.note(B),
-            file=res,
-            flush=True,
-        )
-        print(
-            f"warm-up: one transition of {_WARM_RECORDS * K} records a mode, {warm:.3f} s "
-            "(kernels loaded and links opened on every rank; not in the rows below)",
-            file=res,
-            flush=True,
-        )
-        links = ("up MB", "down MB") if args.count_links else ()  # master's uplink, busiest downlink
-        print("".join(h.rjust(11) for h in (*_COLUMNS, *links)), file=res, flush=True)
+    results = Results(args, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm)
     opts = MasterOptions(
         strategy=args.strategy, max_repair_rounds=args.max_repair_rounds,
         max_frame_bytes=args.max_frame_bytes, seed=args.seed, link_mbps=args.link_mbps,
@@ -379,20 +408,9 @@ def master(args: argparse.Namespace, link: MPITransport) -> int:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
             all_ok &= rep.verified
-            if out is not None:
-                print(json.dumps(rep.to_dict()), file=out, flush=True)
-            if table:
-                print("".join(c.rjust(11) for c in _cells(rep.to_dict())), file=res, flush=True)
+            results.row(rep)
         p_t = p_t1
-    if table and not args.link_mbps and len(MODES[args.mode]) > 1:
-        print(UNPACED_NOTE, file=res, flush=True)
     dog.close()
-    if out is not None and out is not res:
-        out.close()
-    if res is not sys.stdout:
-        res.close()
-    code = 0 if all_ok else 1
-    if not all_ok:
-        print(f"{PROG}: error: a transition was not verified", file=sys.stderr, flush=True)
+    code = results.close(all_ok, several=len(MODES[args.mode]) > 1)
     link.share(code)
     return code

@@ -131,11 +131,17 @@ class MPITransport(FramedLink):
         pace: TokenBucket | None = None,
         piece_bytes: int | None = None,
         reuse_buffers: bool = True,
+        peers: bool = False,
     ) -> None:
         from mpi4py import MPI
 
         self.comm = MPI.COMM_WORLD if comm is None else comm
         size = self.comm.Get_size()
+        #: A job of peers: every rank a worker, rank ``root`` also the leader of the control rounds.
+        self.peers = bool(peers)
+        if self.peers:
+            self._init_peers(size, root)
+            return
         if size < 2:
             raise ValueError(f"Argument 'comm' must have at least 2 ranks (master and a worker), not {size}.")
         self.root = check_int(root, "root", minimum=0)
@@ -162,6 +168,32 @@ class MPITransport(FramedLink):
         #: Bytes of control messages the master broadcast (frame sizes and destinations).
         self.control_bytes = 0
 
+    def _init_peers(self, size: int, root: int) -> None:
+        self.root = check_int(root, "root", minimum=0)
+        if self.root >= size:
+            raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
+        self._pace = None
+        self.piece_bytes = 1 << 26
+        self.K = size
+        self.rank = self.comm.Get_rank()
+        self.is_master = False
+        self.worker = self.rank
+        self.reuse_buffers = True
+        self._buffer = None
+        self._workers = self.comm  # every rank exchanges
+        self.exchanged_bytes = 0
+        self._stats = LinkStats()
+        self.control_bytes = 0
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this rank leads the control rounds: the master, or rank ``root`` among peers."""
+        return self.rank == self.root
+
+    def rank_of(self, worker: int) -> int:
+        """Return the rank of ``worker``."""
+        return worker if self.peers else worker + (worker >= self.root)
+
     @property
     def pace(self) -> TokenBucket | None:
         """The bucket pacing the master's sends, if any."""
@@ -183,12 +215,12 @@ class MPITransport(FramedLink):
     # ---- setup: what every rank learns before the first transition (not counted on the link)
 
     def share(self, value: Any = None) -> Any:
-        """Collective: the master's ``value`` (a small Python object), returned on every rank."""
-        return self.comm.bcast(value if self.is_master else None, root=self.root)
+        """Collective: the leader's ``value`` (a small Python object), returned on every rank."""
+        return self.comm.bcast(value if self.is_leader else None, root=self.root)
 
     def share_array(self, arr: np.ndarray) -> np.ndarray:
-        """Collective: the master's array copied into ``arr`` on every rank (same shape and dtype)."""
-        self.comm.Bcast(np.ascontiguousarray(arr) if self.is_master else arr, root=self.root)
+        """Collective: the leader's array copied into ``arr`` on every rank (same shape and dtype)."""
+        self.comm.Bcast(np.ascontiguousarray(arr) if self.is_leader else arr, root=self.root)
         return arr
 
     def send_rows(self, worker: int, rows: np.ndarray) -> None:
@@ -222,16 +254,18 @@ class MPITransport(FramedLink):
     # ---- the protocol's control messages (small Python values, point to point, with deadlines)
 
     def gather_posts(self, *, timeout: float, stage: str) -> list[Any]:
-        """Master: one post from every worker, in worker order, each within ``timeout`` seconds.
+        """Master: one post from every worker, in worker order, each within ``timeout`` seconds
+        (among peers, the leader's own slot is left None for its driver to fill).
 
         Raises
         ------
         RankTimeout
             Naming the workers (and ranks) that did not post within ``timeout`` seconds.
         """
-        self._master_only("gather the workers' posts")
+        if not self.is_leader:
+            raise TransportError(f"Rank {self.rank} does not lead: only rank {self.root} gathers the posts.")
         got: list[Any] = [None] * self.K
-        missing = set(range(self.K))
+        missing = set(range(self.K)) - {self.worker}  # among peers the leader posts to itself
 
         def ready() -> bool:
             for k in sorted(missing):
@@ -248,8 +282,10 @@ class MPITransport(FramedLink):
 
     def announce(self, word: Any) -> None:
         """Master: send ``word`` to every worker."""
-        self._master_only("announce")
-        reqs = [self.comm.isend(word, dest=self.rank_of(k), tag=_WORD) for k in range(self.K)]
+        if not self.is_leader:
+            raise TransportError(f"Rank {self.rank} does not lead: only rank {self.root} announces.")
+        others = [k for k in range(self.K) if k != self.worker]
+        reqs = [self.comm.isend(word, dest=self.rank_of(k), tag=_WORD) for k in others]
         from mpi4py import MPI
 
         MPI.Request.waitall(reqs)
@@ -262,8 +298,8 @@ class MPITransport(FramedLink):
         RankTimeout
             When the master sends no word within ``timeout`` seconds.
         """
-        if self.is_master:
-            raise TransportError(f"Rank {self.rank} is the master: only workers post.")
+        if self.is_leader:
+            raise TransportError(f"Rank {self.rank} leads the rounds: only the other ranks post.")
         req = self.comm.isend(value, dest=self.root, tag=_POST)
         word: list[Any] = []
 

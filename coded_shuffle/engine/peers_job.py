@@ -1,0 +1,178 @@
+"""A job of peers under MPI: every rank is a worker, and only the workers' exchange moves data.
+
+``--mode exchange`` alone runs on ``mpiexec -n K``: there is no master rank. At the first epoch
+each rank reads what it holds itself: its rows of the ``.npy`` file (memory-mapped; every rank
+must be able to read it) or of the random records drawn from the seed, and the table of every
+unit's checksum is gathered from what the ranks read. Afterwards every transition is the
+exchange of :class:`~coded_shuffle.engine.schemes.ExchangeScheme` among peers: rank 0 leads the
+protocol's control rounds beside its own worker's role (:func:`~coded_shuffle.engine.mpi.lead`),
+a damaged unit is taken again from another of its holders, and every worker's holdings are
+checked against the table after each transition, as in a job with a master.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..codec import Cache, Dataset, load_dataset, record_checksums
+from ..orders import epoch_placement
+from ..transport import MPITransport
+from .mpi import Rounds, Watchdog, attend, lead
+from .mpi_job import _WARM_BYTES, _WARM_RECORDS, PROG, Epochs, Results, _corrupter, _link_counter, _maybe_fail
+from .protocol import MasterOptions, master_transition, worker_transition
+from .schemes import Scheme, scheme_for
+from .state import storage_refusal, synthetic_dataset
+
+__all__ = ["peers"]
+
+
+def _records(args: argparse.Namespace) -> tuple[Any, int, int] | str:
+    """Every rank's view of the records: ``(rows, N, B)``, the rows read only when indexed."""
+    try:
+        if args.data is not None:
+            arr = np.load(args.data, mmap_mode="r", allow_pickle=False)
+            rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
+            N, B = int(arr.shape[0]), int(rows.dtype.itemsize * rows.shape[1])
+            return rows, N, B
+        if args.points * args.record_bytes > 1 << 34:
+            return "--points x --record-bytes must be at most 16 GiB"
+        data = synthetic_dataset(args.points, args.record_bytes, seed=args.seed).data
+        return data, args.points, args.record_bytes
+    except (OSError, ValueError, MemoryError) as exc:
+        return f"--data {args.data}: {exc}" if args.data is not None else str(exc)
+
+
+def _own_units(scheme: Scheme, rows: Any, held: Any, worker: int, B: int) -> Cache:
+    """The units ``worker`` holds under ``held``, cut from its own read of the records ``rows``."""
+    ids = scheme.held(held, worker)
+    C = scheme.pieces
+    mine = np.unique(ids // C)
+    raw = np.ascontiguousarray(rows[mine]).view(np.uint8).reshape(mine.size, B)
+    local = scheme.dataset(load_dataset(raw, checksums=False))
+    pick = np.searchsorted(mine, ids // C) * C + ids % C
+    data = np.ascontiguousarray(local.data[pick])
+    return Cache(ids=ids, data=data, lengths=None)
+
+
+def _checksum_table(link: MPITransport, cache: Cache, n_units: int) -> np.ndarray:
+    """Every unit's checksum, gathered from what the ranks read (collective)."""
+    got = link.comm.allgather((cache.ids, record_checksums(cache.data)))
+    table = np.zeros(n_units, dtype=np.uint64)
+    for ids, sums in got:
+        table[ids] = sums
+    return table
+
+
+def _catalog(N: int, B: int, checksums: np.ndarray) -> Dataset:
+    """The leader's view of the units for the master's role: their count, size and checksums,
+    no bytes (the role among peers plans, checks and reports; it never sends a record)."""
+    data = np.broadcast_to(np.zeros((1, B), dtype=np.uint8), (N, B))
+    return Dataset(data=data, lengths=None, checksums=checksums)
+
+
+def _transition(
+    link: MPITransport,
+    scheme: Scheme,
+    catalog: Dataset,
+    cache: Cache,
+    placements: tuple[Any, Any],
+    *,
+    epoch: int,
+    dog: Watchdog,
+    opts: MasterOptions,
+    tamper: Any = None,
+    count_links: bool = False,
+) -> tuple[Any, Any]:
+    """One transition among peers: ``(the leader's report or None, this worker's result)``.
+
+    With ``count_links`` every rank counts its interfaces' bytes (``run --count-links``); the
+    report's first entries, a master's, are then 0.
+    """
+    k = link.worker
+    assert k is not None
+    role = worker_transition(
+        link, scheme, k, cache, placements, epoch=epoch, checksums=catalog.checksums, with_digest=True,
+        tamper=tamper, links=_link_counter() if count_links else None,
+    )  # fmt: skip
+    if not link.is_leader:
+        return None, attend(link, role, watchdog=dog)
+    master = master_transition(
+        Rounds(link), scheme, catalog, *placements, epoch=epoch, opts=opts,
+        links=(lambda: (0, 0)) if count_links else None,
+    )  # fmt: skip
+    return lead(link, master, role, watchdog=dog)
+
+
+def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int) -> float:
+    """One transition of ``4 K`` records of 8 bytes among the peers: kernels and links warmed."""
+    import time
+
+    from ..errors import IntegrityError
+
+    tic = time.perf_counter()
+    K = link.K
+    N = _WARM_RECORDS * K
+    scheme = scheme_for("exchange", K=K, peers=True)
+    ds = synthetic_dataset(N, _WARM_BYTES, seed=seed)
+    p_t, p_t1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
+    assert link.worker is not None
+    cache = ds.cache(p_t.batch(link.worker))
+    rep, res = _transition(
+        link, scheme, _catalog(N, _WARM_BYTES, ds.checksums), cache, (p_t, p_t1), epoch=1, dog=dog,
+        opts=MasterOptions(),
+    )  # fmt: skip
+    if not res.verified:
+        raise IntegrityError("The warm-up transition was not verified.")
+    return time.perf_counter() - tic
+
+
+def peers(args: argparse.Namespace, link: MPITransport) -> int:
+    """Every rank: the job's transitions among peers; the leader writes the results."""
+    k, K = link.worker, link.K
+    assert k is not None
+    got = _records(args)
+    rows, N, B = (None, 0, 0) if isinstance(got, str) else got
+    if isinstance(got, str):
+        problem: str | None = got
+    elif N < K:
+        problem = f"the dataset has {N} records, fewer than the {K} workers"
+    else:
+        problem = storage_refusal(B, K, args.storage)
+    bad = [(r, p) for r, p in enumerate(link.comm.allgather(problem)) if p is not None]
+    if bad:
+        if link.is_leader:
+            print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)
+        return 2
+    ep = Epochs(args, N, B, K, peers=True)
+    scheme = ep.schemes["exchange"]
+    held = ep.first()
+    cache = _own_units(scheme, rows, held, k, B)
+    del rows
+    catalog = _catalog(N * scheme.pieces, ep.piece_bytes, _checksum_table(link, cache, N * scheme.pieces))
+    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
+    warm = _warm_up(link, dog, seed=args.seed)
+    sizes = f"K = {K} peers, N = {N}, record = {B} B"
+    results = Results(args, K, sizes, scheme.holding.note(B), warm) if link.is_leader else None
+    opts = MasterOptions(max_repair_rounds=args.max_repair_rounds, seed=args.seed)
+    records = _catalog(N, B, np.zeros(N, dtype=np.uint64))  # the report's sizes in records
+    all_ok = True
+    for t in range(args.start_epoch, args.start_epoch + args.epochs):
+        _maybe_fail(args, t + 1)
+        nxt = ep.following(held, t + 1)
+        corrupt = args.corrupt_worker == k and t == args.start_epoch
+        rep, res = _transition(
+            link, scheme, catalog, cache, (held, nxt), epoch=t + 1, dog=dog, opts=opts,
+            tamper=_corrupter(cache, scheme.held(nxt, k)) if corrupt else None, count_links=args.count_links,
+        )  # fmt: skip
+        if results is not None:
+            rep = scheme.report(rep, records)
+            all_ok &= rep.verified
+            results.row(rep)
+        cache, held = res.cache, nxt
+    dog.close()
+    code = results.close(all_ok, several=False) if results is not None else 0
+    return int(link.share(code))
