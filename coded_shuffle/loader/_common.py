@@ -1,0 +1,280 @@
+"""What the loaders share: records as rows, an epoch's batch, and the checks of their options."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import check_choice, check_int
+from ..codec import (
+    Cache,
+    Dataset,
+    load_dataset,
+)
+from ..engine import TransitionReport
+from ..engine.schemes import Scheme, scheme_for
+from ..errors import IntegrityError
+from ..orders import (
+    EPOCH_ORDERS,
+    OrderSpec,
+    Placement,
+    auto_order,
+    batch_sizes,
+    epoch_order,
+    placement_from_permutation,
+)
+from ..plan import STRATEGIES
+from ..storage import check_storage
+
+_PROG = "coded_shuffle.loader"
+
+
+# --------------------------------------------------------------------------- records as rows
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """How a record's bytes read as one row of the source array: its dtype and shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> layout = RowLayout(np.dtype("<i2"), (2,))
+    >>> layout.rows(np.array([[1, 0, 2, 0], [3, 0, 4, 0]], dtype=np.uint8)).tolist()
+    [[1, 2], [3, 4]]
+    """
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def record_bytes(self) -> int:
+        """Bytes of one record."""
+        return int(self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64)))
+
+    def rows(self, data: np.ndarray, *, writable: bool = False) -> np.ndarray:
+        """View ``(n, B)`` ``uint8`` record bytes as ``n`` rows of this layout (read-only by default)."""
+        data = np.ascontiguousarray(data)
+        out = data.view(self.dtype).reshape((data.shape[0], *self.shape))
+        out.flags.writeable = writable
+        return out
+
+
+def load_rows(source: object) -> tuple[Dataset, RowLayout]:
+    """Load ``source`` as a dataset of fixed-size records, keeping the dtype and shape of a row.
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str or os.PathLike
+        An array of shape ``(N, ...)`` (row ``X[i]`` is record ``i``), or the path of a ``.npy``
+        file, opened as a read-only memmap (the rows stay on disk until read).
+
+    Returns
+    -------
+    (Dataset, RowLayout)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds, layout = load_rows(np.zeros((6, 3), dtype=np.float32))
+    >>> ds.N, ds.record_bytes, layout.dtype, layout.shape
+    (6, 12, dtype('float32'), (3,))
+    """
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
+    elif isinstance(source, np.ndarray):
+        arr = source
+    else:
+        raise TypeError(
+            "Argument 'source' must be a numpy array or the path of a .npy file, "
+            f"not {type(source).__name__}."
+        )
+    if arr.ndim < 1:
+        raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
+    dataset = load_dataset(arr)
+    return dataset, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
+
+
+# --------------------------------------------------------------------------- what a worker gets
+
+
+@dataclass(frozen=True, eq=False)
+class EpochBatch:
+    """Worker ``worker``'s batch of epoch ``epoch``, in the epoch's order.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch ``t``.
+    worker : int
+        The worker ``k``.
+    ids : numpy.ndarray
+        Read-only ``int64`` record ids, in the order of epoch ``t`` (a contiguous run of it).
+    records : numpy.ndarray
+        Read-only rows ``X[ids]``, with the dtype and row shape of the source array.
+    decoded : int
+        Records this worker decoded from coded symbols, the ones that moved to it (0 at the first
+        epoch, loaded from the dataset); the others were already in its cache.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = EpochBatch(0, 1, np.array([4, 2]), np.array([[4.0], [2.0]]), decoded=0)
+    >>> len(b), [(i, r.tolist()) for i, r in b]
+    (2, [(4, [4.0]), (2, [2.0])])
+    """
+
+    epoch: int
+    worker: int
+    ids: np.ndarray
+    records: np.ndarray
+    decoded: int
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(id, row)`` pairs in the epoch's order."""
+        yield from zip(self.ids.tolist(), self.records, strict=True)
+
+    def minibatches(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield ``(ids, records)`` of consecutive runs of ``size`` rows (the last may be shorter).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = EpochBatch(0, 0, np.arange(5), np.arange(5.0), decoded=0)
+        >>> [r.tolist() for _, r in b.minibatches(2)]
+        [[0.0, 1.0], [2.0, 3.0], [4.0]]
+        """
+        size = check_int(size, "size", minimum=1)
+        for lo in range(0, len(self), size):
+            yield self.ids[lo : lo + size], self.records[lo : lo + size]
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedEpoch:
+    """All ``K`` batches of one epoch (in-process), with the transition that delivered them.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch ``t``.
+    batches : tuple of EpochBatch
+        Worker ``k``'s batch at index ``k``.
+    report : TransitionReport or None
+        The transition ``t - 1 -> t`` (coded and uncoded bytes, checks), ``None`` at the first
+        epoch (read from the dataset).
+    """
+
+    epoch: int
+    batches: tuple[EpochBatch, ...]
+    report: TransitionReport | None
+
+    @property
+    def coded_bytes(self) -> int:
+        """Payload bytes the coded delivery of this epoch sent (0 at the first epoch)."""
+        return 0 if self.report is None else self.report.coded_bytes
+
+    @property
+    def uncoded_bytes(self) -> int:
+        """Payload bytes the uncoded delivery of this epoch would send (0 at the first epoch)."""
+        return 0 if self.report is None else self.report.uncoded_bytes
+
+
+# --------------------------------------------------------------------------- shared checks
+
+
+def _order_spec(order: object, N: int) -> OrderSpec:
+    if isinstance(order, OrderSpec):
+        return order
+    if isinstance(order, str):
+        name = check_choice(order, "order", ("auto", *EPOCH_ORDERS))
+        return OrderSpec(auto_order(name, N))
+    raise TypeError(f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}.")
+
+
+def _epoch_layout(N: int, K: int, *, seed: int, epoch: int, spec: OrderSpec) -> tuple[np.ndarray, Placement]:
+    """Epoch ``epoch``'s global order and its placement on ``K`` workers."""
+    order = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
+    return order, placement_from_permutation(order, K)
+
+
+def _bounds(N: int, K: int) -> np.ndarray:
+    """Start of each worker's run of positions, and the end: ``K + 1`` offsets."""
+    return np.concatenate([[0], np.cumsum(batch_sizes(N, K))])
+
+
+def _batch(
+    epoch: int,
+    worker: int,
+    ids: np.ndarray,
+    cache: Cache,
+    layout: RowLayout,
+    *,
+    decoded: int,
+    scheme: Scheme,
+    writable: bool = False,
+) -> EpochBatch:
+    """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache."""
+    try:
+        data = scheme.records(cache, ids, layout.record_bytes)
+    except KeyError:
+        raise IntegrityError(f"Worker {worker}: epoch {epoch}'s batch is not all in the cache.") from None
+    ordered = ids.copy()
+    ordered.flags.writeable = False
+    return EpochBatch(
+        epoch=epoch,
+        worker=worker,
+        ids=ordered,
+        records=layout.rows(data, writable=writable),
+        decoded=decoded,
+    )
+
+
+def _crashing() -> bool:
+    """Whether this process is ending on an uncaught exception (at exit, after its traceback)."""
+    return getattr(sys, "last_value", None) is not None
+
+
+def _check_common(
+    epochs: object, start_epoch: object, seed: object, strategy: object, max_repair_rounds: object
+) -> tuple[int, int, int, str, int]:
+    return (
+        check_int(epochs, "epochs", minimum=1),
+        check_int(start_epoch, "start_epoch", minimum=0),
+        check_int(seed, "seed", minimum=0),
+        check_choice(strategy, "strategy", STRATEGIES),
+        check_int(max_repair_rounds, "max_repair_rounds", minimum=0),
+    )
+
+
+def _storage(storage: object, record_bytes: int | None, K: int) -> Scheme | None:
+    """The coded scheme of ``storage`` batches a worker for these records, or raise naming ``storage``.
+
+    ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
+    is checked, and nothing is returned.
+    """
+    try:
+        if record_bytes is None:
+            check_storage(storage, K)
+            return None
+        scheme = scheme_for("coded", K=K, storage=storage)  # type: ignore[arg-type]
+        scheme.piece_bytes(record_bytes)  # pieces too small are refused here
+        return scheme
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
+
+
+def _store(storage: object, record_bytes: int, K: int) -> Scheme:
+    """:func:`_storage` of records of known width."""
+    scheme = _storage(storage, record_bytes, K)
+    assert scheme is not None
+    return scheme

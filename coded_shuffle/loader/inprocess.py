@@ -1,0 +1,209 @@
+"""The in-process loader: the master and every worker in one process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec import (
+    Cache,
+)
+from ..engine import MasterOptions, TransitionReport
+from ..engine.inprocess import drive
+from ..errors import IntegrityError
+from ..orders import (
+    OrderSpec,
+)
+from ..transport import InProcessTransport
+from ..warmup import compile_once
+from ._common import (
+    _PROG,
+    EpochBatch,
+    LoadedEpoch,
+    _batch,
+    _bounds,
+    _check_common,
+    _epoch_layout,
+    _order_spec,
+    _store,
+    load_rows,
+)
+
+# --------------------------------------------------------------------------- in-process
+
+
+class InProcessLoader:
+    """The master and ``K`` workers in one process: each epoch, every worker's batch as rows.
+
+    Iterating the loader yields one :class:`LoadedEpoch` per epoch, ``start_epoch`` to
+    ``start_epoch + epochs - 1``;
+    :meth:`worker` yields worker ``k``'s :class:`EpochBatch` objects alone. The loader is one run:
+    the epochs are made once, in lockstep, and every consumer sees the same ones.
+
+    Memory: besides the dataset (a memmap stays on disk), the workers' caches (``N`` records),
+    the buffers of the previous caches (reused for the next epoch's records), and the rows of
+    the current epoch handed out (copies, so that they stay valid after the next transition).
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str or os.PathLike
+        The records: an array of shape ``(N, ...)`` or the path of a ``.npy`` file (read as a
+        memmap); row ``X[i]`` is record ``i``, returned with its dtype and shape.
+    K : int
+        Workers, at most ``N``.
+    epochs : int
+        Epochs to yield (``epochs - 1`` coded transitions).
+    start_epoch : int
+        The first epoch, read from the dataset (default 0; a resumed job passes its epoch).
+    seed : int
+        Seed of the epoch orders.
+    order : str or OrderSpec
+        The epoch order: ``"auto"`` (default), a name of :data:`coded_shuffle.orders.EPOCH_ORDERS`,
+        or an :class:`~coded_shuffle.orders.OrderSpec` with shard options.
+    strategy : str
+        Cycle packing strategy of the plans (:data:`coded_shuffle.plan.STRATEGIES`).
+    transport : InProcessTransport, optional
+        The shared link (default: a fresh one); a ``fault`` hook on it exercises the repairs.
+    max_repair_rounds : int
+        See :func:`coded_shuffle.engine.transition`.
+    storage : int
+        Batches each worker stores, ``1 <= M <= K`` (:mod:`coded_shuffle.storage`): above 1 a
+        worker keeps its share of every record's pieces from epoch to epoch and receives only
+        the coded pieces it lacks; it still yields its batch, whole records. Records must be at
+        least ``C(K - 1, M - 1)`` times :data:`~coded_shuffle.engine.state.MIN_PIECE_BYTES`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(20, dtype=np.float64).reshape(10, 2)
+    >>> loader = InProcessLoader(X, K=2, epochs=3, seed=0)
+    >>> for ep in loader:
+    ...     b = ep.batches[1]
+    ...     assert np.array_equal(b.records, X[b.ids])
+    ...     print(ep.epoch, len(b), b.records.dtype, ep.report is None or ep.report.verified)
+    0 5 float64 True
+    1 5 float64 True
+    2 5 float64 True
+    """
+
+    def __init__(
+        self,
+        source: object,
+        *,
+        K: int,
+        epochs: int,
+        start_epoch: int = 0,
+        seed: int = 0,
+        order: str | OrderSpec = "auto",
+        strategy: str = "greedy",
+        transport: InProcessTransport | None = None,
+        max_repair_rounds: int = 3,
+        storage: int = 1,
+    ) -> None:
+        self.dataset, self.layout = load_rows(source)
+        N = self.dataset.N
+        self.K = check_int(K, "K", minimum=1)
+        if self.K > N:
+            raise ValueError(f"Argument 'K' must be at most N = {N}, not {self.K}.")
+        self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
+            epochs, start_epoch, seed, strategy, max_repair_rounds
+        )
+        self.scheme = _store(storage, self.dataset.record_bytes, self.K)
+        self._work = self.scheme.dataset(self.dataset)
+        self.order = _order_spec(order, N)
+        compile_once(prog=_PROG)
+        if transport is None:
+            transport = InProcessTransport(self.K)
+        elif not isinstance(transport, InProcessTransport) or transport.K != self.K:
+            raise TypeError(f"Argument 'transport' must be an InProcessTransport for K = {self.K} workers.")
+        self.transport = transport
+        self._current: LoadedEpoch | None = None
+        self._state: tuple[list[Cache], Any] | None = None
+        self._spare: list[np.ndarray] | None = None
+        #: The reports of the transitions made so far, in order.
+        self.reports: list[TransitionReport] = []
+
+    @property
+    def N(self) -> int:
+        """Number of records."""
+        return self.dataset.N
+
+    def _epoch(self, t: int) -> LoadedEpoch:
+        """Epoch ``t``: the current one, or the next one (made now); others are an error."""
+        cur = self.start_epoch - 1 if self._current is None else self._current.epoch
+        if t == cur and self._current is not None:
+            return self._current
+        if t != cur + 1:
+            raise RuntimeError(
+                f"Epoch {t} was asked for while the loader is at epoch {cur}: an in-process loader "
+                "is one run, and its workers go through the epochs in lockstep."
+            )
+        N, K, scheme = self.N, self.K, self.scheme
+        order, placement = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=self.order)
+        report: TransitionReport | None = None
+        if self._state is None:
+            held = scheme.start(placement)
+            caches = [self._work.cache(scheme.held(held, k)) for k in range(K)]
+            decoded = [0] * K
+        else:
+            old, previous = self._state
+            held = scheme.following(previous, placement)
+            opts = MasterOptions(
+                strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed
+            )
+            report, caches = drive(
+                self.transport, scheme, self._work, old, (previous, held), epoch=t, opts=opts,
+                spare=self._spare,
+            )  # fmt: skip
+            report = scheme.report(report, self.dataset)
+            if not report.verified:
+                raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
+            # Epoch t - 1's buffers will hold epoch t + 1's records (the rows yielded are copies).
+            self._spare = [c.data for c in old]
+            moved = scheme.owners(previous) != placement.owner
+            decoded = np.bincount(placement.owner[moved], minlength=K).tolist()
+            self.reports.append(report)
+        self._state = (caches, held)
+        cut = _bounds(N, K)
+        batches = tuple(
+            _batch(
+                t,
+                k,
+                order[cut[k] : cut[k + 1]].astype(np.int64),
+                caches[k],
+                self.layout,
+                decoded=decoded[k],
+                scheme=scheme,
+            )
+            for k in range(K)
+        )
+        self._current = LoadedEpoch(epoch=t, batches=batches, report=report)
+        return self._current
+
+    def __iter__(self) -> Iterator[LoadedEpoch]:
+        for t in range(self.start_epoch, self.start_epoch + self.epochs):
+            yield self._epoch(t)
+
+    def worker(self, k: int) -> Iterator[EpochBatch]:
+        """Worker ``k``'s iterator: its :class:`EpochBatch` of each epoch, in order.
+
+        The workers' iterators advance together: the next epoch is made when the first of them
+        asks for it, and a worker that has fallen a full epoch behind gets a ``RuntimeError``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> loader = InProcessLoader(np.arange(12).reshape(6, 2), K=3, epochs=2, seed=1)
+        >>> w = [loader.worker(k) for k in range(3)]
+        >>> for step in zip(*w):
+        ...     print([len(b) for b in step], sorted(i for b in step for i in b.ids.tolist()))
+        [2, 2, 2] [0, 1, 2, 3, 4, 5]
+        [2, 2, 2] [0, 1, 2, 3, 4, 5]
+        """
+        k = check_int(k, "k", minimum=0)
+        if k >= self.K:
+            raise ValueError(f"Argument 'k' must be less than K = {self.K}, not {k}.")
+        return (self._epoch(t).batches[k] for t in range(self.start_epoch, self.start_epoch + self.epochs))

@@ -1,0 +1,331 @@
+"""The MPI loader: a master rank serves, the workers iterate (``mpiexec -n K+1`` or ``torchrun``)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import weakref
+from collections.abc import Generator, Iterator
+
+import numpy as np
+
+from .._checks import check_choice
+from ..codec import (
+    Cache,
+    Dataset,
+)
+from ..engine import MasterOptions, TransitionReport
+from ..engine.mpi import Watchdog, attend, serve
+from ..engine.protocol import Stopped, master_transition, worker_stop, worker_transition
+from ..errors import IntegrityError, TransportError
+from ..orders import (
+    EPOCH_ORDERS,
+    OrderSpec,
+)
+from ..transport import MPITransport, TorchTransport, mpi_abort
+from ..transport.torch_dist import torchrun_refusal
+from ..warmup import compile_once
+from ._common import (
+    _PROG,
+    EpochBatch,
+    RowLayout,
+    _batch,
+    _bounds,
+    _check_common,
+    _crashing,
+    _epoch_layout,
+    _order_spec,
+    _storage,
+    _store,
+    load_rows,
+)
+
+# --------------------------------------------------------------------------- MPI
+
+
+class MPILoader:
+    """The same epochs across processes: rank 0 serves, every other rank iterates its batches.
+
+    Run under ``mpiexec -n K+1 python -m mpi4py prog.py`` (so that a failing rank aborts the
+    job). Every rank builds the loader with the same options; the master (the transport's root,
+    rank 0 by default) calls :meth:`serve`, and worker ``k`` (rank ``k + 1``) iterates the
+    loader. The master alone reads ``source``: it sends each worker its batch of the first epoch
+    and the table of checksums (setup, not counted on the link), then for every epoch ``t >= 1``
+    runs the transition protocol (:mod:`coded_shuffle.engine.protocol`) with the coded scheme:
+    each worker decodes its batch from its cache, checks every decoded record, and the master
+    checks every worker's holdings (ids and checksums) before any worker yields the batch.
+    Workers hold only their current batch. Every rank must make the loader with the same
+    ``epochs``, ``start_epoch``, ``seed``, ``order`` and ``strategy``.
+
+    A worker may stop early: leaving its ``for`` loop (``break``, ``return``, an exception caught
+    outside it), closing its iterator (:meth:`close`, or a ``with`` block around the loader), or
+    ``sys.exit``. It tells the master at the start of the next transition; the master ends the
+    job there: :meth:`serve` returns the reports so far, the other workers' iterators end
+    cleanly after the batch they have (no exception), and :attr:`stopped_by` names the worker
+    that stopped, on every rank. A rank that stops answering (frozen, cut off) ends the job
+    within ``timeout`` seconds with one line naming it; a rank that dies ends it at once
+    (``mpiexec`` stops the others).
+
+    Parameters
+    ----------
+    source : numpy.ndarray, str, os.PathLike or None
+        The records (as :class:`InProcessLoader`), read on the master only: the workers ignore
+        it (it may be ``None`` there) and get their rows from the master.
+    epochs, start_epoch, seed, order, strategy, max_repair_rounds
+        As :class:`InProcessLoader`; the same on every rank.
+    transport : MPITransport or TorchTransport, optional
+        The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
+        A :class:`~coded_shuffle.transport.TorchTransport` runs the same job under ``torchrun``
+        (``torch.distributed``, gloo); a rank that fails then ends its process, and ``torchrun``
+        the others.
+    timeout : float, optional
+        Seconds any rank waits for another before it ends the job (default: a minute, plus a
+        second per 20 MB of records; :func:`coded_shuffle.engine.mpi.default_timeout`).
+    writable : bool
+        Workers get each batch's rows writable (a fresh array per epoch, theirs to keep or
+        modify, for ``torch.from_numpy``); read-only by default.
+    storage : int
+        Batches each worker stores (as :class:`InProcessLoader`); the same on every rank.
+
+    Examples
+    --------
+    >>> loader = MPILoader("data.npy", epochs=5, seed=0)  # doctest: +SKIP
+    >>> if loader.is_master:  # doctest: +SKIP
+    ...     reports = loader.serve()
+    ... else:
+    ...     for batch in loader:
+    ...         train_on(batch.records)
+    """
+
+    def __init__(
+        self,
+        source: object = None,
+        *,
+        epochs: int,
+        start_epoch: int = 0,
+        seed: int = 0,
+        order: str | OrderSpec = "auto",
+        strategy: str = "greedy",
+        transport: MPITransport | TorchTransport | None = None,
+        max_repair_rounds: int = 3,
+        timeout: float | None = None,
+        writable: bool = False,
+        storage: int = 1,
+    ) -> None:
+        self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
+            epochs, start_epoch, seed, strategy, max_repair_rounds
+        )
+        self._storage = storage
+        if not isinstance(order, (str, OrderSpec)):
+            raise TypeError(
+                f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}."
+            )
+        if isinstance(order, str):
+            check_choice(order, "order", ("auto", *EPOCH_ORDERS))
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
+                raise ValueError(f"Argument 'timeout' must be a positive number of seconds, not {timeout!r}.")
+            timeout = float(timeout)
+        self._timeout = timeout
+        self._order = order
+        if transport is None:
+            refusal = torchrun_refusal()  # torchrun's ranks would each make a world of one
+            if refusal is not None:
+                raise TransportError(refusal)
+            transport = MPITransport()
+        elif not isinstance(transport, (MPITransport, TorchTransport)):
+            raise TypeError(
+                "Argument 'transport' must be an MPITransport or a TorchTransport, "
+                f"not {type(transport).__name__}."
+            )
+        self.transport = transport
+        self.writable = bool(writable)
+        self._pid = os.getpid()
+        self.K = transport.K
+        self.is_master = transport.is_master
+        #: This rank's worker number, or None on the master.
+        self.worker = transport.worker
+        #: The worker that stopped early and so ended the job, or None.
+        self.stopped_by: int | None = None
+        self.dataset: Dataset | None = None
+        self.layout: RowLayout | None = None
+        #: Number of records: on the master from the start, on a worker once its first batch came.
+        self.N: int | None = None
+        if self.is_master:
+            if source is None:
+                raise TypeError(
+                    "Argument 'source' must be a numpy array or the path of a .npy file on the master."
+                )
+            self.dataset, self.layout = load_rows(source)
+            self.N = self.dataset.N
+            if self.K > self.dataset.N:
+                raise ValueError(
+                    f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
+                )
+            _storage(storage, self.dataset.record_bytes, self.K)  # refused on the master, before the job
+        else:
+            _storage(storage, None, self.K)  # the workers learn the record width later
+        self._used = False
+        self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
+        compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
+
+    def _start(self, what: str) -> None:
+        if self._used:
+            raise RuntimeError(f"An MPILoader runs once: {what} was already called on this rank.")
+        self._used = True
+
+    def _watchdog(self, N: int, B: int) -> Watchdog:
+        abort = getattr(self.transport, "abort", mpi_abort)
+        return Watchdog.for_job(self._timeout, N, B, rank=self.transport.rank, prog=_PROG, abort=abort)
+
+    # ---- master
+
+    def serve(self) -> list[TransitionReport]:
+        """Master: deliver the epochs after ``start_epoch`` to the workers; return one report each.
+
+        When a worker stops early, the job ends at the next transition and the reports made so
+        far are returned (:attr:`stopped_by` names the worker).
+
+        Raises
+        ------
+        IntegrityError
+            If a worker still lacks a verified record after ``max_repair_rounds`` repair rounds,
+            or the workers' holdings do not match the master's ids and checksums.
+        """
+        link = self.transport
+        if not self.is_master:
+            raise RuntimeError(f"Rank {link.rank} is a worker: iterate the loader, the master serves.")
+        self._start("serve")
+        assert self.dataset is not None and self.layout is not None
+        ds = self.dataset
+        N, K = ds.N, self.K
+        spec = _order_spec(self._order, N)
+        scheme = _store(self._storage, ds.record_bytes, K)
+        work = scheme.dataset(ds)
+        link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
+        link.share_array(work.checksums)
+        dog = self._watchdog(N, ds.record_bytes)
+        first = self.start_epoch
+        _, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
+        held = scheme.start(placement)
+        for k in range(K):  # setup: each worker starts with its batch (its share) of the first epoch
+            link.send_rows(k, work.data[scheme.held(held, k)])
+        opts = MasterOptions(strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed)
+        reports: list[TransitionReport] = []
+        try:
+            for t in range(first + 1, first + self.epochs):
+                _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
+                nxt = scheme.following(held, nxt)
+                role = master_transition(link, scheme, work, held, nxt, epoch=t, opts=opts)
+                report = scheme.report(serve(link, role, watchdog=dog), ds)
+                if isinstance(report, Stopped):  # a worker stopped: the job ends here
+                    self.stopped_by = link.share(report.workers[0])
+                    return reports
+                if not report.verified:
+                    raise IntegrityError(
+                        f"Epoch {t}: the workers' records did not match the master's checksums."
+                    )
+                reports.append(report)
+                held = nxt
+            link.share(None)
+        finally:
+            dog.close()
+        return reports
+
+    # ---- worker
+
+    def __iter__(self) -> Iterator[EpochBatch]:
+        """Worker: yield this worker's :class:`EpochBatch` of each epoch, verified, in order."""
+        link = self.transport
+        if self.is_master:
+            raise RuntimeError(f"Rank {link.rank} is the master: call serve(); the workers iterate.")
+        self._start("iteration")
+        iterator = self._worker_epochs()
+        # Held weakly: a loop left with ``break`` drops the iterator, which tells the master at once.
+        self._iterator = weakref.ref(iterator)
+        # A job that ends while the iterator is held elsewhere (sys.exit with the iterator in a
+        # variable) still tells the master, before MPI is finalized (atexit runs last in, first out).
+        atexit.register(self.close)
+        return iterator
+
+    def close(self) -> None:
+        """Worker: stop early; the master ends the job at the next transition (see the class)."""
+        iterator = None if self._iterator is None else self._iterator()
+        if iterator is not None and os.getpid() == self._pid:  # never from a forked copy
+            iterator.close()
+
+    def __enter__(self) -> MPILoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _worker_epochs(self) -> Generator[EpochBatch, None, None]:
+        link = self.transport
+        k = link.worker
+        assert k is not None
+        N, B, dtype, shape = link.share()
+        self.N = int(N)
+        layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
+        self.layout = layout
+        scheme = _store(self._storage, B, self.K)
+        sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
+        dog = self._watchdog(N, B)
+        spec = _order_spec(self._order, N)
+        cut = _bounds(N, self.K)
+        lo, hi = int(cut[k]), int(cut[k + 1])
+        first = self.start_epoch
+        order, placement = _epoch_layout(N, self.K, seed=self.seed, epoch=first, spec=spec)
+        held = scheme.start(placement)
+        ids = scheme.held(held, k)
+        rows = np.empty((ids.size, scheme.piece_bytes(B)), dtype=np.uint8)
+        cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
+        if not np.array_equal(cache.checksums(), sums[ids]):
+            raise IntegrityError(
+                f"Worker {k}: its records of epoch {first} do not match the master's checksums."
+            )
+        spare = np.zeros_like(cache.data)
+        t = first
+        ended = False
+        try:
+            yield _batch(
+                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, scheme=scheme,
+                writable=self.writable,
+            )  # fmt: skip
+            for t in range(first + 1, first + self.epochs):
+                order, nxt = _epoch_layout(N, self.K, seed=self.seed, epoch=t, spec=spec)
+                nxt = scheme.following(held, nxt)
+                role = worker_transition(
+                    link, scheme, k, cache, (held, nxt), epoch=t, checksums=sums, spare=spare
+                )
+                res = attend(link, role, watchdog=dog)
+                if res is None:  # another worker stopped: the job ends here
+                    ended = True
+                    self.stopped_by = link.share()
+                    return
+                if not res.verified:
+                    raise IntegrityError(
+                        f"Epoch {t}: the workers' records did not match the master's checksums."
+                    )
+                # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
+                spare, cache, held = cache.data, res.cache, nxt
+                yield _batch(
+                    t,
+                    k,
+                    order[lo:hi].astype(np.int64),
+                    cache,
+                    layout,
+                    decoded=res.decoded,
+                    scheme=scheme,
+                    writable=self.writable,
+                )
+            ended = True
+            link.share()
+        finally:
+            # A forked copy (a DataLoader worker) never speaks for the rank, nor a process that is
+            # ending on an uncaught exception (a crash is not a stop: its launcher reports it).
+            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
+                if t < first + self.epochs - 1:  # it says so where its next transition would start
+                    attend(link, worker_stop(), watchdog=dog)
+                self.stopped_by = link.share()
+            dog.close()
