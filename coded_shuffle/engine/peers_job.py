@@ -27,7 +27,7 @@ from .protocol import MasterOptions, master_transition, worker_transition
 from .schemes import Scheme, scheme_for
 from .state import storage_refusal, synthetic_dataset
 
-__all__ = ["peers"]
+__all__ = ["peers", "peer_transition", "own_units", "checksum_table", "catalog"]
 
 
 def _records(args: argparse.Namespace) -> tuple[Any, int, int] | str:
@@ -46,7 +46,7 @@ def _records(args: argparse.Namespace) -> tuple[Any, int, int] | str:
         return f"--data {args.data}: {exc}" if args.data is not None else str(exc)
 
 
-def _own_units(scheme: Scheme, rows: Any, held: Any, worker: int, B: int) -> Cache:
+def own_units(scheme: Scheme, rows: Any, held: Any, worker: int, B: int) -> Cache:
     """The units ``worker`` holds under ``held``, cut from its own read of the records ``rows``."""
     ids = scheme.held(held, worker)
     C = scheme.pieces
@@ -58,26 +58,26 @@ def _own_units(scheme: Scheme, rows: Any, held: Any, worker: int, B: int) -> Cac
     return Cache(ids=ids, data=data, lengths=None)
 
 
-def _checksum_table(link: MPITransport, cache: Cache, n_units: int) -> np.ndarray:
+def checksum_table(link: Any, cache: Cache, n_units: int) -> np.ndarray:
     """Every unit's checksum, gathered from what the ranks read (collective)."""
-    got = link.comm.allgather((cache.ids, record_checksums(cache.data)))
+    got = link.allgather((cache.ids, record_checksums(cache.data)))
     table = np.zeros(n_units, dtype=np.uint64)
     for ids, sums in got:
         table[ids] = sums
     return table
 
 
-def _catalog(N: int, B: int, checksums: np.ndarray) -> Dataset:
+def catalog(N: int, B: int, checksums: np.ndarray) -> Dataset:
     """The leader's view of the units for the master's role: their count, size and checksums,
     no bytes (the role among peers plans, checks and reports; it never sends a record)."""
     data = np.broadcast_to(np.zeros((1, B), dtype=np.uint8), (N, B))
     return Dataset(data=data, lengths=None, checksums=checksums)
 
 
-def _transition(
-    link: MPITransport,
+def peer_transition(
+    link: Any,
     scheme: Scheme,
-    catalog: Dataset,
+    units: Dataset,
     cache: Cache,
     placements: tuple[Any, Any],
     *,
@@ -86,6 +86,7 @@ def _transition(
     opts: MasterOptions,
     tamper: Any = None,
     count_links: bool = False,
+    spare: np.ndarray | None = None,
 ) -> tuple[Any, Any]:
     """One transition among peers: ``(the leader's report or None, this worker's result)``.
 
@@ -95,13 +96,13 @@ def _transition(
     k = link.worker
     assert k is not None
     role = worker_transition(
-        link, scheme, k, cache, placements, epoch=epoch, checksums=catalog.checksums, with_digest=True,
-        tamper=tamper, links=_link_counter() if count_links else None,
+        link, scheme, k, cache, placements, epoch=epoch, checksums=units.checksums, with_digest=True,
+        tamper=tamper, links=_link_counter() if count_links else None, spare=spare,
     )  # fmt: skip
     if not link.is_leader:
         return None, attend(link, role, watchdog=dog)
     master = master_transition(
-        Rounds(link), scheme, catalog, *placements, epoch=epoch, opts=opts,
+        Rounds(link), scheme, units, *placements, epoch=epoch, opts=opts,
         links=(lambda: (0, 0)) if count_links else None,
     )  # fmt: skip
     return lead(link, master, role, watchdog=dog)
@@ -121,8 +122,8 @@ def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int) -> float:
     p_t, p_t1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
     assert link.worker is not None
     cache = ds.cache(p_t.batch(link.worker))
-    rep, res = _transition(
-        link, scheme, _catalog(N, _WARM_BYTES, ds.checksums), cache, (p_t, p_t1), epoch=1, dog=dog,
+    rep, res = peer_transition(
+        link, scheme, catalog(N, _WARM_BYTES, ds.checksums), cache, (p_t, p_t1), epoch=1, dog=dog,
         opts=MasterOptions(),
     )  # fmt: skip
     if not res.verified:
@@ -150,22 +151,22 @@ def peers(args: argparse.Namespace, link: MPITransport) -> int:
     ep = Epochs(args, N, B, K, peers=True)
     scheme = ep.schemes["exchange"]
     held = ep.first()
-    cache = _own_units(scheme, rows, held, k, B)
+    cache = own_units(scheme, rows, held, k, B)
     del rows
-    catalog = _catalog(N * scheme.pieces, ep.piece_bytes, _checksum_table(link, cache, N * scheme.pieces))
+    units = catalog(N * scheme.pieces, ep.piece_bytes, checksum_table(link, cache, N * scheme.pieces))
     dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
     warm = _warm_up(link, dog, seed=args.seed)
     sizes = f"K = {K} peers, N = {N}, record = {B} B"
     results = Results(args, K, sizes, scheme.holding.note(B), warm) if link.is_leader else None
     opts = MasterOptions(max_repair_rounds=args.max_repair_rounds, seed=args.seed)
-    records = _catalog(N, B, np.zeros(N, dtype=np.uint64))  # the report's sizes in records
+    records = catalog(N, B, np.zeros(N, dtype=np.uint64))  # the report's sizes in records
     all_ok = True
     for t in range(args.start_epoch, args.start_epoch + args.epochs):
         _maybe_fail(args, t + 1)
         nxt = ep.following(held, t + 1)
         corrupt = args.corrupt_worker == k and t == args.start_epoch
-        rep, res = _transition(
-            link, scheme, catalog, cache, (held, nxt), epoch=t + 1, dog=dog, opts=opts,
+        rep, res = peer_transition(
+            link, scheme, units, cache, (held, nxt), epoch=t + 1, dog=dog, opts=opts,
             tamper=_corrupter(cache, scheme.held(nxt, k)) if corrupt else None, count_links=args.count_links,
         )  # fmt: skip
         if results is not None:

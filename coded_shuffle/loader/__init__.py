@@ -22,7 +22,7 @@ What a worker gets, per epoch, is an :class:`EpochBatch`: the ids of its batch i
 order, and ``records``, the rows ``X[ids]`` (same dtype, same row shape as ``X``). Iterating it
 yields ``(id, row)`` pairs.
 
-Two drivers, one worker view:
+Three drivers, one worker view:
 
 - :class:`InProcessLoader` runs the master and the ``K`` workers in one process on a shared
   :class:`~coded_shuffle.transport.InProcessTransport`. Iterating it yields one
@@ -32,6 +32,8 @@ Two drivers, one worker view:
   :meth:`MPILoader.serve`; the other ranks iterate it and get their :class:`EpochBatch` each
   epoch. MPI is reached only through :class:`~coded_shuffle.transport.MPITransport` (its
   link and its communicator).
+- :class:`PeerLoader` runs a job of peers under ``mpiexec -n K`` or ``torchrun``: no master,
+  every rank iterates and trains, and only the workers' exchange moves data.
 
 ``epochs`` counts the epochs a worker trains on, ``start_epoch .. start_epoch + epochs - 1``
 (``start_epoch = 0`` by default; a job resumed from a checkpoint passes the epoch it resumes at,
@@ -44,5 +46,14 @@ from __future__ import annotations
 from ._common import EpochBatch, LoadedEpoch, RowLayout, load_rows
 from .inprocess import InProcessLoader
 from .mpi import MPILoader
+from .peers import PeerLoader
 
-__all__ = ["EpochBatch", "LoadedEpoch", "InProcessLoader", "MPILoader", "RowLayout", "load_rows"]
+__all__ = [
+    "EpochBatch",
+    "LoadedEpoch",
+    "InProcessLoader",
+    "MPILoader",
+    "PeerLoader",
+    "RowLayout",
+    "load_rows",
+]

@@ -84,9 +84,26 @@ class FramedLink:
         """The bucket pacing the master's sends, if any."""
         return None
 
+    #: A job of peers: every rank a worker (worker ``k`` is rank ``k``), rank ``root`` also leading
+    #: the protocol's control rounds; no master sends frames.
+    peers: bool = False
+
     def rank_of(self, worker: int) -> int:
         """Return the rank of ``worker``."""
-        return worker + (worker >= self.root)
+        return worker if self.peers else worker + (worker >= self.root)
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this rank leads the control rounds: the master, or rank ``root`` among peers."""
+        return self.rank == self.root
+
+    def _lead_only(self, what: str) -> None:
+        if not self.is_leader:
+            raise TransportError(f"Rank {self.rank} does not lead: only rank {self.root} can {what}.")
+
+    def _posters(self) -> list[int]:
+        """The workers that post to the leader: all of them, but the leader's own among peers."""
+        return [k for k in range(self.K) if k != self.worker]
 
     @property
     def stats(self) -> LinkStats:
@@ -137,6 +154,16 @@ class FramedLink:
             ends = np.cumsum(n)
             out.extend(buf[lo:hi] for lo, hi in zip((ends - n).tolist(), ends.tolist(), strict=True))
         return out
+
+    def allgather(self, value: Any) -> list[Any]:
+        """Worker, collective among the workers: every worker's ``value`` (picklable), in worker order."""
+        import pickle
+
+        if self.is_master or self.worker is None:
+            raise TransportError(f"Rank {self.rank}: only the workers gather their values.")
+        mine = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+        got = self._alltoall_raw([mine if j != self.worker else np.empty(0, np.uint8) for j in range(self.K)])
+        return [value if j == self.worker else pickle.loads(got[j].tobytes()) for j in range(self.K)]
 
     def _pieces(self, size: int) -> list[tuple[int, int]]:
         step = self.piece_bytes

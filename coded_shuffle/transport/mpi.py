@@ -186,15 +186,6 @@ class MPITransport(FramedLink):
         self.control_bytes = 0
 
     @property
-    def is_leader(self) -> bool:
-        """Whether this rank leads the control rounds: the master, or rank ``root`` among peers."""
-        return self.rank == self.root
-
-    def rank_of(self, worker: int) -> int:
-        """Return the rank of ``worker``."""
-        return worker if self.peers else worker + (worker >= self.root)
-
-    @property
     def pace(self) -> TokenBucket | None:
         """The bucket pacing the master's sends, if any."""
         return self._pace
@@ -262,10 +253,9 @@ class MPITransport(FramedLink):
         RankTimeout
             Naming the workers (and ranks) that did not post within ``timeout`` seconds.
         """
-        if not self.is_leader:
-            raise TransportError(f"Rank {self.rank} does not lead: only rank {self.root} gathers the posts.")
+        self._lead_only("gather the posts")
         got: list[Any] = [None] * self.K
-        missing = set(range(self.K)) - {self.worker}  # among peers the leader posts to itself
+        missing = set(self._posters())  # among peers the leader's own post is its driver's
 
         def ready() -> bool:
             for k in sorted(missing):
@@ -282,10 +272,8 @@ class MPITransport(FramedLink):
 
     def announce(self, word: Any) -> None:
         """Master: send ``word`` to every worker."""
-        if not self.is_leader:
-            raise TransportError(f"Rank {self.rank} does not lead: only rank {self.root} announces.")
-        others = [k for k in range(self.K) if k != self.worker]
-        reqs = [self.comm.isend(word, dest=self.rank_of(k), tag=_WORD) for k in others]
+        self._lead_only("announce")
+        reqs = [self.comm.isend(word, dest=self.rank_of(k), tag=_WORD) for k in self._posters()]
         from mpi4py import MPI
 
         MPI.Request.waitall(reqs)

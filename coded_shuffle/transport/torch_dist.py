@@ -124,7 +124,9 @@ class TorchTransport(FramedLink):
     (4, True)
     """
 
-    def __init__(self, *, root: int = 0, timeout: float = 300.0, piece_bytes: int | None = None) -> None:
+    def __init__(
+        self, *, root: int = 0, timeout: float = 300.0, piece_bytes: int | None = None, peers: bool = False
+    ) -> None:
         world = torch_world()
         if world is None:
             raise TransportError(
@@ -142,7 +144,8 @@ class TorchTransport(FramedLink):
         self._torch: Any = torch
         self._dist: Any = dist
         rank, size = world
-        if size < 2:
+        self.peers = bool(peers)
+        if size < 2 and not self.peers:
             raise ValueError(f"torch.distributed must have at least 2 ranks (master, worker), not {size}.")
         self.root = check_int(root, "root", minimum=0)
         if self.root >= size:
@@ -161,11 +164,11 @@ class TorchTransport(FramedLink):
         self._bcast_options.rootTensor = 0
         piece_bytes = 1 << 26 if piece_bytes is None else piece_bytes
         self.piece_bytes = check_int(piece_bytes, "piece_bytes", minimum=1)
-        self.K = size - 1
+        self.K = size if self.peers else size - 1
         self.rank = rank
-        self.is_master = rank == self.root
+        self.is_master = rank == self.root and not self.peers
         #: This rank's worker number, or None on the master.
-        self.worker: int | None = None if self.is_master else rank - (rank > self.root)
+        self.worker: int | None = None if self.is_master else rank - (rank > self.root and not self.peers)
         self._stats = LinkStats()
         #: Bytes of control messages the master broadcast (frame sizes and destinations).
         self.control_bytes = 0
@@ -265,20 +268,20 @@ class TorchTransport(FramedLink):
     # ---- setup (not counted on the link)
 
     def share(self, value: Any = None) -> Any:
-        """Collective: the master's ``value`` (a small Python object), returned on every rank."""
+        """Collective: the leader's ``value`` (a small Python object), returned on every rank."""
         size = np.zeros(1, dtype=np.int64)
-        if self.is_master:
+        if self.is_leader:
             data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
             size[0] = data.size
         self._bcast(size)
-        if not self.is_master:
+        if not self.is_leader:
             data = np.empty(int(size[0]), dtype=np.uint8)
         self._bcast(np.ascontiguousarray(data))
-        return value if self.is_master else pickle.loads(data.tobytes())
+        return value if self.is_leader else pickle.loads(data.tobytes())
 
     def share_array(self, arr: np.ndarray) -> np.ndarray:
-        """Collective: the master's array copied into ``arr`` on every rank (same shape and dtype)."""
-        if self.is_master:
+        """Collective: the leader's array copied into ``arr`` on every rank (same shape and dtype)."""
+        if self.is_leader:
             self._bcast(np.ascontiguousarray(arr))
             return arr
         got = np.ascontiguousarray(arr)
@@ -344,23 +347,23 @@ class TorchTransport(FramedLink):
         RankTimeout
             Naming the workers (and ranks) that did not post within ``timeout`` seconds.
         """
-        self._master_only("gather the workers' posts")
+        self._lead_only("gather the posts")
         deadline = time.monotonic() + timeout
-        got: list[Any] = []
-        for k in range(self.K):
+        got: list[Any] = [None] * self.K  # among peers the leader's own post is its driver's
+        for k in self._posters():
             ok, value = self._irecv_value(self.rank_of(k), _POST, deadline)
             if not ok:
                 raise RankTimeout(
                     f"no answer from worker {k} (rank {self.rank_of(k)}) within {timeout:g} s, "
                     f"at the {stage!r} round"
                 )
-            got.append(value)
+            got[k] = value
         return got
 
     def announce(self, word: Any) -> None:
         """Master: send ``word`` to every worker."""
-        self._master_only("announce")
-        sent = [(self.rank_of(k), self._isend_value(word, self.rank_of(k), _WORD)) for k in range(self.K)]
+        self._lead_only("announce")
+        sent = [(self.rank_of(k), self._isend_value(word, self.rank_of(k), _WORD)) for k in self._posters()]
         for dest, (works, *_) in sent:
             for w in works:
                 self._wait(w, dest)
@@ -373,8 +376,8 @@ class TorchTransport(FramedLink):
         RankTimeout
             When the master sends no word within ``timeout`` seconds.
         """
-        if self.is_master:
-            raise TransportError(f"Rank {self.rank} is the master: only workers post.")
+        if self.is_leader:
+            raise TransportError(f"Rank {self.rank} leads the rounds: only the other ranks post.")
         works, *_keep = self._isend_value(value, self.root, _POST)
         ok, word = self._irecv_value(self.root, _WORD, time.monotonic() + timeout)
         if not ok:

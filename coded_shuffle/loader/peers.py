@@ -1,0 +1,179 @@
+"""The loader of a job of peers: every rank trains, and only the workers' exchange moves data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+
+from ..engine import MasterOptions
+from ..engine.mpi import Rounds, attend, lead
+from ..engine.peers_job import catalog, checksum_table, own_units, peer_transition
+from ..engine.protocol import Stopped, master_transition, worker_stop
+from ..engine.schemes import Scheme, scheme_for
+from ..errors import IntegrityError, TransportError
+from ..orders import OrderSpec
+from ..transport import MPITransport, TorchTransport
+from ..transport.torch_dist import torch_world, torchrun_refusal
+from ._common import RowLayout, _batch, _bounds, _crashing, _epoch_layout, _order_spec, _storage
+from .mpi import MPILoader
+
+__all__ = ["PeerLoader", "peer_link"]
+
+
+def peer_link() -> MPITransport | TorchTransport:
+    """The link of a job of peers: over ``torch.distributed`` when it is initialized, else MPI."""
+    if torch_world() is not None:
+        return TorchTransport(peers=True)
+    refusal = torchrun_refusal()
+    if refusal is not None:
+        raise TransportError(refusal)
+    return MPITransport(peers=True)
+
+
+def open_rows(source: object) -> tuple[Any, RowLayout]:
+    """``source`` as rows read only when indexed (a ``.npy`` file memory-mapped), with its layout."""
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
+    elif isinstance(source, np.ndarray):
+        arr = source
+    else:
+        raise TypeError(
+            "Argument 'source' must be a numpy array or the path of a .npy file, "
+            f"not {type(source).__name__}."
+        )
+    if arr.ndim < 1 or arr.shape[0] == 0 or arr.dtype.hasobject:
+        raise ValueError("Argument 'source' must hold at least one record a row, of a plain dtype.")
+    return arr, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
+
+
+class PeerLoader(MPILoader):
+    """The epochs of a job of ``K`` peers: every rank a worker that iterates its batches.
+
+    Run under ``mpiexec -n K`` or ``torchrun --nproc-per-node K``: there is no master rank.
+    Every rank gives the same ``source`` (an array, or the path of a ``.npy`` file that every
+    rank can read; it is memory-mapped and each rank reads only the rows it holds) and the same
+    options. At the first epoch each rank reads its own batch (its share of the pieces, with
+    ``storage > 1``); every later epoch comes from the workers' exchange
+    (:class:`~coded_shuffle.engine.schemes.ExchangeScheme` among peers: each worker receives
+    exactly what it misses, from the holder that keeps the busiest upload least), decoded and
+    checked unit by unit, repaired from another holder, and the holdings of every worker checked
+    against the table of checksums gathered from what the ranks read. Rank 0 leads the protocol's
+    control rounds beside its own training. Stopping early works as in :class:`MPILoader`.
+
+    Parameters are those of :class:`MPILoader`, but ``source`` is read on every rank and there
+    is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
+    (``MPITransport(peers=True)`` or ``TorchTransport(peers=True)``; by default the one of the
+    job, :func:`peer_link`).
+
+    Examples
+    --------
+    >>> loader = PeerLoader("data.npy", epochs=5, seed=0)  # doctest: +SKIP
+    >>> for batch in loader:  # doctest: +SKIP
+    ...     train_on(batch.records)
+    """
+
+    def __init__(
+        self,
+        source: object,
+        *,
+        epochs: int,
+        start_epoch: int = 0,
+        seed: int = 0,
+        order: str | OrderSpec = "auto",
+        transport: MPITransport | TorchTransport | None = None,
+        max_repair_rounds: int = 3,
+        timeout: float | None = None,
+        writable: bool = False,
+        storage: int = 1,
+    ) -> None:
+        link = peer_link() if transport is None else transport
+        if not getattr(link, "peers", False):
+            raise TypeError(
+                "Argument 'transport' must be a link of peers (peers=True): a job without a master."
+            )
+        super().__init__(
+            None, epochs=epochs, start_epoch=start_epoch, seed=seed, order=order, transport=link,
+            max_repair_rounds=max_repair_rounds, timeout=timeout, writable=writable, storage=storage,
+        )  # fmt: skip
+        self._rows, self.layout = open_rows(source)
+        self.N = int(self._rows.shape[0])
+        if self.K > self.N:
+            raise ValueError(f"Argument 'transport' must have at most N = {self.N} workers, not {self.K}.")
+        _storage(storage, self.layout.record_bytes, self.K)
+        self.scheme: Scheme = scheme_for("exchange", K=self.K, storage=storage, peers=True)
+        #: The transitions' reports, on the leading rank (rank 0); empty on the others.
+        self.reports: list[Any] = []
+
+    def serve(self) -> list[Any]:
+        """There is no master among peers: every rank iterates the loader."""
+        raise RuntimeError("A job of peers has no master: every rank iterates the loader.")
+
+    def _worker_epochs(self) -> Generator[Any, None, None]:
+        link, scheme, layout = self.transport, self.scheme, self.layout
+        k = link.worker
+        assert k is not None and layout is not None and self.N is not None
+        N, K, B = self.N, self.K, layout.record_bytes
+        spec = _order_spec(self._order, N)
+        cut = _bounds(N, K)
+        lo, hi = int(cut[k]), int(cut[k + 1])
+        first = self.start_epoch
+        order, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
+        held = scheme.start(placement)
+        cache = own_units(scheme, self._rows, held, k, B)
+        n_units = N * scheme.pieces
+        units = catalog(n_units, scheme.piece_bytes(B), checksum_table(link, cache, n_units))
+        records = catalog(N, B, np.zeros(N, dtype=np.uint64))
+        dog = self._watchdog(N, B)
+        opts = MasterOptions(max_repair_rounds=self.max_repair_rounds, seed=self.seed)
+        spare = np.zeros_like(cache.data)
+        t, ended = first, False
+        try:
+            yield _batch(
+                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, scheme=scheme,
+                writable=self.writable,
+            )  # fmt: skip
+            for t in range(first + 1, first + self.epochs):
+                order, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
+                nxt = scheme.following(held, nxt)
+                rep, res = peer_transition(
+                    link, scheme, units, cache, (held, nxt), epoch=t, dog=dog, opts=opts, spare=spare
+                )
+                if res is None:  # a worker stopped: the job ends here
+                    ended = True
+                    self.stopped_by = link.share(rep.workers[0] if isinstance(rep, Stopped) else None)
+                    return
+                if not res.verified:
+                    raise IntegrityError(f"Epoch {t}: the workers' records did not match the checksums.")
+                if rep is not None:  # the leader's: counts in units, sizes in records
+                    self.reports.append(scheme.report(rep, records))
+                spare, cache, held = cache.data, res.cache, nxt
+                yield _batch(
+                    t, k, order[lo:hi].astype(np.int64), cache, layout, decoded=res.decoded, scheme=scheme,
+                    writable=self.writable,
+                )  # fmt: skip
+            ended = True
+            link.share(None)
+        finally:
+            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
+                stopped = None
+                if t < first + self.epochs - 1:  # it says so where its next transition would start
+                    _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t + 1, spec=spec)
+                    stopped = self._stop(held, scheme.following(held, nxt), units, t + 1, opts, dog)
+                self.stopped_by = link.share(stopped)
+            dog.close()
+
+    def _stop(self, held: Any, nxt: Any, units: Any, epoch: int, opts: MasterOptions, dog: Any) -> int | None:
+        """This worker's stop, posted where its next transition would start; the leader ends the job."""
+        link = self.transport
+        if not link.is_leader:
+            attend(link, worker_stop(), watchdog=dog)
+            return None
+        master = master_transition(Rounds(link), self.scheme, units, held, nxt, epoch=epoch, opts=opts)
+        rep, _ = lead(link, master, worker_stop(), watchdog=dog)
+        return rep.workers[0] if isinstance(rep, Stopped) else None

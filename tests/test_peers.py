@@ -1,0 +1,85 @@
+"""Jobs of peers: every rank trains, and only the workers' exchange moves data (PeerLoader).
+
+The oracle reads the ``.npy`` file with numpy and cuts each epoch's order
+(:func:`coded_shuffle.orders.epoch_permutation`, the ``auto`` order at these sizes) with
+``np.array_split``; the program (``tests/peer_loader_prog.py``) runs under ``mpiexec -n K`` and
+``torchrun --nproc-per-node K``, with no master rank.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coded_shuffle.orders import epoch_permutation
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "tests" / "peer_loader_prog.py"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+N, B, SEED = 90, 600, 4
+
+LAUNCHERS = [
+    pytest.param(
+        "mpi", marks=[pytest.mark.mpi, pytest.mark.skipif(not HAVE_MPI, reason="needs mpiexec and mpi4py")]
+    ),
+    pytest.param(
+        "torch", marks=[pytest.mark.torch, pytest.mark.skipif(not HAVE_TORCH, reason="needs PyTorch")]
+    ),
+]
+
+
+def launch(kind: str, K: int, *args: object) -> subprocess.CompletedProcess[str]:
+    if kind == "mpi":
+        cmd = [str(MPIEXEC), "-n", str(K), sys.executable, "-m", "mpi4py"]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={K}"]
+        cmd += ["--monitor-interval=0.5"]
+    return subprocess.run(
+        [*cmd, str(PROGRAM), kind, *map(str, args)], capture_output=True, text=True, timeout=180, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )  # fmt: skip
+
+
+def data(tmp_path: Path) -> np.ndarray:
+    rows = np.random.default_rng(7).integers(0, 256, (N, B), dtype=np.uint8)
+    np.save(tmp_path / "rows.npy", rows)
+    return rows
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+@pytest.mark.parametrize("M", [1, 2])
+def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
+    K, epochs = 3, 3
+    rows = data(tmp_path)
+    proc = launch(kind, K, tmp_path / "rows.npy", tmp_path, epochs, M)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for t in range(epochs):
+        batches = np.array_split(np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64), K)
+        for k in range(K):
+            got = np.load(tmp_path / f"w{k}_e{t}.npz")
+            assert np.array_equal(got["ids"], batches[k]) and np.array_equal(got["records"], rows[batches[k]])
+    reports = json.loads((tmp_path / "reports.json").read_text())
+    assert [r["epoch"] for r in reports] == [1, 2] and all(r["verified"] and r["K"] == K for r in reports)
+    for r in reports:  # nothing from a master; a worker receives exactly what it misses
+        assert r["wire_bytes"] == 0 and r["mode"] == "exchange" and r["storage"] == M
+        assert r["max_received_bytes"] == r["download_bound_bytes"] > 0
+
+
+@pytest.mark.parametrize("kind", LAUNCHERS)
+def test_a_rank_that_stops_ends_the_job_of_peers_cleanly(tmp_path, kind):
+    data(tmp_path)
+    proc = launch(kind, 3, tmp_path / "rows.npy", tmp_path, 4, 1, "stop")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [json.loads((tmp_path / f"end_{k}.json").read_text()) for k in range(3)] == [1, 1, 1]
+    assert sorted(p.name for p in tmp_path.glob("w*_e*.npz")) == [
+        f"w{k}_e{t}.npz" for k in range(3) for t in (0, 1)
+    ]
