@@ -46,7 +46,8 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._checks import check_int
 from .engine import TransitionReport
-from .loader import EpochBatch, MPILoader
+from .loader import EpochBatch, MPILoader, PeerLoader
+from .loader.peers import peer_link
 from .orders import OrderSpec
 from .transport import MPITransport, TorchTransport
 from .transport.torch_dist import default_link
@@ -308,6 +309,12 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         ``torch.distributed`` is initialized (``torchrun``), else an MPI one (``mpiexec``).
     rank, world_size : int, optional
         When given, checked against the job's (a rank that is not part of it is refused).
+    scheme : str
+        ``coded`` (default): a job of ``K + 1`` ranks, rank 0 the master that serves. ``exchange``:
+        a job of ``K`` peers (:class:`~coded_shuffle.loader.PeerLoader`), every rank trains,
+        :attr:`is_master` is false everywhere and every rank gives ``source`` (a ``.npy`` path is
+        memory-mapped, each rank reading only what it holds); the workers send each other what
+        each misses, and no ``new_group`` is needed for DDP (there is no rank to leave out).
 
     Examples
     --------
@@ -340,8 +347,12 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         rank: int | None = None,
         world_size: int | None = None,
         storage: int = 1,
+        scheme: str = "coded",
     ) -> None:
         super().__init__()
+        if scheme not in ("coded", "exchange"):
+            raise ValueError(f"Argument 'scheme' must be 'coded' or 'exchange', not {scheme!r}.")
+        peers = scheme == "exchange"
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):
                 raise TypeError(f"Argument '{name}' must be a bool, not {type(flag).__name__}.")
@@ -354,24 +365,36 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                     f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}."
                 )
         if transport is None:
-            transport = default_link()
-        if world_size is not None and world_size != transport.K + 1:
+            transport = peer_link() if peers else default_link()
+        elif bool(getattr(transport, "peers", False)) != peers:
             raise ValueError(
-                f"Argument 'world_size' must be the job's {transport.K + 1} ranks, not {world_size}."
+                f"Argument 'transport' must be a link {'of peers' if peers else 'with a master'} "
+                f"for scheme {scheme!r} (peers={peers})."
             )
+        ranks = transport.K + (0 if peers else 1)
+        if world_size is not None and world_size != ranks:
+            raise ValueError(f"Argument 'world_size' must be the job's {ranks} ranks, not {world_size}.")
         if rank is not None and rank != transport.rank:
             raise ValueError(
-                f"Argument 'rank' must be this process's rank {transport.rank} of the job's "
-                f"{transport.K + 1}, not {rank}."
+                f"Argument 'rank' must be this process's rank {transport.rank} of the job's {ranks}, "
+                f"not {rank}."
             )
         self.drop_last, self.with_ids, self.prefetch = drop_last, with_ids, prefetch
-        records = pack_arrays(source) if transport.is_master and source is not None else source
+        if peers and source is None:
+            raise TypeError(
+                "Argument 'source' must be given on every rank of a job of peers (scheme 'exchange')."
+            )
+        reads = transport.is_master or peers
+        keep_path = peers and isinstance(source, (str, os.PathLike))  # memory-mapped, rows read as held
+        records = pack_arrays(source) if reads and source is not None and not keep_path else source
         self._options: dict[str, Any] = {
-            "epochs": epochs, "seed": seed, "order": order, "strategy": strategy,
-            "max_repair_rounds": max_repair_rounds, "timeout": timeout, "storage": storage,
+            "epochs": epochs, "seed": seed, "order": order, "max_repair_rounds": max_repair_rounds,
+            "timeout": timeout, "storage": storage, **({} if peers else {"strategy": strategy}),
         }  # fmt: skip
+        #: The loader each epoch comes from: a master's (:class:`MPILoader`), or the peers'.
+        self._loader_class: type[MPILoader] = PeerLoader if peers else MPILoader
         # Checks every option now, on every rank (the loader proper is made at the first epoch).
-        self._loader = MPILoader(
+        self._loader = self._loader_class(
             records, start_epoch=start_epoch, transport=transport, writable=True, **self._options
         )
         self.transport = transport
@@ -591,7 +614,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if epoch >= end:
             raise ValueError(f"Argument 'state' must resume before epoch {end}, not at epoch {epoch}.")
         self._skip = check_int(state["samples"], "state['samples']", minimum=0)
-        self._loader = MPILoader(
+        self._loader = self._loader_class(
             self._records, start_epoch=epoch, transport=self.transport, writable=True,
             **{**self._options, "epochs": end - epoch},
         )  # fmt: skip

@@ -51,11 +51,12 @@ def write_data(d: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
 WIDE = np.dtype([("x", "<f4", (160,)), ("y", "<i2")])  # 642 bytes: 2 pieces of 321 at K = 3, M = 2
 
 
-def launch(how: str, K: int, *args: object) -> subprocess.CompletedProcess[str]:
+def launch(how: str, K: int, *args: object, peers: bool = False) -> subprocess.CompletedProcess[str]:
+    ranks = K if peers else K + 1  # a job of peers has no master rank
     if how == "mpiexec":
-        cmd = [str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM)]
+        cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", str(PROGRAM)]
     else:  # torchrun, on loopback
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={K + 1}"]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
         cmd += ["--monitor-interval=0.5", str(PROGRAM)]
     return subprocess.run(
         [*cmd, *map(str, args)], capture_output=True, text=True, timeout=180, cwd=ROOT, check=False
@@ -480,3 +481,23 @@ def test_a_failing_rank_is_named_not_a_stop_nor_a_peer(tmp_path, rng, state, cul
     assert all(any(f": lost {g}: its connection closed" in line for g in seen) for line in lost), lost
     if state == "master_error":
         assert len(lost) == 2  # both workers wait on the master at the setup
+
+
+@needs_torch
+def test_every_rank_trains_under_torchrun_with_the_exchange(tmp_path, rng):
+    """scheme="exchange": K ranks, all workers, DataLoader workers and prefetch, and DDP over the
+    default group on every batch (no new_group: there is no master rank to leave out)."""
+    K = 3
+    data = write_data(tmp_path, rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = launch("torchrun", K, "struct", tmp_path, out, 3, 2, 0, 1, "exchange", peers=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for t in range(3):
+        want = expected(K, t, drop_last=False)
+        for k in range(K):
+            got = np.load(out / f"w{k}_e{t}.npz")
+            assert np.array_equal(got["ids"], want[k]) and int(got["steps"]) == steps(len(want[k]), 2)
+            assert np.array_equal(got["field0"], data["struct"]["x"][want[k]])
+            assert np.array_equal(got["field1"], data["struct"]["y"][want[k]])
+    assert not (out / "reports.json").exists()  # no master

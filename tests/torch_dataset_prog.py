@@ -18,7 +18,9 @@
   stops early after epoch 0 (``close()``), ``destroy``: it calls ``destroy_process_group()``
   and returns instead; the others train on, their empty epochs written as
   ``OUT/empty_w{k}_e{t}.json``; ``crash``: worker 0 raises after epoch 0; ``kill``: worker 1
-  kills itself (SIGKILL) after epoch 0; ``master_error``: the master raises before it serves.
+  kills itself (SIGKILL) after epoch 0; ``master_error``: the master raises before it serves;
+  ``exchange``: a job of peers (``scheme="exchange"``), every rank a worker that trains a
+  ``DistributedDataParallel`` model over the default group on each batch.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
 ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
@@ -62,6 +64,7 @@ def main(argv: list[str]) -> int:
         prefetch=prefetch == "1",
         timeout=3 if state == "freeze" else 30,
         storage=2 if layout == "wide" else 1,
+        scheme="exchange" if state == "exchange" else "coded",
     )
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
@@ -77,6 +80,11 @@ def main(argv: list[str]) -> int:
     assert k is not None
     persistent = state == "persistent"
     loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers), persistent_workers=persistent)
+    ddp = None
+    if state == "exchange":  # every rank trains: DDP over the default group, no new_group
+        from torch.nn.parallel import DistributedDataParallel
+
+        ddp = DistributedDataParallel(torch.nn.Linear(3, 1))
     for t in range(ds.start_epoch, ds.start_epoch + ds.epochs):
         if persistent:  # the refusal, in this process, before the loader iterates
             try:
@@ -91,6 +99,8 @@ def main(argv: list[str]) -> int:
         steps, writable = 0, True
         for batch in loader:
             steps += 1
+            if ddp is not None:
+                ddp(batch[1].float()).sum().backward()  # the gradients' all-reduce spans every rank
             ids.append(batch[0].numpy())
             cols = batch[1:]
             if not fields:
