@@ -2,7 +2,7 @@
 # Run an MPI program across K+1 hosts made of network namespaces on this machine, on shaped links.
 #
 #   mpi/netns_cluster.sh -K 4 [--master-up-mbit 1000] [--worker-down-mbit 0] [--worker-up-mbit 0]
-#       [--delay-ms 0] [--bcast chain|mpich] [--timeout 600] -- PROGRAM [ARGS...]
+#       [--delay-ms 0] [--bcast chain|mpich] [--peers] [--timeout 600] -- PROGRAM [ARGS...]
 #
 # Hosts h0 (the master, rank 0) .. hK are network namespaces, each with one interface `eth0` (a
 # veth pair) plugged into a bridge that lives in a switch namespace of its own: nothing is added
@@ -12,6 +12,8 @@
 #   --worker-down-mbit R   each worker's downlink (egress of its switch port)  default 0
 #   --worker-up-mbit R     each worker's uplink (egress of its eth0)      default 0
 #   --delay-ms D           one-way delay added on every shaped egress (needs the netem qdisc)
+#   --peers                K hosts h0 .. h(K-1), every one a worker shaped as above, and
+#                          `mpiexec -n K`: a job of peers (no master; --master-up-mbit unused)
 # Then `mpiexec -n K+1 -ppn 1` runs PROGRAM from inside h0 with a hostfile of the hosts'
 # addresses and a launcher (hydra's ssh launcher, pointed at a script) that starts each host's
 # proxy inside that host's namespace with a hostname of its own (UTS namespace), so MPICH treats
@@ -32,7 +34,7 @@
 set -euo pipefail
 
 PROG=netns_cluster.sh
-usage() { sed -n '3,5p' "$0" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '3,4p' "$0" | sed 's/^# \{0,1\}//' >&2; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 
 K=""
@@ -42,6 +44,7 @@ WORKER_UP=0
 DELAY=0
 TIMEOUT=600
 BCAST=chain
+PEERS=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -K|--workers) K="${2:-}"; shift 2 ;;
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
         --delay-ms) DELAY="${2:-}"; shift 2 ;;
         --timeout) TIMEOUT="${2:-}"; shift 2 ;;
         --bcast) BCAST="${2:-}"; shift 2 ;;
+        --peers) PEERS=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
         *) usage; die "unknown option '$1'" ;;
@@ -59,6 +63,7 @@ done
 [ $# -gt 0 ] || { usage; die "no program to run (give it after --)"; }
 case "$K" in ''|*[!0-9]*) die "-K must be a positive integer, not '${K}'" ;; esac
 [ "$K" -ge 1 ] && [ "$K" -le 200 ] || die "-K must be between 1 and 200, not $K"
+LAST=$((K - PEERS))  # the last host: hK, or h(K-1) among peers
 for pair in "master-up-mbit:$MASTER_UP" "worker-down-mbit:$WORKER_DOWN" "worker-up-mbit:$WORKER_UP" \
     "delay-ms:$DELAY" "timeout:$TIMEOUT"; do
     case "${pair#*:}" in ''|*[!0-9.]*|*.*.*) die "--${pair%%:*} must be a non-negative number, not '${pair#*:}'" ;; esac
@@ -128,7 +133,7 @@ ip -n "$SW" link set br0 up
     echo 'host="$1"; shift'
     echo 'case "$host" in'
 } > "$WORK/launch"
-for i in $(seq 0 "$K"); do
+for i in $(seq 0 "$LAST"); do
     ns="$(host_ns "$i")"
     ip netns add "$ns"
     ip link add eth0 netns "$ns" type veth peer name "p$i" netns "$SW"
@@ -141,7 +146,7 @@ for i in $(seq 0 "$K"); do
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
     echo "$(host_ip "$i"):1" >> "$WORK/hostfile"
     echo "    $(host_ip "$i")) ns=$ns; name=h$i ;;" >> "$WORK/launch"
-    if [ "$i" -eq 0 ]; then
+    if [ "$i" -eq 0 ] && [ "$PEERS" -eq 0 ]; then
         shape "$ns" eth0 "$MASTER_UP"
     else
         shape "$SW" "p$i" "$WORKER_DOWN"
@@ -156,7 +161,7 @@ done
 chmod +x "$WORK/launch"
 
 counters() {  # one line per host: host tx_bytes rx_bytes of its eth0
-    for i in $(seq 0 "$K"); do
+    for i in $(seq 0 "$LAST"); do
         echo "h$i" $(ip netns exec "$(host_ns "$i")" cat /sys/class/net/eth0/statistics/tx_bytes \
             /sys/class/net/eth0/statistics/rx_bytes)
     done
@@ -167,7 +172,7 @@ export MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD="${MPIR_CVAR_CH4_NETMOD:-ofi}" F
     FI_TCP_IFACE=eth0 FI_SOCKETS_IFACE=eth0 UCX_NET_DEVICES=eth0 UCX_TLS=tcp
 # The hosts share this machine's cores: with more ranks than cores, MPICH's waiting loops must
 # yield the core (each rank believes it is alone on its node, so the program cannot tell).
-if [ "$((K + 1))" -gt "$(nproc)" ]; then
+if [ "$((LAST + 1))" -gt "$(nproc)" ]; then
     export MPIR_CVAR_ENABLE_HEAVY_YIELD="${MPIR_CVAR_ENABLE_HEAVY_YIELD:-1}"
 fi
 if [ "$BCAST" = chain ]; then
@@ -179,7 +184,7 @@ fi
 # until a foreground command ends).
 ip netns exec "$(host_ns 0)" unshare --uts sh -c 'hostname h0 && exec "$@"' sh \
     timeout --kill-after=10 "$TIMEOUT" "$MPIEXEC" -f "$WORK/hostfile" -localhost "$(host_ip 0)" \
-    -launcher ssh -launcher-exec "$WORK/launch" -n "$((K + 1))" -ppn 1 "$@" &
+    -launcher ssh -launcher-exec "$WORK/launch" -n "$((LAST + 1))" -ppn 1 "$@" &
 JOB=$!
 trap - ERR  # the hosts are up; from here the job's own status is the script's
 set +e

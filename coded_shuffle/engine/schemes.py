@@ -28,6 +28,7 @@ new scheme is a new object of this kind, never a new copy of the transition loop
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -437,6 +438,15 @@ class UncodedScheme(CodedScheme):
         return _encoded(by_worker, int(plan.rates.uncoded), 0, tic)
 
 
+def _collected(link: Any, worker: int, decode: Callable[[list[np.ndarray]], Taken]) -> Taken:
+    """``decode`` of the frames the exchange brings ``worker``, the exchange counted in its delivery time."""
+    tic = time.perf_counter()
+    raw = link.collect(worker)
+    took = time.perf_counter() - tic
+    taken = decode(raw)
+    return dataclasses.replace(taken, deliver_seconds=taken.deliver_seconds + took)
+
+
 def _holder_after(holders: int, first: int, steps: int) -> int:
     """The holder ``steps`` places after ``first`` among ``holders`` (a bitmask), cyclically."""
     members = [w for w in range(holders.bit_length()) if (holders >> w) & 1]
@@ -556,9 +566,11 @@ class ExchangeScheme(Scheme):
             if mine:
                 frames[int(j)] = encode_held(cache, np.asarray(mine, dtype=np.int64), epoch=epoch)
         link.offer(worker, frames)
-        return receive_decode(
-            link, worker, _empty(cache), failed, epoch=epoch, checksums=checksums, variable=variable,
-            raw=link.collect(worker),
+        return _collected(
+            link, worker, lambda raw: receive_decode(
+                link, worker, _empty(cache), failed, epoch=epoch, checksums=checksums, variable=variable,
+                raw=raw,
+            ),
         )  # fmt: skip
 
     def take(
@@ -575,9 +587,11 @@ class ExchangeScheme(Scheme):
         tamper: Tamper | None = None,
         **_: Any,
     ) -> Taken:
-        return receive_decode(
-            link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
-            tamper=tamper, raw=link.collect(worker),
+        return _collected(
+            link, worker, lambda raw: receive_decode(
+                link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
+                tamper=tamper, raw=raw,
+            ),
         )  # fmt: skip
 
 

@@ -1,0 +1,154 @@
+"""The exchange between peers with storage, against the coded broadcast with the same storage,
+on a shaped network of hosts.
+
+For each ``K`` (default 4 and 8) and each storage ``M`` (default 1, 2, 3), in one run:
+
+- ``exchange``: ``mpi/netns_cluster.sh --peers``, ``K`` hosts, every one a worker, every port
+  shaped at ``--mbit`` both ways; the MPI program's ``--mode exchange --storage M`` (no master:
+  each worker receives exactly the pieces it misses, from the holder that keeps the busiest
+  upload least);
+- ``coded``: ``K + 1`` hosts, the master's uplink and every worker port shaped the same, the
+  master's coded broadcast (``--mode coded --storage M``, ``MPI_Bcast`` a chain).
+
+Reported per run (steady state: the median over the transitions after the first): the delivery
+time (barrier until the slowest worker holds everything), the time with decoding and checking,
+and the bytes the kernel counted on the busiest port (a worker's downlink or uplink, or the
+master's uplink) with its byte time at the port's rate. Targets, with the exchange:
+
+- the busiest download with ``M`` against ``M = 1`` (payload, from the report) is
+  ``(K - M) / (K - 1)`` within 2 %;
+- the delivery time is within 15 % of the busiest port's byte time;
+- the delivery-time ratio of ``M = 2`` to ``M = 1`` is within 10 % of the byte ratio.
+
+Records of 5376 bytes (21 pieces of 256 at ``K = 8``, ``M = 3``): every piece the same size,
+no padding. Needs root (network namespaces, tc). Run:
+
+    python benchmarks/netns_exchange.py [--workers 4,8] [--storage 1,2,3] [--mib 256] [--mbit 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "mpi" / "netns_cluster.sh"
+RECORD_BYTES = 5376
+
+
+def run(K: int, M: int, mode: str, args: argparse.Namespace) -> list[dict]:
+    N = args.mib * (1 << 20) // RECORD_BYTES
+    rate = str(args.mbit)
+    shape = ["--peers"] if mode == "exchange" else ["--master-up-mbit", rate]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.jsonl"
+        cmd = [
+            str(CLUSTER), "-K", str(K), *shape, "--worker-down-mbit", rate, "--worker-up-mbit", rate,
+            "--timeout", str(args.timeout), "--", sys.executable, "-m", "mpi4py", "-m",
+            "coded_shuffle.mpi_program", "--points", str(N), "--record-bytes", str(RECORD_BYTES),
+            "--transitions", str(args.epochs), "--mode", mode, "--storage", str(M), "--count-links",
+            "--json", str(out),
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHON": sys.executable}
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, check=False, timeout=args.timeout + 60
+        )
+        if proc.returncode:
+            sys.exit(f"netns_exchange.py: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+        return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def steady(rows: list[dict], key: str) -> float:
+    """The median of ``key`` (a report field, a timing, or a port's bytes) after the first transition."""
+    later = rows[1:] or rows
+
+    def value(r: dict) -> float:
+        if key in r["timings"]:
+            return float(r["timings"][key])
+        if key == "port":  # the busiest port: a worker's downlink or uplink, or the master's uplink
+            return float(max(max(r["link_rx_bytes"][1:]), max(r["link_tx_bytes"])))
+        return float(r[key])
+
+    return statistics.median(value(r) for r in later)
+
+
+def report(K: int, runs: dict[tuple[str, int], list[dict]], mbit: float) -> bool:
+    Ms = sorted({M for _, M in runs})
+    N = runs[("exchange", Ms[0])][0]["N"]
+    print(f"\nK = {K}: {N} records of {RECORD_BYTES} B, every port {mbit:g} Mbit/s")
+    print("    mode  M  deliver s  +decode s  busiest port MB  port byte s  deliver/byte  down MB  verified")
+    ok = True
+    for (mode, M), rows in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0] != "exchange")):
+        port = steady(rows, "port")
+        byte_s = port * 8 / (mbit * 1e6)
+        deliver = steady(rows, "deliver")
+        verified = all(r["verified"] for r in rows)
+        ok &= verified
+        print(
+            f"{mode:>8} {M:>2} {deliver:>10.3f} {steady(rows, 'seconds'):>10.3f} {port / 1e6:>16.2f} "
+            f"{byte_s:>12.3f} {deliver / byte_s:>13.2f} {steady(rows, 'max_received_bytes') / 1e6:>8.2f}  "
+            f"{'yes' if verified else 'NO'}"
+        )
+    ex = {M: runs[("exchange", M)] for M in Ms}
+    base_down = steady(ex[1], "max_received_bytes")
+    for M in Ms:
+        if M == 1:
+            continue
+        ratio = steady(ex[M], "max_received_bytes") / base_down
+        want = (K - M) / (K - 1)
+        good = abs(ratio / want - 1) <= 0.02
+        ok &= good
+        verdict = "PASS" if good else "FAIL"
+        print(f"busiest download, M = {M} over M = 1: {ratio:.4f}, (K-M)/(K-1) = {want:.4f}: {verdict}")
+    for M in Ms:
+        byte_s = steady(ex[M], "port") * 8 / (mbit * 1e6)
+        gap = steady(ex[M], "deliver") / byte_s - 1
+        good = abs(gap) <= 0.15
+        ok &= good
+        verdict = "PASS" if good else "FAIL"
+        print(f"exchange M = {M}: delivery {gap:+.1%} over the busiest port's byte time (15 %): {verdict}")
+    if 2 in ex:
+        t_ratio = steady(ex[2], "deliver") / steady(ex[1], "deliver")
+        b_ratio = steady(ex[2], "port") / steady(ex[1], "port")
+        good = abs(t_ratio / b_ratio - 1) <= 0.10
+        ok &= good
+        print(
+            f"exchange M = 2 over M = 1: time ratio {t_ratio:.3f}, busiest-port byte ratio {b_ratio:.3f} "
+            f"({t_ratio / b_ratio - 1:+.1%}; target 10 %): {'PASS' if good else 'FAIL'}"
+        )
+    return ok
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", default="4,8", help="comma-separated K (default 4,8)")
+    ap.add_argument("--storage", default="1,2,3", help="comma-separated M, 1 first (default 1,2,3)")
+    ap.add_argument("--mib", type=int, default=256, help="dataset size in MiB (default 256)")
+    ap.add_argument("--mbit", type=float, default=1000, help="every port's rate, Mbit/s (default 1000)")
+    ap.add_argument("--epochs", type=int, default=4, help="transitions, the first a warm-up (default 4)")
+    ap.add_argument("--no-coded", action="store_true", help="the exchange alone")
+    ap.add_argument("--timeout", type=int, default=900)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("netns_exchange.py: needs root (network namespaces and tc); run it as root")
+    Ms = [int(m) for m in args.storage.split(",")]
+    if Ms[0] != 1:
+        sys.exit("netns_exchange.py: --storage must start with 1, the baseline")
+    ok = True
+    for K in (int(k) for k in args.workers.split(",")):
+        runs = {}
+        for M in (m for m in Ms if m < K):
+            for mode in ("exchange",) if args.no_coded else ("exchange", "coded"):
+                runs[(mode, M)] = run(K, M, mode, args)
+        ok &= report(K, runs, args.mbit)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
