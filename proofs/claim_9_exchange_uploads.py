@@ -92,3 +92,35 @@ def test_storage_cuts_every_download_by_K_minus_1_minus_t_over_K_minus_1(K):
         got = np.bincount(d[:, 1], minlength=K)
         assert got.tolist() == (moved * math.comb(K - 2, t)).tolist()
         assert math.comb(K - 2, t) * (K - 1) == math.comb(K - 1, t) * (K - 1 - t)
+
+
+def test_every_process_computes_the_same_assignment():
+    """The workers compute the assignment each on its own: it must not depend on the process
+    (Python randomizes the hashes of strings per process; the flow network uses integers)."""
+    import subprocess
+    import sys
+
+    prog = (
+        "import hashlib, numpy as np\n"
+        "from coded_shuffle.orders import epoch_placement\n"
+        "from coded_shuffle.plan import assign_senders\n"
+        "from coded_shuffle.storage import piece_demand, piece_placement\n"
+        "p0, p1 = (epoch_placement(2000, 8, seed=3, epoch=e) for e in (0, 1))\n"
+        "d = piece_demand(piece_placement(p0, M=3), p1)\n"
+        "s = assign_senders(d[:, 1], d[:, 2], K=8).sender\n"
+        "print(hashlib.sha256(s.tobytes()).hexdigest())\n"
+    )
+    import os
+
+    got = {
+        subprocess.run(
+            [sys.executable, "-c", prog],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout  # fmt: skip
+        for seed in (0, 1, 12345)
+    }
+    assert len(got) == 1, got

@@ -68,17 +68,32 @@ def _members(mask: int, K: int) -> list[int]:
     return [w for w in range(K) if (mask >> w) & 1]
 
 
+#: The nodes of the flow network: the source, the sink, then the groups, then the workers. Integers
+#: only: their hashes do not change from one process to the next (those of strings do), so every
+#: worker that computes the assignment walks the network in the same order and gets the same one.
+_SOURCE, _SINK = 0, 1
+
+
+def _group(g: int) -> int:
+    return 2 + g
+
+
+def _worker(w: int, n_groups: int) -> int:
+    return 2 + n_groups + w
+
+
 def _network(groups: list[int], counts: list[int], K: int, scale: int, cap: int) -> object:
     """The flow network of the module docstring: counts scaled by ``scale``, sinks of ``cap``."""
     import networkx as nx
 
     G = nx.DiGraph()
-    for g, (mask, n) in enumerate(zip(groups, counts, strict=True)):
-        G.add_edge("s", ("g", g), capacity=n * scale)
+    n = len(groups)
+    for g, (mask, c) in enumerate(zip(groups, counts, strict=True)):
+        G.add_edge(_SOURCE, _group(g), capacity=c * scale)
         for w in _members(mask, K):
-            G.add_edge(("g", g), ("w", w))  # no capacity: unbounded
+            G.add_edge(_group(g), _worker(w, n))  # no capacity: unbounded
     for w in range(K):
-        G.add_edge(("w", w), "t", capacity=cap)
+        G.add_edge(_worker(w, n), _SINK, capacity=cap)
     return G
 
 
@@ -90,8 +105,9 @@ def _bound(groups: list[int], counts: list[int], K: int) -> Fraction:
     lam = Fraction(total, K)
     while True:
         G = _network(groups, counts, K, lam.denominator, lam.numerator)
-        _, (side, _) = nx.minimum_cut(G, "s", "t")
-        S = {node[1] for node in side if isinstance(node, tuple) and node[0] == "w"}
+        _, (side, _) = nx.minimum_cut(G, _SOURCE, _SINK)
+        first = _worker(0, len(groups))
+        S = {node - first for node in side if node >= first}
         inside = sum(n for mask, n in zip(groups, counts, strict=True) if set(_members(mask, K)) <= S)
         if not S or Fraction(inside, len(S)) <= lam:
             return lam
@@ -197,7 +213,8 @@ def _flows(groups: list[int], counts: list[int], K: int, L: int) -> list[dict[in
     """A maximum flow at sink capacity ``L``: units of each group sent by each of its holders."""
     import networkx as nx
 
-    value, flow = nx.maximum_flow(_network(groups, counts, K, 1, L), "s", "t")
+    value, flow = nx.maximum_flow(_network(groups, counts, K, 1, L), _SOURCE, _SINK)
     if value != sum(counts):  # pragma: no cover - L = ceil(lambda*) always admits every unit
         raise AssertionError(f"no assignment with uploads of at most {L}")
-    return [{node[1]: int(f) for node, f in flow[("g", g)].items()} for g in range(len(groups))]
+    first = _worker(0, len(groups))
+    return [{node - first: int(f) for node, f in flow[_group(g)].items()} for g in range(len(groups))]
