@@ -11,6 +11,7 @@ ready       ``READY``, or ``STOP`` (it stops)       ``GO`` (then sends the frame
 decode      a :class:`Status` (ids that failed)     a :class:`Repair` (then the scheme re-sends
                                                     them), ``DONE``,
                                                     or ``ABANDON`` (repair rounds used up)
+offered     among peers, in a repair round: ``OFFERED``  ``COLLECT`` (then they exchange the units)
 repair      a :class:`Status`, after each repair    as after ``decode``
 holdings    its :class:`Holdings` (ids, checksums)  the verdict: ``True`` when all matched
 ==========  ======================================  ===========================================
@@ -40,12 +41,14 @@ from .schemes import Encoded, Given, Planned, Taken, send
 from .state import _spare_rows, digest
 
 __all__ = [
-    "READY", "STOP", "GO", "END", "DONE", "ABANDON",
+    "READY", "STOP", "GO", "END", "DONE", "ABANDON", "OFFERED", "COLLECT",
     "Gather", "Announce", "Post", "Status", "Holdings", "MasterOptions", "Repair", "Stopped", "WorkerResult",
     "master_transition", "worker_transition", "worker_stop", "step",
 ]  # fmt: skip
 
 READY, STOP, GO, END, DONE, ABANDON = "ready", "stop", "go", "end", "done", "abandon"
+#: Among peers, a repair round's two steps: every worker has offered what it re-sends; collect it.
+OFFERED, COLLECT = "offered", "collect"
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,9 @@ def master_transition(
         ids = np.unique(np.concatenate(list(pending.values())))
         repairs += int(ids.size)
         scheme.resend(link, dataset, ids, epoch=epoch)
+        if scheme.peer_repairs:  # the workers re-send: every one offers before any collects
+            yield Gather("offered")
+            yield Announce(COLLECT)
         posts = yield Gather("repair")
         rejected += sum(s.rejected for s in posts)
         pending = _pending(posts)
@@ -343,6 +349,9 @@ def worker_transition(
     new, failed = taken.result.cache, taken.result.failed
     word = yield Post(_status(taken, failed, given))
     while isinstance(word, Repair):
+        if scheme.peer_repairs:  # this worker re-sends what it holds of the others' lacks
+            scheme.reoffer(link, worker, cache, word, given, epoch=epoch)
+            yield Post(OFFERED)  # the master's answer is COLLECT
         fix = scheme.retake(link, worker, cache, failed, word, given, **kw)
         good = np.setdiff1d(fix.result.cache.ids, fix.result.failed)
         if good.size:

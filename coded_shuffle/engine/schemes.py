@@ -332,6 +332,12 @@ class Scheme:
         """A worker, before the delivery: offer the link what it sends other workers (none here)."""
         return Given()
 
+    #: Whether the workers re-send in a repair round (then every one offers before any collects).
+    peer_repairs = False
+
+    def reoffer(self, link: Any, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int) -> None:
+        """A worker, in a repair round whose units the workers re-send: offer its share of them."""
+
     def resend(self, link: Any, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
         """The master, in a repair round: send ``ids`` again, alone, in one repair frame broadcast."""
         link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
@@ -534,6 +540,27 @@ class ExchangeScheme(Scheme):
         if not self.peers:
             super().resend(link, dataset, ids, epoch=epoch)
 
+    @property
+    def peer_repairs(self) -> bool:  # type: ignore[override]
+        """Among peers the holders re-send in a repair round."""
+        return self.peers
+
+    def reoffer(self, link: Any, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int) -> None:
+        """Offer, of each unit another worker still lacks, those this worker is to re-send in round
+        ``r``: the holder ``r`` places after the first sender among its holders."""
+        assert given.demand is not None
+        units, _, holders, sender = given.demand
+        frames = {}
+        for j, ids in sorted(word.pending.items()):
+            rows = np.searchsorted(units, ids)
+            if np.any(rows >= units.size) or np.any(units[np.minimum(rows, units.size - 1)] != ids):
+                continue  # not a unit of this exchange: nothing a peer can send (the verdict fails)
+            mine = [int(u) for u, r in zip(ids.tolist(), rows.tolist(), strict=True)
+                    if _holder_after(int(holders[r]), int(sender[r]), word.round) == worker]  # fmt: skip
+            if mine:
+                frames[int(j)] = encode_held(cache, np.asarray(mine, dtype=np.int64), epoch=epoch)
+        link.offer(worker, frames)
+
     def retake(
         self,
         link: Any,
@@ -554,18 +581,6 @@ class ExchangeScheme(Scheme):
             return super().retake(
                 link, worker, cache, failed, word, given, epoch=epoch, checksums=checksums, variable=variable
             )
-        assert given.demand is not None
-        units, wanter, holders, sender = given.demand
-        frames = {}
-        for j, ids in sorted(word.pending.items()):
-            rows = np.searchsorted(units, ids)
-            if np.any(rows >= units.size) or np.any(units[np.minimum(rows, units.size - 1)] != ids):
-                continue  # not a unit of this exchange: nothing a peer can send (the verdict fails)
-            mine = [int(u) for u, r in zip(ids.tolist(), rows.tolist(), strict=True)
-                    if _holder_after(int(holders[r]), int(sender[r]), word.round) == worker]  # fmt: skip
-            if mine:
-                frames[int(j)] = encode_held(cache, np.asarray(mine, dtype=np.int64), epoch=epoch)
-        link.offer(worker, frames)
         return _collected(
             link, worker, lambda raw: receive_decode(
                 link, worker, _empty(cache), failed, epoch=epoch, checksums=checksums, variable=variable,
