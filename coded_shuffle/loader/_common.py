@@ -64,6 +64,25 @@ class RowLayout:
         return out
 
 
+def open_rows(source: object) -> tuple[np.ndarray, RowLayout]:
+    """``source`` as rows read only when indexed (a ``.npy`` file memory-mapped), with its layout."""
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
+    elif isinstance(source, np.ndarray):
+        arr = source
+    else:
+        raise TypeError(
+            "Argument 'source' must be a numpy array or the path of a .npy file, "
+            f"not {type(source).__name__}."
+        )
+    if arr.ndim < 1:
+        raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
+    return arr, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
+
+
 def load_rows(source: object) -> tuple[Dataset, RowLayout]:
     """Load ``source`` as a dataset of fixed-size records, keeping the dtype and shape of a row.
 
@@ -84,22 +103,8 @@ def load_rows(source: object) -> tuple[Dataset, RowLayout]:
     >>> ds.N, ds.record_bytes, layout.dtype, layout.shape
     (6, 12, dtype('float32'), (3,))
     """
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
-    elif isinstance(source, np.ndarray):
-        arr = source
-    else:
-        raise TypeError(
-            "Argument 'source' must be a numpy array or the path of a .npy file, "
-            f"not {type(source).__name__}."
-        )
-    if arr.ndim < 1:
-        raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
-    dataset = load_dataset(arr)
-    return dataset, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
+    arr, layout = open_rows(source)
+    return load_dataset(arr), layout
 
 
 # --------------------------------------------------------------------------- what a worker gets

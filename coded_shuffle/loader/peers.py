@@ -17,7 +17,7 @@ from ..errors import IntegrityError, TransportError
 from ..orders import OrderSpec
 from ..transport import MPITransport, TorchTransport
 from ..transport.torch_dist import torch_world, torchrun_refusal
-from ._common import RowLayout, _batch, _bounds, _crashing, _epoch_layout, _order_spec, _storage
+from ._common import _batch, _bounds, _crashing, _epoch_layout, _order_spec, _storage, open_rows
 from .mpi import MPILoader
 
 __all__ = ["PeerLoader", "peer_link"]
@@ -31,25 +31,6 @@ def peer_link() -> MPITransport | TorchTransport:
     if refusal is not None:
         raise TransportError(refusal)
     return MPITransport(peers=True)
-
-
-def open_rows(source: object) -> tuple[Any, RowLayout]:
-    """``source`` as rows read only when indexed (a ``.npy`` file memory-mapped), with its layout."""
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
-    elif isinstance(source, np.ndarray):
-        arr = source
-    else:
-        raise TypeError(
-            "Argument 'source' must be a numpy array or the path of a .npy file, "
-            f"not {type(source).__name__}."
-        )
-    if arr.ndim < 1 or arr.shape[0] == 0 or arr.dtype.hasobject:
-        raise ValueError("Argument 'source' must hold at least one record a row, of a plain dtype.")
-    return arr, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
 
 
 class PeerLoader(MPILoader):
@@ -102,6 +83,8 @@ class PeerLoader(MPILoader):
             max_repair_rounds=max_repair_rounds, timeout=timeout, writable=writable, storage=storage,
         )  # fmt: skip
         self._rows, self.layout = open_rows(source)
+        if self._rows.dtype.hasobject:
+            raise TypeError("Argument 'source' must hold records of a plain dtype, not Python objects.")
         self.N = int(self._rows.shape[0])
         if self.K > self.N:
             raise ValueError(f"Argument 'transport' must have at most N = {self.N} workers, not {self.K}.")
