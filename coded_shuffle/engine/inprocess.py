@@ -47,15 +47,15 @@ from .protocol import (
     worker_transition,
 )
 from .report import RunReport, TransitionReport
-from .schemes import SCHEMES, scheme_for
+from .schemes import SCHEMES, Scheme, scheme_for
 from .state import initial_caches, synthetic_dataset  # noqa: F401
 
 __all__ = ["drive", "transition", "run", "simulate"]
 
 
 def drive(
-    link: Any,
-    scheme: Any,
+    link: Transport,
+    scheme: Scheme,
     dataset: Dataset,
     caches: list[Cache],
     placements: tuple[Any, Any],

@@ -35,7 +35,7 @@ from collections.abc import Callable, Generator
 from typing import Any, NoReturn
 
 from ..errors import RankTimeout
-from ..transport import mpi_abort
+from ..transport import ControlLink, LinkStats, mpi_abort
 from .protocol import Announce, Gather, step
 
 __all__ = ["LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "lead", "Rounds", "end_job"]
@@ -159,7 +159,7 @@ def _step(role: Generator[Any, Any, Any], value: Any, watchdog: Watchdog, stage:
         watchdog.disarm()
 
 
-def serve(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> Any:
+def serve(link: ControlLink, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> Any:
     """Master: carry ``role`` (a master role of the protocol) to its end; return its value."""
     timeout, prog = watchdog.timeout, watchdog.prog
     running, msg = _step(role, None, watchdog, "planning and sending")
@@ -177,7 +177,7 @@ def serve(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> A
     return msg
 
 
-def attend(link: Any, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> Any:
+def attend(link: ControlLink, role: Generator[Any, Any, Any], *, watchdog: Watchdog) -> Any:
     """Worker: carry ``role`` (a worker role of the protocol) to its end; return its value."""
     timeout, prog = watchdog.timeout, watchdog.prog
     running, msg = _step(role, None, watchdog, "starting the transition")
@@ -198,12 +198,15 @@ class Rounds:
     collectives (the barrier before a delivery, the exchange): here they are no-ops.
     """
 
-    def __init__(self, link: Any) -> None:
-        from ..transport import LinkStats
-
+    def __init__(self, link: ControlLink) -> None:
         self._link = link
         self.K = link.K
-        self.stats = LinkStats()
+        self._stats = LinkStats()
+
+    @property
+    def stats(self) -> LinkStats:
+        """Nothing leaves the leader's master role."""
+        return self._stats
 
     def sync(self) -> None:
         """The leader's worker role joins the barrier."""
@@ -211,11 +214,25 @@ class Rounds:
     def send(self, frames: Any) -> None:  # pragma: no cover - the peers' schemes send no frames
         raise AssertionError("the master's role among peers sent frames")
 
-    send_to = send
+    def send_to(self, frames: Any) -> None:  # pragma: no cover - as send
+        raise AssertionError("the master's role among peers sent frames")
+
+    def receive(self, worker: int) -> list[Any]:  # pragma: no cover - a master receives no frames
+        raise AssertionError("the master's role received frames")
+
+    def offer(self, worker: int, frames: Any) -> None:  # pragma: no cover - the workers offer
+        raise AssertionError("the master's role offered frames")
+
+    def collect(self, worker: int) -> list[Any]:  # pragma: no cover - the workers collect
+        raise AssertionError("the master's role collected frames")
 
 
 def lead(
-    link: Any, master: Generator[Any, Any, Any], worker: Generator[Any, Any, Any], *, watchdog: Watchdog
+    link: ControlLink,
+    master: Generator[Any, Any, Any],
+    worker: Generator[Any, Any, Any],
+    *,
+    watchdog: Watchdog,
 ) -> tuple[Any, Any]:
     """Peers' leader: carry the master's role (made over :class:`Rounds` of the link) and this
     rank's worker's role (over the link itself).
@@ -235,6 +252,7 @@ def lead(
                 end_job(prog, link.rank, str(exc), watchdog.abort)
             if not alive:  # pragma: no cover - a worker role posts until the last word
                 raise RankTimeout(f"the leader's own worker ended before the {msg.stage!r} round")
+            assert link.worker is not None
             posts[link.worker] = mine.value
             running, msg = _step(master, posts, watchdog, f"after the {msg.stage!r} round")
         else:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..codec import Cache, Dataset, load_dataset, record_checksums
 from ..orders import epoch_placement
-from ..transport import MPITransport
+from ..transport import ControlLink, MPITransport
 from .mpi import Rounds, Watchdog, attend, lead
 from .mpi_job import _WARM_BYTES, _WARM_RECORDS, PROG, Epochs, Results, _corrupter, _link_counter, _maybe_fail
 from .protocol import MasterOptions, master_transition, worker_transition
@@ -58,7 +58,7 @@ def own_units(scheme: Scheme, rows: Any, held: Any, worker: int, B: int) -> Cach
     return Cache(ids=ids, data=data, lengths=None)
 
 
-def checksum_table(link: Any, cache: Cache, n_units: int) -> np.ndarray:
+def checksum_table(link: ControlLink, cache: Cache, n_units: int) -> np.ndarray:
     """Every unit's checksum, gathered from what the ranks read (collective)."""
     got = link.allgather((cache.ids, record_checksums(cache.data)))
     table = np.zeros(n_units, dtype=np.uint64)
@@ -75,7 +75,7 @@ def catalog(N: int, B: int, checksums: np.ndarray) -> Dataset:
 
 
 def peer_transition(
-    link: Any,
+    link: ControlLink,
     scheme: Scheme,
     units: Dataset,
     cache: Cache,

@@ -36,8 +36,9 @@ import numpy as np
 from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset
 from ..errors import IntegrityError
 from ..orders import Placement
+from ..transport import Transport
 from .report import TransitionReport
-from .schemes import Encoded, Given, Planned, Taken, send
+from .schemes import Encoded, Given, Planned, Scheme, Taken, send
 from .state import _spare_rows, digest
 
 __all__ = [
@@ -148,8 +149,8 @@ def _pending(posts: list[Status]) -> dict[int, np.ndarray]:
 
 
 def master_transition(
-    link: Any,
-    scheme: Any,
+    link: Transport,
+    scheme: Scheme,
     dataset: Dataset,
     p_t: Placement,
     p_t1: Placement,
@@ -315,8 +316,8 @@ def _status(t: Taken, failed: np.ndarray, given: Given) -> Status:
 
 
 def worker_transition(
-    link: Any,
-    scheme: Any,
+    link: Transport,
+    scheme: Scheme,
     worker: int,
     cache: Cache,
     placements: tuple[Any, Any],

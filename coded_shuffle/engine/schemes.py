@@ -332,6 +332,27 @@ class Scheme:
         """A worker, before the delivery: offer the link what it sends other workers (none here)."""
         return Given()
 
+    def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
+        """The master, before the delivery: ``plan``'s delivery as frames (or none)."""
+        raise NotImplementedError  # pragma: no cover - every scheme has its own
+
+    def take(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        need: np.ndarray,
+        *,
+        placements: tuple[Any, Any],
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+        out: np.ndarray | None = None,
+        tamper: Tamper | None = None,
+    ) -> Taken:
+        """A worker: receive the delivery and rebuild its units ``need`` from ``cache`` and it."""
+        raise NotImplementedError  # pragma: no cover - every scheme has its own
+
     #: Whether the workers re-send in a repair round (then every one offers before any collects).
     peer_repairs = False
 
@@ -394,9 +415,23 @@ class CodedScheme(Scheme):
         return _encoded(frames, plan.n_symbols, int((b >= 0).sum()), tic)
 
     def take(
-        self, link: Any, worker: int, cache: Cache, need: np.ndarray, *, placements: Any = None, **kw: Any
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        need: np.ndarray,
+        *,
+        placements: tuple[Any, Any],
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+        out: np.ndarray | None = None,
+        tamper: Tamper | None = None,
     ) -> Taken:
-        return receive_decode(link, worker, cache, need, **kw)
+        return receive_decode(
+            link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
+            tamper=tamper,
+        )  # fmt: skip
 
 
 def uncoded_frames(
@@ -595,12 +630,12 @@ class ExchangeScheme(Scheme):
         cache: Cache,
         need: np.ndarray,
         *,
+        placements: tuple[Any, Any],
         epoch: int,
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
         tamper: Tamper | None = None,
-        **_: Any,
     ) -> Taken:
         return _collected(
             link, worker, lambda raw: receive_decode(
@@ -696,12 +731,12 @@ class StorageScheme(Scheme):
         cache: Cache,
         need: np.ndarray,
         *,
-        placements: Any = None,
+        placements: tuple[Any, Any],
         epoch: int,
         checksums: np.ndarray,
+        variable: bool,
         out: np.ndarray | None = None,
         tamper: Tamper | None = None,
-        **_: Any,
     ) -> Taken:
         from ..codec import decode_terms
 

@@ -49,7 +49,7 @@ Layout
 
 from __future__ import annotations
 
-from .base import LinkStats, TokenBucket, Transport, frame_symbols
+from .base import ControlLink, LinkStats, TokenBucket, Transport, frame_symbols
 from .inprocess import InProcessTransport
 from .mpi import MPITransport, mpi_abort, mpi_exit, mpi_refuse, mpi_world
 from .torch_dist import TorchTransport, torch_world
@@ -57,6 +57,7 @@ from .torch_dist import TorchTransport, torch_world
 __all__ = [
     "LinkStats",
     "Transport",
+    "ControlLink",
     "TokenBucket",
     "InProcessTransport",
     "MPITransport",

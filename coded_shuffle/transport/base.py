@@ -65,6 +65,42 @@ class Transport(Protocol):
     def stats(self) -> LinkStats:
         """Frames, symbols and bytes that left the master so far."""
 
+    def offer(self, worker: int, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+        """Worker ``worker``: keep ``frames[j]`` for worker ``j`` until the next :meth:`collect`."""
+
+    def collect(self, worker: int) -> list[np.ndarray]:
+        """Worker ``worker``, with every other: the frames the others offered it, in worker order."""
+
+
+@runtime_checkable
+class ControlLink(Transport, Protocol):
+    """A link between processes: the data plane of :class:`Transport` and the protocol's control
+    plane (small values point to point, with deadlines), as the process drivers
+    (:mod:`coded_shuffle.engine.mpi`) carry the roles over it."""
+
+    rank: int
+    worker: int | None
+    is_master: bool
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this rank leads the control rounds (the master, or rank ``root`` among peers)."""
+
+    def gather_posts(self, *, timeout: float, stage: str) -> list[Any]:
+        """The leader: one post from every worker, in worker order (its own slot None among peers)."""
+
+    def announce(self, word: Any) -> None:
+        """The leader: send ``word`` to every worker that posts."""
+
+    def post(self, value: Any, *, timeout: float, stage: str) -> Any:
+        """A worker: send ``value`` to the leader; return its next word."""
+
+    def share(self, value: Any = None) -> Any:
+        """Collective: the leader's small value, on every rank."""
+
+    def allgather(self, value: Any) -> list[Any]:
+        """Worker, collective among the workers: every worker's value, in worker order."""
+
 
 def frame_symbols(frame: np.ndarray) -> int:
     """Return the ``n_symbols`` field of a frame header (0 if the frame is too short).
