@@ -1,6 +1,8 @@
 """One body of the link contract for the workers' exchange, run over every link.
 
-``prog.py mpi|torch``: under ``mpiexec -n K+1`` (:class:`~coded_shuffle.transport.MPITransport`)
+``prog.py mpi|mpi-rounds|torch``: under ``mpiexec -n K+1`` (:class:`~coded_shuffle.transport.MPITransport`;
+``mpi-rounds`` cuts every exchange into rounds of 64 bytes a rank, the path of exchanges past
+``2^31`` bytes)
 or ``torchrun --nproc-per-node K+1`` (:class:`~coded_shuffle.transport.TorchTransport`), every
 worker offers its peers the frames of :func:`offered`, collects, and checks what came with
 :func:`check`; it prints ``ok WORKER`` and exits 0, or raises. ``tests/test_transport.py`` runs the
@@ -40,10 +42,12 @@ def sent(worker: int, K: int, rnds: int) -> int:
 
 def main(argv: list[str]) -> int:
     kind = argv[0]
-    if kind == "mpi":
+    if kind in ("mpi", "mpi-rounds"):
         from coded_shuffle.transport import MPITransport
 
         link = MPITransport()
+        if kind == "mpi-rounds":  # every exchange in rounds of a few bytes a pair, as past 2^31
+            link.max_call_bytes = 64
     else:
         import torch.distributed as dist
 

@@ -133,7 +133,8 @@ def test_the_mpi_exchange_passes_the_link_contract():
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
         pytest.skip("needs mpiexec beside the interpreter and mpi4py")
-    _launch_contract([str(mpiexec), "-n", "4", sys.executable, "-m", "mpi4py"], "mpi")
+    for kind in ("mpi", "mpi-rounds"):
+        _launch_contract([str(mpiexec), "-n", "4", sys.executable, "-m", "mpi4py"], kind)
 
 
 @pytest.mark.torch

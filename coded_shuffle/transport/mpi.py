@@ -304,17 +304,41 @@ class MPITransport(FramedLink):
         req.wait()
         return word[0]
 
+    #: Most bytes one ``MPI_Alltoallv`` call moves into or out of a rank: counts and displacements
+    #: are C ints. A larger exchange goes in rounds, each under it.
+    max_call_bytes = 2**31 - 1
+
     def _alltoall_raw(self, send: list[np.ndarray]) -> list[np.ndarray]:
-        """Worker: one ``MPI_Alltoallv`` of bytes among the workers, after one ``MPI_Alltoall``
-        of the counts (the master takes no part)."""
+        """Worker: ``MPI_Alltoallv`` of bytes among the workers, after one ``MPI_Alltoall`` of the
+        counts (the master takes no part); in rounds when a rank would move more than
+        :attr:`max_call_bytes`."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
         counts = np.array([b.shape[0] for b in send], dtype=np.int64)
         recv = np.empty(self.K, dtype=np.int64)
         self._workers.Alltoall(counts, recv)
-        data = np.concatenate(send) if int(counts.sum()) else np.empty(0, np.uint8)
-        out = np.empty(int(recv.sum()), dtype=np.uint8)
-        send_d = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        recv_d = np.concatenate(([0], np.cumsum(recv)[:-1]))
-        self._workers.Alltoallv([data, (counts, send_d)], [out, (recv, recv_d)])
-        return [out[lo : lo + n] for lo, n in zip(recv_d.tolist(), recv.tolist(), strict=True)]
+        # Every rank knows every count after one more Allgather, so all agree on the rounds.
+        every = np.empty((self.K, self.K), dtype=np.int64)
+        self._workers.Allgather(counts, every)
+        share = max(1, self.max_call_bytes // self.K)  # a pair's bytes a round: K pairs stay under it
+        rounds = max(1, -(-int(every.max(initial=0)) // share))
+        if rounds == 1:  # one call, received in place
+            data = np.concatenate(send) if int(counts.sum()) else np.empty(0, np.uint8)
+            whole = np.empty(int(recv.sum()), dtype=np.uint8)
+            send_d = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            recv_d = np.concatenate(([0], np.cumsum(recv)[:-1]))
+            self._workers.Alltoallv([data, (counts, send_d)], [whole, (recv, recv_d)])
+            return [whole[lo : lo + n] for lo, n in zip(recv_d.tolist(), recv.tolist(), strict=True)]
+        out = [np.empty(int(n), dtype=np.uint8) for n in recv]
+        for r in range(rounds):
+            lo = r * share
+            part = np.clip(counts - lo, 0, share)
+            got = np.clip(recv - lo, 0, share)
+            data = np.concatenate([b[lo : lo + n] for b, n in zip(send, part.tolist(), strict=True)])
+            buf = np.empty(int(got.sum()), dtype=np.uint8)
+            send_d = np.concatenate(([0], np.cumsum(part)[:-1]))
+            recv_d = np.concatenate(([0], np.cumsum(got)[:-1]))
+            self._workers.Alltoallv([data, (part, send_d)], [buf, (got, recv_d)])
+            for j, (d, n) in enumerate(zip(recv_d.tolist(), got.tolist(), strict=True)):
+                out[j][lo : lo + n] = buf[d : d + n]
+        return out
