@@ -1,0 +1,188 @@
+"""The workers' exchange: each receives what it misses from a holder, with a master or among peers."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...codec import (
+    DEFAULT_MAX_FRAME_BYTES,
+    Cache,
+    Dataset,
+    encode_held,
+)  # fmt: skip
+from ...plan import DeliveryPlan, assign_senders
+from ..holding import Batches, PieceStorage
+from ._base import Encoded, Given, Planned, Scheme, Taken, Tamper, _empty, receive_decode
+from .coded import CodedScheme
+from .storage import StorageScheme
+
+
+def _collected(link: Any, worker: int, decode: Callable[[list[np.ndarray]], Taken]) -> Taken:
+    """``decode`` of the frames the exchange brings ``worker``, the exchange counted in its delivery time."""
+    tic = time.perf_counter()
+    raw = link.collect(worker)
+    took = time.perf_counter() - tic
+    taken = decode(raw)
+    return dataclasses.replace(taken, deliver_seconds=taken.deliver_seconds + took)
+
+
+def _holder_after(holders: int, first: int, steps: int) -> int:
+    """The holder ``steps`` places after ``first`` among ``holders`` (a bitmask), cyclically."""
+    members = [w for w in range(holders.bit_length()) if (holders >> w) & 1]
+    return members[(members.index(first) + steps) % len(members)]
+
+
+class ExchangeScheme(Scheme):
+    """The workers send each other the units they miss, directly; the master sends nothing.
+
+    Each unit a worker misses for its next holdings (a record, or a piece of a storage of ``M``
+    batches) comes from one of its holders, chosen by :func:`~coded_shuffle.plan.assign_senders`
+    so that the busiest upload is the least possible; every worker computes that choice from the
+    two placements, so nothing is negotiated. A worker frames the units it sends as lone symbols
+    (:func:`~coded_shuffle.codec.encode_held`) and offers them to the link before the delivery
+    (:meth:`give`); the delivery is one exchange among the workers (the link's ``collect``), and
+    each worker decodes and checks every unit it received like any frame
+    (:func:`~coded_shuffle.codec.decode_worker`): a unit lost or damaged is repaired by the
+    protocol's repair rounds. The plan and the bound the report gives are those of the coded
+    scheme of the same placement model, for comparison.
+
+    Examples
+    --------
+    >>> ExchangeScheme().name
+    'exchange'
+    """
+
+    name = "exchange"
+
+    def __init__(self, holding: Batches | PieceStorage | None = None, *, peers: bool = False) -> None:
+        super().__init__(holding)
+        #: Whether the job has no master holding the records: repairs then come from the holders.
+        self.peers = bool(peers)
+        self._coded = (
+            StorageScheme(self.holding)
+            if isinstance(self.holding, PieceStorage)
+            else CodedScheme(self.holding)
+        )
+
+    def plan(
+        self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
+    ) -> Planned:
+        return self._coded.plan(p_t, p_t1, dataset, strategy=strategy, exact_bound=exact_bound)
+
+    def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
+        W = int(plan.rates.uncoded) if isinstance(plan, DeliveryPlan) else int(plan.demand.shape[0])
+        return Encoded(None, W, 0, W, 0, 0, 0, 0.0)
+
+    def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
+        return self._coded.check(dataset, held, placement_next)
+
+    def give(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        placements: tuple[Any, Any],
+        *,
+        epoch: int,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> Given:
+        """Frame the units this worker sends and offer them to the link (nothing moves yet)."""
+        units, wanter, holders = self.holding.demand(*placements)
+        sender = assign_senders(wanter, holders, K=placements[0].K).sender
+        demand = (units, wanter, holders, sender)
+        mine = sender == worker
+        units, wanter = units[mine], wanter[mine]
+        order = np.lexsort((units, wanter))  # by wanter, units increasing within each
+        units, wanter = units[order], wanter[order]
+        cut = np.searchsorted(wanter, np.arange(placements[0].K + 1))
+        frames = {
+            j: encode_held(cache, units[cut[j] : cut[j + 1]], epoch=epoch, max_frame_bytes=max_frame_bytes)
+            for j in range(placements[0].K)
+            if cut[j + 1] > cut[j]
+        }
+        link.offer(worker, frames)
+        if cache.lengths is None:
+            payload = int(units.size) * int(cache.data.shape[1])
+        else:
+            payload = int(cache.lengths[cache.rows(units)].sum())
+        total = sum(int(f.shape[0]) for fs in frames.values() for f in fs)
+        return Given(payload, total - payload, demand)
+
+    def resend(self, link: Any, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
+        """The master's repair frame; among peers (no master's records) the holders re-send."""
+        if not self.peers:
+            super().resend(link, dataset, ids, epoch=epoch)
+
+    @property
+    def peer_repairs(self) -> bool:  # type: ignore[override]
+        """Among peers the holders re-send in a repair round."""
+        return self.peers
+
+    def reoffer(self, link: Any, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int) -> None:
+        """Offer, of each unit another worker still lacks, those this worker is to re-send in round
+        ``r``: the holder ``r`` places after the first sender among its holders."""
+        assert given.demand is not None
+        units, _, holders, sender = given.demand
+        frames = {}
+        for j, ids in sorted(word.pending.items()):
+            rows = np.searchsorted(units, ids)
+            if np.any(rows >= units.size) or np.any(units[np.minimum(rows, units.size - 1)] != ids):
+                continue  # not a unit of this exchange: nothing a peer can send (the verdict fails)
+            mine = [int(u) for u, r in zip(ids.tolist(), rows.tolist(), strict=True)
+                    if _holder_after(int(holders[r]), int(sender[r]), word.round) == worker]  # fmt: skip
+            if mine:
+                frames[int(j)] = encode_held(cache, np.asarray(mine, dtype=np.int64), epoch=epoch)
+        link.offer(worker, frames)
+
+    def retake(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        failed: np.ndarray,
+        word: Any,
+        given: Given,
+        *,
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+    ) -> Taken:
+        """Among peers, repair round ``r`` takes every unit still lacking from the holder ``r`` places
+        after the first sender among its holders (another holder where there is one), in one
+        exchange; with a master, its repair frame."""
+        if not self.peers:
+            return super().retake(
+                link, worker, cache, failed, word, given, epoch=epoch, checksums=checksums, variable=variable
+            )
+        return _collected(
+            link, worker, lambda raw: receive_decode(
+                link, worker, _empty(cache), failed, epoch=epoch, checksums=checksums, variable=variable,
+                raw=raw,
+            ),
+        )  # fmt: skip
+
+    def take(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        need: np.ndarray,
+        *,
+        placements: tuple[Any, Any],
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+        out: np.ndarray | None = None,
+        tamper: Tamper | None = None,
+    ) -> Taken:
+        return _collected(
+            link, worker, lambda raw: receive_decode(
+                link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
+                tamper=tamper, raw=raw,
+            ),
+        )  # fmt: skip

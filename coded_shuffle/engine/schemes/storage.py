@@ -1,0 +1,147 @@
+"""The coded delivery of a storage of ``M > 1`` batches a worker."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ...codec import (
+    Cache,
+    Dataset,
+)  # fmt: skip
+from ._base import Encoded, Planned, Scheme, Taken, Tamper, _encoded, _parsed
+
+
+class StorageScheme(Scheme):
+    """The coded delivery when every worker stores ``M > 1`` batches (:mod:`coded_shuffle.storage`).
+
+    The dataset is that of the pieces (:func:`~coded_shuffle.engine.state.storage_dataset`), a
+    worker's cache the pieces it stores, and the placements the protocol is given are piece
+    placements (:class:`~coded_shuffle.storage.PiecePlacement`), the second one updated from the
+    first (:func:`~coded_shuffle.storage.update_storage`). The plan is
+    :func:`~coded_shuffle.storage.plan_storage`; its symbols, XORs of pieces, go out in one
+    broadcast of frames of many-term symbols (:func:`~coded_shuffle.codec.encode_terms`), and a
+    worker solves them (:func:`~coded_shuffle.codec.decode_terms`). Afterwards every worker must
+    hold exactly its share of the next piece placement, every piece with its checksum.
+
+    Examples
+    --------
+    >>> StorageScheme().name
+    'coded'
+    """
+
+    name = "coded"
+
+    def plan(
+        self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
+    ) -> Planned:
+        from ...storage import plan_storage, storage_lower_bound
+
+        tic = time.perf_counter()
+        plan = plan_storage(p_t, p_t1.placement, packing=strategy)
+        lb = storage_lower_bound(plan.S, M=p_t.M, exact=exact_bound)
+        width = dataset.record_bytes
+        n, W = plan.n_symbols, int(plan.demand.shape[0])
+        down, up = self.peer_bounds(p_t, p_t1, dataset)
+        return Planned(
+            plan,
+            n,
+            W,
+            int(lb.pieces),
+            bool(lb.exact),
+            n * width,
+            W * width,
+            time.perf_counter() - tic,
+            down,
+            up,
+        )
+
+    def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
+        from ...codec import encode_terms
+
+        tic = time.perf_counter()
+        offsets, terms = plan.offsets, plan.terms
+        counts = np.diff(offsets)
+        owner = np.asarray(plan.placement_next.owner, dtype=np.int64)
+        wanter = owner[terms // plan.storage.pieces]
+        frames = encode_terms(
+            dataset,
+            offsets,
+            terms,
+            epoch=epoch,
+            wanter=wanter,
+            K=plan.storage.K,
+            max_frame_bytes=max_frame_bytes,
+        )
+        return _encoded(frames, plan.n_symbols, int((counts > 1).sum()), tic)
+
+    def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
+        """The pieces a worker keeps, copied into its new rows before the delivery starts."""
+        from ...codec import keep_rows
+
+        rows = np.empty((need.size, cache.data.shape[1]), dtype=np.uint8) if out is None else out
+        keep_rows(cache, need, rows)
+        return rows
+
+    def take(
+        self,
+        link: Any,
+        worker: int,
+        cache: Cache,
+        need: np.ndarray,
+        *,
+        placements: tuple[Any, Any],
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+        out: np.ndarray | None = None,
+        tamper: Tamper | None = None,
+    ) -> Taken:
+        from ...codec import decode_terms
+
+        t0 = time.perf_counter()
+        frames, rejected, payload, header = _parsed(
+            link.receive(worker), epoch, cache, tamper, lambda f: f.terms is not None
+        )
+        t_recv = time.perf_counter() - t0
+        res = decode_terms(
+            cache,
+            frames,
+            need=need,
+            worker=worker,
+            epoch=epoch,
+            checksums=checksums,
+            out=out,
+            kept=out is not None,
+        )
+        return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv, payload, header)
+
+    def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
+        """Every worker holds exactly its pieces of ``placement_next``, each with its checksum.
+
+        Returns the records checked: those whose every piece the new owner holds and matched.
+        """
+        from ...errors import InvalidPlanError
+        from ...storage import check_piece_placement
+
+        pp = placement_next
+        try:
+            check_piece_placement(pp)
+            ok = len(held) == pp.K
+        except InvalidPlanError:
+            ok = False
+        C = pp.pieces
+        good = np.zeros(pp.N, dtype=np.int64)
+        owner = np.asarray(pp.placement.owner, dtype=np.int64)
+        for k, h in enumerate(held[: pp.K]):
+            match = np.array_equal(h.ids, pp.held_by(k)) and np.array_equal(
+                h.checksums, dataset.checksums[h.ids]
+            )
+            ok &= bool(match)
+            if match:
+                r = h.ids // C
+                np.add.at(good, r[owner[r] == k], 1)
+        checked = int((good == C).sum())
+        return checked, bool(ok and checked == pp.N)
