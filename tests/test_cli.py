@@ -7,6 +7,8 @@ from fractions import Fraction
 import pytest
 
 from coded_shuffle.cli import main
+from coded_shuffle.matrix import shuffle_matrix
+from coded_shuffle.orders import epoch_placement
 from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES, OMEGA_GAP_K7, OMEGA_GAP_K7_VALUES
 
 
@@ -530,3 +532,36 @@ def test_rate_with_storage_prints_its_loads_one_way(capsys):
     row = json.loads(out)
     assert row["strategy"] is None and row["storage_plan"] == "groups"
     assert f"{float(Fraction(row['coded_fraction'])):.2f}" == cells["coded"]
+
+
+def test_rate_on_a_network_prints_the_bound_and_the_predicted_times(capsys):
+    from coded_shuffle.network import Network, transition_times
+
+    spec = "master=1000,up=100,down=1000,multicast"
+    assert main(["rate", "-K", "8", "-N", "8000", "--network", spec, "-B", "1024", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    p0, p1 = (epoch_placement(8000, 8, seed=0, epoch=e) for e in (0, 1))
+    want = transition_times(shuffle_matrix(p0, p1), record_bytes=1024, network=Network.parse(spec),
+                            coded_symbols=row["coded"], lower_bound_symbols=row["lower_bound"])  # fmt: skip
+    assert row["predicted_seconds"] == want.predicted_seconds and row["choice"] == "coded"
+    assert row["time_bound_seconds"] == want.bound_seconds <= min(want.predicted_seconds.values())
+    # by the bytes: coded over uncoded about 2x and over the exchange about 2.5x at K = 8 (the edge)
+    p = row["predicted_seconds"]
+    assert 1.8 < p["uncoded"] / p["coded"] < 2.1 and 2.3 < p["exchange"] / p["coded"] < 2.6
+    assert main(["rate", "-K", "8", "-N", "8000", "--network", "up=1000,down=1000", "-B", "1024"]) == 0
+    assert "choice exchange" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--network", "up=0,down=1", "-B", "8"], "--network: up=0: a rate must be positive"),
+        (["--network", "up=1,down=1"], "--network needs --record-bytes B"),
+        (["-B", "8"], "--record-bytes applies with --network only"),
+        (["--network", "up=1,down=1", "-B", "8", "--storage", "2"], "one batch a worker only"),
+    ],
+)
+def test_rate_network_refusals_are_one_line(argv, words, capsys):
+    assert main(["rate", "-K", "4", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]

@@ -23,6 +23,7 @@ RANK = {
     "certificates": 4,
     "tradeoff": 4,
     "loads": 4,
+    "network": 4,
     "storage": 3,
     "codec": 4,
     "transport": 5,

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import functools
 import json
+import math
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -142,10 +143,39 @@ def _rate_row(
     exact_bound: bool | None,
     warn: Callable[[str], None] | None,
     storage: int = 1,
+    network: Any = None,
+    record_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The row of :func:`rate_rows` for one shuffle matrix ``S``."""
     if storage > 1:
         return _storage_row(S, epoch, order_name, M=storage)
+    row = _loads_row(S, epoch, order_name, strategy=strategy, subpackets=subpackets, progress=progress,
+                     exact_bound=exact_bound, warn=warn)  # fmt: skip
+    if network is not None:
+        from ..network import transition_times
+
+        assert record_bytes is not None
+        coded = float(Fraction(row["coded_fraction"]))
+        times = transition_times(
+            S, record_bytes=record_bytes, network=network, coded_symbols=coded,
+            lower_bound_symbols=row["lower_bound"],
+        )  # fmt: skip
+        row.update(network=str(network), record_bytes=record_bytes, **times.to_dict(), why=times.why)
+    return row
+
+
+def _loads_row(
+    S: np.ndarray,
+    epoch: int | None,
+    order_name: str | None,
+    *,
+    strategy: str,
+    subpackets: int,
+    progress: bool,
+    exact_bound: bool | None,
+    warn: Callable[[str], None] | None,
+) -> dict[str, Any]:
+    """The loads of one shuffle matrix ``S`` with one batch a worker."""
     K = max(S.shape)
     if progress and strategy == "exact" and K >= ANNOUNCE_EXACT_K:
         limit = plan_exact.EXACT_NODE_LIMIT
@@ -210,6 +240,8 @@ def rate_rows(
     progress: bool = False,
     exact_bound: bool | None = None,
     storage: int = 1,
+    network: Any = None,
+    record_bytes: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield one result dict per transition: for a given ``matrix``, or epochs of ``(K, N, seed)``.
 
@@ -224,7 +256,9 @@ def rate_rows(
     announces a long cycle packing, and the lower bound after it, on standard error.
     ``exact_bound`` is passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``. With
     ``storage = M > 1`` every worker stores ``M`` batches and the loads are those of
-    :mod:`coded_shuffle.storage` (``paired`` is then the group symbols alone).
+    :mod:`coded_shuffle.storage` (``paired`` is then the group symbols alone). With a ``network``
+    (:class:`coded_shuffle.network.Network`) and ``record_bytes``, a row also has the transition's
+    time bound and each mode's predicted time on it (:func:`coded_shuffle.network.transition_times`).
 
     The key ``optimal`` is the certificate ``coded == lower_bound``: then no scheme sends fewer
     symbols, so the packing is a maximum one and the bound the maximum over orderings, and
@@ -239,6 +273,8 @@ def rate_rows(
         exact_bound=exact_bound,
         warn=warn,
         storage=storage,
+        network=network,
+        record_bytes=record_bytes,
     )
     if matrix is not None:
         yield row(matrix, None, None)
@@ -410,6 +446,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             progress=True,
             exact_bound=args.exact_bound,
             storage=args.storage,
+            **_network_options(args),
         )
     else:
         args.seed = 0 if args.seed is None else args.seed
@@ -438,6 +475,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
             progress=True,
             exact_bound=args.exact_bound,
             storage=args.storage,
+            **_network_options(args),
         )
     compile_kernels(kernels)
     if args.json:
@@ -446,15 +484,50 @@ def _cmd_rate(args: argparse.Namespace) -> int:
     else:
         flags: set[str] = set()
 
+        rows_seen: list[dict[str, Any]] = []
+
         def cells() -> Iterator[list[str]]:
             for r in rows:
+                rows_seen.append(r)
                 flags.update(_row_notes(r))
                 yield _format_rate(r)
 
         print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
         for line in sorted(flags):
             print(f"note: {line}")
+        if args.network is not None:
+            _print_times(rows_seen)
     return 0
+
+
+def _network_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``network`` and ``record_bytes`` for :func:`rate_rows`, checked: one line naming the option."""
+    if args.network is None:
+        if args.record_bytes is not None:
+            raise UsageError("--record-bytes applies with --network only (the loads are in records)")
+        return {}
+    from ..network import Network
+
+    try:
+        network = Network.parse(args.network)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.storage != 1:
+        raise UsageError("--network applies to one batch a worker only, not --storage above 1")
+    if args.record_bytes is None:
+        raise UsageError("--network needs --record-bytes B: the time of a transition counts bytes")
+    return {"network": network, "record_bytes": args.record_bytes}
+
+
+def _print_times(rows: list[dict[str, Any]]) -> None:
+    """Each transition's time bound and predicted times, after the table."""
+    print(f"on the network {rows[0]['network']}, records of {rows[0]['record_bytes']} B "
+          "(seconds of one transition's delivery; bound: no scheme is faster):")  # fmt: skip
+    for r in rows:
+        p = r["predicted_seconds"]
+        shown = ", ".join(f"{m} {p[m]:.4g}" if math.isfinite(p[m]) else f"{m} -" for m in p)
+        epoch = "-" if r["epoch"] is None else r["epoch"]
+        print(f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {r['why']}")
 
 
 def add_parser(sub: Any) -> None:
@@ -512,6 +585,17 @@ def add_parser(sub: Any) -> None:
             "prove the lower bound for K > 20 too, by a linear ordering program (HiGHS, up to "
             "60 s a transition; an unproven bound keeps its *)"
         ),
+    )
+    rate.add_argument(
+        "--network",
+        metavar="SPEC",
+        help=(
+            "also print each transition's time bound and each delivery's predicted time on this "
+            "network: master=R,up=R,down=R[,multicast] in Mbit/s (docs/cli.md); needs --record-bytes"
+        ),
+    )
+    rate.add_argument(
+        "--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record, with --network"
     )
     _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")

@@ -1,0 +1,165 @@
+"""Which delivery wins on a network: its rates, a lower bound on a transition's time, and each mode's
+predicted time.
+
+A network (:class:`Network`) states, in Mbit/s (``10^6`` bits a second), the master's uplink, every
+worker's uplink and downlink, and whether the master's sends reach every worker at once (true
+multicast). Its text form, ``SPEC``, is comma-separated parts::
+
+    master=1000,up=100,down=1000,multicast
+
+``down`` is required; ``master`` absent means there is no master to send (a job of peers), ``up``
+absent that the workers cannot send each other data. For one transition of ``N`` records of ``B``
+bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by ``j``):
+
+- ``d_j = B sum_{i != j} S[i][j]``, what worker ``j`` misses; ``o_i = B sum_{j != i} S[i][j]``,
+  what only ``i`` (and the master) holds that the others need;
+- **lower bound**, valid for every scheme the network allows (``proofs/claim_10_network_time.py``):
+  the largest of ``d_j / down`` (a worker's downlink carries at least what it misses),
+  ``o_i / (up + master)`` (what only ``i`` and the master hold leaves through their uplinks), and,
+  when the workers cannot send, ``L B / master`` with ``L`` the genie lower bound on the master's
+  load in records (:func:`coded_shuffle.bounds.lower_bound`);
+- **predicted** times, each the busiest link's bytes over its rate: ``coded`` (the master's coded
+  symbols, every worker receiving them all; without multicast a chain of relays, each worker's
+  uplink forwarding them), ``uncoded`` (each moved record from the master to its new holder), and
+  ``exchange`` (each worker receiving what it misses, the uploads as the records' holders give
+  them).
+
+:func:`transition_times` returns both and the fastest mode, :data:`MODES` order breaking ties.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Network", "TransitionTimes", "transition_times", "MODES"]
+
+#: The modes a prediction is made for, in the order that breaks ties.
+MODES = ("exchange", "coded", "uncoded")
+_RATES = ("master", "up", "down")
+
+
+def _rate(part: str, value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        raise ValueError(f"--network: {part}: a rate must be a number of Mbit/s, not {value!r}") from None
+    if not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"--network: {part}: a rate must be positive and finite, not {value}")
+    return rate
+
+
+@dataclass(frozen=True)
+class Network:
+    """The rates of a network in Mbit/s, and whether the master multicasts.
+
+    Examples
+    --------
+    >>> n = Network.parse("master=1000,up=100,down=1000,multicast")
+    >>> n.master, n.up, n.down, n.multicast
+    (1000.0, 100.0, 1000.0, True)
+    >>> str(n)
+    'master=1000,up=100,down=1000,multicast'
+    """
+
+    down: float
+    master: float | None = None
+    up: float | None = None
+    multicast: bool = False
+
+    @classmethod
+    def parse(cls, spec: str) -> Network:
+        """The network of ``spec`` (module docstring); ValueError naming the part at fault."""
+        if not isinstance(spec, str) or not spec.strip():
+            raise ValueError("--network: an empty SPEC; say at least down=R (Mbit/s)")
+        rates: dict[str, float] = {}
+        multicast = False
+        for part in (p.strip() for p in spec.split(",")):
+            key, eq, value = part.partition("=")
+            if part == "multicast":
+                multicast = True
+            elif not eq or key not in _RATES:
+                raise ValueError(
+                    f"--network: {part!r}: not a part of a SPEC (master=R, up=R, down=R, multicast)"
+                )
+            elif key in rates:
+                raise ValueError(f"--network: {key} given twice")
+            else:
+                rates[key] = _rate(part, value)
+        if "down" not in rates:
+            raise ValueError("--network: no down=R: every worker's downlink rate is needed")
+        if multicast and "master" not in rates:
+            raise ValueError("--network: multicast needs master=R (the master's multicast rate)")
+        return cls(down=rates["down"], master=rates.get("master"), up=rates.get("up"), multicast=multicast)
+
+    def __str__(self) -> str:
+        parts = [f"{k}={getattr(self, k):g}" for k in _RATES if getattr(self, k) is not None]
+        return ",".join(parts + (["multicast"] if self.multicast else []))
+
+
+@dataclass(frozen=True)
+class TransitionTimes:
+    """A transition's lower bound on time, each mode's predicted time (seconds) and the fastest."""
+
+    bound_seconds: float
+    predicted_seconds: dict[str, float]
+    choice: str
+    why: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "time_bound_seconds": self.bound_seconds,
+            "predicted_seconds": self.predicted_seconds,
+            "choice": self.choice,
+        }
+
+
+def _bytes_per_second(mbit: float | None) -> float:
+    return 0.0 if mbit is None else mbit * 1e6 / 8
+
+
+def transition_times(
+    S: object, *, record_bytes: int, network: Network, coded_symbols: float, lower_bound_symbols: int
+) -> TransitionTimes:
+    """The bound and the predictions of the module docstring for shuffle matrix ``S``.
+
+    Examples
+    --------
+    Two workers swapping one record each on a switch: the exchange meets the bound.
+
+    >>> t = transition_times([[0, 1], [1, 0]], record_bytes=125_000, network=Network.parse("up=1,down=1"),
+    ...                      coded_symbols=1, lower_bound_symbols=1)
+    >>> t.bound_seconds, t.predicted_seconds["exchange"], t.choice
+    (1.0, 1.0, 'exchange')
+    """
+    M = np.asarray(S, dtype=np.int64)
+    B = int(record_bytes)
+    off = M.copy()
+    np.fill_diagonal(off, 0)
+    d = off.sum(axis=0) * B  # what each worker misses
+    o = off.sum(axis=1) * B  # what only it (and the master) holds that the others need
+    W = int(off.sum()) * B
+    master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
+    cuts = [float(d.max(initial=0)) / down]
+    if master + up > 0:
+        cuts.append(float(o.max(initial=0)) / (master + up))
+    if up == 0 and master > 0:
+        cuts.append(lower_bound_symbols * B / master)
+    coded_b = float(coded_symbols) * B
+    inf = math.inf
+    relays = 0.0 if network.multicast else (coded_b / up if up else inf)  # a chain's uplinks
+    predicted = {
+        "exchange": max(float(d.max(initial=0)) / down, float(o.max(initial=0)) / up) if up else inf,
+        "coded": max(coded_b / master, coded_b / down, relays) if master else inf,
+        "uncoded": max(W / master, float(d.max(initial=0)) / down) if master else inf,
+    }
+    choice = min(MODES, key=lambda m: predicted[m])
+    if math.isinf(predicted[choice]):
+        raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
+    rest = sorted((predicted[m], m) for m in MODES if m != choice and math.isfinite(predicted[m]))
+    why = f"{choice}: predicted {predicted[choice]:.3g} s" + (
+        f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
+    )
+    return TransitionTimes(max(cuts), predicted, choice, why)
