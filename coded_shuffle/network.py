@@ -109,9 +109,12 @@ class TransitionTimes:
     why: str
 
     def to_dict(self) -> dict[str, object]:
+        """JSON-ready: a mode the network cannot run is None."""
         return {
             "time_bound_seconds": self.bound_seconds,
-            "predicted_seconds": self.predicted_seconds,
+            "predicted_seconds": {
+                m: (v if math.isfinite(v) else None) for m, v in self.predicted_seconds.items()
+            },
             "choice": self.choice,
         }
 

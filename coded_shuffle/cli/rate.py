@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import functools
 import json
-import math
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -525,7 +524,7 @@ def _print_times(rows: list[dict[str, Any]]) -> None:
           "(seconds of one transition's delivery; bound: no scheme is faster):")  # fmt: skip
     for r in rows:
         p = r["predicted_seconds"]
-        shown = ", ".join(f"{m} {p[m]:.4g}" if math.isfinite(p[m]) else f"{m} -" for m in p)
+        shown = ", ".join(f"{m} {p[m]:.4g}" if p[m] is not None else f"{m} -" for m in p)
         epoch = "-" if r["epoch"] is None else r["epoch"]
         print(f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {r['why']}")
 
