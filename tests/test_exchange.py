@@ -136,3 +136,21 @@ def test_among_peers_a_damaged_unit_is_fetched_again_from_another_holder(M):
         assert np.array_equal(scheme.records(new[k], batch, 768), ds.data[batch])
     with pytest.raises(ValueError, match="'peers' must be False for mode 'coded'"):
         scheme_for("coded", K=K, storage=M, peers=True)
+
+
+@pytest.mark.parametrize("M", [1, 2])
+def test_the_in_process_loader_delivers_by_the_exchange(M):
+    from coded_shuffle.loader import InProcessLoader
+    from coded_shuffle.orders import epoch_permutation
+
+    X = np.random.default_rng(3).integers(0, 256, (60, 768), dtype=np.uint8)
+    epochs = list(InProcessLoader(X, K=3, epochs=3, seed=2, storage=M, scheme="exchange"))
+    for ep in epochs:
+        want = np.array_split(np.asarray(epoch_permutation(60, seed=2, epoch=ep.epoch), dtype=np.int64), 3)
+        for k, b in enumerate(ep.batches):
+            assert np.array_equal(b.ids, want[k]) and np.array_equal(b.records, X[want[k]])
+    for ep in epochs[1:]:
+        assert ep.report.mode == "exchange" and ep.report.wire_bytes == 0 and ep.report.verified
+        assert ep.report.max_received_bytes == ep.report.download_bound_bytes
+    with pytest.raises(ValueError, match="'scheme' must be 'coded' or 'exchange'"):
+        InProcessLoader(X, K=3, epochs=2, scheme="uncoded")

@@ -261,7 +261,7 @@ def _check_common(
     )
 
 
-def _storage(storage: object, record_bytes: int | None, K: int) -> Scheme | None:
+def _storage(storage: object, record_bytes: int | None, K: int, *, mode: str = "coded") -> Scheme | None:
     """The coded scheme of ``storage`` batches a worker for these records, or raise naming ``storage``.
 
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
@@ -271,15 +271,15 @@ def _storage(storage: object, record_bytes: int | None, K: int) -> Scheme | None
         if record_bytes is None:
             check_storage(storage, K)
             return None
-        scheme = scheme_for("coded", K=K, storage=storage)  # type: ignore[arg-type]
+        scheme = scheme_for(mode, K=K, storage=storage)  # type: ignore[arg-type]
         scheme.piece_bytes(record_bytes)  # pieces too small are refused here
         return scheme
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
 
 
-def _store(storage: object, record_bytes: int, K: int) -> Scheme:
+def _store(storage: object, record_bytes: int, K: int, *, mode: str = "coded") -> Scheme:
     """:func:`_storage` of records of known width."""
-    scheme = _storage(storage, record_bytes, K)
+    scheme = _storage(storage, record_bytes, K, mode=mode)
     assert scheme is not None
     return scheme

@@ -74,6 +74,9 @@ class InProcessLoader:
         worker keeps its share of every record's pieces from epoch to epoch and receives only
         the coded pieces it lacks; it still yields its batch, whole records. Records must be at
         least ``C(K - 1, M - 1)`` times :data:`~coded_shuffle.engine.state.MIN_PIECE_BYTES`.
+    scheme : str
+        ``coded`` (default): the master's coded broadcast; ``exchange``: the workers send each
+        other what each misses (the in-process link buffers the exchange), for every storage.
 
     Examples
     --------
@@ -102,6 +105,7 @@ class InProcessLoader:
         transport: InProcessTransport | None = None,
         max_repair_rounds: int = 3,
         storage: int = 1,
+        scheme: str = "coded",
     ) -> None:
         self.dataset, self.layout = load_rows(source)
         N = self.dataset.N
@@ -111,7 +115,9 @@ class InProcessLoader:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
-        self.scheme = _store(storage, self.dataset.record_bytes, self.K)
+        if scheme not in ("coded", "exchange"):
+            raise ValueError(f"Argument 'scheme' must be 'coded' or 'exchange', not {scheme!r}.")
+        self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme)
         self._work = self.scheme.dataset(self.dataset)
         self.order = _order_spec(order, N)
         compile_once(prog=_PROG)
