@@ -683,3 +683,15 @@ def test_a_job_of_peers_names_the_rank_that_cannot_read_the_file(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = one_line_error(proc.stderr)
     assert line.startswith("coded-shuffle run: error: rank 0: --data ") and "cut.npy" in line
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_a_frozen_peer_ends_the_job_of_peers_with_one_line_naming_it():
+    job = ["--mode", "exchange", "--points", "3000", "--record-bytes", "256", "--transitions", "4"]
+    proc = run_peers(3, *job, "--fail-rank", "1", "--fail-epoch", "2", "--fail-how", "stop", "--timeout", "3",
+                     timeout=60)  # fmt: skip
+    assert proc.returncode != 0
+    named = [line for line in proc.stderr.splitlines() if line.startswith("coded-shuffle run: error: ")]
+    assert named == ["coded-shuffle run: error: rank 0: no answer from worker 1 (rank 1) within 3 s, "
+                     "at the 'ready' round"], proc.stderr  # fmt: skip
