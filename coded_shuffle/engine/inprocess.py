@@ -47,6 +47,7 @@ from .protocol import (
     worker_transition,
 )
 from .report import RunReport, TransitionReport
+from .schedule import EpochSchedule
 from .schemes import SCHEMES, Scheme, scheme_for
 from .state import initial_caches, synthetic_dataset  # noqa: F401
 
@@ -292,21 +293,24 @@ def run(
     opts = MasterOptions(
         strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
     )
-    held = scheme.start(order_placement(dataset.N, K, seed=seed, epoch=0, spec=order))
-    caches = [work.cache(scheme.held(held, k)) for k in range(K)]
+    schedule = EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
+    epochs_of = schedule.epochs(start=0, count=epochs + 1)
+    now = next(epochs_of)
+    caches = [work.cache(scheme.held(now.held, k)) for k in range(K)]
     spare: list[np.ndarray] | None = None
     reports = []
-    for t in range(epochs):
-        nxt = scheme.following(held, order_placement(dataset.N, K, seed=seed, epoch=t + 1, spec=order))
+    for nxt in epochs_of:
         old = caches
-        rep, caches = drive(link, scheme, work, caches, (held, nxt), epoch=t + 1, opts=opts, spare=spare)
+        rep, caches = drive(
+            link, scheme, work, caches, (now.held, nxt.held), epoch=nxt.t, opts=opts, spare=spare
+        )
         # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
         spare = [c.data for c in old]
         rep = scheme.report(rep, dataset)
         reports.append(rep)
         if on_transition is not None:
             on_transition(rep)
-        held = nxt
+        now = nxt
     return RunReport(
         K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
         transitions=tuple(reports), subpackets=reports[0].subpackets if reports else scheme.pieces,

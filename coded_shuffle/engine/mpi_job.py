@@ -39,10 +39,11 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..codec import Cache, Dataset, load_dataset, parse_frame
-from ..orders import OrderSpec, Placement, auto_order, epoch_placement, order_placement
+from ..orders import OrderSpec, auto_order, epoch_placement
 from ..transport import MPITransport, mpi_world
 from .mpi import Watchdog, attend, serve
 from .protocol import MasterOptions, master_transition, worker_transition
+from .schedule import EpochSchedule
 from .schemes import SCHEMES, scheme_for
 from .state import storage_refusal, synthetic_dataset
 
@@ -59,12 +60,6 @@ MODES = {
 }
 
 
-def placement(args: argparse.Namespace, N: int, K: int, *, epoch: int) -> Placement:
-    """The batches of ``epoch``: the epoch order the options name, cut into ``K`` batches."""
-    spec = OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
-    return order_placement(N, K, seed=args.seed, epoch=epoch, spec=spec)
-
-
 class Epochs:
     """A job's epochs: the batches its options name, held as its schemes' placement model says."""
 
@@ -76,15 +71,25 @@ class Epochs:
         #: The coded scheme: the plan every mode is reported against, and the placement model.
         self.scheme = scheme_for("coded", K=K, storage=M)
 
+        spec = OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
+        #: The job's epochs (the coded scheme's placement model serves every mode).
+        self.schedule = EpochSchedule(N=N, K=K, seed=args.seed, spec=spec, scheme=self.scheme)
+
     @property
     def piece_bytes(self) -> int:
         return self.scheme.piece_bytes(self.B)
 
     def first(self) -> Any:
-        return self.scheme.start(placement(self.args, self.N, self.K, epoch=self.args.start_epoch))
+        """What the workers hold at the first epoch."""
+        self._now = self.schedule.epoch(self.args.start_epoch)
+        return self._now.held
 
     def following(self, p: Any, epoch: int) -> Any:
-        return self.scheme.following(p, placement(self.args, self.N, self.K, epoch=epoch))
+        """What they hold at ``epoch``, following the epoch before (``p``, what :meth:`first` or
+        the last call returned)."""
+        assert p is self._now.held
+        self._now = self.schedule.epoch(epoch, self._now)
+        return self._now.held
 
 
 def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:

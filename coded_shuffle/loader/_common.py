@@ -21,11 +21,7 @@ from ..errors import IntegrityError
 from ..orders import (
     EPOCH_ORDERS,
     OrderSpec,
-    Placement,
     auto_order,
-    batch_sizes,
-    epoch_order,
-    placement_from_permutation,
 )
 from ..plan import STRATEGIES
 from ..storage import check_storage
@@ -204,17 +200,6 @@ def _order_spec(order: object, N: int) -> OrderSpec:
         name = check_choice(order, "order", ("auto", *EPOCH_ORDERS))
         return OrderSpec(auto_order(name, N))
     raise TypeError(f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}.")
-
-
-def _epoch_layout(N: int, K: int, *, seed: int, epoch: int, spec: OrderSpec) -> tuple[np.ndarray, Placement]:
-    """Epoch ``epoch``'s global order and its placement on ``K`` workers."""
-    order = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
-    return order, placement_from_permutation(order, K)
-
-
-def _bounds(N: int, K: int) -> np.ndarray:
-    """Start of each worker's run of positions, and the end: ``K + 1`` offsets."""
-    return np.concatenate([[0], np.cumsum(batch_sizes(N, K))])
 
 
 def _batch(

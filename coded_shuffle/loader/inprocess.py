@@ -13,6 +13,7 @@ from ..codec import (
 )
 from ..engine import MasterOptions, TransitionReport
 from ..engine.inprocess import drive
+from ..engine.schedule import EpochSchedule
 from ..errors import IntegrityError
 from ..orders import (
     OrderSpec,
@@ -24,9 +25,7 @@ from ._common import (
     EpochBatch,
     LoadedEpoch,
     _batch,
-    _bounds,
     _check_common,
-    _epoch_layout,
     _order_spec,
     _store,
     load_rows,
@@ -148,15 +147,17 @@ class InProcessLoader:
                 "is one run, and its workers go through the epochs in lockstep."
             )
         N, K, scheme = self.N, self.K, self.scheme
-        order, placement = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=self.order)
+        schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=self.order, scheme=scheme)
         report: TransitionReport | None = None
         if self._state is None:
-            held = scheme.start(placement)
+            now = schedule.epoch(t)
+            held, placement = now.held, now.placement
             caches = [self._work.cache(scheme.held(held, k)) for k in range(K)]
             decoded = [0] * K
         else:
-            old, previous = self._state
-            held = scheme.following(previous, placement)
+            old, before = self._state
+            now = schedule.epoch(t, before)
+            previous, held, placement = before.held, now.held, now.placement
             opts = MasterOptions(
                 strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed
             )
@@ -172,13 +173,12 @@ class InProcessLoader:
             moved = scheme.owners(previous) != placement.owner
             decoded = np.bincount(placement.owner[moved], minlength=K).tolist()
             self.reports.append(report)
-        self._state = (caches, held)
-        cut = _bounds(N, K)
+        self._state = (caches, now)
         batches = tuple(
             _batch(
                 t,
                 k,
-                order[cut[k] : cut[k + 1]].astype(np.int64),
+                now.batch(k),
                 caches[k],
                 self.layout,
                 decoded=decoded[k],

@@ -17,6 +17,7 @@ from ..codec import (
 from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog, attend, serve
 from ..engine.protocol import Stopped, master_transition, worker_stop, worker_transition
+from ..engine.schedule import EpochSchedule
 from ..errors import IntegrityError, TransportError
 from ..orders import (
     EPOCH_ORDERS,
@@ -30,10 +31,8 @@ from ._common import (
     EpochBatch,
     RowLayout,
     _batch,
-    _bounds,
     _check_common,
     _crashing,
-    _epoch_layout,
     _order_spec,
     _storage,
     _store,
@@ -206,16 +205,17 @@ class MPILoader:
         link.share_array(work.checksums)
         dog = self._watchdog(N, ds.record_bytes)
         first = self.start_epoch
-        _, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
-        held = scheme.start(placement)
+        schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=spec, scheme=scheme)
+        now = schedule.epoch(first)
+        held = now.held
         for k in range(K):  # setup: each worker starts with its batch (its share) of the first epoch
             link.send_rows(k, work.data[scheme.held(held, k)])
         opts = MasterOptions(strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed)
         reports: list[TransitionReport] = []
         try:
             for t in range(first + 1, first + self.epochs):
-                _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
-                nxt = scheme.following(held, nxt)
+                now = schedule.epoch(t, now)
+                nxt = now.held
                 role = master_transition(link, scheme, work, held, nxt, epoch=t, opts=opts)
                 report = scheme.report(serve(link, role, watchdog=dog), ds)
                 if isinstance(report, Stopped):  # a worker stopped: the job ends here
@@ -272,11 +272,10 @@ class MPILoader:
         sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
         dog = self._watchdog(N, B)
         spec = _order_spec(self._order, N)
-        cut = _bounds(N, self.K)
-        lo, hi = int(cut[k]), int(cut[k + 1])
         first = self.start_epoch
-        order, placement = _epoch_layout(N, self.K, seed=self.seed, epoch=first, spec=spec)
-        held = scheme.start(placement)
+        schedule = EpochSchedule(N=N, K=self.K, seed=self.seed, spec=spec, scheme=scheme)
+        now = schedule.epoch(first)
+        held = now.held
         ids = scheme.held(held, k)
         rows = np.empty((ids.size, scheme.piece_bytes(B)), dtype=np.uint8)
         cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
@@ -289,12 +288,12 @@ class MPILoader:
         ended = False
         try:
             yield _batch(
-                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, scheme=scheme,
+                first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
                 writable=self.writable,
             )  # fmt: skip
             for t in range(first + 1, first + self.epochs):
-                order, nxt = _epoch_layout(N, self.K, seed=self.seed, epoch=t, spec=spec)
-                nxt = scheme.following(held, nxt)
+                now = schedule.epoch(t, now)
+                nxt = now.held
                 role = worker_transition(
                     link, scheme, k, cache, (held, nxt), epoch=t, checksums=sums, spare=spare
                 )
@@ -312,7 +311,7 @@ class MPILoader:
                 yield _batch(
                     t,
                     k,
-                    order[lo:hi].astype(np.int64),
+                    now.batch(k),
                     cache,
                     layout,
                     decoded=res.decoded,

@@ -12,12 +12,13 @@ from ..engine import MasterOptions
 from ..engine.mpi import Rounds, attend, lead
 from ..engine.peers_job import catalog, checksum_table, own_units, peer_transition
 from ..engine.protocol import Stopped, master_transition, worker_stop
+from ..engine.schedule import EpochSchedule
 from ..engine.schemes import Scheme, scheme_for
 from ..errors import IntegrityError, TransportError
 from ..orders import OrderSpec
 from ..transport import MPITransport, TorchTransport
 from ..transport.torch_dist import torch_world, torchrun_refusal
-from ._common import _batch, _bounds, _crashing, _epoch_layout, _order_spec, _storage, open_rows
+from ._common import _batch, _crashing, _order_spec, _storage, open_rows
 from .mpi import MPILoader
 
 __all__ = ["PeerLoader", "peer_link"]
@@ -103,11 +104,10 @@ class PeerLoader(MPILoader):
         assert k is not None and layout is not None and self.N is not None
         N, K, B = self.N, self.K, layout.record_bytes
         spec = _order_spec(self._order, N)
-        cut = _bounds(N, K)
-        lo, hi = int(cut[k]), int(cut[k + 1])
         first = self.start_epoch
-        order, placement = _epoch_layout(N, K, seed=self.seed, epoch=first, spec=spec)
-        held = scheme.start(placement)
+        schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=spec, scheme=scheme)
+        now = schedule.epoch(first)
+        held = now.held
         cache = own_units(scheme, self._rows, held, k, B)
         n_units = N * scheme.pieces
         units = catalog(n_units, scheme.piece_bytes(B), checksum_table(link, cache, n_units))
@@ -118,12 +118,12 @@ class PeerLoader(MPILoader):
         t, ended = first, False
         try:
             yield _batch(
-                first, k, order[lo:hi].astype(np.int64), cache, layout, decoded=0, scheme=scheme,
+                first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
                 writable=self.writable,
             )  # fmt: skip
             for t in range(first + 1, first + self.epochs):
-                order, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t, spec=spec)
-                nxt = scheme.following(held, nxt)
+                upcoming = schedule.epoch(t, now)
+                nxt = upcoming.held
                 rep, res = peer_transition(
                     link, scheme, units, cache, (held, nxt), epoch=t, dog=dog, opts=opts, spare=spare
                 )
@@ -135,9 +135,9 @@ class PeerLoader(MPILoader):
                     raise IntegrityError(f"Epoch {t}: the workers' records did not match the checksums.")
                 if rep is not None:  # the leader's: counts in units, sizes in records
                     self.reports.append(scheme.report(rep, records))
-                spare, cache, held = cache.data, res.cache, nxt
+                spare, cache, held, now = cache.data, res.cache, nxt, upcoming
                 yield _batch(
-                    t, k, order[lo:hi].astype(np.int64), cache, layout, decoded=res.decoded, scheme=scheme,
+                    t, k, now.batch(k), cache, layout, decoded=res.decoded, scheme=scheme,
                     writable=self.writable,
                 )  # fmt: skip
             ended = True
@@ -146,8 +146,7 @@ class PeerLoader(MPILoader):
             if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
                 stopped = None
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
-                    _, nxt = _epoch_layout(N, K, seed=self.seed, epoch=t + 1, spec=spec)
-                    stopped = self._stop(held, scheme.following(held, nxt), units, t + 1, opts, dog)
+                    stopped = self._stop(held, schedule.epoch(t + 1, now).held, units, t + 1, opts, dog)
                 self.stopped_by = link.share(stopped)
             dog.close()
 

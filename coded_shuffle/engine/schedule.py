@@ -1,0 +1,71 @@
+"""The epochs of a job: each epoch's order, its batches, and what every worker holds under a scheme.
+
+Every driver walks the same schedule (the in-process engine, the MPI job and its job of peers,
+both loaders and, through them, the PyTorch dataset): epoch ``t``'s global order comes from
+``(seed, t)`` alone (:func:`coded_shuffle.orders.epoch_order`), worker ``k``'s batch is the
+``k``-th contiguous run of it, and what the workers hold is the scheme's placement model
+(:mod:`coded_shuffle.engine.holding`) started at the first epoch and followed from each epoch to
+the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, placement_from_permutation
+from .schemes import Scheme
+
+__all__ = ["Epoch", "EpochSchedule"]
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One epoch of a schedule: its number, global order, batches, and what the workers hold."""
+
+    t: int
+    order: np.ndarray
+    placement: Placement
+    held: Any
+
+    def batch(self, worker: int) -> np.ndarray:
+        """Worker ``worker``'s record ids of this epoch, in the epoch's order."""
+        cut = np.concatenate(([0], np.cumsum(batch_sizes(self.order.size, self.placement.K))))
+        return self.order[int(cut[worker]) : int(cut[worker + 1])].astype(np.int64)
+
+
+@dataclass(frozen=True)
+class EpochSchedule:
+    """The epochs ``start, start + 1, ...`` of ``N`` records on ``K`` workers under ``scheme``.
+
+    Examples
+    --------
+    >>> from coded_shuffle.engine import scheme_for
+    >>> s = EpochSchedule(N=6, K=2, seed=0, spec=OrderSpec(), scheme=scheme_for("coded", K=2))
+    >>> [(e.t, e.batch(0).size) for e in s.epochs(start=3, count=2)]
+    [(3, 3), (4, 3)]
+    """
+
+    N: int
+    K: int
+    seed: int
+    spec: OrderSpec
+    scheme: Scheme
+
+    def epoch(self, t: int, previous: Epoch | None = None) -> Epoch:
+        """Epoch ``t``: what the workers hold starts from scratch, or follows ``previous``."""
+        order = np.asarray(epoch_order(self.N, seed=self.seed, epoch=t, spec=self.spec))
+        placement = placement_from_permutation(order, self.K)
+        scheme = self.scheme
+        held = scheme.start(placement) if previous is None else scheme.following(previous.held, placement)
+        return Epoch(t=t, order=order, placement=placement, held=held)
+
+    def epochs(self, *, start: int, count: int) -> Iterator[Epoch]:
+        """Epochs ``start .. start + count - 1``, each following the one before."""
+        previous = None
+        for t in range(start, start + count):
+            previous = self.epoch(t, previous)
+            yield previous
