@@ -21,7 +21,7 @@ from ...codec import (
 )  # fmt: skip
 from ...errors import DecodeError
 from ...orders import Placement
-from ...plan import assign_senders, plan_delivery
+from ...plan import SenderAssignment, assign_senders, plan_delivery
 from ..holding import Batches, PieceStorage
 from ..state import check_holdings
 
@@ -46,6 +46,9 @@ class Planned:
     #: The least busiest upload of an exchange between the workers (:func:`~coded_shuffle.plan.upload_bound`).
     upload_bound_bytes: int = 0
 
+
+#: ``(units, wanters, holder bitmasks, the assignment of senders)`` of one shuffle's exchange.
+ExchangePlan = tuple[np.ndarray, np.ndarray, np.ndarray, SenderAssignment]
 
 #: ``tamper(frames) -> frames``: what a worker decodes instead of what it received (tests only).
 Tamper = Callable[[list[np.ndarray]], list[np.ndarray]]
@@ -196,6 +199,7 @@ class Scheme:
 
     def __init__(self, holding: Batches | PieceStorage | None = None) -> None:
         self.holding: Batches | PieceStorage = Batches() if holding is None else holding
+        self._exchange: tuple[Any, Any, ExchangePlan] | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.holding!r})"
@@ -271,11 +275,21 @@ class Scheme:
         """What ``worker`` must hold after the transition."""
         return self.holding.held(placement_next, worker)
 
+    def exchange_plan(self, p_t: Any, p_t1: Any) -> ExchangePlan:
+        """The units missing for ``p_t1``, their wanters and holders, and who sends each
+        (:func:`~coded_shuffle.plan.assign_senders`). Computed once for a pair of placements: the
+        master's bounds and every worker of this process (in-process, all ``K``) share it."""
+        last = self._exchange
+        if last is None or last[0] is not p_t or last[1] is not p_t1:
+            units, wanter, holders = self.holding.demand(p_t, p_t1)
+            last = (p_t, p_t1, (units, wanter, holders, assign_senders(wanter, holders, K=p_t.K)))
+            self._exchange = last
+        return last[2]
+
     def peer_bounds(self, p_t: Any, p_t1: Any, dataset: Dataset) -> tuple[int, int]:
         """``(download, upload)`` bounds in bytes of this shuffle: the most bytes a worker misses,
         and the least busiest upload of any exchange between the workers (fractional, rounded up)."""
-        units, wanter, holders = self.holding.demand(p_t, p_t1)
-        a = assign_senders(wanter, holders, K=p_t.K)
+        units, wanter, _, a = self.exchange_plan(p_t, p_t1)
         if dataset.lengths is None:
             width = dataset.record_bytes
             bound = a.upload_bound * width

@@ -15,7 +15,7 @@ from ...codec import (
     Dataset,
     encode_held,
 )  # fmt: skip
-from ...plan import DeliveryPlan, assign_senders
+from ...plan import DeliveryPlan
 from ..holding import Batches, PieceStorage
 from ._base import Encoded, Given, Planned, Scheme, Taken, Tamper, _empty, receive_decode
 from .coded import CodedScheme
@@ -92,9 +92,9 @@ class ExchangeScheme(Scheme):
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> Given:
         """Frame the units this worker sends and offer them to the link (nothing moves yet)."""
-        units, wanter, holders = self.holding.demand(*placements)
-        sender = assign_senders(wanter, holders, K=placements[0].K).sender
-        demand = (units, wanter, holders, sender)
+        units, wanter, holders, assigned = self.exchange_plan(*placements)
+        demand = (units, wanter, holders, assigned.sender)
+        sender = assigned.sender
         mine = sender == worker
         units, wanter = units[mine], wanter[mine]
         order = np.lexsort((units, wanter))  # by wanter, units increasing within each
