@@ -72,9 +72,10 @@ class FramedLink:
         """Worker: receive from the master, in order, into each of ``bufs``."""
         raise NotImplementedError
 
-    def _alltoall_raw(self, send: list[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - abstract
-        """Worker, collective among the workers: send ``send[j]`` (uint8) to worker ``j``; return
-        what each worker sent this one, in worker order."""
+    def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:  # pragma: no cover - abstract
+        """Worker, collective among the workers: send worker ``j`` the buffers ``send[j]`` (uint8),
+        one after the other; return what each worker sent this one, in worker order, one buffer
+        each."""
         raise NotImplementedError
 
     # ---- shared
@@ -144,10 +145,9 @@ class FramedLink:
         offered, self._offered = getattr(self, "_offered", {}), {}
         frames = [offered.get(j, []) for j in range(self.K)]
         sizes = [np.array([f.shape[0] for f in fs], dtype=np.int64) for fs in frames]
-        got_sizes = self._alltoall_raw([z.view(np.uint8) for z in sizes])
-        data = [np.concatenate(fs) if fs else np.empty(0, np.uint8) for fs in frames]
-        got = self._alltoall_raw(data)
-        self.exchanged_bytes += sum(int(d.shape[0]) for d in data)
+        got_sizes = self._alltoall_raw([[z.view(np.uint8)] for z in sizes])
+        got = self._alltoall_raw(frames)  # the link packs the frames once, as it sends them
+        self.exchanged_bytes += int(sum(z.sum() for z in sizes))
         out: list[np.ndarray] = []
         for z, buf in zip(got_sizes, got, strict=True):
             n = z.view(np.int64)
@@ -162,7 +162,7 @@ class FramedLink:
         if self.is_master or self.worker is None:
             raise TransportError(f"Rank {self.rank}: only the workers gather their values.")
         mine = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
-        got = self._alltoall_raw([mine if j != self.worker else np.empty(0, np.uint8) for j in range(self.K)])
+        got = self._alltoall_raw([[mine] if j != self.worker else [] for j in range(self.K)])
         return [value if j == self.worker else pickle.loads(got[j].tobytes()) for j in range(self.K)]
 
     def _pieces(self, size: int) -> list[tuple[int, int]]:

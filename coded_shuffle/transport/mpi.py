@@ -308,13 +308,13 @@ class MPITransport(FramedLink):
     #: are C ints. A larger exchange goes in rounds, each under it.
     max_call_bytes = 2**31 - 1
 
-    def _alltoall_raw(self, send: list[np.ndarray]) -> list[np.ndarray]:
+    def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
         """Worker: ``MPI_Alltoallv`` of bytes among the workers, after one ``MPI_Alltoall`` of the
         counts (the master takes no part); in rounds when a rank would move more than
         :attr:`max_call_bytes`."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
-        counts = np.array([b.shape[0] for b in send], dtype=np.int64)
+        counts = np.array([sum(b.shape[0] for b in bs) for bs in send], dtype=np.int64)
         recv = np.empty(self.K, dtype=np.int64)
         self._workers.Alltoall(counts, recv)
         # Every rank knows every count after one more Allgather, so all agree on the rounds.
@@ -322,19 +322,21 @@ class MPITransport(FramedLink):
         self._workers.Allgather(counts, every)
         share = max(1, self.max_call_bytes // self.K)  # a pair's bytes a round: K pairs stay under it
         rounds = max(1, -(-int(every.max(initial=0)) // share))
-        if rounds == 1:  # one call, received in place
-            data = np.concatenate(send) if int(counts.sum()) else np.empty(0, np.uint8)
+        if rounds == 1:  # one call, packed once and received in place
+            parts = [b for bs in send for b in bs]
+            data = np.concatenate(parts) if parts else np.empty(0, np.uint8)
             whole = np.empty(int(recv.sum()), dtype=np.uint8)
             send_d = np.concatenate(([0], np.cumsum(counts)[:-1]))
             recv_d = np.concatenate(([0], np.cumsum(recv)[:-1]))
             self._workers.Alltoallv([data, (counts, send_d)], [whole, (recv, recv_d)])
             return [whole[lo : lo + n] for lo, n in zip(recv_d.tolist(), recv.tolist(), strict=True)]
         out = [np.empty(int(n), dtype=np.uint8) for n in recv]
+        flat = [np.concatenate(bs) if bs else np.empty(0, np.uint8) for bs in send]
         for r in range(rounds):
             lo = r * share
             part = np.clip(counts - lo, 0, share)
             got = np.clip(recv - lo, 0, share)
-            data = np.concatenate([b[lo : lo + n] for b, n in zip(send, part.tolist(), strict=True)])
+            data = np.concatenate([b[lo : lo + n] for b, n in zip(flat, part.tolist(), strict=True)])
             buf = np.empty(int(got.sum()), dtype=np.uint8)
             send_d = np.concatenate(([0], np.cumsum(part)[:-1]))
             recv_d = np.concatenate(([0], np.cumsum(got)[:-1]))

@@ -239,20 +239,21 @@ class TorchTransport(FramedLink):
         for b in bufs:
             self._wait(self.group.recv([self._tensor(b)], self.root, _TORCH_TAG), self.root)
 
-    def _alltoall_raw(self, send: list[np.ndarray]) -> list[np.ndarray]:
+    def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
         """Worker: every other worker's bytes, point to point (the sizes first, then the bytes)."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
         me = self.worker
         peers = [j for j in range(self.K) if j != me]
-        sizes = {j: np.array([send[j].shape[0]], dtype=np.int64) for j in peers}
+        flat = [np.concatenate(bs) if bs else np.empty(0, np.uint8) for bs in send]  # one message a peer
+        sizes = {j: np.array([flat[j].shape[0]], dtype=np.int64) for j in peers}
         got = {j: np.zeros(1, dtype=np.int64) for j in peers}
         self._pairwise(
             [(sizes[j].view(np.uint8), j) for j in peers], [(got[j].view(np.uint8), j) for j in peers]
         )
         out = {j: np.empty(int(got[j][0]), dtype=np.uint8) for j in peers}
         self._pairwise(
-            [(send[j], j) for j in peers if send[j].shape[0]], [(out[j], j) for j in peers if out[j].shape[0]]
+            [(flat[j], j) for j in peers if flat[j].shape[0]], [(out[j], j) for j in peers if out[j].shape[0]]
         )
         return [out[j] if j != me else np.empty(0, np.uint8) for j in range(self.K)]
 
