@@ -34,7 +34,7 @@ from ..holding import PieceStorage, holding_for
 from ._base import Encoded, Given, Planned, Scheme, Taken, Tamper, receive_decode, send
 from .coded import CodedScheme, UncodedScheme, uncoded_frames
 from .exchange import ExchangeScheme
-from .storage import StorageScheme
+from .storage import StorageScheme, coded_scheme
 
 __all__ = [
     "Planned", "Encoded", "Given", "Taken", "Scheme", "CodedScheme", "UncodedScheme", "ExchangeScheme",
@@ -78,11 +78,9 @@ def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1, peer
         return ExchangeScheme(holding, peers=peers)
     if peers:
         raise ValueError(f"Argument 'peers' must be False for mode {mode!r}: its master holds the records.")
-    if isinstance(holding, PieceStorage):
-        if mode == "uncoded":
-            raise ValueError(
-                f"Argument 'mode' must be 'coded' or 'exchange' with a storage of M = {holding.M} batches, "
-                f"not {mode!r}."
-            )
-        return StorageScheme(holding)
-    return CodedScheme(holding) if mode == "coded" else UncodedScheme(holding)
+    if mode == "uncoded" and isinstance(holding, PieceStorage):
+        raise ValueError(
+            f"Argument 'mode' must be 'coded' or 'exchange' with a storage of M = {holding.M} batches, "
+            f"not {mode!r}."
+        )
+    return coded_scheme(holding) if mode == "coded" else UncodedScheme(holding)

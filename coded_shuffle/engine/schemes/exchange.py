@@ -18,8 +18,7 @@ from ...codec import (
 from ...plan import DeliveryPlan
 from ..holding import Batches, PieceStorage
 from ._base import Encoded, Given, Planned, Scheme, Taken, Tamper, _empty, receive_decode
-from .coded import CodedScheme
-from .storage import StorageScheme
+from .storage import coded_scheme
 
 
 def _collected(link: Any, worker: int, decode: Callable[[list[np.ndarray]], Taken]) -> Taken:
@@ -63,11 +62,7 @@ class ExchangeScheme(Scheme):
         super().__init__(holding)
         #: Whether the job has no master holding the records: repairs then come from the holders.
         self.peers = bool(peers)
-        self._coded = (
-            StorageScheme(self.holding)
-            if isinstance(self.holding, PieceStorage)
-            else CodedScheme(self.holding)
-        )
+        self._coded = coded_scheme(self.holding)  # the plan and bound the report compares with
 
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None

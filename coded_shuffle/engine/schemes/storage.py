@@ -11,7 +11,9 @@ from ...codec import (
     Cache,
     Dataset,
 )  # fmt: skip
+from ..holding import Batches, PieceStorage
 from ._base import Encoded, Planned, Scheme, Taken, Tamper, _encoded, _parsed
+from .coded import CodedScheme
 
 
 class StorageScheme(Scheme):
@@ -145,3 +147,8 @@ class StorageScheme(Scheme):
                 np.add.at(good, r[owner[r] == k], 1)
         checked = int((good == C).sum())
         return checked, bool(ok and checked == pp.N)
+
+
+def coded_scheme(holding: Batches | PieceStorage) -> Scheme:
+    """The coded delivery of ``holding``: the storage's above one batch, the plan's broadcast else."""
+    return StorageScheme(holding) if isinstance(holding, PieceStorage) else CodedScheme(holding)
