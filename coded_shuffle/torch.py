@@ -49,7 +49,7 @@ from .engine import TransitionReport
 from .loader import EpochBatch, MPILoader, PeerLoader
 from .loader.peers import peer_link
 from .orders import OrderSpec
-from .transport import MPITransport, TorchTransport
+from .transport import ControlLink
 from .transport.torch_dist import default_link
 
 __all__ = ["CodedIterableDataset", "pack_arrays"]
@@ -304,7 +304,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         Yield each record's id before its tensors.
     prefetch : bool
         Decode the next epoch in a background thread while this one trains (default True).
-    transport : MPITransport or TorchTransport, optional
+    transport : ControlLink, optional
         The link: by default a :class:`~coded_shuffle.transport.TorchTransport` when
         ``torch.distributed`` is initialized (``torchrun``), else an MPI one (``mpiexec``).
     rank, world_size : int, optional
@@ -341,7 +341,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         drop_last: bool = False,
         with_ids: bool = False,
         prefetch: bool = True,
-        transport: MPITransport | TorchTransport | None = None,
+        transport: ControlLink | None = None,
         max_repair_rounds: int = 3,
         timeout: float | None = None,
         rank: int | None = None,
@@ -366,7 +366,12 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                 )
         if transport is None:
             transport = peer_link() if peers else default_link()
-        elif bool(getattr(transport, "peers", False)) != peers:
+        elif not isinstance(transport, ControlLink):
+            raise TypeError(
+                "Argument 'transport' must be a link between processes (a ControlLink, such as a "
+                f"TorchTransport), not {type(transport).__name__}."
+            )
+        elif transport.peers != peers:
             raise ValueError(
                 f"Argument 'transport' must be a link {'of peers' if peers else 'with a master'} "
                 f"for scheme {scheme!r} (peers={peers})."

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,7 +41,40 @@ from ..orders import Placement
 from .report import TransitionReport
 from .state import pieces_dataset, pieces_placement, records_of_pieces, storage_dataset, storage_pieces
 
-__all__ = ["Batches", "PieceStorage", "holding_for"]
+__all__ = ["Holding", "Batches", "PieceStorage", "holding_for"]
+
+
+@runtime_checkable
+class Holding(Protocol):
+    """The interface of a placement model (the module docstring says what each member gives)."""
+
+    @property
+    def M(self) -> int:
+        """Batches a worker stores."""
+
+    @property
+    def pieces(self) -> int:
+        """Units a record."""
+
+    def piece_bytes(self, record_bytes: int) -> int: ...
+
+    def dataset(self, dataset: Dataset) -> Dataset: ...
+
+    def start(self, placement: Placement) -> Any: ...
+
+    def following(self, held: Any, placement_next: Placement) -> Any: ...
+
+    def held(self, held: Any, worker: int) -> np.ndarray: ...
+
+    def owners(self, held: Any) -> np.ndarray: ...
+
+    def demand(self, held: Any, held_next: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray: ...
+
+    def note(self, record_bytes: int) -> str: ...
+
+    def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport: ...
 
 
 @dataclass(frozen=True)
@@ -185,7 +218,7 @@ class PieceStorage:
         )  # fmt: skip
 
 
-def holding_for(*, K: int, storage: int = 1, subpackets: int = 1) -> Batches | PieceStorage:
+def holding_for(*, K: int, storage: int = 1, subpackets: int = 1) -> Holding:
     """The placement model of ``storage`` batches a worker (``M``), or of ``subpackets`` a record.
 
     Raises, naming the argument: a storage out of ``1 <= M <= K`` or not an int, sub-packets

@@ -208,6 +208,16 @@ class Rounds:
         """Nothing leaves the leader's master role."""
         return self._stats
 
+    @property
+    def control_bytes(self) -> int:
+        """The control plane's bytes of the link."""
+        return self._link.control_bytes
+
+    @property
+    def pace(self) -> None:
+        """The master's role among peers sends nothing to pace."""
+        return None
+
     def sync(self) -> None:
         """The leader's worker role joins the barrier."""
 

@@ -143,7 +143,7 @@ def peers(args: argparse.Namespace, link: MPITransport) -> int:
         problem = f"the dataset has {N} records, fewer than the {K} workers"
     else:
         problem = storage_refusal(B, K, args.storage)
-    bad = [(r, p) for r, p in enumerate(link.comm.allgather(problem)) if p is not None]
+    bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
     if bad:
         if link.is_leader:
             print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)

@@ -27,7 +27,7 @@ the yields: :func:`coded_shuffle.engine.inprocess.drive` steps all roles in one 
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +36,9 @@ import numpy as np
 from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset
 from ..errors import IntegrityError
 from ..orders import Placement
-from ..transport import Transport
+from ..transport import LinkStats, Transport
 from .report import TransitionReport
-from .schemes import Encoded, Given, Planned, Scheme, Taken, send
+from .schemes import Encoded, Given, Planned, Scheme, Taken, Tamper, send
 from .state import _spare_rows, digest
 
 __all__ = [
@@ -158,7 +158,7 @@ def master_transition(
     epoch: int,
     opts: MasterOptions,
     planned: Planned | None = None,
-    links: Any = None,
+    links: Callable[[], tuple[int, int] | None] | None = None,
 ) -> Generator[Gather | Announce, Any, TransitionReport | Stopped]:
     """The master's role in one transition; returns its report, or :class:`Stopped`.
 
@@ -183,9 +183,9 @@ def master_transition(
     yield Announce(GO)
     link.sync()  # every rank starts the delivery together, so that its times are comparable
     t_start = time.perf_counter()
-    pace = getattr(link, "pace", None)
+    pace = link.pace
     waited = pace.waited if pace is not None else 0.0
-    control = getattr(link, "control_bytes", 0)
+    control = link.control_bytes
     before = link.stats
     send_s = send(link, encoded)
     posts: list[Status] = yield Gather("decode")
@@ -227,7 +227,7 @@ def master_transition(
         planned, p_t.K, dataset, scheme, encoded, first, held,
         epoch=epoch, opts=opts, coded=coded, total=total, rejected=rejected, repairs=repairs,
         rounds=rounds, checked=checked, verified=bool(ok), seconds=seconds,
-        control=getattr(link, "control_bytes", 0) - control, counts=counts,
+        control=link.control_bytes - control, counts=counts,
         timings={
             "plan": plan_s, "encode": encoded.encode_seconds, "send": send_s,
             "deliver": max(s.deliver_seconds for s in first), "decode": max(s.decode_seconds for s in first),
@@ -241,15 +241,15 @@ def _report(
     planned: Planned,
     K: int,
     dataset: Dataset,
-    scheme: Any,
+    scheme: Scheme,
     sent: Encoded,
     first: list[Status],
     held: list[Holdings],
     *,
     epoch: int,
     opts: MasterOptions,
-    coded: Any,
-    total: Any,
+    coded: LinkStats,
+    total: LinkStats,
     rejected: int,
     repairs: int,
     rounds: int,
@@ -326,8 +326,8 @@ def worker_transition(
     checksums: np.ndarray,
     spare: np.ndarray | None = None,
     with_digest: bool = False,
-    tamper: Any = None,
-    links: Any = None,
+    tamper: Tamper | None = None,
+    links: Callable[[], tuple[int, int] | None] | None = None,
 ) -> Generator[Post, Any, WorkerResult | None]:
     """Worker ``worker``'s role in one transition; returns its result, or None when the job ends.
 

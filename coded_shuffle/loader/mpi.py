@@ -23,7 +23,7 @@ from ..orders import (
     EPOCH_ORDERS,
     OrderSpec,
 )
-from ..transport import MPITransport, TorchTransport, mpi_abort
+from ..transport import ControlLink, MPITransport
 from ..transport.torch_dist import torchrun_refusal
 from ..warmup import compile_once
 from ._common import (
@@ -72,7 +72,7 @@ class MPILoader:
         it (it may be ``None`` there) and get their rows from the master.
     epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
-    transport : MPITransport or TorchTransport, optional
+    transport : ControlLink, optional
         The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
         A :class:`~coded_shuffle.transport.TorchTransport` runs the same job under ``torchrun``
         (``torch.distributed``, gloo); a rank that fails then ends its process, and ``torchrun``
@@ -105,7 +105,7 @@ class MPILoader:
         seed: int = 0,
         order: str | OrderSpec = "auto",
         strategy: str = "greedy",
-        transport: MPITransport | TorchTransport | None = None,
+        transport: ControlLink | None = None,
         max_repair_rounds: int = 3,
         timeout: float | None = None,
         writable: bool = False,
@@ -132,10 +132,10 @@ class MPILoader:
             if refusal is not None:
                 raise TransportError(refusal)
             transport = MPITransport()
-        elif not isinstance(transport, (MPITransport, TorchTransport)):
+        elif not isinstance(transport, ControlLink):
             raise TypeError(
-                "Argument 'transport' must be an MPITransport or a TorchTransport, "
-                f"not {type(transport).__name__}."
+                "Argument 'transport' must be a link between processes (a ControlLink, such as an "
+                f"MPITransport or a TorchTransport), not {type(transport).__name__}."
             )
         self.transport = transport
         self.writable = bool(writable)
@@ -174,8 +174,9 @@ class MPILoader:
         self._used = True
 
     def _watchdog(self, N: int, B: int) -> Watchdog:
-        abort = getattr(self.transport, "abort", mpi_abort)
-        return Watchdog.for_job(self._timeout, N, B, rank=self.transport.rank, prog=_PROG, abort=abort)
+        return Watchdog.for_job(
+            self._timeout, N, B, rank=self.transport.rank, prog=_PROG, abort=self.transport.abort
+        )
 
     # ---- master
 

@@ -16,7 +16,7 @@ from ..engine.schedule import EpochSchedule
 from ..engine.schemes import Scheme, scheme_for
 from ..errors import IntegrityError, TransportError
 from ..orders import OrderSpec
-from ..transport import MPITransport, TorchTransport
+from ..transport import ControlLink, MPITransport, TorchTransport
 from ..transport.torch_dist import torch_world, torchrun_refusal
 from ._common import _batch, _crashing, _order_spec, _storage, open_rows
 from .mpi import MPILoader
@@ -68,14 +68,14 @@ class PeerLoader(MPILoader):
         start_epoch: int = 0,
         seed: int = 0,
         order: str | OrderSpec = "auto",
-        transport: MPITransport | TorchTransport | None = None,
+        transport: ControlLink | None = None,
         max_repair_rounds: int = 3,
         timeout: float | None = None,
         writable: bool = False,
         storage: int = 1,
     ) -> None:
         link = peer_link() if transport is None else transport
-        if not getattr(link, "peers", False):
+        if not isinstance(link, ControlLink) or not link.peers:
             raise TypeError(
                 "Argument 'transport' must be a link of peers (peers=True): a job without a master."
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -48,6 +48,13 @@ class Transport(Protocol):
     """The interface every transport provides (see the module docstring)."""
 
     K: int
+    @property
+    def control_bytes(self) -> int:
+        """Bytes of the protocol's control plane this link carried so far (0 in process)."""
+
+    @property
+    def pace(self) -> TokenBucket | None:
+        """The bucket pacing the master's sends, if any (its ``waited`` is reported)."""
 
     def send(self, frames: Sequence[np.ndarray]) -> None:
         """Broadcast ``frames`` from the master to every worker."""
@@ -81,10 +88,27 @@ class ControlLink(Transport, Protocol):
     rank: int
     worker: int | None
     is_master: bool
+    #: A job of peers: every rank a worker, one of them leading the control rounds.
+    peers: bool
 
     @property
     def is_leader(self) -> bool:
         """Whether this rank leads the control rounds (the master, or rank ``root`` among peers)."""
+
+    def rank_of(self, worker: int) -> int:
+        """The rank of ``worker``."""
+
+    def abort(self, status: int) -> NoReturn:
+        """End the whole job now, from any thread, with exit status ``status``."""
+
+    def share_array(self, arr: np.ndarray) -> np.ndarray:
+        """Collective: the master's array (``arr`` on it, a buffer of its shape elsewhere), on every rank."""
+
+    def send_rows(self, worker: int, rows: np.ndarray) -> None:
+        """The master: send ``worker`` its first batch, ``rows``."""
+
+    def receive_rows(self, out: np.ndarray) -> np.ndarray:
+        """A worker: receive its first batch into ``out``."""
 
     def gather_posts(self, *, timeout: float, stage: str) -> list[Any]:
         """The leader: one post from every worker, in worker order (its own slot None among peers)."""

@@ -25,7 +25,7 @@ import numpy as np
 from .._checks import check_int
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
-from .base import LinkStats, _as_frame, _counted, _offers, _unicast
+from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _unicast
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
 _BCAST, _UNICAST = 1, 2
@@ -81,7 +81,7 @@ class FramedLink:
     # ---- shared
 
     @property
-    def pace(self) -> Any:
+    def pace(self) -> TokenBucket | None:
         """The bucket pacing the master's sends, if any."""
         return None
 

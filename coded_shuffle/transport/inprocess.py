@@ -38,6 +38,9 @@ class InProcessTransport:
     LinkStats(frames=1, symbols=1, bytes=58)
     """
 
+    #: No control plane crosses a process here.
+    control_bytes: int = 0
+
     def __init__(self, K: int, *, fault: Fault | None = None, pace: TokenBucket | None = None) -> None:
         self.K = check_int(K, "K", minimum=1)
         if fault is not None and not callable(fault):
@@ -53,6 +56,11 @@ class InProcessTransport:
         self._offered: list[dict[int, list[np.ndarray]]] = [{} for _ in range(self.K)]
         #: Bytes the workers sent each other (:meth:`collect`).
         self.exchanged_bytes = 0
+
+    @property
+    def pace(self) -> TokenBucket | None:
+        """The bucket pacing the master's sends, if any."""
+        return self._pace
 
     @property
     def stats(self) -> LinkStats:

@@ -209,6 +209,10 @@ class MPITransport(FramedLink):
         """Collective: the leader's ``value`` (a small Python object), returned on every rank."""
         return self.comm.bcast(value if self.is_leader else None, root=self.root)
 
+    def abort(self, status: int) -> NoReturn:
+        """End the whole job now (:func:`mpi_abort`)."""
+        mpi_abort(status)
+
     def share_array(self, arr: np.ndarray) -> np.ndarray:
         """Collective: the leader's array copied into ``arr`` on every rank (same shape and dtype)."""
         self.comm.Bcast(np.ascontiguousarray(arr) if self.is_leader else arr, root=self.root)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,7 +22,8 @@ from ...codec import (
 from ...errors import DecodeError
 from ...orders import Placement
 from ...plan import SenderAssignment, assign_senders, plan_delivery
-from ..holding import Batches, PieceStorage
+from ...transport import Transport
+from ..holding import Batches, Holding
 from ..state import check_holdings
 
 
@@ -116,7 +117,7 @@ def _encoded(
     )
 
 
-def send(link: Any, encoded: Encoded) -> float:
+def send(link: Transport, encoded: Encoded) -> float:
     """Put ``encoded`` on ``link`` (a broadcast, or unicast to each worker); return the seconds."""
     tic = time.perf_counter()
     if isinstance(encoded.frames, dict):
@@ -127,7 +128,7 @@ def send(link: Any, encoded: Encoded) -> float:
 
 
 def receive_decode(
-    link: Any,
+    link: Transport,
     worker: int,
     cache: Cache,
     need: np.ndarray,
@@ -186,7 +187,107 @@ def _empty(cache: Cache) -> Cache:
     )
 
 
-class Scheme:
+@runtime_checkable
+class Scheme(Protocol):
+    """The interface the transition protocol and the drivers use of a scheme (the package
+    docstring says what each half does); :class:`SchemeBase` implements what schemes share.
+
+    Every member is declared with its exact signature: a scheme that takes other arguments, or
+    drops one, fails the contract tests (``tests/engine/test_scheme_contract.py``).
+    """
+
+    name: str
+    holding: Holding
+
+    @property
+    def peer_repairs(self) -> bool:
+        """Whether the workers re-send in a repair round (then every one offers before any collects)."""
+
+    # ---- the placement model
+    @property
+    def M(self) -> int: ...
+
+    @property
+    def pieces(self) -> int: ...
+
+    def piece_bytes(self, record_bytes: int) -> int: ...
+
+    def dataset(self, dataset: Dataset) -> Dataset: ...
+
+    def start(self, placement: Placement) -> Any: ...
+
+    def following(self, held: Any, placement_next: Placement) -> Any: ...
+
+    def held(self, held: Any, worker: int) -> np.ndarray: ...
+
+    def owners(self, held: Any) -> np.ndarray: ...
+
+    def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray: ...
+
+    def report(self, rep: Any, dataset: Dataset) -> Any: ...
+
+    # ---- the master's half
+    def plan(
+        self, p_t: Placement, p_t1: Placement, dataset: Dataset, *, strategy: str, exact_bound: bool | None
+    ) -> Planned: ...
+
+    def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded: ...
+
+    def resend(self, link: Transport, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None: ...
+
+    def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]: ...
+
+    # ---- a worker's half
+    def need(self, placement_next: Any, worker: int) -> np.ndarray: ...
+
+    def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None: ...
+
+    def give(
+        self,
+        link: Transport,
+        worker: int,
+        cache: Cache,
+        placements: tuple[Any, Any],
+        *,
+        epoch: int,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> Given: ...
+
+    def take(
+        self,
+        link: Transport,
+        worker: int,
+        cache: Cache,
+        need: np.ndarray,
+        *,
+        placements: tuple[Any, Any],
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+        out: np.ndarray | None = None,
+        tamper: Tamper | None = None,
+    ) -> Taken: ...
+
+    def reoffer(
+        self, link: Transport, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int
+    ) -> None: ...
+
+    def retake(
+        self,
+        link: Transport,
+        worker: int,
+        cache: Cache,
+        failed: np.ndarray,
+        word: Any,
+        given: Given,
+        *,
+        epoch: int,
+        checksums: np.ndarray,
+        variable: bool,
+    ) -> Taken: ...
+
+
+class SchemeBase(Scheme):
     """What every scheme shares: its placement model, the coded plan of the shuffle, its bound,
     and the check of holdings.
 
@@ -197,8 +298,8 @@ class Scheme:
 
     name = "scheme"
 
-    def __init__(self, holding: Batches | PieceStorage | None = None) -> None:
-        self.holding: Batches | PieceStorage = Batches() if holding is None else holding
+    def __init__(self, holding: Holding | None = None) -> None:
+        self.holding: Holding = Batches() if holding is None else holding
         self._exchange: tuple[Any, Any, ExchangePlan] | None = None
 
     def __repr__(self) -> str:
@@ -301,7 +402,7 @@ class Scheme:
 
     def give(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         placements: tuple[Any, Any],
@@ -318,7 +419,7 @@ class Scheme:
 
     def take(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         need: np.ndarray,
@@ -336,16 +437,18 @@ class Scheme:
     #: Whether the workers re-send in a repair round (then every one offers before any collects).
     peer_repairs = False
 
-    def reoffer(self, link: Any, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int) -> None:
+    def reoffer(
+        self, link: Transport, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int
+    ) -> None:
         """A worker, in a repair round whose units the workers re-send: offer its share of them."""
 
-    def resend(self, link: Any, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
+    def resend(self, link: Transport, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
         """The master, in a repair round: send ``ids`` again, alone, in one repair frame broadcast."""
         link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
 
     def retake(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         failed: np.ndarray,

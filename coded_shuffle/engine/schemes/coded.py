@@ -15,10 +15,11 @@ from ...codec import (
 )  # fmt: skip
 from ...orders import Placement
 from ...plan import DeliveryPlan
-from ._base import Encoded, Scheme, Taken, Tamper, _encoded, receive_decode
+from ...transport import Transport
+from ._base import Encoded, SchemeBase, Taken, Tamper, _encoded, receive_decode
 
 
-class CodedScheme(Scheme):
+class CodedScheme(SchemeBase):
     """The coded delivery: the plan's symbols in frames broadcast once to every worker.
 
     Examples
@@ -37,7 +38,7 @@ class CodedScheme(Scheme):
 
     def take(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         need: np.ndarray,

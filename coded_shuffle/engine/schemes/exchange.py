@@ -16,12 +16,13 @@ from ...codec import (
     encode_held,
 )  # fmt: skip
 from ...plan import DeliveryPlan
-from ..holding import Batches, PieceStorage
-from ._base import Encoded, Given, Planned, Scheme, Taken, Tamper, _empty, receive_decode
+from ...transport import Transport
+from ..holding import Holding
+from ._base import Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, receive_decode
 from .storage import coded_scheme
 
 
-def _collected(link: Any, worker: int, decode: Callable[[list[np.ndarray]], Taken]) -> Taken:
+def _collected(link: Transport, worker: int, decode: Callable[[list[np.ndarray]], Taken]) -> Taken:
     """``decode`` of the frames the exchange brings ``worker``, the exchange counted in its delivery time."""
     tic = time.perf_counter()
     raw = link.collect(worker)
@@ -36,7 +37,7 @@ def _holder_after(holders: int, first: int, steps: int) -> int:
     return members[(members.index(first) + steps) % len(members)]
 
 
-class ExchangeScheme(Scheme):
+class ExchangeScheme(SchemeBase):
     """The workers send each other the units they miss, directly; the master sends nothing.
 
     Each unit a worker misses for its next holdings (a record, or a piece of a storage of ``M``
@@ -58,7 +59,7 @@ class ExchangeScheme(Scheme):
 
     name = "exchange"
 
-    def __init__(self, holding: Batches | PieceStorage | None = None, *, peers: bool = False) -> None:
+    def __init__(self, holding: Holding | None = None, *, peers: bool = False) -> None:
         super().__init__(holding)
         #: Whether the job has no master holding the records: repairs then come from the holders.
         self.peers = bool(peers)
@@ -78,7 +79,7 @@ class ExchangeScheme(Scheme):
 
     def give(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         placements: tuple[Any, Any],
@@ -108,7 +109,7 @@ class ExchangeScheme(Scheme):
         total = sum(int(f.shape[0]) for fs in frames.values() for f in fs)
         return Given(payload, total - payload, demand)
 
-    def resend(self, link: Any, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
+    def resend(self, link: Transport, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
         """The master's repair frame; among peers (no master's records) the holders re-send."""
         if not self.peers:
             super().resend(link, dataset, ids, epoch=epoch)
@@ -118,7 +119,9 @@ class ExchangeScheme(Scheme):
         """Among peers the holders re-send in a repair round."""
         return self.peers
 
-    def reoffer(self, link: Any, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int) -> None:
+    def reoffer(
+        self, link: Transport, worker: int, cache: Cache, word: Any, given: Given, *, epoch: int
+    ) -> None:
         """Offer, of each unit another worker still lacks, those this worker is to re-send in round
         ``r``: the holder ``r`` places after the first sender among its holders."""
         assert given.demand is not None
@@ -136,7 +139,7 @@ class ExchangeScheme(Scheme):
 
     def retake(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         failed: np.ndarray,
@@ -163,7 +166,7 @@ class ExchangeScheme(Scheme):
 
     def take(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         need: np.ndarray,

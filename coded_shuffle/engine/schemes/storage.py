@@ -11,12 +11,13 @@ from ...codec import (
     Cache,
     Dataset,
 )  # fmt: skip
-from ..holding import Batches, PieceStorage
-from ._base import Encoded, Planned, Scheme, Taken, Tamper, _encoded, _parsed
+from ...transport import Transport
+from ..holding import Holding, PieceStorage
+from ._base import Encoded, Planned, Scheme, SchemeBase, Taken, Tamper, _encoded, _parsed
 from .coded import CodedScheme
 
 
-class StorageScheme(Scheme):
+class StorageScheme(SchemeBase):
     """The coded delivery when every worker stores ``M > 1`` batches (:mod:`coded_shuffle.storage`).
 
     The dataset is that of the pieces (:func:`~coded_shuffle.engine.state.storage_dataset`), a
@@ -89,7 +90,7 @@ class StorageScheme(Scheme):
 
     def take(
         self,
-        link: Any,
+        link: Transport,
         worker: int,
         cache: Cache,
         need: np.ndarray,
@@ -149,6 +150,6 @@ class StorageScheme(Scheme):
         return checked, bool(ok and checked == pp.N)
 
 
-def coded_scheme(holding: Batches | PieceStorage) -> Scheme:
+def coded_scheme(holding: Holding) -> Scheme:
     """The coded delivery of ``holding``: the storage's above one batch, the plan's broadcast else."""
     return StorageScheme(holding) if isinstance(holding, PieceStorage) else CodedScheme(holding)
