@@ -33,6 +33,25 @@ def check_choice(value: Any, name: str, choices: Any) -> str:
     return value
 
 
+def check_seconds(value: Any, name: str) -> float:
+    """Return ``value`` as a float of seconds if it is a positive number below ``10**9`` (a finite
+    deadline), or raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e9:
+        raise ValueError(f"Argument {name!r} must be a positive number of seconds, not {value!r}.")
+    return float(value)
+
+
+#: The schemes a training loader runs: the master's coded broadcast, or the workers' exchange.
+LOADER_SCHEMES = ("coded", "exchange")
+
+
+def check_loader_scheme(value: Any) -> str:
+    """Return ``value`` if a loader runs that scheme, or raise naming argument ``scheme``."""
+    if value not in LOADER_SCHEMES:
+        raise ValueError(f"Argument 'scheme' must be 'coded' or 'exchange', not {value!r}.")
+    return str(value)
+
+
 def _python_ints(value: Any) -> np.ndarray | None:
     """``value`` as an object array when it is a rectangular nest of Python ints, else None."""
     if not isinstance(value, (list, tuple)):

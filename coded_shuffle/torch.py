@@ -44,9 +44,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ._checks import check_int
+from ._checks import check_int, check_loader_scheme
+from .codec import open_array
 from .engine import TransitionReport
 from .loader import EpochBatch, MPILoader, PeerLoader
+from .loader._common import open_rows
 from .loader.peers import peer_link
 from .orders import OrderSpec
 from .transport import ControlLink
@@ -61,19 +63,6 @@ _PERSISTENT = (
 
 # Dtypes torch makes tensors of (numpy kinds: bool, signed, unsigned, float, complex).
 _TENSOR_KINDS = "biufc"
-
-
-def _load(source: object, name: str) -> np.ndarray:
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            return np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Argument '{name}' must name a readable .npy file: {exc}") from None
-    if isinstance(source, np.ndarray):
-        return source
-    raise TypeError(
-        f"Argument '{name}' must be a numpy array or the path of a .npy file, not {type(source).__name__}."
-    )
 
 
 def _check_fields(dtype: np.dtype, name: str) -> None:
@@ -110,9 +99,7 @@ def pack_arrays(source: object) -> np.ndarray:
     ValueError: Argument 'source' must hold arrays of one length N = 4, not 5 rows at 'f1'.
     """
     if isinstance(source, (str, os.PathLike, np.ndarray)):
-        arr = _load(source, "source")
-        if arr.ndim < 1:
-            raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
+        arr, _ = open_rows(source)
         _check_fields(arr.dtype, "source")
         return arr
     if isinstance(source, Mapping):
@@ -126,7 +113,7 @@ def pack_arrays(source: object) -> np.ndarray:
         )
     if not items:
         raise ValueError("Argument 'source' must hold at least one array, not none.")
-    arrays = [(k, _load(v, "source")) for k, v in items]
+    arrays = [(k, open_array(v, "source")) for k, v in items]
     N = arrays[0][1].shape[0] if arrays[0][1].ndim else 0
     for k, a in arrays:
         if a.ndim < 1:
@@ -350,8 +337,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         scheme: str = "coded",
     ) -> None:
         super().__init__()
-        if scheme not in ("coded", "exchange"):
-            raise ValueError(f"Argument 'scheme' must be 'coded' or 'exchange', not {scheme!r}.")
+        check_loader_scheme(scheme)
         peers = scheme == "exchange"
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from .decode import DecodeResult, decode_worker
 from .encode import encode_held, encode_plan, encode_plan_arrays, encode_symbols
-from .records import Cache, Dataset, checksum_reference, load_dataset, record_checksums
+from .records import Cache, Dataset, checksum_reference, load_dataset, open_array, record_checksums
 from .terms import decode_terms, encode_terms, keep_rows, term_blocks
 from .wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -97,6 +97,7 @@ __all__ = [
     "Frame",
     "DecodeResult",
     "load_dataset",
+    "open_array",
     "record_checksums",
     "checksum_reference",
     "encode_symbols",

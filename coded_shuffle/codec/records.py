@@ -246,6 +246,31 @@ class Dataset:
         return Cache(ids=_readonly(idx), data=data, lengths=lens)
 
 
+def open_array(source: object, name: str = "source") -> np.ndarray:
+    """``source`` as an array: a ``.npy`` file memory-mapped (rows read only when indexed), or the
+    array itself. The one opener of ``.npy`` files; raises naming argument ``name``.
+
+    Examples
+    --------
+    >>> open_array(np.zeros((2, 3))).shape
+    (2, 3)
+    >>> open_array(3)
+    Traceback (most recent call last):
+    ...
+    TypeError: Argument 'source' must be a numpy array or the path of a .npy file, not int.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            return np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"Argument '{name}' must name a readable .npy file: {exc}") from None
+    if isinstance(source, np.ndarray):
+        return source
+    raise TypeError(
+        f"Argument '{name}' must be a numpy array or the path of a .npy file, not {type(source).__name__}."
+    )
+
+
 def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     """Load ``N`` records and fix their checksums.
 
@@ -275,14 +300,8 @@ def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     if not isinstance(checksums, bool):
         raise TypeError(f"Argument 'checksums' must be a bool, not {type(checksums).__name__}.")
     lens: np.ndarray | None = None
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
-        data = _as_rows(arr, "source")
-    elif isinstance(source, np.ndarray):
-        data = _as_rows(source, "source")
+    if isinstance(source, (str, os.PathLike, np.ndarray)):
+        data = _as_rows(open_array(source), "source")
     else:
         data, lens = _pad_bytes(source, "source")
     if data.shape[0] < 1:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import Cache, Dataset, load_dataset, record_checksums
+from ..codec import Cache, Dataset, load_dataset, open_array, record_checksums
 from ..orders import epoch_placement
 from ..transport import ControlLink, MPITransport
 from .mpi import Rounds, Watchdog, attend, lead
@@ -34,7 +34,7 @@ def _records(args: argparse.Namespace) -> tuple[Any, int, int] | str:
     """Every rank's view of the records: ``(rows, N, B)``, the rows read only when indexed."""
     try:
         if args.data is not None:
-            arr = np.load(args.data, mmap_mode="r", allow_pickle=False)
+            arr = open_array(args.data, "data")
             rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
             N, B = int(arr.shape[0]), int(rows.dtype.itemsize * rows.shape[1])
             return rows, N, B

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from ..codec import (
     Cache,
     Dataset,
     load_dataset,
+    open_array,
 )
 from ..engine import TransitionReport
 from ..engine.schemes import Scheme, scheme_for
@@ -62,18 +62,7 @@ class RowLayout:
 
 def open_rows(source: object) -> tuple[np.ndarray, RowLayout]:
     """``source`` as rows read only when indexed (a ``.npy`` file memory-mapped), with its layout."""
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            arr = np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Argument 'source' must name a readable .npy file: {exc}") from None
-    elif isinstance(source, np.ndarray):
-        arr = source
-    else:
-        raise TypeError(
-            "Argument 'source' must be a numpy array or the path of a .npy file, "
-            f"not {type(source).__name__}."
-        )
+    arr = open_array(source)
     if arr.ndim < 1:
         raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
     return arr, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
@@ -193,13 +182,18 @@ class LoadedEpoch:
 # --------------------------------------------------------------------------- shared checks
 
 
-def _order_spec(order: object, N: int) -> OrderSpec:
+def _check_order(order: object) -> str | OrderSpec:
+    """``order`` if it is an order name (or ``"auto"``) or an OrderSpec; else raise naming it."""
     if isinstance(order, OrderSpec):
         return order
     if isinstance(order, str):
-        name = check_choice(order, "order", ("auto", *EPOCH_ORDERS))
-        return OrderSpec(auto_order(name, N))
+        return check_choice(order, "order", ("auto", *EPOCH_ORDERS))
     raise TypeError(f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}.")
+
+
+def _order_spec(order: object, N: int) -> OrderSpec:
+    order = _check_order(order)
+    return order if isinstance(order, OrderSpec) else OrderSpec(auto_order(order, N))
 
 
 def _batch(

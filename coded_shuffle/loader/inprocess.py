@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_int, check_loader_scheme
 from ..codec import (
     Cache,
 )
@@ -114,8 +114,7 @@ class InProcessLoader:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
-        if scheme not in ("coded", "exchange"):
-            raise ValueError(f"Argument 'scheme' must be 'coded' or 'exchange', not {scheme!r}.")
+        check_loader_scheme(scheme)
         self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme)
         self._work = self.scheme.dataset(self.dataset)
         self.order = _order_spec(order, N)

@@ -9,7 +9,7 @@ from collections.abc import Generator, Iterator
 
 import numpy as np
 
-from .._checks import check_choice
+from .._checks import check_seconds
 from ..codec import (
     Cache,
     Dataset,
@@ -20,7 +20,6 @@ from ..engine.protocol import Stopped, master_transition, worker_stop, worker_tr
 from ..engine.schedule import EpochSchedule
 from ..errors import IntegrityError, TransportError
 from ..orders import (
-    EPOCH_ORDERS,
     OrderSpec,
 )
 from ..transport import ControlLink, MPITransport
@@ -32,6 +31,7 @@ from ._common import (
     RowLayout,
     _batch,
     _check_common,
+    _check_order,
     _crashing,
     _order_spec,
     _storage,
@@ -115,17 +115,8 @@ class MPILoader:
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
         self._storage = storage
-        if not isinstance(order, (str, OrderSpec)):
-            raise TypeError(
-                f"Argument 'order' must be an order name or an OrderSpec, not {type(order).__name__}."
-            )
-        if isinstance(order, str):
-            check_choice(order, "order", ("auto", *EPOCH_ORDERS))
-        if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
-                raise ValueError(f"Argument 'timeout' must be a positive number of seconds, not {timeout!r}.")
-            timeout = float(timeout)
-        self._timeout = timeout
+        _check_order(order)  # before N is known
+        self._timeout = None if timeout is None else check_seconds(timeout, "timeout")
         self._order = order
         if transport is None:
             refusal = torchrun_refusal()  # torchrun's ranks would each make a world of one

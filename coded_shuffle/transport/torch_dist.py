@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_int, check_seconds
 from ..errors import RankTimeout, TransportError
 from .base import LinkStats
 from .frames import FramedLink
@@ -150,8 +150,7 @@ class TorchTransport(FramedLink):
         self.root = check_int(root, "root", minimum=0)
         if self.root >= size:
             raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"Argument 'timeout' must be a positive number of seconds, not {timeout!r}.")
+        timeout = check_seconds(timeout, "timeout")
         default = dist.distributed_c10d._get_default_store()
         store = dist.PrefixStore(f"coded_shuffle/link/{next(_LINKS)}", default)
         #: The link's own gloo group (``torch.distributed.ProcessGroupGloo``), not registered.
