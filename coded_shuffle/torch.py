@@ -33,11 +33,10 @@ from __future__ import annotations
 import atexit
 import gc
 import os
-import queue
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -45,11 +44,11 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._checks import check_int, check_loader_scheme
-from .codec import open_array
 from .engine import TransitionReport
 from .loader import EpochBatch, MPILoader, PeerLoader
-from .loader._common import open_rows
+from .loader.arrays import pack_arrays
 from .loader.peers import peer_link
+from .loader.prefetch import Prefetch
 from .orders import OrderSpec
 from .transport import ControlLink
 from .transport.torch_dist import default_link
@@ -60,79 +59,6 @@ _PERSISTENT = (
     "Argument 'persistent_workers' must be False for a DataLoader over a CodedIterableDataset "
     "(a persistent DataLoader worker would keep an old epoch), not True."
 )
-
-# Dtypes torch makes tensors of (numpy kinds: bool, signed, unsigned, float, complex).
-_TENSOR_KINDS = "biufc"
-
-
-def _check_fields(dtype: np.dtype, name: str) -> None:
-    fields = [(f, dtype[f]) for f in dtype.names] if dtype.names else [(None, dtype)]
-    for f, dt in fields:
-        base = dt.base
-        if base.kind not in _TENSOR_KINDS or base.names:
-            where = "" if f is None else f" (field {f!r})"
-            raise ValueError(
-                f"Argument '{name}' must hold numbers or bools torch can hold{where}, not {base}."
-            )
-
-
-def pack_arrays(source: object) -> np.ndarray:
-    """The records of ``source`` as one array: an array as it is, several arrays as one structured array.
-
-    Parameters
-    ----------
-    source : numpy.ndarray, str, os.PathLike, sequence or mapping of them
-        One array of shape ``(N, ...)`` (or ``.npy`` path, read as a memmap), kept as it is; or
-        several, all of ``N`` rows (features and labels in separate files, say): row ``i`` of
-        each becomes field ``f0``, ``f1``, ... (or the mapping's keys) of record ``i``, in one
-        aligned structured array (a copy in memory).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> rec = pack_arrays([np.zeros((4, 3), np.float32), np.arange(4)])
-    >>> rec.dtype.names, rec["f0"].shape, rec["f1"].tolist()
-    (('f0', 'f1'), (4, 3), [0, 1, 2, 3])
-    >>> pack_arrays([np.zeros(4), np.zeros(5)])
-    Traceback (most recent call last):
-    ...
-    ValueError: Argument 'source' must hold arrays of one length N = 4, not 5 rows at 'f1'.
-    """
-    if isinstance(source, (str, os.PathLike, np.ndarray)):
-        arr, _ = open_rows(source)
-        _check_fields(arr.dtype, "source")
-        return arr
-    if isinstance(source, Mapping):
-        items = [(str(k), v) for k, v in source.items()]
-    elif isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
-        items = [(f"f{i}", v) for i, v in enumerate(source)]
-    else:
-        raise TypeError(
-            "Argument 'source' must be an array, a .npy path, or a sequence or mapping of them, "
-            f"not {type(source).__name__}."
-        )
-    if not items:
-        raise ValueError("Argument 'source' must hold at least one array, not none.")
-    arrays = [(k, open_array(v, "source")) for k, v in items]
-    N = arrays[0][1].shape[0] if arrays[0][1].ndim else 0
-    for k, a in arrays:
-        if a.ndim < 1:
-            raise ValueError(f"Argument 'source' must hold arrays of at least 1 dimension, not 0 at {k!r}.")
-        if a.dtype.names:
-            raise ValueError(
-                f"Argument 'source' must hold plain arrays when it holds several, not {a.dtype} at {k!r}."
-            )
-        _check_fields(a.dtype, "source")
-        if a.shape[0] != N:
-            raise ValueError(
-                f"Argument 'source' must hold arrays of one length N = {N}, not {a.shape[0]} rows at {k!r}."
-            )
-    dtype = np.dtype([(k, a.dtype.newbyteorder("="), a.shape[1:]) for k, a in arrays], align=True)
-    out = np.empty(N, dtype=dtype)
-    for k, a in arrays:
-        out[k] = a
-    return out
-
 
 def _persistent_loader(dataset: object) -> bool:
     """Whether a ``DataLoader`` with ``persistent_workers`` and ``num_workers > 0`` iterates ``dataset``.
@@ -186,69 +112,40 @@ def _columns(records: np.ndarray) -> tuple[torch.Tensor, ...]:
     return (_tensor(records),)
 
 
-class _Prefetch:
-    """A thread that runs the worker's epochs at most one ahead of the training loop.
-
-    The thread alone steps the loader's iterator (and so alone uses the transport). It takes
-    the next epoch only when :meth:`take` has handed out the previous one: with the batch being
-    trained on and the one made ahead, a worker holds at most two epochs' rows besides its cache.
-    """
-
-    def __init__(self, epochs: Iterator[EpochBatch]) -> None:
-        self._epochs = epochs
-        self._out: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
-        self._go = threading.Semaphore(1)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="coded_shuffle-prefetch", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while True:
-                self._go.acquire()
-                if self._stop.is_set():
-                    close = getattr(self._epochs, "close", None)
-                    if close is not None:
-                        close()  # a worker stopping early tells the master, from this thread
-                    self._out.put(("end", None))
-                    return
-                try:
-                    batch = next(self._epochs)
-                except StopIteration:
-                    self._out.put(("end", None))
-                    return
-                self._out.put(("batch", batch))
-        except BaseException as exc:  # handed to the training loop, raised there
-            self._out.put(("error", exc))
-
-    def take(self) -> EpochBatch | None:
-        """The next epoch's batch (waiting for it), or None when the epochs have ended."""
-        while True:
-            try:
-                kind, value = self._out.get(timeout=1.0)
-                break
-            except queue.Empty:
-                if not self._thread.is_alive():
-                    return None
-        if kind == "error":
-            raise value
-        if kind == "end":
-            return None
-        self._go.release()  # the thread may make the next epoch now
-        return value
-
-    def close(self) -> None:
-        """Stop: the thread closes the iterator (the master learns at the next transition)."""
-        if not self._thread.is_alive():
-            return
-        self._stop.set()
-        self._go.release()
-        while self._thread.is_alive():
-            try:  # let the thread finish the epoch it may be making
-                self._out.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        self._thread.join()
+def _job_link(
+    transport: object, peers: bool, scheme: str, rank: int | None, world_size: int | None
+) -> ControlLink:
+    """The dataset's link (the default one of its scheme if ``transport`` is None), checked against
+    the scheme and against the ``rank`` and ``world_size`` the caller states."""
+    if world_size is not None:
+        world_size = check_int(world_size, "world_size", minimum=2)
+    if rank is not None:
+        rank = check_int(rank, "rank", minimum=0)
+        if world_size is not None and rank >= world_size:
+            raise ValueError(
+                f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}."
+            )
+    if transport is None:
+        transport = peer_link() if peers else default_link()
+    elif not isinstance(transport, ControlLink):
+        raise TypeError(
+            "Argument 'transport' must be a link between processes (a ControlLink, such as a "
+            f"TorchTransport), not {type(transport).__name__}."
+        )
+    elif transport.peers != peers:
+        raise ValueError(
+            f"Argument 'transport' must be a link {'of peers' if peers else 'with a master'} "
+            f"for scheme {scheme!r} (peers={peers})."
+        )
+    ranks = transport.K + (0 if peers else 1)
+    if world_size is not None and world_size != ranks:
+        raise ValueError(f"Argument 'world_size' must be the job's {ranks} ranks, not {world_size}.")
+    if rank is not None and rank != transport.rank:
+        raise ValueError(
+            f"Argument 'rank' must be this process's rank {transport.rank} of the job's {ranks}, "
+            f"not {rank}."
+        )
+    return transport
 
 
 class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
@@ -342,34 +239,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):
                 raise TypeError(f"Argument '{name}' must be a bool, not {type(flag).__name__}.")
-        if world_size is not None:
-            world_size = check_int(world_size, "world_size", minimum=2)
-        if rank is not None:
-            rank = check_int(rank, "rank", minimum=0)
-            if world_size is not None and rank >= world_size:
-                raise ValueError(
-                    f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}."
-                )
-        if transport is None:
-            transport = peer_link() if peers else default_link()
-        elif not isinstance(transport, ControlLink):
-            raise TypeError(
-                "Argument 'transport' must be a link between processes (a ControlLink, such as a "
-                f"TorchTransport), not {type(transport).__name__}."
-            )
-        elif transport.peers != peers:
-            raise ValueError(
-                f"Argument 'transport' must be a link {'of peers' if peers else 'with a master'} "
-                f"for scheme {scheme!r} (peers={peers})."
-            )
-        ranks = transport.K + (0 if peers else 1)
-        if world_size is not None and world_size != ranks:
-            raise ValueError(f"Argument 'world_size' must be the job's {ranks} ranks, not {world_size}.")
-        if rank is not None and rank != transport.rank:
-            raise ValueError(
-                f"Argument 'rank' must be this process's rank {transport.rank} of the job's {ranks}, "
-                f"not {rank}."
-            )
+        transport = _job_link(transport, peers, scheme, rank, world_size)
         self.drop_last, self.with_ids, self.prefetch = drop_last, with_ids, prefetch
         if peers and source is None:
             raise TypeError(
@@ -453,12 +323,12 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if self._feed is not None:
             return
         epochs = iter(self._loader)
-        self._feed = _Prefetch(epochs) if self.prefetch else epochs
+        self._feed = Prefetch(epochs) if self.prefetch else epochs
         atexit.register(self.close)  # after the loader's own: runs first
         self._advance()
 
     def _next_batch(self) -> EpochBatch | None:
-        if isinstance(self._feed, _Prefetch):
+        if isinstance(self._feed, Prefetch):
             return self._feed.take()
         return next(self._feed, None)
 
@@ -481,7 +351,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._ids = np.ascontiguousarray(batch.ids[pos])
         self._pos = pos
         self._tensors = _columns(batch.records)
-        if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, _Prefetch):
+        if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, Prefetch):
             next(self._feed, None)  # the last epoch: the loader ends the job with the master now
 
     def _who(self) -> str:
@@ -622,7 +492,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             self._start()
         if self._feed is None:
             return
-        if isinstance(self._feed, _Prefetch):
+        if isinstance(self._feed, Prefetch):
             self._feed.close()
         else:
             self._loader.close()

@@ -294,7 +294,7 @@ def test_frozen_rank_ends_the_torchrun_job_with_one_line(tmp_path, rng):
 @needs_torch
 def test_prefetch_runs_at_most_one_epoch_ahead():
     """The thread makes epoch j only once epoch j - 1 was handed out; it closes the iterator on stop."""
-    from coded_shuffle.torch import _Prefetch
+    from coded_shuffle.loader.prefetch import Prefetch
 
     taken = [0]
     made: list[int] = []
@@ -309,7 +309,7 @@ def test_prefetch_runs_at_most_one_epoch_ahead():
         finally:
             closed.append(len(made))
 
-    feed = _Prefetch(epochs())
+    feed = Prefetch(epochs())
     for e in range(3):
         assert feed.take() == e
         taken[0] += 1
@@ -321,13 +321,13 @@ def test_prefetch_runs_at_most_one_epoch_ahead():
 
 @needs_torch
 def test_prefetch_hands_an_error_to_the_training_loop():
-    from coded_shuffle.torch import _Prefetch
+    from coded_shuffle.loader.prefetch import Prefetch
 
     def epochs():
         yield 0
         raise KeyError("bad epoch")
 
-    feed = _Prefetch(epochs())
+    feed = Prefetch(epochs())
     assert feed.take() == 0
     with pytest.raises(KeyError, match="bad epoch"):
         feed.take()

@@ -112,6 +112,11 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     )
     _add_storage_argument(p, "--mode coded or exchange; the workers keep their share from epoch to epoch")
     _add_order_arguments(p)
+    _add_link_arguments(p)
+
+
+def _add_link_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of a job's links: pacing, frames, repairs, deadlines and counts, and its output."""
     p.add_argument(
         "--link-mbps",
         type=_megabits,

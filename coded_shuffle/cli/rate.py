@@ -427,76 +427,66 @@ def _check_storage(args: argparse.Namespace, schedule: list[int]) -> None:
 
 def _cmd_rate(args: argparse.Namespace) -> int:
     kernels = ["packing", "ordering"]
-    if args.matrix is not None:
-        named = {"workers": "--workers", "points": "--points", "seed": "--seed", "epochs": "--transitions",
-                 "start_epoch": "--start-epoch"}  # fmt: skip
-        given = [flag for n, flag in named.items() if getattr(args, n) is not None]
-        given += ["--order"] if args.order != "auto" else []
-        given += _shard_options_given(args)
-        if given:
-            raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
-        S = read_matrix(args.matrix)
-        _check_storage(args, [S.shape[0]])
-        rows = rate_rows(
-            matrix=S,
-            strategy=args.strategy,
-            subpackets=args.subpackets,
-            warn=_warn_once(),
-            progress=True,
-            exact_bound=args.exact_bound,
-            storage=args.storage,
-            **_network_options(args),
-        )
-    else:
-        args.seed = 0 if args.seed is None else args.seed
-        args.epochs = 1 if args.epochs is None else args.epochs
-        args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
-        schedule = _workers_schedule(args.workers, args.epochs)
-        N = 1200 if args.points is None else args.points
-        if N > MAX_POINTS:
-            raise UsageError(f"--points must be at most 2**53 = {MAX_POINTS}, not {N}")
-        if N < max(schedule):
-            raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
-        spec = order_spec(args, N)
-        _check_storage(args, schedule)
-        kernels += ["feistel"] if spec.name == "feistel" else []
-        rows = rate_rows(
-            K=schedule[0] if len(schedule) == 1 else schedule,
-            N=N,
-            seed=args.seed,
-            epochs=args.epochs,
-            start_epoch=args.start_epoch,
-            strategy=args.strategy,
-            order=spec,
-            subpackets=args.subpackets,
-            warn=_warn_once(),
-            long_from=LONG_POINTS,
-            progress=True,
-            exact_bound=args.exact_bound,
-            storage=args.storage,
-            **_network_options(args),
-        )
+    rows = _matrix_rows(args) if args.matrix is not None else _order_rows(args, kernels)
     compile_kernels(kernels)
     if args.json:
         for row in rows:
             print(json.dumps(row), flush=True)
-    else:
-        flags: set[str] = set()
+        return 0
+    flags: set[str] = set()
+    rows_seen: list[dict[str, Any]] = []
 
-        rows_seen: list[dict[str, Any]] = []
+    def cells() -> Iterator[list[str]]:
+        for r in rows:
+            rows_seen.append(r)
+            flags.update(_row_notes(r))
+            yield _format_rate(r)
 
-        def cells() -> Iterator[list[str]]:
-            for r in rows:
-                rows_seen.append(r)
-                flags.update(_row_notes(r))
-                yield _format_rate(r)
-
-        print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
-        for line in sorted(flags):
-            print(f"note: {line}")
-        if args.network is not None:
-            _print_times(rows_seen)
+    print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
+    for line in sorted(flags):
+        print(f"note: {line}")
+    if args.network is not None:
+        _print_times(rows_seen)
     return 0
+
+
+def _matrix_rows(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """The rows of ``rate --matrix``: one shuffle matrix, read from its file."""
+    named = {"workers": "--workers", "points": "--points", "seed": "--seed", "epochs": "--transitions",
+             "start_epoch": "--start-epoch"}  # fmt: skip
+    given = [flag for n, flag in named.items() if getattr(args, n) is not None]
+    given += ["--order"] if args.order != "auto" else []
+    given += _shard_options_given(args)
+    if given:
+        raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
+    S = read_matrix(args.matrix)
+    _check_storage(args, [S.shape[0]])
+    return rate_rows(
+        matrix=S, strategy=args.strategy, subpackets=args.subpackets, warn=_warn_once(), progress=True,
+        exact_bound=args.exact_bound, storage=args.storage, **_network_options(args),
+    )  # fmt: skip
+
+
+def _order_rows(args: argparse.Namespace, kernels: list[str]) -> Iterator[dict[str, Any]]:
+    """The rows of ``rate`` on the transitions of an order (adding the kernels it needs)."""
+    args.seed = 0 if args.seed is None else args.seed
+    args.epochs = 1 if args.epochs is None else args.epochs
+    args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
+    schedule = _workers_schedule(args.workers, args.epochs)
+    N = 1200 if args.points is None else args.points
+    if N > MAX_POINTS:
+        raise UsageError(f"--points must be at most 2**53 = {MAX_POINTS}, not {N}")
+    if N < max(schedule):
+        raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
+    spec = order_spec(args, N)
+    _check_storage(args, schedule)
+    kernels += ["feistel"] if spec.name == "feistel" else []
+    return rate_rows(
+        K=schedule[0] if len(schedule) == 1 else schedule, N=N, seed=args.seed, epochs=args.epochs,
+        start_epoch=args.start_epoch, strategy=args.strategy, order=spec, subpackets=args.subpackets,
+        warn=_warn_once(), long_from=LONG_POINTS, progress=True, exact_bound=args.exact_bound,
+        storage=args.storage, **_network_options(args),
+    )  # fmt: skip
 
 
 def _network_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -585,6 +575,13 @@ def add_parser(sub: Any) -> None:
             "60 s a transition; an unproven bound keeps its *)"
         ),
     )
+    _add_network_arguments(rate)
+    _add_order_arguments(rate)
+    rate.add_argument("--json", action="store_true", help="one JSON object per transition")
+    rate.set_defaults(func=_cmd_rate)
+
+
+def _add_network_arguments(rate: argparse.ArgumentParser) -> None:
     rate.add_argument(
         "--network",
         metavar="SPEC",
@@ -596,6 +593,3 @@ def add_parser(sub: Any) -> None:
     rate.add_argument(
         "--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record, with --network"
     )
-    _add_order_arguments(rate)
-    rate.add_argument("--json", action="store_true", help="one JSON object per transition")
-    rate.set_defaults(func=_cmd_rate)

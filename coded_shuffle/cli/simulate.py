@@ -50,9 +50,8 @@ def _format_simulate(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    from ..engine import simulate
-
+def _check_simulate(args: argparse.Namespace) -> None:
+    """Refuse, naming the option, what ``simulate`` cannot run."""
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     if args.points < args.workers:
@@ -69,6 +68,41 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         )
     if args.mode == "uncoded" and args.storage > 1:
         raise UsageError(f"--storage above 1 applies to --mode coded or exchange, not --mode {args.mode}")
+
+
+def _print_footer(args: argparse.Namespace) -> None:
+    """What the table's columns mean, under it."""
+    print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
+    print("xor/lone: coded symbols that combine two records / carry one; bound: genie lower bound.")
+    if args.subpackets > 1:
+        print(
+            f"symbols are pieces of {args.record_bytes // args.subpackets} B, "
+            f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
+        )
+    if args.storage > 1:
+        from ..engine.state import storage_pieces
+
+        C, width = storage_pieces(args.record_bytes, args.workers, args.storage)
+        M = args.storage
+        print(f"storage {M}: records cut into {C} pieces of {width} B, each held by {M} workers;")
+        print(f"symbols are pieces (divide the counts by {C} for records): xor symbols sum up to {M + 1}")
+        entry, term = entry_bytes(FLAG_TERMS)
+        print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
+        print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
+    print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
+    print(f"down MB: the most payload one worker received ({args.mode}); down bound: the most bytes a")
+    print("worker misses, which no delivery can put under on the busiest downlink.")
+    frame, symbol = FRAME_HEADER_BYTES, entry_bytes()[0]
+    print("framing: bytes of frame headers, symbol entries, receiver indexes and padding "
+          f"({frame} B a frame,")  # fmt: skip
+    print(f"{symbol} B a symbol, {RUN_BYTES} B a row of an index, docs/wire-format.md), sent on top of "
+          "coded MB, as a share of it.")  # fmt: skip
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from ..engine import simulate
+
+    _check_simulate(args)
     check_storage_option(args, args.workers, args.record_bytes)
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
@@ -122,31 +156,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         )
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
-        print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
-        print("xor/lone: coded symbols that combine two records / carry one; bound: genie lower bound.")
-        if args.subpackets > 1:
-            print(
-                f"symbols are pieces of {args.record_bytes // args.subpackets} B, "
-                f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
-            )
-        if args.storage > 1:
-            from ..engine.state import storage_pieces
-
-            C, width = storage_pieces(args.record_bytes, args.workers, args.storage)
-            M = args.storage
-            print(f"storage {M}: records cut into {C} pieces of {width} B, each held by {M} workers;")
-            print(f"symbols are pieces (divide the counts by {C} for records): xor symbols sum up to {M + 1}")
-            entry, term = entry_bytes(FLAG_TERMS)
-            print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
-            print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
-        print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
-        print(f"down MB: the most payload one worker received ({args.mode}); down bound: the most bytes a")
-        print("worker misses, which no delivery can put under on the busiest downlink.")
-        frame, symbol = FRAME_HEADER_BYTES, entry_bytes()[0]
-        print("framing: bytes of frame headers, symbol entries, receiver indexes and padding "
-              f"({frame} B a frame,")  # fmt: skip
-        print(f"{symbol} B a symbol, {RUN_BYTES} B a row of an index, docs/wire-format.md), sent on top of "
-              "coded MB, as a share of it.")  # fmt: skip
+        _print_footer(args)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1

@@ -148,6 +148,37 @@ def _pending(posts: list[Status]) -> dict[int, np.ndarray]:
     return {k: s.failed for k, s in enumerate(posts) if s.failed.size}
 
 
+def _repair_rounds(
+    link: Transport, scheme: Scheme, dataset: Dataset, posts: list[Status], *, epoch: int, opts: MasterOptions
+) -> Generator[Gather | Announce, Any, tuple[int, int, int]]:
+    """The master's repair rounds after the delivery whose workers posted ``posts``: each round
+    re-sends what some worker still lacks, until none does; returns the frames rejected, the units
+    re-sent and the rounds. Raises :class:`~coded_shuffle.errors.IntegrityError` (after telling
+    the workers) when ``opts.max_repair_rounds`` run out."""
+    rejected = sum(s.rejected for s in posts)
+    pending, repairs, rounds = _pending(posts), 0, 0
+    while pending:
+        if rounds == opts.max_repair_rounds:
+            yield Announce(ABANDON)
+            k = min(pending)
+            raise IntegrityError(
+                f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} repair round(s), "
+                f"first point {int(pending[k][0])}."
+            )
+        rounds += 1
+        yield Announce(Repair(pending, rounds))
+        ids = np.unique(np.concatenate(list(pending.values())))
+        repairs += int(ids.size)
+        scheme.resend(link, dataset, ids, epoch=epoch)
+        if scheme.peer_repairs:  # the workers re-send: every one offers before any collects
+            yield Gather("offered")
+            yield Announce(COLLECT)
+        posts = yield Gather("repair")
+        rejected += sum(s.rejected for s in posts)
+        pending = _pending(posts)
+    return rejected, repairs, rounds
+
+
 def master_transition(
     link: Transport,
     scheme: Scheme,
@@ -191,28 +222,10 @@ def master_transition(
     posts: list[Status] = yield Gather("decode")
     first = posts
     coded = link.stats - before
-    rejected = sum(s.rejected for s in posts)
     tic = time.perf_counter()
-    pending, repairs, rounds = _pending(posts), 0, 0
-    while pending:
-        if rounds == opts.max_repair_rounds:
-            yield Announce(ABANDON)
-            k = min(pending)
-            raise IntegrityError(
-                f"Worker {k}: {pending[k].size} record(s) still unverified after {rounds} repair round(s), "
-                f"first point {int(pending[k][0])}."
-            )
-        rounds += 1
-        yield Announce(Repair(pending, rounds))
-        ids = np.unique(np.concatenate(list(pending.values())))
-        repairs += int(ids.size)
-        scheme.resend(link, dataset, ids, epoch=epoch)
-        if scheme.peer_repairs:  # the workers re-send: every one offers before any collects
-            yield Gather("offered")
-            yield Announce(COLLECT)
-        posts = yield Gather("repair")
-        rejected += sum(s.rejected for s in posts)
-        pending = _pending(posts)
+    rejected, repairs, rounds = yield from _repair_rounds(
+        link, scheme, dataset, posts, epoch=epoch, opts=opts
+    )
     yield Announce(DONE)
     seconds = time.perf_counter() - t_start  # delivery, decoding and repairs; the check is timed apart
     repair_s = time.perf_counter() - tic

@@ -18,6 +18,7 @@ from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog, attend, serve
 from ..engine.protocol import Stopped, master_transition, worker_stop, worker_transition
 from ..engine.schedule import EpochSchedule
+from ..engine.schemes import Scheme
 from ..errors import IntegrityError, TransportError
 from ..orders import (
     OrderSpec,
@@ -252,29 +253,36 @@ class MPILoader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _worker_epochs(self) -> Generator[EpochBatch, None, None]:
+    def _worker_start(self, k: int) -> tuple[RowLayout, Scheme, np.ndarray, Watchdog, EpochSchedule, Cache]:
+        """A worker, before its first batch: the job's layout, scheme and checksums from the master,
+        its watchdog and schedule, and its first batch's units, received and checked."""
         link = self.transport
-        k = link.worker
-        assert k is not None
         N, B, dtype, shape = link.share()
         self.N = int(N)
-        layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
-        self.layout = layout
+        self.layout = layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         scheme = _store(self._storage, B, self.K)
         sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
         dog = self._watchdog(N, B)
-        spec = _order_spec(self._order, N)
-        first = self.start_epoch
-        schedule = EpochSchedule(N=N, K=self.K, seed=self.seed, spec=spec, scheme=scheme)
-        now = schedule.epoch(first)
-        held = now.held
-        ids = scheme.held(held, k)
+        schedule = EpochSchedule(
+            N=N, K=self.K, seed=self.seed, spec=_order_spec(self._order, N), scheme=scheme
+        )
+        ids = scheme.held(schedule.epoch(self.start_epoch).held, k)
         rows = np.empty((ids.size, scheme.piece_bytes(B)), dtype=np.uint8)
         cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
         if not np.array_equal(cache.checksums(), sums[ids]):
             raise IntegrityError(
-                f"Worker {k}: its records of epoch {first} do not match the master's checksums."
+                f"Worker {k}: its records of epoch {self.start_epoch} do not match the master's checksums."
             )
+        return layout, scheme, sums, dog, schedule, cache
+
+    def _worker_epochs(self) -> Generator[EpochBatch, None, None]:
+        link = self.transport
+        k = link.worker
+        assert k is not None
+        layout, scheme, sums, dog, schedule, cache = self._worker_start(k)
+        first = self.start_epoch
+        now = schedule.epoch(first)
+        held = now.held
         spare = np.zeros_like(cache.data)
         t = first
         ended = False
@@ -301,15 +309,9 @@ class MPILoader:
                 # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
                 spare, cache, held = cache.data, res.cache, nxt
                 yield _batch(
-                    t,
-                    k,
-                    now.batch(k),
-                    cache,
-                    layout,
-                    decoded=res.decoded,
-                    scheme=scheme,
-                    writable=self.writable,
-                )
+                    t, k, now.batch(k), cache, layout,
+                    decoded=res.decoded, scheme=scheme, writable=self.writable,
+                )  # fmt: skip
             ended = True
             link.share()
         finally:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
@@ -405,7 +406,7 @@ def plan_delivery(
     >>> plan.n_symbols == plan.rates.coded
     True
     """
-    from .._kernels import count_cells, deal_cycles, gather_runs, sort_moved
+    from .._kernels import count_cells, gather_runs, sort_moved
 
     placement_t, placement_t1 = _check_placements(placement_t, placement_t1)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
@@ -441,30 +442,9 @@ def plan_delivery(
     pair_i = np.repeat(iu.astype(wdt), m)
     pair_j = np.repeat(ju.astype(wdt), m)
 
-    # Leftover phase: deal each group's leftovers, in order, to the chosen cycles.
-    next_left = start[:-1] + M.ravel()
-    cycles = r.packing.cycles
-    lengths = np.fromiter(map(len, cycles), dtype=np.int64, count=len(cycles))
-    nodes = np.fromiter(chain.from_iterable(cycles), dtype=np.int64, count=int(lengths.sum()))
-    cycle_points, cycle_workers, cycle_ptr = deal_cycles(
-        order,
-        next_left,
-        K,
-        nodes,
-        lengths,
-        np.asarray(r.packing.counts, dtype=np.int64),
-        np.empty(0, order.dtype),
-        np.empty(0, wdt),
+    cycle_points, cycle_workers, cycle_ptr, uncoded_points, uncoded_from, uncoded_to = _leftovers(
+        order, start, M, omega, r.packing, wdt
     )
-    next_left = next_left.reshape(K, K)
-
-    # What no cycle carries goes uncoded.
-    rest = start[:-1].reshape(K, K) + M + omega - next_left
-    ie, je = np.nonzero(rest)
-    uncoded_points = gather_runs(order, next_left[ie, je], rest[ie, je])
-    uncoded_from = np.repeat(ie.astype(wdt), rest[ie, je])
-    uncoded_to = np.repeat(je.astype(wdt), rest[ie, je])
-
     arrays = dict(
         pair_x=pair_x, pair_y=pair_y, pair_i=pair_i, pair_j=pair_j,
         cycle_ptr=cycle_ptr, cycle_points=cycle_points, cycle_workers=cycle_workers,
@@ -477,6 +457,34 @@ def plan_delivery(
         subpackets=q,
         **{name: _readonly(arr) for name, arr in arrays.items()},
     )
+
+
+def _leftovers(
+    order: np.ndarray, start: np.ndarray, M: np.ndarray, omega: np.ndarray, packing: Any, wdt: Any
+) -> tuple[np.ndarray, ...]:
+    """The leftover phase: each group's leftovers (the units of ``order`` past its ``M`` pairs,
+    group ``(i, j)`` starting at ``start[i K + j]``), in order, dealt to the cycles of
+    ``packing``; what no cycle carries goes uncoded. Returns the cycle arrays (points, workers,
+    pointers) and the uncoded ones (points, from, to)."""
+    from .._kernels import deal_cycles, gather_runs
+
+    K = M.shape[0]
+    next_left = start[:-1] + M.ravel()
+    cycles = packing.cycles
+    lengths = np.fromiter(map(len, cycles), dtype=np.int64, count=len(cycles))
+    nodes = np.fromiter(chain.from_iterable(cycles), dtype=np.int64, count=int(lengths.sum()))
+    cycle_points, cycle_workers, cycle_ptr = deal_cycles(
+        order, next_left, K, nodes, lengths, np.asarray(packing.counts, dtype=np.int64),
+        np.empty(0, order.dtype), np.empty(0, wdt),
+    )  # fmt: skip
+    next_left = next_left.reshape(K, K)
+    # What no cycle carries goes uncoded.
+    rest = start[:-1].reshape(K, K) + M + omega - next_left
+    ie, je = np.nonzero(rest)
+    uncoded_points = gather_runs(order, next_left[ie, je], rest[ie, je])
+    uncoded_from = np.repeat(ie.astype(wdt), rest[ie, je])
+    uncoded_to = np.repeat(je.astype(wdt), rest[ie, je])
+    return cycle_points, cycle_workers, cycle_ptr, uncoded_points, uncoded_from, uncoded_to
 
 
 #: Most points :func:`plan_from_matrix` plans. A point-level plan holds about 32 bytes a point at

@@ -43,6 +43,14 @@ def verify_plan(plan: DeliveryPlan) -> None:
     """
     if not isinstance(plan, DeliveryPlan):
         raise TypeError(f"Argument 'plan' must be a DeliveryPlan, not {type(plan).__name__}.")
+    a, b, point_arrays = _checked_arrays(plan)
+    _check_symbols(plan, a, b)
+    _check_delivered(plan, a, b, point_arrays)
+
+
+def _checked_arrays(plan: DeliveryPlan) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """The plan's arrays checked for type, range and length: the old and new owner of every
+    unit, and the arrays of units by name."""
     q = plan.subpackets
     if isinstance(q, bool) or not isinstance(q, int) or q < 1 or plan.rates.subpackets != q:
         raise InvalidPlanError(
@@ -72,7 +80,11 @@ def verify_plan(plan: DeliveryPlan) -> None:
         raise InvalidPlanError("uncoded arrays differ in length.")
     if plan.cycle_points.shape != plan.cycle_workers.shape:
         raise InvalidPlanError("cycle_points and cycle_workers differ in length.")
+    return a, b, point_arrays
 
+
+def _check_symbols(plan: DeliveryPlan, a: np.ndarray, b: np.ndarray) -> None:
+    """Each symbol joins units held and needed where it says (pairs, cycles, lone units)."""
     x, y, i, j = plan.pair_x, plan.pair_y, plan.pair_i, plan.pair_j
     for message, bad in (
         ("order-2 symbol pairs a worker with itself", i == j),
@@ -105,6 +117,12 @@ def verify_plan(plan: DeliveryPlan) -> None:
         if bad.any():
             raise _flaw(message, bad)
 
+
+def _check_delivered(
+    plan: DeliveryPlan, a: np.ndarray, b: np.ndarray, point_arrays: dict[str, np.ndarray]
+) -> None:
+    """Every moved unit delivered once, nothing else, in as many symbols as the rates say."""
+    N, q = int(a.shape[0]), plan.subpackets
     delivered = np.zeros(N, dtype=np.int64)
     for arr in point_arrays.values():
         delivered += np.bincount(arr, minlength=N)
