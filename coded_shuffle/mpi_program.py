@@ -21,7 +21,7 @@ import sys
 from typing import NoReturn
 
 from .cli.common import UsageError, _non_negative, _positive
-from .cli.job import add_job_arguments, check_data_file, check_job, ignored_options
+from .cli.job import add_job_arguments, check_data_file, check_job, ignored_options, job_options
 from .engine.mpi_job import MODES, PROG, master, worker
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_refuse, mpi_world
 
@@ -74,30 +74,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    job = job_options(parse_args(argv))
     # More ranks than cores on this node (tests and benchmarks on a laptop): let MPICH's busy-wait
     # loops yield the core (nanosleep), or waiting ranks starve the ones that compute. Set before
     # MPI starts.
     if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
         os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     comm = mpi_world()
-    if MODES[args.mode] == ("exchange",):  # no master: every rank a worker
+    if MODES[job.mode] == ("exchange",):  # no master: every rank a worker
         from .engine.peers_job import peers
 
-        code = peers(args, MPITransport(comm, peers=True))
-        if code or args.status_file:
-            mpi_exit(code, status_file=args.status_file)
+        code = peers(job, MPITransport(comm, peers=True))
+        if code or job.status_file:
+            mpi_exit(code, status_file=job.status_file)
         return 0
     if comm.Get_size() < 2:
         mpi_refuse(
             f"{PROG}: error: needs a master and at least one worker: mpiexec -n K+1",
-            status_file=args.status_file,
+            status_file=job.status_file,
         )
-    pace = TokenBucket.from_mbps(args.link_mbps) if args.link_mbps else None
+    pace = TokenBucket.from_mbps(job.link_mbps) if job.link_mbps else None
     link = MPITransport(comm, pace=pace)
-    code = master(args, link) if link.is_master else worker(args, link)
-    if code or args.status_file:  # every rank has the master's code: a clean end, no MPI_Abort
-        mpi_exit(code, status_file=args.status_file)
+    code = master(job, link) if link.is_master else worker(job, link)
+    if code or job.status_file:  # every rank has the master's code: a clean end, no MPI_Abort
+        mpi_exit(code, status_file=job.status_file)
     return 0
 
 

@@ -565,3 +565,20 @@ def test_rate_network_refusals_are_one_line(argv, words, capsys):
     assert main(["rate", "-K", "4", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+
+
+def test_the_job_options_are_the_programs_options_typed():
+    """Every option the MPI program parses is a field of JobOptions and none is dropped."""
+    import dataclasses
+
+    from coded_shuffle import mpi_program
+    from coded_shuffle.cli.job import job_options
+    from coded_shuffle.engine.options import JobOptions
+
+    args = mpi_program.parse_args(["--points", "90", "--storage", "2", "--timeout", "5", "--mode", "exchange"])
+    assert set(vars(args)) == {f.name for f in dataclasses.fields(JobOptions)}
+    job = job_options(args)
+    assert (job.points, job.record_bytes, job.storage, job.timeout, job.mode) == (90, 1024, 2, 5.0, "exchange")
+    assert job.data is None and job.strategy == "greedy" and job.epochs == 3
+    with pytest.raises(ValueError, match="'points' and 'record_bytes' must be given without 'data'"):
+        JobOptions(points=None)

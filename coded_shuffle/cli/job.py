@@ -10,6 +10,7 @@ chosen ``--mode`` or ``--order`` would ignore is refused, not dropped).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from ..codec import DEFAULT_MAX_FRAME_BYTES
 from ..engine.mpi_job import MODES
+from ..engine.options import JobOptions
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
 from ._parser import add_deprecated
@@ -214,6 +216,12 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
             setattr(filled, dest, default)
     return filled
+
+
+def job_options(args: argparse.Namespace) -> JobOptions:
+    """The typed options of the job (:class:`~coded_shuffle.engine.options.JobOptions`) from
+    ``args`` as :func:`check_job` returns them (checked, defaults filled in)."""
+    return JobOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(JobOptions)})
 
 
 def job_arguments(args: argparse.Namespace) -> list[str]:

@@ -21,13 +21,13 @@ Before the first of them, a warm-up transition in each mode (:func:`warm_up_tran
 records of 8 bytes) loads the compiled kernels on every rank and opens the links; it is reported
 apart (its own line above the table), so that no row of the table carries the start-up.
 
-``args`` is the job's options as the MPI program parses them (:mod:`coded_shuffle.cli.job`,
-defaults filled in). The master prints a table, or JSON lines, as each transition ends.
+``job`` is the job's options, a :class:`~coded_shuffle.engine.options.JobOptions` that the MPI
+program builds from its command line (:func:`coded_shuffle.cli.job.job_options`: checked, defaults
+filled in). The master prints a table, or JSON lines, as each transition ends.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import glob
 import json
@@ -42,6 +42,7 @@ from ..codec import Cache, Dataset, load_dataset, parse_frame
 from ..orders import OrderSpec, auto_order, epoch_placement
 from ..transport import MPITransport, mpi_world
 from .mpi import Watchdog, attend, serve
+from .options import JobOptions
 from .protocol import MasterOptions, master_transition, worker_transition
 from .schedule import EpochSchedule
 from .schemes import SCHEMES, scheme_for
@@ -63,17 +64,17 @@ MODES = {
 class Epochs:
     """A job's epochs: the batches its options name, held as its schemes' placement model says."""
 
-    def __init__(self, args: argparse.Namespace, N: int, B: int, K: int, *, peers: bool = False) -> None:
-        self.args, self.N, self.K, self.B = args, N, K, B
-        M = int(args.storage)
+    def __init__(self, job: JobOptions, N: int, B: int, K: int, *, peers: bool = False) -> None:
+        self.job, self.N, self.K, self.B = job, N, K, B
+        M = int(job.storage)
         #: The scheme of every mode the job runs; they share one placement model.
-        self.schemes = {mode: scheme_for(mode, K=K, storage=M, peers=peers) for mode in MODES[args.mode]}
+        self.schemes = {mode: scheme_for(mode, K=K, storage=M, peers=peers) for mode in MODES[job.mode]}
         #: The coded scheme: the plan every mode is reported against, and the placement model.
         self.scheme = scheme_for("coded", K=K, storage=M)
 
-        spec = OrderSpec(auto_order(args.order, N), args.shard_size, args.canonical_nodes, args.block_size)
+        spec = OrderSpec(auto_order(job.order, N), job.shard_size, job.canonical_nodes, job.block_size)
         #: The job's epochs (the coded scheme's placement model serves every mode).
-        self.schedule = EpochSchedule(N=N, K=K, seed=args.seed, spec=spec, scheme=self.scheme)
+        self.schedule = EpochSchedule(N=N, K=K, seed=job.seed, spec=spec, scheme=self.scheme)
 
     @property
     def piece_bytes(self) -> int:
@@ -81,7 +82,7 @@ class Epochs:
 
     def first(self) -> Any:
         """What the workers hold at the first epoch."""
-        self._now = self.schedule.epoch(self.args.start_epoch)
+        self._now = self.schedule.epoch(self.job.start_epoch)
         return self._now.held
 
     def following(self, p: Any, epoch: int) -> Any:
@@ -92,24 +93,24 @@ class Epochs:
         return self._now.held
 
 
-def _maybe_fail(args: argparse.Namespace, epoch: int) -> None:
-    if args.fail_rank is None or args.fail_rank != mpi_world().Get_rank():
+def _maybe_fail(job: JobOptions, epoch: int) -> None:
+    if job.fail_rank is None or job.fail_rank != mpi_world().Get_rank():
         return
-    if args.fail_epoch is not None and args.fail_epoch != epoch:
+    if job.fail_epoch is not None and job.fail_epoch != epoch:
         return
-    if args.fail_how == "exit":
+    if job.fail_how == "exit":
         print(
-            f"rank {args.fail_rank}: deliberate exit at epoch {epoch} (--fail-rank)",
+            f"rank {job.fail_rank}: deliberate exit at epoch {epoch} (--fail-rank)",
             file=sys.stderr,
             flush=True,
         )
         os._exit(3)
-    if args.fail_how == "stop":  # this rank stops answering, as under kill -STOP
-        what = f"rank {args.fail_rank}: deliberate stop at epoch {epoch} (--fail-rank)"
+    if job.fail_how == "stop":  # this rank stops answering, as under kill -STOP
+        what = f"rank {job.fail_rank}: deliberate stop at epoch {epoch} (--fail-rank)"
         print(what, file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
         return
-    raise RuntimeError(f"rank {args.fail_rank}: deliberate failure at epoch {epoch} (--fail-rank)")
+    raise RuntimeError(f"rank {job.fail_rank}: deliberate failure at epoch {epoch} (--fail-rank)")
 
 
 def link_bytes() -> tuple[int, int]:
@@ -164,16 +165,16 @@ def _corrupter(cache: Cache, need: np.ndarray) -> Any:
 # --------------------------------------------------------------------------- worker
 
 
-def worker(args: argparse.Namespace, link: MPITransport) -> int:
+def worker(job: JobOptions, link: MPITransport) -> int:
     k = link.worker
     assert k is not None
     N, B, status = link.share()
     if status:
         return int(link.share())
     K = link.K
-    ep = Epochs(args, N, B, K)
+    ep = Epochs(job, N, B, K)
     sums = link.share_array(np.empty(N * ep.scheme.pieces, dtype=np.uint64))
-    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
+    dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
     p_t = ep.first()
     ids = ep.scheme.held(p_t, k)
     rows = np.empty((ids.size, ep.piece_bytes), dtype=np.uint8)
@@ -181,27 +182,27 @@ def worker(args: argparse.Namespace, link: MPITransport) -> int:
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
-    modes = MODES[args.mode]
+    modes = MODES[job.mode]
     if {"coded", "uncoded"} & set(modes):
         per = ep.scheme.pieces * (K - ep.scheme.M) // max(K - 1, 1)
-        frames = (N * B // args.max_frame_bytes + 2) * 4160
+        frames = (N * B // job.max_frame_bytes + 2) * 4160
         link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
-    warm_up_transition(link, modes, dog, seed=args.seed)
-    for t in range(args.start_epoch, args.start_epoch + args.epochs):
-        _maybe_fail(args, t + 1)
+    warm_up_transition(link, modes, dog, seed=job.seed)
+    for t in range(job.start_epoch, job.start_epoch + job.epochs):
+        _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
         results = []
         for mode, out in zip(modes, spare, strict=True):
-            corrupt = args.corrupt_worker == k and t == args.start_epoch
+            corrupt = job.corrupt_worker == k and t == job.start_epoch
             role = worker_transition(
                 link, ep.schemes[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
                 with_digest=True, tamper=_corrupter(cache, ep.scheme.held(p_t1, k)) if corrupt else None,
-                links=_link_counter() if args.count_links else None,
+                links=_link_counter() if job.count_links else None,
             )  # fmt: skip
             res = attend(link, role, watchdog=dog)
             results.append(res.cache)
-            if mode == "coded" and args.bcast_baseline:
+            if mode == "coded" and job.bcast_baseline:
                 link.baseline_broadcast(0)
         spare = [cache.data, *(r.data for r in results[1:])]
         cache = results[0]
@@ -300,24 +301,25 @@ def _cells(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def _load(args: argparse.Namespace, K: int) -> Dataset | str:
+def _load(job: JobOptions, K: int) -> Dataset | str:
     try:
-        if args.data is not None:
-            dataset = load_dataset(args.data)
+        if job.data is not None:
+            dataset = load_dataset(job.data)
         else:
-            if args.points * args.record_bytes > 1 << 34:
-                return "--points x --record-bytes must be at most 16 GiB"
-            dataset = synthetic_dataset(args.points, args.record_bytes, seed=args.seed)
+            sizes = job.synthetic()
+            if isinstance(sizes, str):
+                return sizes
+            dataset = synthetic_dataset(*sizes, seed=job.seed)
     except (ValueError, MemoryError) as exc:
         return str(exc)
     if dataset.N < K:
         return f"the dataset has {dataset.N} records, fewer than the {K} workers"
-    if args.max_frame_bytes < dataset.record_bytes:
+    if job.max_frame_bytes < dataset.record_bytes:
         return (
             f"--max-frame-bytes must be at least the record width, {dataset.record_bytes} bytes "
-            f"(a frame carries at least one symbol), not {args.max_frame_bytes}"
+            f"(a frame carries at least one symbol), not {job.max_frame_bytes}"
         )
-    refusal = storage_refusal(dataset.record_bytes, K, args.storage, variable=dataset.variable)
+    refusal = storage_refusal(dataset.record_bytes, K, job.storage, variable=dataset.variable)
     return dataset if refusal is None else refusal
 
 
@@ -328,27 +330,27 @@ class Results:
     (``--results``); ``--json FILE`` writes the JSON lines there as well.
     """
 
-    def __init__(self, args: argparse.Namespace, K: int, sizes: str, note: str, warm: float) -> None:
-        self.args = args
-        self.res: TextIO = sys.stdout if args.results is None else open(args.results, "w", encoding="utf-8")  # noqa: SIM115
+    def __init__(self, job: JobOptions, K: int, sizes: str, note: str, warm: float) -> None:
+        self.job = job
+        self.res: TextIO = sys.stdout if job.results is None else open(job.results, "w", encoding="utf-8")  # noqa: SIM115
         self.out: TextIO | None = None
-        if args.json == "-":
+        if job.json == "-":
             self.out = self.res
-        elif args.json is not None:
-            self.out = open(args.json, "w", encoding="utf-8")  # noqa: SIM115
-        self.table = args.json != "-"
+        elif job.json is not None:
+            self.out = open(job.json, "w", encoding="utf-8")  # noqa: SIM115
+        self.table = job.json != "-"
         if not self.table:
             return
-        pace = f"{args.link_mbps:g} Mbit/s" if args.link_mbps else "unpaced"
+        pace = f"{job.link_mbps:g} Mbit/s" if job.link_mbps else "unpaced"
         self._print(
-            f"{sizes}, epochs = {args.start_epoch}..{args.start_epoch + args.epochs}, seed = {args.seed}, "
-            f"mode = {args.mode}, link = {pace}" + note
+            f"{sizes}, epochs = {job.start_epoch}..{job.start_epoch + job.epochs}, seed = {job.seed}, "
+            f"mode = {job.mode}, link = {pace}" + note
         )
         self._print(
             f"warm-up: one transition of {_WARM_RECORDS * K} records a mode, {warm:.3f} s "
             "(kernels loaded and links opened on every rank; not in the rows below)"
         )
-        links = ("up MB", "down MB") if args.count_links else ()  # master's uplink, busiest downlink
+        links = ("up MB", "down MB") if job.count_links else ()  # master's uplink, busiest downlink
         self._print("".join(h.rjust(11) for h in (*_COLUMNS, *links)))
 
     def _print(self, line: str) -> None:
@@ -363,7 +365,7 @@ class Results:
 
     def close(self, all_ok: bool, *, several: bool) -> int:
         """The end of the results; returns the job's status (1 if a transition was not verified)."""
-        if self.table and not self.args.link_mbps and several:
+        if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
         if self.out is not None and self.out is not self.res:
             self.out.close()
@@ -374,48 +376,48 @@ class Results:
         return 0 if all_ok else 1
 
 
-def master(args: argparse.Namespace, link: MPITransport) -> int:
+def master(job: JobOptions, link: MPITransport) -> int:
     K = link.K
-    dataset = _load(args, K)
+    dataset = _load(job, K)
     if isinstance(dataset, str):
         print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
         link.share((0, 0, 2))
         link.share(2)
         return 2
     N, B = dataset.N, dataset.record_bytes
-    ep = Epochs(args, N, B, K)
+    ep = Epochs(job, N, B, K)
     work = ep.scheme.dataset(dataset)
     link.share((N, B, 0))
     link.share_array(work.checksums)
-    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
+    dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
     p_t = ep.first()
     for k in range(K):  # setup, not counted: each worker starts with its batch (or share) of the first epoch
         link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
 
-    warm = warm_up_transition(link, MODES[args.mode], dog, seed=args.seed)
-    results = Results(args, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm)
+    warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed)
+    results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm)
     opts = MasterOptions(
-        strategy=args.strategy, max_repair_rounds=args.max_repair_rounds,
-        max_frame_bytes=args.max_frame_bytes, seed=args.seed, link_mbps=args.link_mbps,
+        strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
+        max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,
     )  # fmt: skip
     all_ok = True
-    for t in range(args.start_epoch, args.start_epoch + args.epochs):
-        _maybe_fail(args, t + 1)
+    for t in range(job.start_epoch, job.start_epoch + job.epochs):
+        _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
-        planned = ep.scheme.plan(p_t, p_t1, work, strategy=args.strategy, exact_bound=None)
-        for mode in MODES[args.mode]:
+        planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
+        for mode in MODES[job.mode]:
             role = master_transition(
                 link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
-                links=_link_counter() if args.count_links else None,
+                links=_link_counter() if job.count_links else None,
             )  # fmt: skip
             rep = ep.scheme.report(serve(link, role, watchdog=dog), dataset)
-            if mode == "coded" and args.bcast_baseline:
+            if mode == "coded" and job.bcast_baseline:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
             all_ok &= rep.verified
             results.row(rep)
         p_t = p_t1
     dog.close()
-    code = results.close(all_ok, several=len(MODES[args.mode]) > 1)
+    code = results.close(all_ok, several=len(MODES[job.mode]) > 1)
     link.share(code)
     return code

@@ -12,7 +12,6 @@ checked against the table after each transition, as in a job with a master.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
@@ -23,6 +22,7 @@ from ..orders import epoch_placement
 from ..transport import ControlLink, MPITransport
 from .mpi import Rounds, Watchdog, attend, lead
 from .mpi_job import _WARM_BYTES, _WARM_RECORDS, PROG, Epochs, Results, _corrupter, _link_counter, _maybe_fail
+from .options import JobOptions
 from .protocol import MasterOptions, master_transition, worker_transition
 from .schemes import Scheme, scheme_for
 from .state import storage_refusal, synthetic_dataset
@@ -30,20 +30,20 @@ from .state import storage_refusal, synthetic_dataset
 __all__ = ["peers", "peer_transition", "own_units", "checksum_table", "catalog"]
 
 
-def _records(args: argparse.Namespace) -> tuple[Any, int, int] | str:
+def _records(job: JobOptions) -> tuple[Any, int, int] | str:
     """Every rank's view of the records: ``(rows, N, B)``, the rows read only when indexed."""
     try:
-        if args.data is not None:
-            arr = open_array(args.data, "data")
+        if job.data is not None:
+            arr = open_array(job.data, "data")
             rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
             N, B = int(arr.shape[0]), int(rows.dtype.itemsize * rows.shape[1])
             return rows, N, B
-        if args.points * args.record_bytes > 1 << 34:
-            return "--points x --record-bytes must be at most 16 GiB"
-        data = synthetic_dataset(args.points, args.record_bytes, seed=args.seed).data
-        return data, args.points, args.record_bytes
+        sizes = job.synthetic()
+        if isinstance(sizes, str):
+            return sizes
+        return synthetic_dataset(*sizes, seed=job.seed).data, *sizes
     except (OSError, ValueError, MemoryError) as exc:
-        return f"--data {args.data}: {exc}" if args.data is not None else str(exc)
+        return f"--data {job.data}: {exc}" if job.data is not None else str(exc)
 
 
 def own_units(scheme: Scheme, rows: Any, held: Any, worker: int, B: int) -> Cache:
@@ -131,43 +131,43 @@ def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int) -> float:
     return time.perf_counter() - tic
 
 
-def peers(args: argparse.Namespace, link: MPITransport) -> int:
+def peers(job: JobOptions, link: MPITransport) -> int:
     """Every rank: the job's transitions among peers; the leader writes the results."""
     k, K = link.worker, link.K
     assert k is not None
-    got = _records(args)
+    got = _records(job)
     rows, N, B = (None, 0, 0) if isinstance(got, str) else got
     if isinstance(got, str):
         problem: str | None = got
     elif N < K:
         problem = f"the dataset has {N} records, fewer than the {K} workers"
     else:
-        problem = storage_refusal(B, K, args.storage)
+        problem = storage_refusal(B, K, job.storage)
     bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
     if bad:
         if link.is_leader:
             print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)
         return 2
-    ep = Epochs(args, N, B, K, peers=True)
+    ep = Epochs(job, N, B, K, peers=True)
     scheme = ep.schemes["exchange"]
     held = ep.first()
     cache = own_units(scheme, rows, held, k, B)
     del rows
     units = catalog(N * scheme.pieces, ep.piece_bytes, checksum_table(link, cache, N * scheme.pieces))
-    dog = Watchdog.for_job(args.timeout, N, B, rank=link.rank, prog=PROG)
-    warm = _warm_up(link, dog, seed=args.seed)
+    dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
+    warm = _warm_up(link, dog, seed=job.seed)
     sizes = f"K = {K} peers, N = {N}, record = {B} B"
-    results = Results(args, K, sizes, scheme.holding.note(B), warm) if link.is_leader else None
-    opts = MasterOptions(max_repair_rounds=args.max_repair_rounds, seed=args.seed)
+    results = Results(job, K, sizes, scheme.holding.note(B), warm) if link.is_leader else None
+    opts = MasterOptions(max_repair_rounds=job.max_repair_rounds, seed=job.seed)
     records = catalog(N, B, np.zeros(N, dtype=np.uint64))  # the report's sizes in records
     all_ok = True
-    for t in range(args.start_epoch, args.start_epoch + args.epochs):
-        _maybe_fail(args, t + 1)
+    for t in range(job.start_epoch, job.start_epoch + job.epochs):
+        _maybe_fail(job, t + 1)
         nxt = ep.following(held, t + 1)
-        corrupt = args.corrupt_worker == k and t == args.start_epoch
+        corrupt = job.corrupt_worker == k and t == job.start_epoch
         rep, res = peer_transition(
             link, scheme, units, cache, (held, nxt), epoch=t + 1, dog=dog, opts=opts,
-            tamper=_corrupter(cache, scheme.held(nxt, k)) if corrupt else None, count_links=args.count_links,
+            tamper=_corrupter(cache, scheme.held(nxt, k)) if corrupt else None, count_links=job.count_links,
         )  # fmt: skip
         if results is not None:
             rep = scheme.report(rep, records)

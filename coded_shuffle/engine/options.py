@@ -1,0 +1,68 @@
+"""The options of an MPI job, as one typed value: what :mod:`coded_shuffle.engine.mpi_job` and
+:mod:`coded_shuffle.engine.peers_job` read.
+
+The command line builds it (:func:`coded_shuffle.cli.job.job_options`), after checking every
+option and filling in the defaults; docs/mpi.md says what each option does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["JobOptions"]
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """One MPI job's options, checked, defaults filled in.
+
+    ``points`` and ``record_bytes`` are None when the records come from ``data`` (a ``.npy``
+    file); the options after ``status_file`` are for tests and benchmarks only.
+
+    Examples
+    --------
+    >>> JobOptions(points=100, record_bytes=64).mode
+    'coded'
+    """
+
+    data: str | None = None
+    points: int | None = 6000
+    record_bytes: int | None = 1024
+    epochs: int = 3
+    start_epoch: int = 0
+    seed: int = 0
+    mode: str = "coded"
+    strategy: str = "greedy"
+    storage: int = 1
+    order: str = "auto"
+    shard_size: int = 10_000
+    canonical_nodes: int = 1
+    block_size: int = 1 << 18
+    link_mbps: float | None = None
+    max_frame_bytes: int = 1 << 26
+    max_repair_rounds: int = 3
+    timeout: float | None = None
+    count_links: bool = False
+    #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,
+    #: else the path of a file of JSON lines.
+    json: str | None = None
+    #: Where the master writes its results and the job's status (for ``coded-shuffle run``).
+    results: str | None = None
+    status_file: str | None = None
+    bcast_baseline: bool = False
+    fail_rank: int | None = None
+    fail_epoch: int | None = None
+    fail_how: str = "raise"
+    corrupt_worker: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.data is None and (self.points is None or self.record_bytes is None):
+            raise ValueError("Argument 'points' and 'record_bytes' must be given without 'data'.")
+
+    def synthetic(self) -> tuple[int, int] | str:
+        """``(points, record_bytes)`` of the random records the job draws (no ``data``), or why
+        they cannot be drawn."""
+        assert self.points is not None and self.record_bytes is not None
+        if self.points * self.record_bytes > 1 << 34:
+            return "--points x --record-bytes must be at most 16 GiB"
+        return self.points, self.record_bytes
