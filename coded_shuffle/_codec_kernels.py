@@ -1,6 +1,6 @@
 """Compiled loops of the codec's byte path (numba), imported lazily by :mod:`coded_shuffle.codec`.
 
-Each kernel states the numpy expression it equals; ``tests/test_codec.py`` checks every one
+Each kernel states the numpy expression it equals; ``tests/codec/test_codec.py`` checks every one
 against a plain numpy (or plain Python) reference, byte for byte. All kernels release the GIL and
 work on a range ``[lo, hi)`` of rows, so the codec can run two halves on two threads. The first
 call compiles once per install and is cached on disk (``cache=True``); importing this module
@@ -297,7 +297,7 @@ def peel_ops(  # pragma: no cover - compiled
     The worker's symbols are ``s`` in ``[first[r], end[r])`` for every ``r`` in turn (the runs of
     a frame addressed to it), increasing; ``a``, ``b``, ``len_a`` and ``len_b`` are indexed by
     ``s``. Ids lie in ``[0, M)``; ``cache_ids`` and ``need_ids`` are increasing. The peel is that
-    of the set computation ``_peel_oracle`` in ``tests/test_codec.py`` (``known`` starts as the
+    of the set computation ``_peel_oracle`` in ``tests/codec/test_codec.py`` (``known`` starts as the
     cache), over the worker's symbols:
 
     - lone: the first symbol ``s`` with ``b[s] < 0`` of each needed, not held id ``a[s]``;

@@ -54,7 +54,7 @@ gives a scheme of ``(N/K) C(K-1, t+1)`` pieces. Records: ``C(K-1, t+1) / C(K-1, 
 Check
 -----
 (b) against the direct count over every piece and every ordering for ``K <= 5`` and random
-matrices (brute force of ``tests/test_storage.py``), and the dynamic program against it; (c) for
+matrices (brute force of ``tests/storage/test_storage.py``), and the dynamic program against it; (c) for
 ``K = 2..7`` by brute force over all ``K!`` orderings and for ``K = 8..12`` by the dynamic program,
 every ``t``, against ``R(t)`` and the hockey-stick sum; (d) the library's bound at ``M = 1``
 against :func:`coded_shuffle.bounds.lower_bound` on random matrices.

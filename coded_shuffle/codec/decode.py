@@ -260,7 +260,7 @@ def decode_worker(
     cycle). The peel is first run on the ids alone (one compiled pass); only the steps that lead to
     a needed point are then done on bytes, round by round, by a compiled loop that XORs each
     payload row with the row it needs straight into its row of ``out``. The bytes are those of
-    the plain row-by-row computation (``tests/test_codec.py`` checks them against it).
+    the plain row-by-row computation (``tests/codec/test_codec.py`` checks them against it).
 
     Parameters
     ----------

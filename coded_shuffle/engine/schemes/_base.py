@@ -193,7 +193,7 @@ class Scheme(Protocol):
     docstring says what each half does); :class:`SchemeBase` implements what schemes share.
 
     Every member is declared with its exact signature: a scheme that takes other arguments, or
-    drops one, fails the contract tests (``tests/engine/test_scheme_contract.py``).
+    drops one, fails the contract tests (``tests/engine/test_interfaces.py``).
     """
 
     name: str

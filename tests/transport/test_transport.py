@@ -84,10 +84,10 @@ def test_in_process_transport_exceptions(frames):
 
 
 # --------------------------------------------------------------------------- the workers' exchange
-# One body (tests/link_exchange_prog.py) over every link: in process here, MPI and torch in
+# One body (tests/transport/link_exchange_prog.py) over every link: in process here, MPI and torch in
 # their launchers.
 
-from tests import link_exchange_prog as contract  # noqa: E402
+from tests.transport import link_exchange_prog as contract  # noqa: E402
 
 
 @pytest.mark.parametrize("K", [1, 2, 4])
@@ -113,13 +113,13 @@ def test_an_offer_is_checked_by_name():
         link.collect(3)
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _launch_contract(cmd: list[str], kind: str) -> None:
     """Run the contract's program on 3 workers and a master; every worker must print ``ok``."""
     proc = subprocess.run(
-        [*cmd, str(ROOT / "tests" / "link_exchange_prog.py"), kind],
+        [*cmd, str(ROOT / "tests" / "transport" / "link_exchange_prog.py"), kind],
         capture_output=True, text=True, timeout=180, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip

@@ -2,7 +2,7 @@
 
 The oracle reads the ``.npy`` file with numpy and cuts each epoch's order
 (:func:`coded_shuffle.orders.epoch_permutation`, the ``auto`` order at these sizes) with
-``np.array_split``; the program (``tests/peer_loader_prog.py``) runs under ``mpiexec -n K`` and
+``np.array_split``; the program (``tests/loader/peer_loader_prog.py``) runs under ``mpiexec -n K`` and
 ``torchrun --nproc-per-node K``, with no master rank.
 """
 
@@ -20,8 +20,8 @@ import pytest
 
 from coded_shuffle.orders import epoch_permutation
 
-ROOT = Path(__file__).resolve().parent.parent
-PROGRAM = ROOT / "tests" / "peer_loader_prog.py"
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = ROOT / "tests" / "loader" / "peer_loader_prog.py"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
 HAVE_TORCH = importlib.util.find_spec("torch") is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "mpi" / "shuffle.py"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None

@@ -23,8 +23,8 @@ from coded_shuffle.loader import EpochBatch, InProcessLoader, MPILoader, load_ro
 from coded_shuffle.orders import OrderSpec, epoch_order, epoch_permutation
 from coded_shuffle.transport import InProcessTransport
 
-ROOT = Path(__file__).resolve().parent.parent
-PROGRAM = ROOT / "tests" / "mpi_loader_prog.py"
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = ROOT / "tests" / "loader" / "mpi_loader_prog.py"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpiexec beside the interpreter and mpi4py")

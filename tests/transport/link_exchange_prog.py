@@ -5,7 +5,7 @@
 ``2^31`` bytes)
 or ``torchrun --nproc-per-node K+1`` (:class:`~coded_shuffle.transport.TorchTransport`), every
 worker offers its peers the frames of :func:`offered`, collects, and checks what came with
-:func:`check`; it prints ``ok WORKER`` and exits 0, or raises. ``tests/test_transport.py`` runs the
+:func:`check`; it prints ``ok WORKER`` and exits 0, or raises. ``tests/transport/test_transport.py`` runs the
 same functions over the in-process link.
 """
 

@@ -198,11 +198,11 @@ def test_mpi_loader_with_storage_repairs_and_yields_whole_records(tmp_path):
         pytest.skip("needs mpiexec beside the interpreter and mpi4py")
     from coded_shuffle.orders import epoch_permutation
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     N, K, seed, epochs = 90, 3, 4, 3
     X = wide_rows(N, seed=1)
     np.save(tmp_path / "rows.npy", X)
-    prog = root / "tests" / "mpi_loader_prog.py"
+    prog = root / "tests" / "loader" / "mpi_loader_prog.py"
     args = [tmp_path / "rows.npy", tmp_path, epochs, 0, seed, "auto", "once", "storage=2"]
     cmd = [str(mpiexec), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(prog), *map(str, args)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=root, check=False)

@@ -1,4 +1,5 @@
-"""``mpiexec -n K+1 python -m mpi4py tests/mpi_loader_prog.py DATA.npy OUT EPOCHS START SEED ORDER [FAULT]``.
+"""``mpiexec -n K+1 python -m mpi4py tests/loader/mpi_loader_prog.py DATA.npy OUT EPOCHS START SEED ORDER
+[FAULT]``.
 
 The program of the MPI tests of :mod:`coded_shuffle.loader`: rank 0 serves the epochs of
 ``DATA.npy`` and writes the transition reports to ``OUT/reports.json``; worker ``k`` writes the

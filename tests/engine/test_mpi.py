@@ -27,7 +27,7 @@ from coded_shuffle.orders import OrderSpec, epoch_placement, order_placement
 from coded_shuffle.plan import plan_delivery, rates
 from coded_shuffle.transport import InProcessTransport, TokenBucket
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "mpi" / "shuffle.py"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 TIMEOUT = 120
@@ -194,7 +194,7 @@ def test_run_without_mpiexec_is_a_one_line_error(monkeypatch, capsys):
 def test_run_accepts_every_option_of_the_program():
     # One specification: every option docs/mpi.md lists for the program is one of run's, and run
     # passes each one given on to the program's command line.
-    doc = (Path(__file__).parents[1] / "docs" / "mpi.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).parents[2] / "docs" / "mpi.md").read_text(encoding="utf-8")
     listed = set()
     for line in doc.splitlines():
         if line.startswith("| `--"):
