@@ -60,6 +60,7 @@ _PERSISTENT = (
     "(a persistent DataLoader worker would keep an old epoch), not True."
 )
 
+
 def _persistent_loader(dataset: object) -> bool:
     """Whether a ``DataLoader`` with ``persistent_workers`` and ``num_workers > 0`` iterates ``dataset``.
 
@@ -122,9 +123,7 @@ def _job_link(
     if rank is not None:
         rank = check_int(rank, "rank", minimum=0)
         if world_size is not None and rank >= world_size:
-            raise ValueError(
-                f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}."
-            )
+            raise ValueError(f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}.")
     if transport is None:
         transport = peer_link() if peers else default_link()
     elif not isinstance(transport, ControlLink):
@@ -142,8 +141,7 @@ def _job_link(
         raise ValueError(f"Argument 'world_size' must be the job's {ranks} ranks, not {world_size}.")
     if rank is not None and rank != transport.rank:
         raise ValueError(
-            f"Argument 'rank' must be this process's rank {transport.rank} of the job's {ranks}, "
-            f"not {rank}."
+            f"Argument 'rank' must be this process's rank {transport.rank} of the job's {ranks}, not {rank}."
         )
     return transport
 

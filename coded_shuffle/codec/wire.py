@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -185,6 +185,37 @@ def frame_overhead(
     flags = (FLAG_VARIABLE if variable else 0) | (FLAG_WIDE_IDS if wide_ids else 0)
     _, start = _layout(n_symbols, flags)
     return start / (n_symbols * record_bytes)
+
+
+class FrameSizes(NamedTuple):
+    """What a frame's header says of it: its symbols, and its bytes of payload and of framing."""
+
+    n_symbols: int
+    payload_bytes: int
+    header_bytes: int
+
+
+def frame_sizes(frame: np.ndarray) -> FrameSizes:
+    """The symbols and the payload of ``frame`` as its header states them, and the rest of its
+    bytes as framing; read from the header alone (neither parsed nor checked, so the counts of
+    a frame just encoded cost nothing). A buffer shorter than a header is framing alone.
+
+    Examples
+    --------
+    >>> from coded_shuffle.codec import encode_plan_arrays, load_dataset
+    >>> f = encode_plan_arrays(load_dataset(np.eye(3, dtype=np.uint8)), [0, 1], [2, -1], epoch=0)
+    >>> frame_sizes(f)
+    FrameSizes(n_symbols=2, payload_bytes=6, header_bytes=...)
+    >>> p = parse_frame(f)
+    >>> frame_sizes(f) == (p.n_symbols, p.payload_bytes, p.header_bytes)
+    True
+    """
+    size = int(frame.shape[0])
+    if size < FRAME_HEADER_BYTES:
+        return FrameSizes(0, 0, size)
+    header = np.frombuffer(frame[:FRAME_HEADER_BYTES].tobytes(), dtype=_HEADER_DTYPE)[0]
+    payload = int(header["payload_bytes"])
+    return FrameSizes(int(header["n_symbols"]), payload, size - payload)
 
 
 def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | None = None) -> Frame:

@@ -10,7 +10,7 @@ from typing import Any, NoReturn, Protocol, runtime_checkable
 import numpy as np
 
 from .._checks import check_int
-from ..codec import FRAME_HEADER_BYTES
+from ..codec import frame_sizes
 
 #: ``fault(worker, frame_number, frame)`` returns what ``worker`` receives instead, or None to drop it.
 Fault = Callable[[int, int, np.ndarray], "np.ndarray | None"]
@@ -48,6 +48,7 @@ class Transport(Protocol):
     """The interface every transport provides (see the module docstring)."""
 
     K: int
+
     @property
     def control_bytes(self) -> int:
         """Bytes of the protocol's control plane this link carried so far (0 in process)."""
@@ -136,9 +137,7 @@ def frame_symbols(frame: np.ndarray) -> int:
     >>> frame_symbols(encode_plan_arrays(load_dataset(np.eye(3, dtype=np.uint8)), [0, 1], [2, -1], epoch=0))
     2
     """
-    if frame.shape[0] < FRAME_HEADER_BYTES:
-        return 0
-    return int.from_bytes(frame[16:20].tobytes(), "little")
+    return frame_sizes(frame).n_symbols
 
 
 def _as_frame(frame: object, q: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from ...codec import (
     DecodeResult,
     decode_worker,
     encode_plan_arrays,
+    frame_sizes,
     parse_frame,
 )  # fmt: skip
 from ...errors import DecodeError
@@ -104,14 +105,14 @@ def _encoded(
     frames: list[np.ndarray] | dict[int, list[np.ndarray]], planned: int, xor: int, tic: float
 ) -> Encoded:
     flat = frames if isinstance(frames, list) else [f for fs in frames.values() for f in fs]
-    parsed = [parse_frame(f) for f in flat]
+    sizes = [frame_sizes(f) for f in flat]  # the counts the encoder wrote in each header
     return Encoded(
         frames=frames,
         planned_symbols=planned,
         xor_symbols=xor,
         lone_symbols=planned - xor,
-        payload_bytes=sum(f.payload_bytes for f in parsed),
-        header_bytes=sum(f.header_bytes for f in parsed),
+        payload_bytes=sum(z.payload_bytes for z in sizes),
+        header_bytes=sum(z.header_bytes for z in sizes),
         n_frames=len(flat),
         encode_seconds=time.perf_counter() - tic,
     )
