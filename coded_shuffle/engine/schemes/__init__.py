@@ -1,7 +1,8 @@
 """Schemes: what the master sends in one transition and how a worker takes it in.
 
 A scheme is the one object the transition protocol (:mod:`coded_shuffle.engine.protocol`) is
-given (a :class:`Scheme`). The master's half:
+given (a :class:`Scheme`, the declared interface; :class:`SchemeBase` implements what the
+schemes share). The master's half:
 
 ``plan(p_t, p_t1, dataset, *, strategy, exact_bound) -> Planned``
     this shuffle's plan, with the loads and the bound the report gives;
@@ -20,8 +21,8 @@ A worker's half:
 
 :class:`CodedScheme` sends the coded plan (order-2 XORs, cycle symbols, lone leftovers) in one
 broadcast; :class:`UncodedScheme` sends every record that changes worker alone, to its new holder
-only; :class:`ExchangeBaseline` is the alternative without a master: the workers send each other
-the records that move (``MPI_Alltoallv``); :class:`StorageScheme` delivers, when every worker
+only; :class:`ExchangeScheme` is the alternative without the master's data: the workers send each
+other the units each misses (``MPI_Alltoallv``); :class:`StorageScheme` delivers, when every worker
 stores ``M > 1`` batches, the pieces of :mod:`coded_shuffle.storage` in symbols of many terms. A
 new scheme is a new object of this kind, never a new copy of the transition loop.
 """
@@ -31,13 +32,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..holding import PieceStorage, holding_for
-from ._base import Encoded, Given, Planned, Scheme, Taken, Tamper, receive_decode, send
+from ._base import Encoded, Given, Planned, Scheme, SchemeBase, Taken, Tamper, receive_decode, send
 from .coded import CodedScheme, UncodedScheme, uncoded_frames
 from .exchange import ExchangeScheme
 from .storage import StorageScheme, coded_scheme
 
 __all__ = [
-    "Planned", "Encoded", "Given", "Taken", "Scheme", "CodedScheme", "UncodedScheme", "ExchangeScheme",
+    "Planned", "Encoded", "Given", "Taken", "Scheme", "SchemeBase", "CodedScheme", "UncodedScheme",
+    "ExchangeScheme",
     "StorageScheme", "SCHEMES", "MODES", "scheme_for", "send", "uncoded_frames", "receive_decode", "Tamper",
 ]  # fmt: skip
 
