@@ -354,19 +354,24 @@ def worker_transition(
     # worker late into the broadcast holds the master back (its large messages wait for them all).
     out = scheme.prepare(cache, need, _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1])))
     given = scheme.give(link, worker, cache, placements, epoch=epoch)  # what it sends its peers, if any
-    kw: dict[str, Any] = {"epoch": epoch, "checksums": checksums, "variable": cache.lengths is not None}
+    variable = cache.lengths is not None
     word = yield Post(READY)
     if word == END:
         return None
     link.sync()
-    taken = scheme.take(link, worker, cache, need, placements=placements, out=out, tamper=tamper, **kw)
+    taken = scheme.take(
+        link, worker, cache, need, placements=placements, epoch=epoch, checksums=checksums,
+        variable=variable, out=out, tamper=tamper,
+    )  # fmt: skip
     new, failed = taken.result.cache, taken.result.failed
     word = yield Post(_status(taken, failed, given))
     while isinstance(word, Repair):
         if scheme.peer_repairs:  # this worker re-sends what it holds of the others' lacks
             scheme.reoffer(link, worker, cache, word, given, epoch=epoch)
             yield Post(OFFERED)  # the master's answer is COLLECT
-        fix = scheme.retake(link, worker, cache, failed, word, given, **kw)
+        fix = scheme.retake(
+            link, worker, cache, failed, word, given, epoch=epoch, checksums=checksums, variable=variable
+        )
         good = np.setdiff1d(fix.result.cache.ids, fix.result.failed)
         if good.size:
             rows = fix.result.cache.rows(good)
