@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Network", "TransitionTimes", "transition_times", "MODES"]
+__all__ = ["Network", "TransitionTimes", "transition_times", "predict", "MODES"]
 
 #: The modes a prediction is made for, in the order that breaks ties.
 MODES = ("exchange", "coded", "uncoded")
@@ -166,3 +166,30 @@ def transition_times(
         f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
     )
     return TransitionTimes(max(cuts), predicted, choice, why)
+
+
+def predict(S: object, *, record_bytes: int, network: Network, strategy: str = "greedy") -> TransitionTimes:
+    """:func:`transition_times` of shuffle matrix ``S``, with the coded load and the lower bound
+    computed here (:func:`~coded_shuffle.plan.rates`, :func:`~coded_shuffle.bounds.lower_bound`):
+    what ``--mode auto`` chooses from before a job starts.
+
+    Examples
+    --------
+    On a switch the exchange wins; where one transmission reaches every worker and the workers'
+    uplinks are slow, the coded multicast does.
+
+    >>> S = [[0, 30, 30], [30, 0, 30], [30, 30, 0]]
+    >>> predict(S, record_bytes=1000, network=Network.parse("master=1000,up=1000,down=1000")).choice
+    'exchange'
+    >>> predict(S, record_bytes=1000, network=Network.parse("master=1000,up=100,down=1000,multicast")).choice
+    'coded'
+    """
+    from .bounds import lower_bound
+    from .plan import rates
+
+    r = rates(S, strategy=strategy)
+    return transition_times(
+        S, record_bytes=record_bytes, network=network, coded_symbols=float(r.coded),
+        lower_bound_symbols=int(lower_bound(S).value),
+    )  # fmt: skip
+

@@ -266,3 +266,61 @@ def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | N
     refusal = storage_refusal(record_bytes, K, args.storage)
     if refusal is not None:
         raise UsageError(refusal)
+
+
+#: The one line refusing ``--network`` with ``--storage`` above 1.
+NETWORK_STORAGE = "--network applies to one batch a worker only, not --storage above 1"
+
+
+def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
+    """The :class:`~coded_shuffle.network.Network` of ``--network``, or None; ``--mode auto``
+    without one, a SPEC that does not parse, a storage above one batch, or (unless ``pieces``,
+    for loads counted in records) sub-packets: one line naming it."""
+    if args.network is None:
+        if getattr(args, "mode", None) == "auto":
+            raise UsageError("--mode auto needs --network SPEC: it chooses the mode of least predicted time")
+        return None
+    from ..network import Network
+
+    try:
+        network = Network.parse(args.network)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if getattr(args, "storage", 1) != 1:
+        raise UsageError(NETWORK_STORAGE)
+    if not pieces and getattr(args, "subpackets", 1) != 1:
+        raise UsageError("--network applies to whole records, not --subpackets above 1")
+    return network
+
+
+def print_times(rows: list[dict[str, Any]]) -> None:
+    """Each transition's time bound and predicted times, after a table
+    (:func:`~coded_shuffle.engine.report.time_lines`)."""
+    from ..engine.report import time_lines
+
+    for line in time_lines(rows):
+        print(line)
+
+
+def add_network_argument(parser: argparse.ArgumentParser) -> None:
+    """``--network SPEC`` of ``simulate`` and ``run``."""
+    parser.add_argument(
+        "--network",
+        metavar="SPEC",
+        help="the network the transitions run on, master=R,up=R,down=R[,multicast] in Mbit/s "
+        "(docs/cli.md): each report gets its time bound and each mode's predicted time; --mode auto "
+        "chooses on it",
+    )
+
+
+def auto_mode(
+    N: int, K: int, seed: int, spec: OrderSpec, record_bytes: int, network: Any, strategy: str | None,
+    *, epoch: int = 0,
+) -> tuple[str, str]:  # fmt: skip
+    """``--mode auto``: the mode of least predicted time of the first transition on ``network``,
+    and the one line that says which and why."""
+    from ..engine.schedule import predicted_times
+
+    t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes,
+                        network=network, strategy=strategy or "greedy")  # fmt: skip
+    return t.choice, f"mode auto chose {t.why}, on {network}"

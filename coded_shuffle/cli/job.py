@@ -30,7 +30,9 @@ from .common import (
     _non_negative,
     _positive,
     _shard_options_given,
+    add_network_argument,
     check_storage_option,
+    network_option,
     order_spec,
 )
 
@@ -63,6 +65,7 @@ PASSED_ON = (
     ("max_repair_rounds", "--max-repair-rounds"),
     ("timeout", "--timeout"),
     ("count_links", "--count-links"),
+    ("network", "--network"),
     ("json", "--json"),
 )
 
@@ -103,11 +106,13 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     p.add_argument("--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)")
     p.add_argument(
         "--mode",
-        choices=tuple(MODES),
+        choices=tuple(MODES) + (("auto",) if launcher else ()),
         default="coded",
         help="delivery: coded (the master's broadcast), uncoded (each moved record from the master to its "
         "new holder), exchange (the workers send each other what each misses; alltoallv is its old name), "
-        "both = coded and uncoded, all = the three (default coded)",
+        "both = coded and uncoded, all = the three"
+        + (", auto = the one of least predicted time on --network" if launcher else "")
+        + " (default coded)",
     )
     p.add_argument(
         "--strategy", choices=sorted(STRATEGIES), help="cycle packing of the coded plan (default greedy)"
@@ -115,6 +120,7 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     _add_storage_argument(p, "--mode coded or exchange; the workers keep their share from epoch to epoch")
     _add_order_arguments(p)
     _add_link_arguments(p)
+    add_network_argument(p)
 
 
 def _add_link_arguments(p: argparse.ArgumentParser) -> None:
@@ -190,15 +196,14 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
             raise UsageError(problem)
     elif points < workers:
         raise UsageError(f"--points must be at least --workers ({workers}), not {points}")
-    given = [f for d, f in PASSED_ON if d in ("strategy", "max_frame_bytes", "max_repair_rounds", "link_mbps")
-             and getattr(args, d) is not None]  # fmt: skip
-    problem = ignored_options(args.mode, given)
+    problem = ignored_options(args.mode, mode_options_given(args))
     if problem is None and args.data is not None:  # the records' number is known on the master only
         problem = ignored_shard_options(args.order, _shard_options_given(args))
     if problem is not None:
         raise UsageError(problem)
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
+    network_option(args)  # a SPEC that parses; auto only with one; one batch a worker
     if args.json not in (None, "-"):
         problem = output_file_problem(args.json)
         if problem is not None:
@@ -282,6 +287,12 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
     return None
 
 
+def mode_options_given(args: argparse.Namespace) -> list[str]:
+    """The options given in ``args`` that some mode ignores (:func:`ignored_options`)."""
+    return [f for d, f in PASSED_ON if d in ("strategy", "max_frame_bytes", "max_repair_rounds", "link_mbps")
+            and getattr(args, d) is not None]  # fmt: skip
+
+
 def ignored_options(mode: str, given: list[str]) -> str | None:
     """Return an error if ``given`` holds an option that ``mode`` would ignore, else None.
 
@@ -292,6 +303,8 @@ def ignored_options(mode: str, given: list[str]) -> str | None:
     >>> ignored_options("both", ["--strategy"]) is None
     True
     """
+    if mode == "auto":  # checked against the mode it chooses, before the job starts
+        return None
     modes = MODES[mode]
     if "--strategy" in given and "coded" not in modes:
         return f"--strategy applies to the coded mode only, not --mode {mode}"

@@ -36,8 +36,10 @@ from .common import (
     _warn_once,
     check_storage_option,
     compile_kernels,
+    network_option,
     order_spec,
     print_table,
+    print_times,
 )
 from .matrices import read_matrix
 
@@ -446,7 +448,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
     for line in sorted(flags):
         print(f"note: {line}")
     if args.network is not None:
-        _print_times(rows_seen)
+        print_times(rows_seen)
     return 0
 
 
@@ -495,28 +497,10 @@ def _network_options(args: argparse.Namespace) -> dict[str, Any]:
         if args.record_bytes is not None:
             raise UsageError("--record-bytes applies with --network only (the loads are in records)")
         return {}
-    from ..network import Network
-
-    try:
-        network = Network.parse(args.network)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if args.storage != 1:
-        raise UsageError("--network applies to one batch a worker only, not --storage above 1")
+    network = network_option(args, pieces=True)
     if args.record_bytes is None:
         raise UsageError("--network needs --record-bytes B: the time of a transition counts bytes")
     return {"network": network, "record_bytes": args.record_bytes}
-
-
-def _print_times(rows: list[dict[str, Any]]) -> None:
-    """Each transition's time bound and predicted times, after the table."""
-    print(f"on the network {rows[0]['network']}, records of {rows[0]['record_bytes']} B "
-          "(seconds of one transition's delivery; bound: no scheme is faster):")  # fmt: skip
-    for r in rows:
-        p = r["predicted_seconds"]
-        shown = ", ".join(f"{m} {p[m]:.4g}" if p[m] is not None else f"{m} -" for m in p)
-        epoch = "-" if r["epoch"] is None else r["epoch"]
-        print(f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {r['why']}")
 
 
 def add_parser(sub: Any) -> None:

@@ -9,13 +9,18 @@ import signal
 import sys
 from typing import Any
 
+import numpy as np
+
 from ._parser import COMMANDS
 from .common import (
     PROG,
     UsageError,
+    auto_mode,
     compile_kernels,
+    network_option,
+    order_spec,
 )
-from .job import MODES, add_job_arguments, check_job, job_arguments
+from .job import MODES, add_job_arguments, check_job, ignored_options, job_arguments, mode_options_given
 
 MPI_INSTALL_HINT = "pip install 'mpi4py>=4' mpich (what the extra [mpi] installs)"
 
@@ -49,7 +54,9 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
 def _cmd_run(args: argparse.Namespace) -> int:
     import importlib.util
 
-    check_job(args, workers=args.workers)
+    filled = check_job(args, workers=args.workers)
+    if args.mode == "auto":
+        args = _auto(args, filled)
     mpiexec = find_mpiexec()
     if mpiexec is None or importlib.util.find_spec("mpi4py") is None:
         what = "mpiexec" if mpiexec is None else "mpi4py"
@@ -59,6 +66,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     compile_kernels(KERNEL_GROUPS)  # once here, not in every rank
     sys.stdout.flush()
     return launch(run_command(args, mpiexec))
+
+
+def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Namespace:
+    """``--mode auto``: ``args`` with the mode of least predicted time of the job's first transition
+    on its ``--network`` (the records' number and size read from ``--data``'s header), said in one
+    line on standard error."""
+    if filled.data is not None:
+        from ..codec import open_array
+
+        arr = open_array(filled.data, "data")
+        N, B = int(arr.shape[0]), int(arr.dtype.itemsize * np.prod(arr.shape[1:], dtype=np.int64))
+    else:
+        N, B = filled.points, filled.record_bytes
+    mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),
+                           filled.strategy, epoch=filled.start_epoch)  # fmt: skip
+    problem = ignored_options(mode, mode_options_given(args))
+    if problem is not None:
+        raise UsageError(f"--mode auto chose {mode}: {problem}")
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+    return argparse.Namespace(**{**vars(args), "mode": mode})
 
 
 #: The signals ``coded-shuffle run`` passes on to its MPI job before it ends.

@@ -18,10 +18,14 @@ from .common import (
     _add_strategy_argument,
     _non_negative,
     _positive,
+    add_network_argument,
+    auto_mode,
     check_storage_option,
     compile_kernels,
+    network_option,
     order_spec,
     print_table,
+    print_times,
 )
 
 _SIM_COLUMNS = (
@@ -70,7 +74,7 @@ def _check_simulate(args: argparse.Namespace) -> None:
         raise UsageError(f"--storage above 1 applies to --mode coded or exchange, not --mode {args.mode}")
 
 
-def _print_footer(args: argparse.Namespace) -> None:
+def _print_footer(args: argparse.Namespace, mode: str) -> None:
     """What the table's columns mean, under it."""
     print("coded/uncoded: symbols of the coded scheme / of sending every moved record alone;")
     print("xor/lone: coded symbols that combine two records / carry one; bound: genie lower bound.")
@@ -90,7 +94,7 @@ def _print_footer(args: argparse.Namespace) -> None:
         print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
         print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
     print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
-    print(f"down MB: the most payload one worker received ({args.mode}); down bound: the most bytes a")
+    print(f"down MB: the most payload one worker received ({mode}); down bound: the most bytes a")
     print("worker misses, which no delivery can put under on the busiest downlink.")
     frame, symbol = FRAME_HEADER_BYTES, entry_bytes()[0]
     print("framing: bytes of frame headers, symbol entries, receiver indexes and padding "
@@ -104,19 +108,29 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     _check_simulate(args)
     check_storage_option(args, args.workers, args.record_bytes)
+    network = network_option(args)
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
     compile_kernels(groups + (["feistel"] if spec.name == "feistel" else []))
+    mode, chose = args.mode, ""
+    if mode == "auto":
+        mode, chose = auto_mode(
+            args.points, args.workers, args.seed, spec, args.record_bytes, network, args.strategy
+        )
+        if args.json:
+            print(f"{PROG}: {chose}", file=sys.stderr, flush=True)
     # A tiny run first: the compiled kernels load here, so that the first transition's time is
     # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
     verified = [True]
     rows: list[list[str]] = []
+    reports: list[dict[str, Any]] = []
     if not args.json:
         print(
             f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
             f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
-            f"order = {spec.name}, mode = {args.mode}"
+            f"order = {spec.name}, mode = {mode}"
+            + (f" ({chose})" if chose else "")
             + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
             + (f", storage = {args.storage} batches" if args.storage > 1 else "")
         )
@@ -138,6 +152,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             print(json.dumps(d), flush=True)
         else:
             rows.append(_format_simulate(d))
+            reports.append(d)
             bar.advance()
 
     with bar:
@@ -152,11 +167,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             order=spec,
             subpackets=args.subpackets,
             storage=args.storage,
-            mode=args.mode,
+            mode=mode,
+            network=network,
         )
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
-        _print_footer(args)
+        _print_footer(args, mode)
+        if network is not None:
+            print_times(reports)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -201,11 +219,13 @@ def add_parser(sub: Any) -> None:
     _add_storage_argument(sim, "the workers keep their share of the pieces from epoch to epoch")
     sim.add_argument(
         "--mode",
-        choices=("coded", "uncoded", "exchange"),
+        choices=("coded", "uncoded", "exchange", "auto"),
         default="coded",
         help="delivery: coded (the master's broadcast), uncoded (each moved record from the master to its "
-        "new holder) or exchange (the workers send each other what each misses) (default coded)",
+        "new holder), exchange (the workers send each other what each misses), or auto (with --network: "
+        "the one of least predicted time) (default coded)",
     )
+    add_network_argument(sim)
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument(

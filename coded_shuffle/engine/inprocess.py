@@ -34,6 +34,8 @@ import numpy as np
 from .._checks import check_choice, check_int
 from ..codec import Cache, Dataset, load_dataset  # noqa: F401 (load_dataset: doctests)
 from ..errors import IntegrityError
+from ..matrix import shuffle_matrix
+from ..network import Network
 from ..orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401
 from ..plan import STRATEGIES
 from ..transport import InProcessTransport, Transport
@@ -47,7 +49,7 @@ from .protocol import (
     worker_transition,
 )
 from .report import RunReport, TransitionReport
-from .schedule import EpochSchedule
+from .schedule import EpochSchedule, predicted_times
 from .schemes import SCHEMES, Scheme, scheme_for
 from .state import initial_caches, synthetic_dataset  # noqa: F401
 
@@ -197,6 +199,33 @@ def transition(
     )
 
 
+def _mode_on(
+    network: object, mode: str, dataset: Dataset, *, K: int, seed: int, order: OrderSpec | None,
+    strategy: str, storage: int, subpackets: int,
+) -> str:  # fmt: skip
+    """``mode``, checked against ``network``; ``auto`` resolved on it for the first transition."""
+    if network is None:
+        if mode == "auto":
+            raise ValueError("Argument 'mode' can be 'auto' only with a 'network' to predict the times on.")
+        return mode
+    if not isinstance(network, Network):
+        raise TypeError(f"Argument 'network' must be a Network or None, not {type(network).__name__}.")
+    if storage != 1 or subpackets != 1:
+        raise ValueError(
+            "Argument 'network' applies to one batch a worker of whole records, "
+            f"not storage = {storage}, subpackets = {subpackets}."
+        )
+    if dataset.variable:
+        raise ValueError("Argument 'network' applies to records of one size (the times count bytes).")
+    if mode != "auto":
+        return mode
+    times = predicted_times(
+        dataset.N, K, seed=seed, spec=order or OrderSpec(), epoch=0, record_bytes=dataset.record_bytes,
+        network=network, strategy=strategy,
+    )  # fmt: skip
+    return times.choice
+
+
 def run(
     dataset: Dataset,
     *,
@@ -212,6 +241,7 @@ def run(
     subpackets: int = 1,
     storage: int = 1,
     mode: str = "coded",
+    network: Network | None = None,
 ) -> RunReport:
     """Run ``epochs`` transitions ``0 -> 1 -> ... -> epochs`` on ``dataset`` with ``K`` workers.
 
@@ -252,7 +282,13 @@ def run(
         The delivery (:data:`~coded_shuffle.engine.schemes.MODES`): ``coded`` (default), or
         ``uncoded`` (each record that moves, from the master to its new holder alone), or
         ``exchange`` (the workers send each other what each misses, for every storage;
-        ``alltoallv`` is its old name).
+        ``alltoallv`` is its old name), or ``auto`` with a ``network``: the mode of the least
+        predicted time of the first transition on it (:func:`~.schedule.predicted_times`).
+    network : Network, optional
+        A network (:class:`coded_shuffle.network.Network`, one batch a worker and whole records):
+        every report then has the transition's time bound on it and each mode's predicted time
+        (:meth:`TransitionReport.on_network`; no ``time_gap``: in process no network carries the
+        bytes).
 
     Returns
     -------
@@ -288,6 +324,8 @@ def run(
     link: Transport = InProcessTransport(K) if transport is None else transport
     if order is not None and not isinstance(order, OrderSpec):
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
+    mode = _mode_on(network, mode, dataset, K=K, seed=seed, order=order, strategy=strategy,
+                    storage=storage, subpackets=subpackets)  # fmt: skip
     scheme = scheme_for(mode, K=K, storage=storage, subpackets=subpackets)
     work = scheme.dataset(dataset)
     opts = MasterOptions(
@@ -307,6 +345,8 @@ def run(
         # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
         spare = [c.data for c in old]
         rep = scheme.report(rep, dataset)
+        if network is not None:
+            rep = rep.on_network(shuffle_matrix(now.placement, nxt.placement), network, measured=False)
         reports.append(rep)
         if on_transition is not None:
             on_transition(rep)
@@ -334,11 +374,13 @@ def simulate(
     subpackets: int = 1,
     storage: int = 1,
     mode: str = "coded",
+    network: Network | None = None,
 ) -> RunReport:
     """Run the in-process engine on ``N`` random records of ``record_bytes`` bytes.
 
     The records come from :func:`synthetic_dataset` (a stream of ``seed`` separate from the epoch
-    orders); everything else, ``subpackets``, ``storage`` and ``mode`` included, is :func:`run`.
+    orders); everything else, ``subpackets``, ``storage``, ``mode`` and ``network`` included, is
+    :func:`run`.
 
     Examples
     --------
@@ -365,4 +407,5 @@ def simulate(
         subpackets=subpackets,
         storage=storage,
         mode=mode,
+        network=network,
     )

@@ -39,11 +39,14 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..codec import Cache, Dataset, load_dataset, parse_frame
+from ..matrix import shuffle_matrix
+from ..network import Network
 from ..orders import OrderSpec, auto_order, epoch_placement
 from ..transport import MPITransport, mpi_world
 from .mpi import Watchdog, attend, serve
 from .options import JobOptions
 from .protocol import MasterOptions, master_transition, worker_transition
+from .report import time_lines
 from .schedule import EpochSchedule
 from .schemes import SCHEMES, scheme_for
 from .state import storage_refusal, synthetic_dataset
@@ -332,6 +335,9 @@ class Results:
 
     def __init__(self, job: JobOptions, K: int, sizes: str, note: str, warm: float) -> None:
         self.job = job
+        #: The network the job says it runs on: each row then has its time bound and gap to it.
+        self.network = None if job.network is None else Network.parse(job.network)
+        self._timed: list[dict[str, Any]] = []
         self.res: TextIO = sys.stdout if job.results is None else open(job.results, "w", encoding="utf-8")  # noqa: SIM115
         self.out: TextIO | None = None
         if job.json == "-":
@@ -356,8 +362,11 @@ class Results:
     def _print(self, line: str) -> None:
         print(line, file=self.res, flush=True)
 
-    def row(self, rep: Any) -> None:
-        """One transition's report."""
+    def row(self, rep: Any, S: np.ndarray | None = None) -> None:
+        """One transition's report (``S``: its shuffle matrix, for the times on the network)."""
+        if self.network is not None and S is not None:
+            rep = rep.on_network(S, self.network, measured=True)
+            self._timed.append(rep.to_dict())
         if self.out is not None:
             print(json.dumps(rep.to_dict()), file=self.out, flush=True)
         if self.table:
@@ -367,6 +376,9 @@ class Results:
         """The end of the results; returns the job's status (1 if a transition was not verified)."""
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
+        if self.table and self._timed:
+            for line in time_lines(self._timed):
+                self._print(line)
         if self.out is not None and self.out is not self.res:
             self.out.close()
         if self.res is not sys.stdout:
@@ -415,7 +427,7 @@ def master(job: JobOptions, link: MPITransport) -> int:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
             all_ok &= rep.verified
-            results.row(rep)
+            results.row(rep, shuffle_matrix(p_t, p_t1) if results.network is not None else None)
         p_t = p_t1
     dog.close()
     code = results.close(all_ok, several=len(MODES[job.mode]) > 1)

@@ -43,6 +43,8 @@ class JobOptions:
     max_repair_rounds: int = 3
     timeout: float | None = None
     count_links: bool = False
+    #: The network the job runs on (``--network SPEC``), for each report's time bound, or None.
+    network: str | None = None
     #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,
     #: else the path of a file of JSON lines.
     json: str | None = None

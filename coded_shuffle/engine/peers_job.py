@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..codec import Cache, Dataset, load_dataset, open_array, record_checksums
+from ..matrix import shuffle_matrix
 from ..orders import epoch_placement
 from ..transport import ControlLink, MPITransport
 from .mpi import Rounds, Watchdog, attend, lead
@@ -172,7 +173,7 @@ def peers(job: JobOptions, link: MPITransport) -> int:
         if results is not None:
             rep = scheme.report(rep, records)
             all_ok &= rep.verified
-            results.row(rep)
+            results.row(rep, shuffle_matrix(held, nxt) if results.network is not None else None)
         cache, held = res.cache, nxt
     dog.close()
     code = results.close(all_ok, several=False) if results is not None else 0

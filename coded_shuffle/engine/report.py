@@ -7,12 +7,13 @@ its :meth:`TransitionReport.to_dict`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..bounds import optimality_gap
+from ..network import Network, transition_times
 
-__all__ = ["TransitionReport", "RunReport"]
+__all__ = ["TransitionReport", "RunReport", "time_lines"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,18 @@ class TransitionReport:
         ``--bcast-baseline``: bytes of one plain broadcast of as many bytes as the delivery.
     bcast_seconds : float or None
         Seconds of that broadcast.
+    network : str or None
+        The network the times below are for (``--network SPEC``), or None.
+    time_bound_seconds : float or None
+        No scheme the network allows delivers this transition faster
+        (:func:`~coded_shuffle.network.transition_times`).
+    predicted_seconds : dict or None
+        Each mode's predicted time on the network; None for a mode it cannot run.
+    choice : str or None
+        The mode of the least predicted time.
+    time_gap : float or None
+        ``seconds / time_bound_seconds - 1``, where the transition ran on that network (``run``);
+        None in process, where no network carries the bytes.
     """
 
     epoch: int
@@ -163,6 +176,33 @@ class TransitionReport:
     link_rx_bytes: list[int] | None = None
     bcast_bytes: int | None = None
     bcast_seconds: float | None = None
+    network: str | None = None
+    time_bound_seconds: float | None = None
+    predicted_seconds: dict[str, float | None] | None = None
+    choice: str | None = None
+    time_gap: float | None = None
+
+    def on_network(self, S: object, network: Network, *, measured: bool) -> TransitionReport:
+        """This report with its transition's time bound and each mode's predicted time on
+        ``network`` (``S`` its shuffle matrix, in records); ``measured``: the transition ran on
+        that network, so that ``time_gap`` compares its seconds with the bound. One batch a
+        worker, whole records (ValueError otherwise: the bound counts records)."""
+        if self.storage != 1 or self.subpackets != 1:
+            raise ValueError(
+                "Argument 'network' applies to one batch a worker of whole records, not "
+                f"storage = {self.storage}, subpackets = {self.subpackets}."
+            )
+        times = transition_times(
+            S, record_bytes=self.record_bytes, network=network,
+            coded_symbols=self.coded_bytes / self.record_bytes, lower_bound_symbols=self.lower_bound,
+        )  # fmt: skip
+        d = times.to_dict()
+        bound = times.bound_seconds
+        gap = self.seconds / bound - 1 if measured and bound > 0 else None
+        return replace(
+            self, network=str(network), time_bound_seconds=bound, predicted_seconds=d["predicted_seconds"],  # type: ignore[arg-type]
+            choice=times.choice, time_gap=gap,
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as a JSON-ready dict of plain Python values.
@@ -229,3 +269,30 @@ class RunReport:
         d = asdict(self)
         d["verified"] = self.verified
         return d
+
+
+def time_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The lines that follow a table of transitions on a network (:meth:`TransitionReport.to_dict`
+    or ``rate`` rows): each one's time bound and each mode's predicted time, the choice and why,
+    and, where the transition ran on that network, its measured time and gap to the bound."""
+    out = [
+        f"on the network {rows[0]['network']}, records of {rows[0]['record_bytes']} B "
+        "(seconds of one transition's delivery; bound: no scheme is faster):"
+    ]
+    for r in rows:
+        p, choice = r["predicted_seconds"], r["choice"]
+        shown = ", ".join(f"{m} {p[m]:.4g}" if p[m] is not None else f"{m} -" for m in p)
+        rest = sorted((v, m) for m, v in p.items() if m != choice and v is not None)
+        why = f"{choice}: predicted {p[choice]:.3g} s" + (
+            f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
+        )
+        epoch = "-" if r["epoch"] is None else r["epoch"]
+        ran = (
+            ""
+            if r.get("time_gap") is None
+            else f"; {r['mode']} took {r['seconds']:.4g} s, {r['time_gap']:+.1%} over it"
+        )
+        out.append(
+            f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {why}{ran}"
+        )
+    return out

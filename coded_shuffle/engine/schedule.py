@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from ..matrix import shuffle_matrix
+from ..network import Network, TransitionTimes, predict
 from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, placement_from_permutation
-from .schemes import Scheme
+from .schemes import Scheme, scheme_for
 
 __all__ = ["Epoch", "EpochSchedule"]
 
@@ -69,3 +71,26 @@ class EpochSchedule:
         for t in range(start, start + count):
             previous = self.epoch(t, previous)
             yield previous
+
+
+def predicted_times(
+    N: int, K: int, *, seed: int, spec: OrderSpec, epoch: int, record_bytes: int, network: Network,
+    strategy: str = "greedy",
+) -> TransitionTimes:  # fmt: skip
+    """The time bound and each mode's predicted time (:func:`coded_shuffle.network.predict`) of
+    transition ``epoch -> epoch + 1`` of these epochs, records of ``record_bytes``, on
+    ``network``: what ``mode="auto"`` chooses from before the job starts.
+
+    Examples
+    --------
+    >>> from coded_shuffle.network import Network
+    >>> t = predicted_times(6000, 4, seed=0, spec=OrderSpec(), epoch=0, record_bytes=1024,
+    ...                     network=Network.parse("master=1000,up=1000,down=1000"))
+    >>> t.choice, t.bound_seconds <= min(t.predicted_seconds.values())
+    ('exchange', True)
+    """
+    schedule = EpochSchedule(N=N, K=K, seed=seed, spec=spec, scheme=scheme_for("coded", K=K))
+    now = schedule.epoch(epoch)
+    S = shuffle_matrix(now.placement, schedule.epoch(epoch + 1, now).placement)
+    return predict(S, record_bytes=record_bytes, network=network, strategy=strategy)
+

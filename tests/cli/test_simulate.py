@@ -114,3 +114,78 @@ def test_orders_with_storage_gives_the_storage_loads(capsys):
                  "--storage", "2", "--json"]) == 0  # fmt: skip
     row = json.loads(capsys.readouterr().out)
     assert row["storage"] == 2 and row["lower_bound"] <= row["coded"] <= row["uncoded"]
+
+
+# ---- on a network: the time bound, each mode's predicted time, and --mode auto
+
+
+def _times_by_hand(N, K, seed, epoch, B, master, up, down, multicast, coded_bytes):
+    """The bound and predictions of coded_shuffle.network's docstring, from the two epochs'
+    owners counted here with numpy alone (not through the library's shuffle matrix)."""
+    import numpy as np
+
+    from coded_shuffle.orders import epoch_placement
+
+    a = np.asarray(epoch_placement(N, K, seed=seed, epoch=epoch - 1).owner)
+    b = np.asarray(epoch_placement(N, K, seed=seed, epoch=epoch).owner)
+    moved = a != b
+    d = np.bincount(b[moved], minlength=K) * B  # what each worker misses
+    o = np.bincount(a[moved], minlength=K) * B  # what only it holds that others need
+    rate = {k: v * 1e6 / 8 for k, v in (("master", master), ("up", up), ("down", down))}
+    W = int(moved.sum()) * B
+    relays = 0 if multicast else coded_bytes / rate["up"]
+    return {
+        "exchange": max(d.max() / rate["down"], o.max() / rate["up"]),
+        "coded": max(coded_bytes / rate["master"], coded_bytes / rate["down"], relays),
+        "uncoded": max(W / rate["master"], d.max() / rate["down"]),
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "rates", "chosen"),
+    [
+        ("master=1000,up=1000,down=1000", (1000, 1000, 1000, False), "exchange"),  # a switch
+        ("master=1000,up=100,down=1000,multicast", (1000, 100, 1000, True), "coded"),  # the edge
+        ("master=10000,up=100,down=1000", (10000, 100, 1000, False), "uncoded"),  # a fast master
+    ],
+)
+def test_simulate_on_a_network_predicts_each_mode_and_auto_takes_the_fastest(capsys, spec, rates, chosen):
+    N, K, B = 4000, 8, 1024
+    argv = ["simulate", "-K", str(K), "-N", str(N), "-B", str(B), "--transitions", "2", "--json"]
+    assert main([*argv, "--network", spec, "--mode", "auto"]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(f"coded-shuffle: mode auto chose {chosen}: predicted ")
+    assert len(err.splitlines()) == 1
+    for r in map(json.loads, out.splitlines()):
+        assert r["mode"] == chosen and r["verified"] and r["network"] == spec
+        want = _times_by_hand(N, K, 0, r["epoch"], B, *rates, coded_bytes=r["coded_bytes"])
+        got = r["predicted_seconds"]
+        assert got == pytest.approx(want, rel=1e-12)
+        assert r["choice"] == min(want, key=want.get) == chosen
+        assert r["time_bound_seconds"] <= min(want.values()) * (1 + 1e-12)
+        assert r["time_gap"] is None  # in process: no network carried the bytes
+
+
+def test_simulate_on_a_network_prints_the_times_under_the_table(capsys):
+    argv = ["simulate", "-K", "4", "-N", "400", "-B", "64", "--transitions", "2", "--no-progress"]
+    assert main([*argv, "--network", "master=100,up=100,down=100"]) == 0
+    out = capsys.readouterr().out
+    assert "mode = coded," in out.splitlines()[0] + ","
+    assert "on the network master=100,up=100,down=100, records of 64 B" in out
+    assert "  epoch 1: bound " in out and "  epoch 2: bound " in out and "choice exchange: predicted" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--mode", "auto"], "--mode auto needs --network SPEC"),
+        (["--network", "master=1000,up=0,down=1000"], "--network: up=0: a rate must be positive"),
+        (["--network", "down=100,bogus=3"], "--network: 'bogus=3': not a part of a SPEC"),
+        (["--network", "down=100", "--storage", "2", "-B", "4096"], "--network applies to one batch"),
+        (["--network", "down=100", "--subpackets", "2"], "--network applies to whole records"),
+    ],
+)
+def test_simulate_network_exceptions(capsys, argv, message):
+    assert main(["simulate", "-K", "4", "-N", "400", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coded-shuffle: error: ") and message in err and len(err.strip().splitlines()) == 1

@@ -217,3 +217,43 @@ def test_transition_alternates_two_buffers(rng):
     _bytes_exact(ds, c2, p2)
     assert [np.shares_memory(c2[k].data, c0[k].data) for k in range(4)] == [True, True, True, False]
     assert not any(np.shares_memory(c2[k].data, c1[k].data) for k in range(4))
+
+
+def test_run_on_a_network_reports_the_times_and_auto_chooses_by_them():
+    from coded_shuffle.network import Network
+
+    switch, edge = (
+        Network.parse("master=1000,up=1000,down=1000"),
+        Network.parse("master=1000,up=100,down=1000,multicast"),
+    )
+    picked = {}
+    for net in (switch, edge):
+        rep = simulate(K=4, N=800, record_bytes=64, epochs=2, seed=3, mode="auto", network=net)
+        assert rep.verified
+        t = rep.transitions[0]
+        picked[str(net)] = t.mode
+        p = t.predicted_seconds
+        assert (
+            t.choice == min(p, key=p.get) and t.time_bound_seconds <= min(p.values()) and t.time_gap is None
+        )
+    assert picked == {str(switch): "exchange", str(edge): "coded"}
+    plain = simulate(K=4, N=800, record_bytes=64, epochs=1, seed=3).transitions[0]
+    assert plain.network is None and plain.predicted_seconds is None and plain.time_bound_seconds is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"mode": "auto"}, ValueError, "'mode' can be 'auto' only with a 'network'"),
+        ({"network": "down=100"}, TypeError, "'network' must be a Network or None, not str"),
+        ({"network": "NET", "storage": 2}, ValueError, "'network' applies to one batch a worker"),
+        ({"network": "NET", "subpackets": 2}, ValueError, "'network' applies to one batch a worker"),
+    ],
+)
+def test_run_on_a_network_refuses_what_it_cannot_time(kwargs, error, message):
+    from coded_shuffle.network import Network
+
+    if kwargs.get("network") == "NET":
+        kwargs = {**kwargs, "network": Network.parse("down=100,up=100")}
+    with pytest.raises(error, match=message):
+        simulate(K=4, N=800, record_bytes=512, epochs=1, seed=0, **kwargs)

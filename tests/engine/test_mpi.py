@@ -206,7 +206,7 @@ def test_run_accepts_every_option_of_the_program():
              "--start-epoch", "1", "--seed", "4", "--mode", "both", "--strategy", "exact",
              "--order", "feistel", "--link-mbps", "5.0", "--max-frame-bytes", "4096",
              "--max-repair-rounds", "1", "--timeout", "9.0", "--count-links",
-             "--json", "rows.jsonl"]  # fmt: skip
+             "--network", "master=100,down=100", "--json", "rows.jsonl"]  # fmt: skip
     cmd = cli.run_command(cli.build_parser().parse_args(given), "mpiexec")
     assert cmd[8:] == given[3:]
 
@@ -430,6 +430,31 @@ def test_cli_run_prints_json_lines():
             "lower_bound", "seconds", "repairs", "verified"}  # fmt: skip
     assert [r["mode"] for r in rows] == ["coded", "uncoded"]
     assert all(keys <= set(r) and r["verified"] for r in rows)
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_cli_run_on_a_network_reports_its_time_gap_and_auto_runs_the_fastest_mode():
+    base = [sys.executable, "-m", "coded_shuffle", "run", "-K", "3", "--points", "300", "-B", "64",
+            "--transitions", "1", "--json"]  # fmt: skip
+    switch = "master=1000,up=1000,down=1000"
+    proc = subprocess.run([*base, "--mode", "auto", "--network", switch], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=ROOT, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("coded-shuffle: mode auto chose exchange: predicted ")
+    (row,) = json_rows(proc)
+    assert row["mode"] == "exchange" and row["verified"] and row["network"] == switch
+    assert row["time_gap"] == pytest.approx(row["seconds"] / row["time_bound_seconds"] - 1, rel=1e-12)
+    p = row["predicted_seconds"]
+    assert row["choice"] == "exchange" == min(p, key=p.get)
+    proc = subprocess.run([*base, "--mode", "all", "--network", switch], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=ROOT, check=False)  # fmt: skip
+    rows = json_rows(proc)
+    assert [r["mode"] for r in rows] == ["coded", "uncoded", "exchange"]
+    assert len({r["time_bound_seconds"] for r in rows}) == 1 and all(r["time_gap"] is not None for r in rows)
+    bad = subprocess.run([*base, "--mode", "auto", "--link-mbps", "100", "--network", switch],
+                         capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("coded-shuffle: error: --mode auto chose exchange: ")
 
 
 @needs_mpi
