@@ -103,6 +103,23 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
           "coded MB, as a share of it.")  # fmt: skip
 
 
+def _print_header(args: argparse.Namespace, order: str, mode: str, chose: str) -> None:
+    """The run's inputs above the table; with ``--json``, only what ``--mode auto`` chose (on
+    standard error)."""
+    if args.json:
+        if chose:
+            print(f"{PROG}: {chose}", file=sys.stderr, flush=True)
+        return
+    print(
+        f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
+        f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
+        f"order = {order}, mode = {mode}"
+        + (f" ({chose})" if chose else "")
+        + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
+        + (f", storage = {args.storage} batches" if args.storage > 1 else "")
+    )
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from ..engine import simulate
 
@@ -117,23 +134,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         mode, chose = auto_mode(
             args.points, args.workers, args.seed, spec, args.record_bytes, network, args.strategy
         )
-        if args.json:
-            print(f"{PROG}: {chose}", file=sys.stderr, flush=True)
     # A tiny run first: the compiled kernels load here, so that the first transition's time is
     # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
     verified = [True]
     rows: list[list[str]] = []
     reports: list[dict[str, Any]] = []
-    if not args.json:
-        print(
-            f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
-            f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
-            f"order = {spec.name}, mode = {mode}"
-            + (f" ({chose})" if chose else "")
-            + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
-            + (f", storage = {args.storage} batches" if args.storage > 1 else "")
-        )
+    _print_header(args, spec.name, mode, chose)
     # JSON lines are the progress; a table comes at the end, so a bar (on a terminal) or one
     # announcement (elsewhere) says what happens meanwhile.
     quiet = args.json or args.no_progress
