@@ -45,10 +45,12 @@ def check_seconds(value: Any, name: str) -> float:
 LOADER_SCHEMES = ("coded", "exchange")
 
 
-def check_loader_scheme(value: Any) -> str:
-    """Return ``value`` if a loader runs that scheme, or raise naming argument ``scheme``."""
-    if value not in LOADER_SCHEMES:
-        raise ValueError(f"Argument 'scheme' must be 'coded' or 'exchange', not {value!r}.")
+def check_loader_scheme(value: Any, *, auto: bool = True) -> str:
+    """Return ``value`` if a loader runs that scheme (or, with ``auto``, chooses it on a network),
+    or raise naming argument ``scheme``."""
+    if value not in LOADER_SCHEMES and not (auto and value == "auto"):
+        choices = "'coded' or 'exchange'" + (" (or 'auto' with a network)" if auto else "")
+        raise ValueError(f"Argument 'scheme' must be {choices}, not {value!r}.")
     return str(value)
 
 

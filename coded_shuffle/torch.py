@@ -232,7 +232,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         scheme: str = "coded",
     ) -> None:
         super().__init__()
-        check_loader_scheme(scheme)
+        check_loader_scheme(scheme, auto=False)
         peers = scheme == "exchange"
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import check_choice, check_int
+from .._checks import LOADER_SCHEMES, check_choice, check_int
 from ..codec import (
     Cache,
     Dataset,
@@ -16,8 +16,10 @@ from ..codec import (
     open_array,
 )
 from ..engine import TransitionReport
+from ..engine.schedule import predicted_times
 from ..engine.schemes import Scheme, scheme_for
 from ..errors import IntegrityError
+from ..network import Network
 from ..orders import (
     EPOCH_ORDERS,
     OrderSpec,
@@ -262,3 +264,28 @@ def _store(storage: object, record_bytes: int, K: int, *, mode: str = "coded") -
     scheme = _storage(storage, record_bytes, K, mode=mode)
     assert scheme is not None
     return scheme
+
+
+def _scheme_on(
+    network: object, scheme: str, dataset: Dataset, K: int, seed: int, spec: OrderSpec, storage: object,
+    *, epoch: int, strategy: str,
+) -> str:  # fmt: skip
+    """A loader's ``scheme``, checked against ``network``; ``auto`` resolved on it: of the loaders'
+    schemes, the one of least predicted time of transition ``epoch -> epoch + 1``."""
+    if network is None:
+        raise ValueError("Argument 'scheme' can be 'auto' only with a 'network' to predict the times on.")
+    if not isinstance(network, Network):
+        raise TypeError(f"Argument 'network' must be a Network or None, not {type(network).__name__}.")
+    if storage != 1:
+        raise ValueError(f"Argument 'network' applies to one batch a worker, not storage = {storage!r}.")
+    if scheme != "auto":
+        return scheme
+    times = predicted_times(
+        dataset.N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=dataset.record_bytes,
+        network=network, strategy=strategy,
+    )  # fmt: skip
+    p = times.predicted_seconds
+    best = min(LOADER_SCHEMES, key=lambda m: p[m])
+    if p[best] == float("inf"):
+        raise ValueError(f"Argument 'network' must let the master or the workers send, not {network}.")
+    return best

@@ -15,6 +15,7 @@ from ..engine import MasterOptions, TransitionReport
 from ..engine.inprocess import drive
 from ..engine.schedule import EpochSchedule
 from ..errors import IntegrityError
+from ..network import Network
 from ..orders import (
     OrderSpec,
 )
@@ -27,6 +28,7 @@ from ._common import (
     _batch,
     _check_common,
     _order_spec,
+    _scheme_on,
     _store,
     load_rows,
 )
@@ -75,7 +77,12 @@ class InProcessLoader:
         least ``C(K - 1, M - 1)`` times :data:`~coded_shuffle.engine.state.MIN_PIECE_BYTES`.
     scheme : str
         ``coded`` (default): the master's coded broadcast; ``exchange``: the workers send each
-        other what each misses (the in-process link buffers the exchange), for every storage.
+        other what each misses (the in-process link buffers the exchange), for every storage;
+        ``auto``, with a ``network``: the one of the two of least predicted time of the first
+        transition on it (:func:`coded_shuffle.engine.schedule.predicted_times`).
+    network : Network, optional
+        The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`; one
+        batch a worker).
 
     Examples
     --------
@@ -105,6 +112,7 @@ class InProcessLoader:
         max_repair_rounds: int = 3,
         storage: int = 1,
         scheme: str = "coded",
+        network: Network | None = None,
     ) -> None:
         self.dataset, self.layout = load_rows(source)
         N = self.dataset.N
@@ -115,9 +123,12 @@ class InProcessLoader:
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
         check_loader_scheme(scheme)
+        self.order = _order_spec(order, N)
+        if scheme == "auto" or network is not None:
+            scheme = _scheme_on(network, scheme, self.dataset, self.K, self.seed, self.order, storage,
+                                epoch=self.start_epoch, strategy=self.strategy)  # fmt: skip
         self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme)
         self._work = self.scheme.dataset(self.dataset)
-        self.order = _order_spec(order, N)
         compile_once(prog=_PROG)
         if transport is None:
             transport = InProcessTransport(self.K)

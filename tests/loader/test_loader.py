@@ -350,3 +350,24 @@ def test_mpi_training_example():
     assert "K = 2 workers" in proc.stdout and "every epoch verified" in proc.stdout
     rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["7"]]
     assert len(rows) == 1 and rows[0][-1] == "yes"  # the last epoch, coded and verified
+
+
+def test_in_process_loader_auto_runs_the_scheme_of_least_predicted_time():
+    from coded_shuffle.network import Network
+
+    X = np.random.default_rng(4).integers(0, 256, (600, 64), dtype=np.uint8)
+    chosen = {}
+    for spec in ("master=1000,up=1000,down=1000", "master=1000,up=100,down=1000,multicast"):
+        loader = InProcessLoader(X, K=4, epochs=2, seed=1, scheme="auto", network=Network.parse(spec))
+        for ep in loader:
+            for b in ep.batches:
+                assert np.array_equal(b.records, X[b.ids])
+        chosen[spec] = loader.reports[0].mode
+    assert chosen == {
+        "master=1000,up=1000,down=1000": "exchange",
+        "master=1000,up=100,down=1000,multicast": "coded",
+    }
+    with pytest.raises(ValueError, match="'scheme' can be 'auto' only with a 'network'"):
+        InProcessLoader(X, K=4, epochs=2, scheme="auto")
+    with pytest.raises(TypeError, match="'network' must be a Network or None, not str"):
+        InProcessLoader(X, K=4, epochs=2, scheme="auto", network="down=100")
