@@ -24,6 +24,7 @@ from .cli.common import UsageError, _non_negative, _positive
 from .cli.job import add_job_arguments, check_data_file, check_job, ignored_options, job_options
 from .engine.mpi_job import MODES, PROG, master, worker
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_refuse, mpi_world
+from .transport.multicast import parse_group
 
 __all__ = ["MODES", "check_data_file", "ignored_options", "main", "parse_args"]
 
@@ -63,6 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-epoch", type=_positive, help=argparse.SUPPRESS)
     p.add_argument("--fail-how", choices=("raise", "exit", "stop"), default="raise", help=argparse.SUPPRESS)
     p.add_argument("--corrupt-worker", type=_non_negative, help=argparse.SUPPRESS)
+    p.add_argument("--multicast-drop", type=float, default=0.0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
         args = check_job(args)
@@ -95,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     pace = TokenBucket.from_mbps(job.link_mbps) if job.link_mbps else None
     link = MPITransport(comm, pace=pace)
+    if job.multicast is not None:
+        group, port = parse_group(job.multicast)
+        problem = link.open_multicast(group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop)
+        problems = [(r, p) for r, p in enumerate(comm.allgather(problem)) if p is not None]
+        if problems:
+            r, p = problems[0]
+            mpi_refuse(f"{PROG}: error: --multicast: rank {r}: {p}", status_file=job.status_file)
     code = master(job, link) if link.is_master else worker(job, link)
     if code or job.status_file:  # every rank has the master's code: a clean end, no MPI_Abort
         mpi_exit(code, status_file=job.status_file)

@@ -38,12 +38,16 @@ from .common import (
 
 #: Defaults of the options that have no argparse default (see the module docstring).
 JOB_DEFAULTS: dict[str, int | str] = {
+    "datagram_bytes": 1472,
     "points": 6000,
     "record_bytes": 1024,
     "strategy": "greedy",
     "max_frame_bytes": DEFAULT_MAX_FRAME_BYTES,
     "max_repair_rounds": 3,
 }
+
+#: Payload bytes a frame by default with ``--multicast`` (a lost datagram costs its whole frame).
+MULTICAST_FRAME_BYTES = 1 << 17
 
 #: The options ``coded-shuffle run`` passes on to the program when given: (dest, flag).
 PASSED_ON = (
@@ -66,6 +70,8 @@ PASSED_ON = (
     ("timeout", "--timeout"),
     ("count_links", "--count-links"),
     ("network", "--network"),
+    ("multicast", "--multicast"),
+    ("datagram_bytes", "--datagram-bytes"),
     ("json", "--json"),
 )
 
@@ -121,6 +127,16 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     _add_order_arguments(p)
     _add_link_arguments(p)
     add_network_argument(p)
+    p.add_argument(
+        "--multicast",
+        metavar="GROUP:PORT",
+        help="send the master's broadcasts as UDP multicast datagrams to GROUP:PORT (an IPv4 group, "
+        "239.0.0.0/8 on a local network; control stays on MPI; lost datagrams are repaired)",
+    )
+    p.add_argument(
+        "--datagram-bytes", type=_positive, metavar="BYTES",
+        help="UDP payload of a multicast datagram (default 1472: one 1500-byte Ethernet frame)",
+    )  # fmt: skip
 
 
 def _add_link_arguments(p: argparse.ArgumentParser) -> None:
@@ -204,6 +220,7 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
     network_option(args)  # a SPEC that parses; auto only with one; one batch a worker
+    _check_multicast(args)
     if args.json not in (None, "-"):
         problem = output_file_problem(args.json)
         if problem is not None:
@@ -220,7 +237,29 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
     for dest, default in (*JOB_DEFAULTS.items(), *SHARD_ORDER_DEFAULTS.items()):
         if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
             setattr(filled, dest, default)
+    if args.multicast is not None and args.max_frame_bytes is None:
+        # a datagram lost costs its frame, repaired whole: frames of about 90 datagrams
+        filled.max_frame_bytes = MULTICAST_FRAME_BYTES
     return filled
+
+
+def _check_multicast(args: argparse.Namespace) -> None:
+    if args.multicast is None:
+        if args.datagram_bytes is not None:
+            raise UsageError("--datagram-bytes applies with --multicast only")
+        return
+    from ..transport.multicast import DATAGRAM_HEADER_BYTES, parse_group
+
+    try:
+        parse_group(args.multicast)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if "coded" not in MODES[args.mode] and args.mode != "auto":
+        raise UsageError(f"--multicast carries the master's coded broadcast, not --mode {args.mode}")
+    if args.datagram_bytes is not None and not DATAGRAM_HEADER_BYTES < args.datagram_bytes <= 65507:
+        raise UsageError(
+            f"--datagram-bytes must be {DATAGRAM_HEADER_BYTES + 1} to 65507, not {args.datagram_bytes}"
+        )
 
 
 def job_options(args: argparse.Namespace) -> JobOptions:

@@ -82,6 +82,8 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),
                            filled.strategy, epoch=filled.start_epoch)  # fmt: skip
     problem = ignored_options(mode, mode_options_given(args))
+    if problem is None and args.multicast is not None and "coded" not in MODES[mode]:
+        problem = "--multicast carries the master's coded broadcast"
     if problem is not None:
         raise UsageError(f"--mode auto chose {mode}: {problem}")
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)

@@ -218,6 +218,21 @@ def frame_sizes(frame: np.ndarray) -> FrameSizes:
     return FrameSizes(int(header["n_symbols"]), payload, size - payload)
 
 
+def frame_flags(frame: np.ndarray) -> int:
+    """The flags a frame's header states (0 for a buffer shorter than a header); not checked.
+
+    Examples
+    --------
+    >>> from coded_shuffle.codec import encode_plan_arrays, load_dataset
+    >>> ds = load_dataset(np.eye(3, dtype=np.uint8))
+    >>> frame_flags(encode_plan_arrays(ds, [0], [-1], epoch=0, repair=True))
+    4
+    """
+    if int(frame.shape[0]) < FRAME_HEADER_BYTES:
+        return 0
+    return int(np.frombuffer(frame[:FRAME_HEADER_BYTES].tobytes(), dtype=_HEADER_DTYPE)[0]["flags"])
+
+
 def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | None = None) -> Frame:
     """Parse and check one frame; payload rows are views into ``buf`` for fixed-size records.
 

@@ -367,6 +367,14 @@ class Results:
         if self.network is not None and S is not None:
             rep = rep.on_network(S, self.network, measured=True)
             self._timed.append(rep.to_dict())
+        if (
+            self.job.multicast is not None
+            and rep.mode == "coded"
+            and rep.frames
+            and rep.frames_rejected >= rep.frames * rep.K
+        ):
+            print(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
+                  "records came by the repairs, over MPI", file=sys.stderr, flush=True)  # fmt: skip
         if self.out is not None:
             print(json.dumps(rep.to_dict()), file=self.out, flush=True)
         if self.table:

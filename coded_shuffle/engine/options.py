@@ -45,6 +45,10 @@ class JobOptions:
     count_links: bool = False
     #: The network the job runs on (``--network SPEC``), for each report's time bound, or None.
     network: str | None = None
+    #: ``GROUP:PORT``: the master's broadcasts as UDP multicast datagrams there, or None.
+    multicast: str | None = None
+    #: UDP payload of a multicast datagram, its header included.
+    datagram_bytes: int = 1472
     #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,
     #: else the path of a file of JSON lines.
     json: str | None = None
@@ -56,6 +60,7 @@ class JobOptions:
     fail_epoch: int | None = None
     fail_how: str = "raise"
     corrupt_worker: int | None = None
+    multicast_drop: float = 0.0
 
     def __post_init__(self) -> None:
         if self.data is None and (self.points is None or self.record_bytes is None):

@@ -23,12 +23,17 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_int
+from ..codec import FLAG_REPAIR, frame_flags
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
 from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _unicast
+from .multicast import MulticastReceiver, MulticastSender
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
 _BCAST, _UNICAST = 1, 2
+#: A broadcast whose frames travel as multicast datagrams (:mod:`.multicast`); the control
+#: message's third word is then the delivery's number.
+_MCAST = 3
 
 #: Words of the fixed control message; the sizes of up to ``_INLINE_FRAMES`` frames travel in it.
 _CONTROL_WORDS = 64
@@ -117,9 +122,9 @@ class FramedLink:
                 f"Rank {self.rank} is a worker: only the master (rank {self.root}) can {what}."
             )
 
-    def _control(self, kind: int, table: np.ndarray) -> None:
+    def _control(self, kind: int, table: np.ndarray, *, third: int | None = None) -> None:
         head = np.zeros(_CONTROL_WORDS, dtype=np.int64)
-        head[:3] = kind, table.shape[0], self.piece_bytes
+        head[:3] = kind, table.shape[0], self.piece_bytes if third is None else third
         inline = table.shape[0] <= _INLINE_FRAMES
         if inline:
             head[3 : 3 + table.size] = table.ravel()
@@ -169,13 +174,28 @@ class FramedLink:
         step = self.piece_bytes
         return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
 
+    #: The multicast data path of the master's broadcasts, if the link has one (:meth:`_multicast`).
+    _mc_send: MulticastSender | None = None
+    _mc_recv: MulticastReceiver | None = None
+    _deliveries: int = 0
+
     def send(self, frames: Sequence[np.ndarray]) -> None:
-        """Master: broadcast ``frames`` to every worker (each byte leaves the master once)."""
+        """Master: broadcast ``frames`` to every worker (each byte leaves the master once).
+
+        On a link with a multicast data path the frames go as datagrams to the group, except
+        repair frames (``FLAG_REPAIR``), which take the reliable path so that repairs end.
+        """
         self._master_only("send")
         if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
             raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
         checked = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(frames)]
         table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
+        if self._mc_send is not None and not any(frame_flags(f) & FLAG_REPAIR for f in checked):
+            self._deliveries += 1
+            self._control(_MCAST, table, third=self._deliveries)
+            self._mc_send.send(checked, self._deliveries)
+            self._stats = _counted(self._stats, checked)
+            return
         self._control(_BCAST, table)
         pace = self.pace
         for f in checked:
@@ -217,7 +237,8 @@ class FramedLink:
         head = np.empty(_CONTROL_WORDS, dtype=np.int64)
         self._bcast_raw(head)
         kind, n, piece = (int(v) for v in head[:3])
-        if kind not in (_BCAST, _UNICAST) or piece < 1 or n < 0:
+        known = (_BCAST, _UNICAST) if self._mc_recv is None else (_BCAST, _UNICAST, _MCAST)
+        if kind not in known or piece < 1 or n < 0:
             raise TransportError(
                 f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
             )
@@ -226,6 +247,12 @@ class FramedLink:
         else:
             table = np.empty((n, 2), dtype=np.int64)
             self._bcast_raw(table)
+        if kind == _MCAST:
+            assert self._mc_recv is not None
+            got = self._mc_recv.collect(piece, table[:, 0].tolist())  # an empty buffer for a frame lost
+            for buf in got:
+                buf.flags.writeable = False
+            return got
         self.piece_bytes = piece
         mine = table if kind == _BCAST else table[table[:, 1] == worker]
         sizes = mine[:, 0].tolist()

@@ -190,6 +190,29 @@ class MPITransport(FramedLink):
         """The bucket pacing the master's sends, if any."""
         return self._pace
 
+    def open_multicast(
+        self, group: str, port: int, *, datagram_bytes: int = 1472, idle: float = 1.0, drop: float = 0.0
+    ) -> str | None:
+        """Send the master's broadcasts as UDP multicast datagrams to ``group:port``
+        (:mod:`coded_shuffle.transport.multicast`): the master sends a first, empty datagram (so
+        that a host without a route for the group says so now), every worker joins the group.
+        Not collective: returns why this rank cannot, or None. ``idle``: seconds without a
+        datagram after which a worker gives up on the frames still missing (they are repaired);
+        ``drop``: a share of the datagrams a worker drops on arrival (tests only)."""
+        from .multicast import MulticastReceiver, MulticastSender
+
+        if self.peers:
+            return "a job of peers has no master's broadcast to multicast"
+        try:
+            if self.is_master:
+                self._mc_send = MulticastSender(group, port, datagram_bytes=datagram_bytes, pace=self._pace)
+                self._mc_send.send([np.empty(0, dtype=np.uint8)], 0)
+            else:
+                self._mc_recv = MulticastReceiver(group, port, idle=idle, drop=drop, seed=self.rank)
+        except (TransportError, ValueError, OSError) as exc:
+            return str(exc)
+        return None
+
     # ---- the link's primitives (frames.FramedLink does the framing)
 
     def _bcast_raw(self, arr: np.ndarray) -> None:

@@ -1,0 +1,66 @@
+"""The multicast data path in a network namespace of its own: ``unshare -n python multicast_prog.py``.
+
+Run by ``tests/transport/test_multicast.py`` (root). It turns on the namespace's loopback with
+multicast and a route for 239.0.0.0/8 (nothing outside the namespace changes), then checks that
+two receivers get every frame of a delivery byte for byte, that a receiver dropping datagrams
+returns an empty buffer for each frame it could not complete (and within its idle time), and
+that without a route the sender and the receivers refuse in one line. Prints ``ok`` and exits 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import numpy as np
+
+from coded_shuffle.errors import TransportError
+from coded_shuffle.transport import TokenBucket
+from coded_shuffle.transport.multicast import DATAGRAM_HEADER_BYTES, MulticastReceiver, MulticastSender
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True)
+
+
+def main() -> None:
+    ip("link", "set", "lo", "up")
+    for kind in (MulticastSender, MulticastReceiver):  # no route for the group yet
+        try:
+            obj = kind("239.77.0.1", 6001)
+            if isinstance(obj, MulticastSender):
+                obj.send([np.zeros(8, dtype=np.uint8)], 1)
+            raise AssertionError(f"{kind.__name__} worked without a route")
+        except TransportError as exc:
+            assert "no route" in str(exc) and "\n" not in str(exc), exc
+    ip("link", "set", "lo", "multicast", "on")
+    ip("route", "add", "239.0.0.0/8", "dev", "lo")
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 256, n, dtype=np.uint8) for n in (70_000, 0, 1, 1452, 1453, 400_000)]
+    sizes = [f.size for f in frames]
+    rx = [MulticastReceiver("239.77.0.1", 6002, idle=0.5) for _ in range(2)]
+    tx = MulticastSender("239.77.0.1", 6002, pace=TokenBucket.from_mbps(200))
+    tx.send(frames, 7)
+    step = 1472 - DATAGRAM_HEADER_BYTES
+    assert tx.datagrams == sum(max(1, -(-n // step)) for n in sizes), tx.datagrams
+    for r in rx:
+        got = r.collect(7, sizes)
+        assert all(np.array_equal(a, b) for a, b in zip(got, frames, strict=True))
+    # a receiver that drops datagrams: the frames it misses are empty buffers, within its idle time
+    lossy = MulticastReceiver("239.77.0.1", 6003, idle=0.3, drop=0.2, seed=1)
+    tx = MulticastSender("239.77.0.1", 6003, datagram_bytes=600)
+    tx.send(frames, 8)
+    tic = time.monotonic()
+    got = lossy.collect(8, sizes)
+    waited = time.monotonic() - tic
+    assert lossy.dropped > 0 and waited < 5, (lossy.dropped, waited)
+    for g, f in zip(got, frames, strict=True):
+        assert g.size == 0 or np.array_equal(g, f)
+    assert got[5].size == 0  # 400 KB in about 690 datagrams: one of them dropped at least
+    for r in (*rx, lossy):
+        r.close()
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The master's broadcast as UDP multicast datagrams (``coded_shuffle.transport.multicast``,
+``run --multicast``), in network namespaces of their own (``unshare -n``): only their loopback
+carries the datagrams, to groups of 239.0.0.0/8, and nothing outside them changes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coded_shuffle.cli import main
+from coded_shuffle.transport.multicast import parse_group
+
+ROOT = Path(__file__).resolve().parents[2]
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+TIMEOUT = 180
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (CAP_NET_ADMIN) for a network namespace of its own"
+    for tool in ("ip", "unshare"):
+        if shutil.which(tool) is None:
+            return f"needs '{tool}' (iproute2 / util-linux) on PATH"
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True, timeout=30)
+    return f"cannot unshare a network namespace: {probe.stderr.strip()}" if probe.returncode else None
+
+
+MISSING = _missing()
+needs_netns = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+needs_mpi = pytest.mark.skipif(
+    not MPIEXEC.exists() or importlib.util.find_spec("mpi4py") is None, reason="needs mpiexec and mpi4py"
+)
+
+#: The shell that readies a private namespace's loopback for multicast before the command runs.
+SETUP = "ip link set lo up && ip link set lo multicast on && ip route add 239.0.0.0/8 dev lo && "
+
+
+def in_namespace(command: str, *, setup: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{MPIEXEC.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    script = (SETUP if setup else "ip link set lo up && ") + command
+    return subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=ROOT, env=env, check=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("239.1.2.3", "is not GROUP:PORT"),
+        ("10.0.0.1:5000", "is not an IPv4 multicast group"),
+        ("239.1.2.x:5000", "is not an IPv4 address"),
+        ("239.1.2.3:0", "the port must be 1 to 65535"),
+        ("239.1.2.3:70000", "the port must be 1 to 65535"),
+    ],
+)
+def test_a_group_that_does_not_parse_is_named(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_group(text)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--multicast", "10.0.0.1:5000"], "--multicast: '10.0.0.1' is not an IPv4 multicast group"),
+        (["--multicast", "239.1.1.1:5000", "--mode", "exchange"], "--multicast carries the master's coded"),
+        (["--datagram-bytes", "1000"], "--datagram-bytes applies with --multicast only"),
+        (["--multicast", "239.1.1.1:5000", "--datagram-bytes", "10"], "--datagram-bytes must be 21 to 65507"),
+    ],
+)
+def test_run_refuses_a_multicast_it_cannot_do_in_one_line(capsys, argv, message):
+    assert main(["run", "-K", "2", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coded-shuffle: error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.netns
+@needs_netns
+def test_datagrams_deliver_frames_and_a_lost_one_empties_its_frame():
+    proc = in_namespace(f"{sys.executable} tests/transport/multicast_prog.py", setup=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def _rows(proc: subprocess.CompletedProcess[str]) -> list[dict]:
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.netns
+@pytest.mark.mpi
+@needs_netns
+@needs_mpi
+def test_a_job_over_multicast_repairs_what_is_lost_and_says_when_all_was():
+    prog = (
+        f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_program --points 3000 --record-bytes 512 --json -"
+    )
+    rows = _rows(in_namespace(f"mpiexec -n 4 {prog} --multicast 239.77.0.2:6100"))
+    assert [r["epoch"] for r in rows] == [1, 2, 3] and all(r["verified"] for r in rows)
+    # every datagram a worker receives is dropped with probability 0.05: the frames it misses
+    # are rejected, their records repaired, and every transition still verified
+    lossy = in_namespace(f"mpiexec -n 4 {prog} --multicast 239.77.0.2:6101 --multicast-drop 0.05")
+    rows = _rows(lossy)
+    assert all(r["verified"] for r in rows)
+    assert sum(r["frames_rejected"] for r in rows) > 0 and sum(r["repairs"] for r in rows) > 0
+    # every datagram lost: the repairs (over MPI) bring every record, and one line says so
+    lost = in_namespace(f"mpiexec -n 4 {prog} --transitions 1 --multicast 239.77.0.2:6102 --multicast-drop 1")
+    (row,) = _rows(lost)
+    assert row["verified"] and row["repairs"] > 0
+    warned = [line for line in lost.stderr.splitlines() if "warning" in line]
+    assert warned == [
+        "coded-shuffle run: warning: epoch 1: every multicast frame was lost on every worker; the records "
+        "came by the repairs, over MPI"
+    ]
+
+
+@pytest.mark.netns
+@pytest.mark.mpi
+@needs_netns
+@needs_mpi
+def test_a_host_without_a_route_for_the_group_is_refused_in_one_line():
+    prog = f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_program --points 300 --multicast 239.77.0.3:6200"
+    proc = in_namespace(f"mpiexec -n 3 {prog}", setup=False)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("coded-shuffle run: error: --multicast: rank 0: ")
+    assert "no route" in lines[0]
