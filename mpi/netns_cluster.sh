@@ -2,7 +2,7 @@
 # Run an MPI program across K+1 hosts made of network namespaces on this machine, on shaped links.
 #
 #   mpi/netns_cluster.sh -K 4 [--master-up-mbit 1000] [--worker-down-mbit 0] [--worker-up-mbit 0]
-#       [--delay-ms 0] [--bcast chain|mpich] [--peers] [--timeout 600] -- PROGRAM [ARGS...]
+#       [--delay-ms 0] [--mtu 1500] [--bcast chain|mpich] [--peers] [--timeout 600] -- PROGRAM [ARGS...]
 #
 # Hosts h0 (the master, rank 0) .. hK are network namespaces, each with one interface `eth0` (a
 # veth pair) plugged into a bridge that lives in a switch namespace of its own: nothing is added
@@ -12,6 +12,8 @@
 #   --worker-down-mbit R   each worker's downlink (egress of its switch port)  default 0
 #   --worker-up-mbit R     each worker's uplink (egress of its eth0)      default 0
 #   --delay-ms D           one-way delay added on every shaped egress (needs the netem qdisc)
+#   --mtu BYTES            MTU of every link (default 1500; up to 9000, jumbo frames, for larger
+#                          multicast datagrams: run --datagram-bytes BYTES-28)
 #   --peers                K hosts h0 .. h(K-1), every one a worker shaped as above, and
 #                          `mpiexec -n K`: a job of peers (no master; --master-up-mbit unused)
 # Then `mpiexec -n K+1 -ppn 1` runs PROGRAM from inside h0 with a hostfile of the hosts'
@@ -28,6 +30,8 @@
 # The namespaces are named cs<pid>-sw and cs<pid>-h<i>, so parallel runs never collide; they are
 # deleted on exit, whatever happens (trap), and mpiexec is bounded by --timeout seconds.
 # Environment: MPIEXEC (default: mpiexec beside PYTHON, else on PATH), PYTHON (default python3).
+# Every host routes 239.0.0.0/8 (the local multicast scope) on its eth0, so that `run --multicast`
+# reaches the others through the bridge, which replicates each datagram for free.
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), ip (iproute2), tc and unshare (util-linux).
 # Prints, after the job, the bytes each host's eth0 sent and received (`links: ...` lines on
 # standard error). Exit status: the job's, or 2 on a usage or setup error.
@@ -42,6 +46,7 @@ MASTER_UP=1000
 WORKER_DOWN=0
 WORKER_UP=0
 DELAY=0
+MTU=1500
 TIMEOUT=600
 BCAST=chain
 PEERS=0
@@ -52,6 +57,7 @@ while [ $# -gt 0 ]; do
         --worker-down-mbit) WORKER_DOWN="${2:-}"; shift 2 ;;
         --worker-up-mbit) WORKER_UP="${2:-}"; shift 2 ;;
         --delay-ms) DELAY="${2:-}"; shift 2 ;;
+        --mtu) MTU="${2:-}"; shift 2 ;;
         --timeout) TIMEOUT="${2:-}"; shift 2 ;;
         --bcast) BCAST="${2:-}"; shift 2 ;;
         --peers) PEERS=1; shift ;;
@@ -68,6 +74,8 @@ for pair in "master-up-mbit:$MASTER_UP" "worker-down-mbit:$WORKER_DOWN" "worker-
     "delay-ms:$DELAY" "timeout:$TIMEOUT"; do
     case "${pair#*:}" in ''|*[!0-9.]*|*.*.*) die "--${pair%%:*} must be a non-negative number, not '${pair#*:}'" ;; esac
 done
+case "$MTU" in ''|*[!0-9]*) die "--mtu must be an integer, not '$MTU'" ;; esac
+[ "$MTU" -ge 576 ] && [ "$MTU" -le 65535 ] || die "--mtu must be 576 to 65535, not $MTU"
 case "$BCAST" in chain|mpich) ;; *) die "--bcast must be chain or mpich, not '$BCAST'" ;; esac
 awk -v t="$TIMEOUT" 'BEGIN { exit !(t >= 1) }' || die "--timeout must be at least 1 second, not $TIMEOUT"
 [ "$(id -u)" -eq 0 ] || die "needs root (CAP_NET_ADMIN) to create network namespaces"
@@ -140,7 +148,12 @@ for i in $(seq 0 "$LAST"); do
     ip -n "$SW" link set "p$i" master br0 up
     ip -n "$ns" addr add "$(host_ip "$i")/24" dev eth0
     ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth0 mtu "$MTU"
+    ip -n "$SW" link set "p$i" mtu "$MTU"
     ip -n "$ns" link set eth0 up
+    # The administratively scoped multicast groups (run --multicast) go out on eth0, to the bridge,
+    # which replicates each datagram to the ports whose hosts joined the group.
+    ip -n "$ns" route add 239.0.0.0/8 dev eth0
     # A transfer after a pause (each epoch's delivery) keeps its congestion window, as on a tuned
     # cluster, instead of slow-starting again through the shaped link's queue.
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0

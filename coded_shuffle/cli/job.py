@@ -46,7 +46,8 @@ JOB_DEFAULTS: dict[str, int | str] = {
     "max_repair_rounds": 3,
 }
 
-#: Payload bytes a frame by default with ``--multicast`` (a lost datagram costs its whole frame).
+#: The fewest payload bytes a frame by default with ``--multicast`` (16 datagrams if more: a lost
+#: datagram costs its whole frame, and every frame its own costs).
 MULTICAST_FRAME_BYTES = 1 << 17
 
 #: The options ``coded-shuffle run`` passes on to the program when given: (dest, flag).
@@ -238,8 +239,8 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
             setattr(filled, dest, default)
     if args.multicast is not None and args.max_frame_bytes is None:
-        # a datagram lost costs its frame, repaired whole: frames of about 90 datagrams
-        filled.max_frame_bytes = MULTICAST_FRAME_BYTES
+        # a datagram lost costs its frame, repaired whole: frames of 16 datagrams, at least 128 KiB
+        filled.max_frame_bytes = max(MULTICAST_FRAME_BYTES, 16 * filled.datagram_bytes)
     return filled
 
 

@@ -123,9 +123,9 @@ def test_a_job_over_multicast_repairs_what_is_lost_and_says_when_all_was():
 @needs_netns
 @needs_mpi
 def test_a_host_without_a_route_for_the_group_is_refused_in_one_line():
-    prog = f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_program --points 300 --multicast 239.77.0.3:6200"
-    proc = in_namespace(f"mpiexec -n 3 {prog}", setup=False)
-    assert proc.returncode == 2
+    run = f"{sys.executable} -m coded_shuffle run -K 2 --points 300 --multicast 239.77.0.3:6200"
+    proc = in_namespace(run, setup=False)
+    assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("coded-shuffle run: error: --multicast: rank 0: ")
+    assert len(lines) == 1 and lines[0].startswith("coded-shuffle run: error: --multicast: rank 0: "), lines
     assert "no route" in lines[0]

@@ -1,0 +1,145 @@
+"""Which delivery wins on which network: every mode, and ``--mode auto``, on four shaped topologies
+of namespaced hosts (``mpi/netns_cluster.sh``), in one run.
+
+Topologies (rates in Mbit/s; 0 is unshaped; the SPEC each job is given with ``--network``):
+
+- ``switch``: every port 1000 both ways, no multicast (``master=1000,up=1000,down=1000``): the
+  exchange should win;
+- ``edge``: master 1000, worker downlinks 1000, worker uplinks 100, the master's broadcast as UDP
+  multicast (``run --multicast``, datagrams of 65507 bytes on links of MTU 65535, never
+  fragmented, paced at 950): the coded multicast should win;
+- ``fast-master``: the master's uplink unshaped, worker downlinks 1000, uplinks 100, no multicast
+  (``master=10000,up=100,down=1000``);
+- ``chain``: master 1000, downlinks 1000, worker uplinks unshaped, ``MPI_Bcast`` a chain (the
+  paper's shared link; ``master=1000,up=10000,down=1000``).
+
+For each topology and ``K`` (default 4 and 8): ``coded``, ``uncoded`` and ``exchange`` (a job of
+peers, ``K`` hosts), each its own job, then ``auto``: the mode ``coded-shuffle run --mode auto``
+chooses for that SPEC (:func:`coded_shuffle.engine.schedule.predicted_times`, the function the
+launcher calls), run once more as a job of its own. Each figure is the median over the
+transitions after the first of ``seconds`` (a barrier, the delivery, decoding and the check of
+every record, repairs included); every transition verified. Targets: ``auto`` within 10 % of the
+fastest mode measured; the predicted times in the order of the measured ones; on ``edge`` at
+``K = 8`` the coded multicast at least 1.3 x faster than the best other mode.
+
+Needs root. Run: ``python benchmarks/network_choice.py [--workers 4,8] [--mib 64] [--epochs 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = ROOT / "mpi" / "netns_cluster.sh"
+RECORD_BYTES = 1024
+
+#: name: (master up, worker down, worker up, multicast, SPEC)
+TOPOLOGIES = {
+    "switch": (1000, 1000, 1000, False, "master=1000,up=1000,down=1000"),
+    "edge": (1000, 1000, 100, True, "master=1000,up=100,down=1000,multicast"),
+    "fast-master": (0, 1000, 100, False, "master=10000,up=100,down=1000"),
+    "chain": (1000, 1000, 0, False, "master=1000,up=10000,down=1000"),
+}
+MODES = ("coded", "uncoded", "exchange")
+
+
+def job(topology: str, K: int, mode: str, args: argparse.Namespace) -> list[dict]:
+    up_m, down, up, multicast, spec = TOPOLOGIES[topology]
+    N = args.mib * (1 << 20) // RECORD_BYTES
+    shape = ["--peers"] if mode == "exchange" else ["--master-up-mbit", str(up_m)]
+    extra = []
+    if multicast and mode == "coded":
+        extra = ["--multicast", "239.77.9.1:7100", "--datagram-bytes", "65507", "--link-mbps", "950"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.jsonl"
+        cmd = [
+            str(CLUSTER), "-K", str(K), *shape, "--worker-down-mbit", str(down), "--worker-up-mbit",
+            str(up), "--mtu", "65535", "--timeout", str(args.timeout), "--", sys.executable, "-m", "mpi4py",
+            "-m", "coded_shuffle.mpi_program", "--points", str(N), "--record-bytes", str(RECORD_BYTES),
+            "--transitions", str(args.epochs), "--mode", mode, "--network", spec, *extra, "--json", str(out),
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHON": sys.executable}
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, check=False, timeout=args.timeout + 60
+        )
+        if proc.returncode:
+            sys.exit(f"network_choice.py: {topology} K = {K} {mode} failed:\n{proc.stderr[-3000:]}")
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+    if not all(r["verified"] for r in rows):
+        sys.exit(f"network_choice.py: {topology} K = {K} {mode}: a transition was not verified")
+    return rows
+
+
+def steady(rows: list[dict], key: str = "seconds") -> float:
+    return statistics.median(r[key] for r in (rows[1:] or rows))
+
+
+def chosen(topology: str, K: int, args: argparse.Namespace) -> tuple[str, dict[str, float]]:
+    from coded_shuffle.engine.schedule import predicted_times
+    from coded_shuffle.network import Network
+    from coded_shuffle.orders import OrderSpec, auto_order
+
+    N = args.mib * (1 << 20) // RECORD_BYTES
+    net = Network.parse(TOPOLOGIES[topology][4])
+    t = predicted_times(N, K, seed=0, spec=OrderSpec(auto_order("auto", N)), epoch=0,
+                        record_bytes=RECORD_BYTES, network=net)  # fmt: skip
+    return t.choice, t.predicted_seconds
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workers", default="4,8")
+    p.add_argument("--topologies", default=",".join(TOPOLOGIES))
+    p.add_argument("--mib", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--timeout", type=int, default=600)
+    p.add_argument("--json", action="store_true", help="also print every job's rows as JSON lines")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("network_choice.py: needs root (network namespaces and tc)")
+    met = True
+    print(f"{args.mib} MiB of {RECORD_BYTES} B records; seconds: median over transitions 2..{args.epochs}")
+    print(f"{'topology':>12} {'K':>2} {'mode':>9} {'measured s':>11} {'predicted s':>12} {'bound s':>9}")
+    for K in (int(k) for k in args.workers.split(",")):
+        for topology in args.topologies.split(","):
+            rows = {m: job(topology, K, m, args) for m in MODES}
+            pick, predicted = chosen(topology, K, args)
+            rows["auto"] = job(topology, K, pick, args)
+            measured = {m: steady(r) for m, r in rows.items()}
+            for m, r in rows.items():
+                pred = r[0]["predicted_seconds"][pick if m == "auto" else m]
+                name = f"auto={pick}" if m == "auto" else m
+                print(f"{topology:>12} {K:>2} {name:>9} {measured[m]:>11.3f} {pred:>12.3f} "
+                      f"{r[0]['time_bound_seconds']:>9.3f}")  # fmt: skip
+                if args.json:
+                    print(json.dumps({"topology": topology, "K": K, "mode": name, "rows": r}))
+            best = min(MODES, key=lambda m: measured[m])
+            gap = measured["auto"] / measured[best] - 1
+            order_pred = sorted(MODES, key=lambda m: predicted[m])
+            order_meas = sorted(MODES, key=lambda m: measured[m])
+            ok = gap <= 0.10
+            met &= ok
+            same = "same" if order_pred == order_meas else "NOT the same"
+            print(f"{'':>12} auto chose {pick}, the fastest measured is {best}: auto {gap:+.1%} "
+                  f"({'met' if ok else 'NOT met'}, target within 10 %); predicted order {order_pred}, "
+                  f"measured {order_meas} ({same})")  # fmt: skip
+            met &= order_pred == order_meas
+            if topology == "edge" and K == 8:
+                other = min(measured[m] for m in MODES if m != "coded")
+                gain = other / measured["coded"]
+                met &= gain >= 1.3
+                print(
+                    f"{'':>12} edge, K = 8: coded multicast {gain:.2f} x the best other mode (target >= 1.3)"
+                )
+    print("all targets met" if met else "some targets NOT met")
+
+
+if __name__ == "__main__":
+    main()
