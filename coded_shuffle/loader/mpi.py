@@ -24,6 +24,7 @@ from ..orders import (
     OrderSpec,
 )
 from ..transport import ControlLink, MPITransport
+from ..transport.multicast import parse_group
 from ..transport.torch_dist import torchrun_refusal
 from ..warmup import compile_once
 from ._common import (
@@ -41,6 +42,23 @@ from ._common import (
 )
 
 # --------------------------------------------------------------------------- MPI
+
+
+def _join_multicast(link: ControlLink, multicast: object) -> None:
+    """Every rank opens the multicast data path of ``link``, or every rank raises naming the
+    first rank that cannot (collective)."""
+    if not isinstance(link, MPITransport) or link.peers:
+        raise TypeError("Argument 'multicast' needs an MPITransport with a master (not a job of peers).")
+    if not isinstance(multicast, str):
+        raise TypeError(f"Argument 'multicast' must be a str GROUP:PORT, not {type(multicast).__name__}.")
+    try:
+        group, port = parse_group(multicast)
+    except ValueError as exc:
+        raise ValueError(f"Argument 'multicast': {exc}") from None
+    problem = link.open_multicast(group, port)
+    problems = [(r, p) for r, p in enumerate(link.comm.allgather(problem)) if p is not None]
+    if problems:
+        raise TransportError(f"Argument 'multicast': rank {problems[0][0]}: {problems[0][1]}")
 
 
 class MPILoader:
@@ -86,6 +104,11 @@ class MPILoader:
         modify, for ``torch.from_numpy``); read-only by default.
     storage : int
         Batches each worker stores (as :class:`InProcessLoader`); the same on every rank.
+    multicast : str, optional
+        ``GROUP:PORT``: the master's broadcasts as UDP multicast datagrams to that IPv4 group
+        (:meth:`~coded_shuffle.transport.MPITransport.open_multicast`; an ``MPITransport`` only).
+        Every rank joins, or every rank raises :class:`~coded_shuffle.errors.TransportError`
+        naming the first rank that cannot.
 
     Examples
     --------
@@ -111,6 +134,7 @@ class MPILoader:
         timeout: float | None = None,
         writable: bool = False,
         storage: int = 1,
+        multicast: str | None = None,
     ) -> None:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
@@ -129,6 +153,8 @@ class MPILoader:
                 "Argument 'transport' must be a link between processes (a ControlLink, such as an "
                 f"MPITransport or a TorchTransport), not {type(transport).__name__}."
             )
+        if multicast is not None:
+            _join_multicast(transport, multicast)
         self.transport = transport
         self.writable = bool(writable)
         self._pid = os.getpid()

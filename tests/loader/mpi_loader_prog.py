@@ -18,6 +18,7 @@ A last argument ``storage=M`` makes every worker store ``M`` batches.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> int:
     source = data if link.is_master else None
     loader = MPILoader(
         source, epochs=int(epochs), start_epoch=int(start), seed=int(seed), order=order, transport=link,
-        storage=storage,
+        storage=storage, multicast=os.environ.get("CS_MULTICAST"),
     )  # fmt: skip
     out_dir = Path(out)
     stops = ("break", "close", "with", "exit", "raise")

@@ -129,3 +129,32 @@ def test_a_host_without_a_route_for_the_group_is_refused_in_one_line():
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("coded-shuffle run: error: --multicast: rank 0: "), lines
     assert "no route" in lines[0]
+
+
+@pytest.mark.netns
+@pytest.mark.mpi
+@needs_netns
+@needs_mpi
+def test_the_mpi_loader_over_multicast_gives_every_worker_its_rows(tmp_path):
+    import numpy as np
+
+    from coded_shuffle.orders import epoch_placement
+
+    N, K, seed, epochs = 3000, 3, 5, 3
+    X = np.random.default_rng(0).integers(0, 256, (N, 96), dtype=np.uint8)
+    np.save(tmp_path / "rows.npy", X)
+    prog = ROOT / "tests" / "loader" / "mpi_loader_prog.py"
+    cmd = f"CS_MULTICAST=239.77.0.5:6400 mpiexec -n {K + 1} {sys.executable} -m mpi4py {prog} "
+    proc = in_namespace(cmd + f"{tmp_path / 'rows.npy'} {tmp_path} {epochs} 0 {seed} permutation none")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for t in range(epochs):
+        owner = np.asarray(epoch_placement(N, K, seed=seed, epoch=t).owner)
+        for k in range(K):
+            got = np.load(tmp_path / f"w{k}_e{t}.npz")
+            assert np.array_equal(np.sort(got["ids"]), np.flatnonzero(owner == k))  # in epoch order
+            assert np.array_equal(got["records"], X[got["ids"]])
+    reports = json.loads((tmp_path / "reports.json").read_text())
+    assert len(reports) == epochs - 1 and all(r["verified"] for r in reports)
+    # outside a namespace with a route, every rank refuses, naming the first rank that cannot
+    bare = in_namespace(cmd + f"{tmp_path / 'rows.npy'} {tmp_path} 2 0 {seed} permutation none", setup=False)
+    assert bare.returncode != 0 and "Argument 'multicast': rank 0: " in bare.stderr
