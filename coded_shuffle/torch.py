@@ -46,12 +46,14 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from ._checks import check_int, check_loader_scheme
 from .engine import TransitionReport
 from .loader import EpochBatch, MPILoader, PeerLoader
+from .loader._common import choose_scheme, open_rows
 from .loader.arrays import pack_arrays
 from .loader.peers import peer_link
 from .loader.prefetch import Prefetch
+from .network import Network
 from .orders import OrderSpec
-from .transport import ControlLink
-from .transport.torch_dist import default_link
+from .transport import ControlLink, mpi_world
+from .transport.torch_dist import default_link, torch_world
 
 __all__ = ["CodedIterableDataset", "pack_arrays"]
 
@@ -111,6 +113,27 @@ def _columns(records: np.ndarray) -> tuple[torch.Tensor, ...]:
     if records.dtype.names:
         return tuple(_tensor(records[f]) for f in records.dtype.names)
     return (_tensor(records),)
+
+
+def _auto_scheme(
+    source: object, transport: object, network: object, *, seed: int, order: object, start_epoch: int,
+    strategy: str,
+) -> tuple[str, str]:  # fmt: skip
+    """``scheme="auto"``: the records' number and size from ``source`` (on every rank), the job's
+    ranks from ``transport`` or the launcher's world, then :func:`choose_scheme`."""
+    if network is None:
+        raise ValueError("Argument 'scheme' can be 'auto' only with a 'network' to predict the times on.")
+    if source is None:
+        raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
+    arr = open_rows(source)[0] if isinstance(source, (str, os.PathLike)) else pack_arrays(source)
+    B = int(arr.dtype.itemsize * np.prod(arr.shape[1:], dtype=np.int64))
+    if isinstance(transport, ControlLink):
+        ranks = transport.K + (0 if transport.peers else 1)
+    else:
+        world = torch_world()
+        ranks = world[1] if world is not None else int(mpi_world().Get_size())
+    return choose_scheme(int(arr.shape[0]), B, ranks, seed=seed, order=order, start_epoch=start_epoch,
+                         network=network, strategy=strategy)  # fmt: skip
 
 
 def _job_link(
@@ -197,6 +220,11 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         :attr:`is_master` is false everywhere and every rank gives ``source`` (a ``.npy`` path is
         memory-mapped, each rank reading only what it holds); the workers send each other what
         each misses, and no ``new_group`` is needed for DDP (there is no rank to leave out).
+        ``auto``, with a ``network`` and ``source`` on every rank: of the two, the one of least
+        predicted time of the first transition on it for the job's ranks
+        (:func:`~coded_shuffle.loader._common.choose_scheme`; :attr:`choice` says why).
+    network : Network, optional
+        The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`).
 
     Examples
     --------
@@ -230,9 +258,15 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         world_size: int | None = None,
         storage: int = 1,
         scheme: str = "coded",
+        network: Network | None = None,
     ) -> None:
         super().__init__()
-        check_loader_scheme(scheme, auto=False)
+        check_loader_scheme(scheme)
+        #: What ``scheme="auto"`` chose and why, in one line (None for a scheme given).
+        self.choice: str | None = None
+        if scheme == "auto":
+            scheme, self.choice = _auto_scheme(source, transport, network, seed=seed, order=order,
+                                               start_epoch=start_epoch, strategy=strategy)  # fmt: skip
         peers = scheme == "exchange"
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):

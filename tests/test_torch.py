@@ -501,3 +501,18 @@ def test_every_rank_trains_under_torchrun_with_the_exchange(tmp_path, rng):
             assert np.array_equal(got["field0"], data["struct"]["x"][want[k]])
             assert np.array_equal(got["field1"], data["struct"]["y"][want[k]])
     assert not (out / "reports.json").exists()  # no master
+
+
+@needs_torch
+def test_the_dataset_chooses_auto_only_on_a_network_and_with_the_records():
+    """``scheme="auto"`` is refused, naming the argument, before any link is made."""
+    from coded_shuffle.network import Network
+    from coded_shuffle.torch import CodedIterableDataset
+
+    X = np.zeros((100, 4), dtype=np.float32)
+    with pytest.raises(ValueError, match="'scheme' can be 'auto' only with a 'network'"):
+        CodedIterableDataset(X, epochs=2, scheme="auto")
+    with pytest.raises(TypeError, match="'source' must be given on every rank with scheme 'auto'"):
+        CodedIterableDataset(None, epochs=2, scheme="auto", network=Network.parse("down=100,up=100"))
+    with pytest.raises(ValueError, match="'scheme' must be 'coded' or 'exchange'"):
+        CodedIterableDataset(X, epochs=2, scheme="uncoded")

@@ -285,7 +285,42 @@ def _scheme_on(
         network=network, strategy=strategy,
     )  # fmt: skip
     p = times.predicted_seconds
-    best = min(LOADER_SCHEMES, key=lambda m: p[m])
-    if p[best] == float("inf"):
-        raise ValueError(f"Argument 'network' must let the master or the workers send, not {network}.")
-    return best
+    return min(LOADER_SCHEMES, key=lambda m: p[m])  # a network no mode can use raised above
+
+
+def choose_scheme(
+    N: int, record_bytes: int, ranks: int, *, seed: int, order: object, start_epoch: int, network: object,
+    strategy: str = "greedy",
+) -> tuple[str, str]:  # fmt: skip
+    """``scheme="auto"`` of a job of ``ranks`` processes: the master's coded broadcast to
+    ``ranks - 1`` workers, or the exchange among ``ranks`` peers, whichever has the least
+    predicted time of transition ``start_epoch -> start_epoch + 1`` on ``network``; returns it
+    and the one line that says why.
+
+    Examples
+    --------
+    >>> from coded_shuffle.network import Network
+    >>> choose_scheme(4000, 1024, 5, seed=0, order="auto", start_epoch=0,
+    ...               network=Network.parse("master=1000,up=1000,down=1000"))[0]
+    'exchange'
+    """
+    if network is None:
+        raise ValueError("Argument 'scheme' can be 'auto' only with a 'network' to predict the times on.")
+    if not isinstance(network, Network):
+        raise TypeError(f"Argument 'network' must be a Network or None, not {type(network).__name__}.")
+    spec = _order_spec(order, N)
+
+    def time_of(mode: str, K: int) -> float:
+        if K < 1:
+            return float("inf")
+        times = predicted_times(N, K, seed=seed, spec=spec, epoch=start_epoch, record_bytes=record_bytes,
+                                network=network, strategy=strategy)  # fmt: skip
+        return times.predicted_seconds[mode]
+
+    t = {"coded": time_of("coded", ranks - 1), "exchange": time_of("exchange", ranks)}
+    best = min(("exchange", "coded"), key=lambda m: t[m])  # a network no mode can use raised above
+    other = "coded" if best == "exchange" else "exchange"
+    return (
+        best,
+        f"scheme auto chose {best}: predicted {t[best]:.3g} s against {other} {t[other]:.3g} s, on {network}",
+    )

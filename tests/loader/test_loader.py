@@ -371,3 +371,27 @@ def test_in_process_loader_auto_runs_the_scheme_of_least_predicted_time():
         InProcessLoader(X, K=4, epochs=2, scheme="auto")
     with pytest.raises(TypeError, match="'network' must be a Network or None, not str"):
         InProcessLoader(X, K=4, epochs=2, scheme="auto", network="down=100")
+
+
+def test_choose_scheme_weighs_the_coded_job_against_the_peers_of_the_same_ranks():
+    from coded_shuffle.loader._common import choose_scheme
+    from coded_shuffle.network import Network
+
+    kw = {"seed": 0, "order": "auto", "start_epoch": 0}
+    switch, edge = (
+        Network.parse("master=1000,up=1000,down=1000"),
+        Network.parse("master=1000,up=100,down=1000,multicast"),
+    )
+    assert choose_scheme(8000, 1024, 9, network=switch, **kw)[0] == "exchange"
+    scheme, why = choose_scheme(8000, 1024, 9, network=edge, **kw)
+    assert (
+        scheme == "coded"
+        and why.startswith("scheme auto chose coded: predicted ")
+        and "against exchange" in why
+    )
+    # no master to send (no master=R): only the peers can deliver
+    assert choose_scheme(8000, 1024, 9, network=Network.parse("up=100,down=1000"), **kw)[0] == "exchange"
+    with pytest.raises(ValueError, match="no mode can deliver on it: give master=R or up=R"):
+        choose_scheme(8000, 1024, 9, network=Network.parse("down=1000"), **kw)
+    with pytest.raises(ValueError, match="'scheme' can be 'auto' only with a 'network'"):
+        choose_scheme(8000, 1024, 9, network=None, **kw)
