@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Network", "TransitionTimes", "transition_times", "predict", "MODES"]
+__all__ = ["Network", "TransitionTimes", "transition_times", "predict", "split_time", "MODES"]
 
 #: The modes a prediction is made for, in the order that breaks ties.
 MODES = ("exchange", "coded", "uncoded")
@@ -107,6 +107,11 @@ class TransitionTimes:
     predicted_seconds: dict[str, float]
     choice: str
     why: str
+    #: The predicted time of the best split (:func:`split_time`) where it beats both the coded
+    #: broadcast and the exchange alone, and the share of the moved records the master codes in it;
+    #: None otherwise. A prediction only: the engine does not run a split.
+    split_seconds: float | None = None
+    split_coded_share: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready: a mode the network cannot run is None."""
@@ -116,6 +121,8 @@ class TransitionTimes:
                 m: (v if math.isfinite(v) else None) for m, v in self.predicted_seconds.items()
             },
             "choice": self.choice,
+            "split_seconds": self.split_seconds,
+            "split_coded_share": self.split_coded_share,
         }
 
 
@@ -158,6 +165,10 @@ def transition_times(
         "coded": max(coded_b / master, coded_b / down, relays) if master else inf,
         "uncoded": max(W / master, float(d.max(initial=0)) / down) if master else inf,
     }
+    share, split = split_time(
+        coded_b, float(d.max(initial=0)), float(o.max(initial=0)), master=master, up=up, down=down,
+        multicast=network.multicast,
+    )  # fmt: skip
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
         raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
@@ -165,7 +176,57 @@ def transition_times(
     why = f"{choice}: predicted {predicted[choice]:.3g} s" + (
         f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
     )
-    return TransitionTimes(max(cuts), predicted, choice, why)
+    beats = split < min(predicted["coded"], predicted["exchange"]) * (1 - 1e-9)
+    return TransitionTimes(
+        max(cuts), predicted, choice, why, split if beats else None, share if beats else None
+    )
+
+
+def split_time(
+    coded: float, missing: float, only: float, *, master: float, up: float, down: float, multicast: bool
+) -> tuple[float, float]:
+    """The least predicted time of a split and its coded share ``a``: the master codes a share
+    ``a`` of every group of moved records (``a * coded`` bytes, every worker receiving them all)
+    while the workers exchange the rest (each receiving ``(1 - a)`` of what it misses, the busiest
+    ``missing`` bytes in all, and uploading ``(1 - a)`` of what only it holds, ``only``). Rates in
+    bytes a second (0: the link cannot send). Each link's time is linear in ``a``::
+
+        master: a C / master        downlink: (a C + (1 - a) d) / down
+        uplink: ((1 - a) o + (0 if multicast else a C)) / up   (a chain's relays share it)
+
+    so the busiest is convex in ``a`` and least at an end or where two lines cross; ``a = 0`` is
+    the exchange alone and ``a = 1`` the coded broadcast.
+
+    Examples
+    --------
+    The master and the uplinks each carry half: twice as fast as either alone.
+
+    >>> split_time(100.0, 0.0, 100.0, master=1.0, up=1.0, down=1e9, multicast=True)
+    (0.5, 50.0)
+    """
+    inf = math.inf
+    lines = [  # (time at a = 0, time at a = 1) of each link
+        (0.0, coded / master if master else (inf if coded else 0.0)),
+        (missing / down, coded / down),
+        (
+            only / up if up else (inf if only else 0.0),
+            (0.0 if multicast else coded) / up if up else (inf if coded and not multicast else 0.0),
+        ),
+    ]
+
+    def busiest(a: float) -> float:
+        return max(lo + (hi - lo) * a if math.isfinite(lo) and math.isfinite(hi) else
+                   (lo if a == 0 else hi if a == 1 else inf) for lo, hi in lines)  # fmt: skip
+
+    candidates = {0.0, 1.0}
+    for i, (l0, l1) in enumerate(lines):
+        for m0, m1 in lines[i + 1 :]:
+            if all(map(math.isfinite, (l0, l1, m0, m1))) and (l1 - l0) != (m1 - m0):
+                a = (m0 - l0) / ((l1 - l0) - (m1 - m0))
+                if 0 < a < 1:
+                    candidates.add(a)
+    best = min(sorted(candidates), key=busiest)
+    return best, busiest(best)
 
 
 def predict(S: object, *, record_bytes: int, network: Network, strategy: str = "greedy") -> TransitionTimes:

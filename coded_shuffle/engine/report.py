@@ -127,6 +127,10 @@ class TransitionReport:
     time_gap : float or None
         ``seconds / time_bound_seconds - 1``, where the transition ran on that network (``run``);
         None in process, where no network carries the bytes.
+    split_seconds, split_coded_share : float or None
+        The predicted time of the best split of the moved records between the master's coded
+        broadcast and the workers' exchange, and the share coded, where it beats both alone
+        (:func:`~coded_shuffle.network.split_time`; predicted only, not run); None otherwise.
     """
 
     epoch: int
@@ -181,6 +185,8 @@ class TransitionReport:
     predicted_seconds: dict[str, float | None] | None = None
     choice: str | None = None
     time_gap: float | None = None
+    split_seconds: float | None = None
+    split_coded_share: float | None = None
 
     def on_network(self, S: object, network: Network, *, measured: bool) -> TransitionReport:
         """This report with its transition's time bound and each mode's predicted time on
@@ -201,7 +207,8 @@ class TransitionReport:
         gap = self.seconds / bound - 1 if measured and bound > 0 else None
         return replace(
             self, network=str(network), time_bound_seconds=bound, predicted_seconds=d["predicted_seconds"],  # type: ignore[arg-type]
-            choice=times.choice, time_gap=gap,
+            choice=times.choice, time_gap=gap, split_seconds=times.split_seconds,
+            split_coded_share=times.split_coded_share,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,6 +299,9 @@ def time_lines(rows: list[dict[str, Any]]) -> list[str]:
             if r.get("time_gap") is None
             else f"; {r['mode']} took {r['seconds']:.4g} s, {r['time_gap']:+.1%} over it"
         )
+        split = r.get("split_seconds")
+        if split is not None:
+            ran += f"; split {split:.4g} ({r['split_coded_share']:.0%} coded; predicted, not run)"
         out.append(
             f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {why}{ran}"
         )
