@@ -211,9 +211,9 @@ def frame_sizes(frame: np.ndarray) -> FrameSizes:
     True
     """
     size = int(frame.shape[0])
-    if size < FRAME_HEADER_BYTES:
+    header = _header(frame)
+    if header is None:
         return FrameSizes(0, 0, size)
-    header = np.frombuffer(frame[:FRAME_HEADER_BYTES].tobytes(), dtype=_HEADER_DTYPE)[0]
     payload = int(header["payload_bytes"])
     return FrameSizes(int(header["n_symbols"]), payload, size - payload)
 
@@ -228,9 +228,16 @@ def frame_flags(frame: np.ndarray) -> int:
     >>> frame_flags(encode_plan_arrays(ds, [0], [-1], epoch=0, repair=True))
     4
     """
+    header = _header(frame)
+    return 0 if header is None else int(header["flags"])
+
+
+def _header(frame: np.ndarray) -> Any:
+    """The fixed header of ``frame`` as a record of :data:`_HEADER_DTYPE`, unchecked; None for a
+    buffer shorter than a header."""
     if int(frame.shape[0]) < FRAME_HEADER_BYTES:
-        return 0
-    return int(np.frombuffer(frame[:FRAME_HEADER_BYTES].tobytes(), dtype=_HEADER_DTYPE)[0]["flags"])
+        return None
+    return np.frombuffer(frame[:FRAME_HEADER_BYTES].tobytes(), dtype=_HEADER_DTYPE)[0]
 
 
 def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | None = None) -> Frame:
