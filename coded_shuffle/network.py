@@ -30,11 +30,12 @@ bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Network", "TransitionTimes", "transition_times", "predict", "split_time", "MODES"]
+__all__ = ["Network", "TransitionTimes", "transition_times", "predict", "split_time", "explain", "MODES"]
 
 #: The modes a prediction is made for, in the order that breaks ties.
 MODES = ("exchange", "coded", "uncoded")
@@ -172,14 +173,25 @@ def transition_times(
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
         raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
-    rest = sorted((predicted[m], m) for m in MODES if m != choice and math.isfinite(predicted[m]))
-    why = f"{choice}: predicted {predicted[choice]:.3g} s" + (
-        f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
-    )
+    why = explain(predicted, choice)
     beats = split < min(predicted["coded"], predicted["exchange"]) * (1 - 1e-9)
     return TransitionTimes(
         max(cuts), predicted, choice, why, split if beats else None, share if beats else None
     )
+
+
+def explain(predicted: Mapping[str, float | None], choice: str) -> str:
+    """Why ``choice``: its predicted time against the next fastest mode's (a mode the network
+    cannot run, None or infinite, left out).
+
+    Examples
+    --------
+    >>> explain({"exchange": 0.5, "coded": 0.2, "uncoded": None}, "coded")
+    'coded: predicted 0.2 s against exchange 0.5 s'
+    """
+    rest = sorted((v, m) for m, v in predicted.items() if m != choice and v is not None and math.isfinite(v))
+    against = f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
+    return f"{choice}: predicted {predicted[choice]:.3g} s{against}"
 
 
 def split_time(

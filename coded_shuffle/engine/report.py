@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..bounds import optimality_gap
-from ..network import Network, transition_times
+from ..network import Network, explain, transition_times
 
 __all__ = ["TransitionReport", "RunReport", "time_lines"]
 
@@ -289,10 +289,7 @@ def time_lines(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         p, choice = r["predicted_seconds"], r["choice"]
         shown = ", ".join(f"{m} {p[m]:.4g}" if p[m] is not None else f"{m} -" for m in p)
-        rest = sorted((v, m) for m, v in p.items() if m != choice and v is not None)
-        why = f"{choice}: predicted {p[choice]:.3g} s" + (
-            f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
-        )
+        why = explain(p, choice)
         epoch = "-" if r["epoch"] is None else r["epoch"]
         ran = (
             ""
