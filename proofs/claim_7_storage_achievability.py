@@ -95,7 +95,7 @@ from coded_shuffle.bounds import cyclic_shift_matrix
 from coded_shuffle.matrix import placements_from_matrix
 from coded_shuffle.plan import rates
 from coded_shuffle.storage import piece_placement, plan_storage, storage_rates, verify_storage_plan
-from coded_shuffle.storage.planner import _groups_plan
+from coded_shuffle.storage.planner import _groups_plan, group_counts
 from tests.oracles import gf2_decodable
 
 
@@ -181,4 +181,4 @@ def test_t0_is_todays_scheme():
         assert r.coded == today.coded and r.grouped == today.paired
         off = S.copy()
         np.fill_diagonal(off, 0)
-        assert _groups_plan(off, 0).sent == today.paired
+        assert _groups_plan(group_counts(off, M=1), 0).sent == today.paired

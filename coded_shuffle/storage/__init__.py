@@ -7,7 +7,7 @@ Notation
 ``K, N, S``     workers, records, shuffle matrix (:mod:`coded_shuffle.matrix`)
 ``M = 1 + t``   storage of a worker, in whole batches; every piece has ``t + 1`` holders
 ``r_T``         piece of record ``r`` (owner ``o``) for a ``t``-subset ``T`` of the others,
-                held by ``{o} u T``; ``C(K - 1, t)`` pieces a record
+                held by ``{o} u T``; ``C(K - 1, t)`` pieces a record, or ``P`` fewer
 ``R(t)``        worst-case load ``(N / K) (K - 1 - t) / (t + 1)`` records
 ==============  ===================================================================
 
@@ -28,12 +28,19 @@ Layout
 from __future__ import annotations
 
 from ._common import STORAGE_MAX_K, check_storage, pieces_per_record
-from .bound import StorageBound, storage_lower_bound, storage_ordering_bound, storage_worst_case
+from .bound import (
+    StorageBound,
+    demand_lower_bound,
+    storage_lower_bound,
+    storage_ordering_bound,
+    storage_worst_case,
+)
 from .placement import (
     PiecePlacement,
     check_piece_placement,
     piece_demand,
     piece_placement,
+    storage_excess,
     storage_share,
     update_storage,
 )
@@ -43,6 +50,7 @@ from .planner import (
     STORAGE_STRATEGIES,
     StorageRates,
     boundary_rank,
+    demand_counts,
     group_counts,
     storage_rates,
 )
@@ -57,15 +65,18 @@ __all__ = [
     "piece_placement",
     "check_piece_placement",
     "storage_share",
+    "storage_excess",
     "piece_demand",
     "update_storage",
     "StorageBound",
     "storage_ordering_bound",
     "storage_lower_bound",
+    "demand_lower_bound",
     "storage_worst_case",
     "StorageRates",
     "storage_rates",
     "group_counts",
+    "demand_counts",
     "boundary_rank",
     "StoragePlan",
     "plan_storage",

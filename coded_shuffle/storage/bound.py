@@ -162,3 +162,116 @@ def storage_worst_case(N: int, K: int, M: int) -> Fraction:
     K = check_int(K, "K", minimum=1)
     t = check_storage(M, K)
     return Fraction(N * (K - 1 - t), K * (t + 1))
+
+
+#: Largest ``K`` for which :func:`demand_lower_bound` maximises over every ordering (the dynamic
+#: program keeps ``K 2^K`` sums).
+DEMAND_EXACT_MAX_K = 16
+
+
+def demand_lower_bound(
+    demand: object, K: int, *, exact: bool | None = None
+) -> tuple[int, tuple[int, ...], bool]:
+    """Return the genie bound of a demand, in pieces: ``(pieces, ordering, exact)``.
+
+    ``demand`` holds the rows ``(piece, wanter, holder bitmask)`` of
+    :func:`~coded_shuffle.storage.piece_demand`. For an ordering of the workers, every piece whose
+    holders all come after its wanter counts; no scheme sends fewer (the genie argument of
+    ``proofs/claim_8_storage_converse.py``, which asks nothing of the holder sets but that every
+    piece has one wanter). With every label this is :func:`storage_lower_bound`; with fewer pieces
+    a record it is the bound of the labels the pieces have. The maximum over orderings by dynamic
+    program over the set placed last for ``K <= DEMAND_EXACT_MAX_K``; beyond, or with
+    ``exact=False``, the best of single-worker moves from the ordering of the bound of one batch.
+
+    Examples
+    --------
+    Three whole records, each wanted by a worker that does not hold it: one symbol is enough.
+
+    >>> demand_lower_bound([[0, 1, 5], [1, 2, 3], [2, 0, 6]], 3)
+    (1, (0, 1, 2), True)
+    """
+    K = check_int(K, "K", minimum=1)
+    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3)
+    if exact is not None and not isinstance(exact, bool):
+        raise TypeError(f"Argument 'exact' must be a bool or None, not {type(exact).__name__}.")
+    if exact and K > DEMAND_EXACT_MAX_K:
+        raise ValueError(f"Argument 'exact' can be True only for K <= {DEMAND_EXACT_MAX_K}, not K = {K}.")
+    keys, w = np.unique(d[:, 1:], axis=0, return_counts=True)  # (wanter, holders), multiplicity
+    if K <= DEMAND_EXACT_MAX_K and exact is not False:
+        value, order = _demand_dp(keys, w, K)
+        return value, order, True
+    return _demand_searched(keys, w, K)
+
+
+def _demand_dp(keys: np.ndarray, w: np.ndarray, K: int) -> tuple[int, tuple[int, ...]]:
+    """``f(U + v) = max over v of f(U) + g_v(U)``, ``U`` the workers placed last, ``v`` the first
+    of ``U + v``, ``g_v(U)`` the pieces ``v`` wants held inside ``U`` (a sum over subsets)."""
+    full = 1 << K
+    g = np.zeros((K, full), dtype=np.int64)
+    np.add.at(g, (keys[:, 0], keys[:, 1]), w)
+    for b in range(K):  # g_v(U) = sum over H inside U
+        step = 1 << b
+        view = g.reshape(K, -1, 2 * step)
+        view[:, :, step:] += view[:, :, :step]
+    f = np.full(full, -1, dtype=np.int64)
+    f[0] = 0
+    pick = np.zeros(full, dtype=np.int8)
+    masks = np.arange(full, dtype=np.int64)
+    popcount = np.zeros(full, dtype=np.int64)
+    for b in range(K):
+        popcount += (masks >> b) & 1
+    for p in range(1, K + 1):
+        U = masks[popcount == p]
+        best = np.full(U.size, -1, dtype=np.int64)
+        arg = np.zeros(U.size, dtype=np.int8)
+        for v in range(K):
+            has = (U >> v) & 1 == 1
+            rest = U[has] ^ (1 << v)
+            cand = f[rest] + g[v, rest]
+            better = cand > best[has]
+            idx = np.flatnonzero(has)[better]
+            best[idx], arg[idx] = cand[better], v
+        f[U], pick[U] = best, arg
+    order, mask = [], full - 1
+    while mask:
+        v = int(pick[mask])
+        order.append(v)
+        mask ^= 1 << v
+    return int(f[full - 1]), tuple(order)
+
+
+def _demand_value(keys: np.ndarray, w: np.ndarray, order: list[int], K: int) -> int:
+    """The bound of one ordering: the pieces whose holders all come after their wanter."""
+    pos = np.empty(K, dtype=np.int64)
+    pos[np.asarray(order)] = np.arange(K)
+    first = np.full(keys.shape[0], K, dtype=np.int64)
+    for b in range(K):
+        held = (keys[:, 1] >> b) & 1 == 1
+        first[held] = np.minimum(first[held], pos[b])
+    return int(w[first > pos[keys[:, 0]]].sum())
+
+
+#: Passes of single-worker moves :func:`demand_lower_bound` makes beyond the exact range.
+DEMAND_SEARCH_PASSES = 2
+
+
+def _demand_searched(keys: np.ndarray, w: np.ndarray, K: int) -> tuple[int, tuple[int, ...], bool]:
+    S = np.zeros((K, K), dtype=np.int64)  # the records each wanter wants from each holder
+    for b in range(K):
+        held = (keys[:, 1] >> b) & 1 == 1
+        np.add.at(S, (np.full(int(held.sum()), b), keys[held, 0]), w[held])
+    order = list(lower_bound(S, exact=False).ordering)
+    best = _demand_value(keys, w, order, K)
+    for _ in range(DEMAND_SEARCH_PASSES):
+        improved = False
+        for a in range(K):
+            for b in range(K):
+                if a != b:
+                    trial = order.copy()
+                    trial.insert(b, trial.pop(a))
+                    value = _demand_value(keys, w, trial, K)
+                    if value > best:
+                        order, best, improved = trial, value, True
+        if not improved:
+            break
+    return best, tuple(order), False

@@ -5,6 +5,14 @@ Record ``r`` owned by worker ``o`` is cut into ``C(K - 1, t)`` pieces ``r_T``, o
 of ``T``: its holder set is ``H = {o} u T``. Here a piece is a slot ``p`` of its record and
 ``holders[r, p]`` is the bitmask of ``H``; slot ``p`` starts as the ``p``-th ``t``-subset in
 lexicographic order, and keeps its identity through the updates while its label changes.
+
+Fewer pieces: with ``pieces = P < C(K - 1, t)`` a record is cut into ``P`` pieces only, whose labels
+are ``P`` distinct ``t``-subsets of the others, taken in turn along the owner's batch so that
+every other worker holds close to ``t / (K - 1)`` of it (``P = 1``: whole records, each on
+``t + 1`` workers). Pieces are larger (small records stay above a useful size) and the
+placement smaller (``N P`` holder sets); the storage of a worker is then ``M`` batches up to the
+rounding of the turns and the drift of the updates (:func:`storage_excess` measures it), and
+the loads are those of the demand itself (:func:`~coded_shuffle.storage.plan_storage`).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ __all__ = [
     "piece_placement",
     "check_piece_placement",
     "storage_share",
+    "storage_excess",
     "piece_demand",
     "update_storage",
 ]
@@ -38,8 +47,8 @@ class PiecePlacement:
     M : int
         Storage of a worker, in batches (``t = M - 1``).
     holders : numpy.ndarray
-        Read-only ``N x C(K - 1, t)`` uint64 bitmasks: ``holders[r, p]`` is the holder set of
-        piece ``p`` of record ``r``.
+        Read-only ``N x P`` uint64 bitmasks, ``P = C(K - 1, t)`` or fewer (module docstring):
+        ``holders[r, p]`` is the holder set of piece ``p`` of record ``r``.
     """
 
     placement: Placement
@@ -63,8 +72,13 @@ class PiecePlacement:
 
     @property
     def pieces(self) -> int:
-        """Pieces of one record, ``C(K - 1, t)``."""
+        """Pieces of one record, ``P``: ``C(K - 1, t)`` or fewer."""
         return int(self.holders.shape[1])
+
+    @property
+    def every_label(self) -> bool:
+        """Whether a record has a piece for every ``t``-subset of the others (``P = C(K - 1, t)``)."""
+        return self.pieces == pieces_per_record(self.K, self.t)
 
     def held_by(self, k: int) -> np.ndarray:
         """Return the piece ids ``r * pieces + p`` held by worker ``k``, increasing."""
@@ -77,8 +91,13 @@ def _check_placement(placement: object, name: str = "placement") -> Placement:
     return placement
 
 
-def piece_placement(placement: Placement, *, M: int) -> PiecePlacement:
-    """Return the placement of docs/storage.md: ``r_T`` at ``{owner(r)} u T`` for every ``t``-subset ``T``.
+def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) -> PiecePlacement:
+    """Return the placement of docs/storage.md: ``r_T`` at ``{owner(r)} u T``.
+
+    With ``pieces`` unset (or ``C(K - 1, t)``) a record has a piece for every ``t``-subset ``T`` of
+    the workers other than its owner. With ``pieces = P`` fewer, the ``i``-th record of worker
+    ``o``'s batch (in id order) has the labels ``(i P + p) mod C(K - 1, t)``, ``p < P``, among the
+    subsets in lexicographic order: distinct, and in turn along the batch.
 
     Examples
     --------
@@ -86,18 +105,44 @@ def piece_placement(placement: Placement, *, M: int) -> PiecePlacement:
     >>> pp = piece_placement(placement_from_owner([0, 1, 2], 3), M=2)
     >>> pp.pieces, [bin(int(h)) for h in pp.holders[0]]
     (2, ['0b11', '0b101'])
+    >>> whole = piece_placement(placement_from_owner([0, 0, 1, 1], 3), M=2, pieces=1)
+    >>> [bin(int(h)) for h in whole.holders[:, 0]]
+    ['0b11', '0b101', '0b11', '0b110']
     """
     placement = _check_placement(placement)
     K = placement.K
     t = check_storage(M, K)
     C = pieces_per_record(K, t)
+    P = C if pieces is None else check_pieces(pieces, C)
     table = np.zeros((K, C), dtype=np.uint64)
     for o in range(K):
         others = [w for w in range(K) if w != o]
         table[o] = [T | (1 << o) for T in subsets(others, t)]
-    holders = table[np.asarray(placement.owner, dtype=np.int64)]
+    owner = np.asarray(placement.owner, dtype=np.int64)
+    if P == C:
+        holders = table[owner]
+    else:
+        order = np.argsort(owner, kind="stable")
+        first = np.searchsorted(owner[order], np.arange(K))
+        rank = np.empty(owner.size, dtype=np.int64)
+        rank[order] = np.arange(owner.size) - first[owner[order]]
+        cols = (rank[:, None] * P + np.arange(P)[None, :]) % C
+        holders = table[owner[:, None], cols]
     holders.flags.writeable = False
     return PiecePlacement(placement=placement, M=t + 1, holders=holders)
+
+
+def check_pieces(pieces: object, C: int, *, name: str = "pieces") -> int:
+    """Return ``pieces`` (pieces a record, ``1 <= P <= C``), or raise naming ``name``."""
+    from .._checks import check_int
+
+    P = check_int(pieces, name, minimum=1)
+    if P > C:
+        raise ValueError(
+            f"Argument {name!r} must be at most C(K - 1, t) = {C} pieces a record (one for each label), "
+            f"not {P}."
+        )
+    return P
 
 
 def storage_share(N_k: int, N: int, K: int, t: int) -> int:
@@ -108,12 +153,13 @@ def storage_share(N_k: int, N: int, K: int, t: int) -> int:
 
 
 def check_piece_placement(pp: PiecePlacement) -> None:
-    """Raise :class:`~coded_shuffle.errors.InvalidPlanError` unless ``pp`` is the placement of
+    """Raise :class:`~coded_shuffle.errors.InvalidPlanError` unless ``pp`` is a placement of
     docs/storage.md.
 
     Checks, for every record ``r`` owned by ``o``: every piece is held by ``o`` and ``t`` others,
-    the labels ``H \\ {o}`` are the ``C(K - 1, t)`` distinct ``t``-subsets of the workers other
-    than ``o``; and every worker holds exactly its share (:func:`storage_share`).
+    and the labels ``H \\ {o}`` of its pieces are distinct ``t``-subsets of the workers other than
+    ``o``: all ``C(K - 1, t)`` of them, and then every worker holds exactly its share
+    (:func:`storage_share`); or ``P`` fewer (the share is then :func:`storage_excess`'s to tell).
 
     Examples
     --------
@@ -121,28 +167,51 @@ def check_piece_placement(pp: PiecePlacement) -> None:
     >>> check_piece_placement(piece_placement(placement_from_owner([0, 1, 2, 0], 3), M=2))
     """
     K, t, C = pp.K, pp.t, pp.pieces
-    if C != pieces_per_record(K, t):
-        raise InvalidPlanError(f"records have {C} pieces, not C(K - 1, t) = {pieces_per_record(K, t)}")
+    if not 1 <= C <= pieces_per_record(K, t):
+        raise InvalidPlanError(f"records have {C} pieces, not 1 to C(K - 1, t) = {pieces_per_record(K, t)}")
     owner = np.asarray(pp.placement.owner, dtype=np.int64)
     H = pp.holders.astype(np.uint64)
     own = np.uint64(1) << owner.astype(np.uint64)
     if np.any((H[:, :] & own[:, None]) == 0):
         raise InvalidPlanError("a piece is not held by the owner of its record")
     labels = H & ~own[:, None]
-    popc = np.zeros(labels.shape, dtype=np.int64)
-    for k in range(K):
-        popc += ((labels >> np.uint64(k)) & np.uint64(1)).astype(np.int64)
-    if np.any(popc != t):
+    if np.any(_popcount(labels, K) != t):
         raise InvalidPlanError(f"a piece is not held by exactly t + 1 = {t + 1} workers")
     srt = np.sort(labels, axis=1)
     if C > 1 and np.any(srt[:, 1:] == srt[:, :-1]):
         raise InvalidPlanError("two pieces of one record have the same label")
+    if not pp.every_label:
+        return
     sizes = pp.placement.sizes()
     for k in range(K):
         have = int(((H >> np.uint64(k)) & np.uint64(1)).sum())
         want = storage_share(int(sizes[k]), pp.N, K, t)
         if have != want:
             raise InvalidPlanError(f"worker {k} holds {have} pieces, not its share {want}")
+
+
+def _popcount(masks: np.ndarray, K: int) -> np.ndarray:
+    out = np.zeros(masks.shape, dtype=np.int64)
+    for k in range(K):
+        out += ((masks >> np.uint64(k)) & np.uint64(1)).astype(np.int64)
+    return out
+
+
+def storage_excess(pp: PiecePlacement) -> float:
+    """The largest storage of a worker, in records (pieces of ``1 / P``), over ``M`` times the
+    largest batch, minus one: 0 with every label and equal batches; a few per cent with fewer
+    pieces (docs/storage.md, Measured).
+
+    Examples
+    --------
+    >>> from coded_shuffle.orders import placement_from_owner
+    >>> storage_excess(piece_placement(placement_from_owner([0, 1, 2, 0, 1, 2], 3), M=2))
+    0.0
+    """
+    H = pp.holders
+    held = [int(((H >> np.uint64(k)) & np.uint64(1)).sum()) for k in range(pp.K)]
+    batch = int(pp.placement.sizes().max()) if pp.N else 0
+    return max(held) / (pp.pieces * pp.M * batch) - 1 if batch else 0.0
 
 
 def piece_demand(pp: PiecePlacement, placement_next: Placement) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
@@ -23,14 +24,18 @@ from ..matrix import shuffle_matrix
 from ..orders.placement import Placement
 from ..plan import STRATEGIES, plan_delivery
 from ._common import members, subsets
+from .bound import StorageBound, demand_lower_bound, storage_lower_bound
 from .placement import PiecePlacement, piece_demand
 from .planner import (
     STORAGE_STRATEGIES,
+    StorageRates,
+    _groups_plan,
     _GroupsPlan,
     _round_cost,
     _rounds,
     _storage_rates,
     boundary_rank,
+    demand_counts,
 )
 
 __all__ = ["StoragePlan", "plan_storage", "verify_storage_plan"]
@@ -55,6 +60,8 @@ class StoragePlan:
         (``int64``; ``offsets`` has one entry more than there are transmissions).
     demand : numpy.ndarray
         :func:`~coded_shuffle.storage.piece_demand` rows ``(piece id, wanter, holders)``.
+    rates : StorageRates
+        The loads the plan sends (``coded_symbols`` pieces).
     """
 
     storage: PiecePlacement
@@ -65,11 +72,25 @@ class StoragePlan:
     offsets: np.ndarray
     terms: np.ndarray
     demand: np.ndarray
+    rates: StorageRates
 
     @property
     def n_symbols(self) -> int:
         """Transmissions, in pieces."""
         return int(self.offsets.size - 1)
+
+    def lower_bound(self, *, exact: bool | None = None) -> StorageBound:
+        """The genie bound of this transition, in pieces of this placement: that of the shuffle
+        matrix with every label (:func:`~coded_shuffle.storage.storage_lower_bound`), that of the
+        demand with fewer pieces a record (:func:`~coded_shuffle.storage.demand_lower_bound`)."""
+        pp = self.storage
+        if pp.every_label:
+            return storage_lower_bound(self.S, M=pp.M, exact=exact)
+        pieces, ordering, is_exact = demand_lower_bound(self.demand, pp.K, exact=exact)
+        return StorageBound(
+            S=self.S, M=pp.M, pieces=pieces, value=Fraction(pieces, pp.pieces), ordering=ordering,
+            exact=is_exact,
+        )  # fmt: skip
 
     @cached_property
     def transmissions(self) -> tuple[tuple[int, ...], ...]:
@@ -232,8 +253,11 @@ def plan_storage(
 ) -> StoragePlan:
     """Plan the delivery of ``placement_next``'s batches from the pieces of ``storage``.
 
-    The plan follows the strategy :func:`~coded_shuffle.storage.storage_rates` chose for the
-    shuffle matrix of the two placements, and sends exactly its ``coded_symbols`` pieces.
+    With a piece for every label the plan follows the strategy
+    :func:`~coded_shuffle.storage.storage_rates` chose for the shuffle matrix of the two
+    placements; with fewer pieces a record, the ``groups`` strategy on the counts of the demand
+    (:func:`~coded_shuffle.storage.demand_counts`). It sends exactly the ``coded_symbols`` pieces
+    of its loads, :attr:`StoragePlan.rates`.
 
     Examples
     --------
@@ -244,6 +268,15 @@ def plan_storage(
     >>> plan.n_symbols, plan.chosen
     (3, 'rounds')
     >>> verify_storage_plan(plan)
+
+    Whole records (one piece each), each on two workers: four of the six moved records are
+    already held by their new owner, the other two go in one XOR.
+
+    >>> whole = piece_placement(placement_from_owner([0, 0, 1, 1, 2, 2], 3), M=2, pieces=1)
+    >>> plan = plan_storage(whole, placement_from_owner([1, 2, 2, 0, 0, 1], 3))
+    >>> plan.n_symbols, plan.rates.coded, plan.lower_bound().value
+    (1, Fraction(1, 1), Fraction(1, 1))
+    >>> verify_storage_plan(plan)
     """
     if not isinstance(storage, PiecePlacement):
         raise TypeError(f"Argument 'storage' must be a PiecePlacement, not {type(storage).__name__}.")
@@ -251,16 +284,22 @@ def plan_storage(
     packing = check_choice(packing, "packing", STRATEGIES)
     demand = piece_demand(storage, placement_next)
     S = shuffle_matrix(storage.placement, placement_next)
-    r, gp = _storage_rates(S, storage.M, strategy, packing)
     t = storage.t
-    if t == 0:
-        a, b, _ = plan_delivery(storage.placement, placement_next, strategy=packing).transmissions()
-        offsets, terms = _csr([(int(x),) if y < 0 else (int(x), int(y)) for x, y in zip(a, b, strict=True)])
-    elif r.chosen == "groups":
-        assert gp is not None  # made by the strategy that chose it
+    gp: _GroupsPlan | None
+    if not storage.every_label:
+        r, gp = _demand_rates(storage, demand, np.asarray(S), strategy)
         offsets, terms = _groups_transmissions(demand, gp)
     else:
-        offsets, terms = _csr(_rounds_transmissions(storage, placement_next, np.asarray(S), t))
+        r, gp = _storage_rates(S, storage.M, strategy, packing)
+        if t == 0:
+            a, b, _ = plan_delivery(storage.placement, placement_next, strategy=packing).transmissions()
+            pairs = zip(a, b, strict=True)
+            offsets, terms = _csr([(int(x),) if y < 0 else (int(x), int(y)) for x, y in pairs])
+        elif r.chosen == "groups":
+            assert gp is not None  # made by the strategy that chose it
+            offsets, terms = _groups_transmissions(demand, gp)
+        else:
+            offsets, terms = _csr(_rounds_transmissions(storage, placement_next, np.asarray(S), t))
     if offsets.size - 1 != r.coded_symbols:
         sent = offsets.size - 1
         raise InvalidPlanError(f"the plan sends {sent} pieces, not the {r.coded_symbols} of its loads")
@@ -273,7 +312,27 @@ def plan_storage(
         offsets=offsets,
         terms=terms,
         demand=demand,
+        rates=r,
     )
+
+
+def _demand_rates(
+    pp: PiecePlacement, demand: np.ndarray, S: np.ndarray, strategy: str
+) -> tuple[StorageRates, _GroupsPlan]:
+    """The loads of a placement with fewer pieces than labels: the ``groups`` strategy on the
+    counts of the demand (the rounds need a piece for every label)."""
+    if strategy == "rounds":
+        raise ValueError(
+            f"Argument 'strategy' must be 'groups' or 'best' with {pp.pieces} pieces a record: the "
+            f"rounds need one for each of the C(K - 1, t) labels."
+        )
+    gp = _groups_plan(demand_counts(demand), pp.t)
+    P = pp.pieces
+    r = StorageRates(
+        S=S, M=pp.M, strategy=strategy, chosen="groups", pieces=P, uncoded=Fraction(int(demand.shape[0]), P),
+        grouped=Fraction(gp.sent, P), coded=Fraction(gp.sent - gp.saved, P), coded_symbols=gp.sent - gp.saved,
+    )  # fmt: skip
+    return r, gp
 
 
 def verify_storage_plan(plan: StoragePlan, *, seed: int = 0) -> None:

@@ -56,6 +56,7 @@ __all__ = [
     "StorageRates",
     "storage_rates",
     "group_counts",
+    "demand_counts",
     "boundary_rank",
     "RANK_MAX_CELLS",
     "CHAIN_MAX_NODES",
@@ -95,6 +96,27 @@ def group_counts(S: object, *, M: int) -> dict[int, dict[int, int]]:
         c = off[np.ix_(g, g)].sum(axis=0)
         if c.any():
             out[G] = {i: int(v) for i, v in zip(g, c.tolist(), strict=True)}
+    return out
+
+
+def demand_counts(demand: np.ndarray) -> dict[int, dict[int, int]]:
+    """Return ``{G: {i: c_i(G)}}`` counted on the demand itself: the rows ``(piece, wanter i,
+    holders H)`` of :func:`~coded_shuffle.storage.piece_demand` with ``H u {i} = G``.
+
+    For a placement with every label it is :func:`group_counts` of the shuffle matrix; with fewer
+    pieces a record the counts are those of the labels the pieces have.
+
+    Examples
+    --------
+    >>> demand_counts(np.array([[0, 1, 5], [3, 2, 3], [4, 0, 6]]))
+    {7: {0: 1, 1: 1, 2: 1}}
+    """
+    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3)
+    G = d[:, 2] | np.left_shift(1, d[:, 1])
+    keys, c = np.unique(np.stack([G, d[:, 1]], axis=1), axis=0, return_counts=True)
+    out: dict[int, dict[int, int]] = {}
+    for (g, i), n in zip(keys.tolist(), c.tolist(), strict=True):
+        out.setdefault(g, {})[i] = n
     return out
 
 
@@ -227,9 +249,9 @@ class _GroupsPlan:
     split: dict[int, int]
 
 
-def _groups_plan(off: np.ndarray, t: int) -> _GroupsPlan:
-    """The ``groups`` strategy: group symbols, chains, then chains of cut leftovers when they pay."""
-    counts = group_counts(off, M=t + 1)
+def _groups_plan(counts: dict[int, dict[int, int]], t: int) -> _GroupsPlan:
+    """The ``groups`` strategy on the counts ``{G: {i: c_i(G)}}`` (:func:`group_counts` or
+    :func:`demand_counts`): group symbols, chains, then chains of cut leftovers when they pay."""
     sent = 0
     nodes: list[tuple[int, int]] = []
     mult: list[int] = []
@@ -484,7 +506,7 @@ def _storage_rates(S: object, M: int, strategy: str, packing: str) -> tuple[Stor
         ), None
     best, chosen, gp = -1, "groups", None
     if strategy in ("groups", "best"):
-        gp = _groups_plan(off, t)
+        gp = _groups_plan(group_counts(off, M=t + 1), t)
         best = gp.sent - gp.saved
     # the group symbols alone: each group sends as many as its busiest member needs
     sent = gp.sent if gp is not None else sum(max(c.values()) for c in group_counts(off, M=t + 1).values())

@@ -159,13 +159,13 @@ def test_t0_reduces_to_todays_scheme(rng):
             r, today = storage_rates(S, M=1), rates(S)
             assert (r.coded, r.grouped, r.uncoded) == (today.coded, today.paired, today.uncoded)
     # the group symbols at t = 0 are the order-2 symbols and the leftovers alone
-    from coded_shuffle.storage.planner import _groups_plan
+    from coded_shuffle.storage.planner import _groups_plan, group_counts
 
     for _ in range(10):
         S = rng.integers(0, 6, size=(5, 5))
         off = S.copy()
         np.fill_diagonal(off, 0)
-        assert _groups_plan(off, 0).sent == rates(S).paired
+        assert _groups_plan(group_counts(off, M=1), 0).sent == rates(S).paired
 
 
 def test_worst_case_formula():
@@ -244,6 +244,7 @@ def test_verify_catches_a_missing_transmission():
         offsets=plan.offsets[1:] - plan.offsets[1],
         terms=plan.terms[plan.offsets[1] :],
         demand=plan.demand,
+        rates=plan.rates,
     )
     from coded_shuffle.errors import DecodeError
 
@@ -265,12 +266,12 @@ def test_random_reshuffle_meets_the_target(K):
 @pytest.mark.parametrize(("K", "M", "N", "seed"), [(4, 2, 40, 0), (5, 2, 50, 2), (5, 2, 100, 0)])
 def test_cut_leftovers_decode(K, M, N, seed):
     # the second round of the groups strategy (leftovers cut into singles) is exercised here
-    from coded_shuffle.storage.planner import _groups_plan
+    from coded_shuffle.storage.planner import _groups_plan, group_counts
 
     S = random_reshuffle(N, K, np.random.default_rng(seed))
     off = S.copy()
     np.fill_diagonal(off, 0)
-    assert _groups_plan(off, M - 1).split
+    assert _groups_plan(group_counts(off, M=M), M - 1).split
     a, b = placements_from_matrix(S)
     plan = plan_storage(piece_placement(a, M=M), b, strategy="groups")
     assert plan.n_symbols == storage_rates(S, M=M, strategy="groups").coded_symbols
