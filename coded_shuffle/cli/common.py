@@ -247,7 +247,8 @@ def _add_storage_argument(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="M",
         help=(
             "every worker stores M batches (1 <= M <= K, M = 1 + t): records cut into C(K-1, t) "
-            f"pieces, each held by t + 1 workers; {what} (default 1)"
+            "pieces, each held by t + 1 workers (records moved as bytes: fewer pieces, down to whole "
+            f"records, where those would be under 256 B); {what} (default 1)"
         ),
     )
 

@@ -88,7 +88,8 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
 
         C, width = storage_pieces(args.record_bytes, args.workers, args.storage)
         M = args.storage
-        print(f"storage {M}: records cut into {C} pieces of {width} B, each held by {M} workers;")
+        cut = f"cut into {C} pieces of {width} B" if C > 1 else "stored whole"
+        print(f"storage {M}: records {cut}, each held by {M} workers;")
         print(f"symbols are pieces (divide the counts by {C} for records): xor symbols sum up to {M + 1}")
         entry, term = entry_bytes(FLAG_TERMS)
         print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")

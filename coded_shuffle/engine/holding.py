@@ -149,38 +149,53 @@ class Batches:
 
 @dataclass(frozen=True)
 class PieceStorage:
-    """``M > 1`` batches a worker: the pieces of :mod:`coded_shuffle.storage`, ``C(K - 1, M - 1)`` a record.
+    """``M > 1`` batches a worker: the pieces of :mod:`coded_shuffle.storage`, ``P`` a record.
 
-    The placements are piece placements (:class:`~coded_shuffle.storage.PiecePlacement`),
-    followed from epoch to epoch with no traffic (:func:`~coded_shuffle.storage.update_storage`);
-    a worker holds its share of them and hands out whole records.
+    ``P = C(K - 1, M - 1)`` (a piece for every label) unless ``record_bytes`` is given and its
+    records are too small for that (:func:`~coded_shuffle.engine.state.storage_pieces`). The
+    placements are piece placements (:class:`~coded_shuffle.storage.PiecePlacement`), followed
+    from epoch to epoch with no traffic (:func:`~coded_shuffle.storage.update_storage`); a worker
+    holds its share of them and hands out whole records.
 
     Examples
     --------
     >>> PieceStorage(K=8, M=2).pieces, PieceStorage(K=8, M=2).piece_bytes(2048)
     (7, 293)
+    >>> PieceStorage(K=16, M=2, record_bytes=1024).pieces
+    4
     """
 
     K: int
     M: int
+    record_bytes: int | None = None
 
     @property
     def pieces(self) -> int:
         from ..storage import pieces_per_record
 
-        return pieces_per_record(self.K, self.M - 1)
+        if self.record_bytes is None:
+            return pieces_per_record(self.K, self.M - 1)
+        return storage_pieces(self.record_bytes, self.K, self.M)[0]
 
     def piece_bytes(self, record_bytes: int) -> int:
-        """Bytes of one piece, or raise naming ``M`` when they would be too small."""
-        return storage_pieces(record_bytes, self.K, self.M)[1]
+        """Bytes of one piece of records of ``record_bytes``."""
+        return -(-record_bytes // self.pieces)
 
     def dataset(self, dataset: Dataset) -> Dataset:
+        self._same_records(dataset.record_bytes)
         return storage_dataset(dataset, self.K, self.M)
+
+    def _same_records(self, record_bytes: int) -> None:
+        if self.record_bytes is not None and record_bytes != self.record_bytes:
+            raise ValueError(
+                f"Argument 'dataset' must have records of {self.record_bytes} bytes, the storage's, "
+                f"not {record_bytes}."
+            )
 
     def start(self, placement: Placement) -> Any:
         from ..storage import piece_placement
 
-        return piece_placement(placement, M=self.M)
+        return piece_placement(placement, M=self.M, pieces=self.pieces)
 
     def following(self, held: Any, placement_next: Placement) -> Any:
         from ..storage import update_storage
@@ -206,6 +221,8 @@ class PieceStorage:
     def note(self, record_bytes: int) -> str:
         """What a job's header says of this storage."""
         C, width = self.pieces, self.piece_bytes(record_bytes)
+        if C == 1:
+            return f", storage = {self.M} batches (whole records, each on {self.M} workers)"
         return (
             f", storage = {self.M} batches ({C} piece{'s' if C > 1 else ''} of {width} B a record; "
             "symbols, planned and bound count pieces)"
@@ -218,16 +235,19 @@ class PieceStorage:
         )  # fmt: skip
 
 
-def holding_for(*, K: int, storage: int = 1, subpackets: int = 1) -> Holding:
+def holding_for(*, K: int, storage: int = 1, subpackets: int = 1, record_bytes: int | None = None) -> Holding:
     """The placement model of ``storage`` batches a worker (``M``), or of ``subpackets`` a record.
+
+    ``record_bytes``: the size of the records, which sets the pieces of a storage (a piece for
+    every label, fewer for small records: :func:`~coded_shuffle.engine.state.storage_pieces`).
 
     Raises, naming the argument: a storage out of ``1 <= M <= K`` or not an int, sub-packets
     below 1, and both above 1 at once (the storage cuts its own pieces).
 
     Examples
     --------
-    >>> holding_for(K=4, storage=2)
-    PieceStorage(K=4, M=2)
+    >>> holding_for(K=4, storage=2, record_bytes=600)
+    PieceStorage(K=4, M=2, record_bytes=600)
     >>> holding_for(K=4, subpackets=3)
     Batches(q=3, M=1)
     """
@@ -240,4 +260,8 @@ def holding_for(*, K: int, storage: int = 1, subpackets: int = 1) -> Holding:
         raise ValueError(
             f"Argument 'subpackets' must be 1 with storage M = {storage} (the storage cuts the pieces)."
         )
-    return Batches(q=q) if storage == 1 else PieceStorage(K=K, M=int(storage))
+    if storage == 1:
+        return Batches(q=q)
+    if record_bytes is not None:
+        storage_pieces(record_bytes, K, storage)  # named checks
+    return PieceStorage(K=K, M=int(storage), record_bytes=record_bytes)

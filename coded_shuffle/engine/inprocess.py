@@ -273,8 +273,9 @@ def run(
         the records must have one fixed size.
     storage : int
         Batches each worker stores, ``1 <= M <= K`` (:mod:`coded_shuffle.storage`). With ``M > 1``
-        the records are cut into ``C(K - 1, M - 1)`` pieces of at least
-        :data:`~coded_shuffle.engine.state.MIN_PIECE_BYTES` bytes, the workers start with their
+        the records are cut into the pieces of
+        :func:`~coded_shuffle.engine.state.storage_pieces` (``C(K - 1, M - 1)``, or fewer for
+        small records, down to whole records), the workers start with their
         share of the piece placement, and every transition delivers with
         :class:`~coded_shuffle.engine.schemes.StorageScheme` and updates the placement; the
         reports count pieces. ``M = 1`` is the delivery of whole batches.
@@ -326,7 +327,7 @@ def run(
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
     mode = _mode_on(network, mode, dataset, K=K, seed=seed, order=order, strategy=strategy,
                     storage=storage, subpackets=subpackets)  # fmt: skip
-    scheme = scheme_for(mode, K=K, storage=storage, subpackets=subpackets)
+    scheme = scheme_for(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes)
     work = scheme.dataset(dataset)
     opts = MasterOptions(
         strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed

@@ -71,9 +71,11 @@ class Epochs:
         self.job, self.N, self.K, self.B = job, N, K, B
         M = int(job.storage)
         #: The scheme of every mode the job runs; they share one placement model.
-        self.schemes = {mode: scheme_for(mode, K=K, storage=M, peers=peers) for mode in MODES[job.mode]}
+        self.schemes = {
+            mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B) for mode in MODES[job.mode]
+        }
         #: The coded scheme: the plan every mode is reported against, and the placement model.
-        self.scheme = scheme_for("coded", K=K, storage=M)
+        self.scheme = scheme_for("coded", K=K, storage=M, record_bytes=B)
 
         spec = OrderSpec(auto_order(job.order, N), job.shard_size, job.canonical_nodes, job.block_size)
         #: The job's epochs (the coded scheme's placement model serves every mode).

@@ -93,4 +93,3 @@ def predicted_times(
     now = schedule.epoch(epoch)
     S = shuffle_matrix(now.placement, schedule.epoch(epoch + 1, now).placement)
     return predict(S, record_bytes=record_bytes, network=network, strategy=strategy)
-

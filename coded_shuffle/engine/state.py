@@ -30,10 +30,11 @@ __all__ = [
     "records_of_pieces",
 ]
 
-#: Smallest piece a storage of ``M > 1`` batches may cut records into. A symbol of ``t + 2``
-#: pieces carries ``8 + 4 (t + 2)`` bytes of entry and term table (docs/wire-format.md): at 256
-#: bytes that is 8 % of its payload at ``t = 1`` and 11 % at ``t = 3``; smaller pieces would
-#: spend on framing much of what the coding saves over the uncoded delivery.
+#: Smallest piece a storage of ``M > 1`` batches cuts records into while it has more than one.
+#: A symbol of ``t + 2`` pieces carries ``8 + 4 (t + 2)`` bytes of entry and term table
+#: (docs/wire-format.md): at 256 bytes that is 8 % of its payload at ``t = 1`` and 11 % at
+#: ``t = 3``. Records too small for a piece of every label get fewer pieces, with labels in turn
+#: (:func:`storage_pieces`), down to whole records.
 MIN_PIECE_BYTES = 256
 
 
@@ -199,28 +200,27 @@ def digest(cache: Cache) -> str:
 
 
 def storage_pieces(record_bytes: int, K: int, M: int) -> tuple[int, int]:
-    """``(C, piece bytes)`` of records of ``record_bytes`` with a storage of ``M`` batches, or raise.
+    """``(P, piece bytes)``: the pieces a record of ``record_bytes`` is cut into with a storage of
+    ``M`` batches, and their width ``ceil(B / P)``.
 
-    Refuses, naming ``M``, a storage out of range (:func:`~coded_shuffle.storage.check_storage`)
-    and pieces under :data:`MIN_PIECE_BYTES`.
+    A piece for every label, ``P = C(K - 1, M - 1)``, while they are at least
+    :data:`MIN_PIECE_BYTES`; else as many as keep them so (``B // MIN_PIECE_BYTES``), at least one:
+    small records are stored whole, each on ``M`` workers (docs/storage.md, "Fewer pieces"). Refuses,
+    naming ``M``, a storage out of range (:func:`~coded_shuffle.storage.check_storage`).
 
     Examples
     --------
-    >>> storage_pieces(2048, 8, 2)
-    (7, 293)
+    >>> storage_pieces(2048, 8, 2), storage_pieces(1024, 16, 2), storage_pieces(100, 64, 2)
+    ((7, 293), (4, 256), (1, 100))
     """
+    from .._checks import check_int
     from ..storage import check_storage, pieces_per_record
 
     t = check_storage(M, K)
+    B = check_int(record_bytes, "record_bytes", minimum=1)
     C = pieces_per_record(K, t)
-    width = -(-record_bytes // C)
-    if C > 1 and width < MIN_PIECE_BYTES:
-        raise ValueError(
-            f"Argument 'M' (storage) = {M} cuts records of {record_bytes} bytes into C({K - 1}, {t}) = {C} "
-            f"pieces of {width} bytes, under the minimum of {MIN_PIECE_BYTES}: records of at least "
-            f"{C * MIN_PIECE_BYTES} bytes are needed."
-        )
-    return C, width
+    P = max(1, min(C, B // MIN_PIECE_BYTES))
+    return P, -(-B // P)
 
 
 def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool = False) -> str | None:
@@ -249,12 +249,11 @@ def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool 
 
 
 def storage_dataset(dataset: Dataset, K: int, M: int) -> Dataset:
-    """The dataset of the pieces of a storage of ``M`` batches: row ``r C + p`` is piece ``p`` of ``r``.
+    """The dataset of the pieces of a storage of ``M`` batches: row ``r P + p`` is piece ``p`` of ``r``.
 
-    A record of ``B`` bytes is zero-padded to ``C ceil(B / C)`` bytes and cut into ``C = C(K - 1,
-    M - 1)`` pieces of ``ceil(B / C)`` bytes (:mod:`coded_shuffle.storage`); every piece gets its
-    checksum. Refuses, naming ``M``, variable-length records and pieces under
-    :data:`MIN_PIECE_BYTES`.
+    A record of ``B`` bytes is zero-padded to ``P ceil(B / P)`` bytes and cut into the ``P``
+    pieces of :func:`storage_pieces`; every piece gets its checksum. Refuses, naming ``M``,
+    variable-length records.
 
     Examples
     --------
@@ -262,28 +261,20 @@ def storage_dataset(dataset: Dataset, K: int, M: int) -> Dataset:
     >>> storage_dataset(ds, 4, 2).data.shape  # C(3, 1) = 3 pieces of 300 bytes
     (12, 300)
     """
-    from ..storage import check_storage, pieces_per_record
-
-    t = check_storage(M, K)
-    C = pieces_per_record(K, t)
     if dataset.variable:
         raise ValueError(
             f"Argument 'M' (storage) must be 1 for variable-length records (pieces need one size), not {M}."
         )
     B = dataset.record_bytes
-    width = -(-B // C)
-    if width < MIN_PIECE_BYTES:
-        raise ValueError(
-            f"Argument 'M' (storage) = {M} cuts records of {B} bytes into C({K - 1}, {t}) = {C} pieces of "
-            f"{width} bytes, under the minimum of {MIN_PIECE_BYTES}: records of at least "
-            f"{C * MIN_PIECE_BYTES} bytes are needed."
-        )
-    if width * C == B:
-        data = dataset.data.reshape(dataset.N * C, width)
+    P, width = storage_pieces(B, K, M)
+    if P == 1:
+        return dataset
+    if width * P == B:
+        data = dataset.data.reshape(dataset.N * P, width)
     else:
-        data = np.zeros((dataset.N, width * C), dtype=np.uint8)
+        data = np.zeros((dataset.N, width * P), dtype=np.uint8)
         data[:, :B] = dataset.data
-        data = data.reshape(dataset.N * C, width)
+        data = data.reshape(dataset.N * P, width)
     return load_dataset(data)
 
 

@@ -252,9 +252,7 @@ def _storage(storage: object, record_bytes: int | None, K: int, *, mode: str = "
         if record_bytes is None:
             check_storage(storage, K)
             return None
-        scheme = scheme_for(mode, K=K, storage=storage)  # type: ignore[arg-type]
-        scheme.piece_bytes(record_bytes)  # pieces too small are refused here
-        return scheme
+        return scheme_for(mode, K=K, storage=storage, record_bytes=record_bytes)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
 

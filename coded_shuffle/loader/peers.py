@@ -90,7 +90,9 @@ class PeerLoader(MPILoader):
         if self.K > self.N:
             raise ValueError(f"Argument 'transport' must have at most N = {self.N} workers, not {self.K}.")
         _storage(storage, self.layout.record_bytes, self.K)
-        self.scheme: Scheme = scheme_for("exchange", K=self.K, storage=storage, peers=True)
+        self.scheme: Scheme = scheme_for(
+            "exchange", K=self.K, storage=storage, peers=True, record_bytes=self.layout.record_bytes
+        )
         #: The transitions' reports, on the leading rank (rank 0); empty on the others.
         self.reports: list[Any] = []
 

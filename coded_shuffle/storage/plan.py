@@ -256,8 +256,8 @@ def plan_storage(
     With a piece for every label the plan follows the strategy
     :func:`~coded_shuffle.storage.storage_rates` chose for the shuffle matrix of the two
     placements; with fewer pieces a record, the ``groups`` strategy on the counts of the demand
-    (:func:`~coded_shuffle.storage.demand_counts`). It sends exactly the ``coded_symbols`` pieces
-    of its loads, :attr:`StoragePlan.rates`.
+    (:func:`~coded_shuffle.storage.demand_counts`) or ``batches``, the smaller under ``best``. It
+    sends exactly the ``coded_symbols`` pieces of its loads, :attr:`StoragePlan.rates`.
 
     Examples
     --------
@@ -287,8 +287,7 @@ def plan_storage(
     t = storage.t
     gp: _GroupsPlan | None
     if not storage.every_label:
-        r, gp = _demand_rates(storage, demand, np.asarray(S), strategy)
-        offsets, terms = _groups_transmissions(demand, gp)
+        r, offsets, terms = _demand_plan(storage, placement_next, demand, np.asarray(S), strategy, packing)
     else:
         r, gp = _storage_rates(S, storage.M, strategy, packing)
         if t == 0:
@@ -316,23 +315,58 @@ def plan_storage(
     )
 
 
-def _demand_rates(
-    pp: PiecePlacement, demand: np.ndarray, S: np.ndarray, strategy: str
-) -> tuple[StorageRates, _GroupsPlan]:
-    """The loads of a placement with fewer pieces than labels: the ``groups`` strategy on the
-    counts of the demand (the rounds need a piece for every label)."""
+def _demand_plan(
+    pp: PiecePlacement, nxt: Placement, demand: np.ndarray, S: np.ndarray, strategy: str, packing: str
+) -> tuple[StorageRates, np.ndarray, np.ndarray]:
+    """The loads and transmissions of a placement with fewer pieces than labels: ``groups`` on the
+    counts of the demand, ``batches``, or the smaller (the rounds need a piece for every label)."""
     if strategy == "rounds":
         raise ValueError(
-            f"Argument 'strategy' must be 'groups' or 'best' with {pp.pieces} pieces a record: the "
-            f"rounds need one for each of the C(K - 1, t) labels."
+            f"Argument 'strategy' must be 'groups', 'batches' or 'best' with {pp.pieces} pieces a "
+            f"record: the rounds need one for each of the C(K - 1, t) labels."
         )
     gp = _groups_plan(demand_counts(demand), pp.t)
+    plans = {}
+    if strategy in ("groups", "best"):
+        plans["groups"] = (gp.sent - gp.saved, lambda: _groups_transmissions(demand, gp))
+    if strategy in ("batches", "best"):
+        off, terms = _batch_transmissions(pp, nxt, packing)
+        plans["batches"] = (off.size - 1, lambda: (off, terms))
+    chosen = min(plans, key=lambda name: plans[name][0])  # groups first on a tie
+    sent, make = plans[chosen]
     P = pp.pieces
     r = StorageRates(
-        S=S, M=pp.M, strategy=strategy, chosen="groups", pieces=P, uncoded=Fraction(int(demand.shape[0]), P),
-        grouped=Fraction(gp.sent, P), coded=Fraction(gp.sent - gp.saved, P), coded_symbols=gp.sent - gp.saved,
+        S=S, M=pp.M, strategy=strategy, chosen=chosen, pieces=P, uncoded=Fraction(int(demand.shape[0]), P),
+        grouped=Fraction(gp.sent, P), coded=Fraction(sent, P), coded_symbols=sent,
     )  # fmt: skip
-    return r, gp
+    offsets, terms = make()
+    return r, offsets, terms
+
+
+def _batch_transmissions(pp: PiecePlacement, nxt: Placement, packing: str) -> tuple[np.ndarray, np.ndarray]:
+    """The ``batches`` strategy: each symbol of today's plan, piece by piece.
+
+    Symbol ``a + b`` of whole records becomes ``a_p + b_p`` for every piece slot ``p``; in an
+    order-2 or a lone symbol a piece its new owner holds is left out (the other term's wanter
+    holds the whole record of the first: it owned it), and a symbol left empty is not sent. The
+    symbols of a cycle keep every term: a receiver peels along the chain through pieces it does
+    not want.
+    """
+    a, b, phase = plan_delivery(pp.placement, nxt, strategy=packing).transmissions()
+    P = pp.pieces
+    new = np.asarray(nxt.owner, dtype=np.uint64)
+    slots = np.arange(P, dtype=np.int64)
+
+    def needed(x: np.ndarray) -> np.ndarray:
+        held = (pp.holders[np.maximum(x, 0)] >> new[np.maximum(x, 0)][:, None]) & np.uint64(1)
+        return (held == 0) | (phase[:, None] == 1)
+
+    keep = np.stack([needed(a), needed(b) & (b >= 0)[:, None]], axis=2)  # (symbol, slot, term)
+    ids = np.stack([a[:, None] * P + slots, b[:, None] * P + slots], axis=2)
+    n = keep.sum(axis=2).reshape(-1)
+    offsets = np.zeros(int((n > 0).sum()) + 1, dtype=np.int64)
+    np.cumsum(n[n > 0], out=offsets[1:])
+    return _ro(offsets), _ro(ids.reshape(-1, 2)[n > 0][keep.reshape(-1, 2)[n > 0]].astype(np.int64))
 
 
 def verify_storage_plan(plan: StoragePlan, *, seed: int = 0) -> None:

@@ -34,8 +34,16 @@ and cycles, :func:`coded_shuffle.plan.rates`, which they then call):
     ``(t + 1)``-sets ``P`` of an information set of the boundary vectors: it costs their GF(2)
     rank, at most ``C(K - 1, t + 1)`` (the sets avoiding worker 0 always suffice). On the cyclic
     shift this is ``R(t)``.
+``batches``
+    With fewer pieces a record than labels only (:func:`~coded_shuffle.storage.piece_placement`):
+    today's pairs and cycles of whole records (:func:`coded_shuffle.plan.plan_delivery`; every
+    owner still holds every piece of its batch), piece by piece, leaving out of a pair or a lone
+    symbol the pieces their new owner already holds. Where the demand is spread over more groups
+    than it has records (``N`` small against ``K^3``) the group symbols find few partners and this
+    sends less.
 ``best``
-    The smaller of the two (default).
+    The smaller of ``groups`` and ``rounds`` (default); with fewer pieces, of ``groups`` and
+    ``batches``.
 """
 
 from __future__ import annotations
@@ -111,8 +119,8 @@ def demand_counts(demand: np.ndarray) -> dict[int, dict[int, int]]:
     >>> demand_counts(np.array([[0, 1, 5], [3, 2, 3], [4, 0, 6]]))
     {7: {0: 1, 1: 1, 2: 1}}
     """
-    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3)
-    G = d[:, 2] | np.left_shift(1, d[:, 1])
+    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3).astype(np.uint64)  # holder sets: 64 bits
+    G = d[:, 2] | np.left_shift(np.uint64(1), d[:, 1])
     keys, c = np.unique(np.stack([G, d[:, 1]], axis=1), axis=0, return_counts=True)
     out: dict[int, dict[int, int]] = {}
     for (g, i), n in zip(keys.tolist(), c.tolist(), strict=True):
@@ -394,7 +402,8 @@ def _rounds_plan(S: np.ndarray, t: int) -> tuple[int, list]:
 STORAGE_STRATEGIES: dict[str, str] = {
     "groups": "group symbols, then chains of the partial ones",
     "rounds": "partial permutation rounds, each sent by boundary combining",
-    "best": "the smaller of groups and rounds",
+    "batches": "fewer pieces a record only: the pairs and cycles of whole batches, pieces held left out",
+    "best": "the smaller of groups and rounds (of groups and batches with fewer pieces a record)",
 }
 
 
@@ -487,6 +496,11 @@ def _storage_rates(S: object, M: int, strategy: str, packing: str) -> tuple[Stor
     Sq, off, t = square_storage(S, M)
     strategy = check_choice(strategy, "strategy", STORAGE_STRATEGIES)
     packing = check_choice(packing, "packing", STRATEGIES)
+    if strategy == "batches":
+        raise ValueError(
+            "Argument 'strategy' can be 'batches' only for a placement with fewer pieces a record "
+            "(plan_storage): its load depends on which pieces the new owners hold, not on S alone."
+        )
     K = off.shape[0]
     C = pieces_per_record(K, t)
     W = int(off.sum())

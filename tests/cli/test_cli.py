@@ -424,7 +424,6 @@ def test_rate_with_storage(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["-K", "8", "--storage", "2"], "--storage 2 cuts records of 1024 bytes into C(7, 1) = 7 pieces"),
         (
             ["-K", "3", "--storage", "2", "--mode", "both"],
             "--storage above 1 applies to --mode coded and exchange only",

@@ -98,7 +98,6 @@ def test_simulate_with_storage_counts_pieces_and_keeps_the_loads_of_rate(capsys)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["-B", "512", "--storage", "2"], "--storage 2 cuts records of 512 bytes into C(3, 1) = 3 pieces"),
         (["--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
         (["--storage", "2", "--subpackets", "2"], "--storage cannot be combined with --subpackets"),
     ],

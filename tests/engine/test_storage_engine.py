@@ -106,10 +106,36 @@ def test_storage_one_is_todays_delivery_exactly():
     assert all(t.storage == 1 and t.piece_bytes is None for t in b.transitions)
 
 
+@pytest.mark.parametrize(
+    ("K", "M", "B", "P"), [(8, 2, 1024, 4), (5, 3, 300, 1), (16, 2, 64, 1), (6, 2, 700, 2)]
+)
+def test_small_records_get_fewer_pieces_and_arrive_byte_for_byte(K, M, B, P):
+    from coded_shuffle.engine.state import storage_pieces
+
+    assert storage_pieces(B, K, M)[0] == P and (P == 1 or -(-B // P) >= MIN_PIECE_BYTES)
+    ds = records(12 * K, B, seed=B)
+    holding = PieceStorage(K=K, M=M, record_bytes=B)
+    work = holding.dataset(ds)
+    pp = holding.start(epoch_placement(ds.N, K, seed=1, epoch=0))
+    assert pp.pieces == P
+    caches = [work.cache(pp.held_by(k)) for k in range(K)]
+    link = InProcessTransport(K)
+    for t in range(3):
+        nxt = holding.following(pp, epoch_placement(ds.N, K, seed=1, epoch=t + 1))
+        rep, caches = drive(
+            link, StorageScheme(holding), work, caches, (pp, nxt), epoch=t + 1, opts=MasterOptions()
+        )
+        assert rep.verified and rep.repairs == 0 and rep.records_checked == ds.N
+        assert rep.lower_bound <= rep.coded_symbols <= rep.uncoded_symbols
+        for k, c in enumerate(caches):
+            assert np.array_equal(c.ids, nxt.held_by(k))
+            batch = nxt.placement.batch(k)
+            assert np.array_equal(records_of_pieces(c, batch, P, B), ds.data[batch])
+        pp = nxt
+    assert run(ds, K=K, epochs=2, seed=1, storage=M).verified
+
+
 def test_bad_storage_is_refused_naming_it():
-    small = rf"'M' \(storage\).*under the minimum of {MIN_PIECE_BYTES}.*1792 bytes"
-    with pytest.raises(ValueError, match=small):
-        simulate(K=8, N=80, record_bytes=1024, epochs=1, seed=0, storage=2)
     with pytest.raises(ValueError, match=r"'M' \(storage\) must be at most K = 3"):
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=4)
     with pytest.raises(ValueError, match="'subpackets' must be 1 with storage"):
@@ -181,8 +207,19 @@ def test_loaders_refuse_a_storage_naming_the_argument():
 
     with pytest.raises(ValueError, match="Argument 'storage' must be at most K = 4"):
         InProcessLoader(wide_rows(20), K=4, epochs=2, storage=5)
-    with pytest.raises(ValueError, match="Argument 'storage' = 2 cuts records of 802 bytes"):
-        InProcessLoader(wide_rows(20), K=8, epochs=2, storage=2)
+
+
+def test_loaders_serve_rows_too_small_for_a_piece_of_every_label():
+    from coded_shuffle.loader import InProcessLoader
+
+    # 802 bytes at K = 8: 3 pieces of 268 (not 7 of 115); 256-byte rows at K = 16: whole records
+    for X, K, P in [(wide_rows(80), 8, 3), (np.random.default_rng(0).integers(0, 9, (96, 32)), 16, 1)]:
+        whole = list(InProcessLoader(X, K=K, epochs=3, seed=2))
+        kept = InProcessLoader(X, K=K, epochs=3, seed=2, storage=2)
+        for a, b in zip(whole, kept, strict=True):
+            for x, y in zip(a.batches, b.batches, strict=True):
+                assert np.array_equal(x.ids, y.ids) and y.records.tobytes() == X[y.ids].tobytes()
+        assert all(r.verified and r.subpackets == P and r.storage == 2 for r in kept.reports)
 
 
 @pytest.mark.mpi

@@ -96,14 +96,35 @@ def test_plans_of_fewer_pieces_decode_through_epochs(K, M, P, N):
     pp = piece_placement(epoch_placement(N, K, seed=K, epoch=0), M=M, pieces=P)
     for epoch in range(1, 4):
         nxt = epoch_placement(N, K, seed=K, epoch=epoch)
-        plan = plan_storage(pp, nxt)
-        assert plan.chosen == "groups" and plan.rates.pieces == P
-        assert plan.n_symbols == plan.rates.coded_symbols
-        verify_storage_plan(plan, seed=epoch)
-        assert gf2_decodable(plan)
-        lb = plan.lower_bound()
-        assert lb.exact and lb.pieces <= plan.n_symbols <= plan.demand.shape[0]
+        sent = {}
+        for strategy in ("groups", "batches", "best"):
+            plan = plan_storage(pp, nxt, strategy=strategy)
+            assert plan.rates.pieces == P and plan.n_symbols == plan.rates.coded_symbols
+            verify_storage_plan(plan, seed=epoch)
+            assert gf2_decodable(plan)
+            lb = plan.lower_bound()
+            assert lb.exact and lb.pieces <= plan.n_symbols
+            # the batches' cycles send pieces nobody wants (to peel through): above uncoded at times
+            assert strategy == "batches" or plan.n_symbols <= plan.demand.shape[0]
+            sent[strategy] = plan.n_symbols
+        assert sent["best"] == min(sent["groups"], sent["batches"])
         pp = update_storage(pp, nxt)
+
+
+def test_batches_leave_out_the_pieces_the_new_owner_holds():
+    # K = 3, t = 1, whole records. A swap between workers 0 and 1: record 0 (of worker 0) is
+    # labelled {1}, so worker 1 holds it already, and record 1 (of worker 1) {0}: nothing to send.
+    pp = piece_placement(placement_from_owner([0, 1, 2], 3), M=2, pieces=1)
+    plan = plan_storage(pp, placement_from_owner([1, 0, 2], 3), strategy="batches")
+    assert plan.n_symbols == 0 and plan.demand.shape[0] == 0
+    pp = piece_placement(placement_from_owner([0, 0, 1, 1], 3), M=2, pieces=1)
+    # record 0 (labels {1}) moves 0 -> 1: held; record 2 (of worker 1, labels {0}) moves 1 -> 0: held
+    plan = plan_storage(pp, placement_from_owner([1, 0, 0, 1], 3), strategy="batches")
+    assert plan.n_symbols == 0
+    # record 1 (labels {2}) moves 0 -> 1 and record 3 (labels {2}) 1 -> 0: one XOR, as with M = 1
+    plan = plan_storage(pp, placement_from_owner([0, 1, 1, 0], 3), strategy="batches")
+    assert plan.transmissions == ((1, 3),)
+    verify_storage_plan(plan)
 
 
 @pytest.mark.parametrize(("K", "M", "P"), [(3, 2, 1), (4, 2, 2), (4, 3, 1), (5, 2, 1), (5, 3, 2)])
@@ -144,5 +165,7 @@ def test_bad_pieces_and_strategy_are_named():
     pp = piece_placement(a, M=2, pieces=1)
     with pytest.raises(ValueError, match="'strategy'"):
         plan_storage(pp, placement_from_owner([1, 2, 3, 0], 4), strategy="rounds")
+    with pytest.raises(ValueError, match="'strategy' can be 'batches' only"):
+        plan_storage(piece_placement(a, M=2), placement_from_owner([1, 2, 3, 0], 4), strategy="batches")
     with pytest.raises(ValueError, match="'exact'"):
         demand_lower_bound(np.zeros((0, 3), dtype=np.int64), 17, exact=True)

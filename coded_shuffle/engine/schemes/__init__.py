@@ -56,26 +56,35 @@ MODES = ("coded", "uncoded", "exchange")
 _ALIASES = {"alltoallv": "exchange"}
 
 
-def scheme_for(mode: str, *, K: int, storage: int = 1, subpackets: int = 1, peers: bool = False) -> Scheme:
+def scheme_for(
+    mode: str,
+    *,
+    K: int,
+    storage: int = 1,
+    subpackets: int = 1,
+    peers: bool = False,
+    record_bytes: int | None = None,
+) -> Scheme:
     """The scheme of delivery ``mode`` on ``K`` workers that store ``storage`` batches each.
 
     The one factory of schemes: it builds the placement model
     (:func:`~coded_shuffle.engine.holding.holding_for`) and the delivery that serves it, the
     coded plan of :mod:`coded_shuffle.storage` above one batch. ``peers``: a job without a
-    master (the exchange alone), whose repairs come from the other holders. Raises, naming the
+    master (the exchange alone), whose repairs come from the other holders. ``record_bytes``: the
+    records' size, which sets the pieces of a storage. Raises, naming the
     argument, a mode it does not know or one that cannot serve that storage.
 
     Examples
     --------
     >>> scheme_for("coded", K=4, storage=2)
-    StorageScheme(PieceStorage(K=4, M=2))
+    StorageScheme(PieceStorage(K=4, M=2, record_bytes=None))
     >>> scheme_for("uncoded", K=4, subpackets=2).pieces
     2
     """
     mode = _ALIASES.get(mode, mode) if isinstance(mode, str) else mode
     if mode not in MODES:
         raise ValueError(f"Argument 'mode' must be one of {', '.join(MODES)}, not {mode!r}.")
-    holding = holding_for(K=K, storage=storage, subpackets=subpackets)
+    holding = holding_for(K=K, storage=storage, subpackets=subpackets, record_bytes=record_bytes)
     if mode == "exchange":
         return ExchangeScheme(holding, peers=peers)
     if peers:

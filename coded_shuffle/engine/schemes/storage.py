@@ -40,11 +40,11 @@ class StorageScheme(SchemeBase):
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
     ) -> Planned:
-        from ...storage import plan_storage, storage_lower_bound
+        from ...storage import plan_storage
 
         tic = time.perf_counter()
         plan = plan_storage(p_t, p_t1.placement, packing=strategy)
-        lb = storage_lower_bound(plan.S, M=p_t.M, exact=exact_bound)
+        lb = plan.lower_bound(exact=exact_bound)
         width = dataset.record_bytes
         n, W = plan.n_symbols, int(plan.demand.shape[0])
         down, up = self.peer_bounds(p_t, p_t1, dataset)
