@@ -1,18 +1,22 @@
-"""The planner's time with a storage of ``M`` batches against the plan of one batch, same shuffle.
+"""The planner's time and memory with a storage of ``M`` batches against the plan of one batch.
 
-For ``N`` records on ``K`` workers (default ``N = 10^6``, ``K = 16``, ``M = 2``: the case of
-issue 18), epochs 0 -> 1 of ``epoch_placement``, in one run: ``plan_delivery`` (one batch stored,
-pairs and cycles), then ``plan_storage`` on the piece placement (the loads, the strategy ``best``
-choosing between group symbols with chains and rounds, and every transmission as arrays), each
-timed ``--repeats`` times (the median is kept). Prints both times, their ratio, and the loads.
+For ``N`` records on ``K`` workers (default ``N = 10^6``, ``K = 16``, ``M = 2``, issue 24), epochs
+0 -> 1 of ``epoch_placement``, in one process, each timed ``--repeats`` times (the median kept)
+with the peak of the memory it allocates (``tracemalloc``, which numpy reports to):
 
-Measured (2 shared cores): ``N = 10^6, K = 16, M = 2``: ``plan_delivery`` 0.01 s (its kernels
-loaded), ``plan_storage`` 14.3 s (about 1900 times), 4.4 million transmissions, 2 GB at its
-peak. The issue sets no target;
-the time is mostly the array sorts of the 14 million missing pieces and the choice between the
-two strategies (both are planned).
+- ``plan_delivery`` (one batch stored, pairs and cycles), its compiled kernels loaded first;
+- ``plan_storage`` with a piece for every label (``C(K - 1, t)`` pieces a record, 256 B a piece
+  needs records of ``256 C`` bytes);
+- ``plan_storage`` with the pieces ``engine.state.storage_pieces`` gives records of
+  ``--record-bytes`` (default 1 KiB: 4 pieces at ``K = 16``), and the genie bound of its demand;
 
-Run:  python benchmarks/storage_planner.py [--points 1000000] [--workers 16] [--storage 2] [--repeats 1]
+and the loads of both in records, the bound, and how far a worker's storage is above ``M``
+batches after ``--epochs`` updates (``storage_excess``).
+
+Measured (2 shared cores, ``N = 10^6``, ``K = 16``, ``M = 2``): see docs/storage.md, "Measured".
+
+Run:  python benchmarks/storage_planner.py [--points 1000000] [--workers 16] [--storage 2]
+          [--record-bytes 1024] [--repeats 1] [--epochs 3]
 """
 
 from __future__ import annotations
@@ -20,19 +24,25 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import tracemalloc
 
+from coded_shuffle.engine.state import storage_pieces
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.plan import plan_delivery
-from coded_shuffle.storage import piece_placement, plan_storage
+from coded_shuffle.storage import piece_placement, plan_storage, storage_excess, update_storage
 
 
-def timed(fn, repeats):  # type: ignore[no-untyped-def]
-    times, out = [], None
+def measured(fn, repeats):  # type: ignore[no-untyped-def]
+    """``(median seconds, peak MB allocated, result)``."""
+    times, out, peak = [], None, 0
     for _ in range(repeats):
+        tracemalloc.start()
         tic = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - tic)
-    return statistics.median(times), out
+        peak = max(peak, tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    return statistics.median(times), peak / 2**20, out
 
 
 def main() -> None:
@@ -40,22 +50,31 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--storage", type=int, default=2)
+    ap.add_argument("--record-bytes", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=3)
     args = ap.parse_args()
     N, K, M = args.points, args.workers, args.storage
     a, b = (epoch_placement(N, K, seed=0, epoch=t) for t in (0, 1))
     plan_delivery(a, b)  # the compiled kernels load here
-    t1, p1 = timed(lambda: plan_delivery(a, b), args.repeats)
-    pp = piece_placement(a, M=M)
-    tm, pm = timed(lambda: plan_storage(pp, b), args.repeats)
-    print(f"N = {N}, K = {K}, epochs 0 -> 1")
-    print(f"M = 1: plan_delivery {t1:8.2f} s, {p1.n_symbols} symbols ({p1.n_symbols / N:.4f} N records)")
-    C = pp.pieces
-    print(
-        f"M = {M}: plan_storage  {tm:8.2f} s, {pm.n_symbols} symbols of 1/{C} record "
-        f"({pm.n_symbols / C / N:.4f} N records, strategy {pm.chosen})"
-    )
-    print(f"ratio: {tm / t1:.1f}")
+    t1, m1, p1 = measured(lambda: plan_delivery(a, b), args.repeats)
+    print(f"N = {N}, K = {K}, M = {M}, epochs 0 -> 1 (times: median of {args.repeats}; MB: peak allocated)")
+    print(f"  plan_delivery (M = 1)        {t1:8.3f} s {m1:7.0f} MB   coded {p1.n_symbols / N:.4f} N")
+    P, width = storage_pieces(args.record_bytes, K, M)
+    for name, pieces in (("every label", None), (f"{P} pieces ({width} B)", P)):
+        pp = piece_placement(a, M=M, pieces=pieces)
+        tm, mm, plan = measured(lambda pp=pp: plan_storage(pp, b), args.repeats)
+        tb, mb, lb = measured(lambda plan=plan: plan.lower_bound(), 1)
+        C = pp.pieces
+        coded, bound = plan.n_symbols / C / N, lb.pieces / C / N
+        print(
+            f"  plan_storage, {name:14s} {tm:8.3f} s {mm:7.0f} MB   coded {coded:.4f} N ({plan.chosen}), "
+            f"bound {bound:.4f} N{'' if lb.exact else '*'} ({tb:.2f} s, {mb:.0f} MB): "
+            f"{tm / t1:.0f} x plan_delivery, coded / bound {coded / bound:.4f}"
+        )
+        for e in range(1, args.epochs + 1):
+            pp = update_storage(pp, epoch_placement(N, K, seed=0, epoch=e))
+        print(f"  {'':29s} storage after {args.epochs} updates: {storage_excess(pp):+.2%} over {M} batches")
 
 
 if __name__ == "__main__":

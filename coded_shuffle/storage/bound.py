@@ -196,7 +196,11 @@ def demand_lower_bound(
         raise TypeError(f"Argument 'exact' must be a bool or None, not {type(exact).__name__}.")
     if exact and K > DEMAND_EXACT_MAX_K:
         raise ValueError(f"Argument 'exact' can be True only for K <= {DEMAND_EXACT_MAX_K}, not K = {K}.")
-    keys, w = np.unique(d[:, 1:], axis=0, return_counts=True)  # (wanter, holders), multiplicity
+    holders, h = np.unique(d[:, 2], return_inverse=True)
+    cnt = np.bincount(h.reshape(-1) * 64 + d[:, 1], minlength=holders.size * 64).reshape(-1, 64)
+    hs, js = np.nonzero(cnt)
+    keys = np.stack([js, holders[hs]], axis=1)  # (wanter, holders), with multiplicity w
+    w = cnt[hs, js]
     if K <= DEMAND_EXACT_MAX_K and exact is not False:
         value, order = _demand_dp(keys, w, K)
         return value, order, True

@@ -29,13 +29,14 @@ from .placement import PiecePlacement, piece_demand
 from .planner import (
     STORAGE_STRATEGIES,
     StorageRates,
+    _demand_counts,
     _groups_plan,
     _GroupsPlan,
     _round_cost,
     _rounds,
     _storage_rates,
     boundary_rank,
-    demand_counts,
+    demand_groups,
 )
 
 __all__ = ["StoragePlan", "plan_storage", "verify_storage_plan"]
@@ -121,48 +122,55 @@ def _xor(*parts: list[int]) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _group_symbols(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _group_symbols(
+    demand: np.ndarray, grouped: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every group symbol: ``(offsets, terms, G, R)``, arrays over the symbols.
 
     The ``k``-th piece (in demand order) of every member ``i`` of ``G`` that wants more than
     ``k`` pieces held exactly by ``G \\ {i}`` goes into symbol ``(G, k)``, its terms in the
     members' order; ``R`` is the mask of its receivers.
     """
-    pid, j, H = (demand[:, c] for c in range(3))
-    one = np.uint64(1)
-    bit = one << j.astype(np.uint64)
-    G = H.astype(np.uint64) | bit
-    order = np.lexsort((j, G))  # stable: demand order within each (G, j)
-    Gs, js = G[order], j[order]
+    pid, j = demand[:, 0], demand[:, 1]
+    groups, g = demand_groups(demand) if grouped is None else grouped
+    order = np.argsort(g * 64 + j, kind="stable")  # by G, then wanter; demand order within
+    cell = (g * 64 + j)[order]
     n = order.size
     start = np.ones(n, dtype=bool)
-    start[1:] = (Gs[1:] != Gs[:-1]) | (js[1:] != js[:-1])
+    start[1:] = cell[1:] != cell[:-1]
     firsts = np.flatnonzero(start)
     k = np.arange(n) - firsts[np.cumsum(start) - 1]
-    o2 = np.lexsort((js, k, Gs))
+    width = int(k.max()) + 1 if n else 1
+    o2 = np.argsort((g[order] * width + k) * 64 + j[order])  # by G, then k, then wanter: no ties
     rows = order[o2]
-    G2, k2 = Gs[o2], k[o2]
+    g2, k2 = g[rows], k[o2]
     head = np.ones(n, dtype=bool)
-    head[1:] = (G2[1:] != G2[:-1]) | (k2[1:] != k2[:-1])
+    head[1:] = (g2[1:] != g2[:-1]) | (k2[1:] != k2[:-1])
     offsets = np.append(np.flatnonzero(head), n).astype(np.int64)
-    R = np.bitwise_or.reduceat(bit[rows], offsets[:-1]) if n else np.empty(0, np.uint64)
-    return offsets, pid[rows].astype(np.int64), G2[head], R
+    bit = np.left_shift(np.uint64(1), j[rows].astype(np.uint64))
+    R = np.bitwise_or.reduceat(bit, offsets[:-1]) if n else np.empty(0, np.uint64)
+    return offsets, pid[rows].astype(np.int64), groups[g2[head]], R
 
 
-def _groups_transmissions(demand: np.ndarray, gp: _GroupsPlan) -> tuple[np.ndarray, np.ndarray]:
+def _groups_transmissions(
+    demand: np.ndarray, gp: _GroupsPlan, grouped: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``groups`` plan on pieces, as ``(offsets, terms)``: the plan in counts ``gp`` replayed.
 
     The group symbols are made at once (:func:`_group_symbols`); the chains and cuts, over the
     partial symbols only, pick symbols of each type from the end of its list. A transmission is
     one symbol, one piece, or the XOR of two of them (``u_a + u_b`` along a chain).
     """
-    s_off, s_terms, s_G, s_R = _group_symbols(demand)
+    s_off, s_terms, s_G, s_R = _group_symbols(demand, grouped)
     index = {node: n for n, node in enumerate(gp.nodes)}
     n_sym = s_off.size - 1
     node_of = np.full(n_sym, -1, dtype=np.int64)
     if n_sym and index:
-        keys, inv = np.unique(np.stack([s_G, s_R], axis=1), axis=0, return_inverse=True)
-        ids = np.array([index.get((int(g), int(r)), -1) for g, r in keys.tolist()], dtype=np.int64)
+        Gu, gi = np.unique(s_G, return_inverse=True)
+        Ru, ri = np.unique(s_R, return_inverse=True)
+        keys, inv = np.unique(gi.reshape(-1) * Ru.size + ri.reshape(-1), return_inverse=True)
+        types = zip(Gu[keys // Ru.size].tolist(), Ru[keys % Ru.size].tolist(), strict=True)
+        ids = np.array([index.get(node, -1) for node in types], dtype=np.int64)
         node_of = ids[inv.reshape(-1)]
     partial = np.flatnonzero(node_of >= 0)
     avail: dict[int, list[int]] = defaultdict(list)  # symbols of each type, not yet used
@@ -325,10 +333,11 @@ def _demand_plan(
             f"Argument 'strategy' must be 'groups', 'batches' or 'best' with {pp.pieces} pieces a "
             f"record: the rounds need one for each of the C(K - 1, t) labels."
         )
-    gp = _groups_plan(demand_counts(demand), pp.t)
+    grouped = demand_groups(demand)
+    gp = _groups_plan(_demand_counts(demand, *grouped), pp.t)
     plans = {}
     if strategy in ("groups", "best"):
-        plans["groups"] = (gp.sent - gp.saved, lambda: _groups_transmissions(demand, gp))
+        plans["groups"] = (gp.sent - gp.saved, lambda: _groups_transmissions(demand, gp, grouped))
     if strategy in ("batches", "best"):
         off, terms = _batch_transmissions(pp, nxt, packing)
         plans["batches"] = (off.size - 1, lambda: (off, terms))

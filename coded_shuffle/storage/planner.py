@@ -119,13 +119,26 @@ def demand_counts(demand: np.ndarray) -> dict[int, dict[int, int]]:
     >>> demand_counts(np.array([[0, 1, 5], [3, 2, 3], [4, 0, 6]]))
     {7: {0: 1, 1: 1, 2: 1}}
     """
-    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3).astype(np.uint64)  # holder sets: 64 bits
-    G = d[:, 2] | np.left_shift(np.uint64(1), d[:, 1])
-    keys, c = np.unique(np.stack([G, d[:, 1]], axis=1), axis=0, return_counts=True)
+    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3)
+    return _demand_counts(d, *demand_groups(d))
+
+
+def _demand_counts(d: np.ndarray, groups: np.ndarray, g: np.ndarray) -> dict[int, dict[int, int]]:
+    cnt = np.bincount(g * 64 + d[:, 1], minlength=groups.size * 64).reshape(groups.size, 64)
+    gs, js = np.nonzero(cnt)
     out: dict[int, dict[int, int]] = {}
-    for (g, i), n in zip(keys.tolist(), c.tolist(), strict=True):
-        out.setdefault(g, {})[i] = n
+    for G, i, n in zip(groups[gs].tolist(), js.tolist(), cnt[gs, js].tolist(), strict=True):
+        out.setdefault(G, {})[i] = n
     return out
+
+
+def demand_groups(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(groups, index)``: the distinct ``G = H u {wanter}`` of the demand rows, increasing (uint64
+    bitmasks), and each row's position among them."""
+    H = demand[:, 2].astype(np.uint64)  # holder sets of 64 workers wrap to negative as int64
+    G = H | np.left_shift(np.uint64(1), demand[:, 1].astype(np.uint64))
+    groups, index = np.unique(G, return_inverse=True)
+    return groups, index.reshape(-1).astype(np.int64)
 
 
 def _symbol_types(counts: dict[int, int]) -> list[tuple[int, int]]:
