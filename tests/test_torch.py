@@ -48,7 +48,7 @@ def write_data(d: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
     return {"struct": rows, "x": x, "y": y}
 
 
-WIDE = np.dtype([("x", "<f4", (160,)), ("y", "<i2")])  # 642 bytes: 2 pieces of 321 at K = 3, M = 2
+WIDE = np.dtype([("x", "<f4", (640,)), ("y", "<i2")])  # 2562 bytes: 2 pieces of 1281 at K = 3, M = 2
 
 
 def launch(how: str, K: int, *args: object, peers: bool = False) -> subprocess.CompletedProcess[str]:
@@ -149,7 +149,7 @@ def test_each_rank_yields_exactly_its_batch(tmp_path, rng, how, layout, K, num_w
 @pytest.mark.mpi
 def test_a_storage_of_two_batches_under_torchrun(tmp_path, rng):
     wide = np.zeros(N, dtype=WIDE)
-    wide["x"] = rng.standard_normal((N, 160))
+    wide["x"] = rng.standard_normal((N, 640))
     wide["y"] = rng.integers(-1000, 1000, N)
     np.save(tmp_path / "wide.npy", wide)
     out = tmp_path / "out"

@@ -4,7 +4,7 @@
 
 - ``LAYOUT`` ``plain`` (``DATA/rows.npy``, a 2-D float32 array), ``struct`` (``DATA/rows.npy``,
   a structured array), ``files`` (``DATA/x.npy`` and ``DATA/y.npy``, features and labels) or
-  ``wide`` (``DATA/wide.npy``, structured records of 642 bytes, every worker storing 2 batches);
+  ``wide`` (``DATA/wide.npy``, structured records of 2562 bytes, every worker storing 2 batches);
 - every worker rank iterates a ``DataLoader(num_workers=NUM_WORKERS, batch_size=4)`` over its
   :class:`~coded_shuffle.torch.CodedIterableDataset` (``with_ids``) for each epoch, after
   ``set_epoch``, and writes what it got to ``OUT/w{k}_e{t}.npz``: the ids and each field's rows,

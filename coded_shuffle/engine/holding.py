@@ -161,7 +161,7 @@ class PieceStorage:
     --------
     >>> PieceStorage(K=8, M=2).pieces, PieceStorage(K=8, M=2).piece_bytes(2048)
     (7, 293)
-    >>> PieceStorage(K=16, M=2, record_bytes=1024).pieces
+    >>> PieceStorage(K=16, M=2, record_bytes=4096).pieces
     4
     """
 
@@ -182,15 +182,7 @@ class PieceStorage:
         return -(-record_bytes // self.pieces)
 
     def dataset(self, dataset: Dataset) -> Dataset:
-        self._same_records(dataset.record_bytes)
-        return storage_dataset(dataset, self.K, self.M)
-
-    def _same_records(self, record_bytes: int) -> None:
-        if self.record_bytes is not None and record_bytes != self.record_bytes:
-            raise ValueError(
-                f"Argument 'dataset' must have records of {self.record_bytes} bytes, the storage's, "
-                f"not {record_bytes}."
-            )
+        return storage_dataset(dataset, self.K, self.M, pieces=self.pieces)
 
     def start(self, placement: Placement) -> Any:
         from ..storage import piece_placement

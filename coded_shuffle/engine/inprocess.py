@@ -305,8 +305,8 @@ def run(
     >>> halves = run(ds, K=3, epochs=2, seed=5, subpackets=2)  # pieces of 4 bytes
     >>> halves.verified, halves.subpackets, halves.transitions[0].records_checked
     (True, 2, 60)
-    >>> big = load_dataset(np.random.default_rng(0).integers(0, 256, (60, 512), dtype=np.uint8))
-    >>> kept = run(big, K=3, epochs=2, seed=5, storage=2)  # 2 pieces of 256 bytes, 2 holders each
+    >>> big = load_dataset(np.random.default_rng(0).integers(0, 256, (60, 2048), dtype=np.uint8))
+    >>> kept = run(big, K=3, epochs=2, seed=5, storage=2)  # 2 pieces of 1024 bytes, 2 holders each
     >>> kept.verified, kept.transitions[0].subpackets, kept.transitions[0].records_checked
     (True, 2, 60)
     """

@@ -31,11 +31,12 @@ __all__ = [
 ]
 
 #: Smallest piece a storage of ``M > 1`` batches cuts records into while it has more than one.
-#: A symbol of ``t + 2`` pieces carries ``8 + 4 (t + 2)`` bytes of entry and term table
-#: (docs/wire-format.md): at 256 bytes that is 8 % of its payload at ``t = 1`` and 11 % at
-#: ``t = 3``. Records too small for a piece of every label get fewer pieces, with labels in turn
-#: (:func:`storage_pieces`), down to whole records.
-MIN_PIECE_BYTES = 256
+#: A piece costs on the wire (a symbol's entry is 8 bytes and 4 a piece it sums,
+#: docs/wire-format.md) and in decoding (a worker's work goes by symbols and terms, not bytes);
+#: measured in docs/storage.md ("Fewer pieces"), pieces of 1 KiB and more send no more bytes than a
+#: piece for every label, and decode 2 to 4 times faster. Records too small for a piece of every
+#: label get fewer pieces, with labels in turn (:func:`storage_pieces`), down to whole records.
+MIN_PIECE_BYTES = 1024
 
 
 def initial_caches(dataset: Dataset, placement: Placement) -> list[Cache]:
@@ -205,13 +206,13 @@ def storage_pieces(record_bytes: int, K: int, M: int) -> tuple[int, int]:
 
     A piece for every label, ``P = C(K - 1, M - 1)``, while they are at least
     :data:`MIN_PIECE_BYTES`; else as many as keep them so (``B // MIN_PIECE_BYTES``), at least one:
-    small records are stored whole, each on ``M`` workers (docs/storage.md, "Fewer pieces"). Refuses,
-    naming ``M``, a storage out of range (:func:`~coded_shuffle.storage.check_storage`).
+    records under 2 KiB are stored whole, each on ``M`` workers (docs/storage.md, "Fewer pieces").
+    Refuses, naming ``M``, a storage out of range (:func:`~coded_shuffle.storage.check_storage`).
 
     Examples
     --------
-    >>> storage_pieces(2048, 8, 2), storage_pieces(1024, 16, 2), storage_pieces(100, 64, 2)
-    ((7, 293), (4, 256), (1, 100))
+    >>> storage_pieces(8192, 8, 2), storage_pieces(4096, 16, 2), storage_pieces(100, 64, 2)
+    ((7, 1171), (4, 1024), (1, 100))
     """
     from .._checks import check_int
     from ..storage import check_storage, pieces_per_record
@@ -248,12 +249,14 @@ def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool 
     return None
 
 
-def storage_dataset(dataset: Dataset, K: int, M: int) -> Dataset:
+def storage_dataset(dataset: Dataset, K: int, M: int, *, pieces: int | None = None) -> Dataset:
     """The dataset of the pieces of a storage of ``M`` batches: row ``r P + p`` is piece ``p`` of ``r``.
 
-    A record of ``B`` bytes is zero-padded to ``P ceil(B / P)`` bytes and cut into the ``P``
-    pieces of :func:`storage_pieces`; every piece gets its checksum. Refuses, naming ``M``,
-    variable-length records.
+    A record of ``B`` bytes is zero-padded to ``P ceil(B / P)`` bytes and cut into ``P = pieces``
+    pieces (default: one for every label, ``C(K - 1, M - 1)``, as
+    :func:`~coded_shuffle.storage.piece_placement`; the engine passes those of
+    :func:`storage_pieces`); every piece gets its checksum. Refuses, naming ``M``, variable-length
+    records.
 
     Examples
     --------
@@ -265,8 +268,11 @@ def storage_dataset(dataset: Dataset, K: int, M: int) -> Dataset:
         raise ValueError(
             f"Argument 'M' (storage) must be 1 for variable-length records (pieces need one size), not {M}."
         )
+    from ..storage import check_storage, pieces_per_record
+
     B = dataset.record_bytes
-    P, width = storage_pieces(B, K, M)
+    P = pieces_per_record(K, check_storage(M, K)) if pieces is None else pieces
+    width = -(-B // P)
     if P == 1:
         return dataset
     if width * P == B:

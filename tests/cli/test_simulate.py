@@ -82,17 +82,17 @@ def test_simulate_with_storage_counts_pieces_and_keeps_the_loads_of_rate(capsys)
     from coded_shuffle.orders import epoch_placement
     from coded_shuffle.storage import storage_lower_bound
 
-    args = ["-K", "4", "-N", "120", "-B", "900", "--transitions", "2", "--seed", "3", "--storage", "2"]
+    args = ["-K", "4", "-N", "120", "-B", "3600", "--transitions", "2", "--seed", "3", "--storage", "2"]
     assert main(["simulate", *args, "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     for r in rows:
-        assert r["verified"] and r["storage"] == 2 and r["subpackets"] == 3 and r["piece_bytes"] == 300
-        assert r["coded_bytes"] == 300 * r["coded_symbols"] and r["records_checked"] == 120
+        assert r["verified"] and r["storage"] == 2 and r["subpackets"] == 3 and r["piece_bytes"] == 1200
+        assert r["coded_bytes"] == 1200 * r["coded_symbols"] and r["records_checked"] == 120
         S = shuffle_matrix(*(epoch_placement(120, 4, seed=3, epoch=e) for e in (r["epoch"] - 1, r["epoch"])))
         assert r["lower_bound"] == storage_lower_bound(S, M=2).pieces
     assert main(["simulate", *args]) == 0
     out = capsys.readouterr().out
-    assert "storage = 2 batches" in out and "records cut into 3 pieces of 300 B" in out
+    assert "storage = 2 batches" in out and "records cut into 3 pieces of 1200 B" in out
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ def records(N, B, seed=0):
     return load_dataset(np.random.default_rng(seed).integers(0, 256, (N, B), dtype=np.uint8))
 
 
-@pytest.mark.parametrize(("K", "M", "B"), [(3, 1, 64), (4, 1, 100), (3, 2, 512), (4, 2, 800), (5, 3, 1536)])
+@pytest.mark.parametrize(("K", "M", "B"), [(3, 1, 64), (4, 1, 100), (3, 2, 2048), (4, 2, 3200), (5, 3, 6144)])
 def test_every_worker_ends_with_its_batch_byte_for_byte(K, M, B):
     ds = records(12 * K, B, seed=K + M)
     seen = []
@@ -75,7 +75,7 @@ def test_a_damaged_unit_from_a_peer_is_repaired():
 
 
 def test_storage_cuts_the_busiest_download_by_K_minus_M_over_K_minus_1():
-    K, N, B = 8, 800, 21 * 256  # pieces without padding at M = 2 (7 of them) and M = 3 (21)
+    K, N, B = 8, 800, 21 * 1024  # pieces without padding at M = 2 (7 of them) and M = 3 (21)
     down = {
         M: simulate(K=K, N=N, record_bytes=B, epochs=1, seed=1, storage=M, mode="exchange")
         .transitions[0]

@@ -634,7 +634,7 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
     from coded_shuffle.engine.state import storage_dataset
     from coded_shuffle.storage import piece_placement, update_storage
 
-    K, N, B, M = 3, 240, 768, 2
+    K, N, B, M = 3, 240, 2048, 2
     rows = json_rows(
         run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
                 "--corrupt-worker", "1", "--json", "-")
@@ -662,7 +662,7 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
 @needs_mpi
 @pytest.mark.mpi
 def test_the_exchange_with_storage_among_peers_moves_only_the_missing_pieces_and_repairs_them():
-    K, N, B, M = 4, 240, 768, 2
+    K, N, B, M = 4, 240, 3072, 2
     rows = json_rows(
         run_peers(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
                   "--mode", "exchange", "--corrupt-worker", "1", "--json", "-")

@@ -59,11 +59,11 @@ def test_every_worker_ends_with_its_share_and_its_batch_byte_for_byte(K, M, B):
 
 
 def test_run_with_storage_reports_pieces_and_checks_every_record():
-    rep = run(records(240, 2048), K=8, epochs=2, seed=1, storage=2)
+    rep = run(records(240, 8192), K=8, epochs=2, seed=1, storage=2)
     assert rep.verified and rep.storage == 2
     for t in rep.transitions:
-        assert (t.storage, t.subpackets, t.piece_bytes, t.records_checked) == (2, 7, 293, 240)
-        assert t.mode == "coded" and t.N == 240 and t.record_bytes == 2048
+        assert (t.storage, t.subpackets, t.piece_bytes, t.records_checked) == (2, 7, 1171, 240)
+        assert t.mode == "coded" and t.N == 240 and t.record_bytes == 8192
         d = t.to_dict()
         assert d["storage"] == 2 and d["optimality_gap"] >= 0
 
@@ -107,7 +107,7 @@ def test_storage_one_is_todays_delivery_exactly():
 
 
 @pytest.mark.parametrize(
-    ("K", "M", "B", "P"), [(8, 2, 1024, 4), (5, 3, 300, 1), (16, 2, 64, 1), (6, 2, 700, 2)]
+    ("K", "M", "B", "P"), [(8, 2, 4096, 4), (5, 3, 300, 1), (16, 2, 64, 1), (6, 2, 2100, 2), (4, 2, 1024, 1)]
 )
 def test_small_records_get_fewer_pieces_and_arrive_byte_for_byte(K, M, B, P):
     from coded_shuffle.engine.state import storage_pieces
@@ -176,13 +176,13 @@ def test_a_storage_that_is_not_an_int_is_refused_everywhere(storage):
 
 # --------------------------------------------------------------------------- loaders
 
-WIDE = np.dtype([("x", "<f4", (200,)), ("y", "<i2")])  # 802 bytes: 3 pieces of 268 at K = 4, M = 2
+WIDE = np.dtype([("x", "<f4", (800,)), ("y", "<i2")])  # 3202 bytes: 3 pieces of 1068 at K = 4, M = 2
 
 
 def wide_rows(N, seed=0):
     rng = np.random.default_rng(seed)
     X = np.zeros(N, dtype=WIDE)
-    X["x"] = rng.standard_normal((N, 200))
+    X["x"] = rng.standard_normal((N, 800))
     X["y"] = rng.integers(-1000, 1000, N)
     return X
 
@@ -212,7 +212,7 @@ def test_loaders_refuse_a_storage_naming_the_argument():
 def test_loaders_serve_rows_too_small_for_a_piece_of_every_label():
     from coded_shuffle.loader import InProcessLoader
 
-    # 802 bytes at K = 8: 3 pieces of 268 (not 7 of 115); 256-byte rows at K = 16: whole records
+    # 3202-byte rows at K = 8: 3 pieces of 1068 (not 7 of 458); 256-byte rows at K = 16: whole
     for X, K, P in [(wide_rows(80), 8, 3), (np.random.default_rng(0).integers(0, 9, (96, 32)), 16, 1)]:
         whole = list(InProcessLoader(X, K=K, epochs=3, seed=2))
         kept = InProcessLoader(X, K=K, epochs=3, seed=2, storage=2)
