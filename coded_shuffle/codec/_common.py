@@ -84,9 +84,22 @@ def _aligned_rows(n: int, width: int) -> np.ndarray:
     return _aligned_empty(n * width).reshape(n, width)
 
 
+#: :func:`_lookup` indexes a table of every id up to the largest held when it is at most this
+#: many times the ids held and looked up (one pass of writes, then one read an id), instead of a
+#: binary search an id (``log2`` of the ids held, each a likely cache miss).
+_DENSE_LOOKUP_FACTOR = 8
+
+
 def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Position of each of ``ids`` in ``sorted_ids``, ``-1`` if absent."""
     if sorted_ids.size == 0:
         return np.full(ids.shape, -1, dtype=np.int64)
+    top = int(sorted_ids[-1]) + 1
+    dense = top <= _DENSE_LOOKUP_FACTOR * (sorted_ids.size + ids.size)
+    if ids.size > 1024 and int(sorted_ids[0]) >= 0 and dense:
+        table = np.full(top, -1, dtype=np.int64)
+        table[sorted_ids] = np.arange(sorted_ids.size)
+        inside = (ids >= 0) & (ids < top)
+        return np.where(inside, table[np.where(inside, ids, 0)], -1)
     pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
     return np.where(sorted_ids[pos] == ids, pos, -1)
