@@ -44,6 +44,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._checks import check_int, check_loader_scheme
+from .codec import row_bytes
 from .engine import TransitionReport
 from .loader import EpochBatch, MPILoader, PeerLoader
 from .loader._common import choose_scheme, open_rows
@@ -126,7 +127,7 @@ def _auto_scheme(
     if source is None:
         raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
     arr = open_rows(source)[0] if isinstance(source, (str, os.PathLike)) else pack_arrays(source)
-    B = int(arr.dtype.itemsize * np.prod(arr.shape[1:], dtype=np.int64))
+    B = row_bytes(arr)
     if isinstance(transport, ControlLink):
         ranks = transport.K + (0 if transport.peers else 1)
     else:

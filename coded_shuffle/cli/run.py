@@ -9,8 +9,6 @@ import signal
 import sys
 from typing import Any
 
-import numpy as np
-
 from ._parser import COMMANDS
 from .common import (
     PROG,
@@ -73,10 +71,10 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
     on its ``--network`` (the records' number and size read from ``--data``'s header), said in one
     line on standard error."""
     if filled.data is not None:
-        from ..codec import open_array
+        from ..codec import open_array, row_bytes
 
         arr = open_array(filled.data, "data")
-        N, B = int(arr.shape[0]), int(arr.dtype.itemsize * np.prod(arr.shape[1:], dtype=np.int64))
+        N, B = int(arr.shape[0]), row_bytes(arr)
     else:
         N, B = filled.points, filled.record_bytes
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),

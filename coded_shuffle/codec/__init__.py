@@ -57,7 +57,15 @@ from __future__ import annotations
 
 from .decode import DecodeResult, decode_worker
 from .encode import encode_held, encode_plan, encode_plan_arrays, encode_symbols
-from .records import Cache, Dataset, checksum_reference, load_dataset, open_array, record_checksums
+from .records import (
+    Cache,
+    Dataset,
+    checksum_reference,
+    load_dataset,
+    open_array,
+    record_checksums,
+    row_bytes,
+)
 from .terms import decode_terms, encode_terms, keep_rows, term_blocks
 from .wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -101,6 +109,7 @@ __all__ = [
     "DecodeResult",
     "load_dataset",
     "open_array",
+    "row_bytes",
     "record_checksums",
     "checksum_reference",
     "encode_symbols",

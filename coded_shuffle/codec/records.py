@@ -271,6 +271,17 @@ def open_array(source: object, name: str = "source") -> np.ndarray:
     )
 
 
+def row_bytes(arr: np.ndarray) -> int:
+    """Bytes of one record of ``arr``, its rows along the first axis (the header alone is read).
+
+    Examples
+    --------
+    >>> row_bytes(np.zeros((5, 3, 2), dtype=np.float32)), row_bytes(np.zeros(4, dtype="<i2"))
+    (24, 2)
+    """
+    return int(arr.dtype.itemsize * np.prod(arr.shape[1:], dtype=np.int64))
+
+
 def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     """Load ``N`` records and fix their checksums.
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import Cache, Dataset, load_dataset, open_array, record_checksums
+from ..codec import Cache, Dataset, load_dataset, open_array, record_checksums, row_bytes
 from ..matrix import shuffle_matrix
 from ..orders import epoch_placement
 from ..transport import ControlLink, MPITransport
@@ -37,7 +37,7 @@ def _records(job: JobOptions) -> tuple[Any, int, int] | str:
         if job.data is not None:
             arr = open_array(job.data, "data")
             rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
-            N, B = int(arr.shape[0]), int(rows.dtype.itemsize * rows.shape[1])
+            N, B = int(arr.shape[0]), row_bytes(arr)
             return rows, N, B
         sizes = job.synthetic()
         if isinstance(sizes, str):

@@ -174,7 +174,8 @@ class FramedLink:
         step = self.piece_bytes
         return [(lo, min(size, lo + step)) for lo in range(0, size, step)]
 
-    #: The multicast data path of the master's broadcasts, if the link has one (:meth:`_multicast`).
+    #: The multicast data path of the master's broadcasts, if the link has one (set by
+    #: :meth:`coded_shuffle.transport.MPITransport.open_multicast`).
     _mc_send: MulticastSender | None = None
     _mc_recv: MulticastReceiver | None = None
     _deliveries: int = 0
