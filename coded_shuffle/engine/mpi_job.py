@@ -427,6 +427,7 @@ def master(job: JobOptions, link: MPITransport) -> int:
         _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
         planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
+        S = shuffle_matrix(p_t, p_t1) if results.network is not None else None  # one batch: placements
         for mode in MODES[job.mode]:
             role = master_transition(
                 link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
@@ -437,7 +438,7 @@ def master(job: JobOptions, link: MPITransport) -> int:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
             all_ok &= rep.verified
-            results.row(rep, shuffle_matrix(p_t, p_t1) if results.network is not None else None)
+            results.row(rep, S)
         p_t = p_t1
     dog.close()
     code = results.close(all_ok, several=len(MODES[job.mode]) > 1)
