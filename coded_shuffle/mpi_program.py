@@ -100,10 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if job.multicast is not None:
         group, port = parse_group(job.multicast)
         problem = link.open_multicast(group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop)
-        problems = [(r, p) for r, p in enumerate(comm.allgather(problem)) if p is not None]
-        if problems:
-            r, p = problems[0]
-            mpi_refuse(f"{PROG}: error: --multicast: rank {r}: {p}", status_file=job.status_file)
+        if problem is not None:
+            mpi_refuse(f"{PROG}: error: --multicast: {problem}", status_file=job.status_file)
     code = master(job, link) if link.is_master else worker(job, link)
     if code or job.status_file:  # every rank has the master's code: a clean end, no MPI_Abort
         mpi_exit(code, status_file=job.status_file)

@@ -56,9 +56,8 @@ def _join_multicast(link: ControlLink, multicast: object) -> None:
     except ValueError as exc:
         raise ValueError(f"Argument 'multicast': {exc}") from None
     problem = link.open_multicast(group, port)
-    problems = [(r, p) for r, p in enumerate(link.comm.allgather(problem)) if p is not None]
-    if problems:
-        raise TransportError(f"Argument 'multicast': rank {problems[0][0]}: {problems[0][1]}")
+    if problem is not None:
+        raise TransportError(f"Argument 'multicast': {problem}")
 
 
 class MPILoader:

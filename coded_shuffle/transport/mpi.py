@@ -196,13 +196,15 @@ class MPITransport(FramedLink):
         """Send the master's broadcasts as UDP multicast datagrams to ``group:port``
         (:mod:`coded_shuffle.transport.multicast`): the master sends a first, empty datagram (so
         that a host without a route for the group says so now), every worker joins the group.
-        Not collective: returns why this rank cannot, or None. ``idle``: seconds without a
+        Collective: every rank returns None, or the same ``"rank R: why"`` of the first rank that
+        cannot. ``idle``: seconds without a
         datagram after which a worker gives up on the frames still missing (they are repaired);
         ``drop``: a share of the datagrams a worker drops on arrival (tests only)."""
         from .multicast import MulticastReceiver, MulticastSender
 
-        if self.peers:
+        if self.peers:  # the same answer on every rank, with no exchange
             return "a job of peers has no master's broadcast to multicast"
+        problem = None
         try:
             if self.is_master:
                 self._mc_send = MulticastSender(group, port, datagram_bytes=datagram_bytes, pace=self._pace)
@@ -210,8 +212,9 @@ class MPITransport(FramedLink):
             else:
                 self._mc_recv = MulticastReceiver(group, port, idle=idle, drop=drop, seed=self.rank)
         except (TransportError, ValueError, OSError) as exc:
-            return str(exc)
-        return None
+            problem = str(exc)
+        failed = [(r, p) for r, p in enumerate(self.comm.allgather(problem)) if p is not None]
+        return f"rank {failed[0][0]}: {failed[0][1]}" if failed else None
 
     # ---- the link's primitives (frames.FramedLink does the framing)
 
