@@ -46,6 +46,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from ._checks import check_int, check_loader_scheme
 from .codec import row_bytes
 from .engine import TransitionReport
+from .engine.schedule import check_network
 from .loader import EpochBatch, MPILoader, PeerLoader
 from .loader._common import choose_scheme, open_rows
 from .loader.arrays import pack_arrays
@@ -122,8 +123,7 @@ def _auto_scheme(
 ) -> tuple[str, str]:  # fmt: skip
     """``scheme="auto"``: the records' number and size from ``source`` (on every rank), the job's
     ranks from ``transport`` or the launcher's world, then :func:`choose_scheme`."""
-    if network is None:
-        raise ValueError("Argument 'scheme' can be 'auto' only with a 'network' to predict the times on.")
+    check_network(network, "auto", name="scheme")  # before the source is read
     if source is None:
         raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
     arr = open_rows(source)[0] if isinstance(source, (str, os.PathLike)) else pack_arrays(source)

@@ -49,7 +49,7 @@ from .protocol import (
     worker_transition,
 )
 from .report import RunReport, TransitionReport
-from .schedule import EpochSchedule, predicted_times
+from .schedule import EpochSchedule, check_network, predicted_times
 from .schemes import SCHEMES, Scheme, scheme_for
 from .state import initial_caches, synthetic_dataset  # noqa: F401
 
@@ -204,12 +204,9 @@ def _mode_on(
     strategy: str, storage: int, subpackets: int,
 ) -> str:  # fmt: skip
     """``mode``, checked against ``network``; ``auto`` resolved on it for the first transition."""
-    if network is None:
-        if mode == "auto":
-            raise ValueError("Argument 'mode' can be 'auto' only with a 'network' to predict the times on.")
+    net = check_network(network, mode, name="mode")
+    if net is None:
         return mode
-    if not isinstance(network, Network):
-        raise TypeError(f"Argument 'network' must be a Network or None, not {type(network).__name__}.")
     if storage != 1 or subpackets != 1:
         raise ValueError(
             "Argument 'network' applies to one batch a worker of whole records, "
@@ -221,7 +218,7 @@ def _mode_on(
         return mode
     times = predicted_times(
         dataset.N, K, seed=seed, spec=order or OrderSpec(), epoch=0, record_bytes=dataset.record_bytes,
-        network=network, strategy=strategy,
+        network=net, strategy=strategy,
     )  # fmt: skip
     return times.choice
 

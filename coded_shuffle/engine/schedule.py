@@ -93,3 +93,27 @@ def predicted_times(
     now = schedule.epoch(epoch)
     S = shuffle_matrix(now.placement, schedule.epoch(epoch + 1, now).placement)
     return predict(S, record_bytes=record_bytes, network=network, strategy=strategy)
+
+
+def check_network(network: object, choice: str, *, name: str) -> Network | None:
+    """``network`` for a run whose ``name`` (the mode or the scheme) is ``choice``: None, or a
+    :class:`~coded_shuffle.network.Network`; ``auto`` needs one. Raises naming the argument.
+
+    Examples
+    --------
+    >>> check_network(None, "coded", name="mode") is None
+    True
+    >>> check_network(None, "auto", name="scheme")
+    Traceback (most recent call last):
+    ...
+    ValueError: Argument 'scheme' can be 'auto' only with a 'network' to predict the times on.
+    """
+    if network is None:
+        if choice == "auto":
+            raise ValueError(
+                f"Argument {name!r} can be 'auto' only with a 'network' to predict the times on."
+            )
+        return None
+    if not isinstance(network, Network):
+        raise TypeError(f"Argument 'network' must be a Network or None, not {type(network).__name__}.")
+    return network

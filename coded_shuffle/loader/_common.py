@@ -16,10 +16,9 @@ from ..codec import (
     open_array,
 )
 from ..engine import TransitionReport
-from ..engine.schedule import predicted_times
+from ..engine.schedule import check_network, predicted_times
 from ..engine.schemes import Scheme, scheme_for
 from ..errors import IntegrityError
-from ..network import Network
 from ..orders import (
     EPOCH_ORDERS,
     OrderSpec,
@@ -270,17 +269,15 @@ def _scheme_on(
 ) -> str:  # fmt: skip
     """A loader's ``scheme``, checked against ``network``; ``auto`` resolved on it: of the loaders'
     schemes, the one of least predicted time of transition ``epoch -> epoch + 1``."""
-    if network is None:
-        raise ValueError("Argument 'scheme' can be 'auto' only with a 'network' to predict the times on.")
-    if not isinstance(network, Network):
-        raise TypeError(f"Argument 'network' must be a Network or None, not {type(network).__name__}.")
+    net = check_network(network, "auto", name="scheme")  # given, or asked for by 'auto'
+    assert net is not None
     if storage != 1:
         raise ValueError(f"Argument 'network' applies to one batch a worker, not storage = {storage!r}.")
     if scheme != "auto":
         return scheme
     times = predicted_times(
         dataset.N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=dataset.record_bytes,
-        network=network, strategy=strategy,
+        network=net, strategy=strategy,
     )  # fmt: skip
     p = times.predicted_seconds
     return min(LOADER_SCHEMES, key=lambda m: p[m])  # a network no mode can use raised above
@@ -302,17 +299,15 @@ def choose_scheme(
     ...               network=Network.parse("master=1000,up=1000,down=1000"))[0]
     'exchange'
     """
-    if network is None:
-        raise ValueError("Argument 'scheme' can be 'auto' only with a 'network' to predict the times on.")
-    if not isinstance(network, Network):
-        raise TypeError(f"Argument 'network' must be a Network or None, not {type(network).__name__}.")
+    net = check_network(network, "auto", name="scheme")
+    assert net is not None
     spec = _order_spec(order, N)
 
     def time_of(mode: str, K: int) -> float:
         if K < 1:
             return float("inf")
         times = predicted_times(N, K, seed=seed, spec=spec, epoch=start_epoch, record_bytes=record_bytes,
-                                network=network, strategy=strategy)  # fmt: skip
+                                network=net, strategy=strategy)  # fmt: skip
         return times.predicted_seconds[mode]
 
     t = {"coded": time_of("coded", ranks - 1), "exchange": time_of("exchange", ranks)}
