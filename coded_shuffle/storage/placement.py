@@ -236,10 +236,13 @@ def piece_demand(pp: PiecePlacement, placement_next: Placement) -> np.ndarray:
         )
     new = np.asarray(placement_next.owner, dtype=np.int64)
     bit = np.uint64(1) << new.astype(np.uint64)
-    miss = (pp.holders & bit[:, None]) == 0
-    r, p = np.nonzero(miss)
-    out = np.stack([r * pp.pieces + p, new[r], pp.holders[r, p].astype(np.int64)], axis=1)
-    return out.astype(np.int64)
+    flat = pp.holders.reshape(-1)  # piece r * pieces + p, its holders
+    pid = np.flatnonzero((pp.holders & bit[:, None]).reshape(-1) == 0)
+    out = np.empty((pid.size, 3), dtype=np.int64)
+    out[:, 0] = pid
+    out[:, 1] = new[pid // pp.pieces]
+    out[:, 2] = flat[pid].view(np.int64)  # 64-bit masks, as int64
+    return out
 
 
 def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacement:

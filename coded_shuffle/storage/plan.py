@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
+from math import comb
 
 import numpy as np
 
@@ -29,13 +30,13 @@ from .placement import PiecePlacement, piece_demand
 from .planner import (
     STORAGE_STRATEGIES,
     StorageRates,
-    _demand_counts,
     _groups_plan,
     _GroupsPlan,
     _round_cost,
     _rounds,
     _storage_rates,
     boundary_rank,
+    demand_counts,
     demand_groups,
 )
 
@@ -122,9 +123,55 @@ def _xor(*parts: list[int]) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def _cells(demand: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The compiled cells of a demand (:func:`._kernels.cells`), or None where its table of groups
+    would be too large (then the array sorts serve)."""
+    from ._kernels import MAX_CELLS, binomials, cells
+
+    if not demand.shape[0]:
+        return None
+    H = np.ascontiguousarray(demand[:, 2]).view(np.uint64)  # holder sets of up to 64 workers
+    j = np.ascontiguousarray(demand[:, 1])
+    wanted = np.bitwise_or.reduce(np.left_shift(np.uint64(1), j.astype(np.uint64)))
+    K = (int(np.bitwise_or.reduce(H)) | int(wanted)).bit_length()
+    size = (int(H[0]) | 1 << int(j[0])).bit_count()
+    if comb(K, size) * size > MAX_CELLS:
+        return None
+    return (*cells(j, H, size, binomials(K, size), comb(K, size)), size)  # type: ignore[no-any-return]
+
+
+def _cell_counts(cell: tuple[np.ndarray, ...]) -> dict[int, dict[int, int]]:
+    """:func:`~coded_shuffle.storage.demand_counts` read off the compiled cells."""
+    counts, mask, size = cell[0], cell[1], int(cell[5])  # type: ignore[call-overload]
+    table = counts.reshape(-1, size)
+    out: dict[int, dict[int, int]] = {}
+    for g in np.flatnonzero(table.any(axis=1)).tolist():
+        G = int(mask[g])
+        out[G] = {w: n for w, n in zip(members(G), table[g].tolist(), strict=True) if n}
+    return out
+
+
 def _group_symbols(
-    demand: np.ndarray, grouped: tuple[np.ndarray, np.ndarray] | None = None
+    demand: np.ndarray, cell: tuple[np.ndarray, ...] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every group symbol: ``(offsets, terms, G, R)``, arrays over the symbols.
+
+    The ``k``-th piece (in demand order) of every member ``i`` of ``G`` that wants more than
+    ``k`` pieces held exactly by ``G \\ {i}`` goes into symbol ``(G, k)``, its terms in the
+    members' order; ``R`` is the mask of its receivers. By the compiled counting sort of the
+    demand's cells (``cell``, or :func:`_cells` of it) when its table of groups fits, else by
+    array sorts (:func:`_group_symbols_sorted`, the same arrays).
+    """
+    from ._kernels import group_symbols
+
+    cell = _cells(demand) if cell is None else cell
+    if cell is None:
+        return _group_symbols_sorted(demand)
+    counts, mask, g_of, m_of, k_of, size = cell
+    return group_symbols(np.ascontiguousarray(demand[:, 0]), counts, mask, g_of, m_of, k_of, int(size))  # type: ignore[no-any-return]
+
+
+def _group_symbols_sorted(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every group symbol: ``(offsets, terms, G, R)``, arrays over the symbols.
 
     The ``k``-th piece (in demand order) of every member ``i`` of ``G`` that wants more than
@@ -132,7 +179,7 @@ def _group_symbols(
     members' order; ``R`` is the mask of its receivers.
     """
     pid, j = demand[:, 0], demand[:, 1]
-    groups, g = demand_groups(demand) if grouped is None else grouped
+    groups, g = demand_groups(demand)
     order = np.argsort(g * 64 + j, kind="stable")  # by G, then wanter; demand order within
     cell = (g * 64 + j)[order]
     n = order.size
@@ -153,7 +200,7 @@ def _group_symbols(
 
 
 def _groups_transmissions(
-    demand: np.ndarray, gp: _GroupsPlan, grouped: tuple[np.ndarray, np.ndarray] | None = None
+    demand: np.ndarray, gp: _GroupsPlan, cell: tuple[np.ndarray, ...] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``groups`` plan on pieces, as ``(offsets, terms)``: the plan in counts ``gp`` replayed.
 
@@ -161,7 +208,7 @@ def _groups_transmissions(
     partial symbols only, pick symbols of each type from the end of its list. A transmission is
     one symbol, one piece, or the XOR of two of them (``u_a + u_b`` along a chain).
     """
-    s_off, s_terms, s_G, s_R = _group_symbols(demand, grouped)
+    s_off, s_terms, s_G, s_R = _group_symbols(demand, cell)
     index = {node: n for n, node in enumerate(gp.nodes)}
     n_sym = s_off.size - 1
     node_of = np.full(n_sym, -1, dtype=np.int64)
@@ -333,11 +380,11 @@ def _demand_plan(
             f"Argument 'strategy' must be 'groups', 'batches' or 'best' with {pp.pieces} pieces a "
             f"record: the rounds need one for each of the C(K - 1, t) labels."
         )
-    grouped = demand_groups(demand)
-    gp = _groups_plan(_demand_counts(demand, *grouped), pp.t)
+    cell = _cells(demand)
+    gp = _groups_plan(demand_counts(demand) if cell is None else _cell_counts(cell), pp.t)
     plans = {}
     if strategy in ("groups", "best"):
-        plans["groups"] = (gp.sent - gp.saved, lambda: _groups_transmissions(demand, gp, grouped))
+        plans["groups"] = (gp.sent - gp.saved, lambda: _groups_transmissions(demand, gp, cell))
     if strategy in ("batches", "best"):
         off, terms = _batch_transmissions(pp, nxt, packing)
         plans["batches"] = (off.size - 1, lambda: (off, terms))
@@ -364,18 +411,23 @@ def _batch_transmissions(pp: PiecePlacement, nxt: Placement, packing: str) -> tu
     a, b, phase = plan_delivery(pp.placement, nxt, strategy=packing).transmissions()
     P = pp.pieces
     new = np.asarray(nxt.owner, dtype=np.uint64)
-    slots = np.arange(P, dtype=np.int64)
+    cycle = (phase == 1)[:, None]
+    b0 = np.maximum(b, 0)
 
-    def needed(x: np.ndarray) -> np.ndarray:
-        held = (pp.holders[np.maximum(x, 0)] >> new[np.maximum(x, 0)][:, None]) & np.uint64(1)
-        return (held == 0) | (phase[:, None] == 1)
+    def needed(x: np.ndarray) -> np.ndarray:  # (symbol, slot): the piece is sent
+        return ((pp.holders[x] >> new[x][:, None]) & np.uint64(1) == 0) | cycle
 
-    keep = np.stack([needed(a), needed(b) & (b >= 0)[:, None]], axis=2)  # (symbol, slot, term)
-    ids = np.stack([a[:, None] * P + slots, b[:, None] * P + slots], axis=2)
-    n = keep.sum(axis=2).reshape(-1)
-    offsets = np.zeros(int((n > 0).sum()) + 1, dtype=np.int64)
-    np.cumsum(n[n > 0], out=offsets[1:])
-    return _ro(offsets), _ro(ids.reshape(-1, 2)[n > 0][keep.reshape(-1, 2)[n > 0]].astype(np.int64))
+    ka, kb = needed(a), needed(b0) & (b >= 0)[:, None]
+    sent = (ka | kb).reshape(-1)
+    ka, kb = ka.reshape(-1)[sent], kb.reshape(-1)[sent]
+    offsets = np.zeros(ka.size + 1, dtype=np.int64)
+    np.cumsum(ka.astype(np.int64) + kb, out=offsets[1:])
+    rows = np.flatnonzero(sent)  # symbol * P + slot
+    sym, slot = rows // P, rows % P
+    terms = np.empty(int(offsets[-1]), dtype=np.int64)
+    terms[offsets[:-1][ka]] = (a[sym] * P + slot)[ka]
+    terms[(offsets[:-1] + ka)[kb]] = (b0[sym] * P + slot)[kb]
+    return _ro(offsets), _ro(terms)
 
 
 def verify_storage_plan(plan: StoragePlan, *, seed: int = 0) -> None:

@@ -169,3 +169,18 @@ def test_bad_pieces_and_strategy_are_named():
         plan_storage(piece_placement(a, M=2), placement_from_owner([1, 2, 3, 0], 4), strategy="batches")
     with pytest.raises(ValueError, match="'exact'"):
         demand_lower_bound(np.zeros((0, 3), dtype=np.int64), 17, exact=True)
+
+
+@pytest.mark.parametrize(
+    ("K", "M", "P"), [(3, 2, 1), (5, 3, 4), (8, 2, 7), (16, 2, 1), (16, 3, 5), (64, 2, 1)]
+)
+def test_compiled_group_symbols_are_those_of_the_sorts(K, M, P):
+    from coded_shuffle.storage.plan import _cell_counts, _cells, _group_symbols, _group_symbols_sorted
+
+    a, b = (epoch_placement(40 * K, K, seed=K + P, epoch=e) for e in (0, 1))
+    d = piece_demand(piece_placement(a, M=M, pieces=P), b)
+    cell = _cells(d)
+    assert cell is not None
+    for x, y in zip(_group_symbols(d, cell), _group_symbols_sorted(d), strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    assert _cell_counts(cell) == demand_counts(d)
