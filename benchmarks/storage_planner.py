@@ -2,7 +2,8 @@
 
 For ``N`` records on ``K`` workers (default ``N = 10^6``, ``K = 16``, ``M = 2``, issue 24), epochs
 0 -> 1 of ``epoch_placement``, in one process, each timed ``--repeats`` times (the median kept)
-with the peak of the memory it allocates (``tracemalloc``, which numpy reports to):
+with the peak of the memory it allocates (one more call under ``tracemalloc``, which numpy reports
+to); every compiled kernel is loaded before:
 
 - ``plan_delivery`` (one batch stored, pairs and cycles), its compiled kernels loaded first;
 - ``plan_storage`` with a piece for every label (``C(K - 1, t)`` pieces a record, 256 B a piece
@@ -33,15 +34,17 @@ from coded_shuffle.storage import piece_placement, plan_storage, storage_excess,
 
 
 def measured(fn, repeats):  # type: ignore[no-untyped-def]
-    """``(median seconds, peak MB allocated, result)``."""
-    times, out, peak = [], None, 0
+    """``(median seconds, peak MB allocated, result)``: the times with nothing watching, the peak
+    from one more call under ``tracemalloc`` (which slows the allocations it counts)."""
+    times, out = [], None
     for _ in range(repeats):
-        tracemalloc.start()
         tic = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - tic)
-        peak = max(peak, tracemalloc.get_traced_memory()[1])
-        tracemalloc.stop()
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
     return statistics.median(times), peak / 2**20, out
 
 
@@ -56,12 +59,14 @@ def main() -> None:
     args = ap.parse_args()
     N, K, M = args.points, args.workers, args.storage
     a, b = (epoch_placement(N, K, seed=0, epoch=t) for t in (0, 1))
-    plan_delivery(a, b)  # the compiled kernels load here
+    plan_delivery(a, b)  # the compiled kernels load here, and the storage planner's
+    small = [epoch_placement(100 * K, K, seed=0, epoch=t) for t in (0, 1)]
+    plan_storage(piece_placement(small[0], M=M, pieces=1), small[1])
     t1, m1, p1 = measured(lambda: plan_delivery(a, b), args.repeats)
     print(f"N = {N}, K = {K}, M = {M}, epochs 0 -> 1 (times: median of {args.repeats}; MB: peak allocated)")
     print(f"  plan_delivery (M = 1)        {t1:8.3f} s {m1:7.0f} MB   coded {p1.n_symbols / N:.4f} N")
     P, width = storage_pieces(args.record_bytes, K, M)
-    for name, pieces in (("every label", None), (f"{P} pieces ({width} B)", P)):
+    for name, pieces in (("every label", None), (f"{P} piece{'s' if P > 1 else ''} ({width} B)", P)):
         pp = piece_placement(a, M=M, pieces=pieces)
         tm, mm, plan = measured(lambda pp=pp: plan_storage(pp, b), args.repeats)
         tb, mb, lb = measured(lambda plan=plan: plan.lower_bound(), 1)
