@@ -6,7 +6,8 @@ Two parts, in one run:
   ``epoch_placement``): for each count of pieces ``P`` (1, 2, 4, 8 and every label
   ``C(K - 1, 1)``), the coded load of ``plan_storage`` in records (fractions of ``N``, median of the
   three transitions), over that with every label, the genie bound of the demand, and the storage
-  of the fullest worker after the three updates over ``M`` batches (``storage_excess``).
+  of the fullest worker after the three updates (or ``--updates``) over ``M`` batches
+  (``storage_excess``).
 - **Bytes** (in process, ``engine.run``, 3 transitions after a first one left out): for a few
   ``K``, record sizes and ``N``, one batch stored and ``M = 2`` with the smallest piece
   (``engine.state.MIN_PIECE_BYTES``) at 256, 512, 1024 and 2048 B: the pieces a record, the bytes
@@ -16,7 +17,7 @@ Two parts, in one run:
 The default of ``MIN_PIECE_BYTES`` (1 KiB) is read off the second part; docs/storage.md, "Fewer
 pieces", has the figures.
 
-Run:  python benchmarks/storage_pieces.py [--workers 8,16] [--per-worker 1000] [--no-bytes]
+Run:  python benchmarks/storage_pieces.py [--workers 8,16] [--per-worker 1000] [--updates 3] [--no-bytes]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from coded_shuffle.orders import epoch_placement
 from coded_shuffle.storage import piece_placement, plan_storage, storage_excess, update_storage
 
 
-def loads(K: int, N: int, M: int = 2) -> None:
+def loads(K: int, N: int, updates: int, M: int = 2) -> None:
     C = math.comb(K - 1, M - 1)
     full = None
     for P in sorted({p for p in (1, 2, 4, 8) if p < C} | {C}):
@@ -46,10 +47,13 @@ def loads(K: int, N: int, M: int = 2) -> None:
             coded.append(plan.n_symbols / P / N)
             bound.append(plan.lower_bound().pieces / P / N)
             pp = update_storage(pp, nxt)
+        for e in range(4, updates + 1):  # more updates, unplanned: how far the storage wanders
+            pp = update_storage(pp, epoch_placement(N, K, seed=0, epoch=e))
         c, b = statistics.median(coded), statistics.median(bound)
         full = c if P == C else full
         print(f"  K = {K:2d}, N = {N:6d}, P = {P:2d}: coded {c:.4f} N, bound {b:.4f} N, coded / bound "
-              f"{c / b:.4f}, storage {storage_excess(pp):+.2%}", flush=True)  # fmt: skip
+              f"{c / b:.4f}, storage after {max(updates, 3)} updates {storage_excess(pp):+.2%}",
+              flush=True)  # fmt: skip
     assert full is not None
     print(f"  (coded over every label: see the P = {C} row, {full:.4f} N)")
 
@@ -74,11 +78,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default="8,16")
     ap.add_argument("--per-worker", type=int, default=1000)
+    ap.add_argument("--updates", type=int, default=3, help="storage updates before its excess is read")
     ap.add_argument("--no-bytes", action="store_true")
     args = ap.parse_args()
     print("Loads with M = 2, random reshuffles (fractions of N):")
     for K in (int(k) for k in args.workers.split(",")):
-        loads(K, args.per_worker * K)
+        loads(K, args.per_worker * K, args.updates)
     if args.no_bytes:
         return
     print("Bytes on the wire and decoding, in process:")
