@@ -162,32 +162,16 @@ def direct_terms(out, done, payload, offsets, where, target, data, multi):  # pr
             continue
         if n == 0 or target[u] < 0 or done[target[u]]:
             continue
-        if s + _AHEAD < offsets.shape[0] - 1:  # the cached rows of a symbol further on
-            for i in range(offsets[s + _AHEAD], offsets[s + _AHEAD + 1]):
-                if where[i] >= 0:
-                    _prefetch(data, where[i])
         row = out[target[u]]
         x = payload[s]
-        k = offsets[s + 1] - offsets[s] - 1  # terms held
-        first = offsets[s] if offsets[s] != u else offsets[s] + 1
-        if k == 1:  # one pass: a pair
-            y = data[where[first]]
-            for j in range(W):
-                row[j] = x[j] ^ y[j]
-        elif k == 2:  # one pass: a group symbol of three (t = 1)
-            second = first + 1 if first + 1 != u else first + 2
-            y, z = data[where[first]], data[where[second]]
-            for j in range(W):
-                row[j] = x[j] ^ y[j] ^ z[j]
-        else:
-            for j in range(W):
-                row[j] = x[j]
-            for i in range(offsets[s], offsets[s + 1]):
-                r = where[i]
-                if r >= 0:
-                    y = data[r]
-                    for j in range(W):
-                        row[j] ^= y[j]
+        for j in range(W):
+            row[j] = x[j]
+        for i in range(offsets[s], offsets[s + 1]):
+            r = where[i]
+            if r >= 0:
+                y = data[r]
+                for j in range(W):
+                    row[j] ^= y[j]
         done[target[u]] = 1
         solved += 1
     return solved
