@@ -216,7 +216,7 @@ class PieceStorage:
         if C == 1:
             return f", storage = {self.M} batches (whole records, each on {self.M} workers)"
         return (
-            f", storage = {self.M} batches ({C} piece{'s' if C > 1 else ''} of {width} B a record; "
+            f", storage = {self.M} batches ({C} pieces of {width} B a record; "
             "symbols, planned and bound count pieces)"
         )
 

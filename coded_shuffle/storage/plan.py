@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from math import comb
+from typing import NamedTuple
 
 import numpy as np
 
@@ -123,9 +124,21 @@ def _xor(*parts: list[int]) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _cells(demand: np.ndarray) -> tuple[np.ndarray, ...] | None:
-    """The compiled cells of a demand (:func:`._kernels.cells`), or None where its table of groups
-    would be too large (then the array sorts serve)."""
+class _Cells(NamedTuple):
+    """The compiled cells of a demand (:func:`._kernels.cells`): ``counts`` (groups x ``size``
+    members, flat), each group's bitmask, and per row its group, member and rank in its cell."""
+
+    counts: np.ndarray
+    mask: np.ndarray
+    g_of: np.ndarray
+    m_of: np.ndarray
+    k_of: np.ndarray
+    size: int
+
+
+def _cells(demand: np.ndarray) -> _Cells | None:
+    """The compiled cells of a demand, or None where its table of groups would be too large (then
+    the array sorts serve)."""
     from ._kernels import MAX_CELLS, binomials, cells
 
     if not demand.shape[0]:
@@ -137,22 +150,22 @@ def _cells(demand: np.ndarray) -> tuple[np.ndarray, ...] | None:
     size = (int(H[0]) | 1 << int(j[0])).bit_count()
     if comb(K, size) * size > MAX_CELLS:
         return None
-    return (*cells(j, H, size, binomials(K, size), comb(K, size)), size)  # type: ignore[no-any-return]
+    counts, mask, g_of, m_of, k_of = cells(j, H, size, binomials(K, size), comb(K, size))
+    return _Cells(counts, mask, g_of, m_of, k_of, size)
 
 
-def _cell_counts(cell: tuple[np.ndarray, ...]) -> dict[int, dict[int, int]]:
+def _cell_counts(cell: _Cells) -> dict[int, dict[int, int]]:
     """:func:`~coded_shuffle.storage.demand_counts` read off the compiled cells."""
-    counts, mask, size = cell[0], cell[1], int(cell[5])  # type: ignore[call-overload]
-    table = counts.reshape(-1, size)
+    table = cell.counts.reshape(-1, cell.size)
     out: dict[int, dict[int, int]] = {}
     for g in np.flatnonzero(table.any(axis=1)).tolist():
-        G = int(mask[g])
+        G = int(cell.mask[g])
         out[G] = {w: n for w, n in zip(members(G), table[g].tolist(), strict=True) if n}
     return out
 
 
 def _group_symbols(
-    demand: np.ndarray, cell: tuple[np.ndarray, ...] | None = None
+    demand: np.ndarray, cell: _Cells | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every group symbol: ``(offsets, terms, G, R)``, arrays over the symbols.
 
@@ -167,8 +180,8 @@ def _group_symbols(
     cell = _cells(demand) if cell is None else cell
     if cell is None:
         return _group_symbols_sorted(demand)
-    counts, mask, g_of, m_of, k_of, size = cell
-    return group_symbols(np.ascontiguousarray(demand[:, 0]), counts, mask, g_of, m_of, k_of, int(size))  # type: ignore[no-any-return]
+    pid = np.ascontiguousarray(demand[:, 0])
+    return group_symbols(pid, cell.counts, cell.mask, cell.g_of, cell.m_of, cell.k_of, cell.size)  # type: ignore[no-any-return]
 
 
 def _group_symbols_sorted(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -200,7 +213,7 @@ def _group_symbols_sorted(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 
 
 def _groups_transmissions(
-    demand: np.ndarray, gp: _GroupsPlan, cell: tuple[np.ndarray, ...] | None = None
+    demand: np.ndarray, gp: _GroupsPlan, cell: _Cells | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``groups`` plan on pieces, as ``(offsets, terms)``: the plan in counts ``gp`` replayed.
 
