@@ -246,9 +246,9 @@ def _add_storage_argument(parser: argparse.ArgumentParser, what: str) -> None:
         default=1,
         metavar="M",
         help=(
-            "every worker stores M batches (1 <= M <= K, M = 1 + t): records cut into C(K-1, t) "
-            "pieces, each held by t + 1 workers (records moved as bytes: fewer pieces, down to whole "
-            f"records, where those would be under 256 B); {what} (default 1)"
+            "every worker stores M batches (1 <= M <= K, M = 1 + t): records cut into up to C(K-1, t) "
+            "pieces of at least 1 KiB (records under 2 KiB stay whole), each piece held by t + 1 "
+            f"workers; {what} (default 1)"
         ),
     )
 
@@ -277,9 +277,12 @@ def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
     """The :class:`~coded_shuffle.network.Network` of ``--network``, or None; ``--mode auto``
     without one, a SPEC that does not parse, a storage above one batch, or (unless ``pieces``,
     for loads counted in records) sub-packets: one line naming it."""
+    mode = getattr(args, "mode", None)
     if args.network is None:
-        if getattr(args, "mode", None) == "auto":
+        if mode == "auto":
             raise UsageError("--mode auto needs --network SPEC: it chooses the mode of least predicted time")
+        if mode == "split":
+            raise UsageError("--mode split needs --network SPEC with multicast: the rates set its share")
         return None
     from ..network import Network
 
@@ -287,6 +290,11 @@ def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
         network = Network.parse(args.network)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if mode == "split" and not network.multicast:
+        raise UsageError(
+            "--mode split needs a --network that multicasts: the master's datagrams and the workers' "
+            "exchange run at once only there"
+        )
     if getattr(args, "storage", 1) != 1:
         raise UsageError(NETWORK_STORAGE)
     if not pieces and getattr(args, "subpackets", 1) != 1:

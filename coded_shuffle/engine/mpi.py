@@ -64,8 +64,15 @@ def end_job(prog: str, rank: int, message: str, abort: Callable[[int], Any] = mp
     ends this process (its launcher, ``torchrun``, then stops the others).
     """
     print(f"{prog}: error: rank {rank}: {message}", file=sys.stderr, flush=True)
+    # The line sits in the pipe to MPICH's proxy, which forwards it to mpiexec; an abort at once can
+    # kill the proxy before it has read it (then the job ends saying nothing). A moment lets it read.
+    time.sleep(_FORWARD_SECONDS)
     abort(1)
     os._exit(1)  # pragma: no cover - abort does not return
+
+
+#: Seconds a rank that ends the job waits between its line and the abort (see :func:`end_job`).
+_FORWARD_SECONDS = 0.25
 
 
 def _alive(pid: int) -> bool:
