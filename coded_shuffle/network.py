@@ -20,9 +20,10 @@ bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by
   load in records (:func:`coded_shuffle.bounds.lower_bound`);
 - **predicted** times, each the busiest link's bytes over its rate: ``coded`` (the master's coded
   symbols, every worker receiving them all; without multicast a chain of relays, each worker's
-  uplink forwarding them), ``uncoded`` (each moved record from the master to its new holder), and
+  uplink forwarding them), ``uncoded`` (each moved record from the master to its new holder),
   ``exchange`` (each worker receiving what it misses, the uploads as the records' holders give
-  them).
+  them) and, where the master multicasts, ``split`` (the master coding a share of the moved records
+  while the workers exchange the rest, at once: :func:`split_time`).
 
 :func:`transition_times` returns both and the fastest mode, :data:`MODES` order breaking ties.
 """
@@ -35,10 +36,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Network", "TransitionTimes", "transition_times", "predict", "split_time", "explain", "MODES"]
+__all__ = [
+    "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
+    "MODES",
+]  # fmt: skip
 
-#: The modes a prediction is made for, in the order that breaks ties.
-MODES = ("exchange", "coded", "uncoded")
+#: The modes a prediction is made for, in the order that breaks ties (a split, which at its ends is
+#: the exchange or the coded broadcast, is chosen only where it is faster than both).
+MODES = ("exchange", "coded", "uncoded", "split")
 _RATES = ("master", "up", "down")
 
 
@@ -108,9 +113,9 @@ class TransitionTimes:
     predicted_seconds: dict[str, float]
     choice: str
     why: str
-    #: The predicted time of the best split (:func:`split_time`) where it beats both the coded
-    #: broadcast and the exchange alone, and the share of the moved records the master codes in it;
-    #: None otherwise. A prediction only: the engine does not run a split.
+    #: The predicted time of the best split (:func:`split_time`, ``--mode split``) where it beats
+    #: both the coded broadcast and the exchange alone, and the share of the moved records the
+    #: master codes in it; None otherwise.
     split_seconds: float | None = None
     split_coded_share: float | None = None
 
@@ -145,39 +150,65 @@ def transition_times(
     >>> t.bound_seconds, t.predicted_seconds["exchange"], t.choice
     (1.0, 1.0, 'exchange')
     """
-    M = np.asarray(S, dtype=np.int64)
+    d, o, W = _loads(S, int(record_bytes))
     B = int(record_bytes)
-    off = M.copy()
-    np.fill_diagonal(off, 0)
-    d = off.sum(axis=0) * B  # what each worker misses
-    o = off.sum(axis=1) * B  # what only it (and the master) holds that the others need
-    W = int(off.sum()) * B
     master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
-    cuts = [float(d.max(initial=0)) / down]
+    cuts = [d / down]
     if master + up > 0:
-        cuts.append(float(o.max(initial=0)) / (master + up))
+        cuts.append(o / (master + up))
     if up == 0 and master > 0:
         cuts.append(lower_bound_symbols * B / master)
     coded_b = float(coded_symbols) * B
     inf = math.inf
     relays = 0.0 if network.multicast else (coded_b / up if up else inf)  # a chain's uplinks
     predicted = {
-        "exchange": max(float(d.max(initial=0)) / down, float(o.max(initial=0)) / up) if up else inf,
+        "exchange": max(d / down, o / up) if up else inf,
         "coded": max(coded_b / master, coded_b / down, relays) if master else inf,
-        "uncoded": max(W / master, float(d.max(initial=0)) / down) if master else inf,
+        "uncoded": max(W / master, d / down) if master else inf,
     }
-    share, split = split_time(
-        coded_b, float(d.max(initial=0)), float(o.max(initial=0)), master=master, up=up, down=down,
-        multicast=network.multicast,
+    share, split = (
+        split_time(coded_b, d, o, master=master, up=up, down=down, multicast=True)
+        if network.multicast else (None, inf)
     )  # fmt: skip
+    beats = split < min(predicted["coded"], predicted["exchange"]) * (1 - 1e-9)
+    predicted["split"] = split if beats else inf  # at an end of its shares a split is one of the two
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
         raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
     why = explain(predicted, choice)
-    beats = split < min(predicted["coded"], predicted["exchange"]) * (1 - 1e-9)
     return TransitionTimes(
         max(cuts), predicted, choice, why, split if beats else None, share if beats else None
     )
+
+
+def _loads(S: object, B: int) -> tuple[float, float, float]:
+    """``(max_j d_j, max_i o_i, W B)`` of shuffle matrix ``S`` in bytes of records of ``B`` bytes."""
+    off = np.asarray(S, dtype=np.int64).copy()
+    np.fill_diagonal(off, 0)
+    d, o = off.sum(axis=0).max(initial=0), off.sum(axis=1).max(initial=0)
+    return float(d) * B, float(o) * B, float(off.sum()) * B
+
+
+def split_share(S: object, *, network: Network) -> float:
+    """The share ``a`` of every group of moved records that the master codes in the best split of
+    shuffle matrix ``S`` on ``network`` (:func:`split_time`; the coded load of the greedy plan), the
+    one number every rank of a split computes alike from ``S``. ``network`` must multicast: only
+    there do the master's sends and the workers' exchange run at once.
+
+    Examples
+    --------
+    >>> S = [[0, 30, 30], [30, 0, 30], [30, 30, 0]]
+    >>> round(split_share(S, network=Network.parse("master=1000,up=100,down=1000,multicast")), 3)
+    0.857
+    """
+    from .plan import rates
+
+    if not isinstance(network, Network) or not network.multicast:
+        raise ValueError(f"Argument 'network' must be a Network that multicasts, not {network!r}.")
+    d, o, _ = _loads(S, 1)
+    master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
+    share, _ = split_time(float(rates(S).coded), d, o, master=master, up=up, down=down, multicast=True)
+    return share
 
 
 def explain(predicted: Mapping[str, float | None], choice: str) -> str:
@@ -249,13 +280,15 @@ def predict(S: object, *, record_bytes: int, network: Network, strategy: str = "
     Examples
     --------
     On a switch the exchange wins; where one transmission reaches every worker and the workers'
-    uplinks are slow, the coded multicast does.
+    uplinks are slow, the coded multicast does, and sooner still with the workers exchanging a
+    share of the records beside it.
 
     >>> S = [[0, 30, 30], [30, 0, 30], [30, 30, 0]]
     >>> predict(S, record_bytes=1000, network=Network.parse("master=1000,up=1000,down=1000")).choice
     'exchange'
-    >>> predict(S, record_bytes=1000, network=Network.parse("master=1000,up=100,down=1000,multicast")).choice
-    'coded'
+    >>> t = predict(S, record_bytes=1000, network=Network.parse("master=1000,up=100,down=1000,multicast"))
+    >>> t.choice, t.predicted_seconds["coded"] > t.predicted_seconds["split"]
+    ('split', True)
     """
     from .bounds import lower_bound
     from .plan import rates
@@ -265,4 +298,3 @@ def predict(S: object, *, record_bytes: int, network: Network, strategy: str = "
         S, record_bytes=record_bytes, network=network, coded_symbols=float(r.coded),
         lower_bound_symbols=int(lower_bound(S).value),
     )  # fmt: skip
-

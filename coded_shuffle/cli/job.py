@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from ..codec import DEFAULT_MAX_FRAME_BYTES
-from ..engine.mpi_job import MODES
+from ..engine.mpi_job import CODED, MODES
 from ..engine.options import JobOptions
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
@@ -49,6 +49,11 @@ JOB_DEFAULTS: dict[str, int | str] = {
 #: The fewest payload bytes a frame by default with ``--multicast`` (16 datagrams if more: a lost
 #: datagram costs its whole frame, and every frame its own costs).
 MULTICAST_FRAME_BYTES = 1 << 17
+#: Why a split needs ``--multicast``.
+SPLIT_MULTICAST = (
+    "--mode split needs --multicast GROUP:PORT: the master's frames go as datagrams while the workers "
+    "exchange the rest"
+)
 
 #: The options ``coded-shuffle run`` passes on to the program when given: (dest, flag).
 PASSED_ON = (
@@ -117,7 +122,9 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         default="coded",
         help="delivery: coded (the master's broadcast), uncoded (each moved record from the master to its "
         "new holder), exchange (the workers send each other what each misses; alltoallv is its old name), "
-        "both = coded and uncoded, all = the three"
+        "split (the master's coded multicast of a share of the moved records while the workers exchange "
+        "the rest; needs --network with multicast and --multicast), both = coded and uncoded, "
+        "all = coded, uncoded and exchange"
         + (", auto = the one of least predicted time on --network" if launcher else "")
         + " (default coded)",
     )
@@ -222,6 +229,8 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         order_spec(args, points)  # the order options, checked for N records
     network_option(args)  # a SPEC that parses; auto only with one; one batch a worker
     _check_multicast(args)
+    if args.mode == "split" and args.multicast is None:
+        raise UsageError(SPLIT_MULTICAST)
     if args.json not in (None, "-"):
         problem = output_file_problem(args.json)
         if problem is not None:
@@ -255,7 +264,7 @@ def _check_multicast(args: argparse.Namespace) -> None:
         parse_group(args.multicast)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if "coded" not in MODES[args.mode] and args.mode != "auto":
+    if args.mode != "auto" and not CODED & set(MODES[args.mode]):
         raise UsageError(f"--multicast carries the master's coded broadcast, not --mode {args.mode}")
     if args.datagram_bytes is not None and not DATAGRAM_HEADER_BYTES < args.datagram_bytes <= 65507:
         raise UsageError(
@@ -346,9 +355,9 @@ def ignored_options(mode: str, given: list[str]) -> str | None:
     if mode == "auto":  # checked against the mode it chooses, before the job starts
         return None
     modes = MODES[mode]
-    if "--strategy" in given and "coded" not in modes:
+    if "--strategy" in given and not CODED & set(modes):
         return f"--strategy applies to the coded mode only, not --mode {mode}"
-    master = {"coded", "uncoded"} & set(modes)
+    master = {"coded", "uncoded", "split"} & set(modes)
     for opt in ("--max-frame-bytes", "--max-repair-rounds"):
         if opt in given and not master:
             return f"{opt} applies to the coded and uncoded modes only, not --mode {mode}"

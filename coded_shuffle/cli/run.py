@@ -18,7 +18,16 @@ from .common import (
     network_option,
     order_spec,
 )
-from .job import MODES, add_job_arguments, check_job, ignored_options, job_arguments, mode_options_given
+from .job import (
+    CODED,
+    MODES,
+    SPLIT_MULTICAST,
+    add_job_arguments,
+    check_job,
+    ignored_options,
+    job_arguments,
+    mode_options_given,
+)
 
 MPI_INSTALL_HINT = "pip install 'mpi4py>=4' mpich (what the extra [mpi] installs)"
 
@@ -80,8 +89,10 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),
                            filled.strategy, epoch=filled.start_epoch)  # fmt: skip
     problem = ignored_options(mode, mode_options_given(args))
-    if problem is None and args.multicast is not None and "coded" not in MODES[mode]:
+    if problem is None and args.multicast is not None and not CODED & set(MODES[mode]):
         problem = "--multicast carries the master's coded broadcast"
+    if problem is None and mode == "split" and args.multicast is None:
+        problem = SPLIT_MULTICAST
     if problem is not None:
         raise UsageError(f"--mode auto chose {mode}: {problem}")
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)

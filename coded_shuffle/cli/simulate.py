@@ -227,11 +227,12 @@ def add_parser(sub: Any) -> None:
     _add_storage_argument(sim, "the workers keep their share of the pieces from epoch to epoch")
     sim.add_argument(
         "--mode",
-        choices=("coded", "uncoded", "exchange", "auto"),
+        choices=("coded", "uncoded", "exchange", "split", "auto"),
         default="coded",
         help="delivery: coded (the master's broadcast), uncoded (each moved record from the master to its "
-        "new holder), exchange (the workers send each other what each misses), or auto (with --network: "
-        "the one of least predicted time) (default coded)",
+        "new holder), exchange (the workers send each other what each misses), split (with a --network "
+        "that multicasts: the master codes a share of the moved records, the workers exchange the rest), "
+        "or auto (with --network: the one of least predicted time) (default coded)",
     )
     add_network_argument(sim)
     _add_order_arguments(sim)

@@ -280,8 +280,11 @@ def run(
         The delivery (:data:`~coded_shuffle.engine.schemes.MODES`): ``coded`` (default), or
         ``uncoded`` (each record that moves, from the master to its new holder alone), or
         ``exchange`` (the workers send each other what each misses, for every storage;
-        ``alltoallv`` is its old name), or ``auto`` with a ``network``: the mode of the least
-        predicted time of the first transition on it (:func:`~.schedule.predicted_times`).
+        ``alltoallv`` is its old name), or ``split`` with a ``network`` that multicasts (the
+        master codes a share of the moved records, the workers exchange the rest, at once:
+        :class:`~coded_shuffle.engine.schemes.SplitScheme`), or ``auto`` with a ``network``: the
+        mode of the least predicted time of the first transition on it
+        (:func:`~.schedule.predicted_times`).
     network : Network, optional
         A network (:class:`coded_shuffle.network.Network`, one batch a worker and whole records):
         every report then has the transition's time bound on it and each mode's predicted time
@@ -324,7 +327,8 @@ def run(
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
     mode = _mode_on(network, mode, dataset, K=K, seed=seed, order=order, strategy=strategy,
                     storage=storage, subpackets=subpackets)  # fmt: skip
-    scheme = scheme_for(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes)
+    scheme = scheme_for(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes,
+                        network=network)  # fmt: skip
     work = scheme.dataset(dataset)
     opts = MasterOptions(
         strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed

@@ -61,7 +61,10 @@ MODES = {
     "alltoallv": ("exchange",),  # the exchange's old name
     "both": ("coded", "uncoded"),
     "all": ("coded", "uncoded", "exchange"),
+    "split": ("split",),
 }
+#: The modes whose master sends coded frames to every worker (what ``--multicast`` carries).
+CODED = frozenset({"coded", "split"})
 
 
 class Epochs:
@@ -71,8 +74,10 @@ class Epochs:
         self.job, self.N, self.K, self.B = job, N, K, B
         M = int(job.storage)
         #: The scheme of every mode the job runs; they share one placement model.
+        network = None if job.network is None else Network.parse(job.network)
         self.schemes = {
-            mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B) for mode in MODES[job.mode]
+            mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B, network=network)
+            for mode in MODES[job.mode]
         }
         #: The coded scheme: the plan every mode is reported against, and the placement model.
         self.scheme = scheme_for("coded", K=K, storage=M, record_bytes=B)
@@ -188,12 +193,12 @@ def worker(job: JobOptions, link: MPITransport) -> int:
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
     modes = MODES[job.mode]
-    if {"coded", "uncoded"} & set(modes):
+    if {"coded", "uncoded", "split"} & set(modes):
         per = ep.scheme.pieces * (K - ep.scheme.M) // max(K - 1, 1)
         frames = (N * B // job.max_frame_bytes + 2) * 4160
         link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
-    warm_up_transition(link, modes, dog, seed=job.seed)
+    warm_up_transition(link, modes, dog, seed=job.seed, network=job.network)
     for t in range(job.start_epoch, job.start_epoch + job.epochs):
         _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
@@ -220,8 +225,11 @@ def worker(job: JobOptions, link: MPITransport) -> int:
 _WARM_RECORDS, _WARM_BYTES = 4, 8
 
 
-def warm_up_transition(link: MPITransport, modes: tuple[str, ...], dog: Watchdog, *, seed: int) -> float:
-    """Collective: one transition ``0 -> 1`` of ``4 K`` records of 8 bytes in each of ``modes``.
+def warm_up_transition(
+    link: MPITransport, modes: tuple[str, ...], dog: Watchdog, *, seed: int, network: str | None = None
+) -> float:
+    """Collective: one transition ``0 -> 1`` of ``4 K`` records of 8 bytes in each of ``modes``
+    (a split's share set by ``network``, the job's SPEC).
 
     Every rank loads the kernels of the codec and the planner and every link carries a first
     message, so that the job's first transition is timed as the others. Returns the master's
@@ -236,13 +244,15 @@ def warm_up_transition(link: MPITransport, modes: tuple[str, ...], dog: Watchdog
     N = _WARM_RECORDS * K
     p_t, p_t1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
     sums = np.empty(N, dtype=np.uint64)
+    net = None if network is None else Network.parse(network)
+    schemes = {m: SCHEMES[m] if m in SCHEMES else scheme_for(m, K=K, network=net) for m in modes}
     if link.is_master:
         dataset = synthetic_dataset(N, _WARM_BYTES, seed=seed)
         link.share_array(dataset.checksums)
         for k in range(K):
             link.send_rows(k, dataset.data[p_t.batch(k)])
         for mode in modes:
-            served = master_transition(link, SCHEMES[mode], dataset, p_t, p_t1, epoch=1, opts=MasterOptions())
+            served = master_transition(link, schemes[mode], dataset, p_t, p_t1, epoch=1, opts=MasterOptions())
             if not serve(link, served, watchdog=dog).verified:
                 raise IntegrityError("The warm-up transition was not verified.")
         return time.perf_counter() - tic
@@ -252,7 +262,7 @@ def warm_up_transition(link: MPITransport, modes: tuple[str, ...], dog: Watchdog
     ids = p_t.batch(me)
     cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, _WARM_BYTES), np.uint8)), lengths=None)
     for mode in modes:
-        role = worker_transition(link, SCHEMES[mode], me, cache, (p_t, p_t1), epoch=1, checksums=sums)
+        role = worker_transition(link, schemes[mode], me, cache, (p_t, p_t1), epoch=1, checksums=sums)
         attend(link, role, watchdog=dog)
     return 0.0
 
@@ -284,8 +294,8 @@ _COLUMNS = (
 
 
 def _cells(r: dict[str, Any]) -> list[str]:
-    # What was sent: by the master (coded, uncoded), or by the workers to each other (exchange).
-    mb = (r["exchange_bytes"] if r["mode"] == "exchange" else r["wire_bytes"]) / 1e6
+    # What was sent: by the master (coded, uncoded), by the workers to each other (exchange), or both (split).
+    mb = (r["exchange_bytes"] + (0 if r["mode"] == "exchange" else r["wire_bytes"])) / 1e6
     return [
         str(r["epoch"]),
         r["mode"],
@@ -371,7 +381,7 @@ class Results:
             self._timed.append(rep.to_dict())
         if (
             self.job.multicast is not None
-            and rep.mode == "coded"
+            and rep.mode in CODED
             and rep.frames
             and rep.frames_rejected >= rep.frames * rep.K
         ):
@@ -416,7 +426,7 @@ def master(job: JobOptions, link: MPITransport) -> int:
     for k in range(K):  # setup, not counted: each worker starts with its batch (or share) of the first epoch
         link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
 
-    warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed)
+    warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed, network=job.network)
     results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm)
     opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,

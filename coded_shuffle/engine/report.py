@@ -130,7 +130,7 @@ class TransitionReport:
     split_seconds, split_coded_share : float or None
         The predicted time of the best split of the moved records between the master's coded
         broadcast and the workers' exchange, and the share coded, where it beats both alone
-        (:func:`~coded_shuffle.network.split_time`; predicted only, not run); None otherwise.
+        (:func:`~coded_shuffle.network.split_time`; ``--mode split`` runs it); None otherwise.
     """
 
     epoch: int
@@ -298,7 +298,7 @@ def time_lines(rows: list[dict[str, Any]]) -> list[str]:
         )
         split = r.get("split_seconds")
         if split is not None:
-            ran += f"; split {split:.4g} ({r['split_coded_share']:.0%} coded; predicted, not run)"
+            ran += f"; the split {r['split_coded_share']:.0%} coded"
         out.append(
             f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {why}{ran}"
         )

@@ -542,11 +542,12 @@ def test_rate_on_a_network_prints_the_bound_and_the_predicted_times(capsys):
     p0, p1 = (epoch_placement(8000, 8, seed=0, epoch=e) for e in (0, 1))
     want = transition_times(shuffle_matrix(p0, p1), record_bytes=1024, network=Network.parse(spec),
                             coded_symbols=row["coded"], lower_bound_symbols=row["lower_bound"])  # fmt: skip
-    assert row["predicted_seconds"] == want.predicted_seconds and row["choice"] == "coded"
+    assert row["predicted_seconds"] == want.predicted_seconds and row["choice"] == "split"
     assert row["time_bound_seconds"] == want.bound_seconds <= min(want.predicted_seconds.values())
     # by the bytes: coded over uncoded about 2x and over the exchange about 2.5x at K = 8 (the edge)
     p = row["predicted_seconds"]
     assert 1.8 < p["uncoded"] / p["coded"] < 2.1 and 2.3 < p["exchange"] / p["coded"] < 2.6
+    assert p["split"] == row["split_seconds"] < 0.8 * p["coded"]  # and the split beside it, faster still
     assert main(["rate", "-K", "8", "-N", "8000", "--network", "up=1000,down=1000", "-B", "1024"]) == 0
     assert "choice exchange" in capsys.readouterr().out
 

@@ -20,10 +20,12 @@ from coded_shuffle.engine.schemes import (
     CodedScheme,
     ExchangeScheme,
     Scheme,
+    SplitScheme,
     StorageScheme,
     UncodedScheme,
     scheme_for,
 )  # fmt: skip
+from coded_shuffle.network import Network
 from coded_shuffle.transport import ControlLink, InProcessTransport, MPITransport, Transport
 from coded_shuffle.transport.torch_dist import TorchTransport
 
@@ -32,6 +34,7 @@ BUILT = [
     for mode, M, peers in [
         ("coded", 1, False), ("uncoded", 1, False), ("exchange", 1, False), ("exchange", 1, True),
         ("coded", 2, False), ("coded", 3, False), ("exchange", 2, False), ("exchange", 2, True),
+        ("split", 1, False),
     ]
 ]  # fmt: skip
 
@@ -79,14 +82,15 @@ def mismatches(cls: type, protocol: type) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("cls", [CodedScheme, UncodedScheme, ExchangeScheme, StorageScheme])
+@pytest.mark.parametrize("cls", [CodedScheme, UncodedScheme, ExchangeScheme, SplitScheme, StorageScheme])
 def test_every_scheme_has_the_declared_signatures(cls):
     assert mismatches(cls, Scheme) == []
 
 
 @pytest.mark.parametrize(("mode", "M", "peers"), BUILT, ids=lambda v: str(v))
 def test_every_built_scheme_is_a_scheme_with_a_placement_model(mode, M, peers):
-    scheme = scheme_for(mode, K=4, storage=M, peers=peers)
+    edge = Network.parse("master=1000,up=100,down=1000,multicast") if mode == "split" else None
+    scheme = scheme_for(mode, K=4, storage=M, peers=peers, network=edge)
     assert isinstance(scheme, Scheme) and isinstance(scheme.holding, Holding)
     assert scheme.M == M == scheme.holding.M
     assert mismatches(type(scheme), Scheme) == []

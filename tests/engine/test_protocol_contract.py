@@ -1,7 +1,8 @@
 """The transition protocol's contract, for every scheme: its roles stepped over a scripted link.
 
 One body per case, run for every scheme :func:`coded_shuffle.engine.scheme_for` builds (coded,
-uncoded, the exchange with a master and among peers, with one batch and with a storage of two):
+uncoded, the exchange with a master and among peers, with one batch and with a storage of two,
+and the split of the coded multicast and the exchange):
 a clean transition; a damaged delivery, repaired in one round; a delivery damaged in every
 round, abandoned after the last one on the master and on every worker; a worker that stops,
 which ends the job (the master returns who stopped, the others the end); and a worker whose
@@ -28,15 +29,18 @@ from coded_shuffle.engine.protocol import (
     worker_transition,
 )
 from coded_shuffle.errors import IntegrityError
+from coded_shuffle.network import Network
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.transport import InProcessTransport
 
 K, N, B = 3, 36, 512
+#: Where a split pays: the master's multicast beside slow uplinks of the workers.
+EDGE = Network.parse("master=1000,up=100,down=1000,multicast")
 SCHEMES = [
     pytest.param(mode, M, peers, id=f"{mode}{'-peers' if peers else ''}-M{M}")
     for mode, M, peers in [
         ("coded", 1, False), ("uncoded", 1, False), ("exchange", 1, False), ("exchange", 1, True),
-        ("coded", 2, False), ("exchange", 2, False), ("exchange", 2, True),
+        ("coded", 2, False), ("exchange", 2, False), ("exchange", 2, True), ("split", 1, False),
     ]
 ]  # fmt: skip
 
@@ -72,7 +76,7 @@ class ScriptedLink(InProcessTransport):
 
 def setup(mode: str, M: int, peers: bool):
     ds = load_dataset(np.random.default_rng(M).integers(0, 256, (N, B), dtype=np.uint8))
-    scheme = scheme_for(mode, K=K, storage=M, peers=peers)
+    scheme = scheme_for(mode, K=K, storage=M, peers=peers, network=EDGE if mode == "split" else None)
     work = scheme.dataset(ds)
     held = scheme.start(epoch_placement(N, K, seed=1, epoch=0))
     nxt = scheme.following(held, epoch_placement(N, K, seed=1, epoch=1))

@@ -158,3 +158,33 @@ def test_the_mpi_loader_over_multicast_gives_every_worker_its_rows(tmp_path):
     # outside a namespace with a route, every rank refuses, naming the first rank that cannot
     bare = in_namespace(cmd + f"{tmp_path / 'rows.npy'} {tmp_path} 2 0 {seed} permutation none", setup=False)
     assert bare.returncode != 0 and "Argument 'multicast': rank 0: " in bare.stderr
+
+
+@pytest.mark.netns
+@pytest.mark.mpi
+@needs_netns
+@needs_mpi
+def test_a_split_over_multicast_delivers_both_halves_repairs_what_is_lost_and_auto_chooses_it():
+    edge = "master=1000,up=100,down=1000,multicast"
+    run = f"{sys.executable} -m coded_shuffle run -K 3 --points 3000 -B 512 --json - --network {edge}"
+    rows = _rows(in_namespace(f"{run} --mode split --multicast 239.77.0.6:6500 --link-mbps 400"))
+    assert [r["epoch"] for r in rows] == [1, 2, 3] and all(r["verified"] for r in rows)
+    moved_b = [r["uncoded_symbols"] * 512 for r in rows]
+    for r, moved in zip(rows, moved_b, strict=True):
+        # the workers exchanged part of the moved records, the master coded the rest
+        assert r["mode"] == "split" and 0 < r["exchange_bytes"] < moved and 0 < r["payload_bytes"] < moved
+        assert r["choice"] == "split" and 0 < r["split_coded_share"] < 1
+    # datagrams dropped on arrival: their frames are rejected and their records repaired
+    prog = f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_program --points 3000 -B 512 --json -"
+    lossy = _rows(in_namespace(
+        f"mpiexec -n 4 {prog} --mode split --network {edge} --multicast 239.77.0.6:6502 --multicast-drop 0.05"
+    ))  # fmt: skip
+    assert all(r["verified"] for r in lossy) and sum(r["repairs"] for r in lossy) > 0
+    # --mode auto on that network chooses the split, and says so in one line
+    auto = in_namespace(f"{run} --mode auto --multicast 239.77.0.6:6501 --link-mbps 400 --transitions 1")
+    (row,) = _rows(auto)
+    assert row["mode"] == "split" and row["verified"]
+    assert [ln for ln in auto.stderr.splitlines() if "auto chose" in ln] == [
+        f"coded-shuffle: mode auto chose split: predicted {row['predicted_seconds']['split']:.3g} s against "
+        f"coded {row['predicted_seconds']['coded']:.3g} s, on {edge}"
+    ]

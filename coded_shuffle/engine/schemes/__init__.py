@@ -22,7 +22,8 @@ A worker's half:
 :class:`CodedScheme` sends the coded plan (order-2 XORs, cycle symbols, lone leftovers) in one
 broadcast; :class:`UncodedScheme` sends every record that changes worker alone, to its new holder
 only; :class:`ExchangeScheme` is the alternative without the master's data: the workers send each
-other the units each misses (``MPI_Alltoallv``); :class:`StorageScheme` delivers, when every worker
+other the units each misses (``MPI_Alltoallv``); :class:`SplitScheme` does both at once, the master
+coding a share of the moved records where it multicasts; :class:`StorageScheme` delivers, when every worker
 stores ``M > 1`` batches, the pieces of :mod:`coded_shuffle.storage` in symbols of many terms. A
 new scheme is a new object of this kind, never a new copy of the transition loop.
 """
@@ -35,11 +36,12 @@ from ..holding import PieceStorage, holding_for
 from ._base import Encoded, Given, Planned, Scheme, SchemeBase, Taken, Tamper, receive_decode, send
 from .coded import CodedScheme, UncodedScheme, uncoded_frames
 from .exchange import ExchangeScheme
+from .split import SplitScheme, split_placements
 from .storage import StorageScheme, coded_scheme
 
 __all__ = [
     "Planned", "Encoded", "Given", "Taken", "Scheme", "SchemeBase", "CodedScheme", "UncodedScheme",
-    "ExchangeScheme",
+    "ExchangeScheme", "SplitScheme", "split_placements",
     "StorageScheme", "SCHEMES", "MODES", "scheme_for", "send", "uncoded_frames", "receive_decode", "Tamper",
 ]  # fmt: skip
 
@@ -52,7 +54,7 @@ SCHEMES: dict[str, Any] = {
 
 
 #: The delivery modes a scheme is built for, and the old names they still answer to.
-MODES = ("coded", "uncoded", "exchange")
+MODES = ("coded", "uncoded", "exchange", "split")
 _ALIASES = {"alltoallv": "exchange"}
 
 
@@ -64,6 +66,7 @@ def scheme_for(
     subpackets: int = 1,
     peers: bool = False,
     record_bytes: int | None = None,
+    network: Any = None,
 ) -> Scheme:
     """The scheme of delivery ``mode`` on ``K`` workers that store ``storage`` batches each.
 
@@ -71,8 +74,10 @@ def scheme_for(
     (:func:`~coded_shuffle.engine.holding.holding_for`) and the delivery that serves it, the
     coded plan of :mod:`coded_shuffle.storage` above one batch. ``peers``: a job without a
     master (the exchange alone), whose repairs come from the other holders. ``record_bytes``: the
-    records' size, which sets the pieces of a storage. Raises, naming the
-    argument, a mode it does not know or one that cannot serve that storage.
+    records' size, which sets the pieces of a storage. ``network``: the
+    :class:`~coded_shuffle.network.Network` a ``split`` shares its records on (one that
+    multicasts). Raises, naming the argument, a mode it does not know or one that cannot serve
+    that storage.
 
     Examples
     --------
@@ -85,6 +90,13 @@ def scheme_for(
     if mode not in MODES:
         raise ValueError(f"Argument 'mode' must be one of {', '.join(MODES)}, not {mode!r}.")
     holding = holding_for(K=K, storage=storage, subpackets=subpackets, record_bytes=record_bytes)
+    if mode == "split":
+        if peers or storage != 1 or subpackets != 1:
+            raise ValueError(
+                "Argument 'mode' 'split' needs a master and one batch a worker of whole records, not "
+                f"peers = {peers}, storage = {storage}, subpackets = {subpackets}."
+            )
+        return SplitScheme(network, holding)
     if mode == "exchange":
         return ExchangeScheme(holding, peers=peers)
     if peers:
