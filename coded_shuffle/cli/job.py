@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from ..codec import DEFAULT_MAX_FRAME_BYTES
-from ..engine.mpi_job import CODED, MODES
+from ..engine.mpi_job import CODED, MASTER_SENDS, MODES
 from ..engine.options import JobOptions
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
@@ -357,7 +357,7 @@ def ignored_options(mode: str, given: list[str]) -> str | None:
     modes = MODES[mode]
     if "--strategy" in given and not CODED & set(modes):
         return f"--strategy applies to the coded mode only, not --mode {mode}"
-    master = {"coded", "uncoded", "split"} & set(modes)
+    master = MASTER_SENDS & set(modes)
     for opt in ("--max-frame-bytes", "--max-repair-rounds"):
         if opt in given and not master:
             return f"{opt} applies to the coded and uncoded modes only, not --mode {mode}"

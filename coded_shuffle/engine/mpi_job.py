@@ -65,6 +65,8 @@ MODES = {
 }
 #: The modes whose master sends coded frames to every worker (what ``--multicast`` carries).
 CODED = frozenset({"coded", "split"})
+#: The modes whose master sends frames (its options then apply; its workers receive them).
+MASTER_SENDS = CODED | {"uncoded"}
 
 
 class Epochs:
@@ -73,10 +75,11 @@ class Epochs:
     def __init__(self, job: JobOptions, N: int, B: int, K: int, *, peers: bool = False) -> None:
         self.job, self.N, self.K, self.B = job, N, K, B
         M = int(job.storage)
+        #: The network the job says it runs on (a split's share is set by it), or None.
+        self.network = None if job.network is None else Network.parse(job.network)
         #: The scheme of every mode the job runs; they share one placement model.
-        network = None if job.network is None else Network.parse(job.network)
         self.schemes = {
-            mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B, network=network)
+            mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B, network=self.network)
             for mode in MODES[job.mode]
         }
         #: The coded scheme: the plan every mode is reported against, and the placement model.
@@ -193,12 +196,12 @@ def worker(job: JobOptions, link: MPITransport) -> int:
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
     modes = MODES[job.mode]
-    if {"coded", "uncoded", "split"} & set(modes):
+    if MASTER_SENDS & set(modes):
         per = ep.scheme.pieces * (K - ep.scheme.M) // max(K - 1, 1)
         frames = (N * B // job.max_frame_bytes + 2) * 4160
         link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
-    warm_up_transition(link, modes, dog, seed=job.seed, network=job.network)
+    warm_up_transition(link, modes, dog, seed=job.seed, network=ep.network)
     for t in range(job.start_epoch, job.start_epoch + job.epochs):
         _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
@@ -226,10 +229,10 @@ _WARM_RECORDS, _WARM_BYTES = 4, 8
 
 
 def warm_up_transition(
-    link: MPITransport, modes: tuple[str, ...], dog: Watchdog, *, seed: int, network: str | None = None
+    link: MPITransport, modes: tuple[str, ...], dog: Watchdog, *, seed: int, network: Network | None = None
 ) -> float:
     """Collective: one transition ``0 -> 1`` of ``4 K`` records of 8 bytes in each of ``modes``
-    (a split's share set by ``network``, the job's SPEC).
+    (a split's share set by ``network``, the job's).
 
     Every rank loads the kernels of the codec and the planner and every link carries a first
     message, so that the job's first transition is timed as the others. Returns the master's
@@ -244,8 +247,7 @@ def warm_up_transition(
     N = _WARM_RECORDS * K
     p_t, p_t1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
     sums = np.empty(N, dtype=np.uint64)
-    net = None if network is None else Network.parse(network)
-    schemes = {m: SCHEMES[m] if m in SCHEMES else scheme_for(m, K=K, network=net) for m in modes}
+    schemes = {m: SCHEMES[m] if m in SCHEMES else scheme_for(m, K=K, network=network) for m in modes}
     if link.is_master:
         dataset = synthetic_dataset(N, _WARM_BYTES, seed=seed)
         link.share_array(dataset.checksums)
@@ -426,7 +428,7 @@ def master(job: JobOptions, link: MPITransport) -> int:
     for k in range(K):  # setup, not counted: each worker starts with its batch (or share) of the first epoch
         link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
 
-    warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed, network=job.network)
+    warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed, network=ep.network)
     results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm)
     opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,

@@ -22,10 +22,15 @@ from ._base import Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, r
 from .storage import coded_scheme
 
 
-def _collected(link: Transport, worker: int, decode: Callable[[list[np.ndarray]], Taken]) -> Taken:
-    """``decode`` of the frames the exchange brings ``worker``, the exchange counted in its delivery time."""
+def _collected(
+    link: Transport, worker: int, decode: Callable[[list[np.ndarray]], Taken], *, master: bool = False
+) -> Taken:
+    """``decode`` of the frames the exchange brings ``worker`` (then, with ``master``, the master's
+    frames too), the exchange and that reception counted in its delivery time."""
     tic = time.perf_counter()
     raw = link.collect(worker)
+    if master:
+        raw = [*raw, *link.receive(worker)]
     took = time.perf_counter() - tic
     taken = decode(raw)
     return dataclasses.replace(taken, deliver_seconds=taken.deliver_seconds + took)

@@ -18,7 +18,7 @@ from ...transport import Transport
 from ..holding import Batches, Holding
 from ._base import Encoded, Given, SchemeBase, Taken, Tamper, receive_decode
 from .coded import CodedScheme
-from .exchange import ExchangeScheme
+from .exchange import ExchangeScheme, _collected
 
 
 def split_placements(p_t: Placement, p_t1: Placement, share: float) -> tuple[Placement, Placement]:
@@ -146,11 +146,9 @@ class SplitScheme(SchemeBase):
         out: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
-        tic = time.perf_counter()
-        raw = [*link.collect(worker), *link.receive(worker)]  # the exchange, then the master's frames
-        took = time.perf_counter() - tic
-        taken = receive_decode(
-            link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
-            tamper=tamper, raw=raw,
+        return _collected(  # the exchange, then the master's frames, gathered meanwhile
+            link, worker, lambda raw: receive_decode(
+                link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
+                tamper=tamper, raw=raw,
+            ), master=True,
         )  # fmt: skip
-        return dataclasses.replace(taken, deliver_seconds=taken.deliver_seconds + took)
