@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from coded_shuffle.network import Network
+
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "mpi" / "netns_cluster.sh"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
@@ -103,6 +105,36 @@ def test_all_modes_cross_the_shaped_links(tmp_path):
     rate, bucket = mbit * 1e6 / 8, 131072
     for r in (coded, uncoded):
         assert r["seconds"] >= (r["wire_bytes"] - bucket) / rate
+
+
+def test_the_probe_reads_the_shaped_links_no_faster_than_their_shaping(tmp_path):
+    K, n, master, up, down = 3, 2_000_000, 200, 40, 400  # Mbit/s of the tbf shapers
+    out = tmp_path / "rows.jsonl"
+    proc, pid = cluster(
+        "-K", str(K), "--master-up-mbit", str(master), "--worker-up-mbit", str(up), "--worker-down-mbit",
+        str(down), "--timeout", "150", "--",
+        *program("--points", "600", "--transitions", "1", "--probe", str(n), "--json", str(out),
+                 "--network", f"master={master},up={up},down={down}"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert namespaces_of(pid) == []
+    first, *rows = map(json.loads, out.read_text().splitlines())
+    probe, took = first["probe"], first["probe"]["phase_seconds"]
+    assert [r["verified"] for r in rows] == [True]
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("probe: the links reached ")]
+    assert f"--network says master={master},up={up},down={down}" in line
+
+    # Each phase's bytes crossed links shaped by tbf: no faster than the rate allows beyond the
+    # bucket (128 KiB at these rates). Bounds from physics, not time limits.
+    def least(nbytes: float, mbit: float) -> float:
+        return (nbytes - 131072) / (mbit * 1e6 / 8)
+
+    assert took["master_all"] >= least(K * n, master)
+    assert took["master_one"] >= least(n, min(master, down))
+    assert took["ring"] >= least(n, up)
+    assert took["incast"] >= max(least(n, down), least(n / (K - 1), up))
+    assert probe["rates_mbit"]["up"] <= up * n / (n - 131072) * 1.005
+    assert Network.parse(probe["network"]).up == probe["rates_mbit"]["up"]
 
 
 def test_tear_down_after_a_failing_job():

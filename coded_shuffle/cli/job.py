@@ -49,6 +49,10 @@ JOB_DEFAULTS: dict[str, int | str] = {
 #: The fewest payload bytes a frame by default with ``--multicast`` (16 datagrams if more: a lost
 #: datagram costs its whole frame, and every frame its own costs).
 MULTICAST_FRAME_BYTES = 1 << 17
+#: Bytes a phase of ``--probe`` given alone.
+PROBE_BYTES = 1 << 22
+#: The most bytes a phase of ``--probe`` (every rank holds a buffer of that size, and one more).
+PROBE_MAX_BYTES = 1 << 30
 #: Why a split needs ``--multicast``.
 SPLIT_MULTICAST = (
     "--mode split needs --multicast GROUP:PORT: the master's frames go as datagrams while the workers "
@@ -75,6 +79,7 @@ PASSED_ON = (
     ("max_repair_rounds", "--max-repair-rounds"),
     ("timeout", "--timeout"),
     ("count_links", "--count-links"),
+    ("probe", "--probe"),
     ("network", "--network"),
     ("multicast", "--multicast"),
     ("datagram_bytes", "--datagram-bytes"),
@@ -181,6 +186,15 @@ def _add_link_arguments(p: argparse.ArgumentParser) -> None:
         "their own, such as those of mpi/netns_cluster.sh)",
     )
     p.add_argument(
+        "--probe",
+        type=_positive,
+        nargs="?",
+        const=PROBE_BYTES,
+        metavar="BYTES",
+        help="before the first transition, time transfers of BYTES a phase (default 4194304) from the "
+        "master and between the workers, and report the rates the links reached as a --network SPEC",
+    )
+    p.add_argument(
         "--json",
         nargs="?",
         const="-",
@@ -229,6 +243,8 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         order_spec(args, points)  # the order options, checked for N records
     network_option(args)  # a SPEC that parses; auto only with one; one batch a worker
     _check_multicast(args)
+    if args.probe is not None and args.probe > PROBE_MAX_BYTES:
+        raise UsageError(f"--probe must be at most {PROBE_MAX_BYTES} bytes a phase, not {args.probe}")
     if args.mode == "split" and args.multicast is None:
         raise UsageError(SPLIT_MULTICAST)
     if args.json not in (None, "-"):

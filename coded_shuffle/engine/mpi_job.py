@@ -45,6 +45,7 @@ from ..orders import OrderSpec, auto_order, epoch_placement
 from ..transport import MPITransport, mpi_world
 from .mpi import Watchdog, attend, serve
 from .options import JobOptions
+from .probe import ProbedRates
 from .protocol import MasterOptions, master_transition, worker_transition
 from .report import time_lines
 from .schedule import EpochSchedule
@@ -202,6 +203,7 @@ def worker(job: JobOptions, link: MPITransport) -> int:
         link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
     warm_up_transition(link, modes, dog, seed=job.seed, network=ep.network)
+    probe_links(link, job, dog)
     for t in range(job.start_epoch, job.start_epoch + job.epochs):
         _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
@@ -267,6 +269,19 @@ def warm_up_transition(
         role = worker_transition(link, schemes[mode], me, cache, (p_t, p_t1), epoch=1, checksums=sums)
         attend(link, role, watchdog=dog)
     return 0.0
+
+
+def probe_links(link: MPITransport, job: JobOptions, dog: Watchdog) -> ProbedRates | None:
+    """Collective, with ``--probe``: the rates the links reach (:mod:`coded_shuffle.engine.probe`),
+    on the leading rank (None elsewhere, and without ``--probe``)."""
+    if job.probe is None:
+        return None
+    dog.arm("probing the links")
+    try:
+        seconds = link.probe_phases(job.probe)
+    finally:
+        dog.disarm()
+    return None if seconds is None else ProbedRates(job.probe, link.K, seconds)
 
 
 def _link_counter() -> Any:
@@ -347,7 +362,9 @@ class Results:
     (``--results``); ``--json FILE`` writes the JSON lines there as well.
     """
 
-    def __init__(self, job: JobOptions, K: int, sizes: str, note: str, warm: float) -> None:
+    def __init__(
+        self, job: JobOptions, K: int, sizes: str, note: str, warm: float, probe: ProbedRates | None = None
+    ) -> None:
         self.job = job
         #: The network the job says it runs on: each row then has its time bound and gap to it.
         self.network = None if job.network is None else Network.parse(job.network)
@@ -359,6 +376,9 @@ class Results:
         elif job.json is not None:
             self.out = open(job.json, "w", encoding="utf-8")  # noqa: SIM115
         self.table = job.json != "-"
+        multicast = job.multicast is not None
+        if probe is not None and self.out is not None:
+            print(json.dumps({"probe": probe.to_dict(multicast=multicast)}), file=self.out, flush=True)
         if not self.table:
             return
         pace = f"{job.link_mbps:g} Mbit/s" if job.link_mbps else "unpaced"
@@ -370,6 +390,8 @@ class Results:
             f"warm-up: one transition of {_WARM_RECORDS * K} records a mode, {warm:.3f} s "
             "(kernels loaded and links opened on every rank; not in the rows below)"
         )
+        if probe is not None:
+            self._print(probe.line(self.network, multicast=multicast))
         links = ("up MB", "down MB") if job.count_links else ()  # master's uplink, busiest downlink
         self._print("".join(h.rjust(11) for h in (*_COLUMNS, *links)))
 
@@ -429,7 +451,8 @@ def master(job: JobOptions, link: MPITransport) -> int:
         link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
 
     warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed, network=ep.network)
-    results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm)
+    probe = probe_links(link, job, dog)
+    results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm, probe)
     opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,

@@ -49,6 +49,8 @@ class JobOptions:
     multicast: str | None = None
     #: UDP payload of a multicast datagram, its header included.
     datagram_bytes: int = 1472
+    #: Bytes a phase of a probe of the links at the start (``--probe``), or None: no probe.
+    probe: int | None = None
     #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,
     #: else the path of a file of JSON lines.
     json: str | None = None

@@ -22,7 +22,17 @@ from ..matrix import shuffle_matrix
 from ..orders import epoch_placement
 from ..transport import ControlLink, MPITransport
 from .mpi import Rounds, Watchdog, attend, lead
-from .mpi_job import _WARM_BYTES, _WARM_RECORDS, PROG, Epochs, Results, _corrupter, _link_counter, _maybe_fail
+from .mpi_job import (
+    _WARM_BYTES,
+    _WARM_RECORDS,
+    PROG,
+    Epochs,
+    Results,
+    _corrupter,
+    _link_counter,
+    _maybe_fail,
+    probe_links,
+)  # fmt: skip
 from .options import JobOptions
 from .protocol import MasterOptions, master_transition, worker_transition
 from .schemes import Scheme, scheme_for
@@ -157,8 +167,9 @@ def peers(job: JobOptions, link: MPITransport) -> int:
     units = catalog(N * scheme.pieces, ep.piece_bytes, checksum_table(link, cache, N * scheme.pieces))
     dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
     warm = _warm_up(link, dog, seed=job.seed)
+    probe = probe_links(link, job, dog)
     sizes = f"K = {K} peers, N = {N}, record = {B} B"
-    results = Results(job, K, sizes, scheme.holding.note(B), warm) if link.is_leader else None
+    results = Results(job, K, sizes, scheme.holding.note(B), warm, probe) if link.is_leader else None
     opts = MasterOptions(max_repair_rounds=job.max_repair_rounds, seed=job.seed)
     records = catalog(N, B, np.zeros(N, dtype=np.uint64))  # the report's sizes in records
     all_ok = True

@@ -22,6 +22,10 @@ _TAG, _INIT_TAG = 7, 11
 
 #: Tags of the protocol's control messages: a worker's post, the master's word.
 _POST, _WORD = 21, 22
+#: Tag of the bytes of a probe of the links (:meth:`MPITransport.probe_phases`).
+_PROBE = 31
+#: The phases of a probe, in the order they run.
+PROBE_PHASES = ("master_all", "master_one", "ring", "incast")
 
 
 def mpi_world() -> Any:
@@ -271,6 +275,60 @@ class MPITransport(FramedLink):
     def sync(self) -> None:
         """Collective: wait until every rank is here (``MPI_Barrier``), before a delivery is timed."""
         self.comm.Barrier()
+
+    def probe_phases(self, nbytes: int) -> dict[str, float] | None:
+        """Collective: time four transfers of ``nbytes`` bytes, each between two barriers, and
+        return, on the leading rank, each one's seconds (the slowest rank's) by name (None
+        elsewhere):
+
+        ``master_all``
+            the master sends ``nbytes`` to every worker at once (``K nbytes`` on its uplink; its
+            pace, if any, applies), so ``K nbytes`` over it is the master's rate;
+        ``master_one``
+            the master sends ``nbytes`` to worker 0 alone: the least of the master's rate and a
+            worker's downlink;
+        ``ring``
+            worker ``k`` sends ``nbytes`` to worker ``k + 1`` (mod ``K``), all at once: each
+            worker's uplink and downlink carry ``nbytes``;
+        ``incast``
+            the other workers send worker 0 ``nbytes`` in all, at once: its downlink carries
+            ``nbytes``, each uplink a ``K - 1``-th of it.
+
+        A job of peers has no master: its two phases are left out; with one worker, so are the
+        workers' two.
+        """
+        n = check_int(nbytes, "nbytes", minimum=1)
+        buf = np.ones(n, dtype=np.uint8)
+        K, w = self.K, self.worker
+        took: dict[str, float] = {}
+        if not self.peers:
+            to_all = [(buf, self.rank_of(k)) for k in range(K)] if self.is_master else []
+            from_master = [] if self.is_master else [(n, self.root)]
+            took["master_all"] = self._timed(to_all, from_master)
+            took["master_one"] = self._timed(to_all[:1], from_master if w == 0 else [])
+        if K > 1:
+            ring = [] if w is None else [(buf, self.rank_of((w + 1) % K))]
+            took["ring"] = self._timed(ring, [] if w is None else [(n, self.rank_of((w - 1) % K))])
+            share = -(-n // (K - 1))
+            into = [(buf[:share], self.rank_of(0))] if w else []
+            others = [(share, self.rank_of(k)) for k in range(1, K)] if w == 0 else []
+            took["incast"] = self._timed(into, others)
+        return took if self.is_leader else None
+
+    def _timed(self, sends: list[tuple[np.ndarray, int]], recvs: list[tuple[int, int]]) -> float:
+        """Collective: between two barriers, send each ``(buffer, rank)`` and receive each
+        ``(bytes, rank)`` at once; the slowest rank's seconds."""
+        from mpi4py import MPI
+
+        self.comm.Barrier()
+        t0 = time.perf_counter()
+        reqs = [self.comm.Irecv(np.empty(nb, np.uint8), source=src, tag=_PROBE) for nb, src in recvs]
+        for b, dest in sends:
+            if self.is_master and self._pace is not None:
+                self._pace.consume(b.shape[0])
+            reqs.append(self.comm.Isend(b, dest=dest, tag=_PROBE))
+        MPI.Request.Waitall(reqs)
+        return float(self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
 
     # ---- the protocol's control messages (small Python values, point to point, with deadlines)
 
