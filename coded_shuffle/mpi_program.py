@@ -23,6 +23,7 @@ from typing import NoReturn
 from .cli.common import UsageError, _non_negative, _positive
 from .cli.job import add_job_arguments, check_data_file, check_job, ignored_options, job_options
 from .engine.mpi_job import MODES, PROG, master, worker
+from .network import Network
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_refuse, mpi_world
 from .transport.multicast import parse_group
 
@@ -99,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     link = MPITransport(comm, pace=pace)
     if job.multicast is not None:
         group, port = parse_group(job.multicast)
-        problem = link.open_multicast(group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop)
+        net = None if job.network is None else Network.parse(job.network)
+        problem = link.open_multicast(
+            group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop,
+            scope=job.multicast_scope, down_mbit=None if net is None else net.down,
+            snooping=net is not None and net.snooping,
+        )  # fmt: skip
         if problem is not None:
             mpi_refuse(f"{PROG}: error: --multicast: {problem}", status_file=job.status_file)
     code = master(job, link) if link.is_master else worker(job, link)

@@ -8,7 +8,10 @@ multicast). Its text form, ``SPEC``, is comma-separated parts::
     master=1000,up=100,down=1000,multicast
 
 ``down`` is required; ``master`` absent means there is no master to send (a job of peers), ``up``
-absent that the workers cannot send each other data. For one transition of ``N`` records of ``B``
+absent that the workers cannot send each other data. ``snooping`` (with ``multicast``) says that
+the switch forwards a multicast group only to the ports that joined it (IGMP snooping), so that
+the master's scoped groups (``run --multicast``: a group per pair of workers) spare each
+downlink the symbols it does not decode. For one transition of ``N`` records of ``B``
 bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by ``j``):
 
 - ``d_j = B sum_{i != j} S[i][j]``, what worker ``j`` misses; ``o_i = B sum_{j != i} S[i][j]``,
@@ -19,8 +22,9 @@ bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by
   when the workers cannot send, ``L B / master`` with ``L`` the genie lower bound on the master's
   load in records (:func:`coded_shuffle.bounds.lower_bound`);
 - **predicted** times, each the busiest link's bytes over its rate: ``coded`` (the master's coded
-  symbols, every worker receiving them all; without multicast a chain of relays, each worker's
-  uplink forwarding them), ``uncoded`` (each moved record from the master to its new holder),
+  symbols, every worker receiving them all, or with ``snooping`` those of its groups alone,
+  :func:`scoped_symbols`; without multicast a chain of relays, each worker's uplink forwarding
+  them), ``uncoded`` (each moved record from the master to its new holder),
   ``exchange`` (each worker receiving what it misses, the uploads as the records' holders give
   them) and, where the master multicasts, ``split`` (the master coding a share of the moved records
   while the workers exchange the rest, at once: :func:`split_time`).
@@ -38,13 +42,14 @@ import numpy as np
 
 __all__ = [
     "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
-    "MODES",
+    "scoped_symbols", "MODES",
 ]  # fmt: skip
 
 #: The modes a prediction is made for, in the order that breaks ties (a split, which at its ends is
 #: the exchange or the coded broadcast, is chosen only where it is faster than both).
 MODES = ("exchange", "coded", "uncoded", "split")
 _RATES = ("master", "up", "down")
+_FLAGS = ("multicast", "snooping")
 
 
 def _rate(part: str, value: str) -> float:
@@ -74,6 +79,8 @@ class Network:
     master: float | None = None
     up: float | None = None
     multicast: bool = False
+    #: The switch forwards a multicast group only to its members (IGMP snooping).
+    snooping: bool = False
 
     @classmethod
     def parse(cls, spec: str) -> Network:
@@ -81,14 +88,16 @@ class Network:
         if not isinstance(spec, str) or not spec.strip():
             raise ValueError("--network: an empty SPEC; say at least down=R (Mbit/s)")
         rates: dict[str, float] = {}
-        multicast = False
+        flags: set[str] = set()
         for part in (p.strip() for p in spec.split(",")):
             key, eq, value = part.partition("=")
-            if part == "multicast":
-                multicast = True
+            if part in _FLAGS:
+                if part in flags:
+                    raise ValueError(f"--network: {part} given twice")
+                flags.add(part)
             elif not eq or key not in _RATES:
                 raise ValueError(
-                    f"--network: {part!r}: not a part of a SPEC (master=R, up=R, down=R, multicast)"
+                    f"--network: {part!r}: not a part of a SPEC (master=R, up=R, down=R, multicast, snooping)"
                 )
             elif key in rates:
                 raise ValueError(f"--network: {key} given twice")
@@ -96,13 +105,19 @@ class Network:
                 rates[key] = _rate(part, value)
         if "down" not in rates:
             raise ValueError("--network: no down=R: every worker's downlink rate is needed")
+        multicast, snooping = "multicast" in flags, "snooping" in flags
         if multicast and "master" not in rates:
             raise ValueError("--network: multicast needs master=R (the master's multicast rate)")
-        return cls(down=rates["down"], master=rates.get("master"), up=rates.get("up"), multicast=multicast)
+        if snooping and not multicast:
+            raise ValueError("--network: snooping needs multicast (it says where the groups go)")
+        return cls(
+            down=rates["down"], master=rates.get("master"), up=rates.get("up"), multicast=multicast,
+            snooping=snooping,
+        )  # fmt: skip
 
     def __str__(self) -> str:
         parts = [f"{k}={getattr(self, k):g}" for k in _RATES if getattr(self, k) is not None]
-        return ",".join(parts + (["multicast"] if self.multicast else []))
+        return ",".join(parts + [f for f in _FLAGS if getattr(self, f)])
 
 
 @dataclass(frozen=True)
@@ -160,14 +175,16 @@ def transition_times(
         cuts.append(lower_bound_symbols * B / master)
     coded_b = float(coded_symbols) * B
     inf = math.inf
+    # what the busiest downlink carries of the coded symbols: all, or with snooping its groups'
+    heard_b = scoped_symbols(S, coded_symbols) * B if network.snooping else coded_b
     relays = 0.0 if network.multicast else (coded_b / up if up else inf)  # a chain's uplinks
     predicted = {
         "exchange": max(d / down, o / up) if up else inf,
-        "coded": max(coded_b / master, coded_b / down, relays) if master else inf,
+        "coded": max(coded_b / master, heard_b / down, relays) if master else inf,
         "uncoded": max(W / master, d / down) if master else inf,
     }
     share, split = (
-        split_time(coded_b, d, o, master=master, up=up, down=down, multicast=True)
+        split_time(coded_b, d, o, master=master, up=up, down=down, multicast=True, heard=heard_b)
         if network.multicast else (None, inf)
     )  # fmt: skip
     beats = split < min(predicted["coded"], predicted["exchange"]) * (1 - 1e-9)
@@ -207,8 +224,31 @@ def split_share(S: object, *, network: Network) -> float:
         raise ValueError(f"Argument 'network' must be a Network that multicasts, not {network!r}.")
     d, o, _ = _loads(S, 1)
     master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
-    share, _ = split_time(float(rates(S).coded), d, o, master=master, up=up, down=down, multicast=True)
+    coded = float(rates(S).coded)
+    heard = scoped_symbols(S, coded) if network.snooping else coded
+    share, _ = split_time(coded, d, o, master=master, up=up, down=down, multicast=True, heard=heard)
     return share
+
+
+def scoped_symbols(S: object, coded_symbols: float) -> float:
+    """The most coded symbols one worker receives when each goes only to its scoped group
+    (:mod:`coded_shuffle.transport.multicast`): the order-2 symbols of its pairs, ``min(S[i][j],
+    S[j][i])`` with each other worker ``i``, and every other symbol of the ``coded_symbols``
+    (those of the leftovers' cycles, read by more than two; a point sent alone, read by one,
+    counted too: an upper bound).
+
+    Examples
+    --------
+    Three workers each sending the others 30: 60 order-2 symbols per worker of the 90 in all.
+
+    >>> scoped_symbols([[0, 30, 30], [30, 0, 30], [30, 30, 0]], 90)
+    60.0
+    """
+    off = np.asarray(S, dtype=np.int64).copy()
+    np.fill_diagonal(off, 0)
+    pairs = np.minimum(off, off.T)
+    rest = float(coded_symbols) - float(pairs.sum()) / 2
+    return float(pairs.sum(axis=0).max(initial=0)) + max(rest, 0.0)
 
 
 def explain(predicted: Mapping[str, float | None], choice: str) -> str:
@@ -226,15 +266,25 @@ def explain(predicted: Mapping[str, float | None], choice: str) -> str:
 
 
 def split_time(
-    coded: float, missing: float, only: float, *, master: float, up: float, down: float, multicast: bool
+    coded: float,
+    missing: float,
+    only: float,
+    *,
+    master: float,
+    up: float,
+    down: float,
+    multicast: bool,
+    heard: float | None = None,
 ) -> tuple[float, float]:
     """The least predicted time of a split and its coded share ``a``: the master codes a share
     ``a`` of every group of moved records (``a * coded`` bytes, every worker receiving them all)
     while the workers exchange the rest (each receiving ``(1 - a)`` of what it misses, the busiest
     ``missing`` bytes in all, and uploading ``(1 - a)`` of what only it holds, ``only``). Rates in
-    bytes a second (0: the link cannot send). Each link's time is linear in ``a``::
+    bytes a second (0: the link cannot send); ``heard``: the most of the ``coded`` bytes one
+    worker receives (default all of them; fewer where the groups are scoped and the switch
+    snoops, :func:`scoped_symbols`), ``H`` below. Each link's time is linear in ``a``::
 
-        master: a C / master        downlink: (a C + (1 - a) d) / down
+        master: a C / master        downlink: (a H + (1 - a) d) / down
         uplink: ((1 - a) o + (0 if multicast else a C)) / up   (a chain's relays share it)
 
     so the busiest is convex in ``a`` and least at an end or where two lines cross; ``a = 0`` is
@@ -250,7 +300,7 @@ def split_time(
     inf = math.inf
     lines = [  # (time at a = 0, time at a = 1) of each link
         (0.0, coded / master if master else (inf if coded else 0.0)),
-        (missing / down, coded / down),
+        (missing / down, (coded if heard is None else heard) / down),
         (
             only / up if up else (inf if only else 0.0),
             (0.0 if multicast else coded) / up if up else (inf if coded and not multicast else 0.0),

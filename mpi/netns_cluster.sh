@@ -2,7 +2,8 @@
 # Run an MPI program across K+1 hosts made of network namespaces on this machine, on shaped links.
 #
 #   mpi/netns_cluster.sh -K 4 [--master-up-mbit 1000] [--worker-down-mbit 0] [--worker-up-mbit 0]
-#       [--delay-ms 0] [--mtu 1500] [--bcast chain|mpich] [--peers] [--timeout 600] -- PROGRAM [ARGS...]
+#       [--delay-ms 0] [--mtu 1500] [--bcast chain|mpich] [--peers] [--igmp-snooping]
+#       [--timeout 600] -- PROGRAM [ARGS...]
 #
 # Hosts h0 (the master, rank 0) .. hK are network namespaces, each with one interface `eth0` (a
 # veth pair) plugged into a bridge that lives in a switch namespace of its own: nothing is added
@@ -14,6 +15,10 @@
 #   --delay-ms D           one-way delay added on every shaped egress (needs the netem qdisc)
 #   --mtu BYTES            MTU of every link (default 1500; up to 9000, jumbo frames, for larger
 #                          multicast datagrams: run --datagram-bytes BYTES-28)
+#   --igmp-snooping        the bridge forwards a multicast group only to the ports whose hosts
+#                          joined it (IGMP snooping, the bridge its own querier), as a managed
+#                          switch does; it waits until the bridge filters (about 10 s after it
+#                          is made: Linux floods every group until then) before the job starts
 #   --peers                K hosts h0 .. h(K-1), every one a worker shaped as above, and
 #                          `mpiexec -n K`: a job of peers (no master; --master-up-mbit unused)
 # Then `mpiexec -n K+1 -ppn 1` runs PROGRAM from inside h0 with a hostfile of the hosts'
@@ -31,14 +36,15 @@
 # deleted on exit, whatever happens (trap), and mpiexec is bounded by --timeout seconds.
 # Environment: MPIEXEC (default: mpiexec beside PYTHON, else on PATH), PYTHON (default python3).
 # Every host routes 239.0.0.0/8 (the local multicast scope) on its eth0, so that `run --multicast`
-# reaches the others through the bridge, which replicates each datagram for free.
+# reaches the others through the bridge, which replicates each datagram for free (to every port,
+# or with --igmp-snooping to the members of its group).
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), ip (iproute2), tc and unshare (util-linux).
 # Prints, after the job, the bytes each host's eth0 sent and received (`links: ...` lines on
 # standard error). Exit status: the job's, or 2 on a usage or setup error.
 set -euo pipefail
 
 PROG=netns_cluster.sh
-usage() { sed -n '3,4p' "$0" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//' >&2; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 
 K=""
@@ -50,6 +56,7 @@ MTU=1500
 TIMEOUT=600
 BCAST=chain
 PEERS=0
+SNOOPING=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -K|--workers) K="${2:-}"; shift 2 ;;
@@ -61,6 +68,7 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT="${2:-}"; shift 2 ;;
         --bcast) BCAST="${2:-}"; shift 2 ;;
         --peers) PEERS=1; shift ;;
+        --igmp-snooping) SNOOPING=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
         *) usage; die "unknown option '$1'" ;;
@@ -131,7 +139,13 @@ shape() {
 }
 
 ip netns add "$SW"
-ip -n "$SW" link add br0 type bridge
+if [ "$SNOOPING" -eq 1 ]; then
+    # A group only to its members' ports; the bridge is the querier (without one Linux floods).
+    ip -n "$SW" link add br0 type bridge mcast_snooping 1 mcast_querier 1 mcast_query_response_interval 100
+    SNOOP_FROM=$SECONDS
+else
+    ip -n "$SW" link add br0 type bridge
+fi
 ip -n "$SW" link set br0 up
 : > "$WORK/hostfile"
 {
@@ -192,6 +206,9 @@ if [ "$BCAST" = chain ]; then
     export MPIR_CVAR_BCAST_INTRA_ALGORITHM=pipelined_tree MPIR_CVAR_BCAST_TREE_TYPE=kary \
         MPIR_CVAR_BCAST_TREE_KVAL=1 \
         MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE="${MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE:-262144}"
+fi
+if [ "$SNOOPING" -eq 1 ]; then  # Linux's bridge floods every group for its first 10 s or so
+    sleep $((SNOOP_FROM + 11 - SECONDS > 0 ? SNOOP_FROM + 11 - SECONDS : 0))
 fi
 # In the background, so that a signal to this script runs its trap at once (bash defers traps
 # until a foreground command ends).

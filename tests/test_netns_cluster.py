@@ -137,6 +137,26 @@ def test_the_probe_reads_the_shaped_links_no_faster_than_their_shaping(tmp_path)
     assert Network.parse(probe["network"]).up == probe["rates_mbit"]["up"]
 
 
+def test_scoped_groups_spare_each_downlink_what_it_does_not_decode(tmp_path):
+    K = 4
+    out = tmp_path / "rows.jsonl"
+    proc, pid = cluster(
+        "-K", str(K), "--igmp-snooping", "--master-up-mbit", "400", "--timeout", "150", "--",
+        *program("--points", "8000", "--transitions", "2", "--multicast", "239.77.3.0:7300", "--count-links",
+                 "--link-mbps", "400", "--json", str(out)),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert namespaces_of(pid) == []
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["verified"] for r in rows] == [True, True]
+    for r in rows:
+        # The kernel's counters: the master sent every byte once, and the bridge, forwarding each
+        # group to its members, gave each worker about its pairs' half of them (K = 4: 3 of the 6
+        # pairs, and the framing and the cycles' symbols), where a broadcast would give it all.
+        assert r["wire_bytes"] <= r["link_tx_bytes"][0] < 1.1 * r["wire_bytes"]
+        assert max(r["link_rx_bytes"][1:]) < 0.75 * r["wire_bytes"]
+
+
 def test_tear_down_after_a_failing_job():
     proc, pid = cluster(
         "-K",

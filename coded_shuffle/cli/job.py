@@ -39,6 +39,7 @@ from .common import (
 #: Defaults of the options that have no argparse default (see the module docstring).
 JOB_DEFAULTS: dict[str, int | str] = {
     "datagram_bytes": 1472,
+    "multicast_scope": "receivers",
     "points": 6000,
     "record_bytes": 1024,
     "strategy": "greedy",
@@ -83,6 +84,7 @@ PASSED_ON = (
     ("network", "--network"),
     ("multicast", "--multicast"),
     ("datagram_bytes", "--datagram-bytes"),
+    ("multicast_scope", "--multicast-scope"),
     ("json", "--json"),
 )
 
@@ -146,6 +148,12 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         help="send the master's broadcasts as UDP multicast datagrams to GROUP:PORT (an IPv4 group, "
         "239.0.0.0/8 on a local network; control stays on MPI; lost datagrams are repaired)",
     )
+    p.add_argument(
+        "--multicast-scope", choices=("receivers", "all"),
+        help="receivers: each span of a frame to a group of its readers alone (a pair's, a worker's; "
+        "the framing to all), so a switch that forwards groups to their members spares each downlink "
+        "what it does not decode; all: every datagram to GROUP (default receivers)",
+    )  # fmt: skip
     p.add_argument(
         "--datagram-bytes", type=_positive, metavar="BYTES",
         help="UDP payload of a multicast datagram (default 1472: one 1500-byte Ethernet frame)",
@@ -242,7 +250,7 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
     network_option(args)  # a SPEC that parses; auto only with one; one batch a worker
-    _check_multicast(args)
+    _check_multicast(args, workers)
     if args.probe is not None and args.probe > PROBE_MAX_BYTES:
         raise UsageError(f"--probe must be at most {PROBE_MAX_BYTES} bytes a phase, not {args.probe}")
     if args.mode == "split" and args.multicast is None:
@@ -269,15 +277,18 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
     return filled
 
 
-def _check_multicast(args: argparse.Namespace) -> None:
+def _check_multicast(args: argparse.Namespace, workers: int = 1) -> None:
     if args.multicast is None:
-        if args.datagram_bytes is not None:
-            raise UsageError("--datagram-bytes applies with --multicast only")
+        for dest, flag in (("datagram_bytes", "--datagram-bytes"), ("multicast_scope", "--multicast-scope")):
+            if getattr(args, dest) is not None:
+                raise UsageError(f"{flag} applies with --multicast only")
         return
-    from ..transport.multicast import DATAGRAM_HEADER_BYTES, parse_group
+    from ..transport.multicast import DATAGRAM_HEADER_BYTES, parse_group, scope_groups
 
     try:
-        parse_group(args.multicast)
+        group, _ = parse_group(args.multicast)
+        if workers > 1 and args.multicast_scope != "all":  # room for the scoped groups of K workers
+            scope_groups(group, workers)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.mode != "auto" and not CODED & set(MODES[args.mode]):

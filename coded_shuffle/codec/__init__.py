@@ -69,6 +69,7 @@ from .records import (
 from .terms import decode_terms, encode_terms, keep_rows, term_blocks
 from .wire import (
     DEFAULT_MAX_FRAME_BYTES,
+    EVERY_WORKER,
     FLAG_REPAIR,
     FLAG_TERMS,
     FLAG_VARIABLE,
@@ -84,12 +85,15 @@ from .wire import (
     entry_bytes,
     frame_flags,
     frame_overhead,
+    frame_scopes,
     frame_sizes,
     frame_version,
     parse_frame,
 )
 
 __all__ = [
+    "frame_scopes",
+    "EVERY_WORKER",
     "WIRE_MAGIC",
     "WIRE_VERSION",
     "PAIRS_VERSION",

@@ -232,6 +232,57 @@ def frame_flags(frame: np.ndarray) -> int:
     return 0 if header is None else int(header["flags"])
 
 
+#: The receivers of a frame's framing (header, entries, index), and of a symbol read by all.
+EVERY_WORKER = -1
+
+
+def frame_scopes(frame: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Who reads each byte of ``frame``: ``(bounds, receivers)``, the frame cut at ``bounds``
+    (``int64``, from 0 to its size) into spans, span ``i`` read by the workers of the bit mask
+    ``receivers[i]`` (bit ``k``: worker ``k``), or by every worker (:data:`EVERY_WORKER`).
+
+    The framing (header, entries, receiver index, padding) is every worker's: each parses the
+    whole frame. The payload of a symbol belongs to the workers its receiver index names (the two
+    of an order-2 symbol, every worker of a cycle, the receiver of a point sent alone). A frame
+    without an index, a frame of many-term symbols, or one naming workers beyond 62, is every
+    worker's, whole. Neighbouring spans of one mask are one span. Read from the frame alone (it
+    is parsed and checked): what a multicast sender needs to send each span to its readers only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.codec import encode_plan, load_dataset
+    >>> from coded_shuffle.plan import plan_from_matrix
+    >>> plan = plan_from_matrix([[0, 1, 0], [1, 0, 0], [0, 0, 0]])   # workers 0 and 1 swap one record
+    >>> (frame,) = encode_plan(plan, load_dataset(np.zeros((2, 8), np.uint8)), epoch=1)
+    >>> bounds, receivers = frame_scopes(frame)
+    >>> bounds.tolist(), receivers.tolist()     # the framing for all, the XOR for workers 0 and 1
+    ([0, 80, 88], [-1, 3])
+    """
+    f = parse_frame(frame)
+    size = f.wire_bytes
+    start = size - f.payload_bytes
+    everyone = (np.array([0, size], dtype=np.int64), np.array([EVERY_WORKER], dtype=np.int64))
+    if f.terms is not None or f.runs.shape[0] == 0 or f.n_symbols == 0 or int(f.runs[:, 0].max()) > 62:
+        return everyone
+    who, first, count = f.runs[:, 0], f.runs[:, 1], f.runs[:, 2]
+    mask = np.zeros(f.n_symbols, dtype=np.int64)
+    at = np.repeat(first - np.concatenate(([0], np.cumsum(count)[:-1])), count) + np.arange(int(count.sum()))
+    np.bitwise_or.at(mask, at, np.repeat(np.left_shift(1, who), count))
+    mask[mask == 0] = EVERY_WORKER  # an entry no run names is addressed to no one: send it to all
+    width = (
+        np.full(f.n_symbols, f.record_bytes, np.int64)
+        if f.len_a is None or f.len_b is None
+        else np.maximum(f.len_a, f.len_b)
+    )
+    ends = start + np.cumsum(width)
+    change = np.flatnonzero(mask[1:] != mask[:-1])  # a span ends after these symbols
+    bounds = np.concatenate(([0, start], ends[change], [size])).astype(np.int64)
+    receivers = np.concatenate(([EVERY_WORKER], mask[np.concatenate(([0], change + 1))]))
+    new = np.concatenate(([True], receivers[1:] != receivers[:-1]))  # a span of the framing's mask
+    return np.append(bounds[:-1][new], size), receivers[new]
+
+
 def _header(frame: np.ndarray) -> Any:
     """The fixed header of ``frame`` as a record of :data:`_HEADER_DTYPE`, unchecked; None for a
     buffer shorter than a header."""

@@ -49,6 +49,9 @@ class JobOptions:
     multicast: str | None = None
     #: UDP payload of a multicast datagram, its header included.
     datagram_bytes: int = 1472
+    #: Where the master's datagrams go: ``"receivers"``, each span to the scoped group of its
+    #: readers, or ``"all"``, every datagram to the one group.
+    multicast_scope: str = "receivers"
     #: Bytes a phase of a probe of the links at the start (``--probe``), or None: no probe.
     probe: int | None = None
     #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,

@@ -34,6 +34,9 @@ _BCAST, _UNICAST = 1, 2
 #: A broadcast whose frames travel as multicast datagrams (:mod:`.multicast`); the control
 #: message's third word is then the delivery's number.
 _MCAST = 3
+#: A multicast broadcast in scoped groups: an array of the bytes of each frame each worker is to
+#: receive (frames x K, ``int64``) follows the frames' table.
+_SCOPED = 4
 
 #: Words of the fixed control message; the sizes of up to ``_INLINE_FRAMES`` frames travel in it.
 _CONTROL_WORDS = 64
@@ -193,8 +196,13 @@ class FramedLink:
         table = np.array([[f.shape[0], -1] for f in checked], dtype=np.int64).reshape(-1, 2)
         if self._mc_send is not None and not any(frame_flags(f) & FLAG_REPAIR for f in checked):
             self._deliveries += 1
-            self._control(_MCAST, table, third=self._deliveries)
-            self._mc_send.send(checked, self._deliveries)
+            plan = self._mc_send.schedule(checked)
+            scoped = self._mc_send.K is not None
+            self._control(_SCOPED if scoped else _MCAST, table, third=self._deliveries)
+            if scoped:
+                self._bcast_raw(plan.expected)
+                self.control_bytes += plan.expected.nbytes
+            self._mc_send.send(checked, self._deliveries, plan)
             self._stats = _counted(self._stats, checked)
             return
         self._control(_BCAST, table)
@@ -238,7 +246,7 @@ class FramedLink:
         head = np.empty(_CONTROL_WORDS, dtype=np.int64)
         self._bcast_raw(head)
         kind, n, piece = (int(v) for v in head[:3])
-        known = (_BCAST, _UNICAST) if self._mc_recv is None else (_BCAST, _UNICAST, _MCAST)
+        known = (_BCAST, _UNICAST) if self._mc_recv is None else (_BCAST, _UNICAST, _MCAST, _SCOPED)
         if kind not in known or piece < 1 or n < 0:
             raise TransportError(
                 f"Worker {worker}: unknown control message {head[:3].tolist()} from the master."
@@ -248,9 +256,14 @@ class FramedLink:
         else:
             table = np.empty((n, 2), dtype=np.int64)
             self._bcast_raw(table)
-        if kind == _MCAST:
+        if kind in (_MCAST, _SCOPED):
             assert self._mc_recv is not None
-            got = self._mc_recv.collect(piece, table[:, 0].tolist())  # an empty buffer for a frame lost
+            expected = None
+            if kind == _SCOPED:
+                every = np.empty((n, self.K), dtype=np.int64)
+                self._bcast_raw(every)
+                expected = every[:, worker].tolist()
+            got = self._mc_recv.collect(piece, table[:, 0].tolist(), expected)  # empty: a frame lost
             for buf in got:
                 buf.flags.writeable = False
             return got

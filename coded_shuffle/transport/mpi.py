@@ -195,7 +195,16 @@ class MPITransport(FramedLink):
         return self._pace
 
     def open_multicast(
-        self, group: str, port: int, *, datagram_bytes: int = 1472, idle: float = 1.0, drop: float = 0.0
+        self,
+        group: str,
+        port: int,
+        *,
+        datagram_bytes: int = 1472,
+        idle: float = 1.0,
+        drop: float = 0.0,
+        scope: str = "receivers",
+        down_mbit: float | None = None,
+        snooping: bool = False,
     ) -> str | None:
         """Send the master's broadcasts as UDP multicast datagrams to ``group:port``
         (:mod:`coded_shuffle.transport.multicast`): the master sends a first, empty datagram (so
@@ -203,18 +212,41 @@ class MPITransport(FramedLink):
         Collective: every rank returns None, or the same ``"rank R: why"`` of the first rank that
         cannot. ``idle``: seconds without a
         datagram after which a worker gives up on the frames still missing (they are repaired);
-        ``drop``: a share of the datagrams a worker drops on arrival (tests only)."""
-        from .multicast import MulticastReceiver, MulticastSender
+        ``drop``: a share of the datagrams a worker drops on arrival (tests only).
 
+        ``scope``: ``"receivers"`` (default) sends each span of a frame to the scoped group of
+        its readers (a pair's, a worker's, or every worker's), where every rank's host lets a
+        socket join the ``K + 1`` groups of a worker and ``K >= 2`` (else, as ``"all"``, every
+        datagram to ``group``; :attr:`multicast_groups` says which). ``down_mbit``: a worker's
+        downlink rate, at which the master keeps the busiest downlink of a delivery;
+        ``snooping``: the switch forwards each group to its members alone.
+        """
+        from mpi4py import MPI
+
+        from .multicast import MulticastReceiver, MulticastSender, max_memberships
+
+        if scope not in ("receivers", "all"):
+            raise ValueError(f"Argument 'scope' must be 'receivers' or 'all', not {scope!r}.")
         if self.peers:  # the same answer on every rank, with no exchange
             return "a job of peers has no master's broadcast to multicast"
+        room = self.comm.allreduce(max_memberships(), op=MPI.MIN)
+        K = self.K if scope == "receivers" and 2 <= self.K and self.K + 1 <= room else None
+        #: The groups the master's datagrams go to: 1, or the scoped groups of K workers.
+        self.multicast_groups = 1 if K is None else 1 + K * (K - 1) // 2 + K
+        down = None if down_mbit is None else down_mbit * 1e6 / 8
         problem = None
         try:
             if self.is_master:
-                self._mc_send = MulticastSender(group, port, datagram_bytes=datagram_bytes, pace=self._pace)
+                self._mc_send = MulticastSender(
+                    group, port, datagram_bytes=datagram_bytes, pace=self._pace, K=K, down=down,
+                    snooping=snooping,
+                )  # fmt: skip
                 self._mc_send.send([np.empty(0, dtype=np.uint8)], 0)
             else:
-                self._mc_recv = MulticastReceiver(group, port, idle=idle, drop=drop, seed=self.rank)
+                worker = None if K is None else self.worker
+                self._mc_recv = MulticastReceiver(
+                    group, port, idle=idle, drop=drop, seed=self.rank, worker=worker, K=K
+                )
         except (TransportError, ValueError, OSError) as exc:
             problem = str(exc)
         failed = [(r, p) for r, p in enumerate(self.comm.allgather(problem)) if p is not None]

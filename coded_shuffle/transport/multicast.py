@@ -18,6 +18,20 @@ rounds (the control messages, the frame sizes included, travel over the process 
 reliable). Nothing is lost and nothing waits past ``idle``.
 
 Groups are IPv4 multicast addresses; :func:`parse_group` takes ``GROUP:PORT``.
+
+**Scoped groups.** Given the number of workers ``K``, the sender sends each span of a frame only
+to the workers that read it (:func:`~coded_shuffle.codec.frame_scopes`): a group per pair of
+workers for the XOR symbols of the pair, a group per worker for the points it alone receives, and
+the group ``GROUP`` itself, which every worker joins, for the framing and every symbol read by
+more than two workers (:func:`scope_groups`: ``GROUP + 1 ..`` the pairs, then the workers). On a
+switch that forwards a group only to its members (IGMP snooping), a worker's downlink then
+carries little more than what it decodes. The datagrams of the groups are interleaved in
+proportion to their bytes, so that each downlink's share of the delivery arrives at an even
+rate, and :meth:`MulticastSender.schedule` says how many bytes of each frame each worker is to
+receive (the control message carries it; a worker's frame is complete when those have come).
+With ``down`` (a worker's downlink rate), the sender also keeps the busiest downlink at that
+rate: it paces the delivery at ``down`` times its bytes over the busiest worker's (where the
+switch snoops; else at ``down``, every downlink carrying every group).
 """
 
 from __future__ import annotations
@@ -28,14 +42,19 @@ import struct
 import threading
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from .._checks import check_int
-from ..errors import TransportError
+from ..codec import EVERY_WORKER, frame_scopes
+from ..errors import DecodeError, TransportError
 from .base import TokenBucket
 
-__all__ = ["MulticastSender", "MulticastReceiver", "parse_group", "DATAGRAM_HEADER_BYTES"]
+__all__ = [
+    "MulticastSender", "MulticastReceiver", "Schedule", "parse_group", "scope_groups", "max_memberships",
+    "DATAGRAM_HEADER_BYTES",
+]  # fmt: skip
 
 _HEADER = struct.Struct("<4sIIII")
 #: Bytes of the header of every datagram.
@@ -44,6 +63,8 @@ _MAGIC = b"CSMD"
 #: The largest UDP payload in one IPv4 packet of 1500 bytes (20 of IP, 8 of UDP).
 DEFAULT_DATAGRAM_BYTES = 1472
 _MAX_DATAGRAM = 65507
+#: Linux's IP_MULTICAST_ALL (0: a socket bound to any address gets only the groups it joined).
+_IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)
 
 
 def parse_group(text: str) -> tuple[str, int]:
@@ -72,6 +93,69 @@ def parse_group(text: str) -> tuple[str, int]:
     return str(group), int(port)
 
 
+def scope_groups(group: str, K: int) -> list[str]:
+    """The addresses of the scoped groups of ``K`` workers from ``group`` (module docstring):
+    ``group`` (every worker), then one a pair ``(i, j)``, ``i < j``, in the order of
+    :func:`itertools.combinations`, then one a worker. ValueError, naming ``--multicast``, when
+    they would leave ``group``'s ``/8``.
+
+    Examples
+    --------
+    >>> scope_groups("239.1.0.0", 3)
+    ['239.1.0.0', '239.1.0.1', '239.1.0.2', '239.1.0.3', '239.1.0.4', '239.1.0.5', '239.1.0.6']
+    """
+    base = ipaddress.IPv4Address(parse_group(f"{group}:1")[0])
+    K = check_int(K, "K", minimum=1)
+    n = 1 + K * (K - 1) // 2 + K
+    last = int(base) + n - 1
+    if last >> 24 != int(base) >> 24:
+        raise ValueError(
+            f"--multicast: {base} leaves no room for the {n} groups of {K} workers in its /8; "
+            f"take a lower group, at most {ipaddress.IPv4Address((int(base) | 0xFFFFFF) - n + 1)}"
+        )
+    return [str(base + i) for i in range(n)]
+
+
+def _group_index(mask: int, K: int) -> int:
+    """The scoped group of the workers of bit mask ``mask``: a pair's, a worker's, or 0 (all)."""
+    if mask == EVERY_WORKER or mask <= 0:
+        return 0
+    members = [k for k in range(K) if mask >> k & 1]
+    if len(members) == 2:
+        i, j = members
+        return 1 + i * (2 * K - i - 1) // 2 + (j - i - 1)
+    if len(members) == 1:
+        return 1 + K * (K - 1) // 2 + members[0]
+    return 0
+
+
+def _worker_groups(worker: int, K: int) -> list[int]:
+    """The scoped groups worker ``worker`` joins: every worker's, its pairs', its own."""
+    pairs = [_group_index((1 << worker) | (1 << k), K) for k in range(K) if k != worker]
+    return [0, *pairs, _group_index(1 << worker, K)]
+
+
+def max_memberships() -> int:
+    """The multicast groups one socket may join on this host (``net.ipv4.igmp_max_memberships``;
+    20, Linux's default, where it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/igmp_max_memberships") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 20
+
+
+class Schedule(NamedTuple):
+    """The datagrams of one delivery, in the order they leave: frame, first byte, end and group of
+    each; and ``expected[q, k]``, the bytes of frame ``q`` that worker ``k`` is to receive."""
+
+    frame: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    group: np.ndarray
+    expected: np.ndarray
+
+
 def _check_datagram(datagram_bytes: int) -> int:
     n = check_int(datagram_bytes, "datagram_bytes", minimum=DATAGRAM_HEADER_BYTES + 1)
     if n > _MAX_DATAGRAM:
@@ -94,6 +178,14 @@ class MulticastSender:
         Waited on before each datagram: the link's rate (without it, as fast as the host sends).
     ttl : int
         Hops a datagram may cross (default 1: the local network alone).
+    K : int, optional
+        The workers: send each span of a frame to its readers' scoped group (module docstring);
+        without it, every datagram goes to ``group``.
+    down : float, optional
+        A worker's downlink in bytes a second: the busiest downlink of a delivery is kept at it
+        (with ``snooping``, a downlink carries only its groups' datagrams; else all of them).
+    snooping : bool
+        The switch forwards each group only to its members (IGMP snooping).
     """
 
     def __init__(
@@ -105,9 +197,20 @@ class MulticastSender:
         datagram_bytes: int = DEFAULT_DATAGRAM_BYTES,
         pace: TokenBucket | None = None,
         ttl: int = 1,
+        K: int | None = None,
+        down: float | None = None,
+        snooping: bool = False,
     ) -> None:
         self.group, self.port = parse_group(f"{group}:{port}")
         self.datagram_bytes = _check_datagram(datagram_bytes)
+        #: The switch forwards a group to its members alone: a downlink carries its groups' bytes.
+        self.snooping = bool(snooping)
+        #: The workers of the scoped groups (None: every datagram to ``group``).
+        self.K = None if K is None else check_int(K, "K", minimum=1)
+        self._groups = [self.group] if self.K is None else scope_groups(self.group, self.K)
+        if down is not None and not 0 < down < float("inf"):
+            raise ValueError(f"Argument 'down' must be a positive number of bytes a second, not {down!r}.")
+        self.down = down
         if pace is not None and not isinstance(pace, TokenBucket):
             raise TypeError(f"Argument 'pace' must be a TokenBucket or None, not {type(pace).__name__}.")
         self.pace = pace
@@ -120,33 +223,96 @@ class MulticastSender:
         self.datagrams = 0
         self.bytes = 0
 
-    def send(self, frames: Sequence[np.ndarray], delivery: int) -> None:
-        """Send ``frames`` (1-D ``uint8``) as delivery number ``delivery``; raise
+    def schedule(self, frames: Sequence[np.ndarray]) -> Schedule:
+        """The datagrams of ``frames`` (1-D ``uint8``): each frame cut into spans of one group of
+        readers (every worker's without :attr:`K`, or for a buffer that is not a frame), each span
+        into datagrams; with more than one group, interleaved in proportion to each group's
+        datagrams (the ``i``-th of ``n`` leaves at ``(i + 1/2) / n`` of the delivery)."""
+        step = self.datagram_bytes - DATAGRAM_HEADER_BYTES
+        K = self.K or 1
+        parts: list[tuple[int, int, int, int]] = []  # frame, lo, hi, group
+        expected = np.zeros((len(frames), K), dtype=np.int64)
+        for q, frame in enumerate(frames):
+            size = int(frame.shape[0])
+            spans: list[tuple[int, int, int]] = [(0, size, 0)]
+            if self.K is not None and size:
+                try:
+                    bounds, receivers = frame_scopes(frame)
+                    ends = zip(bounds[:-1].tolist(), bounds[1:].tolist(), receivers.tolist(), strict=True)
+                    spans = [(lo, hi, _group_index(m, K)) for lo, hi, m in ends]
+                except DecodeError:
+                    pass  # not a frame: every worker's, whole (its readers reject it)
+            for lo, hi, g in _joined(spans):
+                members = range(K) if g == 0 else _members(g, K)
+                for k in members:
+                    expected[q, k] += hi - lo
+                parts.extend((q, a, min(hi, a + step), g) for a in range(lo, max(hi, lo + 1), step))
+        arr = np.array(parts, dtype=np.int64).reshape(-1, 4)
+        if arr.shape[0] and int(arr[:, 3].max()) > 0:
+            grp = arr[:, 3]
+            order = np.argsort(grp, kind="stable")
+            counts = np.bincount(grp)
+            rank = np.empty(grp.shape[0], dtype=np.float64)
+            rank[order] = np.arange(grp.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+            arr = arr[np.argsort((rank + 0.5) / counts[grp], kind="stable")]
+        return Schedule(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], expected)
+
+    def send(self, frames: Sequence[np.ndarray], delivery: int, schedule: Schedule | None = None) -> None:
+        """Send ``frames`` (1-D ``uint8``) as delivery number ``delivery``, in the order of
+        ``schedule`` (:meth:`schedule`'s, made here if None); raise
         :class:`~coded_shuffle.errors.TransportError` in one line when the host cannot send to
         the group (no route for it)."""
-        step = self.datagram_bytes - DATAGRAM_HEADER_BYTES
-        addr = (self.group, self.port)
+        plan = self.schedule(frames) if schedule is None else schedule
+        views = [memoryview(np.ascontiguousarray(f).data).cast("B") for f in frames]
+        sizes = [len(v) for v in views]
+        down = None
+        total = int((plan.hi - plan.lo).sum())
+        if self.down is not None and total:  # the busiest downlink: all, or its groups' if snooped
+            busiest = int(plan.expected.sum(axis=0).max()) if self.snooping else total
+            down = TokenBucket(self.down * total / max(busiest, 1))
         head = bytearray(DATAGRAM_HEADER_BYTES)
-        for q, frame in enumerate(frames):
-            view = memoryview(np.ascontiguousarray(frame).data).cast("B")
-            size = len(view)
-            for lo in range(0, max(size, 1), step):
-                chunk = view[lo : lo + step]
-                _HEADER.pack_into(head, 0, _MAGIC, delivery & 0xFFFFFFFF, q, lo, size)
-                if self.pace is not None:
-                    self.pace.consume(DATAGRAM_HEADER_BYTES + len(chunk))
-                try:
-                    self._sock.sendmsg([head, chunk], [], 0, addr)
-                except OSError as exc:
-                    raise TransportError(
-                        f"multicast to {self.group}:{self.port} failed ({exc.strerror or exc}): "
-                        "the host has no route for the group"
-                    ) from None
-                self.datagrams += 1
-                self.bytes += DATAGRAM_HEADER_BYTES + len(chunk)
+        for q, lo, hi, g in zip(plan.frame.tolist(), plan.lo.tolist(), plan.hi.tolist(), plan.group.tolist(),
+                                strict=True):  # fmt: skip
+            chunk = views[q][lo:hi]
+            _HEADER.pack_into(head, 0, _MAGIC, delivery & 0xFFFFFFFF, q, lo, sizes[q])
+            for bucket in (self.pace, down):
+                if bucket is not None:
+                    bucket.consume(DATAGRAM_HEADER_BYTES + hi - lo)
+            try:
+                self._sock.sendmsg([head, chunk], [], 0, (self._groups[g], self.port))
+            except OSError as exc:
+                raise TransportError(
+                    f"multicast to {self._groups[g]}:{self.port} failed ({exc.strerror or exc}): "
+                    "the host has no route for the group"
+                ) from None
+            self.datagrams += 1
+            self.bytes += DATAGRAM_HEADER_BYTES + hi - lo
 
     def close(self) -> None:
         self._sock.close()
+
+
+def _joined(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """``spans`` with neighbours of one group joined."""
+    out: list[tuple[int, int, int]] = []
+    for lo, hi, g in spans:
+        if out and out[-1][2] == g:
+            out[-1] = (out[-1][0], hi, g)
+        else:
+            out.append((lo, hi, g))
+    return out
+
+
+def _members(g: int, K: int) -> list[int]:
+    """The workers of scoped group ``g`` (not 0)."""
+    pairs = K * (K - 1) // 2
+    if g > pairs:
+        return [g - 1 - pairs]
+    i, left = 0, g - 1
+    while left >= K - 1 - i:
+        left -= K - 1 - i
+        i += 1
+    return [i, i + 1 + left]
 
 
 class _Frame:
@@ -185,8 +351,22 @@ class MulticastReceiver:
         datagram_bytes: int = _MAX_DATAGRAM,
         drop: float = 0.0,
         seed: int = 0,
+        worker: int | None = None,
+        K: int | None = None,
     ) -> None:
         self.group, self.port = parse_group(f"{group}:{port}")
+        if (worker is None) != (K is None):
+            raise ValueError(
+                "Arguments 'worker' and 'K' must be given together (scoped groups) or not at all."
+            )
+        if K is not None:
+            K = check_int(K, "K", minimum=1)
+            worker = check_int(worker, "worker", minimum=0, maximum=K - 1)
+            every = scope_groups(self.group, K)
+            #: The groups this receiver joined: every worker's, and with scoping its pairs' and its own.
+            self.groups = [every[g] for g in _worker_groups(worker, K)]
+        else:
+            self.groups = [self.group]
         if not 0 < idle < 1e6:
             raise ValueError(f"Argument 'idle' must be a positive number of seconds, not {idle!r}.")
         if not 0 <= drop <= 1:
@@ -196,16 +376,31 @@ class MulticastReceiver:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 26)
-        sock.bind((self.group, self.port))
-        mreq = socket.inet_aton(self.group) + socket.inet_aton(interface)
-        try:
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
-        except OSError as exc:
-            sock.close()
-            raise TransportError(
-                f"cannot join the multicast group {self.group} ({exc.strerror or exc}): "
-                "the host has no route for it"
-            ) from None
+        if len(self.groups) == 1:
+            sock.bind((self.group, self.port))
+        else:  # any of its groups, and only those the socket joined (not the host's other sockets')
+            sock.bind(("0.0.0.0", self.port))
+            sock.setsockopt(socket.IPPROTO_IP, _IP_MULTICAST_ALL, 0)
+        for g in self.groups:
+            try:
+                sock.setsockopt(
+                    socket.IPPROTO_IP,
+                    socket.IP_ADD_MEMBERSHIP,
+                    socket.inet_aton(g) + socket.inet_aton(interface),
+                )
+            except OSError as exc:
+                sock.close()
+                why = (
+                    "the host has no route for it"
+                    if g == self.group
+                    else (
+                        f"{len(self.groups)} groups a socket; "
+                        f"net.ipv4.igmp_max_memberships is {max_memberships()}"
+                    )
+                )
+                raise TransportError(
+                    f"cannot join the multicast group {g} ({exc.strerror or exc}): {why}"
+                ) from None
         sock.settimeout(0.05)
         self._sock = sock
         self._frames: dict[tuple[int, int], _Frame] = {}
@@ -249,20 +444,28 @@ class MulticastReceiver:
                 frame.data[lo : lo + body] = np.frombuffer(view[DATAGRAM_HEADER_BYTES:n], dtype=np.uint8)
                 frame.got += body
 
-    def collect(self, delivery: int, sizes: Sequence[int]) -> list[np.ndarray]:
+    def collect(
+        self, delivery: int, sizes: Sequence[int], expected: Sequence[int] | None = None
+    ) -> list[np.ndarray]:
         """Frames ``0 .. len(sizes) - 1`` of ``delivery`` (their sizes as the control message
-        gave them): each whole, or an empty buffer for one still incomplete after :attr:`idle`
-        seconds without a datagram. The delivery's buffers are then released."""
+        gave them): each complete, or an empty buffer for one still incomplete after :attr:`idle`
+        seconds without a datagram. A frame is complete when ``expected[q]`` of its bytes have
+        come (the spans of its groups, :meth:`MulticastSender.schedule`), or all of them; the
+        bytes of other workers' spans are then left as they were. The delivery's buffers are then
+        released."""
         delivery &= 0xFFFFFFFF
         sizes = [int(s) for s in sizes]
+        want = sizes if expected is None else [int(e) for e in expected]
+        if len(want) != len(sizes) or any(not 0 <= w <= z for w, z in zip(want, sizes, strict=True)):
+            raise ValueError("Argument 'expected' must give each frame 0 to its size in bytes.")
         with self._lock:
             self._last = max(self._last, time.monotonic())  # the wait starts now at the latest
         while True:
             with self._lock:
                 done = (
                     all(
-                        (f := self._frames.get((delivery, q))) is not None and f.got == size
-                        for q, size in enumerate(sizes)
+                        (f := self._frames.get((delivery, q))) is not None and f.got == w
+                        for q, w in enumerate(want)
                     )
                     or not sizes
                 )
@@ -272,9 +475,9 @@ class MulticastReceiver:
             time.sleep(0.001)
         with self._lock:
             out = []
-            for q, size in enumerate(sizes):
+            for q, (size, w) in enumerate(zip(sizes, want, strict=True)):
                 f = self._frames.pop((delivery, q), None)
-                whole = f is not None and f.got == size and f.data.shape[0] == size
+                whole = f is not None and f.got == w and f.data.shape[0] == size
                 out.append(f.data if whole else np.empty(0, dtype=np.uint8))  # type: ignore[union-attr]
             for key in [k for k in self._frames if k[0] <= delivery]:  # this delivery's and older
                 del self._frames[key]

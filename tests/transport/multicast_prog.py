@@ -59,7 +59,45 @@ def main() -> None:
     assert got[5].size == 0  # 400 KB in about 690 datagrams: one of them dropped at least
     for r in (*rx, lossy):
         r.close()
+    scoped()
     print("ok")
+
+
+def scoped() -> None:
+    """Scoped groups of K = 3 workers on one loopback: each receiver gets the datagrams of its
+    groups alone, every byte of its spans as sent, and the groups leave interleaved."""
+    from coded_shuffle.codec import encode_plan, frame_scopes, load_dataset
+    from coded_shuffle.orders import epoch_placement
+    from coded_shuffle.plan import plan_delivery
+
+    K, N, B = 3, 600, 64
+    ds = load_dataset(np.random.default_rng(1).integers(0, 256, (N, B), dtype=np.uint8))
+    plan = plan_delivery(epoch_placement(N, K, seed=2, epoch=0), epoch_placement(N, K, seed=2, epoch=1))
+    frames = encode_plan(plan, ds, epoch=1, max_frame_bytes=40 * B)
+    rx = [MulticastReceiver("239.77.0.20", 6004, idle=0.5, worker=k, K=K) for k in range(K)]
+    tx = MulticastSender("239.77.0.20", 6004, pace=TokenBucket.from_mbps(200), K=K)
+    sched = tx.schedule(frames)
+    tx.send(frames, 9, sched)
+    sizes = [f.size for f in frames]
+    members = {0: set(range(K)), 1: {0, 1}, 2: {0, 2}, 3: {1, 2}, 4: {0}, 5: {1}, 6: {2}}
+    for k, r in enumerate(rx):
+        got = r.collect(9, sizes, sched.expected[:, k].tolist())
+        assert r.datagrams == sum(k in members[g] for g in sched.group.tolist()), (k, r.datagrams)
+        for q, (g, f) in enumerate(zip(got, frames, strict=True)):
+            assert g.size == f.size, (k, q)
+            bounds, masks = frame_scopes(f)
+            mine = [(lo, hi) for lo, hi, m in zip(bounds[:-1], bounds[1:], masks, strict=True)
+                    if m == -1 or m >> k & 1]  # fmt: skip
+            assert sum(hi - lo for lo, hi in mine) == sched.expected[q, k]
+            assert all(np.array_equal(g[lo:hi], f[lo:hi]) for lo, hi in mine)
+        assert sched.expected[:, k].sum() < sum(sizes)  # it was spared the other pair's symbols
+    # interleaved: every group that has datagrams starts within its first share of the delivery
+    order = sched.group.tolist()
+    for g in set(order):
+        n = order.count(g)
+        assert order.index(g) <= len(order) / n + 1, (g, order.index(g), n)
+    for r in rx:
+        r.close()
 
 
 if __name__ == "__main__":

@@ -71,6 +71,12 @@ def test_a_group_that_does_not_parse_is_named(text, message):
         (["--multicast", "239.1.1.1:5000", "--mode", "exchange"], "--multicast carries the master's coded"),
         (["--datagram-bytes", "1000"], "--datagram-bytes applies with --multicast only"),
         (["--multicast", "239.1.1.1:5000", "--datagram-bytes", "10"], "--datagram-bytes must be 21 to 65507"),
+        (["--multicast-scope", "all"], "--multicast-scope applies with --multicast only"),
+        (
+            ["--multicast", "239.255.255.254:5000"],
+            "leaves no room for the 4 groups of 2 workers in its /8; take a lower group, at most "
+            "239.255.255.252",
+        ),
     ],
 )
 def test_run_refuses_a_multicast_it_cannot_do_in_one_line(capsys, argv, message):
