@@ -32,7 +32,7 @@ fastest mode measured; the predicted times in the order of the measured ones; on
 without it (uncoded, exchange); on ``narrow-down`` at ``K = 8`` the scoped coded multicast at
 least 1.3 x faster than ``coded-all``.
 
-Needs root. Run: ``python benchmarks/network_choice.py [--workers 4,8] [--mib 64] [--epochs 3]``.
+Needs root. Run: ``python benchmarks/network_choice.py [--workers 4,8] [--mib 64] [--epochs 5]``.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def main() -> None:
     p.add_argument("--workers", default="4,8")
     p.add_argument("--topologies", default=",".join(TOPOLOGIES))
     p.add_argument("--mib", type=int, default=64)
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--json", action="store_true", help="also print every job's rows as JSON lines")
     args = p.parse_args()

@@ -76,6 +76,15 @@ class FramedLink:
         """Master: send the C-contiguous ``arr`` to rank ``dest``."""
         raise NotImplementedError
 
+    def _send_all_raw(self, pieces: list[tuple[np.ndarray, int]], pace: TokenBucket | None) -> None:
+        """Master: send each ``(piece, rank)``, waiting on ``pace`` before each; in order, one
+        after the other (a link that can keep several sends in flight overrides it, so that each
+        destination's pieces go at once, as a switch carries them)."""
+        for arr, dest in pieces:
+            if pace is not None:
+                pace.consume(arr.shape[0])
+            self._send_raw(arr, dest)
+
     def _recv_raw(self, bufs: list[np.ndarray]) -> None:  # pragma: no cover - abstract
         """Worker: receive from the master, in order, into each of ``bufs``."""
         raise NotImplementedError
@@ -217,19 +226,21 @@ class FramedLink:
     def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
         """Master: send worker ``k`` only the frames ``frames[k]``, point to point (unicast).
 
-        Every byte still leaves the master once, on the same (paced) link.
+        Every byte still leaves the master once, on the same (paced) link; the workers' pieces
+        are taken in turn, and a link that keeps several sends in flight (MPI) sends them at once,
+        so that a slow downlink does not hold up the others.
         """
         self._master_only("send")
         order = [(k, np.ascontiguousarray(f)) for k, f in _unicast(frames, self.K)]
         table = np.array([[f.shape[0], k] for k, f in order], dtype=np.int64).reshape(-1, 2)
         self._control(_UNICAST, table)
-        pace = self.pace
+        each: dict[int, list[np.ndarray]] = {}  # each worker's pieces, in its frames' order
         for k, f in order:
-            dest = self.rank_of(k)
-            for lo, hi in self._pieces(int(f.shape[0])):
-                if pace is not None:
-                    pace.consume(hi - lo)
-                self._send_raw(f[lo:hi], dest)
+            each.setdefault(k, []).extend(f[lo:hi] for lo, hi in self._pieces(int(f.shape[0])))
+        turns: list[tuple[np.ndarray, int]] = []  # the workers' pieces taken in turn
+        for i in range(max((len(ps) for ps in each.values()), default=0)):
+            turns.extend((ps[i], self.rank_of(k)) for k, ps in each.items() if i < len(ps))
+        self._send_all_raw(turns, self.pace)
         self._stats = _counted(self._stats, [f for _, f in order])
 
     def receive(self, worker: int) -> list[np.ndarray]:

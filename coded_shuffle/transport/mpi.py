@@ -260,6 +260,17 @@ class MPITransport(FramedLink):
     def _send_raw(self, arr: np.ndarray, dest: int) -> None:
         self.comm.Send(arr, dest=dest, tag=_TAG)
 
+    def _send_all_raw(self, pieces: list[tuple[np.ndarray, int]], pace: TokenBucket | None) -> None:
+        """Every piece in flight at once (``MPI_Isend``), posted in turn as ``pace`` allows."""
+        from mpi4py import MPI
+
+        reqs = []
+        for arr, dest in pieces:
+            if pace is not None:
+                pace.consume(arr.shape[0])
+            reqs.append(self.comm.Isend(arr, dest=dest, tag=_TAG))
+        MPI.Request.Waitall(reqs)
+
     def _recv_raw(self, bufs: list[np.ndarray]) -> None:
         from mpi4py import MPI
 
