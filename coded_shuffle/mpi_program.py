@@ -21,7 +21,14 @@ import sys
 from typing import NoReturn
 
 from .cli.common import UsageError, _non_negative, _positive
-from .cli.job import add_job_arguments, check_data_file, check_job, ignored_options, job_options
+from .cli.job import (
+    add_job_arguments,
+    check_data_file,
+    check_job,
+    ignored_options,
+    job_options,
+    multicast_scope,
+)
 from .engine.mpi_job import MODES, PROG, master, worker
 from .network import Network
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_refuse, mpi_world
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         net = None if job.network is None else Network.parse(job.network)
         problem = link.open_multicast(
             group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop,
-            scope=job.multicast_scope, down_mbit=None if net is None else net.down,
+            scope=multicast_scope(job.multicast_scope, net), down_mbit=None if net is None else net.down,
             snooping=net is not None and net.snooping,
         )  # fmt: skip
         if problem is not None:

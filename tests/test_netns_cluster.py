@@ -143,13 +143,15 @@ def test_scoped_groups_spare_each_downlink_what_it_does_not_decode(tmp_path):
     proc, pid = cluster(
         "-K", str(K), "--igmp-snooping", "--master-up-mbit", "400", "--timeout", "150", "--",
         *program("--points", "8000", "--transitions", "2", "--multicast", "239.77.3.0:7300", "--count-links",
-                 "--link-mbps", "400", "--json", str(out)),
+                 "--link-mbps", "400", "--network", "master=400,down=1000,multicast,snooping",
+                 "--json", str(out)),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert namespaces_of(pid) == []
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["verified"] for r in rows] == [True, True]
     for r in rows:
+        # --multicast-scope auto scoped the groups, the SPEC saying that the switch snoops.
         # The kernel's counters: the master sent every byte once, and the bridge, forwarding each
         # group to its members, gave each worker about its pairs' half of them (K = 4: 3 of the 6
         # pairs, and the framing and the cycles' symbols), where a broadcast would give it all.

@@ -39,7 +39,7 @@ from .common import (
 #: Defaults of the options that have no argparse default (see the module docstring).
 JOB_DEFAULTS: dict[str, int | str] = {
     "datagram_bytes": 1472,
-    "multicast_scope": "receivers",
+    "multicast_scope": "auto",
     "points": 6000,
     "record_bytes": 1024,
     "strategy": "greedy",
@@ -149,10 +149,11 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         "239.0.0.0/8 on a local network; control stays on MPI; lost datagrams are repaired)",
     )
     p.add_argument(
-        "--multicast-scope", choices=("receivers", "all"),
+        "--multicast-scope", choices=("auto", "receivers", "all"),
         help="receivers: each span of a frame to a group of its readers alone (a pair's, a worker's; "
         "the framing to all), so a switch that forwards groups to their members spares each downlink "
-        "what it does not decode; all: every datagram to GROUP (default receivers)",
+        "what it does not decode; all: every datagram to GROUP; auto: receivers where --network says "
+        "snooping, else all (default auto)",
     )  # fmt: skip
     p.add_argument(
         "--datagram-bytes", type=_positive, metavar="BYTES",
@@ -277,6 +278,24 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
     return filled
 
 
+def multicast_scope(scope: str, network: object) -> str:
+    """``--multicast-scope``, ``auto`` resolved on ``network`` (a
+    :class:`~coded_shuffle.network.Network` or None): ``receivers`` where its switch snoops, else
+    ``all`` (on a switch that floods every group scoping spares no downlink).
+
+    Examples
+    --------
+    >>> from coded_shuffle.network import Network
+    >>> multicast_scope("auto", Network.parse("master=1000,down=300,multicast,snooping"))
+    'receivers'
+    >>> multicast_scope("auto", None), multicast_scope("receivers", None)
+    ('all', 'receivers')
+    """
+    if scope != "auto":
+        return scope
+    return "receivers" if getattr(network, "snooping", False) else "all"
+
+
 def _check_multicast(args: argparse.Namespace, workers: int = 1) -> None:
     if args.multicast is None:
         for dest, flag in (("datagram_bytes", "--datagram-bytes"), ("multicast_scope", "--multicast-scope")):
@@ -287,7 +306,8 @@ def _check_multicast(args: argparse.Namespace, workers: int = 1) -> None:
 
     try:
         group, _ = parse_group(args.multicast)
-        if workers > 1 and args.multicast_scope != "all":  # room for the scoped groups of K workers
+        net = network_option(args) if args.network is not None else None
+        if workers > 1 and multicast_scope(args.multicast_scope or "auto", net) == "receivers":
             scope_groups(group, workers)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -50,8 +50,9 @@ class JobOptions:
     #: UDP payload of a multicast datagram, its header included.
     datagram_bytes: int = 1472
     #: Where the master's datagrams go: ``"receivers"``, each span to the scoped group of its
-    #: readers, or ``"all"``, every datagram to the one group.
-    multicast_scope: str = "receivers"
+    #: readers; ``"all"``, every datagram to the one group; ``"auto"``, receivers where the
+    #: network's switch snoops (``network`` has ``snooping``), else all.
+    multicast_scope: str = "auto"
     #: Bytes a phase of a probe of the links at the start (``--probe``), or None: no probe.
     probe: int | None = None
     #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,

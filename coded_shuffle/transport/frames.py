@@ -208,10 +208,10 @@ class FramedLink:
             plan = self._mc_send.schedule(checked)
             scoped = self._mc_send.K is not None
             self._control(_SCOPED if scoped else _MCAST, table, third=self._deliveries)
-            if scoped:
+            self._mc_send.send(checked, self._deliveries, plan)
+            if scoped:  # after the datagrams: a worker reads it once it has gathered them
                 self._bcast_raw(plan.expected)
                 self.control_bytes += plan.expected.nbytes
-            self._mc_send.send(checked, self._deliveries, plan)
             self._stats = _counted(self._stats, checked)
             return
         self._control(_BCAST, table)

@@ -202,7 +202,7 @@ class MPITransport(FramedLink):
         datagram_bytes: int = 1472,
         idle: float = 1.0,
         drop: float = 0.0,
-        scope: str = "receivers",
+        scope: str = "all",
         down_mbit: float | None = None,
         snooping: bool = False,
     ) -> str | None:
@@ -214,11 +214,12 @@ class MPITransport(FramedLink):
         datagram after which a worker gives up on the frames still missing (they are repaired);
         ``drop``: a share of the datagrams a worker drops on arrival (tests only).
 
-        ``scope``: ``"receivers"`` (default) sends each span of a frame to the scoped group of
-        its readers (a pair's, a worker's, or every worker's), where every rank's host lets a
-        socket join the ``K + 1`` groups of a worker and ``K >= 2`` (else, as ``"all"``, every
-        datagram to ``group``; :attr:`multicast_groups` says which). ``down_mbit``: a worker's
-        downlink rate, at which the master keeps the busiest downlink of a delivery;
+        ``scope``: ``"receivers"`` sends each span of a frame to the scoped group of its
+        readers (a pair's, a worker's, or every worker's), where every rank's host lets a socket
+        join the ``K + 1`` groups of a worker and ``K >= 2``; else, and with ``"all"`` (the
+        default), every datagram goes to ``group`` (:attr:`multicast_groups` says which).
+        ``down_mbit``: a worker's downlink rate, at which the master keeps the busiest downlink
+        of a delivery;
         ``snooping``: the switch forwards each group to its members alone.
         """
         from mpi4py import MPI

@@ -73,7 +73,7 @@ def test_a_group_that_does_not_parse_is_named(text, message):
         (["--multicast", "239.1.1.1:5000", "--datagram-bytes", "10"], "--datagram-bytes must be 21 to 65507"),
         (["--multicast-scope", "all"], "--multicast-scope applies with --multicast only"),
         (
-            ["--multicast", "239.255.255.254:5000"],
+            ["--multicast", "239.255.255.254:5000", "--multicast-scope", "receivers"],
             "leaves no room for the 4 groups of 2 workers in its /8; take a lower group, at most "
             "239.255.255.252",
         ),
@@ -173,7 +173,8 @@ def test_the_mpi_loader_over_multicast_gives_every_worker_its_rows(tmp_path):
 def test_a_split_over_multicast_delivers_both_halves_repairs_what_is_lost_and_auto_chooses_it():
     edge = "master=1000,up=100,down=1000,multicast"
     run = f"{sys.executable} -m coded_shuffle run -K 3 --points 3000 -B 512 --json - --network {edge}"
-    rows = _rows(in_namespace(f"{run} --mode split --multicast 239.77.0.6:6500 --link-mbps 400"))
+    scoped = "--multicast-scope receivers"  # a group per pair of workers, on the one loopback
+    rows = _rows(in_namespace(f"{run} --mode split --multicast 239.77.0.6:6500 --link-mbps 400 {scoped}"))
     assert [r["epoch"] for r in rows] == [1, 2, 3] and all(r["verified"] for r in rows)
     moved_b = [r["uncoded_symbols"] * 512 for r in rows]
     for r, moved in zip(rows, moved_b, strict=True):
