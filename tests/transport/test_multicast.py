@@ -171,7 +171,7 @@ def test_the_mpi_loader_over_multicast_gives_every_worker_its_rows(tmp_path):
 @needs_netns
 @needs_mpi
 def test_a_split_over_multicast_delivers_both_halves_repairs_what_is_lost_and_auto_chooses_it():
-    edge = "master=1000,up=100,down=1000,multicast"
+    edge = "master=1000,up=300,down=1000,multicast"  # K = 3: a split pays above 5 % here
     run = f"{sys.executable} -m coded_shuffle run -K 3 --points 3000 -B 512 --json - --network {edge}"
     scoped = "--multicast-scope receivers"  # a group per pair of workers, on the one loopback
     rows = _rows(in_namespace(f"{run} --mode split --multicast 239.77.0.6:6500 --link-mbps 400 {scoped}"))
