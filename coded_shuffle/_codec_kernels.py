@@ -139,18 +139,18 @@ def xor_terms(out, base, offsets, rows, data, lo, hi):  # pragma: no cover - com
 
 
 @numba.njit(cache=True, nogil=True)
-def direct_terms(out, done, payload, offsets, where, target, data, multi):  # pragma: no cover - compiled
-    """A worker's symbols of one unknown term, solved in one pass.
+def direct_pick(pick, done, offsets, where, target, multi):  # pragma: no cover - compiled
+    """Which of a worker's symbols of one unknown term give which row, before any byte is read.
 
     Symbol ``s`` has terms ``offsets[s] <= i < offsets[s + 1]``; ``where[i]`` is the row of term
-    ``i`` in the cache (-1: unknown), ``target[i]`` its row in ``out`` (-1: not wanted). A symbol
-    with one unknown term ``u`` wanted and not ``done`` gives ``out[target[u]] = payload[s] ^ XOR
-    of data[where[i]]`` over its other terms, and sets ``done``; a symbol with two unknown terms or
-    more sets ``multi[s]`` (for the elimination). Returns the rows solved.
+    ``i`` in the cache (-1: unknown), ``target[i]`` its row in the output (-1: not wanted). The
+    first symbol with one unknown term ``u`` wanted and not ``done`` gets ``pick[s] = target[u]``
+    and sets ``done``; the others get -1, and a symbol with two unknown terms or more sets
+    ``multi[s]`` (for the elimination). Returns the rows picked.
     """
-    W = out.shape[1]
-    solved = 0
+    picked = 0
     for s in range(offsets.shape[0] - 1):
+        pick[s] = -1
         u = -1
         n = 0
         for i in range(offsets[s], offsets[s + 1]):
@@ -159,22 +159,67 @@ def direct_terms(out, done, payload, offsets, where, target, data, multi):  # pr
                 u = i
         if n >= 2:
             multi[s] = 1
+        elif n == 1 and target[u] >= 0 and not done[target[u]]:
+            done[target[u]] = 1
+            pick[s] = target[u]
+            picked += 1
+    return picked
+
+
+@numba.njit(cache=True, nogil=True)
+def direct_rows(out, sums, keys, payload, first, offsets, where, pick, data, lo, hi):  # pragma: no cover
+    """``out[pick[s]] = payload[s - first] ^ XOR of data[where[i]]`` over the terms of symbol ``s``
+    held (``where[i] >= 0``), for ``lo <= s < hi`` with ``pick[s] >= 0`` (:func:`direct_pick`),
+    and ``sums[pick[s]]`` its checksum (:func:`checksum_rows`, the whole row), while it is hot.
+
+    A symbol of one or two held terms is one pass over its row; the rows of the symbol
+    :data:`_AHEAD` further on are prefetched.
+    """
+    W = out.shape[1]
+    for s in range(lo, hi):
+        k = s + _AHEAD
+        if k < hi and pick[k] >= 0:
+            _prefetch(payload, k - first)
+            _prefetch_w(out, pick[k])
+            for i in range(offsets[k], offsets[k + 1]):
+                if where[i] >= 0:
+                    _prefetch(data, where[i])
+        if pick[s] < 0:
             continue
-        if n == 0 or target[u] < 0 or done[target[u]]:
-            continue
-        row = out[target[u]]
-        x = payload[s]
-        for j in range(W):
-            row[j] = x[j]
+        row = out[pick[s]]
+        x = payload[s - first]
+        a = -1
+        b = -1
+        held = 0
         for i in range(offsets[s], offsets[s + 1]):
-            r = where[i]
-            if r >= 0:
-                y = data[r]
-                for j in range(W):
-                    row[j] ^= y[j]
-        done[target[u]] = 1
-        solved += 1
-    return solved
+            if where[i] >= 0:
+                held += 1
+                if held == 1:
+                    a = where[i]
+                elif held == 2:
+                    b = where[i]
+        if held == 0:
+            for j in range(W):
+                row[j] = x[j]
+        elif held == 1:
+            y = data[a]
+            for j in range(W):
+                row[j] = x[j] ^ y[j]
+        elif held == 2:
+            y = data[a]
+            z = data[b]
+            for j in range(W):
+                row[j] = x[j] ^ y[j] ^ z[j]
+        else:
+            for j in range(W):
+                row[j] = x[j]
+            for i in range(offsets[s], offsets[s + 1]):
+                r = where[i]
+                if r >= 0:
+                    y = data[r]
+                    for j in range(W):
+                        row[j] ^= y[j]
+        sums[pick[s]] = _row_checksum(row, W, keys)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -226,6 +271,27 @@ def _fmix(x):  # pragma: no cover - compiled
     return x
 
 
+@numba.njit(inline="always")
+def _row_checksum(x, L, keys):  # pragma: no cover - compiled
+    """The checksum of the first ``L`` bytes of the row ``x`` (:func:`checksum_rows`)."""
+    W = x.shape[0]
+    full = W // 8
+    m = (L + 7) // 8
+    h = np.uint64(0)
+    for k in range(min(m, full)):
+        w = np.uint64(0)
+        for t in range(8):
+            w |= np.uint64(x[8 * k + t]) << np.uint64(8 * t)
+        h += _fmix(w ^ keys[k])
+    if m > full:
+        w = np.uint64(0)
+        for t in range(W - 8 * full):
+            w |= np.uint64(x[8 * full + t]) << np.uint64(8 * t)
+        h += _fmix(w ^ keys[full])
+    h += np.uint64(L) * _GOLDEN
+    return _fmix(h)
+
+
 @numba.njit(cache=True, nogil=True)
 def checksum_rows(out, data, rows, lengths, keys, lo, hi):  # pragma: no cover - compiled
     """Checksum of row ``rows[i]`` of ``data`` (row ``i`` if ``rows`` is empty) into ``out[i]``.
@@ -235,25 +301,9 @@ def checksum_rows(out, data, rows, lengths, keys, lo, hi):  # pragma: no cover -
     whole words, read as little-endian ``uint64`` words; the first ``ceil(L / 8)`` words enter.
     """
     W = data.shape[1]
-    full = W // 8
     for i in range(lo, hi):
         r = rows[i] if rows.shape[0] else i
-        L = lengths[i] if lengths.shape[0] else W
-        m = (L + 7) // 8
-        x = data[r]
-        h = np.uint64(0)
-        for k in range(min(m, full)):
-            w = np.uint64(0)
-            for t in range(8):
-                w |= np.uint64(x[8 * k + t]) << np.uint64(8 * t)
-            h += _fmix(w ^ keys[k])
-        if m > full:
-            w = np.uint64(0)
-            for t in range(W - 8 * full):
-                w |= np.uint64(x[8 * full + t]) << np.uint64(8 * t)
-            h += _fmix(w ^ keys[full])
-        h += np.uint64(L) * _GOLDEN
-        out[i] = _fmix(h)
+        out[i] = _row_checksum(data[r], lengths[i] if lengths.shape[0] else W, keys)
 
 
 @numba.njit(inline="always")

@@ -22,7 +22,7 @@ from .._gf2 import solve_gf2
 from ._common import _NO_RUNS, _aligned_empty, _aligned_rows, _halves, _i64, _kernels, _lookup, _ro
 from .decode import DecodeResult, _need_ids, _output_rows, _parsed_frames
 from .encode import _clip_runs, _write_header
-from .records import Cache, Dataset, _checksum_rows
+from .records import Cache, Dataset, _checksum_rows, _word_keys
 from .wire import (
     _RUN_DTYPE,
     DEFAULT_MAX_FRAME_BYTES,
@@ -37,6 +37,9 @@ from .wire import (
 )
 
 __all__ = ["encode_terms", "decode_terms", "keep_rows", "term_blocks"]
+
+#: The payload rows of a worker's symbols from the first on: ``(first, rows)``.
+Chunk = tuple[int, np.ndarray]
 
 
 def _check_terms(offsets: object, terms: object, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -222,11 +225,14 @@ def encode_terms(
     return frames
 
 
-def _addressed_terms(
-    frames: list[Frame], worker: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(symbol, offsets, terms, payload)`` of the entries of ``frames`` addressed to ``worker``."""
-    sym, counts, terms, rows = [], [], [], []
+def _addressed_terms(frames: list[Frame], worker: int) -> tuple[np.ndarray, np.ndarray, list[Chunk]]:
+    """``(offsets, terms, chunks)`` of the symbols of ``frames`` addressed to ``worker``, in order.
+
+    The payloads stay where the frames hold them: ``chunks`` are ``(first, rows)``, the payload
+    rows of the symbols from ``first`` on, one run of a frame each.
+    """
+    counts, terms, chunks = [], [], []
+    n = 0
     for f in frames:
         assert f.offsets is not None and f.terms is not None
         runs = f.runs
@@ -237,17 +243,27 @@ def _addressed_terms(
             spans = [[0, f.n_symbols]]
         for first, count in spans:
             x, y = first, first + count
-            sym.append(f.symbol[x:y])
             counts.append(np.diff(f.offsets[x : y + 1]))
             terms.append(f.terms[f.offsets[x] : f.offsets[y]])
-            rows.append(f.payload[x:y])
-    if not sym:
-        e = np.empty(0, np.int64)
-        return e, np.zeros(1, np.int64), e, np.empty((0, frames[0].record_bytes if frames else 0), np.uint8)
+            chunks.append((n, f.payload[x:y]))
+            n += count
+    if not counts:
+        return np.zeros(1, np.int64), np.empty(0, np.int64), []
     n_terms = np.concatenate(counts)
     off = np.zeros(n_terms.size + 1, dtype=np.int64)
     np.cumsum(n_terms, out=off[1:])
-    return np.concatenate(sym), off, np.concatenate(terms), np.concatenate(rows)
+    return off, np.concatenate(terms), chunks
+
+
+def _chunk_rows(chunks: list[Chunk], symbols: np.ndarray, width: int) -> np.ndarray:
+    """The payload rows of ``symbols`` (increasing) gathered from ``chunks``."""
+    out = np.empty((symbols.size, width), dtype=np.uint8)
+    starts = np.array([c[0] for c in chunks], dtype=np.int64)
+    which = np.searchsorted(starts, symbols, side="right") - 1
+    for q in np.unique(which).tolist():
+        at = np.flatnonzero(which == q)
+        out[at] = chunks[q][1][symbols[at] - chunks[q][0]]
+    return out
 
 
 #: Equations a worker solves in one elimination without splitting them into blocks first.
@@ -315,25 +331,53 @@ def _solve(
     cache: Cache,
     offsets: np.ndarray,
     terms: np.ndarray,
-    payload: np.ndarray,
-) -> tuple[np.ndarray, int]:
-    """Write into ``new`` (rows of ``ids``) every row the symbols determine; return them and the steps.
+    chunks: list[Chunk],
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Write into ``new`` (rows of ``ids``) every row the symbols determine; return which, their
+    checksums (zero elsewhere) and the steps.
 
-    One compiled pass solves the symbols with one unknown term; the symbols with more, and those
-    of one unknown that they hold, are then solved by elimination, block by block.
+    The symbols with one unknown term are chosen first, then solved by one compiled pass over
+    each chunk of payloads (on two threads for a large one), each row checksummed as it is
+    written; the symbols with more, and those of one unknown that they hold, are then solved by
+    elimination, block by block (:func:`_solve_rest`).
     """
-    where = _lookup(cache.ids, terms)
+    kern = _kernels()
+    where = _i64(_lookup(cache.ids, terms))
     target = np.where(where < 0, _lookup(ids, terms), -1)
     n = offsets.size - 1
     done = np.zeros(ids.size, dtype=np.uint8)
     multi = np.zeros(n, dtype=np.uint8)
-    steps = int(
-        _kernels().direct_terms(
-            new, done, _ro(payload), _i64(offsets), _i64(where), _i64(target), _ro(cache.data), multi
-        )
-    )
-    if not multi.any():
-        return done.astype(bool), steps
+    pick = np.empty(n, dtype=np.int64)
+    steps = int(kern.direct_pick(pick, done, _i64(offsets), where, _i64(target), multi))
+    data, width = _ro(cache.data), new.shape[1]
+    sums = np.zeros(ids.size, dtype=np.uint64)
+    keys = _word_keys(max(1, -(-width // 8)))
+    for first, rows in chunks:
+        args = (new, sums, keys, _ro(rows), first, _i64(offsets), where, pick, data)
+        _halves(kern.direct_rows, args, first, first + rows.shape[0], rows.shape[0] * width)
+    if multi.any():
+        late = _solve_rest(new, ids, cache, offsets, terms, chunks, where, target, done, multi)
+        steps += int(sum(c.size for _, c in late))
+        if late:
+            rows_late = np.array([r for r, _ in late], dtype=np.int64)
+            sums[rows_late] = _checksum_rows(new, None, rows_late)
+    return done.astype(bool), sums, steps
+
+
+def _solve_rest(
+    new: np.ndarray,
+    ids: np.ndarray,
+    cache: Cache,
+    offsets: np.ndarray,
+    terms: np.ndarray,
+    chunks: list[Chunk],
+    where: np.ndarray,
+    target: np.ndarray,
+    done: np.ndarray,
+    multi: np.ndarray,
+) -> list[tuple[int, np.ndarray]]:
+    """The rows left after the direct pass, solved by elimination into ``new`` (and set in
+    ``done``); returns each row written with the symbols whose residuals XOR to it."""
     unknown = where < 0
     multi_rows = np.flatnonzero(multi)
     inner = np.unique(terms[(at := _term_positions(offsets, multi_rows))][unknown[at]])
@@ -345,20 +389,21 @@ def _solve(
     tg = target[at]
     rest = np.unique(terms[at][(tg >= 0) & (done[np.maximum(tg, 0)] == 0)])
     if not rest.size:
-        return done.astype(bool), steps
+        return []
     found, combos = _eliminate(offsets, terms, unknown, rows, rest)
+    late: list[tuple[int, np.ndarray]] = []
     if found:  # the residuals of the symbols the eliminations use, and their sums
         used = np.unique(np.concatenate(combos))
         at = _term_positions(offsets, used)
         sub_off = np.concatenate([[0], np.cumsum(np.diff(offsets)[used])])
         residual = _aligned_rows(used.size, new.shape[1])
-        _xor_rows(residual, payload[used], sub_off, where[at], cache.data)
+        _xor_rows(residual, _chunk_rows(chunks, used, new.shape[1]), sub_off, where[at], cache.data)
         for x, c in zip(found, combos, strict=True):
             r = int(np.searchsorted(ids, x))
             new[r] = np.bitwise_xor.reduce(residual[np.searchsorted(used, c)], axis=0)
             done[r] = 1
-            steps += int(c.size)
-    return done.astype(bool), steps
+            late.append((r, c))
+    return late
 
 
 def keep_rows(cache: Cache, need: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -421,17 +466,16 @@ def decode_terms(
     if kept and out is None:
         raise ValueError("Argument 'kept' needs 'out', the buffer keep_rows filled.")
     held = _lookup(cache.ids, ids) >= 0 if kept else keep_rows(cache, ids, new)
-    solved, steps = np.zeros(ids.size, dtype=bool), 0
+    solved, sums, steps = np.zeros(ids.size, dtype=bool), np.zeros(ids.size, dtype=np.uint64), 0
     if not held.all() and parsed:
-        _, offsets, terms, payload = _addressed_terms(parsed, worker)
-        solved, steps = _solve(new, ids, cache, offsets, terms, payload)
+        offsets, terms, chunks = _addressed_terms(parsed, worker)
+        solved, sums, steps = _solve(new, ids, cache, offsets, terms, chunks)
     lost = ~held & ~solved
     new[lost] = 0
     missing, decoded = ids[lost], ids[solved]
     bad = np.empty(0, np.int64)
-    if checksums is not None and decoded.size:
-        rows = np.flatnonzero(solved)
-        bad = decoded[_checksum_rows(new, None, rows) != np.asarray(checksums)[decoded]]
+    if checksums is not None and decoded.size:  # each solved row was checksummed as it was written
+        bad = decoded[sums[solved] != np.asarray(checksums)[decoded]]
     return DecodeResult(
         worker=worker,
         cache=Cache(ids=ids, data=new, lengths=None),

@@ -16,6 +16,7 @@ from coded_shuffle.codec import (
     parse_frame,
     term_blocks,
 )
+from coded_shuffle.codec.records import _word_keys, checksum_reference
 from coded_shuffle.errors import DecodeError
 
 
@@ -140,19 +141,40 @@ def test_the_compiled_kernels_of_many_term_symbols_equal_their_numpy_statements(
     moved = np.zeros((10, 24), np.uint8)
     kern.move_rows(moved, np.array([3, 7]), data, np.array([5, 9]), 0, 2)
     assert np.array_equal(moved[[3, 7]], data[[5, 9]]) and not moved[[0, 1, 2, 4, 5, 6, 8, 9]].any()
-    # direct_terms: a symbol of one unknown wanted term gives it; of two, it is left to elimination
+    # direct_pick: a symbol of one unknown wanted term gives it (the first such symbol); of two,
+    # it is left to elimination; direct_rows then writes the picked rows, from any chunk of symbols
+    offsets, terms = random_symbols(rng, 30, 80, 4)
+    rows = np.where(rng.random(terms.size) < 0.6, terms, -1)
+    base = rng.integers(0, 256, (80, 24), dtype=np.uint8)
     target = np.where(rows < 0, terms % 10, -1)
-    got = np.zeros((10, 24), np.uint8)
     done = np.zeros(10, np.uint8)
-    multi = np.zeros(12, np.uint8)
-    solved = kern.direct_terms(got, done, base, offsets, rows, target, data, multi)
-    seen = set()
-    for s in range(12):
+    multi = np.zeros(80, np.uint8)
+    pick = np.full(80, 99, np.int64)
+    picked = kern.direct_pick(pick, done, offsets, rows, target, multi)
+    seen: dict[int, int] = {}
+    for s in range(80):
         unknown = np.flatnonzero(rows[offsets[s] : offsets[s + 1]] < 0)
         assert multi[s] == (unknown.size >= 2)
-        if unknown.size == 1:
-            t = int(target[offsets[s] + unknown[0]])
-            if t not in seen:  # the first symbol that gives a row writes it
-                seen.add(t)
-                assert np.array_equal(got[t], out[s])
-    assert solved == len(seen) == int(done.sum())
+        t = int(target[offsets[s] + unknown[0]]) if unknown.size == 1 else -1
+        if t >= 0 and t not in seen:
+            seen[t] = s
+        assert pick[s] == (t if seen.get(t) == s else -1)
+    assert picked == len(seen) == int(done.sum()) > 0
+    held = {int((rows[offsets[s] : offsets[s + 1]] >= 0).sum()) for s in seen.values()}
+    assert held == {0, 1, 2, 3}  # every branch of direct_rows: a lone symbol, one pass of 1 and 2, many
+    got = np.zeros((10, 24), np.uint8)
+    sums = np.zeros(10, np.uint64)
+    keys = _word_keys(3)
+    for first, last in [(0, 33), (33, 80)]:  # two chunks of payloads, each indexed from its first
+        chunk = base[first:last].copy()
+        kern.direct_rows(got, sums, keys, chunk, first, offsets, rows, pick, data, first, last)
+    for t in range(10):
+        want = np.zeros(24, np.uint8)
+        if t in seen:
+            s = seen[t]
+            want = base[s].copy()
+            for r in rows[offsets[s] : offsets[s + 1]]:
+                if r >= 0:
+                    want ^= data[r]
+        assert np.array_equal(got[t], want)
+        assert int(sums[t]) == (checksum_reference(want.tobytes()) if t in seen else 0)
