@@ -10,9 +10,13 @@ inherits the executor but not its thread, so the child starts with none and make
 from __future__ import annotations
 
 import os
+import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: The second thread, made on first use (emptied in a forked child).
 _POOL: list[ThreadPoolExecutor] = []
@@ -91,3 +95,44 @@ def run_pieces(
         raise
     finally:
         other.result()
+
+
+def behind(items: Iterable[T], work: Callable[[T], None]) -> None:
+    """Run ``work(item)`` for every item of ``items``, in order, on a thread of its own while the
+    caller takes the next item (``work`` should release the GIL for most of its time).
+
+    ``items`` is always run to its end, even after ``work`` has raised (its items may be a
+    collective receive that the other ranks are in); the first exception of ``work`` is then
+    raised here, as is one of ``items``, after the thread has stopped.
+
+    Examples
+    --------
+    >>> done = []
+    >>> behind(range(3), done.append)
+    >>> done
+    [0, 1, 2]
+    """
+    todo: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        while True:
+            more, item = todo.get()
+            if not more:
+                return
+            if not failed:
+                try:
+                    work(item)
+                except BaseException as exc:  # raised by the caller's thread
+                    failed.append(exc)
+
+    thread = threading.Thread(target=run, name="coded_shuffle-behind", daemon=True)
+    thread.start()
+    try:
+        for item in items:
+            todo.put((True, item))
+    finally:
+        todo.put((False, None))
+        thread.join()
+    if failed:
+        raise failed[0]

@@ -66,7 +66,8 @@ from .records import (
     record_checksums,
     row_bytes,
 )
-from .terms import decode_terms, encode_terms, keep_rows, term_blocks
+from .solve import TermsDecoder, decode_terms, keep_rows
+from .terms import encode_terms, term_blocks
 from .wire import (
     DEFAULT_MAX_FRAME_BYTES,
     EVERY_WORKER,
@@ -128,6 +129,7 @@ __all__ = [
     "decode_worker",
     "encode_terms",
     "decode_terms",
+    "TermsDecoder",
     "keep_rows",
     "term_blocks",
 ]

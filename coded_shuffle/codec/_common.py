@@ -90,16 +90,37 @@ def _aligned_rows(n: int, width: int) -> np.ndarray:
 _DENSE_LOOKUP_FACTOR = 8
 
 
+class _Index:
+    """Positions of ids in the increasing ids ``sorted_ids`` (``-1`` if absent), asked many times.
+
+    With ``table`` (and ids that start at 0 or more), a dense table of every id up to the largest
+    is built once; otherwise each question is a binary search.
+    """
+
+    def __init__(self, sorted_ids: np.ndarray, *, table: bool) -> None:
+        self.sorted_ids = sorted_ids
+        self.table: np.ndarray | None = None
+        if table and sorted_ids.size and int(sorted_ids[0]) >= 0:
+            self.table = np.full(int(sorted_ids[-1]) + 1, -1, dtype=np.int64)
+            self.table[sorted_ids] = np.arange(sorted_ids.size)
+
+    @staticmethod
+    def dense(sorted_ids: np.ndarray, asked: int) -> bool:
+        """Whether a table pays for ``asked`` ids looked up (:data:`_DENSE_LOOKUP_FACTOR`)."""
+        top = int(sorted_ids[-1]) + 1 if sorted_ids.size else 0
+        return top <= _DENSE_LOOKUP_FACTOR * (sorted_ids.size + asked)
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        if self.sorted_ids.size == 0:
+            return np.full(ids.shape, -1, dtype=np.int64)
+        if self.table is not None:
+            top = self.table.size
+            inside = (ids >= 0) & (ids < top)
+            return np.where(inside, self.table[np.where(inside, ids, 0)], -1)
+        pos = np.minimum(np.searchsorted(self.sorted_ids, ids), self.sorted_ids.size - 1)
+        return np.where(self.sorted_ids[pos] == ids, pos, -1)
+
+
 def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Position of each of ``ids`` in ``sorted_ids``, ``-1`` if absent."""
-    if sorted_ids.size == 0:
-        return np.full(ids.shape, -1, dtype=np.int64)
-    top = int(sorted_ids[-1]) + 1
-    dense = top <= _DENSE_LOOKUP_FACTOR * (sorted_ids.size + ids.size)
-    if ids.size > 1024 and int(sorted_ids[0]) >= 0 and dense:
-        table = np.full(top, -1, dtype=np.int64)
-        table[sorted_ids] = np.arange(sorted_ids.size)
-        inside = (ids >= 0) & (ids < top)
-        return np.where(inside, table[np.where(inside, ids, 0)], -1)
-    pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
-    return np.where(sorted_ids[pos] == ids, pos, -1)
+    return _Index(sorted_ids, table=ids.size > 1024 and _Index.dense(sorted_ids, ids.size))(ids)

@@ -403,23 +403,29 @@ def _parsed_frames(
     frames of pairs, or with ``terms`` frames of many-term symbols (:mod:`.terms`)."""
     if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
         raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
-    parsed = []
-    for q, f in enumerate(frames):
-        if not isinstance(f, Frame):
-            try:
-                f = parse_frame(f, epoch=epoch, record_bytes=width)
-            except DecodeError as exc:
-                raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
-        if (f.terms is not None) != terms:
-            raise DecodeError(
-                f"Worker {worker}: frame {q} carries many-term symbols; decode it with decode_terms."
-                if f.terms is not None
-                else f"Worker {worker}: frame {q} is not a frame of many-term symbols."
-            )
-        if (f.len_a is not None) != variable or f.record_bytes != width:
-            raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
-        parsed.append(f)
-    return parsed
+    return [_parsed_frame(f, q, worker=worker, epoch=epoch, width=width, variable=variable, terms=terms)
+            for q, f in enumerate(frames)]  # fmt: skip
+
+
+def _parsed_frame(
+    f: object, q: int, *, worker: int, epoch: int | None, width: int, variable: bool, terms: bool
+) -> Frame:
+    """Frame ``q`` of a delivery parsed (a :class:`Frame` is taken as it is) and matched to the
+    cache's layout, as :func:`_parsed_frames` takes each."""
+    if not isinstance(f, Frame):
+        try:
+            f = parse_frame(f, epoch=epoch, record_bytes=width)
+        except DecodeError as exc:
+            raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
+    if (f.terms is not None) != terms:
+        raise DecodeError(
+            f"Worker {worker}: frame {q} carries many-term symbols; decode it with decode_terms."
+            if f.terms is not None
+            else f"Worker {worker}: frame {q} is not a frame of many-term symbols."
+        )
+    if (f.len_a is not None) != variable or f.record_bytes != width:
+        raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
+    return f
 
 
 def _output_rows(out: np.ndarray | None, n_out: int, width: int, cache: Cache) -> np.ndarray:

@@ -5,24 +5,20 @@ and their chains and rounds sums of those. Here a row is a piece: ``dataset`` ho
 piece, a worker's :class:`~coded_shuffle.codec.Cache` the pieces it stores. A symbol is given by
 its terms; :func:`encode_terms` frames them, addressed to the workers that want a term of their
 *block* (the symbols linked by shared terms, which a worker may need all of to solve any), and
-:func:`decode_terms` lets a worker take the known terms out of every symbol addressed to it and
-solve what is left over GF(2) (:func:`coded_shuffle._gf2.solve_gf2`), block by block. Every
-decoded row is checked against its checksum, as a decoded record is.
+:func:`~coded_shuffle.codec.decode_terms` (:mod:`.solve`, frame by frame) lets a worker take the
+known terms out of every symbol addressed to it and solve what is left over GF(2)
+(:func:`coded_shuffle._gf2.solve_gf2`), block by block. Every decoded row is checked against its
+checksum, as a decoded record is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import numpy as np
 
 from .._checks import check_int, check_int_array
-from .._gf2 import solve_gf2
-from ._common import _NO_RUNS, _aligned_empty, _aligned_rows, _halves, _i64, _kernels, _lookup, _ro
-from .decode import DecodeResult, _need_ids, _output_rows, _parsed_frames
+from ._common import _NO_RUNS, _aligned_empty, _halves, _i64, _kernels, _ro
 from .encode import _clip_runs, _write_header
-from .records import Cache, Dataset, _checksum_rows, _word_keys
+from .records import Dataset
 from .wire import (
     _RUN_DTYPE,
     DEFAULT_MAX_FRAME_BYTES,
@@ -31,15 +27,12 @@ from .wire import (
     FLAG_WIDE_IDS,
     FRAME_HEADER_BYTES,
     RUN_BYTES,
-    Frame,
     _layout,
     _term_bytes,
 )
 
-__all__ = ["encode_terms", "decode_terms", "keep_rows", "term_blocks"]
+__all__ = ["encode_terms", "term_blocks"]
 
-#: The payload rows of a worker's symbols from the first on: ``(first, rows)``.
-Chunk = tuple[int, np.ndarray]
 
 
 def _check_terms(offsets: object, terms: object, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -223,266 +216,3 @@ def encode_terms(
             )
         )  # fmt: skip
     return frames
-
-
-def _addressed_terms(frames: list[Frame], worker: int) -> tuple[np.ndarray, np.ndarray, list[Chunk]]:
-    """``(offsets, terms, chunks)`` of the symbols of ``frames`` addressed to ``worker``, in order.
-
-    The payloads stay where the frames hold them: ``chunks`` are ``(first, rows)``, the payload
-    rows of the symbols from ``first`` on, one run of a frame each.
-    """
-    counts, terms, chunks = [], [], []
-    n = 0
-    for f in frames:
-        assert f.offsets is not None and f.terms is not None
-        runs = f.runs
-        if runs.shape[0]:
-            lo, hi = np.searchsorted(runs[:, 0], [worker, worker + 1])
-            spans = runs[lo:hi, 1:].tolist()
-        else:
-            spans = [[0, f.n_symbols]]
-        for first, count in spans:
-            x, y = first, first + count
-            counts.append(np.diff(f.offsets[x : y + 1]))
-            terms.append(f.terms[f.offsets[x] : f.offsets[y]])
-            chunks.append((n, f.payload[x:y]))
-            n += count
-    if not counts:
-        return np.zeros(1, np.int64), np.empty(0, np.int64), []
-    n_terms = np.concatenate(counts)
-    off = np.zeros(n_terms.size + 1, dtype=np.int64)
-    np.cumsum(n_terms, out=off[1:])
-    return off, np.concatenate(terms), chunks
-
-
-def _chunk_rows(chunks: list[Chunk], symbols: np.ndarray, width: int) -> np.ndarray:
-    """The payload rows of ``symbols`` (increasing) gathered from ``chunks``."""
-    out = np.empty((symbols.size, width), dtype=np.uint8)
-    starts = np.array([c[0] for c in chunks], dtype=np.int64)
-    which = np.searchsorted(starts, symbols, side="right") - 1
-    for q in np.unique(which).tolist():
-        at = np.flatnonzero(which == q)
-        out[at] = chunks[q][1][symbols[at] - chunks[q][0]]
-    return out
-
-
-#: Equations a worker solves in one elimination without splitting them into blocks first.
-_ONE_BLOCK_ROWS = 64
-
-
-def _term_positions(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The positions in the term table of the terms of the symbols ``rows``, in order."""
-    counts = np.diff(offsets)[rows]
-    starts = np.cumsum(counts) - counts
-    return np.repeat(offsets[:-1][rows] - starts, counts) + np.arange(int(counts.sum()))
-
-
-def _eliminate(
-    offsets: np.ndarray, terms: np.ndarray, unknown: np.ndarray, rows: np.ndarray, rest: np.ndarray
-) -> tuple[list[int], list[np.ndarray]]:
-    """The ids of ``rest`` the symbols ``rows`` determine by GF(2) elimination, block by block.
-
-    ``unknown`` flags the terms the worker does not hold. Returns the ids solved and, for each,
-    the symbols whose residuals XOR to it.
-    """
-    counts = np.diff(offsets)[rows]
-    starts = offsets[:-1][rows]
-    at = (
-        np.repeat(starts, counts)
-        + np.arange(int(counts.sum()))
-        - np.repeat(np.cumsum(counts) - counts, counts)
-    )
-    keep = unknown[at]
-    sub_terms = terms[at][keep]
-    sub_counts = np.add.reduceat(keep.astype(np.int64), np.cumsum(counts) - counts) if rows.size else counts
-    sub_off = np.zeros(rows.size + 1, dtype=np.int64)
-    np.cumsum(sub_counts, out=sub_off[1:])
-    by_block: dict[int, list[int]] = {}
-    if rows.size <= _ONE_BLOCK_ROWS:  # a few equations: one elimination, no search for blocks
-        by_block[0] = list(range(rows.size))
-    else:
-        block = term_blocks(sub_off, sub_terms)
-        live = np.isin(sub_terms, rest)
-        touched = np.isin(block, np.unique(block[np.repeat(np.arange(rows.size), sub_counts)[live]]))
-        for q in np.flatnonzero(touched).tolist():
-            by_block.setdefault(int(block[q]), []).append(q)
-    rest_set = set(rest.tolist())
-    found: list[int] = []
-    combos: list[np.ndarray] = []
-    for members in by_block.values():
-        local: dict[int, int] = {}
-        eqs = []
-        for q in members:
-            m = 0
-            for x in sub_terms[sub_off[q] : sub_off[q + 1]].tolist():
-                m ^= 1 << local.setdefault(x, len(local))
-            eqs.append(m)
-        back = {u: x for x, u in local.items()}
-        for u, c in solve_gf2(eqs).items():
-            if back[u] in rest_set:
-                found.append(back[u])
-                combos.append(rows[[members[i] for i in range(c.bit_length()) if c >> i & 1]])
-    return found, combos
-
-
-def _solve(
-    new: np.ndarray,
-    ids: np.ndarray,
-    cache: Cache,
-    offsets: np.ndarray,
-    terms: np.ndarray,
-    chunks: list[Chunk],
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Write into ``new`` (rows of ``ids``) every row the symbols determine; return which, their
-    checksums (zero elsewhere) and the steps.
-
-    The symbols with one unknown term are chosen first, then solved by one compiled pass over
-    each chunk of payloads (on two threads for a large one), each row checksummed as it is
-    written; the symbols with more, and those of one unknown that they hold, are then solved by
-    elimination, block by block (:func:`_solve_rest`).
-    """
-    kern = _kernels()
-    where = _i64(_lookup(cache.ids, terms))
-    target = np.where(where < 0, _lookup(ids, terms), -1)
-    n = offsets.size - 1
-    done = np.zeros(ids.size, dtype=np.uint8)
-    multi = np.zeros(n, dtype=np.uint8)
-    pick = np.empty(n, dtype=np.int64)
-    steps = int(kern.direct_pick(pick, done, _i64(offsets), where, _i64(target), multi))
-    data, width = _ro(cache.data), new.shape[1]
-    sums = np.zeros(ids.size, dtype=np.uint64)
-    keys = _word_keys(max(1, -(-width // 8)))
-    for first, rows in chunks:
-        args = (new, sums, keys, _ro(rows), first, _i64(offsets), where, pick, data)
-        _halves(kern.direct_rows, args, first, first + rows.shape[0], rows.shape[0] * width)
-    if multi.any():
-        late = _solve_rest(new, ids, cache, offsets, terms, chunks, where, target, done, multi)
-        steps += int(sum(c.size for _, c in late))
-        if late:
-            rows_late = np.array([r for r, _ in late], dtype=np.int64)
-            sums[rows_late] = _checksum_rows(new, None, rows_late)
-    return done.astype(bool), sums, steps
-
-
-def _solve_rest(
-    new: np.ndarray,
-    ids: np.ndarray,
-    cache: Cache,
-    offsets: np.ndarray,
-    terms: np.ndarray,
-    chunks: list[Chunk],
-    where: np.ndarray,
-    target: np.ndarray,
-    done: np.ndarray,
-    multi: np.ndarray,
-) -> list[tuple[int, np.ndarray]]:
-    """The rows left after the direct pass, solved by elimination into ``new`` (and set in
-    ``done``); returns each row written with the symbols whose residuals XOR to it."""
-    unknown = where < 0
-    multi_rows = np.flatnonzero(multi)
-    inner = np.unique(terms[(at := _term_positions(offsets, multi_rows))][unknown[at]])
-    # the symbols of one unknown term that the others hold, and the ids still wanted
-    single = np.flatnonzero(unknown & np.isin(terms, inner))
-    sym = np.searchsorted(offsets, single, side="right") - 1
-    rows = np.union1d(multi_rows, sym)
-    at = _term_positions(offsets, rows)
-    tg = target[at]
-    rest = np.unique(terms[at][(tg >= 0) & (done[np.maximum(tg, 0)] == 0)])
-    if not rest.size:
-        return []
-    found, combos = _eliminate(offsets, terms, unknown, rows, rest)
-    late: list[tuple[int, np.ndarray]] = []
-    if found:  # the residuals of the symbols the eliminations use, and their sums
-        used = np.unique(np.concatenate(combos))
-        at = _term_positions(offsets, used)
-        sub_off = np.concatenate([[0], np.cumsum(np.diff(offsets)[used])])
-        residual = _aligned_rows(used.size, new.shape[1])
-        _xor_rows(residual, _chunk_rows(chunks, used, new.shape[1]), sub_off, where[at], cache.data)
-        for x, c in zip(found, combos, strict=True):
-            r = int(np.searchsorted(ids, x))
-            new[r] = np.bitwise_xor.reduce(residual[np.searchsorted(used, c)], axis=0)
-            done[r] = 1
-            late.append((r, c))
-    return late
-
-
-def keep_rows(cache: Cache, need: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Copy into ``out`` (one row per id of ``need``, increasing) the rows ``cache`` holds; return
-    which ids they were. A worker can do this before the delivery: it needs none of the frames.
-
-    Examples
-    --------
-    >>> from coded_shuffle.codec import load_dataset
-    >>> ds = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
-    >>> out = np.zeros((2, 2), np.uint8)
-    >>> keep_rows(ds.cache([0, 1]), np.array([1, 2]), out).tolist(), out.tolist()
-    ([True, False], [[2, 3], [0, 0]])
-    """
-    pos = _lookup(cache.ids, np.asarray(need, dtype=np.int64))
-    held = pos >= 0
-    _move(out, np.flatnonzero(held), cache.data, pos[held])
-    return held
-
-
-def decode_terms(
-    cache: Cache,
-    frames: Sequence[Any],
-    *,
-    need: object,
-    worker: int,
-    epoch: int | None = None,
-    checksums: np.ndarray | None = None,
-    out: np.ndarray | None = None,
-    kept: bool = False,
-) -> DecodeResult:
-    """Rebuild the rows ``need`` of a worker from its ``cache`` and frames of many-term symbols.
-
-    A row of ``need`` held in ``cache`` is copied; the others are solved from the symbols
-    addressed to ``worker`` (module docstring) and, with ``checksums`` (indexed by row id),
-    checked. ``out`` is an optional buffer of the new rows, as in
-    :func:`~coded_shuffle.codec.decode_worker`; with ``kept``, it already holds the rows of
-    ``need`` that ``cache`` holds (:func:`keep_rows`, called before the frames came).
-
-    Examples
-    --------
-    Rows 0, 1, 2; the worker holds row 0 and receives ``x0 + x1`` and ``x1 + x2``:
-
-    >>> from coded_shuffle.codec import load_dataset
-    >>> ds = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
-    >>> frames = encode_terms(ds, [0, 2, 4], [0, 1, 1, 2], epoch=1)
-    >>> res = decode_terms(ds.cache([0]), frames, need=[0, 2], worker=0, checksums=ds.checksums)
-    >>> res.cache.data.tolist(), res.decoded.tolist(), res.ok
-    ([[0, 1], [4, 5]], [2], True)
-    """
-    if not isinstance(cache, Cache):
-        raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
-    if cache.lengths is not None:
-        raise ValueError("Argument 'cache' must hold rows of one width: many-term symbols have no lengths.")
-    worker = check_int(worker, "worker", minimum=0)
-    width = int(cache.data.shape[1])
-    ids = _need_ids(need, checksums)
-    parsed = _parsed_frames(frames, worker=worker, epoch=epoch, width=width, variable=False, terms=True)
-    new = _output_rows(out, ids.size, width, cache)
-    if kept and out is None:
-        raise ValueError("Argument 'kept' needs 'out', the buffer keep_rows filled.")
-    held = _lookup(cache.ids, ids) >= 0 if kept else keep_rows(cache, ids, new)
-    solved, sums, steps = np.zeros(ids.size, dtype=bool), np.zeros(ids.size, dtype=np.uint64), 0
-    if not held.all() and parsed:
-        offsets, terms, chunks = _addressed_terms(parsed, worker)
-        solved, sums, steps = _solve(new, ids, cache, offsets, terms, chunks)
-    lost = ~held & ~solved
-    new[lost] = 0
-    missing, decoded = ids[lost], ids[solved]
-    bad = np.empty(0, np.int64)
-    if checksums is not None and decoded.size:  # each solved row was checksummed as it was written
-        bad = decoded[sums[solved] != np.asarray(checksums)[decoded]]
-    return DecodeResult(
-        worker=worker,
-        cache=Cache(ids=ids, data=new, lengths=None),
-        decoded=decoded,
-        bad=bad,
-        missing=missing,
-        steps=steps,
-        rounds=1,
-        verified=int(decoded.size) if checksums is not None else 0,
-    )

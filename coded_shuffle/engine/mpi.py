@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, NoReturn
 
 from ..errors import RankTimeout
@@ -235,6 +235,9 @@ class Rounds:
         raise AssertionError("the master's role among peers sent frames")
 
     def receive(self, worker: int) -> list[Any]:  # pragma: no cover - a master receives no frames
+        raise AssertionError("the master's role received frames")
+
+    def receive_each(self, worker: int) -> Iterator[Any]:  # pragma: no cover - as receive
         raise AssertionError("the master's role received frames")
 
     def offer(self, worker: int, frames: Any) -> None:  # pragma: no cover - the workers offer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, runtime_checkable
 
@@ -65,6 +65,9 @@ class Transport(Protocol):
 
     def receive(self, worker: int) -> list[np.ndarray]:
         """Return the frames sent to ``worker`` since its last call, in order."""
+
+    def receive_each(self, worker: int) -> Iterator[np.ndarray]:
+        """:meth:`receive`, each frame given as it arrives (run to the end: it is one receive)."""
 
     def sync(self) -> None:
         """Wait until master and workers are all at this point (before a delivery is timed)."""

@@ -17,7 +17,7 @@ fourth primitive, an all-to-all of byte buffers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -251,6 +251,12 @@ class FramedLink:
         rank; copy them to keep them longer (or make the link with ``reuse_buffers=False``).
         After a ``send_to``, only the frames addressed to this worker are returned.
         """
+        return list(self.receive_each(worker))
+
+    def receive_each(self, worker: int) -> Iterator[np.ndarray]:
+        """Worker: :meth:`receive`, each frame given as soon as its last byte is in (a broadcast's
+        frames one by one; a unicast's or a multicast's once all are). Run it to its end: the
+        frames it has not given yet are still on their way to this rank."""
         worker = check_int(worker, "worker", minimum=0)
         if self.is_master or worker != self.worker:
             raise TransportError(f"Rank {self.rank} is not worker {worker}: it cannot receive its frames.")
@@ -277,7 +283,8 @@ class FramedLink:
             got = self._mc_recv.collect(piece, table[:, 0].tolist(), expected)  # empty: a frame lost
             for buf in got:
                 buf.flags.writeable = False
-            return got
+            yield from got
+            return
         self.piece_bytes = piece
         mine = table if kind == _BCAST else table[table[:, 1] == worker]
         sizes = mine[:, 0].tolist()
@@ -286,15 +293,14 @@ class FramedLink:
             offsets.append(offsets[-1] + size + (-size % 4096))
         arena = self._arena(offsets[-1])
         out = [arena[o : o + size] for o, size in zip(offsets, sizes, strict=False)]
-        pieces = [buf[lo:hi] for buf in out for lo, hi in self._pieces(int(buf.shape[0]))]
-        if kind == _BCAST:
-            for p in pieces:
-                self._bcast_raw(p)
-        else:
-            self._recv_raw(pieces)
+        if kind == _UNICAST:
+            self._recv_raw([buf[lo:hi] for buf in out for lo, hi in self._pieces(int(buf.shape[0]))])
         for buf in out:
+            if kind == _BCAST:
+                for lo, hi in self._pieces(int(buf.shape[0])):
+                    self._bcast_raw(buf[lo:hi])
             buf.flags.writeable = False
-        return out
+            yield buf
 
     def reserve(self, nbytes: int) -> None:
         """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""

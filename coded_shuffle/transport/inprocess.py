@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -115,6 +115,10 @@ class InProcessTransport:
         if worker >= self.K:
             raise ValueError(f"Argument 'worker' must be less than K = {self.K}, not {worker}.")
         return worker
+
+    def receive_each(self, worker: int) -> Iterator[np.ndarray]:
+        """:meth:`receive`: in process every frame is there at once."""
+        return iter(self.receive(worker))
 
     def receive(self, worker: int) -> list[np.ndarray]:
         """Return every frame sent since ``worker``'s last ``receive``, in order."""

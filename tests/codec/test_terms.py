@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from coded_shuffle.codec import (
     FLAG_TERMS,
     TERMS_VERSION,
+    TermsDecoder,
     decode_terms,
     decode_worker,
     encode_terms,
@@ -41,15 +42,18 @@ def determined(offsets, terms, held, x, n_rows):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n_sym=st.integers(0, 14), most=st.integers(1, 5))
-def test_decode_terms_finds_exactly_the_rows_the_rank_test_determines(seed, n_sym, most):
+@given(
+    seed=st.integers(0, 2**32 - 1), n_sym=st.integers(0, 14), most=st.integers(1, 5), per=st.integers(1, 15)
+)
+def test_decode_terms_finds_exactly_the_rows_the_rank_test_determines(seed, n_sym, most, per):
+    # frames of `per` symbols: a symbol of several unknowns waits for the last frame
     rng = np.random.default_rng(seed)
     n_rows = 12
     ds = load_dataset(rng.integers(0, 256, size=(n_rows, 16), dtype=np.uint8))
     offsets, terms = random_symbols(rng, n_rows, n_sym, most)
     held = np.sort(rng.choice(n_rows, size=int(rng.integers(0, n_rows)), replace=False))
     need = np.union1d(held[: held.size // 2], rng.choice(n_rows, size=5, replace=False))
-    frames = encode_terms(ds, offsets, terms, epoch=3, max_frame_bytes=16 * 4)
+    frames = encode_terms(ds, offsets, terms, epoch=3, max_frame_bytes=16 * per)
     res = decode_terms(ds.cache(held), frames, need=need, worker=0, epoch=3, checksums=ds.checksums)
     for x in np.setdiff1d(need, held).tolist():
         want = determined(offsets, terms, held.tolist(), x, n_rows)
@@ -178,3 +182,21 @@ def test_the_compiled_kernels_of_many_term_symbols_equal_their_numpy_statements(
                     want ^= data[r]
         assert np.array_equal(got[t], want)
         assert int(sums[t]) == (checksum_reference(want.tobytes()) if t in seen else 0)
+
+
+def test_a_decoder_fed_frame_by_frame_names_a_bad_frame_by_its_place_and_ends_once():
+    ds = load_dataset(np.arange(4 * 8, dtype=np.uint8).reshape(4, 8))
+    frames = encode_terms(ds, [0, 2, 4, 5], [0, 1, 1, 2, 3], epoch=1, max_frame_bytes=8)
+    assert len(frames) == 3
+    dec = TermsDecoder(ds.cache([0]), need=[0, 1, 2, 3], worker=0, epoch=1, checksums=ds.checksums)
+    dec.add(frames[0])
+    bad = frames[1].copy()
+    bad[10] ^= 1
+    with pytest.raises(DecodeError, match="Worker 0: frame 1: "):
+        dec.add(bad)
+    dec.add(frames[2])
+    res = dec.finish()
+    assert res.decoded.tolist() == [1, 3] and res.missing.tolist() == [2] and res.bad.size == 0
+    assert dec.finish() is res
+    with pytest.raises(ValueError, match="has finished"):
+        dec.add(frames[1])

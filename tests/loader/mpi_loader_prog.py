@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +42,17 @@ def main(argv: list[str]) -> int:
 
         deliveries = 0
 
-        def receive(self, worker: int) -> list[Any]:
-            frames = super().receive(worker)
+        def receive_each(self, worker: int) -> Iterator[Any]:  # receive() is the list of these
             self.deliveries += 1
-            if worker != 0 or fault not in ("once", "always") or (fault == "once" and self.deliveries > 1):
-                return frames
-            bad = []
-            for f in frames:
+            hit = worker == 0 and (fault == "always" or (fault == "once" and self.deliveries == 1))
+            for f in super().receive_each(worker):
+                n = parse_frame(f).payload_bytes if hit else 0
+                if not n:
+                    yield f
+                    continue
                 g = f.copy()
-                n = parse_frame(f).payload_bytes
-                if n:
-                    g[g.size - n :] ^= 0x5A
-                bad.append(g)
-            return bad
+                g[g.size - n :] ^= 0x5A
+                yield g
 
     link = FaultyLink()
     # Only the master reads the file: the workers get their rows from it.

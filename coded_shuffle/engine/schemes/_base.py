@@ -165,19 +165,22 @@ def _parsed(
     """
     if tamper is not None:
         raw = tamper(list(raw))
-    frames, rejected, payload = [], 0, 0
+    frames, payload = [], 0
     for buf in raw:
-        try:
-            frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]))
-        except DecodeError:
-            rejected += 1
-            continue
-        if not fits(frame):
-            rejected += 1
-            continue
-        frames.append(frame)
-        payload += frame.payload_bytes
-    return frames, rejected, payload, sum(int(np.asarray(b).nbytes) for b in raw) - payload
+        frame = _parsed_one(buf, epoch, cache, fits)
+        if frame is not None:
+            frames.append(frame)
+            payload += frame.payload_bytes
+    return frames, len(raw) - len(frames), payload, sum(int(np.asarray(b).nbytes) for b in raw) - payload
+
+
+def _parsed_one(buf: np.ndarray, epoch: int, cache: Cache, fits: Callable[[Any], bool]) -> Any:
+    """One frame of a delivery parsed, or None if it is malformed or does not ``fit`` (:func:`_parsed`)."""
+    try:
+        frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]))
+    except DecodeError:
+        return None
+    return frame if fits(frame) else None
 
 
 def _empty(cache: Cache) -> Cache:

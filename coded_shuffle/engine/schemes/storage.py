@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from ..._threads import behind
 from ...codec import (
     Cache,
     Dataset,
 )  # fmt: skip
 from ...transport import Transport
 from ..holding import Holding, PieceStorage
-from ._base import Encoded, Planned, Scheme, SchemeBase, Taken, Tamper, _encoded, _parsed
+from ._base import Encoded, Planned, Scheme, SchemeBase, Taken, Tamper, _encoded, _parsed_one
 from .coded import CodedScheme
+
+#: The largest payload of a frame of a storage's delivery: a worker solves each frame while the
+#: next is on its way, so that little is left after the last one.
+STREAMED_FRAME_BYTES = 4 << 20
 
 
 class StorageScheme(SchemeBase):
@@ -76,7 +82,7 @@ class StorageScheme(SchemeBase):
             epoch=epoch,
             wanter=wanter,
             K=plan.storage.K,
-            max_frame_bytes=max_frame_bytes,
+            max_frame_bytes=min(max_frame_bytes, STREAMED_FRAME_BYTES),
         )
         return _encoded(frames, plan.n_symbols, int((counts > 1).sum()), tic)
 
@@ -102,24 +108,32 @@ class StorageScheme(SchemeBase):
         out: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
-        from ...codec import decode_terms
+        from ...codec import TermsDecoder
 
         t0 = time.perf_counter()
-        frames, rejected, payload, header = _parsed(
-            link.receive(worker), epoch, cache, tamper, lambda f: f.terms is not None
+        dec = TermsDecoder(
+            cache, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out, kept=out is not None
         )
-        t_recv = time.perf_counter() - t0
-        res = decode_terms(
-            cache,
-            frames,
-            need=need,
-            worker=worker,
-            epoch=epoch,
-            checksums=checksums,
-            out=out,
-            kept=out is not None,
-        )
-        return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv, payload, header)
+        # each frame is solved on a second thread while the next comes (tampering takes them all)
+        raw = link.receive_each(worker) if tamper is None else iter(tamper(list(link.receive(worker))))
+        seen = [0, 0, 0]  # frames rejected, payload bytes and all bytes
+        last = [t0]  # when the last frame was in
+
+        def parsed() -> Iterator[Any]:
+            for buf in raw:
+                seen[2] += int(np.asarray(buf).nbytes)
+                frame = _parsed_one(buf, epoch, cache, lambda f: f.terms is not None)
+                if frame is None:
+                    seen[0] += 1
+                    continue
+                seen[1] += frame.payload_bytes
+                yield frame
+            last[0] = time.perf_counter()
+
+        behind(parsed(), dec.add)
+        res = dec.finish()
+        rejected, payload, total = seen
+        return Taken(res, rejected, last[0] - t0, time.perf_counter() - last[0], payload, total - payload)
 
     def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
         """Every worker holds exactly its pieces of ``placement_next``, each with its checksum.

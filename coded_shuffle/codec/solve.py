@@ -1,0 +1,356 @@
+"""A worker's solving of many-term symbols (wire format version 3), frame by frame as they arrive.
+
+:class:`TermsDecoder` takes the frames of one delivery in order. The first symbol of one unknown
+term that the worker wants gives that row: these symbols are chosen from the ids alone, then
+solved by one compiled pass straight from the frame's payloads, each row checksummed while it is
+hot. The symbols of two unknown terms or more wait for the last frame (:meth:`~TermsDecoder.finish`):
+with the symbols of one unknown they need, they are solved by GF(2) elimination
+(:func:`coded_shuffle._gf2.solve_gf2`), block by block. A worker that feeds each frame as it
+arrives has only that elimination, and the last frame, left after the delivery.
+:func:`decode_terms` is the decoder given a whole delivery at once; both give the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int
+from .._gf2 import solve_gf2
+from ._common import _aligned_rows, _halves, _i64, _Index, _kernels, _lookup, _ro
+from .decode import DecodeResult, _need_ids, _output_rows, _parsed_frame
+from .records import Cache, _checksum_rows, _word_keys
+from .terms import _move, _xor_rows, term_blocks
+from .wire import Frame
+
+__all__ = ["TermsDecoder", "decode_terms", "keep_rows"]
+
+#: The payload rows of a worker's symbols from the first on: ``(first, rows)``.
+Chunk = tuple[int, np.ndarray]
+
+
+def _addressed_terms(
+    frame: Frame, worker: int, first: int
+) -> tuple[np.ndarray, np.ndarray, list[Chunk]]:
+    """``(offsets, terms, chunks)`` of the symbols of ``frame`` addressed to ``worker``, in order,
+    numbered from ``first``.
+
+    The payloads stay where the frame holds them: ``chunks`` are ``(first, rows)``, the payload
+    rows of the symbols from ``first`` on, one run of the frame each.
+    """
+    assert frame.offsets is not None and frame.terms is not None
+    counts, terms, chunks = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], []
+    runs = frame.runs
+    if runs.shape[0]:
+        lo, hi = np.searchsorted(runs[:, 0], [worker, worker + 1])
+        spans = runs[lo:hi, 1:].tolist()
+    else:
+        spans = [[0, frame.n_symbols]]
+    for x, count in spans:
+        y = x + count
+        counts.append(np.diff(frame.offsets[x : y + 1]))
+        terms.append(frame.terms[frame.offsets[x] : frame.offsets[y]])
+        chunks.append((first, frame.payload[x:y]))
+        first += count
+    n_terms = np.concatenate(counts)
+    off = np.zeros(n_terms.size + 1, dtype=np.int64)
+    np.cumsum(n_terms, out=off[1:])
+    return off, np.concatenate(terms).astype(np.int64, copy=False), chunks
+
+
+def _chunk_rows(chunks: list[Chunk], symbols: np.ndarray, width: int) -> np.ndarray:
+    """The payload rows of ``symbols`` (increasing) gathered from ``chunks``."""
+    out = np.empty((symbols.size, width), dtype=np.uint8)
+    starts = np.array([c[0] for c in chunks], dtype=np.int64)
+    which = np.searchsorted(starts, symbols, side="right") - 1
+    for q in np.unique(which).tolist():
+        at = np.flatnonzero(which == q)
+        out[at] = chunks[q][1][symbols[at] - chunks[q][0]]
+    return out
+
+
+#: Equations a worker solves in one elimination without splitting them into blocks first.
+_ONE_BLOCK_ROWS = 64
+
+
+def _term_positions(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The positions in the term table of the terms of the symbols ``rows``, in order."""
+    counts = np.diff(offsets)[rows]
+    starts = np.cumsum(counts) - counts
+    return np.repeat(offsets[:-1][rows] - starts, counts) + np.arange(int(counts.sum()))
+
+
+def _eliminate(
+    offsets: np.ndarray, terms: np.ndarray, unknown: np.ndarray, rows: np.ndarray, rest: np.ndarray
+) -> tuple[list[int], list[np.ndarray]]:
+    """The ids of ``rest`` the symbols ``rows`` determine by GF(2) elimination, block by block.
+
+    ``unknown`` flags the terms the worker does not hold. Returns the ids solved and, for each,
+    the symbols whose residuals XOR to it.
+    """
+    counts = np.diff(offsets)[rows]
+    starts = offsets[:-1][rows]
+    at = (
+        np.repeat(starts, counts)
+        + np.arange(int(counts.sum()))
+        - np.repeat(np.cumsum(counts) - counts, counts)
+    )
+    keep = unknown[at]
+    sub_terms = terms[at][keep]
+    sub_counts = np.add.reduceat(keep.astype(np.int64), np.cumsum(counts) - counts) if rows.size else counts
+    sub_off = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(sub_counts, out=sub_off[1:])
+    by_block: dict[int, list[int]] = {}
+    if rows.size <= _ONE_BLOCK_ROWS:  # a few equations: one elimination, no search for blocks
+        by_block[0] = list(range(rows.size))
+    else:
+        block = term_blocks(sub_off, sub_terms)
+        live = np.isin(sub_terms, rest)
+        touched = np.isin(block, np.unique(block[np.repeat(np.arange(rows.size), sub_counts)[live]]))
+        for q in np.flatnonzero(touched).tolist():
+            by_block.setdefault(int(block[q]), []).append(q)
+    rest_set = set(rest.tolist())
+    found: list[int] = []
+    combos: list[np.ndarray] = []
+    for members in by_block.values():
+        local: dict[int, int] = {}
+        eqs = []
+        for q in members:
+            m = 0
+            for x in sub_terms[sub_off[q] : sub_off[q + 1]].tolist():
+                m ^= 1 << local.setdefault(x, len(local))
+            eqs.append(m)
+        back = {u: x for x, u in local.items()}
+        for u, c in solve_gf2(eqs).items():
+            if back[u] in rest_set:
+                found.append(back[u])
+                combos.append(rows[[members[i] for i in range(c.bit_length()) if c >> i & 1]])
+    return found, combos
+
+
+def _solve_rest(
+    new: np.ndarray,
+    ids: np.ndarray,
+    cache: Cache,
+    offsets: np.ndarray,
+    terms: np.ndarray,
+    chunks: list[Chunk],
+    where: np.ndarray,
+    target: np.ndarray,
+    done: np.ndarray,
+    multi: np.ndarray,
+) -> list[tuple[int, np.ndarray]]:
+    """The rows left after the direct pass, solved by elimination into ``new`` (and set in
+    ``done``); returns each row written with the symbols whose residuals XOR to it."""
+    unknown = where < 0
+    multi_rows = np.flatnonzero(multi)
+    inner = np.unique(terms[(at := _term_positions(offsets, multi_rows))][unknown[at]])
+    # the symbols of one unknown term that the others hold, and the ids still wanted
+    single = np.flatnonzero(unknown & np.isin(terms, inner))
+    sym = np.searchsorted(offsets, single, side="right") - 1
+    rows = np.union1d(multi_rows, sym)
+    at = _term_positions(offsets, rows)
+    tg = target[at]
+    rest = np.unique(terms[at][(tg >= 0) & (done[np.maximum(tg, 0)] == 0)])
+    if not rest.size:
+        return []
+    found, combos = _eliminate(offsets, terms, unknown, rows, rest)
+    late: list[tuple[int, np.ndarray]] = []
+    if found:  # the residuals of the symbols the eliminations use, and their sums
+        used = np.unique(np.concatenate(combos))
+        at = _term_positions(offsets, used)
+        sub_off = np.concatenate([[0], np.cumsum(np.diff(offsets)[used])])
+        residual = _aligned_rows(used.size, new.shape[1])
+        _xor_rows(residual, _chunk_rows(chunks, used, new.shape[1]), sub_off, where[at], cache.data)
+        for x, c in zip(found, combos, strict=True):
+            r = int(np.searchsorted(ids, x))
+            new[r] = np.bitwise_xor.reduce(residual[np.searchsorted(used, c)], axis=0)
+            done[r] = 1
+            late.append((r, c))
+    return late
+
+
+def keep_rows(cache: Cache, need: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Copy into ``out`` (one row per id of ``need``, increasing) the rows ``cache`` holds; return
+    which ids they were. A worker can do this before the delivery: it needs none of the frames.
+
+    Examples
+    --------
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
+    >>> out = np.zeros((2, 2), np.uint8)
+    >>> keep_rows(ds.cache([0, 1]), np.array([1, 2]), out).tolist(), out.tolist()
+    ([True, False], [[2, 3], [0, 0]])
+    """
+    pos = _lookup(cache.ids, np.asarray(need, dtype=np.int64))
+    held = pos >= 0
+    _move(out, np.flatnonzero(held), cache.data, pos[held])
+    return held
+
+
+class TermsDecoder:
+    """A worker's decoding of one delivery of many-term symbols, fed frame by frame.
+
+    ``cache``, ``need``, ``worker``, ``epoch``, ``checksums``, ``out`` and ``kept`` are those of
+    :func:`decode_terms`. :meth:`add` solves what a frame gives at once; :meth:`finish` solves
+    the rest and returns the :class:`~coded_shuffle.codec.DecodeResult`. The frames' payloads
+    must stay as they are until then (the elimination reads them).
+
+    Examples
+    --------
+    >>> from coded_shuffle.codec import encode_terms, load_dataset
+    >>> ds = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
+    >>> dec = TermsDecoder(ds.cache([0]), need=[0, 1, 2], worker=0, checksums=ds.checksums)
+    >>> for f in encode_terms(ds, [0, 2, 4], [0, 1, 1, 2], epoch=1, max_frame_bytes=2):
+    ...     dec.add(f)  # x0 + x1 gives x1 now, x1 + x2 then x2
+    >>> res = dec.finish()
+    >>> res.decoded.tolist(), res.ok
+    ([1, 2], True)
+    """
+
+    def __init__(
+        self,
+        cache: Cache,
+        *,
+        need: object,
+        worker: int,
+        epoch: int | None = None,
+        checksums: np.ndarray | None = None,
+        out: np.ndarray | None = None,
+        kept: bool = False,
+    ) -> None:
+        if not isinstance(cache, Cache):
+            raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
+        if cache.lengths is not None:
+            raise ValueError(
+                "Argument 'cache' must hold rows of one width: many-term symbols have no lengths."
+            )
+        self.worker = check_int(worker, "worker", minimum=0)
+        self.cache, self.epoch, self.checksums = cache, epoch, checksums
+        self.width = int(cache.data.shape[1])
+        self.ids = ids = _need_ids(need, checksums)
+        self.new = _output_rows(out, ids.size, self.width, cache)
+        if kept and out is None:
+            raise ValueError("Argument 'kept' needs 'out', the buffer keep_rows filled.")
+        self.held = _lookup(cache.ids, ids) >= 0 if kept else keep_rows(cache, ids, self.new)
+        self._in_cache = _Index(cache.ids, table=_Index.dense(cache.ids, ids.size))
+        self._in_need = _Index(ids, table=_Index.dense(ids, ids.size))
+        self.done = np.zeros(ids.size, dtype=np.uint8)
+        self.sums = np.zeros(ids.size, dtype=np.uint64)
+        self._keys = _word_keys(max(1, -(-self.width // 8)))
+        self._parts: list[tuple[np.ndarray, ...]] = []  # offsets, terms, where, target, multi
+        self._chunks: list[Chunk] = []
+        self.frames = self.symbols = self.steps = 0
+        self._result: DecodeResult | None = None
+
+    def add(self, frame: object) -> None:
+        """Solve what ``frame`` (a frame's bytes, or a parsed :class:`Frame`) gives at once.
+
+        Raises :class:`~coded_shuffle.errors.DecodeError` for a frame that does not parse or is
+        not of many-term symbols of the cache's width, naming it by its place in the delivery.
+        """
+        if self._result is not None:
+            raise ValueError("This TermsDecoder has finished: make a new one for the next delivery.")
+        self.frames += 1  # a refused frame keeps its place
+        f = _parsed_frame(
+            frame, self.frames - 1, worker=self.worker, epoch=self.epoch, width=self.width,
+            variable=False, terms=True,
+        )  # fmt: skip
+        if self.held.all():
+            return
+        offsets, terms, chunks = _addressed_terms(f, self.worker, self.symbols)
+        n = offsets.size - 1
+        where = _i64(self._in_cache(terms))
+        target = _i64(np.where(where < 0, self._in_need(terms), -1))
+        multi = np.zeros(n, dtype=np.uint8)
+        pick = np.empty(n, dtype=np.int64)
+        kern, offsets = _kernels(), _i64(offsets)
+        self.steps += int(kern.direct_pick(pick, self.done, offsets, where, target, multi))
+        data, first = _ro(self.cache.data), self.symbols
+        for at, rows in chunks:  # the kernel numbers the frame's symbols from 0
+            lo, hi = at - first, at - first + rows.shape[0]
+            args = (self.new, self.sums, self._keys, _ro(rows), lo, offsets, where, pick, data)
+            _halves(kern.direct_rows, args, lo, hi, rows.shape[0] * self.width)
+        self._parts.append((offsets, terms, where, target, multi))
+        self._chunks.extend(chunks)
+        self.symbols += n
+
+    def finish(self) -> DecodeResult:
+        """Solve the symbols of several unknown terms, check every solved row; the result."""
+        if self._result is None:
+            if any(p[4].any() for p in self._parts):
+                self._eliminate_rest()
+            self._result = self._checked()
+        return self._result
+
+    def _eliminate_rest(self) -> None:
+        shift = np.cumsum([0] + [p[0][-1] for p in self._parts])
+        offsets = np.concatenate([[0]] + [p[0][1:] + s for p, s in zip(self._parts, shift, strict=False)])
+        terms, where, target, multi = (np.concatenate([p[i] for p in self._parts]) for i in range(1, 5))
+        late = _solve_rest(
+            self.new, self.ids, self.cache, offsets, terms, self._chunks, where, target, self.done, multi
+        )
+        self.steps += int(sum(c.size for _, c in late))
+        if late:
+            rows = np.array([r for r, _ in late], dtype=np.int64)
+            self.sums[rows] = _checksum_rows(self.new, None, rows)
+
+    def _checked(self) -> DecodeResult:
+        ids, new, solved = self.ids, self.new, self.done.astype(bool)
+        lost = ~self.held & ~solved
+        new[lost] = 0
+        missing, decoded = ids[lost], ids[solved]
+        bad = np.empty(0, np.int64)
+        if self.checksums is not None and decoded.size:  # each row was checksummed as it was written
+            bad = decoded[self.sums[solved] != np.asarray(self.checksums)[decoded]]
+        return DecodeResult(
+            worker=self.worker,
+            cache=Cache(ids=ids, data=new, lengths=None),
+            decoded=decoded,
+            bad=bad,
+            missing=missing,
+            steps=self.steps,
+            rounds=1,
+            verified=int(decoded.size) if self.checksums is not None else 0,
+        )
+
+
+def decode_terms(
+    cache: Cache,
+    frames: Sequence[Any],
+    *,
+    need: object,
+    worker: int,
+    epoch: int | None = None,
+    checksums: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+    kept: bool = False,
+) -> DecodeResult:
+    """Rebuild the rows ``need`` of a worker from its ``cache`` and frames of many-term symbols.
+
+    A row of ``need`` held in ``cache`` is copied; the others are solved from the symbols
+    addressed to ``worker`` (:mod:`coded_shuffle.codec.terms`) and, with ``checksums`` (indexed
+    by row id), checked. ``out`` is an optional buffer of the new rows, as in
+    :func:`~coded_shuffle.codec.decode_worker`; with ``kept``, it already holds the rows of
+    ``need`` that ``cache`` holds (:func:`keep_rows`, called before the frames came). The same
+    as a :class:`TermsDecoder` fed every frame.
+
+    Examples
+    --------
+    Rows 0, 1, 2; the worker holds row 0 and receives ``x0 + x1`` and ``x1 + x2``:
+
+    >>> from coded_shuffle.codec import encode_terms, load_dataset
+    >>> ds = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
+    >>> frames = encode_terms(ds, [0, 2, 4], [0, 1, 1, 2], epoch=1)
+    >>> res = decode_terms(ds.cache([0]), frames, need=[0, 2], worker=0, checksums=ds.checksums)
+    >>> res.cache.data.tolist(), res.decoded.tolist(), res.ok
+    ([[0, 1], [4, 5]], [2], True)
+    """
+    if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
+        raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
+    dec = TermsDecoder(cache, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out, kept=kept)
+    for f in frames:
+        dec.add(f)
+    return dec.finish()
