@@ -101,3 +101,63 @@ def group_symbols(pid, counts, mask, g_of, m_of, k_of, size):  # pragma: no cove
                 at += 1
         terms[offsets[first[g] + k] + at] = pid[r]
     return offsets, terms, G_sym, R_sym
+
+
+@numba.njit(cache=True, nogil=True)
+def rebalance(out, H, old, new, excess, step):  # pragma: no cover - compiled
+    """The drops of an update chosen to keep the storage even: ``out`` holds the holder sets after
+    the update that makes the old owner drop each delivered piece; ``excess[k]`` is worker ``k``'s
+    storage after it, over its share, times ``step = K - 1``.
+
+    In record order, a delivered piece (its new owner ``j`` not among its holders ``H``) is dropped
+    instead by its other holder ``d`` of the largest excess when ``excess[d] > excess[o] + step``
+    (``o`` the old owner; the move lowers the larger of the two) and the record's labels stay
+    distinct: ``out[r, p] = H[r, p] & ~(1 << d) | 1 << j``. Returns the pieces moved so.
+    """
+    N, P = H.shape
+    one = np.uint64(1)
+    moved = 0
+    for r in range(N):
+        o, j = old[r], new[r]
+        jb = one << np.uint64(j)
+        for p in range(P):
+            h = H[r, p]
+            if h & jb:
+                continue  # held by the new owner: not delivered
+            best, top = -1, 0
+            x, d = h, 0
+            while x:
+                if x & one and d != o and (best < 0 or excess[d] > top):
+                    best, top = d, excess[d]
+                x >>= one
+                d += 1
+            if best < 0 or top <= excess[o] + step:
+                continue
+            cand = (h & ~(one << np.uint64(best))) | jb
+            clash = False
+            for q in range(P):
+                if q != p and (out[r, q] & ~jb) == (cand & ~jb):
+                    clash = True
+            if clash:
+                continue
+            out[r, p] = cand
+            excess[best] -= step
+            excess[o] += step
+            moved += 1
+    return moved
+
+
+@numba.njit(cache=True, nogil=True)
+def holder_counts(holders, K):  # pragma: no cover - compiled
+    """``[((holders >> k) & 1).sum() for k in range(K)]``: the pieces each worker holds."""
+    out = np.zeros(K, dtype=np.int64)
+    flat = holders.ravel()
+    one = np.uint64(1)
+    for i in range(flat.shape[0]):
+        x, k = flat[i], 0
+        while x:
+            if x & one:
+                out[k] += 1
+            x >>= one
+            k += 1
+    return out

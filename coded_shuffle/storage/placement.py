@@ -11,7 +11,8 @@ are ``P`` distinct ``t``-subsets of the others, taken in turn along the owner's 
 every other worker holds close to ``t / (K - 1)`` of it (``P = 1``: whole records, each on
 ``t + 1`` workers). Pieces are larger (small records stay above a useful size) and the
 placement smaller (``N P`` holder sets); the storage of a worker is then ``M`` batches up to the
-rounding of the turns and the drift of the updates (:func:`storage_excess` measures it), and
+rounding of the turns and a few pieces (:func:`update_storage` chooses who drops a delivered
+piece to keep it so; :func:`storage_excess` measures it), and
 the loads are those of the demand itself (:func:`~coded_shuffle.storage.plan_storage`).
 """
 
@@ -199,8 +200,9 @@ def _popcount(masks: np.ndarray, K: int) -> np.ndarray:
 
 def storage_excess(pp: PiecePlacement) -> float:
     """The largest storage of a worker, in records (pieces of ``1 / P``), over ``M`` times the
-    largest batch, minus one: 0 with every label and equal batches; a few per cent with fewer
-    pieces (docs/storage.md, Measured).
+    largest batch, minus one: 0 with every label and equal batches; with fewer pieces the
+    rounding of the first placement's turns, and a few pieces after the updates (docs/storage.md,
+    Measured with fewer pieces).
 
     Examples
     --------
@@ -250,7 +252,13 @@ def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacem
 
     Record ``r`` moves ``o -> j``. A piece with ``j`` in its holder set ``H`` keeps its holders
     (its label becomes ``H \\ {j}``); a piece with ``j`` not in ``H`` was delivered to ``j``, and
-    ``o`` drops its copy: ``H -> (H \\ {o}) u {j}``.
+    one of its old holders drops its copy: ``H -> (H \\ {d}) u {j}``. With a piece for every
+    label ``d = o`` (claim 6: every worker then holds exactly its share). With fewer pieces ``d`` is
+    ``o`` too, unless another holder of the piece stores more over its share than ``o`` by more
+    than a piece and the record's labels stay distinct: then the most loaded of them drops it
+    (``_kernels.rebalance``), which keeps every worker's storage within about a piece of ``M``
+    batches (docs/storage.md, Fewer pieces). Every rank computes the same, from ``pp`` and the
+    new owners.
 
     Examples
     --------
@@ -270,6 +278,14 @@ def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacem
     H = pp.holders
     moved = (H & jb) == 0
     out = np.where(moved, (H & ~ob) | jb, H).astype(np.uint64)
+    if not pp.every_label and pp.t >= 1 and pp.N:
+        from ._kernels import holder_counts, rebalance
+
+        K, t, P, N = pp.K, pp.t, pp.pieces, pp.N
+        held = holder_counts(out, K)
+        sizes = np.asarray(placement_next.sizes(), dtype=np.int64)
+        excess = held * (K - 1) - P * (sizes * (K - 1) + (N - sizes) * t)
+        rebalance(out, np.ascontiguousarray(H), old.astype(np.int64), new.astype(np.int64), excess, K - 1)
     out.flags.writeable = False
     return PiecePlacement(placement=placement_next, M=pp.M, holders=out)
 
