@@ -204,10 +204,16 @@ def transition_times(
     )
 
 
-def _loads(S: object, B: int) -> tuple[float, float, float]:
-    """``(max_j d_j, max_i o_i, W B)`` of shuffle matrix ``S`` in bytes of records of ``B`` bytes."""
+def _moved(S: object) -> np.ndarray:
+    """Shuffle matrix ``S`` without its diagonal (the records that stay put)."""
     off = np.asarray(S, dtype=np.int64).copy()
     np.fill_diagonal(off, 0)
+    return off
+
+
+def _loads(S: object, B: int) -> tuple[float, float, float]:
+    """``(max_j d_j, max_i o_i, W B)`` of shuffle matrix ``S`` in bytes of records of ``B`` bytes."""
+    off = _moved(S)
     d, o = off.sum(axis=0).max(initial=0), off.sum(axis=1).max(initial=0)
     return float(d) * B, float(o) * B, float(off.sum()) * B
 
@@ -250,8 +256,7 @@ def scoped_symbols(S: object, coded_symbols: float) -> float:
     >>> scoped_symbols([[0, 30, 30], [30, 0, 30], [30, 30, 0]], 90)
     60.0
     """
-    off = np.asarray(S, dtype=np.int64).copy()
-    np.fill_diagonal(off, 0)
+    off = _moved(S)
     pairs = np.minimum(off, off.T)
     rest = float(coded_symbols) - float(pairs.sum()) / 2
     return float(pairs.sum(axis=0).max(initial=0)) + max(rest, 0.0)

@@ -232,6 +232,7 @@ class MulticastSender:
         K = self.K or 1
         parts: list[tuple[int, int, int, int]] = []  # frame, lo, hi, group
         expected = np.zeros((len(frames), K), dtype=np.int64)
+        readers = _group_members(K)
         for q, frame in enumerate(frames):
             size = int(frame.shape[0])
             spans: list[tuple[int, int, int]] = [(0, size, 0)]
@@ -243,9 +244,7 @@ class MulticastSender:
                 except DecodeError:
                     pass  # not a frame: every worker's, whole (its readers reject it)
             for lo, hi, g in _joined(spans):
-                members = range(K) if g == 0 else _members(g, K)
-                for k in members:
-                    expected[q, k] += hi - lo
+                expected[q, readers[g]] += hi - lo
                 parts.extend((q, a, min(hi, a + step), g) for a in range(lo, max(hi, lo + 1), step))
         arr = np.array(parts, dtype=np.int64).reshape(-1, 4)
         if arr.shape[0] and int(arr[:, 3].max()) > 0:
@@ -303,16 +302,10 @@ def _joined(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _members(g: int, K: int) -> list[int]:
-    """The workers of scoped group ``g`` (not 0)."""
-    pairs = K * (K - 1) // 2
-    if g > pairs:
-        return [g - 1 - pairs]
-    i, left = 0, g - 1
-    while left >= K - 1 - i:
-        left -= K - 1 - i
-        i += 1
-    return [i, i + 1 + left]
+def _group_members(K: int) -> list[list[int]]:
+    """The workers of every scoped group, by its index: the inverse of :func:`_group_index`."""
+    pairs = [[i, j] for i in range(K) for j in range(i + 1, K)]
+    return [list(range(K)), *pairs, *([k] for k in range(K))]
 
 
 class _Frame:

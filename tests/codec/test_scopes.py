@@ -70,3 +70,19 @@ def test_a_frame_without_an_index_or_of_many_terms_is_every_workers(rng):
     ):
         bounds, receivers = frame_scopes(raw)
         assert bounds.tolist() == [0, raw.shape[0]] and receivers.tolist() == [EVERY_WORKER]
+
+
+@pytest.mark.parametrize("K", [2, 3, 5, 8])
+def test_every_scoped_group_is_named_by_its_members_and_back(K):
+    from coded_shuffle.transport.multicast import _group_index, _group_members, _worker_groups
+
+    members = _group_members(K)
+    assert len(members) == 1 + K * (K - 1) // 2 + K and members[0] == list(range(K))
+    seen = {0}
+    for i in range(K):  # every pair and every worker alone, by brute force
+        for j in range(i, K):
+            g = _group_index((1 << i) | (1 << j), K)
+            assert members[g] == sorted({i, j}) and g not in seen
+            seen.add(g)
+        assert sorted(g for g in range(len(members)) if i in members[g]) == sorted(_worker_groups(i, K))
+    assert seen == set(range(len(members)))
