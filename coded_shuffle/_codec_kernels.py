@@ -130,12 +130,19 @@ def xor_terms(out, base, offsets, rows, data, lo, hi):  # pragma: no cover - com
             x = base[s]
             for j in range(W):
                 row[j] = x[j]
-        for i in range(offsets[s], offsets[s + 1]):
-            r = rows[i]
-            if r >= 0:
-                y = data[r]
-                for j in range(W):
-                    row[j] ^= y[j]
+        _xor_held(row, offsets[s], offsets[s + 1], rows, data)
+
+
+@numba.njit(inline="always")
+def _xor_held(row, lo, hi, rows, data):  # pragma: no cover - compiled
+    """``row ^= data[rows[i]]`` for ``lo <= i < hi`` with ``rows[i] >= 0`` (the held terms)."""
+    W = row.shape[0]
+    for i in range(lo, hi):
+        r = rows[i]
+        if r >= 0:
+            y = data[r]
+            for j in range(W):
+                row[j] ^= y[j]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -167,8 +174,8 @@ def direct_pick(pick, done, offsets, where, target, multi):  # pragma: no cover 
 
 
 @numba.njit(cache=True, nogil=True)
-def direct_rows(out, sums, keys, payload, first, offsets, where, pick, data, lo, hi):  # pragma: no cover
-    """``out[pick[s]] = payload[s - first] ^ XOR of data[where[i]]`` over the terms of symbol ``s``
+def direct_rows(out, sums, keys, payload, prow, offsets, where, pick, data, lo, hi):  # pragma: no cover
+    """``out[pick[s]] = payload[prow[s]] ^ XOR of data[where[i]]`` over the terms of symbol ``s``
     held (``where[i] >= 0``), for ``lo <= s < hi`` with ``pick[s] >= 0`` (:func:`direct_pick`),
     and ``sums[pick[s]]`` its checksum (:func:`checksum_rows`, the whole row), while it is hot.
 
@@ -179,7 +186,7 @@ def direct_rows(out, sums, keys, payload, first, offsets, where, pick, data, lo,
     for s in range(lo, hi):
         k = s + _AHEAD
         if k < hi and pick[k] >= 0:
-            _prefetch(payload, k - first)
+            _prefetch(payload, prow[k])
             _prefetch_w(out, pick[k])
             for i in range(offsets[k], offsets[k + 1]):
                 if where[i] >= 0:
@@ -187,7 +194,7 @@ def direct_rows(out, sums, keys, payload, first, offsets, where, pick, data, lo,
         if pick[s] < 0:
             continue
         row = out[pick[s]]
-        x = payload[s - first]
+        x = payload[prow[s]]
         a = -1
         b = -1
         held = 0
@@ -213,12 +220,7 @@ def direct_rows(out, sums, keys, payload, first, offsets, where, pick, data, lo,
         else:
             for j in range(W):
                 row[j] = x[j]
-            for i in range(offsets[s], offsets[s + 1]):
-                r = where[i]
-                if r >= 0:
-                    y = data[r]
-                    for j in range(W):
-                        row[j] ^= y[j]
+            _xor_held(row, offsets[s], offsets[s + 1], where, data)
         sums[pick[s]] = _row_checksum(row, W, keys)
 
 

@@ -27,37 +27,27 @@ from .wire import Frame
 
 __all__ = ["TermsDecoder", "decode_terms", "keep_rows"]
 
-#: The payload rows of a worker's symbols from the first on: ``(first, rows)``.
-Chunk = tuple[int, np.ndarray]
+#: A frame's payload rows of a worker's symbols from the first on: ``(first, payload, rows)``, the
+#: symbol ``first + i`` being ``payload[rows[i]]``.
+Chunk = tuple[int, np.ndarray, np.ndarray]
 
 
-def _addressed_terms(
-    frame: Frame, worker: int, first: int
-) -> tuple[np.ndarray, np.ndarray, list[Chunk]]:
-    """``(offsets, terms, chunks)`` of the symbols of ``frame`` addressed to ``worker``, in order,
-    numbered from ``first``.
-
-    The payloads stay where the frame holds them: ``chunks`` are ``(first, rows)``, the payload
-    rows of the symbols from ``first`` on, one run of the frame each.
-    """
+def _addressed_terms(frame: Frame, worker: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets, terms, rows)`` of the symbols of ``frame`` addressed to ``worker``, in order:
+    their terms, and the row of each in the frame's payload (which stays where it is)."""
     assert frame.offsets is not None and frame.terms is not None
-    counts, terms, chunks = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], []
     runs = frame.runs
     if runs.shape[0]:
         lo, hi = np.searchsorted(runs[:, 0], [worker, worker + 1])
         spans = runs[lo:hi, 1:].tolist()
     else:
         spans = [[0, frame.n_symbols]]
-    for x, count in spans:
-        y = x + count
-        counts.append(np.diff(frame.offsets[x : y + 1]))
-        terms.append(frame.terms[frame.offsets[x] : frame.offsets[y]])
-        chunks.append((first, frame.payload[x:y]))
-        first += count
-    n_terms = np.concatenate(counts)
-    off = np.zeros(n_terms.size + 1, dtype=np.int64)
-    np.cumsum(n_terms, out=off[1:])
-    return off, np.concatenate(terms).astype(np.int64, copy=False), chunks
+    rows = np.concatenate([np.arange(x, x + n, dtype=np.int64) for x, n in spans] + [np.zeros(0, np.int64)])
+    counts = np.diff(frame.offsets)[rows]
+    off = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=off[1:])
+    terms = frame.terms[_term_positions(frame.offsets, rows)] if rows.size else np.zeros(0, np.int64)
+    return off, terms.astype(np.int64, copy=False), rows
 
 
 def _chunk_rows(chunks: list[Chunk], symbols: np.ndarray, width: int) -> np.ndarray:
@@ -67,7 +57,8 @@ def _chunk_rows(chunks: list[Chunk], symbols: np.ndarray, width: int) -> np.ndar
     which = np.searchsorted(starts, symbols, side="right") - 1
     for q in np.unique(which).tolist():
         at = np.flatnonzero(which == q)
-        out[at] = chunks[q][1][symbols[at] - chunks[q][0]]
+        first, payload, rows = chunks[q]
+        out[at] = payload[rows[symbols[at] - first]]
     return out
 
 
@@ -260,7 +251,7 @@ class TermsDecoder:
         )  # fmt: skip
         if self.held.all():
             return
-        offsets, terms, chunks = _addressed_terms(f, self.worker, self.symbols)
+        offsets, terms, rows = _addressed_terms(f, self.worker)
         n = offsets.size - 1
         where = _i64(self._in_cache(terms))
         target = _i64(np.where(where < 0, self._in_need(terms), -1))
@@ -268,13 +259,11 @@ class TermsDecoder:
         pick = np.empty(n, dtype=np.int64)
         kern, offsets = _kernels(), _i64(offsets)
         self.steps += int(kern.direct_pick(pick, self.done, offsets, where, target, multi))
-        data, first = _ro(self.cache.data), self.symbols
-        for at, rows in chunks:  # the kernel numbers the frame's symbols from 0
-            lo, hi = at - first, at - first + rows.shape[0]
-            args = (self.new, self.sums, self._keys, _ro(rows), lo, offsets, where, pick, data)
-            _halves(kern.direct_rows, args, lo, hi, rows.shape[0] * self.width)
+        data = _ro(self.cache.data)
+        args = (self.new, self.sums, self._keys, _ro(f.payload), rows, offsets, where, pick, data)
+        _halves(kern.direct_rows, args, 0, n, n * self.width)
         self._parts.append((offsets, terms, where, target, multi))
-        self._chunks.extend(chunks)
+        self._chunks.append((self.symbols, f.payload, rows))
         self.symbols += n
 
     def finish(self) -> DecodeResult:

@@ -169,9 +169,12 @@ def test_the_compiled_kernels_of_many_term_symbols_equal_their_numpy_statements(
     got = np.zeros((10, 24), np.uint8)
     sums = np.zeros(10, np.uint64)
     keys = _word_keys(3)
-    for first, last in [(0, 33), (33, 80)]:  # two chunks of payloads, each indexed from its first
-        chunk = base[first:last].copy()
-        kern.direct_rows(got, sums, keys, chunk, first, offsets, rows, pick, data, first, last)
+    # the payload rows where a frame holds them: symbol s is row prow[s] of the frame's payload
+    prow = rng.permutation(80)
+    payload = np.empty((80, 24), np.uint8)
+    payload[prow] = base
+    for lo, hi in [(0, 33), (33, 80)]:  # in two ranges, as on two threads
+        kern.direct_rows(got, sums, keys, payload, prow, offsets, rows, pick, data, lo, hi)
     for t in range(10):
         want = np.zeros(24, np.uint8)
         if t in seen:
