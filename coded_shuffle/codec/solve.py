@@ -289,7 +289,8 @@ class TermsDecoder:
     def _checked(self) -> DecodeResult:
         ids, new, solved = self.ids, self.new, self.done.astype(bool)
         lost = ~self.held & ~solved
-        new[lost] = 0
+        if lost.any():
+            new[lost] = 0
         missing, decoded = ids[lost], ids[solved]
         bad = np.empty(0, np.int64)
         if self.checksums is not None and decoded.size:  # each row was checksummed as it was written
