@@ -250,8 +250,8 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         raise UsageError(problem)
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
-    network_option(args)  # a SPEC that parses; auto only with one; one batch a worker
-    _check_multicast(args, workers)
+    network = network_option(args)  # a SPEC that parses; auto only with one; one batch a worker
+    _check_multicast(args, workers, network)
     if args.probe is not None and args.probe > PROBE_MAX_BYTES:
         raise UsageError(f"--probe must be at most {PROBE_MAX_BYTES} bytes a phase, not {args.probe}")
     if args.mode == "split" and args.multicast is None:
@@ -296,7 +296,7 @@ def multicast_scope(scope: str, network: object) -> str:
     return "receivers" if getattr(network, "snooping", False) else "all"
 
 
-def _check_multicast(args: argparse.Namespace, workers: int = 1) -> None:
+def _check_multicast(args: argparse.Namespace, workers: int, network: object) -> None:
     if args.multicast is None:
         for dest, flag in (("datagram_bytes", "--datagram-bytes"), ("multicast_scope", "--multicast-scope")):
             if getattr(args, dest) is not None:
@@ -306,8 +306,7 @@ def _check_multicast(args: argparse.Namespace, workers: int = 1) -> None:
 
     try:
         group, _ = parse_group(args.multicast)
-        net = network_option(args) if args.network is not None else None
-        if workers > 1 and multicast_scope(args.multicast_scope or "auto", net) == "receivers":
+        if workers > 1 and multicast_scope(args.multicast_scope or "auto", network) == "receivers":
             scope_groups(group, workers)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -184,8 +184,9 @@ def check_piece_placement(pp: PiecePlacement) -> None:
     if not pp.every_label:
         return
     sizes = pp.placement.sizes()
+    held = _held_counts(H, K)
     for k in range(K):
-        have = int(((H >> np.uint64(k)) & np.uint64(1)).sum())
+        have = int(held[k])
         want = storage_share(int(sizes[k]), pp.N, K, t)
         if have != want:
             raise InvalidPlanError(f"worker {k} holds {have} pieces, not its share {want}")
@@ -196,6 +197,13 @@ def _popcount(masks: np.ndarray, K: int) -> np.ndarray:
     for k in range(K):
         out += ((masks >> np.uint64(k)) & np.uint64(1)).astype(np.int64)
     return out
+
+
+def _held_counts(holders: np.ndarray, K: int) -> np.ndarray:
+    """The pieces each of the ``K`` workers holds, from the holder sets (compiled)."""
+    from ._kernels import holder_counts
+
+    return holder_counts(np.ascontiguousarray(holders, dtype=np.uint64), K)
 
 
 def storage_excess(pp: PiecePlacement) -> float:
@@ -210,8 +218,7 @@ def storage_excess(pp: PiecePlacement) -> float:
     >>> storage_excess(piece_placement(placement_from_owner([0, 1, 2, 0, 1, 2], 3), M=2))
     0.0
     """
-    H = pp.holders
-    held = [int(((H >> np.uint64(k)) & np.uint64(1)).sum()) for k in range(pp.K)]
+    held = _held_counts(pp.holders, pp.K).tolist()
     batch = int(pp.placement.sizes().max()) if pp.N else 0
     return max(held) / (pp.pieces * pp.M * batch) - 1 if batch else 0.0
 
@@ -279,10 +286,10 @@ def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacem
     moved = (H & jb) == 0
     out = np.where(moved, (H & ~ob) | jb, H).astype(np.uint64)
     if not pp.every_label and pp.t >= 1 and pp.N:
-        from ._kernels import holder_counts, rebalance
+        from ._kernels import rebalance
 
         K, t, P, N = pp.K, pp.t, pp.pieces, pp.N
-        held = holder_counts(out, K)
+        held = _held_counts(out, K)
         sizes = np.asarray(placement_next.sizes(), dtype=np.int64)
         excess = held * (K - 1) - P * (sizes * (K - 1) + (N - sizes) * t)
         rebalance(out, np.ascontiguousarray(H), old.astype(np.int64), new.astype(np.int64), excess, K - 1)

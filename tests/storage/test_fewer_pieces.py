@@ -245,3 +245,12 @@ def test_the_storage_stays_at_M_batches_through_many_updates():
         pp = update_storage(pp, epoch_placement(N, K, seed=0, epoch=epoch))
         worst = max(worst, storage_excess(pp))
     assert worst <= 1 / 2000  # a piece of a record over M batches of 1000
+
+
+def test_compiled_holder_counts_are_the_numpy_statement():
+    from coded_shuffle.storage._kernels import holder_counts
+
+    rng = np.random.default_rng(5)
+    H = rng.integers(0, 1 << 12, size=(50, 3), dtype=np.uint64)
+    want = [int(((H >> np.uint64(k)) & np.uint64(1)).sum()) for k in range(12)]
+    assert holder_counts(H, 12).tolist() == want
