@@ -5,6 +5,7 @@ Every message has one shape: ``Argument 'K' must be at least 1, not 0.``
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -21,6 +22,22 @@ def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int
     if maximum is not None and value > maximum:
         raise ValueError(f"Argument {name!r} must be at most {maximum}, not {value}.")
     return value
+
+
+def check_number(value: Any, name: str, *, positive: bool = False, unit: str = "") -> float:
+    """Return ``value`` as a float if it is a finite real number at least 0 (above 0 with
+    ``positive``), or raise naming ``name``; ``unit`` (``" of Mbit/s"``) follows "number" in the
+    message."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Argument {name!r} must be a number{unit}, not {type(value).__name__}.")
+    try:
+        v = float(value)
+    except OverflowError:  # a Python int or Fraction past the float range
+        v = math.inf
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        kind = "positive" if positive else "non-negative"
+        raise ValueError(f"Argument {name!r} must be a {kind} finite number{unit}, not {value!r}.")
+    return v
 
 
 def check_choice(value: Any, name: str, choices: Any) -> str:

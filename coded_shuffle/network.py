@@ -35,10 +35,14 @@ bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from ._checks import check_int, check_number
+from .matrix import elastic_matrix
 
 __all__ = [
     "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
@@ -72,6 +76,9 @@ def _rate(part: str, value: str) -> float:
 class Network:
     """The rates of a network in Mbit/s, and whether the master multicasts.
 
+    Every rate given is a positive finite number (a float once made), ``multicast`` needs
+    ``master`` and ``snooping`` needs ``multicast``: a field that is not is refused, naming it.
+
     Examples
     --------
     >>> n = Network.parse("master=1000,up=100,down=1000,multicast")
@@ -87,6 +94,27 @@ class Network:
     multicast: bool = False
     #: The switch forwards a multicast group only to its members (IGMP snooping).
     snooping: bool = False
+
+    def __post_init__(self) -> None:
+        """Check every field, naming it; the rates become floats (as :meth:`parse` makes them)."""
+        for name in _RATES:
+            value = getattr(self, name)
+            if value is not None or name == "down":
+                rate = check_number(value, name, positive=True, unit=" of Mbit/s")
+                object.__setattr__(self, name, rate)
+        for name in _FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(
+                    f"Argument {name!r} must be a bool, not {type(getattr(self, name)).__name__}."
+                )
+        if self.multicast and self.master is None:
+            raise ValueError(
+                "Argument 'master' must be a rate with multicast=True (the master multicasts), not None."
+            )
+        if self.snooping and not self.multicast:
+            raise ValueError(
+                "Argument 'snooping' must be False without multicast (it says where the groups go)."
+            )
 
     @classmethod
     def parse(cls, spec: str) -> Network:
@@ -157,10 +185,19 @@ def _bytes_per_second(mbit: float | None) -> float:
     return 0.0 if mbit is None else mbit * 1e6 / 8
 
 
+def _check_network(network: object) -> Network:
+    if not isinstance(network, Network):
+        raise TypeError(f"Argument 'network' must be a Network, not {type(network).__name__}.")
+    return network
+
+
 def transition_times(
     S: object, *, record_bytes: int, network: Network, coded_symbols: float, lower_bound_symbols: int
 ) -> TransitionTimes:
-    """The bound and the predictions of the module docstring for shuffle matrix ``S``.
+    """The bound and the predictions of the module docstring for shuffle matrix ``S`` (``K_t x
+    K_{t+1}`` when the number of workers changes: :func:`~coded_shuffle.matrix.elastic_matrix`
+    of it), records of ``record_bytes`` bytes, the coded plan's ``coded_symbols`` and the genie
+    lower bound's ``lower_bound_symbols`` (both in records, non-negative).
 
     Examples
     --------
@@ -171,18 +208,22 @@ def transition_times(
     >>> t.bound_seconds, t.predicted_seconds["exchange"], t.choice
     (1.0, 1.0, 'exchange')
     """
-    d, o, W = _loads(S, int(record_bytes))
-    B = int(record_bytes)
+    S = elastic_matrix(S)
+    B = check_int(record_bytes, "record_bytes", minimum=1)
+    network = _check_network(network)
+    coded = check_number(coded_symbols, "coded_symbols")
+    lb = check_number(lower_bound_symbols, "lower_bound_symbols")
+    d, o, W = _loads(S, B)
     master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
     cuts = [d / down]
     if master + up > 0:
         cuts.append(o / (master + up))
     if up == 0 and master > 0:
-        cuts.append(lower_bound_symbols * B / master)
-    coded_b = float(coded_symbols) * B
+        cuts.append(lb * B / master)
+    coded_b = coded * B
     inf = math.inf
     # what the busiest downlink carries of the coded symbols: all, or with snooping its groups'
-    heard_b = scoped_symbols(S, coded_symbols) * B if network.snooping else coded_b
+    heard_b = scoped_symbols(S, coded) * B if network.snooping else coded_b
     relays = 0.0 if network.multicast else (coded_b / up if up else inf)  # a chain's uplinks
     predicted = {
         "exchange": max(d / down, o / up) if up else inf,
@@ -204,14 +245,14 @@ def transition_times(
     )
 
 
-def _moved(S: object) -> np.ndarray:
-    """Shuffle matrix ``S`` without its diagonal (the records that stay put)."""
-    off = np.asarray(S, dtype=np.int64).copy()
+def _moved(S: np.ndarray) -> np.ndarray:
+    """Square shuffle matrix ``S`` without its diagonal (the records that stay put)."""
+    off = np.array(S, dtype=np.int64)
     np.fill_diagonal(off, 0)
     return off
 
 
-def _loads(S: object, B: int) -> tuple[float, float, float]:
+def _loads(S: np.ndarray, B: int) -> tuple[float, float, float]:
     """``(max_j d_j, max_i o_i, W B)`` of shuffle matrix ``S`` in bytes of records of ``B`` bytes."""
     off = _moved(S)
     d, o = off.sum(axis=0).max(initial=0), off.sum(axis=1).max(initial=0)
@@ -232,8 +273,9 @@ def split_share(S: object, *, network: Network) -> float:
     """
     from .plan import rates
 
-    if not isinstance(network, Network) or not network.multicast:
-        raise ValueError(f"Argument 'network' must be a Network that multicasts, not {network!r}.")
+    if not _check_network(network).multicast:
+        raise ValueError(f"Argument 'network' must be a Network that multicasts, not {network}.")
+    S = elastic_matrix(S)
     d, o, _ = _loads(S, 1)
     master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
     coded = float(rates(S).coded)
@@ -256,9 +298,9 @@ def scoped_symbols(S: object, coded_symbols: float) -> float:
     >>> scoped_symbols([[0, 30, 30], [30, 0, 30], [30, 30, 0]], 90)
     60.0
     """
-    off = _moved(S)
+    off = _moved(elastic_matrix(S))
     pairs = np.minimum(off, off.T)
-    rest = float(coded_symbols) - float(pairs.sum()) / 2
+    rest = check_number(coded_symbols, "coded_symbols") - float(pairs.sum()) / 2
     return float(pairs.sum(axis=0).max(initial=0)) + max(rest, 0.0)
 
 
@@ -271,6 +313,20 @@ def explain(predicted: Mapping[str, float | None], choice: str) -> str:
     >>> explain({"exchange": 0.5, "coded": 0.2, "uncoded": None}, "coded")
     'coded: predicted 0.2 s against exchange 0.5 s'
     """
+    if not isinstance(predicted, Mapping):
+        raise TypeError(
+            f"Argument 'predicted' must be a mapping of modes to seconds, not {type(predicted).__name__}."
+        )
+    if choice not in predicted:
+        raise ValueError(
+            f"Argument 'choice' must be a mode of 'predicted' ({', '.join(map(str, predicted))}), "
+            f"not {choice!r}."
+        )
+    seconds = predicted[choice]
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds):
+        raise ValueError(
+            f"Argument 'predicted' must give 'choice' ({choice}) a finite time, not {seconds!r}."
+        )
     rest = sorted((v, m) for m, v in predicted.items() if m != choice and v is not None and math.isfinite(v))
     against = f" against {rest[0][1]} {rest[0][0]:.3g} s" if rest else ""
     return f"{choice}: predicted {predicted[choice]:.3g} s{against}"
@@ -308,6 +364,14 @@ def split_time(
     >>> split_time(100.0, 0.0, 100.0, master=1.0, up=1.0, down=1e9, multicast=True)
     (0.5, 50.0)
     """
+    coded, missing, only = (
+        check_number(v, n) for v, n in ((coded, "coded"), (missing, "missing"), (only, "only"))
+    )
+    master, up = check_number(master, "master"), check_number(up, "up")
+    down = check_number(down, "down", positive=True)
+    if not isinstance(multicast, bool):
+        raise TypeError(f"Argument 'multicast' must be a bool, not {type(multicast).__name__}.")
+    heard = None if heard is None else check_number(heard, "heard")
     inf = math.inf
     lines = [  # (time at a = 0, time at a = 1) of each link
         (0.0, coded / master if master else (inf if coded else 0.0)),
@@ -354,6 +418,8 @@ def predict(S: object, *, record_bytes: int, network: Network, strategy: str = "
     from .bounds import lower_bound
     from .plan import rates
 
+    check_int(record_bytes, "record_bytes", minimum=1)
+    _check_network(network)  # both before the plan, which may take a while
     r = rates(S, strategy=strategy)
     return transition_times(
         S, record_bytes=record_bytes, network=network, coded_symbols=float(r.coded),
