@@ -54,6 +54,9 @@ MULTICAST_FRAME_BYTES = 1 << 17
 PROBE_BYTES = 1 << 22
 #: The most bytes a phase of ``--probe`` (every rank holds a buffer of that size, and one more).
 PROBE_MAX_BYTES = 1 << 30
+#: The group and port of ``--multicast`` given bare: a group of the organization-local scope of
+#: 239.0.0.0/8 (RFC 2365), with room above it for the scoped groups of any number of workers.
+MULTICAST_DEFAULT = "239.192.0.1:5000"
 #: Why a split needs ``--multicast``.
 SPLIT_MULTICAST = (
     "--mode split needs --multicast GROUP:PORT: the master's frames go as datagrams while the workers "
@@ -144,9 +147,12 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     add_network_argument(p)
     p.add_argument(
         "--multicast",
+        nargs="?",
+        const=MULTICAST_DEFAULT,
         metavar="GROUP:PORT",
         help="send the master's broadcasts as UDP multicast datagrams to GROUP:PORT (an IPv4 group, "
-        "239.0.0.0/8 on a local network; control stays on MPI; lost datagrams are repaired)",
+        f"239.0.0.0/8 on a local network; alone: {MULTICAST_DEFAULT}; control stays on MPI; lost "
+        "datagrams are repaired)",
     )
     p.add_argument(
         "--multicast-scope", choices=("auto", "receivers", "all"),

@@ -88,7 +88,7 @@ def parse_group(text: str) -> tuple[str, int]:
         raise ValueError(f"--multicast: {host!r} is not an IPv4 address") from None
     if not group.is_multicast:
         raise ValueError(f"--multicast: {host!r} is not an IPv4 multicast group (224.0.0.0/4)")
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:  # "²" is a digit, no int
         raise ValueError(f"--multicast: the port must be 1 to 65535, not {port!r}")
     return str(group), int(port)
 
