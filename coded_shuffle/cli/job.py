@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from ..codec import DEFAULT_MAX_FRAME_BYTES
-from ..engine.mpi_job import CODED, MASTER_SENDS, MODES
+from ..engine.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
 from ..engine.options import JobOptions
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
@@ -31,7 +31,6 @@ from .common import (
     _positive,
     _shard_options_given,
     add_network_argument,
-    check_storage_option,
     network_option,
     order_spec,
 )
@@ -231,12 +230,15 @@ def output_file_problem(path: str) -> str | None:
     return None
 
 
-def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespace:
+def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argparse.Namespace:
     """Return the options of a job checked, defaults filled in (``args`` is left as it came), or
     raise a :class:`UsageError`.
 
-    ``workers`` is the number of workers, when known (the launcher knows it before the job).
+    ``workers`` is the number of workers, when known: ``coded-shuffle run`` knows it before the
+    job, and then also makes the check every rank makes once it knows the records
+    (:func:`~coded_shuffle.engine.mpi_job.job_refusal`), so that no rank starts to refuse.
     """
+    launcher, workers = workers is not None, 1 if workers is None else workers
     points = int(JOB_DEFAULTS["points"]) if args.points is None else args.points
     if args.data is not None:
         given = [
@@ -266,14 +268,10 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
         problem = output_file_problem(args.json)
         if problem is not None:
             raise UsageError(f"--json {args.json}: {problem}")
-    if args.storage != 1:
-        if "uncoded" in MODES[args.mode]:
-            raise UsageError(
-                f"--storage above 1 applies to --mode coded and exchange only, not --mode {args.mode}"
-            )
-        if workers > 1:  # the launcher: K known, and B unless the records come from a file
-            B = None if args.data is not None else args.record_bytes or int(JOB_DEFAULTS["record_bytes"])
-            check_storage_option(args, workers, B)
+    if args.storage != 1 and "uncoded" in MODES[args.mode]:
+        raise UsageError(
+            f"--storage above 1 applies to --mode coded and exchange only, not --mode {args.mode}"
+        )
     filled = argparse.Namespace(**vars(args))
     for dest, default in (*JOB_DEFAULTS.items(), *SHARD_ORDER_DEFAULTS.items()):
         if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
@@ -281,7 +279,29 @@ def check_job(args: argparse.Namespace, *, workers: int = 1) -> argparse.Namespa
     if args.multicast is not None and args.max_frame_bytes is None:
         # a datagram lost costs its frame, repaired whole: frames of 16 datagrams, at least 128 KiB
         filled.max_frame_bytes = max(MULTICAST_FRAME_BYTES, 16 * filled.datagram_bytes)
+    if launcher:
+        _check_before_launch(filled, workers)
     return filled
+
+
+def _check_before_launch(filled: argparse.Namespace, workers: int) -> None:
+    """Refuse what the ranks would refuse once they know the records (``filled``: the options
+    checked, defaults filled in): :func:`~coded_shuffle.engine.mpi_job.job_refusal`, the records'
+    number and size read from the options or from the ``--data`` file's header. Under ``--mode
+    auto`` the checks of a mode wait for the mode it chooses."""
+    if filled.data is None:
+        N, B = filled.points, filled.record_bytes
+    else:
+        got = data_records(filled.data)
+        if isinstance(got, str):
+            raise UsageError(got)
+        N, B = got
+    given = {f.name for f in dataclasses.fields(JobOptions)} & set(vars(filled))
+    job = JobOptions(**{name: getattr(filled, name) for name in given})
+    peers = filled.mode == "auto" or MODES[filled.mode] == ("exchange",)
+    refusal = job_refusal(job, workers, N, B, peers=peers)
+    if refusal is not None:
+        raise UsageError(refusal)
 
 
 def multicast_scope(scope: str, network: object) -> str:
@@ -366,19 +386,10 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
         return f"--data: no such file: {path}"
     if not os.path.isfile(path):
         return f"--data: not a file: {path}"
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    except OSError as exc:
-        return f"--data: cannot read {path}: {exc.strerror or exc}"
-    except ValueError:
-        return f"--data: not a .npy file (numpy's format, as written by numpy.save): {path}"
-    if dtype.hasobject:
-        return f"--data: {path} holds Python objects; records must be a plain dtype (numbers, bytes)"
+    got = _data_header(path)
+    if isinstance(got, str):
+        return got
+    shape, dtype, _ = got
     if len(shape) == 0 or shape[0] == 0:
         return f"--data: {path} holds no records (shape {shape}); one record a row, at least one row"
     if math.prod(shape[1:]) * dtype.itemsize == 0:
@@ -386,6 +397,38 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
     if shape[0] < workers:
         return f"--data: {path} holds {shape[0]} records, fewer than the {workers} workers"
     return None
+
+
+def data_records(path: str) -> tuple[int, int] | str:
+    """``(N, B)``: the records of the ``.npy`` file ``path`` (one :func:`check_data_file` accepts)
+    and their bytes, from its header; or why not, a file shorter than its header says."""
+    got = _data_header(path)
+    if isinstance(got, str):
+        return got
+    shape, dtype, offset = got
+    size, promised = os.path.getsize(path), offset + math.prod(shape) * dtype.itemsize
+    if size < promised:
+        return f"--data: {path} is cut short: its header promises {promised} bytes, the file holds {size}"
+    return shape[0], math.prod(shape[1:]) * dtype.itemsize
+
+
+def _data_header(path: str) -> tuple[tuple[int, ...], np.dtype, int] | str:
+    """The shape, dtype and bytes of the header of the ``.npy`` file ``path``, or why not."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            offset = f.tell()
+    except OSError as exc:
+        return f"--data: cannot read {path}: {exc.strerror or exc}"
+    except ValueError:
+        return f"--data: not a .npy file (numpy's format, as written by numpy.save): {path}"
+    if dtype.hasobject:
+        return f"--data: {path} holds Python objects; records must be a plain dtype (numbers, bytes)"
+    return tuple(shape), dtype, offset
 
 
 def mode_options_given(args: argparse.Namespace) -> list[str]:

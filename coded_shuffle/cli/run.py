@@ -18,16 +18,7 @@ from .common import (
     network_option,
     order_spec,
 )
-from .job import (
-    CODED,
-    MODES,
-    SPLIT_MULTICAST,
-    add_job_arguments,
-    check_job,
-    ignored_options,
-    job_arguments,
-    mode_options_given,
-)
+from .job import MODES, add_job_arguments, check_job, job_arguments
 
 MPI_INSTALL_HINT = "pip install 'mpi4py>=4' mpich (what the extra [mpi] installs)"
 
@@ -88,15 +79,13 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
         N, B = filled.points, filled.record_bytes
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),
                            filled.strategy, epoch=filled.start_epoch)  # fmt: skip
-    problem = ignored_options(mode, mode_options_given(args))
-    if problem is None and args.multicast is not None and not CODED & set(MODES[mode]):
-        problem = "--multicast carries the master's coded broadcast"
-    if problem is None and mode == "split" and args.multicast is None:
-        problem = SPLIT_MULTICAST
-    if problem is not None:
-        raise UsageError(f"--mode auto chose {mode}: {problem}")
+    chosen = argparse.Namespace(**{**vars(args), "mode": mode})
+    try:  # the checks of that mode, as if it had been given
+        check_job(chosen, workers=args.workers)
+    except UsageError as exc:
+        raise UsageError(f"--mode auto chose {mode}: {exc}") from None
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
-    return argparse.Namespace(**{**vars(args), "mode": mode})
+    return chosen
 
 
 #: The signals ``coded-shuffle run`` passes on to its MPI job before it ends.

@@ -41,7 +41,8 @@ import numpy as np
 from ..codec import Cache, Dataset, load_dataset, parse_frame
 from ..matrix import shuffle_matrix
 from ..network import Network
-from ..orders import OrderSpec, auto_order, epoch_placement
+from ..orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order, epoch_placement
+from ..plan import EXCHANGE_MAX_K
 from ..transport import MPITransport, mpi_world
 from .mpi import Watchdog, attend, serve
 from .options import JobOptions
@@ -333,6 +334,51 @@ def _cells(r: dict[str, Any]) -> list[str]:
     ]
 
 
+#: The last epoch a job may reach: a frame's epoch is 64 bits.
+LAST_EPOCH = 2**64 - 1
+
+
+def job_refusal(
+    job: JobOptions, K: int, N: int, B: int, *, peers: bool = False, variable: bool = False
+) -> str | None:
+    """Why ``job`` cannot run on ``K`` workers over ``N`` records of ``B`` bytes, in one line
+    naming its option, or None when it can.
+
+    The one check of a job against its workers and records: the ranks make it once they know
+    the records (the master, or every peer), and ``coded-shuffle run`` before it launches any
+    (:func:`coded_shuffle.cli.job.check_job`), with the records' number and size from the
+    options or the ``.npy`` file's header. ``peers``: a job of peers (no master sends frames).
+
+    Examples
+    --------
+    >>> job_refusal(JobOptions(mode="exchange"), 128, 6000, 1024, peers=True)
+    '--workers must be at most 64, not 128 (a set of workers is a mask of 64 bits)'
+    >>> job_refusal(JobOptions(), 4, 6000, 1024) is None
+    True
+    """
+    if K > EXCHANGE_MAX_K:  # every report bounds the workers' exchange: its holder sets are masks
+        return f"--workers must be at most {EXCHANGE_MAX_K}, not {K} (a set of workers is a mask of 64 bits)"
+    if job.data is None:
+        sizes = job.synthetic()
+        if isinstance(sizes, str):
+            return sizes
+    if N < K:
+        return f"the dataset has {N} records, fewer than the {K} workers"
+    if not peers and job.max_frame_bytes < B:
+        return (
+            f"--max-frame-bytes must be at least the record width, {B} bytes "
+            f"(a frame carries at least one symbol), not {job.max_frame_bytes}"
+        )
+    if job.start_epoch + job.epochs > LAST_EPOCH:
+        return (
+            f"--start-epoch + --transitions must be at most 2**64 - 1 (a frame's epoch is 64 bits), "
+            f"not {job.start_epoch + job.epochs}"
+        )
+    if auto_order(job.order, N) in SHUFFLE_ALGORITHMS and job.canonical_nodes > N:
+        return f"--canonical-nodes must be at most the {N} records, not {job.canonical_nodes}"
+    return storage_refusal(B, K, job.storage, variable=variable)
+
+
 def _load(job: JobOptions, K: int) -> Dataset | str:
     try:
         if job.data is not None:
@@ -344,14 +390,7 @@ def _load(job: JobOptions, K: int) -> Dataset | str:
             dataset = synthetic_dataset(*sizes, seed=job.seed)
     except (ValueError, MemoryError) as exc:
         return str(exc)
-    if dataset.N < K:
-        return f"the dataset has {dataset.N} records, fewer than the {K} workers"
-    if job.max_frame_bytes < dataset.record_bytes:
-        return (
-            f"--max-frame-bytes must be at least the record width, {dataset.record_bytes} bytes "
-            f"(a frame carries at least one symbol), not {job.max_frame_bytes}"
-        )
-    refusal = storage_refusal(dataset.record_bytes, K, job.storage, variable=dataset.variable)
+    refusal = job_refusal(job, K, dataset.N, dataset.record_bytes, variable=dataset.variable)
     return dataset if refusal is None else refusal
 
 

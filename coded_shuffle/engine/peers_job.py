@@ -31,12 +31,13 @@ from .mpi_job import (
     _corrupter,
     _link_counter,
     _maybe_fail,
+    job_refusal,
     probe_links,
 )  # fmt: skip
 from .options import JobOptions
 from .protocol import MasterOptions, master_transition, worker_transition
 from .schemes import Scheme, scheme_for
-from .state import storage_refusal, synthetic_dataset
+from .state import synthetic_dataset
 
 __all__ = ["peers", "peer_transition", "own_units", "checksum_table", "catalog"]
 
@@ -148,12 +149,7 @@ def peers(job: JobOptions, link: MPITransport) -> int:
     assert k is not None
     got = _records(job)
     rows, N, B = (None, 0, 0) if isinstance(got, str) else got
-    if isinstance(got, str):
-        problem: str | None = got
-    elif N < K:
-        problem = f"the dataset has {N} records, fewer than the {K} workers"
-    else:
-        problem = storage_refusal(B, K, job.storage)
+    problem = got if isinstance(got, str) else job_refusal(job, K, N, B, peers=True)
     bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
     if bad:
         if link.is_leader:

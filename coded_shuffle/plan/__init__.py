@@ -90,13 +90,14 @@ from .delivery import (
     rates,
 )
 from .exact import EXACT_MAX_VARIABLES, EXACT_NODE_LIMIT
-from .exchange import SenderAssignment, assign_senders, upload_bound
+from .exchange import EXCHANGE_MAX_K, SenderAssignment, assign_senders, upload_bound
 from .greedy import PROGRESS_MIN_LEFTOVERS
 from .packing import CyclePacking, is_cycle_packing
 from .verify import decoding_steps, verify_plan
 
 __all__ = [
     "STRATEGIES",
+    "EXCHANGE_MAX_K",
     "EXACT_NODE_LIMIT",
     "PROGRESS_MIN_LEFTOVERS",
     "EXACT_MAX_VARIABLES",

@@ -31,7 +31,10 @@ import numpy as np
 
 from .._checks import check_int
 
-__all__ = ["SenderAssignment", "assign_senders", "upload_bound"]
+#: The most workers of an exchange: a holder set is a mask of 64 bits.
+EXCHANGE_MAX_K = 64
+
+__all__ = ["EXCHANGE_MAX_K", "SenderAssignment", "assign_senders", "upload_bound"]
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,7 @@ def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignme
     >>> a.sender.tolist(), a.uploads.tolist(), a.upload_bound
     ([0, 0, 1, 1], [2, 2, 0], Fraction(3, 2))
     """
-    K = check_int(K, "K", minimum=1, maximum=64)
+    K = check_int(K, "K", minimum=1, maximum=EXCHANGE_MAX_K)
     want = np.asarray(wanter, dtype=np.int64).reshape(-1)
     masks = _masks(holders, K)
     if want.shape != masks.shape:

@@ -4,8 +4,12 @@ refusals made before any process starts."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coded_shuffle import cli
@@ -80,3 +84,115 @@ def test_bare_multicast_takes_the_documented_group_and_port(no_launch):
     docs = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     run_help = cli.build_parser("run")._subparsers._group_actions[0].choices["run"].format_help()
     assert MULTICAST_DEFAULT in docs and MULTICAST_DEFAULT in " ".join(run_help.split())
+
+
+@pytest.fixture
+def npy_files(tmp_path):
+    np.save(tmp_path / "rows.npy", np.zeros((100, 16), dtype=np.uint8))
+    np.save(tmp_path / "wide.npy", np.zeros((10, 9000), dtype=np.uint8))
+    np.save(tmp_path / "short.npy", np.zeros((100, 16), dtype=np.uint8))
+    os.truncate(tmp_path / "short.npy", 300)
+    return {name: str(tmp_path / f"{name}.npy") for name in ("rows", "wide", "short")}
+
+
+SWITCH = "master=1000,up=1000,down=1000"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # every report bounds the workers' exchange, whose holder sets are masks of 64 bits
+        (["--mode", "exchange", "--workers", "128"], "--workers must be at most 64, not 128"),
+        (["-K", "65", "--points", "6500"], "--workers must be at most 64, not 65"),
+        (["--mode", "auto", "--network", SWITCH, "-K", "80"], "--workers must be at most 64, not 80"),
+        # the records against the frames, memory and epochs, from the options or the file's header
+        (
+            ["--record-bytes", "8192", "--max-frame-bytes", "4096"],
+            "--max-frame-bytes must be at least the record",
+        ),
+        (["--data", "{wide}", "--max-frame-bytes", "4096"], "record width, 9000 bytes"),
+        (
+            ["--points", "20000000", "--record-bytes", "1000"],
+            "--points x --record-bytes must be at most 16 GiB",
+        ),
+        (
+            ["--start-epoch", str(2**64 - 1), "--points", "40"],
+            "--start-epoch + --transitions must be at most 2**64",
+        ),
+        (
+            ["--data", "{rows}", "--order", "py1s", "--canonical-nodes", "200"],
+            "--canonical-nodes must be at most",
+        ),
+        (["--data", "{short}"], "short.npy is cut short: its header promises 1728 bytes, the file holds 300"),
+        (["--data", "{rows}", "-K", "4", "--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
+        # --mode auto: the checks of the mode it chooses
+        (
+            ["--mode", "auto", "--network", SWITCH, "-K", "3", "--points", "90", "--multicast"],
+            "--mode auto chose exchange: --multicast carries the master's coded broadcast",
+        ),
+    ],
+)
+def test_run_refuses_before_launch_what_the_ranks_would(argv, message, npy_files, capsys, no_launch):
+    """``run --mode exchange --workers 128`` launched 128 ranks that each raised "Argument 'K' must
+    be at most 64"; ranks that know the records refused the rest after the start."""
+    argv = [a.format(**npy_files) for a in argv]
+    assert cli.main(["run", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coded-shuffle: error: ") and message in err and len(err.strip().splitlines()) == 1
+    assert no_launch == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--mode", "exchange", "-K", "64", "--points", "640"],
+        ["--start-epoch", str(2**64 - 2), "--transitions", "1", "--points", "40"],
+        ["--data", "{rows}", "-K", "4", "--storage", "4"],
+        ["--data", "{wide}", "--max-frame-bytes", "9000"],
+    ],
+)
+def test_run_launches_what_is_just_inside_the_limits(argv, npy_files, capsys, no_launch):
+    assert cli.main(["run", "-K", "2", *(a.format(**npy_files) for a in argv)]) == 0
+    assert len(no_launch) == 1 and capsys.readouterr().err == ""
+
+
+def test_the_ranks_refuse_by_the_check_run_makes():
+    """One check, made by the ranks and by run: the engine's refusal is run's message."""
+    from coded_shuffle.engine.mpi_job import job_refusal
+    from coded_shuffle.engine.options import JobOptions
+
+    assert job_refusal(JobOptions(mode="exchange"), 128, 6000, 1024, peers=True) == WORKERS_128
+    assert job_refusal(JobOptions(max_frame_bytes=4096), 4, 100, 8192) is not None
+    assert job_refusal(JobOptions(max_frame_bytes=4096), 4, 100, 8192, peers=True) is None  # no frames
+
+
+#: ``coded-shuffle run`` in a process of its own, its mpiexec a script that leaves a mark.
+LAUNCHER = """
+import os, stat, sys
+from coded_shuffle import cli
+import coded_shuffle.cli.run as run_cli
+mark, fake = sys.argv[1], sys.argv[1] + ".sh"
+with open(fake, "w") as f:
+    f.write(f"#!/bin/sh\\ntouch {mark}\\n")
+os.chmod(fake, stat.S_IRWXU)
+run_cli.find_mpiexec = lambda: fake
+run_cli.compile_kernels = lambda groups: None
+for argv in (sys.argv[2:], ["run", "-K", "2", "--points", "40"]):  # then a job it launches
+    print(cli.main(argv), os.path.exists(mark), flush=True)
+"""
+
+
+WORKERS_128 = "--workers must be at most 64, not 128 (a set of workers is a mask of 64 bits)"
+
+
+def test_run_with_128_workers_of_the_exchange_is_one_line_and_no_launch(tmp_path):
+    argv = ["run", "--mode", "exchange", "--workers", "128"]
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, str(tmp_path / "launched"), *argv],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
+    )  # fmt: skip
+    refused, control = proc.stdout.split("\n")[:2]
+    assert refused == "2 False"  # status 2, and mpiexec never ran
+    assert control == "1 True"  # the fake mpiexec ran for a job within the limits (and wrote no status)
+    first = proc.stderr.splitlines()[0]
+    assert first == f"coded-shuffle: error: {WORKERS_128}"

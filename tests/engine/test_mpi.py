@@ -520,13 +520,19 @@ def test_exchange_verified_with_exact_bytes():
 @needs_mpi
 @pytest.mark.mpi
 def test_run_refusal_seen_by_the_program_is_status_2_and_one_line(tmp_path):
-    # A .npy file cut short: its header is sound (run checks only that before launch), its
-    # records are not all there. The master refuses it; the status reaches run through the
-    # status file, never as hydra's status 9, and nothing reaches standard output.
+    # A .npy file cut short: its header is sound, its records are not all there. run refuses it
+    # before launch (tests/cli/test_run_checks.py); launched all the same, here past run's checks,
+    # the master refuses it: the status reaches run through the status file, never as hydra's
+    # status 9, and nothing reaches standard output.
     path = tmp_path / "short.npy"
     np.save(path, np.zeros((100, 16), dtype=np.uint8))
     os.truncate(path, 300)
-    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--data", str(path)]
+    unchecked = (
+        "import sys; from coded_shuffle.cli import build_parser; from coded_shuffle.cli.run import "
+        "find_mpiexec, launch, run_command; args = build_parser('run').parse_args(sys.argv[1:]); "
+        "sys.exit(launch(run_command(args, find_mpiexec())))"
+    )
+    cmd = [sys.executable, "-c", unchecked, "run", "-K", "2", "--data", str(path)]
     for _ in range(3):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False)
         assert proc.returncode == 2 and proc.stdout == "", proc.stdout
