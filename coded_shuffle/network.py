@@ -119,7 +119,9 @@ class Network:
     @classmethod
     def parse(cls, spec: str) -> Network:
         """The network of ``spec`` (module docstring); ValueError naming the part at fault."""
-        if not isinstance(spec, str) or not spec.strip():
+        if not isinstance(spec, str):
+            raise TypeError(f"Argument 'spec' must be a str, not {type(spec).__name__}.")
+        if not spec.strip():
             raise ValueError("--network: an empty SPEC; say at least down=R (Mbit/s)")
         rates: dict[str, float] = {}
         flags: set[str] = set()

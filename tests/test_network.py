@@ -82,6 +82,8 @@ def _times(**changed):
             TypeError,
             r"'snooping' must be a bool",
         ),
+        (lambda: Network.parse(None), TypeError, r"Argument 'spec' must be a str, not NoneType\."),
+        (lambda: Network.parse(" "), ValueError, r"--network: an empty SPEC; say at least down=R"),
         # transition_times: S, record_bytes, network, the symbol counts
         (lambda: _times(S=[[0, -1], [1, 0]]), ValueError, r"Argument 'S' must have non-negative entries"),
         (lambda: _times(S=[[0.5, 1], [1, 0]]), ValueError, r"Argument 'S' must hold integers"),

@@ -374,8 +374,13 @@ def job_refusal(
             f"--start-epoch + --transitions must be at most 2**64 - 1 (a frame's epoch is 64 bits), "
             f"not {job.start_epoch + job.epochs}"
         )
-    if auto_order(job.order, N) in SHUFFLE_ALGORITHMS and job.canonical_nodes > N:
-        return f"--canonical-nodes must be at most the {N} records, not {job.canonical_nodes}"
+    if auto_order(job.order, N) in SHUFFLE_ALGORITHMS:  # the shard-aware orders' options
+        shard = {"--shard-size": job.shard_size, "--canonical-nodes": job.canonical_nodes}
+        for flag, value in {**shard, "--block-size": job.block_size}.items():
+            if value < 1:
+                return f"{flag} must be at least 1, not {value}"
+        if job.canonical_nodes > N:
+            return f"--canonical-nodes must be at most the {N} records, not {job.canonical_nodes}"
     return storage_refusal(B, K, job.storage, variable=variable)
 
 

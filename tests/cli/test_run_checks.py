@@ -123,6 +123,14 @@ SWITCH = "master=1000,up=1000,down=1000"
             ["--data", "{rows}", "--order", "py1s", "--canonical-nodes", "200"],
             "--canonical-nodes must be at most",
         ),
+        (
+            ["--data", "{rows}", "--order", "py1e", "--shard-size", "0"],
+            "--shard-size must be at least 1, not 0",
+        ),
+        (
+            ["--data", "{rows}", "--order", "py1b", "--block-size", "-1"],
+            "--block-size must be at least 1, not -1",
+        ),
         (["--data", "{short}"], "short.npy is cut short: its header promises 1728 bytes, the file holds 300"),
         (["--data", "{rows}", "-K", "4", "--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
         # --mode auto: the checks of the mode it chooses
