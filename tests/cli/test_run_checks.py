@@ -42,10 +42,16 @@ def _options(command: str) -> list[argparse.Action]:
 
 
 #: Small jobs, so that a value taken does not start a long computation.
-BASE = {"run": ["-K", "2", "--points", "40"], "rate": ["--points", "40"], "simulate": ["--points", "40"]}
+BASE = {
+    "run": ["-K", "2", "--points", "40"],
+    "rate": ["--points", "40"],
+    "simulate": ["--points", "40"],
+    "orders": ["--orders", "py1s", "--shards", "10", "--shard-size", "10", "-K", "2"],
+    "quality": ["--order", "py1s", "--shards", "10", "--shard-size", "10"],
+}
 
 
-@pytest.mark.parametrize("command", ["run", "rate", "simulate"])
+@pytest.mark.parametrize("command", list(BASE))
 def test_every_option_names_itself_when_it_refuses_a_value(command, capsys, no_launch):
     """``--multicast 239.1.1.1:²`` answered ``invalid literal for int() with base 10`` ("²" is a
     digit to ``str.isdigit``, not to ``int``): each refusal names its option."""
