@@ -217,7 +217,7 @@ class PieceStorage:
             return f", storage = {self.M} batches (whole records, each on {self.M} workers)"
         return (
             f", storage = {self.M} batches ({C} pieces of {width} B a record; "
-            "symbols, planned and bound count pieces)"
+            "the table counts pieces)"
         )
 
     def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport:

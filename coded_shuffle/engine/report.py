@@ -13,7 +13,9 @@ from typing import Any
 from ..bounds import optimality_gap
 from ..network import Network, explain, transition_times
 
-__all__ = ["TransitionReport", "RunReport", "time_lines"]
+__all__ = [
+    "TransitionReport", "RunReport", "time_lines", "unit_of", "TABLE_COLUMNS", "table_cells", "table_legend",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -302,4 +304,123 @@ def time_lines(rows: list[dict[str, Any]]) -> list[str]:
         out.append(
             f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {why}{ran}"
         )
+    return out
+
+
+def unit_of(r: dict[str, Any]) -> tuple[str, int]:
+    """``(name, bytes)`` of the unit a report's counts are in (:meth:`TransitionReport.to_dict`):
+    ``records`` of ``record_bytes``, or ``pieces`` (a storage's, or sub-packets) of their width.
+
+    Examples
+    --------
+    >>> unit_of({"record_bytes": 1024, "subpackets": 1, "piece_bytes": None})
+    ('records', 1024)
+    >>> unit_of({"record_bytes": 1024, "subpackets": 7, "piece_bytes": 147})
+    ('pieces', 147)
+    """
+    if r.get("piece_bytes"):
+        return "pieces", int(r["piece_bytes"])
+    q = int(r.get("subpackets") or 1)
+    return ("pieces", int(r["record_bytes"]) // q) if q > 1 else ("records", int(r["record_bytes"]))
+
+
+#: The columns of ``coded-shuffle run``'s table (:func:`table_cells`; :func:`table_legend` says what
+#: each means).
+TABLE_COLUMNS = (
+    "epoch", "mode", "unit", "sent", "planned", "busiest d/u", "bound d/u", "sent MB", "framing",
+    "seconds", "MB/s", "repairs", "verified",
+)  # fmt: skip
+
+
+def _whole(n: int, width: int) -> int:
+    return -(-int(n) // width) if width else 0
+
+
+def table_cells(r: dict[str, Any]) -> list[str]:
+    """One row of ``coded-shuffle run``'s table for a report (:meth:`TransitionReport.to_dict`),
+    each count in the units of its own mode and each bound its own mode's (:func:`table_legend`).
+
+    Examples
+    --------
+    >>> from coded_shuffle.engine import simulate
+    >>> rep = simulate(K=3, N=30, record_bytes=8, epochs=1, seed=0, mode="exchange").transitions[0]
+    >>> cells = dict(zip(TABLE_COLUMNS, table_cells(rep.to_dict())))
+    >>> cells["unit"], cells["sent"] == cells["planned"] == str(rep.uncoded_symbols)
+    ('records', True)
+    """
+    unit, width = unit_of(r)
+    mode = r["mode"]
+    exchanged = _whole(r["exchange_bytes"], width)  # the units the workers sent each other
+    sent = int(r["wire_symbols"]) + exchanged
+    planned = int(r["planned_symbols"]) + (exchanged if mode == "split" else 0)
+    busiest_up = max(int(r["wire_symbols"]), _whole(r["max_sent_bytes"], width))
+    down_bound = _whole(r["download_bound_bytes"], width)
+    up_bound = {
+        "coded": f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
+        "uncoded": str(r["uncoded_symbols"]),
+        "exchange": str(_whole(r["upload_bound_bytes"], width)),
+    }.get(mode, "-")
+    payload = int(r["payload_bytes"]) + int(r["exchange_bytes"])
+    header = int(r["header_bytes"]) + int(r["exchange_header_bytes"])
+    # What was sent: by the master (coded, uncoded), by the workers to each other (exchange), or both
+    # (split), framing included.
+    workers = r["exchange_bytes"] + r["exchange_header_bytes"]
+    mb = (workers + (0 if mode == "exchange" else r["wire_bytes"])) / 1e6
+    return [
+        str(r["epoch"]),
+        mode,
+        {"coded": "symbols", "split": "sym+rec"}.get(mode, unit),
+        str(sent),
+        str(planned),
+        f"{_whole(r['max_received_bytes'], width)}/{busiest_up}",
+        f"{down_bound}/{up_bound}",
+        f"{mb:.3f}",
+        f"{header / payload:.2%}" if payload else "-",
+        f"{r['seconds']:.3f}",
+        f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
+        str(r["repairs"]),
+        "yes" if r["verified"] else "NO",
+        *(
+            [f"{r['link_tx_bytes'][0] / 1e6:.3f}", f"{max(r['link_rx_bytes'][1:]) / 1e6:.3f}"]
+            if r.get("link_tx_bytes")
+            else []
+        ),
+    ]
+
+
+def table_legend(rows: list[dict[str, Any]]) -> list[str]:
+    """What the columns of ``coded-shuffle run``'s table mean (:func:`table_cells`), for its rows:
+    the lines printed under it."""
+    if not rows:
+        return []
+    unit, width = unit_of(rows[0])
+    modes = {r["mode"] for r in rows}
+    B = rows[0]["record_bytes"]
+    if unit == "pieces":
+        what = f"pieces of {width} B, {rows[0]['subpackets']} a record of {B} B (a symbol: a piece wide)"
+    else:
+        what = f"records of {B} B (a symbol: a record wide)"
+    out = [f"unit: what sent, planned and the d/u figures count: {what}."]
+    if modes & {"coded", "split"}:
+        out.append("symbols: the master's coded symbols, an XOR of several units or one alone"
+                   + ("; sym+rec: the master's symbols and the units the workers exchange (split)."
+                      if "split" in modes else "."))  # fmt: skip
+    out += [
+        "sent: units that left the master (repairs included) and the workers; planned: the mode's plan.",
+        "busiest d/u: the most units one worker received (repairs apart) / the most one link sent",
+        "(the master's, or the busiest worker's uplink).",
+        "bound d/u: the most units a worker misses, under which no delivery puts the busiest downlink /",
+        "the least the sending uplink carries in this mode:",
+    ]
+    ups = {
+        "coded": "  coded: the genie lower bound on the master's symbols (* where not proven exact);",
+        "uncoded": "  uncoded: every unit that changes worker, W, which it sends each alone (its load is W);",
+        "exchange": "  exchange: the least busiest upload of any exchange between the workers;",
+        "split": "  split: - (its uplinks are the master's and the workers'; its time bound is per network).",
+    }
+    out += [line for m, line in ups.items() if m in modes]
+    out += [
+        "sent MB: payload and framing bytes the master and the workers sent; MB/s: sent MB / seconds;",
+        "framing: frame headers, symbol entries, receiver indexes and padding, as a share of the payload.",
+    ]
     return out
