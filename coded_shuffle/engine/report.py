@@ -133,6 +133,11 @@ class TransitionReport:
         The predicted time of the best split of the moved records between the master's coded
         broadcast and the workers' exchange, and the share coded, where it beats both alone
         (:func:`~coded_shuffle.network.split_time`; ``--mode split`` runs it); None otherwise.
+    binding_links : dict or None
+        Each mode's binding link on the network, the link whose time its prediction is:
+        ``master``, ``downlink``, ``uplink`` or ``relays``, ties joined by ``=``
+        (:attr:`~coded_shuffle.network.TransitionTimes.binding_links`); None for a mode it
+        cannot run, and without a network.
     """
 
     epoch: int
@@ -189,6 +194,7 @@ class TransitionReport:
     time_gap: float | None = None
     split_seconds: float | None = None
     split_coded_share: float | None = None
+    binding_links: dict[str, str | None] | None = None
 
     def on_network(self, S: object, network: Network, *, measured: bool) -> TransitionReport:
         """This report with its transition's time bound and each mode's predicted time on
@@ -210,7 +216,7 @@ class TransitionReport:
         return replace(
             self, network=str(network), time_bound_seconds=bound, predicted_seconds=d["predicted_seconds"],  # type: ignore[arg-type]
             choice=times.choice, time_gap=gap, split_seconds=times.split_seconds,
-            split_coded_share=times.split_coded_share,
+            split_coded_share=times.split_coded_share, binding_links=dict(times.binding_links),
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -282,29 +288,74 @@ class RunReport:
 
 def time_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The lines that follow a table of transitions on a network (:meth:`TransitionReport.to_dict`
-    or ``rate`` rows): each one's time bound and each mode's predicted time, the choice and why,
-    and, where the transition ran on that network, its measured time and gap to the bound."""
+    or ``rate`` rows), one verdict a transition.
+
+    Where the transition only was predicted: its time bound, each mode's predicted time and
+    binding link, and the choice and why. Where it ran on that network (``time_gap`` set, the
+    rows of its modes together): the mode measured fastest beside the predicted choice, then the
+    predictions with their binding links and each mode's measured time over its prediction.
+
+    Examples
+    --------
+    >>> row = {"network": "up=1,down=1", "record_bytes": 8, "epoch": 1, "time_bound_seconds": 1.0,
+    ...        "predicted_seconds": {"exchange": 1.0, "coded": None}, "choice": "exchange",
+    ...        "binding_links": {"exchange": "downlink", "coded": None}}
+    >>> time_lines([row])[1]
+    '  epoch 1: bound 1; predicted exchange 1 (downlink), coded -; choice exchange: predicted 1 s'
+    """
     out = [
         f"on the network {rows[0]['network']}, records of {rows[0]['record_bytes']} B "
         "(seconds of one transition's delivery; bound: no scheme is faster):"
     ]
-    for r in rows:
+    groups: list[list[dict[str, Any]]] = []
+    for r in rows:  # the rows of one transition's modes come together
+        if groups and r["epoch"] is not None and groups[-1][0]["epoch"] == r["epoch"]:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    for group in groups:
+        r = group[0]
         p, choice = r["predicted_seconds"], r["choice"]
-        shown = ", ".join(f"{m} {p[m]:.4g}" if p[m] is not None else f"{m} -" for m in p)
-        why = explain(p, choice)
+        links = r.get("binding_links") or {}
+        shown = ", ".join(
+            f"{m} -" if p[m] is None else f"{m} {p[m]:.4g}" + (f" ({links[m]})" if links.get(m) else "")
+            for m in p
+        )
         epoch = "-" if r["epoch"] is None else r["epoch"]
-        ran = (
-            ""
-            if r.get("time_gap") is None
-            else f"; {r['mode']} took {r['seconds']:.4g} s, {r['time_gap']:+.1%} over it"
-        )
         split = r.get("split_seconds")
-        if split is not None:
-            ran += f"; the split {r['split_coded_share']:.0%} coded"
-        out.append(
-            f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; choice {why}{ran}"
-        )
+        share = "" if split is None else f"; the split {r['split_coded_share']:.0%} coded"
+        ran = _ran(group)
+        if not ran:
+            out.append(f"  epoch {epoch}: bound {r['time_bound_seconds']:.4g}; predicted {shown}; "
+                       f"choice {explain(p, choice)}{share}")  # fmt: skip
+            continue
+        ran.sort(key=lambda g: g["seconds"])
+        first = ran[0]
+        if len(ran) > 1:
+            rest = ", ".join(f"{g['mode']} {g['seconds']:.4g}" for g in ran[1:])
+            agree = "agrees" if first["mode"] == choice else "differs"
+            measured = f"measured fastest {first['mode']} {first['seconds']:.4g} s (then {rest}); "
+            predicted = f"predicted fastest {choice} {p[choice]:.4g} s: {agree}"
+        else:
+            measured = f"measured {first['mode']} {first['seconds']:.4g} s; "
+            predicted = f"predicted fastest {choice} {p[choice]:.4g} s"
+        out.append(f"  epoch {epoch}: {measured}{predicted}; bound {r['time_bound_seconds']:.4g} s")
+        over = ", ".join(f"{g['mode']} {_times(g['seconds'], p.get(g['mode']))}" for g in _ran(group))
+        out.append(f"    predicted (binding link): {shown}{share}; measured / predicted: {over}")
     return out
+
+
+def _ran(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ``group`` that ran on the network, in their order."""
+    return [g for g in group if g.get("time_gap") is not None]
+
+
+def _times(seconds: float, predicted: float | None) -> str:
+    """``seconds`` as a multiple of ``predicted`` (``-`` without one)."""
+    if not predicted:
+        return "-"
+    x = seconds / predicted
+    return f"{x:,.0f}x" if x >= 100 else f"{x:.3g}x"
 
 
 def unit_of(r: dict[str, Any]) -> tuple[str, int]:
