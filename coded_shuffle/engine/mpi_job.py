@@ -298,12 +298,17 @@ def _link_counter() -> Any:
 # --------------------------------------------------------------------------- master
 
 
-#: Under the table of several modes on an unpaced link: why ``seconds`` need not show the gain.
+#: Under the table of several modes on a link the engine does not pace: why ``seconds`` need not
+#: show the gain. Whether something else shapes the link (``tc`` on hosts of their own) is not
+#: known here, so the note says what holds where nothing does.
 UNPACED_NOTE = (
-    "note: the link is unpaced: here a broadcast costs about as much per delivered byte as unicast, "
-    "so seconds need not follow the bytes; the coded gain is in 'sent MB', and shows in time where "
-    "the master's link is the bottleneck (--link-mbps R paces it at R Mbit/s)"
+    "note: the engine does not pace the link and cannot tell whether anything shapes it; on one "
+    "machine, unshaped, a broadcast costs about as much per delivered byte as unicast, so seconds need "
+    "not follow the bytes; the coded gain is in 'sent MB', and shows in time where the master's link "
+    "is the bottleneck (shaped, or paced by --link-mbps R at R Mbit/s)"
 )
+
+
 #: Widths of the table's columns (the link counters' last).
 _WIDTHS = (6, 10, 9, 9, 9, 13, 13, 9, 9, 9, 8, 8, 9, 9, 9)
 
@@ -362,7 +367,11 @@ class Results:
             print(json.dumps({"probe": probe.to_dict(multicast=multicast)}), file=self.out, flush=True)
         if not self.table:
             return
-        pace = f"{job.link_mbps:g} Mbit/s" if job.link_mbps else "unpaced"
+        pace = (
+            f"paced at {job.link_mbps:g} Mbit/s by the engine"
+            if job.link_mbps
+            else "not paced by the engine; shaping unknown"
+        )
         self._print(
             f"{sizes}, epochs = {job.start_epoch}..{job.start_epoch + job.epochs}, seed = {job.seed}, "
             f"mode = {job.mode}, link = {pace}" + note
