@@ -494,6 +494,9 @@ def test_unpaced_table_of_several_modes_says_where_the_gain_shows(tmp_path):
     assert "predicted fastest exchange" in verdict and all(r["binding_links"] for r in measured)
     detail = lines[lines.index(verdict) + 1]
     assert "exchange" in detail and "(downlink=uplink)" in detail and "measured / predicted: coded " in detail
+    if importlib.util.find_spec("matplotlib") is not None:  # the plot of these results (the plot extra)
+        assert cli.main(["plot", "run", "--results", str(out), "-o", str(tmp_path / "run.svg")]) == 0
+        assert b"<svg" in (tmp_path / "run.svg").read_bytes()
     paced = subprocess.run([*cmd, "--mode", "both", "--link-mbps", "400"], capture_output=True, text=True,
                            timeout=TIMEOUT, cwd=ROOT, check=True)  # fmt: skip
     assert "note: the engine does not pace" not in paced.stdout
