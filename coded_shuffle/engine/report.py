@@ -230,7 +230,22 @@ class TransitionReport:
         >>> d["K"], d["N"], d["verified"], d["coded_symbols"] <= d["uncoded_symbols"]
         (3, 30, True, True)
         """
-        return {**asdict(self), "optimality_gap": self.optimality_gap}
+        return {**asdict(self), "optimality_gap": self.optimality_gap, "sent_bytes": self.sent_bytes}
+
+    @property
+    def sent_bytes(self) -> int:
+        """Bytes this transition put on the links, framing and repairs included: what left the
+        master (``wire_bytes``) and what the workers sent each other (``exchange_bytes`` and its
+        framing), whatever the mode: the bytes of the epoch it delivered.
+
+        Examples
+        --------
+        >>> from coded_shuffle.engine import simulate
+        >>> rep = simulate(K=3, N=30, record_bytes=8, epochs=1, seed=0, mode="exchange").transitions[0]
+        >>> rep.sent_bytes == rep.exchange_bytes + rep.exchange_header_bytes > rep.uncoded_bytes
+        True
+        """
+        return int(self.wire_bytes) + int(self.exchange_bytes) + int(self.exchange_header_bytes)
 
     @property
     def optimality_gap(self) -> float:
@@ -414,9 +429,8 @@ def table_cells(r: dict[str, Any]) -> list[str]:
     payload = int(r["payload_bytes"]) + int(r["exchange_bytes"])
     header = int(r["header_bytes"]) + int(r["exchange_header_bytes"])
     # What was sent: by the master (coded, uncoded), by the workers to each other (exchange), or both
-    # (split), framing included.
-    workers = r["exchange_bytes"] + r["exchange_header_bytes"]
-    mb = (workers + (0 if mode == "exchange" else r["wire_bytes"])) / 1e6
+    # (split), framing and repairs included.
+    mb = (r["wire_bytes"] + r["exchange_bytes"] + r["exchange_header_bytes"]) / 1e6
     return [
         str(r["epoch"]),
         mode,
