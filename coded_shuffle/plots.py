@@ -514,7 +514,7 @@ def run_results(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ``up``, the most one uplink sent (the master's symbols, repairs included, or the busiest
     worker's); ``down_bound``, the most a worker misses; ``up_bound``, the mode's own bound on
     its sending uplink (coded: the genie lower bound; uncoded: every moved unit; exchange: the
-    least busiest upload; None for a split), as in ``run``'s table. ``predicted`` and
+    least busiest upload; split: ``split_uplink_bound``), as in ``run``'s table. ``predicted`` and
     ``time_bound`` are None without a network.
 
     Examples
@@ -541,6 +541,8 @@ def run_results(rows: list[dict[str, Any]]) -> dict[str, Any]:
             return int(r["lower_bound"]) * width
         if mode == "uncoded":
             return int(r["uncoded_symbols"]) * width
+        if mode == "split":
+            return None if r.get("split_uplink_bound") is None else int(r["split_uplink_bound"]) * width
         return int(r["upload_bound_bytes"]) if mode == "exchange" else None
 
     for mode in sorted({r["mode"] for r in rows}, key=lambda m: (_RUN_MODES + (m,)).index(m)):

@@ -133,6 +133,10 @@ class TransitionReport:
         The predicted time of the best split of the moved records between the master's coded
         broadcast and the workers' exchange, and the share coded, where it beats both alone
         (:func:`~coded_shuffle.network.split_time`; ``--mode split`` runs it); None otherwise.
+    split_uplink_bound : int or None
+        ``split``: its own bound on its busiest sending uplink, in symbols: the larger of its coded
+        half's genie lower bound (the master's uplink) and its exchanged half's least busiest
+        upload (a worker's); None for the other modes.
     binding_links : dict or None
         Each mode's binding link on the network, the link whose time its prediction is:
         ``master``, ``downlink``, ``uplink`` or ``relays``, ties joined by ``=``
@@ -194,6 +198,7 @@ class TransitionReport:
     time_gap: float | None = None
     split_seconds: float | None = None
     split_coded_share: float | None = None
+    split_uplink_bound: int | None = None
     binding_links: dict[str, str | None] | None = None
 
     def on_network(self, S: object, network: Network, *, measured: bool) -> TransitionReport:
@@ -425,6 +430,7 @@ def table_cells(r: dict[str, Any]) -> list[str]:
         "coded": f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
         "uncoded": str(r["uncoded_symbols"]),
         "exchange": str(_whole(r["upload_bound_bytes"], width)),
+        "split": "-" if r.get("split_uplink_bound") is None else str(r["split_uplink_bound"]),
     }.get(mode, "-")
     payload = int(r["payload_bytes"]) + int(r["exchange_bytes"])
     header = int(r["header_bytes"]) + int(r["exchange_header_bytes"])
@@ -481,7 +487,7 @@ def table_legend(rows: list[dict[str, Any]]) -> list[str]:
         "coded": "  coded: the genie lower bound on the master's symbols (* where not proven exact);",
         "uncoded": "  uncoded: every unit that changes worker, W, which it sends each alone (its load is W);",
         "exchange": "  exchange: the least busiest upload of any exchange between the workers;",
-        "split": "  split: - (its uplinks are the master's and the workers'; its time bound is per network).",
+        "split": "  split: the larger of its coded half's genie bound and its exchanged half's least upload.",
     }
     out += [line for m, line in ups.items() if m in modes]
     out += [

@@ -77,3 +77,24 @@ def test_with_storage_the_rows_count_pieces_and_say_so():
     assert row["unit"] == "pieces" and row["sent"] == row["planned"] == str(sum(misses))
     assert row["busiest d/u"].split("/")[0] == row["bound d/u"].split("/")[0] == str(max(misses))
     assert f"pieces of {width} B, {P} a record of {B} B" in table_legend([rep.to_dict()])[0]
+
+
+def test_a_split_row_counts_both_halves_against_its_own_bound():
+    from coded_shuffle.engine.schemes.split import split_placements
+    from coded_shuffle.network import Network, split_share
+
+    N, K, seed = 150, 3, 4
+    net = Network.parse("master=1000,up=200,down=1000,multicast")
+    rep = simulate(K=K, N=N, record_bytes=16, epochs=1, seed=seed, mode="split", network=net).transitions[0]
+    row = _row(rep)
+    p0, p1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
+    coded_half, exchanged = split_placements(p0, p1, split_share(shuffle_matrix(p0, p1), network=net))
+    L = int(lower_bound(shuffle_matrix(p0, coded_half)).value)
+    gives = [0] * K  # record by record: what each worker sends of the exchanged half
+    for r in range(N):
+        if p0.owner[r] != exchanged.owner[r]:
+            gives[int(p0.owner[r])] += 1
+    W, down, _ = _brute(N, K, seed)
+    assert 0 < sum(gives) < W and rep.split_uplink_bound == max(L, max(gives))
+    assert row["unit"] == "sym+rec" and row["planned"] == str(rep.planned_symbols + sum(gives))
+    assert row["bound d/u"] == f"{down}/{max(L, max(gives))}"
