@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from .matrix import elastic_matrix
 
 __all__ = [
     "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
-    "scoped_symbols", "MODES", "SPLIT_MARGIN",
+    "scoped_symbols", "binding", "MODES", "SPLIT_MARGIN",
 ]  # fmt: skip
 
 #: The modes a prediction is made for, in the order that breaks ties (a split, which at its ends is
@@ -169,6 +169,11 @@ class TransitionTimes:
     #: moved records the master codes in it; None otherwise.
     split_seconds: float | None = None
     split_coded_share: float | None = None
+    #: Each mode's binding link, the term of the max its prediction is (:func:`binding`): ``master``
+    #: (the master's uplink), ``downlink`` (the busiest worker's), ``uplink`` (the busiest
+    #: worker's; ``relays`` where a chain of workers forwards the coded symbols), several joined
+    #: by ``=`` where they tie; None for a mode the network cannot run or a split not predicted.
+    binding_links: dict[str, str | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready: a mode the network cannot run is None."""
@@ -180,6 +185,7 @@ class TransitionTimes:
             "choice": self.choice,
             "split_seconds": self.split_seconds,
             "split_coded_share": self.split_coded_share,
+            "binding_links": dict(self.binding_links),
         }
 
 
@@ -227,24 +233,66 @@ def transition_times(
     # what the busiest downlink carries of the coded symbols: all, or with snooping its groups'
     heard_b = scoped_symbols(S, coded) * B if network.snooping else coded_b
     relays = 0.0 if network.multicast else (coded_b / up if up else inf)  # a chain's uplinks
-    predicted = {
-        "exchange": max(d / down, o / up) if up else inf,
-        "coded": max(coded_b / master, heard_b / down, relays) if master else inf,
-        "uncoded": max(W / master, d / down) if master else inf,
+    terms = {  # each mode's links' times: its prediction is the largest
+        "exchange": {"downlink": d / down, "uplink": o / up} if up else {},
+        "coded": {
+            "master": coded_b / master,
+            "downlink": heard_b / down,
+            **({} if network.multicast else {"relays": relays}),
+        }
+        if master
+        else {},
+        "uncoded": {"master": W / master, "downlink": d / down} if master else {},
     }
+    predicted = {m: max(t.values()) if t else inf for m, t in terms.items()}
     share, split = (
         split_time(coded_b, d, o, master=master, up=up, down=down, multicast=True, heard=heard_b)
         if network.multicast else (None, inf)
     )  # fmt: skip
     beats = split < min(predicted["coded"], predicted["exchange"]) * (1 - SPLIT_MARGIN)
     predicted["split"] = split if beats else inf  # at an end of its shares a split is one of the two
+    if beats and share is not None:
+        terms["split"] = _split_lines(coded_b, d, o, master=master, up=up, down=down, multicast=True,
+                                      heard=heard_b, share=share)  # fmt: skip
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
         raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
     why = explain(predicted, choice)
+    links = {m: binding(terms[m]) if math.isfinite(predicted[m]) and m in terms else None for m in MODES}
     return TransitionTimes(
-        max(cuts), predicted, choice, why, split if beats else None, share if beats else None
+        max(cuts), predicted, choice, why, split if beats else None, share if beats else None, links
     )
+
+
+def binding(times: Mapping[str, float]) -> str:
+    """The link whose time is the largest of ``times`` (a mode's links,
+    :attr:`TransitionTimes.binding_links`), those that tie with it (within ``1e-9`` of it) joined by
+    ``=``, in their order.
+
+    Examples
+    --------
+    >>> binding({"master": 2.0, "downlink": 1.0})
+    'master'
+    >>> binding({"downlink": 1.0, "uplink": 1.0})
+    'downlink=uplink'
+    """
+    top = max(times.values())
+    return "=".join(k for k, v in times.items() if v >= top * (1 - 1e-9))
+
+
+def _split_lines(
+    coded: float, missing: float, only: float, *, master: float, up: float, down: float, multicast: bool,
+    heard: float | None, share: float,
+) -> dict[str, float]:  # fmt: skip
+    """Each link's time in a split of coded share ``share`` (the lines of :func:`split_time`)."""
+    a, H = share, coded if heard is None else heard
+    inf = math.inf
+    return {
+        "master": a * coded / master if master else (inf if a * coded else 0.0),
+        "downlink": (a * H + (1 - a) * missing) / down,
+        "uplink": ((1 - a) * only + (0.0 if multicast else a * coded)) / up if up
+        else (inf if (1 - a) * only or (a * coded and not multicast) else 0.0),
+    }  # fmt: skip
 
 
 def _moved(S: np.ndarray) -> np.ndarray:

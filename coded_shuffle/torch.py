@@ -335,6 +335,16 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         """The current epoch (None on a worker before the first)."""
         return None if self._batch is None else self._batch.epoch
 
+    @property
+    def reports(self) -> list[TransitionReport]:
+        """The transitions' reports so far, one an epoch after the first (its bytes:
+        :attr:`TransitionReport.sent_bytes <coded_shuffle.engine.TransitionReport.sent_bytes>`):
+        on the master with ``scheme="coded"`` (what :meth:`serve` returns), on rank 0 with
+        ``scheme="exchange"`` (its worker leads the transitions), as the epochs come (with
+        ``prefetch``, up to one epoch ahead); empty on the other ranks. After
+        :meth:`load_state_dict`, those of the epochs resumed."""
+        return self._loader.reports
+
     # ---- master
 
     def serve(self) -> list[TransitionReport]:

@@ -183,3 +183,40 @@ def test_plot_orders_says_what_it_is_doing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("generating and measuring 8 orders of 1,000 samples for the plot ...")
     assert out.stat().st_size > 0
+
+
+def test_plot_of_run_results_from_reports(tmp_path, capsys):
+    """``plot run``: the reports as ``simulate --json`` / ``run --json`` write them, one a line."""
+    from coded_shuffle.cli import main
+    from coded_shuffle.engine import simulate
+    from coded_shuffle.network import Network
+    from coded_shuffle.orders import epoch_placement
+
+    N, K, B, seed = 90, 3, 16, 2
+    net = Network.parse("master=100,up=100,down=100")
+    lines = [json.dumps({"probe": {"seconds": 1}})]  # run --probe's first line, skipped
+    for mode in ("coded", "uncoded", "exchange"):
+        rep = simulate(K=K, N=N, record_bytes=B, epochs=1, seed=seed, mode=mode, network=net)
+        lines += [json.dumps(t.to_dict()) for t in rep.transitions]
+    results = tmp_path / "rows.jsonl"
+    results.write_text("\n".join(lines) + "\n")
+    d = plots.run_results(plots.read_run_results(results))
+    p0, p1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
+    moved = p0.owner != p1.owner
+    down = max(int((moved & (p1.owner == j)).sum()) for j in range(K)) * B  # record by record
+    up = max(int((moved & (p0.owner == i)).sum()) for i in range(K)) * B
+    assert d["modes"] == ["coded", "uncoded", "exchange"] and d["transitions"] == 1
+    assert d["uncoded"]["up"] == d["uncoded"]["up_bound"] == int(moved.sum()) * B
+    assert d["exchange"]["down"] == d["exchange"]["down_bound"] == down
+    assert d["exchange"]["up"] == d["exchange"]["up_bound"] == up
+    assert all(d[m]["predicted"] > 0 and d[m]["time_bound"] <= d[m]["predicted"] for m in d["modes"])
+    out = tmp_path / "run.png"
+    assert main(["plot", "run", "--results", str(results), "-o", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out) and out.read_bytes().startswith(b"\x89PNG")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"mode": "coded"}\n')
+    assert main(["plot", "run", "--results", str(bad), "-o", str(out)]) == 2
+    assert main(["plot", "run", "--results", str(tmp_path / "none.jsonl"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"coded-shuffle: error: --results {bad}: line 1 is not a transition report of run --json"
+    assert err[1].startswith("coded-shuffle: error: --results: cannot read ")

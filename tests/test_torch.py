@@ -500,7 +500,17 @@ def test_every_rank_trains_under_torchrun_with_the_exchange(tmp_path, rng):
             assert np.array_equal(got["ids"], want[k]) and int(got["steps"]) == steps(len(want[k]), 2)
             assert np.array_equal(got["field0"], data["struct"]["x"][want[k]])
             assert np.array_equal(got["field1"], data["struct"]["y"][want[k]])
-    assert not (out / "reports.json").exists()  # no master
+    # no master: rank 0's dataset reports each epoch's exchange, its bytes counted record by record
+    B = data["struct"].dtype.itemsize
+    reports = json.loads((out / "reports.json").read_text())
+    assert [r["epoch"] for r in reports] == [1, 2] and all(r["mode"] == "exchange" for r in reports)
+    for r in reports:
+        e = r["epoch"]
+        old, new = (np.array_split(epoch_permutation(N, seed=SEED, epoch=t), K) for t in (e - 1, e))
+        owner = {int(i): j for j, b in enumerate(old) for i in b}
+        moved = sum(owner[int(i)] != j for j, b in enumerate(new) for i in b)
+        assert r["verified"] and r["exchange_bytes"] == moved * B and r["wire_bytes"] == 0
+        assert r["sent_bytes"] == r["exchange_bytes"] + r["exchange_header_bytes"]
 
 
 @needs_torch

@@ -22,8 +22,9 @@
   ``exchange``: a job of peers (``scheme="exchange"``), every rank a worker that trains a
   ``DistributedDataParallel`` model over the default group on each batch.
 
-Rank 0 serves and writes the reports to ``OUT/reports.json``. Under ``torchrun`` the job is over
-``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
+Rank 0 serves and writes the reports to ``OUT/reports.json`` (under ``exchange``, rank 0, whose
+worker leads the transitions, writes its dataset's ``reports`` after the last epoch). Under
+``torchrun`` the job is over ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
 """
 
 from __future__ import annotations
@@ -120,6 +121,11 @@ def main(argv: list[str]) -> int:
             writable=writable,
             **{f"field{i}": np.concatenate(c) for i, c in enumerate(fields)},
         )
+        if state == "exchange" and t == ds.start_epoch + ds.epochs - 1:  # rank 0 leads and reports
+            if ds.transport.is_leader:
+                (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in ds.reports]))
+            else:
+                assert ds.reports == []
         if state == "close" and k == 0:
             ds.close()
             return 0

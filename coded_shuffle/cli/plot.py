@@ -1,4 +1,5 @@
-"""``coded-shuffle plot``: loads against K, a leftover graph, or the epoch orders' trade-off."""
+"""``coded-shuffle plot``: loads against K, a leftover graph, the epoch orders' trade-off, the loads
+against the storage, or the results of ``run --json``."""
 
 from __future__ import annotations
 
@@ -72,6 +73,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                     strategy=args.strategy,
                     progress=bar.update,
                 )
+        elif args.plot == "run":
+            out = plots.plot_run(_run_rows(args.results), args.output)
         else:
             S = read_matrix(args.matrix)
             compile_kernels(["packing", "ordering"])
@@ -83,6 +86,18 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
     print(out)
     return 0
+
+
+def _run_rows(source: str) -> list[dict[str, Any]]:
+    """The reports of ``run --json`` in ``source`` (``-``: standard input); refusals name ``--results``."""
+    from ..plots import read_run_results
+
+    try:
+        return read_run_results(sys.stdin if source == "-" else source)
+    except OSError as exc:
+        raise UsageError(f"--results: cannot read {source!r}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--results {source}: {exc}") from None
 
 
 def add_parser(sub: Any) -> None:
@@ -147,3 +162,18 @@ def add_parser(sub: Any) -> None:
     pstore.add_argument("--seeds", type=_positive, default=3, metavar="S", help="number of seeds (default 3)")
     pstore.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
     pstore.set_defaults(func=_cmd_plot)
+    prun = kinds.add_parser(
+        "run",
+        help="the results of run --json: each mode's bytes and seconds against its bounds and prediction",
+        description=(
+            "Each mode's busiest downlink and uplink in bytes against their bounds, and its seconds "
+            "against its predicted time and the time bound on the --network the job ran with; means "
+            "over the transitions of the JSON lines of coded-shuffle run --json (or simulate --json)."
+        ),
+    )
+    prun.add_argument(
+        "--results", required=True, metavar="FILE",
+        help="the JSON lines of run --json FILE (or simulate --json); '-' reads standard input",
+    )  # fmt: skip
+    prun.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
+    prun.set_defaults(func=_cmd_plot)

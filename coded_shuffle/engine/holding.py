@@ -215,10 +215,7 @@ class PieceStorage:
         C, width = self.pieces, self.piece_bytes(record_bytes)
         if C == 1:
             return f", storage = {self.M} batches (whole records, each on {self.M} workers)"
-        return (
-            f", storage = {self.M} batches ({C} pieces of {width} B a record; "
-            "symbols, planned and bound count pieces)"
-        )
+        return f", storage = {self.M} batches ({C} pieces of {width} B a record; the table counts pieces)"
 
     def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport:
         return dataclasses.replace(

@@ -48,7 +48,7 @@ from .mpi import Watchdog, attend, serve
 from .options import JobOptions
 from .probe import ProbedRates
 from .protocol import MasterOptions, master_transition, worker_transition
-from .report import time_lines
+from .report import TABLE_COLUMNS, table_cells, table_legend, time_lines
 from .schedule import EpochSchedule
 from .schemes import SCHEMES, scheme_for
 from .state import storage_refusal, synthetic_dataset
@@ -299,39 +299,23 @@ def _link_counter() -> Any:
 # --------------------------------------------------------------------------- master
 
 
-#: Under the table of several modes on an unpaced link: why ``seconds`` need not show the gain.
+#: Under the table of several modes on a link the engine does not pace: why ``seconds`` need not
+#: show the gain. Whether something else shapes the link (``tc`` on hosts of their own) is not
+#: known here, so the note says what holds where nothing does.
 UNPACED_NOTE = (
-    "note: the link is unpaced: here a broadcast costs about as much per delivered byte as unicast, "
-    "so seconds need not follow the bytes; the coded gain is in 'sent MB', and shows in time where "
-    "the master's link is the bottleneck (--link-mbps R paces it at R Mbit/s)"
+    "note: the engine does not pace the link and cannot tell whether anything shapes it; on one "
+    "machine, unshaped, a broadcast costs about as much per delivered byte as unicast, so seconds need "
+    "not follow the bytes; the coded gain is in 'sent MB', and shows in time where the master's link "
+    "is the bottleneck (shaped, or paced by --link-mbps R at R Mbit/s)"
 )
-_COLUMNS = (
-    "epoch", "mode", "symbols", "planned", "bound", "sent MB", "framing", "seconds", "MB/s", "repairs",
-    "verified",
-)  # fmt: skip
 
 
-def _cells(r: dict[str, Any]) -> list[str]:
-    # What was sent: by the master (coded, uncoded), by the workers to each other (exchange), or both (split).
-    mb = (r["exchange_bytes"] + (0 if r["mode"] == "exchange" else r["wire_bytes"])) / 1e6
-    return [
-        str(r["epoch"]),
-        r["mode"],
-        str(r["wire_symbols"]),
-        str(r["planned_symbols"]),
-        f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
-        f"{mb:.3f}",
-        f"{r['framing_overhead']:.2%}" if r["payload_bytes"] else "-",
-        f"{r['seconds']:.3f}",
-        f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
-        str(r["repairs"]),
-        "yes" if r["verified"] else "NO",
-        *(
-            [f"{r['link_tx_bytes'][0] / 1e6:.3f}", f"{max(r['link_rx_bytes'][1:]) / 1e6:.3f}"]
-            if r.get("link_tx_bytes")
-            else []
-        ),
-    ]
+#: Widths of the table's columns (the link counters' last).
+_WIDTHS = (6, 10, 9, 9, 9, 13, 13, 9, 9, 9, 8, 8, 9, 9, 9)
+
+
+def _line(cells: Any) -> str:
+    return "".join(c.rjust(w) for c, w in zip(cells, _WIDTHS, strict=False))
 
 
 #: The last epoch a job may reach: a frame's epoch is 64 bits.
@@ -413,6 +397,8 @@ class Results:
         #: The network the job says it runs on: each row then has its time bound and gap to it.
         self.network = None if job.network is None else Network.parse(job.network)
         self._timed: list[dict[str, Any]] = []
+        #: The rows of the table, for its legend.
+        self._rows: list[dict[str, Any]] = []
         self.res: TextIO = sys.stdout if job.results is None else open(job.results, "w", encoding="utf-8")  # noqa: SIM115
         self.out: TextIO | None = None
         if job.json == "-":
@@ -425,7 +411,11 @@ class Results:
             print(json.dumps({"probe": probe.to_dict(multicast=multicast)}), file=self.out, flush=True)
         if not self.table:
             return
-        pace = f"{job.link_mbps:g} Mbit/s" if job.link_mbps else "unpaced"
+        pace = (
+            f"paced at {job.link_mbps:g} Mbit/s by the engine"
+            if job.link_mbps
+            else "not paced by the engine; shaping unknown"
+        )
         self._print(
             f"{sizes}, epochs = {job.start_epoch}..{job.start_epoch + job.epochs}, seed = {job.seed}, "
             f"mode = {job.mode}, link = {pace}" + note
@@ -437,7 +427,7 @@ class Results:
         if probe is not None:
             self._print(probe.line(self.network, multicast=multicast))
         links = ("up MB", "down MB") if job.count_links else ()  # master's uplink, busiest downlink
-        self._print("".join(h.rjust(11) for h in (*_COLUMNS, *links)))
+        self._print(_line((*TABLE_COLUMNS, *links)))
 
     def _print(self, line: str) -> None:
         print(line, file=self.res, flush=True)
@@ -458,10 +448,14 @@ class Results:
         if self.out is not None:
             print(json.dumps(rep.to_dict()), file=self.out, flush=True)
         if self.table:
-            self._print("".join(c.rjust(11) for c in _cells(rep.to_dict())))
+            self._rows.append(rep.to_dict())
+            self._print(_line(table_cells(self._rows[-1])))
 
     def close(self, all_ok: bool, *, several: bool) -> int:
         """The end of the results; returns the job's status (1 if a transition was not verified)."""
+        if self.table:
+            for line in table_legend(self._rows):
+                self._print(line)
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
         if self.table and self._timed:

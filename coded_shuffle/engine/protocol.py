@@ -315,6 +315,7 @@ def _report(
         max_received_bytes=max((int(s.received_bytes) for s in first), default=0),
         download_bound_bytes=planned.download_bound_bytes,
         upload_bound_bytes=planned.upload_bound_bytes,
+        split_uplink_bound=sent.split_uplink_bound,
         digests=None if any(d is None for d in digests) else [str(d) for d in digests],
         link_tx_bytes=[int(c[0]) for c in counts] if counts and None not in counts else None,
         link_rx_bytes=[int(c[1]) for c in counts] if counts and None not in counts else None,

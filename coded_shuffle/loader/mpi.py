@@ -163,6 +163,10 @@ class MPILoader:
         self.worker = transport.worker
         #: The worker that stopped early and so ended the job, or None.
         self.stopped_by: int | None = None
+        #: The transitions' reports, one an epoch after the first, as they are made: on the master
+        #: (the leading rank of a job of peers, :class:`~coded_shuffle.loader.PeerLoader`); empty on
+        #: the other ranks, whose checks the master's verdict covers.
+        self.reports: list[TransitionReport] = []
         self.dataset: Dataset | None = None
         self.layout: RowLayout | None = None
         #: Number of records: on the master from the start, on a worker once its first batch came.
@@ -198,7 +202,8 @@ class MPILoader:
     # ---- master
 
     def serve(self) -> list[TransitionReport]:
-        """Master: deliver the epochs after ``start_epoch`` to the workers; return one report each.
+        """Master: deliver the epochs after ``start_epoch`` to the workers; return one report each
+        (:attr:`reports`, which fills as they come).
 
         When a worker stops early, the job ends at the next transition and the reports made so
         far are returned (:attr:`stopped_by` names the worker).
@@ -229,7 +234,7 @@ class MPILoader:
         for k in range(K):  # setup: each worker starts with its batch (its share) of the first epoch
             link.send_rows(k, work.data[scheme.held(held, k)])
         opts = MasterOptions(strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed)
-        reports: list[TransitionReport] = []
+        reports = self.reports
         try:
             for t in range(first + 1, first + self.epochs):
                 now = schedule.epoch(t, now)
@@ -238,7 +243,7 @@ class MPILoader:
                 report = scheme.report(serve(link, role, watchdog=dog), ds)
                 if isinstance(report, Stopped):  # a worker stopped: the job ends here
                     self.stopped_by = link.share(report.workers[0])
-                    return reports
+                    return list(reports)
                 if not report.verified:
                     raise IntegrityError(
                         f"Epoch {t}: the workers' records did not match the master's checksums."
@@ -248,7 +253,7 @@ class MPILoader:
             link.share(None)
         finally:
             dog.close()
-        return reports
+        return list(reports)
 
     # ---- worker
 

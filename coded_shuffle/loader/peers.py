@@ -46,7 +46,9 @@ class PeerLoader(MPILoader):
     exactly what it misses, from the holder that keeps the busiest upload least), decoded and
     checked unit by unit, repaired from another holder, and the holdings of every worker checked
     against the table of checksums gathered from what the ranks read. Rank 0 leads the protocol's
-    control rounds beside its own training. Stopping early works as in :class:`MPILoader`.
+    control rounds beside its own training, and keeps the transitions' reports (:attr:`reports`,
+    the bytes the workers sent each other each epoch; empty on the other ranks). Stopping early
+    works as in :class:`MPILoader`.
 
     Parameters are those of :class:`MPILoader`, but ``source`` is read on every rank and there
     is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
@@ -93,8 +95,6 @@ class PeerLoader(MPILoader):
         self.scheme: Scheme = scheme_for(
             "exchange", K=self.K, storage=storage, peers=True, record_bytes=self.layout.record_bytes
         )
-        #: The transitions' reports, on the leading rank (rank 0); empty on the others.
-        self.reports: list[Any] = []
 
     def serve(self) -> list[Any]:
         """There is no master among peers: every rank iterates the loader."""

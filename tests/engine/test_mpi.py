@@ -459,17 +459,48 @@ def test_cli_run_on_a_network_reports_its_time_gap_and_auto_runs_the_fastest_mod
 
 @needs_mpi
 @pytest.mark.mpi
-def test_unpaced_table_of_several_modes_says_where_the_gain_shows():
+def test_unpaced_table_of_several_modes_says_where_the_gain_shows(tmp_path):
+    """The table of every mode: each row in its own units against its own bounds, a legend, what is
+    known of the link, and one verdict a transition on the network."""
     from coded_shuffle.engine.mpi_job import UNPACED_NOTE
 
-    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", "2", "--points", "200", "-B", "16"]
+    N, K = 200, 2
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(K), "--points", str(N), "-B", "16"]
     cmd += ["--transitions", "1"]
-    both = subprocess.run([*cmd, "--mode", "both"], capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
-                          check=True)  # fmt: skip
-    assert both.stdout.rstrip().endswith(UNPACED_NOTE)
+    out = tmp_path / "rows.jsonl"
+    switch = ["--network", "master=1000,up=1000,down=1000", "--json", str(out)]
+    every = subprocess.run([*cmd, "--mode", "all", *switch], capture_output=True, text=True, timeout=TIMEOUT,
+                           cwd=ROOT, check=True)  # fmt: skip
+    lines = every.stdout.splitlines()
+    assert "link = not paced by the engine; shaping unknown" in lines[0]
+    header = lines[2].split()
+    assert header[:5] == ["epoch", "mode", "unit", "sent", "planned"]
+    rows = {line.split()[1]: line.split() for line in lines[3:6]}
+    # record by record: W moved, the most a worker misses, the most one worker gives (one holder each)
+    p0, p1 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1))
+    moved = p0.owner != p1.owner
+    W = int(moved.sum())
+    down = max(int((moved & (p1.owner == j)).sum()) for j in range(K))
+    up = max(int((moved & (p0.owner == i)).sum()) for i in range(K))
+    coded = json.loads(out.read_text().splitlines()[0])["coded_symbols"]
+    assert rows["coded"][2:7] == ["symbols", str(coded), str(coded), f"{coded}/{coded}", f"{down}/{coded}"]
+    assert rows["uncoded"][2:7] == ["records", str(W), str(W), f"{down}/{W}", f"{down}/{W}"]
+    assert rows["exchange"][2:7] == ["records", str(W), str(W), f"{down}/{up}", f"{down}/{up}"]
+    assert lines[6].startswith("unit: ") and any(line.startswith("  exchange: ") for line in lines)
+    assert UNPACED_NOTE in lines
+    (verdict,) = [line for line in lines if line.startswith("  epoch ")]
+    measured = sorted((json.loads(r) for r in out.read_text().splitlines()), key=lambda r: r["seconds"])
+    assert verdict.startswith(f"  epoch 1: measured fastest {measured[0]['mode']} ")
+    assert "predicted fastest exchange" in verdict and all(r["binding_links"] for r in measured)
+    detail = lines[lines.index(verdict) + 1]
+    assert "exchange" in detail and "(downlink=uplink)" in detail and "measured / predicted: coded " in detail
+    if importlib.util.find_spec("matplotlib") is not None:  # the plot of these results (the plot extra)
+        assert cli.main(["plot", "run", "--results", str(out), "-o", str(tmp_path / "run.svg")]) == 0
+        assert b"<svg" in (tmp_path / "run.svg").read_bytes()
     paced = subprocess.run([*cmd, "--mode", "both", "--link-mbps", "400"], capture_output=True, text=True,
                            timeout=TIMEOUT, cwd=ROOT, check=True)  # fmt: skip
-    assert "note: the link is unpaced" not in paced.stdout
+    assert "note: the engine does not pace" not in paced.stdout
+    assert "link = paced at 400 Mbit/s by the engine" in paced.stdout.splitlines()[0]
 
 
 @needs_mpi

@@ -65,6 +65,7 @@ def main(argv: list[str]) -> int:
     stops = ("break", "close", "with", "exit", "raise")
     if loader.is_master:
         reports = loader.serve()
+        assert loader.reports == reports  # the loader keeps what serve returned
         name = "stopped.json" if fault in stops else "reports.json"
         what = {"stopped_by": loader.stopped_by, "reports": [r.to_dict() for r in reports]}
         (out_dir / name).write_text(json.dumps(what if fault in stops else what["reports"]))

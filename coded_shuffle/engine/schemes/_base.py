@@ -72,6 +72,9 @@ class Encoded:
     header_bytes: int
     n_frames: int
     encode_seconds: float
+    #: A split's own bound on its busiest sending uplink, in units (the larger of its coded half's
+    #: genie lower bound and its exchanged half's least busiest upload); None for the other modes.
+    split_uplink_bound: int | None = None
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,13 @@ exchange of the rest, at once."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any
 
 import numpy as np
 
+from ...bounds import lower_bound
 from ...codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset
 from ...matrix import shuffle_matrix
 from ...network import Network, split_share
@@ -70,7 +72,9 @@ class SplitScheme(SchemeBase):
     half (:class:`ExchangeScheme`'s units and senders). A worker takes the exchange first, then
     the master's frames, which a multicast receiver gathers on its own thread meanwhile; it
     decodes both at once. Repairs come from the master. The plan and the bound the report gives
-    are those of the coded scheme of the whole shuffle, for comparison. One batch a worker only.
+    are those of the coded scheme of the whole shuffle, for comparison, and beside them the
+    split's own bound on its busiest uplink (``split_uplink_bound``: its coded half's genie
+    lower bound, or its exchanged half's least busiest upload, the larger). One batch a worker only.
 
     Examples
     --------
@@ -113,10 +117,17 @@ class SplitScheme(SchemeBase):
         """The coded half's symbols, planned here from the whole shuffle's ``plan``."""
         assert isinstance(plan, DeliveryPlan)
         tic = time.perf_counter()
-        coded, _ = self.halves(plan.placement_t, plan.placement_t1)
+        coded, exchanged = self.halves(plan.placement_t, plan.placement_t1)
         part = plan_delivery(plan.placement_t, coded, strategy=plan.rates.strategy)
         encoded = self._coded.encode(part, dataset, epoch=epoch, max_frame_bytes=max_frame_bytes)
-        return dataclasses.replace(encoded, encode_seconds=time.perf_counter() - tic)
+        seconds = time.perf_counter() - tic
+        # The split's own bound, for the report (before the delivery's clock starts): neither half
+        # can send less on its uplinks than its own bound.
+        halves_bound = max(
+            int(lower_bound(part.S).value),
+            math.ceil(self._peers.exchange_plan(plan.placement_t, exchanged)[3].upload_bound),
+        )
+        return dataclasses.replace(encoded, encode_seconds=seconds, split_uplink_bound=halves_bound)
 
     def give(
         self,
