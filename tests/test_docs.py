@@ -199,12 +199,16 @@ def python_blocks(page: str) -> list[str]:
 PRINT_NOTE = re.compile(r"^\s*print\(.*\)\s+#\s*(.*)$")
 
 
-@pytest.mark.parametrize("block", [b for b in python_blocks("README.md") if "torch" not in b],
-                         ids=lambda b: b.split("\n", 1)[0])  # fmt: skip
-def test_readme_python_prints_what_its_notes_say(block, tmp_path, monkeypatch):
-    """Each ``print(...)  # NOTE`` of the README's Python blocks (those without torch), run as
-    written: the lines that print writes, joined by ", ", are NOTE; a NOTE ``A, then B, ...``
-    is the first lines A and B of more (the sample once showed the second line as the first)."""
+#: The Python blocks whose every ``print(...)  # NOTE`` gives what it prints (those of the other
+#: pages may say what a line means instead): the README's without torch, and docs/storage.md's.
+NOTED_BLOCKS = [b for b in python_blocks("README.md") if "torch" not in b] + python_blocks("docs/storage.md")
+
+
+@pytest.mark.parametrize("block", NOTED_BLOCKS, ids=lambda b: b.split("\n", 1)[0])
+def test_python_blocks_print_what_their_notes_say(block, tmp_path, monkeypatch):
+    """Each ``print(...)  # NOTE`` of :data:`NOTED_BLOCKS`, run as written: the lines that print
+    writes, joined by ", ", are NOTE; a NOTE ``A, then B, ...`` is the first lines A and B of more
+    (the README's loader once showed its second line as the first)."""
     monkeypatch.chdir(tmp_path)  # the blocks write their files in the current directory
     said: dict[int, list[str]] = {}
 
@@ -268,8 +272,9 @@ def choices_of(parser: argparse.ArgumentParser) -> dict[str, list[set[str]]]:
 
 #: Old names a command still takes and the docs name apart (``alltoallv``: ``exchange``).
 ALIASES = {"alltoallv"}
-#: The pages that list an option's values as ``--OPTION a|b|c`` (``\|`` inside a table).
-LISTING = [*PAGES, *sorted((ROOT / "mpi").glob("*.py"))]
+#: Where an option's values are listed as ``--OPTION a|b|c`` (``\|`` inside a table): the pages,
+#: the MPI programs and the package's docstrings.
+LISTING = [*PAGES, *sorted((ROOT / "mpi").glob("*.py")), *sorted((ROOT / "coded_shuffle").rglob("*.py"))]
 
 
 def test_every_listed_choice_is_a_commands_own():
