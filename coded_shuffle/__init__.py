@@ -8,6 +8,7 @@ The layers, imported in dependency order (a module imports only those above it h
 - ``plan``, ``bounds`` and ``storage``: delivery plans (order-2 pairs, leftover cycles), lower
   bounds, and both with a storage of several batches a worker (none imports another);
 - ``loads``: the one place that takes a ``storage`` and calls the scheme it names;
+- ``network``: network models, each delivery's predicted time and a bound no delivery beats;
 - ``codec`` and ``certificates``: records as bytes, XOR symbols, the wire format; GF(2) ranks;
 - ``transport``: the shared link from the master to the workers;
 - ``engine``: one epoch transition end to end, and runs of many;
@@ -17,12 +18,13 @@ The layers, imported in dependency order (a module imports only those above it h
 """
 # ruff: noqa: I001  (the imports follow the layers, not the alphabet)
 
-from __future__ import annotations
+# The module's own imports go by private names, so that ``dir(coded_shuffle)`` and the names of the
+# package are the public ones alone (no ``from __future__ import annotations``: the few annotations
+# here are evaluated, and need no import).
+import importlib as _importlib
+import typing as _typing
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importing the package is cheap
+if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importing the package is cheap
     from .errors import CodedShuffleError, DecodeError, IntegrityError, InvalidPlanError, TransportError
     from .orders import Placement, batch_sizes, epoch_permutation, epoch_placement
     from .matrix import leftover_matrix, shuffle_matrix
@@ -83,16 +85,16 @@ _EXPORTS: dict[str, str] = {
 #: The subpackages and modules reachable as attributes, as after ``import coded_shuffle.NAME``.
 _SUBMODULES = frozenset(
     {"bounds", "certificates", "cli", "codec", "engine", "errors", "loader", "matrix", "orders", "plan",
-     "plots", "storage", "tradeoff", "transport", "warmup", "loads"}
+     "plots", "storage", "tradeoff", "transport", "warmup", "loads", "network"}
 )  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     """Import the module of a public name (or a submodule) on first use."""
     if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        value = getattr(_importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
+        value = _importlib.import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -100,7 +102,10 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+    """The public names (``__all__``), the submodules, and the module's dunders (PEP 562): not the
+    private names, nor the private modules a submodule's import has bound here (``_kernels``)."""
+    own = {name for name in globals() if not name.startswith("_") or name.startswith("__")}
+    return sorted(own | set(__all__) | _SUBMODULES)
 
 
 __version__ = "0.1.0"

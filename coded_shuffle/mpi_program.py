@@ -1,7 +1,7 @@
 """Coded data shuffling across processes: the MPI program behind ``coded-shuffle run``.
 
     mpiexec -n K+1 python -m mpi4py -m coded_shuffle.mpi_program --points N --record-bytes B \\
-        --transitions E --seed S --mode coded|uncoded|exchange|split|both|all [--strategy greedy|exact] \\
+        --transitions E --seed S --mode coded|uncoded|exchange|split|both|all [--strategy greedy|lp|exact] \\
         [--link-mbps R] [--json [FILE]] ...
 
 (``mpi/shuffle.py`` in the source tree is a thin entry to the same program.) A thin entry itself:

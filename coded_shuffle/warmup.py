@@ -1,13 +1,16 @@
 """The compiled kernels: whether they are cached on disk, and compiling them ahead of the work.
 
 The loops over points are compiled by numba on their first call, with ``cache=True``: the
-machine code is kept beside the modules (``__pycache__``) and loaded by later runs, so only
-the first run after an install (or an upgrade) pays the compilation, several seconds. The
-command line asks :func:`uncompiled` first and, when something must compile, announces it
-before :func:`warm_up` compiles it, rather than leaving the user before a silent command; the
-loaders (:mod:`coded_shuffle.loader`, :mod:`coded_shuffle.torch`) do the same through
-:func:`compile_once`, which says so on standard error. A job that must not pause at its first
-epoch calls :func:`warm_up` ahead (at install time, say, or in a container's build).
+machine code is kept beside the modules (``__pycache__``) and loaded by later runs, so only the
+first run after an install (or an upgrade) pays the compilation, several seconds. numba 0.68
+and later key that cache by each module's content, so that a reinstall of the same sources
+keeps it (editable or not); earlier releases key it by the files' times and compile again after
+a reinstall that rewrites them. The command line asks :func:`uncompiled` first and, when
+something must compile, announces it before :func:`warm_up` compiles it, rather than leaving
+the user before a silent command; the loaders (:mod:`coded_shuffle.loader`,
+:mod:`coded_shuffle.torch`) do the same through :func:`compile_once`, which says so on standard
+error. A job that must not pause at its first epoch calls :func:`warm_up` ahead (at install
+time, say, or in a container's build).
 
 =================  ===================================================================
 group              kernels, and what compiles them here

@@ -1,7 +1,8 @@
 """Coded data shuffling across processes: the thin entry of :mod:`coded_shuffle.mpi_program`.
 
     mpiexec -n K+1 python -m mpi4py mpi/shuffle.py --points N --record-bytes B --transitions E --seed S \\
-        --mode coded|uncoded|alltoallv|both|all [--strategy greedy|exact] [--link-mbps R] [--json FILE]
+        --mode coded|uncoded|exchange|split|both|all [--strategy greedy|lp|exact] [--link-mbps R] \\
+        [--json FILE]
 
 The same as ``mpiexec -n K+1 python -m mpi4py -m coded_shuffle.mpi_program ...``, which an
 installed package runs without a source tree (``coded-shuffle run``). See docs/mpi.md.

@@ -43,6 +43,11 @@ the least over a grid of 10001 shares of the links' times written out here.
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -172,3 +177,7 @@ def test_a_spec_that_does_not_parse_names_the_part(spec, words):
     with pytest.raises(ValueError, match=words):
         Network.parse(spec)
     assert str(Network.parse("down=1000,up=100.5,master=1e3")) == "master=1000,up=100.5,down=1000"
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

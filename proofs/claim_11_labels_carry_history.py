@@ -44,6 +44,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -106,3 +111,7 @@ def test_the_placement_keeps_eight_bytes_a_piece():
     for P in (1, 2, 5):
         pp = piece_placement(placement_from_owner(owner.tolist(), 6), M=2, pieces=P)
         assert pp.holders.nbytes == 8 * 100 * P
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

@@ -89,6 +89,11 @@ of ``tests/oracles.py``.
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pytest
 
@@ -202,3 +207,7 @@ def test_unequal_batches_break_the_worst_case():
     best = brute_bound(S)  # brute force over the two orderings (claim 3): holders after receivers
     assert best == lower_bound(S).value == 2
     assert best > N * (K - 1) / K
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

@@ -76,6 +76,11 @@ enumeration of matrices is that of ``tests/oracles.py``, Example 1 that of ``tes
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import galois
 import numpy as np
@@ -196,3 +201,7 @@ def test_first_worker_of_a_cycle_needs_every_cycle_symbol(L):
         r0 = np.linalg.matrix_rank(GF2(G))
         r1 = np.linalg.matrix_rank(GF2(np.vstack([G, need])))
         assert r1 == r0 + 1  # without symbol `drop` the point m_l is out of reach
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

@@ -74,6 +74,11 @@ enumeration of matrices are those of ``tests/oracles.py``, Example 1 that of ``t
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -146,3 +151,7 @@ def test_genie_decoding_order_on_points():
             assert cached_M <= recovered  # every cached point of M was recovered earlier
             recovered |= set(np.flatnonzero(in_M & (after == w)).tolist())
         assert recovered == set(np.flatnonzero(in_M).tolist())
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

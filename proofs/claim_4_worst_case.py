@@ -59,7 +59,12 @@ brute-force bounds. The enumeration of matrices and the brute-force bound are th
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -112,3 +117,7 @@ def test_cyclic_shift_needs_the_worst_case(K):
         assert bound == lower_bound(Z).value == expect
         r = rates(Z)
         assert r.uncoded == N and r.coded == expect
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

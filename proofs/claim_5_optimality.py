@@ -205,7 +205,12 @@ live in ``tests/cases.py``.
 from __future__ import annotations
 
 import itertools
+import sys
 from fractions import Fraction
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -747,3 +752,7 @@ def test_linear_codes_on_halves_need_twenty_one_at_seven_workers():
     known = OMEGA_GAP_K7_VALUES
     S = shuffle_from_leftovers(np.array(OMEGA_GAP_K7), known["batch"])
     assert plan_from_matrix(S, strategy="exact", subpackets=2).n_symbols == 2 * known["coded_halves"]
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

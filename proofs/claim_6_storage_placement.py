@@ -61,6 +61,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -135,3 +140,7 @@ def test_t0_is_todays_placement():
         after = rng.integers(0, K, 30)
         new = update_storage(pp, placement_from_owner(after, K))
         assert (new.holders[:, 0] == (np.uint64(1) << after.astype(np.uint64))).all()
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

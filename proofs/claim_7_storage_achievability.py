@@ -87,6 +87,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -182,3 +187,7 @@ def test_t0_is_todays_scheme():
         off = S.copy()
         np.fill_diagonal(off, 0)
         assert _groups_plan(group_counts(off, M=1), 0).sent == today.paired
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

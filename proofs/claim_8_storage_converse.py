@@ -64,7 +64,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from fractions import Fraction
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -107,3 +112,7 @@ def test_t0_is_claim_3():
         K = int(rng.integers(2, 9))
         S = rng.integers(0, 6, (K, K))
         assert storage_lower_bound(S, M=1).pieces == lower_bound(S).value
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

@@ -50,6 +50,11 @@ Check
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # run as a script: coded_shuffle and tests from this checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import pytest
@@ -124,3 +129,7 @@ def test_every_process_computes_the_same_assignment():
         for seed in (0, 1, 12345)
     }
     assert len(got) == 1, got
+
+
+if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
+    sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

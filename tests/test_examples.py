@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -11,7 +13,8 @@ import pytest
 
 from tests.cases import EXAMPLE_1
 
-ALL = sorted((pathlib.Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ALL = sorted((ROOT / "examples").glob("*.py"))
 # Run under a launcher (torchrun or mpiexec) by their own tests (tests/test_torch.py).
 LAUNCHED = {"torch_ddp"}
 EXAMPLES = [p for p in ALL if p.stem not in LAUNCHED]
@@ -52,3 +55,23 @@ def test_paper_example1_is_the_shared_case():
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["S"]
     ]
     assert tuple(map(tuple, S)) == EXAMPLE_1
+
+
+def test_every_example_is_in_the_readmes_index():
+    """The README's table of examples names every program of ``examples/``, and only those."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    index = text.split("## Examples and proofs", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in index.splitlines() if line.startswith("| `")]
+    named = [re.match(r"\| `(\w+)\.py` \| \S", row).group(1) for row in rows]
+    assert sorted(named) == [p.stem for p in ALL]
+
+
+def test_a_claim_runs_as_a_script(tmp_path):
+    """``python proofs/claim_N_*.py`` runs the claim's checks under pytest from any directory,
+    with no PYTHONPATH (``tests.oracles`` imports from the checkout), and passes pytest's options."""
+    claim = ROOT / "proofs" / "claim_8_storage_converse.py"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, str(claim), "-k", "t0_is_claim_3"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\b1 passed, \d+ deselected", done.stdout), done.stdout

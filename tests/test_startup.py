@@ -8,6 +8,7 @@ interpreter has loaded after each entry point.
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,25 @@ def test_public_names_load_on_first_use():
     assert set(coded_shuffle.__all__) <= set(dir(coded_shuffle))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         coded_shuffle.nope  # noqa: B018
+
+
+def test_dir_lists_the_public_names_alone():
+    """``dir(coded_shuffle)`` (PEP 562) is ``__all__``, the layers as submodules and the dunders:
+    not the module's own imports (it listed ``Any``, ``TYPE_CHECKING``, ``annotations``,
+    ``importlib``), nor the private modules an import binds in the package (``_kernels``)."""
+    import coded_shuffle
+    import coded_shuffle.engine  # noqa: F401  (binds private modules such as _kernels in the package)
+
+    package = Path(coded_shuffle.__file__).parent
+    modules = {p.stem for p in package.glob("*.py")} | {p.parent.name for p in package.glob("*/__init__.py")}
+    public = {m for m in modules if not m.startswith("_")}
+    optional = {"torch", "mpi_program"}  # reachable once imported (torch, mpi4py), not before
+    names = {n for n in dir(coded_shuffle) if not n.startswith("__")}
+    assert set(coded_shuffle.__all__) | (public - optional) <= names
+    assert names <= set(coded_shuffle.__all__) | public, names - set(coded_shuffle.__all__) - public
+    bound = {n for n in vars(coded_shuffle) if not n.startswith("_")}
+    assert bound <= set(coded_shuffle.__all__) | public, bound - set(coded_shuffle.__all__) - public
+    assert coded_shuffle.network.__name__ == "coded_shuffle.network"
 
 
 def test_a_command_loads_only_its_own_module():

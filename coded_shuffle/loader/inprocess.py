@@ -74,7 +74,7 @@ class InProcessLoader:
         Batches each worker stores, ``1 <= M <= K`` (:mod:`coded_shuffle.storage`): above 1 a
         worker keeps its share of every record's pieces from epoch to epoch and receives only
         the coded pieces it lacks; it still yields its batch, whole records. Small records get
-        fewer pieces (:func:`~coded_shuffle.engine.state.storage_pieces`), whole below 512 bytes.
+        fewer pieces (:func:`~coded_shuffle.engine.state.storage_pieces`), whole below 2048 bytes.
     scheme : str
         ``coded`` (default): the master's coded broadcast; ``exchange``: the workers send each
         other what each misses (the in-process link buffers the exchange), for every storage;
