@@ -149,8 +149,8 @@ QUOTED = [
         "coded-shuffle rate -K 8 -N 8000 --network master=1000,up=100,down=1000,multicast -B 1024",
         [
             "on the network ...",
-            "bound 0.007234; predicted exchange 0.07234, coded 0.02919, uncoded 0.05704, split 0.02239; "
-            "choice split: ...",
+            "bound 0.007234; predicted exchange 0.07234 (uplink), coded 0.02919 (master=downlink), "
+            "uncoded 0.05704 (master), split 0.02239 (downlink=uplink); choice split: ...",
             "split 0.02239",
             "the split 69% coded",
         ],
