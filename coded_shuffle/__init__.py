@@ -8,6 +8,7 @@ The layers, imported in dependency order (a module imports only those above it h
 - ``plan``, ``bounds`` and ``storage``: delivery plans (order-2 pairs, leftover cycles), lower
   bounds, and both with a storage of several batches a worker (none imports another);
 - ``loads``: the one place that takes a ``storage`` and calls the scheme it names;
+- ``records``: record sources, the one way records are read (``.npy`` rows, memory-mapped);
 - ``codec`` and ``certificates``: records as bytes, XOR symbols, the wire format; GF(2) ranks;
 - ``transport``: the shared link from the master to the workers;
 - ``engine``: one epoch transition end to end, and runs of many;
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importin
     from .matrix import leftover_matrix, shuffle_matrix
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
+    from .records import NpyRecords, RecordSource
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -58,6 +60,8 @@ _EXPORTS: dict[str, str] = {
     "LowerBound": "bounds",
     "lower_bound": "bounds",
     "worst_case": "bounds",
+    "NpyRecords": "records",
+    "RecordSource": "records",
     "Cache": "codec",
     "Dataset": "codec",
     "decode_worker": "codec",
@@ -83,7 +87,7 @@ _EXPORTS: dict[str, str] = {
 #: The subpackages and modules reachable as attributes, as after ``import coded_shuffle.NAME``.
 _SUBMODULES = frozenset(
     {"bounds", "certificates", "cli", "codec", "engine", "errors", "loader", "matrix", "orders", "plan",
-     "plots", "storage", "tradeoff", "transport", "warmup", "loads"}
+     "plots", "records", "storage", "tradeoff", "transport", "warmup", "loads"}
 )  # fmt: skip
 
 
@@ -119,8 +123,10 @@ __all__ = [
     "LoadedEpoch",
     "LowerBound",
     "MPILoader",
+    "NpyRecords",
     "Placement",
     "Rates",
+    "RecordSource",
     "RunReport",
     "Transport",
     "TransportError",
