@@ -128,6 +128,8 @@ class NpyRecords:
         The fields of several columns, or None for one array.
     paths : tuple of str or None
         The file of each column (None for an array in memory).
+    arrays : tuple of numpy.ndarray
+        Each column as it was given, or as its file is mapped.
 
     Raises
     ------
@@ -161,6 +163,7 @@ class NpyRecords:
             self.row_shape: tuple[int, ...] = tuple(int(n) for n in arr.shape[1:])
             self.names: tuple[str, ...] | None = None
             self.paths: tuple[str | None, ...] = (path,)
+            self.arrays: tuple[np.ndarray, ...] = (arr,)
             self._N, self._B = int(self._table.shape[0]), int(self._table.shape[1])
             return
         if isinstance(source, Mapping):
@@ -203,6 +206,7 @@ class NpyRecords:
         self.row_shape = ()
         self.names = tuple(k for k, _ in columns)
         self.paths = tuple(paths)
+        self.arrays = tuple(a for _, a in columns)
         self._N, self._B = int(N), int(self.dtype.itemsize)
 
     def __repr__(self) -> str:
