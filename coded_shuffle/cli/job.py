@@ -14,13 +14,12 @@ import dataclasses
 import math
 import os
 
-import numpy as np
-
 from ..codec import DEFAULT_MAX_FRAME_BYTES
 from ..engine.mpi_job import CODED, MASTER_SENDS, MODES
 from ..engine.options import JobOptions
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
+from ..records import npy_header, npy_problem
 from ._parser import add_deprecated
 from .common import (
     SHARD_ORDER_DEFAULTS,
@@ -356,27 +355,10 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
     >>> check_data_file("no/such/file.npy")
     '--data: no such file: no/such/file.npy'
     """
-    if not os.path.exists(path):
-        return f"--data: no such file: {path}"
-    if not os.path.isfile(path):
-        return f"--data: not a file: {path}"
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    except OSError as exc:
-        return f"--data: cannot read {path}: {exc.strerror or exc}"
-    except ValueError:
-        return f"--data: not a .npy file (numpy's format, as written by numpy.save): {path}"
-    if dtype.hasobject:
-        return f"--data: {path} holds Python objects; records must be a plain dtype (numbers, bytes)"
-    if len(shape) == 0 or shape[0] == 0:
-        return f"--data: {path} holds no records (shape {shape}); one record a row, at least one row"
-    if math.prod(shape[1:]) * dtype.itemsize == 0:
-        return f"--data: {path} holds records of 0 bytes (shape {shape}); a record needs at least 1 byte"
+    problem = npy_problem(path)
+    if problem is not None:
+        return f"--data: {problem}"
+    shape, _ = npy_header(path)
     if shape[0] < workers:
         return f"--data: {path} holds {shape[0]} records, fewer than the {workers} workers"
     return None
