@@ -230,42 +230,6 @@ class Dataset:
         return Cache(ids=_readonly(idx), data=data, lengths=lens)
 
 
-def open_array(source: object, name: str = "source") -> np.ndarray:
-    """``source`` as an array: a ``.npy`` file memory-mapped (rows read only when indexed), or the
-    array itself. The one opener of ``.npy`` files; raises naming argument ``name``.
-
-    Examples
-    --------
-    >>> open_array(np.zeros((2, 3))).shape
-    (2, 3)
-    >>> open_array(3)
-    Traceback (most recent call last):
-    ...
-    TypeError: Argument 'source' must be a numpy array or the path of a .npy file, not int.
-    """
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            return np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Argument '{name}' must name a readable .npy file: {exc}") from None
-    if isinstance(source, np.ndarray):
-        return source
-    raise TypeError(
-        f"Argument '{name}' must be a numpy array or the path of a .npy file, not {type(source).__name__}."
-    )
-
-
-def row_bytes(arr: np.ndarray) -> int:
-    """Bytes of one record of ``arr``, its rows along the first axis (the header alone is read).
-
-    Examples
-    --------
-    >>> row_bytes(np.zeros((5, 3, 2), dtype=np.float32)), row_bytes(np.zeros(4, dtype="<i2"))
-    (24, 2)
-    """
-    return int(arr.dtype.itemsize * np.prod(arr.shape[1:], dtype=np.int64))
-
-
 def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     """Load ``N`` records and fix their checksums.
 
