@@ -19,6 +19,10 @@ record is a slice of the map), an array in memory, or several joined row by row.
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
+
 from .base import RecordSource, fixed_record_bytes
 from .npy import NpyRecords, npy_header, npy_problem
 
@@ -35,6 +39,8 @@ def open_records(source: object, name: str = "source") -> RecordSource:
     >>> open_records(src) is src, len(src), src.record_bytes
     (True, 4, 16)
     """
-    if isinstance(source, RecordSource):
+    if isinstance(source, NpyRecords):
         return source
+    if not isinstance(source, (str, os.PathLike, np.ndarray)) and isinstance(source, RecordSource):
+        return source  # (an array is not asked: the protocol's check reads every member)
     return NpyRecords(source, name=name)

@@ -49,6 +49,11 @@ def npy_problem(path: str | os.PathLike[str]) -> str | None:
         return f"cannot read {path}: {exc.strerror or exc}"
     except ValueError:
         return f"not a .npy file (numpy's format, as written by numpy.save): {path}"
+    return _rows_problem(path, shape, dtype)
+
+
+def _rows_problem(path: str, shape: tuple[int, ...], dtype: np.dtype) -> str | None:
+    """Why the array of ``shape`` and ``dtype`` in file ``path`` holds no usable records, or None."""
     if dtype.hasobject:
         return f"{path} holds Python objects; records must be a plain dtype (numbers, bytes)"
     if len(shape) == 0 or shape[0] == 0:
@@ -60,12 +65,13 @@ def npy_problem(path: str | os.PathLike[str]) -> str | None:
 
 def _map(path: str | os.PathLike[str], name: str, at: str) -> np.ndarray:
     """The ``.npy`` file ``path`` memory-mapped read-only, or a ValueError naming ``name`` and the file."""
-    problem = npy_problem(path)
+    try:
+        arr = np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
+        problem = _rows_problem(os.fspath(path), tuple(arr.shape), arr.dtype)
+    except (OSError, ValueError) as exc:  # say why from the header, or else numpy's words
+        problem = npy_problem(path) or f"cannot map {os.fspath(path)}: {exc}"
     if problem is None:
-        try:
-            return np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            problem = f"cannot map {os.fspath(path)}: {exc}"
+        return arr
     raise ValueError(f"Argument {name!r} must name a readable .npy file of records{at}: {problem}")
 
 
