@@ -37,6 +37,16 @@ class RecordSource(Protocol):
         it is such a table (one ``.npy`` file), else made once.
 
     Ids are checked at the boundary (a ``ValueError`` naming ``i``, ``ids`` or ``out``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from coded_shuffle.records import NpyRecords
+    >>> source = NpyRecords(np.arange(6, dtype=np.uint8).reshape(3, 2))
+    >>> isinstance(source, RecordSource), len(source), source.record_bytes, source.sizes.tolist()
+    (True, 3, 2, [2, 2, 2])
+    >>> source.view(2).tolist(), source.gather([2, 0]).tolist()
+    ([4, 5], [[4, 5], [0, 1]])
     """
 
     def __len__(self) -> int: ...
