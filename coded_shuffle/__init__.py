@@ -9,6 +9,7 @@ The layers, imported in dependency order (a module imports only those above it h
   bounds, and both with a storage of several batches a worker (none imports another);
 - ``loads``: the one place that takes a ``storage`` and calls the scheme it names;
 - ``network``: network models, each delivery's predicted time and a bound no delivery beats;
+- ``records``: record sources, the one way records are read (``.npy`` rows, memory-mapped);
 - ``codec`` and ``certificates``: records as bytes, XOR symbols, the wire format; GF(2) ranks;
 - ``transport``: the shared link from the master to the workers;
 - ``engine``: one epoch transition end to end, and runs of many;
@@ -30,6 +31,7 @@ if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): 
     from .matrix import leftover_matrix, shuffle_matrix
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
+    from .records import NpyRecords, RecordSource
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -60,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "LowerBound": "bounds",
     "lower_bound": "bounds",
     "worst_case": "bounds",
+    "NpyRecords": "records",
+    "RecordSource": "records",
     "Cache": "codec",
     "Dataset": "codec",
     "decode_worker": "codec",
@@ -85,7 +89,7 @@ _EXPORTS: dict[str, str] = {
 #: The subpackages and modules reachable as attributes, as after ``import coded_shuffle.NAME``.
 _SUBMODULES = frozenset(
     {"bounds", "certificates", "cli", "codec", "engine", "errors", "loader", "matrix", "orders", "plan",
-     "plots", "storage", "tradeoff", "transport", "warmup", "loads", "network"}
+     "plots", "records", "storage", "tradeoff", "transport", "warmup", "loads", "network"}
 )  # fmt: skip
 
 
@@ -124,8 +128,10 @@ __all__ = [
     "LoadedEpoch",
     "LowerBound",
     "MPILoader",
+    "NpyRecords",
     "Placement",
     "Rates",
+    "RecordSource",
     "RunReport",
     "Transport",
     "TransportError",

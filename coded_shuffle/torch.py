@@ -44,16 +44,16 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._checks import check_int, check_loader_scheme
-from .codec import row_bytes
 from .engine import TransitionReport
 from .engine.schedule import check_network
 from .loader import EpochBatch, MPILoader, PeerLoader
-from .loader._common import choose_scheme, open_rows
-from .loader.arrays import pack_arrays
+from .loader._common import choose_scheme
+from .loader.arrays import pack_arrays, tensor_records
 from .loader.peers import peer_link
 from .loader.prefetch import Prefetch
 from .network import Network
 from .orders import OrderSpec
+from .records import fixed_record_bytes
 from .transport import ControlLink, mpi_world
 from .transport.torch_dist import default_link, torch_world
 
@@ -126,14 +126,14 @@ def _auto_scheme(
     check_network(network, "auto", name="scheme")  # before the source is read
     if source is None:
         raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
-    arr = open_rows(source)[0] if isinstance(source, (str, os.PathLike)) else pack_arrays(source)
-    B = row_bytes(arr)
+    records = tensor_records(source)
+    B = fixed_record_bytes(records)
     if isinstance(transport, ControlLink):
         ranks = transport.K + (0 if transport.peers else 1)
     else:
         world = torch_world()
         ranks = world[1] if world is not None else int(mpi_world().Get_size())
-    return choose_scheme(int(arr.shape[0]), B, ranks, seed=seed, order=order, start_epoch=start_epoch,
+    return choose_scheme(len(records), B, ranks, seed=seed, order=order, start_epoch=start_epoch,
                          network=network, strategy=strategy)  # fmt: skip
 
 
@@ -279,8 +279,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                 "Argument 'source' must be given on every rank of a job of peers (scheme 'exchange')."
             )
         reads = transport.is_master or peers
-        keep_path = peers and isinstance(source, (str, os.PathLike))  # memory-mapped, rows read as held
-        records = pack_arrays(source) if reads and source is not None and not keep_path else source
+        records = tensor_records(source) if reads and source is not None else source  # rows read as held
         self._options: dict[str, Any] = {
             "epochs": epochs, "seed": seed, "order": order, "max_repair_rounds": max_repair_rounds,
             "timeout": timeout, "storage": storage, **({} if peers else {"strategy": strategy}),

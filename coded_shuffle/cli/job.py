@@ -14,13 +14,12 @@ import dataclasses
 import math
 import os
 
-import numpy as np
-
 from ..codec import DEFAULT_MAX_FRAME_BYTES
 from ..engine.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
 from ..engine.options import JobOptions
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
+from ..records import npy_header, npy_problem
 from ._parser import add_deprecated
 from .common import (
     SHARD_ORDER_DEFAULTS,
@@ -382,18 +381,10 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
     >>> check_data_file("no/such/file.npy")
     '--data: no such file: no/such/file.npy'
     """
-    if not os.path.exists(path):
-        return f"--data: no such file: {path}"
-    if not os.path.isfile(path):
-        return f"--data: not a file: {path}"
-    got = _data_header(path)
-    if isinstance(got, str):
-        return got
-    shape, dtype, _ = got
-    if len(shape) == 0 or shape[0] == 0:
-        return f"--data: {path} holds no records (shape {shape}); one record a row, at least one row"
-    if math.prod(shape[1:]) * dtype.itemsize == 0:
-        return f"--data: {path} holds records of 0 bytes (shape {shape}); a record needs at least 1 byte"
+    problem = npy_problem(path)
+    if problem is not None:
+        return f"--data: {problem}"
+    shape, _ = npy_header(path)
     if shape[0] < workers:
         return f"--data: {path} holds {shape[0]} records, fewer than the {workers} workers"
     return None
@@ -401,34 +392,12 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
 
 def data_records(path: str) -> tuple[int, int] | str:
     """``(N, B)``: the records of the ``.npy`` file ``path`` (one :func:`check_data_file` accepts)
-    and their bytes, from its header; or why not, a file shorter than its header says."""
-    got = _data_header(path)
-    if isinstance(got, str):
-        return got
-    shape, dtype, offset = got
-    size, promised = os.path.getsize(path), offset + math.prod(shape) * dtype.itemsize
-    if size < promised:
-        return f"--data: {path} is cut short: its header promises {promised} bytes, the file holds {size}"
+    and their bytes, from its header; or why not (a file shorter than its header says, say)."""
+    problem = npy_problem(path)
+    if problem is not None:
+        return f"--data: {problem}"
+    shape, dtype = npy_header(path)
     return shape[0], math.prod(shape[1:]) * dtype.itemsize
-
-
-def _data_header(path: str) -> tuple[tuple[int, ...], np.dtype, int] | str:
-    """The shape, dtype and bytes of the header of the ``.npy`` file ``path``, or why not."""
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-            else:
-                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-            offset = f.tell()
-    except OSError as exc:
-        return f"--data: cannot read {path}: {exc.strerror or exc}"
-    except ValueError:
-        return f"--data: not a .npy file (numpy's format, as written by numpy.save): {path}"
-    if dtype.hasobject:
-        return f"--data: {path} holds Python objects; records must be a plain dtype (numbers, bytes)"
-    return tuple(shape), dtype, offset
 
 
 def mode_options_given(args: argparse.Namespace) -> list[str]:

@@ -71,10 +71,10 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
     on its ``--network`` (the records' number and size read from ``--data``'s header), said in one
     line on standard error."""
     if filled.data is not None:
-        from ..codec import open_array, row_bytes
+        from ..records import NpyRecords, fixed_record_bytes
 
-        arr = open_array(filled.data, "data")
-        N, B = int(arr.shape[0]), row_bytes(arr)
+        source = NpyRecords(filled.data, name="data")
+        N, B = len(source), fixed_record_bytes(source, "data")
     else:
         N, B = filled.points, filled.record_bytes
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),

@@ -13,12 +13,13 @@ frame          one batch of symbols on the wire: header, one entry per symbol, p
 
 Records
 -------
-A :class:`Dataset` holds ``N`` records as a read-only ``(N, B)`` ``uint8`` view: any numpy
-array of shape ``(N, ...)`` viewed as bytes (no copy when it is C-contiguous, so an on-disk
-``.npy`` opened with ``mmap_mode="r"`` stays on disk), or variable-length byte strings stored
-zero-padded to the longest length ``B`` with their lengths beside. Two records of different
-lengths are XORed over the longer length (the shorter one padded with zeros); the symbol carries
-both lengths, so the worker that knows one record recovers the other and cuts it to its length.
+A :class:`Dataset` holds ``N`` records as a read-only ``(N, B)`` ``uint8`` view: the table of a
+record source (:mod:`coded_shuffle.records`; an array of shape ``(N, ...)`` viewed as bytes, no
+copy when it is C-contiguous, so a ``.npy`` file's memory map stays on disk), or variable-length
+byte strings stored zero-padded to the longest length ``B`` with their lengths beside. Two
+records of different lengths are XORed over the longer length (the shorter one padded with
+zeros); the symbol carries both lengths, so the worker that knows one record recovers the other
+and cuts it to its length.
 
 Checksums
 ---------
@@ -62,9 +63,7 @@ from .records import (
     Dataset,
     checksum_reference,
     load_dataset,
-    open_array,
     record_checksums,
-    row_bytes,
 )
 from .solve import TermsDecoder, decode_terms, keep_rows
 from .terms import encode_terms, term_blocks
@@ -113,8 +112,6 @@ __all__ = [
     "Frame",
     "DecodeResult",
     "load_dataset",
-    "open_array",
-    "row_bytes",
     "record_checksums",
     "checksum_reference",
     "encode_symbols",

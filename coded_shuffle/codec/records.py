@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import check_int, check_int_array
+from ..records import NpyRecords, RecordSource, open_records
 from ._common import _GOLDEN, _aligned_rows, _halves, _i64, _kernels, _lookup, _readonly, _ro
 
 # --------------------------------------------------------------------------- checksums
@@ -111,7 +112,7 @@ def record_checksums(records: object, lengths: object = None) -> np.ndarray:
     True
     """
     if isinstance(records, np.ndarray):
-        data = _as_rows(records, "records")
+        data = NpyRecords(records, name="records").table()
         lens = None
         if lengths is not None:
             lens = _check_lengths(lengths, data.shape[0], data.shape[1])
@@ -123,23 +124,6 @@ def record_checksums(records: object, lengths: object = None) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- records
-
-
-def _as_rows(arr: np.ndarray, name: str) -> np.ndarray:
-    """View an ``(n, ...)`` array as ``(n, B)`` bytes; copy only if it is not C-contiguous."""
-    if arr.ndim < 1:
-        raise ValueError(f"Argument {name!r} must have at least 1 dimension, not 0.")
-    if arr.dtype.hasobject:
-        raise ValueError(f"Argument {name!r} must hold plain values, not {arr.dtype} values.")
-    n = arr.shape[0]
-    if n == 0:
-        raise ValueError(f"Argument {name!r} must hold at least 1 record, not 0.")
-    if not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr)
-    width = arr.dtype.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64))
-    if width < 1:
-        raise ValueError(f"Argument {name!r} must have records of at least 1 byte, not {width}.")
-    return arr.reshape(n, -1).view(np.uint8).reshape(n, width)
 
 
 def _check_lengths(lengths: object, n: int, width: int) -> np.ndarray:
@@ -246,51 +230,16 @@ class Dataset:
         return Cache(ids=_readonly(idx), data=data, lengths=lens)
 
 
-def open_array(source: object, name: str = "source") -> np.ndarray:
-    """``source`` as an array: a ``.npy`` file memory-mapped (rows read only when indexed), or the
-    array itself. The one opener of ``.npy`` files; raises naming argument ``name``.
-
-    Examples
-    --------
-    >>> open_array(np.zeros((2, 3))).shape
-    (2, 3)
-    >>> open_array(3)
-    Traceback (most recent call last):
-    ...
-    TypeError: Argument 'source' must be a numpy array or the path of a .npy file, not int.
-    """
-    if isinstance(source, (str, os.PathLike)):
-        try:
-            return np.load(os.fspath(source), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Argument '{name}' must name a readable .npy file: {exc}") from None
-    if isinstance(source, np.ndarray):
-        return source
-    raise TypeError(
-        f"Argument '{name}' must be a numpy array or the path of a .npy file, not {type(source).__name__}."
-    )
-
-
-def row_bytes(arr: np.ndarray) -> int:
-    """Bytes of one record of ``arr``, its rows along the first axis (the header alone is read).
-
-    Examples
-    --------
-    >>> row_bytes(np.zeros((5, 3, 2), dtype=np.float32)), row_bytes(np.zeros(4, dtype="<i2"))
-    (24, 2)
-    """
-    return int(arr.dtype.itemsize * np.prod(arr.shape[1:], dtype=np.int64))
-
-
 def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     """Load ``N`` records and fix their checksums.
 
     Parameters
     ----------
-    source : numpy.ndarray, str, os.PathLike or sequence of bytes
-        An array of shape ``(N, ...)`` (each row one record, viewed as bytes; a memmap stays on
-        disk), the path of a ``.npy`` file (opened as a read-only memmap), or a sequence of
-        ``bytes`` of varying lengths.
+    source : RecordSource, numpy.ndarray, str, os.PathLike or sequence of bytes
+        A record source (:class:`~coded_shuffle.records.RecordSource`; its table is the
+        dataset's rows, a memory map stays on disk), an array of shape ``(N, ...)`` or the path of
+        a ``.npy`` file (each row one record, viewed as bytes: :class:`~coded_shuffle.records.NpyRecords`),
+        or a sequence of ``bytes`` of varying lengths.
     checksums : bool
         Compute the checksums (default). ``False`` leaves them all zero, for measurements that
         do not verify.
@@ -311,8 +260,11 @@ def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     if not isinstance(checksums, bool):
         raise TypeError(f"Argument 'checksums' must be a bool, not {type(checksums).__name__}.")
     lens: np.ndarray | None = None
-    if isinstance(source, (str, os.PathLike, np.ndarray)):
-        data = _as_rows(open_array(source), "source")
+    if isinstance(source, (str, os.PathLike, np.ndarray, RecordSource)):
+        records = open_records(source)
+        data = records.table()
+        if records.record_bytes is None:
+            lens = np.array(records.sizes, dtype=np.int64)
     else:
         data, lens = _pad_bytes(source, "source")
     if data.shape[0] < 1:

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..codec import Cache, Dataset, load_dataset, open_array, record_checksums, row_bytes
+from ..codec import Cache, Dataset, load_dataset, record_checksums
 from ..matrix import shuffle_matrix
 from ..orders import epoch_placement
+from ..records import NpyRecords, RecordSource, fixed_record_bytes
 from ..transport import ControlLink, MPITransport
 from .mpi import Rounds, Watchdog, attend, lead
 from .mpi_job import (
@@ -42,28 +43,26 @@ from .state import synthetic_dataset
 __all__ = ["peers", "peer_transition", "own_units", "checksum_table", "catalog"]
 
 
-def _records(job: JobOptions) -> tuple[Any, int, int] | str:
-    """Every rank's view of the records: ``(rows, N, B)``, the rows read only when indexed."""
+def _records(job: JobOptions) -> tuple[RecordSource, int, int] | str:
+    """Every rank's view of the records: ``(source, N, B)``, the records read only when gathered."""
     try:
         if job.data is not None:
-            arr = open_array(job.data, "data")
-            rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1, 1)
-            N, B = int(arr.shape[0]), row_bytes(arr)
-            return rows, N, B
+            source = NpyRecords(job.data, name="data")
+            return source, len(source), fixed_record_bytes(source, "data")
         sizes = job.synthetic()
         if isinstance(sizes, str):
             return sizes
-        return synthetic_dataset(*sizes, seed=job.seed).data, *sizes
+        return NpyRecords(synthetic_dataset(*sizes, seed=job.seed).data), *sizes
     except (OSError, ValueError, MemoryError) as exc:
         return f"--data {job.data}: {exc}" if job.data is not None else str(exc)
 
 
-def own_units(scheme: Scheme, rows: Any, held: Any, worker: int, B: int) -> Cache:
-    """The units ``worker`` holds under ``held``, cut from its own read of the records ``rows``."""
+def own_units(scheme: Scheme, source: RecordSource, held: Any, worker: int) -> Cache:
+    """The units ``worker`` holds under ``held``, cut from its own read of the records ``source``."""
     ids = scheme.held(held, worker)
     C = scheme.pieces
     mine = np.unique(ids // C)
-    raw = np.ascontiguousarray(rows[mine]).view(np.uint8).reshape(mine.size, B)
+    raw = source.gather(mine)
     local = scheme.dataset(load_dataset(raw, checksums=False))
     pick = np.searchsorted(mine, ids // C) * C + ids % C
     data = np.ascontiguousarray(local.data[pick])
@@ -158,7 +157,8 @@ def peers(job: JobOptions, link: MPITransport) -> int:
     ep = Epochs(job, N, B, K, peers=True)
     scheme = ep.schemes["exchange"]
     held = ep.first()
-    cache = own_units(scheme, rows, held, k, B)
+    assert rows is not None  # every rank read the records (a problem returned above)
+    cache = own_units(scheme, rows, held, k)
     del rows
     units = catalog(N * scheme.pieces, ep.piece_bytes, checksum_table(link, cache, N * scheme.pieces))
     dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)

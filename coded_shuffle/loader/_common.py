@@ -13,7 +13,6 @@ from ..codec import (
     Cache,
     Dataset,
     load_dataset,
-    open_array,
 )
 from ..engine import TransitionReport
 from ..engine.schedule import check_network, predicted_times
@@ -25,6 +24,7 @@ from ..orders import (
     auto_order,
 )
 from ..plan import STRATEGIES
+from ..records import NpyRecords, RecordSource, fixed_record_bytes, open_records
 from ..storage import check_storage
 
 _PROG = "coded_shuffle.loader"
@@ -48,6 +48,22 @@ class RowLayout:
     dtype: np.dtype
     shape: tuple[int, ...]
 
+    @classmethod
+    def of(cls, source: RecordSource) -> RowLayout:
+        """The rows of ``source``: those of its arrays (:class:`~coded_shuffle.records.NpyRecords`),
+        else a record's bytes (records of one size).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from coded_shuffle.records import NpyRecords
+        >>> RowLayout.of(NpyRecords(np.zeros((4, 3), dtype=np.float32)))
+        RowLayout(dtype=dtype('float32'), shape=(3,))
+        """
+        if isinstance(source, NpyRecords):
+            return cls(dtype=source.dtype, shape=source.row_shape)
+        return cls(dtype=np.dtype(np.uint8), shape=(fixed_record_bytes(source),))
+
     @property
     def record_bytes(self) -> int:
         """Bytes of one record."""
@@ -61,12 +77,11 @@ class RowLayout:
         return out
 
 
-def open_rows(source: object) -> tuple[np.ndarray, RowLayout]:
-    """``source`` as rows read only when indexed (a ``.npy`` file memory-mapped), with its layout."""
-    arr = open_array(source)
-    if arr.ndim < 1:
-        raise ValueError("Argument 'source' must have at least 1 dimension (one row a record), not 0.")
-    return arr, RowLayout(dtype=arr.dtype, shape=tuple(int(n) for n in arr.shape[1:]))
+def open_rows(source: object) -> tuple[RecordSource, RowLayout]:
+    """``source`` as a record source (a ``.npy`` file memory-mapped: records read only when
+    gathered), with the layout of its rows."""
+    records = open_records(source)
+    return records, RowLayout.of(records)
 
 
 def load_rows(source: object) -> tuple[Dataset, RowLayout]:
@@ -74,9 +89,10 @@ def load_rows(source: object) -> tuple[Dataset, RowLayout]:
 
     Parameters
     ----------
-    source : numpy.ndarray, str or os.PathLike
-        An array of shape ``(N, ...)`` (row ``X[i]`` is record ``i``), or the path of a ``.npy``
-        file, opened as a read-only memmap (the rows stay on disk until read).
+    source : RecordSource, numpy.ndarray, str, os.PathLike, or a sequence or mapping of them
+        A record source, an array of shape ``(N, ...)`` (row ``X[i]`` is record ``i``), or the
+        path of a ``.npy`` file, opened as a read-only memmap (the rows stay on disk until read);
+        several arrays or paths are joined row by row (:class:`~coded_shuffle.records.NpyRecords`).
 
     Returns
     -------
@@ -89,8 +105,8 @@ def load_rows(source: object) -> tuple[Dataset, RowLayout]:
     >>> ds.N, ds.record_bytes, layout.dtype, layout.shape
     (6, 12, dtype('float32'), (3,))
     """
-    arr, layout = open_rows(source)
-    return load_dataset(arr), layout
+    records, layout = open_rows(source)
+    return load_dataset(records), layout
 
 
 # --------------------------------------------------------------------------- what a worker gets

@@ -6,15 +6,11 @@ Torch-free, so that the packing can be checked (and used) without PyTorch;
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
-
 import numpy as np
 
-from ..codec import open_array
-from ._common import open_rows
+from ..records import NpyRecords, RecordSource, open_records
 
-__all__ = ["pack_arrays"]
+__all__ = ["pack_arrays", "tensor_records"]
 
 # Dtypes torch makes tensors of (numpy kinds: bool, signed, unsigned, float, complex).
 _TENSOR_KINDS = "biufc"
@@ -31,6 +27,21 @@ def _check_fields(dtype: np.dtype, name: str) -> None:
             )
 
 
+def tensor_records(source: object) -> RecordSource:
+    """``source`` as a record source whose every field torch can hold, or raise naming ``source``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tensor_records([np.zeros((4, 3), np.float32), np.arange(4)]).dtype.names
+    ('f0', 'f1')
+    """
+    records = open_records(source)
+    if isinstance(records, NpyRecords):
+        _check_fields(records.dtype, "source")
+    return records
+
+
 def pack_arrays(source: object) -> np.ndarray:
     """The records of ``source`` as one array: an array as it is, several arrays as one structured array.
 
@@ -40,7 +51,8 @@ def pack_arrays(source: object) -> np.ndarray:
         One array of shape ``(N, ...)`` (or ``.npy`` path, read as a memmap), kept as it is; or
         several, all of ``N`` rows (features and labels in separate files, say): row ``i`` of
         each becomes field ``f0``, ``f1``, ... (or the mapping's keys) of record ``i``, in one
-        aligned structured array (a copy in memory).
+        aligned structured array (a copy in memory), as :class:`~coded_shuffle.records.NpyRecords`
+        joins them.
 
     Examples
     --------
@@ -53,37 +65,13 @@ def pack_arrays(source: object) -> np.ndarray:
     ...
     ValueError: Argument 'source' must hold arrays of one length N = 4, not 5 rows at 'f1'.
     """
-    if isinstance(source, (str, os.PathLike, np.ndarray)):
-        arr, _ = open_rows(source)
-        _check_fields(arr.dtype, "source")
-        return arr
-    if isinstance(source, Mapping):
-        items = [(str(k), v) for k, v in source.items()]
-    elif isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
-        items = [(f"f{i}", v) for i, v in enumerate(source)]
-    else:
+    records = tensor_records(source)
+    if not isinstance(records, NpyRecords):
         raise TypeError(
             "Argument 'source' must be an array, a .npy path, or a sequence or mapping of them, "
             f"not {type(source).__name__}."
         )
-    if not items:
-        raise ValueError("Argument 'source' must hold at least one array, not none.")
-    arrays = [(k, open_array(v, "source")) for k, v in items]
-    N = arrays[0][1].shape[0] if arrays[0][1].ndim else 0
-    for k, a in arrays:
-        if a.ndim < 1:
-            raise ValueError(f"Argument 'source' must hold arrays of at least 1 dimension, not 0 at {k!r}.")
-        if a.dtype.names:
-            raise ValueError(
-                f"Argument 'source' must hold plain arrays when it holds several, not {a.dtype} at {k!r}."
-            )
-        _check_fields(a.dtype, "source")
-        if a.shape[0] != N:
-            raise ValueError(
-                f"Argument 'source' must hold arrays of one length N = {N}, not {a.shape[0]} rows at {k!r}."
-            )
-    dtype = np.dtype([(k, a.dtype.newbyteorder("="), a.shape[1:]) for k, a in arrays], align=True)
-    out = np.empty(N, dtype=dtype)
-    for k, a in arrays:
-        out[k] = a
-    return out
+    if records.names is None:
+        return records.arrays[0]
+    N = len(records)
+    return records.gather(np.arange(N)).view(records.dtype).reshape(N)

@@ -50,9 +50,10 @@ class InProcessLoader:
 
     Parameters
     ----------
-    source : numpy.ndarray, str or os.PathLike
+    source : RecordSource, numpy.ndarray, str, os.PathLike, or a sequence or mapping of them
         The records: an array of shape ``(N, ...)`` or the path of a ``.npy`` file (read as a
-        memmap); row ``X[i]`` is record ``i``, returned with its dtype and shape.
+        memmap); row ``X[i]`` is record ``i``, returned with its dtype and shape. Several are
+        joined row by row, and a record source is read as it is (:mod:`coded_shuffle.records`).
     K : int
         Workers, at most ``N``.
     epochs : int

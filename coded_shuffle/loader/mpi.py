@@ -85,7 +85,7 @@ class MPILoader:
 
     Parameters
     ----------
-    source : numpy.ndarray, str, os.PathLike or None
+    source : RecordSource, numpy.ndarray, str, os.PathLike, sequence or mapping of them, or None
         The records (as :class:`InProcessLoader`), read on the master only: the workers ignore
         it (it may be ``None`` there) and get their rows from the master.
     epochs, start_epoch, seed, order, strategy, max_repair_rounds

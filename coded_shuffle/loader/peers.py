@@ -85,10 +85,8 @@ class PeerLoader(MPILoader):
             None, epochs=epochs, start_epoch=start_epoch, seed=seed, order=order, transport=link,
             max_repair_rounds=max_repair_rounds, timeout=timeout, writable=writable, storage=storage,
         )  # fmt: skip
-        self._rows, self.layout = open_rows(source)
-        if self._rows.dtype.hasobject:
-            raise TypeError("Argument 'source' must hold records of a plain dtype, not Python objects.")
-        self.N = int(self._rows.shape[0])
+        self._records, self.layout = open_rows(source)
+        self.N = len(self._records)
         if self.K > self.N:
             raise ValueError(f"Argument 'transport' must have at most N = {self.N} workers, not {self.K}.")
         _storage(storage, self.layout.record_bytes, self.K)
@@ -110,7 +108,7 @@ class PeerLoader(MPILoader):
         schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=spec, scheme=scheme)
         now = schedule.epoch(first)
         held = now.held
-        cache = own_units(scheme, self._rows, held, k, B)
+        cache = own_units(scheme, self._records, held, k)
         n_units = N * scheme.pieces
         units = catalog(n_units, scheme.piece_bytes(B), checksum_table(link, cache, n_units))
         records = catalog(N, B, np.zeros(N, dtype=np.uint64))

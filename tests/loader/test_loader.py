@@ -21,6 +21,7 @@ from coded_shuffle.engine import run
 from coded_shuffle.errors import IntegrityError
 from coded_shuffle.loader import EpochBatch, InProcessLoader, MPILoader, load_rows
 from coded_shuffle.orders import OrderSpec, epoch_order, epoch_permutation
+from coded_shuffle.records import NpyRecords
 from coded_shuffle.transport import InProcessTransport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +118,19 @@ def test_non_contiguous_and_big_endian_sources(rng):
                 assert_rows(
                     batch, oracle_batches(30, 3, seed=4, epoch=loaded.epoch)[k], np.ascontiguousarray(source)
                 )
+
+
+def test_column_files_reach_the_loader_as_one_record_source(tmp_path, rng):
+    """Features and labels in two .npy files: each batch's rows hold both, as the files do."""
+    x, y = rng.standard_normal((30, 3)).astype(np.float32), rng.integers(0, 9, 30)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    source = NpyRecords([tmp_path / "x.npy", tmp_path / "y.npy"])
+    for loaded in InProcessLoader(source, K=3, epochs=2, seed=1):
+        for k, batch in enumerate(loaded.batches):
+            ids = oracle_batches(30, 3, seed=1, epoch=loaded.epoch)[k]
+            assert batch.ids.tolist() == list(ids)
+            assert np.array_equal(batch.records["f0"], x[ids]) and np.array_equal(batch.records["f1"], y[ids])
 
 
 def test_coded_bytes_equal_the_engines(tmp_path, rng):

@@ -1,0 +1,46 @@
+"""Record sources: where the records of a job are read, behind one interface.
+
+Notation
+--------
+=========  ==========================================================================
+``N``      number of records, numbered ``0..N-1``
+``B``      size of a record in bytes, when every record has one size (``record_bytes``)
+width      size of the widest record: the row width of a gather
+=========  ==========================================================================
+
+A record source (:class:`RecordSource`, a ``typing.Protocol``) says how many records there are,
+the size of each, gives one record as a view of its storage, and gathers many into rows of one
+buffer (the caller's, or a new one). Every layer above reads records through one (the codec's
+:func:`~coded_shuffle.codec.load_dataset`, the loaders, the command line's jobs); nothing else
+opens a data file. :class:`NpyRecords` is the rows of arrays: one ``.npy`` file memory-mapped (a
+record is a slice of the map), an array in memory, or several joined row by row.
+:func:`open_records` takes a source as it is, or makes the ``.npy`` one of paths and arrays.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .base import RecordSource, fixed_record_bytes
+from .npy import NpyRecords, npy_header, npy_problem
+
+__all__ = ["RecordSource", "NpyRecords", "open_records", "fixed_record_bytes", "npy_header", "npy_problem"]
+
+
+def open_records(source: object, name: str = "source") -> RecordSource:
+    """``source`` as a record source: a :class:`RecordSource` as it is, else :class:`NpyRecords` of it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> src = open_records(np.zeros((4, 2), dtype=np.float64))
+    >>> open_records(src) is src, len(src), src.record_bytes
+    (True, 4, 16)
+    """
+    if isinstance(source, NpyRecords):
+        return source
+    if not isinstance(source, (str, os.PathLike, np.ndarray)) and isinstance(source, RecordSource):
+        return source  # (an array is not asked: the protocol's check reads every member)
+    return NpyRecords(source, name=name)

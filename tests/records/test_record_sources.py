@@ -1,0 +1,141 @@
+"""The record-source contract, for every source: one body per case, run over every implementation.
+
+The oracle of a record's bytes is read independently of the source: ``numpy.load`` of the file
+into memory (no map) and the row's ``tobytes()``; for several columns, each field's bytes at the
+offset its aligned structured dtype gives, the padding zero.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from coded_shuffle.records import NpyRecords, RecordSource, open_records
+
+N = 23
+
+
+def _one_file(tmp_path, rng):
+    x = rng.integers(0, 2**16, (N, 3, 2), dtype=np.uint16)
+    np.save(tmp_path / "x.npy", x)
+    return NpyRecords(tmp_path / "x.npy"), [x]
+
+
+def _in_memory(tmp_path, rng):
+    x = rng.standard_normal((N, 5)).astype(">f4")  # big-endian: the bytes as they lie
+    return NpyRecords(x), [x]
+
+
+def _columns(tmp_path, rng):
+    x = rng.standard_normal((N, 3))
+    y = rng.integers(0, 100, N, dtype=np.int8)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    return NpyRecords([str(tmp_path / "x.npy"), tmp_path / "y.npy"]), [x, y]
+
+
+def _mapping(tmp_path, rng):
+    a = rng.integers(0, 2**31, N, dtype=np.int32).astype(">i4")
+    b = rng.integers(0, 256, (N, 7), dtype=np.uint8)
+    return NpyRecords({"a": a, "b": b}), [a, b]
+
+
+#: Every implementation of the interface, in each of its forms.
+SOURCES = [
+    pytest.param(_one_file, id="npy-file"),
+    pytest.param(_in_memory, id="npy-array"),
+    pytest.param(_columns, id="npy-column-files"),
+    pytest.param(_mapping, id="npy-column-arrays"),
+]
+
+
+def oracle(arrays: list[np.ndarray], dtype: np.dtype, i: int) -> bytes:
+    """Record ``i``'s bytes, from the arrays themselves."""
+    if len(arrays) == 1:
+        return arrays[0][i].tobytes()
+    out = bytearray(dtype.itemsize)
+    for name, a in zip(dtype.names, arrays, strict=True):
+        off = dtype.fields[name][1]
+        raw = a[i].astype(a.dtype.newbyteorder("=")).tobytes()
+        out[off : off + len(raw)] = raw
+    return bytes(out)
+
+
+@pytest.fixture(params=SOURCES)
+def case(request, tmp_path, rng):
+    src, arrays = request.param(tmp_path, rng)
+    expect = [oracle(arrays, src.dtype, i) for i in range(N)]
+    return src, expect
+
+
+def test_a_source_is_a_record_source_with_the_declared_signatures(case):
+    src, _ = case
+    assert isinstance(src, RecordSource) and open_records(src) is src
+    for name in ("view", "gather", "table", "__len__"):
+        declared = inspect.signature(getattr(RecordSource, name))
+        got = inspect.signature(getattr(type(src), name))
+        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == [
+            (p.name, p.kind, p.default) for p in declared.parameters.values()
+        ], name
+    for name in ("record_bytes", "width", "sizes"):
+        assert isinstance(inspect.getattr_static(type(src), name), property), name
+
+
+def test_sizes_say_each_record_s_bytes(case):
+    src, expect = case
+    assert len(src) == N
+    lengths = [len(e) for e in expect]
+    assert src.sizes.dtype == np.int64 and src.sizes.tolist() == lengths and not src.sizes.flags.writeable
+    assert src.width == max(lengths)
+    assert src.record_bytes == (lengths[0] if len(set(lengths)) == 1 else None)
+
+
+def test_a_view_is_the_record_read_only(case):
+    src, expect = case
+    for i in range(N):
+        v = src.view(i)
+        assert v.dtype == np.uint8 and v.ndim == 1 and v.tobytes() == expect[i]
+        assert not v.flags.writeable
+    assert np.shares_memory(src.view(4), src.table())  # a view, not a copy
+
+
+def test_a_gather_takes_the_records_in_the_order_asked(case, rng):
+    src, expect = case
+    ids = rng.integers(0, N, 40)  # repeats and any order
+    got = src.gather(ids)
+    assert got.shape == (40, src.width) and got.dtype == np.uint8 and got.flags.c_contiguous
+    for r, i in enumerate(ids.tolist()):
+        assert got[r, : len(expect[i])].tobytes() == expect[i] and not got[r, len(expect[i]) :].any()
+    out = np.full((40, src.width), 0xFF, dtype=np.uint8)
+    assert src.gather(ids, out) is out and np.array_equal(out, got)
+    assert not np.shares_memory(got, src.table())
+    assert src.gather([]).shape == (0, src.width)
+    assert src.gather(ids.tolist()).tobytes() == got.tobytes()
+
+
+def test_the_table_is_every_record(case):
+    src, expect = case
+    table = src.table()
+    assert table.shape == (N, src.width) and not table.flags.writeable
+    assert np.array_equal(table, src.gather(np.arange(N)))
+    assert src.table() is table or np.shares_memory(src.table(), table)
+
+
+def test_record_source_exceptions(case):
+    src, _ = case
+    with pytest.raises(ValueError, match=r"^Argument 'i' must be less than N = 23, not 23\.$"):
+        src.view(N)
+    with pytest.raises(ValueError, match=r"^Argument 'i' must be at least 0"):
+        src.view(-1)
+    with pytest.raises(ValueError, match=r"^Argument 'ids' must name records in \[0, 23\), not \[-1, 2\]\.$"):
+        src.gather([2, -1])
+    with pytest.raises(ValueError, match=r"^Argument 'ids' must name records in \[0, 23\)"):
+        src.gather([N])
+    with pytest.raises(ValueError, match=r"^Argument 'out' must be a writable C-contiguous uint8 array"):
+        src.gather([0, 1], np.zeros((3, src.width), dtype=np.uint8))
+    with pytest.raises(ValueError, match=r"^Argument 'out' must be a writable C-contiguous uint8 array"):
+        src.gather([0], np.zeros((1, src.width), dtype=np.uint8)[:, ::-1])
+    with pytest.raises(TypeError, match=r"^Argument 'out' must be a numpy array, not list\.$"):
+        src.gather([0], [[0] * src.width])
