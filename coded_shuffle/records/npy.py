@@ -37,8 +37,9 @@ def _header(path: str | os.PathLike[str]) -> tuple[tuple[int, ...], np.dtype, in
 def npy_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` is not a usable ``.npy`` file of records (naming it), or None if it is.
 
-    Reads only the file's header: it must exist, be a ``.npy`` file (magic string and header),
-    and hold at least one record (a row), of at least one byte, of a plain (not object) dtype.
+    Reads only the file's header and size: it must exist, be a ``.npy`` file (magic string and
+    header), hold at least one record (a row), of at least one byte, of a plain (not object) dtype,
+    and be as long as its header says.
 
     Examples
     --------
