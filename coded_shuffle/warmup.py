@@ -18,9 +18,13 @@ group              kernels, and what compiles them here
 ``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
 ``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
 ``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
-``decoding``       the byte path: encoding, checksums, the worker's peel (a tiny ``simulate``)
+``decoding``       the byte path: encoding, checksums, the worker's peel (a tiny ``simulate``),
+                   and the encoding of records of varying lengths
 ``feistel``        the compiled Feistel walk (4096 indices, forward and inverse) and the count
                    of a Feistel shuffle matrix (:func:`~coded_shuffle.matrix.feistel_shuffle_matrix`)
+``storage``        a storage of several batches: the planner's cells and groups, the pieces'
+                   update, a worker's solve of many-term symbols (a tiny ``simulate`` with
+                   ``storage=2``, records of two pieces)
 =================  ===================================================================
 """
 
@@ -35,13 +39,14 @@ import numpy as np
 __all__ = ["KERNEL_GROUPS", "uncompiled", "warm_up", "compile_once"]
 
 #: The groups of kernels, in the order :func:`warm_up` compiles them.
-KERNEL_GROUPS = ("packing", "planning", "ordering", "decoding", "feistel")
+KERNEL_GROUPS = ("packing", "planning", "ordering", "decoding", "feistel", "storage")
 
 
 def _dispatchers(group: str) -> list[Any]:
     from . import _codec_kernels as codec
     from . import _kernels
     from .orders import _feistel_kernels as feistel
+    from .storage import _kernels as storage
 
     kernels: dict[str, list[Any]] = {
         "packing": [_kernels.support_bits, _kernels.greedy_round, _kernels.girth],
@@ -49,6 +54,7 @@ def _dispatchers(group: str) -> list[Any]:
         "ordering": [_kernels.eades_ordering, _kernels.improve_ordering, _kernels.ordering_value],
         "decoding": [
             codec.encode_rows,
+            codec.encode_packed,
             codec.take_rows,
             codec.spans_max,
             codec.checksum_rows,
@@ -56,6 +62,16 @@ def _dispatchers(group: str) -> list[Any]:
             codec.apply_ops,
         ],
         "feistel": [feistel.walk_compiled, feistel.count_transitions],
+        "storage": [
+            storage.cells,
+            storage.group_symbols,
+            storage.holder_counts,
+            storage.rebalance,
+            codec.direct_pick,
+            codec.direct_rows,
+            codec.move_rows,
+            codec.xor_terms,
+        ],
     }
     return kernels[group]
 
@@ -129,6 +145,16 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             from .engine import simulate
 
             simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0)
+            from .codec import encode_plan, load_dataset
+            from .plan import plan_from_matrix
+
+            varying = load_dataset([bytes(n) for n in (3, 5, 2, 7, 1, 4, 6, 2, 3, 5, 1, 2, 4, 3, 6)])
+            encode_plan(plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]]), varying, epoch=1)
+        elif group == "storage":
+            from .engine import simulate
+
+            # fewer pieces a record (2) than labels (3): the update rebalances the holders too
+            simulate(K=4, N=16, record_bytes=2048, epochs=2, seed=0, storage=2)
         else:
             from .matrix import feistel_shuffle_matrix
             from .orders import feistel_permutation

@@ -56,3 +56,28 @@ def test_compile_once_says_so_on_standard_error(monkeypatch, capsys):
     assert warmup.compile_once(announce=False) == ["feistel"] and capsys.readouterr().err == ""
     monkeypatch.setattr(warmup, "uncompiled", lambda groups=None: [])
     assert warmup.compile_once() == [] and capsys.readouterr().err == ""
+
+
+def test_every_cached_kernel_is_in_a_group():
+    """A kernel compiled on disk but in no group would compile at its first use unannounced (those
+    called only from other kernels, the private ones and the Feistel block walk, compile with them)."""
+    import importlib
+    import pathlib
+
+    from numba.core.registry import CPUDispatcher
+
+    from coded_shuffle import warmup
+
+    root = pathlib.Path(warmup.__file__).parent
+    cached = set()
+    for path in root.rglob("*.py"):
+        if "cache=True" in path.read_text(encoding="utf-8"):
+            name = ".".join(("coded_shuffle", *path.relative_to(root).with_suffix("").parts))
+            module = importlib.import_module(name)
+            cached |= {
+                f"{name}.{n}" for n, v in vars(module).items()
+                if isinstance(v, CPUDispatcher) and type(v._cache).__name__ != "NullCache"
+                and not n.startswith("_") and n != "walk_block"
+            }  # fmt: skip
+    grouped = {f"{d.py_func.__module__}.{d.__name__}" for g in KERNEL_GROUPS for d in warmup._dispatchers(g)}
+    assert cached and cached <= grouped, sorted(cached - grouped)

@@ -428,7 +428,7 @@ def _check_storage(args: argparse.Namespace, schedule: list[int]) -> None:
 
 
 def _cmd_rate(args: argparse.Namespace) -> int:
-    kernels = ["packing", "ordering"]
+    kernels = ["packing", "ordering"] + (["storage"] if args.storage > 1 else [])
     rows = _matrix_rows(args) if args.matrix is not None else _order_rows(args, kernels)
     compile_kernels(kernels)
     if args.json:

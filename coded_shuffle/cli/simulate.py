@@ -129,7 +129,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     network = network_option(args)
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
-    compile_kernels(groups + (["feistel"] if spec.name == "feistel" else []))
+    groups += ["feistel"] if spec.name == "feistel" else []
+    compile_kernels(groups + (["storage"] if args.storage > 1 else []))
     mode, chose = args.mode, ""
     if mode == "auto":
         mode, chose = auto_mode(
