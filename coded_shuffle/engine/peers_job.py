@@ -156,7 +156,7 @@ def peers(job: JobOptions, link: MPITransport) -> int:
             print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)
         return 2
     ep = Epochs(job, N, B, K, peers=True)
-    scheme = ep.schemes["exchange"]
+    (scheme,) = ep.schemes.values()  # the one scheme of a job of peers, which runs among them
     held = ep.first()
     cache = own_units(scheme, rows, held, k, B)
     del rows

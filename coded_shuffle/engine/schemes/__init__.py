@@ -85,8 +85,9 @@ class Registered:
     training : bool
         Whether the training loaders offer it by name (and choose among these on a network).
     predicted : callable or None
-        Its predicted time on a network, ``predicted(loads) -> seconds``: the network layer's
-        function of this mode (:data:`coded_shuffle.network.PREDICTIONS`), or None.
+        Its predicted time on a network, ``predicted(loads) -> seconds``: by default the network
+        layer's function of its name (:data:`coded_shuffle.network.PREDICTIONS`), None if it has
+        none.
     aliases : tuple of str
         Old names it still answers to.
 
@@ -109,6 +110,8 @@ class Registered:
     def __post_init__(self) -> None:
         if self.where not in WHERE:
             raise ValueError(f"Argument 'where' must be one of {', '.join(WHERE)}, not {self.where!r}.")
+        if self.predicted is None:
+            object.__setattr__(self, "predicted", PREDICTIONS.get(self.name))
 
     @property
     def with_master(self) -> bool:
@@ -125,6 +128,18 @@ class Registered:
         return K if self.among_peers else K + 1
 
 
+def _coded(holding: Holding, *, peers: bool, network: Any) -> Scheme:
+    return coded_scheme(holding)
+
+
+def _uncoded(holding: Holding, *, peers: bool, network: Any) -> Scheme:
+    return UncodedScheme(holding)
+
+
+def _exchange(holding: Holding, *, peers: bool, network: Any) -> Scheme:
+    return ExchangeScheme(holding, peers=peers)
+
+
 def _split(holding: Holding, *, peers: bool, network: Any) -> Scheme:
     if peers or not isinstance(holding, Batches) or holding.pieces != 1:
         raise ValueError(
@@ -134,15 +149,13 @@ def _split(holding: Holding, *, peers: bool, network: Any) -> Scheme:
     return SplitScheme(network, holding)
 
 
-#: The schemes, a line each; every list of modes is derived from it.
+#: The schemes, a line each, in the order of the ``--mode`` choices; every list of modes is derived
+#: from it. A scheme of one's own is one more line (or ``REGISTRY[name] = Registered(name, ...)``).
 REGISTRY: dict[str, Registered] = {r.name: r for r in (
-    Registered("coded", lambda h, **_: coded_scheme(h), "master", True, coded=True, storage=True,
-               training=True, predicted=PREDICTIONS["coded"]),
-    Registered("uncoded", lambda h, **_: UncodedScheme(h), "master", True, predicted=PREDICTIONS["uncoded"]),
-    Registered("exchange", lambda h, *, peers, **_: ExchangeScheme(h, peers=peers), "both", False, storage=True,
-               training=True, predicted=PREDICTIONS["exchange"], aliases=("alltoallv",)),
-    Registered("split", lambda h, *, peers, network: _split(h, peers=peers, network=network), "master", True,
-               coded=True, predicted=PREDICTIONS["split"]),
+    Registered("coded", _coded, "master", True, coded=True, storage=True, training=True),
+    Registered("uncoded", _uncoded, "master", True),
+    Registered("exchange", _exchange, "both", False, storage=True, training=True, aliases=("alltoallv",)),
+    Registered("split", _split, "master", True, coded=True),
 )}  # fmt: skip
 
 
