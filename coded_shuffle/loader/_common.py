@@ -254,7 +254,9 @@ def check_scheme(value: object, *, auto: bool = True) -> str | Scheme:
     if isinstance(value, Scheme):
         return value
     if not isinstance(value, str):
-        raise TypeError(f"Argument 'scheme' must be a scheme's name or a Scheme, not {type(value).__name__}.")
+        raise TypeError(
+            f"Argument 'scheme' must be a registered scheme's name or a Scheme, not {type(value).__name__}."
+        )
     if value not in _training() and not (auto and value == "auto"):
         choices = " or ".join(map(repr, _training())) + (" (or 'auto' with a network)" if auto else "")
         raise ValueError(f"Argument 'scheme' must be {choices}, not {value!r}.")
