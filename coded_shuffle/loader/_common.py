@@ -274,6 +274,12 @@ def among_peers(scheme: str | Scheme) -> bool:
     return scheme.peers if isinstance(scheme, Scheme) else registered(scheme, name="scheme").among_peers
 
 
+def with_master(scheme: str | Scheme) -> bool:
+    """Whether ``scheme`` runs in a job with a master: a scheme object not of peers, or a
+    registered scheme that can."""
+    return not scheme.peers if isinstance(scheme, Scheme) else registered(scheme, name="scheme").with_master
+
+
 def _storage(
     storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False
 ) -> Scheme | None:

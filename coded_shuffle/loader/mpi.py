@@ -38,9 +38,9 @@ from ._common import (
     _order_spec,
     _storage,
     _store,
-    among_peers,
     check_scheme,
     load_rows,
+    with_master,
 )
 
 # --------------------------------------------------------------------------- MPI
@@ -160,8 +160,8 @@ class MPILoader:
                 "Argument 'transport' must be a link between processes (a ControlLink, such as an "
                 f"MPITransport or a TorchTransport), not {type(transport).__name__}."
             )
-        if not transport.peers and isinstance(scheme, Scheme) and among_peers(scheme):
-            raise ValueError(f"Argument 'scheme' must run with a master, not {scheme!r} (a scheme of peers).")
+        if not transport.peers and not with_master(self._scheme):
+            raise ValueError(f"Argument 'scheme' must be a scheme that runs with a master, not {scheme!r}.")
         if multicast is not None:
             _join_multicast(transport, multicast)
         self.transport = transport

@@ -16,7 +16,7 @@ from coded_shuffle.cli.run import run_command
 from coded_shuffle.engine import run, simulate, synthetic_dataset
 from coded_shuffle.engine.mpi_job import CODED, MASTER_SENDS, MODES
 from coded_shuffle.engine.schemes import REGISTRY, Registered, UncodedScheme, names, resolve
-from coded_shuffle.loader import InProcessLoader
+from coded_shuffle.loader import InProcessLoader, PeerLoader
 from coded_shuffle.loader._common import check_scheme
 
 
@@ -141,6 +141,9 @@ def test_a_scheme_argument_that_is_neither_a_name_nor_a_scheme_is_a_type_error()
         resolve(Counted(), K=4, storage=2)
     with pytest.raises(ValueError, match="Argument 'mode' must be a scheme of peers"):
         resolve(Counted(), K=4, peers=True)
+    for master_only in ("coded", Counted()):  # refused before any link is made
+        with pytest.raises(ValueError, match="Argument 'scheme' must be a scheme that runs among peers"):
+            PeerLoader(np.zeros((8, 2)), epochs=2, scheme=master_only)
     with pytest.raises(
         ValueError, match="Argument 'where' must be one of master, peers, both, not 'anywhere'"
     ):
