@@ -58,19 +58,6 @@ def check_seconds(value: Any, name: str) -> float:
     return float(value)
 
 
-#: The schemes a training loader runs: the master's coded broadcast, or the workers' exchange.
-LOADER_SCHEMES = ("coded", "exchange")
-
-
-def check_loader_scheme(value: Any, *, auto: bool = True) -> str:
-    """Return ``value`` if a loader runs that scheme (or, with ``auto``, chooses it on a network),
-    or raise naming argument ``scheme``."""
-    if value not in LOADER_SCHEMES and not (auto and value == "auto"):
-        choices = "'coded' or 'exchange'" + (" (or 'auto' with a network)" if auto else "")
-        raise ValueError(f"Argument 'scheme' must be {choices}, not {value!r}.")
-    return str(value)
-
-
 def _python_ints(value: Any) -> np.ndarray | None:
     """``value`` as an object array when it is a rectangular nest of Python ints, else None."""
     if not isinstance(value, (list, tuple)):

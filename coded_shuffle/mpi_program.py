@@ -30,6 +30,7 @@ from .cli.job import (
     multicast_scope,
 )
 from .engine.mpi_job import MODES, PROG, master, worker
+from .engine.schemes import runs_among_peers
 from .network import Network
 from .transport import MPITransport, TokenBucket, mpi_exit, mpi_refuse, mpi_world
 from .transport.multicast import parse_group
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
         os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     comm = mpi_world()
-    if MODES[job.mode] == ("exchange",):  # no master: every rank a worker
+    if runs_among_peers(MODES[job.mode]):  # no master: every rank a worker
         from .engine.peers_job import peers
 
         code = peers(job, MPITransport(comm, peers=True))

@@ -46,12 +46,9 @@ from .matrix import elastic_matrix
 
 __all__ = [
     "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
-    "scoped_symbols", "binding", "MODES", "SPLIT_MARGIN",
+    "scoped_symbols", "binding", "MODES", "SPLIT_MARGIN", "Loads", "PREDICTIONS", "LINKS", "exchange_seconds",
+    "coded_seconds", "uncoded_seconds", "split_seconds",
 ]  # fmt: skip
-
-#: The modes a prediction is made for, in the order that breaks ties (a split, which at its ends is
-#: the exchange or the coded broadcast, is chosen only where it is faster than both).
-MODES = ("exchange", "coded", "uncoded", "split")
 #: A split is predicted (and chosen) only where it saves at least this share of the time of the
 #: faster of its two halves alone: it runs both at once, whose costs besides the bytes (a second
 #: data path on every host) the prediction does not count. Measured on namespaced hosts
@@ -229,39 +226,121 @@ def transition_times(
     if up == 0 and master > 0:
         cuts.append(lb * B / master)
     coded_b = coded * B
-    inf = math.inf
     # what the busiest downlink carries of the coded symbols: all, or with snooping its groups'
     heard_b = scoped_symbols(S, coded) * B if network.snooping else coded_b
-    relays = 0.0 if network.multicast else (coded_b / up if up else inf)  # a chain's uplinks
-    terms = {  # each mode's links' times: its prediction is the largest
-        "exchange": {"downlink": d / down, "uplink": o / up} if up else {},
-        "coded": {
-            "master": coded_b / master,
-            "downlink": heard_b / down,
-            **({} if network.multicast else {"relays": relays}),
-        }
-        if master
-        else {},
-        "uncoded": {"master": W / master, "downlink": d / down} if master else {},
-    }
-    predicted = {m: max(t.values()) if t else inf for m, t in terms.items()}
-    share, split = (
-        split_time(coded_b, d, o, master=master, up=up, down=down, multicast=True, heard=heard_b)
-        if network.multicast else (None, inf)
-    )  # fmt: skip
-    beats = split < min(predicted["coded"], predicted["exchange"]) * (1 - SPLIT_MARGIN)
-    predicted["split"] = split if beats else inf  # at an end of its shares a split is one of the two
-    if beats and share is not None:
-        terms["split"] = _split_lines(coded_b, d, o, master=master, up=up, down=down, multicast=True,
-                                      heard=heard_b, share=share)  # fmt: skip
+    loads = Loads(d, o, W, coded_b, heard_b, master, up, down, network.multicast)
+    predicted = {mode: seconds(loads) for mode, seconds in PREDICTIONS.items()}
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
         raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
     why = explain(predicted, choice)
-    links = {m: binding(terms[m]) if math.isfinite(predicted[m]) and m in terms else None for m in MODES}
-    return TransitionTimes(
-        max(cuts), predicted, choice, why, split if beats else None, share if beats else None, links
-    )
+    split = predicted["split"]
+    share = _split(loads)[0] if math.isfinite(split) else None
+    links = {m: binding(LINKS[m](loads)) if math.isfinite(predicted[m]) else None for m in MODES}
+    split_or_none = split if share is not None else None
+    return TransitionTimes(max(cuts), predicted, choice, why, split_or_none, share, links)
+
+
+@dataclass(frozen=True)
+class Loads:
+    """What each mode's prediction reads of one transition on a network (:func:`transition_times`):
+    the busiest loads in bytes, ``missing`` (``max_j d_j``), ``only`` (``max_i o_i``), ``moved``
+    (``W B``), ``coded`` (the coded symbols) and ``heard`` (what the busiest downlink receives of
+    them), and the rates in bytes a second (0: the link cannot send).
+
+    Examples
+    --------
+    >>> x = Loads(100.0, 100.0, 300.0, 150.0, 150.0, master=100.0, up=50.0, down=100.0, multicast=True)
+    >>> exchange_seconds(x), coded_seconds(x), uncoded_seconds(x)
+    (2.0, 1.5, 3.0)
+    """
+
+    missing: float
+    only: float
+    moved: float
+    coded: float
+    heard: float
+    master: float
+    up: float
+    down: float
+    multicast: bool
+
+
+def _longest(links: Mapping[str, float]) -> float:
+    """A delivery's time: its busiest link's (infinite where it has none, a mode it cannot run)."""
+    return max(links.values()) if links else math.inf
+
+
+def exchange_links(x: Loads) -> dict[str, float]:
+    """The exchange's links and their times: each worker receives what it misses, the uploads as
+    the holders give them (none without worker uplinks)."""
+    return {"downlink": x.missing / x.down, "uplink": x.only / x.up} if x.up else {}
+
+
+def exchange_seconds(x: Loads) -> float:
+    """The exchange's predicted time: its busiest link's (:func:`exchange_links`)."""
+    return _longest(exchange_links(x))
+
+
+def coded_links(x: Loads) -> dict[str, float]:
+    """The coded broadcast's links: the master's symbols, heard by every worker (without
+    multicast, a chain of relays, each worker's uplink forwarding them; none without a master)."""
+    if not x.master:
+        return {}
+    links = {"master": x.coded / x.master, "downlink": x.heard / x.down}
+    if not x.multicast:  # a chain's uplinks
+        links["relays"] = x.coded / x.up if x.up else math.inf
+    return links
+
+
+def coded_seconds(x: Loads) -> float:
+    """The coded broadcast's predicted time: its busiest link's (:func:`coded_links`)."""
+    return _longest(coded_links(x))
+
+
+def uncoded_links(x: Loads) -> dict[str, float]:
+    """The uncoded delivery's links: each moved record from the master to its new holder."""
+    return {"master": x.moved / x.master, "downlink": x.missing / x.down} if x.master else {}
+
+
+def uncoded_seconds(x: Loads) -> float:
+    """The uncoded delivery's predicted time: its busiest link's (:func:`uncoded_links`)."""
+    return _longest(uncoded_links(x))
+
+
+def _split(x: Loads) -> tuple[float, float]:
+    return split_time(x.coded, x.missing, x.only, master=x.master, up=x.up, down=x.down, multicast=True,
+                      heard=x.heard)  # fmt: skip
+
+
+def split_seconds(x: Loads) -> float:
+    """A split where the master multicasts (:func:`split_time`), infinite unless it beats both its
+    ends, the exchange and the coded broadcast, by :data:`SPLIT_MARGIN`."""
+    split = _split(x)[1] if x.multicast else math.inf
+    beats = split < min(coded_seconds(x), exchange_seconds(x)) * (1 - SPLIT_MARGIN)
+    return split if beats else math.inf  # at an end of its shares a split is one of the two
+
+
+def split_links(x: Loads) -> dict[str, float]:
+    """The split's links at its share (the lines of :func:`split_time`), none where no split is
+    predicted (:func:`split_seconds`)."""
+    if not math.isfinite(split_seconds(x)):
+        return {}
+    share = _split(x)[0]
+    return _split_lines(x.coded, x.missing, x.only, master=x.master, up=x.up, down=x.down, multicast=True,
+                        heard=x.heard, share=share)  # fmt: skip
+
+
+#: The modes a prediction is made for and the function of each, in the order that breaks ties (a
+#: split, which at its ends is the exchange or the coded broadcast, is chosen only where it is
+#: faster than both). The engine's registry of schemes names each scheme's function here.
+PREDICTIONS = {
+    "exchange": exchange_seconds, "coded": coded_seconds, "uncoded": uncoded_seconds, "split": split_seconds,
+}  # fmt: skip
+#: The modes a prediction is made for, in the order that breaks ties.
+MODES = tuple(PREDICTIONS)
+#: Each mode's links and their times, of which its prediction is the longest (the binding link).
+LINKS = {"exchange": exchange_links, "coded": coded_links, "uncoded": uncoded_links, "split": split_links}
 
 
 def binding(times: Mapping[str, float]) -> str:

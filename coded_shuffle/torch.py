@@ -43,11 +43,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ._checks import check_int, check_loader_scheme
+from ._checks import check_int
 from .engine import TransitionReport
 from .engine.schedule import check_network
+from .engine.schemes import Scheme
 from .loader import EpochBatch, MPILoader, PeerLoader
-from .loader._common import choose_scheme
+from .loader._common import among_peers, check_scheme, choose_scheme, scheme_name
 from .loader.arrays import pack_arrays, tensor_records
 from .loader.peers import peer_link
 from .loader.prefetch import Prefetch
@@ -138,7 +139,7 @@ def _auto_scheme(
 
 
 def _job_link(
-    transport: object, peers: bool, scheme: str, rank: int | None, world_size: int | None
+    transport: object, peers: bool, scheme: str | Scheme, rank: int | None, world_size: int | None
 ) -> ControlLink:
     """The dataset's link (the default one of its scheme if ``transport`` is None), checked against
     the scheme and against the ``rank`` and ``world_size`` the caller states."""
@@ -158,7 +159,7 @@ def _job_link(
     elif transport.peers != peers:
         raise ValueError(
             f"Argument 'transport' must be a link {'of peers' if peers else 'with a master'} "
-            f"for scheme {scheme!r} (peers={peers})."
+            f"for scheme {scheme_name(scheme)!r} (peers={peers})."
         )
     ranks = transport.K + (0 if peers else 1)
     if world_size is not None and world_size != ranks:
@@ -223,7 +224,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         each misses, and no ``new_group`` is needed for DDP (there is no rank to leave out).
         ``auto``, with a ``network`` and ``source`` on every rank: of the two, the one of least
         predicted time of the first transition on it for the job's ranks
-        (:func:`~coded_shuffle.loader._common.choose_scheme`; :attr:`choice` says why).
+        (:func:`~coded_shuffle.loader._common.choose_scheme`; :attr:`choice` says why). Or a
+        scheme of one's own (an object satisfying :class:`~coded_shuffle.engine.schemes.Scheme`,
+        used as is on every rank): among peers if it says so (``peers``), else with a master.
     network : Network, optional
         The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`).
 
@@ -258,17 +261,17 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         rank: int | None = None,
         world_size: int | None = None,
         storage: int = 1,
-        scheme: str = "coded",
+        scheme: str | Scheme = "coded",
         network: Network | None = None,
     ) -> None:
         super().__init__()
-        check_loader_scheme(scheme)
+        scheme = check_scheme(scheme)
         #: What ``scheme="auto"`` chose and why, in one line (None for a scheme given).
         self.choice: str | None = None
         if scheme == "auto":
             scheme, self.choice = _auto_scheme(source, transport, network, seed=seed, order=order,
                                                start_epoch=start_epoch, strategy=strategy)  # fmt: skip
-        peers = scheme == "exchange"
+        peers = among_peers(scheme)
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):
                 raise TypeError(f"Argument '{name}' must be a bool, not {type(flag).__name__}.")
@@ -276,13 +279,15 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self.drop_last, self.with_ids, self.prefetch = drop_last, with_ids, prefetch
         if peers and source is None:
             raise TypeError(
-                "Argument 'source' must be given on every rank of a job of peers (scheme 'exchange')."
+                "Argument 'source' must be given on every rank of a job of peers "
+                f"(scheme {scheme_name(scheme)!r})."
             )
         reads = transport.is_master or peers
         records = tensor_records(source) if reads and source is not None else source  # rows read as held
         self._options: dict[str, Any] = {
             "epochs": epochs, "seed": seed, "order": order, "max_repair_rounds": max_repair_rounds,
-            "timeout": timeout, "storage": storage, **({} if peers else {"strategy": strategy}),
+            "timeout": timeout, "storage": storage, "scheme": scheme,
+            **({} if peers else {"strategy": strategy}),
         }  # fmt: skip
         #: The loader each epoch comes from: a master's (:class:`MPILoader`), or the peers'.
         self._loader_class: type[MPILoader] = PeerLoader if peers else MPILoader

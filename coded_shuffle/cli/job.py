@@ -17,6 +17,7 @@ import os
 from ..codec import DEFAULT_MAX_FRAME_BYTES
 from ..engine.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
 from ..engine.options import JobOptions
+from ..engine.schemes import REGISTRY, runs_among_peers
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
 from ..records import npy_header, npy_problem
@@ -267,10 +268,9 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         problem = output_file_problem(args.json)
         if problem is not None:
             raise UsageError(f"--json {args.json}: {problem}")
-    if args.storage != 1 and "uncoded" in MODES[args.mode]:
-        raise UsageError(
-            f"--storage above 1 applies to --mode coded and exchange only, not --mode {args.mode}"
-        )
+    if args.storage != 1 and not all(REGISTRY[m].storage for m in MODES[args.mode]):
+        served = " and ".join(r.name for r in REGISTRY.values() if r.storage)
+        raise UsageError(f"--storage above 1 applies to --mode {served} only, not --mode {args.mode}")
     filled = argparse.Namespace(**vars(args))
     for dest, default in (*JOB_DEFAULTS.items(), *SHARD_ORDER_DEFAULTS.items()):
         if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
@@ -297,7 +297,7 @@ def _check_before_launch(filled: argparse.Namespace, workers: int) -> None:
         N, B = got
     given = {f.name for f in dataclasses.fields(JobOptions)} & set(vars(filled))
     job = JobOptions(**{name: getattr(filled, name) for name in given})
-    peers = filled.mode == "auto" or MODES[filled.mode] == ("exchange",)
+    peers = filled.mode == "auto" or runs_among_peers(MODES[filled.mode])
     refusal = job_refusal(job, workers, N, B, peers=peers)
     if refusal is not None:
         raise UsageError(refusal)
@@ -425,7 +425,7 @@ def ignored_options(mode: str, given: list[str]) -> str | None:
     for opt in ("--max-frame-bytes", "--max-repair-rounds"):
         if opt in given and not master:
             return f"{opt} applies to the coded and uncoded modes only, not --mode {mode}"
-    if "--link-mbps" in given and "exchange" in modes:
+    if "--link-mbps" in given and not MASTER_SENDS.issuperset(modes):
         return (
             f"--link-mbps paces only the master's link, and --mode {mode} runs the exchange, between the "
             "workers: shape a real network instead (mpi/netns_cluster.sh)"

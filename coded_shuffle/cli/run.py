@@ -9,6 +9,7 @@ import signal
 import sys
 from typing import Any
 
+from ..engine.schemes import ranks
 from ._parser import COMMANDS
 from .common import (
     PROG,
@@ -34,7 +35,7 @@ def find_mpiexec() -> str | None:
 
 
 #: ``coded-shuffle run`` launches ``mpiexec -n K+1 python -m mpi4py -m MPI_PROGRAM ...`` (``-n K``
-#: for the exchange alone, a job of peers).
+#: for a scheme that runs among peers alone, the exchange: a job of peers).
 MPI_PROGRAM = "coded_shuffle.mpi_program"
 
 
@@ -42,10 +43,11 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
     """Return the ``mpiexec`` command line that ``coded-shuffle run`` launches.
 
     Options left at their defaults are not passed on, so the program sees what the user gave.
+    The schemes of ``--mode`` say how many ranks (:func:`~coded_shuffle.engine.schemes.ranks`):
     ``--mode exchange`` alone is a job of ``K`` peers, every rank a worker (no master rank).
     """
-    ranks = args.workers + (0 if MODES[args.mode or "coded"] == ("exchange",) else 1)
-    return [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", MPI_PROGRAM,
+    n = ranks(MODES[args.mode or "coded"], args.workers)
+    return [mpiexec, "-n", str(n), sys.executable, "-m", "mpi4py", "-m", MPI_PROGRAM,
             *job_arguments(args)]  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._progress import Progress
 from ..codec import FLAG_TERMS, FRAME_HEADER_BYTES, RUN_BYTES, TERMS_VERSION, entry_bytes
+from ..engine.schemes import names
 from ._parser import COMMANDS, add_deprecated
 from .common import (
     PROG,
@@ -228,7 +229,7 @@ def add_parser(sub: Any) -> None:
     _add_storage_argument(sim, "the workers keep their share of the pieces from epoch to epoch")
     sim.add_argument(
         "--mode",
-        choices=("coded", "uncoded", "exchange", "split", "auto"),
+        choices=(*names(), "auto"),
         default="coded",
         help="delivery: coded (the master's broadcast), uncoded (each moved record from the master to its "
         "new holder), exchange (the workers send each other what each misses), split (with a --network "

@@ -21,7 +21,7 @@ loader) steps every role in one process; :mod:`.mpi` carries the same roles betw
 
 from .report import RunReport, TransitionReport
 from .state import check_caches, check_holdings, digest, initial_caches, synthetic_dataset
-from .schemes import SCHEMES, CodedScheme, ExchangeScheme, UncodedScheme, scheme_for
+from .schemes import REGISTRY, SCHEMES, CodedScheme, ExchangeScheme, Registered, UncodedScheme, scheme_for
 from .protocol import MasterOptions, master_transition, worker_transition
 from .inprocess import drive, run, simulate, transition
 
@@ -29,6 +29,8 @@ __all__ = [
     "TransitionReport",
     "RunReport",
     "SCHEMES",
+    "REGISTRY",
+    "Registered",
     "CodedScheme",
     "UncodedScheme",
     "ExchangeScheme",

@@ -50,7 +50,7 @@ from .protocol import (
 )
 from .report import RunReport, TransitionReport
 from .schedule import EpochSchedule, check_network, predicted_times
-from .schemes import SCHEMES, Scheme, scheme_for
+from .schemes import SCHEMES, Scheme, resolve
 from .state import initial_caches, synthetic_dataset  # noqa: F401
 
 __all__ = ["drive", "transition", "run", "simulate"]
@@ -200,9 +200,9 @@ def transition(
 
 
 def _mode_on(
-    network: object, mode: str, dataset: Dataset, *, K: int, seed: int, order: OrderSpec | None,
+    network: object, mode: str | Scheme, dataset: Dataset, *, K: int, seed: int, order: OrderSpec | None,
     strategy: str, storage: int, subpackets: int,
-) -> str:  # fmt: skip
+) -> str | Scheme:  # fmt: skip
     """``mode``, checked against ``network``; ``auto`` resolved on it for the first transition."""
     net = check_network(network, mode, name="mode")
     if net is None:
@@ -237,7 +237,7 @@ def run(
     order: OrderSpec | None = None,
     subpackets: int = 1,
     storage: int = 1,
-    mode: str = "coded",
+    mode: str | Scheme = "coded",
     network: Network | None = None,
 ) -> RunReport:
     """Run ``epochs`` transitions ``0 -> 1 -> ... -> epochs`` on ``dataset`` with ``K`` workers.
@@ -276,8 +276,10 @@ def run(
         share of the piece placement, and every transition delivers with
         :class:`~coded_shuffle.engine.schemes.StorageScheme` and updates the placement; the
         reports count pieces. ``M = 1`` is the delivery of whole batches.
-    mode : str
-        The delivery (:data:`~coded_shuffle.engine.schemes.MODES`): ``coded`` (default), or
+    mode : str or Scheme
+        The delivery: a scheme of one's own (an object satisfying
+        :class:`~coded_shuffle.engine.schemes.Scheme`, used as is with its placement model), or
+        the name of a registered one (:data:`~coded_shuffle.engine.schemes.REGISTRY`): ``coded`` (default), or
         ``uncoded`` (each record that moves, from the master to its new holder alone), or
         ``exchange`` (the workers send each other what each misses, for every storage;
         ``alltoallv`` is its old name), or ``split`` with a ``network`` that multicasts (the
@@ -327,8 +329,8 @@ def run(
         raise TypeError(f"Argument 'order' must be an OrderSpec or None, not {type(order).__name__}.")
     mode = _mode_on(network, mode, dataset, K=K, seed=seed, order=order, strategy=strategy,
                     storage=storage, subpackets=subpackets)  # fmt: skip
-    scheme = scheme_for(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes,
-                        network=network)  # fmt: skip
+    scheme = resolve(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes,
+                     network=network)  # fmt: skip
     work = scheme.dataset(dataset)
     opts = MasterOptions(
         strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
@@ -356,7 +358,7 @@ def run(
     return RunReport(
         K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
         transitions=tuple(reports), subpackets=reports[0].subpackets if reports else scheme.pieces,
-        storage=storage,
+        storage=scheme.M,
     )  # fmt: skip
 
 
@@ -375,7 +377,7 @@ def simulate(
     order: OrderSpec | None = None,
     subpackets: int = 1,
     storage: int = 1,
-    mode: str = "coded",
+    mode: str | Scheme = "coded",
     network: Network | None = None,
 ) -> RunReport:
     """Run the in-process engine on ``N`` random records of ``record_bytes`` bytes.

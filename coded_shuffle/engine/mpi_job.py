@@ -50,25 +50,22 @@ from .probe import ProbedRates
 from .protocol import MasterOptions, master_transition, worker_transition
 from .report import TABLE_COLUMNS, table_cells, table_legend, time_lines
 from .schedule import EpochSchedule
-from .schemes import SCHEMES, scheme_for
+from .schemes import REGISTRY, SCHEMES, names, registered, scheme_for
 from .state import storage_refusal, synthetic_dataset
 
 #: The name the job's messages start with.
 PROG = "coded-shuffle run"
-#: What each ``mode`` runs, in this order, each transition.
+#: What each ``mode`` runs, in this order, each transition: a registered scheme alone (by its
+#: name or an old one, :data:`~coded_shuffle.engine.schemes.REGISTRY`), or two words for several.
 MODES = {
-    "coded": ("coded",),
-    "uncoded": ("uncoded",),
-    "exchange": ("exchange",),
-    "alltoallv": ("exchange",),  # the exchange's old name
+    **{n: (registered(n).name,) for n in names(aliases=True)},
     "both": ("coded", "uncoded"),
     "all": ("coded", "uncoded", "exchange"),
-    "split": ("split",),
 }
 #: The modes whose master sends coded frames to every worker (what ``--multicast`` carries).
-CODED = frozenset({"coded", "split"})
+CODED = frozenset(r.name for r in REGISTRY.values() if r.coded)
 #: The modes whose master sends frames (its options then apply; its workers receive them).
-MASTER_SENDS = CODED | {"uncoded"}
+MASTER_SENDS = frozenset(r.name for r in REGISTRY.values() if r.master_sends)
 
 
 class Epochs:

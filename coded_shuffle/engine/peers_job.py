@@ -119,8 +119,8 @@ def peer_transition(
     return lead(link, master, role, watchdog=dog)
 
 
-def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int) -> float:
-    """One transition of ``4 K`` records of 8 bytes among the peers: kernels and links warmed."""
+def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int, mode: str = "exchange") -> float:
+    """One transition of ``4 K`` records of 8 bytes among the peers in ``mode``: kernels and links warmed."""
     import time
 
     from ..errors import IntegrityError
@@ -128,7 +128,7 @@ def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int) -> float:
     tic = time.perf_counter()
     K = link.K
     N = _WARM_RECORDS * K
-    scheme = scheme_for("exchange", K=K, peers=True)
+    scheme = scheme_for(mode, K=K, peers=True)
     ds = synthetic_dataset(N, _WARM_BYTES, seed=seed)
     p_t, p_t1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
     assert link.worker is not None
@@ -155,14 +155,14 @@ def peers(job: JobOptions, link: MPITransport) -> int:
             print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)
         return 2
     ep = Epochs(job, N, B, K, peers=True)
-    scheme = ep.schemes["exchange"]
+    (scheme,) = ep.schemes.values()  # the one scheme of a job of peers, which runs among them
     held = ep.first()
     assert rows is not None  # every rank read the records (a problem returned above)
     cache = own_units(scheme, rows, held, k)
     del rows
     units = catalog(N * scheme.pieces, ep.piece_bytes, checksum_table(link, cache, N * scheme.pieces))
     dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
-    warm = _warm_up(link, dog, seed=job.seed)
+    warm = _warm_up(link, dog, seed=job.seed, mode=scheme.name)
     probe = probe_links(link, job, dog)
     sizes = f"K = {K} peers, N = {N}, record = {B} B"
     results = Results(job, K, sizes, scheme.holding.note(B), warm, probe) if link.is_leader else None

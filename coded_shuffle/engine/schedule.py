@@ -95,7 +95,7 @@ def predicted_times(
     return predict(S, record_bytes=record_bytes, network=network, strategy=strategy)
 
 
-def check_network(network: object, choice: str, *, name: str) -> Network | None:
+def check_network(network: object, choice: object, *, name: str) -> Network | None:
     """``network`` for a run whose ``name`` (the mode or the scheme) is ``choice``: None, or a
     :class:`~coded_shuffle.network.Network`; ``auto`` needs one. Raises naming the argument.
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import LOADER_SCHEMES, check_choice, check_int
+from .._checks import check_choice, check_int
 from ..codec import (
     Cache,
     Dataset,
@@ -16,8 +16,9 @@ from ..codec import (
 )
 from ..engine import TransitionReport
 from ..engine.schedule import check_network, predicted_times
-from ..engine.schemes import Scheme, scheme_for
+from ..engine.schemes import REGISTRY, Scheme, registered, resolve
 from ..errors import IntegrityError
+from ..network import MODES
 from ..orders import (
     EPOCH_ORDERS,
     OrderSpec,
@@ -257,8 +258,49 @@ def _check_common(
     )
 
 
-def _storage(storage: object, record_bytes: int | None, K: int, *, mode: str = "coded") -> Scheme | None:
-    """The coded scheme of ``storage`` batches a worker for these records, or raise naming ``storage``.
+def _training() -> tuple[str, ...]:
+    """The schemes the loaders offer by name (:attr:`~coded_shuffle.engine.schemes.Registered.training`)."""
+    return tuple(r.name for r in REGISTRY.values() if r.training)
+
+
+def check_scheme(value: object, *, auto: bool = True) -> str | Scheme:
+    """A loader's argument ``scheme``: a scheme of one's own (an object satisfying
+    :class:`~coded_shuffle.engine.schemes.Scheme`, used as is), or the name of one the loaders
+    offer (or, with ``auto``, ``"auto"``, chosen on a network); else raise naming it."""
+    if isinstance(value, Scheme):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(
+            f"Argument 'scheme' must be a registered scheme's name or a Scheme, not {type(value).__name__}."
+        )
+    if value not in _training() and not (auto and value == "auto"):
+        choices = " or ".join(map(repr, _training())) + (" (or 'auto' with a network)" if auto else "")
+        raise ValueError(f"Argument 'scheme' must be {choices}, not {value!r}.")
+    return value
+
+
+def scheme_name(scheme: str | Scheme) -> str:
+    """The name of ``scheme`` (a name, or a scheme object's)."""
+    return scheme if isinstance(scheme, str) else scheme.name
+
+
+def among_peers(scheme: str | Scheme) -> bool:
+    """Whether ``scheme`` runs in a job of peers: a scheme object that says so, or a registered
+    scheme that can (:func:`~coded_shuffle.engine.schemes.runs_among_peers`)."""
+    return scheme.peers if isinstance(scheme, Scheme) else registered(scheme, name="scheme").among_peers
+
+
+def with_master(scheme: str | Scheme) -> bool:
+    """Whether ``scheme`` runs in a job with a master: a scheme object not of peers, or a
+    registered scheme that can."""
+    return not scheme.peers if isinstance(scheme, Scheme) else registered(scheme, name="scheme").with_master
+
+
+def _storage(
+    storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False
+) -> Scheme | None:
+    """The scheme ``mode`` of ``storage`` batches a worker for these records, or raise naming
+    ``storage`` (or ``scheme``).
 
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
     is checked, and nothing is returned.
@@ -267,22 +309,24 @@ def _storage(storage: object, record_bytes: int | None, K: int, *, mode: str = "
         if record_bytes is None:
             check_storage(storage, K)
             return None
-        return scheme_for(mode, K=K, storage=storage, record_bytes=record_bytes)  # type: ignore[arg-type]
+        return resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
 
 
-def _store(storage: object, record_bytes: int, K: int, *, mode: str = "coded") -> Scheme:
+def _store(
+    storage: object, record_bytes: int, K: int, *, mode: str | Scheme = "coded", peers: bool = False
+) -> Scheme:
     """:func:`_storage` of records of known width."""
-    scheme = _storage(storage, record_bytes, K, mode=mode)
+    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers)
     assert scheme is not None
     return scheme
 
 
 def _scheme_on(
-    network: object, scheme: str, dataset: Dataset, K: int, seed: int, spec: OrderSpec, storage: object,
-    *, epoch: int, strategy: str,
-) -> str:  # fmt: skip
+    network: object, scheme: str | Scheme, dataset: Dataset, K: int, seed: int, spec: OrderSpec,
+    storage: object, *, epoch: int, strategy: str,
+) -> str | Scheme:  # fmt: skip
     """A loader's ``scheme``, checked against ``network``; ``auto`` resolved on it: of the loaders'
     schemes, the one of least predicted time of transition ``epoch -> epoch + 1``."""
     net = check_network(network, "auto", name="scheme")  # given, or asked for by 'auto'
@@ -296,7 +340,7 @@ def _scheme_on(
         network=net, strategy=strategy,
     )  # fmt: skip
     p = times.predicted_seconds
-    return min(LOADER_SCHEMES, key=lambda m: p[m])  # a network no mode can use raised above
+    return min(_training(), key=lambda m: p[m])  # a network no mode can use raised above
 
 
 def choose_scheme(
@@ -326,9 +370,11 @@ def choose_scheme(
                                 network=net, strategy=strategy)  # fmt: skip
         return times.predicted_seconds[mode]
 
-    t = {"coded": time_of("coded", ranks - 1), "exchange": time_of("exchange", ranks)}
-    best = min(("exchange", "coded"), key=lambda m: t[m])  # a network no mode can use raised above
-    other = "coded" if best == "exchange" else "exchange"
+    # each scheme the loaders offer, on the job's ranks: all workers among peers, else one the master
+    t = {m: time_of(m, ranks if registered(m).among_peers else ranks - 1) for m in _training()}
+    order = sorted(t, key=MODES.index)  # the network's order breaks ties
+    best = min(order, key=lambda m: t[m])  # a network no mode can use raised above
+    other = min((m for m in order if m != best), key=lambda m: t[m])
     return (
         best,
         f"scheme auto chose {best}: predicted {t[best]:.3g} s against {other} {t[other]:.3g} s, on {network}",

@@ -7,13 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_int, check_loader_scheme
+from .._checks import check_int
 from ..codec import (
     Cache,
 )
 from ..engine import MasterOptions, TransitionReport
 from ..engine.inprocess import drive
 from ..engine.schedule import EpochSchedule
+from ..engine.schemes import Scheme
 from ..errors import IntegrityError
 from ..network import Network
 from ..orders import (
@@ -30,6 +31,7 @@ from ._common import (
     _order_spec,
     _scheme_on,
     _store,
+    check_scheme,
     load_rows,
 )
 
@@ -76,11 +78,13 @@ class InProcessLoader:
         worker keeps its share of every record's pieces from epoch to epoch and receives only
         the coded pieces it lacks; it still yields its batch, whole records. Small records get
         fewer pieces (:func:`~coded_shuffle.engine.state.storage_pieces`), whole below 2048 bytes.
-    scheme : str
+    scheme : str or Scheme
         ``coded`` (default): the master's coded broadcast; ``exchange``: the workers send each
         other what each misses (the in-process link buffers the exchange), for every storage;
         ``auto``, with a ``network``: the one of the two of least predicted time of the first
-        transition on it (:func:`coded_shuffle.engine.schedule.predicted_times`).
+        transition on it (:func:`coded_shuffle.engine.schedule.predicted_times`); or a scheme of
+        one's own, an object satisfying :class:`~coded_shuffle.engine.schemes.Scheme`, used as is
+        (``storage`` then 1 or its own).
     network : Network, optional
         The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`; one
         batch a worker).
@@ -112,7 +116,7 @@ class InProcessLoader:
         transport: InProcessTransport | None = None,
         max_repair_rounds: int = 3,
         storage: int = 1,
-        scheme: str = "coded",
+        scheme: str | Scheme = "coded",
         network: Network | None = None,
     ) -> None:
         self.dataset, self.layout = load_rows(source)
@@ -123,7 +127,7 @@ class InProcessLoader:
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
-        check_loader_scheme(scheme)
+        scheme = check_scheme(scheme)
         self.order = _order_spec(order, N)
         if scheme == "auto" or network is not None:
             scheme = _scheme_on(network, scheme, self.dataset, self.K, self.seed, self.order, storage,

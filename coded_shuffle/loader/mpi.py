@@ -38,7 +38,9 @@ from ._common import (
     _order_spec,
     _storage,
     _store,
+    check_scheme,
     load_rows,
+    with_master,
 )
 
 # --------------------------------------------------------------------------- MPI
@@ -108,6 +110,10 @@ class MPILoader:
         (:meth:`~coded_shuffle.transport.MPITransport.open_multicast`; an ``MPITransport`` only).
         Every rank joins, or every rank raises :class:`~coded_shuffle.errors.TransportError`
         naming the first rank that cannot.
+    scheme : str or Scheme
+        The delivery, the same on every rank: ``coded`` (default), ``exchange``, or a scheme of
+        one's own that runs with a master (an object satisfying
+        :class:`~coded_shuffle.engine.schemes.Scheme`, used as is; ``storage`` then 1 or its own).
 
     Examples
     --------
@@ -134,7 +140,9 @@ class MPILoader:
         writable: bool = False,
         storage: int = 1,
         multicast: str | None = None,
+        scheme: str | Scheme = "coded",
     ) -> None:
+        self._scheme = check_scheme(scheme, auto=False)
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
@@ -152,6 +160,8 @@ class MPILoader:
                 "Argument 'transport' must be a link between processes (a ControlLink, such as an "
                 f"MPITransport or a TorchTransport), not {type(transport).__name__}."
             )
+        if not transport.peers and not with_master(self._scheme):
+            raise ValueError(f"Argument 'scheme' must be a scheme that runs with a master, not {scheme!r}.")
         if multicast is not None:
             _join_multicast(transport, multicast)
         self.transport = transport
@@ -182,7 +192,7 @@ class MPILoader:
                 raise ValueError(
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
-            _storage(storage, self.dataset.record_bytes, self.K)  # refused on the master, before the job
+            _storage(storage, self.dataset.record_bytes, self.K, mode=self._scheme)  # refused before the job
         else:
             _storage(storage, None, self.K)  # the workers learn the record width later
         self._used = False
@@ -222,7 +232,7 @@ class MPILoader:
         ds = self.dataset
         N, K = ds.N, self.K
         spec = _order_spec(self._order, N)
-        scheme = _store(self._storage, ds.record_bytes, K)
+        scheme = _store(self._storage, ds.record_bytes, K, mode=self._scheme)
         work = scheme.dataset(ds)
         link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
         link.share_array(work.checksums)
@@ -290,7 +300,7 @@ class MPILoader:
         N, B, dtype, shape = link.share()
         self.N = int(N)
         self.layout = layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
-        scheme = _store(self._storage, B, self.K)
+        scheme = _store(self._storage, B, self.K, mode=self._scheme)
         sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
         dog = self._watchdog(N, B)
         schedule = EpochSchedule(

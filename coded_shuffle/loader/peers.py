@@ -13,12 +13,12 @@ from ..engine.mpi import Rounds, attend, lead
 from ..engine.peers_job import catalog, checksum_table, own_units, peer_transition
 from ..engine.protocol import Stopped, master_transition, worker_stop
 from ..engine.schedule import EpochSchedule
-from ..engine.schemes import Scheme, scheme_for
+from ..engine.schemes import Scheme
 from ..errors import IntegrityError, TransportError
 from ..orders import OrderSpec
 from ..transport import ControlLink, MPITransport, TorchTransport
 from ..transport.torch_dist import torch_world, torchrun_refusal
-from ._common import _batch, _crashing, _order_spec, _storage, open_rows
+from ._common import _batch, _crashing, _order_spec, _storage, _store, among_peers, check_scheme, open_rows
 from .mpi import MPILoader
 
 __all__ = ["PeerLoader", "peer_link"]
@@ -53,7 +53,8 @@ class PeerLoader(MPILoader):
     Parameters are those of :class:`MPILoader`, but ``source`` is read on every rank and there
     is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
     (``MPITransport(peers=True)`` or ``TorchTransport(peers=True)``; by default the one of the
-    job, :func:`peer_link`).
+    job, :func:`peer_link`); ``scheme`` is ``exchange`` (default) or a scheme of one's own that
+    runs among peers (``peers`` true).
 
     Examples
     --------
@@ -75,7 +76,10 @@ class PeerLoader(MPILoader):
         timeout: float | None = None,
         writable: bool = False,
         storage: int = 1,
+        scheme: str | Scheme = "exchange",
     ) -> None:
+        if not among_peers(check_scheme(scheme, auto=False)):
+            raise ValueError(f"Argument 'scheme' must be a scheme that runs among peers, not {scheme!r}.")
         link = peer_link() if transport is None else transport
         if not isinstance(link, ControlLink) or not link.peers:
             raise TypeError(
@@ -84,15 +88,14 @@ class PeerLoader(MPILoader):
         super().__init__(
             None, epochs=epochs, start_epoch=start_epoch, seed=seed, order=order, transport=link,
             max_repair_rounds=max_repair_rounds, timeout=timeout, writable=writable, storage=storage,
+            scheme=scheme,
         )  # fmt: skip
         self._records, self.layout = open_rows(source)
         self.N = len(self._records)
         if self.K > self.N:
             raise ValueError(f"Argument 'transport' must have at most N = {self.N} workers, not {self.K}.")
         _storage(storage, self.layout.record_bytes, self.K)
-        self.scheme: Scheme = scheme_for(
-            "exchange", K=self.K, storage=storage, peers=True, record_bytes=self.layout.record_bytes
-        )
+        self.scheme: Scheme = _store(storage, self.layout.record_bytes, self.K, mode=scheme, peers=True)
 
     def serve(self) -> list[Any]:
         """There is no master among peers: every rank iterates the loader."""

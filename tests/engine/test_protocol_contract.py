@@ -178,3 +178,12 @@ def test_holdings_that_do_not_match_make_the_verdict_false(mode, M, peers):
     assert msg.verified is False and word is False
     results = [step(r, word)[1] for r in roles]
     assert [r.verified for r in results] == [False] * K
+
+
+def test_the_contract_covers_every_registered_scheme_where_it_runs():
+    from coded_shuffle.engine.schemes import REGISTRY
+
+    cases = {(p.values[0], p.values[2]) for p in SCHEMES}
+    want = {(name, peers) for name, r in REGISTRY.items() for peers in (False, True)
+            if (r.among_peers if peers else r.with_master)}  # fmt: skip
+    assert cases == want

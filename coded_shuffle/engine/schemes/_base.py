@@ -205,6 +205,8 @@ class Scheme(Protocol):
 
     name: str
     holding: Holding
+    #: Whether it runs in a job of peers (no master holds the records; repairs come from holders).
+    peers: bool
 
     @property
     def peer_repairs(self) -> bool:
@@ -304,6 +306,7 @@ class SchemeBase(Scheme):
     """
 
     name = "scheme"
+    peers = False
 
     def __init__(self, holding: Holding | None = None) -> None:
         self.holding: Holding = Batches() if holding is None else holding
