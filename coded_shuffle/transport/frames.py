@@ -221,18 +221,31 @@ class FramedLink:
         for _, _, frm in rounds:
             sizes.append([next(told[frm]) for _ in range(next(told[frm]))] if frm >= 0 else [])
         whole = np.empty(sum(map(sum, sizes)), dtype=np.uint8)
-        each: dict[int, list[np.ndarray]] = {}
+        steps: list[tuple[np.ndarray | None, int, np.ndarray | None, int]] = []
         lo = 0
         for (to, _, frm), part, zs in zip(rounds, sends, sizes, strict=True):
             data = (part[0] if len(part) == 1 else np.concatenate(part)) if part else None
-            buf = whole[lo : lo + sum(zs)] if frm >= 0 else None
-            self._round_raw(data, to, buf, frm)
-            if buf is not None:
-                ends = np.cumsum(zs).tolist()
-                each.setdefault(frm, []).extend(buf[e - z : e] for e, z in zip(ends, zs, strict=True))
+            steps.append((data, to, whole[lo : lo + sum(zs)] if frm >= 0 else None, frm))
             lo += sum(zs)
             self.exchanged_bytes += 0 if data is None else int(data.shape[0])
+        each: dict[int, list[np.ndarray]] = {}
+        for r in self._rounds_raw(steps):
+            _, _, buf, frm = steps[r]
+            assert buf is not None
+            ends = np.cumsum(sizes[r]).tolist()
+            each.setdefault(frm, []).extend(buf[e - z : e] for e, z in zip(ends, sizes[r], strict=True))
         return [f for j in sorted(each) for f in each[j]]
+
+    def _rounds_raw(
+        self, steps: list[tuple[np.ndarray | None, int, np.ndarray | None, int]]
+    ) -> Iterator[int]:
+        """Worker: run the rounds ``steps`` (``(send, to, recv, frm)`` each, as :meth:`_round_raw`),
+        yielding each round that receives once its bytes are in. One round after the other; a
+        link that can keep a send and a receive in flight overrides it."""
+        for r, (send, to, recv, frm) in enumerate(steps):
+            self._round_raw(send, to, recv, frm)
+            if recv is not None:
+                yield r
 
     def allgather(self, value: Any) -> list[Any]:
         """Worker, collective among the workers: every worker's ``value`` (picklable), in worker order."""
