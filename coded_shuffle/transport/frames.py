@@ -14,8 +14,8 @@ The workers' exchange (a scheme whose workers send each other frames,
 keeps a worker's frames, then :meth:`FramedLink.collect`, one collective among the workers over a
 fourth primitive, an all-to-all of byte buffers. An offer with rounds (each a matching,
 :func:`~coded_shuffle.plan.exchange_rounds`) goes in those rounds over a fifth, one send and one
-receive of a worker, with no barrier between rounds; ``exchange_schedule = "alltoall"`` sends it
-all at once instead.
+receive of a worker, with no barrier between rounds, when ``exchange_schedule = "rounds"``
+(else all at once, the default).
 """
 
 from __future__ import annotations
@@ -154,8 +154,10 @@ class FramedLink:
         self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
 
     #: How :meth:`collect` sends an offer with rounds: ``"rounds"``, in its rounds, or
-    #: ``"alltoall"``, every pair's bytes at once (the link's all-to-all), rounds or not.
-    exchange_schedule: str = "rounds"
+    #: ``"alltoall"``, every pair's bytes at once (the link's all-to-all), rounds or not. All at
+    #: once by default: on namespaced hosts sharing two loaded cores the rounds measured 1 to 18
+    #: points of the busiest port's byte time slower (docs/benchmarks.md).
+    exchange_schedule: str = "alltoall"
 
     def offer(
         self,
