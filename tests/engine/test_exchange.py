@@ -125,6 +125,7 @@ def test_among_peers_a_damaged_unit_is_fetched_again_from_another_holder(M):
             return got
 
     link = Flip(K)
+    link.exchange_schedule = "rounds"  # the scheme offers its rounds, which the link checks
     rep, new = drive(link, scheme, work, caches, (held, nxt), epoch=1, opts=MasterOptions())
     assert rep.verified and rep.repairs == 1 and rep.repair_rounds == 1
     unit = int(link.damaged)

@@ -50,8 +50,9 @@ class ExchangeScheme(SchemeBase):
     so that the busiest upload is the least possible; every worker computes that choice from the
     two placements, so nothing is negotiated. A worker frames the units it sends as lone symbols
     (:func:`~coded_shuffle.codec.encode_held`) and offers them to the link before the delivery
-    (:meth:`give`), with the rounds they go in (:meth:`rounds`: matchings in which every worker
-    sends once and receives once, at the busiest port's bound in a fluid model); the delivery is
+    (:meth:`give`), on a link whose ``exchange_schedule`` is ``"rounds"`` with the rounds they go
+    in (:meth:`rounds`: matchings in which every worker sends once and receives once, at the
+    busiest port's bound in a fluid model); the delivery is
     one exchange among the workers (the link's ``collect``), and
     each worker decodes and checks every unit it received like any frame
     (:func:`~coded_shuffle.codec.decode_worker`): a unit lost or damaged is repaired by the
@@ -105,6 +106,13 @@ class ExchangeScheme(SchemeBase):
         units, wanter = units[order], wanter[order]
         cut = np.searchsorted(wanter, np.arange(placements[0].K + 1)).tolist()
         frames: dict[int, list[np.ndarray]] = {}
+        if getattr(link, "exchange_schedule", None) != "rounds":  # all at once: a pair's units together
+            for j in range(placements[0].K):
+                if cut[j + 1] > cut[j]:
+                    units_j = units[cut[j] : cut[j + 1]]
+                    frames[j] = encode_held(cache, units_j, epoch=epoch, max_frame_bytes=max_frame_bytes)
+            link.offer(worker, frames)
+            return self._given(cache, units, frames, demand)
         rounds = []  # this worker's (to, frames, from) each round; each pair's units in order
         for r in self.rounds(*placements):
             to, n = r.get(worker, (-1, 0))
@@ -117,6 +125,11 @@ class ExchangeScheme(SchemeBase):
             frm = next((i for i, (j, _) in r.items() if j == worker), -1)
             rounds.append((to, len(part) if n else 0, frm))
         link.offer(worker, frames, rounds=rounds)
+        return self._given(cache, units, frames, demand)
+
+    @staticmethod
+    def _given(cache: Cache, units: np.ndarray, frames: dict[int, list[np.ndarray]], demand: Any) -> Given:
+        """What a worker offered: the payload of ``units`` and the other bytes of ``frames``."""
         if cache.lengths is None:
             payload = int(units.size) * int(cache.data.shape[1])
         else:
