@@ -74,6 +74,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-how", choices=("raise", "exit", "stop"), default="raise", help=argparse.SUPPRESS)
     p.add_argument("--corrupt-worker", type=_non_negative, help=argparse.SUPPRESS)
     p.add_argument("--multicast-drop", type=float, default=0.0, help=argparse.SUPPRESS)
+    # The workers' exchange in rounds of matchings or all at once (the default; for benchmarks).
+    p.add_argument(
+        "--exchange-schedule", choices=("rounds", "alltoall"), default="alltoall", help=argparse.SUPPRESS
+    )
     args = p.parse_args(argv)
     try:
         args = check_job(args)
@@ -85,7 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    job = job_options(parse_args(argv))
+    args = parse_args(argv)
+    job = job_options(args)
     # More ranks than cores on this node (tests and benchmarks on a laptop): let MPICH's busy-wait
     # loops yield the core (nanosleep), or waiting ranks starve the ones that compute. Set before
     # MPI starts.
@@ -95,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if runs_among_peers(MODES[job.mode]):  # no master: every rank a worker
         from .engine.peers_job import peers
 
-        code = peers(job, MPITransport(comm, peers=True))
+        link = MPITransport(comm, peers=True)
+        link.exchange_schedule = args.exchange_schedule
+        code = peers(job, link)
         if code or job.status_file:
             mpi_exit(code, status_file=job.status_file)
         return 0
@@ -106,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     pace = TokenBucket.from_mbps(job.link_mbps) if job.link_mbps else None
     link = MPITransport(comm, pace=pace)
+    link.exchange_schedule = args.exchange_schedule
     if job.multicast is not None:
         group, port = parse_group(job.multicast)
         net = None if job.network is None else Network.parse(job.network)

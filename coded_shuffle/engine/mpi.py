@@ -240,7 +240,7 @@ class Rounds:
     def receive_each(self, worker: int) -> Iterator[Any]:  # pragma: no cover - as receive
         raise AssertionError("the master's role received frames")
 
-    def offer(self, worker: int, frames: Any) -> None:  # pragma: no cover - the workers offer
+    def offer(self, worker: int, frames: Any, *, rounds: Any = None) -> None:  # pragma: no cover - workers do
         raise AssertionError("the master's role offered frames")
 
     def collect(self, worker: int) -> list[Any]:  # pragma: no cover - the workers collect

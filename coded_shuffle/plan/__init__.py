@@ -74,7 +74,7 @@ Layout
 ------
 :mod:`.delivery` (the loads and the point-level plan, the strategies by name), :mod:`.packing`
 (a cycle packing and its checker), :mod:`.greedy`, :mod:`.lp` and :mod:`.exact` (the strategies),
-:mod:`.verify` (checks of a plan).
+:mod:`.exchange` (the peers' exchange: its senders and its rounds), :mod:`.verify` (checks of a plan).
 """
 
 from __future__ import annotations
@@ -90,7 +90,15 @@ from .delivery import (
     rates,
 )
 from .exact import EXACT_MAX_VARIABLES, EXACT_NODE_LIMIT
-from .exchange import EXCHANGE_MAX_K, SenderAssignment, assign_senders, upload_bound
+from .exchange import (
+    EXCHANGE_MAX_K,
+    ROUND_MERGE_FRACTION,
+    SenderAssignment,
+    assign_senders,
+    exchange_rounds,
+    is_round_schedule,
+    upload_bound,
+)
 from .greedy import PROGRESS_MIN_LEFTOVERS
 from .packing import CyclePacking, is_cycle_packing
 from .verify import decoding_steps, verify_plan
@@ -115,4 +123,7 @@ __all__ = [
     "SenderAssignment",
     "assign_senders",
     "upload_bound",
+    "ROUND_MERGE_FRACTION",
+    "exchange_rounds",
+    "is_round_schedule",
 ]

@@ -76,8 +76,16 @@ class Transport(Protocol):
     def stats(self) -> LinkStats:
         """Frames, symbols and bytes that left the master so far."""
 
-    def offer(self, worker: int, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
-        """Worker ``worker``: keep ``frames[j]`` for worker ``j`` until the next :meth:`collect`."""
+    def offer(
+        self,
+        worker: int,
+        frames: Mapping[int, Sequence[np.ndarray]],
+        *,
+        rounds: Sequence[tuple[int, int, int]] | None = None,
+    ) -> None:
+        """Worker ``worker``: keep ``frames[j]`` for worker ``j`` until the next :meth:`collect`,
+        which sends them in ``rounds`` (``(to, n, frm)`` a round, :meth:`FramedLink.offer`) if given
+        and the link has a network (in process, they only check)."""
 
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker ``worker``, with every other: the frames the others offered it, in worker order."""
@@ -183,6 +191,32 @@ def _offers(frames: object, K: int, worker: int) -> dict[int, list[np.ndarray]]:
                 f"Argument 'frames' must map other workers (0 to {K - 1}, not {worker}), not {j!r}."
             )
         out[int(j)] = [np.ascontiguousarray(_as_frame(f, q)) for q, f in enumerate(fs)]
+    return out
+
+
+def _rounds(
+    rounds: object, offered: Mapping[int, Sequence[np.ndarray]], K: int, worker: int
+) -> list[tuple[int, int, int]]:
+    """A worker's rounds of an offer, checked: ``(to, n, frm)`` each, the ``n`` adding up to the
+    frames offered to each ``to``."""
+    if isinstance(rounds, (str, bytes)) or not isinstance(rounds, Sequence):
+        raise TypeError(f"Argument 'rounds' must be a sequence of (to, n, frm), not {type(rounds).__name__}.")
+    out, sent = [], dict.fromkeys(offered, 0)
+    for r in rounds:
+        if not (isinstance(r, tuple) and len(r) == 3 and all(isinstance(v, (int, np.integer)) for v in r)):
+            raise TypeError(f"Argument 'rounds' must hold (to, n, frm) of ints, not {r!r}.")
+        to, n, frm = (int(v) for v in r)
+        if not (-1 <= to < K and -1 <= frm < K and worker not in (to, frm) and n >= (to >= 0)):
+            raise ValueError(
+                f"Argument 'rounds' must name other workers (or -1) and n >= 1 frames, not {r!r}."
+            )
+        if to >= 0:
+            if to not in sent:
+                raise ValueError(f"Argument 'rounds' sends worker {to} frames that were not offered.")
+            sent[to] += n
+        out.append((to, n if to >= 0 else 0, frm))
+    if any(sent[j] != len(fs) for j, fs in offered.items()):
+        raise ValueError("Argument 'rounds' must send every frame offered, each once.")
     return out
 
 

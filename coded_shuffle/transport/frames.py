@@ -12,7 +12,10 @@ from the master, send one to a worker, and receive a worker's pieces in order.
 The workers' exchange (a scheme whose workers send each other frames,
 :class:`~coded_shuffle.engine.schemes.ExchangeScheme`) is :meth:`FramedLink.offer`, which only
 keeps a worker's frames, then :meth:`FramedLink.collect`, one collective among the workers over a
-fourth primitive, an all-to-all of byte buffers.
+fourth primitive, an all-to-all of byte buffers. An offer with rounds (each a matching,
+:func:`~coded_shuffle.plan.exchange_rounds`) goes in those rounds over a fifth, one send and one
+receive of a worker, with no barrier between rounds, when ``exchange_schedule = "rounds"``
+(else all at once, the default).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from .._checks import check_int
 from ..codec import FLAG_REPAIR, frame_flags
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
-from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _unicast
+from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
 from .multicast import MulticastReceiver, MulticastSender
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
@@ -89,6 +92,11 @@ class FramedLink:
         """Worker: receive from the master, in order, into each of ``bufs``."""
         raise NotImplementedError
 
+    def _round_raw(self, send: np.ndarray | None, to: int, recv: np.ndarray | None, frm: int) -> None:
+        """Worker: send ``send`` to worker ``to`` and receive worker ``frm``'s bytes into ``recv``,
+        both at once, and return when both are done (None: that side has nothing this round)."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
     def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:  # pragma: no cover - abstract
         """Worker, collective among the workers: send worker ``j`` the buffers ``send[j]`` (uint8),
         one after the other; return what each worker sent this one, in worker order, one buffer
@@ -145,11 +153,30 @@ class FramedLink:
             self._bcast_raw(np.ascontiguousarray(table))
         self.control_bytes += head.nbytes + (0 if inline else table.nbytes)
 
-    def offer(self, worker: int, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
-        """Worker: keep ``frames[j]`` for worker ``j`` until :meth:`collect` (nothing is sent yet)."""
+    #: How :meth:`collect` sends an offer with rounds: ``"rounds"``, in its rounds, or
+    #: ``"alltoall"``, every pair's bytes at once (the link's all-to-all), rounds or not. All at
+    #: once by default: on namespaced hosts sharing two loaded cores the rounds measured 1 to 18
+    #: points of the busiest port's byte time slower (docs/benchmarks.md).
+    exchange_schedule: str = "alltoall"
+
+    def offer(
+        self,
+        worker: int,
+        frames: Mapping[int, Sequence[np.ndarray]],
+        *,
+        rounds: Sequence[tuple[int, int, int]] | None = None,
+    ) -> None:
+        """Worker: keep ``frames[j]`` for worker ``j`` until :meth:`collect` (nothing is sent yet).
+
+        With ``rounds``, :meth:`collect` sends them in rounds: in round ``r``, ``rounds[r] =
+        (to, n, frm)``, this worker sends the next ``n`` frames of ``frames[to]`` to worker ``to``
+        and receives worker ``frm``'s (``-1``: none); every worker's rounds are of one schedule
+        (:func:`~coded_shuffle.plan.exchange_rounds`), as long as any other's.
+        """
         if self.is_master or worker != self.worker:
             raise TransportError(f"Rank {self.rank}: only worker {self.worker} can offer its frames here.")
         self._offered = _offers(frames, self.K, worker)
+        self._rounds = None if rounds is None else _rounds(rounds, self._offered, self.K, worker)
 
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker, collective among the workers: send the frames offered, return those sent to it.
@@ -160,6 +187,9 @@ class FramedLink:
         if self.is_master or worker != self.worker:
             raise TransportError(f"Rank {self.rank}: only worker {self.worker} collects here.")
         offered, self._offered = getattr(self, "_offered", {}), {}
+        rounds, self._rounds = getattr(self, "_rounds", None), None
+        if rounds is not None and self.exchange_schedule == "rounds":
+            return self._collect_rounds(offered, rounds)
         frames = [offered.get(j, []) for j in range(self.K)]
         sizes = [np.array([f.shape[0] for f in fs], dtype=np.int64) for fs in frames]
         got_sizes = self._alltoall_raw([[z.view(np.uint8)] for z in sizes])
@@ -171,6 +201,53 @@ class FramedLink:
             ends = np.cumsum(n)
             out.extend(buf[lo:hi] for lo, hi in zip((ends - n).tolist(), ends.tolist(), strict=True))
         return out
+
+    def _collect_rounds(
+        self, offered: dict[int, list[np.ndarray]], rounds: list[tuple[int, int, int]]
+    ) -> list[np.ndarray]:
+        """:meth:`collect` in ``rounds``: first every pair's frame sizes (one all-to-all of small
+        arrays: per transfer its frames' count, then their sizes), then each round's one send and
+        one receive, a worker starting the next round when both of its own are done."""
+        left = {j: list(fs) for j, fs in offered.items()}
+        heads: dict[int, list[int]] = {j: [] for j in range(self.K)}
+        sends: list[list[np.ndarray]] = []
+        for to, n, _ in rounds:
+            part = left[to][:n] if to >= 0 else []
+            if to >= 0:
+                del left[to][:n]
+                heads[to] += [n, *(int(f.shape[0]) for f in part)]
+            sends.append(part)
+        got = self._alltoall_raw([[np.array(heads[j], dtype=np.int64).view(np.uint8)] for j in range(self.K)])
+        told = [iter(g.view(np.int64).tolist()) for g in got]
+        sizes: list[list[int]] = []  # the frames received each round
+        for _, _, frm in rounds:
+            sizes.append([next(told[frm]) for _ in range(next(told[frm]))] if frm >= 0 else [])
+        whole = np.empty(sum(map(sum, sizes)), dtype=np.uint8)
+        steps: list[tuple[np.ndarray | None, int, np.ndarray | None, int]] = []
+        lo = 0
+        for (to, _, frm), part, zs in zip(rounds, sends, sizes, strict=True):
+            data = (part[0] if len(part) == 1 else np.concatenate(part)) if part else None
+            steps.append((data, to, whole[lo : lo + sum(zs)] if frm >= 0 else None, frm))
+            lo += sum(zs)
+            self.exchanged_bytes += 0 if data is None else int(data.shape[0])
+        each: dict[int, list[np.ndarray]] = {}
+        for r in self._rounds_raw(steps):
+            _, _, buf, frm = steps[r]
+            assert buf is not None
+            ends = np.cumsum(sizes[r]).tolist()
+            each.setdefault(frm, []).extend(buf[e - z : e] for e, z in zip(ends, sizes[r], strict=True))
+        return [f for j in sorted(each) for f in each[j]]
+
+    def _rounds_raw(
+        self, steps: list[tuple[np.ndarray | None, int, np.ndarray | None, int]]
+    ) -> Iterator[int]:
+        """Worker: run the rounds ``steps`` (``(send, to, recv, frm)`` each, as :meth:`_round_raw`),
+        yielding each round that receives once its bytes are in. One round after the other; a
+        link that can keep a send and a receive in flight overrides it."""
+        for r, (send, to, recv, frm) in enumerate(steps):
+            self._round_raw(send, to, recv, frm)
+            if recv is not None:
+                yield r
 
     def allgather(self, value: Any) -> list[Any]:
         """Worker, collective among the workers: every worker's ``value`` (picklable), in worker order."""

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..errors import TransportError
-from .base import Fault, LinkStats, TokenBucket, _as_frame, _counted, _offers, _unicast
+from .base import Fault, LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
 
 
 class InProcessTransport:
@@ -91,14 +91,24 @@ class InProcessTransport:
     def sync(self) -> None:
         """Every party at the same point: nothing to wait for in one process."""
 
-    def offer(self, worker: int, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
+    def offer(
+        self,
+        worker: int,
+        frames: Mapping[int, Sequence[np.ndarray]],
+        *,
+        rounds: Sequence[tuple[int, int, int]] | None = None,
+    ) -> None:
         """Worker ``worker``: leave ``frames[j]`` for worker ``j`` (buffered until it collects).
 
         An offer replaces the worker's previous one. A driver that steps the workers one after
         the other lets every worker offer before any collects, so that the exchange completes.
+        ``rounds`` (:meth:`~coded_shuffle.transport.frames.FramedLink.offer`) are checked: in one
+        process nothing travels, and the frames come as without them.
         """
         worker = self._worker(worker)
         self._offered[worker] = _offers(frames, self.K, worker)
+        if rounds is not None:
+            _rounds(rounds, self._offered[worker], self.K, worker)
 
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker ``worker``: the frames the others offered it, in worker order (taken once)."""

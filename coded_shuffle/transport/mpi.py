@@ -18,6 +18,8 @@ from .frames import FramedLink
 
 #: Tag of point-to-point frame pieces, and of the rows of each worker's first batch.
 _TAG, _INIT_TAG = 7, 11
+#: The tag of the exchange's rounds between workers.
+_ROUND_TAG = 13
 
 
 #: Tags of the protocol's control messages: a worker's post, the master's word.
@@ -435,6 +437,18 @@ class MPITransport(FramedLink):
             )
         req.wait()
         return word[0]
+
+    def _round_raw(self, send: np.ndarray | None, to: int, recv: np.ndarray | None, frm: int) -> None:
+        """Worker: one round of the exchange, ``MPI_Isend`` to ``to`` and ``MPI_Irecv`` from ``frm``
+        among the workers, then ``MPI_Waitall`` (no other rank waits on it)."""
+        from mpi4py import MPI
+
+        reqs = []
+        if recv is not None and recv.shape[0]:
+            reqs.append(self._workers.Irecv(recv, source=frm, tag=_ROUND_TAG))
+        if send is not None and send.shape[0]:
+            reqs.append(self._workers.Isend(send, dest=to, tag=_ROUND_TAG))
+        MPI.Request.Waitall(reqs)
 
     #: Most bytes one ``MPI_Alltoallv`` call moves into or out of a rank: counts and displacements
     #: are C ints. A larger exchange goes in rounds, each under it.

@@ -256,6 +256,13 @@ class TorchTransport(FramedLink):
         )
         return [out[j] if j != me else np.empty(0, np.uint8) for j in range(self.K)]
 
+    def _round_raw(self, send: np.ndarray | None, to: int, recv: np.ndarray | None, frm: int) -> None:
+        """Worker: one round of the exchange, a send to ``to`` and a receive from ``frm`` at once."""
+        self._pairwise(
+            [(send, to)] if send is not None and send.shape[0] else [],
+            [(recv, frm)] if recv is not None and recv.shape[0] else [],
+        )
+
     def _pairwise(self, sends: list[tuple[np.ndarray, int]], recvs: list[tuple[np.ndarray, int]]) -> None:
         """Post every send and receive between workers, then wait for them all."""
         works = [(self.group.send([self._tensor(b)], self.rank_of(j), _EXCHANGE_TAG), j) for b, j in sends]

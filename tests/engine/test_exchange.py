@@ -111,10 +111,10 @@ def test_among_peers_a_damaged_unit_is_fetched_again_from_another_holder(M):
         def send(self, frames):  # the master has no records to send among peers
             raise AssertionError("the master sent frames among peers")
 
-        def offer(self, worker, frames):
+        def offer(self, worker, frames, **kw):
             for j, fs in frames.items():
                 offers.append((worker, j, [int(a) for f in fs for a in parse_frame(f).a]))
-            super().offer(worker, frames)
+            super().offer(worker, frames, **kw)
 
         def collect(self, worker):
             got = super().collect(worker)
@@ -125,6 +125,7 @@ def test_among_peers_a_damaged_unit_is_fetched_again_from_another_holder(M):
             return got
 
     link = Flip(K)
+    link.exchange_schedule = "rounds"  # the scheme offers its rounds, which the link checks
     rep, new = drive(link, scheme, work, caches, (held, nxt), epoch=1, opts=MasterOptions())
     assert rep.verified and rep.repairs == 1 and rep.repair_rounds == 1
     unit = int(link.damaged)

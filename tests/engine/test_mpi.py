@@ -699,10 +699,12 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
 @needs_mpi
 @pytest.mark.mpi
 def test_the_exchange_with_storage_among_peers_moves_only_the_missing_pieces_and_repairs_them():
+    """In rounds of matchings (``--exchange-schedule rounds``): the same bytes as all at once."""
     K, N, B, M = 4, 240, 3072, 2
     rows = json_rows(
         run_peers(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
-                  "--mode", "exchange", "--corrupt-worker", "1", "--json", "-")
+                  "--mode", "exchange", "--corrupt-worker", "1", "--exchange-schedule", "rounds",
+                  "--json", "-")
     )  # fmt: skip
     assert all(r["K"] == K and len(r["digests"]) == K for r in rows)  # K ranks, every one a worker
     assert [r["epoch"] for r in rows] == [1, 2] and all(r["mode"] == "exchange" for r in rows)

@@ -4,7 +4,8 @@
 ``mpi-rounds`` cuts every exchange into rounds of 64 bytes a rank, the path of exchanges past
 ``2^31`` bytes)
 or ``torchrun --nproc-per-node K+1`` (:class:`~coded_shuffle.transport.TorchTransport`), every
-worker offers its peers the frames of :func:`offered`, collects, and checks what came with
+worker offers its peers the frames of :func:`offered` (at once, then in the rounds of
+:func:`schedule`), collects, and checks what came with
 :func:`check`; it prints ``ok WORKER`` and exits 0, or raises. ``tests/transport/test_transport.py`` runs the
 same functions over the in-process link.
 """
@@ -24,6 +25,23 @@ def offered(sender: int, K: int, rnd: int) -> dict[int, list[np.ndarray]]:
         n = (sender + j + rnd) % 3
         if j != sender and n:
             out[j] = [np.full(1 + 97 * q + sender, 16 * sender + j + q, dtype=np.uint8) for q in range(n)]
+    return out
+
+
+def schedule(worker: int, K: int, rnd: int) -> list[tuple[int, int, int]] | None:
+    """``worker``'s rounds of round ``rnd``'s offers (none in round 0): the matchings of
+    :func:`~coded_shuffle.plan.exchange_rounds` of the frames each sender offers each receiver,
+    as ``(to, frames, frm)`` a round."""
+    if rnd == 0:
+        return None
+    from coded_shuffle.plan import exchange_rounds
+
+    D = np.array([[len(offered(i, K, rnd).get(j, [])) for j in range(K)] for i in range(K)], dtype=np.int64)
+    out = []
+    for r in exchange_rounds(D, merge_below=0):
+        to, n = r.get(worker, (-1, 0))
+        frm = next((i for i, (j, _) in r.items() if j == worker), -1)
+        out.append((to, n, frm))
     return out
 
 
@@ -59,7 +77,9 @@ def main(argv: list[str]) -> int:
         return 0
     k = link.worker
     for rnd in range(3):  # a link is used again and again; one round's offer never leaks into the next
-        link.offer(k, offered(k, link.K, rnd))
+        # all at once, then in rounds of matchings, then rounds offered to a link that sends at once
+        link.exchange_schedule = "alltoall" if rnd == 2 else "rounds"
+        link.offer(k, offered(k, link.K, rnd), rounds=schedule(k, link.K, rnd))
         check(link.collect(k), k, link.K, rnd)
     assert link.exchanged_bytes == sent(k, link.K, 3), (link.exchanged_bytes, sent(k, link.K, 3))
     print(f"ok {k}", flush=True)

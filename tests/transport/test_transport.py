@@ -95,7 +95,7 @@ def test_the_in_process_exchange_delivers_every_offer_in_sender_order(K):
     link = InProcessTransport(K)
     for rnd in range(3):
         for k in range(K):  # every worker offers before any collects: the driver's order
-            link.offer(k, contract.offered(k, K, rnd))
+            link.offer(k, contract.offered(k, K, rnd), rounds=contract.schedule(k, K, rnd))
         for k in range(K):
             contract.check(link.collect(k), k, K, rnd)
     assert link.exchanged_bytes == sum(contract.sent(k, K, 3) for k in range(K))
@@ -111,6 +111,18 @@ def test_an_offer_is_checked_by_name():
         link.offer(0, {1: [np.zeros(4, np.int32)]})
     with pytest.raises(ValueError, match="'worker' must be less than K = 3"):
         link.collect(3)
+    one = {2: [np.zeros(4, np.uint8)] * 2}
+    with pytest.raises(ValueError, match="'rounds' must send every frame offered, each once"):
+        link.offer(1, one, rounds=[(2, 1, -1)])
+    with pytest.raises(ValueError, match="'rounds' must name other workers"):
+        link.offer(1, one, rounds=[(2, 2, 1)])
+    with pytest.raises(ValueError, match="'rounds' sends worker 0 frames that were not offered"):
+        link.offer(1, one, rounds=[(2, 2, -1), (0, 1, -1)])
+    with pytest.raises(TypeError, match="'rounds' must hold"):
+        link.offer(1, one, rounds=[(2, 2)])
+    with pytest.raises(TypeError, match="'rounds' must be a sequence"):
+        link.offer(1, one, rounds=3)
+    link.offer(1, one, rounds=[(2, 1, 0), (-1, 0, -1), (2, 1, -1)])
 
 
 ROOT = Path(__file__).resolve().parents[2]

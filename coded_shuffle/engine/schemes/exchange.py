@@ -15,7 +15,7 @@ from ...codec import (
     Dataset,
     encode_held,
 )  # fmt: skip
-from ...plan import DeliveryPlan
+from ...plan import DeliveryPlan, exchange_rounds
 from ...transport import Transport
 from ..holding import Holding
 from ._base import Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, receive_decode
@@ -50,7 +50,10 @@ class ExchangeScheme(SchemeBase):
     so that the busiest upload is the least possible; every worker computes that choice from the
     two placements, so nothing is negotiated. A worker frames the units it sends as lone symbols
     (:func:`~coded_shuffle.codec.encode_held`) and offers them to the link before the delivery
-    (:meth:`give`); the delivery is one exchange among the workers (the link's ``collect``), and
+    (:meth:`give`), on a link whose ``exchange_schedule`` is ``"rounds"`` with the rounds they go
+    in (:meth:`rounds`: matchings in which every worker sends once and receives once, at the
+    busiest port's bound in a fluid model); the delivery is
+    one exchange among the workers (the link's ``collect``), and
     each worker decodes and checks every unit it received like any frame
     (:func:`~coded_shuffle.codec.decode_worker`): a unit lost or damaged is repaired by the
     protocol's repair rounds. The plan and the bound the report gives are those of the coded
@@ -69,6 +72,7 @@ class ExchangeScheme(SchemeBase):
         #: Whether the job has no master holding the records: repairs then come from the holders.
         self.peers = bool(peers)
         self._coded = coded_scheme(self.holding)  # the plan and bound the report compares with
+        self._rounds: tuple[Any, Any, list[dict[int, tuple[int, int]]]] | None = None
 
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
@@ -100,19 +104,50 @@ class ExchangeScheme(SchemeBase):
         units, wanter = units[mine], wanter[mine]
         order = np.lexsort((units, wanter))  # by wanter, units increasing within each
         units, wanter = units[order], wanter[order]
-        cut = np.searchsorted(wanter, np.arange(placements[0].K + 1))
-        frames = {
-            j: encode_held(cache, units[cut[j] : cut[j + 1]], epoch=epoch, max_frame_bytes=max_frame_bytes)
-            for j in range(placements[0].K)
-            if cut[j + 1] > cut[j]
-        }
-        link.offer(worker, frames)
+        cut = np.searchsorted(wanter, np.arange(placements[0].K + 1)).tolist()
+        frames: dict[int, list[np.ndarray]] = {}
+        if getattr(link, "exchange_schedule", None) != "rounds":  # all at once: a pair's units together
+            for j in range(placements[0].K):
+                if cut[j + 1] > cut[j]:
+                    units_j = units[cut[j] : cut[j + 1]]
+                    frames[j] = encode_held(cache, units_j, epoch=epoch, max_frame_bytes=max_frame_bytes)
+            link.offer(worker, frames)
+            return self._given(cache, units, frames, demand)
+        rounds = []  # this worker's (to, frames, from) each round; each pair's units in order
+        for r in self.rounds(*placements):
+            to, n = r.get(worker, (-1, 0))
+            if n:
+                part = encode_held(
+                    cache, units[cut[to] : cut[to] + n], epoch=epoch, max_frame_bytes=max_frame_bytes
+                )
+                frames.setdefault(to, []).extend(part)
+                cut[to] += n
+            frm = next((i for i, (j, _) in r.items() if j == worker), -1)
+            rounds.append((to, len(part) if n else 0, frm))
+        link.offer(worker, frames, rounds=rounds)
+        return self._given(cache, units, frames, demand)
+
+    @staticmethod
+    def _given(cache: Cache, units: np.ndarray, frames: dict[int, list[np.ndarray]], demand: Any) -> Given:
+        """What a worker offered: the payload of ``units`` and the other bytes of ``frames``."""
         if cache.lengths is None:
             payload = int(units.size) * int(cache.data.shape[1])
         else:
             payload = int(cache.lengths[cache.rows(units)].sum())
         total = sum(int(f.shape[0]) for fs in frames.values() for f in fs)
         return Given(payload, total - payload, demand)
+
+    def rounds(self, p_t: Any, p_t1: Any) -> list[dict[int, tuple[int, int]]]:
+        """The exchange's rounds (:func:`~coded_shuffle.plan.exchange_rounds` of the units each
+        sender sends each wanter), computed once for a pair of placements, the same on every worker."""
+        last = self._rounds
+        if last is None or last[0] is not p_t or last[1] is not p_t1:
+            _, wanter, _, assigned = self.exchange_plan(p_t, p_t1)
+            K = p_t.K
+            D = np.bincount(assigned.sender * K + wanter, minlength=K * K).reshape(K, K)
+            last = (p_t, p_t1, exchange_rounds(D))
+            self._rounds = last
+        return last[2]
 
     def resend(self, link: Transport, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
         """The master's repair frame; among peers (no master's records) the holders re-send."""
