@@ -295,6 +295,13 @@ def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
             "--mode split needs a --network that multicasts: the master's datagrams and the workers' "
             "exchange run at once only there"
         )
+    workers = getattr(args, "workers", None)
+    workers = int(workers) if isinstance(workers, str) and workers.isdigit() else workers
+    if network.racks is not None and isinstance(workers, int) and network.workers != workers:
+        raise UsageError(
+            f"--network: {network.racks_part}: {network.workers} hosts, "
+            f"not the job's {workers} workers"
+        )
     if getattr(args, "storage", 1) != 1:
         raise UsageError(NETWORK_STORAGE)
     if not pieces and getattr(args, "subpackets", 1) != 1:
