@@ -90,7 +90,14 @@ from .delivery import (
     rates,
 )
 from .exact import EXACT_MAX_VARIABLES, EXACT_NODE_LIMIT
-from .exchange import EXCHANGE_MAX_K, SenderAssignment, assign_senders, upload_bound
+from .exchange import (
+    EXCHANGE_MAX_K,
+    SenderAssignment,
+    assign_senders,
+    assign_senders_racks,
+    rack_link_loads,
+    upload_bound,
+)
 from .greedy import PROGRESS_MIN_LEFTOVERS
 from .packing import CyclePacking, is_cycle_packing
 from .verify import decoding_steps, verify_plan
@@ -115,4 +122,6 @@ __all__ = [
     "SenderAssignment",
     "assign_senders",
     "upload_bound",
+    "assign_senders_racks",
+    "rack_link_loads",
 ]
