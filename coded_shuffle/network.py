@@ -51,6 +51,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -394,12 +395,12 @@ def transition_times(
     }
     rack = _rack_terms(S, B, network, coded) if network.racks is not None else None
     if rack is not None:
-        cuts += rack["cuts"]
-        for mode, links in rack["terms"].items():
+        cuts += rack.cuts
+        for mode, extra in rack.terms.items():
             if terms[mode]:
-                terms[mode].update(links)
+                terms[mode].update(extra)
     predicted = {m: max(t.values()) if t else inf for m, t in terms.items()}
-    lines = rack["split"] if rack is not None else {}
+    lines = rack.split if rack is not None else {}
     share, split = (
         split_time(coded_b, d, o, master=master, up=up, down=down, multicast=True, heard=heard_b, **lines)
         if network.multicast else (None, inf)
@@ -500,7 +501,13 @@ def _rack_heard(S: np.ndarray, coded_symbols: float, rack: np.ndarray) -> float:
     return most + rest
 
 
-def _rack_terms(S: np.ndarray, B: int, network: Network, coded: float) -> dict[str, object]:
+class _RackTerms(NamedTuple):
+    cuts: list[float]
+    terms: dict[str, dict[str, float]]
+    split: dict[str, float]
+
+
+def _rack_terms(S: np.ndarray, B: int, network: Network, coded: float) -> _RackTerms:
     """The cuts, each mode's rack links' times and the split's rack lines of :func:`transition_times`
     on a network with racks (rates in bytes a second)."""
     assert network.racks is not None
@@ -524,7 +531,7 @@ def _rack_terms(S: np.ndarray, B: int, network: Network, coded: float) -> dict[s
         "uncoded": {"rack-down": moved_in / rd},
     }  # fmt: skip
     split = {"rack_missing": into, "rack_only": out, "rack_heard": heard, "rack_up": ru, "rack_down": rd}
-    return {"cuts": cuts, "terms": terms, "split": split}
+    return _RackTerms(cuts, terms, split)
 
 
 def _moved(S: np.ndarray) -> np.ndarray:
@@ -562,10 +569,10 @@ def split_share(S: object, *, network: Network) -> float:
     master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
     coded = float(rates(S).coded)
     heard = scoped_symbols(S, coded) if network.snooping else coded
-    lines = {}
+    lines: dict[str, float] = {}
     if network.racks is not None:
         network.check_workers(S.shape[0])
-        lines = _rack_terms(S, 1, network, coded)["split"]
+        lines = _rack_terms(S, 1, network, coded).split
     share, _ = split_time(coded, d, o, master=master, up=up, down=down, multicast=True, heard=heard,
                           **lines)  # type: ignore[arg-type]  # fmt: skip
     return share

@@ -273,10 +273,11 @@ def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | N
 NETWORK_STORAGE = "--network applies to one batch a worker only, not --storage above 1"
 
 
-def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
+def network_option(args: argparse.Namespace, *, pieces: bool = False, racked_storage: bool = False) -> Any:
     """The :class:`~coded_shuffle.network.Network` of ``--network``, or None; ``--mode auto``
-    without one, a SPEC that does not parse, a storage above one batch, or (unless ``pieces``,
-    for loads counted in records) sub-packets: one line naming it."""
+    without one, a SPEC that does not parse, racks that do not hold the job's workers, a storage
+    above one batch (unless ``racked_storage``, for the exchange on racks, whose senders they set),
+    or (unless ``pieces``, for loads counted in records) sub-packets: one line naming it."""
     mode = getattr(args, "mode", None)
     if args.network is None:
         if mode == "auto":
@@ -299,10 +300,10 @@ def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
     workers = int(workers) if isinstance(workers, str) and workers.isdigit() else workers
     if network.racks is not None and isinstance(workers, int) and network.workers != workers:
         raise UsageError(
-            f"--network: {network.racks_part}: {network.workers} hosts, "
-            f"not the job's {workers} workers"
+            f"--network: {network.racks_part}: {network.workers} hosts, not the job's {workers} workers"
         )
-    if getattr(args, "storage", 1) != 1:
+    racked = racked_storage and mode == "exchange" and network.racks is not None
+    if getattr(args, "storage", 1) != 1 and not racked:
         raise UsageError(NETWORK_STORAGE)
     if not pieces and getattr(args, "subpackets", 1) != 1:
         raise UsageError("--network applies to whole records, not --subpackets above 1")

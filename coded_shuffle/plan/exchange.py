@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -226,7 +227,7 @@ def _flows(groups: list[int], counts: list[int], K: int, L: int) -> list[dict[in
     return [{node - first: int(f) for node, f in flow[_group(g)].items()} for g in range(len(groups))]
 
 
-def rack_link_loads(wanter: object, sender: object, *, rack: object) -> dict[str, np.ndarray]:
+def rack_link_loads(wanter: object, sender: object, *, rack: object) -> dict[str, Any]:
     """Units each link carries in an exchange of units sent by ``sender`` to ``wanter`` with the
     workers in racks (``rack[w]``: worker ``w``'s rack, ``0 .. R - 1``, joined by a spine):
     ``uploads`` and ``downloads`` a worker, ``rack_up`` and ``rack_down`` a rack (the units

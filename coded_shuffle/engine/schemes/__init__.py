@@ -76,8 +76,8 @@ def scheme_for(
     master (the exchange alone), whose repairs come from the other holders. ``record_bytes``: the
     records' size, which sets the pieces of a storage. ``network``: the
     :class:`~coded_shuffle.network.Network` a ``split`` shares its records on (one that
-    multicasts). Raises, naming the argument, a mode it does not know or one that cannot serve
-    that storage.
+    multicasts), and whose racks an ``exchange`` chooses its senders on. Raises, naming the
+    argument, a mode it does not know or one that cannot serve that storage.
 
     Examples
     --------
@@ -98,7 +98,7 @@ def scheme_for(
             )
         return SplitScheme(network, holding)
     if mode == "exchange":
-        return ExchangeScheme(holding, peers=peers)
+        return ExchangeScheme(holding, peers=peers, network=network)
     if peers:
         raise ValueError(f"Argument 'peers' must be False for mode {mode!r}: its master holds the records.")
     if mode == "uncoded" and isinstance(holding, PieceStorage):
