@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from coded_shuffle.cli import main
+from coded_shuffle.cli.common import NETWORK_STORAGE
 from coded_shuffle.network import Network, rack_loads, split_time, transition_times
 
 S4 = [[0, 10, 10, 10], [10, 0, 10, 10], [10, 10, 0, 10], [10, 10, 10, 0]]
@@ -232,7 +233,7 @@ def test_one_rack_as_fast_as_its_hosts_is_the_switch():
     assert {k: one.predicted_seconds[k] for k in fin} == fin
 
 
-@pytest.mark.parametrize("command", ["simulate", "rate"])
+@pytest.mark.parametrize("command", ["simulate", "rate", "run"])
 def test_racks_that_do_not_add_up_are_one_line(command, capsys):
     argv = [command, "-K", "4", "-N", "40", "-B", "64", "--network", "up=10,down=10,racks=2x3,rack-up=5"]
     assert main(argv) == 2
@@ -298,3 +299,10 @@ def test_simulate_runs_the_exchange_on_racks_with_a_storage(capsys):
     assert row["verified"] and row["mode"] == "exchange"
     assert main([*argv, "--mode", "coded", "--network", racks]) == 2  # the times count whole records
     assert "--network applies to one batch a worker only" in capsys.readouterr().err
+
+
+def test_run_takes_a_storage_on_racks_for_the_exchange_alone(capsys):
+    argv = ["run", "-K", "4", "-N", "40", "-B", "64", "--storage", "2"]
+    assert main([*argv, "--network", "up=10,down=10,racks=2x2,rack-up=5"]) == 2  # the coded mode's times
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"coded-shuffle: error: {NETWORK_STORAGE}"]
