@@ -324,9 +324,9 @@ def add_network_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--network",
         metavar="SPEC",
-        help="the network the transitions run on, master=R,up=R,down=R[,multicast] in Mbit/s "
-        "(docs/cli.md): each report gets its time bound and each mode's predicted time; --mode auto "
-        "chooses on it",
+        help="the network the transitions run on, master=R,up=R,down=R[,multicast][,racks=NxH,rack-up=R] "
+        "in Mbit/s (docs/cli.md): each report gets its time bound and each mode's predicted time; "
+        "--mode auto chooses on it",
     )
 
 
