@@ -315,26 +315,33 @@ def assign_senders_racks(
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise ValueError(f"Argument {name!r} must be a positive finite number, not {value!r}.")
         rates[name] = float(value)
-    base = assign_senders(wanter, holders, K=K)  # checks the units; the one-holder case is forced
-    if not np.any(masks & (masks - np.uint64(1))) or want.size == 0:
-        return base
-    # a group: (holder set, wanter's rack), in increasing order of both
-    order = sorted(range(want.size), key=lambda i: (int(masks[i]), int(racks[want[i]]), i))
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i in order:
-        groups.setdefault((int(masks[i]), int(racks[want[i]])), []).append(i)
-    flows = _rack_flows(list(groups), [len(v) for v in groups.values()], K, racks, rates)
+    if want.shape != masks.shape or not np.any(masks & (masks - np.uint64(1))):
+        return assign_senders(wanter, holders, K=K)  # refuses bad units; one holder a unit: forced
+    if (
+        int(want.min()) < 0
+        or int(want.max()) >= K
+        or np.any((masks >> want.astype(np.uint64)) & np.uint64(1))
+    ):
+        return assign_senders(wanter, holders, K=K)  # refuses them, naming the argument
+    # a group: (holder set, wanter's rack), in increasing order of both; its units in the order given
+    wr = racks[want]
+    order = np.lexsort((np.arange(want.size), wr, masks))
+    m_s, r_s = masks[order], wr[order]
+    starts = np.flatnonzero(np.r_[True, (m_s[1:] != m_s[:-1]) | (r_s[1:] != r_s[:-1])])
+    counts = np.diff(np.r_[starts, want.size])
+    groups = list(zip(m_s[starts].tolist(), r_s[starts].tolist(), strict=True))
+    flows = _rack_flows(groups, counts.tolist(), K, racks, rates)
     sender = np.empty(want.size, dtype=np.int64)
-    for units, flow in zip(groups.values(), flows, strict=True):
-        lo = 0
+    for start, flow in zip(starts.tolist(), flows, strict=True):
+        lo = start
         for w in sorted(flow):
-            sender[units[lo : lo + flow[w]]] = w
+            sender[order[lo : lo + flow[w]]] = w
             lo += flow[w]
     return SenderAssignment(
         sender=sender,
         uploads=np.bincount(sender, minlength=K).astype(np.int64),
-        downloads=base.downloads,
-        upload_bound=base.upload_bound,
+        downloads=np.bincount(want, minlength=K).astype(np.int64),
+        upload_bound=upload_bound(masks, K=K),
     )
 
 
