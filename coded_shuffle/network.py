@@ -107,10 +107,13 @@ def _rate(part: str, value: str) -> float:
 
 @dataclass(frozen=True)
 class Network:
-    """The rates of a network in Mbit/s, and whether the master multicasts.
+    """The rates of a network in Mbit/s, and whether the master multicasts; its racks, if any.
 
     Every rate given is a positive finite number (a float once made), ``multicast`` needs
-    ``master`` and ``snooping`` needs ``multicast``: a field that is not is refused, naming it.
+    ``master`` and ``snooping`` needs ``multicast``; ``racks`` (hosts a rack, each at least 1)
+    needs ``rack_up`` (``rack_down`` defaults to it), the rack fields need ``racks``,
+    ``spine_multicast`` needs ``multicast``, and ``multicast`` across racks needs
+    ``spine_multicast``: a field that is not is refused, naming it.
 
     Examples
     --------
@@ -119,6 +122,11 @@ class Network:
     (1000.0, 100.0, 1000.0, True)
     >>> str(n)
     'master=1000,up=100,down=1000,multicast'
+    >>> r = Network.parse("up=100,down=1000,racks=4x8,rack-up=200")
+    >>> r.racks, r.rack_up, r.rack_down, r.workers
+    ((8, 8, 8, 8), 200.0, 200.0, 32)
+    >>> str(r)
+    'up=100,down=1000,racks=4x8,rack-up=200,rack-down=200'
     """
 
     down: float
