@@ -306,3 +306,20 @@ def test_run_takes_a_storage_on_racks_for_the_exchange_alone(capsys):
     assert main([*argv, "--network", "up=10,down=10,racks=2x2,rack-up=5"]) == 2  # the coded mode's times
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"coded-shuffle: error: {NETWORK_STORAGE}"]
+
+
+def test_rate_on_racks_gives_the_rack_links(capsys):
+    from coded_shuffle.matrix import shuffle_matrix
+    from coded_shuffle.orders import epoch_placement
+
+    spec = "master=1000,up=1000,down=1000,racks=2x4,rack-up=250,rack-down=1000"
+    assert main(["rate", "-K", "8", "-N", "800", "--network", spec, "-B", "1024", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    S = shuffle_matrix(*(epoch_placement(800, 8, seed=0, epoch=e) for e in (0, 1)))
+    want = transition_times(S, record_bytes=1024, network=Network.parse(spec), coded_symbols=row["coded"],
+                            lower_bound_symbols=row["lower_bound"])  # fmt: skip
+    assert row["predicted_seconds"] == want.to_dict()["predicted_seconds"] and row["network"] == spec
+    assert row["binding_links"]["exchange"] == "rack-up" and row["choice"] == "uncoded"
+    # the exchange's rack uplink by hand: the records leaving the busier rack, over 250 Mbit/s
+    out = max(int(S[:4, 4:].sum()), int(S[4:, :4].sum())) * 1024
+    assert row["predicted_seconds"]["exchange"] == pytest.approx(out / (250e6 / 8), rel=1e-12)
