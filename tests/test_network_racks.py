@@ -323,3 +323,29 @@ def test_rate_on_racks_gives_the_rack_links(capsys):
     # the exchange's rack uplink by hand: the records leaving the busier rack, over 250 Mbit/s
     out = max(int(S[:4, 4:].sum()), int(S[4:, :4].sum())) * 1024
     assert row["predicted_seconds"]["exchange"] == pytest.approx(out / (250e6 / 8), rel=1e-12)
+
+
+@pytest.mark.mpi
+def test_the_mpi_job_sends_by_the_rack_aware_senders(capsys):
+    """One MPI job of the exchange on racks with a storage of 2: its busiest sender sends what the
+    rack-aware senders give it in process, not what the rack-blind ones do."""
+    import importlib.util
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not (Path(sys.executable).parent / "mpiexec").exists() or importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("needs mpiexec beside the interpreter and mpi4py")
+    job = ["-K", "4", "-N", "400", "-B", "4096", "--storage", "2", "--mode", "exchange", "--transitions", "1"]
+    racks = ["--network", "up=100,down=100,racks=2x2,rack-up=10"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "coded_shuffle", "run", *job, *racks, "--json", "-"],
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1], check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    wire = json.loads(proc.stdout.splitlines()[0])
+    sent = {}
+    for name, extra in (("aware", racks), ("blind", [])):
+        assert main(["simulate", *job, *extra, "--json"]) == 0
+        sent[name] = json.loads(capsys.readouterr().out.splitlines()[0])["max_sent_bytes"]
+    assert wire["verified"] and wire["max_sent_bytes"] == sent["aware"] != sent["blind"]
