@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -151,7 +152,6 @@ class Network:
             if value is not None or name == "down":
                 rate = check_number(value, name, positive=True, unit=" of Mbit/s")
                 object.__setattr__(self, name, rate)
-        self._check_racks()
         for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(
@@ -165,13 +165,14 @@ class Network:
             raise ValueError(
                 "Argument 'snooping' must be False without multicast (it says where the groups go)."
             )
+        self._check_racks()
 
     def _check_racks(self) -> None:
         """The rack fields: sizes of at least one host, rates with racks alone, a replicating spine
         under a multicast that crosses racks."""
         if self.racks is None:
             for name in ("rack_up", "rack_down", "spine_multicast"):
-                if getattr(self, name) not in (None, False):
+                if getattr(self, name) is not None and getattr(self, name) is not False:
                     raise ValueError(f"Argument {name!r} applies with racks only, not racks=None.")
             return
         if isinstance(self.racks, str) or not all(
@@ -481,9 +482,16 @@ def rack_loads(S: object, *, racks: object) -> dict[str, list[int]]:
     {'into': [0, 2], 'out_of': [2, 0], 'moved_in': [2, 2]}
     """
     off = _moved(elastic_matrix(S))
-    sizes = tuple(int(h) for h in racks)  # type: ignore[attr-defined]
-    if sum(sizes) != off.shape[0]:
-        raise ValueError(f"Argument 'racks' must hold the K = {off.shape[0]} workers, not {sum(sizes)}.")
+    try:
+        sizes = tuple(operator.index(h) for h in racks)  # type: ignore[attr-defined]
+    except TypeError:
+        raise TypeError(
+            f"Argument 'racks' must be a sequence of ints (hosts a rack), not {racks!r}."
+        ) from None
+    if sum(sizes) != off.shape[0] or min(sizes, default=0) < 1:
+        raise ValueError(
+            f"Argument 'racks' must hold the K = {off.shape[0]} workers, each rack at least 1, not {sizes}."
+        )
     rack = np.repeat(np.arange(len(sizes)), sizes)
     by = np.zeros((len(sizes), len(sizes)), dtype=np.int64)  # records from rack to rack
     np.add.at(by, (rack[:, None], rack[None, :]), off)

@@ -116,6 +116,7 @@ def test_a_rack_spec_that_does_not_parse_names_the_part(spec, words):
             r"'rack_down' must be a posi",
         ),
         (lambda: Network(down=1, rack_up=1), ValueError, r"Argument 'rack_up' applies with racks only"),
+        (lambda: Network(down=1, rack_up=0), ValueError, r"Argument 'rack_up' applies with racks only"),
         (lambda: Network(down=1, rack_down=1), ValueError, r"Argument 'rack_down' applies with racks only"),
         (
             lambda: Network(down=1, master=1, multicast=True, racks=(1, 1), rack_up=1),
@@ -141,8 +142,11 @@ def test_a_rack_spec_that_does_not_parse_names_the_part(spec, words):
         (
             lambda: rack_loads(S4, racks=(2, 3)),
             ValueError,
-            r"Argument 'racks' must hold the K = 4 workers, not 5",
+            r"Argument 'racks' must hold the K = 4 workers, each rack at least 1, not \(2, 3\)\.",
         ),
+        (lambda: rack_loads(S4, racks=(4, 0)), ValueError, r"Argument 'racks' must hold the K = 4 workers"),
+        (lambda: rack_loads(S4, racks=None), TypeError, r"Argument 'racks' must be a sequence of ints"),
+        (lambda: rack_loads(S4, racks=(2.0, 2)), TypeError, r"Argument 'racks' must be a sequence of ints"),
         (
             lambda: split_time(1.0, 0.0, 0.0, master=1, up=1, down=1, multicast=True, rack_up=1),
             TypeError,
