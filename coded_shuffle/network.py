@@ -11,8 +11,16 @@ multicast). Its text form, ``SPEC``, is comma-separated parts::
 absent that the workers cannot send each other data. ``snooping`` (with ``multicast``) says that
 the switch forwards a multicast group only to the ports that joined it (IGMP snooping), so that
 the master's scoped groups (``run --multicast``: a group per pair of workers) spare each
-downlink the symbols it does not decode. For one transition of ``N`` records of ``B``
-bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by ``j``):
+downlink the symbols it does not decode.
+
+Racks: ``racks=4x8`` (4 racks of 8 hosts) or ``racks=8+8+4`` puts the workers under top-of-rack
+switches, in the order of their indices (the first 8 in rack 0, ...), joined by a spine;
+``rack-up=R`` is each rack's uplink to the spine and ``rack-down=R`` its downlink from it (absent:
+``rack-up``'s rate); ``spine-multicast`` says that the spine replicates the master's datagrams to
+every rack (needed for ``multicast`` across racks). The master sits outside the racks, on the
+spine: every byte it sends a worker crosses that worker's rack downlink. ``racks`` must add up to
+the job's workers. For one transition of ``N`` records of ``B`` bytes with shuffle matrix ``S``
+(``S[i][j]`` records held by ``i`` and needed by ``j``):
 
 - ``d_j = B sum_{i != j} S[i][j]``, what worker ``j`` misses; ``o_i = B sum_{j != i} S[i][j]``,
   what only ``i`` (and the master) holds that the others need;
@@ -20,14 +28,19 @@ bytes with shuffle matrix ``S`` (``S[i][j]`` records held by ``i`` and needed by
   the largest of ``d_j / down`` (a worker's downlink carries at least what it misses),
   ``o_i / (up + master)`` (what only ``i`` and the master hold leaves through their uplinks), and,
   when the workers cannot send, ``L B / master`` with ``L`` the genie lower bound on the master's
-  load in records (:func:`coded_shuffle.bounds.lower_bound`);
+  load in records (:func:`coded_shuffle.bounds.lower_bound`); with racks also, for each rack
+  ``r``, ``In_r / rack-down`` (what its workers need and only workers outside it hold) and
+  ``Out_r / (min(rack-up, |r| up) + master)`` (what only its workers hold and others need:
+  ``proofs/claim_13_rack_time.py``);
 - **predicted** times, each the busiest link's bytes over its rate: ``coded`` (the master's coded
   symbols, every worker receiving them all, or with ``snooping`` those of its groups alone,
   :func:`scoped_symbols`; without multicast a chain of relays, each worker's uplink forwarding
   them), ``uncoded`` (each moved record from the master to its new holder),
   ``exchange`` (each worker receiving what it misses, the uploads as the records' holders give
   them) and, where the master multicasts, ``split`` (the master coding a share of the moved records
-  while the workers exchange the rest, at once: :func:`split_time`).
+  while the workers exchange the rest, at once: :func:`split_time`); with racks each counts its
+  bytes on the rack links too (:func:`rack_loads`: the exchange's cross-rack bytes, the master's
+  bytes into each rack; the relays of a coded broadcast without multicast a chain in rack order).
 
 :func:`transition_times` returns both and the fastest mode, :data:`MODES` order breaking ties.
 """
@@ -36,8 +49,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,8 +61,8 @@ from .matrix import elastic_matrix
 
 __all__ = [
     "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
-    "scoped_symbols", "binding", "MODES", "SPLIT_MARGIN", "Loads", "PREDICTIONS", "LINKS", "exchange_seconds",
-    "coded_seconds", "uncoded_seconds", "split_seconds",
+    "scoped_symbols", "binding", "rack_loads", "MODES", "SPLIT_MARGIN", "Loads", "PREDICTIONS", "LINKS",
+    "exchange_seconds", "coded_seconds", "uncoded_seconds", "split_seconds",
 ]  # fmt: skip
 #: A split is predicted (and chosen) only where it saves at least this share of the time of the
 #: faster of its two halves alone: it runs both at once, whose costs besides the bytes (a second
@@ -57,6 +72,25 @@ __all__ = [
 SPLIT_MARGIN = 0.05
 _RATES = ("master", "up", "down")
 _FLAGS = ("multicast", "snooping")
+#: The parts of a SPEC about racks: their text and the field each sets.
+_RACK_RATES = {"rack-up": "rack_up", "rack-down": "rack_down"}
+_RACK_FLAGS = {"spine-multicast": "spine_multicast"}
+_PARTS = "master=R, up=R, down=R, multicast, snooping, racks=NxH, rack-up=R, rack-down=R, spine-multicast"
+
+
+def _racks(part: str, value: str) -> tuple[int, ...]:
+    """The hosts of each rack of ``racks=NxH`` (``N`` racks of ``H``) or ``racks=H+H+...``."""
+    count, x, hosts = value.partition("x")
+    try:
+        sizes = (int(hosts),) * int(count) if x else tuple(int(h) for h in value.split("+"))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise ValueError(
+            f"--network: {part}: racks are NxH (N racks of H hosts) or H+H+... (each rack's hosts), "
+            "every number at least 1"
+        )
+    return sizes
 
 
 def _rate(part: str, value: str) -> float:
@@ -71,10 +105,13 @@ def _rate(part: str, value: str) -> float:
 
 @dataclass(frozen=True)
 class Network:
-    """The rates of a network in Mbit/s, and whether the master multicasts.
+    """The rates of a network in Mbit/s, and whether the master multicasts; its racks, if any.
 
     Every rate given is a positive finite number (a float once made), ``multicast`` needs
-    ``master`` and ``snooping`` needs ``multicast``: a field that is not is refused, naming it.
+    ``master`` and ``snooping`` needs ``multicast``; ``racks`` (hosts a rack, each at least 1)
+    needs ``rack_up`` (``rack_down`` defaults to it), the rack fields need ``racks``,
+    ``spine_multicast`` needs ``multicast``, and ``multicast`` across racks needs
+    ``spine_multicast``: a field that is not is refused, naming it.
 
     Examples
     --------
@@ -83,6 +120,11 @@ class Network:
     (1000.0, 100.0, 1000.0, True)
     >>> str(n)
     'master=1000,up=100,down=1000,multicast'
+    >>> r = Network.parse("up=100,down=1000,racks=4x8,rack-up=200")
+    >>> r.racks, r.rack_up, r.rack_down, r.workers
+    ((8, 8, 8, 8), 200.0, 200.0, 32)
+    >>> str(r)
+    'up=100,down=1000,racks=4x8,rack-up=200,rack-down=200'
     """
 
     down: float
@@ -91,6 +133,14 @@ class Network:
     multicast: bool = False
     #: The switch forwards a multicast group only to its members (IGMP snooping).
     snooping: bool = False
+    #: The hosts (workers) of each rack, in the order of the workers' indices; None: one switch.
+    racks: tuple[int, ...] | None = None
+    #: Each rack's uplink to the spine and downlink from it, in Mbit/s (with ``racks``; the
+    #: downlink absent: the uplink's rate).
+    rack_up: float | None = None
+    rack_down: float | None = None
+    #: The spine replicates the master's multicast to every rack.
+    spine_multicast: bool = False
 
     def __post_init__(self) -> None:
         """Check every field, naming it; the rates become floats (as :meth:`parse` makes them)."""
@@ -112,6 +162,81 @@ class Network:
             raise ValueError(
                 "Argument 'snooping' must be False without multicast (it says where the groups go)."
             )
+        self._check_racks()
+
+    def _check_racks(self) -> None:
+        """The rack fields: sizes of at least one host, rates with racks alone, a replicating spine
+        under a multicast that crosses racks."""
+        if self.racks is None:
+            for name in ("rack_up", "rack_down", "spine_multicast"):
+                if getattr(self, name) is not None and getattr(self, name) is not False:
+                    raise ValueError(f"Argument {name!r} applies with racks only, not racks=None.")
+            return
+        if isinstance(self.racks, str) or not all(
+            isinstance(h, numbers.Integral) and not isinstance(h, bool) for h in self.racks
+        ):
+            raise TypeError(
+                f"Argument 'racks' must be a sequence of ints (hosts a rack), not {self.racks!r}."
+            )
+        racks = tuple(int(h) for h in self.racks)
+        if not racks or min(racks) < 1:
+            raise ValueError(f"Argument 'racks' must be hosts a rack, each at least 1, not {racks}.")
+        object.__setattr__(self, "racks", racks)
+        up = check_number(self.rack_up, "rack_up", positive=True, unit=" of Mbit/s")
+        down = up if self.rack_down is None else self.rack_down
+        object.__setattr__(self, "rack_up", up)
+        down = check_number(down, "rack_down", positive=True, unit=" of Mbit/s")
+        object.__setattr__(self, "rack_down", down)
+        if not isinstance(self.spine_multicast, bool):
+            raise TypeError(
+                f"Argument 'spine_multicast' must be a bool, not {type(self.spine_multicast).__name__}."
+            )
+        if self.spine_multicast and not self.multicast:
+            raise ValueError("Argument 'spine_multicast' must be False without multicast.")
+        if self.multicast and len(racks) > 1 and not self.spine_multicast:
+            raise ValueError(
+                "Argument 'spine_multicast' must be True with multicast across racks (the spine "
+                "replicates the master's datagrams), not False."
+            )
+
+    @property
+    def workers(self) -> int | None:
+        """The hosts of the racks in all (the job's workers), or None without racks."""
+        return None if self.racks is None else sum(self.racks)
+
+    @property
+    def racks_part(self) -> str | None:
+        """The SPEC's part of the racks, ``racks=NxH`` or ``racks=H+H+...``; None without racks."""
+        return None if self.racks is None else f"racks={_racks_text(self.racks)}"
+
+    def rack_of(self) -> np.ndarray:
+        """Each worker's rack (``racks`` in the order of the workers); one rack without racks.
+
+        Examples
+        --------
+        >>> Network.parse("up=1,down=1,racks=2+1,rack-up=1").rack_of().tolist()
+        [0, 0, 1]
+        """
+        sizes = (0,) if self.racks is None else self.racks
+        return np.repeat(np.arange(len(sizes)), sizes)
+
+    def check_workers(self, K: int, *, name: str = "network") -> Network:
+        """This network, if its racks hold ``K`` workers in all (or it has none); ValueError
+        naming ``name`` otherwise.
+
+        Examples
+        --------
+        >>> Network.parse("up=1,down=1,racks=2x4,rack-up=1").check_workers(6)
+        Traceback (most recent call last):
+        ...
+        ValueError: Argument 'network' must have racks of K = 6 hosts in all, not 8 (racks=2x4).
+        """
+        if self.racks is not None and sum(self.racks) != K:
+            raise ValueError(
+                f"Argument {name!r} must have racks of K = {K} hosts in all, not {sum(self.racks)} "
+                f"({self.racks_part})."
+            )
+        return self
 
     @classmethod
     def parse(cls, spec: str) -> Network:
@@ -122,16 +247,19 @@ class Network:
             raise ValueError("--network: an empty SPEC; say at least down=R (Mbit/s)")
         rates: dict[str, float] = {}
         flags: set[str] = set()
+        racks: tuple[int, ...] | None = None
         for part in (p.strip() for p in spec.split(",")):
             key, eq, value = part.partition("=")
-            if part in _FLAGS:
+            if part in _FLAGS or part in _RACK_FLAGS:
                 if part in flags:
                     raise ValueError(f"--network: {part} given twice")
                 flags.add(part)
-            elif not eq or key not in _RATES:
-                raise ValueError(
-                    f"--network: {part!r}: not a part of a SPEC (master=R, up=R, down=R, multicast, snooping)"
-                )
+            elif eq and key == "racks":
+                if racks is not None:
+                    raise ValueError("--network: racks given twice")
+                racks = _racks(part, value)
+            elif not eq or key not in (*_RATES, *_RACK_RATES):
+                raise ValueError(f"--network: {part!r}: not a part of a SPEC ({_PARTS})")
             elif key in rates:
                 raise ValueError(f"--network: {key} given twice")
             else:
@@ -143,14 +271,41 @@ class Network:
             raise ValueError("--network: multicast needs master=R (the master's multicast rate)")
         if snooping and not multicast:
             raise ValueError("--network: snooping needs multicast (it says where the groups go)")
+        spine = "spine-multicast" in flags
+        if racks is None:
+            for part in (*_RACK_RATES, "spine-multicast"):
+                if part in rates or part in flags:
+                    raise ValueError(f"--network: {part} needs racks=NxH (the racks it is about)")
+        elif "rack-up" not in rates:
+            raise ValueError("--network: racks need rack-up=R (each rack's uplink to the spine)")
+        if spine and not multicast:
+            raise ValueError(
+                "--network: spine-multicast needs multicast (the master's datagrams it replicates)"
+            )
+        if multicast and racks is not None and len(racks) > 1 and not spine:
+            raise ValueError(
+                "--network: multicast across racks needs spine-multicast: a spine that does not "
+                "replicate the master's datagrams delivers them to one rack"
+            )
         return cls(
             down=rates["down"], master=rates.get("master"), up=rates.get("up"), multicast=multicast,
-            snooping=snooping,
+            snooping=snooping, racks=racks, rack_up=rates.get("rack-up"), rack_down=rates.get("rack-down"),
+            spine_multicast=spine,
         )  # fmt: skip
 
     def __str__(self) -> str:
         parts = [f"{k}={getattr(self, k):g}" for k in _RATES if getattr(self, k) is not None]
-        return ",".join(parts + [f for f in _FLAGS if getattr(self, f)])
+        parts += [f for f in _FLAGS if getattr(self, f)]
+        if self.racks is not None:
+            parts.append(f"racks={_racks_text(self.racks)}")
+            parts += [f"{k}={getattr(self, f):g}" for k, f in _RACK_RATES.items()]
+            parts += [k for k, f in _RACK_FLAGS.items() if getattr(self, f)]
+        return ",".join(parts)
+
+
+def _racks_text(racks: tuple[int, ...]) -> str:
+    """``racks`` as a SPEC writes them: ``NxH`` where every rack has ``H`` hosts, else ``H+H+...``."""
+    return f"{len(racks)}x{racks[0]}" if len(set(racks)) == 1 else "+".join(map(str, racks))
 
 
 @dataclass(frozen=True)
@@ -168,7 +323,8 @@ class TransitionTimes:
     split_coded_share: float | None = None
     #: Each mode's binding link, the term of the max its prediction is (:func:`binding`): ``master``
     #: (the master's uplink), ``downlink`` (the busiest worker's), ``uplink`` (the busiest
-    #: worker's; ``relays`` where a chain of workers forwards the coded symbols), several joined
+    #: worker's; ``relays`` where a chain of workers forwards the coded symbols), ``rack-up``,
+    #: ``rack-down`` (the busiest rack's uplink to the spine, downlink from it), several joined
     #: by ``=`` where they tie; None for a mode the network cannot run or a split not predicted.
     binding_links: dict[str, str | None] = field(default_factory=dict)
 
@@ -218,6 +374,8 @@ def transition_times(
     network = _check_network(network)
     coded = check_number(coded_symbols, "coded_symbols")
     lb = check_number(lower_bound_symbols, "lower_bound_symbols")
+    if network.racks is not None:
+        network.check_workers(S.shape[0])
     d, o, W = _loads(S, B)
     master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
     cuts = [d / down]
@@ -228,7 +386,10 @@ def transition_times(
     coded_b = coded * B
     # what the busiest downlink carries of the coded symbols: all, or with snooping its groups'
     heard_b = scoped_symbols(S, coded) * B if network.snooping else coded_b
-    loads = Loads(d, o, W, coded_b, heard_b, master, up, down, network.multicast)
+    rack = _rack_terms(S, B, network, coded) if network.racks is not None else None
+    if rack is not None:
+        cuts += rack.cuts
+    loads = Loads(d, o, W, coded_b, heard_b, master, up, down, network.multicast, rack)
     predicted = {mode: seconds(loads) for mode, seconds in PREDICTIONS.items()}
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
@@ -246,7 +407,8 @@ class Loads:
     """What each mode's prediction reads of one transition on a network (:func:`transition_times`):
     the busiest loads in bytes, ``missing`` (``max_j d_j``), ``only`` (``max_i o_i``), ``moved``
     (``W B``), ``coded`` (the coded symbols) and ``heard`` (what the busiest downlink receives of
-    them), and the rates in bytes a second (0: the link cannot send).
+    them), and the rates in bytes a second (0: the link cannot send); on a network with racks,
+    ``rack`` holds each mode's rack links and the split's rack lines.
 
     Examples
     --------
@@ -264,6 +426,18 @@ class Loads:
     up: float
     down: float
     multicast: bool
+    rack: _RackTerms | None = None
+
+
+def _with_racks(mode: str, links: dict[str, float], x: Loads) -> dict[str, float]:
+    """``links`` of a mode that can run (not empty) joined by its rack links' times, if any."""
+    if links and x.rack is not None:
+        links.update(x.rack.terms.get(mode, {}))
+    return links
+
+
+def _rack_lines(x: Loads) -> dict[str, float]:
+    return x.rack.split if x.rack is not None else {}
 
 
 def _longest(links: Mapping[str, float]) -> float:
@@ -274,7 +448,8 @@ def _longest(links: Mapping[str, float]) -> float:
 def exchange_links(x: Loads) -> dict[str, float]:
     """The exchange's links and their times: each worker receives what it misses, the uploads as
     the holders give them (none without worker uplinks)."""
-    return {"downlink": x.missing / x.down, "uplink": x.only / x.up} if x.up else {}
+    links = {"downlink": x.missing / x.down, "uplink": x.only / x.up} if x.up else {}
+    return _with_racks("exchange", links, x)
 
 
 def exchange_seconds(x: Loads) -> float:
@@ -290,7 +465,7 @@ def coded_links(x: Loads) -> dict[str, float]:
     links = {"master": x.coded / x.master, "downlink": x.heard / x.down}
     if not x.multicast:  # a chain's uplinks
         links["relays"] = x.coded / x.up if x.up else math.inf
-    return links
+    return _with_racks("coded", links, x)
 
 
 def coded_seconds(x: Loads) -> float:
@@ -300,7 +475,8 @@ def coded_seconds(x: Loads) -> float:
 
 def uncoded_links(x: Loads) -> dict[str, float]:
     """The uncoded delivery's links: each moved record from the master to its new holder."""
-    return {"master": x.moved / x.master, "downlink": x.missing / x.down} if x.master else {}
+    links = {"master": x.moved / x.master, "downlink": x.missing / x.down} if x.master else {}
+    return _with_racks("uncoded", links, x)
 
 
 def uncoded_seconds(x: Loads) -> float:
@@ -310,7 +486,7 @@ def uncoded_seconds(x: Loads) -> float:
 
 def _split(x: Loads) -> tuple[float, float]:
     return split_time(x.coded, x.missing, x.only, master=x.master, up=x.up, down=x.down, multicast=True,
-                      heard=x.heard)  # fmt: skip
+                      heard=x.heard, **_rack_lines(x))  # fmt: skip
 
 
 def split_seconds(x: Loads) -> float:
@@ -328,7 +504,7 @@ def split_links(x: Loads) -> dict[str, float]:
         return {}
     share = _split(x)[0]
     return _split_lines(x.coded, x.missing, x.only, master=x.master, up=x.up, down=x.down, multicast=True,
-                        heard=x.heard, share=share)  # fmt: skip
+                        heard=x.heard, share=share, **_rack_lines(x))  # fmt: skip
 
 
 #: The modes a prediction is made for and the function of each, in the order that breaks ties (a
@@ -361,17 +537,107 @@ def binding(times: Mapping[str, float]) -> str:
 
 def _split_lines(
     coded: float, missing: float, only: float, *, master: float, up: float, down: float, multicast: bool,
-    heard: float | None, share: float,
+    heard: float | None, share: float, rack_missing: float = 0.0, rack_only: float = 0.0,
+    rack_heard: float | None = None, rack_up: float | None = None, rack_down: float | None = None,
 ) -> dict[str, float]:  # fmt: skip
     """Each link's time in a split of coded share ``share`` (the lines of :func:`split_time`)."""
     a, H = share, coded if heard is None else heard
     inf = math.inf
-    return {
+    lines = {
         "master": a * coded / master if master else (inf if a * coded else 0.0),
         "downlink": (a * H + (1 - a) * missing) / down,
         "uplink": ((1 - a) * only + (0.0 if multicast else a * coded)) / up if up
         else (inf if (1 - a) * only or (a * coded and not multicast) else 0.0),
     }  # fmt: skip
+    if rack_up is not None and rack_down is not None:
+        Hr = coded if rack_heard is None else rack_heard
+        lines["rack-up"] = ((1 - a) * rack_only + (0.0 if multicast else a * coded)) / rack_up
+        lines["rack-down"] = (a * Hr + (1 - a) * rack_missing) / rack_down
+    return lines
+
+
+def rack_loads(S: object, *, racks: object) -> dict[str, list[int]]:
+    """What crosses each rack's links in a transition of shuffle matrix ``S`` (square, in records),
+    the workers in ``racks`` (hosts a rack, in the order of the workers): ``into[r]``, the records
+    that workers of rack ``r`` need and only workers outside it hold (its downlink's in an
+    exchange); ``out_of[r]``, those only its workers hold and workers outside it need (its
+    uplink's); ``moved_in[r]``, every record that moves to a worker of it (its downlink's from the
+    master, who sits outside the racks).
+
+    Examples
+    --------
+    Workers 0 and 1 in one rack, 2 in another; 0 and 1 swap one record, 1 sends 2 two.
+
+    >>> rack_loads([[0, 1, 0], [1, 0, 2], [0, 0, 0]], racks=(2, 1))
+    {'into': [0, 2], 'out_of': [2, 0], 'moved_in': [2, 2]}
+    """
+    off = _moved(elastic_matrix(S))
+    try:
+        sizes = tuple(operator.index(h) for h in racks)  # type: ignore[attr-defined]
+    except TypeError:
+        raise TypeError(
+            f"Argument 'racks' must be a sequence of ints (hosts a rack), not {racks!r}."
+        ) from None
+    if sum(sizes) != off.shape[0] or min(sizes, default=0) < 1:
+        raise ValueError(
+            f"Argument 'racks' must hold the K = {off.shape[0]} workers, each rack at least 1, not {sizes}."
+        )
+    rack = np.repeat(np.arange(len(sizes)), sizes)
+    by = np.zeros((len(sizes), len(sizes)), dtype=np.int64)  # records from rack to rack
+    np.add.at(by, (rack[:, None], rack[None, :]), off)
+    cross = by - np.diag(np.diag(by))
+    return {
+        "into": [int(v) for v in cross.sum(axis=0)],
+        "out_of": [int(v) for v in cross.sum(axis=1)],
+        "moved_in": [int(v) for v in by.sum(axis=0)],
+    }
+
+
+def _rack_heard(S: np.ndarray, coded_symbols: float, rack: np.ndarray) -> float:
+    """The most coded symbols one rack's downlink carries when each goes only to its scoped group
+    (:func:`scoped_symbols` for a rack: the pairs with a member in it, and every other symbol)."""
+    off = _moved(S)
+    pairs = np.minimum(off, off.T)
+    rest = max(coded_symbols - float(pairs.sum()) / 2, 0.0)
+    most = 0.0
+    for r in range(int(rack.max(initial=0)) + 1):
+        inside = rack == r
+        touching = np.triu(inside[:, None] | inside[None, :], 1)
+        most = max(most, float(pairs[touching].sum()))
+    return most + rest
+
+
+class _RackTerms(NamedTuple):
+    cuts: list[float]
+    terms: dict[str, dict[str, float]]
+    split: dict[str, float]
+
+
+def _rack_terms(S: np.ndarray, B: int, network: Network, coded: float) -> _RackTerms:
+    """The cuts, each mode's rack links' times and the split's rack lines of :func:`transition_times`
+    on a network with racks (rates in bytes a second)."""
+    assert network.racks is not None
+    loads = rack_loads(S, racks=network.racks)
+    into, out, moved_in = (max(loads[k], default=0) * B for k in ("into", "out_of", "moved_in"))
+    master, up = _bytes_per_second(network.master), _bytes_per_second(network.up)
+    ru, rd = _bytes_per_second(network.rack_up), _bytes_per_second(network.rack_down)
+    cuts = [into / rd]
+    for r, h in enumerate(network.racks):  # what only rack r (and the master) holds leaves it
+        if min(ru, h * up) + master > 0:
+            cuts.append(loads["out_of"][r] * B / (min(ru, h * up) + master))
+    coded_b = coded * B
+    several = len(network.racks) > 1
+    heard = _rack_heard(S, coded, network.rack_of()) * B if network.snooping else coded_b
+    terms = {
+        "exchange": {"rack-up": out / ru, "rack-down": into / rd},
+        # multicast: the spine replicates, each rack's downlink carries a symbol once; else a
+        # chain of relays in rack order enters every rack once and leaves all but the last once
+        "coded": {"rack-down": heard / rd} if network.multicast
+        else {"rack-down": coded_b / rd, **({"rack-up": coded_b / ru} if several else {})},
+        "uncoded": {"rack-down": moved_in / rd},
+    }  # fmt: skip
+    split = {"rack_missing": into, "rack_only": out, "rack_heard": heard, "rack_up": ru, "rack_down": rd}
+    return _RackTerms(cuts, terms, split)
 
 
 def _moved(S: np.ndarray) -> np.ndarray:
@@ -409,7 +675,12 @@ def split_share(S: object, *, network: Network) -> float:
     master, up, down = (_bytes_per_second(r) for r in (network.master, network.up, network.down))
     coded = float(rates(S).coded)
     heard = scoped_symbols(S, coded) if network.snooping else coded
-    share, _ = split_time(coded, d, o, master=master, up=up, down=down, multicast=True, heard=heard)
+    lines: dict[str, float] = {}
+    if network.racks is not None:
+        network.check_workers(S.shape[0])
+        lines = _rack_terms(S, 1, network, coded).split
+    share, _ = split_time(coded, d, o, master=master, up=up, down=down, multicast=True, heard=heard,
+                          **lines)  # type: ignore[arg-type]  # fmt: skip
     return share
 
 
@@ -471,6 +742,11 @@ def split_time(
     down: float,
     multicast: bool,
     heard: float | None = None,
+    rack_missing: float = 0.0,
+    rack_only: float = 0.0,
+    rack_heard: float | None = None,
+    rack_up: float | None = None,
+    rack_down: float | None = None,
 ) -> tuple[float, float]:
     """The least predicted time of a split and its coded share ``a``: the master codes a share
     ``a`` of every group of moved records (``a * coded`` bytes, every worker receiving them all)
@@ -484,7 +760,10 @@ def split_time(
         uplink: ((1 - a) o + (0 if multicast else a C)) / up   (a chain's relays share it)
 
     so the busiest is convex in ``a`` and least at an end or where two lines cross; ``a = 0`` is
-    the exchange alone and ``a = 1`` the coded broadcast.
+    the exchange alone and ``a = 1`` the coded broadcast. With racks (``rack_up`` and
+    ``rack_down``, positive), two lines more: the busiest rack's uplink, ``((1 - a) rack_only +
+    (0 if multicast else a C)) / rack_up``, and downlink, ``(a rack_heard + (1 - a) rack_missing)
+    / rack_down`` (``rack_heard`` default ``C``: the spine replicates each symbol to every rack).
 
     Examples
     --------
@@ -510,6 +789,12 @@ def split_time(
             (0.0 if multicast else coded) / up if up else (inf if coded and not multicast else 0.0),
         ),
     ]
+    if rack_up is not None or rack_down is not None:
+        ru = check_number(rack_up, "rack_up", positive=True)
+        rd = check_number(rack_down, "rack_down", positive=True)
+        rm, ro = check_number(rack_missing, "rack_missing"), check_number(rack_only, "rack_only")
+        rh = coded if rack_heard is None else check_number(rack_heard, "rack_heard")
+        lines += [(ro / ru, (0.0 if multicast else coded) / ru), (rm / rd, rh / rd)]
 
     def busiest(a: float) -> float:
         return max(lo + (hi - lo) * a if math.isfinite(lo) and math.isfinite(hi) else

@@ -21,7 +21,7 @@ def test_snooping_parses_and_says_what_it_needs():
     for spec, words in [
         ("master=1,down=1,snooping", "snooping needs multicast"),
         ("master=1,down=1,multicast,multicast", "multicast given twice"),
-        ("master=1,down=1,snoop", "(master=R, up=R, down=R, multicast, snooping)"),
+        ("master=1,down=1,snoop", "(master=R, up=R, down=R, multicast, snooping, racks=NxH"),
     ]:
         with pytest.raises(ValueError) as exc:
             Network.parse(spec)

@@ -273,10 +273,11 @@ def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | N
 NETWORK_STORAGE = "--network applies to one batch a worker only, not --storage above 1"
 
 
-def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
+def network_option(args: argparse.Namespace, *, pieces: bool = False, racked_storage: bool = False) -> Any:
     """The :class:`~coded_shuffle.network.Network` of ``--network``, or None; ``--mode auto``
-    without one, a SPEC that does not parse, a storage above one batch, or (unless ``pieces``,
-    for loads counted in records) sub-packets: one line naming it."""
+    without one, a SPEC that does not parse, racks that do not hold the job's workers, a storage
+    above one batch (unless ``racked_storage``, for the exchange on racks, whose senders they set),
+    or (unless ``pieces``, for loads counted in records) sub-packets: one line naming it."""
     mode = getattr(args, "mode", None)
     if args.network is None:
         if mode == "auto":
@@ -295,7 +296,14 @@ def network_option(args: argparse.Namespace, *, pieces: bool = False) -> Any:
             "--mode split needs a --network that multicasts: the master's datagrams and the workers' "
             "exchange run at once only there"
         )
-    if getattr(args, "storage", 1) != 1:
+    workers = getattr(args, "workers", None)
+    workers = int(workers) if isinstance(workers, str) and workers.isdigit() else workers
+    if network.racks is not None and isinstance(workers, int) and network.workers != workers:
+        raise UsageError(
+            f"--network: {network.racks_part}: {network.workers} hosts, not the job's {workers} workers"
+        )
+    racked = racked_storage and mode == "exchange" and network.racks is not None
+    if getattr(args, "storage", 1) != 1 and not racked:
         raise UsageError(NETWORK_STORAGE)
     if not pieces and getattr(args, "subpackets", 1) != 1:
         raise UsageError("--network applies to whole records, not --subpackets above 1")
@@ -316,9 +324,9 @@ def add_network_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--network",
         metavar="SPEC",
-        help="the network the transitions run on, master=R,up=R,down=R[,multicast] in Mbit/s "
-        "(docs/cli.md): each report gets its time bound and each mode's predicted time; --mode auto "
-        "chooses on it",
+        help="the network the transitions run on, master=R,up=R,down=R[,multicast][,racks=NxH,rack-up=R] "
+        "in Mbit/s (docs/cli.md): each report gets its time bound and each mode's predicted time; "
+        "--mode auto chooses on it",
     )
 
 

@@ -127,7 +127,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     _check_simulate(args)
     check_storage_option(args, args.workers, args.record_bytes)
-    network = network_option(args)
+    network = network_option(args, racked_storage=True)  # the exchange on racks: every storage
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
     groups += ["feistel"] if spec.name == "feistel" else []
@@ -183,7 +183,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
         _print_footer(args, mode)
-        if network is not None:
+        if network is not None and args.storage == 1:  # the times are those of whole records
             print_times(reports)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)

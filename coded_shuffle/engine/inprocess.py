@@ -207,7 +207,8 @@ def _mode_on(
     net = check_network(network, mode, name="mode")
     if net is None:
         return mode
-    if storage != 1 or subpackets != 1:
+    racked = mode == "exchange" and net.racks is not None and subpackets == 1  # senders on racks
+    if (storage != 1 and not racked) or subpackets != 1:
         raise ValueError(
             "Argument 'network' applies to one batch a worker of whole records, "
             f"not storage = {storage}, subpackets = {subpackets}."
@@ -291,7 +292,9 @@ def run(
         A network (:class:`coded_shuffle.network.Network`, one batch a worker and whole records):
         every report then has the transition's time bound on it and each mode's predicted time
         (:meth:`TransitionReport.on_network`; no ``time_gap``: in process no network carries the
-        bytes).
+        bytes). With racks the exchange chooses its senders on their links
+        (:func:`~coded_shuffle.plan.assign_senders_racks`), for every ``storage`` (above one
+        batch, without the times).
 
     Returns
     -------
@@ -349,7 +352,7 @@ def run(
         # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
         spare = [c.data for c in old]
         rep = scheme.report(rep, dataset)
-        if network is not None:
+        if network is not None and storage == 1:  # the times are those of whole records
             rep = rep.on_network(shuffle_matrix(now.placement, nxt.placement), network, measured=False)
         reports.append(rep)
         if on_transition is not None:

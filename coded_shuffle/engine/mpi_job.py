@@ -497,7 +497,8 @@ def master(job: JobOptions, link: MPITransport) -> int:
         _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
         planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
-        S = shuffle_matrix(p_t, p_t1) if results.network is not None else None  # one batch: placements
+        timed = results.network is not None and job.storage == 1  # the times count whole records
+        S = shuffle_matrix(p_t, p_t1) if timed else None  # one batch: placements
         for mode in MODES[job.mode]:
             role = master_transition(
                 link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,

@@ -95,8 +95,10 @@ from .exchange import (
     ROUND_MERGE_FRACTION,
     SenderAssignment,
     assign_senders,
+    assign_senders_racks,
     exchange_rounds,
     is_round_schedule,
+    rack_link_loads,
     upload_bound,
 )
 from .greedy import PROGRESS_MIN_LEFTOVERS
@@ -126,4 +128,6 @@ __all__ = [
     "ROUND_MERGE_FRACTION",
     "exchange_rounds",
     "is_round_schedule",
+    "assign_senders_racks",
+    "rack_link_loads",
 ]

@@ -245,8 +245,9 @@ def scheme_for(
     registered factory of ``mode`` (:data:`REGISTRY`). ``peers``: a job without a master, whose
     repairs come from the other holders. ``record_bytes``: the records' size, which sets the
     pieces of a storage. ``network``: the :class:`~coded_shuffle.network.Network` a ``split``
-    shares its records on (one that multicasts). Raises, naming the argument, a mode it does not
-    know or one that cannot serve that storage or job.
+    shares its records on (one that multicasts), and whose racks an ``exchange`` chooses its
+    senders on. Raises, naming the argument, a mode it does not know or one that cannot serve
+    that storage or job.
 
     Examples
     --------

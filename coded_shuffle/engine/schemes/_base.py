@@ -393,9 +393,14 @@ class SchemeBase(Scheme):
         last = self._exchange
         if last is None or last[0] is not p_t or last[1] is not p_t1:
             units, wanter, holders = self.holding.demand(p_t, p_t1)
-            last = (p_t, p_t1, (units, wanter, holders, assign_senders(wanter, holders, K=p_t.K)))
+            last = (p_t, p_t1, (units, wanter, holders, self.senders(wanter, holders, K=p_t.K)))
             self._exchange = last
         return last[2]
+
+    def senders(self, wanter: np.ndarray, holders: np.ndarray, *, K: int) -> SenderAssignment:
+        """Who sends each missing unit: the least busiest upload
+        (:func:`~coded_shuffle.plan.assign_senders`); a scheme on racks chooses by their links."""
+        return assign_senders(wanter, holders, K=K)
 
     def peer_bounds(self, p_t: Any, p_t1: Any, dataset: Dataset) -> tuple[int, int]:
         """``(download, upload)`` bounds in bytes of this shuffle: the most bytes a worker misses,

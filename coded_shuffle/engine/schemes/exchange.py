@@ -15,7 +15,7 @@ from ...codec import (
     Dataset,
     encode_held,
 )  # fmt: skip
-from ...plan import DeliveryPlan, exchange_rounds
+from ...plan import DeliveryPlan, SenderAssignment, assign_senders_racks, exchange_rounds
 from ...transport import Transport
 from ..holding import Holding
 from ._base import Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, receive_decode
@@ -67,12 +67,25 @@ class ExchangeScheme(SchemeBase):
 
     name = "exchange"
 
-    def __init__(self, holding: Holding | None = None, *, peers: bool = False) -> None:
+    def __init__(self, holding: Holding | None = None, *, peers: bool = False, network: Any = None) -> None:
         super().__init__(holding)
         #: Whether the job has no master holding the records: repairs then come from the holders.
         self.peers = bool(peers)
+        #: The network whose racks the senders are chosen on (:meth:`senders`), or None.
+        self.network = network if getattr(network, "racks", None) is not None and network.up else None
         self._coded = coded_scheme(self.holding)  # the plan and bound the report compares with
         self._rounds: tuple[Any, Any, list[dict[int, tuple[int, int]]]] | None = None
+
+    def senders(self, wanter: np.ndarray, holders: np.ndarray, *, K: int) -> SenderAssignment:
+        """Who sends each missing unit: on a network with racks, the least time of the busiest
+        link of the hierarchy (:func:`~coded_shuffle.plan.assign_senders_racks`), else the least
+        busiest upload."""
+        net = self.network
+        if net is None:
+            return super().senders(wanter, holders, K=K)
+        net.check_workers(K)
+        return assign_senders_racks(wanter, holders, K=K, rack=net.rack_of(), up=net.up,
+                                    rack_up=net.rack_up, rack_down=net.rack_down)  # fmt: skip
 
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
