@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         from .engine.peers_job import peers
 
         link = MPITransport(comm, peers=True)
-        link.exchange_schedule = args.exchange_schedule
+        link.exchange_schedule = job.exchange_schedule
         code = peers(job, link)
         if code or job.status_file:
             mpi_exit(code, status_file=job.status_file)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     pace = TokenBucket.from_mbps(job.link_mbps) if job.link_mbps else None
     link = MPITransport(comm, pace=pace)
-    link.exchange_schedule = args.exchange_schedule
+    link.exchange_schedule = job.exchange_schedule
     if job.multicast is not None:
         group, port = parse_group(job.multicast)
         net = None if job.network is None else Network.parse(job.network)

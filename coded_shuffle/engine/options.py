@@ -53,6 +53,9 @@ class JobOptions:
     #: readers; ``"all"``, every datagram to the one group; ``"auto"``, receivers where the
     #: network's switch snoops (``network`` has ``snooping``), else all.
     multicast_scope: str = "auto"
+    #: How the workers' exchange goes: ``"alltoall"``, every pair's flow at once (the default);
+    #: ``"rounds"``, rounds of matchings (:func:`~coded_shuffle.plan.exchange_rounds`).
+    exchange_schedule: str = "alltoall"
     #: Bytes a phase of a probe of the links at the start (``--probe``), or None: no probe.
     probe: int | None = None
     #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,

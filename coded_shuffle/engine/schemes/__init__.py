@@ -137,7 +137,7 @@ def _uncoded(holding: Holding, *, peers: bool, network: Any) -> Scheme:
 
 
 def _exchange(holding: Holding, *, peers: bool, network: Any) -> Scheme:
-    return ExchangeScheme(holding, peers=peers)
+    return ExchangeScheme(holding, peers=peers, network=network)
 
 
 def _split(holding: Holding, *, peers: bool, network: Any) -> Scheme:
