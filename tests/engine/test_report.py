@@ -95,6 +95,6 @@ def test_a_split_row_counts_both_halves_against_its_own_bound():
         if p0.owner[r] != exchanged.owner[r]:
             gives[int(p0.owner[r])] += 1
     W, down, _ = _brute(N, K, seed)
-    assert 0 < sum(gives) < W and rep.split_uplink_bound == max(L, max(gives))
+    assert 0 < sum(gives) < W and rep.split.split_uplink_bound == max(L, max(gives))
     assert row["unit"] == "sym+rec" and row["planned"] == str(rep.planned_symbols + sum(gives))
     assert row["bound d/u"] == f"{down}/{max(L, max(gives))}"
