@@ -301,9 +301,9 @@ def _job(held: list[Holdings], counts: list[Any], bcast: tuple[int, float | None
     """The MPI program's figures: the workers' digests, the links' byte counts, the baseline."""
     digests = [h.digest for h in held]
     job = Job(
-        digests=None if any(d is None for d in digests) else [str(d) for d in digests],
-        link_tx_bytes=[int(c[0]) for c in counts] if counts and None not in counts else None,
-        link_rx_bytes=[int(c[1]) for c in counts] if counts and None not in counts else None,
+        digests=None if any(d is None for d in digests) else tuple(str(d) for d in digests),
+        link_tx_bytes=tuple(int(c[0]) for c in counts) if counts and None not in counts else None,
+        link_rx_bytes=tuple(int(c[1]) for c in counts) if counts and None not in counts else None,
         bcast_bytes=None if bcast is None else bcast[0],
         bcast_seconds=None if bcast is None else bcast[1],
     )

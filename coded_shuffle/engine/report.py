@@ -17,7 +17,9 @@ gives one flat JSON object, the keys :data:`KEYS`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from ..bounds import optimality_gap
@@ -138,7 +140,7 @@ class OnNetwork:
     time_bound_seconds : float or None
         No scheme the network allows delivers this transition faster
         (:func:`~coded_shuffle.network.transition_times`).
-    predicted_seconds : dict or None
+    predicted_seconds : mapping or None
         Each mode's predicted time on the network; None for a mode it cannot run.
     choice : str or None
         The mode of the least predicted time.
@@ -149,7 +151,7 @@ class OnNetwork:
         The predicted time of the best split of the moved records between the master's coded
         broadcast and the workers' exchange, and the share coded, where it beats both alone
         (:func:`~coded_shuffle.network.split_time`; ``--mode split`` runs it); None otherwise.
-    binding_links : dict or None
+    binding_links : mapping or None
         Each mode's binding link on the network, the link whose time its prediction is:
         ``master``, ``downlink``, ``uplink`` or ``relays``, ties joined by ``=``
         (:attr:`~coded_shuffle.network.TransitionTimes.binding_links`); None for a mode it
@@ -158,12 +160,15 @@ class OnNetwork:
 
     network: str | None = None
     time_bound_seconds: float | None = None
-    predicted_seconds: dict[str, float | None] | None = None
+    predicted_seconds: Mapping[str, float | None] | None = None
     choice: str | None = None
     time_gap: float | None = None
     split_seconds: float | None = None
     split_coded_share: float | None = None
-    binding_links: dict[str, str | None] | None = None
+    binding_links: Mapping[str, str | None] | None = None
+
+    def __post_init__(self) -> None:
+        _read_only(self, "predicted_seconds", "binding_links")
 
 
 @dataclass(frozen=True)
@@ -172,9 +177,9 @@ class Job:
 
     Attributes
     ----------
-    digests : list of str or None
+    digests : tuple of str or None
         A digest of each worker's ids and bytes after the transition.
-    link_tx_bytes, link_rx_bytes : list of int or None
+    link_tx_bytes, link_rx_bytes : tuple of int or None
         Bytes each rank's network interfaces sent and received (``run --count-links``).
     bcast_bytes : int or None
         ``--bcast-baseline``: bytes of one plain broadcast of as many bytes as the delivery.
@@ -182,11 +187,14 @@ class Job:
         Seconds of that broadcast.
     """
 
-    digests: list[str] | None = None
-    link_tx_bytes: list[int] | None = None
-    link_rx_bytes: list[int] | None = None
+    digests: tuple[str, ...] | None = None
+    link_tx_bytes: tuple[int, ...] | None = None
+    link_rx_bytes: tuple[int, ...] | None = None
     bcast_bytes: int | None = None
     bcast_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        _read_only(self, "digests", "link_tx_bytes", "link_rx_bytes")
 
 
 def on_network(
@@ -281,7 +289,7 @@ class TransitionReport:
     seconds : float
         Wall time on the master from the start of the delivery (a barrier of all parties) to the
         last worker's result after the repairs; the final check is ``timings["check"]``.
-    timings : dict
+    timings : mapping
         Seconds per stage: ``plan``, ``encode``, ``send`` (on the master), ``deliver`` and
         ``decode`` (the slowest worker's), ``repair``, ``check``, and ``paced_wait`` (the master's
         wait on a paced link).
@@ -319,7 +327,7 @@ class TransitionReport:
     records_checked: int
     verified: bool
     seconds: float
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: Mapping[str, float] = field(default_factory=dict)
     seed: int | None = None
     download_bound_bytes: int = 0
     upload_bound_bytes: int = 0
@@ -329,6 +337,9 @@ class TransitionReport:
     split: Split | None = None
     on_network: OnNetwork | None = None
     job: Job | None = None
+
+    def __post_init__(self) -> None:
+        _read_only(self, "timings")
 
     @property
     def optimal(self) -> bool:
@@ -407,9 +418,20 @@ KEYS = (
 )  # fmt: skip
 
 
+def _read_only(obj: object, *names: str) -> None:
+    """Make the mappings and sequences ``names`` of the frozen ``obj`` read-only copies (a report
+    is not changed after it is made, inside either)."""
+    for name in names:
+        value = getattr(obj, name)
+        if isinstance(value, Mapping):
+            object.__setattr__(obj, name, MappingProxyType(dict(value)))
+        elif isinstance(value, list | tuple):
+            object.__setattr__(obj, name, tuple(value))
+
+
 def _plain(value: Any) -> Any:
-    """``value`` as JSON takes it: dicts and lists copied (the report's own stay as they are)."""
-    if isinstance(value, dict):
+    """``value`` as JSON takes it: mappings as dicts, sequences as lists, copied."""
+    if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]

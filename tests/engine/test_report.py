@@ -146,9 +146,11 @@ def test_a_report_and_its_sections_are_frozen():
                       (rep.exchange, "exchange_bytes")):  # fmt: skip
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(obj, name, 0)
+    with pytest.raises(TypeError):  # inside too
+        rep.timings["plan"] = -1.0  # type: ignore[index]
     d = rep.to_dict()
     d["timings"]["plan"] = -1.0
-    assert rep.timings["plan"] >= 0  # the dict is a copy
+    assert rep.timings["plan"] >= 0 and type(d["timings"]) is dict  # to_dict's are plain copies
 
 
 def test_sections_are_there_where_they_apply_and_flatten_to_their_defaults_elsewhere():
