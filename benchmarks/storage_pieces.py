@@ -68,7 +68,7 @@ def wire(K: int, B: int, N: int) -> None:
             decode = statistics.median(t.timings["decode"] for t in ts)
             wire_mb = statistics.median(t.wire_bytes for t in ts) / 1e6
             label = "one batch stored    " if M == 1 else f"M = 2, pieces >= {smallest:4d}"
-            print(f"  K = {K:2d}, B = {B}, N = {N}: {label}  P = {ts[0].subpackets:2d}  "
+            print(f"  K = {K:2d}, B = {B}, N = {N}: {label}  P = {ts[0].units.subpackets:2d}  "
                   f"wire {wire_mb:6.2f} MB  decoding {1000 * decode:5.1f} ms", flush=True)  # fmt: skip
     finally:
         state.MIN_PIECE_BYTES = default

@@ -119,9 +119,10 @@ report, new = drive(
 )
 print(
     f"\nas bytes: {report.wire_symbols} symbols of {pieces.record_bytes} B on the wire "
-    f"({report.payload_bytes} B of payload, {report.header_bytes} B of framing), verified: {report.verified}"
+    f"({report.wire.payload_bytes} B of payload, {report.wire.header_bytes} B of framing), "
+    f"verified: {report.verified}"
 )
 for k in range(K):
     batch = after.batch(k)
     assert np.array_equal(records_of_pieces(new[k], batch, C, 768), records.data[batch])
-assert report.verified and report.wire_symbols == 3 and report.payload_bytes == 3 * 256
+assert report.verified and report.wire_symbols == 3 and report.wire.payload_bytes == 3 * 256

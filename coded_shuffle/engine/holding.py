@@ -19,8 +19,9 @@ the units of one job:
     (:func:`~coded_shuffle.plan.assign_senders`' input);
 ``records(cache, ids, record_bytes)``
     the rows of records ``ids``, whole, from a worker's cache (KeyError if not held);
-``report(rep, dataset)``
-    a transition report on units, given in records of ``dataset`` (counts stay in units).
+``report_units(record_bytes, checked)``
+    what a transition report's counts are in (:class:`~.report.Units`) for records of
+    ``record_bytes``, and the records among ``checked`` units checked.
 
 :class:`Batches` holds whole records or their sub-packets, one batch a worker;
 :class:`PieceStorage` the pieces of ``M > 1`` batches. A scheme
@@ -30,7 +31,6 @@ nothing else branches on ``M``.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,7 +38,7 @@ import numpy as np
 
 from ..codec import Cache, Dataset
 from ..orders import Placement
-from .report import TransitionReport
+from .report import Units
 from .state import pieces_dataset, pieces_placement, records_of_pieces, storage_dataset, storage_pieces
 
 __all__ = ["Holding", "Batches", "PieceStorage", "holding_for"]
@@ -74,7 +74,7 @@ class Holding(Protocol):
 
     def note(self, record_bytes: int) -> str: ...
 
-    def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport: ...
+    def report_units(self, record_bytes: int, checked: int) -> tuple[Units, int]: ...
 
 
 @dataclass(frozen=True)
@@ -137,14 +137,9 @@ class Batches:
         """What a job's header says of this storage: nothing for one batch."""
         return ""
 
-    def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport:
-        if self.q == 1:
-            return rep
-        # the pieces of a record are checked together: records checked = pieces / q
-        return dataclasses.replace(
-            rep, N=dataset.N, record_bytes=dataset.record_bytes,
-            records_checked=rep.records_checked // self.q, subpackets=self.q,
-        )  # fmt: skip
+    def report_units(self, record_bytes: int, checked: int) -> tuple[Units, int]:
+        """Whole records or ``q`` sub-packets; the pieces of a record are checked together."""
+        return Units(subpackets=self.q), checked // self.q
 
 
 @dataclass(frozen=True)
@@ -217,11 +212,10 @@ class PieceStorage:
             return f", storage = {self.M} batches (whole records, each on {self.M} workers)"
         return f", storage = {self.M} batches ({C} pieces of {width} B a record; the table counts pieces)"
 
-    def report(self, rep: TransitionReport, dataset: Dataset) -> TransitionReport:
-        return dataclasses.replace(
-            rep, N=dataset.N, record_bytes=dataset.record_bytes, subpackets=self.pieces, storage=self.M,
-            piece_bytes=self.piece_bytes(dataset.record_bytes),
-        )  # fmt: skip
+    def report_units(self, record_bytes: int, checked: int) -> tuple[Units, int]:
+        """The pieces of a storage of ``M`` batches (the check counts records)."""
+        units = Units(subpackets=self.pieces, storage=self.M, piece_bytes=self.piece_bytes(record_bytes))
+        return units, checked
 
 
 def holding_for(*, K: int, storage: int = 1, subpackets: int = 1, record_bytes: int | None = None) -> Holding:

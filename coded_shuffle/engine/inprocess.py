@@ -34,7 +34,6 @@ import numpy as np
 from .._checks import check_choice, check_int
 from ..codec import Cache, Dataset, load_dataset  # noqa: F401 (load_dataset: doctests)
 from ..errors import IntegrityError
-from ..matrix import shuffle_matrix
 from ..network import Network
 from ..orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401
 from ..plan import STRATEGIES
@@ -291,10 +290,10 @@ def run(
     network : Network, optional
         A network (:class:`coded_shuffle.network.Network`, one batch a worker and whole records):
         every report then has the transition's time bound on it and each mode's predicted time
-        (:meth:`TransitionReport.on_network`; no ``time_gap``: in process no network carries the
-        bytes). With racks the exchange chooses its senders on their links
-        (:func:`~coded_shuffle.plan.assign_senders_racks`), for every ``storage`` (above one
-        batch, without the times).
+        (its ``on_network`` section, :func:`~coded_shuffle.engine.report.on_network`; no
+        ``time_gap``: in process no network carries the bytes). With racks the exchange chooses
+        its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for every
+        ``storage`` (above one batch, without the times).
 
     Returns
     -------
@@ -308,11 +307,11 @@ def run(
     >>> [t.epoch for t in rep.transitions], rep.verified
     ([1, 2], True)
     >>> halves = run(ds, K=3, epochs=2, seed=5, subpackets=2)  # pieces of 4 bytes
-    >>> halves.verified, halves.subpackets, halves.transitions[0].records_checked
+    >>> halves.verified, halves.transitions[0].units.subpackets, halves.transitions[0].records_checked
     (True, 2, 60)
     >>> big = load_dataset(np.random.default_rng(0).integers(0, 256, (60, 2048), dtype=np.uint8))
     >>> kept = run(big, K=3, epochs=2, seed=5, storage=2)  # 2 pieces of 1024 bytes, 2 holders each
-    >>> kept.verified, kept.transitions[0].subpackets, kept.transitions[0].records_checked
+    >>> kept.verified, kept.transitions[0].units.subpackets, kept.transitions[0].records_checked
     (True, 2, 60)
     """
     if not isinstance(dataset, Dataset):
@@ -336,8 +335,9 @@ def run(
                      network=network)  # fmt: skip
     work = scheme.dataset(dataset)
     opts = MasterOptions(
-        strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed
-    )
+        strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed,
+        records=(dataset.N, dataset.record_bytes), network=network,
+    )  # fmt: skip
     schedule = EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
     epochs_of = schedule.epochs(start=0, count=epochs + 1)
     now = next(epochs_of)
@@ -351,16 +351,13 @@ def run(
         )
         # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
         spare = [c.data for c in old]
-        rep = scheme.report(rep, dataset)
-        if network is not None and storage == 1:  # the times are those of whole records
-            rep = rep.on_network(shuffle_matrix(now.placement, nxt.placement), network, measured=False)
         reports.append(rep)
         if on_transition is not None:
             on_transition(rep)
         now = nxt
     return RunReport(
         K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
-        transitions=tuple(reports), subpackets=reports[0].subpackets if reports else scheme.pieces,
+        transitions=tuple(reports), subpackets=scheme.pieces,
         storage=scheme.M,
     )  # fmt: skip
 

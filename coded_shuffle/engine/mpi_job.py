@@ -28,7 +28,6 @@ filled in). The master prints a table, or JSON lines, as each transition ends.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import os
@@ -39,7 +38,6 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..codec import Cache, Dataset, load_dataset, parse_frame
-from ..matrix import shuffle_matrix
 from ..network import Network
 from ..orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order, epoch_placement
 from ..plan import EXCHANGE_MAX_K
@@ -48,7 +46,7 @@ from .mpi import Watchdog, attend, serve
 from .options import JobOptions
 from .probe import ProbedRates
 from .protocol import MasterOptions, master_transition, worker_transition
-from .report import TABLE_COLUMNS, table_cells, table_legend, time_lines
+from .report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
 from .schedule import EpochSchedule
 from .schemes import REGISTRY, SCHEMES, names, registered, scheme_for
 from .state import storage_refusal, synthetic_dataset
@@ -429,16 +427,15 @@ class Results:
     def _print(self, line: str) -> None:
         print(line, file=self.res, flush=True)
 
-    def row(self, rep: Any, S: np.ndarray | None = None) -> None:
-        """One transition's report (``S``: its shuffle matrix, for the times on the network)."""
-        if self.network is not None and S is not None:
-            rep = rep.on_network(S, self.network, measured=True)
+    def row(self, rep: TransitionReport) -> None:
+        """One transition's report (with its times on the network, where the job states one)."""
+        if rep.on_network is not None:
             self._timed.append(rep.to_dict())
         if (
             self.job.multicast is not None
             and rep.mode in CODED
-            and rep.frames
-            and rep.frames_rejected >= rep.frames * rep.K
+            and rep.wire.frames
+            and rep.wire.frames_rejected >= rep.wire.frames * rep.K
         ):
             print(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
                   "records came by the repairs, over MPI", file=sys.stderr, flush=True)  # fmt: skip
@@ -491,25 +488,22 @@ def master(job: JobOptions, link: MPITransport) -> int:
     opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,
+        records=(N, B), network=results.network, measured=True,
     )  # fmt: skip
     all_ok = True
     for t in range(job.start_epoch, job.start_epoch + job.epochs):
         _maybe_fail(job, t + 1)
         p_t1 = ep.following(p_t, t + 1)
         planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
-        timed = results.network is not None and job.storage == 1  # the times count whole records
-        S = shuffle_matrix(p_t, p_t1) if timed else None  # one batch: placements
         for mode in MODES[job.mode]:
             role = master_transition(
                 link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
                 links=_link_counter() if job.count_links else None,
+                baseline=link.baseline_broadcast if mode == "coded" and job.bcast_baseline else None,
             )  # fmt: skip
-            rep = ep.scheme.report(serve(link, role, watchdog=dog), dataset)
-            if mode == "coded" and job.bcast_baseline:
-                n = rep.wire_bytes
-                rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
+            rep = serve(link, role, watchdog=dog)
             all_ok &= rep.verified
-            results.row(rep, S)
+            results.row(rep)
         p_t = p_t1
     dog.close()
     code = results.close(all_ok, several=len(MODES[job.mode]) > 1)

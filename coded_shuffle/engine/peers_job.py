@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from ..codec import Cache, Dataset, load_dataset, record_checksums
-from ..matrix import shuffle_matrix
 from ..orders import epoch_placement
 from ..records import NpyRecords, RecordSource, fixed_record_bytes
 from ..transport import ControlLink, MPITransport
@@ -166,8 +165,10 @@ def peers(job: JobOptions, link: MPITransport) -> int:
     probe = probe_links(link, job, dog)
     sizes = f"K = {K} peers, N = {N}, record = {B} B"
     results = Results(job, K, sizes, scheme.holding.note(B), warm, probe) if link.is_leader else None
-    opts = MasterOptions(max_repair_rounds=job.max_repair_rounds, seed=job.seed)
-    records = catalog(N, B, np.zeros(N, dtype=np.uint64))  # the report's sizes in records
+    opts = MasterOptions(
+        max_repair_rounds=job.max_repair_rounds, seed=job.seed, records=(N, B),
+        network=None if results is None else results.network, measured=True,
+    )  # fmt: skip
     all_ok = True
     for t in range(job.start_epoch, job.start_epoch + job.epochs):
         _maybe_fail(job, t + 1)
@@ -178,10 +179,8 @@ def peers(job: JobOptions, link: MPITransport) -> int:
             tamper=_corrupter(cache, scheme.held(nxt, k)) if corrupt else None, count_links=job.count_links,
         )  # fmt: skip
         if results is not None:
-            rep = scheme.report(rep, records)
             all_ok &= rep.verified
-            timed = results.network is not None and job.storage == 1  # the times count whole records
-            results.row(rep, shuffle_matrix(held, nxt) if timed else None)
+            results.row(rep)
         cache, held = res.cache, nxt
     dog.close()
     code = results.close(all_ok, several=False) if results is not None else 0

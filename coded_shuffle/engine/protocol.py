@@ -35,10 +35,12 @@ import numpy as np
 
 from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset
 from ..errors import IntegrityError
+from ..matrix import shuffle_matrix
+from ..network import Network
 from ..orders import Placement
-from ..transport import LinkStats, Transport
-from .report import TransitionReport
-from .schemes import Encoded, Given, Planned, Scheme, Taken, Tamper, send
+from ..transport import Transport
+from .report import Exchange, Job, Split, TransitionReport, Wire, on_network
+from .schemes import Given, Planned, Scheme, Taken, Tamper, send
 from .state import _spare_rows, digest
 
 __all__ = [
@@ -101,7 +103,14 @@ class Holdings:
 
 @dataclass(frozen=True)
 class MasterOptions:
-    """What the master's role needs besides the shuffle: how to plan, send and report."""
+    """What the master's role needs besides the shuffle: how to plan, send and report.
+
+    For the report: ``seed`` and ``link_mbps`` as given; ``records``, the ``(N, record_bytes)``
+    of the records when the units delivered are pieces of them (None: the dataset delivered
+    holds the records); ``network``, a network to give the transition's times on
+    (:func:`~coded_shuffle.engine.report.on_network`), ``measured`` when the transition runs on
+    it (``run``: the report then compares its seconds with the bound).
+    """
 
     strategy: str = "greedy"
     exact_bound: bool | None = None
@@ -109,6 +118,9 @@ class MasterOptions:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     seed: int | None = None
     link_mbps: float | None = None
+    records: tuple[int, int] | None = None
+    network: Network | None = None
+    measured: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,7 @@ def master_transition(
     opts: MasterOptions,
     planned: Planned | None = None,
     links: Callable[[], tuple[int, int] | None] | None = None,
+    baseline: Callable[[int], float | None] | None = None,
 ) -> Generator[Gather | Announce, Any, TransitionReport | Stopped]:
     """The master's role in one transition; returns its report, or :class:`Stopped`.
 
@@ -198,8 +211,12 @@ def master_transition(
     :class:`~coded_shuffle.engine.schemes.StorageScheme`. ``planned`` is
     the scheme's plan of this shuffle when the caller has it already (several schemes delivering
     the same shuffle). ``links()``, if given, returns the bytes this rank's
-    network interfaces sent and received during the transition (``run --count-links``). Raises
-    :class:`~coded_shuffle.errors.IntegrityError` (after telling the workers) when repairs run out.
+    network interfaces sent and received during the transition (``run --count-links``);
+    ``baseline(n)``, if given, times one plain broadcast of ``n`` bytes after the verdict (the
+    delivery's ``wire_bytes``; the workers take part: ``--bcast-baseline``). The report is made
+    once, at the end, from what the role gathered and ``opts`` (the records' sizes, the
+    network). Raises :class:`~coded_shuffle.errors.IntegrityError` (after telling the workers)
+    when repairs run out.
     """
     if planned is None:
         planned = scheme.plan(p_t, p_t1, dataset, strategy=opts.strategy, exact_bound=opts.exact_bound)
@@ -236,90 +253,62 @@ def master_transition(
     check_s = time.perf_counter() - tic
     yield Announce(bool(ok))
     counts = [links(), *(h.links for h in held)] if links is not None else []
-    return _report(
-        planned, p_t.K, dataset, scheme, encoded, first, held,
-        epoch=epoch, opts=opts, coded=coded, total=total, rejected=rejected, repairs=repairs,
-        rounds=rounds, checked=checked, verified=bool(ok), seconds=seconds,
-        control=link.control_bytes - control, counts=counts,
-        timings={
-            "plan": plan_s, "encode": encoded.encode_seconds, "send": send_s,
-            "deliver": max(s.deliver_seconds for s in first), "decode": max(s.decode_seconds for s in first),
-            "repair": repair_s, "check": check_s,
-            "paced_wait": (pace.waited - waited) if pace is not None else 0.0,
-        },
+    bcast = (int(total.bytes), baseline(int(total.bytes))) if baseline is not None else None
+    timings = {
+        "plan": plan_s, "encode": encoded.encode_seconds, "send": send_s,
+        "deliver": max(s.deliver_seconds for s in first), "decode": max(s.decode_seconds for s in first),
+        "repair": repair_s, "check": check_s,
+        "paced_wait": (pace.waited - waited) if pace is not None else 0.0,
+    }  # fmt: skip
+    N, B = opts.records if opts.records is not None else (dataset.N, dataset.record_bytes)
+    units, records_checked = scheme.holding.report_units(B, checked)
+    wire = Wire(
+        xor_symbols=encoded.xor_symbols, lone_symbols=encoded.lone_symbols,
+        payload_bytes=int(encoded.payload_bytes), header_bytes=int(encoded.header_bytes),
+        frames=int(encoded.n_frames), frames_rejected=int(rejected),
+        repair_bytes=int(total.bytes - coded.bytes),
+        max_received_bytes=max((int(s.received_bytes) for s in first), default=0),
+        control_bytes=int(link.control_bytes - control), link_mbps=opts.link_mbps,
+    )  # fmt: skip
+    whole = (units.storage, units.subpackets) == (1, 1)  # the times count whole records, one batch
+    return TransitionReport(
+        epoch=epoch, mode=scheme.name, K=p_t.K, N=N, record_bytes=B,
+        strategy=opts.strategy, coded_symbols=planned.coded_symbols, uncoded_symbols=planned.uncoded_symbols,
+        coded_bytes=planned.coded_bytes, uncoded_bytes=planned.uncoded_bytes,
+        planned_symbols=encoded.planned_symbols, wire_symbols=int(total.symbols), wire_bytes=int(total.bytes),
+        lower_bound=planned.lower_bound, lower_bound_exact=planned.lower_bound_exact,
+        repairs=repairs, repair_rounds=rounds, records_checked=records_checked, verified=bool(ok),
+        seconds=seconds, timings=timings, seed=opts.seed,
+        download_bound_bytes=planned.download_bound_bytes, upload_bound_bytes=planned.upload_bound_bytes,
+        wire=wire, units=units, exchange=_exchange(first),
+        split=None if encoded.split_uplink_bound is None else Split(encoded.split_uplink_bound),
+        on_network=None if opts.network is None or not whole else on_network(
+            shuffle_matrix(p_t, p_t1), opts.network, record_bytes=B, coded_bytes=planned.coded_bytes,
+            lower_bound=planned.lower_bound, seconds=seconds, measured=opts.measured, units=units,
+        ),
+        job=_job(held, counts, bcast),
     )  # fmt: skip
 
 
-def _report(
-    planned: Planned,
-    K: int,
-    dataset: Dataset,
-    scheme: Scheme,
-    sent: Encoded,
-    first: list[Status],
-    held: list[Holdings],
-    *,
-    epoch: int,
-    opts: MasterOptions,
-    coded: LinkStats,
-    total: LinkStats,
-    rejected: int,
-    repairs: int,
-    rounds: int,
-    checked: int,
-    verified: bool,
-    seconds: float,
-    control: int,
-    counts: list[Any],
-    timings: dict[str, float],
-) -> TransitionReport:
-    """The :class:`TransitionReport` of one transition, from what the master sent and gathered."""
+def _exchange(first: list[Status]) -> Exchange | None:
+    """What the workers sent each other in the delivery (their posts ``first``), if anything."""
+    sent = [(int(s.sent_bytes), int(s.sent_header_bytes)) for s in first]
+    if not any(b or h for b, h in sent):
+        return None
+    return Exchange(sum(b for b, _ in sent), sum(h for _, h in sent), max(b for b, _ in sent))
+
+
+def _job(held: list[Holdings], counts: list[Any], bcast: tuple[int, float | None] | None) -> Job | None:
+    """The MPI program's figures: the workers' digests, the links' byte counts, the baseline."""
     digests = [h.digest for h in held]
-    return TransitionReport(
-        epoch=epoch,
-        mode=scheme.name,
-        K=K,
-        N=dataset.N,
-        record_bytes=dataset.record_bytes,
-        strategy=opts.strategy,
-        coded_symbols=planned.coded_symbols,
-        uncoded_symbols=planned.uncoded_symbols,
-        lower_bound=planned.lower_bound,
-        lower_bound_exact=planned.lower_bound_exact,
-        optimal=planned.coded_symbols == planned.lower_bound,
-        planned_symbols=sent.planned_symbols,
-        xor_symbols=sent.xor_symbols,
-        lone_symbols=sent.lone_symbols,
-        wire_symbols=int(total.symbols),
-        wire_bytes=int(total.bytes),
-        payload_bytes=int(sent.payload_bytes),
-        header_bytes=int(sent.header_bytes),
-        framing_overhead=float(sent.header_bytes / sent.payload_bytes) if sent.payload_bytes else 0.0,
-        coded_bytes=planned.coded_bytes,
-        uncoded_bytes=planned.uncoded_bytes,
-        frames=int(sent.n_frames),
-        frames_rejected=int(rejected),
-        repairs=repairs,
-        repair_bytes=int(total.bytes - coded.bytes),
-        repair_rounds=rounds,
-        records_checked=checked,
-        verified=verified,
-        seconds=seconds,
-        timings=timings,
-        seed=opts.seed,
-        link_mbps=opts.link_mbps,
-        control_bytes=int(control),
-        exchange_bytes=sum(int(s.sent_bytes) for s in first),
-        exchange_header_bytes=sum(int(s.sent_header_bytes) for s in first),
-        max_sent_bytes=max((int(s.sent_bytes) for s in first), default=0),
-        max_received_bytes=max((int(s.received_bytes) for s in first), default=0),
-        download_bound_bytes=planned.download_bound_bytes,
-        upload_bound_bytes=planned.upload_bound_bytes,
-        split_uplink_bound=sent.split_uplink_bound,
-        digests=None if any(d is None for d in digests) else [str(d) for d in digests],
-        link_tx_bytes=[int(c[0]) for c in counts] if counts and None not in counts else None,
-        link_rx_bytes=[int(c[1]) for c in counts] if counts and None not in counts else None,
+    job = Job(
+        digests=None if any(d is None for d in digests) else tuple(str(d) for d in digests),
+        link_tx_bytes=tuple(int(c[0]) for c in counts) if counts and None not in counts else None,
+        link_rx_bytes=tuple(int(c[1]) for c in counts) if counts and None not in counts else None,
+        bcast_bytes=None if bcast is None else bcast[0],
+        bcast_seconds=None if bcast is None else bcast[1],
     )
+    return None if job == Job() else job
 
 
 def _status(t: Taken, failed: np.ndarray, given: Given) -> Status:

@@ -174,13 +174,13 @@ class InProcessLoader:
             now = schedule.epoch(t, before)
             previous, held, placement = before.held, now.held, now.placement
             opts = MasterOptions(
-                strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed
-            )
+                strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed,
+                records=(self.dataset.N, self.dataset.record_bytes),
+            )  # fmt: skip
             report, caches = drive(
                 self.transport, scheme, self._work, old, (previous, held), epoch=t, opts=opts,
                 spare=self._spare,
             )  # fmt: skip
-            report = scheme.report(report, self.dataset)
             if not report.verified:
                 raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
             # Epoch t - 1's buffers will hold epoch t + 1's records (the rows yielded are copies).

@@ -243,14 +243,17 @@ class MPILoader:
         held = now.held
         for k in range(K):  # setup: each worker starts with its batch (its share) of the first epoch
             link.send_rows(k, work.data[scheme.held(held, k)])
-        opts = MasterOptions(strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed)
+        opts = MasterOptions(
+            strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed,
+            records=(N, ds.record_bytes),
+        )  # fmt: skip
         reports = self.reports
         try:
             for t in range(first + 1, first + self.epochs):
                 now = schedule.epoch(t, now)
                 nxt = now.held
                 role = master_transition(link, scheme, work, held, nxt, epoch=t, opts=opts)
-                report = scheme.report(serve(link, role, watchdog=dog), ds)
+                report = serve(link, role, watchdog=dog)
                 if isinstance(report, Stopped):  # a worker stopped: the job ends here
                     self.stopped_by = link.share(report.workers[0])
                     return list(reports)

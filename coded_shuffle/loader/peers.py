@@ -114,9 +114,8 @@ class PeerLoader(MPILoader):
         cache = own_units(scheme, self._records, held, k)
         n_units = N * scheme.pieces
         units = catalog(n_units, scheme.piece_bytes(B), checksum_table(link, cache, n_units))
-        records = catalog(N, B, np.zeros(N, dtype=np.uint64))
         dog = self._watchdog(N, B)
-        opts = MasterOptions(max_repair_rounds=self.max_repair_rounds, seed=self.seed)
+        opts = MasterOptions(max_repair_rounds=self.max_repair_rounds, seed=self.seed, records=(N, B))
         spare = np.zeros_like(cache.data)
         t, ended = first, False
         try:
@@ -137,7 +136,7 @@ class PeerLoader(MPILoader):
                 if not res.verified:
                     raise IntegrityError(f"Epoch {t}: the workers' records did not match the checksums.")
                 if rep is not None:  # the leader's: counts in units, sizes in records
-                    self.reports.append(scheme.report(rep, records))
+                    self.reports.append(rep)
                 spare, cache, held, now = cache.data, res.cache, nxt, upcoming
                 yield _batch(
                     t, k, now.batch(k), cache, layout, decoded=res.decoded, scheme=scheme,

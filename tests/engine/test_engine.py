@@ -47,7 +47,7 @@ def test_run_several_epochs_bit_exact(rng):
     for t in rep.transitions:
         assert t.lower_bound <= t.coded_symbols <= t.uncoded_symbols
         assert t.coded_bytes == t.coded_symbols * 24 and t.uncoded_bytes == t.uncoded_symbols * 24
-        assert t.wire_bytes == t.coded_bytes + t.header_bytes
+        assert t.wire_bytes == t.coded_bytes + t.wire.header_bytes
         assert t.records_checked == 500 and t.repairs == 0
     d = json.loads(json.dumps(rep.to_dict()))
     assert REQUIRED <= set(d["transitions"][0])
@@ -111,13 +111,13 @@ def test_corrupted_symbols_are_repaired(rng, kind):
     rep, caches = transition(ds, initial_caches(ds, p0), p0, p1, epoch=1, transport=link)
     _bytes_exact(ds, caches, p1)
     assert rep.verified and rep.records_checked == 240
-    assert rep.repairs > 0 and rep.repair_rounds >= 1 and rep.repair_bytes > 0
-    assert rep.wire_bytes == rep.coded_bytes + rep.header_bytes + rep.repair_bytes
+    assert rep.repairs > 0 and rep.repair_rounds >= 1 and rep.wire.repair_bytes > 0
+    assert rep.wire_bytes == rep.coded_bytes + rep.wire.header_bytes + rep.wire.repair_bytes
     if kind in ("truncate", "header", "drop", "wrong-epoch"):
         # every moved point of workers 0..2 was re-sent alone
         moved = (p0.owner != p1.owner) & (p1.owner != 3)
         assert rep.repairs == int(moved.sum())
-        assert rep.frames_rejected == (0 if kind == "drop" else 3)
+        assert rep.wire.frames_rejected == (0 if kind == "drop" else 3)
     if kind == "repair-too":
         assert rep.repair_rounds >= 2
 
@@ -232,13 +232,14 @@ def test_run_on_a_network_reports_the_times_and_auto_chooses_by_them():
         assert rep.verified
         t = rep.transitions[0]
         picked[str(net)] = t.mode
-        p = {m: v for m, v in t.predicted_seconds.items() if v is not None}  # None: not on this network
-        assert (
-            t.choice == min(p, key=p.get) and t.time_bound_seconds <= min(p.values()) and t.time_gap is None
-        )
+        on = t.on_network
+        p = {m: v for m, v in on.predicted_seconds.items() if v is not None}  # None: not on this network
+        assert on.choice == min(p, key=p.get) and on.time_bound_seconds <= min(p.values())
+        assert on.time_gap is None
     assert picked == {str(switch): "exchange", str(edge): "split"}
     plain = simulate(K=4, N=800, record_bytes=64, epochs=1, seed=3).transitions[0]
-    assert plain.network is None and plain.predicted_seconds is None and plain.time_bound_seconds is None
+    assert plain.on_network is None
+    assert plain.to_dict()["network"] is None and plain.to_dict()["predicted_seconds"] is None
 
 
 @pytest.mark.parametrize(

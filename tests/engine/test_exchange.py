@@ -35,9 +35,9 @@ def test_every_worker_ends_with_its_batch_byte_for_byte(K, M, B):
         p0, p1 = (epoch_placement(ds.N, K, seed=2, epoch=e) for e in (tr.epoch - 1, tr.epoch))
         moved = np.asarray(p0.owner) != np.asarray(p1.owner)
         into = np.bincount(np.asarray(p1.owner)[moved], minlength=K) * math.comb(K - 2, t) * width
-        assert tr.max_received_bytes == tr.download_bound_bytes == into.max()
-        assert tr.exchange_bytes == into.sum()
-        assert tr.upload_bound_bytes <= tr.max_sent_bytes < tr.upload_bound_bytes + width
+        assert tr.wire.max_received_bytes == tr.download_bound_bytes == into.max()
+        assert tr.exchange.exchange_bytes == into.sum()
+        assert tr.upload_bound_bytes <= tr.exchange.max_sent_bytes < tr.upload_bound_bytes + width
 
 
 def test_the_exchange_holds_what_the_coded_scheme_holds():
@@ -48,7 +48,7 @@ def test_the_exchange_holds_what_the_coded_scheme_holds():
         assert (a.coded_symbols, a.lower_bound, a.download_bound_bytes) == (
             b.coded_symbols, b.lower_bound, b.download_bound_bytes,
         )  # fmt: skip
-        assert b.max_received_bytes < a.max_received_bytes  # a worker receives only what it misses
+        assert b.wire.max_received_bytes < a.wire.max_received_bytes  # a worker receives only what it misses
 
 
 def test_a_damaged_unit_from_a_peer_is_repaired():
@@ -79,7 +79,7 @@ def test_storage_cuts_the_busiest_download_by_K_minus_M_over_K_minus_1():
     down = {
         M: simulate(K=K, N=N, record_bytes=B, epochs=1, seed=1, storage=M, mode="exchange")
         .transitions[0]
-        .max_received_bytes
+        .wire.max_received_bytes
         for M in (1, 2, 3)
     }
     assert down[2] * (K - 1) == down[1] * (K - 2)
@@ -152,6 +152,6 @@ def test_the_in_process_loader_delivers_by_the_exchange(M):
             assert np.array_equal(b.ids, want[k]) and np.array_equal(b.records, X[want[k]])
     for ep in epochs[1:]:
         assert ep.report.mode == "exchange" and ep.report.wire_bytes == 0 and ep.report.verified
-        assert ep.report.max_received_bytes == ep.report.download_bound_bytes
+        assert ep.report.wire.max_received_bytes == ep.report.download_bound_bytes
     with pytest.raises(ValueError, match="'scheme' must be 'coded' or 'exchange'"):
         InProcessLoader(X, K=3, epochs=2, scheme="uncoded")

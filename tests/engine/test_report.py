@@ -1,4 +1,5 @@
-"""The rows of ``coded-shuffle run``'s table (coded_shuffle.engine.report), from in-process reports.
+"""The transition report (coded_shuffle.engine.report): its keys as docs/cli.md and docs/mpi.md list
+them, frozen, its sections where they apply; and the rows of ``coded-shuffle run``'s table.
 
 Each row's counts are in its own mode's units and each bound its own mode's; the oracle is the
 placements themselves: what each worker misses, counted record by record (or piece by piece).
@@ -6,16 +7,23 @@ placements themselves: what each worker misses, counted record by record (or pie
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from coded_shuffle.bounds import lower_bound
 from coded_shuffle.engine import simulate
-from coded_shuffle.engine.report import TABLE_COLUMNS, table_cells, table_legend
+from coded_shuffle.engine.report import KEYS, TABLE_COLUMNS, table_cells, table_legend
 from coded_shuffle.engine.state import storage_pieces
 from coded_shuffle.matrix import shuffle_matrix
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.storage import piece_placement
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _row(rep) -> dict[str, str]:
@@ -95,6 +103,66 @@ def test_a_split_row_counts_both_halves_against_its_own_bound():
         if p0.owner[r] != exchanged.owner[r]:
             gives[int(p0.owner[r])] += 1
     W, down, _ = _brute(N, K, seed)
-    assert 0 < sum(gives) < W and rep.split_uplink_bound == max(L, max(gives))
+    assert 0 < sum(gives) < W and rep.split.split_uplink_bound == max(L, max(gives))
     assert row["unit"] == "sym+rec" and row["planned"] == str(rep.planned_symbols + sum(gives))
     assert row["bound d/u"] == f"{down}/{max(L, max(gives))}"
+
+
+def _documented_keys(path: str, heading: str) -> set[str]:
+    """The keys a docs page's table of the transition report names (its first column)."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    rows = text[text.index(heading) :].split("\n| key | meaning |\n| --- | --- |\n", 1)[1]
+    keys: set[str] = set()
+    for line in rows.split("\n"):
+        if not line.startswith("|"):
+            break
+        keys |= set(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    return keys
+
+
+def _reports():
+    from coded_shuffle.network import Network
+
+    net = Network.parse("master=1000,up=200,down=1000,multicast")
+    yield simulate(K=3, N=60, record_bytes=16, epochs=1, seed=2).transitions[0]
+    yield simulate(K=3, N=60, record_bytes=16, epochs=1, seed=2, mode="split", network=net).transitions[0]
+    yield simulate(K=4, N=60, record_bytes=2048, epochs=1, seed=2, mode="exchange", storage=2).transitions[0]
+
+
+def test_to_dict_has_exactly_the_keys_the_docs_list():
+    cli = _documented_keys("docs/cli.md", "## The transition report")
+    mpi = _documented_keys("docs/mpi.md", "## The report")
+    assert cli == mpi == set(KEYS)
+    for rep in _reports():
+        d = rep.to_dict()
+        assert list(d) == list(KEYS)
+        assert json.loads(json.dumps(d)) == d  # plain values
+
+
+def test_a_report_and_its_sections_are_frozen():
+    rep = simulate(K=3, N=60, record_bytes=16, epochs=1, seed=2, mode="exchange").transitions[0]
+    assert rep.exchange is not None
+    for obj, name in ((rep, "verified"), (rep, "wire"), (rep.wire, "frames"), (rep.units, "storage"),
+                      (rep.exchange, "exchange_bytes")):  # fmt: skip
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, name, 0)
+    with pytest.raises(TypeError):  # inside too
+        rep.timings["plan"] = -1.0  # type: ignore[index]
+    d = rep.to_dict()
+    d["timings"]["plan"] = -1.0
+    assert rep.timings["plan"] >= 0 and type(d["timings"]) is dict  # to_dict's are plain copies
+
+
+def test_sections_are_there_where_they_apply_and_flatten_to_their_defaults_elsewhere():
+    coded, split, stored = _reports()
+    assert coded.exchange is None and coded.split is None and coded.on_network is None and coded.job is None
+    d = coded.to_dict()
+    absent = ("exchange_bytes", "max_sent_bytes", "split_uplink_bound", "network", "digests")
+    assert [d[k] for k in absent] == [0, 0, None, None, None]
+    assert coded.sent_bytes == d["sent_bytes"] == coded.wire_bytes > 0
+    assert split.split is not None and split.exchange is not None and split.on_network is not None
+    x = split.exchange
+    assert split.sent_bytes == split.wire_bytes + x.exchange_bytes + x.exchange_header_bytes
+    assert split.to_dict()["choice"] == split.on_network.choice
+    assert stored.units.storage == 2 and stored.wire_bytes == 0 and stored.exchange is not None
+    assert stored.to_dict()["piece_bytes"] == stored.units.piece_bytes == -(-2048 // stored.units.subpackets)

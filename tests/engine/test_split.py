@@ -63,11 +63,11 @@ def test_a_split_is_verified_and_its_two_halves_carry_every_moved_record():
         n_coded = int(np.sum(coded.owner != p0.owner))
         assert t.mode == "split" and t.repairs == 0
         assert n_coded + n_exchanged == int(np.sum(p0.owner != p1.owner)) == t.uncoded_symbols
-        assert t.exchange_bytes == n_exchanged * B  # each exchanged record once, alone
+        assert t.exchange.exchange_bytes == n_exchanged * B  # each exchanged record once, alone
         # the master's symbols: XOR pairs of coded movers and the rest alone, so between half of them and all
-        assert n_coded / 2 <= t.planned_symbols <= n_coded and t.xor_symbols > 0
+        assert n_coded / 2 <= t.planned_symbols <= n_coded and t.wire.xor_symbols > 0
         assert t.planned_symbols < t.coded_symbols  # fewer than coding the whole shuffle
-        assert t.choice == "split" and t.split_coded_share == pytest.approx(share)
+        assert t.on_network.choice == "split" and t.on_network.split_coded_share == pytest.approx(share)
 
 
 def test_auto_chooses_the_split_where_it_is_predicted_fastest_and_not_without_multicast():

@@ -52,8 +52,8 @@ def test_every_worker_ends_with_its_share_and_its_batch_byte_for_byte(K, M, B):
             pad[:, :B] = ds.data
             assert np.array_equal(c.data, pad.reshape(-1, work.record_bytes)[held])
         assert rep.wire_symbols == rep.coded_symbols == rep.planned_symbols
-        assert rep.payload_bytes == rep.coded_symbols * work.record_bytes
-        assert rep.wire_bytes == rep.payload_bytes + rep.header_bytes
+        assert rep.wire.payload_bytes == rep.coded_symbols * work.record_bytes
+        assert rep.wire_bytes == rep.wire.payload_bytes + rep.wire.header_bytes
         assert rep.lower_bound <= rep.coded_symbols <= rep.uncoded_symbols
         pp = nxt
 
@@ -62,7 +62,8 @@ def test_run_with_storage_reports_pieces_and_checks_every_record():
     rep = run(records(240, 8192), K=8, epochs=2, seed=1, storage=2)
     assert rep.verified and rep.storage == 2
     for t in rep.transitions:
-        assert (t.storage, t.subpackets, t.piece_bytes, t.records_checked) == (2, 7, 1171, 240)
+        u = t.units
+        assert (u.storage, u.subpackets, u.piece_bytes, t.records_checked) == (2, 7, 1171, 240)
         assert t.mode == "coded" and t.N == 240 and t.record_bytes == 8192
         d = t.to_dict()
         assert d["storage"] == 2 and d["optimality_gap"] >= 0
@@ -103,7 +104,7 @@ def test_storage_one_is_todays_delivery_exactly():
     assert [dataclasses.replace(t, **drop) for t in a.transitions] == [
         dataclasses.replace(t, **drop) for t in b.transitions
     ]
-    assert all(t.storage == 1 and t.piece_bytes is None for t in b.transitions)
+    assert all(t.units.storage == 1 and t.units.piece_bytes is None for t in b.transitions)
 
 
 @pytest.mark.parametrize(
@@ -198,7 +199,7 @@ def test_in_process_loader_with_storage_yields_the_same_batches_for_fewer_bytes(
             assert np.array_equal(x.ids, y.ids) and y.records.tobytes() == X[y.ids].tobytes()
             assert x.decoded == y.decoded
     for r, r1 in zip(kept.reports, (e.report for e in whole[1:]), strict=True):
-        assert r.verified and r.storage == 2 and r.subpackets == 3 and r.records_checked == 120
+        assert r.verified and r.units.storage == 2 and r.units.subpackets == 3 and r.records_checked == 120
         assert r.wire_bytes < r1.wire_bytes  # the pieces kept are not sent again
 
 
@@ -219,7 +220,7 @@ def test_loaders_serve_rows_too_small_for_a_piece_of_every_label():
         for a, b in zip(whole, kept, strict=True):
             for x, y in zip(a.batches, b.batches, strict=True):
                 assert np.array_equal(x.ids, y.ids) and y.records.tobytes() == X[y.ids].tobytes()
-        assert all(r.verified and r.subpackets == P and r.storage == 2 for r in kept.reports)
+        assert all(r.verified and r.units.subpackets == P and r.units.storage == 2 for r in kept.reports)
 
 
 @pytest.mark.mpi

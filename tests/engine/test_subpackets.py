@@ -184,7 +184,7 @@ def test_simulate_pieces_end_to_end():
     assert rep.verified and rep.subpackets == q
     for t in rep.transitions:
         S = shuffle_matrix(*(epoch_placement(N, K, seed=1, epoch=e) for e in (t.epoch - 1, t.epoch)))
-        assert (t.N, t.record_bytes, t.subpackets, t.records_checked, t.repairs) == (N, B, q, N, 0)
+        assert (t.N, t.record_bytes, t.units.subpackets, t.records_checked, t.repairs) == (N, B, q, N, 0)
         assert t.coded_symbols == q * rates(S, strategy="exact", subpackets=q).coded
         assert t.lower_bound == q * lower_bound(S).value <= t.coded_symbols
         assert t.uncoded_symbols == q * rates(S).uncoded

@@ -304,7 +304,7 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
     for i, (r, ref) in enumerate(zip(reports, engine.transitions[start:], strict=True)):
         assert r["verified"] and r["records_checked"] == N
         assert r["coded_bytes"] == ref.coded_bytes and r["uncoded_bytes"] == ref.uncoded_bytes
-        assert r["coded_symbols"] == ref.coded_symbols and r["header_bytes"] == ref.header_bytes
+        assert r["coded_symbols"] == ref.coded_symbols and r["header_bytes"] == ref.wire.header_bytes
         if fault == "once" and i == 0:  # every record worker 0 decoded was re-sent alone
             assert (
                 r["repairs"]

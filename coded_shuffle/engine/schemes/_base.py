@@ -233,8 +233,6 @@ class Scheme(Protocol):
 
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray: ...
 
-    def report(self, rep: Any, dataset: Dataset) -> Any: ...
-
     # ---- the master's half
     def plan(
         self, p_t: Placement, p_t1: Placement, dataset: Dataset, *, strategy: str, exact_bound: bool | None
@@ -354,10 +352,6 @@ class SchemeBase(Scheme):
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
         """The rows of records ``ids`` (any order), whole, from a worker's cache; KeyError if not held."""
         return self.holding.records(cache, ids, record_bytes)
-
-    def report(self, rep: Any, dataset: Dataset) -> Any:
-        """A report of this scheme's transitions given in records of ``dataset`` (counts in units)."""
-        return self.holding.report(rep, dataset)
 
     # ---- the transition
 
