@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import MasterOptions
-from ..engine.mpi import Rounds, attend, lead
+from ..engine.mpi import Rounds, attend, lead, setup_step
 from ..engine.peers_job import catalog, checksum_table, own_units, peer_transition
 from ..engine.protocol import Stopped, master_transition, worker_stop
 from ..engine.schedule import EpochSchedule
@@ -112,9 +112,11 @@ class PeerLoader(MPILoader):
         held = now.held
         cache = own_units(scheme, self._rows, held, k, B)
         n_units = N * scheme.pieces
-        units = catalog(n_units, scheme.piece_bytes(B), checksum_table(link, cache, n_units))
-        records = catalog(N, B, np.zeros(N, dtype=np.uint64))
         dog = self._watchdog(N, B)
+        with setup_step(link, dog, "checksums"):  # bounded, as the transitions (engine.mpi.setup_step)
+            table = checksum_table(link, cache, n_units)
+        units = catalog(n_units, scheme.piece_bytes(B), table)
+        records = catalog(N, B, np.zeros(N, dtype=np.uint64))
         opts = MasterOptions(max_repair_rounds=self.max_repair_rounds, seed=self.seed)
         spare = np.zeros_like(cache.data)
         t, ended = first, False

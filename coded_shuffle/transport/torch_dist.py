@@ -381,8 +381,9 @@ class TorchTransport(FramedLink):
         works, *_keep = self._isend_value(value, self.root, _POST)
         ok, word = self._irecv_value(self.root, _WORD, time.monotonic() + timeout)
         if not ok:
+            who = "the leader" if self.peers else "the master"
             raise RankTimeout(
-                f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
+                f"no word from {who} (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
             )
         for w in works:
             self._wait(w, self.root)
