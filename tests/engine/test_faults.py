@@ -171,3 +171,18 @@ def test_rank_frozen_at_startup_ends_the_job_with_one_line_naming_it(mode, rank,
     assert took < (6 if rank == 0 and step != "start" else 3) + 4.0, err
     assert wait_gone(seed) < 5.0
 
+
+def test_rank_killed_is_named_in_the_closing_line():
+    """A rank killed (SIGKILL) mid-job: ``mpiexec`` ends the others, and the launcher's closing
+    line names the rank and its role: the launcher watched the pids the ranks marked."""
+    cmd = launch_program("--points", "60", "--record-bytes", "16", "--transitions", "2", "--seed", "700401",
+                         "--fail-rank", "2", "--fail-epoch", "1", "--fail-how", "kill", ranks=3)  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    # How it ended is read from the dead rank while it is a zombie, or from hydra's report where
+    # that names it (at times hydra names another rank, one it killed after): else "ended first".
+    named = "coded-shuffle: error: the MPI job failed: rank 2 (worker 1)"
+    hows = ("was killed by SIGKILL", "ended first")
+    assert last in [f"{named} {how} (mpiexec exit status 9)" for how in hows], proc.stderr
+    assert wait_gone("700401") < 5.0
