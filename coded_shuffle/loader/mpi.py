@@ -318,7 +318,7 @@ class MPILoader:
         held = now.held
         spare = np.zeros_like(cache.data)
         t = first
-        ended = False
+        ended = closed = False
         try:
             yield _batch(
                 first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
@@ -347,10 +347,14 @@ class MPILoader:
                 )  # fmt: skip
             ended = True
             link.share()
+        except GeneratorExit:  # closed where it yielded an epoch: this worker stops early
+            closed = True
+            raise
         finally:
             # A forked copy (a DataLoader worker) never speaks for the rank, nor a process that is
-            # ending on an uncaught exception (a crash is not a stop: its launcher reports it).
-            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
+            # ending on an uncaught exception (a crash is not a stop: its launcher reports it), nor
+            # a transition that failed midway (its error is raised).
+            if closed and not ended and os.getpid() == self._pid and not _crashing():
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
                     attend(link, worker_stop(), watchdog=dog)
                 self.stopped_by = link.share()

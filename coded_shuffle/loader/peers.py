@@ -119,7 +119,7 @@ class PeerLoader(MPILoader):
         records = catalog(N, B, np.zeros(N, dtype=np.uint64))
         opts = MasterOptions(max_repair_rounds=self.max_repair_rounds, seed=self.seed)
         spare = np.zeros_like(cache.data)
-        t, ended = first, False
+        t, ended, closed = first, False, False
         try:
             yield _batch(
                 first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
@@ -146,8 +146,11 @@ class PeerLoader(MPILoader):
                 )  # fmt: skip
             ended = True
             link.share(None)
-        finally:
-            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
+        except GeneratorExit:  # closed where it yielded an epoch: this worker stops early
+            closed = True
+            raise
+        finally:  # a transition that failed midway is no stop: its error is raised
+            if closed and not ended and os.getpid() == self._pid and not _crashing():
                 stopped = None
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
                     stopped = self._stop(held, schedule.epoch(t + 1, now).held, units, t + 1, opts, dog)
