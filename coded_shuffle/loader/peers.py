@@ -24,10 +24,11 @@ from .mpi import MPILoader
 __all__ = ["PeerLoader", "peer_link"]
 
 
-def peer_link() -> MPITransport | TorchTransport:
-    """The link of a job of peers: over ``torch.distributed`` when it is initialized, else MPI."""
+def peer_link(*, join_timeout: float | None = None) -> MPITransport | TorchTransport:
+    """The link of a job of peers: over ``torch.distributed`` when it is initialized, else MPI
+    (``join_timeout``: see :class:`~coded_shuffle.transport.TorchTransport`)."""
     if torch_world() is not None:
-        return TorchTransport(peers=True)
+        return TorchTransport(peers=True, join_timeout=join_timeout)
     refusal = torchrun_refusal()
     if refusal is not None:
         raise TransportError(refusal)
