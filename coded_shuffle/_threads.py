@@ -87,7 +87,11 @@ def run_pieces(
             stop.set()
             raise
 
-    other = _POOL[0].submit(run, 1)
+    try:
+        other = _POOL[0].submit(run, 1)
+    except RuntimeError:  # the interpreter shuts its executors down (a prefetch thread at exit)
+        run(0)  # every piece on this thread
+        return
     try:
         run(0)
     except BaseException:

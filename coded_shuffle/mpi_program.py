@@ -9,7 +9,7 @@ it parses the options of an MPI job (:mod:`coded_shuffle.cli.job`, the specifica
 ``coded-shuffle run`` shares), sets MPICH's environment, and runs the job's master on rank 0 and
 its workers on ranks ``1..K`` (:mod:`coded_shuffle.engine.mpi_job`). Run with ``python -m
 mpi4py`` so that an exception on any rank aborts the whole job. Nothing here imports ``mpi4py``
-at import time: :func:`main` initializes MPI through :func:`coded_shuffle.transport.mpi_world`.
+at import time: :func:`main` initializes MPI through :func:`coded_shuffle.transport.mpi_start`.
 See docs/mpi.md for the options and the report.
 """
 
@@ -29,10 +29,20 @@ from .cli.job import (
     job_options,
     multicast_scope,
 )
-from .engine.mpi_job import MODES, PROG, master, worker
+from .engine.mpi import setup_step
+from .engine.mpi_job import (
+    MODES,
+    PROG,
+    STARTUP_STEPS,
+    _maybe_fail,
+    master,
+    start_watchdog,
+    startup_timeout,
+    worker,
+)
 from .engine.schemes import runs_among_peers
 from .network import Network
-from .transport import MPITransport, TokenBucket, mpi_exit, mpi_refuse, mpi_world
+from .transport import MPITransport, TokenBucket, launch_rank, mpi_exit, mpi_refuse, mpi_start
 from .transport.multicast import parse_group
 
 __all__ = ["MODES", "check_data_file", "ignored_options", "main", "parse_args"]
@@ -71,7 +81,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bcast-baseline", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--fail-rank", type=_non_negative, help=argparse.SUPPRESS)
     p.add_argument("--fail-epoch", type=_positive, help=argparse.SUPPRESS)
-    p.add_argument("--fail-how", choices=("raise", "exit", "stop"), default="raise", help=argparse.SUPPRESS)
+    p.add_argument("--fail-at", choices=(*STARTUP_STEPS, "probe"), help=argparse.SUPPRESS)
+    hows = ("raise", "exit", "kill", "stop")
+    p.add_argument("--fail-how", choices=hows, default="raise", help=argparse.SUPPRESS)
     p.add_argument("--corrupt-worker", type=_non_negative, help=argparse.SUPPRESS)
     p.add_argument("--multicast-drop", type=float, default=0.0, help=argparse.SUPPRESS)
     # The workers' exchange in rounds of matchings or all at once (the default; for benchmarks).
@@ -96,13 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     # MPI starts.
     if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
         os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
-    comm = mpi_world()
+    rank = launch_rank()
+    _maybe_fail(job, at="start", rank=-1 if rank is None else rank)
+    # MPI's start waits for every rank: bounded as every later step is. Under coded-shuffle run the
+    # ranks mark the launcher's directory (the status file's), which then names the missing ones.
+    markers = os.path.dirname(os.path.abspath(job.status_file)) if job.status_file else None
+    comm = mpi_start(startup_timeout(job), prog=PROG, markers=markers)
+    dog = start_watchdog(job, comm.Get_rank())
     if runs_among_peers(MODES[job.mode]):  # no master: every rank a worker
         from .engine.peers_job import peers
 
         link = MPITransport(comm, peers=True)
         link.exchange_schedule = job.exchange_schedule
-        code = peers(job, link)
+        code = peers(job, link, dog)
         if code or job.status_file:
             mpi_exit(code, status_file=job.status_file)
         return 0
@@ -117,14 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     if job.multicast is not None:
         group, port = parse_group(job.multicast)
         net = None if job.network is None else Network.parse(job.network)
-        problem = link.open_multicast(
-            group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop,
-            scope=multicast_scope(job.multicast_scope, net), down_mbit=None if net is None else net.down,
-            snooping=net is not None and net.snooping,
-        )  # fmt: skip
+        with setup_step(link, dog, "multicast"):
+            problem = link.open_multicast(
+                group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop,
+                scope=multicast_scope(job.multicast_scope, net), down_mbit=None if net is None else net.down,
+                snooping=net is not None and net.snooping,
+            )  # fmt: skip
         if problem is not None:
             mpi_refuse(f"{PROG}: error: --multicast: {problem}", status_file=job.status_file)
-    code = master(job, link) if link.is_master else worker(job, link)
+    code = master(job, link, dog) if link.is_master else worker(job, link, dog)
     if code or job.status_file:  # every rank has the master's code: a clean end, no MPI_Abort
         mpi_exit(code, status_file=job.status_file)
     return 0

@@ -139,10 +139,12 @@ def _auto_scheme(
 
 
 def _job_link(
-    transport: object, peers: bool, scheme: str | Scheme, rank: int | None, world_size: int | None
+    transport: object, peers: bool, scheme: str | Scheme, rank: int | None, world_size: int | None,
+    timeout: float | None = None,
 ) -> ControlLink:
-    """The dataset's link (the default one of its scheme if ``transport`` is None), checked against
-    the scheme and against the ``rank`` and ``world_size`` the caller states."""
+    """The dataset's link (the default one of its scheme if ``transport`` is None, which every
+    rank must make within ``timeout`` seconds, if given), checked against the scheme and against
+    the ``rank`` and ``world_size`` the caller states."""
     if world_size is not None:
         world_size = check_int(world_size, "world_size", minimum=2)
     if rank is not None:
@@ -150,7 +152,7 @@ def _job_link(
         if world_size is not None and rank >= world_size:
             raise ValueError(f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}.")
     if transport is None:
-        transport = peer_link() if peers else default_link()
+        transport = peer_link(join_timeout=timeout) if peers else default_link(join_timeout=timeout)
     elif not isinstance(transport, ControlLink):
         raise TypeError(
             "Argument 'transport' must be a link between processes (a ControlLink, such as a "
@@ -275,7 +277,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):
                 raise TypeError(f"Argument '{name}' must be a bool, not {type(flag).__name__}.")
-        transport = _job_link(transport, peers, scheme, rank, world_size)
+        transport = _job_link(transport, peers, scheme, rank, world_size, timeout)
         self.drop_last, self.with_ids, self.prefetch = drop_last, with_ids, prefetch
         if peers and source is None:
             raise TypeError(

@@ -45,3 +45,20 @@ def test_a_failing_source_stops_the_thread_and_is_raised():
     with pytest.raises(OSError, match="link lost"):
         behind(items(), done.append)
     assert done == [1] and not [t for t in threading.enumerate() if t.name == "coded_shuffle-behind"]
+
+
+def test_run_pieces_at_interpreter_exit_runs_every_piece_on_the_callers_thread(monkeypatch):
+    """At exit the interpreter shuts its executors down before the atexit handlers (a prefetch
+    thread may be decoding then): the pieces all run on the caller's thread instead."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import coded_shuffle._threads as threads
+
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()  # submit() now raises RuntimeError, as after the interpreter's shutdown of executors
+    monkeypatch.setattr(threads, "_POOL", [pool])
+    slots: list[int] = []
+    done: list[tuple[int, int]] = []
+    pieces = [(0, 2), (2, 5), (5, 6)]
+    threads.run_pieces(lambda slot, lo, hi: (slots.append(slot), done.append((lo, hi))), pieces, threads=True)
+    assert done == pieces and set(slots) == {0}

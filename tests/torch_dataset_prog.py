@@ -15,8 +15,11 @@
   job's bound on a wait 3 s; ``uninit``: ``torch.distributed`` is never initialized;
   ``persistent``: the workers' one DataLoader has ``persistent_workers``; each writes the
   refusal to ``OUT/persistent_{k}.txt``, then trains with a plain one; ``close``: worker 0
-  stops early after epoch 0 (``close()``), ``destroy``: it calls ``destroy_process_group()``
-  and returns instead; the others train on, their empty epochs written as
+  stops early after epoch 0 (``close()``), ``destroy``: it breaks out of epoch 0 after its
+  first step, calls ``destroy_process_group()`` and returns, while its prefetch thread is
+  midway through the transition to epoch 1 (worker 1, without prefetch, asks for epoch 1 only
+  a second later; with ``LAYOUT`` ``big``, ``DATA/big.npy`` of 4096 records of 1 KiB, the
+  decoding takes two threads); the others train on, their empty epochs written as
   ``OUT/empty_w{k}_e{t}.json``; ``crash``: worker 0 raises after epoch 0; ``kill``: worker 1
   kills itself (SIGKILL) after epoch 0; ``master_error``: the master raises before it serves;
   ``exchange``: a job of peers (``scheme="exchange"``), every rank a worker that trains a
@@ -55,6 +58,10 @@ def main(argv: list[str]) -> int:
     source: Any = [data_dir / "x.npy", data_dir / "y.npy"] if layout == "files" else data_dir / "rows.npy"
     if layout == "wide":
         source = data_dir / "wide.npy"
+    if layout == "big":
+        source = data_dir / "big.npy"
+    # In the destroy job worker 1 (rank 2) makes its epochs in the training loop, not ahead.
+    slow = state == "destroy" and dist.is_initialized() and dist.get_rank() == 2
     warnings.simplefilter("error")  # a non-writable tensor warning fails the job
     ds = CodedIterableDataset(
         source,
@@ -62,7 +69,7 @@ def main(argv: list[str]) -> int:
         seed=5,
         drop_last=drop_last == "1",
         with_ids=True,
-        prefetch=prefetch == "1",
+        prefetch=prefetch == "1" and not slow,
         timeout=3 if state == "freeze" else 30,
         storage=2 if layout == "wide" else 1,
         scheme="exchange" if state == "exchange" else "coded",
@@ -94,11 +101,16 @@ def main(argv: list[str]) -> int:
                 (out_dir / f"persistent_{k}.txt").write_text(f"{type(exc).__name__}: {exc}")
             persistent = False
             loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers))
+        if slow and t == 1:
+            time.sleep(1.0)  # worker 0 has left meanwhile, its prefetch thread waiting for the master
         ds.set_epoch(t)
         ids: list[Any] = []
         fields: list[list[Any]] = []
         steps, writable = 0, True
         for batch in loader:
+            if state == "destroy" and k == 0:  # breaks out of its loop; the link outlives the default group
+                dist.destroy_process_group()
+                return 0  # close() runs at exit and tells the master
             steps += 1
             if ddp is not None:
                 ddp(batch[1].float()).sum().backward()  # the gradients' all-reduce spans every rank
@@ -128,9 +140,6 @@ def main(argv: list[str]) -> int:
                 assert ds.reports == []
         if state == "close" and k == 0:
             ds.close()
-            return 0
-        if state == "destroy" and k == 0:  # the link outlives the default group; exit tells the master
-            dist.destroy_process_group()
             return 0
         if state == "crash" and k == 0:
             raise ValueError("an error of worker 0's own")

@@ -143,12 +143,15 @@ def launch(cmd: list[str]) -> int:
     def forward(signum: int, _frame: Any) -> None:
         got.append(signum)
 
+    peers = _is_peers(cmd)
+
     with tempfile.TemporaryDirectory(prefix="coded-shuffle-run-") as tmp:
         results, status = os.path.join(tmp, "results"), os.path.join(tmp, "status")
         hydra = open(os.path.join(tmp, "mpiexec.out"), "w+b")  # noqa: SIM115 (closed below)
         env = dict(os.environ, **{LAUNCHER_ENV: str(os.getpid())})
         previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
         offset = 0
+        watch = _RankWatch(tmp)
         try:
             proc = subprocess.Popen(
                 [*cmd, "--results", results, "--status-file", status],
@@ -158,44 +161,184 @@ def launch(cmd: list[str]) -> int:
             )
             while not got:  # copy the results as they come, until mpiexec ends or a signal comes
                 offset = _copy_new(results, offset)
-                try:
-                    proc.wait(0.1)
+                watch.wait(0.1)
+                if proc.poll() is not None:
                     break
-                except subprocess.TimeoutExpired:
-                    continue
             # After a signal: end the job. Otherwise mpiexec has ended, and so have the ranks; a
             # rank that has not is ended too.
             _end_job(proc, grace=3.0 if got else 0.5)
             _copy_new(results, offset)
         finally:
+            watch.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            _relay(hydra, ended_by_the_program=_read_status(status) is not None and not got)
+            report = _relay(hydra, ended_by_the_program=_read_status(status) is not None and not got)
         if got:
             name = signal.Signals(got[0]).name
             print(f"{PROG}: error: stopped by {name}; the MPI job was ended", file=sys.stderr)
             return 128 + got[0]
         code = _read_status(status)
+        who = _who_ended(report, watch, peers) if code is None else ""
     if code is None:
-        print(f"{PROG}: error: the MPI job failed (mpiexec exit status {proc.returncode})", file=sys.stderr)
+        status_line = f"(mpiexec exit status {proc.returncode})"
+        print(f"{PROG}: error: the MPI job failed{who} {status_line}", file=sys.stderr)
         return 1
     return code
+
+
+def _is_peers(cmd: list[str]) -> bool:
+    """Whether the job ``cmd`` launches is one of peers (``--mode exchange`` alone: no master)."""
+    for i, arg in enumerate(cmd):
+        mode = arg.partition("=")[2] if arg.startswith("--mode=") else cmd[i + 1] if arg == "--mode" else None
+        if mode is not None and mode in MODES:
+            return MODES[mode] == ("exchange",)
+    return False
+
+
+def _rank_name(rank: int, peers: bool) -> str:
+    """``rank 2 (worker 1)``: a rank and its role (rank 0 is the master, or among peers the leader)."""
+    if peers:
+        return f"rank {rank} (worker {rank}{', the leader' if rank == 0 else ''})"
+    return f"rank {rank} ({'the master' if rank == 0 else f'worker {rank - 1}'})"
+
+
+class _RankWatch:
+    """Which rank of the job ended first, seen from the launcher: the ranks mark ``directory``
+    with their pid and host as they start (:func:`coded_shuffle.transport.rank_markers`), and
+    :meth:`wait` waits for any of those of this host to end (a pidfd each), noting which did.
+
+    ``mpiexec``'s own report names a process that ended badly, but at times one it ended itself
+    after the first had died (each then killed by SIGKILL): the order seen here decides.
+    """
+
+    def __init__(self, directory: str) -> None:
+        import socket
+
+        self.directory = directory
+        self.host = socket.gethostname()
+        self.ranks: dict[int, tuple[int, str]] = {}
+        self._fds: dict[int, int] = {}
+        #: The ranks seen ended, in batches: each batch ended between two looks.
+        self.ended: list[list[int]] = []
+        #: The wait status of a rank read while it was a zombie, before its parent reaped it.
+        self.status: dict[int, int] = {}
+
+    def wait(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for a rank to end (sleep if none can be watched)."""
+        import select
+        import time
+
+        from ..transport import rank_markers
+
+        seen = {r for batch in self.ended for r in batch}
+        for rank, (pid, host) in rank_markers(self.directory).items():
+            if rank in self.ranks or host != self.host:
+                continue
+            self.ranks[rank] = (pid, host)
+            try:
+                self._fds[rank] = os.pidfd_open(pid)
+            except (OSError, AttributeError):  # gone already, or no pidfd here
+                if not _running(pid) and rank not in seen:
+                    self.ended.append([rank])
+        if not self._fds:
+            time.sleep(seconds)
+            return
+        ready = select.select(list(self._fds.values()), [], [], seconds)[0]
+        batch = sorted(r for r, fd in self._fds.items() if fd in ready)
+        for r in batch:
+            os.close(self._fds.pop(r))
+            status = _exit_status(self.ranks[r][0])
+            if status is not None:
+                self.status[r] = status
+        if batch:
+            self.ended.append(batch)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def first(self) -> int | None:
+        """The one rank that ended before any other (None if none, or several at once)."""
+        return self.ended[0][0] if self.ended and len(self.ended[0]) == 1 else None
+
+
+def _exit_status(pid: int) -> int | None:
+    """The wait status of the zombie ``pid`` (``/proc/PID/stat``'s ``exit_code``), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        return int(fields[49]) if fields[0] == b"Z" else None
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _who_ended(report: bytes, watch: _RankWatch, peers: bool) -> str:
+    """``": rank 2 (worker 1) was killed by SIGKILL"``: which rank ended a failed job, and how,
+    for the closing line (empty if unknown).
+
+    The rank is the one the launcher saw end first (:class:`_RankWatch`), else the process that
+    hydra's report (:data:`_HYDRA_REPORT`) names; how it ended is the report's (its exit code or
+    signal) where the report names that rank.
+    """
+    import re
+
+    from ..transport.mpi import ended_ranks
+
+    ranks = {v: r for r, v in watch.ranks.items()}
+    pid = re.search(rb"PID (\d+) RUNNING AT (\S+)", report)
+    named = None if pid is None else ranks.get((int(pid.group(1)), pid.group(2).decode(errors="replace")))
+    first = watch.first()
+    rank = named if first is None else first
+    if rank is None:
+        return ""
+    if rank in ended_ranks(watch.directory):  # its guard ended the job, and said why
+        return f": {_rank_name(rank, peers)} ended it"
+    how = "ended first"
+    if rank in watch.status:
+        status = watch.status[rank]
+        killed = status & 0x7F
+        how = f"was killed by {_signal_name(killed)}" if killed else f"exited with status {status >> 8}"
+    elif rank == named:
+        sig = re.search(rb"EXIT STRING: [^\n]*\(signal (\d+)\)", report)
+        code = re.search(rb"EXIT CODE: (\d+)", report)
+        if sig is not None:
+            how = f"was killed by {_signal_name(int(sig.group(1)))}"
+        elif code is not None:
+            how = f"exited with status {int(code.group(1))}"
+    return f": {_rank_name(rank, peers)} {how}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 #: First line of the report hydra (MPICH's mpiexec) prints when it kills ranks.
 _HYDRA_REPORT = b"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 
 
-def _relay(out: Any, *, ended_by_the_program: bool) -> None:
+def _relay(out: Any, *, ended_by_the_program: bool) -> bytes:
     """Copy what ``mpiexec`` printed on its standard output to standard error, and close it.
 
     When the master wrote the job's status (every rank then exits 0), a report of hydra's that it
     killed ranks is the race of the last ranks' exits (docs/mpi.md, "Failures"), not the job's
     outcome: it is left out, and the status's own line is the only one. Otherwise (no status: the
-    job failed) everything is copied, the report included.
+    job failed) everything is copied, the report included. Returns what ``mpiexec`` printed.
     """
     out.seek(0)
-    text = out.read()
+    text = whole = out.read()
     out.close()
     at = text.find(_HYDRA_REPORT)
     if ended_by_the_program and at >= 0:
@@ -206,6 +349,7 @@ def _relay(out: Any, *, ended_by_the_program: bool) -> None:
         sys.stderr.flush()
         sys.stderr.write(text.decode("utf-8", errors="replace"))
         sys.stderr.flush()
+    return bytes(whole)
 
 
 def _read_status(path: str) -> int | None:

@@ -16,17 +16,24 @@ Nothing waits forever:
   that names it (:class:`~coded_shuffle.errors.RankTimeout`). A worker waits twice as long for
   the master's word, which may come after one bounded step of the master and one bounded wait
   for the other workers: so a silent worker is named by the master, not the master by the
-  workers that wait with it;
+  workers that wait with it; and only the first worker names a silent master, the others
+  waiting one timeout more (:func:`patience`);
 - a :class:`Watchdog` thread bounds each step between two control messages (frames going out
   or coming in, planning, decoding) by the same ``timeout``, and ends the job if the process
   that launched it (``coded-shuffle run``, named by the environment variable
-  :data:`LAUNCHER_ENV`) is gone, so that no rank outlives its launcher by more than a second or two.
+  :data:`LAUNCHER_ENV`) is gone, so that no rank outlives its launcher by more than a second or two;
+- a job's start-up is bounded the same way: each of its steps (the sizes, the checksums, the
+  first batches, the warm-up's setup) is a :func:`setup_step`, a control round that every rank
+  must reach within the timeout (the leader names the ranks that do not; a rank waits twice as
+  long for the leader's word, as in a transition), then the step's own collectives under the
+  watchdog.
 
 A job ends with ``MPI_Abort`` after that line, so that every rank stops within seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -38,7 +45,10 @@ from ..errors import RankTimeout
 from ..transport import ControlLink, LinkStats, mpi_abort
 from .protocol import Announce, Gather, step
 
-__all__ = ["LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "lead", "Rounds", "end_job"]
+__all__ = [
+    "LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "lead", "Rounds", "end_job",
+    "setup_step", "patience",
+]  # fmt: skip
 
 #: The environment variable that names the pid of the process that launched the job.
 LAUNCHER_ENV = "CODED_SHUFFLE_LAUNCHER_PID"
@@ -105,9 +115,17 @@ class Watchdog:
         prog: str,
         abort: Callable[[int], Any] = mpi_abort,
     ) -> Watchdog:
-        """The watchdog of a job of ``N`` records: ``timeout``, or :func:`default_timeout` if None."""
+        """The watchdog of a job of ``N`` records: ``timeout``, or :func:`default_timeout` if None
+        (:meth:`for_records` sets it again once the records are known)."""
         chosen = default_timeout(N, record_bytes) if timeout is None else float(timeout)
-        return cls(timeout=chosen, rank=rank, prog=prog, abort=abort)
+        return cls(timeout=chosen, rank=rank, prog=prog, abort=abort, fixed=timeout is not None)
+
+    def for_records(self, N: int, record_bytes: int) -> None:
+        """The job's records are ``N`` of ``record_bytes`` bytes: without a timeout given, the
+        bound is now :func:`default_timeout` of them (a job's first steps run before every rank
+        knows its records)."""
+        if not self.fixed:
+            self.timeout = default_timeout(N, record_bytes)
 
     def __init__(
         self,
@@ -117,8 +135,11 @@ class Watchdog:
         prog: str,
         period: float = 0.5,
         abort: Callable[[int], Any] = mpi_abort,
+        fixed: bool = True,
     ) -> None:
         self.timeout = float(timeout)
+        #: Whether the timeout was given (:meth:`for_records` then leaves it).
+        self.fixed: bool = fixed
         self.rank = rank
         self.prog = prog
         self.period = period
@@ -142,6 +163,15 @@ class Watchdog:
         self._stage = None
         self._deadline = float("inf")
 
+    @contextlib.contextmanager
+    def step(self, stage: str) -> Iterator[None]:
+        """The block is a step named ``stage`` that must end within the timeout."""
+        self.arm(stage)
+        try:
+            yield
+        finally:
+            self.disarm()
+
     def close(self) -> None:
         """Stop watching (the thread ends at its next wake-up)."""
         self._stop.set()
@@ -155,6 +185,49 @@ class Watchdog:
             if stage is not None and time.monotonic() > self._deadline:
                 late = f"no progress within {self.timeout:g} s while {stage}"
                 end_job(self.prog, self.rank, late, self.abort)
+
+
+def patience(link: ControlLink, timeout: float) -> float:
+    """Seconds a rank waits for the leader's word: twice ``timeout`` (the word may come after one
+    bounded step of the leader and one bounded wait for the others) on the first rank that posts,
+    three times on the others, so that a silent leader is named by one rank, in one line.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as L
+    >>> [patience(L(peers=False, root=0, rank=r), 3.0) for r in (1, 2)]
+    [6.0, 9.0]
+    >>> [patience(L(peers=True, root=0, rank=r), 3.0) for r in (1, 2)]
+    [6.0, 9.0]
+    """
+    first = 1 if link.root == 0 else 0
+    return (2.0 if link.rank == first else 3.0) * timeout
+
+
+@contextlib.contextmanager
+def setup_step(link: ControlLink, watchdog: Watchdog, stage: str) -> Iterator[None]:
+    """Collective: the block is one step of a job's start-up, named ``stage``, with a bound on every wait.
+
+    Every rank first meets the leader in a control round: the leader waits ``timeout`` seconds
+    for every other rank's post, and a rank that does not post in time (frozen, stopped, cut
+    off) ends the job with one line that names it
+    (``rank 0: no answer from worker 1 (rank 2) within 3 s, at the 'checksums' round``); the
+    others wait twice as long for the leader's word (:func:`patience`), so a silent rank is named
+    by the leader, and a silent leader by the first of the others. The block (the step's
+    collectives, which start once every rank is known to be there) then runs under ``watchdog``,
+    bounded by the same timeout.
+    """
+    timeout, prog = watchdog.timeout, watchdog.prog
+    try:
+        if link.is_leader:
+            link.gather_posts(timeout=timeout, stage=stage)
+            link.announce(stage)
+        else:
+            link.post(stage, timeout=patience(link, timeout), stage=stage)
+    except RankTimeout as exc:
+        end_job(prog, link.rank, str(exc), watchdog.abort)
+    with watchdog.step(stage):
+        yield
 
 
 def _step(role: Generator[Any, Any, Any], value: Any, watchdog: Watchdog, stage: str) -> tuple[bool, Any]:
@@ -191,7 +264,7 @@ def attend(link: ControlLink, role: Generator[Any, Any, Any], *, watchdog: Watch
     while running:
         try:
             stage = msg.value if isinstance(msg.value, str) else type(msg.value).__name__.lower()
-            word = link.post(msg.value, timeout=2 * timeout, stage=stage)
+            word = link.post(msg.value, timeout=patience(link, timeout), stage=stage)
         except RankTimeout as exc:
             end_job(prog, link.rank, str(exc), watchdog.abort)
         running, msg = _step(role, word, watchdog, f"receiving and decoding after the word {word!r}")

@@ -17,7 +17,13 @@ MPI driver (:func:`~coded_shuffle.engine.mpi.serve`, :func:`~coded_shuffle.engin
 4. the workers' ids and record checksums are gathered and checked against the master's ground
    truth, with conservation.
 
-Before the first of them, a warm-up transition in each mode (:func:`warm_up_transition`, ``4 K``
+Before them the job starts up in steps (:data:`STARTUP_STEPS`): MPI's start, the records' sizes,
+their checksums, the first batches, the warm-up; each is a control round that every rank must reach
+within the job's timeout, then the step's collectives under the watchdog
+(:func:`~coded_shuffle.engine.mpi.setup_step`), so that a rank frozen at any of them ends the job
+with one line that names it, as in a transition.
+
+Before the first transition, a warm-up transition in each mode (:func:`warm_up_transition`, ``4 K``
 records of 8 bytes) loads the compiled kernels on every rank and opens the links; it is reported
 apart (its own line above the table), so that no row of the table carries the start-up.
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import signal
 import sys
@@ -41,8 +48,9 @@ from ..codec import Cache, Dataset, load_dataset, parse_frame
 from ..network import Network
 from ..orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order, epoch_placement
 from ..plan import EXCHANGE_MAX_K
+from ..records import npy_header, npy_problem
 from ..transport import MPITransport, mpi_world
-from .mpi import Watchdog, attend, serve
+from .mpi import Watchdog, attend, default_timeout, serve, setup_step
 from .options import JobOptions
 from .probe import ProbedRates
 from .protocol import MasterOptions, master_transition, worker_transition
@@ -103,24 +111,42 @@ class Epochs:
         return self._now.held
 
 
-def _maybe_fail(job: JobOptions, epoch: int) -> None:
-    if job.fail_rank is None or job.fail_rank != mpi_world().Get_rank():
+#: The steps of a job's start-up, in order: MPI's start, then the rounds of
+#: :func:`~coded_shuffle.engine.mpi.setup_step` (a job of peers has no first batches to send: each
+#: rank reads its own). A test makes a rank fail at one of them (``JobOptions.fail_at``).
+STARTUP_STEPS = ("start", "sizes", "checksums", "first batches", "warm-up")
+
+
+def _maybe_fail(
+    job: JobOptions, epoch: int | None = None, *, at: str | None = None, rank: int | None = None
+) -> None:
+    """The hook of the tests: rank ``job.fail_rank`` fails as ``job.fail_how`` says, at the start
+    of transition ``epoch`` (``job.fail_epoch``, or every one) or at the start-up step ``at``
+    (``job.fail_at``). ``rank``: this rank, where MPI has not started."""
+    if job.fail_rank is None or job.fail_at != at:
         return
-    if job.fail_epoch is not None and job.fail_epoch != epoch:
+    if at is None and job.fail_epoch is not None and job.fail_epoch != epoch:
         return
+    if job.fail_rank != (mpi_world().Get_rank() if rank is None else rank):
+        return
+    when = f"at epoch {epoch}" if at is None else f"at the {at!r} step"
     if job.fail_how == "exit":
-        print(
-            f"rank {job.fail_rank}: deliberate exit at epoch {epoch} (--fail-rank)",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"rank {job.fail_rank}: deliberate exit {when} (--fail-rank)", file=sys.stderr, flush=True)
         os._exit(3)
+    if job.fail_how == "kill":  # this rank dies at once, as under kill -9
+        print(f"rank {job.fail_rank}: deliberate SIGKILL {when} (--fail-rank)", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
     if job.fail_how == "stop":  # this rank stops answering, as under kill -STOP
-        what = f"rank {job.fail_rank}: deliberate stop at epoch {epoch} (--fail-rank)"
-        print(what, file=sys.stderr, flush=True)
+        print(f"rank {job.fail_rank}: deliberate stop {when} (--fail-rank)", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGSTOP)
         return
-    raise RuntimeError(f"rank {job.fail_rank}: deliberate failure at epoch {epoch} (--fail-rank)")
+    raise RuntimeError(f"rank {job.fail_rank}: deliberate failure {when} (--fail-rank)")
+
+
+def _setup(job: JobOptions, link: MPITransport, dog: Watchdog, stage: str) -> Any:
+    """The start-up step ``stage`` (:func:`~coded_shuffle.engine.mpi.setup_step`), after the hook."""
+    _maybe_fail(job, at=stage)
+    return setup_step(link, dog, stage)
 
 
 def link_bytes() -> tuple[int, int]:
@@ -175,20 +201,46 @@ def _corrupter(cache: Cache, need: np.ndarray) -> Any:
 # --------------------------------------------------------------------------- worker
 
 
-def worker(job: JobOptions, link: MPITransport) -> int:
+def startup_timeout(job: JobOptions) -> float:
+    """The bound on each wait of the job's start-up: its timeout, else the default for its records
+    (their sizes read from the options, or from the header of ``--data``)."""
+    if job.timeout is not None:
+        return float(job.timeout)
+    N = B = 0
+    if job.data is None:
+        sizes = job.synthetic()
+        N, B = sizes if isinstance(sizes, tuple) else (0, 0)
+    elif npy_problem(job.data) is None:  # else the master says why, at the first step
+        shape, dtype = npy_header(job.data)
+        N, B = shape[0], math.prod(shape[1:]) * dtype.itemsize
+    return default_timeout(N, B)
+
+
+def start_watchdog(job: JobOptions, rank: int) -> Watchdog:
+    """The job's watchdog, from its start (:func:`startup_timeout`; without a timeout given, the
+    default for its records once every rank knows them)."""
+    return Watchdog(timeout=startup_timeout(job), rank=rank, prog=PROG, fixed=job.timeout is not None)
+
+
+def worker(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     k = link.worker
     assert k is not None
-    N, B, status = link.share()
+    with _setup(job, link, dog, "sizes"):
+        N, B, status = link.share()
+        code = link.share() if status else 0
     if status:
-        return int(link.share())
+        dog.close()
+        return int(code)
+    dog.for_records(N, B)
     K = link.K
     ep = Epochs(job, N, B, K)
-    sums = link.share_array(np.empty(N * ep.scheme.pieces, dtype=np.uint64))
-    dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
+    with _setup(job, link, dog, "checksums"):
+        sums = link.share_array(np.empty(N * ep.scheme.pieces, dtype=np.uint64))
     p_t = ep.first()
     ids = ep.scheme.held(p_t, k)
     rows = np.empty((ids.size, ep.piece_bytes), dtype=np.uint8)
-    cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
+    with _setup(job, link, dog, "first batches"):
+        cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
@@ -198,6 +250,7 @@ def worker(job: JobOptions, link: MPITransport) -> int:
         frames = (N * B // job.max_frame_bytes + 2) * 4160
         link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
     spare = [np.zeros_like(cache.data) for _ in modes]
+    _maybe_fail(job, at="warm-up")
     warm_up_transition(link, modes, dog, seed=job.seed, network=ep.network)
     probe_links(link, job, dog)
     for t in range(job.start_epoch, job.start_epoch + job.epochs):
@@ -233,8 +286,10 @@ def warm_up_transition(
     (a split's share set by ``network``, the job's).
 
     Every rank loads the kernels of the codec and the planner and every link carries a first
-    message, so that the job's first transition is timed as the others. Returns the master's
-    seconds (0.0 on the workers); raises :class:`~coded_shuffle.errors.IntegrityError` if it fails.
+    message, so that the job's first transition is timed as the others. Its setup is the
+    start-up step ``"warm-up"`` (:func:`~coded_shuffle.engine.mpi.setup_step`). Returns the
+    master's seconds (0.0 on the workers); raises :class:`~coded_shuffle.errors.IntegrityError`
+    if it fails.
     """
     import time
 
@@ -248,9 +303,10 @@ def warm_up_transition(
     schemes = {m: SCHEMES[m] if m in SCHEMES else scheme_for(m, K=K, network=network) for m in modes}
     if link.is_master:
         dataset = synthetic_dataset(N, _WARM_BYTES, seed=seed)
-        link.share_array(dataset.checksums)
-        for k in range(K):
-            link.send_rows(k, dataset.data[p_t.batch(k)])
+        with setup_step(link, dog, "warm-up"):
+            link.share_array(dataset.checksums)
+            for k in range(K):
+                link.send_rows(k, dataset.data[p_t.batch(k)])
         for mode in modes:
             served = master_transition(link, schemes[mode], dataset, p_t, p_t1, epoch=1, opts=MasterOptions())
             if not serve(link, served, watchdog=dog).verified:
@@ -258,9 +314,11 @@ def warm_up_transition(
         return time.perf_counter() - tic
     me = link.worker
     assert me is not None
-    link.share_array(sums)
     ids = p_t.batch(me)
-    cache = Cache(ids=ids, data=link.receive_rows(np.empty((ids.size, _WARM_BYTES), np.uint8)), lengths=None)
+    with setup_step(link, dog, "warm-up"):
+        link.share_array(sums)
+        rows = link.receive_rows(np.empty((ids.size, _WARM_BYTES), np.uint8))
+    cache = Cache(ids=ids, data=rows, lengths=None)
     for mode in modes:
         role = worker_transition(link, schemes[mode], me, cache, (p_t, p_t1), epoch=1, checksums=sums)
         attend(link, role, watchdog=dog)
@@ -272,11 +330,8 @@ def probe_links(link: MPITransport, job: JobOptions, dog: Watchdog) -> ProbedRat
     on the leading rank (None elsewhere, and without ``--probe``)."""
     if job.probe is None:
         return None
-    dog.arm("probing the links")
-    try:
+    with _setup(job, link, dog, "probe"):
         seconds = link.probe_phases(job.probe)
-    finally:
-        dog.disarm()
     return None if seconds is None else ProbedRates(job.probe, link.K, seconds)
 
 
@@ -464,24 +519,29 @@ class Results:
         return 0 if all_ok else 1
 
 
-def master(job: JobOptions, link: MPITransport) -> int:
+def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     K = link.K
     dataset = _load(job, K)
     if isinstance(dataset, str):
         print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
-        link.share((0, 0, 2))
-        link.share(2)
+        with _setup(job, link, dog, "sizes"):
+            link.share((0, 0, 2))
+            link.share(2)
+        dog.close()
         return 2
     N, B = dataset.N, dataset.record_bytes
+    dog.for_records(N, B)
+    with _setup(job, link, dog, "sizes"):
+        link.share((N, B, 0))
     ep = Epochs(job, N, B, K)
     work = ep.scheme.dataset(dataset)
-    link.share((N, B, 0))
-    link.share_array(work.checksums)
-    dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
+    with _setup(job, link, dog, "checksums"):
+        link.share_array(work.checksums)
     p_t = ep.first()
-    for k in range(K):  # setup, not counted: each worker starts with its batch (or share) of the first epoch
-        link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
-
+    with _setup(job, link, dog, "first batches"):
+        for k in range(K):  # not counted: each worker starts with its batch (or share) of the first epoch
+            link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
+    _maybe_fail(job, at="warm-up")
     warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed, network=ep.network)
     probe = probe_links(link, job, dog)
     results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm, probe)

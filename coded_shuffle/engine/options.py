@@ -67,6 +67,9 @@ class JobOptions:
     bcast_baseline: bool = False
     fail_rank: int | None = None
     fail_epoch: int | None = None
+    #: The start-up step (:data:`~coded_shuffle.engine.mpi_job.STARTUP_STEPS`, or ``"probe"``) at
+    #: which rank ``fail_rank`` fails, instead of at a transition.
+    fail_at: str | None = None
     fail_how: str = "raise"
     corrupt_worker: int | None = None
     multicast_drop: float = 0.0

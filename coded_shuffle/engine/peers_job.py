@@ -21,7 +21,7 @@ from ..codec import Cache, Dataset, load_dataset, record_checksums
 from ..orders import epoch_placement
 from ..records import NpyRecords, RecordSource, fixed_record_bytes
 from ..transport import ControlLink, MPITransport
-from .mpi import Rounds, Watchdog, attend, lead
+from .mpi import Rounds, Watchdog, attend, lead, setup_step
 from .mpi_job import (
     _WARM_BYTES,
     _WARM_RECORDS,
@@ -31,6 +31,7 @@ from .mpi_job import (
     _corrupter,
     _link_counter,
     _maybe_fail,
+    _setup,
     job_refusal,
     probe_links,
 )  # fmt: skip
@@ -119,7 +120,8 @@ def peer_transition(
 
 
 def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int, mode: str = "exchange") -> float:
-    """One transition of ``4 K`` records of 8 bytes among the peers in ``mode``: kernels and links warmed."""
+    """One transition of ``4 K`` records of 8 bytes among the peers in ``mode``: kernels and links
+    warmed (after the round of the start-up step ``"warm-up"``)."""
     import time
 
     from ..errors import IntegrityError
@@ -132,6 +134,8 @@ def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int, mode: str = "excha
     p_t, p_t1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
     assert link.worker is not None
     cache = ds.cache(p_t.batch(link.worker))
+    with setup_step(link, dog, "warm-up"):
+        pass  # every peer is here
     rep, res = peer_transition(
         link, scheme, catalog(N, _WARM_BYTES, ds.checksums), cache, (p_t, p_t1), epoch=1, dog=dog,
         opts=MasterOptions(),
@@ -141,26 +145,34 @@ def _warm_up(link: MPITransport, dog: Watchdog, *, seed: int, mode: str = "excha
     return time.perf_counter() - tic
 
 
-def peers(job: JobOptions, link: MPITransport) -> int:
-    """Every rank: the job's transitions among peers; the leader writes the results."""
+def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
+    """Every rank: the job's transitions among peers; the leader writes the results.
+
+    The start-up steps (:data:`~coded_shuffle.engine.mpi_job.STARTUP_STEPS`) are those of a job
+    with a master, but for the first batches: each rank reads its own units."""
     k, K = link.worker, link.K
     assert k is not None
     got = _records(job)
     rows, N, B = (None, 0, 0) if isinstance(got, str) else got
     problem = got if isinstance(got, str) else job_refusal(job, K, N, B, peers=True)
-    bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
+    with _setup(job, link, dog, "sizes"):
+        bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
     if bad:
         if link.is_leader:
             print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)
+        dog.close()
         return 2
+    dog.for_records(N, B)
     ep = Epochs(job, N, B, K, peers=True)
     (scheme,) = ep.schemes.values()  # the one scheme of a job of peers, which runs among them
     held = ep.first()
     assert rows is not None  # every rank read the records (a problem returned above)
     cache = own_units(scheme, rows, held, k)
     del rows
-    units = catalog(N * scheme.pieces, ep.piece_bytes, checksum_table(link, cache, N * scheme.pieces))
-    dog = Watchdog.for_job(job.timeout, N, B, rank=link.rank, prog=PROG)
+    with _setup(job, link, dog, "checksums"):
+        table = checksum_table(link, cache, N * scheme.pieces)
+    units = catalog(N * scheme.pieces, ep.piece_bytes, table)
+    _maybe_fail(job, at="warm-up")
     warm = _warm_up(link, dog, seed=job.seed, mode=scheme.name)
     probe = probe_links(link, job, dog)
     sizes = f"K = {K} peers, N = {N}, record = {B} B"

@@ -15,7 +15,7 @@ from ..codec import (
     Dataset,
 )
 from ..engine import MasterOptions, TransitionReport
-from ..engine.mpi import Watchdog, attend, serve
+from ..engine.mpi import Watchdog, attend, serve, setup_step
 from ..engine.protocol import Stopped, master_transition, worker_stop, worker_transition
 from ..engine.schedule import EpochSchedule
 from ..engine.schemes import Scheme
@@ -233,16 +233,20 @@ class MPILoader:
         N, K = ds.N, self.K
         spec = _order_spec(self._order, N)
         scheme = _store(self._storage, ds.record_bytes, K, mode=self._scheme)
-        work = scheme.dataset(ds)
-        link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
-        link.share_array(work.checksums)
+        # The start-up in bounded steps (engine.mpi.setup_step), as the transitions after it.
         dog = self._watchdog(N, ds.record_bytes)
+        with setup_step(link, dog, "sizes"):
+            link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
+        work = scheme.dataset(ds)
+        with setup_step(link, dog, "checksums"):
+            link.share_array(work.checksums)
         first = self.start_epoch
         schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=spec, scheme=scheme)
         now = schedule.epoch(first)
         held = now.held
-        for k in range(K):  # setup: each worker starts with its batch (its share) of the first epoch
-            link.send_rows(k, work.data[scheme.held(held, k)])
+        with setup_step(link, dog, "first batches"):
+            for k in range(K):  # each worker starts with its batch (its share) of the first epoch
+                link.send_rows(k, work.data[scheme.held(held, k)])
         opts = MasterOptions(
             strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed,
             records=(N, ds.record_bytes),
@@ -300,18 +304,22 @@ class MPILoader:
         """A worker, before its first batch: the job's layout, scheme and checksums from the master,
         its watchdog and schedule, and its first batch's units, received and checked."""
         link = self.transport
-        N, B, dtype, shape = link.share()
+        dog = self._watchdog(0, 0)  # the default bound until the records are known
+        with setup_step(link, dog, "sizes"):
+            N, B, dtype, shape = link.share()
+        dog.for_records(N, B)
         self.N = int(N)
         self.layout = layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         scheme = _store(self._storage, B, self.K, mode=self._scheme)
-        sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
-        dog = self._watchdog(N, B)
+        with setup_step(link, dog, "checksums"):
+            sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
         schedule = EpochSchedule(
             N=N, K=self.K, seed=self.seed, spec=_order_spec(self._order, N), scheme=scheme
         )
         ids = scheme.held(schedule.epoch(self.start_epoch).held, k)
         rows = np.empty((ids.size, scheme.piece_bytes(B)), dtype=np.uint8)
-        cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
+        with setup_step(link, dog, "first batches"):
+            cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
         if not np.array_equal(cache.checksums(), sums[ids]):
             raise IntegrityError(
                 f"Worker {k}: its records of epoch {self.start_epoch} do not match the master's checksums."
@@ -328,7 +336,7 @@ class MPILoader:
         held = now.held
         spare = np.zeros_like(cache.data)
         t = first
-        ended = False
+        ended = closed = False
         try:
             yield _batch(
                 first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
@@ -357,10 +365,14 @@ class MPILoader:
                 )  # fmt: skip
             ended = True
             link.share()
+        except GeneratorExit:  # closed where it yielded an epoch: this worker stops early
+            closed = True
+            raise
         finally:
             # A forked copy (a DataLoader worker) never speaks for the rank, nor a process that is
-            # ending on an uncaught exception (a crash is not a stop: its launcher reports it).
-            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
+            # ending on an uncaught exception (a crash is not a stop: its launcher reports it), nor
+            # a transition that failed midway (its error is raised).
+            if closed and not ended and os.getpid() == self._pid and not _crashing():
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
                     attend(link, worker_stop(), watchdog=dog)
                 self.stopped_by = link.share()

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..engine import MasterOptions
-from ..engine.mpi import Rounds, attend, lead
+from ..engine.mpi import Rounds, attend, lead, setup_step
 from ..engine.peers_job import catalog, checksum_table, own_units, peer_transition
 from ..engine.protocol import Stopped, master_transition, worker_stop
 from ..engine.schedule import EpochSchedule
@@ -24,10 +24,11 @@ from .mpi import MPILoader
 __all__ = ["PeerLoader", "peer_link"]
 
 
-def peer_link() -> MPITransport | TorchTransport:
-    """The link of a job of peers: over ``torch.distributed`` when it is initialized, else MPI."""
+def peer_link(*, join_timeout: float | None = None) -> MPITransport | TorchTransport:
+    """The link of a job of peers: over ``torch.distributed`` when it is initialized, else MPI
+    (``join_timeout``: see :class:`~coded_shuffle.transport.TorchTransport`)."""
     if torch_world() is not None:
-        return TorchTransport(peers=True)
+        return TorchTransport(peers=True, join_timeout=join_timeout)
     refusal = torchrun_refusal()
     if refusal is not None:
         raise TransportError(refusal)
@@ -113,11 +114,13 @@ class PeerLoader(MPILoader):
         held = now.held
         cache = own_units(scheme, self._records, held, k)
         n_units = N * scheme.pieces
-        units = catalog(n_units, scheme.piece_bytes(B), checksum_table(link, cache, n_units))
         dog = self._watchdog(N, B)
+        with setup_step(link, dog, "checksums"):  # bounded, as the transitions (engine.mpi.setup_step)
+            table = checksum_table(link, cache, n_units)
+        units = catalog(n_units, scheme.piece_bytes(B), table)
         opts = MasterOptions(max_repair_rounds=self.max_repair_rounds, seed=self.seed, records=(N, B))
         spare = np.zeros_like(cache.data)
-        t, ended = first, False
+        t, ended, closed = first, False, False
         try:
             yield _batch(
                 first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
@@ -144,8 +147,11 @@ class PeerLoader(MPILoader):
                 )  # fmt: skip
             ended = True
             link.share(None)
-        finally:
-            if not ended and os.getpid() == self._pid and not _crashing():  # this worker stops early
+        except GeneratorExit:  # closed where it yielded an epoch: this worker stops early
+            closed = True
+            raise
+        finally:  # a transition that failed midway is no stop: its error is raised
+            if closed and not ended and os.getpid() == self._pid and not _crashing():
                 stopped = None
                 if t < first + self.epochs - 1:  # it says so where its next transition would start
                     stopped = self._stop(held, schedule.epoch(t + 1, now).held, units, t + 1, opts, dog)

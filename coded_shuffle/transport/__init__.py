@@ -51,7 +51,16 @@ from __future__ import annotations
 
 from .base import ControlLink, LinkStats, TokenBucket, Transport, frame_symbols
 from .inprocess import InProcessTransport
-from .mpi import MPITransport, mpi_abort, mpi_exit, mpi_refuse, mpi_world
+from .mpi import (
+    MPITransport,
+    launch_rank,
+    mpi_abort,
+    mpi_exit,
+    mpi_refuse,
+    mpi_start,
+    mpi_world,
+    rank_markers,
+)
 from .torch_dist import TorchTransport, torch_world
 
 __all__ = [
@@ -65,6 +74,9 @@ __all__ = [
     "torch_world",
     "frame_symbols",
     "mpi_world",
+    "mpi_start",
+    "launch_rank",
+    "rank_markers",
     "mpi_exit",
     "mpi_refuse",
     "mpi_abort",

@@ -98,6 +98,8 @@ class ControlLink(Transport, Protocol):
     (:mod:`coded_shuffle.engine.mpi`) carry the roles over it."""
 
     rank: int
+    #: The rank that leads the control rounds (the master, or a peer).
+    root: int
     worker: int | None
     is_master: bool
     #: A job of peers: every rank a worker, one of them leading the control rounds.

@@ -41,6 +41,135 @@ def mpi_world() -> Any:
     return MPI.COMM_WORLD
 
 
+#: Where a launcher gives a process its rank before MPI starts (MPICH's hydra, Open MPI, Slurm).
+_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+#: And the number of ranks.
+_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
+
+
+def _launch_number(names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def launch_rank() -> int | None:
+    """This process's rank as its launcher set it in the environment (before MPI starts), or None.
+
+    Examples
+    --------
+    >>> rank = launch_rank()
+    >>> rank is None or rank >= 0
+    True
+    """
+    return _launch_number(_RANK_VARIABLES)
+
+
+def _marker(directory: str, rank: int) -> str:
+    return os.path.join(directory, f"rank.{rank}")
+
+
+def mark_rank(directory: str, rank: int) -> None:
+    """Write ``rank.R`` in ``directory``: this process's pid and host (see :func:`rank_markers`)."""
+    import socket
+
+    path = _marker(directory, rank)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {socket.gethostname()}\n")
+    os.replace(path + ".tmp", path)
+
+
+def rank_markers(directory: str) -> dict[int, tuple[int, str]]:
+    """The ranks that marked ``directory`` (:func:`mark_rank`): rank to ``(pid, host)``.
+
+    A launcher that gives its job a directory of its own (``coded-shuffle run``) learns from them
+    which process is which rank: which ranks never started, which one died.
+    """
+    out: dict[int, tuple[int, str]] = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for name in names:
+        rank = name.partition(".")[2]
+        if not name.startswith("rank.") or not rank.isdigit():
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                pid, host = f.read().split()
+            out[int(rank)] = (int(pid), host)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def ended_ranks(directory: str) -> set[int]:
+    """The ranks whose guard ended them and the job (:func:`mpi_start`), as they marked ``directory``."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return set()
+    return {int(n[6:]) for n in names if n.startswith("ended.") and n[6:].isdigit()}
+
+
+def mpi_start(timeout: float, *, prog: str, markers: str | None = None) -> Any:
+    """:func:`mpi_world`, within ``timeout`` seconds: MPI's start waits for every rank, and a rank
+    that never reaches it (frozen, stopped) would hold the others there for ever.
+
+    The start holds the interpreter (no Python thread runs meanwhile), so a guard process forked
+    here watches it: if MPI has not started within ``timeout`` seconds, the guard prints one line
+    on standard error, ``prog: error: rank R: ...``, and ends this rank (SIGKILL), and the
+    launcher (``mpiexec``) then ends the others. With ``markers`` (a directory of the launcher's
+    own) each rank first writes there its pid and host (:func:`mark_rank`): the line then names
+    the ranks that never started, and only the lowest rank that did prints it (the other guards
+    end their ranks only after a second ``timeout``, should that rank's guard not), and marks
+    that it ended the job (:func:`ended_ranks`).
+    """
+    import select
+    import signal
+
+    if "mpi4py.MPI" in sys.modules:
+        return mpi_world()
+    rank, size = launch_rank(), _launch_number(_SIZE_VARIABLES)
+    if markers is not None and rank is not None:
+        mark_rank(markers, rank)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the guard: a closed pipe says the rank has started MPI (or has ended)
+        try:
+            os.close(w)
+            if select.select([r], [], [], timeout)[0]:
+                os._exit(0)
+            started = rank_markers(markers) if markers is not None and rank is not None else None
+            if started is None or rank == min(started, default=rank):
+                missing = [q for q in range(size or 0) if started is not None and q not in started]
+                why = (
+                    f"{'rank' if len(missing) == 1 else 'ranks'} {', '.join(map(str, missing))} did not start"
+                    if missing else "MPI did not start"
+                )  # fmt: skip
+                me = "a rank" if rank is None else f"rank {rank}"
+                os.write(2, f"{prog}: error: {me}: {why} within {timeout:g} s; ending the job\n".encode())
+                if started is not None:
+                    open(os.path.join(str(markers), f"ended.{rank}"), "w").close()
+                time.sleep(0.25)  # the line reaches the launcher before the rank's end
+            elif select.select([r], [], [], timeout)[0]:
+                os._exit(0)
+            os.kill(parent, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.close(r)
+    try:
+        return mpi_world()
+    finally:
+        os.close(w)
+        os.waitpid(pid, 0)
+
+
 def mpi_exit(status: int, *, status_file: str | None = None) -> NoReturn:
     """End this rank with ``status``: flush, finalize MPI, exit.
 
@@ -166,8 +295,7 @@ class MPITransport(FramedLink):
         self.worker: int | None = None if self.is_master else self.rank - (self.rank > self.root)
         self.reuse_buffers = bool(reuse_buffers)
         self._buffer: np.ndarray | None = None
-        # The workers' own communicator, for exchanges between them (collective: every rank splits).
-        self._workers = self.comm.Split(1 if self.is_master else 0, self.rank)
+        self._group: Any = None  # the workers' own communicator, made at their first exchange
         #: Bytes this worker sent other workers (:meth:`collect`).
         self.exchanged_bytes = 0
         self._stats = LinkStats()
@@ -186,7 +314,7 @@ class MPITransport(FramedLink):
         self.worker = self.rank
         self.reuse_buffers = True
         self._buffer = None
-        self._workers = self.comm  # every rank exchanges
+        self._group = self.comm  # every rank exchanges
         self.exchanged_bytes = 0
         self._stats = LinkStats()
         self.control_bytes = 0
@@ -195,6 +323,19 @@ class MPITransport(FramedLink):
     def pace(self) -> TokenBucket | None:
         """The bucket pacing the master's sends, if any."""
         return self._pace
+
+    @property
+    def _workers(self) -> Any:
+        """The workers' own communicator, for exchanges between them. Made at their first
+        exchange (``MPI_Comm_create_group``, collective over the workers alone), so that making
+        the link waits for no other rank."""
+        if self._group is None:
+            world = self.comm.Get_group()
+            workers = world.Excl([self.root])
+            self._group = self.comm.Create_group(workers)
+            workers.Free()
+            world.Free()
+        return self._group
 
     def open_multicast(
         self,
@@ -432,8 +573,9 @@ class MPITransport(FramedLink):
             return bool(word)
 
         if not _poll(ready, time.monotonic() + timeout):
+            who = "the leader" if self.peers else "the master"
             raise RankTimeout(
-                f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
+                f"no word from {who} (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
             )
         req.wait()
         return word[0]

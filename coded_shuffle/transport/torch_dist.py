@@ -75,8 +75,33 @@ def torchrun_refusal() -> str | None:
     )
 
 
-def default_link() -> Any:
+def meet(store: Any, rank: int, size: int, timeout: float, *, pause: float = 0.02) -> list[int]:
+    """Rank ``rank`` of ``size`` marks ``store`` and waits, ``timeout`` seconds at most, for every
+    other rank's mark; returns the ranks that did not mark in time (empty once all did).
+
+    The link's gloo group waits for every rank as it forms, without saying which one it waits
+    for: the transport meets here first, so that a rank that never makes its link is named.
+
+    Examples
+    --------
+    >>> from torch.distributed import HashStore  # doctest: +SKIP
+    >>> store = HashStore()  # doctest: +SKIP
+    >>> meet(store, 0, 3, 0.1)  # doctest: +SKIP
+    [1, 2]
+    """
+    store.set(f"here/{rank}", "1")
+    deadline = time.monotonic() + timeout
+    missing = [r for r in range(size) if r != rank]
+    while True:
+        missing = [r for r in missing if not store.check([f"here/{r}"])]
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(pause)
+
+
+def default_link(*, join_timeout: float | None = None) -> Any:
     """The link of a job of the default kind: over ``torch.distributed`` when it is initialized, else MPI.
+    (``join_timeout``: see :class:`TorchTransport`.)
 
     Raises
     ------
@@ -85,7 +110,7 @@ def default_link() -> Any:
         (:func:`torchrun_refusal`, one line saying what to call).
     """
     if torch_world() is not None:
-        return TorchTransport()
+        return TorchTransport(join_timeout=join_timeout)
     refusal = torchrun_refusal()
     if refusal is not None:
         raise TransportError(refusal)
@@ -114,6 +139,9 @@ class TorchTransport(FramedLink):
     timeout : float
         Seconds a collective of the link's group may wait before it fails (a backstop: the loader's
         watchdog ends the job first).
+    join_timeout : float, optional
+        Seconds every rank has to make its link (default ``timeout``): a rank that has not is
+        named in one line, and this rank ends (``torchrun`` then stops the others).
     piece_bytes : int, optional
         Largest piece of a frame per broadcast (default 64 MiB).
 
@@ -125,7 +153,13 @@ class TorchTransport(FramedLink):
     """
 
     def __init__(
-        self, *, root: int = 0, timeout: float = 300.0, piece_bytes: int | None = None, peers: bool = False
+        self,
+        *,
+        root: int = 0,
+        timeout: float = 300.0,
+        piece_bytes: int | None = None,
+        peers: bool = False,
+        join_timeout: float | None = None,
     ) -> None:
         world = torch_world()
         if world is None:
@@ -151,8 +185,13 @@ class TorchTransport(FramedLink):
         if self.root >= size:
             raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
         timeout = check_seconds(timeout, "timeout")
+        join = timeout if join_timeout is None else check_seconds(join_timeout, "join_timeout")
         default = dist.distributed_c10d._get_default_store()
         store = dist.PrefixStore(f"coded_shuffle/link/{next(_LINKS)}", default)
+        self.rank = rank  # (set again below) for the line that names a missing rank
+        missing = meet(store, rank, size, join)
+        if missing:
+            self._absent(missing, size, join)
         #: The link's own gloo group (``torch.distributed.ProcessGroupGloo``), not registered.
         self.group: Any = dist.ProcessGroupGloo(store, rank, size, datetime.timedelta(seconds=float(timeout)))
         # Shut down at exit, after the loaders' own exit handlers (which may still tell the master
@@ -173,6 +212,22 @@ class TorchTransport(FramedLink):
         self.control_bytes = 0
         self._buffer: np.ndarray | None = None
 
+    def _absent(self, missing: list[int], size: int, seconds: float) -> NoReturn:
+        """Ranks ``missing`` did not make their link: the first rank that did says so in one line
+        and ends; the others end after :data:`LOST_PEER_GRACE` (``torchrun`` stops them meanwhile,
+        having seen the first end)."""
+        if self.rank == min(r for r in range(size) if r not in missing):
+            who = ", ".join(self._who(r) for r in missing)
+            print(
+                f"coded_shuffle.transport: error: {self._who(self.rank)}: {who} did not make its link "
+                f"within {seconds:g} s; ending the job",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            time.sleep(LOST_PEER_GRACE)
+        self.abort(1)
+
     def close(self) -> None:
         """Shut the link's group down (at exit; idempotent). The link cannot be used after."""
         group, self.group = self.group, None
@@ -191,6 +246,8 @@ class TorchTransport(FramedLink):
     def _who(self, rank: int | None) -> str:
         if rank is None:
             return "a peer"
+        if self.peers:
+            return f"rank {rank} (worker {rank}{', the leader' if rank == self.root else ''})"
         if rank == self.root:
             return f"the master (rank {rank})"
         return f"rank {rank} (worker {rank - (rank > self.root)})"
@@ -388,8 +445,9 @@ class TorchTransport(FramedLink):
         works, *_keep = self._isend_value(value, self.root, _POST)
         ok, word = self._irecv_value(self.root, _WORD, time.monotonic() + timeout)
         if not ok:
+            who = "the leader" if self.peers else "the master"
             raise RankTimeout(
-                f"no word from the master (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
+                f"no word from {who} (rank {self.root}) within {timeout:g} s, at the {stage!r} round"
             )
         for w in works:
             self._wait(w, self.root)

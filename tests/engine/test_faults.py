@@ -117,3 +117,72 @@ def test_frozen_rank_ends_the_job_with_one_line_naming_it(rank):
         assert "no word from the master" not in proc.stderr
     assert took < 30
     assert wait_gone(seed) < 5.0
+
+
+def launch_program(*args: str, ranks: int) -> list[str]:
+    """``coded-shuffle run``'s launcher (:func:`coded_shuffle.cli.run.launch`) over the program with
+    ``args``, hidden options included, which ``run`` itself does not take."""
+    program = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m",
+               "coded_shuffle.mpi_program", *args]  # fmt: skip
+    run = "import sys; from coded_shuffle.cli.run import launch; sys.exit(launch(sys.argv[1:]))"
+    return [sys.executable, "-c", run, *program]
+
+
+# One job a role (master, worker; the peers' leader and a peer), each at a start-up step, and each
+# way a frozen rank is named: by the guard of MPI's start, by the leader's round, by the first
+# rank that waits for a silent leader. benchmarks/startup_freeze.py runs every role at every step.
+STARTUP_FREEZES = [
+    ("coded", 0, "start", "rank 1: rank 0 did not start within 3 s"),
+    ("coded", 2, "first batches",
+     "rank 0: no answer from worker 1 (rank 2) within 3 s, at the 'first batches' round"),
+    ("exchange", 0, "sizes", "rank 1: no word from the leader (rank 0) within 6 s, at the 'sizes' round"),
+    ("exchange", 1, "start", "rank 0: rank 1 did not start within 3 s"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("mode", "rank", "step", "line"), STARTUP_FREEZES)
+def test_rank_frozen_at_startup_ends_the_job_with_one_line_naming_it(mode, rank, step, line):
+    """A rank frozen (SIGSTOP) at a step of the start-up ends the job within the timeouts (3 s,
+    twice that for a silent leader), in one line that names it, as in a transition."""
+    seed = f"70030{STARTUP_FREEZES.index((mode, rank, step, line))}"
+    ranks = 2 if mode == "exchange" else 3
+    cmd = launch_program("--points", "60", "--record-bytes", "16", "--transitions", "1", "--mode", mode,
+                         "--seed", seed, "--timeout", "3", "--fail-rank", str(rank), "--fail-at", step,
+                         "--fail-how", "stop", ranks=ranks)  # fmt: skip
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
+    assert proc.stderr is not None
+    lines, frozen_at = [], None
+    try:
+        for got in proc.stderr:
+            lines.append(got)
+            if "deliberate stop" in got:
+                frozen_at = time.monotonic()
+        proc.wait(30)
+    finally:
+        proc.kill()
+    took = time.monotonic() - (frozen_at or 0.0)
+    err = "".join(lines)
+    assert frozen_at is not None, err
+    assert proc.returncode == 1, err
+    end = "; ending the job" if step == "start" else ""
+    assert [x for x in lines if x.startswith("coded-shuffle run: error:")] == [
+        f"coded-shuffle run: error: {line}{end}\n"
+    ], err
+    assert took < (6 if rank == 0 and step != "start" else 3) + 4.0, err
+    assert wait_gone(seed) < 5.0
+
+
+def test_rank_killed_is_named_in_the_closing_line():
+    """A rank killed (SIGKILL) mid-job: ``mpiexec`` ends the others, and the launcher's closing
+    line names the rank and its role: the launcher watched the pids the ranks marked."""
+    cmd = launch_program("--points", "60", "--record-bytes", "16", "--transitions", "2", "--seed", "700401",
+                         "--fail-rank", "2", "--fail-epoch", "1", "--fail-how", "kill", ranks=3)  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    # How it ended is read from the dead rank while it is a zombie, or from hydra's report where
+    # that names it (at times hydra names another rank, one it killed after): else "ended first".
+    named = "coded-shuffle: error: the MPI job failed: rank 2 (worker 1)"
+    hows = ("was killed by SIGKILL", "ended first")
+    assert last in [f"{named} {how} (mpiexec exit status 9)" for how in hows], proc.stderr
+    assert wait_gone("700401") < 5.0

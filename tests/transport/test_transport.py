@@ -155,3 +155,33 @@ def test_the_torch_exchange_passes_the_link_contract():
         pytest.skip("needs PyTorch (pip install 'torch==2.13.0+cpu')")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4"]
     _launch_contract([*cmd, "--monitor-interval=0.5"], "torch")
+
+
+@pytest.mark.torch
+def test_the_torch_link_names_a_rank_that_never_makes_it(capsys):
+    """The ranks meet in the store before the link's gloo group forms (which would wait for a
+    missing rank without naming it): the first rank present names the missing ones in one line."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs PyTorch (pip install 'torch==2.13.0+cpu')")
+    from torch.distributed import HashStore
+
+    from coded_shuffle.transport import TorchTransport
+    from coded_shuffle.transport.torch_dist import meet
+
+    store = HashStore()
+    assert meet(store, 0, 3, 0.05) == [1, 2]
+    store.set("here/2", "1")
+    assert meet(store, 1, 3, 0.05) == []  # ranks 0 and 2 marked already
+    link = TorchTransport.__new__(TorchTransport)  # no process group: only the line is made
+    link.rank, link.root, link.peers = 0, 0, False
+
+    def abort(status):
+        raise SystemExit(status)
+
+    link.abort = abort
+    with pytest.raises(SystemExit):
+        link._absent([2], 3, 3.0)
+    assert capsys.readouterr().err == (
+        "coded_shuffle.transport: error: the master (rank 0): rank 2 (worker 1) did not make its link "
+        "within 3 s; ending the job\n"
+    )
