@@ -41,8 +41,9 @@ __all__ = [
 _CHUNK = 1 << 24
 
 
-#: Most points a shuffle matrix may count in all: every load and bound is an exact integer up to
-#: there (sums in int64; the bounds' float64 products exact below 2**53). Larger matrices are refused.
+#: Most points a shuffle matrix may count in all: every load and bound is exact up to there (sums
+#: in int64; the bounds' float64 products exact below 2**53; the storage bound's pieces, ``C(K - 1, t)``
+#: times more, past int64 in two words or Python ints). Larger matrices are refused.
 MAX_POINTS = 1 << 53
 
 
