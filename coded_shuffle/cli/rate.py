@@ -119,18 +119,35 @@ def _storage_row(S: np.ndarray, epoch: int | None, order_name: str | None, *, M:
     certified = r.coded == lb.value
     K = S.shape[0]
     N = int(S.sum())
-    equal = unequal_batches(S) is None
+    worst = storage_worst_case(N, K, M) if unequal_batches(S) is None else None
     return {
         "epoch": epoch, "K": K, "K_t": K, "K_t1": K, "N": N, "order": order_name,
         "strategy": None, "storage_plan": r.chosen, "subpackets": 1, "storage": M, "pieces": r.pieces,
-        "uncoded": _number(r.uncoded), "paired": _number(r.paired), "coded": _number(r.coded),
-        "coded_fraction": str(r.coded), "lower_bound": _number(lb.value),
+        **_exact_loads(uncoded=r.uncoded, paired=r.paired, coded=r.coded),
+        "lower_bound": _number(lb.value),
         "lower_bound_fraction": str(lb.value), "lower_bound_exact": lb.exact or certified,
         "optimal": certified, "optimality_gap": optimality_gap(r.coded, lb.value),
-        "worst_case": _number(storage_worst_case(N, K, M)) if equal else None,
+        **_exact_loads(worst_case=worst),
         "cycles": None, "uncoded_leftovers": 0, "conserved": True,
         "packing_optimal": certified, "note": None,
     }  # fmt: skip
+
+
+def _exact_loads(**loads: Fraction | int | None) -> dict[str, Any]:
+    """Each load as a JSON number (an int when whole, else the float of it) and, beside it as
+    ``<name>_fraction``, exactly as a string such as ``"16/3"`` (both null for a null load).
+
+    Examples
+    --------
+    >>> _exact_loads(uncoded=Fraction(16, 3), coded=2, worst_case=None)  # doctest: +NORMALIZE_WHITESPACE
+    {'uncoded': 5.333333333333333, 'uncoded_fraction': '16/3', 'coded': 2, 'coded_fraction': '2',
+     'worst_case': None, 'worst_case_fraction': None}
+    """
+    out: dict[str, Any] = {}
+    for name, value in loads.items():
+        out[name] = None if value is None else _number(value)
+        out[f"{name}_fraction"] = None if value is None else str(Fraction(value))
+    return out
 
 
 def _rate_row(
@@ -208,15 +225,12 @@ def _loads_row(
         "strategy": strategy,
         "subpackets": r.subpackets,
         "storage": 1,
-        "uncoded": r.uncoded,
-        "paired": r.paired,
-        "coded": _number(r.coded),
-        "coded_fraction": str(Fraction(r.coded)),
+        **_exact_loads(uncoded=r.uncoded, paired=r.paired, coded=r.coded),
         "lower_bound": lb.value,
         "lower_bound_exact": lb.exact or certified,
         "optimal": certified,
         "optimality_gap": optimality_gap(r.coded, lb.value),
-        "worst_case": _number(worst_case(r.N, r.K)) if why is None else None,
+        **_exact_loads(worst_case=worst_case(r.N, r.K) if why is None else None),
         "cycles": r.cycles_used,
         "uncoded_leftovers": _number(r.uncoded_leftovers),
         "conserved": r.conserved,
@@ -350,7 +364,7 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
         elif key == "coded":
             out.append(_load_cell(Fraction(row["coded_fraction"])))
         elif key in ("uncoded", "paired") and v is not None:
-            out.append(_load_cell(Fraction(v)))
+            out.append(_load_cell(Fraction(row.get(f"{key}_fraction", v))))
         elif key == "optimal":
             out.append("yes" if v else "-")
         elif key == "optimality_gap":

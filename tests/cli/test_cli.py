@@ -407,6 +407,12 @@ def test_rate_with_storage(tmp_path, capsys):
     assert code == 0 and row["storage"] == 2 and row["pieces"] == 3
     assert (row["coded_fraction"], row["lower_bound_fraction"], row["worst_case"]) == ("2", "2", 2)
     assert row["uncoded"] == pytest.approx(16 / 3) and row["optimal"] and row["optimality_gap"] == 0
+    # every load exact beside its number: 16/3 uncoded; the group symbols alone: each of the four
+    # 3-sets of workers sends 2 symbols (two of its members want 2 pieces), 8 pieces of 1/3
+    exact = (row["uncoded_fraction"], row["paired_fraction"], row["worst_case_fraction"])
+    assert exact == ("16/3", "8/3", "2")
+    for key in ("uncoded", "paired", "coded", "lower_bound", "worst_case"):
+        assert row[key] == pytest.approx(float(Fraction(row[f"{key}_fraction"])))
     code, out, _ = run(capsys, "rate", "--matrix", str(f))
     assert code == 0 and "storage 2" not in out  # M = 1: today's table, unchanged
     for argv, message in (
