@@ -73,7 +73,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
                     progress=bar.update,
                 )
         else:
-            S = read_matrix(args.matrix)
+            S = read_matrix(args.matrix, square=True)
             compile_kernels(["packing", "ordering"])
             out = plots.plot_leftovers(S, args.output, strategy=args.strategy)
     except ImportError as exc:

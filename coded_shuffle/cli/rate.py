@@ -437,7 +437,9 @@ def _check_storage(args: argparse.Namespace, schedule: list[int]) -> None:
             "--exact-bound applies to --storage 1 only; the bound on pieces is exact up to K = 20"
         )
     if len(set(schedule)) > 1:
-        raise UsageError("--storage above 1 needs a fixed number of workers, not --workers " + args.workers)
+        shape = " x ".join(map(str, schedule))
+        given = f"--workers {args.workers}" if args.matrix is None else f"a {shape} --matrix"
+        raise UsageError(f"--storage above 1 needs a fixed number of workers, not {given}")
     check_storage_option(args, schedule[0])
 
 
@@ -476,7 +478,7 @@ def _matrix_rows(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     if given:
         raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
     S = read_matrix(args.matrix)
-    _check_storage(args, [S.shape[0]])
+    _check_storage(args, list(S.shape))
     return rate_rows(
         matrix=S, strategy=args.strategy, subpackets=args.subpackets, warn=_warn_once(), progress=True,
         exact_bound=args.exact_bound, storage=args.storage, **_network_options(args),
