@@ -417,8 +417,8 @@ def _row_notes(r: dict[str, Any]) -> set[str]:
     if r.get("storage", 1) > 1:
         flags.add(
             f"storage {r['storage']}: records cut into {r['pieces']} pieces, each held by {r['storage']} "
-            f"workers; loads in records, rounded to two decimals here, exact in --json (coded_fraction, "
-            f"lower_bound_fraction); paired: the group symbols alone; plan: {r['storage_plan']}"
+            f"workers; loads in records, rounded to two decimals here, exact in --json (the keys "
+            f"ending _fraction); paired: the group symbols alone; plan: {r['storage_plan']}"
         )
     if r["subpackets"] > 1:
         flags.add(f"records cut into {r['subpackets']} pieces; loads in records, rounded to two decimals "
