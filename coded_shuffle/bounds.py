@@ -119,12 +119,15 @@ def subset_dp(G: np.ndarray, weight: Callable[[int], int] = lambda p: 1) -> tupl
     set down (the ``v`` of the full set first). :func:`lower_bound` runs it with ``G = S^T`` (``U``
     the workers placed first, ``v`` the last of them); the bound on pieces of
     :mod:`coded_shuffle.storage` with ``G = S`` and a weight by layer (``U`` placed last, ``v``
-    their first). The sums are exact in float64 below 2^53 (:data:`coded_shuffle.matrix.MAX_POINTS`).
+    their first). The sums are exact in float64 below 2^53 (:data:`coded_shuffle.matrix.MAX_POINTS`);
+    where ``weight`` times them might pass int64, ``f`` is kept in two int64 words (exact, slower).
 
     Examples
     --------
     >>> subset_dp(np.array([[0, 2], [1, 0]]))
     (2, [1, 0])
+    >>> subset_dp(np.array([[0, 2**52], [2**52, 0]]), lambda p: 3**18) == (2**52 * 3**18, [0, 1])
+    True
     """
     K = G.shape[0]
     if K == 1:
@@ -135,17 +138,34 @@ def subset_dp(G: np.ndarray, weight: Callable[[int], int] = lambda p: 1) -> tupl
     popcount = bits.sum(axis=1)
     layer_order = np.argsort(popcount, kind="stable")
     bounds = np.searchsorted(popcount[layer_order], np.arange(K + 2))
+    weights = [int(weight(p)) for p in range(K + 1)]
+    total = int(G.sum(dtype=np.float64))  # exact: G counts at most MAX_POINTS
+    wide = max(weights) * total >= 1 << 62
+    if wide and max(weights) >= 1 << (62 - _WORD):  # weight * (gain & low) stays below 2**62
+        raise ValueError(f"Argument 'weight' must stay below 2**{62 - _WORD}, not {max(weights)}.")
     f = np.zeros(full, dtype=np.int64)
+    f_hi = np.zeros(full, dtype=np.int64) if wide else f  # f = f_hi * 2**_WORD + f, wide
     pick = np.zeros(full, dtype=np.int8)
     Gf = G.astype(np.float64)
+    low = (1 << _WORD) - 1
     for p in range(1, K + 1):
         U = layer_order[bounds[p] : bounds[p + 1]]
         B = bits[U]
         gain = np.rint(B.astype(np.float64) @ Gf).astype(np.int64)
-        prev = f[U[:, None] ^ (1 << np.arange(K))]
-        cand = np.where(B, prev + weight(p) * gain, -1)
-        best = cand.argmax(axis=1)
-        f[U] = cand[np.arange(U.size), best]
+        before = U[:, None] ^ (1 << np.arange(K))
+        rows = np.arange(U.size)
+        if not wide:
+            cand = np.where(B, f[before] + weights[p] * gain, -1)
+            best = cand.argmax(axis=1)
+            f[U] = cand[rows, best]
+        else:  # two words: the low one below 2**_WORD, the carry into the high one
+            lo = f[before] + weights[p] * (gain & low)
+            hi = f_hi[before] + weights[p] * (gain >> _WORD) + (lo >> _WORD)
+            lo &= low
+            hi = np.where(B, hi, -1)
+            top = hi.max(axis=1)
+            best = np.where(B & (hi == top[:, None]), lo, -1).argmax(axis=1)
+            f[U], f_hi[U] = lo[rows, best], hi[rows, best]
         pick[U] = best
     picked = []
     mask = full - 1
@@ -153,7 +173,12 @@ def subset_dp(G: np.ndarray, weight: Callable[[int], int] = lambda p: 1) -> tupl
         v = int(pick[mask])
         picked.append(v)
         mask ^= 1 << v
-    return int(f[full - 1]), picked
+    value = int(f[full - 1]) + (int(f_hi[full - 1]) << _WORD if wide else 0)
+    return value, picked
+
+
+#: Bits of the low word of :func:`subset_dp`'s values when they might pass int64.
+_WORD = 32
 
 
 def _exact_ordering(S: np.ndarray) -> tuple[int, tuple[int, ...]]:
@@ -257,22 +282,26 @@ def _ordering_program(S: np.ndarray, node_limit: int) -> tuple[int, tuple[int, .
     var = np.full((K, K), -1, dtype=np.int64)
     var[iu, ju] = np.arange(iu.size)
     base = int(S[iu, ju].sum())
-    gain = (S[ju, iu] - S[iu, ju]).astype(np.float64)
+    gain = S[ju, iu] - S[iu, ju]
     if K < 3 or not gain.any():
         return h_value, h_order, True, None
+    # In units of the gains' common divisor, exactly: the program's numbers stay small.
+    unit = int(np.gcd.reduce(np.abs(gain)))
+    gain = (gain // unit).astype(np.float64)
+    need = -((base - h_value - 1) // unit)  # ceil((h_value + 1 - base) / unit)
     a, b, c = np.array(list(combinations(range(K), 3)), dtype=np.int64).T
     rows = np.repeat(np.arange(a.size), 3)
     cols = np.stack([var[a, b], var[b, c], var[a, c]], axis=1).ravel()
     triangles = coo_matrix((np.tile([1.0, 1.0, -1.0], a.size), (rows, cols)), shape=(a.size, iu.size))
     A = vstack([triangles, coo_matrix(gain[None, :])]).tocsr()
-    lo = np.concatenate([np.zeros(a.size), [h_value + 1 - base]])
+    lo = np.concatenate([np.zeros(a.size), [need]])
     hi = np.concatenate([np.ones(a.size), [np.inf]])
     res = milp(
         -gain,
         constraints=LinearConstraint(A, lo, hi),
         integrality=np.ones(iu.size),
         bounds=Bounds(0, 1),
-        options={"node_limit": node_limit},
+        options={"node_limit": node_limit, "mip_rel_gap": 0.0},  # proven means optimal
     )
     if res.status == 2:  # nothing beats the heuristic ordering
         return h_value, h_order, True, None
@@ -283,11 +312,10 @@ def _ordering_program(S: np.ndarray, node_limit: int) -> tuple[int, tuple[int, .
         before[ju, iu] = 1 - x
         order = tuple(int(v) for v in np.argsort(before.sum(axis=0), kind="stable"))
         value = ordering_bound(S, order)
-        if value <= h_value:
-            raise AssertionError("the ordering program returned an ordering no better than its cutoff")
-        if res.status == 0:
-            return value, order, True, None
-        h_value, h_order = value, order
+        if value > h_value:  # else the solver's tolerances let an ordering no better through
+            if res.status == 0:
+                return value, order, True, None
+            h_value, h_order = value, order
     note = (
         f"bound: the ordering program was not solved within {node_limit} nodes; the bound comes from "
         "the best ordering found"

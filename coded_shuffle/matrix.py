@@ -15,7 +15,11 @@ Distributed Data Shuffling", Allerton 2016, arXiv:1609.09823, Example 1.
 
 from __future__ import annotations
 
+import csv
+import json
+import os
 from collections.abc import Callable
+from typing import IO, Any
 
 import numpy as np
 
@@ -35,14 +39,17 @@ __all__ = [
     "conservation_defect",
     "is_conserved",
     "placements_from_matrix",
+    "read_shuffle_matrix",
     "MAX_POINTS",
+    "MAX_MATRIX_FILE_BYTES",
 ]
 
 _CHUNK = 1 << 24
 
 
-#: Most points a shuffle matrix may count in all: every load and bound is an exact integer up to
-#: there (sums in int64; the bounds' float64 products exact below 2**53). Larger matrices are refused.
+#: Most points a shuffle matrix may count in all: every load and bound is exact up to there (sums
+#: in int64; the bounds' float64 products exact below 2**53; the storage bound's pieces, ``C(K - 1, t)``
+#: times more, past int64 in two words or Python ints). Larger matrices are refused.
 MAX_POINTS = 1 << 53
 
 
@@ -348,3 +355,169 @@ def placements_from_matrix(S: object) -> tuple[Placement, Placement]:
     owner_t.flags.writeable = False
     owner_t1.flags.writeable = False
     return Placement(K=K, owner=owner_t), Placement(K=K, owner=owner_t1)
+
+
+#: Largest matrix file :func:`read_shuffle_matrix` reads (64 MiB: a ``K`` of several thousand);
+#: a larger one is refused after reading one byte more, so that an endless input is not held.
+MAX_MATRIX_FILE_BYTES = 64 << 20
+
+
+def read_shuffle_matrix(source: str | os.PathLike[str] | IO[Any]) -> np.ndarray:
+    """Read a shuffle matrix from a JSON or CSV file, checked as :func:`check_shuffle_matrix`.
+
+    JSON: a list of ``K_t`` lists of ``K_{t+1}`` non-negative ints, ``S[i][j]`` the points held by
+    worker ``i`` and needed by worker ``j``; ``K_t x K_{t+1}`` when the number of workers changes,
+    as every load and bound takes it (:func:`elastic_matrix`). CSV: ``K_t`` lines of ``K_{t+1}``
+    such ints, separated by commas, semicolons (when any line has one) or blanks, optionally
+    under one header line of labels (no cell of it an integer). The format is taken from the
+    content: JSON if it starts with ``[`` or ``{``. A UTF-8 byte order mark is skipped.
+
+    Parameters
+    ----------
+    source : str, path-like or file object
+        The file's path, or a file open for reading (bytes or text; standard input, say).
+
+    Returns
+    -------
+    numpy.ndarray
+        Read-only int64 matrix of shape ``(K_t, K_{t+1})``.
+
+    Raises
+    ------
+    ValueError
+        Anything but such a matrix (of at most :data:`MAX_MATRIX_FILE_BYTES` bytes, with at most
+        :data:`MAX_POINTS` points in all), with one line naming the file, line and column at fault.
+    OSError
+        The file cannot be read.
+
+    Examples
+    --------
+    >>> import io
+    >>> read_shuffle_matrix(io.StringIO("[[2, 1, 2], [2, 1, 2], [1, 3, 1]]")).tolist()
+    [[2, 1, 2], [2, 1, 2], [1, 3, 1]]
+    >>> read_shuffle_matrix(io.StringIO("w0,w1,w2\\n2,0,1\\n0,2,1\\n")).shape  # K: 2 -> 3
+    (2, 3)
+    """
+    if isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
+        with open(name, "rb") as fh:
+            data: bytes | str = fh.read(MAX_MATRIX_FILE_BYTES + 1)
+    elif hasattr(source, "read"):
+        name = str(getattr(source, "name", "<file>"))
+        raw = getattr(source, "buffer", None)  # a text stream's bytes, so that UTF-8 is checked
+        data = (raw if raw is not None else source).read(MAX_MATRIX_FILE_BYTES + 1)
+    else:
+        raise TypeError(f"Argument 'source' must be a path or a file object, not {type(source).__name__}.")
+    if len(data) > MAX_MATRIX_FILE_BYTES:
+        raise ValueError(f"matrix file {name!r} is larger than {MAX_MATRIX_FILE_BYTES >> 20} MiB")
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError:
+        raise ValueError(f"matrix file {name!r} is not UTF-8 text") from None
+    text = text.removeprefix("\ufeff")
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"matrix file {name!r} is empty")
+    if stripped[0] in "[{":
+        return _json_matrix(stripped, name)
+    try:
+        scalar = json.loads(stripped)
+    except ValueError:
+        return _csv_matrix(text, name)
+    raise ValueError(
+        f"matrix file {name!r} must hold a JSON list of lists (or CSV rows), not the JSON "
+        f"{type(scalar).__name__} {stripped[:20]!r}; a 1 x 1 matrix is [[{stripped[:20]}]]"
+    )
+
+
+def _json_matrix(text: str, name: str) -> np.ndarray:
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"matrix file {name!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        raise ValueError(f"matrix file {name!r} must hold a JSON list of lists")
+    width = len(rows[0]) if rows else 0
+    for i, row in enumerate(rows):
+        if len(row) != width:
+            raise ValueError(
+                f"matrix in {name!r} is not rectangular: row {i + 1} has {len(row)} entries, expected {width}"
+            )
+    values = [[_json_entry(v, f"matrix in {name!r}, row {i + 1}, column {j + 1}") for j, v in enumerate(row)]
+              for i, row in enumerate(rows)]  # fmt: skip
+    return _checked(values, name)
+
+
+def _csv_matrix(text: str, name: str) -> np.ndarray:
+    """Read CSV: the separator is ``;`` if any line has one, else ``,`` if any has one, else blanks.
+
+    A separator ending a line (as some spreadsheets write) ends it; it adds no empty entry.
+    """
+    sep = ";" if ";" in text else "," if "," in text else None
+    lines: list[tuple[int, list[str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in next(csv.reader([line], delimiter=sep))] if sep else line.split()
+        if len(cells) > 1 and not cells[-1]:
+            cells.pop()
+        lines.append((number, cells))
+    first = lines[0][1]
+    if len(lines) > 1 and not any(_is_int(c) for c in first):
+        lines = lines[1:]  # a header of labels
+    width = len(lines[0][1])
+    for number, cells in lines:
+        if len(cells) != width:
+            raise ValueError(
+                f"matrix in {name!r} is not rectangular: line {number} has {len(cells)} entries, "
+                f"expected {width}"
+            )
+    values = [[_entry(c, f"matrix in {name!r}, line {number}, column {j + 1}") for j, c in enumerate(cells)]
+              for number, cells in lines]  # fmt: skip
+    return _checked(values, name)
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _checked(values: list[list[int]], name: str) -> np.ndarray:
+    try:
+        return check_shuffle_matrix(values, square=False)
+    except ValueError as exc:
+        raise ValueError(f"matrix in {name!r}: {exc}") from None
+
+
+def _json_entry(v: Any, where: str) -> int:
+    """A JSON entry: a JSON integer only (no string, float or boolean)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        kind = {str: "a string", float: "a float", bool: "a boolean"}.get(type(v), "not a number")
+        raise ValueError(f"{where}: {v!r} is {kind}, not an integer")
+    return _entry(v, where)
+
+
+def _entry(v: Any, where: str) -> int:
+    if isinstance(v, bool):
+        raise ValueError(f"{where}: {v!r} is not an integer")
+    if isinstance(v, int):
+        out = v
+    elif isinstance(v, float) and v.is_integer():
+        out = int(v)
+    elif isinstance(v, str):
+        if not v:
+            raise ValueError(f"{where}: the entry is empty")
+        try:
+            out = int(v)
+        except ValueError:
+            raise ValueError(f"{where}: {v!r} is not an integer") from None
+    else:
+        raise ValueError(f"{where}: {v!r} is not an integer")
+    if out < 0:
+        raise ValueError(f"{where}: {out} is negative")
+    if out > MAX_POINTS:
+        raise ValueError(f"{where}: {out} is too large: more than 2**53 = {MAX_POINTS} points")
+    return out

@@ -256,7 +256,7 @@ def test_exact_bound_out_of_work_says_so(rng, monkeypatch):
     K = EXACT_BOUND_MAX_K + 2
     S = rng.integers(0, 9, (K, K))
     lb = lower_bound(S, exact=True, node_limit=7)
-    assert seen == {"node_limit": 7}
+    assert seen == {"node_limit": 7, "mip_rel_gap": 0.0}  # optimal means proven, no gap
     assert not lb.exact and "not solved within 7 nodes" in lb.note
     # the best ordering found is kept: the local search's, never below the heuristic's
     assert lb.value == ordering_bound(S, lb.ordering) >= lower_bound(S, exact=False).value

@@ -3,6 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coded_shuffle.bounds import lower_bound
 from coded_shuffle.matrix import (
     check_shuffle_matrix,
     conservation_defect,
@@ -10,10 +11,12 @@ from coded_shuffle.matrix import (
     leftover_matrix,
     pair_minima,
     placements_from_matrix,
+    read_shuffle_matrix,
     shuffle_matrix,
     shuffle_matrix_from_permutations,
 )
 from coded_shuffle.orders import epoch_placement, placement_from_owner
+from coded_shuffle.plan import rates
 from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES
 
 
@@ -274,3 +277,48 @@ def test_feistel_shuffle_matrix_exceptions():
         feistel_shuffle_matrix(2**53 + 1, 4, 4, seed=0, epoch=0)
     with pytest.raises(ValueError, match="'K_t1'"):
         feistel_shuffle_matrix(10, 4, 0, seed=0, epoch=0)
+
+
+def test_read_shuffle_matrix_formats(tmp_path):
+    import io
+
+    S = [[2, 1, 2], [2, 1, 2], [1, 3, 1]]  # Example 1 of Attia and Tandon (2016)
+    for text in ("[[2, 1, 2], [2, 1, 2], [1, 3, 1]]", "a;b;c\n2;1;2\n2;1;2\n1;3;1\n", "2 1 2\n2 1 2\n1 3 1"):
+        assert read_shuffle_matrix(io.StringIO(text)).tolist() == S
+        assert read_shuffle_matrix(io.BytesIO(("\ufeff" + text).encode())).tolist() == S
+    f = tmp_path / "grow.json"
+    f.write_text("[[2, 0, 1], [0, 2, 1]]")  # K_t = 2 -> K_t1 = 3, as rates() takes it
+    for source in (f, str(f)):
+        S = read_shuffle_matrix(source)
+        assert S.shape == (2, 3) and not S.flags.writeable and S.dtype == np.int64
+    assert rates(S).coded == 2 and lower_bound(S).value == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "message"),
+    [
+        (
+            b"[[1, 2], [3]]",
+            ValueError,
+            "matrix in '<file>' is not rectangular: row 2 has 1 entries, expected 2",
+        ),
+        (b"1,2\n3,x\n", ValueError, "matrix in '<file>', line 2, column 2: 'x' is not an integer"),
+        (b"[[1, -1]]", ValueError, "row 1, column 2: -1 is negative"),
+        (b"[[4503599627370497, 4503599627370496]]", ValueError, "must count at most 2\\*\\*53"),
+        (b"\xff\xfe1", ValueError, "is not UTF-8 text"),
+        (b"  ", ValueError, "is empty"),
+        (b"7", ValueError, "a 1 x 1 matrix is \\[\\[7\\]\\]"),
+    ],
+)
+def test_read_shuffle_matrix_exceptions(content, error, message):
+    import io
+
+    class Unnamed(io.BytesIO):
+        name = "<file>"
+
+    with pytest.raises(error, match=message):
+        read_shuffle_matrix(Unnamed(content))
+    with pytest.raises(TypeError, match="Argument 'source' must be a path or a file object, not int"):
+        read_shuffle_matrix(3)  # type: ignore[arg-type]
+    with pytest.raises(FileNotFoundError):
+        read_shuffle_matrix("/nonexistent/S.json")

@@ -76,7 +76,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         elif args.plot == "run":
             out = plots.plot_run(_run_rows(args.results), args.output)
         else:
-            S = read_matrix(args.matrix)
+            S = read_matrix(args.matrix, square=True)
             compile_kernels(["packing", "ordering"])
             out = plots.plot_leftovers(S, args.output, strategy=args.strategy)
     except ImportError as exc:

@@ -119,18 +119,35 @@ def _storage_row(S: np.ndarray, epoch: int | None, order_name: str | None, *, M:
     certified = r.coded == lb.value
     K = S.shape[0]
     N = int(S.sum())
-    equal = unequal_batches(S) is None
+    worst = storage_worst_case(N, K, M) if unequal_batches(S) is None else None
     return {
         "epoch": epoch, "K": K, "K_t": K, "K_t1": K, "N": N, "order": order_name,
         "strategy": None, "storage_plan": r.chosen, "subpackets": 1, "storage": M, "pieces": r.pieces,
-        "uncoded": _number(r.uncoded), "paired": _number(r.paired), "coded": _number(r.coded),
-        "coded_fraction": str(r.coded), "lower_bound": _number(lb.value),
+        **_exact_loads(uncoded=r.uncoded, paired=r.paired, coded=r.coded),
+        "lower_bound": _number(lb.value),
         "lower_bound_fraction": str(lb.value), "lower_bound_exact": lb.exact or certified,
         "optimal": certified, "optimality_gap": optimality_gap(r.coded, lb.value),
-        "worst_case": _number(storage_worst_case(N, K, M)) if equal else None,
+        **_exact_loads(worst_case=worst),
         "cycles": None, "uncoded_leftovers": 0, "conserved": True,
         "packing_optimal": certified, "note": None,
     }  # fmt: skip
+
+
+def _exact_loads(**loads: Fraction | int | None) -> dict[str, Any]:
+    """Each load as a JSON number (an int when whole, else the float of it) and, beside it as
+    ``<name>_fraction``, exactly as a string such as ``"16/3"`` (both null for a null load).
+
+    Examples
+    --------
+    >>> _exact_loads(uncoded=Fraction(16, 3), coded=2, worst_case=None)  # doctest: +NORMALIZE_WHITESPACE
+    {'uncoded': 5.333333333333333, 'uncoded_fraction': '16/3', 'coded': 2, 'coded_fraction': '2',
+     'worst_case': None, 'worst_case_fraction': None}
+    """
+    out: dict[str, Any] = {}
+    for name, value in loads.items():
+        out[name] = None if value is None else _number(value)
+        out[f"{name}_fraction"] = None if value is None else str(Fraction(value))
+    return out
 
 
 def _rate_row(
@@ -208,15 +225,12 @@ def _loads_row(
         "strategy": strategy,
         "subpackets": r.subpackets,
         "storage": 1,
-        "uncoded": r.uncoded,
-        "paired": r.paired,
-        "coded": _number(r.coded),
-        "coded_fraction": str(Fraction(r.coded)),
+        **_exact_loads(uncoded=r.uncoded, paired=r.paired, coded=r.coded),
         "lower_bound": lb.value,
         "lower_bound_exact": lb.exact or certified,
         "optimal": certified,
         "optimality_gap": optimality_gap(r.coded, lb.value),
-        "worst_case": _number(worst_case(r.N, r.K)) if why is None else None,
+        **_exact_loads(worst_case=worst_case(r.N, r.K) if why is None else None),
         "cycles": r.cycles_used,
         "uncoded_leftovers": _number(r.uncoded_leftovers),
         "conserved": r.conserved,
@@ -350,7 +364,7 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
         elif key == "coded":
             out.append(_load_cell(Fraction(row["coded_fraction"])))
         elif key in ("uncoded", "paired") and v is not None:
-            out.append(_load_cell(Fraction(v)))
+            out.append(_load_cell(Fraction(row.get(f"{key}_fraction", v))))
         elif key == "optimal":
             out.append("yes" if v else "-")
         elif key == "optimality_gap":
@@ -403,8 +417,8 @@ def _row_notes(r: dict[str, Any]) -> set[str]:
     if r.get("storage", 1) > 1:
         flags.add(
             f"storage {r['storage']}: records cut into {r['pieces']} pieces, each held by {r['storage']} "
-            f"workers; loads in records, rounded to two decimals here, exact in --json (coded_fraction, "
-            f"lower_bound_fraction); paired: the group symbols alone; plan: {r['storage_plan']}"
+            f"workers; loads in records, rounded to two decimals here, exact in --json (the keys "
+            f"ending _fraction); paired: the group symbols alone; plan: {r['storage_plan']}"
         )
     if r["subpackets"] > 1:
         flags.add(f"records cut into {r['subpackets']} pieces; loads in records, rounded to two decimals "
@@ -423,7 +437,9 @@ def _check_storage(args: argparse.Namespace, schedule: list[int]) -> None:
             "--exact-bound applies to --storage 1 only; the bound on pieces is exact up to K = 20"
         )
     if len(set(schedule)) > 1:
-        raise UsageError("--storage above 1 needs a fixed number of workers, not --workers " + args.workers)
+        shape = " x ".join(map(str, schedule))
+        given = f"--workers {args.workers}" if args.matrix is None else f"a {shape} --matrix"
+        raise UsageError(f"--storage above 1 needs a fixed number of workers, not {given}")
     check_storage_option(args, schedule[0])
 
 
@@ -462,7 +478,7 @@ def _matrix_rows(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     if given:
         raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
     S = read_matrix(args.matrix)
-    _check_storage(args, [S.shape[0]])
+    _check_storage(args, list(S.shape))
     return rate_rows(
         matrix=S, strategy=args.strategy, subpackets=args.subpackets, warn=_warn_once(), progress=True,
         exact_bound=args.exact_bound, storage=args.storage, **_network_options(args),

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._checks import check_choice, check_int
 from ..matrix import (
+    MAX_POINTS,
     check_shuffle_matrix,
     elastic_matrix,
     leftover_matrix,
@@ -183,8 +184,11 @@ def rates(S: object, *, strategy: str = "greedy", subpackets: int = 1, progress:
     W = int(off.sum())
     P = int(np.triu(pair_minima(S), 1).sum())
     omega = leftover_matrix(S)
-    if q > 1 and int(S.max(initial=0)) > (2**62 - 1) // q:
-        raise ValueError(f"Argument 'subpackets' is too large for this matrix: {q} pieces overflow 2**62.")
+    if q > 1 and q * int(omega.sum()) > MAX_POINTS:
+        raise ValueError(
+            f"Argument 'subpackets' must be at most {MAX_POINTS // int(omega.sum())} for this matrix "
+            f"(the leftover pieces count at most 2**53 = {MAX_POINTS}), not {q}."
+        )
     packing = pack_cycles(q * omega if q > 1 else omega, strategy=strategy, progress=progress)
     n = packing.cycles_used
     conserved = bool(np.array_equal(omega.sum(axis=0), omega.sum(axis=1)))

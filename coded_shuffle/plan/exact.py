@@ -41,22 +41,30 @@ def _packing_upper_bound(omega: np.ndarray) -> int:
     return int(omega.sum()) // shortest
 
 
-def _split_circulation(flow: np.ndarray) -> list[tuple[int, ...]]:
-    """Split an integer circulation (a ``K x K`` array, consumed) into simple cycles."""
-    cycles: list[tuple[int, ...]] = []
+def _whole_bound(value: float) -> int:
+    """The whole number of cycles a float bound on a packing allows, with room for the float's own
+    rounding (relative ``1e-9``): so that no bound below the optimum proves a packing."""
+    return int(np.floor(value * (1 + 1e-9) + 1e-6))
+
+
+def _split_circulation(flow: np.ndarray, tally: dict[tuple[int, ...], int]) -> None:
+    """Split an integer circulation (a ``K x K`` array, consumed) into simple cycles, each taken as
+    many times as its lightest arc allows, counted into ``tally`` (at most ``K^2`` cycles found,
+    whatever the flow)."""
     while True:
         starts = np.flatnonzero(flow.sum(axis=1))
         if not starts.size:
-            return cycles
+            return
         path = [int(starts[0])]
         where = {path[0]: 0}
         while True:
             v = int(np.flatnonzero(flow[path[-1]])[0])
             if v in where:
                 cyc = path[where[v] :]
-                for k, w in enumerate(cyc):
-                    flow[w, cyc[(k + 1) % len(cyc)]] -= 1
-                cycles.append(tuple(cyc))
+                arcs = (np.array(cyc), np.roll(np.array(cyc), -1))
+                k = int(flow[arcs].min())
+                flow[arcs] -= k
+                tally[tuple(cyc)] = tally.get(tuple(cyc), 0) + k
                 break
             where[v] = len(path)
             path.append(v)
@@ -78,14 +86,14 @@ def _rooted_size(omega: np.ndarray) -> int:
     return int((np.minimum(rank[ii], rank[jj]) + 1).sum())
 
 
-def _rooted_milp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], bool, float]:
+def _rooted_milp(omega: np.ndarray) -> tuple[dict[tuple[int, ...], int], bool, float]:
     """Maximum cycle packing as one circulation per root worker, solved by HiGHS.
 
     Workers are ranked (heaviest first); root ``r`` carries a circulation on the workers ranked
     from ``r`` on, and the objective counts the flow leaving each root. Every cycle is counted
     at its first-ranked worker, so the program is exact without listing any cycle and without
-    symmetric copies of one packing. Returns the cycles found, whether HiGHS proved them
-    optimal, and its bound on the optimum.
+    symmetric copies of one packing. Returns the cycles found with their counts, whether HiGHS
+    proved them optimal, and its bound on the optimum.
     """
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
@@ -105,7 +113,7 @@ def _rooted_milp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], bool, float]
         var_root.append(np.full(arcs.size, root))
         var_arc.append(arcs)
     if not var_root:  # no root has an edge leaving it among the workers after it: no cycle
-        return [], True, 0.0
+        return {}, True, 0.0
     vr, va = np.concatenate(var_root), np.concatenate(var_arc)
     n = vr.size
     cols = np.arange(n)
@@ -121,19 +129,19 @@ def _rooted_milp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], bool, float]
         constraints=LinearConstraint(A[used], lo[used], hi[used]),
         integrality=np.ones(n),
         bounds=Bounds(0, np.minimum(omega[ii[va], jj[va]], out_w[vr]).astype(float)),
-        options={"node_limit": EXACT_NODE_LIMIT},
+        options={"node_limit": EXACT_NODE_LIMIT, "mip_rel_gap": 0.0},  # proven means optimal
     )
     bound = -float(res.mip_dual_bound) if res.mip_dual_bound is not None else np.inf
     if res.x is None:
-        return [], False, bound
+        return {}, False, bound
     x = np.rint(res.x).astype(np.int64)
-    cycles: list[tuple[int, ...]] = []
+    tally: dict[tuple[int, ...], int] = {}
     for root in np.unique(vr):
         flow = np.zeros_like(omega)
         sel = (vr == root) & (x > 0)
         flow[ii[va[sel]], jj[va[sel]]] = x[sel]
-        cycles += _split_circulation(flow)
-    return cycles, res.status == 0, bound
+        _split_circulation(flow, tally)
+    return tally, res.status == 0, bound
 
 
 class _Columns:
@@ -346,7 +354,7 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
     cols = _Columns(omega)
     cols.short_cycles(support)
     value, _, _, _ = _fractional_packing(cols, cols.w)
-    bound = min(top, int(np.floor(value + 1e-6))) if np.isfinite(value) else top
+    bound = min(top, _whole_bound(value)) if np.isfinite(value) else top
     best: tuple[list[tuple[int, ...]], list[int]] = (g_cycles, g_counts)
     method = "greedy"
 
@@ -365,15 +373,12 @@ def _exact(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, s
             keep(*cols.packing(uses), "integer program over listed cycles")
     proven = sum(best[1]) >= bound
     if not proven and _rooted_size(omega) <= min(EXACT_MAX_VARIABLES, EXACT_MILP_MAX_VARIABLES):
-        cycles, proven_here, rooted_bound = _rooted_milp(omega)
-        tally: dict[tuple[int, ...], int] = {}
-        for cyc in cycles:
-            tally[cyc] = tally.get(cyc, 0) + 1
+        tally, proven_here, rooted_bound = _rooted_milp(omega)
         keep(list(tally), list(tally.values()), "circulation program")
         if proven_here:
             proven = True
         else:
-            bound = min(bound, int(np.floor(rooted_bound + 1e-6)))
+            bound = min(bound, _whole_bound(rooted_bound))
     if proven:
         return best[0], best[1], True, None, sum(best[1])
     n = sum(best[1])

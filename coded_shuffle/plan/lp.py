@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .exact import _Columns, _fractional_packing, _packing_upper_bound, _triangle_count
+from .exact import _Columns, _fractional_packing, _packing_upper_bound, _triangle_count, _whole_bound
 from .greedy import _greedy
 from .packing import CyclePacking, is_cycle_packing
 
@@ -74,7 +74,7 @@ def _lp(omega: np.ndarray) -> tuple[list[tuple[int, ...]], list[int], bool, str 
     cols = _Columns(omega)
     cols.short_cycles(support)
     value, x, A, spent = _fractional_packing(cols, cols.w, rounds=LP_ROUNDS)
-    bound = min(top, int(np.floor(value + 1e-6))) if np.isfinite(value) else top
+    bound = min(top, _whole_bound(value)) if np.isfinite(value) else top
     cycles, counts = _completed(omega, *cols.packing(_rounded(cols, x, A)))
     if not is_cycle_packing(omega, cycles, counts):
         raise AssertionError("the rounded fractional packing is infeasible")

@@ -161,3 +161,89 @@ def holder_counts(holders, K):  # pragma: no cover - compiled
             x >>= one
             k += 1
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def chain_pairs(mutual, m, alive, degree, out):  # pragma: no cover - compiled
+    """The pairs of :func:`coded_shuffle.storage.planner._pack_chains`, in place on ``m``,
+    ``alive`` and ``degree``; rows ``(a, b, k)`` of ``out``, their number returned. Equals::
+
+        while (cand := np.flatnonzero(alive & (degree > 0))).size:
+            a = cand[np.argmin(degree[cand])]
+            partners = np.flatnonzero(mutual[a] & alive)
+            b = partners[np.argmin(degree[partners])]
+            k = min(m[a], m[b]); m[a] -= k; m[b] -= k; out.append((a, b, k))
+            for x in (a, b):
+                if not m[x]: alive[x] = False; degree -= mutual[:, x]
+    """
+    n = m.shape[0]
+    count = 0
+    while True:
+        a = -1
+        for x in range(n):
+            if alive[x] and degree[x] > 0 and (a < 0 or degree[x] < degree[a]):
+                a = x
+        if a < 0:
+            return count
+        b = -1
+        for y in range(n):
+            if mutual[a, y] and alive[y] and (b < 0 or degree[y] < degree[b]):
+                b = y
+        k = min(m[a], m[b])
+        m[a] -= k
+        m[b] -= k
+        out[count, 0], out[count, 1], out[count, 2] = a, b, k
+        count += 1
+        for x in (a, b):
+            if m[x] == 0:
+                alive[x] = False
+                for z in range(n):  # mutual is symmetric: its row, read in order
+                    if mutual[x, z]:
+                        degree[z] -= 1
+
+
+@numba.njit(cache=True, nogil=True)
+def chain_triples(A, m, alive, order, out):  # pragma: no cover - compiled
+    """The chains of 3 of :func:`coded_shuffle.storage.planner._pack_chains`, in place on ``m``
+    and ``alive``; rows ``(a, b, c, k)`` of ``out``, their number returned. Equals::
+
+        for a in order:
+            while m[a]:
+                outs, ins = np.flatnonzero(A[a] & alive), np.flatnonzero(A[:, a] & alive)
+                hit = np.argwhere(A[np.ix_(outs, ins)])
+                hit = hit[outs[hit[:, 0]] != ins[hit[:, 1]]]
+                if not hit.size: break
+                b, c = outs[hit[0, 0]], ins[hit[0, 1]]
+                k = min(m[a], m[b], m[c]); m[[a, b, c]] -= k; alive[[a, b, c]] = m[[a, b, c]] > 0
+                out.append((a, b, c, k))
+    """
+    n = m.shape[0]
+    count = 0
+    ins = np.empty(n, dtype=np.int64)
+    for a in order:
+        while m[a] > 0:
+            n_in = 0
+            for c in range(n):
+                if A[c, a] and alive[c]:
+                    ins[n_in] = c
+                    n_in += 1
+            b_hit, c_hit = -1, -1
+            for b in range(n):
+                if not (A[a, b] and alive[b]):
+                    continue
+                for i in range(n_in):
+                    c = ins[i]
+                    if A[b, c] and b != c:
+                        b_hit, c_hit = b, c
+                        break
+                if b_hit >= 0:
+                    break
+            if b_hit < 0:
+                break
+            k = min(m[a], m[b_hit], m[c_hit])
+            for x in (a, b_hit, c_hit):
+                m[x] -= k
+                alive[x] = m[x] > 0
+            out[count, 0], out[count, 1], out[count, 2], out[count, 3] = a, b_hit, c_hit, k
+            count += 1
+    return count

@@ -75,12 +75,25 @@ def storage_ordering_bound(S: object, ordering: object, *, M: int) -> int:
         raise TypeError("Argument 'ordering' must be a sequence of worker indices.") from None
     if sorted(order) != list(range(K)):
         raise ValueError(f"Argument 'ordering' must be a permutation of 0..{K - 1}.")
-    total = 0
-    for pos, j in enumerate(order):
-        after = order[pos + 1 :]
-        if len(after) - 1 >= t:
-            total += comb(len(after) - 1, t) * int(off[after, j].sum())
-    return total
+    return _pieces(off, np.array(order, dtype=np.int64), _weights(off, t))
+
+
+def _weights(off: np.ndarray, t: int) -> np.ndarray:
+    """``C(a - 1, t)`` for the worker at each position, ``a`` the workers after it: int64 where
+    every sum of them times records fits, else Python ints (object), so that the sums stay exact."""
+    K = off.shape[0]
+    w = [comb(K - 2 - pos, t) if K - 2 - pos >= t else 0 for pos in range(K)]
+    wide = max(w) * int(off.sum()) >= 1 << 62
+    return np.array(w, dtype=object if wide else np.int64)
+
+
+def _pieces(off: np.ndarray, order: np.ndarray, w: np.ndarray) -> int:
+    """``B(sigma)`` of one ordering: the records each worker wants from those after it (the
+    column sums below the diagonal of ``S`` reordered, exact in int64) weighted by position."""
+    wanted = np.tril(off[np.ix_(order, order)], -1).sum(axis=0)
+    if w.dtype == object:
+        return sum(int(a) * int(b) for a, b in zip(w.tolist(), wanted.tolist(), strict=True))
+    return int(w @ wanted)
 
 
 def _exact(off: np.ndarray, t: int) -> tuple[int, tuple[int, ...]]:
@@ -91,24 +104,50 @@ def _exact(off: np.ndarray, t: int) -> tuple[int, tuple[int, ...]]:
 
 
 def _searched(off: np.ndarray, t: int) -> tuple[int, tuple[int, ...]]:
-    """The ordering of the ``t = 0`` bound, improved by moving single workers while it helps."""
-    M = t + 1
-    order = list(lower_bound(off, exact=False).ordering)
-    best = storage_ordering_bound(off, order, M=M)
-    K = len(order)
+    """The ordering of the ``t = 0`` bound, improved by moving single workers while it helps: the
+    first move that raises the bound, in order of worker and place, with every place of one worker
+    valued at once (:func:`_place_values`)."""
+    order = np.array(lower_bound(off, exact=False).ordering, dtype=np.int64)
+    w = _weights(off, t)
+    best = _pieces(off, order, w)
+    K = order.size
     improved = True
     while improved:
         improved = False
         for a in range(K):
-            for b in range(K):
-                if a == b:
-                    continue
-                trial = order.copy()
-                trial.insert(b, trial.pop(a))
-                value = storage_ordering_bound(off, trial, M=M)
-                if value > best:
-                    order, best, improved = trial, value, True
-    return best, tuple(order)
+            b = 0
+            while b < K:  # the first place from b on that raises the bound, again after a move
+                values = _place_values(off, order, a, w)
+                up = [p for p in np.flatnonzero(values > best).tolist() if p >= b and p != a]
+                if not up:
+                    break
+                p = up[0]
+                order = np.insert(np.delete(order, a), p, order[a])
+                best, improved, b = int(values[p]), True, p + 1
+    return best, tuple(order.tolist())
+
+
+def _place_values(off: np.ndarray, order: np.ndarray, a: int, w: np.ndarray) -> np.ndarray:
+    """``B`` of ``order`` with its worker ``x`` at position ``a`` moved to each position ``p``.
+
+    With ``r`` the others in order and ``base[i]`` the records ``r_i`` wants from the ``r`` after
+    it, ``r_i`` sits at ``i`` before ``p`` (wanting ``S[x][r_i]`` more) and at ``i + 1`` from it::
+
+        B(p) = sum_{i < p} w[i] (base[i] + S[x][r_i]) + sum_{i >= p} w[i + 1] base[i]
+               + w[p] sum_{i >= p} S[r_i][x]
+
+    Brute-force equivalent: ``_pieces(off, np.insert(np.delete(order, a), p, order[a]), w)``.
+    """
+    x, rest = order[a], np.delete(order, a)
+    base = np.tril(off[np.ix_(rest, rest)], -1).sum(axis=0)
+    kind = w.dtype
+    gets, gives = off[x, rest].astype(kind), off[rest, x].astype(kind)
+    base = base.astype(kind)
+    zero = np.zeros(1, dtype=kind)
+    head = np.concatenate([zero, np.cumsum(w[:-1] * (base + gets))])
+    tail = np.concatenate([np.cumsum((w[1:] * base)[::-1])[::-1], zero])
+    wanted_by_x = np.concatenate([np.cumsum(gives[::-1])[::-1], zero])
+    return head + tail + w * wanted_by_x
 
 
 def storage_lower_bound(S: object, *, M: int, exact: bool | None = None) -> StorageBound:

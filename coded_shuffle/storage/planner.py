@@ -48,9 +48,11 @@ and cycles, :func:`coded_shuffle.plan.rates`, which they then call):
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import combinations, islice
 from math import comb
 
 import numpy as np
@@ -81,6 +83,9 @@ LONG_CHAIN_MAX_NODES = 2000
 #: cut costs one symbol more per receiver beyond the first; with three or more it rarely pays).
 CUT_RECEIVERS = 2
 
+#: Cells (groups times members squared) :func:`group_counts` sums in one numpy call.
+GROUP_CHUNK_CELLS = 1 << 22
+
 #: Largest boundary matrix (rows times columns) whose GF(2) rank is computed; beyond, a round
 #: costs ``min(active groups, C(K - 1, t + 1))``, both proven to decode.
 RANK_MAX_CELLS = 1 << 18
@@ -99,12 +104,16 @@ def group_counts(S: object, *, M: int) -> dict[int, dict[int, int]]:
     out: dict[int, dict[int, int]] = {}
     if t + 2 > K:
         return out
-    for G in subsets(list(range(K)), t + 2):
-        g = members(G)
-        c = off[np.ix_(g, g)].sum(axis=0)
-        if c.any():
-            out[G] = {i: int(v) for i, v in zip(g, c.tolist(), strict=True)}
-    return out
+    groups = combinations(range(K), t + 2)
+    chunk = max(1, GROUP_CHUNK_CELLS // (t + 2) ** 2)
+    while True:  # a chunk of groups at a time, in lexicographic order: c[n, i] = sum over o of S[o][i]
+        g = np.array(list(islice(groups, chunk)), dtype=np.int64).reshape(-1, t + 2)
+        if not g.size:
+            return out
+        c = off[g[:, :, None], g[:, None, :]].sum(axis=1)
+        for n in np.flatnonzero(c.any(axis=1)).tolist():
+            members_n = g[n].tolist()
+            out[sum(1 << i for i in members_n)] = dict(zip(members_n, c[n].tolist(), strict=True))
 
 
 def demand_counts(demand: np.ndarray) -> dict[int, dict[int, int]]:
@@ -174,46 +183,28 @@ def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tu
     R = np.array([nodes[a][1] for a in keep], dtype=np.uint64)
     known = G & ~R
     A = np.zeros((n, n), dtype=bool)
+    mutual = np.zeros((n, n), dtype=bool)  # A and its transpose, made as A is (a transpose is slow)
     for lo in range(0, n, 512):
         A[lo : lo + 512] = (R[lo : lo + 512, None] & ~known[None, :]) == 0
+        mutual[lo : lo + 512] = A[lo : lo + 512] & ((R[None, :] & ~known[lo : lo + 512, None]) == 0)
     np.fill_diagonal(A, False)
+    np.fill_diagonal(mutual, False)
     m = [mult[a] for a in keep]
     order = sorted(range(n), key=lambda a: -m[a])
-    # pairs: the type with the fewest partners left first, with its partner of fewest partners
-    mutual = A & A.T
-    alive = np.array([v > 0 for v in m], dtype=bool)
-    degree = (mutual & alive[None, :]).sum(axis=1)
-    while True:
-        cand = np.flatnonzero(alive & (degree > 0))
-        if not cand.size:
-            break
-        a = int(cand[np.argmin(degree[cand])])
-        partners = np.flatnonzero(mutual[a] & alive)
-        b = int(partners[np.argmin(degree[partners])])
-        k = min(m[a], m[b])
-        m[a] -= k
-        m[b] -= k
+    # pairs: the type with the fewest partners left first, with its partner of fewest partners;
+    # then chains of 3 (compiled: :func:`._kernels.chain_pairs`, :func:`._kernels.chain_triples`)
+    from ._kernels import chain_pairs, chain_triples
+
+    left = np.array(m, dtype=np.int64)
+    alive = left > 0
+    degree = (mutual & alive[None, :]).sum(axis=1).astype(np.int64)
+    rows = np.zeros((n, 3), dtype=np.int64)
+    for a, b, k in rows[: chain_pairs(mutual, left, alive, degree, rows)].tolist():
         out.append(((a, b), k))
-        for x in (a, b):
-            if not m[x]:
-                alive[x] = False
-                degree -= mutual[:, x]
-    for a in order:
-        while m[a]:
-            outs = np.flatnonzero(A[a] & alive)
-            ins = np.flatnonzero(A[:, a] & alive)
-            if not outs.size or not ins.size:
-                break
-            hit = np.argwhere(A[np.ix_(outs, ins)])
-            hit = hit[outs[hit[:, 0]] != ins[hit[:, 1]]]
-            if not hit.size:
-                break
-            b_, c_ = int(outs[hit[0, 0]]), int(ins[hit[0, 1]])
-            k = min(m[a], m[b_], m[c_])
-            for x in (a, b_, c_):
-                m[x] -= k
-                alive[x] = m[x] > 0
-            out.append(((a, b_, c_), k))
+    rows = np.zeros((n, 4), dtype=np.int64)
+    for a, b, c, k in rows[: chain_triples(A, left, alive, np.array(order, dtype=np.int64), rows)].tolist():
+        out.append(((a, b, c), k))
+    m = left.tolist()
     for a in order if n <= LONG_CHAIN_MAX_NODES else []:  # then longer chains, shortest first
         while m[a]:
             cycle = _shortest_cycle(A, alive, a)
@@ -357,16 +348,82 @@ def _round_groups(edges: list[tuple[int, int]], K: int, t: int) -> list[int]:
     return sorted(active)
 
 
+def _round_group_count(edges: list[tuple[int, int]], K: int, t: int) -> int:
+    """``len(_round_groups(edges, K, t))`` without listing them: the ``(t + 2)``-sets that hold
+    some moved pair are all of them but the independent sets of the pairs' graph.
+
+    A round moves each worker's records at most once out and once in, so the graph of its pairs
+    has degree at most 2: paths and cycles, whose independent sets of each size come from the
+    recurrences ``I(P_n) = I(P_{n-1}) + x I(P_{n-2})`` and ``I(C_n) = I(P_{n-1}) + x I(P_{n-3})``
+    (polynomials in ``x``, the coefficient of ``x^s`` counting the sets of ``s`` workers). A
+    graph of higher degree is listed.
+    """
+    size = t + 2
+    near: list[set[int]] = [set() for _ in range(K)]
+    for o, j in edges:
+        near[o].add(j)
+        near[j].add(o)
+    if any(len(n) > 2 for n in near):
+        return len(_round_groups(edges, K, t))
+
+    paths, cycles = _independent_sets(K, size)
+    total = [1]
+    seen = [False] * K
+    for v in range(K):
+        if seen[v]:
+            continue
+        size_v, stack = 0, [v]  # the component of v: a path, or a cycle when every degree is 2
+        seen[v] = True
+        cycle = True
+        while stack:
+            u = stack.pop()
+            size_v += 1
+            cycle &= len(near[u]) == 2
+            for w in near[u]:
+                if not seen[w]:
+                    seen[w] = True
+                    stack.append(w)
+        total = _times(total, cycles[size_v] if cycle else paths[size_v], size)
+    independent = total[size] if len(total) > size else 0
+    return comb(K, size) - independent
+
+
+def _plus(a: list[int], b: list[int], size: int) -> list[int]:
+    """``a + b``, polynomials as coefficient lists, truncated past ``x^size``."""
+    n = min(max(len(a), len(b)), size + 1)
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
+
+
+def _times(a: list[int], b: list[int], size: int) -> list[int]:
+    """``a b``, truncated past ``x^size``."""
+    out = [0] * min(len(a) + len(b) - 1, size + 1)
+    for i, u in enumerate(a[: size + 1]):
+        for k, v in enumerate(b[: size + 1 - i]):
+            out[i + k] += u * v
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _independent_sets(K: int, size: int) -> tuple[list[list[int]], list[list[int]]]:
+    """``I(P_n)`` and ``I(C_n)`` for ``n <= K``, truncated past ``x^size`` (``I(C_n)`` for ``n >= 3``)."""
+    paths = [[1], [1, 1]]
+    while len(paths) <= K:
+        paths.append(_plus(paths[-1], [0] + paths[-2], size))
+    cycles: list[list[int]] = [[], [], []]
+    cycles += [_plus(paths[n - 1], [0] + paths[n - 3], size) for n in range(3, K + 1)]
+    return paths, cycles
+
+
 def _round_cost(edges: tuple[tuple[int, int], ...], K: int, t: int, memo: dict) -> tuple[int, str]:
     """Pieces a round costs and how it is sent: ``'rank'``, ``'groups'`` or ``'avoid0'``."""
     if edges in memo:
         return memo[edges]
-    L = _round_groups(list(edges), K, t)
+    n = _round_group_count(list(edges), K, t)
     cap = comb(K - 1, t + 1)
-    if len(L) * comb(K, t + 1) <= RANK_MAX_CELLS:
-        out = (boundary_rank(L, K, t)[0], "rank")
-    elif len(L) <= cap:
-        out = (len(L), "groups")
+    if n * comb(K, t + 1) <= RANK_MAX_CELLS:
+        out = (boundary_rank(_round_groups(list(edges), K, t), K, t)[0], "rank")
+    elif n <= cap:
+        out = (n, "groups")
     else:
         out = (cap, "avoid0")
     memo[edges] = out
@@ -387,8 +444,12 @@ def _rounds(S: np.ndarray) -> list[tuple[tuple[tuple[int, int], ...], int]]:
     off = rest.copy()
     np.fill_diagonal(off, 0)
     out = []
+    K = rest.shape[0]
     while off.any():
-        match = maximum_bipartite_matching(csr_matrix(rest > 0), perm_type="column")
+        held = rest > 0  # its support as a sparse matrix, row by row (no dense conversion)
+        rows = np.r_[0, np.cumsum(held.sum(axis=1))]
+        support = csr_matrix((np.ones(int(rows[-1]), dtype=bool), np.nonzero(held)[1], rows), shape=(K, K))
+        match = maximum_bipartite_matching(support, perm_type="column")
         pairs = [(o, int(j)) for o, j in enumerate(match.tolist()) if j >= 0]
         k = min(int(rest[o, j]) for o, j in pairs)
         for o, j in pairs:

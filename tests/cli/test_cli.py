@@ -115,7 +115,7 @@ def test_rate_epochs_json(capsys):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("[[1, 2], [3]]", "not square"),
+        ("[[1, 2], [3]]", "not rectangular: row 2 has 1 entries, expected 2"),
         ("[[1, -2], [3, 1]]", "negative"),
         ("[[1, 2.5], [3, 1]]", "not an integer"),
         ('[[1, "a"], [3, 1]]', "not an integer"),
@@ -196,7 +196,7 @@ def test_module_entry_point_and_pipe():
         text=True,
         timeout=120,
     )
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "not square" in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "not rectangular" in bad.stderr
 
 
 def test_rate_elastic_schedule_and_orders(capsys):
@@ -271,8 +271,8 @@ def test_rate_matrix_csv_variants(tmp_path, capsys, content):
         ("a,b,c\n2,x,2\n2,1,2\n1,3,1\n", "line 2, column 2: 'x' is not an integer"),
         ("2,1,2\n\n2,1,y\n1,3,1\n", "line 3, column 3: 'y' is not an integer"),
         ("2,5;1;2\n2;1;2\n1;3;1\n", "line 1, column 1: '2,5' is not an integer"),
-        (",w0,w1\nw0,2,1\nw1,1,2\n", "not square: line 2 has 3 entries, expected 2"),
-        ("2,1\n1\n", "not square: line 2 has 1 entries, expected 2"),
+        (",w0,w1\nw0,2,1\nw1,1,2\n", "line 2, column 1: 'w0' is not an integer"),  # labels of rows
+        ("2,1\n1\n", "not rectangular: line 2 has 1 entries, expected 2"),
         ("2,,2\n2,1,2\n1,3,1\n", "line 1, column 2: the entry is empty"),
     ],
 )
@@ -283,6 +283,23 @@ def test_rate_matrix_csv_refused(tmp_path, capsys, content, message):
     assert code == 2 and out == ""
     assert err.startswith("coded-shuffle: error:") and len(err.strip().splitlines()) == 1
     assert message in err, err
+
+
+def test_rate_matrix_of_a_changing_K(tmp_path, capsys):
+    # Two workers become three (the example of elastic_matrix): the joining worker holds nothing,
+    # so its two points go uncoded; nothing pairs, no cycle: 2 symbols, and the bound is 2.
+    f = tmp_path / "grow.csv"
+    f.write_text("2,0,1\n0,2,1\n")
+    code, out, err = run(capsys, "rate", "--matrix", str(f), "--json")
+    row = json.loads(out)
+    assert code == 0 and (row["K_t"], row["K_t1"], row["K"]) == (2, 3, 3)
+    assert (row["uncoded"], row["paired"], row["coded"], row["lower_bound"]) == (2, 2, 2, 2)
+    assert "K changes from 2 to 3" in err  # no worst case N(K-1)/K
+    code, out, err = run(capsys, "rate", "--matrix", str(f), "--storage", "2")
+    assert code == 2 and out == ""
+    assert err.strip().endswith("needs a fixed number of workers, not a 2 x 3 --matrix")
+    code, out, err = run(capsys, "plot", "leftovers", "--matrix", str(f), "--output", str(tmp_path / "p.png"))
+    assert code == 2 and out == "" and "must be square here, not 2 x 3" in err
 
 
 def test_rate_matrix_stdin_not_utf8():
@@ -407,6 +424,12 @@ def test_rate_with_storage(tmp_path, capsys):
     assert code == 0 and row["storage"] == 2 and row["pieces"] == 3
     assert (row["coded_fraction"], row["lower_bound_fraction"], row["worst_case"]) == ("2", "2", 2)
     assert row["uncoded"] == pytest.approx(16 / 3) and row["optimal"] and row["optimality_gap"] == 0
+    # every load exact beside its number: 16/3 uncoded; the group symbols alone: each of the four
+    # 3-sets of workers sends 2 symbols (two of its members want 2 pieces), 8 pieces of 1/3
+    exact = (row["uncoded_fraction"], row["paired_fraction"], row["worst_case_fraction"])
+    assert exact == ("16/3", "8/3", "2")
+    for key in ("uncoded", "paired", "coded", "lower_bound", "worst_case"):
+        assert row[key] == pytest.approx(float(Fraction(row[f"{key}_fraction"])))
     code, out, _ = run(capsys, "rate", "--matrix", str(f))
     assert code == 0 and "storage 2" not in out  # M = 1: today's table, unchanged
     for argv, message in (

@@ -147,8 +147,11 @@ def test_subpackets_exceptions():
         plan_delivery(a, a, subpackets=2.0)
     with pytest.raises(TypeError, match="'subpackets'"):
         plan_from_matrix([[0, 1], [1, 0]], subpackets=True)
-    with pytest.raises(ValueError, match="'subpackets' is too large"):
-        rates([[0, 2**40], [2**40, 0]], subpackets=2**30)
+    cycle = [[0, 2**40, 0], [0, 0, 2**40], [2**40, 0, 0]]  # 3 * 2**40 leftovers
+    with pytest.raises(ValueError, match="'subpackets' must be at most 2730 for this matrix"):
+        rates(cycle, subpackets=2**30)
+    assert rates(cycle, subpackets=2730).coded == 2 * 2**40  # 2730 * 3 * 2**40 < 2**53 pieces: exact
+    assert rates([[0, 2**40], [2**40, 0]], subpackets=2**30).coded == 2**40  # no leftover to cut
 
 
 def test_cli_rate_subpackets(tmp_path, capsys):

@@ -179,13 +179,13 @@ def test_exact_fallback_is_explicit(monkeypatch):
     # no stage found a packing better than greedy's, none proved it: kept, unproven, said so
     monkeypatch.setattr(plan_mod, "_dive", lambda cols: np.zeros(0))
     monkeypatch.setattr(plan_mod, "_column_milp", lambda cols, A, cap: (None, False))
-    monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om: ([], False, 3.0))
+    monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om: ({}, False, 3.0))
     p = pack_cycles(omega, strategy="exact")
     assert p.strategy == "exact" and p.method == "greedy" and not p.optimal
     assert "fell back to greedy" in p.note and "at most 3" in p.note
     assert p.cycles_used == 2 and p.upper_bound == 3
     # a better packing than greedy's, below a bound nothing closes: kept, and flagged
-    best = list(GREEDY_SHORT_K6_BEST)
+    best = {c: GREEDY_SHORT_K6_BEST.count(c) for c in GREEDY_SHORT_K6_BEST}
     monkeypatch.setattr(plan_mod, "_packing_upper_bound", lambda om: 10)
     monkeypatch.setattr(plan_mod, "_fractional_packing", lambda cols, cap: (4.5, None, None, False))
     monkeypatch.setattr(plan_mod, "_rooted_milp", lambda om: (best, False, 4.0))

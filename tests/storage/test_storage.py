@@ -25,6 +25,7 @@ from coded_shuffle.orders import epoch_placement, placement_from_owner
 from coded_shuffle.plan import rates
 from coded_shuffle.storage import (
     check_piece_placement,
+    group_counts,
     piece_demand,
     piece_placement,
     plan_storage,
@@ -334,3 +335,120 @@ def test_storage_rates_read_as_rates_do():
     assert core(one) == (11, 7, 6, 3, 15)  # Example 1 of Attia and Tandon (2016)
     assert two.paired == two.grouped and (two.K, two.N) == (3, 15)
     assert two.coded <= two.paired <= two.uncoded
+
+
+# --------------------------------------------------------------------------- the compiled and
+# counted steps of the loads, against the loops they replace
+
+
+def test_round_group_count_against_listing(rng):
+    from coded_shuffle.storage.planner import _round_group_count, _round_groups
+
+    for _ in range(300):
+        K = int(rng.integers(2, 10))
+        t = int(rng.integers(0, K - 1))
+        perm = rng.permutation(K)  # a partial permutation: paths and cycles
+        edges = [(o, int(perm[o])) for o in range(K) if perm[o] != o and rng.random() < 0.7]
+        assert _round_group_count(edges, K, t) == len(_round_groups(edges, K, t))
+    star = [(0, 1), (0, 2), (0, 3), (4, 0)]  # degree 4: listed
+    assert _round_group_count(star, 6, 1) == len(_round_groups(star, 6, 1)) == 4 * 4 - 3 - 3
+
+
+def test_group_counts_against_each_group(rng):
+    for K, M in ((3, 2), (7, 3), (9, 9), (12, 2)):
+        S = rng.integers(0, 3, (K, K)) * (rng.random((K, K)) < 0.4)
+        off = S.copy()
+        np.fill_diagonal(off, 0)
+        expected = {}
+        for g in itertools.combinations(range(K), M + 1):
+            c = off[np.ix_(g, g)].sum(axis=0)
+            if c.any():
+                expected[sum(1 << i for i in g)] = dict(zip(g, c.tolist(), strict=True))
+        got = group_counts(S, M=M)
+        assert got == expected and list(got) == list(expected)  # in lexicographic order of the groups
+
+
+def _chains_oracle(A, m, order):
+    """The pairs and chains of 3 of ``_pack_chains``, by the numpy statements of the kernels."""
+    m = list(m)
+    n = len(m)
+    mutual = A & A.T
+    alive = np.array([v > 0 for v in m])
+    degree = (mutual & alive[None, :]).sum(axis=1)
+    out = []
+    while (cand := np.flatnonzero(alive & (degree > 0))).size:
+        a = int(cand[np.argmin(degree[cand])])
+        partners = np.flatnonzero(mutual[a] & alive)
+        b = int(partners[np.argmin(degree[partners])])
+        k = min(m[a], m[b])
+        m[a] -= k
+        m[b] -= k
+        out.append(((a, b), k))
+        for x in (a, b):
+            if not m[x]:
+                alive[x] = False
+                degree -= mutual[:, x]
+    for a in order:
+        while m[a]:
+            outs, ins = np.flatnonzero(A[a] & alive), np.flatnonzero(A[:, a] & alive)
+            hit = np.argwhere(A[np.ix_(outs, ins)])
+            hit = hit[outs[hit[:, 0]] != ins[hit[:, 1]]] if hit.size else hit
+            if not hit.size:
+                break
+            b, c = int(outs[hit[0, 0]]), int(ins[hit[0, 1]])
+            k = min(m[a], m[b], m[c])
+            for x in (a, b, c):
+                m[x] -= k
+                alive[x] = m[x] > 0
+            out.append(((a, b, c), k))
+    assert n == len(m)
+    return out, m
+
+
+def test_chain_kernels_against_their_statements(rng):
+    from coded_shuffle.storage._kernels import chain_pairs, chain_triples
+
+    for _ in range(40):
+        n = int(rng.integers(2, 40))
+        A = rng.random((n, n)) < rng.uniform(0.05, 0.5)
+        np.fill_diagonal(A, False)
+        m = rng.integers(0, 5, n)
+        order = sorted(range(n), key=lambda a: -m[a])
+        expected, left_expected = _chains_oracle(A, m.tolist(), order)
+        left = m.astype(np.int64)
+        alive = left > 0
+        mutual = A & A.T
+        degree = (mutual & alive[None, :]).sum(axis=1).astype(np.int64)
+        rows = np.zeros((n, 3), dtype=np.int64)
+        got = [((a, b), k) for a, b, k in rows[: chain_pairs(mutual, left, alive, degree, rows)].tolist()]
+        rows = np.zeros((n, 4), dtype=np.int64)
+        count = chain_triples(A, left, alive, np.array(order, dtype=np.int64), rows)
+        got += [((a, b, c), k) for a, b, c, k in rows[:count].tolist()]
+        assert got == expected and left.tolist() == left_expected
+
+
+def test_searched_storage_bound_against_single_moves(rng):
+    from coded_shuffle.storage.bound import _searched
+
+    def moves(off, t):  # first improvement over single-worker moves, an ordering at a time
+        order = list(lower_bound(off, exact=False).ordering)
+        best = storage_ordering_bound(off, order, M=t + 1)
+        improved = True
+        while improved:
+            improved = False
+            for a in range(len(order)):
+                for b in range(len(order)):
+                    if a != b:
+                        trial = order.copy()
+                        trial.insert(b, trial.pop(a))
+                        value = storage_ordering_bound(off, trial, M=t + 1)
+                        if value > best:
+                            order, best, improved = trial, value, True
+        return best, tuple(order)
+
+    for K, t, high in ((5, 1, 4), (9, 3, 6), (14, 2, 3), (16, 7, 2**44)):
+        S = rng.integers(0, high, (K, K))
+        np.fill_diagonal(S, 0)
+        if high > 2**40:  # past int64 as pieces: C(14, 7) times 2**53 records
+            S = S * (2**53 // int(S.sum()))
+        assert _searched(S, t) == moves(S, t)
