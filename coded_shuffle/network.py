@@ -64,11 +64,15 @@ from ._predictions import (
     _RackTerms,
     _split,
     binding,
+    coded_links,
     coded_seconds,
+    exchange_links,
     exchange_seconds,
     explain,
+    split_links,
     split_seconds,
     split_time,
+    uncoded_links,
     uncoded_seconds,
 )
 from .matrix import elastic_matrix
@@ -76,7 +80,8 @@ from .matrix import elastic_matrix
 __all__ = [
     "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
     "scoped_symbols", "binding", "rack_loads", "MODES", "SPLIT_MARGIN", "Loads", "PREDICTIONS", "LINKS",
-    "exchange_seconds", "coded_seconds", "uncoded_seconds", "split_seconds",
+    "exchange_seconds", "coded_seconds", "uncoded_seconds", "split_seconds", "exchange_links", "coded_links",
+    "uncoded_links", "split_links",
 ]  # fmt: skip
 _RATES = ("master", "up", "down")
 _FLAGS = ("multicast", "snooping")
