@@ -24,6 +24,7 @@ RANK = {
     "tradeoff": 4,
     "loads": 4,
     "network": 4,
+    "_predictions": 4,
     "records": 4,
     "storage": 3,
     "codec": 4,

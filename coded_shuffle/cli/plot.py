@@ -108,6 +108,18 @@ def add_parser(sub: Any) -> None:
         description="Plots written as PNG or SVG by the extension of --output (needs matplotlib).",
     )
     kinds = plot.add_subparsers(dest="plot", metavar="PLOT", parser_class=_Parser, required=True)
+    load, leftovers, porders = _add_load_vs_k(kinds), _add_leftovers(kinds), _add_orders(kinds)
+    for p, default in ((load, "greedy"), (leftovers, "exact"), (porders, "greedy")):
+        p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
+        _add_strategy_argument(p, default)
+        p.set_defaults(func=_cmd_plot)
+    for p in (_add_storage(kinds), _add_run(kinds)):
+        p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
+        p.set_defaults(func=_cmd_plot)
+
+
+def _add_load_vs_k(kinds: Any) -> Any:
+    """``plot load-vs-k`` and its own options."""
     load = kinds.add_parser(
         "load-vs-k",
         help="uncoded, paired, coded, lower bound and worst case against K for random shuffles",
@@ -122,6 +134,11 @@ def add_parser(sub: Any) -> None:
         "--points-per-worker", type=_positive, default=100, metavar="B", help="batch size (default 100)"
     )
     load.add_argument("--seeds", type=_positive, default=5, metavar="S", help="number of seeds (default 5)")
+    return load
+
+
+def _add_leftovers(kinds: Any) -> Any:
+    """``plot leftovers`` and its own options."""
     leftovers = kinds.add_parser(
         "leftovers",
         help="the leftover graph of a shuffle matrix with its cycles",
@@ -133,6 +150,11 @@ def add_parser(sub: Any) -> None:
         required=True,
         help="shuffle matrix S as JSON (list of K lists of K ints) or CSV; '-' reads standard input",
     )
+    return leftovers
+
+
+def _add_orders(kinds: Any) -> Any:
+    """``plot orders`` and its own options."""
     porders = kinds.add_parser(
         "orders",
         help="each epoch order's coded and uncoded link load against how badly it mixes",
@@ -141,10 +163,11 @@ def add_parser(sub: Any) -> None:
     porders.add_argument("--workers", "-K", type=int, default=8, metavar="K", help="workers (default 8)")
     _add_shard_arguments(porders, shards=1000, shard_size=1000, block_size=20_000, batches=False)
     porders.add_argument("--seed", type=_non_negative, default=0, help="seed (default 0)")
-    for p, default in ((load, "greedy"), (leftovers, "exact"), (porders, "greedy")):
-        p.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
-        _add_strategy_argument(p, default)
-        p.set_defaults(func=_cmd_plot)
+    return porders
+
+
+def _add_storage(kinds: Any) -> Any:
+    """``plot storage`` and its own options."""
     pstore = kinds.add_parser(
         "storage",
         help="uncoded, coded and lower bound against the storage M, with the worst case R(t)",
@@ -160,8 +183,11 @@ def add_parser(sub: Any) -> None:
         "--points-per-worker", type=_positive, default=1000, metavar="B", help="batch size (default 1000)"
     )
     pstore.add_argument("--seeds", type=_positive, default=3, metavar="S", help="number of seeds (default 3)")
-    pstore.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
-    pstore.set_defaults(func=_cmd_plot)
+    return pstore
+
+
+def _add_run(kinds: Any) -> Any:
+    """``plot run`` and its own options."""
     prun = kinds.add_parser(
         "run",
         help="the results of run --json: each mode's bytes and seconds against its bounds and prediction",
@@ -175,5 +201,4 @@ def add_parser(sub: Any) -> None:
         "--results", required=True, metavar="FILE",
         help="the JSON lines of run --json FILE (or simulate --json); '-' reads standard input",
     )  # fmt: skip
-    prun.add_argument("--output", "-o", required=True, metavar="FILE", help="output file, .png or .svg")
-    prun.set_defaults(func=_cmd_plot)
+    return prun

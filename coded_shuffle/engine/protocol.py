@@ -39,8 +39,8 @@ from ..matrix import shuffle_matrix
 from ..network import Network
 from ..orders import Placement
 from ..transport import Transport
-from .report import Exchange, Job, Split, TransitionReport, Wire, on_network
-from .schemes import Given, Planned, Scheme, Taken, Tamper, send
+from .report import Exchange, Job, OnNetwork, Split, TransitionReport, Units, Wire, on_network
+from .schemes import Encoded, Given, Planned, Scheme, Taken, Tamper, send
 from .state import _spare_rows, digest
 
 __all__ = [
@@ -254,23 +254,13 @@ def master_transition(
     yield Announce(bool(ok))
     counts = [links(), *(h.links for h in held)] if links is not None else []
     bcast = (int(total.bytes), baseline(int(total.bytes))) if baseline is not None else None
-    timings = {
-        "plan": plan_s, "encode": encoded.encode_seconds, "send": send_s,
-        "deliver": max(s.deliver_seconds for s in first), "decode": max(s.decode_seconds for s in first),
-        "repair": repair_s, "check": check_s,
-        "paced_wait": (pace.waited - waited) if pace is not None else 0.0,
-    }  # fmt: skip
+    paced_wait = (pace.waited - waited) if pace is not None else 0.0
+    timings = _timings(encoded, first, plan=plan_s, send=send_s, repair=repair_s, check=check_s,
+                       paced_wait=paced_wait)  # fmt: skip
     N, B = opts.records if opts.records is not None else (dataset.N, dataset.record_bytes)
     units, records_checked = scheme.holding.report_units(B, checked)
-    wire = Wire(
-        xor_symbols=encoded.xor_symbols, lone_symbols=encoded.lone_symbols,
-        payload_bytes=int(encoded.payload_bytes), header_bytes=int(encoded.header_bytes),
-        frames=int(encoded.n_frames), frames_rejected=int(rejected),
-        repair_bytes=int(total.bytes - coded.bytes),
-        max_received_bytes=max((int(s.received_bytes) for s in first), default=0),
-        control_bytes=int(link.control_bytes - control), link_mbps=opts.link_mbps,
-    )  # fmt: skip
-    whole = (units.storage, units.subpackets) == (1, 1)  # the times count whole records, one batch
+    wire = _wire(encoded, first, rejected=rejected, repair_bytes=int(total.bytes - coded.bytes),
+                 control_bytes=int(link.control_bytes - control), link_mbps=opts.link_mbps)  # fmt: skip
     return TransitionReport(
         epoch=epoch, mode=scheme.name, K=p_t.K, N=N, record_bytes=B,
         strategy=opts.strategy, coded_symbols=planned.coded_symbols, uncoded_symbols=planned.uncoded_symbols,
@@ -282,11 +272,48 @@ def master_transition(
         download_bound_bytes=planned.download_bound_bytes, upload_bound_bytes=planned.upload_bound_bytes,
         wire=wire, units=units, exchange=_exchange(first),
         split=None if encoded.split_uplink_bound is None else Split(encoded.split_uplink_bound),
-        on_network=None if opts.network is None or not whole else on_network(
-            shuffle_matrix(p_t, p_t1), opts.network, record_bytes=B, coded_bytes=planned.coded_bytes,
-            lower_bound=planned.lower_bound, seconds=seconds, measured=opts.measured, units=units,
-        ),
+        on_network=_on_network(opts, planned, p_t, p_t1, record_bytes=B, seconds=seconds, units=units),
         job=_job(held, counts, bcast),
+    )  # fmt: skip
+
+
+def _timings(encoded: Encoded, first: list[Status], **seconds: float) -> dict[str, float]:
+    """The seconds of each step of a transition, in the report's order: ``seconds`` (``plan``,
+    ``send``, ``repair``, ``check``, ``paced_wait``) with the encoding's, and the slowest worker's
+    delivery and decoding (their first posts ``first``)."""
+    return {
+        "plan": seconds["plan"], "encode": encoded.encode_seconds, "send": seconds["send"],
+        "deliver": max(s.deliver_seconds for s in first), "decode": max(s.decode_seconds for s in first),
+        "repair": seconds["repair"], "check": seconds["check"], "paced_wait": seconds["paced_wait"],
+    }  # fmt: skip
+
+
+def _wire(
+    encoded: Encoded, first: list[Status], *, rejected: int, repair_bytes: int, control_bytes: int,
+    link_mbps: float | None,
+) -> Wire:  # fmt: skip
+    """The frames on the wire of a transition: the delivery ``encoded``, the workers' first posts
+    ``first`` (what each received), the frames rejected, the bytes re-sent and the control bytes."""
+    return Wire(
+        xor_symbols=encoded.xor_symbols, lone_symbols=encoded.lone_symbols,
+        payload_bytes=int(encoded.payload_bytes), header_bytes=int(encoded.header_bytes),
+        frames=int(encoded.n_frames), frames_rejected=int(rejected), repair_bytes=repair_bytes,
+        max_received_bytes=max((int(s.received_bytes) for s in first), default=0),
+        control_bytes=control_bytes, link_mbps=link_mbps,
+    )  # fmt: skip
+
+
+def _on_network(
+    opts: MasterOptions, planned: Planned, p_t: Placement, p_t1: Placement, *, record_bytes: int,
+    seconds: float, units: Units,
+) -> OnNetwork | None:  # fmt: skip
+    """The transition's times on ``opts.network``, if one is given; only for one batch of whole
+    records (the network's times count whole records)."""
+    if opts.network is None or (units.storage, units.subpackets) != (1, 1):
+        return None
+    return on_network(
+        shuffle_matrix(p_t, p_t1), opts.network, record_bytes=record_bytes, coded_bytes=planned.coded_bytes,
+        lower_bound=planned.lower_bound, seconds=seconds, measured=opts.measured, units=units,
     )  # fmt: skip
 
 

@@ -74,7 +74,8 @@ Layout
 ------
 :mod:`.delivery` (the loads and the point-level plan, the strategies by name), :mod:`.packing`
 (a cycle packing and its checker), :mod:`.greedy`, :mod:`.lp` and :mod:`.exact` (the strategies),
-:mod:`.exchange` (the peers' exchange: its senders and its rounds), :mod:`.verify` (checks of a plan).
+:mod:`.exchange` (the peers' exchange: its senders) and :mod:`.rounds` (its rounds), :mod:`.verify`
+(checks of a plan).
 """
 
 from __future__ import annotations
@@ -92,17 +93,15 @@ from .delivery import (
 from .exact import EXACT_MAX_VARIABLES, EXACT_NODE_LIMIT
 from .exchange import (
     EXCHANGE_MAX_K,
-    ROUND_MERGE_FRACTION,
     SenderAssignment,
     assign_senders,
     assign_senders_racks,
-    exchange_rounds,
-    is_round_schedule,
     rack_link_loads,
     upload_bound,
 )
 from .greedy import PROGRESS_MIN_LEFTOVERS
 from .packing import CyclePacking, is_cycle_packing
+from .rounds import ROUND_MERGE_FRACTION, exchange_rounds, is_round_schedule
 from .verify import decoding_steps, verify_plan
 
 __all__ = [

@@ -22,7 +22,8 @@ Coded Data Shuffling for Distributed Learning", IEEE Trans. Inf. Theory 2019, ar
 Layout
 ------
 :mod:`.placement` (pieces, demand, update), :mod:`.bound` (genie bound, ``R(t)``),
-:mod:`.planner` (loads and strategies), :mod:`.plan` (piece-level plans and their checker).
+:mod:`.planner` (loads and strategies; :mod:`.rounds` the ``rounds`` strategy's), :mod:`.plan`
+(piece-level plans and their checker).
 """
 
 from __future__ import annotations

@@ -33,13 +33,11 @@ from .planner import (
     StorageRates,
     _groups_plan,
     _GroupsPlan,
-    _round_cost,
-    _rounds,
     _storage_rates,
-    boundary_rank,
     demand_counts,
     demand_groups,
 )
+from .rounds import _round_cost, _rounds, boundary_rank
 
 __all__ = ["StoragePlan", "plan_storage", "verify_storage_plan"]
 

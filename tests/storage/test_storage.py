@@ -342,7 +342,7 @@ def test_storage_rates_read_as_rates_do():
 
 
 def test_round_group_count_against_listing(rng):
-    from coded_shuffle.storage.planner import _round_group_count, _round_groups
+    from coded_shuffle.storage.rounds import _round_group_count, _round_groups
 
     for _ in range(300):
         K = int(rng.integers(2, 10))
