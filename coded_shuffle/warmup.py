@@ -22,9 +22,9 @@ group              kernels, and what compiles them here
                    and the encoding of records of varying lengths
 ``feistel``        the compiled Feistel walk (4096 indices, forward and inverse) and the count
                    of a Feistel shuffle matrix (:func:`~coded_shuffle.matrix.feistel_shuffle_matrix`)
-``storage``        a storage of several batches: the planner's cells and groups, the pieces'
-                   update, a worker's solve of many-term symbols (a tiny ``simulate`` with
-                   ``storage=2``, records of two pieces)
+``storage``        a storage of several batches: the planner's cells, groups and chains, the
+                   pieces' update, a worker's solve of many-term symbols (a tiny ``simulate``
+                   with ``storage=2``, records of two pieces, and a tiny ``storage_rates``)
 =================  ===================================================================
 """
 
@@ -67,6 +67,8 @@ def _dispatchers(group: str) -> list[Any]:
             storage.group_symbols,
             storage.holder_counts,
             storage.rebalance,
+            storage.chain_pairs,
+            storage.chain_triples,
             codec.direct_pick,
             codec.direct_rows,
             codec.move_rows,
@@ -152,9 +154,11 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             encode_plan(plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]]), varying, epoch=1)
         elif group == "storage":
             from .engine import simulate
+            from .storage import storage_rates
 
             # fewer pieces a record (2) than labels (3): the update rebalances the holders too
             simulate(K=4, N=16, record_bytes=2048, epochs=2, seed=0, storage=2)
+            storage_rates((np.arange(16).reshape(4, 4) * 7) % 5, M=2, strategy="groups")  # the chains
         else:
             from .matrix import feistel_shuffle_matrix
             from .orders import feistel_permutation

@@ -568,7 +568,7 @@ def test_run_refusal_seen_by_the_program_is_status_2_and_one_line(tmp_path):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False)
         assert proc.returncode == 2 and proc.stdout == "", proc.stdout
         line = one_line_error(proc.stderr)
-        assert line.startswith("coded-shuffle run: error: ") and "readable .npy file" in line
+        assert line.startswith("coded-shuffle run: error: ") and "is cut short: its header promises" in line
 
 
 @needs_mpi
@@ -739,14 +739,15 @@ def test_every_rank_of_a_job_of_peers_ends_with_its_batch(tmp_path):
 @needs_mpi
 @pytest.mark.mpi
 def test_a_job_of_peers_names_the_rank_that_cannot_read_the_file(tmp_path):
-    # A header that promises more rows than the file holds: each rank finds it as it maps the rows.
+    # A header that promises more rows than the file holds: run finds it in the file's size before
+    # any rank starts (the ranks' own finding, past run's checks, is the master's test above).
     path = tmp_path / "cut.npy"
     np.save(path, np.zeros((400, 16), dtype=np.uint8))
     path.write_bytes(path.read_bytes()[:-1000])
     proc = run_peers(2, "--data", str(path), "--mode", "exchange", timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = one_line_error(proc.stderr)
-    assert line.startswith("coded-shuffle run: error: rank 0: --data ") and "cut.npy" in line
+    assert line.startswith("coded-shuffle run: error: --data: ") and "cut.npy is cut short" in line
 
 
 @needs_mpi
