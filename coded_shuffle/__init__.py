@@ -31,7 +31,7 @@ if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): 
     from .matrix import leftover_matrix, shuffle_matrix
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
-    from .records import NpyRecords, RecordSource
+    from .records import NpyRecords, RecordSource, SpanRecords, TokenWindows
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -64,6 +64,8 @@ _EXPORTS: dict[str, str] = {
     "worst_case": "bounds",
     "NpyRecords": "records",
     "RecordSource": "records",
+    "SpanRecords": "records",
+    "TokenWindows": "records",
     "Cache": "codec",
     "Dataset": "codec",
     "decode_worker": "codec",
@@ -133,6 +135,8 @@ __all__ = [
     "Rates",
     "RecordSource",
     "RunReport",
+    "SpanRecords",
+    "TokenWindows",
     "Transport",
     "TransportError",
     "TransitionReport",

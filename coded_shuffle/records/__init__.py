@@ -15,6 +15,10 @@ buffer (the caller's, or a new one). Every layer above reads records through one
 opens a data file. :class:`NpyRecords` is the rows of arrays: one ``.npy`` file memory-mapped (a
 record is a slice of the map), an array in memory, or several joined row by row.
 :func:`open_records` takes a source as it is, or makes the ``.npy`` one of paths and arrays.
+
+The file formats training jobs keep their data in are sources of the same interface, each an
+index over memory-mapped files (:class:`SpanRecords`: a record is a span of a map):
+:class:`TokenWindows` (a flat token file cut into windows of a block size).
 """
 
 from __future__ import annotations
@@ -25,8 +29,19 @@ import numpy as np
 
 from .base import RecordSource, fixed_record_bytes
 from .npy import NpyRecords, npy_header, npy_problem
+from .spans import SpanRecords
+from .tokens import TokenWindows
 
-__all__ = ["RecordSource", "NpyRecords", "open_records", "fixed_record_bytes", "npy_header", "npy_problem"]
+__all__ = [
+    "RecordSource",
+    "NpyRecords",
+    "open_records",
+    "fixed_record_bytes",
+    "npy_header",
+    "npy_problem",
+    "SpanRecords",
+    "TokenWindows",
+]
 
 
 def open_records(source: object, name: str = "source") -> RecordSource:
