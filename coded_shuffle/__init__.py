@@ -31,7 +31,7 @@ if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): 
     from .matrix import leftover_matrix, shuffle_matrix
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
-    from .records import NpyRecords, RecordSource, SpanRecords, TokenWindows
+    from .records import FileRecords, NpyRecords, RecordSource, SpanRecords, TokenWindows
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "LowerBound": "bounds",
     "lower_bound": "bounds",
     "worst_case": "bounds",
+    "FileRecords": "records",
     "NpyRecords": "records",
     "RecordSource": "records",
     "SpanRecords": "records",
@@ -123,6 +124,7 @@ __all__ = [
     "DecodeError",
     "DeliveryPlan",
     "EpochBatch",
+    "FileRecords",
     "InProcessLoader",
     "InProcessTransport",
     "IntegrityError",

@@ -18,7 +18,8 @@ record is a slice of the map), an array in memory, or several joined row by row.
 
 The file formats training jobs keep their data in are sources of the same interface, each an
 index over memory-mapped files (:class:`SpanRecords`: a record is a span of a map):
-:class:`TokenWindows` (a flat token file cut into windows of a block size).
+:class:`TokenWindows` (a flat token file cut into windows of a block size), :class:`FileRecords`
+(one record a file).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import os
 import numpy as np
 
 from .base import RecordSource, fixed_record_bytes
+from .files import FileRecords
 from .npy import NpyRecords, npy_header, npy_problem
 from .spans import SpanRecords
 from .tokens import TokenWindows
@@ -41,6 +43,7 @@ __all__ = [
     "npy_problem",
     "SpanRecords",
     "TokenWindows",
+    "FileRecords",
 ]
 
 

@@ -13,7 +13,14 @@ import inspect
 import numpy as np
 import pytest
 
-from coded_shuffle.records import NpyRecords, RecordSource, SpanRecords, TokenWindows, open_records
+from coded_shuffle.records import (
+    FileRecords,
+    NpyRecords,
+    RecordSource,
+    SpanRecords,
+    TokenWindows,
+    open_records,
+)
 
 N = 23
 
@@ -66,6 +73,28 @@ def _spans(tmp_path, rng):
     return src, [bufs[w][s : s + n].tobytes() for w, s, n in zip(where, starts, sizes, strict=True)]
 
 
+def _files(tmp_path, rng, *, map=False):
+    blobs = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in rng.integers(1, 40, N)]
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    names = [f"{i:03d}.bin" if i < 20 else f"sub/{i:03d}.bin" for i in range(N)]  # sub/ sorts last
+    for name, blob in zip(names, blobs, strict=True):
+        (tmp_path / "d" / name).write_bytes(blob)
+    (tmp_path / "d" / ".hidden").write_bytes(b"left out")
+    return FileRecords(tmp_path / "d", map=map), blobs
+
+
+def _files_mapped(tmp_path, rng):
+    return _files(tmp_path, rng, map=True)
+
+
+def _files_one_size(tmp_path, rng):
+    blobs = [rng.integers(0, 256, 6, dtype=np.uint8).tobytes() for _ in range(N)]
+    paths = [tmp_path / f"f{N - i}" for i in range(N)]  # in the order given, not sorted
+    for p, blob in zip(paths, blobs, strict=True):
+        p.write_bytes(blob)
+    return FileRecords(paths), blobs
+
+
 #: Every implementation of the interface, in each of its forms.
 SOURCES = [
     pytest.param(_one_file, id="npy-file"),
@@ -74,6 +103,9 @@ SOURCES = [
     pytest.param(_mapping, id="npy-column-arrays"),
     pytest.param(_spans, id="spans"),
     pytest.param(_token_windows, id="token-windows"),
+    pytest.param(_files, id="files-read"),
+    pytest.param(_files_mapped, id="files-mapped"),
+    pytest.param(_files_one_size, id="files-one-size"),
     pytest.param(_token_windows_u32, id="token-windows-u32"),
 ]
 
