@@ -31,7 +31,7 @@ if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): 
     from .matrix import leftover_matrix, shuffle_matrix
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
-    from .records import FileRecords, NpyRecords, RecordSource, SpanRecords, TokenWindows
+    from .records import FileRecords, MDSRecords, NpyRecords, RecordSource, SpanRecords, TokenWindows
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "lower_bound": "bounds",
     "worst_case": "bounds",
     "FileRecords": "records",
+    "MDSRecords": "records",
     "NpyRecords": "records",
     "RecordSource": "records",
     "SpanRecords": "records",
@@ -131,6 +132,7 @@ __all__ = [
     "InvalidPlanError",
     "LoadedEpoch",
     "LowerBound",
+    "MDSRecords",
     "MPILoader",
     "NpyRecords",
     "Placement",

@@ -19,7 +19,7 @@ record is a slice of the map), an array in memory, or several joined row by row.
 The file formats training jobs keep their data in are sources of the same interface, each an
 index over memory-mapped files (:class:`SpanRecords`: a record is a span of a map):
 :class:`TokenWindows` (a flat token file cut into windows of a block size), :class:`FileRecords`
-(one record a file).
+(one record a file), :class:`MDSRecords` (MosaicML MDS shards, one record a sample).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 
 from .base import RecordSource, fixed_record_bytes
 from .files import FileRecords
+from .mds import MDSRecords
 from .npy import NpyRecords, npy_header, npy_problem
 from .spans import SpanRecords
 from .tokens import TokenWindows
@@ -44,6 +45,7 @@ __all__ = [
     "SpanRecords",
     "TokenWindows",
     "FileRecords",
+    "MDSRecords",
 ]
 
 

@@ -109,7 +109,7 @@ class FileRecords(SpanRecords):
             buf = np.empty(int(sizes.sum()), dtype=np.uint8)
             for p, s, n in zip(paths, starts.tolist(), sizes.tolist(), strict=True):
                 with open(p, "rb") as f:
-                    got = f.readinto(memoryview(buf[s : s + n]))
+                    got = f.readinto(buf[s : s + n].data)
                 if got != n:
                     raise ValueError(f"Argument 'source' must list files that stay put: {p} changed size")
             buf.flags.writeable = False

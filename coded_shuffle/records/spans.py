@@ -108,8 +108,9 @@ class SpanRecords:
     ) -> None:
         self._init_spans(buffers, starts, sizes, where, name)
 
-    def _init_spans(self, buffers: Sequence[np.ndarray], starts: object, sizes: object, where: object,
-                    name: str) -> None:
+    def _init_spans(
+        self, buffers: Sequence[np.ndarray], starts: object, sizes: object, where: object, name: str
+    ) -> None:
         bufs = [np.asanyarray(b) for b in buffers]
         if not bufs or any(b.dtype != np.uint8 or b.ndim != 1 for b in bufs):
             raise ValueError(f"Argument {name!r} must be spans of one-dimensional uint8 buffers.")

@@ -15,12 +15,14 @@ import pytest
 
 from coded_shuffle.records import (
     FileRecords,
+    MDSRecords,
     NpyRecords,
     RecordSource,
     SpanRecords,
     TokenWindows,
     open_records,
 )
+from tests.records.writers import write_mds
 
 N = 23
 
@@ -95,6 +97,34 @@ def _files_one_size(tmp_path, rng):
     return FileRecords(paths), blobs
 
 
+MDS_COLUMNS = {"id": "int", "text": "str", "label": "uint8", "tokens": "ndarray:uint16"}
+
+
+def _mds_samples(rng):
+    return [
+        {"id": i, "text": "x" * int(rng.integers(0, 9)), "label": i % 7,
+         "tokens": rng.integers(0, 2**16, int(rng.integers(1, 6)), dtype=np.uint16)}
+        for i in range(N)
+    ]  # fmt: skip
+
+
+def _mds(tmp_path, rng):
+    made = write_mds(tmp_path / "mds", MDS_COLUMNS, _mds_samples(rng), per_shard=10)
+    return MDSRecords(tmp_path / "mds"), made
+
+
+def _mds_fixed(tmp_path, rng):
+    columns = {"x": "ndarray:float32:3", "y": "int16"}
+    samples = [{"x": rng.standard_normal(3).astype(np.float32), "y": i} for i in range(N)]
+    made = write_mds(tmp_path / "mds", columns, samples, per_shard=N)  # one shard: the table is its map
+    return MDSRecords(tmp_path / "mds" / "index.json"), made
+
+
+def _mds_gz(tmp_path, rng):
+    made = write_mds(tmp_path / "mds", MDS_COLUMNS, _mds_samples(rng), per_shard=7, compression="gz")
+    return MDSRecords(tmp_path / "mds", cache_dir=tmp_path / "cache"), made
+
+
 #: Every implementation of the interface, in each of its forms.
 SOURCES = [
     pytest.param(_one_file, id="npy-file"),
@@ -106,6 +136,9 @@ SOURCES = [
     pytest.param(_files, id="files-read"),
     pytest.param(_files_mapped, id="files-mapped"),
     pytest.param(_files_one_size, id="files-one-size"),
+    pytest.param(_mds, id="mds"),
+    pytest.param(_mds_fixed, id="mds-fixed"),
+    pytest.param(_mds_gz, id="mds-gz"),
     pytest.param(_token_windows_u32, id="token-windows-u32"),
 ]
 
