@@ -32,6 +32,7 @@ if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): 
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
     from .records import FileRecords, MDSRecords, NpyRecords, RecordSource, SpanRecords, TokenWindows
+    from .records import WebDatasetRecords
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -68,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "RecordSource": "records",
     "SpanRecords": "records",
     "TokenWindows": "records",
+    "WebDatasetRecords": "records",
     "Cache": "codec",
     "Dataset": "codec",
     "decode_worker": "codec",
@@ -144,6 +146,7 @@ __all__ = [
     "Transport",
     "TransportError",
     "TransitionReport",
+    "WebDatasetRecords",
     "batch_sizes",
     "certify_plan",
     "decode_worker",

@@ -19,7 +19,8 @@ record is a slice of the map), an array in memory, or several joined row by row.
 The file formats training jobs keep their data in are sources of the same interface, each an
 index over memory-mapped files (:class:`SpanRecords`: a record is a span of a map):
 :class:`TokenWindows` (a flat token file cut into windows of a block size), :class:`FileRecords`
-(one record a file), :class:`MDSRecords` (MosaicML MDS shards, one record a sample).
+(one record a file), :class:`MDSRecords` (MosaicML MDS shards, one record a sample),
+:class:`WebDatasetRecords` (WebDataset ``.tar`` shards, one record a sample or one member of it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .mds import MDSRecords
 from .npy import NpyRecords, npy_header, npy_problem
 from .spans import SpanRecords
 from .tokens import TokenWindows
+from .webdataset import WebDatasetRecords
 
 __all__ = [
     "RecordSource",
@@ -46,6 +48,7 @@ __all__ = [
     "TokenWindows",
     "FileRecords",
     "MDSRecords",
+    "WebDatasetRecords",
 ]
 
 

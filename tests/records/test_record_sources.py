@@ -20,9 +20,10 @@ from coded_shuffle.records import (
     RecordSource,
     SpanRecords,
     TokenWindows,
+    WebDatasetRecords,
     open_records,
 )
-from tests.records.writers import write_mds
+from tests.records.writers import write_mds, write_tar
 
 N = 23
 
@@ -125,6 +126,35 @@ def _mds_gz(tmp_path, rng):
     return MDSRecords(tmp_path / "mds", cache_dir=tmp_path / "cache"), made
 
 
+def _wds_members(rng, shard):
+    out = []
+    for i in range(shard * 12, min(N, shard * 12 + 12)):
+        key = f"s{shard}/{i:04d}" if i % 5 else f"s{shard}/" + "long" * 30 + f"{i:04d}"  # past 100 chars
+        out.append((f"{key}.bin", rng.integers(0, 256, int(rng.integers(1, 700)), dtype=np.uint8).tobytes()))
+        out.append((f"{key}.cls", str(i % 10).encode()))
+    return out
+
+
+def _wds_member(tmp_path, rng):
+    expect = []
+    for shard in range(2):
+        members = _wds_members(rng, shard)
+        write_tar(tmp_path / f"shard-{shard}.tar", members)
+        expect += [data for name, data in members if name.endswith(".bin")]
+    return WebDatasetRecords(tmp_path, member="bin"), expect
+
+
+def _wds_whole(tmp_path, rng):
+    expect = []
+    paths = []
+    for shard in range(2):
+        members = _wds_members(rng, shard)
+        paths.append(tmp_path / f"shard-{shard}.tar")
+        spans = write_tar(paths[-1], members)
+        expect += [spans[j] + spans[j + 1] for j in range(0, len(spans), 2)]  # a sample: its two members
+    return WebDatasetRecords(paths), expect
+
+
 #: Every implementation of the interface, in each of its forms.
 SOURCES = [
     pytest.param(_one_file, id="npy-file"),
@@ -139,6 +169,8 @@ SOURCES = [
     pytest.param(_mds, id="mds"),
     pytest.param(_mds_fixed, id="mds-fixed"),
     pytest.param(_mds_gz, id="mds-gz"),
+    pytest.param(_wds_member, id="webdataset-member"),
+    pytest.param(_wds_whole, id="webdataset-sample"),
     pytest.param(_token_windows_u32, id="token-windows-u32"),
 ]
 

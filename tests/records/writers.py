@@ -127,3 +127,23 @@ def write_mds(
     with open(os.path.join(out, "index.json"), "w") as f:
         json.dump({"version": 2, "shards": shards}, f, sort_keys=True)
     return encoded
+
+
+def write_tar(path: str | os.PathLike[str], members: list[tuple[str, bytes]], *, fmt: int = 2) -> list[bytes]:
+    """Write ``members`` (name, data) to the tar ``path`` with :mod:`tarfile`; return the bytes each
+    member takes in it (its headers, data and padding), as a tar written of it alone holds them."""
+    import io
+    import tarfile
+
+    spans = []
+    with tarfile.open(path, "w", format=fmt) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tar.addfile(info, io.BytesIO(data))
+            alone = io.BytesIO()
+            with tarfile.open(fileobj=alone, mode="w", format=fmt) as one:
+                one.addfile(info, io.BytesIO(data))
+                end = one.offset  # before the end-of-archive blocks
+            spans.append(alone.getvalue()[:end])
+    return spans
