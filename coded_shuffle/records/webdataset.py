@@ -120,7 +120,11 @@ class WebDatasetRecords(SpanRecords):
         if member is not None and not isinstance(member, str):
             raise TypeError(f"Argument 'member' must be a str or None, not {type(member).__name__}.")
         tars = _tar_paths(paths)
-        maps, starts, sizes, where, keys = [], [], [], [], []
+        maps: list[np.ndarray] = []
+        starts: list[int] = []
+        sizes: list[int] = []
+        where: list[int] = []
+        keys: list[str] = []
         m_first: list[int] = []  # each sample's first member in the flat member lists
         m_ext: list[str] = []
         m_start: list[int] = []
