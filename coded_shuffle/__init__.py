@@ -32,7 +32,7 @@ if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): 
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
     from .records import FileRecords, MDSRecords, NpyRecords, RecordSource, SpanRecords, TokenWindows
-    from .records import WebDatasetRecords
+    from .records import ArrowRecords, WebDatasetRecords
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -66,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "FileRecords": "records",
     "MDSRecords": "records",
     "NpyRecords": "records",
+    "ArrowRecords": "records",
     "RecordSource": "records",
     "SpanRecords": "records",
     "TokenWindows": "records",
@@ -121,6 +122,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArrowRecords",
     "Cache",
     "CodedShuffleError",
     "Dataset",

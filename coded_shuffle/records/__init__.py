@@ -20,7 +20,9 @@ The file formats training jobs keep their data in are sources of the same interf
 index over memory-mapped files (:class:`SpanRecords`: a record is a span of a map):
 :class:`TokenWindows` (a flat token file cut into windows of a block size), :class:`FileRecords`
 (one record a file), :class:`MDSRecords` (MosaicML MDS shards, one record a sample),
-:class:`WebDatasetRecords` (WebDataset ``.tar`` shards, one record a sample or one member of it).
+:class:`WebDatasetRecords` (WebDataset ``.tar`` shards, one record a sample or one member of it),
+:class:`ArrowRecords` (Arrow files, as Hugging Face ``datasets`` keeps them, one record a row of a
+column; pyarrow, the ``arrow`` extra).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import os
 
 import numpy as np
 
+from .arrow import ArrowRecords
 from .base import RecordSource, fixed_record_bytes
 from .files import FileRecords
 from .mds import MDSRecords
@@ -49,6 +52,7 @@ __all__ = [
     "FileRecords",
     "MDSRecords",
     "WebDatasetRecords",
+    "ArrowRecords",
 ]
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from coded_shuffle.records import (
+    ArrowRecords,
     FileRecords,
     MDSRecords,
     NpyRecords,
@@ -155,6 +156,46 @@ def _wds_whole(tmp_path, rng):
     return WebDatasetRecords(paths), expect
 
 
+def _arrow_table(rng, n, kind):
+    pa = pytest.importorskip("pyarrow", reason="Arrow files need pyarrow (the arrow extra)")
+    if kind == "tokens":
+        docs = [rng.integers(0, 2**31, int(rng.integers(1, 30)), dtype=np.int32) for _ in range(n)]
+        col = pa.array([d.tolist() for d in docs], pa.list_(pa.int32()))
+        expect = [d.astype("<i4").tobytes() for d in docs]
+    elif kind == "text":
+        texts = ["é" * int(rng.integers(1, 9)) + str(i) for i in range(n)]
+        col, expect = pa.array(texts, pa.large_string()), [t.encode() for t in texts]
+    else:
+        x = rng.standard_normal(n * 3)
+        col = pa.FixedSizeListArray.from_arrays(pa.array(x), 3)
+        expect = [x[3 * i : 3 * i + 3].tobytes() for i in range(n)]
+    return pa.table({"x": col, "id": pa.array(np.arange(n))}), expect
+
+
+def _arrow(tmp_path, rng, kind="tokens"):
+    pa = pytest.importorskip("pyarrow", reason="Arrow files need pyarrow (the arrow extra)")
+    expect = []
+    for k, n in enumerate((9, 14)):  # two files, the second written in two record batches
+        table, made = _arrow_table(rng, n, kind)
+        with pa.ipc.new_stream(str(tmp_path / f"data-{k:05d}-of-00002.arrow"), table.schema) as w:
+            for batch in table.to_batches(max_chunksize=8):
+                w.write_batch(batch)
+        expect += made
+    return ArrowRecords(tmp_path, column="x"), expect
+
+
+def _arrow_text(tmp_path, rng):
+    return _arrow(tmp_path, rng, "text")
+
+
+def _arrow_fixed(tmp_path, rng):
+    pa = pytest.importorskip("pyarrow", reason="Arrow files need pyarrow (the arrow extra)")
+    table, expect = _arrow_table(rng, N + 4, "fixed")
+    with pa.ipc.new_file(str(tmp_path / "x.arrow"), table.schema) as w:  # the IPC file format
+        w.write_table(table.slice(4))  # a slice of a table
+    return ArrowRecords([tmp_path / "x.arrow"], column="x"), expect[4:]
+
+
 #: Every implementation of the interface, in each of its forms.
 SOURCES = [
     pytest.param(_one_file, id="npy-file"),
@@ -171,6 +212,9 @@ SOURCES = [
     pytest.param(_mds_gz, id="mds-gz"),
     pytest.param(_wds_member, id="webdataset-member"),
     pytest.param(_wds_whole, id="webdataset-sample"),
+    pytest.param(_arrow, id="arrow-list-int32"),
+    pytest.param(_arrow_text, id="arrow-large-string"),
+    pytest.param(_arrow_fixed, id="arrow-fixed-size-list"),
     pytest.param(_token_windows_u32, id="token-windows-u32"),
 ]
 
