@@ -13,7 +13,8 @@ import os
 import numpy as np
 import pytest
 
-from coded_shuffle.records import MDSRecords
+from coded_shuffle.codec import load_dataset
+from coded_shuffle.records import MDSRecords, fixed_record_bytes
 from tests.records.writers import write_mds
 
 COLUMNS = {"id": "int", "text": "str", "blob": "bytes", "score": "float32", "meta": "json",
@@ -57,6 +58,15 @@ def test_a_shard_of_fixed_columns_is_a_table_without_a_copy(tmp_path):
     src = MDSRecords(tmp_path)
     assert src.record_bytes == 6 and np.shares_memory(src.table(), src.maps[0])
     assert src.table()[:, :4].copy().view("<u4").ravel().tolist() == list(range(9))
+    data = load_dataset(src)  # records of one size: the codec's dataset is the shard's map
+    assert data.record_bytes == 6 and np.shares_memory(data.data, src.maps[0])
+    with pytest.raises(ValueError, match=r"^Argument 'source' must hold records of one size here, not sizes"):
+        fixed_record_bytes(MDSRecords(write_dir_variable(tmp_path / "v")))
+
+
+def write_dir_variable(d):
+    write_mds(d, {"a": "bytes"}, [{"a": b"x" * (i + 1)} for i in range(3)])
+    return d
 
 
 @pytest.mark.parametrize("compression", ["gz", "bz2", "zstd"])
