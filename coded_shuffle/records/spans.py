@@ -193,9 +193,11 @@ class SpanRecords:
             take(out, np.arange(n, dtype=np.int64), self._bufs[0], starts, sizes)
             return out
         where = self._where[idx]
-        for b in np.unique(where).tolist():
-            rows = np.flatnonzero(where == b)
-            take(out, rows, self._bufs[b], starts[rows], sizes[rows])
+        order = np.argsort(where, kind="stable")  # the rows of each buffer together: one call a buffer
+        cuts = [0, *(np.flatnonzero(np.diff(where[order])) + 1).tolist(), n]
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            rows = order[lo:hi]
+            take(out, rows, self._bufs[int(where[rows[0]])], starts[rows], sizes[rows])
         return out
 
     def table(self) -> np.ndarray:
