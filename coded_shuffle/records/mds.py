@@ -217,6 +217,11 @@ class MDSRecords(SpanRecords):
         shards = obj.get("shards") if isinstance(obj, dict) else None
         if not isinstance(shards, list):
             raise ValueError(f"Argument 'path' must name an MDS dataset: {index} lists no shards")
+        if obj.get("version") != 2:
+            raise ValueError(
+                f"Argument 'path' must name an MDS dataset of index version 2: {index} is of version "
+                f"{obj.get('version')!r}"
+            )
         if not shards:
             raise ValueError(
                 f"Argument 'path' must name an MDS dataset of at least 1 sample: {index} lists 0 shards"
