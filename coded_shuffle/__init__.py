@@ -31,7 +31,8 @@ if _typing.TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): 
     from .matrix import leftover_matrix, shuffle_matrix
     from .plan import DeliveryPlan, Rates, pack_cycles, plan_delivery, plan_from_matrix, rates, verify_plan
     from .bounds import LowerBound, lower_bound, worst_case
-    from .records import NpyRecords, RecordSource
+    from .records import FileRecords, MDSRecords, NpyRecords, RecordSource, SpanRecords, TokenWindows
+    from .records import ArrowRecords, WebDatasetRecords
     from .codec import Cache, Dataset, decode_worker, encode_plan, load_dataset, parse_frame, record_checksums
     from .certificates import certify_plan, gf2_certificate
     from .transport import InProcessTransport, Transport
@@ -62,8 +63,14 @@ _EXPORTS: dict[str, str] = {
     "LowerBound": "bounds",
     "lower_bound": "bounds",
     "worst_case": "bounds",
+    "FileRecords": "records",
+    "MDSRecords": "records",
     "NpyRecords": "records",
+    "ArrowRecords": "records",
     "RecordSource": "records",
+    "SpanRecords": "records",
+    "TokenWindows": "records",
+    "WebDatasetRecords": "records",
     "Cache": "codec",
     "Dataset": "codec",
     "decode_worker": "codec",
@@ -115,27 +122,33 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArrowRecords",
     "Cache",
     "CodedShuffleError",
     "Dataset",
     "DecodeError",
     "DeliveryPlan",
     "EpochBatch",
+    "FileRecords",
     "InProcessLoader",
     "InProcessTransport",
     "IntegrityError",
     "InvalidPlanError",
     "LoadedEpoch",
     "LowerBound",
+    "MDSRecords",
     "MPILoader",
     "NpyRecords",
     "Placement",
     "Rates",
     "RecordSource",
     "RunReport",
+    "SpanRecords",
+    "TokenWindows",
     "Transport",
     "TransportError",
     "TransitionReport",
+    "WebDatasetRecords",
     "batch_sizes",
     "certify_plan",
     "decode_worker",

@@ -15,6 +15,14 @@ buffer (the caller's, or a new one). Every layer above reads records through one
 opens a data file. :class:`NpyRecords` is the rows of arrays: one ``.npy`` file memory-mapped (a
 record is a slice of the map), an array in memory, or several joined row by row.
 :func:`open_records` takes a source as it is, or makes the ``.npy`` one of paths and arrays.
+
+The file formats training jobs keep their data in are sources of the same interface, each an
+index over memory-mapped files (:class:`SpanRecords`: a record is a span of a map):
+:class:`TokenWindows` (a flat token file cut into windows of a block size), :class:`FileRecords`
+(one record a file), :class:`MDSRecords` (MosaicML MDS shards, one record a sample),
+:class:`WebDatasetRecords` (WebDataset ``.tar`` shards, one record a sample or one member of it),
+:class:`ArrowRecords` (Arrow files, as Hugging Face ``datasets`` keeps them, one record a row of a
+column; pyarrow, the ``arrow`` extra).
 """
 
 from __future__ import annotations
@@ -23,10 +31,29 @@ import os
 
 import numpy as np
 
+from .arrow import ArrowRecords
 from .base import RecordSource, fixed_record_bytes
+from .files import FileRecords
+from .mds import MDSRecords
 from .npy import NpyRecords, npy_header, npy_problem
+from .spans import SpanRecords
+from .tokens import TokenWindows
+from .webdataset import WebDatasetRecords
 
-__all__ = ["RecordSource", "NpyRecords", "open_records", "fixed_record_bytes", "npy_header", "npy_problem"]
+__all__ = [
+    "RecordSource",
+    "NpyRecords",
+    "open_records",
+    "fixed_record_bytes",
+    "npy_header",
+    "npy_problem",
+    "SpanRecords",
+    "TokenWindows",
+    "FileRecords",
+    "MDSRecords",
+    "WebDatasetRecords",
+    "ArrowRecords",
+]
 
 
 def open_records(source: object, name: str = "source") -> RecordSource:

@@ -2,7 +2,8 @@
 
 The oracle of a record's bytes is read independently of the source: ``numpy.load`` of the file
 into memory (no map) and the row's ``tobytes()``; for several columns, each field's bytes at the
-offset its aligned structured dtype gives, the padding zero.
+offset its aligned structured dtype gives, the padding zero. A file format's form writes its
+files itself and gives each record's bytes as it wrote them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,18 @@ import inspect
 import numpy as np
 import pytest
 
-from coded_shuffle.records import NpyRecords, RecordSource, open_records
+from coded_shuffle.records import (
+    ArrowRecords,
+    FileRecords,
+    MDSRecords,
+    NpyRecords,
+    RecordSource,
+    SpanRecords,
+    TokenWindows,
+    WebDatasetRecords,
+    open_records,
+)
+from tests.records.writers import write_mds, write_tar
 
 N = 23
 
@@ -42,12 +54,168 @@ def _mapping(tmp_path, rng):
     return NpyRecords({"a": a, "b": b}), [a, b]
 
 
+def _token_windows(tmp_path, rng):
+    tokens = rng.integers(0, 2**16, N * 5 + 3, dtype=np.uint16)  # 3 tokens past the last window
+    tokens.tofile(tmp_path / "train.bin")
+    src = TokenWindows(tmp_path / "train.bin", block_size=5)
+    return src, [tokens[i * 5 : i * 5 + 5].tobytes() for i in range(N)]
+
+
+def _token_windows_u32(tmp_path, rng):
+    tokens = rng.integers(0, 2**32, N * 3, dtype=np.uint32)
+    (tmp_path / "t.bin").write_bytes(b"HEAD" * 4 + tokens.astype("<u4").tobytes())
+    src = TokenWindows(tmp_path / "t.bin", block_size=3, dtype="uint32", offset=16)
+    return src, [tokens[i * 3 : i * 3 + 3].astype("<u4").tobytes() for i in range(N)]
+
+
+def _spans(tmp_path, rng):
+    bufs = [rng.integers(0, 256, 300, dtype=np.uint8), rng.integers(0, 256, 200, dtype=np.uint8)]
+    where = rng.integers(0, 2, N)
+    sizes = rng.integers(1, 9, N)
+    starts = rng.integers(0, 190, N)  # spans may overlap: an index over buffers, not a layout
+    src = SpanRecords(bufs, starts=starts, sizes=sizes, where=where)
+    return src, [bufs[w][s : s + n].tobytes() for w, s, n in zip(where, starts, sizes, strict=True)]
+
+
+def _files(tmp_path, rng, *, map=False):
+    blobs = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in rng.integers(1, 40, N)]
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    names = [f"{i:03d}.bin" if i < 20 else f"sub/{i:03d}.bin" for i in range(N)]  # sub/ sorts last
+    for name, blob in zip(names, blobs, strict=True):
+        (tmp_path / "d" / name).write_bytes(blob)
+    (tmp_path / "d" / ".hidden").write_bytes(b"left out")
+    return FileRecords(tmp_path / "d", map=map), blobs
+
+
+def _files_mapped(tmp_path, rng):
+    return _files(tmp_path, rng, map=True)
+
+
+def _files_one_size(tmp_path, rng):
+    blobs = [rng.integers(0, 256, 6, dtype=np.uint8).tobytes() for _ in range(N)]
+    paths = [tmp_path / f"f{N - i}" for i in range(N)]  # in the order given, not sorted
+    for p, blob in zip(paths, blobs, strict=True):
+        p.write_bytes(blob)
+    return FileRecords(paths), blobs
+
+
+MDS_COLUMNS = {"id": "int", "text": "str", "label": "uint8", "tokens": "ndarray:uint16"}
+
+
+def _mds_samples(rng):
+    return [
+        {"id": i, "text": "x" * int(rng.integers(0, 9)), "label": i % 7,
+         "tokens": rng.integers(0, 2**16, int(rng.integers(1, 6)), dtype=np.uint16)}
+        for i in range(N)
+    ]  # fmt: skip
+
+
+def _mds(tmp_path, rng):
+    made = write_mds(tmp_path / "mds", MDS_COLUMNS, _mds_samples(rng), per_shard=10)
+    return MDSRecords(tmp_path / "mds"), made
+
+
+def _mds_fixed(tmp_path, rng):
+    columns = {"x": "ndarray:float32:3", "y": "int16"}
+    samples = [{"x": rng.standard_normal(3).astype(np.float32), "y": i} for i in range(N)]
+    made = write_mds(tmp_path / "mds", columns, samples, per_shard=N)  # one shard: the table is its map
+    return MDSRecords(tmp_path / "mds" / "index.json"), made
+
+
+def _mds_gz(tmp_path, rng):
+    made = write_mds(tmp_path / "mds", MDS_COLUMNS, _mds_samples(rng), per_shard=7, compression="gz")
+    return MDSRecords(tmp_path / "mds", cache_dir=tmp_path / "cache"), made
+
+
+def _wds_members(rng, shard):
+    out = []
+    for i in range(shard * 12, min(N, shard * 12 + 12)):
+        key = f"s{shard}/{i:04d}" if i % 5 else f"s{shard}/" + "long" * 30 + f"{i:04d}"  # past 100 chars
+        out.append((f"{key}.bin", rng.integers(0, 256, int(rng.integers(1, 700)), dtype=np.uint8).tobytes()))
+        out.append((f"{key}.cls", str(i % 10).encode()))
+    return out
+
+
+def _wds_member(tmp_path, rng):
+    expect = []
+    for shard in range(2):
+        members = _wds_members(rng, shard)
+        write_tar(tmp_path / f"shard-{shard}.tar", members)
+        expect += [data for name, data in members if name.endswith(".bin")]
+    return WebDatasetRecords(tmp_path, member="bin"), expect
+
+
+def _wds_whole(tmp_path, rng):
+    expect = []
+    paths = []
+    for shard in range(2):
+        members = _wds_members(rng, shard)
+        paths.append(tmp_path / f"shard-{shard}.tar")
+        spans = write_tar(paths[-1], members)
+        expect += [spans[j] + spans[j + 1] for j in range(0, len(spans), 2)]  # a sample: its two members
+    return WebDatasetRecords(paths), expect
+
+
+def _arrow_table(rng, n, kind):
+    pa = pytest.importorskip("pyarrow", reason="Arrow files need pyarrow (the arrow extra)")
+    if kind == "tokens":
+        docs = [rng.integers(0, 2**31, int(rng.integers(1, 30)), dtype=np.int32) for _ in range(n)]
+        col = pa.array([d.tolist() for d in docs], pa.list_(pa.int32()))
+        expect = [d.astype("<i4").tobytes() for d in docs]
+    elif kind == "text":
+        texts = ["é" * int(rng.integers(1, 9)) + str(i) for i in range(n)]
+        col, expect = pa.array(texts, pa.large_string()), [t.encode() for t in texts]
+    else:
+        x = rng.standard_normal(n * 3)
+        col = pa.FixedSizeListArray.from_arrays(pa.array(x), 3)
+        expect = [x[3 * i : 3 * i + 3].tobytes() for i in range(n)]
+    return pa.table({"x": col, "id": pa.array(np.arange(n))}), expect
+
+
+def _arrow(tmp_path, rng, kind="tokens"):
+    pa = pytest.importorskip("pyarrow", reason="Arrow files need pyarrow (the arrow extra)")
+    expect = []
+    for k, n in enumerate((9, 14)):  # two files, the second written in two record batches
+        table, made = _arrow_table(rng, n, kind)
+        with pa.ipc.new_stream(str(tmp_path / f"data-{k:05d}-of-00002.arrow"), table.schema) as w:
+            for batch in table.to_batches(max_chunksize=8):
+                w.write_batch(batch)
+        expect += made
+    return ArrowRecords(tmp_path, column="x"), expect
+
+
+def _arrow_text(tmp_path, rng):
+    return _arrow(tmp_path, rng, "text")
+
+
+def _arrow_fixed(tmp_path, rng):
+    pa = pytest.importorskip("pyarrow", reason="Arrow files need pyarrow (the arrow extra)")
+    table, expect = _arrow_table(rng, N + 4, "fixed")
+    with pa.ipc.new_file(str(tmp_path / "x.arrow"), table.schema) as w:  # the IPC file format
+        w.write_table(table.slice(4))  # a slice of a table
+    return ArrowRecords([tmp_path / "x.arrow"], column="x"), expect[4:]
+
+
 #: Every implementation of the interface, in each of its forms.
 SOURCES = [
     pytest.param(_one_file, id="npy-file"),
     pytest.param(_in_memory, id="npy-array"),
     pytest.param(_columns, id="npy-column-files"),
     pytest.param(_mapping, id="npy-column-arrays"),
+    pytest.param(_spans, id="spans"),
+    pytest.param(_token_windows, id="token-windows"),
+    pytest.param(_files, id="files-read"),
+    pytest.param(_files_mapped, id="files-mapped"),
+    pytest.param(_files_one_size, id="files-one-size"),
+    pytest.param(_mds, id="mds"),
+    pytest.param(_mds_fixed, id="mds-fixed"),
+    pytest.param(_mds_gz, id="mds-gz"),
+    pytest.param(_wds_member, id="webdataset-member"),
+    pytest.param(_wds_whole, id="webdataset-sample"),
+    pytest.param(_arrow, id="arrow-list-int32"),
+    pytest.param(_arrow_text, id="arrow-large-string"),
+    pytest.param(_arrow_fixed, id="arrow-fixed-size-list"),
+    pytest.param(_token_windows_u32, id="token-windows-u32"),
 ]
 
 
@@ -65,8 +233,11 @@ def oracle(arrays: list[np.ndarray], dtype: np.dtype, i: int) -> bytes:
 
 @pytest.fixture(params=SOURCES)
 def case(request, tmp_path, rng):
-    src, arrays = request.param(tmp_path, rng)
-    expect = [oracle(arrays, src.dtype, i) for i in range(N)]
+    src, made = request.param(tmp_path, rng)
+    if all(isinstance(m, bytes) for m in made):  # the records' bytes, written by the form itself
+        expect = made
+    else:
+        expect = [oracle(made, src.dtype, i) for i in range(N)]
     return src, expect
 
 
@@ -98,7 +269,8 @@ def test_a_view_is_the_record_read_only(case):
         v = src.view(i)
         assert v.dtype == np.uint8 and v.ndim == 1 and v.tobytes() == expect[i]
         assert not v.flags.writeable
-    assert np.shares_memory(src.view(4), src.table())  # a view, not a copy
+    where = [src.table(), *getattr(src, "maps", ())]  # the table, or the maps a padded table is copied from
+    assert any(np.shares_memory(src.view(4), m) for m in where)  # a view, not a copy
 
 
 def test_a_gather_takes_the_records_in_the_order_asked(case, rng):
