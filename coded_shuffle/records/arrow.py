@@ -126,17 +126,7 @@ class ArrowRecords(SpanRecords):
         col_type = None
         for path in files:
             table, whole = self._open(pa, path)
-            if column is None:
-                if table.num_columns != 1:
-                    raise ValueError(
-                        f"Argument 'column' must name the column of records: {path} has {table.column_names}"
-                    )
-                column = table.column_names[0]
-            if column not in table.column_names:
-                raise ValueError(
-                    f"Argument 'column' must name a column of {path}: {column!r} is not in "
-                    f"{table.column_names}"
-                )
+            column = _column_of(table, column, path)
             t = table.schema.field(column).type
             if col_type is None:
                 col_type = t
@@ -166,12 +156,7 @@ class ArrowRecords(SpanRecords):
                 starts.append(st + at)
                 sizes.append(sz)
                 where.append(np.full(st.shape[0], b, dtype=np.int32))
-                if st.shape[0] and int(sz.min()) < 1:
-                    j = row0 + int(np.argmin(sz))
-                    raise ValueError(
-                        f"Argument 'paths' must hold records of at least 1 byte: row {j} of {column!r} in "
-                        f"{path} is empty"
-                    )
+                _check_nonempty(sz, row0, column, path)
                 row0 += len(chunk)
             tables.append(table)
         n = sum(int(s.shape[0]) for s in starts)
@@ -303,3 +288,27 @@ class ArrowRecords(SpanRecords):
         f = int(np.searchsorted(self._rows, i, side="right")) - 1
         row: dict[str, Any] = self.tables[f].slice(i - int(self._rows[f]), 1).to_pylist()[0]
         return row
+
+
+def _column_of(table: Any, column: str | None, path: str) -> str:
+    """The column of records of ``table`` (read from ``path``): ``column``, or its only column."""
+    if column is None:
+        if table.num_columns != 1:
+            raise ValueError(
+                f"Argument 'column' must name the column of records: {path} has {table.column_names}"
+            )
+        return str(table.column_names[0])
+    if column not in table.column_names:
+        raise ValueError(
+            f"Argument 'column' must name a column of {path}: {column!r} is not in {table.column_names}"
+        )
+    return column
+
+
+def _check_nonempty(sizes: np.ndarray, row0: int, column: str, path: str) -> None:
+    """Refuse, naming the row, a record of 0 bytes among ``sizes`` (rows from ``row0`` of ``path``)."""
+    if sizes.shape[0] and int(sizes.min()) < 1:
+        j = row0 + int(np.argmin(sizes))
+        raise ValueError(
+            f"Argument 'paths' must hold records of at least 1 byte: row {j} of {column!r} in {path} is empty"
+        )

@@ -205,27 +205,7 @@ class MDSRecords(SpanRecords):
         index = os.path.join(p, "index.json") if os.path.isdir(p) else p
         directory = os.path.dirname(index)
         cache = directory if cache_dir is None else os.fspath(cache_dir)
-        try:
-            with open(index, encoding="utf-8") as f:
-                obj = json.load(f)
-        except OSError as exc:
-            raise ValueError(
-                f"Argument 'path' must name an MDS dataset: cannot read {index}: {exc.strerror}"
-            ) from None
-        except (ValueError, UnicodeDecodeError):
-            raise ValueError(f"Argument 'path' must name an MDS dataset: {index} is not JSON") from None
-        shards = obj.get("shards") if isinstance(obj, dict) else None
-        if not isinstance(shards, list):
-            raise ValueError(f"Argument 'path' must name an MDS dataset: {index} lists no shards")
-        if obj.get("version") != 2:
-            raise ValueError(
-                f"Argument 'path' must name an MDS dataset of index version 2: {index} is of version "
-                f"{obj.get('version')!r}"
-            )
-        if not shards:
-            raise ValueError(
-                f"Argument 'path' must name an MDS dataset of at least 1 sample: {index} lists 0 shards"
-            )
+        shards = _read_index(index)
         columns = None
         maps, starts, sizes, where, names, counts = [], [], [], [], [], []
         for k, entry in enumerate(shards):
@@ -395,3 +375,30 @@ class MDSRecords(SpanRecords):
             name: decode_column(enc, views[name])
             for name, enc in zip(self.column_names, self.column_encodings, strict=True)
         }
+
+
+def _read_index(index: str) -> list[dict]:
+    """The shards that the MDS ``index.json`` at ``index`` lists (version 2, at least one), or a
+    ValueError naming the file and what is wrong."""
+    try:
+        with open(index, encoding="utf-8") as f:
+            obj = json.load(f)
+    except OSError as exc:
+        raise ValueError(
+            f"Argument 'path' must name an MDS dataset: cannot read {index}: {exc.strerror}"
+        ) from None
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError(f"Argument 'path' must name an MDS dataset: {index} is not JSON") from None
+    shards = obj.get("shards") if isinstance(obj, dict) else None
+    if not isinstance(shards, list):
+        raise ValueError(f"Argument 'path' must name an MDS dataset: {index} lists no shards")
+    if obj.get("version") != 2:
+        raise ValueError(
+            f"Argument 'path' must name an MDS dataset of index version 2: {index} is of version "
+            f"{obj.get('version')!r}"
+        )
+    if not shards:
+        raise ValueError(
+            f"Argument 'path' must name an MDS dataset of at least 1 sample: {index} lists 0 shards"
+        )
+    return shards

@@ -158,20 +158,9 @@ class WebDatasetRecords(SpanRecords):
             maps.append(map_file(path))
         m_first.append(len(m_ext))
         if member is not None:
-            for s, key in enumerate(keys):
-                exts = m_ext[m_first[s] : m_first[s + 1]]
-                if member not in exts:
-                    raise ValueError(
-                        f"Argument 'paths' must hold a {member!r} member in every sample: sample {key!r} "
-                        f"of {tars[where[s]]} has {exts}"
-                    )
-                j = m_first[s] + exts.index(member)
-                if m_size[j] == 0:
-                    raise ValueError(
-                        f"Argument 'paths' must hold records of at least 1 byte: {key}.{member} "
-                        f"in {tars[where[s]]} is empty"
-                    )
-                starts[s], sizes[s] = m_start[j], m_size[j]
+            names = [tars[t] for t in where]
+            spans = _member_spans(member, keys, names, m_first, m_ext, m_start, m_size)
+            starts, sizes = [a for a, _ in spans], [b for _, b in spans]
         self._init_spans(maps, starts, sizes, where, "paths")
         self.paths = tuple(tars)
         self.keys = tuple(keys)
@@ -236,3 +225,27 @@ class WebDatasetRecords(SpanRecords):
             self._m_ext[j]: buf[int(self._m_start[j]) : int(self._m_start[j] + self._m_size[j])]
             for j in range(lo, hi)
         }
+
+
+def _member_spans(
+    member: str, keys: list[str], tars: list[str], first: list[int], ext: list[str], start: list[int],
+    size: list[int],
+) -> list[tuple[int, int]]:  # fmt: skip
+    """Each sample's ``member`` as ``(start, size)`` in its tar (sample ``s``'s members are
+    ``first[s]`` to ``first[s + 1]`` of the flat lists ``ext``, ``start``, ``size``; ``tars[s]`` its
+    tar), refused naming the sample where it has none or an empty one."""
+    out = []
+    for s, key in enumerate(keys):
+        exts = ext[first[s] : first[s + 1]]
+        if member not in exts:
+            raise ValueError(
+                f"Argument 'paths' must hold a {member!r} member in every sample: sample {key!r} "
+                f"of {tars[s]} has {exts}"
+            )
+        j = first[s] + exts.index(member)
+        if size[j] == 0:
+            raise ValueError(
+                f"Argument 'paths' must hold records of at least 1 byte: {key}.{member} in {tars[s]} is empty"
+            )
+        out.append((start[j], size[j]))
+    return out
