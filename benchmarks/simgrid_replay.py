@@ -65,7 +65,9 @@ MODES = ("coded", "uncoded", "exchange", "split")
 
 def matrices(N: int, K: int, transitions: range) -> list[np.ndarray]:
     """The shuffle matrices of the given transitions of the engine's epochs (seed 0)."""
-    schedule = EpochSchedule(N=N, K=K, seed=0, spec=OrderSpec(auto_order("auto", N)), scheme=scheme_for("coded", K=K))
+    schedule = EpochSchedule(
+        N=N, K=K, seed=0, spec=OrderSpec(auto_order("auto", N)), scheme=scheme_for("coded", K=K)
+    )
     out, previous = [], schedule.epoch(0)
     for t in range(max(transitions) + 1):
         following = schedule.epoch(t + 1, previous)
@@ -77,8 +79,14 @@ def matrices(N: int, K: int, transitions: range) -> list[np.ndarray]:
 
 def calibrate() -> None:
     N = 64 * (1 << 20) // RECORD_BYTES
-    print(f"calibration: {N} records of {RECORD_BYTES} B, median of transitions 2 and 3; error = simulated / measured - 1")
-    print(f"{'topology':>12} {'K':>2} {'mode':>9} {'measured s':>10} {'simulated s':>11} {'predicted s':>11} {'error':>7}")
+    print(
+        f"calibration: {N} records of {RECORD_BYTES} B, median of transitions 2 and 3; "
+        "error = simulated / measured - 1"
+    )
+    print(
+        f"{'topology':>12} {'K':>2} {'mode':>9} {'measured s':>10} {'simulated s':>11} "
+        f"{'predicted s':>11} {'error':>7}"
+    )
     errors: dict[str, list[float]] = {m: [] for m in MODES}
     rows: list[tuple[int, str, float, float]] = []  # (K, mode, measured, simulated)
     for K in (4, 8):
@@ -95,10 +103,14 @@ def calibrate() -> None:
                 err = sim / measured - 1
                 errors[mode].append(err)
                 rows.append((K, mode, measured, sim))
-                print(f"{name:>12} {K:>2} {mode:>9} {measured:>10.3f} {sim:>11.3f} {pred:>11.3f} {err:>+7.1%}")
+                print(
+                    f"{name:>12} {K:>2} {mode:>9} {measured:>10.3f} {sim:>11.3f} {pred:>11.3f} {err:>+7.1%}"
+                )
     for mode, errs in errors.items():
         if errs:
-            print(f"{mode}: error {min(errs):+.1%} to {max(errs):+.1%}, median {statistics.median(errs):+.1%}")
+            print(
+                f"{mode}: error {min(errs):+.1%} to {max(errs):+.1%}, median {statistics.median(errs):+.1%}"
+            )
     # Calibrated: measured ~ simulated / efficiency + a fixed cost a transition, fitted by least
     # squares at each K over every row (in sample): the links' efficiency and the barrier, decoding
     # and check that the replay does not simulate.
@@ -128,9 +140,12 @@ def rack_bound(S: np.ndarray, hosts: int, down_mbit: float) -> float:
 
 
 def scale(workers: list[int], per_worker: int) -> None:
-    print(f"scale: N = {per_worker} K records of {RECORD_BYTES} B, the first transition; fat tree: racks of 16, "
-          "4000 Mbit/s to the core (4:1)")  # fmt: skip
-    print(f"{'platform':>14} {'K':>5} {'mode':>16} {'predicted s':>11} {'simulated s':>11} {'sim/pred':>8} {'bound s':>9}")
+    print(f"scale: N = {per_worker} K records of {RECORD_BYTES} B, the first transition; fat tree: "
+          "racks of 16, 4000 Mbit/s to the core (4:1)")  # fmt: skip
+    print(
+        f"{'platform':>14} {'K':>5} {'mode':>16} {'predicted s':>11} {'simulated s':>11} "
+        f"{'sim/pred':>8} {'bound s':>9}"
+    )
     for K in workers:
         (S,) = matrices(per_worker * K, K, range(0, 1))
         for name in ("switch", "edge"):
@@ -144,12 +159,16 @@ def scale(workers: list[int], per_worker: int) -> None:
                 wall = time.perf_counter() - wall
                 sims = dict(r.simulated_seconds)
                 if K <= 64:
-                    once = replay(S, record_bytes=RECORD_BYTES, network=Network.parse(f"up={net.up:g},down={net.down:g}"),
-                                  racks=racks, schedule="at-once")  # fmt: skip
+                    peers = Network.parse(f"up={net.up:g},down={net.down:g}")
+                    once = replay(S, record_bytes=RECORD_BYTES, network=peers, racks=racks,
+                                  schedule="at-once")
                     sims["exchange at once"] = once.simulated_seconds["exchange"]
                 for mode, sim in sims.items():
                     pred = t.predicted_seconds[mode.split()[0]]
-                    print(f"{platform:>14} {K:>5} {mode:>16} {pred:>11.4g} {sim:>11.4g} {sim / pred:>8.3f} {bound:>9.4g}")
+                    print(
+                        f"{platform:>14} {K:>5} {mode:>16} {pred:>11.4g} {sim:>11.4g} {sim / pred:>8.3f} "
+                        f"{bound:>9.4g}"
+                    )
                 fastest = min(r.simulated_seconds, key=lambda m: r.simulated_seconds[m])
                 gap = r.simulated_seconds[t.choice] / r.simulated_seconds[fastest] - 1
                 print(f"{platform:>14} {K:>5} {'auto':>16}   chose {t.choice}, simulated fastest {fastest}: "
@@ -163,7 +182,9 @@ def main() -> None:
     p.add_argument("--points-per-worker", type=int, default=100)
     args = p.parse_args()
     if not simgrid_available():
-        sys.exit("simgrid_replay.py: SimGrid's Python module is not installed (apt-get install python3-simgrid)")
+        sys.exit(
+            "simgrid_replay.py: SimGrid's Python module is not installed (apt-get install python3-simgrid)"
+        )
     if args.part in ("calibrate", "both"):
         calibrate()
     if args.part in ("scale", "both"):

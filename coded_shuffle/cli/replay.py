@@ -52,8 +52,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     K, N, B = args.workers, args.points, args.record_bytes
     schedule = EpochSchedule(N=N, K=K, seed=args.seed, spec=spec, scheme=scheme_for("coded", K=K))
     if not args.json:
-        print(f"K = {K}, N = {N}, record = {B} B, seed = {args.seed}, order = {spec.name}, network = {network}, "
-              "simulator = SimGrid (a star of one switch, 10 us a link)")  # fmt: skip
+        print(f"K = {K}, N = {N}, record = {B} B, seed = {args.seed}, order = {spec.name}, "
+              f"network = {network}, simulator = SimGrid (a star of one switch, 10 us a link)")  # fmt: skip
     rows: list[list[str]] = []
     previous = schedule.epoch(0)
     for t in range(args.epochs):
@@ -69,12 +69,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for mode, seconds in sim.items():
             predicted = times.predicted_seconds[mode]
             ratio = f"{seconds / predicted:.3f}" if math.isfinite(predicted) and predicted else "-"
-            rows.append([str(t), mode, f"{predicted:.4g}", f"{seconds:.4g}", ratio, f"{times.bound_seconds:.4g}"])
+            rows.append(
+                [str(t), mode, f"{predicted:.4g}", f"{seconds:.4g}", ratio, f"{times.bound_seconds:.4g}"]
+            )
         gap = sim[times.choice] / sim[result.fastest] - 1 if times.choice in sim else math.nan
         rows.append([str(t), "auto", times.choice, result.fastest, f"{gap:+.1%}", "-"])
     if not args.json:
         print_table(iter(rows), _COLUMNS, sys.stdout)
-        print("simulated: each mode's transfers replayed on SimGrid; auto row: the mode of least predicted time,")
-        print("the simulated fastest, and how much longer auto's choice took in the simulation.")
+        print("simulated: each mode's transfers replayed on SimGrid; the auto row: the mode of least")
+        print("predicted time, the simulated fastest, and how much longer auto's choice took simulated.")
     return 0
-

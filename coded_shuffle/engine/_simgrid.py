@@ -136,7 +136,11 @@ def main() -> None:
                 multicast(step["multicast"], step["heard"])
                 continue
             src, dst, size = step["flows"]
-            comms = [sg.Comm.sendto_async(at(s), at(d), int(b)) for s, d, b in zip(src, dst, size) if b > 0]
+            comms = [
+                sg.Comm.sendto_async(at(s), at(d), int(b))
+                for s, d, b in zip(src, dst, size, strict=True)
+                if b > 0
+            ]
             flows[0] += len(comms)
             sg.Comm.wait_all(comms)
 

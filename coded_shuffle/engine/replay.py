@@ -71,7 +71,9 @@ class Racks:
     def __post_init__(self) -> None:
         check_int(self.hosts, "hosts", minimum=1)
         for name in ("up", "down"):
-            object.__setattr__(self, name, check_number(getattr(self, name), name, positive=True, unit=" of Mbit/s"))
+            object.__setattr__(
+                self, name, check_number(getattr(self, name), name, positive=True, unit=" of Mbit/s")
+            )
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,11 @@ class ReplayResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        racks = None if self.racks is None else {"hosts": self.racks.hosts, "up": self.racks.up, "down": self.racks.down}
+        racks = (
+            None
+            if self.racks is None
+            else {"hosts": self.racks.hosts, "up": self.racks.up, "down": self.racks.down}
+        )
         return {
             "K": self.K, "record_bytes": self.record_bytes, "network": str(self.network), "racks": racks,
             "latency_seconds": self.latency, "exchange_schedule": self.schedule,
@@ -119,7 +125,10 @@ def simgrid_available() -> bool:
     from importlib.machinery import PathFinder
     from importlib.util import find_spec
 
-    return find_spec("simgrid") is not None or PathFinder.find_spec("simgrid", [DEBIAN_DIST_PACKAGES]) is not None
+    return (
+        find_spec("simgrid") is not None
+        or PathFinder.find_spec("simgrid", [DEBIAN_DIST_PACKAGES]) is not None
+    )
 
 
 def _demand(S: np.ndarray) -> np.ndarray:
@@ -138,14 +147,14 @@ def _demand(S: np.ndarray) -> np.ndarray:
 
 
 def _flows(transfers: list[tuple[int, int, float]]) -> dict[str, list[list[float]]]:
-    src, dst, size = (list(x) for x in zip(*transfers)) if transfers else ([], [], [])
+    src, dst, size = (list(x) for x in zip(*transfers, strict=True)) if transfers else ([], [], [])
     return {"flows": [src, dst, size]}
 
 
 def _exchange_steps(D: np.ndarray, B: int, schedule: str) -> list[dict[str, Any]]:
     if schedule == "at-once":
         i, j = np.nonzero(D)
-        return [_flows([(int(a), int(b), float(D[a, b]) * B) for a, b in zip(i, j)])]
+        return [_flows([(int(a), int(b), float(D[a, b]) * B) for a, b in zip(i, j, strict=True)])]
     return [_flows([(s, r, float(n) * B) for s, (r, n) in rnd.items()]) for rnd in exchange_rounds(D)]
 
 
@@ -222,7 +231,8 @@ def transfer_plans(
 
 def replay(
     S: object, *, record_bytes: int, network: Network, racks: Racks | None = None, latency: float = 1e-5,
-    schedule: str = "rounds", chunk_bytes: int = 1 << 16, strategy: str = "greedy", timeout: float | None = None,
+    schedule: str = "rounds", chunk_bytes: int = 1 << 16, strategy: str = "greedy",
+    timeout: float | None = None,
 ) -> ReplayResult:  # fmt: skip
     """Replay each mode's transfers (:func:`transfer_plans`) of shuffle matrix ``S`` on SimGrid
     and return their simulated seconds.
@@ -278,7 +288,8 @@ def replay(
     platform = {
         "K": K, "master": bps(network.master), "up": bps(network.up) or 1e-9, "down": bps(network.down),
         "latency": lat,
-        "racks": None if racks is None else {"hosts": racks.hosts, "up": bps(racks.up), "down": bps(racks.down)},
+        "racks": None if racks is None
+        else {"hosts": racks.hosts, "up": bps(racks.up), "down": bps(racks.down)},
     }  # fmt: skip
     proc = subprocess.run(
         [sys.executable, str(_SCRIPT)], input=json.dumps({"platform": platform, "modes": plans}),

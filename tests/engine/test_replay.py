@@ -16,7 +16,7 @@ from coded_shuffle.plan import is_round_schedule
 
 needs_simgrid = pytest.mark.skipif(
     not simgrid_available(),
-    reason="SimGrid's Python module is not installed (apt-get install python3-simgrid, or pip install simgrid)",
+    reason="SimGrid's Python module is not installed (apt-get install python3-simgrid; pip install simgrid)",
 )
 
 # 125 kB is one second at 1 Mbit/s (125,000 bytes a second).
@@ -42,8 +42,8 @@ def test_exchange_plan_carries_the_moved_records(rng):
         # one holder a record: each record moves from its holder to its new holder (S itself)
         want = {(i, j): 8.0 * S[i, j] for i in range(6) for j in range(6) if i != j and S[i, j]}
         assert _pairs(track) == want
-    rounds = [{s: (d, int(b) // 8) for s, d, b in zip(*step["flows"], strict=True)}
-              for step in transfer_plans(S, record_bytes=8, network=Network.parse("up=1,down=1"))["exchange"][0]]  # fmt: skip
+    (track,) = transfer_plans(S, record_bytes=8, network=Network.parse("up=1,down=1"))["exchange"]
+    rounds = [{s: (d, int(b) // 8) for s, d, b in zip(*step["flows"], strict=True)} for step in track]
     D = np.array(S)
     np.fill_diagonal(D, 0)
     assert is_round_schedule(D, rounds)
@@ -133,8 +133,9 @@ def test_cli_simgrid(capsys):
 
 
 def test_cli_simgrid_refusals(capsys):
-    for extra, word in ((["-K", "4"], "--network"), (["--network", "down=1,up=1", "--storage", "2"], "--storage"),
-                        (["--network", "down=1,up=1", "--subpackets", "2"], "--subpackets")):  # fmt: skip
+    net = ["--network", "down=1,up=1"]
+    for extra, word in ((["-K", "4"], "--network"), ([*net, "--storage", "2"], "--storage"),
+                        ([*net, "--subpackets", "2"], "--subpackets")):  # fmt: skip
         assert main(["simulate", "--simulator", "simgrid", *extra]) == 2
         err = capsys.readouterr().err
         assert word in err and len(err.strip().splitlines()) == 1
