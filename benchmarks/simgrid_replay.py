@@ -160,8 +160,9 @@ def scale(workers: list[int], per_worker: int) -> None:
                 sims = dict(r.simulated_seconds)
                 if K <= 64:
                     peers = Network.parse(f"up={net.up:g},down={net.down:g}")
-                    once = replay(S, record_bytes=RECORD_BYTES, network=peers, racks=racks,
-                                  schedule="at-once")
+                    once = replay(
+                        S, record_bytes=RECORD_BYTES, network=peers, racks=racks, schedule="at-once"
+                    )
                     sims["exchange at once"] = once.simulated_seconds["exchange"]
                 for mode, sim in sims.items():
                     pred = t.predicted_seconds[mode.split()[0]]
