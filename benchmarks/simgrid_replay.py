@@ -18,7 +18,7 @@ Two parts:
   the exchange also runs all at once (every pair's flow together) beside its rounds.
 
 Run: ``python benchmarks/simgrid_replay.py [calibrate|scale|both] [--workers 64,256,1024]
-[--points-per-worker 100]``; needs SimGrid's Python module (``apt-get install python3-simgrid``).
+[--points-per-worker 100] [--topologies switch,edge]``; needs SimGrid's Python module (``apt-get install python3-simgrid``).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def rack_bound(S: np.ndarray, hosts: int, down_mbit: float) -> float:
     return worst * RECORD_BYTES / (down_mbit * 1e6 / 8)
 
 
-def scale(workers: list[int], per_worker: int) -> None:
+def scale(workers: list[int], per_worker: int, topologies: list[str]) -> None:
     print(f"scale: N = {per_worker} K records of {RECORD_BYTES} B, the first transition; fat tree: "
           "racks of 16, 4000 Mbit/s to the core (4:1)")  # fmt: skip
     print(
@@ -148,7 +148,7 @@ def scale(workers: list[int], per_worker: int) -> None:
     )
     for K in workers:
         (S,) = matrices(per_worker * K, K, range(0, 1))
-        for name in ("switch", "edge"):
+        for name in topologies:
             net = Network.parse(TOPOLOGIES[name])
             t = predict(S, record_bytes=RECORD_BYTES, network=net)
             for racks in (None, Racks(hosts=16, up=4000, down=4000)):
@@ -181,6 +181,7 @@ def main() -> None:
     p.add_argument("part", nargs="?", default="both", choices=("calibrate", "scale", "both"))
     p.add_argument("--workers", default="64,256,1024")
     p.add_argument("--points-per-worker", type=int, default=100)
+    p.add_argument("--topologies", default="switch,edge", help="of the scale part (default switch,edge)")
     args = p.parse_args()
     if not simgrid_available():
         sys.exit(
@@ -189,7 +190,7 @@ def main() -> None:
     if args.part in ("calibrate", "both"):
         calibrate()
     if args.part in ("scale", "both"):
-        scale([int(k) for k in args.workers.split(",")], args.points_per_worker)
+        scale([int(k) for k in args.workers.split(",")], args.points_per_worker, args.topologies.split(","))
 
 
 if __name__ == "__main__":
