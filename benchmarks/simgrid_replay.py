@@ -18,7 +18,8 @@ Two parts:
   the exchange also runs all at once (every pair's flow together) beside its rounds.
 
 Run: ``python benchmarks/simgrid_replay.py [calibrate|scale|both] [--workers 64,256,1024]
-[--points-per-worker 100] [--topologies switch,edge]``; needs SimGrid's Python module (``apt-get install python3-simgrid``).
+[--points-per-worker 100] [--topologies switch,edge]``; needs SimGrid's Python module
+(``apt-get install python3-simgrid``).
 """
 
 from __future__ import annotations
