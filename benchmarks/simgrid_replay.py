@@ -89,7 +89,7 @@ def calibrate() -> None:
         f"{'predicted s':>11} {'error':>7}"
     )
     errors: dict[str, list[float]] = {m: [] for m in MODES}
-    rows: list[tuple[int, str, float, float]] = []  # (K, mode, measured, simulated)
+    rows: list[tuple[int, str, float, float, str]] = []  # (K, mode, measured, simulated, topology)
     for K in (4, 8):
         Ss = matrices(N, K, range(1, 3))
         for name, spec in TOPOLOGIES.items():
@@ -103,7 +103,7 @@ def calibrate() -> None:
                 pred = statistics.median(p[mode] for p in preds)
                 err = sim / measured - 1
                 errors[mode].append(err)
-                rows.append((K, mode, measured, sim))
+                rows.append((K, mode, measured, sim, name))
                 print(
                     f"{name:>12} {K:>2} {mode:>9} {measured:>10.3f} {sim:>11.3f} {pred:>11.3f} {err:>+7.1%}"
                 )
@@ -116,17 +116,25 @@ def calibrate() -> None:
     # squares at each K over every row (in sample): the links' efficiency and the barrier, decoding
     # and check that the replay does not simulate.
     calibrated: dict[str, list[float]] = {m: [] for m in MODES}
+    held_out: dict[str, list[float]] = {m: [] for m in MODES}
     for K in (4, 8):
         mine = [r for r in rows if r[0] == K]
         sim, meas = np.array([r[3] for r in mine]), np.array([r[2] for r in mine])
         slope, cost = np.polyfit(sim, meas, 1)
         print(f"K = {K}: fitted efficiency {1 / slope:.3f}, fixed cost {cost * 1e3:.1f} ms a transition")
-        for _, mode, m, s_ in mine:
+        for _, mode, m, s_, _ in mine:
             calibrated[mode].append((s_ * slope + cost) / m - 1)
-    for mode, errs in calibrated.items():
-        if errs:
-            print(f"{mode} calibrated: error {min(errs):+.1%} to {max(errs):+.1%}, "
-                  f"median {statistics.median(errs):+.1%}")  # fmt: skip
+        for topology in TOPOLOGIES:  # fitted on the other topologies, tried on this one
+            rest = [r for r in mine if r[4] != topology]
+            a, c = np.polyfit([r[3] for r in rest], [r[2] for r in rest], 1)
+            for _, mode, m, s_, _ in (r for r in mine if r[4] == topology):
+                held_out[mode].append((s_ * a + c) / m - 1)
+    for label, table in (("calibrated", calibrated), ("held out", held_out)):
+        for mode, errs in table.items():
+            if errs:
+                print(f"{mode} {label}: error {min(errs):+.1%} to {max(errs):+.1%}, "
+                      f"median {statistics.median(errs):+.1%}, {sum(abs(e) <= 0.15 for e in errs)} of "
+                      f"{len(errs)} within 15 %")  # fmt: skip
 
 
 def rack_bound(S: np.ndarray, hosts: int, down_mbit: float) -> float:
