@@ -123,6 +123,10 @@ def _print_header(args: argparse.Namespace, order: str, mode: str, chose: str) -
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.simulator == "simgrid":
+        from .replay import cmd_replay
+
+        return cmd_replay(args)
     from ..engine import simulate
 
     _check_simulate(args)
@@ -237,6 +241,14 @@ def add_parser(sub: Any) -> None:
         "or auto (with --network: the one of least predicted time) (default coded)",
     )
     add_network_argument(sim)
+    sim.add_argument(
+        "--simulator",
+        choices=("engine", "simgrid"),
+        default="engine",
+        help="engine: run the in-process engine on real records; simgrid (needs --network and SimGrid's "
+        "Python module): replay each transition's transfers of every mode the network runs on a SimGrid "
+        "platform of its topology and print their simulated seconds beside the predicted (default engine)",
+    )
     _add_order_arguments(sim)
     sim.add_argument("--json", action="store_true", help="one JSON object per transition")
     sim.add_argument(
