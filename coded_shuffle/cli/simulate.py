@@ -123,10 +123,15 @@ def _print_header(args: argparse.Namespace, order: str, mode: str, chose: str) -
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    if args.simulator == "simgrid":
+    if args.simulator == "simgrid":  # the deliveries replayed on a simulated network
         from .replay import cmd_replay
 
         return cmd_replay(args)
+    return _run_engine(args)
+
+
+def _run_engine(args: argparse.Namespace) -> int:
+    """``simulate`` on the in-process engine: every transition delivered, decoded and verified."""
     from ..engine import simulate
 
     _check_simulate(args)
