@@ -6,38 +6,15 @@ pyarrow (the ``arrow`` extra) is imported only when a file is opened.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .spans import SpanRecords
+from .spans import SpanRecords, shard_paths
 
 __all__ = ["ArrowRecords"]
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # the end of an Arrow IPC stream (a continuation marker, length 0)
-
-
-def _arrow_paths(source: object) -> list[str]:
-    """The Arrow files of ``source``: one path, a directory's ``*.arrow`` files (sorted), or a sequence."""
-    if isinstance(source, (str, os.PathLike)):
-        p = os.fspath(source)
-        if os.path.isdir(p):
-            found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".arrow"))
-            if not found:
-                raise ValueError(f"Argument 'paths' must name Arrow files: {p} holds no .arrow file")
-            return found
-        return [p]
-    if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
-        out = []
-        for p in source:
-            if not isinstance(p, (str, os.PathLike)):
-                raise TypeError(f"Argument 'paths' must list paths, not {type(p).__name__}.")
-            out.append(os.fspath(p))
-        if not out:
-            raise ValueError("Argument 'paths' must list at least 1 Arrow file, not 0.")
-        return out
-    raise TypeError(f"Argument 'paths' must be a path or a sequence of paths, not {type(source).__name__}.")
 
 
 def _pyarrow() -> Any:
@@ -117,7 +94,7 @@ class ArrowRecords(SpanRecords):
         if column is not None and not isinstance(column, str):
             raise TypeError(f"Argument 'column' must be a str or None, not {type(column).__name__}.")
         pa = _pyarrow()
-        files = _arrow_paths(paths)
+        files = shard_paths(paths, suffix=".arrow", files="Arrow files", one="Arrow file")
         bufs: list[np.ndarray] = []
         starts: list[np.ndarray] = []
         sizes: list[np.ndarray] = []

@@ -208,3 +208,33 @@ class SpanRecords:
             table.flags.writeable = False
             self._table = table
         return self._table
+
+
+def shard_paths(source: object, *, suffix: str, files: str, one: str) -> list[str]:
+    """The files of ``source``: one path, a directory's files ending in ``suffix`` (sorted), or a
+    sequence of paths; ``files`` and ``one`` name them in the refusals (``".tar shards"``,
+    ``".tar shard"``).
+
+    Examples
+    --------
+    >>> shard_paths(["a.tar", "b.tar"], suffix=".tar", files=".tar shards", one=".tar shard")
+    ['a.tar', 'b.tar']
+    """
+    if isinstance(source, (str, os.PathLike)):
+        p = os.fspath(source)
+        if os.path.isdir(p):
+            found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(suffix))
+            if not found:
+                raise ValueError(f"Argument 'paths' must name {files}: {p} holds none")
+            return found
+        return [p]
+    if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
+        out = []
+        for p in source:
+            if not isinstance(p, (str, os.PathLike)):
+                raise TypeError(f"Argument 'paths' must list paths, not {type(p).__name__}.")
+            out.append(os.fspath(p))
+        if not out:
+            raise ValueError(f"Argument 'paths' must list at least 1 {one}, not 0.")
+        return out
+    raise TypeError(f"Argument 'paths' must be a path or a sequence of paths, not {type(source).__name__}.")

@@ -4,38 +4,15 @@ from __future__ import annotations
 
 import os
 import tarfile
-from collections.abc import Sequence
 
 import numpy as np
 
 from .base import check_index
-from .spans import SpanRecords, map_file
+from .spans import SpanRecords, map_file, shard_paths
 
 __all__ = ["WebDatasetRecords"]
 
 BLOCK = 512  # tar's block: a header, and the unit its members' data are padded to
-
-
-def _tar_paths(source: object) -> list[str]:
-    """The tar files of ``source``: one path, a directory's ``*.tar`` files (sorted), or a sequence."""
-    if isinstance(source, (str, os.PathLike)):
-        p = os.fspath(source)
-        if os.path.isdir(p):
-            found = sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".tar"))
-            if not found:
-                raise ValueError(f"Argument 'paths' must name .tar shards: {p} holds none")
-            return found
-        return [p]
-    if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
-        out = []
-        for p in source:
-            if not isinstance(p, (str, os.PathLike)):
-                raise TypeError(f"Argument 'paths' must list paths, not {type(p).__name__}.")
-            out.append(os.fspath(p))
-        if not out:
-            raise ValueError("Argument 'paths' must list at least 1 .tar shard, not 0.")
-        return out
-    raise TypeError(f"Argument 'paths' must be a path or a sequence of paths, not {type(source).__name__}.")
 
 
 def split_key(name: str) -> tuple[str, str] | None:
@@ -119,7 +96,7 @@ class WebDatasetRecords(SpanRecords):
     def __init__(self, paths: object, *, member: str | None = None) -> None:
         if member is not None and not isinstance(member, str):
             raise TypeError(f"Argument 'member' must be a str or None, not {type(member).__name__}.")
-        tars = _tar_paths(paths)
+        tars = shard_paths(paths, suffix=".tar", files=".tar shards", one=".tar shard")
         maps: list[np.ndarray] = []
         starts: list[int] = []
         sizes: list[int] = []
