@@ -341,3 +341,13 @@ def auto_mode(
     t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes,
                         network=network, strategy=strategy or "greedy")  # fmt: skip
     return t.choice, f"mode auto chose {t.why}, on {network}"
+
+
+def check_sizes(args: argparse.Namespace) -> None:
+    """Refuse, naming the option, ``--workers``, ``--points`` and ``--record-bytes`` that make no job."""
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, not {args.workers}")
+    if args.points < args.workers:
+        raise UsageError(f"--points must be at least --workers ({args.workers}), not {args.points}")
+    if args.record_bytes < 1:
+        raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")

@@ -9,7 +9,7 @@ import math
 import sys
 from typing import Any
 
-from .common import UsageError, network_option, order_spec, print_table
+from .common import UsageError, check_sizes, network_option, order_spec, print_table
 
 _COLUMNS = ("transition", "mode", "predicted s", "simulated s", "simulated/predicted", "bound s")
 
@@ -22,12 +22,7 @@ def _check(args: argparse.Namespace) -> Any:
         raise UsageError(f"--simulator simgrid replays one batch a worker, not --storage {args.storage}")
     if args.subpackets > 1:
         raise UsageError(f"--simulator simgrid replays whole records, not --subpackets {args.subpackets}")
-    if args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, not {args.workers}")
-    if args.points < args.workers:
-        raise UsageError(f"--points must be at least --workers ({args.workers}), not {args.points}")
-    if args.record_bytes < 1:
-        raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")
+    check_sizes(args)
     from ..engine.replay import simgrid_available
 
     if not simgrid_available():

@@ -21,6 +21,7 @@ from .common import (
     _positive,
     add_network_argument,
     auto_mode,
+    check_sizes,
     check_storage_option,
     compile_kernels,
     network_option,
@@ -57,12 +58,7 @@ def _format_simulate(r: dict[str, Any]) -> list[str]:
 
 def _check_simulate(args: argparse.Namespace) -> None:
     """Refuse, naming the option, what ``simulate`` cannot run."""
-    if args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, not {args.workers}")
-    if args.points < args.workers:
-        raise UsageError(f"--points must be at least --workers ({args.workers}), not {args.points}")
-    if args.record_bytes < 1:
-        raise UsageError(f"--record-bytes must be at least 1, not {args.record_bytes}")
+    check_sizes(args)
     if args.points * args.record_bytes > 1 << 34:
         raise UsageError(
             f"--points x --record-bytes must be at most 16 GiB, not {args.points * args.record_bytes}"
