@@ -429,17 +429,13 @@ class Results:
     def _print(self, line: str) -> None:
         print(line, file=self.res, flush=True)
 
-    def row(self, rep: Any, S: np.ndarray | None = None) -> None:
-        """One transition's report (``S``: its shuffle matrix, for the times on the network)."""
+    def row(self, rep: Any, S: np.ndarray | None = None, *, lost_all: bool = False) -> None:
+        """One transition's report (``S``: its shuffle matrix, for the times on the network;
+        ``lost_all``: no worker received a byte of its multicast delivery)."""
         if self.network is not None and S is not None:
             rep = rep.on_network(S, self.network, measured=True)
             self._timed.append(rep.to_dict())
-        if (
-            self.job.multicast is not None
-            and rep.mode in CODED
-            and rep.frames
-            and rep.frames_rejected >= rep.frames * rep.K
-        ):
+        if lost_all:
             print(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
                   "records came by the repairs, over MPI", file=sys.stderr, flush=True)  # fmt: skip
         if self.out is not None:
@@ -499,6 +495,7 @@ def master(job: JobOptions, link: MPITransport) -> int:
         planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
         S = shuffle_matrix(p_t, p_t1) if results.network is not None else None  # one batch: placements
         for mode in MODES[job.mode]:
+            lost = link.multicast_lost_all
             role = master_transition(
                 link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
                 links=_link_counter() if job.count_links else None,
@@ -508,7 +505,7 @@ def master(job: JobOptions, link: MPITransport) -> int:
                 n = rep.wire_bytes
                 rep = dataclasses.replace(rep, bcast_bytes=n, bcast_seconds=link.baseline_broadcast(n))
             all_ok &= rep.verified
-            results.row(rep, S)
+            results.row(rep, S, lost_all=link.multicast_lost_all > lost)
         p_t = p_t1
     dog.close()
     code = results.close(all_ok, several=len(MODES[job.mode]) > 1)

@@ -300,7 +300,7 @@ def _report(
         frames=int(sent.n_frames),
         frames_rejected=int(rejected),
         repairs=repairs,
-        repair_bytes=int(total.bytes - coded.bytes),
+        repair_bytes=int(total.bytes - coded.bytes + coded.resent),  # lost datagrams' bytes sent again too
         repair_rounds=rounds,
         records_checked=checked,
         verified=verified,

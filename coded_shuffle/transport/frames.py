@@ -30,7 +30,7 @@ from ..codec import FLAG_REPAIR, frame_flags
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
 from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
-from .multicast import MulticastReceiver, MulticastSender
+from .multicast import MulticastReceiver, MulticastSender, Schedule, missing_spans
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
 _BCAST, _UNICAST = 1, 2
@@ -101,6 +101,14 @@ class FramedLink:
         """Worker, collective among the workers: send worker ``j`` the buffers ``send[j]`` (uint8),
         one after the other; return what each worker sent this one, in worker order, one buffer
         each."""
+        raise NotImplementedError
+
+    def _gather_obj(self, value: Any) -> list[Any] | None:  # pragma: no cover - abstract
+        """Collective: every rank's small picklable ``value``, by rank, on the master (None elsewhere)."""
+        raise NotImplementedError
+
+    def _scatter_obj(self, values: list[Any] | None) -> Any:  # pragma: no cover - abstract
+        """Collective: the master's ``values[r]`` (small, picklable) on rank ``r``."""
         raise NotImplementedError
 
     # ---- shared
@@ -268,6 +276,10 @@ class FramedLink:
     _mc_send: MulticastSender | None = None
     _mc_recv: MulticastReceiver | None = None
     _deliveries: int = 0
+    #: Master: multicast deliveries of which no worker received a byte (all came by the repairs).
+    multicast_lost_all: int = 0
+    #: Worker: bytes of lost datagrams received again over the reliable link.
+    resent_bytes: int = 0
 
     def send(self, frames: Sequence[np.ndarray]) -> None:
         """Master: broadcast ``frames`` to every worker (each byte leaves the master once).
@@ -286,10 +298,13 @@ class FramedLink:
             scoped = self._mc_send.K is not None
             self._control(_SCOPED if scoped else _MCAST, table, third=self._deliveries)
             self._mc_send.send(checked, self._deliveries, plan)
-            if scoped:  # after the datagrams: a worker reads it once it has gathered them
-                self._bcast_raw(plan.expected)
-                self.control_bytes += plan.expected.nbytes
-            self._stats = _counted(self._stats, checked)
+            # after the datagrams, the end of the delivery: the bytes of each frame each worker is
+            # to receive (frames x K scoped, else frames x 1), read once they are all sent
+            self._bcast_raw(plan.expected)
+            self.control_bytes += plan.expected.nbytes
+            resent = self._resend_lost(checked, plan)
+            s = _counted(self._stats, checked)
+            self._stats = LinkStats(s.frames, s.symbols, s.bytes + resent, s.resent + resent)
             return
         self._control(_BCAST, table)
         pace = self.pace
@@ -352,15 +367,7 @@ class FramedLink:
             self._bcast_raw(table)
         if kind in (_MCAST, _SCOPED):
             assert self._mc_recv is not None
-            expected = None
-            if kind == _SCOPED:
-                every = np.empty((n, self.K), dtype=np.int64)
-                self._bcast_raw(every)
-                expected = every[:, worker].tolist()
-            got = self._mc_recv.collect(piece, table[:, 0].tolist(), expected)  # empty: a frame lost
-            for buf in got:
-                buf.flags.writeable = False
-            yield from got
+            yield from self._receive_multicast(worker, piece, table[:, 0].tolist(), kind == _SCOPED)
             return
         self.piece_bytes = piece
         mine = table if kind == _BCAST else table[table[:, 1] == worker]
@@ -378,6 +385,59 @@ class FramedLink:
                     self._bcast_raw(buf[lo:hi])
             buf.flags.writeable = False
             yield buf
+
+    def _resend_lost(self, frames: list[np.ndarray], plan: Schedule) -> int:
+        """Master, after a multicast delivery: gather what each worker lacks of it (the spans
+        received of each frame it could not complete), tell each the spans it lacks
+        (:func:`~coded_shuffle.transport.multicast.missing_spans`) and send it their bytes over
+        the reliable link, paced as the link is; return the bytes sent."""
+        assert self._mc_send is not None
+        posts = self._gather_obj(None)
+        assert posts is not None
+        K = self._mc_send.K
+        lacks: list[np.ndarray | None] = [None] * len(posts)
+        pieces: list[tuple[np.ndarray, int]] = []
+        lost_all = True
+        for k in range(self.K):
+            rank = self.rank_of(k)
+            got = posts[rank] or {}
+            rows = missing_spans(plan, k, got, K=K)
+            lacks[rank] = rows
+            wanted = int(plan.expected[:, k if K is not None else 0].sum())
+            lost_all &= wanted > 0 and int((rows[:, 2] - rows[:, 1]).sum()) == wanted
+            if rows.shape[0]:
+                data = np.concatenate([frames[q][lo:hi] for q, lo, hi in rows.tolist()])
+                pieces += [(data[lo:hi], rank) for lo, hi in self._pieces(int(data.shape[0]))]
+        self._scatter_obj(lacks)
+        self._send_all_raw(pieces, self.pace)
+        self.multicast_lost_all += bool(lost_all and self.K)
+        return sum(int(p.shape[0]) for p, _ in pieces)
+
+    def _receive_multicast(
+        self, worker: int, delivery: int, sizes: list[int], scoped: bool
+    ) -> Iterator[np.ndarray]:
+        """Worker: a multicast delivery's frames, once the master has sent them all (the
+        end-of-delivery message), what was lost of them sent again over the reliable link."""
+        assert self._mc_recv is not None
+        every = np.empty((len(sizes), self.K if scoped else 1), dtype=np.int64)
+        self._mc_recv.reserve(sum(sizes))  # the socket holds the delivery, were it read late
+        self._bcast_raw(every)  # the end of the delivery
+        expected = every[:, worker if scoped else 0].tolist()
+        got, lacking = self._mc_recv.gather(delivery, sizes, expected)
+        self._gather_obj(lacking or None)
+        rows = self._scatter_obj(None)
+        total = int((rows[:, 2] - rows[:, 1]).sum()) if rows is not None and rows.shape[0] else 0
+        if total:
+            data = np.empty(total, dtype=np.uint8)
+            self._recv_raw([data[lo:hi] for lo, hi in self._pieces(total)])
+            at = 0
+            for q, lo, hi in rows.tolist():
+                got[q][lo:hi] = data[at : at + hi - lo]
+                at += hi - lo
+            self.resent_bytes += total
+        for buf in got:
+            buf.flags.writeable = False
+        yield from got
 
     def reserve(self, nbytes: int) -> None:
         """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""

@@ -279,6 +279,12 @@ class MPITransport(FramedLink):
 
         MPI.Request.Waitall([self.comm.Irecv(b, source=self.root, tag=_TAG) for b in bufs])
 
+    def _gather_obj(self, value: Any) -> list[Any] | None:
+        return self.comm.gather(value, root=self.root)
+
+    def _scatter_obj(self, values: list[Any] | None) -> Any:
+        return self.comm.scatter(values, root=self.root)
+
     # ---- setup: what every rank learns before the first transition (not counted on the link)
 
     def share(self, value: Any = None) -> Any:
