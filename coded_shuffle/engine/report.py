@@ -69,8 +69,9 @@ class TransitionReport:
     frames_rejected : int
         Frames a worker rejected (malformed, wrong header), summed over workers.
     repairs, repair_bytes, repair_rounds : int
-        Points re-sent alone after a failed decode or check, the wire bytes of those frames, and
-        the rounds needed (0 when nothing failed).
+        Points re-sent alone after a failed decode or check, the wire bytes of those frames (and
+        of multicast datagrams lost, sent again to the workers that lacked them), and the rounds
+        needed (0 when nothing failed).
     records_checked : int
         Records compared with the master's checksums after the transition (``N`` when complete).
     verified : bool

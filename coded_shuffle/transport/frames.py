@@ -285,7 +285,11 @@ class FramedLink:
         """Master: broadcast ``frames`` to every worker (each byte leaves the master once).
 
         On a link with a multicast data path the frames go as datagrams to the group, except
-        repair frames (``FLAG_REPAIR``), which take the reliable path so that repairs end.
+        repair frames (``FLAG_REPAIR``), which take the reliable path so that repairs end. After
+        the datagrams, the master broadcasts the bytes of each frame each worker is to receive
+        (the end of the delivery), gathers what each lacks (the byte spans of its incomplete
+        frames) and sends each the bytes of its lost datagrams alone, over the link
+        (:attr:`stats` ``.resent``): the frames a worker returns are whole.
         """
         self._master_only("send")
         if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):

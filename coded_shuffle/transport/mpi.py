@@ -212,8 +212,8 @@ class MPITransport(FramedLink):
         (:mod:`coded_shuffle.transport.multicast`): the master sends a first, empty datagram (so
         that a host without a route for the group says so now), every worker joins the group.
         Collective: every rank returns None, or the same ``"rank R: why"`` of the first rank that
-        cannot. ``idle``: seconds without a
-        datagram after which a worker gives up on the frames still missing (they are repaired);
+        cannot. ``idle``: the most seconds a worker waits, once the master has sent a
+        delivery's datagrams, for those still missing (what is then lacking comes over MPI);
         ``drop``: a share of the datagrams a worker drops on arrival (tests only).
 
         ``scope``: ``"receivers"`` sends each span of a frame to the scoped group of its

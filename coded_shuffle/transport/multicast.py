@@ -9,13 +9,18 @@ fragmented), each with a header of :data:`DATAGRAM_HEADER_BYTES`::
     magic "CSMD" | delivery (u32) | frame (u32) | offset (u32) | frame bytes (u32)
 
 (little-endian), paced by a :class:`~coded_shuffle.transport.base.TokenBucket` when given.
-:class:`MulticastReceiver` joins the group and, on a thread of its own, copies each datagram's
-bytes into its frame; :meth:`MulticastReceiver.collect` returns a delivery's frames once they are
-whole, or, when no datagram has come for ``idle`` seconds, the whole ones and an empty buffer for
-each incomplete one. UDP may lose or reorder datagrams: a frame that misses some is an empty
-buffer, which the worker's decoder rejects, and its records are repaired by the protocol's repair
-rounds (the control messages, the frame sizes included, travel over the process link, which is
-reliable). Nothing is lost and nothing waits past ``idle``.
+:class:`MulticastReceiver` joins the group and, on a thread of its own (never the decoding
+one), reads its socket, which is sized to hold a whole delivery unread (:meth:`~MulticastReceiver.reserve`),
+and copies each datagram's bytes into its frame. UDP may lose or reorder datagrams. Once the
+sender has sent the delivery's last datagram it says so over the process link, which is reliable
+(the bytes of each frame each worker is to receive); :meth:`MulticastReceiver.gather` then
+returns the frames at once if they are whole, or else as soon as the thread has read all that
+the socket holds and no datagram more came for ``settle`` seconds, with the byte spans each
+incomplete frame received. :func:`missing_spans` turns them, on the sender's side, into what the
+worker lacks, datagram by datagram, which the link sends it again over the reliable path
+(:meth:`~coded_shuffle.transport.frames.FramedLink.send`): a datagram lost costs its own bytes
+again, not its frame, and no timer runs while the datagrams come (``idle`` only bounds the wait
+after the end of the delivery). The frames are then checked by their checksums as ever.
 
 Groups are IPv4 multicast addresses; :func:`parse_group` takes ``GROUP:PORT``.
 
