@@ -9,6 +9,9 @@ transitions) with ``--multicast`` for every case of :data:`CASES`: the coded mul
 likewise. A case's time is the median of its transitions after the first of each run (which pays
 one-time costs), over the rounds.
 
+With ``--previous DIR`` (a checkout of earlier code), its coded multicast, clean and with 5 %
+dropped, runs in every round too, before the others ("previous" in the table).
+
 Targets: with 5 % dropped, the coded multicast's transition within 1.3x of its clean time, and
 the bytes sent again (``repair_bytes``) at most 2x the bytes dropped. The bytes dropped are
 expected, not counted: each worker receives every datagram of the delivery (one group), so a
@@ -38,7 +41,7 @@ EDGE = "master=1000,up=300,down=1000,multicast"
 SETUP = ("ip link set lo up", "ip link set lo multicast on", "ip route add 239.0.0.0/8 dev lo")
 
 
-def run_case(args: argparse.Namespace, mode: str, drop: float, port: int) -> list[dict]:
+def run_case(args: argparse.Namespace, mode: str, drop: float, port: int, root: Path = ROOT) -> list[dict]:
     mpiexec = str(MPIEXEC) if MPIEXEC.exists() else shutil.which("mpiexec") or "mpiexec"
     cmd = [mpiexec, "-n", str(args.workers + 1), sys.executable, "-m", "mpi4py", "-m",
            "coded_shuffle.mpi_program", "--points", str(args.points),
@@ -47,9 +50,9 @@ def run_case(args: argparse.Namespace, mode: str, drop: float, port: int) -> lis
            "--multicast-drop", str(drop), "--json", "-"]  # fmt: skip
     if mode == "split":
         cmd += ["--network", EDGE]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=args.timeout, check=False
+        cmd, capture_output=True, text=True, cwd=root, env=env, timeout=args.timeout, check=False
     )
     if proc.returncode:
         sys.exit(f"multicast_loss.py: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -67,6 +70,7 @@ def main() -> None:
     ap.add_argument("--transitions", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--previous", type=Path, help="a checkout of earlier code, its coded cases run beside")
     ap.add_argument("--in-namespace", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.in_namespace:  # again, in a namespace of its own
@@ -82,30 +86,32 @@ def main() -> None:
     print(f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, {args.transitions} "
           f"transitions a run, {args.rounds} rounds, {os.cpu_count()} cores, load {' '.join(load)} at the "
           f"start, net.core.rmem_max = {rmem}")  # fmt: skip
-    got: dict[tuple[str, float], list[dict]] = {case: [] for case in CASES}
+    cases = [(ROOT, "", mode, drop) for mode, drop in CASES]
+    if args.previous is not None:
+        cases[:0] = [(args.previous.resolve(), "previous ", "coded", drop) for drop in (0.0, 0.05)]
+    got: dict[tuple[str, str, float], list[dict]] = {case[1:]: [] for case in cases}
     for r in range(args.rounds):
-        for i, (mode, drop) in enumerate(CASES):
-            got[(mode, drop)] += run_case(args, mode, drop, 6800 + 10 * r + i)[
-                1:
-            ]  # the first pays one-time costs
+        for i, (root, name, mode, drop) in enumerate(cases):
+            # the first transition of a run pays one-time costs
+            got[(name, mode, drop)] += run_case(args, mode, drop, 6800 + 10 * r + i, root)[1:]
     with open("/proc/loadavg") as f:
         print(f"load {' '.join(f.read().split()[:3])} at the end")
     clean: dict[str, float] = {}
     verdicts = []
-    print(f"{'mode':6} {'dropped':>7} {'median s':>9} {'min s':>7} {'max s':>7} {'x clean':>7} "
+    print(f"{'mode':15} {'dropped':>7} {'median s':>9} {'min s':>7} {'max s':>7} {'x clean':>7} "
           f"{'resent kB':>9} {'dropped kB':>10} {'resent/dropped':>14} {'rejected':>8}")  # fmt: skip
-    for (mode, drop), rows in got.items():
+    for (name, mode, drop), rows in got.items():
         secs = [r["seconds"] for r in rows]
         med = statistics.median(secs)
-        clean.setdefault(mode, med)
+        base = clean.setdefault(name + mode, med)
         resent = sum(r["repair_bytes"] for r in rows) / len(rows)
         dropped = sum(drop * args.workers * (r["wire_bytes"] - r["repair_bytes"]) for r in rows) / len(rows)
         ratio = resent / dropped if dropped else float("nan")
         rejected = sum(r["frames_rejected"] for r in rows)
-        print(f"{mode:6} {drop:7.0%} {med:9.4f} {min(secs):7.4f} {max(secs):7.4f} {med / clean[mode]:7.2f} "
+        print(f"{name + mode:15} {drop:7.0%} {med:9.4f} {min(secs):7.4f} {max(secs):7.4f} {med / base:7.2f} "
               f"{resent / 1e3:9.1f} {dropped / 1e3:10.1f} {ratio:14.2f} {rejected:8d}")  # fmt: skip
-        if mode == "coded" and drop == 0.05:
-            verdicts.append(("coded at 5 % within 1.3x of clean", med / clean[mode] <= 1.3))
+        if name + mode == "coded" and drop == 0.05:
+            verdicts.append(("coded at 5 % within 1.3x of clean", med / base <= 1.3))
             verdicts.append(("resent at most 2x the bytes dropped", ratio <= 2))
     for what, ok in verdicts:
         print(f"target: {what}: {'met' if ok else 'NOT met'}")

@@ -52,7 +52,7 @@ class FramedLink:
 
     A subclass sets ``root``, ``K``, ``rank``, ``is_master``, ``worker``, ``piece_bytes``,
     ``pace``, ``reuse_buffers``, and implements :meth:`_bcast_raw`, :meth:`_send_raw` and
-    :meth:`_recv_raw`.
+    :meth:`_recv_raw` (and, for a multicast data path, :meth:`_gather_obj` and :meth:`_scatter_obj`).
     """
 
     root: int
