@@ -415,7 +415,7 @@ class MulticastReceiver:
         still missing (default 1).
     settle : float
         Seconds of quiet, once the socket is empty, before what is still missing is lost
-        (default 0.002: datagrams still on their way; on one host none are).
+        (default 0.001: datagrams still on their way; on one host none are).
     datagram_bytes : int
         The largest datagram to read (default: the largest UDP payload).
     drop : float
@@ -429,7 +429,7 @@ class MulticastReceiver:
         *,
         interface: str = "0.0.0.0",
         idle: float = 1.0,
-        settle: float = 0.002,
+        settle: float = 0.001,
         datagram_bytes: int = _MAX_DATAGRAM,
         drop: float = 0.0,
         seed: int = 0,
@@ -500,6 +500,7 @@ class MulticastReceiver:
         self.dropped = 0
         self.dropped_bytes = 0
         self._drains = 0  # times the thread found the socket empty
+        self._busy = True  # the thread may hold a datagram read and not yet in its frame
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="coded_shuffle-multicast", daemon=True)
         self._thread.start()
@@ -527,9 +528,11 @@ class MulticastReceiver:
             except BlockingIOError:  # the socket is empty: say so, and sleep until a datagram or a wake
                 with cond:
                     self._drains += 1
+                    self._busy = False
                     cond.notify_all()
                 try:
                     select.select([sock.fileno(), self._wake_r], [], [])
+                    self._busy = True
                     os.read(self._wake_r, 4096)
                 except BlockingIOError:
                     pass
@@ -602,11 +605,12 @@ class MulticastReceiver:
         deadline = time.monotonic() + self.idle
         with self._cond:
             while not done():
-                drained = drained_since(self._drains)
-                self._wake()  # the thread reads all the socket holds, then says it is empty
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._cond.wait_for(drained, left):
-                    break
+                if self._busy or select.select([self._sock.fileno()], [], [], 0)[0]:
+                    # the thread reads all the socket holds, then says it is empty
+                    drained = drained_since(self._drains)
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._cond.wait_for(drained, left):
+                        break
                 heard = heard_since(self.datagrams)
                 left = min(self.settle, deadline - time.monotonic())
                 if left <= 0 or not self._cond.wait_for(heard, left):
