@@ -52,7 +52,7 @@ class FramedLink:
 
     A subclass sets ``root``, ``K``, ``rank``, ``is_master``, ``worker``, ``piece_bytes``,
     ``pace``, ``reuse_buffers``, and implements :meth:`_bcast_raw`, :meth:`_send_raw` and
-    :meth:`_recv_raw` (and, for a multicast data path, :meth:`_gather_obj` and :meth:`_scatter_obj`).
+    :meth:`_recv_raw` (and, for a multicast data path, :meth:`_gather_obj`).
     """
 
     root: int
@@ -105,10 +105,6 @@ class FramedLink:
 
     def _gather_obj(self, value: Any) -> list[Any] | None:  # pragma: no cover - abstract
         """Collective: every rank's small picklable ``value``, by rank, on the master (None elsewhere)."""
-        raise NotImplementedError
-
-    def _scatter_obj(self, values: list[Any] | None) -> Any:  # pragma: no cover - abstract
-        """Collective: the master's ``values[r]`` (small, picklable) on rank ``r``."""
         raise NotImplementedError
 
     # ---- shared
@@ -391,31 +387,35 @@ class FramedLink:
             yield buf
 
     def _resend_lost(self, frames: list[np.ndarray], plan: Schedule) -> int:
-        """Master, after a multicast delivery: gather what each worker lacks of it (the spans
-        received of each frame it could not complete), tell each the spans it lacks
-        (:func:`~coded_shuffle.transport.multicast.missing_spans`) and send it their bytes over
-        the reliable link, paced as the link is; return the bytes sent."""
+        """Master, after a multicast delivery: gather what each worker lacks of it (None, or the
+        spans received of each frame it could not complete) and send each that lacks some,
+        point to point, the spans it lacks (:func:`~coded_shuffle.transport.multicast.missing_spans`:
+        their number, then ``(frame, lo, hi)`` rows, ``int64``) and their bytes, paced as the
+        link is; return the bytes of the spans sent. A worker that lacks nothing waits for none."""
         assert self._mc_send is not None
         posts = self._gather_obj(None)
         assert posts is not None
         K = self._mc_send.K
-        lacks: list[np.ndarray | None] = [None] * len(posts)
         pieces: list[tuple[np.ndarray, int]] = []
-        lost_all = True
+        resent, lost_all = 0, True
         for k in range(self.K):
             rank = self.rank_of(k)
-            got = posts[rank] or {}
-            rows = missing_spans(plan, k, got, K=K)
-            lacks[rank] = rows
+            got = posts[rank]
+            rows = missing_spans(plan, k, got or {}, K=K)
+            lost = int((rows[:, 2] - rows[:, 1]).sum())
             wanted = int(plan.expected[:, k if K is not None else 0].sum())
-            lost_all &= wanted > 0 and int((rows[:, 2] - rows[:, 1]).sum()) == wanted
+            lost_all &= wanted > 0 and lost == wanted
+            if got is None:
+                continue
+            pieces.append((np.array([rows.shape[0]], dtype=np.int64).view(np.uint8), rank))
             if rows.shape[0]:
+                pieces.append((rows.reshape(-1).view(np.uint8), rank))
                 data = np.concatenate([frames[q][lo:hi] for q, lo, hi in rows.tolist()])
-                pieces += [(data[lo:hi], rank) for lo, hi in self._pieces(int(data.shape[0]))]
-        self._scatter_obj(lacks)
+                pieces += [(data[lo:hi], rank) for lo, hi in self._pieces(lost)]
+                resent += lost
         self._send_all_raw(pieces, self.pace)
         self.multicast_lost_all += bool(lost_all and self.K)
-        return sum(int(p.shape[0]) for p, _ in pieces)
+        return resent
 
     def _receive_multicast(
         self, worker: int, delivery: int, sizes: list[int], scoped: bool
@@ -429,11 +429,16 @@ class FramedLink:
         expected = every[:, worker if scoped else 0].tolist()
         got, lacking = self._mc_recv.gather(delivery, sizes, expected)
         self._gather_obj(lacking or None)
-        rows = self._scatter_obj(None)
-        total = int((rows[:, 2] - rows[:, 1]).sum()) if rows is not None and rows.shape[0] else 0
-        if total:
+        if lacking:  # the spans it lacks, then their bytes
+            n = np.empty(1, dtype=np.int64)
+            self._recv_raw([n.view(np.uint8)])
+            rows = np.empty((int(n[0]), 3), dtype=np.int64)
+            if rows.shape[0]:
+                self._recv_raw([rows.reshape(-1).view(np.uint8)])
+            total = int((rows[:, 2] - rows[:, 1]).sum())
             data = np.empty(total, dtype=np.uint8)
-            self._recv_raw([data[lo:hi] for lo, hi in self._pieces(total)])
+            if total:
+                self._recv_raw([data[lo:hi] for lo, hi in self._pieces(total)])
             at = 0
             for q, lo, hi in rows.tolist():
                 got[q][lo:hi] = data[at : at + hi - lo]

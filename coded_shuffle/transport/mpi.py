@@ -282,9 +282,6 @@ class MPITransport(FramedLink):
     def _gather_obj(self, value: Any) -> list[Any] | None:
         return self.comm.gather(value, root=self.root)
 
-    def _scatter_obj(self, values: list[Any] | None) -> Any:
-        return self.comm.scatter(values, root=self.root)
-
     # ---- setup: what every rank learns before the first transition (not counted on the link)
 
     def share(self, value: Any = None) -> Any:
