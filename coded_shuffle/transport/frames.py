@@ -52,7 +52,8 @@ class FramedLink:
 
     A subclass sets ``root``, ``K``, ``rank``, ``is_master``, ``worker``, ``piece_bytes``,
     ``pace``, ``reuse_buffers``, and implements :meth:`_bcast_raw`, :meth:`_send_raw` and
-    :meth:`_recv_raw` (and, for a multicast data path, :meth:`_gather_obj`).
+    :meth:`_recv_raw` (and, for a multicast data path, :meth:`_gather_obj`, :meth:`_send_objs` and
+    :meth:`_recv_obj`).
     """
 
     root: int
@@ -105,6 +106,14 @@ class FramedLink:
 
     def _gather_obj(self, value: Any) -> list[Any] | None:  # pragma: no cover - abstract
         """Collective: every rank's small picklable ``value``, by rank, on the master (None elsewhere)."""
+        raise NotImplementedError
+
+    def _send_objs(self, sends: list[tuple[Any, int]]) -> None:  # pragma: no cover - abstract
+        """Master: send each ``(value, rank)`` (picklable), all at once, and return when sent."""
+        raise NotImplementedError
+
+    def _recv_obj(self) -> Any:  # pragma: no cover - abstract
+        """Worker: the next value the master sent it with :meth:`_send_objs`."""
         raise NotImplementedError
 
     # ---- shared
@@ -388,15 +397,15 @@ class FramedLink:
 
     def _resend_lost(self, frames: list[np.ndarray], plan: Schedule) -> int:
         """Master, after a multicast delivery: gather what each worker lacks of it (None, or the
-        spans received of each frame it could not complete) and send each that lacks some,
-        point to point, the spans it lacks (:func:`~coded_shuffle.transport.multicast.missing_spans`:
-        their number, then ``(frame, lo, hi)`` rows, ``int64``) and their bytes, paced as the
-        link is; return the bytes of the spans sent. A worker that lacks nothing waits for none."""
+        spans received of each frame it could not complete) and send each that lacks some, in
+        one message, the spans it lacks (:func:`~coded_shuffle.transport.multicast.missing_spans`)
+        and their bytes, paced as the link is; return the bytes of the spans sent. A worker that
+        lacks nothing waits for nothing."""
         assert self._mc_send is not None
         posts = self._gather_obj(None)
         assert posts is not None
         K = self._mc_send.K
-        pieces: list[tuple[np.ndarray, int]] = []
+        sends: list[tuple[Any, int]] = []
         resent, lost_all = 0, True
         for k in range(self.K):
             rank = self.rank_of(k)
@@ -407,13 +416,12 @@ class FramedLink:
             lost_all &= wanted > 0 and lost == wanted
             if got is None:
                 continue
-            pieces.append((np.array([rows.shape[0]], dtype=np.int64).view(np.uint8), rank))
-            if rows.shape[0]:
-                pieces.append((rows.reshape(-1).view(np.uint8), rank))
-                data = np.concatenate([frames[q][lo:hi] for q, lo, hi in rows.tolist()])
-                pieces += [(data[lo:hi], rank) for lo, hi in self._pieces(lost)]
-                resent += lost
-        self._send_all_raw(pieces, self.pace)
+            data = np.concatenate([frames[q][lo:hi] for q, lo, hi in rows.tolist()] or [rows[:0, 0]])
+            if self.pace is not None:
+                self.pace.consume(int(rows.nbytes) + lost)
+            sends.append(((rows, data.view(np.uint8)), rank))
+            resent += lost
+        self._send_objs(sends)
         self.multicast_lost_all += bool(lost_all and self.K)
         return resent
 
@@ -429,21 +437,13 @@ class FramedLink:
         expected = every[:, worker if scoped else 0].tolist()
         got, lacking = self._mc_recv.gather(delivery, sizes, expected)
         self._gather_obj(lacking or None)
-        if lacking:  # the spans it lacks, then their bytes
-            n = np.empty(1, dtype=np.int64)
-            self._recv_raw([n.view(np.uint8)])
-            rows = np.empty((int(n[0]), 3), dtype=np.int64)
-            if rows.shape[0]:
-                self._recv_raw([rows.reshape(-1).view(np.uint8)])
-            total = int((rows[:, 2] - rows[:, 1]).sum())
-            data = np.empty(total, dtype=np.uint8)
-            if total:
-                self._recv_raw([data[lo:hi] for lo, hi in self._pieces(total)])
+        if lacking:  # the spans it lacks and their bytes
+            rows, data = self._recv_obj()
             at = 0
             for q, lo, hi in rows.tolist():
                 got[q][lo:hi] = data[at : at + hi - lo]
                 at += hi - lo
-            self.resent_bytes += total
+            self.resent_bytes += int(data.shape[0])
         for buf in got:
             buf.flags.writeable = False
         yield from got

@@ -20,6 +20,8 @@ from .frames import FramedLink
 _TAG, _INIT_TAG = 7, 11
 #: The tag of the exchange's rounds between workers.
 _ROUND_TAG = 13
+#: The tag of the bytes of lost multicast datagrams the master sends a worker again.
+_SPANS = 15
 
 
 #: Tags of the protocol's control messages: a worker's post, the master's word.
@@ -281,6 +283,14 @@ class MPITransport(FramedLink):
 
     def _gather_obj(self, value: Any) -> list[Any] | None:
         return self.comm.gather(value, root=self.root)
+
+    def _send_objs(self, sends: list[tuple[Any, int]]) -> None:
+        from mpi4py import MPI
+
+        MPI.Request.waitall([self.comm.isend(value, dest=rank, tag=_SPANS) for value, rank in sends])
+
+    def _recv_obj(self) -> Any:
+        return self.comm.recv(source=self.root, tag=_SPANS)
 
     # ---- setup: what every rank learns before the first transition (not counted on the link)
 

@@ -420,7 +420,9 @@ class MulticastReceiver:
         still missing (default 1).
     settle : float
         Seconds of quiet, once the socket is empty, before what is still missing is lost
-        (default 0.0005: datagrams still on their way; on one host none are).
+        (default 0: the end of the delivery comes after its datagrams on a path that keeps
+        their order, and a datagram it overtakes is only sent again; a sleep, on loaded cores,
+        costs milliseconds).
     datagram_bytes : int
         The largest datagram to read (default: the largest UDP payload).
     drop : float
@@ -434,7 +436,7 @@ class MulticastReceiver:
         *,
         interface: str = "0.0.0.0",
         idle: float = 1.0,
-        settle: float = 0.0005,
+        settle: float = 0.0,
         datagram_bytes: int = _MAX_DATAGRAM,
         drop: float = 0.0,
         seed: int = 0,
