@@ -20,8 +20,9 @@ from .frames import FramedLink
 _TAG, _INIT_TAG = 7, 11
 #: The tag of the exchange's rounds between workers.
 _ROUND_TAG = 13
-#: The tag of the bytes of lost multicast datagrams the master sends a worker again.
-_SPANS = 15
+#: The tags of what a worker lacks of a multicast delivery, and of the bytes the master sends
+#: it again.
+_LACKS, _SPANS = 14, 15
 
 
 #: Tags of the protocol's control messages: a worker's post, the master's word.
@@ -282,7 +283,22 @@ class MPITransport(FramedLink):
         MPI.Request.Waitall([self.comm.Irecv(b, source=self.root, tag=_TAG) for b in bufs])
 
     def _gather_obj(self, value: Any) -> list[Any] | None:
-        return self.comm.gather(value, root=self.root)
+        # point to point, the master polling and sleeping between probes (not MPI_Gather, whose
+        # wait spins on a core the workers' receiving threads need)
+        if not self.is_master:
+            self.comm.isend(value, dest=self.root, tag=_LACKS).wait()
+            return None
+        got: dict[int, Any] = {}
+        ranks = [self.rank_of(k) for k in range(self.K)]
+
+        def ready() -> bool:
+            for r in ranks:
+                if r not in got and (msg := self.comm.improbe(source=r, tag=_LACKS)) is not None:
+                    got[r] = msg.recv()
+            return len(got) == len(ranks)
+
+        _poll(ready, float("inf"))
+        return [got.get(r) for r in range(self.comm.Get_size())]
 
     def _send_objs(self, sends: list[tuple[Any, int]]) -> None:
         from mpi4py import MPI
@@ -290,7 +306,17 @@ class MPITransport(FramedLink):
         MPI.Request.waitall([self.comm.isend(value, dest=rank, tag=_SPANS) for value, rank in sends])
 
     def _recv_obj(self) -> Any:
-        return self.comm.recv(source=self.root, tag=_SPANS)
+        # polled, sleeping between probes: a blocking receive would spin on a core the master needs
+        got: list[Any] = []
+
+        def ready() -> bool:
+            msg = self.comm.improbe(source=self.root, tag=_SPANS)
+            if msg is not None:
+                got.append(msg.recv())
+            return bool(got)
+
+        _poll(ready, float("inf"))
+        return got[0]
 
     # ---- setup: what every rank learns before the first transition (not counted on the link)
 
