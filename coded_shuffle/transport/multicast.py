@@ -508,6 +508,7 @@ class MulticastReceiver:
         self.dropped_bytes = 0
         self._drains = 0  # times the thread found the socket empty
         self._busy = True  # the thread may hold a datagram read and not yet in its frame
+        self._settling = False  # a waiter wants to hear of each datagram
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="coded_shuffle-multicast", daemon=True)
         self._thread.start()
@@ -560,7 +561,8 @@ class MulticastReceiver:
                 if dropped:
                     self.dropped += 1
                     self.dropped_bytes += body
-                    cond.notify_all()
+                    if self._settling:
+                        cond.notify_all()
                     continue
                 frame = self._frames.get((delivery, q))
                 if frame is None:
@@ -569,7 +571,8 @@ class MulticastReceiver:
                     frame.spans[lo] = lo + body
                     frame.data[lo : lo + body] = np.frombuffer(view[DATAGRAM_HEADER_BYTES:n], dtype=np.uint8)
                     frame.got += body
-                cond.notify_all()
+                if self._settling:  # else a waiter waits for the socket to be empty, not for each datagram
+                    cond.notify_all()
 
     def _wake(self) -> None:
         try:
@@ -620,8 +623,14 @@ class MulticastReceiver:
                         break
                 heard = heard_since(self.datagrams)
                 left = min(self.settle, deadline - time.monotonic())
-                if left <= 0 or not self._cond.wait_for(heard, left):
-                    break  # quiet for `settle` (or past `idle`): what is missing is lost
+                if left <= 0:
+                    break
+                self._settling = True
+                try:
+                    if not self._cond.wait_for(heard, left):
+                        break  # quiet for `settle` (or past `idle`): what is missing is lost
+                finally:
+                    self._settling = False
             out: list[np.ndarray] = []
             lacking: dict[int, np.ndarray] = {}
             for q, (size, w) in enumerate(zip(sizes, want, strict=True)):
