@@ -4,6 +4,7 @@ options, tables, progress and the kernels compiled once."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
@@ -332,15 +333,36 @@ def add_network_argument(parser: argparse.ArgumentParser) -> None:
 
 def auto_mode(
     N: int, K: int, seed: int, spec: OrderSpec, record_bytes: int, network: Any, strategy: str | None,
-    *, epoch: int = 0,
+    *, epoch: int = 0, refusal: Callable[[str], str | None] | None = None,
 ) -> tuple[str, str]:  # fmt: skip
     """``--mode auto``: the mode of least predicted time of the first transition on ``network``,
-    and the one line that says which and why."""
+    and the one line that says which and why. With ``refusal`` (a mode's refusal of the options
+    given, or None where they can run it), only among the modes it lets run: the line then names
+    a faster mode left out and why; a UsageError where it lets none run."""
     from ..engine.schedule import predicted_times
+    from ..network import explain
 
     t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes,
                         network=network, strategy=strategy or "greedy")  # fmt: skip
-    return t.choice, f"mode auto chose {t.why}, on {network}"
+    if refusal is None:
+        return t.choice, f"mode auto chose {t.why}, on {network}"
+    fastest = sorted((v, i, m) for i, (m, v) in enumerate(t.predicted_seconds.items()) if math.isfinite(v))
+    refused: dict[str, str] = {}
+    for _, _, mode in fastest:
+        why = refusal(mode)
+        if why is None:
+            break
+        refused[mode] = why
+    else:
+        raise UsageError(f"--mode auto chose {t.choice}: {refused[t.choice]}")
+    if not refused:
+        return mode, f"mode auto chose {t.why}, on {network}"
+    runs = {m: v for m, v in t.predicted_seconds.items() if m not in refused}
+    left, why = next(iter(refused.items()))
+    return mode, (
+        f"mode auto chose {explain(runs, mode)}, on {network}; not {left} "
+        f"({t.predicted_seconds[left]:.3g} s): {why}"
+    )
 
 
 def check_sizes(args: argparse.Namespace) -> None:

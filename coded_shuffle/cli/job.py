@@ -46,8 +46,8 @@ JOB_DEFAULTS: dict[str, int | str] = {
     "max_repair_rounds": 3,
 }
 
-#: The fewest payload bytes a frame by default with ``--multicast`` (16 datagrams if more: a lost
-#: datagram costs its whole frame, and every frame its own costs).
+#: The fewest payload bytes a frame by default with ``--multicast`` (16 datagrams if more; a lost
+#: datagram costs its own bytes again, whatever the frame's size).
 MULTICAST_FRAME_BYTES = 1 << 17
 #: Bytes a phase of ``--probe`` given alone.
 PROBE_BYTES = 1 << 22
@@ -276,7 +276,7 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         if getattr(args, dest) is None and not (args.data is not None and dest in ("points", "record_bytes")):
             setattr(filled, dest, default)
     if args.multicast is not None and args.max_frame_bytes is None:
-        # a datagram lost costs its frame, repaired whole: frames of 16 datagrams, at least 128 KiB
+        # frames of 16 datagrams, at least 128 KiB
         filled.max_frame_bytes = max(MULTICAST_FRAME_BYTES, 16 * filled.datagram_bytes)
     if launcher:
         _check_before_launch(filled, workers)

@@ -70,8 +70,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Namespace:
     """``--mode auto``: ``args`` with the mode of least predicted time of the job's first transition
-    on its ``--network`` (the records' number and size read from ``--data``'s header), said in one
-    line on standard error."""
+    on its ``--network`` (the records' number and size read from ``--data``'s header) among those
+    the options given can run (the checks of each mode, as if it had been given), said in one line
+    on standard error."""
     if filled.data is not None:
         from ..records import NpyRecords, fixed_record_bytes
 
@@ -79,15 +80,18 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
         N, B = len(source), fixed_record_bytes(source, "data")
     else:
         N, B = filled.points, filled.record_bytes
+
+    def refusal(mode: str) -> str | None:
+        try:
+            check_job(argparse.Namespace(**{**vars(args), "mode": mode}), workers=args.workers)
+        except UsageError as exc:
+            return str(exc)
+        return None
+
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),
-                           filled.strategy, epoch=filled.start_epoch)  # fmt: skip
-    chosen = argparse.Namespace(**{**vars(args), "mode": mode})
-    try:  # the checks of that mode, as if it had been given
-        check_job(chosen, workers=args.workers)
-    except UsageError as exc:
-        raise UsageError(f"--mode auto chose {mode}: {exc}") from None
+                           filled.strategy, epoch=filled.start_epoch, refusal=refusal)  # fmt: skip
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
-    return chosen
+    return argparse.Namespace(**{**vars(args), "mode": mode})
 
 
 #: The signals ``coded-shuffle run`` passes on to its MPI job before it ends.

@@ -482,16 +482,12 @@ class Results:
     def _print(self, line: str) -> None:
         print(line, file=self.res, flush=True)
 
-    def row(self, rep: TransitionReport) -> None:
-        """One transition's report (with its times on the network, where the job states one)."""
+    def row(self, rep: TransitionReport, *, lost_all: bool = False) -> None:
+        """One transition's report (with its times on the network, where the job states one);
+        ``lost_all``: no worker received a byte of its multicast delivery."""
         if rep.on_network is not None:
             self._timed.append(rep.to_dict())
-        if (
-            self.job.multicast is not None
-            and rep.mode in CODED
-            and rep.wire.frames
-            and rep.wire.frames_rejected >= rep.wire.frames * rep.K
-        ):
+        if lost_all:
             print(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
                   "records came by the repairs, over MPI", file=sys.stderr, flush=True)  # fmt: skip
         if self.out is not None:
@@ -556,6 +552,7 @@ def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
         p_t1 = ep.following(p_t, t + 1)
         planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
         for mode in MODES[job.mode]:
+            lost = link.multicast_lost_all
             role = master_transition(
                 link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
                 links=_link_counter() if job.count_links else None,
@@ -563,7 +560,7 @@ def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
             )  # fmt: skip
             rep = serve(link, role, watchdog=dog)
             all_ok &= rep.verified
-            results.row(rep)
+            results.row(rep, lost_all=link.multicast_lost_all > lost)
         p_t = p_t1
     dog.close()
     code = results.close(all_ok, several=len(MODES[job.mode]) > 1)

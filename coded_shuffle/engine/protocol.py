@@ -259,7 +259,8 @@ def master_transition(
                        paced_wait=paced_wait)  # fmt: skip
     N, B = opts.records if opts.records is not None else (dataset.N, dataset.record_bytes)
     units, records_checked = scheme.holding.report_units(B, checked)
-    wire = _wire(encoded, first, rejected=rejected, repair_bytes=int(total.bytes - coded.bytes),
+    resent = int(total.bytes - coded.bytes + coded.resent)  # lost datagrams' bytes sent again too
+    wire = _wire(encoded, first, rejected=rejected, repair_bytes=resent,
                  control_bytes=int(link.control_bytes - control), link_mbps=opts.link_mbps)  # fmt: skip
     return TransitionReport(
         epoch=epoch, mode=scheme.name, K=p_t.K, N=N, record_bytes=B,

@@ -48,7 +48,8 @@ class Wire:
     frames_rejected : int
         Frames a worker rejected (malformed, wrong header), summed over workers.
     repair_bytes : int
-        The wire bytes of the frames re-sent in the repairs.
+        The wire bytes of the frames re-sent in the repairs, and of multicast datagrams lost, sent
+        again to the workers that lacked them.
     max_received_bytes : int
         The most payload bytes one worker received in the delivery (a broadcast: all of it), its
         framing and the repairs apart.

@@ -27,7 +27,11 @@ class LinkStats:
     symbols : int
         Symbols in those frames (from their headers).
     bytes : int
-        Bytes broadcast (each frame counted once, however many workers receive it).
+        Bytes broadcast (each frame counted once, however many workers receive it), and those of
+        ``resent``.
+    resent : int
+        Bytes of multicast datagrams lost on their way that the master sent again, each to the
+        worker that lacked them, over the reliable link (counted in ``bytes`` too).
 
     Examples
     --------
@@ -38,9 +42,13 @@ class LinkStats:
     frames: int = 0
     symbols: int = 0
     bytes: int = 0
+    resent: int = 0
 
     def __sub__(self, other: LinkStats) -> LinkStats:
-        return LinkStats(self.frames - other.frames, self.symbols - other.symbols, self.bytes - other.bytes)
+        return LinkStats(
+            self.frames - other.frames, self.symbols - other.symbols, self.bytes - other.bytes,
+            self.resent - other.resent,
+        )  # fmt: skip
 
 
 @runtime_checkable
@@ -228,6 +236,7 @@ def _counted(stats: LinkStats, frames: Sequence[np.ndarray]) -> LinkStats:
         stats.frames + len(frames),
         stats.symbols + sum(frame_symbols(f) for f in frames),
         stats.bytes + sum(int(f.shape[0]) for f in frames),
+        stats.resent,
     )
 
 

@@ -30,7 +30,7 @@ from ..codec import FLAG_REPAIR, frame_flags
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
 from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
-from .multicast import MulticastReceiver, MulticastSender
+from .multicast import MulticastReceiver, MulticastSender, Schedule, missing_spans
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
 _BCAST, _UNICAST = 1, 2
@@ -52,7 +52,8 @@ class FramedLink:
 
     A subclass sets ``root``, ``K``, ``rank``, ``is_master``, ``worker``, ``piece_bytes``,
     ``pace``, ``reuse_buffers``, and implements :meth:`_bcast_raw`, :meth:`_send_raw` and
-    :meth:`_recv_raw`.
+    :meth:`_recv_raw` (and, for a multicast data path, :meth:`_gather_obj`, :meth:`_send_objs` and
+    :meth:`_recv_obj`).
     """
 
     root: int
@@ -101,6 +102,18 @@ class FramedLink:
         """Worker, collective among the workers: send worker ``j`` the buffers ``send[j]`` (uint8),
         one after the other; return what each worker sent this one, in worker order, one buffer
         each."""
+        raise NotImplementedError
+
+    def _gather_obj(self, value: Any) -> list[Any] | None:  # pragma: no cover - abstract
+        """Collective: every rank's small picklable ``value``, by rank, on the master (None elsewhere)."""
+        raise NotImplementedError
+
+    def _send_objs(self, sends: list[tuple[Any, int]]) -> None:  # pragma: no cover - abstract
+        """Master: send each ``(value, rank)`` (picklable), all at once, and return when sent."""
+        raise NotImplementedError
+
+    def _recv_obj(self) -> Any:  # pragma: no cover - abstract
+        """Worker: the next value the master sent it with :meth:`_send_objs`."""
         raise NotImplementedError
 
     # ---- shared
@@ -268,12 +281,20 @@ class FramedLink:
     _mc_send: MulticastSender | None = None
     _mc_recv: MulticastReceiver | None = None
     _deliveries: int = 0
+    #: Master: multicast deliveries of which no worker received a byte (all came by the repairs).
+    multicast_lost_all: int = 0
+    #: Worker: bytes of lost datagrams received again over the reliable link.
+    resent_bytes: int = 0
 
     def send(self, frames: Sequence[np.ndarray]) -> None:
         """Master: broadcast ``frames`` to every worker (each byte leaves the master once).
 
         On a link with a multicast data path the frames go as datagrams to the group, except
-        repair frames (``FLAG_REPAIR``), which take the reliable path so that repairs end.
+        repair frames (``FLAG_REPAIR``), which take the reliable path so that repairs end. After
+        the datagrams, the master broadcasts the bytes of each frame each worker is to receive
+        (the end of the delivery), gathers what each lacks (the byte spans of its incomplete
+        frames) and sends each the bytes of its lost datagrams alone, over the link
+        (:attr:`stats` ``.resent``): the frames a worker returns are whole.
         """
         self._master_only("send")
         if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
@@ -286,10 +307,13 @@ class FramedLink:
             scoped = self._mc_send.K is not None
             self._control(_SCOPED if scoped else _MCAST, table, third=self._deliveries)
             self._mc_send.send(checked, self._deliveries, plan)
-            if scoped:  # after the datagrams: a worker reads it once it has gathered them
-                self._bcast_raw(plan.expected)
-                self.control_bytes += plan.expected.nbytes
-            self._stats = _counted(self._stats, checked)
+            # after the datagrams, the end of the delivery: the bytes of each frame each worker is
+            # to receive (frames x K scoped, else frames x 1), read once they are all sent
+            self._bcast_raw(plan.expected)
+            self.control_bytes += plan.expected.nbytes
+            resent = self._resend_lost(checked, plan)
+            s = _counted(self._stats, checked)
+            self._stats = LinkStats(s.frames, s.symbols, s.bytes + resent, s.resent + resent)
             return
         self._control(_BCAST, table)
         pace = self.pace
@@ -352,15 +376,7 @@ class FramedLink:
             self._bcast_raw(table)
         if kind in (_MCAST, _SCOPED):
             assert self._mc_recv is not None
-            expected = None
-            if kind == _SCOPED:
-                every = np.empty((n, self.K), dtype=np.int64)
-                self._bcast_raw(every)
-                expected = every[:, worker].tolist()
-            got = self._mc_recv.collect(piece, table[:, 0].tolist(), expected)  # empty: a frame lost
-            for buf in got:
-                buf.flags.writeable = False
-            yield from got
+            yield from self._receive_multicast(worker, piece, table[:, 0].tolist(), kind == _SCOPED)
             return
         self.piece_bytes = piece
         mine = table if kind == _BCAST else table[table[:, 1] == worker]
@@ -378,6 +394,59 @@ class FramedLink:
                     self._bcast_raw(buf[lo:hi])
             buf.flags.writeable = False
             yield buf
+
+    def _resend_lost(self, frames: list[np.ndarray], plan: Schedule) -> int:
+        """Master, after a multicast delivery: gather what each worker lacks of it (None, or the
+        spans received of each frame it could not complete) and send each that lacks some, in
+        one message, the spans it lacks (:func:`~coded_shuffle.transport.multicast.missing_spans`)
+        and their bytes, paced as the link is; return the bytes of the spans sent. A worker that
+        lacks nothing waits for nothing."""
+        assert self._mc_send is not None
+        posts = self._gather_obj(None)
+        assert posts is not None
+        K = self._mc_send.K
+        sends: list[tuple[Any, int]] = []
+        resent, lost_all = 0, True
+        for k in range(self.K):
+            rank = self.rank_of(k)
+            got = posts[rank]
+            rows = missing_spans(plan, k, got or {}, K=K)
+            lost = int((rows[:, 2] - rows[:, 1]).sum())
+            wanted = int(plan.expected[:, k if K is not None else 0].sum())
+            lost_all &= wanted > 0 and lost == wanted
+            if got is None:
+                continue
+            data = np.concatenate([frames[q][lo:hi] for q, lo, hi in rows.tolist()] or [rows[:0, 0]])
+            if self.pace is not None:
+                self.pace.consume(int(rows.nbytes) + lost)
+            sends.append(((rows, data.view(np.uint8)), rank))
+            resent += lost
+        self._send_objs(sends)
+        self.multicast_lost_all += bool(lost_all and self.K)
+        return resent
+
+    def _receive_multicast(
+        self, worker: int, delivery: int, sizes: list[int], scoped: bool
+    ) -> Iterator[np.ndarray]:
+        """Worker: a multicast delivery's frames, once the master has sent them all (the
+        end-of-delivery message), what was lost of them sent again over the reliable link."""
+        assert self._mc_recv is not None
+        every = np.empty((len(sizes), self.K if scoped else 1), dtype=np.int64)
+        self._mc_recv.reserve(sum(sizes))  # the socket holds the delivery, were it read late
+        self._bcast_raw(every)  # the end of the delivery
+        expected = every[:, worker if scoped else 0].tolist()
+        got, lacking = self._mc_recv.gather(delivery, sizes, expected)
+        self._gather_obj(lacking or None)
+        if lacking:  # the spans it lacks and their bytes
+            rows, data = self._recv_obj()
+            at = 0
+            for q, lo, hi in rows.tolist():
+                got[q][lo:hi] = data[at : at + hi - lo]
+                at += hi - lo
+            self.resent_bytes += int(data.shape[0])
+        for buf in got:
+            buf.flags.writeable = False
+        yield from got
 
     def reserve(self, nbytes: int) -> None:
         """Worker: make the receive buffer hold at least ``nbytes`` now (its pages touched)."""

@@ -35,7 +35,7 @@ class InProcessTransport:
     >>> [len(link.receive(k)) for k in range(2)], link.receive(0)
     ([1, 1], [])
     >>> link.stats
-    LinkStats(frames=1, symbols=1, bytes=58)
+    LinkStats(frames=1, symbols=1, bytes=58, resent=0)
     """
 
     #: No control plane crosses a process here.

@@ -35,6 +35,9 @@ __all__ = [
 _TAG, _INIT_TAG = 7, 11
 #: The tag of the exchange's rounds between workers.
 _ROUND_TAG = 13
+#: The tags of what a worker lacks of a multicast delivery, and of the bytes the master sends
+#: it again.
+_LACKS, _SPANS = 14, 15
 
 
 #: Tags of the protocol's control messages: a worker's post, the master's word.
@@ -183,8 +186,8 @@ class MPITransport(FramedLink):
         (:mod:`coded_shuffle.transport.multicast`): the master sends a first, empty datagram (so
         that a host without a route for the group says so now), every worker joins the group.
         Collective: every rank returns None, or the same ``"rank R: why"`` of the first rank that
-        cannot. ``idle``: seconds without a
-        datagram after which a worker gives up on the frames still missing (they are repaired);
+        cannot. ``idle``: the most seconds a worker waits, once the master has sent a
+        delivery's datagrams, for those still missing (what is then lacking comes over MPI);
         ``drop``: a share of the datagrams a worker drops on arrival (tests only).
 
         ``scope``: ``"receivers"`` sends each span of a frame to the scoped group of its
@@ -249,6 +252,42 @@ class MPITransport(FramedLink):
         from mpi4py import MPI
 
         MPI.Request.Waitall([self.comm.Irecv(b, source=self.root, tag=_TAG) for b in bufs])
+
+    def _gather_obj(self, value: Any) -> list[Any] | None:
+        # point to point, the master polling and sleeping between probes (not MPI_Gather, whose
+        # wait spins on a core the workers' receiving threads need)
+        if not self.is_master:
+            self.comm.isend(value, dest=self.root, tag=_LACKS).wait()
+            return None
+        got: dict[int, Any] = {}
+        ranks = [self.rank_of(k) for k in range(self.K)]
+
+        def ready() -> bool:
+            for r in ranks:
+                if r not in got and (msg := self.comm.improbe(source=r, tag=_LACKS)) is not None:
+                    got[r] = msg.recv()
+            return len(got) == len(ranks)
+
+        _poll(ready, float("inf"))
+        return [got.get(r) for r in range(self.comm.Get_size())]
+
+    def _send_objs(self, sends: list[tuple[Any, int]]) -> None:
+        from mpi4py import MPI
+
+        MPI.Request.waitall([self.comm.isend(value, dest=rank, tag=_SPANS) for value, rank in sends])
+
+    def _recv_obj(self) -> Any:
+        # polled, sleeping between probes: a blocking receive would spin on a core the master needs
+        got: list[Any] = []
+
+        def ready() -> bool:
+            msg = self.comm.improbe(source=self.root, tag=_SPANS)
+            if msg is not None:
+                got.append(msg.recv())
+            return bool(got)
+
+        _poll(ready, float("inf"))
+        return got[0]
 
     # ---- setup: what every rank learns before the first transition (not counted on the link)
 

@@ -9,13 +9,18 @@ fragmented), each with a header of :data:`DATAGRAM_HEADER_BYTES`::
     magic "CSMD" | delivery (u32) | frame (u32) | offset (u32) | frame bytes (u32)
 
 (little-endian), paced by a :class:`~coded_shuffle.transport.base.TokenBucket` when given.
-:class:`MulticastReceiver` joins the group and, on a thread of its own, copies each datagram's
-bytes into its frame; :meth:`MulticastReceiver.collect` returns a delivery's frames once they are
-whole, or, when no datagram has come for ``idle`` seconds, the whole ones and an empty buffer for
-each incomplete one. UDP may lose or reorder datagrams: a frame that misses some is an empty
-buffer, which the worker's decoder rejects, and its records are repaired by the protocol's repair
-rounds (the control messages, the frame sizes included, travel over the process link, which is
-reliable). Nothing is lost and nothing waits past ``idle``.
+:class:`MulticastReceiver` joins the group and, on a thread of its own (never the decoding
+one), reads its socket, which is sized to hold a whole delivery unread (:meth:`~MulticastReceiver.reserve`),
+and copies each datagram's bytes into its frame. UDP may lose or reorder datagrams. Once the
+sender has sent the delivery's last datagram it says so over the process link, which is reliable
+(the bytes of each frame each worker is to receive); :meth:`MulticastReceiver.gather` then
+returns the frames at once if they are whole, or else as soon as the thread has read all that
+the socket holds and no datagram more came for ``settle`` seconds, with the byte spans each
+incomplete frame received. :func:`missing_spans` turns them, on the sender's side, into what the
+worker lacks, datagram by datagram, which the link sends it again over the reliable path
+(:meth:`~coded_shuffle.transport.frames.FramedLink.send`): a datagram lost costs its own bytes
+again, not its frame, and no timer runs while the datagrams come (``idle`` only bounds the wait
+after the end of the delivery). The frames are then checked by their checksums as ever.
 
 Groups are IPv4 multicast addresses; :func:`parse_group` takes ``GROUP:PORT``.
 
@@ -37,11 +42,13 @@ switch snoops; else at ``down``, every downlink carrying every group).
 from __future__ import annotations
 
 import ipaddress
+import os
+import select
 import socket
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -53,7 +60,7 @@ from .base import TokenBucket
 
 __all__ = [
     "MulticastSender", "MulticastReceiver", "Schedule", "parse_group", "scope_groups", "max_memberships",
-    "DATAGRAM_HEADER_BYTES",
+    "missing_spans", "rmem_max", "DATAGRAM_HEADER_BYTES",
 ]  # fmt: skip
 
 _HEADER = struct.Struct("<4sIIII")
@@ -308,17 +315,99 @@ def _group_members(K: int) -> list[list[int]]:
     return [list(range(K)), *pairs, *([k] for k in range(K))]
 
 
+def missing_spans(
+    plan: Schedule, worker: int, received: Mapping[int, np.ndarray], *, K: int | None = None
+) -> np.ndarray:
+    """What worker ``worker`` lacks of a delivery sent by ``plan``: ``(frame, lo, hi)`` rows
+    (``int64``, by frame and byte, neighbours joined), the datagrams of its groups (all of them
+    without scoped groups, ``K`` None) in each frame ``q`` of ``received`` whose bytes the spans
+    ``received[q]`` (``(lo, hi)`` rows, :meth:`MulticastReceiver.gather`) do not cover.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tx = MulticastSender("239.1.2.3", 5000, datagram_bytes=120)  # 100 bytes a datagram
+    >>> plan = tx.schedule([np.zeros(250, np.uint8), np.zeros(90, np.uint8)])
+    >>> missing_spans(plan, 0, {0: np.array([[100, 200]])}).tolist()
+    [[0, 0, 100], [0, 200, 250]]
+    >>> tx.close()
+    """
+    worker = check_int(worker, "worker", minimum=0)
+    mine = np.ones(plan.frame.shape[0], dtype=bool)
+    if K is not None:
+        mine = np.isin(plan.group, _worker_groups(worker, check_int(K, "K", minimum=worker + 1)))
+    frames = sorted(int(q) for q in received)
+    if not frames:
+        return np.empty((0, 3), dtype=np.int64)
+    # a byte of frame q at offset x is the key q * 2**32 + x: one sorted line of every frame's spans
+    got = [np.asarray(received[q], dtype=np.int64).reshape(-1, 2) + (q << 32) for q in frames]
+    have = np.concatenate(got)
+    have = have[np.argsort(have[:, 0], kind="stable")]
+    sel = mine & np.isin(plan.frame, frames) & (plan.hi > plan.lo)
+    lo = (plan.frame[sel] << 32) + plan.lo[sel]
+    hi = (plan.frame[sel] << 32) + plan.hi[sel]
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    i = np.searchsorted(have[:, 0], lo, side="right") - 1
+    covered = (i >= 0) & (hi <= have[np.maximum(i, 0), 1]) if have.shape[0] else np.zeros(lo.shape, bool)
+    lo, hi = lo[~covered], hi[~covered]
+    first = np.ones(lo.shape[0], dtype=bool)  # a span that does not go on from the one before
+    first[1:] = lo[1:] != hi[:-1]
+    last = np.ones(lo.shape[0], dtype=bool)
+    last[:-1] = first[1:]
+    a, b = lo[first], hi[last]
+    return np.stack([a >> 32, a & 0xFFFFFFFF, b - (a >> 32 << 32)], axis=1).astype(np.int64).reshape(-1, 3)
+
+
 class _Frame:
-    __slots__ = ("data", "have", "got")
+    """A frame being gathered: its buffer, the span ``lo -> hi`` of each datagram in, their bytes."""
+
+    __slots__ = ("data", "spans", "got")
 
     def __init__(self, size: int) -> None:
         self.data = np.empty(size, dtype=np.uint8)
-        self.have: set[int] = set()
+        self.spans: dict[int, int] = {}
         self.got = 0
+
+    def received(self) -> np.ndarray:
+        """The byte spans in, neighbours joined: ``(lo, hi)`` rows, ``int64``, in order."""
+        out: list[list[int]] = []
+        for lo, hi in sorted(self.spans.items()):
+            if out and out[-1][1] == lo:
+                out[-1][1] = hi
+            else:
+                out.append([lo, hi])
+        return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+#: The most bytes a receiver asks its socket to hold (the kernel's own limit is lower without
+#: CAP_NET_ADMIN: ``net.core.rmem_max``).
+_MAX_RCVBUF = 1 << 30
+#: Linux's SO_RCVBUFFORCE: a receive buffer past ``net.core.rmem_max``, with CAP_NET_ADMIN.
+_SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+
+
+def rmem_max() -> int | None:
+    """The largest receive buffer a socket may ask for without CAP_NET_ADMIN on this host
+    (``net.core.rmem_max``; None where it cannot be read). The kernel doubles what is asked, for
+    its bookkeeping: a 1472-byte datagram takes about 2300 bytes of it."""
+    try:
+        with open("/proc/sys/net/core/rmem_max") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 class MulticastReceiver:
     """A worker's side: joins ``group:port`` and gathers each delivery's frames from datagrams.
+
+    A thread of its own reads the socket (the decoding thread never does) and copies each
+    datagram's bytes into its frame. :meth:`gather` is called once the sender has sent the whole
+    delivery (the process link's end-of-delivery message): it returns at once if every frame is
+    whole, else when the thread has read all that the socket holds and no datagram more came for
+    ``settle`` seconds, and says which spans of which frames are missing (to be sent again over
+    the reliable link). No timer runs while datagrams come; ``idle`` only bounds the wait after
+    the end of the delivery.
 
     Parameters
     ----------
@@ -327,7 +416,13 @@ class MulticastReceiver:
     interface : str
         The address of the interface to join on (default ``0.0.0.0``: the route's).
     idle : float
-        Seconds without a datagram after which :meth:`collect` gives up on what is missing.
+        Seconds at most that :meth:`gather` waits, after the end of the delivery, for datagrams
+        still missing (default 1).
+    settle : float
+        Seconds of quiet, once the socket is empty, before what is still missing is lost
+        (default 0: the end of the delivery comes after its datagrams on a path that keeps
+        their order, and a datagram it overtakes is only sent again; a sleep, on loaded cores,
+        costs milliseconds).
     datagram_bytes : int
         The largest datagram to read (default: the largest UDP payload).
     drop : float
@@ -341,6 +436,7 @@ class MulticastReceiver:
         *,
         interface: str = "0.0.0.0",
         idle: float = 1.0,
+        settle: float = 0.0,
         datagram_bytes: int = _MAX_DATAGRAM,
         drop: float = 0.0,
         seed: int = 0,
@@ -362,13 +458,19 @@ class MulticastReceiver:
             self.groups = [self.group]
         if not 0 < idle < 1e6:
             raise ValueError(f"Argument 'idle' must be a positive number of seconds, not {idle!r}.")
+        if not 0 <= settle < 1e6:
+            raise ValueError(f"Argument 'settle' must be a number of seconds from 0, not {settle!r}.")
         if not 0 <= drop <= 1:
             raise ValueError(f"Argument 'drop' must be a share from 0 to 1, not {drop!r}.")
-        self.idle, self._drop, self._rng = float(idle), float(drop), np.random.default_rng(seed)
+        self.idle, self.settle = float(idle), float(settle)
+        self._drop, self._rng = float(drop), np.random.default_rng(seed)
         self._size = _check_datagram(datagram_bytes)
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 26)
+        self._sock = sock
+        #: The bytes the kernel lets the socket hold (what it reports: twice what was asked).
+        self.receive_buffer = 0
+        self.reserve(1 << 25)
         if len(self.groups) == 1:
             sock.bind((self.group, self.port))
         else:  # any of its groups, and only those the socket joined (not the host's other sockets')
@@ -394,25 +496,56 @@ class MulticastReceiver:
                 raise TransportError(
                     f"cannot join the multicast group {g} ({exc.strerror or exc}): {why}"
                 ) from None
-        sock.settimeout(0.05)
-        self._sock = sock
+        sock.setblocking(False)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._frames: dict[tuple[int, int], _Frame] = {}
-        self._lock = threading.Lock()
-        self._last = time.monotonic()
-        #: Datagrams received (dropped ones included) and dropped on purpose.
+        self._cond = threading.Condition()
+        #: Datagrams received (dropped ones included), those dropped on purpose and their bytes.
         self.datagrams = 0
         self.dropped = 0
-        self._stop = threading.Event()
+        self.dropped_bytes = 0
+        self._drains = 0  # times the thread found the socket empty
+        self._busy = True  # the thread may hold a datagram read and not yet in its frame
+        self._settling = False  # a waiter wants to hear of each datagram
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="coded_shuffle-multicast", daemon=True)
         self._thread.start()
+
+    def reserve(self, nbytes: int) -> int:
+        """Let the socket hold at least ``nbytes`` of datagrams (headers included) unread, as far
+        as the kernel allows (past ``net.core.rmem_max`` only with CAP_NET_ADMIN); return the
+        bytes it lets the socket hold (:attr:`receive_buffer`). It only grows."""
+        want = min(_MAX_RCVBUF, 2 * check_int(nbytes, "nbytes", minimum=0))  # a datagram's bookkeeping
+        if 2 * want > self.receive_buffer:
+            try:
+                self._sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, want)
+            except OSError:  # no CAP_NET_ADMIN: as far as net.core.rmem_max
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, want)
+            self.receive_buffer = int(self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        return self.receive_buffer
 
     def _run(self) -> None:
         buf = bytearray(self._size)
         view = memoryview(buf)
-        while not self._stop.is_set():
+        sock, cond = self._sock, self._cond
+        while not self._stopping:
             try:
-                n = self._sock.recv_into(buf)
-            except TimeoutError:
+                n = sock.recv_into(buf)
+            except BlockingIOError:  # the socket is empty: say so, and sleep until a datagram or a wake
+                with cond:
+                    self._drains += 1
+                    self._busy = False
+                    cond.notify_all()
+                try:
+                    select.select([sock.fileno(), self._wake_r], [], [])
+                    self._busy = True
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
+                except (OSError, ValueError):
+                    return
                 continue
             except OSError:
                 return
@@ -422,61 +555,106 @@ class MulticastReceiver:
             body = n - DATAGRAM_HEADER_BYTES
             if magic != _MAGIC or lo + body > size:
                 continue
-            self.datagrams += 1
-            if self._drop and self._rng.random() < self._drop:
-                self.dropped += 1
-                continue
-            with self._lock:
-                self._last = time.monotonic()
+            dropped = bool(self._drop) and self._rng.random() < self._drop
+            with cond:
+                self.datagrams += 1
+                if dropped:
+                    self.dropped += 1
+                    self.dropped_bytes += body
+                    if self._settling:
+                        cond.notify_all()
+                    continue
                 frame = self._frames.get((delivery, q))
                 if frame is None:
                     frame = self._frames[(delivery, q)] = _Frame(size)
-                if lo in frame.have or frame.data.shape[0] != size:
-                    continue
-                frame.have.add(lo)
-                frame.data[lo : lo + body] = np.frombuffer(view[DATAGRAM_HEADER_BYTES:n], dtype=np.uint8)
-                frame.got += body
+                if lo not in frame.spans and frame.data.shape[0] == size:
+                    frame.spans[lo] = lo + body
+                    frame.data[lo : lo + body] = np.frombuffer(view[DATAGRAM_HEADER_BYTES:n], dtype=np.uint8)
+                    frame.got += body
+                if self._settling:  # else a waiter waits for the socket to be empty, not for each datagram
+                    cond.notify_all()
 
-    def collect(
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"w")
+        except BlockingIOError:  # a wake is pending already
+            pass
+
+    def gather(
         self, delivery: int, sizes: Sequence[int], expected: Sequence[int] | None = None
-    ) -> list[np.ndarray]:
+    ) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
         """Frames ``0 .. len(sizes) - 1`` of ``delivery`` (their sizes as the control message
-        gave them): each complete, or an empty buffer for one still incomplete after :attr:`idle`
-        seconds without a datagram. A frame is complete when ``expected[q]`` of its bytes have
-        come (the spans of its groups, :meth:`MulticastSender.schedule`), or all of them; the
-        bytes of other workers' spans are then left as they were. The delivery's buffers are then
-        released."""
+        gave them), once the sender has sent them all: their buffers, and for each frame ``q``
+        still incomplete the byte spans it received (``(lo, hi)`` rows, ``int64``, neighbours
+        joined; the rest of its buffer is unwritten). A frame is complete when ``expected[q]`` of
+        its bytes have come (the spans of its groups, :meth:`MulticastSender.schedule`), or all
+        of them; the bytes of other workers' spans are then left unwritten.
+
+        It returns when every frame is complete, or else once the receiving thread has read all
+        the socket held and no datagram came for :attr:`settle` seconds (at most :attr:`idle`
+        seconds after the call). The delivery's buffers, and older ones', are then let go."""
         delivery &= 0xFFFFFFFF
         sizes = [int(s) for s in sizes]
         want = sizes if expected is None else [int(e) for e in expected]
         if len(want) != len(sizes) or any(not 0 <= w <= z for w, z in zip(want, sizes, strict=True)):
             raise ValueError("Argument 'expected' must give each frame 0 to its size in bytes.")
-        with self._lock:
-            self._last = max(self._last, time.monotonic())  # the wait starts now at the latest
-        while True:
-            with self._lock:
-                done = (
-                    all(
-                        (f := self._frames.get((delivery, q))) is not None and f.got == w
-                        for q, w in enumerate(want)
-                    )
-                    or not sizes
-                )
-                quiet = time.monotonic() - self._last > self.idle
-            if done or quiet:
-                break
-            time.sleep(0.001)
-        with self._lock:
-            out = []
+        frames = self._frames
+
+        def done() -> bool:
+            return all(
+                w == 0 or ((f := frames.get((delivery, q))) is not None and f.got == w)
+                for q, w in enumerate(want)
+            )
+
+        def drained_since(drains: int) -> Callable[[], bool]:
+            return lambda: self._drains > drains or done()
+
+        def heard_since(seen: int) -> Callable[[], bool]:
+            return lambda: self.datagrams > seen or done()
+
+        deadline = time.monotonic() + self.idle
+        with self._cond:
+            while not done():
+                if self._busy or select.select([self._sock.fileno()], [], [], 0)[0]:
+                    # the thread reads all the socket holds, then says it is empty
+                    drained = drained_since(self._drains)
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._cond.wait_for(drained, left):
+                        break
+                heard = heard_since(self.datagrams)
+                left = min(self.settle, deadline - time.monotonic())
+                if left <= 0:
+                    break
+                self._settling = True
+                try:
+                    if not self._cond.wait_for(heard, left):
+                        break  # quiet for `settle` (or past `idle`): what is missing is lost
+                finally:
+                    self._settling = False
+            out: list[np.ndarray] = []
+            lacking: dict[int, np.ndarray] = {}
             for q, (size, w) in enumerate(zip(sizes, want, strict=True)):
-                f = self._frames.pop((delivery, q), None)
-                whole = f is not None and f.got == w and f.data.shape[0] == size
-                out.append(f.data if whole else np.empty(0, dtype=np.uint8))  # type: ignore[union-attr]
-            for key in [k for k in self._frames if k[0] <= delivery]:  # this delivery's and older
-                del self._frames[key]
-        return out
+                f = frames.pop((delivery, q), None)
+                if f is None or f.data.shape[0] != size:
+                    f = _Frame(size)
+                out.append(f.data)
+                if f.got != w:
+                    lacking[q] = f.received()
+            for key in [k for k in frames if k[0] <= delivery]:  # this delivery's and older
+                del frames[key]
+        return out, lacking
+
+    def collect(
+        self, delivery: int, sizes: Sequence[int], expected: Sequence[int] | None = None
+    ) -> list[np.ndarray]:
+        """:meth:`gather`'s frames, an empty buffer for each still incomplete."""
+        out, lacking = self.gather(delivery, sizes, expected)
+        return [np.empty(0, dtype=np.uint8) if q in lacking else f for q, f in enumerate(out)]
 
     def close(self) -> None:
-        self._stop.set()
+        self._stopping = True
+        self._wake()
         self._thread.join(timeout=1.0)
         self._sock.close()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)

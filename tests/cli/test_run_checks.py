@@ -139,9 +139,9 @@ SWITCH = "master=1000,up=1000,down=1000"
         ),
         (["--data", "{short}"], "short.npy is cut short: its header promises 1728 bytes, the file holds 300"),
         (["--data", "{rows}", "-K", "4", "--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
-        # --mode auto: the checks of the mode it chooses
+        # --mode auto: the checks of the mode it chooses; without a master only the exchange runs
         (
-            ["--mode", "auto", "--network", SWITCH, "-K", "3", "--points", "90", "--multicast"],
+            ["--mode", "auto", "--network", "up=1000,down=1000", "-K", "3", "--points", "90", "--multicast"],
             "--mode auto chose exchange: --multicast carries the master's coded broadcast",
         ),
     ],
@@ -154,6 +154,26 @@ def test_run_refuses_before_launch_what_the_ranks_would(argv, message, npy_files
     err = capsys.readouterr().err
     assert err.startswith("coded-shuffle: error: ") and message in err and len(err.strip().splitlines()) == 1
     assert no_launch == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "chosen", "left_out"),
+    [  # the exchange is the fastest on a switch
+        (["--multicast"], "coded", "--multicast carries the master's coded broadcast"),
+        (["--link-mbps", "100"], "coded", "--link-mbps paces only the master's link"),
+        ([], "exchange", None),
+    ],
+)
+def test_run_auto_chooses_among_the_modes_the_options_can_run(argv, chosen, left_out, capsys, no_launch):
+    """``--mode auto`` chose the exchange on a switch, then refused it for ``--multicast`` or
+    ``--link-mbps``; it now runs the fastest mode they allow, and says which it left out and why."""
+    assert cli.main(["run", "--mode", "auto", "--network", SWITCH, "-K", "3", "--points", "90", *argv]) == 0
+    (cmd,) = no_launch
+    assert (cmd[cmd.index("--mode") + 1] if "--mode" in cmd else "coded") == chosen
+    assert cmd[2] == ("3" if chosen == "exchange" else "4")  # a job of peers, or a master and 3 workers
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"coded-shuffle: mode auto chose {chosen}: predicted ")
+    assert ("; not exchange (" in line and left_out in line) if left_out else "; not " not in line
 
 
 @pytest.mark.parametrize(

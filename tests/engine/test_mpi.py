@@ -452,9 +452,8 @@ def test_cli_run_on_a_network_reports_its_time_gap_and_auto_runs_the_fastest_mod
     rows = json_rows(proc)
     assert [r["mode"] for r in rows] == ["coded", "uncoded", "exchange"]
     assert len({r["time_bound_seconds"] for r in rows}) == 1 and all(r["time_gap"] is not None for r in rows)
-    bad = subprocess.run([*base, "--mode", "auto", "--link-mbps", "100", "--network", switch],
-                         capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False)  # fmt: skip
-    assert bad.returncode == 2 and bad.stderr.startswith("coded-shuffle: error: --mode auto chose exchange: ")
+    # --mode auto with --link-mbps, which the exchange refuses, runs the coded broadcast instead
+    # (tests/cli/test_run_checks.py, without a launch)
 
 
 @needs_mpi
