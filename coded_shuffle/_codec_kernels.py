@@ -251,6 +251,21 @@ def take_rows(out, data, rows, lo, hi):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def take_spans(out, rows, buf, starts, sizes):  # pragma: no cover - compiled
+    """``out[rows[j], :sizes[j]] = buf[starts[j]:starts[j] + sizes[j]]``, the rest of the row zero
+    (a record source's gather of spans of one buffer)."""
+    W = out.shape[1]
+    for j in range(rows.shape[0]):
+        r = rows[j]
+        s = starts[j]
+        L = sizes[j]
+        for b in range(L):
+            out[r, b] = buf[s + b]
+        for b in range(L, W):
+            out[r, b] = 0
+
+
+@numba.njit(cache=True, nogil=True)
 def move_rows(out, dst, data, src, lo, hi):  # pragma: no cover - compiled
     """``out[dst[i]] = data[src[i]]`` for ``lo <= i < hi``."""
     W = out.shape[1]

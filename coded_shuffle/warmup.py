@@ -19,7 +19,7 @@ group              kernels, and what compiles them here
 ``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
 ``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
 ``decoding``       the byte path: encoding, checksums, the worker's peel (a tiny ``simulate``),
-                   and the encoding of records of varying lengths
+                   the encoding of records of varying lengths, a record source's gather of spans
 ``feistel``        the compiled Feistel walk (4096 indices, forward and inverse) and the count
                    of a Feistel shuffle matrix (:func:`~coded_shuffle.matrix.feistel_shuffle_matrix`)
 ``storage``        a storage of several batches: the planner's cells, groups and chains, the
@@ -55,6 +55,7 @@ def _dispatchers(group: str) -> list[Any]:
         "decoding": [
             codec.encode_rows,
             codec.encode_packed,
+            codec.take_spans,
             codec.take_rows,
             codec.spans_max,
             codec.checksum_rows,
@@ -152,6 +153,11 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
 
             varying = load_dataset([bytes(n) for n in (3, 5, 2, 7, 1, 4, 6, 2, 3, 5, 1, 2, 4, 3, 6)])
             encode_plan(plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]]), varying, epoch=1)
+            from .records import SpanRecords
+
+            spans = [np.frombuffer(bytes(8), dtype=np.uint8), np.frombuffer(bytes(8), dtype=np.uint8)]
+            SpanRecords(spans, starts=[0, 3, 1], sizes=[2, 3, 4], where=[0, 0, 1]).gather([0, 1, 2])
+            SpanRecords(spans[:1], starts=[0, 3], sizes=[2, 3]).gather([1, 0])  # one buffer
         elif group == "storage":
             from .engine import simulate
             from .storage import storage_rates

@@ -38,32 +38,6 @@ def _plain(buf: np.ndarray) -> np.ndarray:
     return out
 
 
-_take = None
-
-
-def _kernel():  # type: ignore[no-untyped-def]
-    """The compiled span copy, made on first use (importing this module compiles nothing)."""
-    global _take
-    if _take is None:
-        import numba
-
-        @numba.njit(cache=True, nogil=True)
-        def take_spans(out, rows, buf, starts, sizes):  # pragma: no cover - compiled
-            """``out[rows[j], :sizes[j]] = buf[starts[j]:starts[j] + sizes[j]]``, the rest of the row zero."""
-            W = out.shape[1]
-            for j in range(rows.shape[0]):
-                r = rows[j]
-                s = starts[j]
-                L = sizes[j]
-                for b in range(L):
-                    out[r, b] = buf[s + b]
-                for b in range(L, W):
-                    out[r, b] = 0
-
-        _take = take_spans
-    return _take
-
-
 class SpanRecords:
     """Records as spans of byte buffers: record ``i`` is ``buffers[where[i]][starts[i]:][:sizes[i]]``.
 
@@ -187,7 +161,7 @@ class SpanRecords:
             out = np.empty((n, self._W), dtype=np.uint8)
         if n == 0:
             return out
-        take = _kernel()
+        from .._codec_kernels import take_spans as take  # compiled; imported on first use
         starts, sizes = self._starts[idx], self._sizes[idx]
         if len(self._bufs) == 1:
             take(out, np.arange(n, dtype=np.int64), self._bufs[0], starts, sizes)
