@@ -102,3 +102,16 @@ def test_byte_loads_exceptions():
     with pytest.raises(ValueError, match="'plan' must be a plan of whole records"):
         padded_bytes(plan_from_matrix([[0, 1], [1, 0]], subpackets=2), [1, 1])
     assert isinstance(byte_loads(a, b, sizes=[1, 2]), ByteLoads)
+
+
+def test_the_library_page_prints_what_it_says(capsys):
+    """docs/library.md's block on records of different sizes, run as written."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "library.md").read_text(encoding="utf-8")
+    block, said = re.search(
+        r"```python\n(import numpy as np\n.*?byte_loads.*?)```\n\nprints `([^`]*)`", text, re.S
+    ).groups()
+    exec(compile(block, "library.md", "exec"), {"__name__": "library"})
+    assert capsys.readouterr().out.strip() == said

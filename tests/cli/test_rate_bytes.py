@@ -88,3 +88,14 @@ def test_rate_sizes_refused_with_a_matrix(tmp_path, capsys):
     m.write_text("[[0, 1], [1, 0]]")
     assert main(["rate", "--matrix", str(m), "--sizes", str(m)]) == 2
     assert "--matrix cannot be combined with --sizes" in capsys.readouterr().err
+
+
+def test_the_documented_command_runs(tmp_path, capsys, monkeypatch):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    (line,) = [s for s in text.splitlines() if s.startswith("coded-shuffle rate") and "--sizes" in s]
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "sizes.npy", np.arange(1, 201))
+    assert main(line.split()[1:]) == 0
+    assert "batches balanced by bytes" in capsys.readouterr().out
