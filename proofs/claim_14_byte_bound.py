@@ -36,6 +36,11 @@ Statement
     ``LB_d`` is neither ``mean(d) LB(S)`` nor bounded by it in either direction: the sizes of
     the records that move, and where they move, set it.
 
+(e) Claim 10's time bound holds in bytes: with ``d_j`` and ``o_i`` the columns and rows of
+    ``S_B`` off the diagonal and ``L B`` replaced by ``LB_d``, every delivery takes at least
+    ``max(max_j d_j / w, max_i o_i / (u + m), [u = 0] LB_d / m)``
+    (:func:`coded_shuffle.loads.byte_times`).
+
 Proof
 -----
 (a) Claim 3 (a) word for word, with ``H(M) = 8 sum of d_r over r in M`` for the set ``M`` of
@@ -62,6 +67,9 @@ whose holders lie after ``j``: a number that depends on ``(o, j, sigma)`` alone,
 sum is ``sum over (o, j) of S_B[o][j]`` times it, over ``C``: the same function of ``S_B`` as the
 bound on pieces is of ``S``.
 
+(e) Claim 10's proof (a) and (b) counts bytes of independent records already, and never used
+that they have one size; (c) is (a) of this claim over a link of rate ``m``.
+
 Check
 -----
 Record by record, against brute force over all ``K!`` orderings (no matrix, no dynamic program):
@@ -69,7 +77,9 @@ Record by record, against brute force over all ``K!`` orderings (no matrix, no d
 ``lower_bound(S_B)`` and at least ``m LB`` and at most ``m' LB``; (b) the matrix of the byte points
 (each record repeated ``d_r`` times) equal to ``S_B``, and the plan on those points decoding
 (``verify_plan``) with as many symbols as ``rates(S_B).coded``; (c) over every piece of every
-record for ``K <= 5``, ``t = 1, 2``, against ``storage_lower_bound(S_B)``; (d) the examples.
+record for ``K <= 5``, ``t = 1, 2``, against ``storage_lower_bound(S_B)``; (d) the examples; (e) the
+time bound in bytes at most every mode's predicted time in bytes (each a schedule whose links
+carry their bytes within it, the coded one today's padded plan) on random sizes and networks.
 """
 
 from __future__ import annotations
@@ -87,8 +97,10 @@ import numpy as np
 import pytest
 
 from coded_shuffle.bounds import lower_bound
+from coded_shuffle.loads import byte_loads, byte_times
 from coded_shuffle.matrix import shuffle_matrix
-from coded_shuffle.orders import placement_from_owner
+from coded_shuffle.network import Network
+from coded_shuffle.orders import epoch_placement, placement_from_owner
 from coded_shuffle.plan import plan_delivery, rates, verify_plan
 from coded_shuffle.storage import storage_lower_bound
 
@@ -186,6 +198,26 @@ def test_neither_above_nor_below_the_mean():
     below = [1, 1, 1, 10]  # the large record stays: 2 < 2 * 13 / 4
     assert lower_bound(shuffle_matrix(a, b, sizes=above)).value == 11 > lb * Fraction(13, 4)
     assert lower_bound(shuffle_matrix(a, b, sizes=below)).value == 2 < lb * Fraction(13, 4)
+
+
+@pytest.mark.parametrize(
+    "spec", ["up=1000,down=1000", "master=1000,up=100,down=1000,multicast", "master=300,down=1000"]
+)
+def test_the_time_bound_in_bytes_is_at_most_every_prediction(spec):
+    net = Network.parse(spec)
+    rng = np.random.default_rng(len(spec))
+    for _ in range(6):
+        K = int(rng.integers(2, 7))
+        N = K * int(rng.integers(2, 30))
+        d = rng.integers(1, 5000, N)
+        a, b = (epoch_placement(N, K, seed=int(rng.integers(1000)), epoch=e) for e in (0, 1))
+        x = byte_loads(a, b, sizes=d)
+        t = byte_times(x, network=net)
+        finite = [v for v in t.predicted_seconds.values() if np.isfinite(v)]
+        assert finite and t.bound_seconds <= min(finite) * (1 + 1e-12)
+        moved = [(int(i), int(j), int(s)) for i, j, s in zip(a.owner, b.owner, d, strict=True) if i != j]
+        most_missed = max(sum(s for _, j, s in moved if j == k) for k in range(K))
+        assert t.bound_seconds >= most_missed / (net.down * 1e6 / 8) * (1 - 1e-12)
 
 
 if __name__ == "__main__":  # run as a script: these checks, under pytest (its options too: -k NAME)
