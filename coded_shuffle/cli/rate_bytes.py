@@ -148,11 +148,11 @@ def bytes_lines(rows: list[dict[str, Any]], sizes: np.ndarray, path: str) -> lis
     --------
     >>> row = {"epoch": 1, "uncoded_bytes": 4e6, "coded_bytes": 2e6, "padded_bytes": 3e6,
     ...        "lower_bound_bytes": 1.9e6, "lower_bound": 4000, "mean_bytes": 450.0,
-    ...        "download_bound_bytes": 5e5, "batch_bytes": [100, 101], "balance": "bytes"}
+    ...        "download_bound_bytes": 5e5, "batch_bytes": [100, 1010], "balance": "bytes"}
     >>> print("\\n".join(bytes_lines([row], np.array([16, 900]), "s.npy")))  # doctest: +NORMALIZE_WHITESPACE
     in bytes (s.npy: 2 records of 16 to 900 B, mean 458 B; batches balanced by bytes):
       epoch 1: uncoded 4 MB, coded 2 MB (pieces of one byte), padded plan 3 MB; bound 1.9 MB
-      (bound in records x mean size 1.8 MB), download bound 0.5 MB; batches 0.0001 to 0.000101 MB
+      (bound in records x mean size 1.8 MB), download bound 0.5 MB; batches 100 to 1,010 B
     """
     head = (
         f"in bytes ({path}: {sizes.shape[0]} records of {int(sizes.min())} to {int(sizes.max())} B, "
@@ -165,7 +165,7 @@ def bytes_lines(rows: list[dict[str, Any]], sizes: np.ndarray, path: str) -> lis
             f"  epoch {r['epoch']}: uncoded {_mb(r['uncoded_bytes'])}, coded {_mb(r['coded_bytes'])} "
             f"(pieces of one byte){padded}; bound {_mb(r['lower_bound_bytes'])} (bound in records x "
             f"mean size {_mb(r['lower_bound'] * r['mean_bytes'])}), download bound "
-            f"{_mb(r['download_bound_bytes'])}; batches {_mb(min(r['batch_bytes']))} to "
-            f"{_mb(max(r['batch_bytes']))}"
+            f"{_mb(r['download_bound_bytes'])}; batches {min(r['batch_bytes']):,} to "
+            f"{max(r['batch_bytes']):,} B"
         )
     return out
