@@ -35,7 +35,7 @@ def brute_cuts(order_sizes: list[int], K: int) -> list[int]:
 sizes_lists = st.lists(st.integers(1, 2000), min_size=1, max_size=60)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(sizes=sizes_lists, K=st.integers(1, 12))
 def test_each_batch_within_one_record_of_equal(sizes, K):
     K = min(K, len(sizes))
@@ -50,7 +50,7 @@ def test_each_batch_within_one_record_of_equal(sizes, K):
         assert [0, *ends.tolist()] == brute_cuts(sizes, K)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(sizes=sizes_lists, K=st.integers(1, 8))
 def test_cuts_are_at_most_half_a_record_from_their_share(sizes, K):
     K = min(K, len(sizes))
