@@ -148,7 +148,7 @@ class ByteLoads:
         The same of ``S_B``, in bytes: the loads of the records cut into pieces of one byte, and
         the genie bound weighted by size (a bound for every scheme).
     batch_bytes : numpy.ndarray
-        Bytes of each worker's next batch.
+        Bytes of each worker's next batch (the ``K_{t+1}`` workers of the next epoch).
     missing_bytes : numpy.ndarray
         Bytes of the records of each worker's next batch that it did not hold (with ``M > 1`` it
         already holds the share ``t / (K - 1)`` of each: :attr:`download_bound_bytes`).
@@ -303,9 +303,7 @@ def byte_loads(
     pad = None
     if padded and M == 1 and placement_t.N <= PLAN_MAX_POINTS:
         pad = padded_bytes(plan_delivery(placement_t, placement_t1, strategy=strategy), d)
-    K = moved.shape[0]
-    batch = np.zeros(K, dtype=np.int64)
-    batch[: placement_t1.K] = placement_t1.batch_bytes(d)
+    batch = placement_t1.batch_bytes(d)
     for arr in (batch, missing):
         arr.flags.writeable = False
     return ByteLoads(
