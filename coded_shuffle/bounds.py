@@ -24,6 +24,12 @@ ordering improved by local search.
 
 Worst case: no shuffle needs more than ``N (K - 1) / K`` symbols, and the cyclic batch shift
 needs exactly that many (Attia and Tandon, Allerton 2016, arXiv:1609.09823).
+
+Records of different sizes: the bound of the matrix in bytes (``S[i][j]`` the bytes of the
+records ``i`` holds and ``j`` needs, :func:`coded_shuffle.matrix.shuffle_matrix` with ``sizes``)
+is the genie bound weighted by size, in bytes, valid for every scheme
+(``proofs/claim_14_byte_bound.py``); :func:`coded_shuffle.loads.byte_loads` gives it beside
+the bound in records.
 """
 
 from __future__ import annotations

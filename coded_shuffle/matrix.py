@@ -26,7 +26,7 @@ import numpy as np
 from ._checks import check_int, check_int_array
 from ._threads import cores as _cores
 from ._threads import run_pieces
-from .orders.placement import Placement, owner_dtype
+from .orders.placement import Placement, check_record_sizes, owner_dtype
 
 __all__ = [
     "shuffle_matrix",
@@ -108,8 +108,14 @@ def elastic_matrix(S: object) -> np.ndarray:
     return out
 
 
-def shuffle_matrix(placement_t: Placement, placement_t1: Placement) -> np.ndarray:
+def shuffle_matrix(placement_t: Placement, placement_t1: Placement, *, sizes: object = None) -> np.ndarray:
     """Return ``S[i][j] = |A_i^t  intersect  A_j^{t+1}|`` for two placements of the same points.
+
+    With ``sizes`` (the bytes of each point) the matrix is in bytes: ``S[i][j]`` is the sum of
+    the sizes of the points held by ``i`` and needed by ``j``. It is a shuffle matrix like the
+    other (every load and bound takes it, in bytes): the points become their bytes, each byte a
+    point of its own, and the genie bound of it is the bound weighted by size
+    (``proofs/claim_14_byte_bound.py``).
 
     Computed by one ``np.bincount`` over the key ``i * K + j``, in chunks of 2^24 points so that
     memory stays bounded; no Python loop over points, no ``N x K`` structure.
@@ -118,11 +124,14 @@ def shuffle_matrix(placement_t: Placement, placement_t1: Placement) -> np.ndarra
     ----------
     placement_t, placement_t1 : Placement
         Placements of epochs ``t`` and ``t + 1`` of the same ``N`` points.
+    sizes : array_like of int, optional
+        Bytes of each of the ``N`` points, each at least 1, at most 2^53 in all
+        (:func:`coded_shuffle.orders.check_record_sizes`).
 
     Returns
     -------
     numpy.ndarray
-        Read-only int64 matrix of shape ``(K_t, K_{t+1})``.
+        Read-only int64 matrix of shape ``(K_t, K_{t+1})``: points, or bytes with ``sizes``.
 
     Examples
     --------
@@ -131,6 +140,8 @@ def shuffle_matrix(placement_t: Placement, placement_t1: Placement) -> np.ndarra
     >>> b = placement_from_owner([0, 1, 0, 1], 2)
     >>> shuffle_matrix(a, b).tolist()
     [[1, 1], [1, 1]]
+    >>> shuffle_matrix(a, b, sizes=[10, 20, 30, 40]).tolist()
+    [[10, 20], [30, 40]]
     """
     for name, p in (("placement_t", placement_t), ("placement_t1", placement_t1)):
         if not isinstance(p, Placement):
@@ -140,13 +151,17 @@ def shuffle_matrix(placement_t: Placement, placement_t1: Placement) -> np.ndarra
             f"Argument 'placement_t1' must place the same N = {placement_t.N} points, not {placement_t1.N}."
         )
     K_t, K_t1 = placement_t.K, placement_t1.K
+    w = None if sizes is None else check_record_sizes(sizes, placement_t.N)
     counts = np.zeros(K_t * K_t1, dtype=np.int64)
     a, b = placement_t.owner, placement_t1.owner
     for lo in range(0, placement_t.N, _CHUNK):
         key = a[lo : lo + _CHUNK].astype(np.int64)
         key *= K_t1
         key += b[lo : lo + _CHUNK]
-        counts += np.bincount(key, minlength=K_t * K_t1)
+        if w is None:
+            counts += np.bincount(key, minlength=K_t * K_t1)
+        else:  # float64 sums of integers stay exact: the sizes add up to at most 2**53
+            counts += np.bincount(key, weights=w[lo : lo + _CHUNK], minlength=K_t * K_t1).astype(np.int64)
     S = counts.reshape(K_t, K_t1)
     S.flags.writeable = False
     return S

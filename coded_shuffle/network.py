@@ -366,7 +366,7 @@ def _check_network(network: object) -> Network:
 
 
 def transition_times(
-    S: object, *, record_bytes: int, network: Network, coded_symbols: float, lower_bound_symbols: int
+    S: object, *, record_bytes: int, network: Network, coded_symbols: float, lower_bound_symbols: float
 ) -> TransitionTimes:
     """The bound and the predictions of the module docstring for shuffle matrix ``S`` (``K_t x
     K_{t+1}`` when the number of workers changes: :func:`~coded_shuffle.matrix.elastic_matrix`

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_choice, check_int
-from .loads import bound_with_storage, rates_with_storage
+from .loads import bound_with_storage, byte_loads, rates_with_storage
 from .matrix import shuffle_matrix
-from .orders import EPOCH_ORDERS, OrderSpec, epoch_order, order_quality, placement_from_permutation
+from .orders import BALANCES, EPOCH_ORDERS, OrderSpec, epoch_order, order_quality, placement_from_permutation
 from .orders.quality import QUALITY_STEPS
 from .plan import STRATEGIES
 
@@ -45,12 +45,17 @@ def order_link_cost(
     strategy: str = "greedy",
     progress: Callable[[int], None] | None = None,
     storage: int = 1,
+    sizes: object = None,
+    balance: object = "count",
 ) -> dict[str, Any]:
     """Return one order's generation time, quality figures and loads between two epochs.
 
     With ``storage = M > 1`` every worker stores ``M`` batches and the loads are those of
     :mod:`coded_shuffle.storage`, in records (an int when whole, else a float of the exact
-    fraction; ``paired`` is then the group symbols alone).
+    fraction; ``paired`` is then the group symbols alone). With ``sizes`` (the bytes of each
+    sample) the row also has ``uncoded_bytes``, ``coded_bytes``, ``lower_bound_bytes`` and
+    ``download_bound_bytes`` (:func:`coded_shuffle.loads.byte_loads`), and the batches are cut by
+    ``balance`` (``"count"`` or ``"bytes"``, :func:`coded_shuffle.orders.epoch_batch_sizes`).
 
     ``progress``, if given, is called with the steps done out of :data:`LINK_COST_STEPS`: the
     two epochs' orders, their loads, then each step of the quality figures.
@@ -85,10 +90,8 @@ def order_link_cost(
     done = progress if progress is not None else (lambda _: None)
     prev = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
     done(1)
-    S = shuffle_matrix(placement_from_permutation(prev, K), placement_from_permutation(nxt, K))
-    r = rates_with_storage(S, strategy=strategy, storage=storage)
-    lb = bound_with_storage(S, storage=storage)
-    paired = r.paired
+    loads = _loads(prev, nxt, K, strategy=strategy, storage=storage, sizes=sizes,
+                   balance=check_choice(balance, "balance", BALANCES))  # fmt: skip
     done(2)
     quality = order_quality(
         nxt,
@@ -113,12 +116,35 @@ def order_link_cost(
         "seconds": round(seconds, 4),
         **quality,
         "storage": storage,
+        **loads,
+    }
+
+
+def _loads(
+    prev: np.ndarray, nxt: np.ndarray, K: int, *, strategy: str, storage: int, sizes: object, balance: str
+) -> dict[str, Any]:
+    """The loads of :func:`order_link_cost` between the orders ``prev`` and ``nxt``: in records, and
+    in bytes beside them with ``sizes``."""
+    a, b = (placement_from_permutation(o, K, sizes=sizes, balance=balance) for o in (prev, nxt))
+    if sizes is not None:
+        x = byte_loads(a, b, sizes=sizes, storage=storage, strategy=strategy, padded=False)
+        r, lb = x.rates, x.bound
+    else:
+        S = shuffle_matrix(a, b)
+        r = rates_with_storage(S, strategy=strategy, storage=storage)
+        lb = bound_with_storage(S, storage=storage)
+    out: dict[str, Any] = {
         "uncoded": _plain(r.uncoded),
-        "paired": _plain(paired),
+        "paired": _plain(r.paired),
         "coded": _plain(r.coded),
         "lower_bound": _plain(lb.value),
         "lower_bound_exact": lb.exact,
     }
+    if sizes is not None:
+        out.update(balance=balance, uncoded_bytes=_plain(x.uncoded_bytes), coded_bytes=_plain(x.coded_bytes),
+                   lower_bound_bytes=_plain(x.lower_bound_bytes),
+                   download_bound_bytes=_plain(x.download_bound_bytes))  # fmt: skip
+    return out
 
 
 def _plain(x: Any) -> int | float:

@@ -113,3 +113,24 @@ def test_tradeoff_progress():
     rows = order_tradeoff(["naive", "py1s"], progress=done.append, **options)
     assert done == list(range(1, 2 * LINK_COST_STEPS + 1))
     assert [r["coded"] for r in rows] == [r["coded"] for r in order_tradeoff(["naive", "py1s"], **options)]
+
+
+def test_order_link_cost_in_bytes():
+    opts = dict(K=4, shards=8, shard_size=25, batches=2, batch_size=10)
+    row = order_link_cost("py1s", **opts)
+    # records of one size, by count: every load in bytes is 7 times the load in records
+    same = order_link_cost("py1s", sizes=np.full(200, 7), **opts)
+    assert [same[k] for k in ("uncoded", "coded", "lower_bound")] == [
+        row[k] for k in ("uncoded", "coded", "lower_bound")
+    ]
+    assert [same[f"{k}_bytes"] for k in ("uncoded", "coded", "lower_bound")] == [
+        7 * row[k] for k in ("uncoded", "coded", "lower_bound")
+    ]
+    sizes = np.random.default_rng(3).integers(1, 500, 200)
+    by_bytes = order_link_cost("py1s", sizes=sizes, balance="bytes", **opts)
+    assert by_bytes["balance"] == "bytes"
+    assert by_bytes["lower_bound_bytes"] <= by_bytes["coded_bytes"] <= by_bytes["uncoded_bytes"]
+    with pytest.raises(ValueError, match="'balance'"):
+        order_link_cost("py1s", sizes=sizes, balance="tokens", **opts)
+    with pytest.raises(ValueError, match="'sizes' must give the size of each of the N = 200"):
+        order_link_cost("py1s", sizes=sizes[:10], **opts)

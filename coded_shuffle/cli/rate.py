@@ -36,12 +36,12 @@ from .common import (
     _warn_once,
     check_storage_option,
     compile_kernels,
-    network_option,
     order_spec,
     print_table,
     print_times,
 )
 from .matrices import read_matrix
+from .rate_bytes import add_bytes_arguments, byte_rows, bytes_lines, network_options, read_sizes
 
 
 def unequal_batches(S: np.ndarray) -> str | None:
@@ -463,6 +463,8 @@ def _cmd_rate(args: argparse.Namespace) -> int:
     print_table(cells(), [h for _, h in _RATE_COLUMNS], sys.stdout)
     for line in sorted(flags):
         print(f"note: {line}")
+    if args.sizes is not None:
+        print("\n".join(bytes_lines(rows_seen, read_sizes(args.sizes), args.sizes)))
     if args.network is not None:
         print_times(rows_seen)
     return 0
@@ -474,14 +476,15 @@ def _matrix_rows(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
              "start_epoch": "--start-epoch"}  # fmt: skip
     given = [flag for n, flag in named.items() if getattr(args, n) is not None]
     given += ["--order"] if args.order != "auto" else []
-    given += _shard_options_given(args)
+    given += _shard_options_given(args) + (["--sizes"] if args.sizes else [])
+    given += ["--balance"] if args.balance != "count" else []
     if given:
         raise UsageError(f"--matrix cannot be combined with {', '.join(given)}")
     S = read_matrix(args.matrix)
     _check_storage(args, list(S.shape))
     return rate_rows(
         matrix=S, strategy=args.strategy, subpackets=args.subpackets, warn=_warn_once(), progress=True,
-        exact_bound=args.exact_bound, storage=args.storage, **_network_options(args),
+        exact_bound=args.exact_bound, storage=args.storage, **network_options(args),
     )  # fmt: skip
 
 
@@ -491,7 +494,12 @@ def _order_rows(args: argparse.Namespace, kernels: list[str]) -> Iterator[dict[s
     args.epochs = 1 if args.epochs is None else args.epochs
     args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
     schedule = _workers_schedule(args.workers, args.epochs)
-    N = 1200 if args.points is None else args.points
+    sizes = None if args.sizes is None else read_sizes(args.sizes)
+    if sizes is None and args.balance == "bytes":
+        raise UsageError("--balance bytes needs --sizes FILE, the bytes of each record")
+    if sizes is not None and args.points not in (None, sizes.shape[0]):
+        raise UsageError(f"--points must be the {sizes.shape[0]} records of --sizes, not {args.points}")
+    N = (1200 if args.points is None else args.points) if sizes is None else sizes.shape[0]
     if N > MAX_POINTS:
         raise UsageError(f"--points must be at most 2**53 = {MAX_POINTS}, not {N}")
     if N < max(schedule):
@@ -499,24 +507,14 @@ def _order_rows(args: argparse.Namespace, kernels: list[str]) -> Iterator[dict[s
     spec = order_spec(args, N)
     _check_storage(args, schedule)
     kernels += ["feistel"] if spec.name == "feistel" else []
+    if sizes is not None:
+        return byte_rows(args, schedule=schedule, spec=spec, sizes=sizes)
     return rate_rows(
         K=schedule[0] if len(schedule) == 1 else schedule, N=N, seed=args.seed, epochs=args.epochs,
         start_epoch=args.start_epoch, strategy=args.strategy, order=spec, subpackets=args.subpackets,
         warn=_warn_once(), long_from=LONG_POINTS, progress=True, exact_bound=args.exact_bound,
-        storage=args.storage, **_network_options(args),
+        storage=args.storage, **network_options(args),
     )  # fmt: skip
-
-
-def _network_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``network`` and ``record_bytes`` for :func:`rate_rows`, checked: one line naming the option."""
-    if args.network is None:
-        if args.record_bytes is not None:
-            raise UsageError("--record-bytes applies with --network only (the loads are in records)")
-        return {}
-    network = network_option(args, pieces=True)
-    if args.record_bytes is None:
-        raise UsageError("--network needs --record-bytes B: the time of a transition counts bytes")
-    return {"network": network, "record_bytes": args.record_bytes}
 
 
 def add_parser(sub: Any) -> None:
@@ -575,21 +573,7 @@ def add_parser(sub: Any) -> None:
             "60 s a transition; an unproven bound keeps its *)"
         ),
     )
-    _add_network_arguments(rate)
+    add_bytes_arguments(rate)
     _add_order_arguments(rate)
     rate.add_argument("--json", action="store_true", help="one JSON object per transition")
     rate.set_defaults(func=_cmd_rate)
-
-
-def _add_network_arguments(rate: argparse.ArgumentParser) -> None:
-    rate.add_argument(
-        "--network",
-        metavar="SPEC",
-        help=(
-            "also print each transition's time bound and each delivery's predicted time on this "
-            "network: master=R,up=R,down=R[,multicast] in Mbit/s (docs/cli.md); needs --record-bytes"
-        ),
-    )
-    rate.add_argument(
-        "--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record, with --network"
-    )

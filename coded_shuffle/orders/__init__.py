@@ -13,8 +13,12 @@ from .epochs import (
 from .feistel import FeistelPermutation, feistel_permutation
 from .permutation import epoch_permutation, epoch_rng
 from .placement import (
+    BALANCES,
     Placement,
     batch_sizes,
+    byte_batch_sizes,
+    check_record_sizes,
+    epoch_batch_sizes,
     epoch_placement,
     owner_dtype,
     placement_from_owner,
@@ -35,6 +39,10 @@ from .shards import SHUFFLE_ALGORITHMS, node_bounds, shard_order
 
 __all__ = [
     "AUTO_FEISTEL_POINTS",
+    "BALANCES",
+    "byte_batch_sizes",
+    "check_record_sizes",
+    "epoch_batch_sizes",
     "EPOCH_ORDERS",
     "auto_order",
     "ignored_shard_options",

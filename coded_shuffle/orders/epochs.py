@@ -24,7 +24,7 @@ import numpy as np
 from .._checks import check_choice, check_int
 from .feistel import feistel_permutation
 from .permutation import epoch_permutation
-from .placement import Placement, batch_sizes, owner_dtype
+from .placement import BALANCES, Placement, check_record_sizes, epoch_batch_sizes, owner_dtype
 from .shards import SHUFFLE_ALGORITHMS, shard_order
 
 __all__ = [
@@ -171,21 +171,44 @@ def positions_to_owners(positions: np.ndarray, N: int, K: int) -> np.ndarray:
     return out.astype(owner_dtype(K))
 
 
-def order_placement(N: int, K: int, *, seed: int, epoch: int, spec: OrderSpec | None = None) -> Placement:
+def order_placement(
+    N: int,
+    K: int,
+    *,
+    seed: int,
+    epoch: int,
+    spec: OrderSpec | None = None,
+    sizes: object = None,
+    balance: str = "count",
+) -> Placement:
     """Return the placement of ``epoch``: :func:`epoch_order` cut into ``K`` batches.
+
+    The batches are contiguous runs of the order of equal counts (``balance="count"``), or, with
+    ``sizes`` the bytes of each record, of equal bytes within one record (``balance="bytes"``,
+    :func:`~coded_shuffle.orders.placement.epoch_batch_sizes`), under every order.
 
     Examples
     --------
     >>> spec = OrderSpec("py1b", shard_size=4, block_size=6)
     >>> order_placement(12, 3, seed=0, epoch=2, spec=spec).sizes().tolist()
     [4, 4, 4]
+    >>> sizes = [100] * 6 + [1] * 6
+    >>> p = order_placement(12, 2, seed=0, epoch=0, sizes=sizes, balance="bytes")
+    >>> p.sizes().tolist(), p.batch_bytes(sizes).tolist()
+    ([7, 5], [304, 302])
+    >>> order_placement(12, 2, seed=0, epoch=0).batch_bytes(sizes).tolist()  # by count
+    [204, 402]
     """
     N = check_int(N, "N", minimum=1)
     K = check_int(K, "K", minimum=1)
     if N < K:
         raise ValueError(f"Argument 'N' must be at least K = {K}, not {N}.")
+    check_choice(balance, "balance", BALANCES)
+    if sizes is not None:
+        check_record_sizes(sizes, N)  # before the order is made
     order = epoch_order(N, seed=seed, epoch=epoch, spec=spec)
+    counts = epoch_batch_sizes(order, K, sizes=sizes, balance=balance)
     owner = np.empty(N, dtype=owner_dtype(K))
-    owner[order] = np.repeat(np.arange(K, dtype=owner.dtype), batch_sizes(N, K))
+    owner[order] = np.repeat(np.arange(K, dtype=owner.dtype), counts)
     owner.flags.writeable = False
     return Placement(K=K, owner=owner)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_int, check_int_array
 from .rounds import ROUND_MERGE_FRACTION, exchange_rounds, is_round_schedule
 
 #: The most workers of an exchange: a holder set is a mask of 64 bits.
@@ -129,8 +129,13 @@ def _bound(groups: list[int], counts: list[int], K: int) -> Fraction:
         lam = Fraction(inside, len(S))
 
 
-def upload_bound(holders: object, *, K: int) -> Fraction:
+def upload_bound(holders: object, *, K: int, sizes: object = None) -> Fraction:
     """``lambda*`` of units with holder sets ``holders`` (bitmasks): the least busiest upload.
+
+    With ``sizes`` (the bytes of each unit) it is in bytes: ``max over S of b(S) / |S|``, ``b(S)``
+    the bytes of the units whose holders all lie in ``S``; those must leave through the uploads
+    of ``S``, however the units are split between their holders, so no exchange uploads less
+    from its busiest worker.
 
     Examples
     --------
@@ -145,11 +150,26 @@ def upload_bound(holders: object, *, K: int) -> Fraction:
 
     >>> upload_bound([0b011, 0b011, 0b011, 0b110], K=3)
     Fraction(3, 2)
+
+    The same units of 10, 10, 10 and 100 bytes: ``{1, 2}`` must send the 100 between them.
+
+    >>> upload_bound([0b011, 0b011, 0b011, 0b110], K=3, sizes=[10, 10, 10, 100])
+    Fraction(50, 1)
     """
     masks = _masks(holders, K)
-    groups, counts = np.unique(masks, return_counts=True)
+    groups, inverse, counts = np.unique(masks, return_inverse=True, return_counts=True)
     if groups.size == 0:
         return Fraction(0)
+    if sizes is not None:
+        d = check_int_array(sizes, "sizes", ndim=1)
+        if d.shape != masks.shape or (d.size and int(d.min()) < 0):
+            raise ValueError(
+                f"Argument 'sizes' must give the non-negative bytes of each of the {masks.size} units."
+            )
+        weights = [0] * groups.size
+        for g, v in zip(inverse.ravel().tolist(), d.tolist(), strict=True):
+            weights[g] += int(v)  # exact, in Python ints
+        return _bound([int(g) for g in groups], weights, K)
     return _bound([int(g) for g in groups], [int(c) for c in counts], K)
 
 
