@@ -1,0 +1,116 @@
+"""Tests of coded_shuffle.engine.elastic: transitions from K to K' workers and from any holdings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coded_shuffle.codec import Cache
+from coded_shuffle.engine import initial_caches, synthetic_dataset
+from coded_shuffle.engine.elastic import elastic_run, elastic_transition, held_placement
+from coded_shuffle.orders import epoch_placement, placement_from_owner
+from coded_shuffle.plan import plan_delivery
+from tests.oracles import brute_bound
+
+N, B = 240, 16
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return synthetic_dataset(N, B, seed=4)
+
+
+def _holds_exactly(ds, caches, placement):
+    """Independent check: worker k holds the dataset's bytes of its batch, nothing else."""
+    for k, c in enumerate(caches):
+        assert np.array_equal(c.ids, np.flatnonzero(np.asarray(placement.owner) == k))
+        assert np.array_equal(np.asarray(c.data), ds.data[c.ids])
+
+
+@pytest.mark.parametrize("K, K2", [(8, 6), (6, 8), (3, 5), (5, 3), (4, 4)])
+@pytest.mark.parametrize("mode", ["coded", "uncoded", "exchange"])
+def test_K_to_K_prime_is_verified_and_meets_the_rectangular_bound(ds, K, K2, mode):
+    p0, p1 = epoch_placement(N, K, seed=2, epoch=0), epoch_placement(N, K2, seed=2, epoch=1)
+    caches = initial_caches(ds, p0)
+    holdings = [caches[k] if k < K else None for k in range(K2)]  # leavers gone, joiners empty
+    rep, new = elastic_transition(ds, holdings, p1, epoch=1, mode=mode)
+    assert rep.verified and rep.transition.repairs == 0
+    _holds_exactly(ds, new, p1)
+    a, b = np.asarray(p0.owner), np.asarray(p1.owner)
+    left = int(np.sum(a >= K2))  # the leaving workers' records: no worker holds them any more
+    assert rep.source_records == left and rep.source_bytes == left * B
+    assert rep.joined == tuple(range(K, K2))
+    assert rep.kept_records == int(np.sum(a == b)) and rep.held_records == N - left
+    # The bound of the rectangular K x K' shuffle, by its definition over every ordering of the
+    # max(K, K') workers (a joining worker's row and a leaving worker's column are zero).
+    S = np.zeros((max(K, K2),) * 2, dtype=np.int64)
+    np.add.at(S, (a, b), 1)
+    assert rep.bound == brute_bound(S)
+    moved = int(np.sum(a != b))
+    assert rep.transition.uncoded_symbols == moved
+    # Merging the leavers into one source slot costs nothing: the coded load is the elastic
+    # planner's on the K x K' placements themselves.
+    assert rep.transition.coded_symbols == plan_delivery(p0, p1).n_symbols
+    assert rep.bound <= rep.transition.coded_symbols <= moved
+    if mode == "exchange":
+        assert rep.peer_bytes == (moved - left) * B
+        assert rep.transition.wire_bytes == 0  # the master sends nothing
+    else:
+        assert rep.peer_bytes == 0
+        assert rep.symbols == (rep.transition.coded_symbols if mode == "coded" else moved)
+
+
+def test_a_damaged_or_doubled_record_is_absent_and_delivered_again(ds):
+    p0, p1 = epoch_placement(N, 4, seed=1, epoch=0), epoch_placement(N, 4, seed=1, epoch=1)
+    caches = initial_caches(ds, p0)
+    bad = caches[2].data.copy()
+    bad[5, 3] ^= 0x40  # one bit of one record
+    caches[2] = Cache(ids=caches[2].ids, data=bad, lengths=None)
+    # Worker 0 also holds a copy of a record of worker 1's batch that worker 0 needs next: that
+    # copy is kept where it goes, worker 1's dropped.
+    extra = int(np.intersect1d(caches[1].ids, p1.batch(0))[0])
+    both = np.union1d(caches[0].ids, [extra])
+    caches[0] = ds.cache(both)
+    rep, new = elastic_transition(ds, caches, p1, epoch=1, mode="coded")
+    assert rep.verified and rep.dropped_records == 2
+    assert rep.source_records == 1  # the damaged record: no worker holds it whole
+    _holds_exactly(ds, new, p1)
+    held, rows, dropped = held_placement(ds, caches, p1)
+    assert dropped == 2 and int(held.owner[int(caches[2].ids[5])]) == 4  # the source slot
+    assert int(held.owner[extra]) == 0 and extra not in caches[1].ids[rows[1]]
+
+
+def test_a_restart_with_nothing_delivers_everything_from_the_source(ds):
+    p1 = epoch_placement(N, 4, seed=3, epoch=5)
+    rep, new = elastic_transition(ds, [None] * 4, p1, epoch=5, mode="exchange")
+    assert rep.verified and rep.source_records == N and rep.peer_bytes == 0 and rep.joined == (0, 1, 2, 3)
+    assert rep.bound == N  # every record is wanted and held by no worker
+    _holds_exactly(ds, new, p1)
+
+
+def test_elastic_run_follows_the_worker_counts(ds):
+    reps = elastic_run(ds, workers=[8, 6, 8], seed=2, mode="coded")
+    assert [r.K for r in reps] == [6, 8] and all(r.verified for r in reps)
+    first = np.asarray(epoch_placement(N, 8, seed=2, epoch=0).owner)
+    assert reps[0].source_records == int(np.sum(first >= 6))
+    assert reps[1].source_records == 0 and reps[1].joined == (6, 7)
+    assert set(reps[0].to_dict()) >= {"K", "bound", "source_bytes", "peer_bytes", "verified", "transition"}
+
+
+def test_elastic_exceptions(ds):
+    p1 = epoch_placement(N, 4, seed=0, epoch=1)
+    with pytest.raises(ValueError, match="'holdings' must be a sequence of K' = 4"):
+        elastic_transition(ds, [None] * 3, p1, epoch=1)
+    with pytest.raises(TypeError, match="'holdings' must hold Cache objects or None, not int at 1"):
+        elastic_transition(ds, [None, 3, None, None], p1, epoch=1)
+    wide = synthetic_dataset(N, B + 1, seed=0).cache([0])
+    with pytest.raises(ValueError, match="records of 16 bytes, not 17"):
+        elastic_transition(ds, [wide, None, None, None], p1, epoch=1)
+    with pytest.raises(ValueError, match="'mode' must be one of"):
+        elastic_transition(ds, [None] * 4, p1, epoch=1, mode="split")
+    with pytest.raises(ValueError, match="'placement_next' must be a Placement of the dataset's N = 240"):
+        elastic_transition(ds, [None] * 2, placement_from_owner([0, 1], 2), epoch=1)
+    with pytest.raises(ValueError, match="'workers' must be at most N = 240"):
+        elastic_run(ds, workers=[4, 241], seed=0)
+    with pytest.raises(ValueError, match="'workers' must be a sequence"):
+        elastic_run(ds, workers=[], seed=0)
