@@ -1,0 +1,206 @@
+"""A restart with a storage of ``M > 1`` batches: every worker's storage back from its file, from
+its peers' storage, or from the source, then the next transition as usual.
+
+With ``M = 1 + t`` batches a worker, every piece of every record is held by ``t + 1`` workers
+(:mod:`coded_shuffle.storage`): a worker that lost its storage (its host went away and came
+back empty, its file was cut short or altered) can have every piece of it again from the other
+holders, and nothing from the source. :func:`storage_restart` reads what each worker's file still
+holds (:func:`~.cache_dir.load_cache_dir`, every piece checked against its load-time checksum),
+puts every piece a worker lacks back from another holder that has it (the least busy one), or
+from the source when no holder has it, checks every piece restored, and then runs the
+transition to the next epoch on the storage as it was: its plan and its report are those of a job
+that never stopped. The report counts the pieces and bytes from peers and from the source.
+
+The number of workers stays ``K``: at another ``K`` the pieces are not those of the storage
+(their labels are subsets of the other ``K - 1`` workers; :mod:`.elastic`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import check_choice, check_int
+from ..codec import Cache, Dataset
+from ..errors import IntegrityError
+from ..orders import OrderSpec
+from ..transport import InProcessTransport
+from .cache_dir import load_cache_dir, save_cache_dir
+from .inprocess import drive
+from .protocol import MasterOptions
+from .report import TransitionReport
+from .schedule import EpochSchedule
+from .schemes import scheme_for
+
+__all__ = ["RecoveryReport", "storage_restart", "save_storage"]
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """A restart's recovery of every worker's storage, and the transition that followed.
+
+    Attributes
+    ----------
+    K, M : int
+        Workers, and batches each stores.
+    kept_pieces : int
+        Pieces the workers' files still held, checked.
+    peer_pieces, peer_bytes : int
+        Pieces (and bytes) a worker had again from another holder's storage.
+    source_pieces, source_bytes : int
+        Pieces (and bytes) no worker held any more, read from the source.
+    notes : tuple of str
+        A line for every file treated as absent or with pieces dropped.
+    transition : TransitionReport
+        The transition to the next epoch, from the storage restored.
+    """
+
+    K: int
+    M: int
+    kept_pieces: int
+    peer_pieces: int
+    peer_bytes: int
+    source_pieces: int
+    source_bytes: int
+    notes: tuple[str, ...]
+    transition: TransitionReport
+
+    @property
+    def verified(self) -> bool:
+        """Every restored piece checked and the transition's verdict."""
+        return bool(self.transition.verified)
+
+
+def _schedule(
+    dataset: Dataset, *, K: int, M: int, seed: int, mode: str, order: OrderSpec | None
+) -> EpochSchedule:
+    scheme = scheme_for(mode, K=K, storage=M, record_bytes=dataset.record_bytes)
+    return EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
+
+
+def save_storage(
+    cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, M: int, seed: int, epoch: int,
+    mode: str = "coded", order: OrderSpec | None = None,
+) -> list[os.PathLike[str]]:  # fmt: skip
+    """Write every worker's storage of ``epoch`` (a job of ``K`` workers storing ``M`` batches,
+    started at epoch 0) to ``cache_dir``: the files a host keeps, as the in-process engine holds
+    them all (its pieces, :func:`~.cache_dir.save_cache_dir`)."""
+    sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order)
+    *_, now = sched.epochs(start=0, count=epoch + 1)
+    work = sched.scheme.dataset(dataset)
+    caches = [work.cache(sched.scheme.held(now.held, k)) for k in range(K)]
+    return list(save_cache_dir(cache_dir, caches, work, epoch=epoch, seed=seed))
+
+
+def _restore(
+    work: Dataset, holdings: list[Cache | None], expected: list[np.ndarray], holders: np.ndarray, K: int
+) -> tuple[list[Cache], int, int, int]:
+    """Every worker's storage ``expected[k]`` from its own checked pieces, another holder's (one
+    restored before counts), or the source; returns the caches, and the pieces kept, from peers
+    and from the source (a piece no worker held is read from the source once)."""
+    have = []
+    for k in range(K):
+        c = holdings[k]
+        ids = np.empty(0, np.int64) if c is None else np.asarray(c.ids, dtype=np.int64)
+        ok = np.zeros(ids.size, dtype=bool)
+        if ids.size:
+            ok = c.checksums() == work.checksums[ids]  # type: ignore[union-attr]
+        have.append(np.intersect1d(ids[ok], expected[k]))
+    sent = np.zeros(K, dtype=np.int64)
+    caches, kept, peers, source = [], 0, 0, 0
+    for k in range(K):
+        need = expected[k]
+        data = np.empty((need.size, work.record_bytes), dtype=np.uint8)
+        own = np.isin(need, have[k])
+        if own.any():
+            c = holdings[k]
+            data[own] = np.asarray(c.data)[c.rows(need[own])]  # type: ignore[union-attr]
+        kept += int(own.sum())
+        for i in np.flatnonzero(~own):
+            piece = int(need[i])
+            mask = int(holders[piece])
+            peers_with = [h for h in range(K) if h != k and (mask >> h) & 1 and _holds(have[h], piece)]
+            if peers_with:
+                h = min(peers_with, key=lambda w: int(sent[w]))
+                c = holdings[h]
+                data[i] = np.asarray(c.data)[int(c.rows(np.array([piece]))[0])]  # type: ignore[union-attr]
+                sent[h] += 1
+                peers += 1
+            else:
+                data[i] = work.data[piece]
+                source += 1
+        caches.append(Cache(ids=need.copy(), data=data, lengths=None))
+        holdings[k], have[k] = caches[-1], need  # restored: it serves the workers after it
+    return caches, kept, peers, source
+
+
+def _holds(ids: np.ndarray, piece: int) -> bool:
+    i = int(np.searchsorted(ids, piece))
+    return i < ids.size and int(ids[i]) == piece
+
+
+def storage_restart(
+    dataset: Dataset,
+    cache_dir: str | os.PathLike[str],
+    *,
+    K: int,
+    M: int,
+    seed: int,
+    epoch: int,
+    mode: str = "coded",
+    order: OrderSpec | None = None,
+    strategy: str = "greedy",
+) -> tuple[RecoveryReport, list[Cache]]:
+    """Restart a job of ``K`` workers storing ``M`` batches whose storage of ``epoch`` is in
+    ``cache_dir``: restore every worker's storage, then deliver epoch ``epoch + 1``.
+
+    A worker's file that is missing, cut short or altered counts as empty; pieces that fail their
+    checksum as absent. Returns the report and the workers' storage of epoch ``epoch + 1``.
+
+    Examples
+    --------
+    A host is lost (worker 2's file gone); with ``M = 2`` its peers hold every piece of it:
+
+    >>> import tempfile, os
+    >>> from coded_shuffle.engine import synthetic_dataset
+    >>> ds = synthetic_dataset(60, 2048, seed=0)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = save_storage(d, ds, K=3, M=2, seed=1, epoch=2)
+    ...     os.remove(os.path.join(d, "worker-2.cache"))
+    ...     rep, caches = storage_restart(ds, d, K=3, M=2, seed=1, epoch=2)
+    >>> rep.verified, rep.source_pieces, rep.peer_pieces > 0
+    (True, 0, True)
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    K = check_int(K, "K", minimum=1)
+    epoch = check_int(epoch, "epoch", minimum=0)
+    seed = check_int(seed, "seed", minimum=0)
+    mode = check_choice(mode, "mode", ("coded", "exchange"))
+    sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order)
+    scheme = sched.scheme
+    *_, now, nxt = sched.epochs(start=0, count=epoch + 2)
+    work = scheme.dataset(dataset)
+    loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed)
+    holdings = list(loaded)
+    expected = [scheme.held(now.held, k) for k in range(K)]
+    if scheme.M > 1:
+        holders = np.asarray(now.held.holders).reshape(-1)
+    else:  # one batch a worker: a record's one holder is its owner
+        holders = np.left_shift(np.uint64(1), np.asarray(now.placement.owner, dtype=np.uint64))
+    caches, kept, peers, source = _restore(work, holdings, expected, holders, K)
+    for k, c in enumerate(caches):  # every piece restored, checked before it is used
+        if not np.array_equal(c.checksums(), work.checksums[c.ids]):
+            raise IntegrityError(f"Worker {k}: a restored piece fails its checksum.")  # pragma: no cover
+    opts = MasterOptions(strategy=strategy, seed=seed, records=(dataset.N, dataset.record_bytes))
+    rep, new = drive(
+        InProcessTransport(K), scheme, work, caches, (now.held, nxt.held), epoch=nxt.t, opts=opts
+    )
+    width = work.record_bytes
+    report = RecoveryReport(
+        K=K, M=scheme.M, kept_pieces=kept, peer_pieces=peers, peer_bytes=peers * width,
+        source_pieces=source, source_bytes=source * width, notes=tuple(notes), transition=rep,
+    )  # fmt: skip
+    return report, new
