@@ -1,20 +1,22 @@
 """The first transition after a restart, from the caches the hosts kept on disk, against a cold
-start; and transitions from ``K`` to ``K'`` workers against the bound of their rectangular shuffle.
+start; and transitions from ``K`` to ``K'`` workers against the bound of their rectangular
+shuffle. In process, one run, side by side. Part 1: for ``K`` in ``--workers``, every worker's
+cache of epoch ``t`` is written to a folder
+(:func:`coded_shuffle.engine.cache_dir.save_cache_dir`); the restarted job's first transition to
+epoch ``t + 1`` (:func:`coded_shuffle.engine.elastic.restart_transition`: read the files, check
+every record, deliver) is timed beside the same transition from an empty folder (a cold start:
+every batch from the source), in the coded mode (the master's bytes) and the exchange (bytes from
+the source and from peers); then a job storing ``--storage`` batches restarted with every file,
+with one host lost (its storage comes back from its peers) and with none. In process no network
+carries the bytes, so the seconds are those of the CPU (reading and checking the files, planning,
+decoding); beside them, the time the bytes take on links of ``--link-mbps``: the master's
+broadcast, or in the exchange the busier of the source's link and the busiest worker's download.
+Part 2: ``8 -> 6`` and ``6 -> 8`` workers (the leavers' caches gone, the joiners empty), the coded
+load against the genie bound of the ``K x K'`` shuffle and against the uncoded load, and the
+exchange's bytes from the source and from peers.
 
-In process, one run, side by side. Part 1: for ``K`` in ``--workers``, every worker's cache of
-epoch ``t`` is written to a folder (:func:`coded_shuffle.engine.cache_dir.save_cache_dir`); the
-restarted job's first transition to epoch ``t + 1``
-(:func:`coded_shuffle.engine.elastic.restart_transition`: read the files, check every record,
-deliver) is timed beside the same transition from an empty folder (a cold start: every batch
-from the source), in the coded mode (the master's bytes) and the exchange (bytes from the source
-and from peers). In process no network carries the bytes, so the seconds are those of the CPU
-(reading and checking the files, planning, decoding); beside them, the time the bytes take on
-links of ``--link-mbps``: the master's broadcast, or in the exchange the busier of the source's
-link and the busiest worker's download. Part 2: ``8 -> 6`` and ``6 -> 8`` workers (the leavers'
-caches gone, the joiners empty), the coded load against the genie bound of the ``K x K'``
-shuffle and against the uncoded load, and the exchange's bytes from the source and from peers.
-
-Run:  python benchmarks/elastic_restart.py [--mib 64] [--record-bytes 4096] [--workers 4,8] [--link-mbps 1000]
+Run:  python benchmarks/elastic_restart.py [--mib 64] [--record-bytes 4096] [--workers 4,8]
+      [--link-mbps 1000] [--storage 2]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from coded_shuffle.engine import initial_caches, synthetic_dataset
 from coded_shuffle.engine.cache_dir import save_cache_dir
 from coded_shuffle.engine.elastic import elastic_run, restart_transition
+from coded_shuffle.engine.recover import save_storage, storage_restart
 from coded_shuffle.orders import epoch_placement
 
 
@@ -71,6 +74,24 @@ def restarts(ds, Ks: list[int], seed: int, mbps: float) -> None:
         print(f"{'':>3} writing the {K} cache files: {saved:.3f} s")
 
 
+def storage_restarts(ds, Ks: list[int], seed: int, M: int) -> None:
+    """A job storing ``M`` batches restarted at epoch 3: every file kept, one host lost, none kept."""
+    print(f"{'K':>3} {'M':>2} {'files':>9} {'source MB':>9} {'peers MB':>9} {'master MB':>9} {'seconds':>8}")
+    for K in Ks:
+        with tempfile.TemporaryDirectory() as folder:
+            save_storage(folder, ds, K=K, M=M, seed=seed, epoch=3)
+            for files in ("all", "one lost", "none"):
+                if files == "one lost":
+                    os.remove(os.path.join(folder, "worker-0.cache"))
+                where = folder if files != "none" else os.path.join(folder, "none")
+                tic = time.perf_counter()
+                rep, _ = storage_restart(ds, where, K=K, M=M, seed=seed, epoch=3)
+                secs = time.perf_counter() - tic
+                assert rep.verified
+                print(f"{K:>3} {M:>2} {files:>9} {_mb(rep.source_bytes)} {_mb(rep.peer_bytes)} "
+                      f"{_mb(rep.transition.wire_bytes)} {secs:8.3f}")  # fmt: skip
+
+
 def transitions(ds, seed: int) -> None:
     print(f"{'K -> K':>7} {'mode':>8} {'symbols':>8} {'bound':>7} {'/bound':>7} {'uncoded':>8} "
           f"{'source MB':>9} {'peers MB':>9}")  # fmt: skip
@@ -91,6 +112,7 @@ def main() -> None:
     ap.add_argument("--workers", default="4,8")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--link-mbps", type=float, default=1000)
+    ap.add_argument("--storage", type=int, default=2, help="M of the restarts with storage (1: none)")
     args = ap.parse_args()
     N = int(args.mib * (1 << 20)) // args.record_bytes
     ds = synthetic_dataset(N, args.record_bytes, seed=args.seed)
@@ -101,6 +123,9 @@ def main() -> None:
         for mode in ("coded", "exchange"):
             restart_transition(small, folder, epoch_placement(64, 4, seed=0, epoch=1), epoch=1, mode=mode)
     restarts(ds, [int(k) for k in args.workers.split(",")], args.seed, args.link_mbps)
+    Ks = [int(k) for k in args.workers.split(",")]
+    if args.storage > 1:
+        storage_restarts(ds, Ks, args.seed, args.storage)
     transitions(ds, args.seed)
 
 

@@ -108,7 +108,6 @@ def _restore(
         if ids.size:
             ok = c.checksums() == work.checksums[ids]  # type: ignore[union-attr]
         have.append(np.intersect1d(ids[ok], expected[k]))
-    sent = np.zeros(K, dtype=np.int64)
     caches, kept, peers, source = [], 0, 0, 0
     for k in range(K):
         need = expected[k]
@@ -118,27 +117,34 @@ def _restore(
             c = holdings[k]
             data[own] = np.asarray(c.data)[c.rows(need[own])]  # type: ignore[union-attr]
         kept += int(own.sum())
-        for i in np.flatnonzero(~own):
-            piece = int(need[i])
-            mask = int(holders[piece])
-            peers_with = [h for h in range(K) if h != k and (mask >> h) & 1 and _holds(have[h], piece)]
-            if peers_with:
-                h = min(peers_with, key=lambda w: int(sent[w]))
-                c = holdings[h]
-                data[i] = np.asarray(c.data)[int(c.rows(np.array([piece]))[0])]  # type: ignore[union-attr]
-                sent[h] += 1
-                peers += 1
-            else:
-                data[i] = work.data[piece]
-                source += 1
+        lack = np.flatnonzero(~own)
+        sender = _senders(need[lack], holders, have, k, K)
+        for h in np.unique(sender[sender >= 0]):  # from the other holders, in turn
+            at = lack[sender == h]
+            c = holdings[int(h)]
+            data[at] = np.asarray(c.data)[c.rows(need[at])]  # type: ignore[union-attr]
+        at = lack[sender < 0]  # held by no worker: from the source
+        data[at] = work.data[need[at]]
+        peers += int(np.sum(sender >= 0))
+        source += int(at.size)
         caches.append(Cache(ids=need.copy(), data=data, lengths=None))
         holdings[k], have[k] = caches[-1], need  # restored: it serves the workers after it
     return caches, kept, peers, source
 
 
-def _holds(ids: np.ndarray, piece: int) -> bool:
-    i = int(np.searchsorted(ids, piece))
-    return i < ids.size and int(ids[i]) == piece
+def _senders(pieces: np.ndarray, holders: np.ndarray, have: list[np.ndarray], k: int, K: int) -> np.ndarray:
+    """For each of ``pieces`` worker ``k`` lacks, another holder that has it (the ``i``-th piece
+    from the first such holder after worker ``i mod K``, so that the holders share the work), or
+    ``-1`` when none has it."""
+    mask = holders[pieces].astype(np.uint64)
+    has = np.zeros((pieces.size, K), dtype=bool)
+    for h in range(K):
+        if h != k:
+            has[:, h] = ((mask >> np.uint64(h)) & np.uint64(1)).astype(bool) & np.isin(pieces, have[h])
+    turn = (np.arange(K)[None, :] - (np.arange(pieces.size) % K)[:, None]) % K
+    key = np.where(has, turn, K)
+    first = np.argmin(key, axis=1)
+    return np.where(key.min(axis=1, initial=K) < K, first, -1) if pieces.size else np.empty(0, np.int64)
 
 
 def storage_restart(
