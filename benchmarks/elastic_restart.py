@@ -122,6 +122,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for mode in ("coded", "exchange"):
             restart_transition(small, folder, epoch_placement(64, 4, seed=0, epoch=1), epoch=1, mode=mode)
+        if args.storage > 1:
+            storage_restart(synthetic_dataset(64, 4096, seed=0), folder, K=4, M=args.storage, seed=0, epoch=1)
     restarts(ds, [int(k) for k in args.workers.split(",")], args.seed, args.link_mbps)
     Ks = [int(k) for k in args.workers.split(",")]
     if args.storage > 1:
