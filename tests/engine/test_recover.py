@@ -75,3 +75,7 @@ def test_storage_restart_exceptions(ds, tmp_path):
         storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=1, mode="uncoded")
     with pytest.raises(ValueError, match="'epoch' must be"):
         storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=-1)
+    # Files of a storage at K = 4 are not pieces of one at K = 3: refused, naming the file.
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=1)
+    with pytest.raises(ValueError, match=r"worker-0\.cache: a dataset of N = 144 records, not N = 96"):
+        storage_restart(ds, tmp_path, K=3, M=2, seed=5, epoch=1)
