@@ -48,7 +48,7 @@ from .._checks import check_choice, check_int
 from ..bounds import lower_bound
 from ..codec import Cache, Dataset
 from ..matrix import shuffle_matrix
-from ..orders import OrderSpec, Placement, order_placement, placement_from_owner
+from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, order_placement, placement_from_owner
 from ..plan import STRATEGIES
 from ..transport import InProcessTransport
 from .inprocess import drive
@@ -62,6 +62,8 @@ __all__ = [
     "elastic_transition",
     "elastic_run",
     "restart_transition",
+    "remainder_batches",
+    "batches_of",
     "ELASTIC_MODES",
 ]
 
@@ -388,3 +390,69 @@ def restart_transition(
         dataset, holdings, placement_next, epoch=epoch, mode=mode, strategy=strategy, seed=seed
     )
     return rep, caches, notes
+
+
+def remainder_batches(
+    N: int,
+    *,
+    K: int,
+    K_next: int,
+    seed: int,
+    epoch: int,
+    consumed: Sequence[int],
+    order: OrderSpec | None = None,
+) -> list[np.ndarray]:
+    """The rest of epoch ``epoch`` for ``K_next`` workers, after ``K`` workers consumed some of it.
+
+    At ``K`` workers, worker ``k`` reads its batch (the ``k``-th run of
+    :func:`~coded_shuffle.orders.epoch_order`, sizes :func:`~coded_shuffle.orders.batch_sizes`)
+    in order and has consumed its first ``consumed[k]`` samples; what is left, ``R_k``, is dealt to
+    ``K_next`` workers so that every sample left is read exactly once and the workers' shares
+    differ by at most one (those of :func:`~coded_shuffle.orders.batch_sizes` of the remainder):
+    worker ``j`` below both ``K`` and ``K_next`` keeps the head of its own ``R_j`` (samples it
+    holds already), up to its share; the rest of the remainders (a leaving worker's all) are dealt
+    in order to the workers below their share. A function of the global state alone (``seed``,
+    ``epoch``, the counts), so every rank of a resumed job computes the same.
+
+    Examples
+    --------
+    >>> [b.tolist() for b in batches_of(12, 3, seed=0, epoch=0)]  # the epoch at K = 3
+    [[1, 10, 9, 8], [11, 0, 5, 2], [6, 7, 3, 4]]
+    >>> [b.tolist() for b in remainder_batches(12, K=3, K_next=2, seed=0, epoch=0, consumed=[2, 2, 2])]
+    [[9, 8, 3], [5, 2, 4]]
+    """
+    N = check_int(N, "N", minimum=1)
+    K = check_int(K, "K", minimum=1)
+    K_next = check_int(K_next, "K_next", minimum=1)
+    if isinstance(consumed, (str, bytes)) or not isinstance(consumed, Sequence) or len(consumed) != K:
+        raise ValueError(f"Argument 'consumed' must give one count for each of the K = {K} workers.")
+    batches = batches_of(N, K, seed=seed, epoch=epoch, order=order)
+    left = []
+    for k, (c, b) in enumerate(zip(consumed, batches, strict=True)):
+        c = check_int(c, "consumed", minimum=0)
+        if c > b.size:
+            raise ValueError(f"Argument 'consumed' must be at most worker {k}'s {b.size} samples, not {c}.")
+        left.append(b[c:])
+    share = batch_sizes(sum(int(r.size) for r in left), K_next)
+    kept = [left[j][: int(share[j])] if j < K else np.empty(0, np.int64) for j in range(K_next)]
+    pool = np.concatenate([left[k][int(share[k]) :] if k < K_next else left[k] for k in range(K)])
+    out, at = [], 0
+    for j in range(K_next):
+        more = int(share[j]) - int(kept[j].size)
+        out.append(np.concatenate([kept[j], pool[at : at + more]]).astype(np.int64))
+        at += more
+    return out
+
+
+def batches_of(N: int, K: int, *, seed: int, epoch: int, order: OrderSpec | None = None) -> list[np.ndarray]:
+    """The batches of ``epoch`` at ``K`` workers, each in the epoch's order: the ``k``-th run of
+    :func:`~coded_shuffle.orders.epoch_order` (what each worker reads, in that order).
+
+    Examples
+    --------
+    >>> [b.size for b in batches_of(10, 3, seed=0, epoch=1)]
+    [4, 3, 3]
+    """
+    o = np.asarray(epoch_order(N, seed=seed, epoch=epoch, spec=order or OrderSpec()), dtype=np.int64)
+    cut = np.concatenate(([0], np.cumsum(batch_sizes(N, K))))
+    return [o[int(cut[k]) : int(cut[k + 1])] for k in range(K)]

@@ -7,8 +7,8 @@ import pytest
 
 from coded_shuffle.codec import Cache
 from coded_shuffle.engine import initial_caches, synthetic_dataset
-from coded_shuffle.engine.elastic import elastic_run, elastic_transition, held_placement
-from coded_shuffle.orders import epoch_placement, placement_from_owner
+from coded_shuffle.engine.elastic import elastic_run, elastic_transition, held_placement, remainder_batches
+from coded_shuffle.orders import epoch_order, epoch_placement, placement_from_owner
 from coded_shuffle.plan import plan_delivery
 from tests.oracles import brute_bound
 
@@ -114,3 +114,29 @@ def test_elastic_exceptions(ds):
         elastic_run(ds, workers=[4, 241], seed=0)
     with pytest.raises(ValueError, match="'workers' must be a sequence"):
         elastic_run(ds, workers=[], seed=0)
+
+
+@pytest.mark.parametrize("K, K2", [(4, 3), (3, 5), (6, 6), (8, 2), (1, 4)])
+def test_the_rest_of_an_epoch_at_another_world_size_is_read_exactly_once(K, K2):
+    rng = np.random.default_rng(K * 10 + K2)
+    n = 50
+    order = np.asarray(epoch_order(n, seed=3, epoch=2))
+    runs = np.array_split(order, K)  # the batches at K, first ones one longer
+    consumed = [int(rng.integers(0, r.size + 1)) for r in runs]
+    out = remainder_batches(n, K=K, K_next=K2, seed=3, epoch=2, consumed=consumed)
+    rest = np.concatenate([r[c:] for r, c in zip(runs, consumed, strict=True)])
+    got = np.concatenate(out)
+    assert len(out) == K2 and np.array_equal(np.sort(got), np.sort(rest))  # each left sample once
+    sizes = [b.size for b in out]
+    assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
+    for j in range(min(K, K2)):  # a worker that stays reads first what it holds, up to its share
+        own = runs[j][consumed[j] :][: sizes[j]]
+        assert np.array_equal(out[j][: own.size], own)
+        assert not np.isin(out[j][own.size :], runs[j]).any() or own.size == sizes[j]
+
+
+def test_remainder_exceptions():
+    with pytest.raises(ValueError, match="'consumed' must give one count for each of the K = 3"):
+        remainder_batches(12, K=3, K_next=2, seed=0, epoch=0, consumed=[1, 1])
+    with pytest.raises(ValueError, match="'consumed' must be at most worker 1's 4 samples, not 5"):
+        remainder_batches(12, K=3, K_next=2, seed=0, epoch=0, consumed=[1, 5, 0])
