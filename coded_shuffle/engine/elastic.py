@@ -47,6 +47,7 @@ import numpy as np
 from .._checks import check_choice, check_int
 from ..bounds import lower_bound
 from ..codec import Cache, Dataset
+from ..errors import IntegrityError
 from ..matrix import shuffle_matrix
 from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, order_placement, placement_from_owner
 from ..plan import STRATEGIES
@@ -63,6 +64,8 @@ __all__ = [
     "elastic_run",
     "restart_transition",
     "remainder_batches",
+    "ResumeReport",
+    "resume_epoch",
     "batches_of",
     "ELASTIC_MODES",
 ]
@@ -456,3 +459,104 @@ def batches_of(N: int, K: int, *, seed: int, epoch: int, order: OrderSpec | None
     o = np.asarray(epoch_order(N, seed=seed, epoch=epoch, spec=order or OrderSpec()), dtype=np.int64)
     cut = np.concatenate(([0], np.cumsum(batch_sizes(N, K))))
     return [o[int(cut[k]) : int(cut[k + 1])] for k in range(K)]
+
+
+@dataclass(frozen=True)
+class ResumeReport:
+    """What a job resumed mid-epoch fetched so that every worker holds the rest it reads.
+
+    ``kept_records``: samples of the rest a worker already held; ``peer_records``/``peer_bytes``:
+    from another worker's cache; ``source_records``/``source_bytes``: from the source (held by
+    no worker, or only by one that left).
+    """
+
+    K: int
+    kept_records: int
+    peer_records: int
+    peer_bytes: int
+    source_records: int
+    source_bytes: int
+
+
+def resume_epoch(
+    dataset: Dataset,
+    holdings: Sequence[Cache | None],
+    *,
+    K: int,
+    seed: int,
+    epoch: int,
+    consumed: Sequence[int],
+    order: OrderSpec | None = None,
+) -> tuple[ResumeReport, list[Cache], list[np.ndarray]]:
+    """Resume epoch ``epoch`` of a job checkpointed at ``K`` workers on ``len(holdings)`` workers.
+
+    ``consumed[k]``: the samples worker ``k`` of the ``K`` had read (the checkpoint's global
+    state, with ``seed`` and ``epoch``). The rest of the epoch is dealt by
+    :func:`remainder_batches`; each worker fetches what it lacks of its share from another
+    worker's cache (records checked against their load-time checksums), else from the source.
+    Returns the report, every worker's cache (what it held, with what it fetched) and the
+    samples each reads for the rest of the epoch, in order; at the epoch's end,
+    :func:`elastic_transition` plans the next from those caches.
+
+    Examples
+    --------
+    >>> from coded_shuffle.engine import synthetic_dataset
+    >>> ds = synthetic_dataset(120, 16, seed=0)
+    >>> at4 = batches_of(120, 4, seed=1, epoch=2)
+    >>> caches = [ds.cache(b) for b in at4[:3]]  # worker 3 is gone
+    >>> rep, caches, rest = resume_epoch(ds, caches, K=4, seed=1, epoch=2, consumed=[10] * 4)
+    >>> sum(r.size for r in rest), rep.source_records, rep.kept_records + rep.peer_records
+    (80, 20, 60)
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    if isinstance(holdings, (str, bytes)) or not isinstance(holdings, Sequence) or len(holdings) < 1:
+        raise ValueError("Argument 'holdings' must be a sequence of caches (or None), one a worker.")
+    rest = remainder_batches(
+        dataset.N, K=K, K_next=len(holdings), seed=seed, epoch=epoch, consumed=consumed, order=order
+    )
+    checked: list[tuple[Cache | None, np.ndarray]] = []
+    for c in holdings:
+        if c is None or not isinstance(c, Cache) or len(c) == 0:
+            checked.append((None, np.empty(0, np.int64)))
+            continue
+        rows, ids = _checked_ids(dataset, c)  # a record that fails its checksum is absent
+        checked.append((_sub_cache(c, rows, dataset.record_bytes, False), ids))
+    width, counts = dataset.record_bytes, [0, 0, 0]
+    out = []
+    for j, want in enumerate(rest):
+        cache, ids = checked[j]
+        mine = np.isin(want, ids)
+        extra = np.sort(want[~mine])
+        data = np.empty((extra.size, width), dtype=np.uint8)
+        got = np.zeros(extra.size, dtype=bool)
+        for h, (other, held) in enumerate(checked):
+            if h == j or other is None:
+                continue
+            take = ~got & np.isin(extra, held)
+            if take.any():
+                data[take] = np.asarray(other.data)[other.rows(extra[take])]
+                got |= take
+        data[~got] = dataset.data[extra[~got]]
+        counts[0] += int(mine.sum())
+        counts[1] += int(got.sum())
+        counts[2] += int((~got).sum())
+        out.append(_merged(cache, extra, data, width))
+    for j, c in enumerate(out):  # every record fetched, checked before it is read
+        if not np.array_equal(c.checksums(), dataset.checksums[c.ids]):
+            raise IntegrityError(f"Worker {j}: a record fetched fails its checksum.")  # pragma: no cover
+    report = ResumeReport(
+        K=len(holdings), kept_records=counts[0], peer_records=counts[1], peer_bytes=counts[1] * width,
+        source_records=counts[2], source_bytes=counts[2] * width,
+    )  # fmt: skip
+    return report, out, rest
+
+
+def _merged(cache: Cache | None, ids: np.ndarray, data: np.ndarray, width: int) -> Cache:
+    """``cache`` with the records ``ids`` (rows ``data``) added, ids increasing."""
+    if cache is None:
+        return Cache(ids=ids, data=data, lengths=None)
+    all_ids = np.concatenate([np.asarray(cache.ids, dtype=np.int64), ids])
+    rows = np.argsort(all_ids, kind="stable")
+    both = np.concatenate([np.asarray(cache.data).reshape(-1, width), data])
+    return Cache(ids=all_ids[rows], data=np.ascontiguousarray(both[rows]), lengths=None)

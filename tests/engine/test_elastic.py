@@ -7,7 +7,14 @@ import pytest
 
 from coded_shuffle.codec import Cache
 from coded_shuffle.engine import initial_caches, synthetic_dataset
-from coded_shuffle.engine.elastic import elastic_run, elastic_transition, held_placement, remainder_batches
+from coded_shuffle.engine.elastic import (
+    batches_of,
+    elastic_run,
+    elastic_transition,
+    held_placement,
+    remainder_batches,
+    resume_epoch,
+)
 from coded_shuffle.orders import epoch_order, epoch_placement, placement_from_owner
 from coded_shuffle.plan import plan_delivery
 from tests.oracles import brute_bound
@@ -140,3 +147,26 @@ def test_remainder_exceptions():
         remainder_batches(12, K=3, K_next=2, seed=0, epoch=0, consumed=[1, 1])
     with pytest.raises(ValueError, match="'consumed' must be at most worker 1's 4 samples, not 5"):
         remainder_batches(12, K=3, K_next=2, seed=0, epoch=0, consumed=[1, 5, 0])
+
+
+@pytest.mark.parametrize("K, K2", [(4, 3), (3, 5)])
+def test_a_job_resumed_mid_epoch_at_another_world_size(ds, K, K2):
+    """Checkpointed at K workers part-way through epoch 2, resumed at K': the rest of the epoch is
+    read exactly once, each worker holding the bytes of what it reads; epoch 3 is then planned from
+    the caches that survived (the leavers' records, read or not, are the only ones from the source)."""
+    at_K = batches_of(N, K, seed=5, epoch=2)
+    consumed = [b.size // 3 + k for k, b in enumerate(at_K)]
+    holdings = [ds.cache(at_K[k]) if k < K else None for k in range(K2)]
+    rep, caches, rest = resume_epoch(ds, holdings, K=K, seed=5, epoch=2, consumed=consumed)
+    left = np.concatenate([b[c:] for b, c in zip(at_K, consumed, strict=True)])
+    assert np.array_equal(np.sort(np.concatenate(rest)), np.sort(left))
+    for c, r in zip(caches, rest, strict=True):
+        assert np.isin(r, c.ids).all() and np.array_equal(np.asarray(c.data), ds.data[c.ids])
+    gone = np.concatenate([np.empty(0, np.int64), *at_K[K2:]])  # what the leavers held
+    assert rep.source_records == int(np.isin(left, gone).sum()) and rep.source_bytes == rep.source_records * B
+    assert rep.kept_records + rep.peer_records + rep.source_records == left.size
+    nxt = epoch_placement(N, K2, seed=5, epoch=3)
+    after, new = elastic_transition(ds, caches, nxt, epoch=3, mode="exchange")
+    # A record held by no worker now: one a leaver held and that no one fetched for the rest.
+    assert after.verified and after.source_records == int(gone.size) - rep.source_records
+    _holds_exactly(ds, new, nxt)
