@@ -30,7 +30,8 @@ rows        ``n B``  the records, row ``i`` holding record ``ids[i]``
 Writing (:func:`save_cache`): the whole file goes to a temporary name in the same folder, is
 flushed and ``fsync``-ed, then renamed over the final name (``os.replace``, atomic on POSIX),
 and the folder is ``fsync``-ed. A crash before the rename leaves the previous file (or none)
-and a temporary file that no reader opens; a crash after it leaves the new file whole.
+and a temporary file that no reader opens (the next write of that file removes it); a crash
+after it leaves the new file whole.
 
 Reading (:func:`load_cache`): the header's own digest, its magic and version, the size of the
 file, then the tables' digest; a file that fails any of these is *damaged*
@@ -168,6 +169,8 @@ def save_cache(
                       dataset_fingerprint(dataset), _digest(ids.data, sums.data), rows_at)  # fmt: skip
     head += _digest(head)
     path = Path(path)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a writer that crashed
+        stale.unlink(missing_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:

@@ -190,3 +190,7 @@ def test_a_writer_killed_mid_write_leaves_the_previous_file_whole(tmp_path):
     half = tmp_path / left[0]
     with pytest.raises(CacheFileError, match="bytes, not the"):
         load_cache(half, ds, seed=1)
+    # The next write of worker 0's file removes what the killed writer left.
+    save_cache(path, ds.cache([0, 1]), ds, epoch=10, worker=0, seed=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker-0.cache"]
+    assert load_cache(path, ds, seed=1).epoch == 10
