@@ -1,0 +1,329 @@
+"""A worker's cache in a file on its host's disk: written so that a crash never leaves a file that
+passes as whole, read back memory-mapped and checked record by record.
+
+A restarted job reads what each host still holds (:func:`load_cache_dir`), and its first
+transition is planned from that (:func:`~coded_shuffle.engine.elastic.elastic_transition`)
+instead of delivering every batch again from the source.
+
+File layout (all integers little-endian; one file a worker, ``worker-<k>.cache``)
+-----------------------------------------------------------------------------------
+==========  =======  ==========================================================================
+offset      bytes    field
+==========  =======  ==========================================================================
+0           8        magic ``b"CSCACHE\\x00"``
+8           4        version (``1``)
+12          4        worker ``k``
+16          8        ``N``, records of the dataset
+24          8        ``B``, bytes a record (fixed-size records only)
+32          8        ``n``, records in this file
+40          8        epoch whose batch this is
+48          8        seed of the epoch orders (``2^64 - 1``: none)
+56          16       the dataset's fingerprint: BLAKE2b-128 of its ``N`` load-time checksums
+72          16       BLAKE2b-128 of the two tables (ids, checksums)
+88          8        offset of the rows (a multiple of 64)
+96          16       BLAKE2b-128 of bytes 0 .. 95
+112         ``8 n``  ids, increasing, ``int64``
+..          ``8 n``  their load-time checksums (:func:`~coded_shuffle.codec.record_checksums`), ``uint64``
+rows        ``n B``  the records, row ``i`` holding record ``ids[i]``
+==========  =======  ==========================================================================
+
+Writing (:func:`save_cache`): the whole file goes to a temporary name in the same folder, is
+flushed and ``fsync``-ed, then renamed over the final name (``os.replace``, atomic on POSIX),
+and the folder is ``fsync``-ed. A crash before the rename leaves the previous file (or none)
+and a temporary file that no reader opens (the next write of that file removes it); a crash
+after it leaves the new file whole.
+
+Reading (:func:`load_cache`): the header's own digest, its magic and version, the size of the
+file, then the tables' digest; a file that fails any of these is *damaged*
+(:class:`CacheFileError`, treated as absent by :func:`load_cache_dir`). A file whole but of
+another job (another dataset, record size or seed) is refused with a :class:`ValueError` that
+names the file and what differs. The rows stay on disk (a read-only memory map); each one is
+checked against its stored checksum, and one that fails is dropped: its record is absent, and
+the next transition delivers it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec import Cache, Dataset
+from ..errors import IntegrityError
+
+__all__ = [
+    "CacheFileError", "LoadedCache", "CACHE_VERSION", "cache_path", "dataset_fingerprint",
+    "save_cache", "load_cache", "save_cache_dir", "load_cache_dir",
+]  # fmt: skip
+
+MAGIC = b"CSCACHE\x00"
+#: The version of the file layout this module writes and reads.
+CACHE_VERSION = 1
+_HEAD = struct.Struct("<8sIIQQQQQ16s16sQ")  # the fields up to the header's digest (96 bytes)
+_HEADER_BYTES = _HEAD.size + 16
+_ALIGN = 64
+_NO_SEED = (1 << 64) - 1
+_CHUNK = 1 << 24
+
+
+class CacheFileError(IntegrityError):
+    """A cache file cut short or altered: it is treated as absent, never used."""
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedCache:
+    """What a worker's cache file held: the records that passed their checksums.
+
+    ``cache`` holds them (its rows a read-only memory map of the file); ``epoch`` and ``worker``
+    are the file's; ``dropped`` counts the rows that failed their checksum.
+    """
+
+    path: str
+    cache: Cache
+    epoch: int
+    worker: int
+    dropped: int
+
+
+def _digest(*parts: bytes | memoryview) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        h.update(p)
+    return h.digest()
+
+
+def dataset_fingerprint(dataset: Dataset) -> bytes:
+    """The 16 bytes that tell one dataset from another: a digest of its ``N`` load-time checksums.
+
+    Examples
+    --------
+    >>> from coded_shuffle.codec import load_dataset
+    >>> a = load_dataset(np.arange(6, dtype=np.uint8).reshape(3, 2))
+    >>> dataset_fingerprint(a) == dataset_fingerprint(load_dataset(a.data.copy()))
+    True
+    """
+    return _digest(np.ascontiguousarray(dataset.checksums, dtype="<u8").data)
+
+
+def cache_path(cache_dir: str | os.PathLike[str], worker: int) -> Path:
+    """The file of worker ``worker``'s cache in ``cache_dir``.
+
+    Examples
+    --------
+    >>> cache_path("/tmp/c", 3).name
+    'worker-3.cache'
+    """
+    return Path(cache_dir) / f"worker-{check_int(worker, 'worker', minimum=0)}.cache"
+
+
+def _write_all(f: object, buf: memoryview) -> None:
+    """Write ``buf`` to the open file ``f`` in chunks (a test may stop a writer between two)."""
+    for start in range(0, len(buf), _CHUNK):
+        f.write(buf[start : start + _CHUNK])  # type: ignore[attr-defined]
+
+
+def save_cache(
+    path: str | os.PathLike[str], cache: Cache, dataset: Dataset, *, epoch: int, worker: int,
+    seed: int | None = None,
+) -> Path:  # fmt: skip
+    """Write ``cache`` (worker ``worker``'s records of ``epoch``) to ``path``, crash-safely.
+
+    The module docstring gives the layout and why a crash never leaves a file that passes as
+    whole. Only fixed-size records are written; ``dataset`` gives their load-time checksums and
+    the job's fingerprint.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(6, 2))
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = save_cache(cache_path(d, 0), ds.cache([1, 4]), ds, epoch=2, worker=0, seed=7)
+    ...     got = load_cache(p, ds, seed=7)
+    ...     got.cache.ids.tolist(), got.cache.data.tolist(), got.epoch, got.dropped
+    ([1, 4], [[2, 3], [8, 9]], 2, 0)
+    """
+    if not isinstance(cache, Cache):
+        raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
+    if dataset.lengths is not None or cache.lengths is not None:
+        raise ValueError("Argument 'cache' must hold fixed-size records (a cache file has one record size).")
+    B = dataset.record_bytes
+    if len(cache) and int(cache.data.shape[1]) != B:
+        raise ValueError(f"Argument 'cache' must hold records of {B} bytes, not {int(cache.data.shape[1])}.")
+    epoch = check_int(epoch, "epoch", minimum=0)
+    worker = check_int(worker, "worker", minimum=0)
+    seed_word = _NO_SEED if seed is None else check_int(seed, "seed", minimum=0)
+    ids = np.ascontiguousarray(cache.ids, dtype="<i8")
+    if ids.size and (int(ids[0]) < 0 or int(ids[-1]) >= dataset.N or bool(np.any(np.diff(ids) <= 0))):
+        raise ValueError(f"Argument 'cache' must hold increasing ids in [0, {dataset.N}).")
+    sums = np.ascontiguousarray(dataset.checksums[ids], dtype="<u8")
+    n = int(ids.size)
+    rows_at = -(-(_HEADER_BYTES + 16 * n) // _ALIGN) * _ALIGN
+    head = _HEAD.pack(MAGIC, CACHE_VERSION, worker, dataset.N, B, n, epoch, seed_word,
+                      dataset_fingerprint(dataset), _digest(ids.data, sums.data), rows_at)  # fmt: skip
+    head += _digest(head)
+    path = Path(path)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a writer that crashed
+        stale.unlink(missing_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(head)
+            f.write(ids.data)
+            f.write(sums.data)
+            f.write(b"\x00" * (rows_at - _HEADER_BYTES - 16 * n))
+            if n:
+                _write_all(f, np.ascontiguousarray(cache.data).data.cast("B"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+    return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (where the system allows opening a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - systems without folder descriptors
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Head:
+    """A cache file's header fields (the module docstring's table) and the file's size."""
+
+    worker: int
+    N: int
+    B: int
+    n: int
+    epoch: int
+    seed: int
+    fingerprint: bytes
+    tables: bytes
+    rows_at: int
+    size: int
+
+
+def _header(path: Path) -> _Head:
+    """The header's fields of the cache file ``path`` and the file's size; raises
+    :class:`CacheFileError` when it is cut short or altered."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(_HEADER_BYTES)
+    if len(head) < _HEADER_BYTES:
+        raise CacheFileError(f"Cache file {path}: cut short ({size} bytes, less than its header).")
+    if head[:8] != MAGIC:
+        raise CacheFileError(f"Cache file {path}: not a cache file (magic {head[:8]!r}).")
+    if _digest(head[: _HEAD.size]) != head[_HEAD.size :]:
+        raise CacheFileError(f"Cache file {path}: its header fails its digest (altered).")
+    _, version, worker, N, B, n, epoch, seed, finger, tables, rows_at = _HEAD.unpack(head[: _HEAD.size])
+    if version != CACHE_VERSION:
+        raise CacheFileError(f"Cache file {path}: version {version}, not {CACHE_VERSION}.")
+    return _Head(worker, N, B, n, epoch, seed, finger, tables, rows_at, size)
+
+
+def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | None = None) -> LoadedCache:
+    """Read back a cache file written by :func:`save_cache`, checked.
+
+    Raises
+    ------
+    CacheFileError
+        The file is cut short or altered (its header or tables fail their digests): it must be
+        treated as absent.
+    ValueError
+        The file is whole but of another job: another dataset, record size or seed (``seed``
+        None: any); the message names the file and what differs.
+
+    Rows that fail their stored checksum are dropped (``LoadedCache.dropped``); the rows kept
+    are a read-only memory map of the file.
+    """
+    path = Path(path)
+    h = _header(path)
+    N, B, n, rows_at, seed_word = h.N, h.B, h.n, h.rows_at, h.seed
+    if N != dataset.N:
+        raise ValueError(f"Cache file {path}: a dataset of N = {N} records, not N = {dataset.N}.")
+    if B != dataset.record_bytes:
+        raise ValueError(f"Cache file {path}: records of {B} bytes, not {dataset.record_bytes}.")
+    if h.fingerprint != dataset_fingerprint(dataset):
+        raise ValueError(f"Cache file {path}: another dataset (its records' checksums differ).")
+    if seed is not None and seed_word != seed:
+        theirs = "none" if seed_word == _NO_SEED else seed_word
+        raise ValueError(f"Cache file {path}: seed {theirs}, not {seed}.")
+    if h.size != rows_at + n * B or rows_at < _HEADER_BYTES + 16 * n:
+        raise CacheFileError(f"Cache file {path}: {h.size} bytes, not the {rows_at + n * B} of {n} records.")
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    ids = mm[_HEADER_BYTES : _HEADER_BYTES + 8 * n].view("<i8")
+    sums = mm[_HEADER_BYTES + 8 * n : _HEADER_BYTES + 16 * n].view("<u8")
+    if _digest(np.ascontiguousarray(ids).data, np.ascontiguousarray(sums).data) != h.tables:
+        raise CacheFileError(
+            f"Cache file {path}: its tables of ids and checksums fail their digest (altered)."
+        )
+    if n and (int(ids[0]) < 0 or int(ids[-1]) >= N or bool(np.any(np.diff(ids) <= 0))):  # pragma: no cover
+        raise CacheFileError(f"Cache file {path}: its ids are not increasing in [0, {N}).")
+    data = mm[rows_at : rows_at + n * B].reshape(n, B)
+    held = Cache(ids=np.array(ids, dtype=np.int64), data=data, lengths=None)
+    good = (held.checksums() == sums) & (np.asarray(sums) == dataset.checksums[held.ids])
+    if not bool(good.all()):
+        keep = np.flatnonzero(good)
+        held = Cache(ids=held.ids[keep], data=data[keep], lengths=None)
+    return LoadedCache(str(path), held, h.epoch, h.worker, n - int(good.sum()))
+
+
+def save_cache_dir(
+    cache_dir: str | os.PathLike[str], caches: Sequence[Cache], dataset: Dataset, *, epoch: int,
+    seed: int | None = None,
+) -> list[Path]:  # fmt: skip
+    """Write every worker's cache to ``cache_dir`` (worker ``k`` to :func:`cache_path` ``(cache_dir, k)``).
+
+    One host writes its own worker's file; this writes them all, as the in-process engine holds
+    them all.
+    """
+    folder = Path(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    return [
+        save_cache(cache_path(folder, k), c, dataset, epoch=epoch, worker=k, seed=seed)
+        for k, c in enumerate(caches)
+    ]
+
+
+def load_cache_dir(
+    cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, seed: int | None = None
+) -> tuple[list[Cache | None], list[str]]:
+    """What workers ``0 .. K - 1`` still hold in ``cache_dir``: one cache each (None: no file, or
+    a damaged one), and a line for every file treated as absent or with rows dropped.
+
+    A file of another job raises (:func:`load_cache`); a damaged one is absent. The caches are
+    the ``holdings`` of :func:`~coded_shuffle.engine.elastic.elastic_transition`.
+    """
+    K = check_int(K, "K", minimum=1)
+    out: list[Cache | None] = []
+    notes: list[str] = []
+    for k in range(K):
+        path = cache_path(cache_dir, k)
+        if not path.exists():
+            out.append(None)
+            continue
+        try:
+            got = load_cache(path, dataset, seed=seed)
+        except CacheFileError as exc:
+            out.append(None)
+            notes.append(f"{exc} Treated as absent.")
+            continue
+        if got.dropped:
+            notes.append(f"Cache file {path}: {got.dropped} record(s) fail their checksum; delivered again.")
+        out.append(got.cache)
+    return out, notes

@@ -1,0 +1,196 @@
+"""Tests of coded_shuffle.engine.cache_dir: caches in files that survive the process, and the
+first transition of a restarted job planned from them."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coded_shuffle.engine import initial_caches, synthetic_dataset
+from coded_shuffle.engine.cache_dir import (
+    CacheFileError,
+    cache_path,
+    load_cache,
+    load_cache_dir,
+    save_cache,
+    save_cache_dir,
+)
+from coded_shuffle.engine.elastic import restart_transition
+from coded_shuffle.orders import epoch_placement
+
+N, B, K = 96, 24, 4
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return synthetic_dataset(N, B, seed=6)
+
+
+@pytest.fixture
+def saved(ds, tmp_path):
+    p3 = epoch_placement(N, K, seed=1, epoch=3)
+    save_cache_dir(tmp_path, initial_caches(ds, p3), ds, epoch=3, seed=1)
+    return tmp_path, p3
+
+
+def test_a_cache_file_round_trips_as_a_memory_map(ds, saved):
+    folder, p3 = saved
+    got = load_cache(cache_path(folder, 2), ds, seed=1)
+    assert got.epoch == 3 and got.worker == 2 and got.dropped == 0
+    assert np.array_equal(got.cache.ids, p3.batch(2)) and np.array_equal(got.cache.data, ds.data[p3.batch(2)])
+    assert isinstance(got.cache.data, np.memmap) and not got.cache.data.flags.writeable
+    # The header as the docs lay it out, read with struct alone.
+    raw = cache_path(folder, 2).read_bytes()
+    magic, version, worker, n_records, width, n = struct.unpack_from("<8sIIQQQ", raw)
+    assert (magic, version, worker, n_records, width, n) == (b"CSCACHE\x00", 1, 2, N, B, p3.batch(2).size)
+    rows_at = struct.unpack_from("<Q", raw, 88)[0]
+    assert rows_at % 64 == 0 and len(raw) == rows_at + n * B
+    assert np.array_equal(np.frombuffer(raw, "<i8", n, 112), p3.batch(2))
+    assert raw[rows_at : rows_at + B] == ds.data[p3.batch(2)[0]].tobytes()
+
+
+@pytest.mark.parametrize("cut", [50, 112 + 8, -1])  # inside the header, the tables, the last row
+def test_a_file_cut_short_is_refused_and_treated_as_absent(ds, saved, cut):
+    folder, _ = saved
+    path = cache_path(folder, 1)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:cut])
+    with pytest.raises(CacheFileError, match=f"Cache file {path}: "):
+        load_cache(path, ds)
+    holdings, notes = load_cache_dir(folder, ds, K=K)
+    assert holdings[1] is None and all(h is not None for k, h in enumerate(holdings) if k != 1)
+    assert len(notes) == 1 and str(path) in notes[0] and "Treated as absent" in notes[0]
+
+
+@pytest.mark.parametrize("where, what", [(20, "header"), (112 + 3, "tables")])
+def test_an_altered_header_or_table_is_refused(ds, saved, where, what):
+    folder, _ = saved
+    path = cache_path(folder, 0)
+    raw = bytearray(path.read_bytes())
+    raw[where] ^= 1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CacheFileError, match=what):
+        load_cache(path, ds)
+
+
+def test_an_altered_row_is_dropped_and_delivered_again(ds, saved):
+    folder, p3 = saved
+    path = cache_path(folder, 3)
+    raw = bytearray(path.read_bytes())
+    rows_at = struct.unpack_from("<Q", raw, 88)[0]
+    raw[rows_at + 2 * B + 7] ^= 0x80  # the third record
+    path.write_bytes(bytes(raw))
+    got = load_cache(path, ds)
+    assert got.dropped == 1 and int(p3.batch(3)[2]) not in got.cache.ids
+    p4 = epoch_placement(N, K, seed=1, epoch=4)
+    rep, new, notes = restart_transition(ds, folder, p4, epoch=4, seed=1)
+    assert rep.verified and rep.source_records == 1 and rep.held_records == N - 1
+    assert len(notes) == 1 and "1 record(s) fail their checksum" in notes[0]
+    for k, c in enumerate(new):
+        assert np.array_equal(c.ids, p4.batch(k)) and np.array_equal(c.data, ds.data[c.ids])
+
+
+def test_a_file_of_another_job_is_refused_naming_what_differs(ds, saved):
+    folder, _ = saved
+    path = cache_path(folder, 0)
+    with pytest.raises(ValueError, match=rf"Cache file {path}: seed 1, not 2\."):
+        load_cache(path, ds, seed=2)
+    other = synthetic_dataset(N, B, seed=7)
+    with pytest.raises(ValueError, match="another dataset"):
+        load_cache(path, other)
+    with pytest.raises(ValueError, match="records of 24 bytes, not 25"):
+        load_cache(path, synthetic_dataset(N, B + 1, seed=6))
+    with pytest.raises(ValueError, match="N = 96 records, not N = 95"):
+        load_cache(path, synthetic_dataset(N - 1, B, seed=6))
+    with pytest.raises(ValueError, match="another dataset"):
+        load_cache_dir(folder, other, K=K)  # a directory of another job is an error, not absent
+
+
+def test_a_restart_plans_from_what_survives(ds, saved):
+    """Worker 1's file is gone (its host lost), worker 2's cut short; the others' records are
+    used where they are, and only the two lost batches come from the source. A cold start (an
+    empty folder) fetches all N."""
+    folder, p3 = saved
+    cache_path(folder, 1).unlink()
+    p2 = cache_path(folder, 2)
+    p2.write_bytes(p2.read_bytes()[:-5])
+    p4 = epoch_placement(N, K, seed=1, epoch=4)
+    rep, _, notes = restart_transition(ds, folder, p4, epoch=4, seed=1, mode="exchange")
+    lost = p3.batch(1).size + p3.batch(2).size
+    assert rep.verified and rep.source_records == lost and rep.joined == (1, 2)
+    assert len(notes) == 1 and str(p2) in notes[0]
+    cold, _, _ = restart_transition(ds, folder / "empty", p4, epoch=4, seed=1, mode="exchange")
+    assert cold.source_records == N and cold.verified
+    # At three workers: the files of workers 0 to 2 are read (one whole), the fourth host is gone.
+    p4_3 = epoch_placement(N, 3, seed=1, epoch=4)
+    rep3, _, _ = restart_transition(ds, folder, p4_3, epoch=4, seed=1)
+    assert rep3.verified and rep3.source_records == lost + p3.batch(3).size
+    assert rep3.held_records == p3.batch(0).size
+
+
+def test_save_exceptions(ds, tmp_path):
+    with pytest.raises(TypeError, match="'cache' must be a Cache"):
+        save_cache(tmp_path / "x", ds.data, ds, epoch=0, worker=0)
+    with pytest.raises(ValueError, match="fixed-size records"):
+        from coded_shuffle.codec import load_dataset
+
+        var = load_dataset([b"ab", b"c"])
+        save_cache(tmp_path / "x", var.cache([0]), var, epoch=0, worker=0)
+    with pytest.raises(ValueError, match="'epoch' must be"):
+        save_cache(tmp_path / "x", ds.cache([0]), ds, epoch=-1, worker=0)
+    assert not list(tmp_path.iterdir())
+
+
+WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from coded_shuffle.engine import synthetic_dataset
+    from coded_shuffle.engine import cache_dir
+
+    ds = synthetic_dataset(4096, 1024, seed=6)
+    cache_dir._CHUNK = 1 << 16  # many chunks; the writer is killed after the first
+
+    def dies_after_one_chunk(f, buf):
+        f.write(buf[: cache_dir._CHUNK])
+        f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    cache_dir._write_all = dies_after_one_chunk
+    cache_dir.save_cache(sys.argv[1], ds.cache(range(0, 4096, 2)), ds, epoch=9, worker=0, seed=1)
+    """
+)
+
+
+def test_a_writer_killed_mid_write_leaves_the_previous_file_whole(tmp_path):
+    """A subprocess rewriting worker 0's file (epoch 9) is killed (SIGKILL) halfway through its
+    rows: the file of epoch 8 is still there and whole, and the half-written one is under a
+    temporary name that no reader takes."""
+    ds = synthetic_dataset(4096, 1024, seed=6)
+    path = cache_path(tmp_path, 0)
+    save_cache(path, ds.cache(range(1, 4096, 2)), ds, epoch=8, worker=0, seed=1)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-c", WRITER, str(path)]
+    proc = subprocess.run(args, env=env, timeout=300, capture_output=True)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert len(left) == 2 and left[1] == "worker-0.cache" and left[0].endswith(".tmp")
+    got = load_cache(path, ds, seed=1)
+    assert got.epoch == 8 and got.dropped == 0 and np.array_equal(got.cache.ids, np.arange(1, 4096, 2))
+    holdings, notes = load_cache_dir(tmp_path, ds, K=1)
+    assert np.array_equal(holdings[0].ids, np.arange(1, 4096, 2)) and notes == []
+    # The half-written file, were it ever taken for a cache file, fails as cut short.
+    half = tmp_path / left[0]
+    with pytest.raises(CacheFileError, match="bytes, not the"):
+        load_cache(half, ds, seed=1)
+    # The next write of worker 0's file removes what the killed writer left.
+    save_cache(path, ds.cache([0, 1]), ds, epoch=10, worker=0, seed=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker-0.cache"]
+    assert load_cache(path, ds, seed=1).epoch == 10

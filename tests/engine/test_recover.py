@@ -1,0 +1,81 @@
+"""Tests of coded_shuffle.engine.recover: a restart that restores every worker's storage of
+``M`` batches from its file, its peers or the source, then goes on as a job that never stopped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coded_shuffle.engine import run, synthetic_dataset
+from coded_shuffle.engine.cache_dir import cache_path
+from coded_shuffle.engine.recover import save_storage, storage_restart
+from coded_shuffle.orders import epoch_placement
+
+N, B, K = 48, 3072, 4  # M = 2: C(3, 1) = 3 pieces of 1024 bytes a record
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return synthetic_dataset(N, B, seed=8)
+
+
+@pytest.fixture(scope="module")
+def straight(ds):
+    """The job that never stopped: epochs 0 -> 3, storage of 2 batches."""
+    return run(ds, K=K, epochs=3, seed=5, storage=2)
+
+
+def test_a_lost_host_comes_back_from_its_peers_with_m_2(ds, straight, tmp_path):
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=2)
+    cache_path(tmp_path, 1).unlink()  # worker 1's host is lost
+    rep, caches = storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=2)
+    assert rep.verified and rep.source_pieces == 0 and rep.source_bytes == 0
+    # Worker 1 stores 2 batches' worth: its own batch whole (3 pieces a record) and one piece
+    # of each of the others' records, 3 N / K + (N - N / K) pieces.
+    assert rep.peer_pieces == 3 * (N // K) + (N - N // K) and rep.peer_bytes == rep.peer_pieces * 1024
+    assert rep.kept_pieces == 3 * rep.peer_pieces
+    # The transition is that of the job that never stopped.
+    same = straight.transitions[2]
+    assert rep.transition.epoch == same.epoch == 3
+    assert (rep.transition.coded_symbols, rep.transition.wire_bytes) == (same.coded_symbols, same.wire_bytes)
+    # Every worker holds its own next batch whole, rebuilt from its pieces.
+    p3 = epoch_placement(N, K, seed=5, epoch=3)
+    for k, c in enumerate(caches):
+        mine = np.flatnonzero(np.asarray(p3.owner) == k)
+        got = np.asarray(c.data)[c.rows(np.repeat(mine * 3, 3) + np.tile(np.arange(3), mine.size))]
+        assert np.array_equal(got.reshape(mine.size, B), ds.data[mine])
+
+
+def test_two_lost_hosts_fetch_from_the_source_only_what_they_alone_held(ds, tmp_path):
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=1)
+    for k in (0, 1):
+        cache_path(tmp_path, k).unlink()
+    rep, _ = storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=1)
+    # A piece is held by its record's owner and one other worker (its label): the pieces held by
+    # 0 and 1 alone are, for each record owned by 0 or 1, the one labelled by the other. Each is
+    # read from the source once; the second of the two workers has it from the first.
+    p1 = np.asarray(epoch_placement(N, K, seed=5, epoch=1).owner)
+    alone = int(np.sum(p1 <= 1))
+    assert rep.verified and rep.source_pieces == alone
+    assert rep.peer_pieces + rep.source_pieces == 2 * (3 * (N // K) + (N - N // K))
+
+
+def test_with_one_batch_a_lost_host_comes_from_the_source(ds, tmp_path):
+    save_storage(tmp_path, ds, K=K, M=1, seed=5, epoch=2)
+    raw = cache_path(tmp_path, 3).read_bytes()
+    cache_path(tmp_path, 3).write_bytes(raw[:-1])  # cut short: absent
+    rep, _ = storage_restart(ds, tmp_path, K=K, M=1, seed=5, epoch=2, mode="exchange")
+    p2 = np.asarray(epoch_placement(N, K, seed=5, epoch=2).owner)
+    assert rep.verified and rep.peer_pieces == 0 and rep.source_pieces == int(np.sum(p2 == 3))
+    assert len(rep.notes) == 1 and "worker-3.cache" in rep.notes[0]
+
+
+def test_storage_restart_exceptions(ds, tmp_path):
+    with pytest.raises(ValueError, match="'mode' must be one of 'coded', 'exchange', not 'uncoded'"):
+        storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=1, mode="uncoded")
+    with pytest.raises(ValueError, match="'epoch' must be"):
+        storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=-1)
+    # Files of a storage at K = 4 are not pieces of one at K = 3: refused, naming the file.
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=1)
+    with pytest.raises(ValueError, match=r"worker-0\.cache: a dataset of N = 144 records, not N = 96"):
+        storage_restart(ds, tmp_path, K=3, M=2, seed=5, epoch=1)
