@@ -503,7 +503,7 @@ def _longest_first(sizes: object, N: int) -> np.ndarray:
     """
     from .._checks import check_int_array
 
-    arr = check_int_array(sizes, "sizes", ndim=1)
+    arr = check_int_array(sizes, "sizes", ndim=1).astype(np.int64)
     if arr.shape[0] != N:
         raise ValueError(
             f"Argument 'sizes' must hold one size for each of the N = {N} points, not {arr.shape[0]}."
