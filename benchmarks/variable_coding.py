@@ -20,6 +20,10 @@ with the same storage): the sizes as drawn, and the same sizes given in decreasi
 so that every group lists its records longest first (an emulation of pairing by size: the engine
 refuses records of many sizes with ``M > 1``).
 
+With ``--decode``, every worker's decoding (``decode_worker`` of the coded frames, CPU seconds,
+best of 3) of the token documents against fixed records of their mean size, in bytes a second
+of the records decoded, and the ratio.
+
 Datasets: tokenized documents (lognormal(5, 1) tokens, uint16, clamped to 16..1024: mean about
 458 B, the lengths of a public sampler benchmark) and blobs of 2 to 20 KiB (uniform).
 
@@ -32,7 +36,7 @@ real frames of each way for the first transition of each dataset at ``--check-re
 and asserts that the layout's count is the frames' size, byte for byte.
 
 Run:  python benchmarks/variable_coding.py [--records 100000] [--pieces 64,256,1024,4096]
-      [--check-records 20000] [--no-check] [--storage]
+      [--check-records 20000] [--no-check] [--storage] [--decode]
 """
 
 from __future__ import annotations
@@ -186,6 +190,35 @@ def storage(name: str, sizes: np.ndarray, M: int = 2) -> None:
               f"{payload / missing:.4f}", flush=True)  # fmt: skip
 
 
+def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
+    """Bytes a second (of the new batches) of every worker's decoding, records of ``sizes``
+    against fixed records of their mean size, on the same shuffle (CPU seconds, best of ``repeats``)."""
+    from coded_shuffle.codec import decode_worker, load_dataset
+
+    N = sizes.size
+    rng = np.random.default_rng(2)
+    B = int(round(float(sizes.mean())))
+    p0, p1 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1))
+    rates = {}
+    for label, ds, sz in (
+        ("fixed", load_dataset(rng.integers(0, 256, (N, B), dtype=np.uint8), checksums=False), None),
+        ("variable", fake_dataset(sizes, rng), sizes),
+    ):
+        frames = encode_plan(plan_delivery(p0, p1, sizes=sz), ds, epoch=1)
+        caches = [ds.cache(p0.batch(k)) for k in range(K)]
+        best = float("inf")
+        for _ in range(repeats):
+            tic = time.process_time()
+            for k in range(K):
+                decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1)
+            best = min(best, time.process_time() - tic)
+        total = N * B if sz is None else int(sizes.sum())  # the new batches' bytes
+        rates[label] = total / best
+        mbs = rates[label] / 1e6
+        print(f"  decoding {label:8s} records, mean {total / N:.0f} B: {mbs:8.1f} MB/s (CPU)", flush=True)
+    print(f"  variable / fixed: {rates['variable'] / rates['fixed']:.3f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
@@ -193,6 +226,7 @@ def main() -> None:
     ap.add_argument("--check-records", type=int, default=20_000)
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--storage", action="store_true", help="also M = 2, sizes as drawn and longest first")
+    ap.add_argument("--decode", action="store_true", help="also decoding, against fixed records")
     args = ap.parse_args()
     pieces = [int(p) for p in args.pieces.split(",") if p]
     rng = np.random.default_rng(0)
@@ -203,6 +237,8 @@ def main() -> None:
         measure(name, sizes, pieces)
         if args.storage:
             storage(name, sizes)
+        if args.decode and name == "token documents":
+            decoding(sizes)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..errors import DecodeError
-from ._common import _NO_RUNS, _readonly
+from ._common import _NO_RUNS, _kernels, _readonly
 
 #: First four bytes of every frame.
 WIRE_MAGIC = b"CSHF"
@@ -351,8 +351,7 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
         )
     body = raw[start:]
     if len_a is not None and len_b is not None:
-        payload = np.zeros((n, width), dtype=np.uint8)
-        payload[np.arange(width) < np.maximum(len_a, len_b)[:, None]] = body
+        payload = _unpacked(body, np.maximum(len_a, len_b), width)
     else:
         payload = body.reshape(n, width)
     return Frame(
@@ -368,6 +367,19 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
         wire_bytes=int(raw.shape[0]),
         runs=runs,
     )
+
+
+def _unpacked(body: np.ndarray, plen: np.ndarray, width: int) -> np.ndarray:
+    """The payloads of lengths ``plen``, end to end in ``body``, as ``(n, width)`` rows zero-padded:
+    one compiled pass (:func:`coded_shuffle._codec_kernels.take_spans`), each row written once."""
+    n = int(plen.shape[0])
+    payload = np.empty((n, width), dtype=np.uint8)
+    if n:
+        view = body.view()
+        view.flags.writeable = False  # one compiled type, whatever the buffer received
+        starts = np.cumsum(plen) - plen
+        _kernels().take_spans(payload, np.arange(n, dtype=np.int64), view, starts, plen.astype(np.int64))
+    return payload
 
 
 def _parse_terms(
