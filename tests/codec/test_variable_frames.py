@@ -85,3 +85,30 @@ def test_variable_frame_known_answer():
             dataset.cache(p0.batch(k)), [raw], need=need, worker=k, epoch=EPOCH, checksums=dataset.checksums
         )
         assert res.ok and [res.cache.record(int(n)) for n in need] == [records[int(n)] for n in need]
+
+
+def test_frames_of_many_sizes_decode_alike_packed_or_parsed():
+    """A worker's decoding unpacks only the entries addressed to it from frames it parses itself;
+    frames given parsed (every payload unpacked), frames of no receiver index and frames cut
+    small decode to the same bytes."""
+    from coded_shuffle.codec import encode_plan_arrays, parse_frame
+
+    records = [record(n) for n in range(10)]
+    dataset = load_dataset(records)
+    p0, p1 = placement_from_owner(OWNER_T, 3), placement_from_owner(OWNER_T1, 3)
+    plan = plan_delivery(p0, p1, sizes=dataset.lengths)
+    a, b, _ = plan.transmissions()
+    deliveries = [
+        encode_plan(plan, dataset, epoch=EPOCH),
+        encode_plan(plan, dataset, epoch=EPOCH, max_frame_bytes=34),  # two symbols a frame
+        [encode_plan_arrays(dataset, a, b, epoch=EPOCH)],  # no receiver index
+    ]
+    assert len(deliveries[1]) == 3 and all(parse_frame(f).packed is None for f in deliveries[1])
+    for frames in deliveries:
+        for given in (frames, [parse_frame(f) for f in frames]):
+            for k in range(3):
+                need = p1.batch(k)
+                res = decode_worker(
+                    dataset.cache(p0.batch(k)), given, need=need, worker=k, checksums=dataset.checksums
+                )
+                assert res.ok and [res.cache.record(int(n)) for n in need] == [records[int(n)] for n in need]
