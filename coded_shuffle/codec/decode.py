@@ -11,9 +11,9 @@ import numpy as np
 
 from .._checks import check_int, check_int_array
 from ..errors import DecodeError, IntegrityError
-from ._common import _aligned_rows, _halves, _i64, _kernels, _readonly, _ro
+from ._common import _EMPTY_I64, _aligned_rows, _halves, _i64, _kernels, _readonly, _ro
 from .records import Cache, _checksum_rows
-from .wire import Frame, parse_frame
+from .wire import Frame, _parse, _unpacked
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,12 +112,14 @@ def _symbols_of(frames: list[Frame], worker: int) -> tuple:
     ``pick(name)`` gives any other per-entry attribute of the frames, indexed like ``a``.
     """
     spans = [_addressed(f, worker) for f in frames]
-    if len(frames) == 1:
+    if len(frames) == 1 and frames[0].packed is None:
         f = frames[0]
         span = np.array(spans[0] if spans[0] is not None else [(0, f.n_symbols)], dtype=np.int64)
         return f.a, f.b, f.len_a, f.len_b, f.payload, span.reshape(-1, 2), lambda name: getattr(f, name)
 
     def pick(name: str) -> Any:
+        if name == "payload":
+            return _payload_rows(frames, spans)
         cols = [getattr(f, name) for f in frames]
         if cols[0] is None:
             return None
@@ -127,6 +129,27 @@ def _symbols_of(frames: list[Frame], worker: int) -> tuple:
 
     a, b, len_a, len_b, payload = (pick(name) for name in ("a", "b", "len_a", "len_b", "payload"))
     return a, b, len_a, len_b, payload, np.array([[0, a.shape[0]]], dtype=np.int64), pick
+
+
+def _payload_rows(frames: list[Frame], spans: list[list[tuple[int, int]] | None]) -> np.ndarray:
+    """The payload rows of the entries ``spans`` of each frame (all of a frame for None), one
+    after the other; a frame whose payloads are packed has those entries alone unpacked."""
+    whole = [[(0, f.n_symbols)] for f in frames]
+    picks = [
+        np.concatenate([*(np.arange(x, y) for x, y in (w if sp is None else sp)), _EMPTY_I64])
+        for w, sp in zip(whole, spans, strict=True)
+    ]
+    out = np.empty((sum(p.size for p in picks), frames[0].record_bytes), dtype=np.uint8)
+    at = 0
+    for f, rows in zip(frames, picks, strict=True):  # each frame's rows straight into ``out``
+        if f.packed is None:
+            np.take(f.payload, rows, axis=0, out=out[at : at + rows.size])
+        else:
+            assert f.len_a is not None and f.len_b is not None  # packed only with lengths
+            plen = np.maximum(f.len_a, f.len_b)
+            _unpacked(f.packed, plen, f.record_bytes, rows, out=out[at : at + rows.size])
+        at += rows.size
+    return out
 
 
 #: Largest decode workspace a thread keeps between calls.
@@ -414,7 +437,7 @@ def _parsed_frame(
     cache's layout, as :func:`_parsed_frames` takes each."""
     if not isinstance(f, Frame):
         try:
-            f = parse_frame(f, epoch=epoch, record_bytes=width)
+            f = _parse(f, epoch=epoch, record_bytes=width, unpack=terms)  # unpacked as read
         except DecodeError as exc:
             raise DecodeError(f"Worker {worker}: frame {q}: {exc}") from None
     if (f.terms is not None) != terms:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..errors import DecodeError
-from ._common import _NO_RUNS, _readonly
+from ._common import _NO_RUNS, _kernels, _readonly
 
 #: First four bytes of every frame.
 WIRE_MAGIC = b"CSHF"
@@ -96,6 +96,10 @@ class Frame:
     offsets, terms : numpy.ndarray or None
         Frames with :data:`FLAG_TERMS` only: symbol ``s`` is the XOR of the rows
         ``terms[offsets[s]:offsets[s + 1]]`` (``int64``, ``offsets`` of length ``n + 1``).
+    packed : numpy.ndarray or None
+        Set only in the frames a worker's decoding parses for itself, of variable-length records:
+        the payloads end to end as received, ``payload`` then empty (the decoder unpacks the
+        entries addressed to the worker alone). None in every frame :func:`parse_frame` returns.
 
     Examples
     --------
@@ -120,6 +124,7 @@ class Frame:
     runs: np.ndarray = field(default_factory=lambda: _NO_RUNS)
     offsets: np.ndarray | None = None
     terms: np.ndarray | None = None
+    packed: np.ndarray | None = None
 
     @property
     def n_symbols(self) -> int:
@@ -319,6 +324,12 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
     >>> f.epoch, f.n_symbols, f.payload.tolist()
     (5, 1, [[1, 1]])
     """
+    return _parse(buf, epoch=epoch, record_bytes=record_bytes, unpack=True)
+
+
+def _parse(buf: object, *, epoch: int | None, record_bytes: int | None, unpack: bool) -> Frame:
+    """:func:`parse_frame`; without ``unpack`` the payloads of variable-length records stay packed
+    (:attr:`Frame.packed`), for a decoder that reads only some of them."""
     raw = _frame_bytes(buf)
     header, edt, start, n_terms = _check_header(raw, epoch=epoch, record_bytes=record_bytes)
     flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
@@ -350,9 +361,12 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
             f"entries say {expected}."
         )
     body = raw[start:]
+    packed = None
     if len_a is not None and len_b is not None:
-        payload = np.zeros((n, width), dtype=np.uint8)
-        payload[np.arange(width) < np.maximum(len_a, len_b)[:, None]] = body
+        if unpack:
+            payload = _unpacked(body, np.maximum(len_a, len_b), width)
+        else:
+            payload, packed = np.empty((0, width), dtype=np.uint8), body
     else:
         payload = body.reshape(n, width)
     return Frame(
@@ -367,7 +381,32 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
         payload=payload,
         wire_bytes=int(raw.shape[0]),
         runs=runs,
+        packed=packed,
     )
+
+
+def _unpacked(
+    body: np.ndarray,
+    plen: np.ndarray,
+    width: int,
+    rows: np.ndarray | None = None,
+    *,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The payloads of lengths ``plen``, end to end in ``body``, as ``(n, width)`` rows zero-padded
+    (only the entries ``rows``, in that order, if given; into ``out`` if given): one compiled pass
+    (:func:`coded_shuffle._codec_kernels.take_spans`), each row written once."""
+    plen = plen.astype(np.int64)
+    starts = np.cumsum(plen) - plen
+    if rows is not None:
+        starts, plen = starts[rows], plen[rows]
+    n = int(plen.shape[0])
+    payload = np.empty((n, width), dtype=np.uint8) if out is None else out
+    if n:
+        view = body.view()
+        view.flags.writeable = False  # one compiled type, whatever the buffer received
+        _kernels().take_spans(payload, np.arange(n, dtype=np.int64), view, starts, plen)
+    return payload
 
 
 def _parse_terms(

@@ -368,6 +368,7 @@ def plan_delivery(
     *,
     strategy: str = "greedy",
     subpackets: int = 1,
+    sizes: object = None,
     progress: bool = False,
 ) -> DeliveryPlan:
     """Plan the delivery of epoch ``t + 1``'s batches from the caches of epoch ``t``.
@@ -379,6 +380,13 @@ def plan_delivery(
     One counting sort groups the moved points by (holder, receiver); the ``k``-th point of group
     ``(i, j)`` is paired with the ``k``-th point of group ``(j, i)``; the leftovers of each group
     are dealt, in order, to the cycles the strategy chose; what remains is sent uncoded.
+
+    With ``sizes`` (records of different sizes) each group is taken longest first, so a pair
+    joins records of about one size: a symbol costs the longer of its records, and pairing the
+    ``k``-th longest with the ``k``-th longest sends, on lognormal token documents at ``K = 8``,
+    1.01 times the size-weighted genie bound in payload where pairing regardless of size sends
+    1.47 times it (``benchmarks/variable_coding.py``). The counts, hence the loads in symbols,
+    are those of the plan without ``sizes``.
 
     Parameters
     ----------
@@ -392,6 +400,10 @@ def plan_delivery(
         Pieces per record, ``q >= 1``: the plan is made on the ``N q`` pieces (piece ``k`` of
         point ``p`` is ``p * q + k``), with the cycles of ``q Omega``. It needs ``q`` times the
         memory of a plan of whole records.
+    sizes : array_like, optional
+        Bytes of each of the ``N`` points (non-negative ints): pair records of similar sizes.
+        Ties keep the points' order, so the plan is a function of the placements and the sizes
+        (sizes of 64 KiB and more are compared to 0.034 %).
     progress : bool
         Passed on to :func:`pack_cycles`: announce a long packing on standard error.
 
@@ -409,6 +421,15 @@ def plan_delivery(
     >>> verify_plan(plan)
     >>> plan.n_symbols == plan.rates.coded
     True
+
+    Records of similar sizes go together (the longest of each group first):
+
+    >>> from coded_shuffle.orders import placement_from_owner
+    >>> p0 = placement_from_owner([0, 0, 1, 1], 2)
+    >>> p1 = placement_from_owner([1, 1, 0, 0], 2)
+    >>> sized = plan_delivery(p0, p1, sizes=[10, 500, 490, 12])
+    >>> sized.pair_x.tolist(), sized.pair_y.tolist()
+    ([1, 0], [2, 3])
     """
     from .._kernels import count_cells, gather_runs, sort_moved
 
@@ -417,6 +438,7 @@ def plan_delivery(
     q = check_int(subpackets, "subpackets", minimum=1)
     K = max(placement_t.K, placement_t1.K)
     a, b = placement_t.owner, placement_t1.owner
+    longest_first = None if sizes is None else _longest_first(sizes, placement_t.N)
 
     counts = np.zeros(K * K, dtype=np.int64)
     count_cells(a, b, K, counts)
@@ -432,7 +454,12 @@ def plan_delivery(
     start = np.zeros(K * K + 1, dtype=np.int64)
     np.cumsum(moved_counts.ravel(), out=start[1:])
     order = np.empty(int(start[-1]), dtype=np.int32 if N < 2**31 else np.int64)
-    sort_moved(a, b, K, start, order)
+    if longest_first is None:
+        sort_moved(a, b, K, start, order)
+    else:  # the counting sort is stable: group the points taken longest first
+        by_size = longest_first if q == 1 else (longest_first[:, None] * q + np.arange(q)).ravel()
+        sort_moved(a[by_size], b[by_size], K, start, order)
+        order = by_size[order].astype(order.dtype, copy=False)
 
     wdt = owner_dtype(K)
     M = pair_minima(S)
@@ -461,6 +488,35 @@ def plan_delivery(
         subpackets=q,
         **{name: _readonly(arr) for name, arr in arrays.items()},
     )
+
+
+#: Steps an octave of the sort key of sizes of 64 KiB and more (:func:`_longest_first`).
+_SIZE_STEPS = 2048
+
+
+def _longest_first(sizes: object, N: int) -> np.ndarray:
+    """The ``N`` point ids by decreasing ``sizes``, ties in increasing id; or raise naming ``sizes``.
+
+    Sizes under 64 KiB are sorted exactly; larger ones by ``round(2048 log2(size + 1))``, a step
+    of 0.034 %, so that the key has 16 bits and the sort is a radix sort (4 times faster than a
+    stable sort of 64-bit sizes at ``N = 10^7``).
+    """
+    from .._checks import check_int_array
+
+    arr = check_int_array(sizes, "sizes", ndim=1).astype(np.int64)
+    if arr.shape[0] != N:
+        raise ValueError(
+            f"Argument 'sizes' must hold one size for each of the N = {N} points, not {arr.shape[0]}."
+        )
+    if arr.size and int(arr.min()) < 0:
+        raise ValueError(f"Argument 'sizes' must hold non-negative sizes, not {int(arr.min())}.")
+    top = int(arr.max(initial=0))
+    if top < 1 << 16:
+        key = (0xFFFF - arr).astype(np.uint16)
+    else:  # 2048 steps an octave: sizes within 0.034 % of each other may keep their id order
+        steps = np.rint(np.log2(arr.astype(np.float64) + 1.0) * _SIZE_STEPS)
+        key = (0xFFFF - np.minimum(steps, 0xFFFF)).astype(np.uint16)
+    return np.argsort(key, kind="stable")  # a radix sort of 16-bit keys: linear in N
 
 
 def _leftovers(

@@ -72,6 +72,30 @@ def test_variable_length_run(rng):
     assert t.uncoded_bytes < t.uncoded_symbols * ds.record_bytes  # lengths, not the padded width
 
 
+def test_variable_length_run_pairs_records_of_similar_sizes(rng):
+    """The coded payload of records of many sizes is that of the plan pairing the longest first,
+    each symbol as long as its longer record, every transition verified record by record."""
+    ds = load_dataset([rng.bytes(int(n)) for n in rng.integers(1, 400, size=300)])
+    rep = run(ds, K=4, epochs=3, seed=2)
+    assert rep.verified
+    for e, t in enumerate(rep.transitions):
+        p0, p1 = (epoch_placement(300, 4, seed=2, epoch=e + d) for d in (0, 1))
+        owner = p0.owner.tolist()
+        sized = sorted(range(300), key=lambda p: -int(ds.lengths[p]))  # stable: ties by id
+        payload = 0
+        for i in range(4):
+            for j in range(i + 1, 4):
+                x = [p for p in sized if owner[p] == i and p1.owner[p] == j]
+                y = [p for p in sized if owner[p] == j and p1.owner[p] == i]
+                pairs = zip(x, y, strict=False)
+                payload += sum(max(int(ds.lengths[u]), int(ds.lengths[v])) for u, v in pairs)
+        a, b, phase = plan_delivery(p0, p1, sizes=ds.lengths).transmissions()
+        rest = phase > 0  # the leftovers' symbols, as the plan deals them
+        lb = np.where(b[rest] >= 0, ds.lengths[np.maximum(b[rest], 0)], 0)
+        payload += int(np.maximum(ds.lengths[a[rest]], lb).sum())
+        assert t.coded_bytes == payload
+
+
 def _flip_payload(frame, rng, n):
     bad = frame.copy()
     f = parse_frame(frame)

@@ -40,6 +40,22 @@ def test_every_worker_ends_with_its_batch_byte_for_byte(K, M, B):
         assert tr.upload_bound_bytes <= tr.exchange.max_sent_bytes < tr.upload_bound_bytes + width
 
 
+def test_records_of_many_sizes_are_exchanged_at_their_own_lengths():
+    """No padding in the exchange: each missing record travels alone, its own bytes, so the
+    busiest download is the download bound counted here from the lengths."""
+    rng = np.random.default_rng(3)
+    K, N = 4, 200
+    ds = load_dataset([rng.bytes(int(n)) for n in rng.integers(0, 900, N)])
+    rep = run(ds, K=K, epochs=3, seed=4, mode="exchange")
+    assert rep.verified
+    for tr in rep.transitions:
+        p0, p1 = (epoch_placement(N, K, seed=4, epoch=e) for e in (tr.epoch - 1, tr.epoch))
+        moved = np.asarray(p0.owner) != np.asarray(p1.owner)
+        into = np.bincount(np.asarray(p1.owner)[moved], weights=ds.lengths[moved], minlength=K)
+        assert tr.wire.max_received_bytes == tr.download_bound_bytes == int(into.max())
+        assert tr.exchange.exchange_bytes == tr.uncoded_bytes == int(ds.lengths[moved].sum())
+
+
 def test_the_exchange_holds_what_the_coded_scheme_holds():
     ds = records(60, 768)
     coded = run(ds, K=4, epochs=2, seed=7, storage=2)

@@ -70,6 +70,29 @@ def test_a_split_is_verified_and_its_two_halves_carry_every_moved_record():
         assert t.on_network.choice == "split" and t.on_network.split_coded_share == pytest.approx(share)
 
 
+def test_a_split_of_records_of_many_sizes_codes_its_half_by_size():
+    """The coded half pairs records of similar sizes (its payload is that of the sized plan of
+    that half, each symbol as long as its longer record); the exchanged half moves its records'
+    own bytes; every record checked."""
+    from coded_shuffle.plan import plan_delivery
+
+    rng = np.random.default_rng(6)
+    K, N = 4, 300
+    ds = load_dataset([rng.bytes(int(n)) for n in rng.integers(1, 600, N)])
+    scheme = SplitScheme(EDGE)
+    rep = run(ds, K=K, epochs=2, seed=8, mode=scheme)
+    assert rep.verified
+    for t in rep.transitions:
+        p0, p1 = (epoch_placement(N, K, seed=8, epoch=e) for e in (t.epoch - 1, t.epoch))
+        share = split_share(shuffle_matrix(p0, p1), network=EDGE)
+        coded, exchanged = split_placements(p0, p1, share)
+        a, b, _ = plan_delivery(p0, coded, sizes=ds.lengths).transmissions()
+        lb = np.where(b >= 0, ds.lengths[np.maximum(b, 0)], 0)
+        assert t.wire.payload_bytes == int(np.maximum(ds.lengths[a], lb).sum())
+        moved = np.asarray(exchanged.owner) != np.asarray(p0.owner)
+        assert t.exchange.exchange_bytes == int(ds.lengths[moved].sum())
+
+
 def test_auto_chooses_the_split_where_it_is_predicted_fastest_and_not_without_multicast():
     S = shuffle_matrix(*(epoch_placement(8000, 8, seed=0, epoch=e) for e in (0, 1)))
     assert predict(S, record_bytes=1024, network=EDGE).choice == "split"

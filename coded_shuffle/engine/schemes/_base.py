@@ -359,7 +359,7 @@ class SchemeBase(Scheme):
         self, p_t: Placement, p_t1: Placement, dataset: Dataset, *, strategy: str, exact_bound: bool | None
     ) -> Planned:
         tic = time.perf_counter()
-        plan = plan_delivery(p_t, p_t1, strategy=strategy)
+        plan = plan_delivery(p_t, p_t1, strategy=strategy, sizes=dataset.lengths)  # similar sizes paired
         lb = lower_bound(plan.S, exact=exact_bound)
         moved = p_t.owner != p_t1.owner
         if dataset.lengths is None:

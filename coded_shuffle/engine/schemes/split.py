@@ -118,7 +118,7 @@ class SplitScheme(SchemeBase):
         assert isinstance(plan, DeliveryPlan)
         tic = time.perf_counter()
         coded, exchanged = self.halves(plan.placement_t, plan.placement_t1)
-        part = plan_delivery(plan.placement_t, coded, strategy=plan.rates.strategy)
+        part = plan_delivery(plan.placement_t, coded, strategy=plan.rates.strategy, sizes=dataset.lengths)
         encoded = self._coded.encode(part, dataset, epoch=epoch, max_frame_bytes=max_frame_bytes)
         seconds = time.perf_counter() - tic
         # The split's own bound, for the report (before the delivery's clock starts): neither half

@@ -1,0 +1,245 @@
+"""Coding records of many sizes: the bytes on the wire of each way to pair them, beside the bound.
+
+An XOR of two records is as long as the longer one (the shorter is zero-padded; the frame entry
+carries both lengths). Ways compared, in one run, on the same random reshuffles (``K = 8``,
+``--records`` records, ``epoch_placement`` epochs 0 -> 1 -> 2 -> 3, summed over the three
+transitions):
+
+- **pad to longer**: the plan pairs the moved records regardless of size (``plan_delivery``
+  without ``sizes``, the engine before pairing by size);
+- **similar size**: each (holder, receiver) group taken longest first, so the ``k``-th longest
+  record of ``(i, j)`` is XORed with the ``k``-th longest of ``(j, i)``, and the leftovers reach
+  the cycles in that order (``plan_delivery(..., sizes=...)``, what the engine does);
+- **pieces of P B**, each way: every record cut into pieces of ``P`` bytes (its last piece
+  shorter), the plan made on the pieces, each piece a record of the frame.
+
+With ``--storage`` (``M = 2``), the coded load of the storage planner (``plan_storage``, each
+record cut into the engine's pieces, ``storage_pieces`` of the widest record) in payload bytes,
+each symbol as long as its longest piece, over the bytes of the pieces the workers miss (uncoded
+with the same storage): the sizes as drawn, and the same sizes given in decreasing order of id,
+so that every group lists its records longest first (an emulation of pairing by size: the engine
+refuses records of many sizes with ``M > 1``).
+
+With ``--decode``, every worker's decoding (``decode_worker`` of the coded frames, CPU seconds,
+best of 3) of the token documents against fixed records of their mean size, in bytes a second
+of the records decoded, and the ratio.
+
+Datasets: tokenized documents (lognormal(5, 1) tokens, uint16, clamped to 16..1024: mean about
+458 B, the lengths of a public sampler benchmark) and blobs of 2 to 20 KiB (uniform).
+
+Columns: the payload, and the wire bytes (payload and framing: header, 20-byte entries, receiver
+index, as ``encode_plan`` writes them at the default frame size), over the size-weighted lower
+bound (the genie bound of the matrix of bytes moved between each pair of workers,
+``lower_bound`` of it) and over the uncoded real bytes (the moved records' own bytes, no framing).
+The wire bytes are computed from the frame layout; ``--check`` (on by default) also encodes the
+real frames of each way for the first transition of each dataset at ``--check-records`` records
+and asserts that the layout's count is the frames' size, byte for byte.
+
+Run:  python benchmarks/variable_coding.py [--records 100000] [--pieces 64,256,1024,4096]
+      [--check-records 20000] [--no-check] [--storage] [--decode]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from coded_shuffle.bounds import lower_bound
+from coded_shuffle.codec import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FLAG_VARIABLE,
+    Dataset,
+    encode_plan,
+    entry_bytes,
+)
+from coded_shuffle.codec.encode import _clip_runs, _receiver_runs
+from coded_shuffle.codec.wire import _layout
+from coded_shuffle.orders import Placement, epoch_placement, placement_from_owner
+from coded_shuffle.plan import DeliveryPlan, plan_delivery
+
+K = 8
+TRANSITIONS = 3
+
+
+def token_documents(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Bytes of ``n`` documents of lognormal(5, 1) uint16 tokens, clamped to 16..1024 tokens."""
+    return 2 * np.clip(np.round(rng.lognormal(5.0, 1.0, n)), 16, 1024).astype(np.int64)
+
+
+def blobs(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Bytes of ``n`` blobs of 2 to 20 KiB, uniform."""
+    return rng.integers(2048, 20 * 1024 + 1, n).astype(np.int64)
+
+
+def cut(sizes: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pieces of ``P`` bytes: the record of each piece and its size (the last piece shorter)."""
+    n = np.maximum(1, -(-sizes // P))
+    rec = np.repeat(np.arange(sizes.size), n)
+    k = np.arange(rec.size) - np.repeat(np.cumsum(n) - n, n)
+    return rec, np.minimum(P, sizes[rec] - k * P)
+
+
+def wire_bytes(plan: DeliveryPlan, lengths: np.ndarray, width: int) -> tuple[int, int]:
+    """``(payload, wire)`` of ``encode_plan(plan, dataset)`` for records of ``lengths`` and widest
+    ``width``, at the default frame size, from the frame layout."""
+    a, b, _ = plan.transmissions()
+    lb = np.where(b >= 0, lengths[np.maximum(b, 0)], 0)
+    plen = np.maximum(lengths[a], lb)
+    n, runs = a.size, _receiver_runs(plan)
+    per = max(1, DEFAULT_MAX_FRAME_BYTES // width)
+    framing = 0
+    for lo in range(0, max(n, 1), per):
+        hi = min(n, lo + per)
+        rows = runs.shape[0] if n <= per else _clip_runs(runs, lo, hi).shape[0]
+        framing += _layout(hi - lo, FLAG_VARIABLE, rows)[1]
+    return int(plen.sum()), int(plen.sum()) + framing
+
+
+def fake_dataset(lengths: np.ndarray, rng: np.random.Generator) -> Dataset:
+    """Random records of ``lengths`` (zero-padded rows), checksums left zero: what encoding reads."""
+    width = int(lengths.max())
+    data = rng.integers(0, 256, (lengths.size, width), dtype=np.uint8)
+    data[np.arange(width)[None, :] >= lengths[:, None]] = 0
+    data.flags.writeable = False
+    return Dataset(data=data, lengths=lengths, checksums=np.zeros(lengths.size, np.uint64))
+
+
+def ways(pieces: list[int]) -> list[tuple[str, int | None, bool]]:
+    out: list[tuple[str, int | None, bool]] = [("pad to longer", None, False), ("similar size", None, True)]
+    for P in pieces:
+        out += [(f"pieces {P} B", P, False), (f"pieces {P} B, similar size", P, True)]
+    return out
+
+
+def plan_of(p0: Placement, p1: Placement, sizes: np.ndarray, P: int | None, sized: bool):
+    """The plan of one way, and the lengths of the items it names (records or pieces)."""
+    if P is None:
+        return plan_delivery(p0, p1, sizes=sizes if sized else None), sizes
+    rec, psz = cut(sizes, P)
+    q0, q1 = placement_from_owner(p0.owner[rec], K), placement_from_owner(p1.owner[rec], K)
+    return plan_delivery(q0, q1, sizes=psz if sized else None), psz
+
+
+def check(name: str, sizes: np.ndarray, pieces: list[int], n: int) -> None:
+    """Encode the real frames of each way on the first ``n`` records; the layout's count must match."""
+    rng = np.random.default_rng(1)
+    sizes = sizes[:n]
+    p0, p1 = (epoch_placement(n, K, seed=0, epoch=e) for e in (0, 1))
+    for label, P, sized in ways(pieces):
+        plan, lengths = plan_of(p0, p1, sizes, P, sized)
+        ds = fake_dataset(lengths, rng)
+        frames = encode_plan(plan, ds, epoch=1)
+        real = sum(int(f.size) for f in frames)
+        counted = wire_bytes(plan, lengths, ds.record_bytes)[1]
+        assert real == counted, (label, real, counted)
+    print(f"  checked: the real frames of every way on {n} {name} are the bytes counted", flush=True)
+
+
+def measure(name: str, sizes: np.ndarray, pieces: list[int]) -> None:
+    N = sizes.size
+    places = [epoch_placement(N, K, seed=0, epoch=e) for e in range(TRANSITIONS + 1)]
+    uncoded = bound = 0
+    for p0, p1 in zip(places[:-1], places[1:], strict=True):
+        moved = p0.owner != p1.owner
+        uncoded += int(sizes[moved].sum())
+        SB = np.zeros((K, K), dtype=np.int64)
+        np.add.at(SB, (p0.owner, p1.owner), sizes)
+        bound += int(lower_bound(SB).value)
+    print(
+        f"{name}: N = {N}, mean {sizes.mean():.0f} B, {TRANSITIONS} transitions at K = {K}: uncoded "
+        f"{uncoded / 1e6:.2f} MB of records, size-weighted bound {bound / 1e6:.2f} MB "
+        f"({bound / uncoded:.3f} of uncoded); entries of {entry_bytes(FLAG_VARIABLE)[0]} B",
+        flush=True,
+    )
+    print(f"  {'way':30s} {'payload/bound':>13s} {'wire/bound':>10s} {'wire/uncoded':>12s} {'plan s':>7s}")
+    for label, P, sized in ways(pieces):
+        payload = wire = 0
+        tic = time.perf_counter()
+        for p0, p1 in zip(places[:-1], places[1:], strict=True):
+            plan, lengths = plan_of(p0, p1, sizes, P, sized)
+            width = int(sizes.max()) if P is None else min(P, int(sizes.max()))
+            pw = wire_bytes(plan, lengths, width)
+            payload, wire = payload + pw[0], wire + pw[1]
+        seconds = (time.perf_counter() - tic) / TRANSITIONS
+        ratios = f"{payload / bound:13.4f} {wire / bound:10.4f} {wire / uncoded:12.4f}"
+        print(f"  {label:30s} {ratios} {seconds:7.2f}", flush=True)
+
+
+def storage(name: str, sizes: np.ndarray, M: int = 2) -> None:
+    """Payload of the storage planner's symbols over the missing pieces' bytes, sizes as drawn
+    and sizes in decreasing order of id."""
+    from coded_shuffle.engine.state import storage_pieces
+    from coded_shuffle.storage import piece_placement, plan_storage, update_storage
+
+    N = sizes.size
+    P, _ = storage_pieces(int(sizes.max()), K, M)
+    for label, sz in (("sizes as drawn", sizes), ("longest first (emulated)", np.sort(sizes)[::-1].copy())):
+        piece = np.repeat(-(-sz // P), P)  # every piece of a record ceil(L / P) bytes
+        pp = piece_placement(epoch_placement(N, K, seed=0, epoch=0), M=M, pieces=P)
+        payload = missing = 0
+        for e in range(1, TRANSITIONS + 1):
+            nxt = epoch_placement(N, K, seed=0, epoch=e)
+            plan = plan_storage(pp, nxt)
+            longest = np.maximum.reduceat(piece[plan.terms], plan.offsets[:-1]) if plan.terms.size else []
+            payload += int(np.sum(longest))
+            missing += int(piece[plan.demand[:, 0]].sum())
+            pp = update_storage(pp, nxt)
+        print(f"  M = {M}, {P} piece(s) a record, {label:26s}: payload / missing pieces' bytes "
+              f"{payload / missing:.4f}", flush=True)  # fmt: skip
+
+
+def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
+    """Bytes a second (of the new batches) of every worker's decoding, records of ``sizes``
+    against fixed records of their mean size, on the same shuffle (CPU seconds, best of ``repeats``)."""
+    from coded_shuffle.codec import decode_worker, load_dataset
+
+    N = sizes.size
+    rng = np.random.default_rng(2)
+    B = int(round(float(sizes.mean())))
+    p0, p1 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1))
+    rates = {}
+    for label, ds, sz in (
+        ("fixed", load_dataset(rng.integers(0, 256, (N, B), dtype=np.uint8), checksums=False), None),
+        ("variable", fake_dataset(sizes, rng), sizes),
+    ):
+        frames = encode_plan(plan_delivery(p0, p1, sizes=sz), ds, epoch=1)
+        caches = [ds.cache(p0.batch(k)) for k in range(K)]
+        best = float("inf")
+        for _ in range(repeats):
+            tic = time.process_time()
+            for k in range(K):
+                decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1)
+            best = min(best, time.process_time() - tic)
+        total = N * B if sz is None else int(sizes.sum())  # the new batches' bytes
+        rates[label] = total / best
+        mbs = rates[label] / 1e6
+        print(f"  decoding {label:8s} records, mean {total / N:.0f} B: {mbs:8.1f} MB/s (CPU)", flush=True)
+    print(f"  variable / fixed: {rates['variable'] / rates['fixed']:.3f}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--pieces", default="64,256,1024,4096")
+    ap.add_argument("--check-records", type=int, default=20_000)
+    ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--storage", action="store_true", help="also M = 2, sizes as drawn and longest first")
+    ap.add_argument("--decode", action="store_true", help="also decoding, against fixed records")
+    args = ap.parse_args()
+    pieces = [int(p) for p in args.pieces.split(",") if p]
+    rng = np.random.default_rng(0)
+    datasets = (("token documents", token_documents(args.records, rng)), ("blobs", blobs(args.records, rng)))
+    for name, sizes in datasets:
+        if not args.no_check:
+            check(name, sizes, pieces, min(args.check_records, sizes.size))
+        measure(name, sizes, pieces)
+        if args.storage:
+            storage(name, sizes)
+        if args.decode and name == "token documents":
+            decoding(sizes)
+
+
+if __name__ == "__main__":
+    main()
