@@ -410,4 +410,6 @@ def add_parser(sub: Any) -> None:
     )
     add_job_arguments(run, launcher=True)
     add_data_arguments(run, data=False)
+    data = next(a for a in run._actions if a.dest == "data")  # the job's option, in every format here
+    data.metavar, data.help = "PATH", "the records, in the format of --format (instead of random ones)"
     run.set_defaults(func=_cmd_run)
