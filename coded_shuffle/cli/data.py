@@ -65,8 +65,8 @@ def data_format(path: str, given: str) -> str:
         if "index.json" in names:
             return "mds"
         kinds = {_SUFFIXES.get(os.path.splitext(n)[1]) for n in names}
-        if len(kinds) == 1 and kinds <= {"webdataset", "arrow"}:
-            return str(kinds.pop())
+        if len(kinds) == 1 and kinds <= {"webdataset", "arrow", "npy"}:
+            return str(kinds.pop())  # (npy: refused as not a file; --format files reads each one)
         return "files"
     if os.path.basename(path) == "index.json":
         return "mds"

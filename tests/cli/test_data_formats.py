@@ -82,8 +82,10 @@ def test_format_told_from_the_path(tmp_path):
     (tmp_path / "imgs" / "a.png").write_bytes(b"x")
     got = [data_format(str(p), "auto") for p in ("x.npy", "train.bin", "a.tar", "d.arrow", "mds/index.json")]
     assert got == ["npy", "tokens", "webdataset", "arrow", "mds"]
-    dirs = [data_format(str(tmp_path / d), "auto") for d in ("tars", "mds", "imgs")]
-    assert dirs == ["webdataset", "mds", "files"]
+    os.mkdir(tmp_path / "arrays")
+    (tmp_path / "arrays" / "a.npy").write_bytes(b"x")
+    dirs = [data_format(str(tmp_path / d), "auto") for d in ("tars", "mds", "imgs", "arrays")]
+    assert dirs == ["webdataset", "mds", "files", "npy"]
     assert data_format("x.npy", "tokens") == "tokens"
 
 
