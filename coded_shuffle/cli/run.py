@@ -19,6 +19,7 @@ from .common import (
     network_option,
     order_spec,
 )
+from .data import add_data_arguments, data_format, open_data, refuse_format_options, write_npy
 from .job import MODES, add_job_arguments, check_job, job_arguments
 
 MPI_INSTALL_HINT = "pip install 'mpi4py>=4' mpich (what the extra [mpi] installs)"
@@ -52,6 +53,36 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    """``run``: a ``--data`` in another format than ``.npy`` is opened and checked here, and its
+    records (of one size) copied once to a temporary ``.npy`` file that the job reads and that
+    is removed when it ends."""
+    import shutil
+    import tempfile
+
+    if args.data is None:
+        refuse_format_options(args)
+    elif data_format(args.data, args.format) != "npy" or args.field or args.token_window or args.token_dtype:
+        given = [
+            f for d, f in (("points", "--points"), ("record_bytes", "--record-bytes")) if getattr(args, d)
+        ]
+        if given:
+            raise UsageError(f"--data cannot be combined with {' or '.join(given)}")
+        source, fmt = open_data(args, workers=args.workers)
+        where = tempfile.mkdtemp(prefix="coded-shuffle-data-")
+        try:
+            copy = os.path.join(where, "records.npy")
+            print(f"{PROG}: --data {args.data} (--format {fmt}): its {len(source):,} records of "
+                  f"{source.record_bytes} B copied once to {copy}, the .npy file the MPI job reads",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            write_npy(source, copy)
+            return _launch_checked(argparse.Namespace(**{**vars(args), "data": copy}))
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+    return _launch_checked(args)
+
+
+def _launch_checked(args: argparse.Namespace) -> int:
+    """Check the job's options, choose its mode (``--mode auto``), compile the kernels and launch it."""
     import importlib.util
 
     filled = check_job(args, workers=args.workers)
@@ -378,4 +409,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     add_job_arguments(run, launcher=True)
+    add_data_arguments(run, data=False)
+    data = next(a for a in run._actions if a.dest == "data")  # the job's option, in every format here
+    data.metavar, data.help = "PATH", "the records, in the format of --format (instead of random ones)"
     run.set_defaults(func=_cmd_run)

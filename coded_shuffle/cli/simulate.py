@@ -29,6 +29,7 @@ from .common import (
     print_table,
     print_times,
 )
+from .data import add_data_arguments, open_data, refuse_format_options
 
 _SIM_COLUMNS = (
     "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "saving", "framing",
@@ -113,22 +114,50 @@ def _print_header(args: argparse.Namespace, order: str, mode: str, chose: str) -
         f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
         f"order = {order}, mode = {mode}"
         + (f" ({chose})" if chose else "")
+        + (f", data = {args.data}" if args.data is not None else "")
         + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
         + (f", storage = {args.storage} batches" if args.storage > 1 else "")
     )
 
 
+#: ``--points`` and ``--record-bytes`` without ``--data``.
+_SIZE_DEFAULTS = {"points": 6000, "record_bytes": 1024}
+
+
+def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
+    """``args`` with ``--points`` and ``--record-bytes`` filled in, from ``--data``'s records when
+    given (then also its record source, else None)."""
+    filled = argparse.Namespace(**vars(args))
+    if args.data is None:
+        refuse_format_options(args)
+        for dest, default in _SIZE_DEFAULTS.items():
+            if getattr(args, dest) is None:
+                setattr(filled, dest, default)
+        return filled, None
+    given = [f for d, f in (("points", "--points"), ("record_bytes", "--record-bytes")) if getattr(args, d)]
+    if given:
+        raise UsageError(f"--data cannot be combined with {' or '.join(given)}")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, not {args.workers}")
+    source, _ = open_data(args, workers=args.workers)
+    filled.points, filled.record_bytes = len(source), int(source.record_bytes)
+    return filled, source
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    args, source = _with_data(args)
     if args.simulator == "simgrid":  # the deliveries replayed on a simulated network
         from .replay import cmd_replay
 
         return cmd_replay(args)
-    return _run_engine(args)
+    return _run_engine(args, source)
 
 
-def _run_engine(args: argparse.Namespace) -> int:
-    """``simulate`` on the in-process engine: every transition delivered, decoded and verified."""
-    from ..engine import simulate
+def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
+    """``simulate`` on the in-process engine: every transition delivered, decoded and verified,
+    on ``source``'s records (``--data``) or random ones."""
+    from ..codec import load_dataset
+    from ..engine import run, simulate
 
     _check_simulate(args)
     check_storage_option(args, args.workers, args.record_bytes)
@@ -170,21 +199,15 @@ def _run_engine(args: argparse.Namespace) -> int:
             reports.append(d)
             bar.advance()
 
+    options = dict(
+        epochs=args.epochs, seed=args.seed, strategy=args.strategy, on_transition=on_transition, order=spec,
+        subpackets=args.subpackets, storage=args.storage, mode=mode, network=network,
+    )  # fmt: skip
     with bar:
-        simulate(
-            K=args.workers,
-            N=args.points,
-            record_bytes=args.record_bytes,
-            epochs=args.epochs,
-            seed=args.seed,
-            strategy=args.strategy,
-            on_transition=on_transition,
-            order=spec,
-            subpackets=args.subpackets,
-            storage=args.storage,
-            mode=mode,
-            network=network,
-        )
+        if source is None:
+            simulate(K=args.workers, N=args.points, record_bytes=args.record_bytes, **options)
+        else:
+            run(load_dataset(source), K=args.workers, **options)
     if not args.json:
         print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
         _print_footer(args, mode)
@@ -203,20 +226,20 @@ def add_parser(sub: Any) -> None:
         help=COMMANDS["simulate"],
         description=(
             "Deliver each epoch's batches as XOR-coded symbols to K in-process workers holding real "
-            "(random) records; every worker decodes its batch and checks every record against the "
-            "master's checksums. Prints per transition the symbols and bytes of the coded scheme "
-            "against sending every moved record alone, the lower bound, repairs, verification and time."
+            "records (random ones, or those of --data); every worker decodes its batch and checks every "
+            "record against the master's checksums. Prints per transition the symbols and bytes of the "
+            "coded scheme against sending every moved record alone, the lower bound, repairs, "
+            "verification and time."
         ),
     )
     sim.add_argument(
         "--workers", "-K", type=int, default=6, metavar="K", help="number of workers (default 6)"
     )
+    sim.add_argument("--points", "-N", type=int, metavar="N", help="number of random records (default 6000)")
     sim.add_argument(
-        "--points", "-N", type=int, default=6000, metavar="N", help="number of records (default 6000)"
+        "--record-bytes", "-B", type=int, metavar="B", help="bytes per random record (default 1024)"
     )
-    sim.add_argument(
-        "--record-bytes", "-B", type=int, default=1024, metavar="B", help="bytes per record (default 1024)"
-    )
+    add_data_arguments(sim)
     sim.add_argument("--transitions", type=_positive, default=3, metavar="E", dest="epochs",
                      help="epoch transitions t -> t+1 to run, so E + 1 epochs (default 3)")  # fmt: skip
     add_deprecated(sim, "--epochs", "--transitions", dest="epochs", type=_positive, metavar="E")
