@@ -121,6 +121,27 @@ def test_elastic_exceptions(ds):
         elastic_run(ds, workers=[4, 241], seed=0)
     with pytest.raises(ValueError, match="'workers' must be a sequence"):
         elastic_run(ds, workers=[], seed=0)
+    # Checked before any epoch runs, even with one worker count (no transition at all).
+    with pytest.raises(ValueError, match="'mode' must be one of"):
+        elastic_run(ds, workers=[4], seed=0, mode="split")
+    with pytest.raises(TypeError, match="'dataset' must be a Dataset, not ndarray"):
+        elastic_run(ds.data, workers=[4], seed=0)
+
+
+def test_resume_exceptions(ds):
+    resume = {"K": 4, "seed": 1, "epoch": 0, "consumed": [0] * 4}
+    with pytest.raises(TypeError, match="'holdings' must hold Cache objects or None, not str at 0"):
+        resume_epoch(ds, ["cache", None], **resume)
+    narrow = synthetic_dataset(N, B - 1, seed=0).cache([0])
+    with pytest.raises(ValueError, match="'holdings' must hold records of 16 bytes, not 15 \\(worker 1\\)"):
+        resume_epoch(ds, [None, narrow], **resume)
+    with pytest.raises(ValueError, match="'holdings' must be a sequence of at least one"):
+        resume_epoch(ds, [], **resume)
+    from coded_shuffle.codec import load_dataset
+
+    var = load_dataset([b"ab", b"cde", b"f", b"ghij"] * 3)
+    with pytest.raises(ValueError, match="'dataset' must hold fixed-size records"):
+        resume_epoch(var, [None, None], K=2, seed=1, epoch=0, consumed=[0, 0])
 
 
 @pytest.mark.parametrize("K, K2", [(4, 3), (3, 5), (6, 6), (8, 2), (1, 4)])

@@ -79,3 +79,15 @@ def test_storage_restart_exceptions(ds, tmp_path):
     save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=1)
     with pytest.raises(ValueError, match=r"worker-0\.cache: a dataset of N = 144 records, not N = 96"):
         storage_restart(ds, tmp_path, K=3, M=2, seed=5, epoch=1)
+
+
+def test_save_storage_exceptions(ds, tmp_path):
+    with pytest.raises(TypeError, match="'dataset' must be a Dataset, not str"):
+        save_storage(tmp_path, "data", K=K, M=2, seed=5, epoch=1)
+    with pytest.raises(ValueError, match="'K' must be at least 1, not 0"):
+        save_storage(tmp_path, ds, K=0, M=1, seed=5, epoch=1)
+    with pytest.raises(ValueError, match="'epoch' must be at least 0, not -1"):
+        save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=-1)
+    with pytest.raises(ValueError, match="'seed' must be at least 0"):
+        save_storage(tmp_path, ds, K=K, M=2, seed=-5, epoch=1)
+    assert not list(tmp_path.iterdir())
