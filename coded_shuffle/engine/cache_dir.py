@@ -54,6 +54,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -274,12 +275,11 @@ class _Head:
     size: int
 
 
-def _header(path: Path) -> _Head:
-    """The header's fields of the cache file ``path`` and the file's size; raises
+def _header(path: Path, f: BinaryIO) -> _Head:
+    """The header's fields of the cache file ``path`` (open as ``f``) and the file's size; raises
     :class:`CacheFileError` when it is cut short or altered."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(_HEADER_BYTES)
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(_HEADER_BYTES)
     if len(head) < _HEADER_BYTES:
         raise CacheFileError(f"Cache file {path}: cut short ({size} bytes, less than its header).")
     if head[:8] != MAGIC:
@@ -309,7 +309,12 @@ def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | No
     """
     _check_dataset(dataset)
     path = Path(path)
-    h = _header(path)
+    with open(path, "rb") as f:  # one open file: a writer's rename meanwhile changes nothing read
+        return _load_open(path, f, dataset, seed)
+
+
+def _load_open(path: Path, f: BinaryIO, dataset: Dataset, seed: int | None) -> LoadedCache:
+    h = _header(path, f)
     N, B, n, rows_at, seed_word = h.N, h.B, h.n, h.rows_at, h.seed
     if N != dataset.N:
         raise ValueError(f"Cache file {path}: a dataset of N = {N} records, not N = {dataset.N}.")
@@ -322,7 +327,7 @@ def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | No
         raise ValueError(f"Cache file {path}: seed {theirs}, not {seed}.")
     if h.size != rows_at + n * B or rows_at < _HEADER_BYTES + 16 * n:
         raise CacheFileError(f"Cache file {path}: {h.size} bytes, not the {rows_at + n * B} of {n} records.")
-    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    mm = np.memmap(f, dtype=np.uint8, mode="r")
     ids = mm[_HEADER_BYTES : _HEADER_BYTES + 8 * n].view("<i8")
     sums = mm[_HEADER_BYTES + 8 * n : _HEADER_BYTES + 16 * n].view("<u8")
     if _digest(np.ascontiguousarray(ids).data, np.ascontiguousarray(sums).data) != h.tables:
@@ -353,7 +358,9 @@ def save_cache_dir(
     _check_dataset(dataset)
     if isinstance(caches, (str, bytes)) or not isinstance(caches, Sequence):
         raise TypeError(f"Argument 'caches' must be a sequence of Cache, not {type(caches).__name__}.")
-    folder.mkdir(parents=True, exist_ok=True)
+    if not folder.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        _fsync_dir(folder.parent)  # the new folder's own entry, durable
     return [
         save_cache(cache_path(folder, k), c, dataset, epoch=epoch, worker=k, seed=seed)
         for k, c in enumerate(caches)
