@@ -141,7 +141,8 @@ class ElasticReport:
 
 
 def _checked_ids(dataset: Dataset, cache: Cache) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of ``cache`` whose record passes its load-time checksum, and their ids."""
+    """The rows of ``cache`` whose record passes its load-time checksum, and their ids, in
+    increasing order of id, one row an id (a second copy in the same cache is dropped)."""
     ids = np.asarray(cache.ids, dtype=np.int64)
     inside = (ids >= 0) & (ids < dataset.N)
     good = np.zeros(ids.size, dtype=bool)
@@ -150,7 +151,10 @@ def _checked_ids(dataset: Dataset, cache: Cache) -> tuple[np.ndarray, np.ndarray
         if dataset.lengths is not None and cache.lengths is not None:
             good[inside] &= cache.lengths[inside] == dataset.lengths[ids[inside]]
     rows = np.flatnonzero(good)
-    return rows, ids[rows]
+    rows = rows[np.argsort(ids[rows], kind="stable")]
+    first = np.ones(rows.size, dtype=bool)
+    first[1:] = ids[rows[1:]] != ids[rows[:-1]]
+    return rows[first], ids[rows[first]]
 
 
 def held_placement(

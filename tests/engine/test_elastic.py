@@ -87,6 +87,19 @@ def test_a_damaged_or_doubled_record_is_absent_and_delivered_again(ds):
     assert int(held.owner[extra]) == 0 and extra not in caches[1].ids[rows[1]]
 
 
+def test_a_cache_out_of_order_or_with_a_record_twice(ds):
+    """A cache is whatever a worker brings: ids out of order are taken in order, and a record held
+    twice by one worker is one record held and one copy dropped (it was once delivered wrong,
+    unverified, and once not counted)."""
+    p1 = epoch_placement(N, 4, seed=1, epoch=1)
+    mine = p1.batch(0)[:6]
+    ids = np.concatenate([mine[::-1], mine[:2]])  # decreasing, then two of them again
+    brought = Cache(ids=ids, data=ds.data[ids].copy(), lengths=None)
+    rep, new = elastic_transition(ds, [brought, None, None, None], p1, epoch=1)
+    assert rep.verified and rep.dropped_records == 2 and rep.held_records == 6 and rep.kept_records == 6
+    _holds_exactly(ds, new, p1)
+
+
 def test_a_restart_with_nothing_delivers_everything_from_the_source(ds):
     p1 = epoch_placement(N, 4, seed=3, epoch=5)
     rep, new = elastic_transition(ds, [None] * 4, p1, epoch=5, mode="exchange")
