@@ -204,3 +204,16 @@ def test_a_job_resumed_mid_epoch_at_another_world_size(ds, K, K2):
     # A record held by no worker now: one a leaver held and that no one fetched for the rest.
     assert after.verified and after.source_records == int(gone.size) - rep.source_records
     _holds_exactly(ds, new, nxt)
+
+
+def test_the_library_page_prints_what_it_says(capsys):
+    """docs/library.md's block on workers that come and go, run as written: its four lines are
+    the four quoted after it."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "library.md").read_text(encoding="utf-8")
+    section = text[text.index("## Workers that come and go") :]
+    block, after = re.search(r"```python\n(.*?)```\n\n(prints .*?)\n\n", section, re.S).groups()
+    exec(compile(block, "library.md", "exec"), {"__name__": "library"})
+    assert capsys.readouterr().out.strip().splitlines() == re.findall(r"`([^`]*)`", after)
