@@ -308,6 +308,8 @@ def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | No
     are a read-only memory map of the file.
     """
     _check_dataset(dataset)
+    if seed is not None:
+        seed = check_int(seed, "seed", minimum=0)
     path = Path(path)
     with open(path, "rb") as f:  # one open file: a writer's rename meanwhile changes nothing read
         return _load_open(path, f, dataset, seed)
@@ -381,6 +383,8 @@ def load_cache_dir(
     folder = _check_folder(cache_dir)
     _check_dataset(dataset)
     K = check_int(K, "K", minimum=1)
+    if seed is not None:
+        seed = check_int(seed, "seed", minimum=0)
     out: list[Cache | None] = []
     notes: list[str] = []
     if not folder.exists():

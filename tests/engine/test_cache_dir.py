@@ -166,6 +166,8 @@ def test_save_exceptions(ds, tmp_path):
         load_cache_dir(afile, ds, K=1)
     with pytest.raises(TypeError, match="'dataset' must be a Dataset, not ndarray"):
         load_cache_dir(tmp_path, ds.data, K=1)
+    with pytest.raises(TypeError, match="'seed' must be an int, not str"):
+        load_cache_dir(tmp_path, ds, K=1, seed="1")
 
 
 def test_a_missing_folder_holds_nothing_and_says_so(ds, tmp_path):
