@@ -404,6 +404,9 @@ def restart_transition(
     """
     from .cache_dir import load_cache_dir
 
+    if not isinstance(placement_next, Placement):
+        got = type(placement_next).__name__
+        raise TypeError(f"Argument 'placement_next' must be a Placement, not {got}.")
     holdings, notes = load_cache_dir(cache_dir, dataset, K=placement_next.K, seed=seed)
     rep, caches = elastic_transition(
         dataset, holdings, placement_next, epoch=epoch, mode=mode, strategy=strategy, seed=seed

@@ -168,6 +168,8 @@ def test_save_exceptions(ds, tmp_path):
         load_cache_dir(tmp_path, ds.data, K=1)
     with pytest.raises(TypeError, match="'seed' must be an int, not str"):
         load_cache_dir(tmp_path, ds, K=1, seed="1")
+    with pytest.raises(TypeError, match="'placement_next' must be a Placement, not int"):
+        restart_transition(ds, tmp_path, 4, epoch=1)
 
 
 def test_a_missing_folder_holds_nothing_and_says_so(ds, tmp_path):
