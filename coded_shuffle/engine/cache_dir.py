@@ -373,21 +373,25 @@ def save_cache_dir(
 
 
 def load_cache_dir(
-    cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, seed: int | None = None
-) -> tuple[list[Cache | None], list[str]]:
+    cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, seed: int | None = None,
+    epoch: int | None = None,
+) -> tuple[list[Cache | None], list[str]]:  # fmt: skip
     """What workers ``0 .. K - 1`` still hold in ``cache_dir``: one cache each (None: no file, or
     a damaged one), and a line for every file treated as absent or with rows dropped.
 
     A file of another job raises (:func:`load_cache`); a damaged one is absent, and so is one
     written by another worker than its name says (a file moved). A folder that does not exist
     holds nothing (a note says so); a file in its place is refused. The caches are the
-    ``holdings`` of :func:`~coded_shuffle.engine.elastic.elastic_transition`.
+    ``holdings`` of :func:`~coded_shuffle.engine.elastic.elastic_transition`. With ``epoch``, a
+    file of another epoch is said in a line (its records, checked, are still used).
     """
     folder = _check_folder(cache_dir)
     _check_dataset(dataset)
     K = check_int(K, "K", minimum=1)
     if seed is not None:
         seed = check_int(seed, "seed", minimum=0)
+    if epoch is not None:
+        epoch = check_int(epoch, "epoch", minimum=0)
     out: list[Cache | None] = []
     notes: list[str] = []
     if not folder.exists():
@@ -408,6 +412,10 @@ def load_cache_dir(
             out.append(None)
             notes.append(f"Cache file {path}: written by worker {got.worker}, not {k}. Treated as absent.")
             continue
+        if epoch is not None and got.epoch != epoch:
+            notes.append(
+                f"Cache file {path}: of epoch {got.epoch}, not {epoch}; its records used where wanted."
+            )
         if got.dropped:
             notes.append(f"Cache file {path}: {got.dropped} record(s) fail their checksum; delivered again.")
         out.append(got.cache)

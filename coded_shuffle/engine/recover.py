@@ -195,7 +195,7 @@ def storage_restart(
     scheme = sched.scheme
     *_, now, nxt = sched.epochs(start=0, count=epoch + 2)
     work = scheme.dataset(dataset)
-    loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed)
+    loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed, epoch=epoch)
     holdings = list(loaded)
     expected = [scheme.held(now.held, k) for k in range(K)]
     if scheme.M > 1:

@@ -91,3 +91,11 @@ def test_save_storage_exceptions(ds, tmp_path):
     with pytest.raises(ValueError, match="'seed' must be at least 0"):
         save_storage(tmp_path, ds, K=K, M=2, seed=-5, epoch=1)
     assert not list(tmp_path.iterdir())
+
+
+def test_files_of_another_epoch_are_said_and_used_where_still_wanted(ds, straight, tmp_path):
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=1)  # the files of epoch 1, told epoch 2
+    rep, caches = storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=2)
+    assert rep.verified and len(rep.notes) == K and all("of epoch 1, not 2" in n for n in rep.notes)
+    same = straight.transitions[2]  # the job that never stopped
+    assert (rep.transition.coded_symbols, rep.transition.wire_bytes) == (same.coded_symbols, same.wire_bytes)
