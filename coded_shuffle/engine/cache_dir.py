@@ -47,6 +47,7 @@ the next transition delivers it.
 from __future__ import annotations
 
 import fcntl
+import glob
 import hashlib
 import os
 import secrets
@@ -234,7 +235,7 @@ def _locked_tmp(path: Path) -> tuple[int, Path]:
 def _remove_stale(path: Path) -> None:
     """Remove the temporary files of ``path`` that writers which crashed left; one whose writer
     still runs is locked, and stays."""
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         try:
             fd = os.open(stale, os.O_RDONLY)
         except OSError:

@@ -257,3 +257,10 @@ def test_a_writer_killed_mid_write_leaves_the_previous_file_whole(tmp_path):
     save_cache(path, ds.cache([0, 1]), ds, epoch=10, worker=0, seed=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["worker-0.cache"]
     assert load_cache(path, ds, seed=1).epoch == 10
+
+
+def test_a_file_name_with_glob_characters_cleans_only_its_own_leftovers(ds, tmp_path):
+    (tmp_path / ".w[1].cache.1.ab.tmp").write_bytes(b"x")  # its crashed writer's
+    (tmp_path / ".w1.cache.1.ab.tmp").write_bytes(b"x")  # another file's, which "[1]" would match
+    save_cache(tmp_path / "w[1].cache", ds.cache([1]), ds, epoch=0, worker=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".w1.cache.1.ab.tmp", "w[1].cache"]
