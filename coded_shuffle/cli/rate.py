@@ -464,7 +464,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
     for line in sorted(flags):
         print(f"note: {line}")
     if args.sizes is not None:
-        print("\n".join(bytes_lines(rows_seen, read_sizes(args.sizes), args.sizes)))
+        print("\n".join(bytes_lines(rows_seen, args.sizes_read, args.sizes)))  # the file read once
     if args.network is not None:
         print_times(rows_seen)
     return 0
@@ -494,7 +494,7 @@ def _order_rows(args: argparse.Namespace, kernels: list[str]) -> Iterator[dict[s
     args.epochs = 1 if args.epochs is None else args.epochs
     args.start_epoch = 0 if args.start_epoch is None else args.start_epoch
     schedule = _workers_schedule(args.workers, args.epochs)
-    sizes = None if args.sizes is None else read_sizes(args.sizes)
+    sizes = args.sizes_read = None if args.sizes is None else read_sizes(args.sizes)
     if sizes is None and args.balance == "bytes":
         raise UsageError("--balance bytes needs --sizes FILE, the bytes of each record")
     if sizes is not None and args.points not in (None, sizes.shape[0]):
@@ -503,6 +503,8 @@ def _order_rows(args: argparse.Namespace, kernels: list[str]) -> Iterator[dict[s
     if N > MAX_POINTS:
         raise UsageError(f"--points must be at most 2**53 = {MAX_POINTS}, not {N}")
     if N < max(schedule):
+        if sizes is not None:
+            raise UsageError(f"--sizes: {args.sizes}: {N} records, fewer than --workers ({max(schedule)})")
         raise UsageError(f"--points must be at least --workers ({max(schedule)}), not {N}")
     spec = order_spec(args, N)
     _check_storage(args, schedule)

@@ -31,7 +31,9 @@ Writing (:func:`save_cache`): the whole file goes to a temporary name in the sam
 flushed and ``fsync``-ed, then renamed over the final name (``os.replace``, atomic on POSIX),
 and the folder is ``fsync``-ed. A crash before the rename leaves the previous file (or none)
 and a temporary file that no reader opens (the next write of that file removes it); a crash
-after it leaves the new file whole.
+after it leaves the new file whole. Writers of the same file at once (two processes, two threads)
+each write a temporary file of their own, locked while it is written so that no other writer
+removes it; the last rename wins, and a reader sees one whole file or the other.
 
 Reading (:func:`load_cache`): the header's own digest, its magic and version, the size of the
 file, then the tables' digest; a file that fails any of these is *damaged*
@@ -44,12 +46,16 @@ the next transition delivers it.
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import hashlib
 import os
+import secrets
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -111,6 +117,21 @@ def dataset_fingerprint(dataset: Dataset) -> bytes:
     return _digest(np.ascontiguousarray(dataset.checksums, dtype="<u8").data)
 
 
+def _check_dataset(dataset: object) -> None:
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+
+
+def _check_folder(cache_dir: str | os.PathLike[str]) -> Path:
+    """``cache_dir`` as a path, refused (naming it) when it is a file."""
+    if not isinstance(cache_dir, (str, os.PathLike)):
+        raise TypeError(f"Argument 'cache_dir' must be a path, not {type(cache_dir).__name__}.")
+    folder = Path(cache_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"Argument 'cache_dir' must be a folder, not the file {folder}.")
+    return folder
+
+
 def cache_path(cache_dir: str | os.PathLike[str], worker: int) -> Path:
     """The file of worker ``worker``'s cache in ``cache_dir``.
 
@@ -151,14 +172,15 @@ def save_cache(
     """
     if not isinstance(cache, Cache):
         raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
+    _check_dataset(dataset)
     if dataset.lengths is not None or cache.lengths is not None:
         raise ValueError("Argument 'cache' must hold fixed-size records (a cache file has one record size).")
     B = dataset.record_bytes
     if len(cache) and int(cache.data.shape[1]) != B:
         raise ValueError(f"Argument 'cache' must hold records of {B} bytes, not {int(cache.data.shape[1])}.")
-    epoch = check_int(epoch, "epoch", minimum=0)
-    worker = check_int(worker, "worker", minimum=0)
-    seed_word = _NO_SEED if seed is None else check_int(seed, "seed", minimum=0)
+    epoch = check_int(epoch, "epoch", minimum=0, maximum=_NO_SEED)  # the header's fields
+    worker = check_int(worker, "worker", minimum=0, maximum=(1 << 32) - 1)
+    seed_word = _NO_SEED if seed is None else check_int(seed, "seed", minimum=0, maximum=_NO_SEED - 1)
     ids = np.ascontiguousarray(cache.ids, dtype="<i8")
     if ids.size and (int(ids[0]) < 0 or int(ids[-1]) >= dataset.N or bool(np.any(np.diff(ids) <= 0))):
         raise ValueError(f"Argument 'cache' must hold increasing ids in [0, {dataset.N}).")
@@ -169,11 +191,12 @@ def save_cache(
                       dataset_fingerprint(dataset), _digest(ids.data, sums.data), rows_at)  # fmt: skip
     head += _digest(head)
     path = Path(path)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a writer that crashed
-        stale.unlink(missing_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if path.is_dir():
+        raise ValueError(f"Argument 'path' must name a file, not the folder {path}.")
+    _remove_stale(path)
+    fd, tmp = _locked_tmp(path)
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:  # locked until closed: no other writer removes it
             f.write(head)
             f.write(ids.data)
             f.write(sums.data)
@@ -182,12 +205,50 @@ def save_cache(
                 _write_all(f, np.ascontiguousarray(cache.data).data.cast("B"))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
     _fsync_dir(path.parent)
     return path
+
+
+def _locked_tmp(path: Path) -> tuple[int, Path]:
+    """A new temporary file beside ``path`` (a name of its own, so that writers of the same file
+    never share one), open for writing and locked (``flock``): what :func:`_remove_stale` of
+    another writer leaves alone. Made again should that writer have removed it before the lock."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # pragma: no cover - a file system without locks: unlocked, as before
+            return fd, tmp
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # pragma: no cover - removed between its creation and its lock
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove the temporary files of ``path`` that writers which crashed left; one whose writer
+    still runs is locked, and stays."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            fd = os.open(stale, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its writer holds it
+            os.close(fd)
+            continue
+        try:
+            stale.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -218,12 +279,11 @@ class _Head:
     size: int
 
 
-def _header(path: Path) -> _Head:
-    """The header's fields of the cache file ``path`` and the file's size; raises
+def _header(path: Path, f: BinaryIO) -> _Head:
+    """The header's fields of the cache file ``path`` (open as ``f``) and the file's size; raises
     :class:`CacheFileError` when it is cut short or altered."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(_HEADER_BYTES)
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(_HEADER_BYTES)
     if len(head) < _HEADER_BYTES:
         raise CacheFileError(f"Cache file {path}: cut short ({size} bytes, less than its header).")
     if head[:8] != MAGIC:
@@ -251,8 +311,16 @@ def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | No
     Rows that fail their stored checksum are dropped (``LoadedCache.dropped``); the rows kept
     are a read-only memory map of the file.
     """
+    _check_dataset(dataset)
+    if seed is not None:
+        seed = check_int(seed, "seed", minimum=0)
     path = Path(path)
-    h = _header(path)
+    with open(path, "rb") as f:  # one open file: a writer's rename meanwhile changes nothing read
+        return _load_open(path, f, dataset, seed)
+
+
+def _load_open(path: Path, f: BinaryIO, dataset: Dataset, seed: int | None) -> LoadedCache:
+    h = _header(path, f)
     N, B, n, rows_at, seed_word = h.N, h.B, h.n, h.rows_at, h.seed
     if N != dataset.N:
         raise ValueError(f"Cache file {path}: a dataset of N = {N} records, not N = {dataset.N}.")
@@ -265,7 +333,7 @@ def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | No
         raise ValueError(f"Cache file {path}: seed {theirs}, not {seed}.")
     if h.size != rows_at + n * B or rows_at < _HEADER_BYTES + 16 * n:
         raise CacheFileError(f"Cache file {path}: {h.size} bytes, not the {rows_at + n * B} of {n} records.")
-    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    mm = np.memmap(f, dtype=np.uint8, mode="r")
     ids = mm[_HEADER_BYTES : _HEADER_BYTES + 8 * n].view("<i8")
     sums = mm[_HEADER_BYTES + 8 * n : _HEADER_BYTES + 16 * n].view("<u8")
     if _digest(np.ascontiguousarray(ids).data, np.ascontiguousarray(sums).data) != h.tables:
@@ -292,8 +360,13 @@ def save_cache_dir(
     One host writes its own worker's file; this writes them all, as the in-process engine holds
     them all.
     """
-    folder = Path(cache_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _check_folder(cache_dir)
+    _check_dataset(dataset)
+    if isinstance(caches, (str, bytes)) or not isinstance(caches, Sequence):
+        raise TypeError(f"Argument 'caches' must be a sequence of Cache, not {type(caches).__name__}.")
+    if not folder.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        _fsync_dir(folder.parent)  # the new folder's own entry, durable
     return [
         save_cache(cache_path(folder, k), c, dataset, epoch=epoch, worker=k, seed=seed)
         for k, c in enumerate(caches)
@@ -301,17 +374,30 @@ def save_cache_dir(
 
 
 def load_cache_dir(
-    cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, seed: int | None = None
-) -> tuple[list[Cache | None], list[str]]:
+    cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, seed: int | None = None,
+    epoch: int | None = None,
+) -> tuple[list[Cache | None], list[str]]:  # fmt: skip
     """What workers ``0 .. K - 1`` still hold in ``cache_dir``: one cache each (None: no file, or
     a damaged one), and a line for every file treated as absent or with rows dropped.
 
-    A file of another job raises (:func:`load_cache`); a damaged one is absent. The caches are
-    the ``holdings`` of :func:`~coded_shuffle.engine.elastic.elastic_transition`.
+    A file of another job raises (:func:`load_cache`); a damaged one is absent, and so is one
+    written by another worker than its name says (a file moved). A folder that does not exist
+    holds nothing (a note says so); a file in its place is refused. The caches are the
+    ``holdings`` of :func:`~coded_shuffle.engine.elastic.elastic_transition`. With ``epoch``, a
+    file of another epoch is said in a line (its records, checked, are still used).
     """
+    folder = _check_folder(cache_dir)
+    _check_dataset(dataset)
     K = check_int(K, "K", minimum=1)
+    if seed is not None:
+        seed = check_int(seed, "seed", minimum=0)
+    if epoch is not None:
+        epoch = check_int(epoch, "epoch", minimum=0)
     out: list[Cache | None] = []
     notes: list[str] = []
+    if not folder.exists():
+        notes.append(f"Cache folder {folder}: no such folder; every worker starts empty.")
+        return [None] * K, notes
     for k in range(K):
         path = cache_path(cache_dir, k)
         if not path.exists():
@@ -323,6 +409,14 @@ def load_cache_dir(
             out.append(None)
             notes.append(f"{exc} Treated as absent.")
             continue
+        if got.worker != k:
+            out.append(None)
+            notes.append(f"Cache file {path}: written by worker {got.worker}, not {k}. Treated as absent.")
+            continue
+        if epoch is not None and got.epoch != epoch:
+            notes.append(
+                f"Cache file {path}: of epoch {got.epoch}, not {epoch}; its records used where wanted."
+            )
         if got.dropped:
             notes.append(f"Cache file {path}: {got.dropped} record(s) fail their checksum; delivered again.")
         out.append(got.cache)

@@ -141,7 +141,8 @@ class ElasticReport:
 
 
 def _checked_ids(dataset: Dataset, cache: Cache) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of ``cache`` whose record passes its load-time checksum, and their ids."""
+    """The rows of ``cache`` whose record passes its load-time checksum, and their ids, in
+    increasing order of id, one row an id (a second copy in the same cache is dropped)."""
     ids = np.asarray(cache.ids, dtype=np.int64)
     inside = (ids >= 0) & (ids < dataset.N)
     good = np.zeros(ids.size, dtype=bool)
@@ -150,7 +151,10 @@ def _checked_ids(dataset: Dataset, cache: Cache) -> tuple[np.ndarray, np.ndarray
         if dataset.lengths is not None and cache.lengths is not None:
             good[inside] &= cache.lengths[inside] == dataset.lengths[ids[inside]]
     rows = np.flatnonzero(good)
-    return rows, ids[rows]
+    rows = rows[np.argsort(ids[rows], kind="stable")]
+    first = np.ones(rows.size, dtype=bool)
+    first[1:] = ids[rows[1:]] != ids[rows[:-1]]
+    return rows[first], ids[rows[first]]
 
 
 def held_placement(
@@ -197,6 +201,27 @@ def held_placement(
         kept_rows.append(rows[mine])
     slots = K + 1 if bool((owner == K).any()) else K
     return placement_from_owner(owner, slots), kept_rows, dropped
+
+
+def _check_holdings(dataset: Dataset, holdings: object, K: int | None) -> None:
+    """Refuse, naming the argument, ``holdings`` that are not ``K`` caches (any number ``>= 1``
+    when ``K`` is None) or None, or whose records are not of the dataset's width."""
+    if (
+        isinstance(holdings, (str, bytes)) or not isinstance(holdings, Sequence)
+        or len(holdings) != (K if K is not None else max(len(holdings), 1))
+    ):  # fmt: skip
+        many = f"K' = {K}" if K is not None else "at least one"
+        raise ValueError(f"Argument 'holdings' must be a sequence of {many} caches (or None), one a worker.")
+    for k, c in enumerate(holdings):
+        if c is not None and not isinstance(c, Cache):
+            raise TypeError(
+                f"Argument 'holdings' must hold Cache objects or None, not {type(c).__name__} at {k}."
+            )
+        if c is not None and len(c) and int(c.data.shape[1]) != dataset.record_bytes:
+            raise ValueError(
+                f"Argument 'holdings' must hold records of {dataset.record_bytes} bytes, not "
+                f"{int(c.data.shape[1])} (worker {k})."
+            )
 
 
 def _sub_cache(cache: Cache | None, rows: np.ndarray, width: int, variable: bool) -> Cache:
@@ -265,20 +290,7 @@ def elastic_transition(
             f"Argument 'placement_next' must be a Placement of the dataset's N = {dataset.N} records."
         )
     K = placement_next.K
-    if isinstance(holdings, (str, bytes)) or not isinstance(holdings, Sequence) or len(holdings) != K:
-        raise ValueError(
-            f"Argument 'holdings' must be a sequence of K' = {K} caches (or None), one a worker."
-        )
-    for k, c in enumerate(holdings):
-        if c is not None and not isinstance(c, Cache):
-            raise TypeError(
-                f"Argument 'holdings' must hold Cache objects or None, not {type(c).__name__} at {k}."
-            )
-        if c is not None and len(c) and int(c.data.shape[1]) != dataset.record_bytes:
-            raise ValueError(
-                f"Argument 'holdings' must hold records of {dataset.record_bytes} bytes, not "
-                f"{int(c.data.shape[1])} (worker {k})."
-            )
+    _check_holdings(dataset, holdings, K)
     epoch = check_int(epoch, "epoch", minimum=0)
     mode = check_choice(mode, "mode", ELASTIC_MODES)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
@@ -335,8 +347,12 @@ def elastic_run(
     >>> [(r.K, r.verified, r.source_records, r.joined) for r in reps]
     [(6, True, 60, ()), (8, True, 0, (6, 7))]
     """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
     if isinstance(workers, (str, bytes)) or not isinstance(workers, Sequence) or len(workers) < 1:
         raise ValueError("Argument 'workers' must be a sequence of at least one worker count.")
+    mode = check_choice(mode, "mode", ELASTIC_MODES)  # checked before any epoch, even with one
+    strategy = check_choice(strategy, "strategy", STRATEGIES)
     Ks = [check_int(K, "workers", minimum=1) for K in workers]
     if max(Ks) > dataset.N:
         raise ValueError(f"Argument 'workers' must be at most N = {dataset.N} each, not {max(Ks)}.")
@@ -388,6 +404,9 @@ def restart_transition(
     """
     from .cache_dir import load_cache_dir
 
+    if not isinstance(placement_next, Placement):
+        got = type(placement_next).__name__
+        raise TypeError(f"Argument 'placement_next' must be a Placement, not {got}.")
     holdings, notes = load_cache_dir(cache_dir, dataset, K=placement_next.K, seed=seed)
     rep, caches = elastic_transition(
         dataset, holdings, placement_next, epoch=epoch, mode=mode, strategy=strategy, seed=seed
@@ -510,14 +529,15 @@ def resume_epoch(
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
-    if isinstance(holdings, (str, bytes)) or not isinstance(holdings, Sequence) or len(holdings) < 1:
-        raise ValueError("Argument 'holdings' must be a sequence of caches (or None), one a worker.")
+    if dataset.lengths is not None:
+        raise ValueError("Argument 'dataset' must hold fixed-size records (resume_epoch fetches rows).")
+    _check_holdings(dataset, holdings, None)
     rest = remainder_batches(
         dataset.N, K=K, K_next=len(holdings), seed=seed, epoch=epoch, consumed=consumed, order=order
     )
     checked: list[tuple[Cache | None, np.ndarray]] = []
     for c in holdings:
-        if c is None or not isinstance(c, Cache) or len(c) == 0:
+        if c is None or len(c) == 0:
             checked.append((None, np.empty(0, np.int64)))
             continue
         rows, ids = _checked_ids(dataset, c)  # a record that fails its checksum is absent

@@ -80,6 +80,16 @@ def _schedule(
     return EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
 
 
+def _checked(dataset: Dataset, *, K: int, seed: int, epoch: int, mode: str) -> tuple[int, int, int, str]:
+    """The arguments of :func:`save_storage` and :func:`storage_restart`, checked at the boundary."""
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
+    K = check_int(K, "K", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
+    epoch = check_int(epoch, "epoch", minimum=0)
+    return K, seed, epoch, check_choice(mode, "mode", ("coded", "exchange"))
+
+
 def save_storage(
     cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, M: int, seed: int, epoch: int,
     mode: str = "coded", order: OrderSpec | None = None,
@@ -87,6 +97,7 @@ def save_storage(
     """Write every worker's storage of ``epoch`` (a job of ``K`` workers storing ``M`` batches,
     started at epoch 0) to ``cache_dir``: the files a host keeps, as the in-process engine holds
     them all (its pieces, :func:`~.cache_dir.save_cache_dir`)."""
+    K, seed, epoch, mode = _checked(dataset, K=K, seed=seed, epoch=epoch, mode=mode)
     sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order)
     *_, now = sched.epochs(start=0, count=epoch + 1)
     work = sched.scheme.dataset(dataset)
@@ -179,17 +190,12 @@ def storage_restart(
     >>> rep.verified, rep.source_pieces, rep.peer_pieces > 0
     (True, 0, True)
     """
-    if not isinstance(dataset, Dataset):
-        raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
-    K = check_int(K, "K", minimum=1)
-    epoch = check_int(epoch, "epoch", minimum=0)
-    seed = check_int(seed, "seed", minimum=0)
-    mode = check_choice(mode, "mode", ("coded", "exchange"))
+    K, seed, epoch, mode = _checked(dataset, K=K, seed=seed, epoch=epoch, mode=mode)
     sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order)
     scheme = sched.scheme
     *_, now, nxt = sched.epochs(start=0, count=epoch + 2)
     work = scheme.dataset(dataset)
-    loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed)
+    loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed, epoch=epoch)
     holdings = list(loaded)
     expected = [scheme.held(now.held, k) for k in range(K)]
     if scheme.M > 1:

@@ -68,6 +68,7 @@ def test_rate_sizes_text_file(tmp_path, capsys):
         ("4 0 2", [], "--sizes: {f}: 'sizes' must hold sizes of at least 1 byte, not 0 (record 1)"),
         ("", [], "--sizes: {f}: no record sizes in it"),
         ("1 2 3 4", ["--points", "5"], "--points must be the 4 records of --sizes, not 5"),
+        ("1 2 3", ["-K", "4"], "--sizes: {f}: 3 records, fewer than --workers (4)"),
         ("1 2 3 4", ["--network", "up=1,down=1", "-B", "8"], "--record-bytes cannot go with --sizes"),
         (None, [], "--sizes: {f}: No such file or directory"),
         (None, ["--balance", "bytes"], "--balance bytes needs --sizes FILE"),

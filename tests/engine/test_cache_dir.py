@@ -146,7 +146,70 @@ def test_save_exceptions(ds, tmp_path):
         save_cache(tmp_path / "x", var.cache([0]), var, epoch=0, worker=0)
     with pytest.raises(ValueError, match="'epoch' must be"):
         save_cache(tmp_path / "x", ds.cache([0]), ds, epoch=-1, worker=0)
+    # The header's fields: a worker in 32 bits, an epoch and a seed in 64 (2**64 - 1: no seed).
+    with pytest.raises(ValueError, match="'worker' must be at most 4294967295"):
+        save_cache(tmp_path / "x", ds.cache([0]), ds, epoch=0, worker=1 << 32)
+    with pytest.raises(ValueError, match="'epoch' must be at most"):
+        save_cache(tmp_path / "x", ds.cache([0]), ds, epoch=1 << 64, worker=0)
+    with pytest.raises(ValueError, match="'seed' must be at most"):
+        save_cache(tmp_path / "x", ds.cache([0]), ds, epoch=0, worker=0, seed=(1 << 64) - 1)
+    with pytest.raises(TypeError, match="'dataset' must be a Dataset, not ndarray"):
+        save_cache(tmp_path / "x", ds.cache([0]), ds.data, epoch=0, worker=0)
+    with pytest.raises(ValueError, match="'path' must name a file, not the folder"):
+        save_cache(tmp_path, ds.cache([0]), ds, epoch=0, worker=0)
     assert not list(tmp_path.iterdir())
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"")
+    with pytest.raises(ValueError, match="'cache_dir' must be a folder, not the file"):
+        save_cache_dir(afile, [ds.cache([0])], ds, epoch=0)
+    with pytest.raises(ValueError, match="'cache_dir' must be a folder, not the file"):
+        load_cache_dir(afile, ds, K=1)
+    with pytest.raises(TypeError, match="'dataset' must be a Dataset, not ndarray"):
+        load_cache_dir(tmp_path, ds.data, K=1)
+    with pytest.raises(TypeError, match="'seed' must be an int, not str"):
+        load_cache_dir(tmp_path, ds, K=1, seed="1")
+    with pytest.raises(TypeError, match="'placement_next' must be a Placement, not int"):
+        restart_transition(ds, tmp_path, 4, epoch=1)
+
+
+def test_a_missing_folder_holds_nothing_and_says_so(ds, tmp_path):
+    holdings, notes = load_cache_dir(tmp_path / "never-made", ds, K=2)
+    assert holdings == [None, None] and len(notes) == 1 and "no such folder" in notes[0]
+
+
+def test_a_file_moved_to_another_workers_name_is_absent(ds, saved):
+    folder, _ = saved
+    os.replace(cache_path(folder, 1), cache_path(folder, 3))  # worker 1's file as worker 3's
+    holdings, notes = load_cache_dir(folder, ds, K=K, seed=1)
+    assert holdings[1] is None and holdings[3] is None
+    assert [n.split(": ", 1)[1] for n in notes] == ["written by worker 1, not 3. Treated as absent."]
+
+
+def test_writers_of_one_file_at_once_leave_one_whole_file(ds, tmp_path):
+    """Eight threads rewrite worker 0's file at once, each with other records: none fails (none
+    removes another's temporary file), and the file left is exactly one of theirs, whole."""
+    import threading
+
+    path = cache_path(tmp_path, 0)
+    mine = [np.arange(w, N, 8) for w in range(8)]
+    errors: list[BaseException] = []
+
+    def write(w: int) -> None:
+        try:
+            for _ in range(5):
+                save_cache(path, ds.cache(mine[w]), ds, epoch=w, worker=0, seed=1)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == [] and sorted(p.name for p in tmp_path.iterdir()) == ["worker-0.cache"]
+    got = load_cache(path, ds, seed=1)
+    assert got.dropped == 0 and np.array_equal(got.cache.ids, mine[got.epoch])
+    assert np.array_equal(np.asarray(got.cache.data), ds.data[mine[got.epoch]])
 
 
 WRITER = textwrap.dedent(
@@ -194,3 +257,10 @@ def test_a_writer_killed_mid_write_leaves_the_previous_file_whole(tmp_path):
     save_cache(path, ds.cache([0, 1]), ds, epoch=10, worker=0, seed=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["worker-0.cache"]
     assert load_cache(path, ds, seed=1).epoch == 10
+
+
+def test_a_file_name_with_glob_characters_cleans_only_its_own_leftovers(ds, tmp_path):
+    (tmp_path / ".w[1].cache.1.ab.tmp").write_bytes(b"x")  # its crashed writer's
+    (tmp_path / ".w1.cache.1.ab.tmp").write_bytes(b"x")  # another file's, which "[1]" would match
+    save_cache(tmp_path / "w[1].cache", ds.cache([1]), ds, epoch=0, worker=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".w1.cache.1.ab.tmp", "w[1].cache"]

@@ -87,6 +87,19 @@ def test_a_damaged_or_doubled_record_is_absent_and_delivered_again(ds):
     assert int(held.owner[extra]) == 0 and extra not in caches[1].ids[rows[1]]
 
 
+def test_a_cache_out_of_order_or_with_a_record_twice(ds):
+    """A cache is whatever a worker brings: ids out of order are taken in order, and a record held
+    twice by one worker is one record held and one copy dropped (it was once delivered wrong,
+    unverified, and once not counted)."""
+    p1 = epoch_placement(N, 4, seed=1, epoch=1)
+    mine = p1.batch(0)[:6]
+    ids = np.concatenate([mine[::-1], mine[:2]])  # decreasing, then two of them again
+    brought = Cache(ids=ids, data=ds.data[ids].copy(), lengths=None)
+    rep, new = elastic_transition(ds, [brought, None, None, None], p1, epoch=1)
+    assert rep.verified and rep.dropped_records == 2 and rep.held_records == 6 and rep.kept_records == 6
+    _holds_exactly(ds, new, p1)
+
+
 def test_a_restart_with_nothing_delivers_everything_from_the_source(ds):
     p1 = epoch_placement(N, 4, seed=3, epoch=5)
     rep, new = elastic_transition(ds, [None] * 4, p1, epoch=5, mode="exchange")
@@ -121,6 +134,27 @@ def test_elastic_exceptions(ds):
         elastic_run(ds, workers=[4, 241], seed=0)
     with pytest.raises(ValueError, match="'workers' must be a sequence"):
         elastic_run(ds, workers=[], seed=0)
+    # Checked before any epoch runs, even with one worker count (no transition at all).
+    with pytest.raises(ValueError, match="'mode' must be one of"):
+        elastic_run(ds, workers=[4], seed=0, mode="split")
+    with pytest.raises(TypeError, match="'dataset' must be a Dataset, not ndarray"):
+        elastic_run(ds.data, workers=[4], seed=0)
+
+
+def test_resume_exceptions(ds):
+    resume = {"K": 4, "seed": 1, "epoch": 0, "consumed": [0] * 4}
+    with pytest.raises(TypeError, match="'holdings' must hold Cache objects or None, not str at 0"):
+        resume_epoch(ds, ["cache", None], **resume)
+    narrow = synthetic_dataset(N, B - 1, seed=0).cache([0])
+    with pytest.raises(ValueError, match="'holdings' must hold records of 16 bytes, not 15 \\(worker 1\\)"):
+        resume_epoch(ds, [None, narrow], **resume)
+    with pytest.raises(ValueError, match="'holdings' must be a sequence of at least one"):
+        resume_epoch(ds, [], **resume)
+    from coded_shuffle.codec import load_dataset
+
+    var = load_dataset([b"ab", b"cde", b"f", b"ghij"] * 3)
+    with pytest.raises(ValueError, match="'dataset' must hold fixed-size records"):
+        resume_epoch(var, [None, None], K=2, seed=1, epoch=0, consumed=[0, 0])
 
 
 @pytest.mark.parametrize("K, K2", [(4, 3), (3, 5), (6, 6), (8, 2), (1, 4)])
@@ -170,3 +204,16 @@ def test_a_job_resumed_mid_epoch_at_another_world_size(ds, K, K2):
     # A record held by no worker now: one a leaver held and that no one fetched for the rest.
     assert after.verified and after.source_records == int(gone.size) - rep.source_records
     _holds_exactly(ds, new, nxt)
+
+
+def test_the_library_page_prints_what_it_says(capsys):
+    """docs/library.md's block on workers that come and go, run as written: its four lines are
+    the four quoted after it."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "library.md").read_text(encoding="utf-8")
+    section = text[text.index("## Workers that come and go") :]
+    block, after = re.search(r"```python\n(.*?)```\n\n(prints .*?)\n\n", section, re.S).groups()
+    exec(compile(block, "library.md", "exec"), {"__name__": "library"})
+    assert capsys.readouterr().out.strip().splitlines() == re.findall(r"`([^`]*)`", after)

@@ -79,3 +79,23 @@ def test_storage_restart_exceptions(ds, tmp_path):
     save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=1)
     with pytest.raises(ValueError, match=r"worker-0\.cache: a dataset of N = 144 records, not N = 96"):
         storage_restart(ds, tmp_path, K=3, M=2, seed=5, epoch=1)
+
+
+def test_save_storage_exceptions(ds, tmp_path):
+    with pytest.raises(TypeError, match="'dataset' must be a Dataset, not str"):
+        save_storage(tmp_path, "data", K=K, M=2, seed=5, epoch=1)
+    with pytest.raises(ValueError, match="'K' must be at least 1, not 0"):
+        save_storage(tmp_path, ds, K=0, M=1, seed=5, epoch=1)
+    with pytest.raises(ValueError, match="'epoch' must be at least 0, not -1"):
+        save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=-1)
+    with pytest.raises(ValueError, match="'seed' must be at least 0"):
+        save_storage(tmp_path, ds, K=K, M=2, seed=-5, epoch=1)
+    assert not list(tmp_path.iterdir())
+
+
+def test_files_of_another_epoch_are_said_and_used_where_still_wanted(ds, straight, tmp_path):
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=1)  # the files of epoch 1, told epoch 2
+    rep, caches = storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=2)
+    assert rep.verified and len(rep.notes) == K and all("of epoch 1, not 2" in n for n in rep.notes)
+    same = straight.transitions[2]  # the job that never stopped
+    assert (rep.transition.coded_symbols, rep.transition.wire_bytes) == (same.coded_symbols, same.wire_bytes)
