@@ -197,6 +197,8 @@ if [ "$SNOOPING" -eq 1 ]; then
     # A group only to its members' ports; the bridge is the querier (without one Linux floods).
     ip -n "$SW" link add br0 type bridge mcast_snooping 1 mcast_querier 1 mcast_query_response_interval 100
     SNOOP_FROM=$SECONDS
+elif [ -n "$RACKS" ]; then  # the spine and every rack's switch replicate each multicast datagram
+    ip -n "$SW" link add br0 type bridge mcast_snooping 0
 else
     ip -n "$SW" link add br0 type bridge
 fi
@@ -204,7 +206,7 @@ ip -n "$SW" link set br0 up
 for r in $(seq 0 $((${NRACKS:-0} - 1))); do  # each rack a bridge, joined to the spine by its uplink
     ns="$(rack_ns "$r")"
     ip netns add "$ns"
-    ip -n "$ns" link add br0 type bridge
+    ip -n "$ns" link add br0 type bridge mcast_snooping 0
     ip -n "$ns" link set br0 up
     ip link add uplink netns "$ns" type veth peer name "r$r" netns "$SW"
     ip -n "$ns" link set uplink mtu "$MTU" master br0 up
