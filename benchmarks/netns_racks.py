@@ -250,10 +250,10 @@ def verdicts(topology: str, rows: dict[str, dict], pick: str) -> bool:
     cross = aware["rack_up"] / blind["rack_up"]
     plan = aware["plan_up"] / blind["plan_up"]
     fast, deliver = blind["seconds"] / aware["seconds"], blind["deliver"] / aware["deliver"]
+    pred = blind["predicted"] / aware["predicted"]
     line = (f"{topology}: M = 2, senders on the racks against blind to them: {cross:.3f} x the bytes up the "
-            f"racks' links (plan {plan:.3f}), the delivery {deliver:.2f} x faster (predicted "
-            f"{blind['predicted'] / aware['predicted']:.2f} x; with decoding and checks {fast:.2f} x)"
-            )  # fmt: skip
+            f"racks' links (plan {plan:.3f}), the delivery {deliver:.2f} x faster (predicted {pred:.2f} x; "
+            f"with decoding and checks {fast:.2f} x)")  # fmt: skip
     if topology == "2x4":
         ok = cross <= 0.6 and deliver >= 1.3
         met &= ok
