@@ -3,7 +3,7 @@
 #
 #   mpi/netns_cluster.sh -K 4 [--master-up-mbit 1000] [--worker-down-mbit 0] [--worker-up-mbit 0]
 #       [--delay-ms 0] [--mtu 1500] [--bcast chain|mpich] [--peers] [--igmp-snooping]
-#       [--timeout 600] -- PROGRAM [ARGS...]
+#       [--racks NxH|H+H+... --rack-up-mbit R [--rack-down-mbit R]] [--timeout 600] -- PROGRAM [ARGS...]
 #
 # Hosts h0 (the master, rank 0) .. hK are network namespaces, each with one interface `eth0` (a
 # veth pair) plugged into a bridge that lives in a switch namespace of its own: nothing is added
@@ -21,6 +21,14 @@
 #                          is made: Linux floods every group until then) before the job starts
 #   --peers                K hosts h0 .. h(K-1), every one a worker shaped as above, and
 #                          `mpiexec -n K`: a job of peers (no master; --master-up-mbit unused)
+#   --racks NxH|H+H+...    the workers in racks, in the order of their indices (N racks of H hosts,
+#                          or each rack's hosts; they add up to the workers): each rack a bridge
+#                          (a top-of-rack switch) in a namespace of its own, cs<pid>-r<r>, joined to
+#                          the spine, the switch namespace's bridge, where the master is, by one
+#                          veth pair, the rack's uplink (port `uplink` in the rack, `r<r>` on the spine)
+#   --rack-up-mbit R       each rack's uplink to the spine (egress of its port `uplink`) default 0
+#   --rack-down-mbit R     each rack's downlink from the spine (egress of the spine's port `r<r>`)
+#                          default: --rack-up-mbit's rate
 # Then `mpiexec -n K+1 -ppn 1` runs PROGRAM from inside h0 with a hostfile of the hosts'
 # addresses and a launcher (hydra's ssh launcher, pointed at a script) that starts each host's
 # proxy inside that host's namespace with a hostname of its own (UTS namespace), so MPICH treats
@@ -39,8 +47,12 @@
 # reaches the others through the bridge, which replicates each datagram for free (to every port,
 # or with --igmp-snooping to the members of its group).
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), ip (iproute2), tc and unshare (util-linux).
-# Prints, after the job, the bytes each host's eth0 sent and received (`links: ...` lines on
-# standard error). Exit status: the job's, or 2 on a usage or setup error.
+# Prints, after the job, the bytes each host's eth0 sent and received (`links: hI eth0 tx T rx R
+# bytes` lines on standard error), and with --racks the bytes each rack's uplink and downlink
+# carried (`links: rackR up U down D bytes`, the egress counters of the rack's port `uplink` and of
+# the spine's port `rR`): what crossed between racks. Both count the whole job (its start-up and
+# control messages too) and every frame's headers. Exit status: the job's, or 2 on a usage or
+# setup error.
 set -euo pipefail
 
 PROG=netns_cluster.sh
@@ -57,6 +69,9 @@ TIMEOUT=600
 BCAST=chain
 PEERS=0
 SNOOPING=0
+RACKS=""
+RACK_UP=0
+RACK_DOWN=""
 while [ $# -gt 0 ]; do
     case "$1" in
         -K|--workers) K="${2:-}"; shift 2 ;;
@@ -69,6 +84,9 @@ while [ $# -gt 0 ]; do
         --bcast) BCAST="${2:-}"; shift 2 ;;
         --peers) PEERS=1; shift ;;
         --igmp-snooping) SNOOPING=1; shift ;;
+        --racks) RACKS="${2:-}"; shift 2 ;;
+        --rack-up-mbit) RACK_UP="${2:-}"; shift 2 ;;
+        --rack-down-mbit) RACK_DOWN="${2:-}"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
         *) usage; die "unknown option '$1'" ;;
@@ -78,14 +96,49 @@ done
 case "$K" in ''|*[!0-9]*) die "-K must be a positive integer, not '${K}'" ;; esac
 [ "$K" -ge 1 ] && [ "$K" -le 200 ] || die "-K must be between 1 and 200, not $K"
 LAST=$((K - PEERS))  # the last host: hK, or h(K-1) among peers
+[ -n "$RACK_DOWN" ] || RACK_DOWN="$RACK_UP"
 for pair in "master-up-mbit:$MASTER_UP" "worker-down-mbit:$WORKER_DOWN" "worker-up-mbit:$WORKER_UP" \
-    "delay-ms:$DELAY" "timeout:$TIMEOUT"; do
+    "delay-ms:$DELAY" "timeout:$TIMEOUT" "rack-up-mbit:$RACK_UP" "rack-down-mbit:$RACK_DOWN"; do
     case "${pair#*:}" in ''|*[!0-9.]*|*.*.*) die "--${pair%%:*} must be a non-negative number, not '${pair#*:}'" ;; esac
 done
 case "$MTU" in ''|*[!0-9]*) die "--mtu must be an integer, not '$MTU'" ;; esac
 [ "$MTU" -ge 576 ] && [ "$MTU" -le 65535 ] || die "--mtu must be 576 to 65535, not $MTU"
 case "$BCAST" in chain|mpich) ;; *) die "--bcast must be chain or mpich, not '$BCAST'" ;; esac
 awk -v t="$TIMEOUT" 'BEGIN { exit !(t >= 1) }' || die "--timeout must be at least 1 second, not $TIMEOUT"
+FIRST=$((1 - PEERS))  # the first worker's host: h1, or h0 among peers
+RACK_OF=()            # RACK_OF[i]: the rack of host hI (workers only), with --racks
+if [ -n "$RACKS" ]; then
+    sizes=""  # each rack's hosts, separated by spaces
+    case "$RACKS" in
+        *x*) count="${RACKS%%x*}" hosts="${RACKS#*x}"
+             case "$count:$hosts" in
+                 [0-9]*:[0-9]*) case "$count$hosts" in *[!0-9]*) ;; *)
+                     [ "$count" -ge 1 ] && [ "$count" -le 16 ] || die "--racks must be 1 to 16 racks, not $count"
+                     for _ in $(seq "$count"); do sizes="$sizes $hosts"; done ;; esac ;;
+             esac ;;
+        *) case "$RACKS" in ''|*[!0-9+]*|+*|*+|*++*) ;; *) sizes="${RACKS//+/ }" ;; esac ;;
+    esac
+    [ -n "$sizes" ] || die "--racks must be NxH (N racks of H hosts) or H+H+... (each rack's hosts), not '$RACKS'"
+    total=0
+    NRACKS=0
+    for h in $sizes; do
+        [ "$h" -ge 1 ] || die "--racks: every rack holds at least one host, not '$RACKS'"
+        total=$((total + h)) NRACKS=$((NRACKS + 1))
+    done
+    [ "$NRACKS" -le 16 ] || die "--racks must be 1 to 16 racks, not $NRACKS"
+    [ "$total" -eq "$((LAST + 1 - FIRST))" ] || die "--racks $RACKS holds $total hosts, not the $((LAST + 1 - FIRST)) workers"
+    host=$FIRST
+    rack=0
+    for h in $sizes; do
+        for _ in $(seq "$h"); do RACK_OF[host]=$rack; host=$((host + 1)); done
+        rack=$((rack + 1))
+    done
+    [ "$SNOOPING" -eq 0 ] || die "--igmp-snooping applies to one switch, not with --racks"
+else
+    for pair in "rack-up-mbit:$RACK_UP" "rack-down-mbit:$RACK_DOWN"; do
+        [ "${pair#*:}" = 0 ] || die "--${pair%%:*} applies with --racks only"
+    done
+fi
 [ "$(id -u)" -eq 0 ] || die "needs root (CAP_NET_ADMIN) to create network namespaces"
 for tool in ip tc unshare timeout; do command -v "$tool" >/dev/null || die "'$tool' not found"; done
 
@@ -101,6 +154,7 @@ SW="$P-sw"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/$P.XXXXXX")"
 host_ns() { echo "$P-h$1"; }
 host_ip() { echo "10.199.0.$((10 + $1))"; }
+rack_ns() { echo "$P-r$1"; }
 
 JOB=""
 cleanup() {
@@ -143,10 +197,23 @@ if [ "$SNOOPING" -eq 1 ]; then
     # A group only to its members' ports; the bridge is the querier (without one Linux floods).
     ip -n "$SW" link add br0 type bridge mcast_snooping 1 mcast_querier 1 mcast_query_response_interval 100
     SNOOP_FROM=$SECONDS
+elif [ -n "$RACKS" ]; then  # the spine and every rack's switch replicate each multicast datagram
+    ip -n "$SW" link add br0 type bridge mcast_snooping 0
 else
     ip -n "$SW" link add br0 type bridge
 fi
 ip -n "$SW" link set br0 up
+for r in $(seq 0 $((${NRACKS:-0} - 1))); do  # each rack a bridge, joined to the spine by its uplink
+    ns="$(rack_ns "$r")"
+    ip netns add "$ns"
+    ip -n "$ns" link add br0 type bridge mcast_snooping 0
+    ip -n "$ns" link set br0 up
+    ip link add uplink netns "$ns" type veth peer name "r$r" netns "$SW"
+    ip -n "$ns" link set uplink mtu "$MTU" master br0 up
+    ip -n "$SW" link set "r$r" mtu "$MTU" master br0 up
+    shape "$ns" uplink "$RACK_UP"
+    shape "$SW" "r$r" "$RACK_DOWN"
+done
 : > "$WORK/hostfile"
 {
     echo '#!/bin/sh'
@@ -157,13 +224,15 @@ ip -n "$SW" link set br0 up
 } > "$WORK/launch"
 for i in $(seq 0 "$LAST"); do
     ns="$(host_ns "$i")"
+    sw="$SW"  # the host's switch: the spine, or its rack's
+    [ -z "${RACK_OF[i]:-}" ] || sw="$(rack_ns "${RACK_OF[i]}")"
     ip netns add "$ns"
-    ip link add eth0 netns "$ns" type veth peer name "p$i" netns "$SW"
-    ip -n "$SW" link set "p$i" master br0 up
+    ip link add eth0 netns "$ns" type veth peer name "p$i" netns "$sw"
+    ip -n "$sw" link set "p$i" master br0 up
     ip -n "$ns" addr add "$(host_ip "$i")/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 mtu "$MTU"
-    ip -n "$SW" link set "p$i" mtu "$MTU"
+    ip -n "$sw" link set "p$i" mtu "$MTU"
     ip -n "$ns" link set eth0 up
     # The administratively scoped multicast groups (run --multicast) go out on eth0, to the bridge,
     # which replicates each datagram to the ports whose hosts joined the group.
@@ -176,7 +245,7 @@ for i in $(seq 0 "$LAST"); do
     if [ "$i" -eq 0 ] && [ "$PEERS" -eq 0 ]; then
         shape "$ns" eth0 "$MASTER_UP"
     else
-        shape "$SW" "p$i" "$WORKER_DOWN"
+        shape "$sw" "p$i" "$WORKER_DOWN"
         shape "$ns" eth0 "$WORKER_UP"
     fi
 done
@@ -187,10 +256,14 @@ done
 } >> "$WORK/launch"
 chmod +x "$WORK/launch"
 
-counters() {  # one line per host: host tx_bytes rx_bytes of its eth0
+counters() {  # one line per host: host tx_bytes rx_bytes of its eth0; per rack: up and down tx_bytes
     for i in $(seq 0 "$LAST"); do
         echo "h$i" $(ip netns exec "$(host_ns "$i")" cat /sys/class/net/eth0/statistics/tx_bytes \
             /sys/class/net/eth0/statistics/rx_bytes)
+    done
+    for r in $(seq 0 $((${NRACKS:-0} - 1))); do
+        echo "rack$r" $(ip netns exec "$(rack_ns "$r")" cat /sys/class/net/uplink/statistics/tx_bytes) \
+            $(ip netns exec "$SW" cat "/sys/class/net/r$r/statistics/tx_bytes")
     done
 }
 counters > "$WORK/before"
@@ -223,7 +296,8 @@ status=$?
 set -e
 JOB=""
 counters > "$WORK/after"
-paste -d ' ' "$WORK/before" "$WORK/after" |
-    awk '{ printf "links: %s eth0 tx %d rx %d bytes\n", $1, $5 - $2, $6 - $3 }' >&2
+paste -d ' ' "$WORK/before" "$WORK/after" | awk '{
+    if ($1 ~ /^rack/) printf "links: %s up %d down %d bytes\n", $1, $5 - $2, $6 - $3
+    else printf "links: %s eth0 tx %d rx %d bytes\n", $1, $5 - $2, $6 - $3 }' >&2
 [ "$status" -eq 124 ] && echo "$PROG: error: the job ran past --timeout $TIMEOUT s" >&2
 exit "$status"
