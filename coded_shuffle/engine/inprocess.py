@@ -39,6 +39,7 @@ from ..orders import OrderSpec, Placement, epoch_placement, order_placement  # n
 from ..plan import STRATEGIES
 from ..transport import InProcessTransport, Transport
 from .protocol import (
+    GO,
     Announce,
     Gather,
     MasterOptions,
@@ -94,6 +95,8 @@ def drive(
         else:
             assert isinstance(msg, Announce)
             word = msg.word
+            if word == GO:
+                link.sync()
             running, msg = step(master, None)
     report = msg
     new: list[Cache] = []
