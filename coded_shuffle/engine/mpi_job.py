@@ -24,8 +24,9 @@ within the job's timeout, then the step's collectives under the watchdog
 with one line that names it, as in a transition.
 
 Before the first transition, a warm-up transition in each mode
-(:func:`~coded_shuffle.engine.session.warm_up`, ``4 K`` records of 8 bytes) loads the compiled kernels on every rank and opens the links; it is reported
-apart (its own line above the table), so that no row of the table carries the start-up.
+(:func:`~coded_shuffle.engine.session.warm_up`, ``4 K`` records of 8 bytes) loads the compiled
+kernels on every rank and opens the links; it is reported apart (its own line above the table), so
+that no row of the table carries the start-up.
 
 ``job`` is the job's options, a :class:`~coded_shuffle.engine.options.JobOptions` that the MPI
 program builds from its command line (:func:`coded_shuffle.cli.job.job_options`: checked, defaults

@@ -18,6 +18,9 @@ copy of each step of a job:
   its next transition would start, and the job ends there;
 - the closing share (:meth:`Session.end`).
 
+In one process (:meth:`Session.local`: the in-process run and loader) the session holds every
+worker's units and carries all roles at once (:func:`drive`), with the same transition loop.
+
 Among peers no rank holds the records: the leader's view of them is a :class:`Catalogue` of the
 units (their number, width and checksums), gathered from what the ranks read.
 """
@@ -35,15 +38,26 @@ import numpy as np
 from ..codec import Cache, Dataset, record_checksums
 from ..errors import IntegrityError
 from ..orders import epoch_placement
-from ..transport import ControlLink
+from ..transport import ControlLink, Transport
 from .mpi import Watchdog, attend, lead, serve, setup_step
-from .protocol import MasterOptions, Stopped, WorkerResult, master_transition, worker_stop, worker_transition
+from .protocol import (
+    GO,
+    Announce,
+    Gather,
+    MasterOptions,
+    Stopped,
+    WorkerResult,
+    master_transition,
+    step,
+    worker_stop,
+    worker_transition,
+)
 from .report import TransitionReport
 from .schedule import Epoch, EpochSchedule
 from .schemes import Planned, Scheme, Tamper
 from .state import synthetic_dataset
 
-__all__ = ["Catalogue", "Extras", "Turn", "Session", "warm_up", "WARM_RECORDS", "WARM_BYTES"]
+__all__ = ["Catalogue", "Extras", "Turn", "Session", "drive", "warm_up", "WARM_RECORDS", "WARM_BYTES"]
 
 
 @dataclass(frozen=True)
@@ -143,14 +157,14 @@ class Session:
     def __init__(
         self,
         link: ControlLink,
-        watchdog: Watchdog,
+        watchdog: Watchdog | None,
         schemes: Sequence[Scheme],
         *,
         opts: MasterOptions | None = None,
         extras: Extras | None = None,
         at: Callable[[str], None] | None = None,
     ) -> None:
-        self.link, self.dog, self.schemes = link, watchdog, tuple(schemes)
+        self.link, self._dog, self.schemes = link, watchdog, tuple(schemes)
         self.opts = MasterOptions() if opts is None else opts
         self.extras = Extras() if extras is None else extras
         self._at = at
@@ -160,6 +174,26 @@ class Session:
         self.cache: Cache | None = None
         self.checksums: np.ndarray | None = None
         self._spare: list[np.ndarray] = []
+        #: In one process (:meth:`local`): every worker's units, and their buffers of the epoch before.
+        self.caches: list[Cache] | None = None
+        self._spares: list[np.ndarray] | None = None
+
+    @classmethod
+    def local(
+        cls, link: Transport, schemes: Sequence[Scheme], work: Dataset, caches: list[Cache], *,
+        opts: MasterOptions | None = None, extras: Extras | None = None,
+    ) -> Session:  # fmt: skip
+        """The session of a job in this process: the master (``work``, the units) and every worker
+        (``caches``, each one's units), their roles carried together (:func:`drive`)."""
+        session = cls(cast(ControlLink, link), None, schemes, opts=opts, extras=extras)
+        session.units, session.caches = work, caches
+        return session
+
+    @property
+    def dog(self) -> Watchdog:
+        """The watchdog of a job across processes."""
+        assert self._dog is not None, "a session in one process has no watchdog"
+        return self._dog
 
     @property
     def setup_hook(self) -> Callable[[str], None] | None:
@@ -263,6 +297,8 @@ class Session:
 
     def transition(self, p_t: Any, p_t1: Any, *, epoch: int) -> Turn:
         """One transition in every scheme of the session, in this rank's role."""
+        if self.caches is not None:
+            return self._local(p_t, p_t1, epoch)
         if self.serves:
             return self._serve(p_t, p_t1, epoch)
         k = self.link.worker
@@ -326,6 +362,18 @@ class Session:
             self._made(rep, lost_all[-1])
         return Turn(None, tuple(reports), tuple(lost_all))
 
+    def _local(self, p_t: Any, p_t1: Any, epoch: int) -> Turn:
+        """Every role in this process: the master's report, every worker's new units."""
+        assert isinstance(self.units, Dataset) and self.caches is not None
+        (scheme,) = self.schemes
+        old = self.caches
+        rep, self.caches = drive(
+            self.link, scheme, self.units, old, (p_t, p_t1), epoch=epoch, opts=self.opts, spare=self._spares
+        )
+        self._spares = [c.data for c in old]  # each worker alternates two buffers
+        self._made(rep, False)
+        return Turn(None, (rep,), (False,))
+
     def _made(self, report: TransitionReport, lost_all: bool) -> None:
         if self.extras.report is not None:
             self.extras.report(report, lost_all)
@@ -351,7 +399,60 @@ class Session:
 
     def close(self) -> None:
         """Stop the watchdog."""
-        self.dog.close()
+        if self._dog is not None:
+            self._dog.close()
+
+
+def drive(
+    link: Transport,
+    scheme: Scheme,
+    dataset: Dataset,
+    caches: list[Cache],
+    placements: tuple[Any, Any],
+    *,
+    epoch: int,
+    opts: MasterOptions,
+    spare: list[np.ndarray] | None = None,
+) -> tuple[TransitionReport, list[Cache]]:
+    """One transition of the protocol in this process; return the master's report and the new caches.
+
+    The workers run only when the master waits for them, so that every frame the master sends
+    before a :class:`~coded_shuffle.engine.protocol.Gather` is on the link when they receive.
+    """
+    K = placements[0].K
+    master = master_transition(link, scheme, dataset, *placements, epoch=epoch, opts=opts)
+    workers = [
+        worker_transition(
+            link, scheme, k, caches[k], placements, epoch=epoch, checksums=dataset.checksums,
+            spare=spare[k] if spare is not None and k < len(spare) else None,
+        )
+        for k in range(K)
+    ]  # fmt: skip
+    running, msg = step(master, None)
+    word: Any = None  # the master's last word: what every worker is sent next (None starts it)
+    while running:
+        if isinstance(msg, Gather):
+            posts = []
+            for k, w in enumerate(workers):
+                alive, post = step(w, word)
+                if not alive:  # pragma: no cover - a worker role posts until the last word
+                    raise IntegrityError(f"Worker {k} ended before the master's {msg.stage!r} round.")
+                posts.append(post.value)
+            running, msg = step(master, posts)
+        else:
+            assert isinstance(msg, Announce)
+            word = msg.word
+            if word == GO:
+                link.sync()
+            running, msg = step(master, None)
+    report = msg
+    new: list[Cache] = []
+    for k, w in enumerate(workers):
+        alive, result = step(w, word)
+        if alive or not isinstance(result, WorkerResult):  # pragma: no cover - protocol error
+            raise IntegrityError(f"Worker {k} did not end with the master's verdict.")
+        new.append(result.cache)
+    return report, new
 
 
 #: Records of the warm-up transition, per worker, and their size.
