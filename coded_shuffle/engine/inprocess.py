@@ -10,11 +10,13 @@ Notation
 ``W``      uncoded load: records that change worker (each sent alone by the uncoded scheme)
 =========  ==========================================================================
 
-:func:`drive` runs one transition of the protocol (:mod:`coded_shuffle.engine.protocol`): the
-master's role until it waits for the workers, then each worker's role until it posts, and so on;
-the frames go over the transport (an :class:`~coded_shuffle.transport.InProcessTransport` by
-default) as under MPI. :func:`transition` delivers one epoch with the coded scheme, :func:`run`
-chains transitions over epochs, :func:`simulate` does so on synthetic records.
+:func:`drive` (:mod:`coded_shuffle.engine.session`) runs one transition of the protocol
+(:mod:`coded_shuffle.engine.protocol`): the master's role until it waits for the workers, then
+each worker's role until it posts, and so on; the frames go over the transport (an
+:class:`~coded_shuffle.transport.InProcessTransport` by default) as under MPI. :func:`transition`
+delivers one epoch with the coded scheme, :func:`run` chains transitions over epochs (the
+session's transition loop, :meth:`~coded_shuffle.engine.session.Session.epochs`, in one
+process), :func:`simulate` does so on synthetic records.
 
 Sub-packets (``subpackets=q`` in :func:`run` and :func:`simulate`): every record of ``B`` bytes is
 cut into ``q`` pieces of ``B / q`` bytes (``q`` must divide ``B``; records are not padded, and

@@ -21,7 +21,7 @@ every worker's post; the posts are sent back in, in worker order) and :class:`An
 :func:`worker_transition` yields :class:`Post` and is sent back the master's next word. Frames
 go over the transport inside the roles, control messages only at the yields. A driver carries
 the yields, and after the word ``GO`` meets the workers at the link's barrier (``sync``), which
-each worker's role joins: :func:`coded_shuffle.engine.inprocess.drive` steps all roles in one process,
+each worker's role joins: :func:`coded_shuffle.engine.session.drive` steps all roles in one process,
 :mod:`coded_shuffle.engine.mpi` carries them between ranks with a deadline on every wait.
 """
 
