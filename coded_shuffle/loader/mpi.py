@@ -196,6 +196,13 @@ class MPILoader:
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
         compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
 
+    def resume(self, start_epoch: int, epochs: int) -> None:
+        """Before the job starts, on every rank: run ``epochs`` epochs from ``start_epoch`` instead
+        (a job resumed from a checkpoint, the loader built once)."""
+        if self._used:
+            raise RuntimeError("An MPILoader resumes before its job starts, not after.")
+        self.epochs, self.start_epoch = _check_common(epochs, start_epoch, self.seed, self.strategy, 0)[:2]
+
     def _start(self, what: str) -> None:
         if self._used:
             raise RuntimeError(f"An MPILoader runs once: {what} was already called on this rank.")
