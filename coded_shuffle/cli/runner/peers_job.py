@@ -16,15 +16,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..records import NpyRecords, RecordSource, fixed_record_bytes
-from ..transport import MPITransport
-from .mpi import Watchdog
+from ...engine.mpi import Watchdog
+from ...engine.protocol import MasterOptions
+from ...engine.schemes import scheme_for
+from ...engine.session import warm_up
+from ...engine.state import synthetic_dataset
+from ...records import NpyRecords, RecordSource, fixed_record_bytes
+from ...transport import MPITransport
 from .mpi_job import PROG, Epochs, Results, _hooks, job_refusal, probe_links
 from .options import JobOptions
-from .protocol import MasterOptions
-from .schemes import scheme_for
-from .session import warm_up
-from .state import synthetic_dataset
 
 __all__ = ["peers"]
 
@@ -46,7 +46,7 @@ def _records(job: JobOptions) -> tuple[RecordSource, int, int] | str:
 def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     """Every rank: the job's transitions among peers; the leader writes the results.
 
-    The start-up steps (:data:`~coded_shuffle.engine.mpi_job.STARTUP_STEPS`) are those of a job
+    The start-up steps (:data:`~coded_shuffle.cli.runner.mpi_job.STARTUP_STEPS`) are those of a job
     with a master, but for the first batches: each rank reads its own units."""
     K = link.K
     got = _records(job)

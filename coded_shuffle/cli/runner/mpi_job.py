@@ -28,7 +28,7 @@ Before the first transition, a warm-up transition in each mode
 kernels on every rank and opens the links; it is reported apart (its own line above the table), so
 that no row of the table carries the start-up.
 
-``job`` is the job's options, a :class:`~coded_shuffle.engine.options.JobOptions` that the MPI
+``job`` is the job's options, a :class:`~coded_shuffle.cli.runner.options.JobOptions` that the MPI
 program builds from its command line (:func:`coded_shuffle.cli.job.job_options`: checked, defaults
 filled in). The master prints a table, or JSON lines, as each transition ends.
 """
@@ -46,21 +46,21 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..codec import Cache, Dataset, load_dataset, parse_frame
-from ..network import Network
-from ..orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
-from ..plan import EXCHANGE_MAX_K
-from ..records import npy_header, npy_problem
-from ..transport import ControlLink, MPITransport, mpi_world
-from .mpi import Watchdog, default_timeout
+from ...codec import Cache, Dataset, load_dataset, parse_frame
+from ...engine.mpi import Watchdog, default_timeout
+from ...engine.protocol import MasterOptions
+from ...engine.report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
+from ...engine.schedule import EpochSchedule
+from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for
+from ...engine.session import WARM_RECORDS, Extras, Session, warm_up
+from ...engine.state import storage_refusal, synthetic_dataset
+from ...network import Network
+from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
+from ...plan import EXCHANGE_MAX_K
+from ...records import npy_header, npy_problem
+from ...transport import ControlLink, MPITransport, mpi_world
 from .options import JobOptions
 from .probe import ProbedRates
-from .protocol import MasterOptions
-from .report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
-from .schedule import EpochSchedule
-from .schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for
-from .session import WARM_RECORDS, Extras, Session, warm_up
-from .state import storage_refusal, synthetic_dataset
 
 #: The name the job's messages start with.
 PROG = "coded-shuffle run"
@@ -259,7 +259,7 @@ def _warm_schemes(modes: tuple[str, ...], K: int, network: Network | None) -> tu
 
 
 def probe_links(session: Session, job: JobOptions) -> ProbedRates | None:
-    """Collective, with ``--probe``: the rates the links reach (:mod:`coded_shuffle.engine.probe`),
+    """Collective, with ``--probe``: the rates the links reach (:mod:`coded_shuffle.cli.runner.probe`),
     on the leading rank (None elsewhere, and without ``--probe``)."""
     if job.probe is None:
         return None
