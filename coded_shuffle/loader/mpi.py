@@ -312,7 +312,13 @@ class MPILoader:
         session.schemes = (scheme,)
         schedule = self._schedule(N, scheme)
         now = schedule.epoch(self.start_epoch)
-        session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held)
+        cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held)
+        assert session.checksums is not None
+        if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
+            raise IntegrityError(
+                f"Worker {self.worker}: its records of epoch {self.start_epoch} do not match the "
+                "master's checksums."
+            )
         return session, schedule, now
 
     def _worker_epochs(self) -> Generator[EpochBatch, None, None]:
