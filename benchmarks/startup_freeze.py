@@ -6,7 +6,7 @@ line that names the frozen rank.
 For ``--mode coded`` (a master and ``K`` workers) and ``--mode exchange`` (``K`` peers), each
 role (the master, a worker; the peers' leader, a peer) is frozen (SIGSTOP, the program's hidden
 ``--fail-at STEP --fail-how stop``) at each start-up step
-(:data:`coded_shuffle.engine.mpi_job.STARTUP_STEPS`; a job of peers has no first batches), in a
+(:data:`coded_shuffle.cli.runner.mpi_job.STARTUP_STEPS`; a job of peers has no first batches), in a
 job of 60 records of 16 bytes launched as ``coded-shuffle run`` launches it. A row gives the
 seconds from the freeze to the launcher's end, the lines that start with ``coded-shuffle run:
 error:`` (there must be one, and it must name the frozen rank), and whether the job ended within
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from coded_shuffle.engine.mpi_job import STARTUP_STEPS
+from coded_shuffle.cli.runner.mpi_job import STARTUP_STEPS
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).parent / "mpiexec"

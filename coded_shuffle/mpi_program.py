@@ -7,7 +7,7 @@
 (``mpi/shuffle.py`` in the source tree is a thin entry to the same program.) A thin entry itself:
 it parses the options of an MPI job (:mod:`coded_shuffle.cli.job`, the specification that
 ``coded-shuffle run`` shares), sets MPICH's environment, and runs the job's master on rank 0 and
-its workers on ranks ``1..K`` (:mod:`coded_shuffle.engine.mpi_job`). Run with ``python -m
+its workers on ranks ``1..K`` (:mod:`coded_shuffle.cli.runner.mpi_job`). Run with ``python -m
 mpi4py`` so that an exception on any rank aborts the whole job. Nothing here imports ``mpi4py``
 at import time: :func:`main` initializes MPI through :func:`coded_shuffle.transport.mpi_start`.
 See docs/mpi.md for the options and the report.
@@ -29,8 +29,7 @@ from .cli.job import (
     job_options,
     multicast_scope,
 )
-from .engine.mpi import setup_step
-from .engine.mpi_job import (
+from .cli.runner.mpi_job import (
     MODES,
     PROG,
     STARTUP_STEPS,
@@ -40,6 +39,7 @@ from .engine.mpi_job import (
     startup_timeout,
     worker,
 )
+from .engine.mpi import setup_step
 from .engine.schemes import runs_among_peers
 from .network import Network
 from .transport import MPITransport, TokenBucket, launch_rank, mpi_exit, mpi_refuse, mpi_start
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     comm = mpi_start(startup_timeout(job), prog=PROG, markers=markers)
     dog = start_watchdog(job, comm.Get_rank())
     if runs_among_peers(MODES[job.mode]):  # no master: every rank a worker
-        from .engine.peers_job import peers
+        from .cli.runner.peers_job import peers
 
         link = MPITransport(comm, peers=True)
         link.exchange_schedule = job.exchange_schedule

@@ -286,7 +286,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             )
         reads = transport.is_master or peers
         records = tensor_records(source) if reads and source is not None else source  # rows read as held
-        self._options: dict[str, Any] = {
+        options: dict[str, Any] = {
             "epochs": epochs, "seed": seed, "order": order, "max_repair_rounds": max_repair_rounds,
             "timeout": timeout, "storage": storage, "scheme": scheme,
             **({} if peers else {"strategy": strategy}),
@@ -295,7 +295,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._loader_class: type[MPILoader] = PeerLoader if peers else MPILoader
         # Checks every option now, on every rank (the loader proper is made at the first epoch).
         self._loader = self._loader_class(
-            records, start_epoch=start_epoch, transport=transport, writable=True, **self._options
+            records, start_epoch=start_epoch, transport=transport, writable=True, **options
         )
         self.transport = transport
         self.K = transport.K
@@ -524,10 +524,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if epoch >= end:
             raise ValueError(f"Argument 'state' must resume before epoch {end}, not at epoch {epoch}.")
         self._skip = check_int(state["samples"], "state['samples']", minimum=0)
-        self._loader = self._loader_class(
-            self._records, start_epoch=epoch, transport=self.transport, writable=True,
-            **{**self._options, "epochs": end - epoch},
-        )  # fmt: skip
+        self._loader.resume(epoch, end - epoch)
         self.start_epoch, self.epochs = epoch, end - epoch
 
     def close(self) -> None:

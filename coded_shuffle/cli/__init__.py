@@ -9,7 +9,8 @@ Layout
 One module a command (:mod:`.rate`, :mod:`.simulate`, :mod:`.run`, :mod:`.orders`,
 :mod:`.quality`, :mod:`.plot`), each with its ``add_parser``; :mod:`.common` holds what they
 share, :mod:`.matrices` the matrix files, and :mod:`.job` the options of an MPI job, one
-specification for ``coded-shuffle run`` and the MPI program.
+specification for ``coded-shuffle run`` and the MPI program; :mod:`.runner` is the MPI
+experiment runner that program runs on every rank.
 """
 
 from __future__ import annotations

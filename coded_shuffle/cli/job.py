@@ -15,8 +15,6 @@ import math
 import os
 
 from ..codec import DEFAULT_MAX_FRAME_BYTES
-from ..engine.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
-from ..engine.options import JobOptions
 from ..engine.schemes import REGISTRY, runs_among_peers
 from ..orders import ignored_shard_options
 from ..plan import STRATEGIES
@@ -34,6 +32,8 @@ from .common import (
     network_option,
     order_spec,
 )
+from .runner.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
+from .runner.options import JobOptions
 
 #: Defaults of the options that have no argparse default (see the module docstring).
 JOB_DEFAULTS: dict[str, int | str] = {
@@ -236,7 +236,7 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
 
     ``workers`` is the number of workers, when known: ``coded-shuffle run`` knows it before the
     job, and then also makes the check every rank makes once it knows the records
-    (:func:`~coded_shuffle.engine.mpi_job.job_refusal`), so that no rank starts to refuse.
+    (:func:`~coded_shuffle.cli.runner.mpi_job.job_refusal`), so that no rank starts to refuse.
     """
     launcher, workers = workers is not None, 1 if workers is None else workers
     points = int(JOB_DEFAULTS["points"]) if args.points is None else args.points
@@ -285,7 +285,7 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
 
 def _check_before_launch(filled: argparse.Namespace, workers: int) -> None:
     """Refuse what the ranks would refuse once they know the records (``filled``: the options
-    checked, defaults filled in): :func:`~coded_shuffle.engine.mpi_job.job_refusal`, the records'
+    checked, defaults filled in): :func:`~coded_shuffle.cli.runner.mpi_job.job_refusal`, the records'
     number and size read from the options or from the ``--data`` file's header. Under ``--mode
     auto`` the checks of a mode wait for the mode it chooses."""
     if filled.data is None:
@@ -344,7 +344,7 @@ def _check_multicast(args: argparse.Namespace, workers: int, network: object) ->
 
 
 def job_options(args: argparse.Namespace) -> JobOptions:
-    """The typed options of the job (:class:`~coded_shuffle.engine.options.JobOptions`) from
+    """The typed options of the job (:class:`~coded_shuffle.cli.runner.options.JobOptions`) from
     ``args`` as :func:`check_job` returns them (checked, defaults filled in)."""
     return JobOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(JobOptions)})
 

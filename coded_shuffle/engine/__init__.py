@@ -13,9 +13,11 @@ One transition (:mod:`.protocol`, the same for every driver):
    ground truth, with global conservation: all workers together hold each of the ``N`` records
    exactly once; the master's verdict ends the transition, with one :class:`TransitionReport`.
 
-Drivers: :mod:`.inprocess` (:func:`transition`, :func:`run`, :func:`simulate`, and the in-process
-loader) steps every role in one process; :mod:`.mpi` carries the same roles between MPI ranks
-(the program behind ``coded-shuffle run`` and the MPI loader), with a deadline on every wait.
+Epochs: one :class:`~.session.Session` runs the epochs of a job over one link for every driver
+(its start-up steps, its transition loop, a worker's early stop). Drivers: :mod:`.inprocess`
+(:func:`transition`, :func:`run`, :func:`simulate`, and the in-process loader) steps every role in
+one process; :mod:`.mpi` carries the same roles between MPI ranks (the program behind
+``coded-shuffle run`` and the MPI loader), with a deadline on every wait.
 """
 # ruff: noqa: I001  (the imports follow the layers of the subpackage)
 

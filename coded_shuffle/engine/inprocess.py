@@ -10,11 +10,13 @@ Notation
 ``W``      uncoded load: records that change worker (each sent alone by the uncoded scheme)
 =========  ==========================================================================
 
-:func:`drive` runs one transition of the protocol (:mod:`coded_shuffle.engine.protocol`): the
-master's role until it waits for the workers, then each worker's role until it posts, and so on;
-the frames go over the transport (an :class:`~coded_shuffle.transport.InProcessTransport` by
-default) as under MPI. :func:`transition` delivers one epoch with the coded scheme, :func:`run`
-chains transitions over epochs, :func:`simulate` does so on synthetic records.
+:func:`drive` (:mod:`coded_shuffle.engine.session`) runs one transition of the protocol
+(:mod:`coded_shuffle.engine.protocol`): the master's role until it waits for the workers, then
+each worker's role until it posts, and so on; the frames go over the transport (an
+:class:`~coded_shuffle.transport.InProcessTransport` by default) as under MPI. :func:`transition`
+delivers one epoch with the coded scheme, :func:`run` chains transitions over epochs (the
+session's transition loop, :meth:`~coded_shuffle.engine.session.Session.epochs`, in one
+process), :func:`simulate` does so on synthetic records.
 
 Sub-packets (``subpackets=q`` in :func:`run` and :func:`simulate`): every record of ``B`` bytes is
 cut into ``q`` pieces of ``B / q`` bytes (``q`` must divide ``B``; records are not padded, and
@@ -27,82 +29,23 @@ is checked whole. The reports count symbols in pieces.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from .._checks import check_choice, check_int
 from ..codec import Cache, Dataset, load_dataset  # noqa: F401 (load_dataset: doctests)
-from ..errors import IntegrityError
 from ..network import Network
 from ..orders import OrderSpec, Placement, epoch_placement, order_placement  # noqa: F401
 from ..plan import STRATEGIES
 from ..transport import InProcessTransport, Transport
-from .protocol import (
-    Announce,
-    Gather,
-    MasterOptions,
-    WorkerResult,
-    master_transition,
-    step,
-    worker_transition,
-)
+from .protocol import MasterOptions
 from .report import RunReport, TransitionReport
 from .schedule import EpochSchedule, check_network, predicted_times
 from .schemes import SCHEMES, Scheme, resolve
+from .session import Extras, Session, drive
 from .state import initial_caches, synthetic_dataset  # noqa: F401
 
 __all__ = ["drive", "transition", "run", "simulate"]
-
-
-def drive(
-    link: Transport,
-    scheme: Scheme,
-    dataset: Dataset,
-    caches: list[Cache],
-    placements: tuple[Any, Any],
-    *,
-    epoch: int,
-    opts: MasterOptions,
-    spare: list[np.ndarray] | None = None,
-) -> tuple[TransitionReport, list[Cache]]:
-    """One transition of the protocol in this process; return the master's report and the new caches.
-
-    The workers run only when the master waits for them, so that every frame the master sends
-    before a :class:`~coded_shuffle.engine.protocol.Gather` is on the link when they receive.
-    """
-    K = placements[0].K
-    master = master_transition(link, scheme, dataset, *placements, epoch=epoch, opts=opts)
-    workers = [
-        worker_transition(
-            link, scheme, k, caches[k], placements, epoch=epoch, checksums=dataset.checksums,
-            spare=spare[k] if spare is not None and k < len(spare) else None,
-        )
-        for k in range(K)
-    ]  # fmt: skip
-    running, msg = step(master, None)
-    word: Any = None  # the master's last word: what every worker is sent next (None starts it)
-    while running:
-        if isinstance(msg, Gather):
-            posts = []
-            for k, w in enumerate(workers):
-                alive, post = step(w, word)
-                if not alive:  # pragma: no cover - a worker role posts until the last word
-                    raise IntegrityError(f"Worker {k} ended before the master's {msg.stage!r} round.")
-                posts.append(post.value)
-            running, msg = step(master, posts)
-        else:
-            assert isinstance(msg, Announce)
-            word = msg.word
-            running, msg = step(master, None)
-    report = msg
-    new: list[Cache] = []
-    for k, w in enumerate(workers):
-        alive, result = step(w, word)
-        if alive or not isinstance(result, WorkerResult):  # pragma: no cover - protocol error
-            raise IntegrityError(f"Worker {k} did not end with the master's verdict.")
-        new.append(result.cache)
-    return report, new
 
 
 def transition(
@@ -339,22 +282,11 @@ def run(
         records=(dataset.N, dataset.record_bytes), network=network,
     )  # fmt: skip
     schedule = EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
-    epochs_of = schedule.epochs(start=0, count=epochs + 1)
-    now = next(epochs_of)
+    now = schedule.epoch(0)
     caches = [work.cache(scheme.held(now.held, k)) for k in range(K)]
-    spare: list[np.ndarray] | None = None
-    reports = []
-    for nxt in epochs_of:
-        old = caches
-        rep, caches = drive(
-            link, scheme, work, caches, (now.held, nxt.held), epoch=nxt.t, opts=opts, spare=spare
-        )
-        # Epoch t's buffers will hold epoch t + 2's records: each worker alternates two buffers.
-        spare = [c.data for c in old]
-        reports.append(rep)
-        if on_transition is not None:
-            on_transition(rep)
-        now = nxt
+    made = None if on_transition is None else (lambda rep, _: on_transition(rep))
+    session = Session.local(link, (scheme,), work, caches, opts=opts, extras=Extras(report=made))
+    reports = [turn.reports[0] for turn in session.epochs(schedule, now, epochs)]
     return RunReport(
         K=K, N=dataset.N, record_bytes=dataset.record_bytes, epochs=epochs, seed=seed, strategy=strategy,
         transitions=tuple(reports), subpackets=scheme.pieces,

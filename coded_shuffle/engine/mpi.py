@@ -3,7 +3,9 @@
 Rank ``root`` runs the master's role (:func:`serve`), every other rank a worker's
 (:func:`attend`), over an :class:`~coded_shuffle.transport.MPITransport`; in a job of peers
 (no master: the workers' exchange) rank ``root`` carries both the master's role, for its
-control rounds alone, and its own worker's (:func:`lead`). A role's
+control rounds alone, and its own worker's (:func:`lead`). After the word ``GO`` the master's
+driver meets the workers at a barrier (each worker's role does), so that the delivery's times
+are comparable. A role's
 :class:`~coded_shuffle.engine.protocol.Gather` becomes
 :meth:`~coded_shuffle.transport.MPITransport.gather_posts`, its ``Announce``
 :meth:`~coded_shuffle.transport.MPITransport.announce`, a worker's ``Post``
@@ -42,11 +44,11 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any, NoReturn
 
 from ..errors import RankTimeout
-from ..transport import ControlLink, LinkStats, mpi_abort
-from .protocol import Announce, Gather, step
+from ..transport import ControlLink, mpi_abort
+from .protocol import GO, Announce, Gather, step
 
 __all__ = [
-    "LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "lead", "Rounds", "end_job",
+    "LAUNCHER_ENV", "Watchdog", "default_timeout", "serve", "attend", "lead", "end_job",
     "setup_step", "patience",
 ]  # fmt: skip
 
@@ -253,6 +255,8 @@ def serve(link: ControlLink, role: Generator[Any, Any, Any], *, watchdog: Watchd
         else:
             assert isinstance(msg, Announce)
             link.announce(msg.word)
+            if msg.word == GO:  # every rank starts the delivery together (the workers' roles meet it)
+                link.sync()
             running, msg = _step(role, None, watchdog, "sending")
     return msg
 
@@ -271,55 +275,6 @@ def attend(link: ControlLink, role: Generator[Any, Any, Any], *, watchdog: Watch
     return msg
 
 
-class Rounds:
-    """The leader's view of a link among peers, for the master's role: the control rounds only.
-
-    The master's role among peers sends no frames, and the leader's own worker role joins the
-    collectives (the barrier before a delivery, the exchange): here they are no-ops.
-    """
-
-    def __init__(self, link: ControlLink) -> None:
-        self._link = link
-        self.K = link.K
-        self._stats = LinkStats()
-
-    @property
-    def stats(self) -> LinkStats:
-        """Nothing leaves the leader's master role."""
-        return self._stats
-
-    @property
-    def control_bytes(self) -> int:
-        """The control plane's bytes of the link."""
-        return self._link.control_bytes
-
-    @property
-    def pace(self) -> None:
-        """The master's role among peers sends nothing to pace."""
-        return None
-
-    def sync(self) -> None:
-        """The leader's worker role joins the barrier."""
-
-    def send(self, frames: Any) -> None:  # pragma: no cover - the peers' schemes send no frames
-        raise AssertionError("the master's role among peers sent frames")
-
-    def send_to(self, frames: Any) -> None:  # pragma: no cover - as send
-        raise AssertionError("the master's role among peers sent frames")
-
-    def receive(self, worker: int) -> list[Any]:  # pragma: no cover - a master receives no frames
-        raise AssertionError("the master's role received frames")
-
-    def receive_each(self, worker: int) -> Iterator[Any]:  # pragma: no cover - as receive
-        raise AssertionError("the master's role received frames")
-
-    def offer(self, worker: int, frames: Any, *, rounds: Any = None) -> None:  # pragma: no cover - workers do
-        raise AssertionError("the master's role offered frames")
-
-    def collect(self, worker: int) -> list[Any]:  # pragma: no cover - the workers collect
-        raise AssertionError("the master's role collected frames")
-
-
 def lead(
     link: ControlLink,
     master: Generator[Any, Any, Any],
@@ -327,12 +282,13 @@ def lead(
     *,
     watchdog: Watchdog,
 ) -> tuple[Any, Any]:
-    """Peers' leader: carry the master's role (made over :class:`Rounds` of the link) and this
-    rank's worker's role (over the link itself).
+    """Peers' leader: carry the master's role (its control rounds: among peers it sends no frame)
+    and this rank's worker's role, over the same link.
 
     The master's :class:`~coded_shuffle.engine.protocol.Gather` takes the other workers' posts
     from the link and this rank's from its worker role; each word goes to the others, then to
-    this rank's worker role. Returns both roles' values.
+    this rank's worker role (which meets the others at the barrier after ``GO``). Returns both
+    roles' values.
     """
     timeout, prog = watchdog.timeout, watchdog.prog
     running, msg = _step(master, None, watchdog, "planning")

@@ -7,7 +7,7 @@ puts on the transport:
 ==========  ======================================  ===========================================
 round       each worker posts                       then the master announces
 ==========  ======================================  ===========================================
-ready       ``READY``, or ``STOP`` (it stops)       ``GO`` (then sends the frames), or ``END``
+ready       ``READY``, or ``STOP`` (it stops)       ``GO`` (a barrier, the frames), or ``END``
 decode      a :class:`Status` (ids that failed)     a :class:`Repair` (then the scheme re-sends
                                                     them), ``DONE``,
                                                     or ``ABANDON`` (repair rounds used up)
@@ -20,7 +20,8 @@ The roles are generators (sans-I/O): :func:`master_transition` yields :class:`Ga
 every worker's post; the posts are sent back in, in worker order) and :class:`Announce`;
 :func:`worker_transition` yields :class:`Post` and is sent back the master's next word. Frames
 go over the transport inside the roles, control messages only at the yields. A driver carries
-the yields: :func:`coded_shuffle.engine.inprocess.drive` steps all roles in one process,
+the yields, and after the word ``GO`` meets the workers at the link's barrier (``sync``), which
+each worker's role joins: :func:`coded_shuffle.engine.session.drive` steps all roles in one process,
 :mod:`coded_shuffle.engine.mpi` carries them between ranks with a deadline on every wait.
 """
 
@@ -228,8 +229,7 @@ def master_transition(
     if STOP in ready:
         yield Announce(END)
         return Stopped(tuple(k for k, post in enumerate(ready) if post == STOP))
-    yield Announce(GO)
-    link.sync()  # every rank starts the delivery together, so that its times are comparable
+    yield Announce(GO)  # then every rank meets at a barrier (the driver's), so that the times compare
     t_start = time.perf_counter()
     pace = link.pace
     waited = pace.waited if pace is not None else 0.0

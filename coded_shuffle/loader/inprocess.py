@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 
 from .._checks import check_int
-from ..codec import (
-    Cache,
-)
 from ..engine import MasterOptions, TransitionReport
-from ..engine.inprocess import drive
-from ..engine.schedule import EpochSchedule
+from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
+from ..engine.session import Session, Turn
 from ..errors import IntegrityError
 from ..network import Network
 from ..orders import (
@@ -141,8 +137,9 @@ class InProcessLoader:
             raise TypeError(f"Argument 'transport' must be an InProcessTransport for K = {self.K} workers.")
         self.transport = transport
         self._current: LoadedEpoch | None = None
-        self._state: tuple[list[Cache], Any] | None = None
-        self._spare: list[np.ndarray] | None = None
+        self._session: Session | None = None
+        self._turns: Iterator[Turn] = iter(())
+        self._now: Epoch | None = None
         #: The reports of the transitions made so far, in order.
         self.reports: list[TransitionReport] = []
 
@@ -161,40 +158,39 @@ class InProcessLoader:
                 f"Epoch {t} was asked for while the loader is at epoch {cur}: an in-process loader "
                 "is one run, and its workers go through the epochs in lockstep."
             )
-        N, K, scheme = self.N, self.K, self.scheme
-        schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=self.order, scheme=scheme)
+        K, scheme = self.K, self.scheme
         report: TransitionReport | None = None
-        if self._state is None:
+        if self._session is None:
+            schedule = EpochSchedule(N=self.N, K=K, seed=self.seed, spec=self.order, scheme=scheme)
             now = schedule.epoch(t)
-            held, placement = now.held, now.placement
-            caches = [self._work.cache(scheme.held(held, k)) for k in range(K)]
-            decoded = [0] * K
-        else:
-            old, before = self._state
-            now = schedule.epoch(t, before)
-            previous, held, placement = before.held, now.held, now.placement
             opts = MasterOptions(
                 strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed,
                 records=(self.dataset.N, self.dataset.record_bytes),
             )  # fmt: skip
-            report, caches = drive(
-                self.transport, scheme, self._work, old, (previous, held), epoch=t, opts=opts,
-                spare=self._spare,
-            )  # fmt: skip
+            caches = [self._work.cache(scheme.held(now.held, k)) for k in range(K)]
+            self._session = Session.local(self.transport, (scheme,), self._work, caches, opts=opts)
+            self._turns = self._session.epochs(schedule, now, self.start_epoch + self.epochs - 1)
+            decoded = [0] * K
+        else:
+            before = self._now
+            turn = next(self._turns)
+            assert turn.epoch is not None and before is not None
+            (report,) = turn.reports
             if not report.verified:
                 raise IntegrityError(f"Epoch {t}: the workers' records did not match the master's checksums.")
-            # Epoch t - 1's buffers will hold epoch t + 1's records (the rows yielded are copies).
-            self._spare = [c.data for c in old]
-            moved = scheme.owners(previous) != placement.owner
-            decoded = np.bincount(placement.owner[moved], minlength=K).tolist()
+            now = turn.epoch
+            moved = scheme.owners(before.held) != now.placement.owner
+            decoded = np.bincount(now.placement.owner[moved], minlength=K).tolist()
             self.reports.append(report)
-        self._state = (caches, now)
+        self._now = now
+        held = self._session.caches
+        assert held is not None
         batches = tuple(
             _batch(
                 t,
                 k,
                 now.batch(k),
-                caches[k],
+                held[k],
                 self.layout,
                 decoded=decoded[k],
                 scheme=scheme,

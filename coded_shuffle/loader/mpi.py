@@ -10,15 +10,12 @@ from collections.abc import Generator, Iterator
 import numpy as np
 
 from .._checks import check_seconds
-from ..codec import (
-    Cache,
-    Dataset,
-)
+from ..codec import Dataset
 from ..engine import MasterOptions, TransitionReport
-from ..engine.mpi import Watchdog, attend, serve, setup_step
-from ..engine.protocol import Stopped, master_transition, worker_stop, worker_transition
-from ..engine.schedule import EpochSchedule
+from ..engine.mpi import Watchdog
+from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
+from ..engine.session import Session
 from ..errors import IntegrityError, TransportError
 from ..orders import (
     OrderSpec,
@@ -199,6 +196,13 @@ class MPILoader:
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
         compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
 
+    def resume(self, start_epoch: int, epochs: int) -> None:
+        """Before the job starts, on every rank: run ``epochs`` epochs from ``start_epoch`` instead
+        (a job resumed from a checkpoint, the loader built once)."""
+        if self._used:
+            raise RuntimeError("An MPILoader resumes before its job starts, not after.")
+        self.epochs, self.start_epoch = _check_common(epochs, start_epoch, self.seed, self.strategy, 0)[:2]
+
     def _start(self, what: str) -> None:
         if self._used:
             raise RuntimeError(f"An MPILoader runs once: {what} was already called on this rank.")
@@ -230,47 +234,40 @@ class MPILoader:
         self._start("serve")
         assert self.dataset is not None and self.layout is not None
         ds = self.dataset
-        N, K = ds.N, self.K
-        spec = _order_spec(self._order, N)
-        scheme = _store(self._storage, ds.record_bytes, K, mode=self._scheme)
-        # The start-up in bounded steps (engine.mpi.setup_step), as the transitions after it.
-        dog = self._watchdog(N, ds.record_bytes)
-        with setup_step(link, dog, "sizes"):
-            link.share((N, ds.record_bytes, self.layout.dtype, self.layout.shape))
-        work = scheme.dataset(ds)
-        with setup_step(link, dog, "checksums"):
-            link.share_array(work.checksums)
-        first = self.start_epoch
-        schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=spec, scheme=scheme)
-        now = schedule.epoch(first)
-        held = now.held
-        with setup_step(link, dog, "first batches"):
-            for k in range(K):  # each worker starts with its batch (its share) of the first epoch
-                link.send_rows(k, work.data[scheme.held(held, k)])
+        N, B = ds.N, ds.record_bytes
+        scheme = _store(self._storage, B, self.K, mode=self._scheme)
         opts = MasterOptions(
-            strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed,
-            records=(N, ds.record_bytes),
-        )  # fmt: skip
+            strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed, records=(N, B)
+        )
+        session = Session(link, self._watchdog(N, B), (scheme,), opts=opts)
+        with session.setup("sizes"):
+            link.share((N, B, self.layout.dtype, self.layout.shape))
+        schedule = self._schedule(N, scheme)
+        now = schedule.epoch(self.start_epoch)
+        session.deal(scheme.dataset(ds), now.held)
         reports = self.reports
         try:
-            for t in range(first + 1, first + self.epochs):
-                now = schedule.epoch(t, now)
-                nxt = now.held
-                role = master_transition(link, scheme, work, held, nxt, epoch=t, opts=opts)
-                report = serve(link, role, watchdog=dog)
-                if isinstance(report, Stopped):  # a worker stopped: the job ends here
-                    self.stopped_by = link.share(report.workers[0])
+            for turn in session.epochs(schedule, now, self.start_epoch + self.epochs - 1):
+                if turn.stopped is not None:  # a worker stopped: the job ends here
+                    self.stopped_by = session.end(turn.stopped[0])
                     return list(reports)
-                if not report.verified:
-                    raise IntegrityError(
-                        f"Epoch {t}: the workers' records did not match the master's checksums."
-                    )
+                (report,) = turn.reports
+                self._verified(report.verified, report.epoch)
                 reports.append(report)
-                held = nxt
-            link.share(None)
+            session.end(None)
         finally:
-            dog.close()
+            session.close()
         return list(reports)
+
+    def _schedule(self, N: int, scheme: Scheme) -> EpochSchedule:
+        """The job's epochs of ``N`` records under ``scheme``."""
+        return EpochSchedule(N=N, K=self.K, seed=self.seed, spec=_order_spec(self._order, N), scheme=scheme)
+
+    def _verified(self, ok: bool, epoch: int) -> None:
+        """Raise unless the transition to ``epoch`` was verified."""
+        if not ok:
+            whose = "the checksums" if self.transport.peers else "the master's checksums"
+            raise IntegrityError(f"Epoch {epoch}: the workers' records did not match {whose}.")
 
     # ---- worker
 
@@ -300,71 +297,54 @@ class MPILoader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _worker_start(self, k: int) -> tuple[RowLayout, Scheme, np.ndarray, Watchdog, EpochSchedule, Cache]:
-        """A worker, before its first batch: the job's layout, scheme and checksums from the master,
-        its watchdog and schedule, and its first batch's units, received and checked."""
+    def _open(self) -> tuple[Session, EpochSchedule, Epoch]:
+        """A worker, before its first batch: the job's sizes, scheme and checksums from the master,
+        and its first units, received and checked (the session's start)."""
         link = self.transport
         dog = self._watchdog(0, 0)  # the default bound until the records are known
-        with setup_step(link, dog, "sizes"):
+        session = Session(link, dog, ())
+        with session.setup("sizes"):
             N, B, dtype, shape = link.share()
         dog.for_records(N, B)
         self.N = int(N)
-        self.layout = layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
+        self.layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
         scheme = _store(self._storage, B, self.K, mode=self._scheme)
-        with setup_step(link, dog, "checksums"):
-            sums = link.share_array(np.empty(N * scheme.pieces, dtype=np.uint64))
-        schedule = EpochSchedule(
-            N=N, K=self.K, seed=self.seed, spec=_order_spec(self._order, N), scheme=scheme
-        )
-        ids = scheme.held(schedule.epoch(self.start_epoch).held, k)
-        rows = np.empty((ids.size, scheme.piece_bytes(B)), dtype=np.uint8)
-        with setup_step(link, dog, "first batches"):
-            cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
-        if not np.array_equal(cache.checksums(), sums[ids]):
+        session.schemes = (scheme,)
+        schedule = self._schedule(N, scheme)
+        now = schedule.epoch(self.start_epoch)
+        cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held)
+        assert session.checksums is not None
+        if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
             raise IntegrityError(
-                f"Worker {k}: its records of epoch {self.start_epoch} do not match the master's checksums."
+                f"Worker {self.worker}: its records of epoch {self.start_epoch} do not match the "
+                "master's checksums."
             )
-        return layout, scheme, sums, dog, schedule, cache
+        return session, schedule, now
 
     def _worker_epochs(self) -> Generator[EpochBatch, None, None]:
-        link = self.transport
-        k = link.worker
+        k = self.transport.worker
         assert k is not None
-        layout, scheme, sums, dog, schedule, cache = self._worker_start(k)
-        first = self.start_epoch
-        now = schedule.epoch(first)
-        held = now.held
-        spare = np.zeros_like(cache.data)
-        t = first
+        session, schedule, now = self._open()
+        layout, scheme = self.layout, session.schemes[0]
+        assert layout is not None and session.cache is not None
+        last = self.start_epoch + self.epochs - 1
         ended = closed = False
         try:
-            yield _batch(
-                first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
-                writable=self.writable,
-            )  # fmt: skip
-            for t in range(first + 1, first + self.epochs):
-                now = schedule.epoch(t, now)
-                nxt = now.held
-                role = worker_transition(
-                    link, scheme, k, cache, (held, nxt), epoch=t, checksums=sums, spare=spare
-                )
-                res = attend(link, role, watchdog=dog)
-                if res is None:  # another worker stopped: the job ends here
+            yield _batch(now.t, k, now.batch(k), session.cache, layout, decoded=0, scheme=scheme,
+                         writable=self.writable)  # fmt: skip
+            for turn in session.epochs(schedule, now, last):
+                if turn.stopped is not None or turn.result is None or turn.epoch is None:  # a worker stopped
                     ended = True
-                    self.stopped_by = link.share()
+                    self.stopped_by = session.end(turn.stopped[0] if turn.stopped else None)
                     return
-                if not res.verified:
-                    raise IntegrityError(
-                        f"Epoch {t}: the workers' records did not match the master's checksums."
-                    )
-                # The old cache's buffer will hold the next epoch's records (the rows yielded are copies).
-                spare, cache, held = cache.data, res.cache, nxt
-                yield _batch(
-                    t, k, now.batch(k), cache, layout,
-                    decoded=res.decoded, scheme=scheme, writable=self.writable,
-                )  # fmt: skip
+                self._verified(turn.result.verified, turn.epoch.t)
+                self.reports.extend(turn.reports)  # the leader's, among peers
+                now = turn.epoch
+                # the rows yielded are copies: the old cache's buffer holds the epoch after next
+                yield _batch(now.t, k, now.batch(k), turn.result.cache, layout, decoded=turn.result.decoded,
+                             scheme=scheme, writable=self.writable)  # fmt: skip
             ended = True
-            link.share()
+            session.end(None)
         except GeneratorExit:  # closed where it yielded an epoch: this worker stops early
             closed = True
             raise
@@ -373,7 +353,7 @@ class MPILoader:
             # ending on an uncaught exception (a crash is not a stop: its launcher reports it), nor
             # a transition that failed midway (its error is raised).
             if closed and not ended and os.getpid() == self._pid and not _crashing():
-                if t < first + self.epochs - 1:  # it says so where its next transition would start
-                    attend(link, worker_stop(), watchdog=dog)
-                self.stopped_by = link.share()
-            dog.close()
+                # it says so where its next transition would start
+                stopped = session.stop(schedule, now) if now.t < last else None
+                self.stopped_by = session.end(stopped)
+            session.close()

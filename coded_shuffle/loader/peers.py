@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Generator
 from typing import Any
 
-import numpy as np
-
 from ..engine import MasterOptions
-from ..engine.mpi import Rounds, attend, lead, setup_step
-from ..engine.peers_job import catalog, checksum_table, own_units, peer_transition
-from ..engine.protocol import Stopped, master_transition, worker_stop
-from ..engine.schedule import EpochSchedule
+from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
-from ..errors import IntegrityError, TransportError
+from ..engine.session import Session
+from ..errors import TransportError
 from ..orders import OrderSpec
 from ..transport import ControlLink, MPITransport, TorchTransport
 from ..transport.torch_dist import torch_world, torchrun_refusal
-from ._common import _batch, _crashing, _order_spec, _storage, _store, among_peers, check_scheme, open_rows
+from ._common import _storage, _store, among_peers, check_scheme, open_rows
 from .mpi import MPILoader
 
 __all__ = ["PeerLoader", "peer_link"]
@@ -102,68 +96,15 @@ class PeerLoader(MPILoader):
         """There is no master among peers: every rank iterates the loader."""
         raise RuntimeError("A job of peers has no master: every rank iterates the loader.")
 
-    def _worker_epochs(self) -> Generator[Any, None, None]:
-        link, scheme, layout = self.transport, self.scheme, self.layout
-        k = link.worker
-        assert k is not None and layout is not None and self.N is not None
-        N, K, B = self.N, self.K, layout.record_bytes
-        spec = _order_spec(self._order, N)
-        first = self.start_epoch
-        schedule = EpochSchedule(N=N, K=K, seed=self.seed, spec=spec, scheme=scheme)
-        now = schedule.epoch(first)
-        held = now.held
-        cache = own_units(scheme, self._records, held, k)
-        n_units = N * scheme.pieces
-        dog = self._watchdog(N, B)
-        with setup_step(link, dog, "checksums"):  # bounded, as the transitions (engine.mpi.setup_step)
-            table = checksum_table(link, cache, n_units)
-        units = catalog(n_units, scheme.piece_bytes(B), table)
+    def _open(self) -> tuple[Session, EpochSchedule, Epoch]:
+        """Every peer, before its first batch: its own units read from the records, and the table
+        of every unit's checksum gathered from what the ranks read (the session's start)."""
+        scheme, layout = self.scheme, self.layout
+        assert layout is not None and self.N is not None
+        N, B = self.N, layout.record_bytes
+        schedule = self._schedule(N, scheme)
+        now = schedule.epoch(self.start_epoch)
         opts = MasterOptions(max_repair_rounds=self.max_repair_rounds, seed=self.seed, records=(N, B))
-        spare = np.zeros_like(cache.data)
-        t, ended, closed = first, False, False
-        try:
-            yield _batch(
-                first, k, now.batch(k), cache, layout, decoded=0, scheme=scheme,
-                writable=self.writable,
-            )  # fmt: skip
-            for t in range(first + 1, first + self.epochs):
-                upcoming = schedule.epoch(t, now)
-                nxt = upcoming.held
-                rep, res = peer_transition(
-                    link, scheme, units, cache, (held, nxt), epoch=t, dog=dog, opts=opts, spare=spare
-                )
-                if res is None:  # a worker stopped: the job ends here
-                    ended = True
-                    self.stopped_by = link.share(rep.workers[0] if isinstance(rep, Stopped) else None)
-                    return
-                if not res.verified:
-                    raise IntegrityError(f"Epoch {t}: the workers' records did not match the checksums.")
-                if rep is not None:  # the leader's: counts in units, sizes in records
-                    self.reports.append(rep)
-                spare, cache, held, now = cache.data, res.cache, nxt, upcoming
-                yield _batch(
-                    t, k, now.batch(k), cache, layout, decoded=res.decoded, scheme=scheme,
-                    writable=self.writable,
-                )  # fmt: skip
-            ended = True
-            link.share(None)
-        except GeneratorExit:  # closed where it yielded an epoch: this worker stops early
-            closed = True
-            raise
-        finally:  # a transition that failed midway is no stop: its error is raised
-            if closed and not ended and os.getpid() == self._pid and not _crashing():
-                stopped = None
-                if t < first + self.epochs - 1:  # it says so where its next transition would start
-                    stopped = self._stop(held, schedule.epoch(t + 1, now).held, units, t + 1, opts, dog)
-                self.stopped_by = link.share(stopped)
-            dog.close()
-
-    def _stop(self, held: Any, nxt: Any, units: Any, epoch: int, opts: MasterOptions, dog: Any) -> int | None:
-        """This worker's stop, posted where its next transition would start; the leader ends the job."""
-        link = self.transport
-        if not link.is_leader:
-            attend(link, worker_stop(), watchdog=dog)
-            return None
-        master = master_transition(Rounds(link), self.scheme, units, held, nxt, epoch=epoch, opts=opts)
-        rep, _ = lead(link, master, worker_stop(), watchdog=dog)
-        return rep.workers[0] if isinstance(rep, Stopped) else None
+        session = Session(self.transport, self._watchdog(N, B), (scheme,), opts=opts)
+        session.gather(self._records, now.held, N * scheme.pieces, scheme.piece_bytes(B))
+        return session, schedule, now

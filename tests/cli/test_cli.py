@@ -596,7 +596,7 @@ def test_the_job_options_are_the_programs_options_typed():
 
     from coded_shuffle import mpi_program
     from coded_shuffle.cli.job import job_options
-    from coded_shuffle.engine.options import JobOptions
+    from coded_shuffle.cli.runner.options import JobOptions
 
     given = ["--points", "90", "--storage", "2", "--timeout", "5", "--mode", "exchange"]
     args = mpi_program.parse_args(given)

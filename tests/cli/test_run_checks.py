@@ -192,8 +192,8 @@ def test_run_launches_what_is_just_inside_the_limits(argv, npy_files, capsys, no
 
 def test_the_ranks_refuse_by_the_check_run_makes():
     """One check, made by the ranks and by run: the engine's refusal is run's message."""
-    from coded_shuffle.engine.mpi_job import job_refusal
-    from coded_shuffle.engine.options import JobOptions
+    from coded_shuffle.cli.runner.mpi_job import job_refusal
+    from coded_shuffle.cli.runner.options import JobOptions
 
     assert job_refusal(JobOptions(mode="exchange"), 128, 6000, 1024, peers=True) == WORKERS_128
     assert job_refusal(JobOptions(max_frame_bytes=4096), 4, 100, 8192) is not None

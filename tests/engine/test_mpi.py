@@ -461,7 +461,7 @@ def test_cli_run_on_a_network_reports_its_time_gap_and_auto_runs_the_fastest_mod
 def test_unpaced_table_of_several_modes_says_where_the_gain_shows(tmp_path):
     """The table of every mode: each row in its own units against its own bounds, a legend, what is
     known of the link, and one verdict a transition on the network."""
-    from coded_shuffle.engine.mpi_job import UNPACED_NOTE
+    from coded_shuffle.cli.runner.mpi_job import UNPACED_NOTE
 
     N, K = 200, 2
     cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(K), "--points", str(N), "-B", "16"]

@@ -1,4 +1,4 @@
-"""``run --probe``: the rates a job's links reach at its start (``coded_shuffle.engine.probe``),
+"""``run --probe``: the rates a job's links reach at its start (``coded_shuffle.cli.runner.probe``),
 read from four timed transfers; on shaped links a phase's rate is bounded by physics (the shaper's
 rate and bucket), never by a time limit."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from coded_shuffle.cli import main
-from coded_shuffle.engine.probe import ProbedRates
+from coded_shuffle.cli.runner.probe import ProbedRates
 from coded_shuffle.network import Network
 from coded_shuffle.transport.mpi import PROBE_PHASES
 from tests.engine.test_mpi import needs_mpi, run_mpi, run_peers

@@ -13,8 +13,8 @@ from coded_shuffle import network
 from coded_shuffle.cli import build_parser
 from coded_shuffle.cli.job import add_job_arguments
 from coded_shuffle.cli.run import run_command
+from coded_shuffle.cli.runner.mpi_job import CODED, MASTER_SENDS, MODES
 from coded_shuffle.engine import run, simulate, synthetic_dataset
-from coded_shuffle.engine.mpi_job import CODED, MASTER_SENDS, MODES
 from coded_shuffle.engine.schemes import REGISTRY, Registered, UncodedScheme, names, resolve
 from coded_shuffle.loader import InProcessLoader, PeerLoader
 from coded_shuffle.loader._common import check_scheme

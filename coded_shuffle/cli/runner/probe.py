@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..network import Network
+from ...network import Network
 
 __all__ = ["ProbedRates"]
 

@@ -1,5 +1,5 @@
-"""The options of an MPI job, as one typed value: what :mod:`coded_shuffle.engine.mpi_job` and
-:mod:`coded_shuffle.engine.peers_job` read.
+"""The options of an MPI job, as one typed value: what :mod:`coded_shuffle.cli.runner.mpi_job` and
+:mod:`coded_shuffle.cli.runner.peers_job` read.
 
 The command line builds it (:func:`coded_shuffle.cli.job.job_options`), after checking every
 option and filling in the defaults; docs/mpi.md says what each option does.
@@ -67,7 +67,7 @@ class JobOptions:
     bcast_baseline: bool = False
     fail_rank: int | None = None
     fail_epoch: int | None = None
-    #: The start-up step (:data:`~coded_shuffle.engine.mpi_job.STARTUP_STEPS`, or ``"probe"``) at
+    #: The start-up step (:data:`~coded_shuffle.cli.runner.mpi_job.STARTUP_STEPS`, or ``"probe"``) at
     #: which rank ``fail_rank`` fails, instead of at a transition.
     fail_at: str | None = None
     fail_how: str = "raise"

@@ -23,17 +23,19 @@ within the job's timeout, then the step's collectives under the watchdog
 (:func:`~coded_shuffle.engine.mpi.setup_step`), so that a rank frozen at any of them ends the job
 with one line that names it, as in a transition.
 
-Before the first transition, a warm-up transition in each mode (:func:`warm_up_transition`, ``4 K``
-records of 8 bytes) loads the compiled kernels on every rank and opens the links; it is reported
-apart (its own line above the table), so that no row of the table carries the start-up.
+Before the first transition, a warm-up transition in each mode
+(:func:`~coded_shuffle.engine.session.warm_up`, ``4 K`` records of 8 bytes) loads the compiled
+kernels on every rank and opens the links; it is reported apart (its own line above the table), so
+that no row of the table carries the start-up.
 
-``job`` is the job's options, a :class:`~coded_shuffle.engine.options.JobOptions` that the MPI
+``job`` is the job's options, a :class:`~coded_shuffle.cli.runner.options.JobOptions` that the MPI
 program builds from its command line (:func:`coded_shuffle.cli.job.job_options`: checked, defaults
 filled in). The master prints a table, or JSON lines, as each transition ends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import math
@@ -44,20 +46,21 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..codec import Cache, Dataset, load_dataset, parse_frame
-from ..network import Network
-from ..orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order, epoch_placement
-from ..plan import EXCHANGE_MAX_K
-from ..records import npy_header, npy_problem
-from ..transport import MPITransport, mpi_world
-from .mpi import Watchdog, attend, default_timeout, serve, setup_step
+from ...codec import Cache, Dataset, load_dataset, parse_frame
+from ...engine.mpi import Watchdog, default_timeout
+from ...engine.protocol import MasterOptions
+from ...engine.report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
+from ...engine.schedule import EpochSchedule
+from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for
+from ...engine.session import WARM_RECORDS, Extras, Session, warm_up
+from ...engine.state import storage_refusal, synthetic_dataset
+from ...network import Network
+from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
+from ...plan import EXCHANGE_MAX_K
+from ...records import npy_header, npy_problem
+from ...transport import ControlLink, MPITransport, mpi_world
 from .options import JobOptions
 from .probe import ProbedRates
-from .protocol import MasterOptions, master_transition, worker_transition
-from .report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
-from .schedule import EpochSchedule
-from .schemes import REGISTRY, SCHEMES, names, registered, scheme_for
-from .state import storage_refusal, synthetic_dataset
 
 #: The name the job's messages start with.
 PROG = "coded-shuffle run"
@@ -98,18 +101,6 @@ class Epochs:
     def piece_bytes(self) -> int:
         return self.scheme.piece_bytes(self.B)
 
-    def first(self) -> Any:
-        """What the workers hold at the first epoch."""
-        self._now = self.schedule.epoch(self.job.start_epoch)
-        return self._now.held
-
-    def following(self, p: Any, epoch: int) -> Any:
-        """What they hold at ``epoch``, following the epoch before (``p``, what :meth:`first` or
-        the last call returned)."""
-        assert p is self._now.held
-        self._now = self.schedule.epoch(epoch, self._now)
-        return self._now.held
-
 
 #: The steps of a job's start-up, in order: MPI's start, then the rounds of
 #: :func:`~coded_shuffle.engine.mpi.setup_step` (a job of peers has no first batches to send: each
@@ -143,10 +134,20 @@ def _maybe_fail(
     raise RuntimeError(f"rank {job.fail_rank}: deliberate failure {when} (--fail-rank)")
 
 
-def _setup(job: JobOptions, link: MPITransport, dog: Watchdog, stage: str) -> Any:
-    """The start-up step ``stage`` (:func:`~coded_shuffle.engine.mpi.setup_step`), after the hook."""
-    _maybe_fail(job, at=stage)
-    return setup_step(link, dog, stage)
+def _hooks(job: JobOptions, link: ControlLink, dog: Watchdog, schemes: tuple[Scheme, ...] = ()) -> Session:
+    """The session of the job on this rank, with its tests' hooks (:func:`_maybe_fail`) at every
+    start-up step and transition, a tamper of the frames of ``job.corrupt_worker`` at the first
+    transition, and the job's figures (the workers' digests, ``--count-links``, ``--bcast-baseline``)."""
+    first = job.start_epoch + 1
+
+    def tamper(cache: Cache, units: np.ndarray, epoch: int) -> Any:
+        return _corrupter(cache, units) if job.corrupt_worker == link.worker and epoch == first else None
+
+    extras = Extras(
+        links=_link_counter if job.count_links else None, baseline=job.bcast_baseline, with_digest=True,
+        tamper=tamper, before=lambda epoch: _maybe_fail(job, epoch),
+    )  # fmt: skip
+    return Session(link, dog, schemes, extras=extras, at=lambda stage: _maybe_fail(job, at=stage))
 
 
 def link_bytes() -> tuple[int, int]:
@@ -223,9 +224,8 @@ def start_watchdog(job: JobOptions, rank: int) -> Watchdog:
 
 
 def worker(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
-    k = link.worker
-    assert k is not None
-    with _setup(job, link, dog, "sizes"):
+    session = _hooks(job, link, dog)
+    with session.setup("sizes"):
         N, B, status = link.share()
         code = link.share() if status else 0
     if status:
@@ -234,104 +234,38 @@ def worker(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     dog.for_records(N, B)
     K = link.K
     ep = Epochs(job, N, B, K)
-    with _setup(job, link, dog, "checksums"):
-        sums = link.share_array(np.empty(N * ep.scheme.pieces, dtype=np.uint64))
-    p_t = ep.first()
-    ids = ep.scheme.held(p_t, k)
-    rows = np.empty((ids.size, ep.piece_bytes), dtype=np.uint8)
-    with _setup(job, link, dog, "first batches"):
-        cache = Cache(ids=ids, data=link.receive_rows(rows), lengths=None)
+    modes = MODES[job.mode]
+    session.schemes = tuple(ep.schemes[m] for m in modes)
+    now = ep.schedule.epoch(job.start_epoch)
+    session.receive(N * ep.scheme.pieces, ep.piece_bytes, now.held)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
-    modes = MODES[job.mode]
     if MASTER_SENDS & set(modes):
         per = ep.scheme.pieces * (K - ep.scheme.M) // max(K - 1, 1)
         frames = (N * B // job.max_frame_bytes + 2) * 4160
         link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
-    spare = [np.zeros_like(cache.data) for _ in modes]
-    _maybe_fail(job, at="warm-up")
-    warm_up_transition(link, modes, dog, seed=job.seed, network=ep.network)
-    probe_links(link, job, dog)
-    for t in range(job.start_epoch, job.start_epoch + job.epochs):
-        _maybe_fail(job, t + 1)
-        p_t1 = ep.following(p_t, t + 1)
-        results = []
-        for mode, out in zip(modes, spare, strict=True):
-            corrupt = job.corrupt_worker == k and t == job.start_epoch
-            role = worker_transition(
-                link, ep.schemes[mode], k, cache, (p_t, p_t1), epoch=t + 1, checksums=sums, spare=out,
-                with_digest=True, tamper=_corrupter(cache, ep.scheme.held(p_t1, k)) if corrupt else None,
-                links=_link_counter() if job.count_links else None,
-            )  # fmt: skip
-            res = attend(link, role, watchdog=dog)
-            results.append(res.cache)
-            if mode == "coded" and job.bcast_baseline:
-                link.baseline_broadcast(0)
-        spare = [cache.data, *(r.data for r in results[1:])]
-        cache = results[0]
-        p_t = p_t1
+    warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
+    probe_links(session, job)
+    for _ in session.epochs(ep.schedule, now, job.start_epoch + job.epochs):
+        pass
     dog.close()
-    return int(link.share())
+    return int(session.end())
 
 
-#: Records of the warm-up transition, per worker, and their size.
-_WARM_RECORDS, _WARM_BYTES = 4, 8
+def _warm_schemes(modes: tuple[str, ...], K: int, network: Network | None) -> tuple[Scheme, ...]:
+    """The schemes of the warm-up of ``modes`` (a split's share set by ``network``, the job's)."""
+    return tuple(SCHEMES[m] if m in SCHEMES else scheme_for(m, K=K, network=network) for m in modes)
 
 
-def warm_up_transition(
-    link: MPITransport, modes: tuple[str, ...], dog: Watchdog, *, seed: int, network: Network | None = None
-) -> float:
-    """Collective: one transition ``0 -> 1`` of ``4 K`` records of 8 bytes in each of ``modes``
-    (a split's share set by ``network``, the job's).
-
-    Every rank loads the kernels of the codec and the planner and every link carries a first
-    message, so that the job's first transition is timed as the others. Its setup is the
-    start-up step ``"warm-up"`` (:func:`~coded_shuffle.engine.mpi.setup_step`). Returns the
-    master's seconds (0.0 on the workers); raises :class:`~coded_shuffle.errors.IntegrityError`
-    if it fails.
-    """
-    import time
-
-    from ..errors import IntegrityError
-
-    tic = time.perf_counter()
-    K = link.K
-    N = _WARM_RECORDS * K
-    p_t, p_t1 = (epoch_placement(N, K, seed=seed, epoch=e) for e in (0, 1))
-    sums = np.empty(N, dtype=np.uint64)
-    schemes = {m: SCHEMES[m] if m in SCHEMES else scheme_for(m, K=K, network=network) for m in modes}
-    if link.is_master:
-        dataset = synthetic_dataset(N, _WARM_BYTES, seed=seed)
-        with setup_step(link, dog, "warm-up"):
-            link.share_array(dataset.checksums)
-            for k in range(K):
-                link.send_rows(k, dataset.data[p_t.batch(k)])
-        for mode in modes:
-            served = master_transition(link, schemes[mode], dataset, p_t, p_t1, epoch=1, opts=MasterOptions())
-            if not serve(link, served, watchdog=dog).verified:
-                raise IntegrityError("The warm-up transition was not verified.")
-        return time.perf_counter() - tic
-    me = link.worker
-    assert me is not None
-    ids = p_t.batch(me)
-    with setup_step(link, dog, "warm-up"):
-        link.share_array(sums)
-        rows = link.receive_rows(np.empty((ids.size, _WARM_BYTES), np.uint8))
-    cache = Cache(ids=ids, data=rows, lengths=None)
-    for mode in modes:
-        role = worker_transition(link, schemes[mode], me, cache, (p_t, p_t1), epoch=1, checksums=sums)
-        attend(link, role, watchdog=dog)
-    return 0.0
-
-
-def probe_links(link: MPITransport, job: JobOptions, dog: Watchdog) -> ProbedRates | None:
-    """Collective, with ``--probe``: the rates the links reach (:mod:`coded_shuffle.engine.probe`),
+def probe_links(session: Session, job: JobOptions) -> ProbedRates | None:
+    """Collective, with ``--probe``: the rates the links reach (:mod:`coded_shuffle.cli.runner.probe`),
     on the leading rank (None elsewhere, and without ``--probe``)."""
     if job.probe is None:
         return None
-    with _setup(job, link, dog, "probe"):
-        seconds = link.probe_phases(job.probe)
+    link = session.link
+    with session.setup("probe"):
+        seconds = link.probe_phases(job.probe)  # type: ignore[attr-defined]
     return None if seconds is None else ProbedRates(job.probe, link.K, seconds)
 
 
@@ -471,7 +405,7 @@ class Results:
             f"mode = {job.mode}, link = {pace}" + note
         )
         self._print(
-            f"warm-up: one transition of {_WARM_RECORDS * K} records a mode, {warm:.3f} s "
+            f"warm-up: one transition of {WARM_RECORDS * K} records a mode, {warm:.3f} s "
             "(kernels loaded and links opened on every rank; not in the rows below)"
         )
         if probe is not None:
@@ -518,51 +452,38 @@ class Results:
 def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     K = link.K
     dataset = _load(job, K)
+    session = _hooks(job, link, dog)
     if isinstance(dataset, str):
         print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
-        with _setup(job, link, dog, "sizes"):
+        with session.setup("sizes"):
             link.share((0, 0, 2))
             link.share(2)
         dog.close()
         return 2
     N, B = dataset.N, dataset.record_bytes
     dog.for_records(N, B)
-    with _setup(job, link, dog, "sizes"):
+    with session.setup("sizes"):
         link.share((N, B, 0))
     ep = Epochs(job, N, B, K)
-    work = ep.scheme.dataset(dataset)
-    with _setup(job, link, dog, "checksums"):
-        link.share_array(work.checksums)
-    p_t = ep.first()
-    with _setup(job, link, dog, "first batches"):
-        for k in range(K):  # not counted: each worker starts with its batch (or share) of the first epoch
-            link.send_rows(k, work.data[ep.scheme.held(p_t, k)])
-    _maybe_fail(job, at="warm-up")
-    warm = warm_up_transition(link, MODES[job.mode], dog, seed=job.seed, network=ep.network)
-    probe = probe_links(link, job, dog)
+    modes = MODES[job.mode]
+    session.schemes = tuple(ep.schemes[m] for m in modes)
+    now = ep.schedule.epoch(job.start_epoch)
+    session.deal(ep.scheme.dataset(dataset), now.held)
+    warm = warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
+    probe = probe_links(session, job)
     results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm, probe)
-    opts = MasterOptions(
+    session.opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,
         records=(N, B), network=results.network, measured=True,
     )  # fmt: skip
+    session.extras = dataclasses.replace(
+        session.extras, planned_by=ep.scheme, report=lambda rep, lost: results.row(rep, lost_all=lost)
+    )
     all_ok = True
-    for t in range(job.start_epoch, job.start_epoch + job.epochs):
-        _maybe_fail(job, t + 1)
-        p_t1 = ep.following(p_t, t + 1)
-        planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
-        for mode in MODES[job.mode]:
-            lost = link.multicast_lost_all
-            role = master_transition(
-                link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
-                links=_link_counter() if job.count_links else None,
-                baseline=link.baseline_broadcast if mode == "coded" and job.bcast_baseline else None,
-            )  # fmt: skip
-            rep = serve(link, role, watchdog=dog)
-            all_ok &= rep.verified
-            results.row(rep, lost_all=link.multicast_lost_all > lost)
-        p_t = p_t1
+    for turn in session.epochs(ep.schedule, now, job.start_epoch + job.epochs):
+        all_ok &= all(rep.verified for rep in turn.reports)
     dog.close()
-    code = results.close(all_ok, several=len(MODES[job.mode]) > 1)
-    link.share(code)
+    code = results.close(all_ok, several=len(modes) > 1)
+    session.end(code)
     return code

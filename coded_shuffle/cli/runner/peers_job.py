@@ -1,0 +1,87 @@
+"""A job of peers under MPI: every rank is a worker, and only the workers' exchange moves data.
+
+``--mode exchange`` alone runs on ``mpiexec -n K``: there is no master rank. At the first epoch
+each rank reads what it holds itself: its rows of the ``.npy`` file (memory-mapped; every rank
+must be able to read it) or of the random records drawn from the seed, and the table of every
+unit's checksum is gathered from what the ranks read. Afterwards every transition is the
+exchange of :class:`~coded_shuffle.engine.schemes.ExchangeScheme` among peers: rank 0 leads the
+protocol's control rounds beside its own worker's role (the session's leader,
+:class:`~coded_shuffle.engine.session.Session`), a damaged unit is taken again from another of
+its holders, and every worker's holdings are checked against the table after each transition,
+as in a job with a master.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from ...engine.mpi import Watchdog
+from ...engine.protocol import MasterOptions
+from ...engine.schemes import scheme_for
+from ...engine.session import warm_up
+from ...engine.state import synthetic_dataset
+from ...records import NpyRecords, RecordSource, fixed_record_bytes
+from ...transport import MPITransport
+from .mpi_job import PROG, Epochs, Results, _hooks, job_refusal, probe_links
+from .options import JobOptions
+
+__all__ = ["peers"]
+
+
+def _records(job: JobOptions) -> tuple[RecordSource, int, int] | str:
+    """Every rank's view of the records: ``(source, N, B)``, the records read only when gathered."""
+    try:
+        if job.data is not None:
+            source = NpyRecords(job.data, name="data")
+            return source, len(source), fixed_record_bytes(source, "data")
+        sizes = job.synthetic()
+        if isinstance(sizes, str):
+            return sizes
+        return NpyRecords(synthetic_dataset(*sizes, seed=job.seed).data), *sizes
+    except (OSError, ValueError, MemoryError) as exc:
+        return f"--data {job.data}: {exc}" if job.data is not None else str(exc)
+
+
+def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
+    """Every rank: the job's transitions among peers; the leader writes the results.
+
+    The start-up steps (:data:`~coded_shuffle.cli.runner.mpi_job.STARTUP_STEPS`) are those of a job
+    with a master, but for the first batches: each rank reads its own units."""
+    K = link.K
+    got = _records(job)
+    rows, N, B = (None, 0, 0) if isinstance(got, str) else got
+    problem = got if isinstance(got, str) else job_refusal(job, K, N, B, peers=True)
+    session = _hooks(job, link, dog)
+    with session.setup("sizes"):
+        bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
+    if bad:
+        if link.is_leader:
+            print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)
+        dog.close()
+        return 2
+    dog.for_records(N, B)
+    ep = Epochs(job, N, B, K, peers=True)
+    (scheme,) = ep.schemes.values()  # the one scheme of a job of peers, which runs among them
+    session.schemes = (scheme,)
+    now = ep.schedule.epoch(job.start_epoch)
+    assert rows is not None  # every rank read the records (a problem returned above)
+    session.gather(rows, now.held, N * scheme.pieces, ep.piece_bytes)
+    del rows
+    peer = scheme_for(scheme.name, K=K, peers=True)
+    warm = warm_up(link, dog, (peer,), seed=job.seed, at=session.setup_hook)
+    probe = probe_links(session, job)
+    sizes = f"K = {K} peers, N = {N}, record = {B} B"
+    results = Results(job, K, sizes, scheme.holding.note(B), warm, probe) if link.is_leader else None
+    session.opts = MasterOptions(
+        max_repair_rounds=job.max_repair_rounds, seed=job.seed, records=(N, B),
+        network=None if results is None else results.network, measured=True,
+    )  # fmt: skip
+    if results is not None:
+        session.extras = dataclasses.replace(session.extras, report=lambda rep, _: results.row(rep))
+    all_ok = True
+    for turn in session.epochs(ep.schedule, now, job.start_epoch + job.epochs):
+        all_ok &= all(rep.verified for rep in turn.reports)
+    dog.close()
+    code = results.close(all_ok, several=False) if results is not None else 0
+    return int(session.end(code))

@@ -1,0 +1,55 @@
+"""The session's view of the records among peers: the leader's master half, given only a
+catalogue of the units (their number, width and checksums), reports and verifies as it does
+given the records themselves."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from coded_shuffle.codec import load_dataset
+from coded_shuffle.engine import drive, scheme_for
+from coded_shuffle.engine.protocol import MasterOptions
+from coded_shuffle.engine.session import Catalogue
+from coded_shuffle.orders import epoch_placement
+from coded_shuffle.transport import InProcessTransport
+
+
+@pytest.mark.parametrize(("K", "M", "B"), [(3, 1, 40), (4, 2, 2048)])
+def test_a_catalogue_of_the_units_reports_as_the_records_do(K, M, B):
+    ds = load_dataset(np.random.default_rng(K).integers(0, 256, (8 * K, B), dtype=np.uint8))
+    reports = []
+    for catalogue in (False, True):
+        scheme = scheme_for("exchange", K=K, storage=M, peers=True)
+        work = scheme.dataset(ds)
+        held = scheme.start(epoch_placement(ds.N, K, seed=3, epoch=0))
+        nxt = scheme.following(held, epoch_placement(ds.N, K, seed=3, epoch=1))
+        caches = [work.cache(scheme.held(held, k)) for k in range(K)]
+        units = (
+            Catalogue(N=work.N, record_bytes=work.record_bytes, checksums=work.checksums)
+            if catalogue
+            else work
+        )
+        opts = MasterOptions(records=(ds.N, B))
+        rep, new = drive(InProcessTransport(K), scheme, units, caches, (held, nxt), epoch=1, opts=opts)
+        for k, cache in enumerate(new):  # every worker holds its units byte for byte
+            assert np.array_equal(cache.data, work.data[scheme.held(nxt, k)])
+        reports.append(dataclasses.replace(rep, seconds=0.0, timings={}))
+    assert reports[0].verified and reports[0] == reports[1]
+
+
+def test_a_unit_the_catalogue_gives_another_checksum_is_never_accepted():
+    K = 3
+    ds = load_dataset(np.random.default_rng(0).integers(0, 256, (24, 16), dtype=np.uint8))
+    scheme = scheme_for("exchange", K=K, peers=True)
+    p0, p1 = (epoch_placement(ds.N, K, seed=1, epoch=e) for e in (0, 1))
+    sums = ds.checksums.copy()
+    sums[int(p1.batch(0)[0])] ^= 1  # the leader's table names another checksum for one record
+    wrong = Catalogue(N=ds.N, record_bytes=16, checksums=sums)
+    caches = [ds.cache(p0.batch(k)) for k in range(K)]
+    rep, _ = drive(InProcessTransport(K), scheme, ds, caches, (p0, p1), epoch=1, opts=MasterOptions())
+    assert rep.verified
+    with pytest.raises(Exception, match="unverified"):
+        drive(InProcessTransport(K), scheme, wrong, caches, (p0, p1), epoch=1, opts=MasterOptions())
