@@ -101,9 +101,8 @@ class ElasticReport:
         records (:func:`~coded_shuffle.bounds.lower_bound`): no delivery, coded or not, sends
         fewer.
     bound_bytes : int
-        The same bound in payload bytes: ``bound`` times the record's bytes, or, for records of
-        different sizes, the bound of the shuffle matrix in bytes
-        (:func:`~coded_shuffle.matrix.shuffle_matrix` with ``sizes=``).
+        The same bound in payload bytes: ``bound`` times the record's bytes, or, records of
+        different sizes, that of the matrix in bytes (:func:`~coded_shuffle.matrix.shuffle_matrix`).
     transition : TransitionReport
         The protocol's report, on ``K + 1`` slots when some record came from the source (slot
         ``K``), else on ``K``.
@@ -332,13 +331,11 @@ def _bound_bytes(held: Placement, nxt: Placement, bound: int, width: int, length
     or, with ``lengths``, the bound of the byte matrix (records of no byte count for nothing)."""
     if lengths is None:
         return bound * width
-    lengths = np.asarray(lengths, dtype=np.int64)
-    some = lengths > 0
+    some = np.asarray(lengths, dtype=np.int64) > 0
     if not some.any():
         return 0
-    owners = (np.asarray(p.owner, dtype=np.int64)[some] for p in (held, nxt))
-    a, b = (placement_from_owner(o, held.K) for o in owners)
-    return int(lower_bound(shuffle_matrix(a, b, sizes=lengths[some])).value)
+    a, b = (placement_from_owner(np.asarray(p.owner, dtype=np.int64)[some], held.K) for p in (held, nxt))
+    return int(lower_bound(shuffle_matrix(a, b, sizes=np.asarray(lengths)[some])).value)
 
 
 def elastic_run(
