@@ -160,6 +160,11 @@ QUOTED = [
         "coded-shuffle simulate -K 8 -N 8000 --mode auto --network master=1000,up=100,down=1000,multicast",
         ["mode = split (mode auto chose split: predicted 0.0224 s against coded 0.0292 s, ...)"],
     ),
+    (
+        "docs/cli.md",
+        "coded-shuffle simulate --workers 8,6,8 -N 4800",
+        ["8 -> 6 2773 2773 1.000 4215 2.84 1.23", "6 -> 8 2750 2750 1.000 4221"],
+    ),
 ]
 
 

@@ -365,6 +365,23 @@ def auto_mode(
     )
 
 
+def worker_counts(text: str) -> list[int]:
+    """``--workers`` as one count, or one count an epoch ``K0,K1,...``; refused in one line.
+
+    Examples
+    --------
+    >>> worker_counts("8,6,8"), worker_counts("4")
+    ([8, 6, 8], [4])
+    """
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--workers must be an integer or a comma-separated list, not {text!r}") from None
+    if any(k < 1 for k in counts):
+        raise UsageError(f"--workers must be at least 1, not {min(counts)}")
+    return counts
+
+
 def check_sizes(args: argparse.Namespace) -> None:
     """Refuse, naming the option, ``--workers``, ``--points`` and ``--record-bytes`` that make no job."""
     if args.workers < 1:

@@ -39,6 +39,7 @@ from .common import (
     order_spec,
     print_table,
     print_times,
+    worker_counts,
 )
 from .matrices import read_matrix
 from .rate_bytes import add_bytes_arguments, byte_rows, bytes_lines, network_options, read_sizes
@@ -381,12 +382,7 @@ def _format_rate(row: dict[str, Any]) -> list[str]:
 def _workers_schedule(text: str | None, epochs: int) -> list[int]:
     if text is None:
         return [4]
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise UsageError(f"--workers must be an integer or a comma-separated list, not {text!r}") from None
-    if any(k < 1 for k in counts):
-        raise UsageError(f"--workers must be at least 1, not {min(counts)}")
+    counts = worker_counts(text)
     if len(counts) not in (1, epochs + 1):
         raise UsageError(
             f"--workers must give 1 or --transitions + 1 = {epochs + 1} worker counts, not {len(counts)}"

@@ -28,6 +28,7 @@ from .common import (
     order_spec,
     print_table,
     print_times,
+    worker_counts,
 )
 from .data import add_data_arguments, open_data, refuse_format_options
 
@@ -145,6 +146,11 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    counts = worker_counts(args.workers)
+    args.workers = max(counts)
+    if len(counts) > 1:
+        return _run_elastic(args, counts)
+    args.epochs = 3 if args.epochs is None else args.epochs
     args, source = _with_data(args)
     if args.simulator == "simgrid":  # the deliveries replayed on a simulated network
         from .replay import cmd_replay
@@ -219,6 +225,107 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     return 0
 
 
+_ELASTIC_COLUMNS = (
+    "epoch", "K", "load", "bound", "load/bound", "uncoded", "bound MB", "source MB", "peer MB", "verified",
+    "seconds",
+)  # fmt: skip
+
+
+def _format_elastic(d: dict[str, Any]) -> list[str]:
+    return [
+        str(d["transition"]["epoch"]),
+        f"{d['K_before']} -> {d['K']}",
+        str(d["symbols"]),
+        str(d["bound"]),
+        f"{d['symbols'] / d['bound']:.3f}" if d["bound"] else "-",
+        str(d["transition"]["uncoded_symbols"]),
+        f"{d['bound_bytes'] / 1e6:.2f}",
+        f"{d['source_bytes'] / 1e6:.2f}",
+        f"{d['peer_bytes'] / 1e6:.2f}",
+        "yes" if d["verified"] else "NO",
+        f"{d['transition']['seconds']:.3f}",
+    ]
+
+
+def _check_elastic(args: argparse.Namespace, counts: list[int]) -> None:
+    """Refuse, naming the option, what a changing number of workers cannot run with."""
+    from ..engine.elastic import ELASTIC_MODES
+
+    named = f"--workers {','.join(map(str, counts))}"
+    if args.mode not in ELASTIC_MODES:
+        raise UsageError(f"--mode {args.mode} cannot run {named}: it takes --mode coded, uncoded or exchange")
+    if args.storage > 1:
+        raise UsageError(f"--storage above 1 needs a fixed number of workers, not {named}")
+    for given, option in (
+        (args.subpackets != 1, "--subpackets"), (args.network is not None, "--network"),
+        (args.simulator != "engine", "--simulator simgrid"),
+    ):  # fmt: skip
+        if given:
+            raise UsageError(f"{option} cannot be combined with {named} (whole records, in process)")
+    if args.epochs is not None and args.epochs != len(counts) - 1:
+        raise UsageError(
+            f"--transitions must be one fewer than the {len(counts)} worker counts of {named}, "
+            f"not {args.epochs}"
+        )
+
+
+def _run_elastic(args: argparse.Namespace, counts: list[int]) -> int:
+    """``simulate --workers K0,K1,...``: every transition from the workers of one epoch to those of
+    the next (:func:`~coded_shuffle.engine.elastic.elastic_run`), delivered, decoded and verified."""
+    from ..codec import load_dataset
+    from ..engine import synthetic_dataset
+    from ..engine.elastic import elastic_run
+
+    _check_elastic(args, counts)
+    args.epochs = len(counts) - 1
+    args, source = _with_data(args)
+    _check_simulate(args)
+    spec = order_spec(args, args.points)
+    groups = ["packing", "planning", "ordering", "decoding"]
+    compile_kernels(groups + (["feistel"] if spec.name == "feistel" else []))
+    if source is None:
+        dataset = synthetic_dataset(args.points, args.record_bytes, seed=args.seed)
+    else:
+        dataset = load_dataset(source)
+    # A tiny run first: the compiled kernels load here, not in the first transition's time.
+    elastic_run(synthetic_dataset(8, 8, seed=0), workers=[2, 1], seed=0, mode=args.mode)
+    reports = elastic_run(
+        dataset, workers=counts, seed=args.seed, mode=args.mode, strategy=args.strategy, order=spec
+    )
+    rows = [{"K_before": K, **rep.to_dict()} for K, rep in zip(counts, reports, strict=False)]
+    if args.json:
+        for d in rows:
+            print(json.dumps(d), flush=True)
+    else:
+        print(
+            f"K = {','.join(map(str, counts))}, N = {args.points}, record = {args.record_bytes} B, "
+            f"seed = {args.seed}, strategy = {args.strategy}, order = {spec.name}, mode = {args.mode}"
+            + (f", data = {args.data}" if args.data is not None else "")
+        )
+        print_table(iter(_format_elastic(d) for d in rows), _ELASTIC_COLUMNS, sys.stdout)
+        _print_elastic_footer()
+    if not all(d["verified"] for d in rows):
+        print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_elastic_footer() -> None:
+    """What the columns of ``--workers K0,K1,...`` mean, under the table."""
+    print("K -> K': a joining worker starts empty, a leaving one's cache is gone (the last workers leave).")
+    print("load: records sent (coded: the coded symbols; uncoded and exchange: every moved record);")
+    print("bound: genie lower bound of the rectangular K x K' shuffle from what the workers hold to")
+    print("the next batches, which no delivery sends fewer than (bound MB: in payload bytes);")
+    print("uncoded: every moved record alone. source MB: records no worker held (a leaving worker's),")
+    print("from the source; peer MB: what the workers sent each other (exchange).")
+
+
+_TRANSITIONS_HELP = (
+    "epoch transitions t -> t+1 to run, so E + 1 epochs (default 3; with --workers K0,K1,..., one fewer "
+    "than the counts)"
+)
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``simulate`` command to the subcommands ``sub``."""
     sim = sub.add_parser(
@@ -233,15 +340,16 @@ def add_parser(sub: Any) -> None:
         ),
     )
     sim.add_argument(
-        "--workers", "-K", type=int, default=6, metavar="K", help="number of workers (default 6)"
-    )
+        "--workers", "-K", default="6", metavar="K",
+        help="number of workers (default 6), or one per epoch as K0,K1,...: workers that come and go, "
+        "a joining one empty, a leaving one's cache gone (--mode coded, uncoded or exchange)",
+    )  # fmt: skip
     sim.add_argument("--points", "-N", type=int, metavar="N", help="number of random records (default 6000)")
     sim.add_argument(
         "--record-bytes", "-B", type=int, metavar="B", help="bytes per random record (default 1024)"
     )
     add_data_arguments(sim)
-    sim.add_argument("--transitions", type=_positive, default=3, metavar="E", dest="epochs",
-                     help="epoch transitions t -> t+1 to run, so E + 1 epochs (default 3)")  # fmt: skip
+    sim.add_argument("--transitions", type=_positive, metavar="E", dest="epochs", help=_TRANSITIONS_HELP)
     add_deprecated(sim, "--epochs", "--transitions", dest="epochs", type=_positive, metavar="E")
     sim.add_argument(
         "--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)"

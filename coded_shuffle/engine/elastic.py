@@ -100,6 +100,9 @@ class ElasticReport:
         The genie bound of the rectangular shuffle from the holdings to the next batches, in
         records (:func:`~coded_shuffle.bounds.lower_bound`): no delivery, coded or not, sends
         fewer.
+    bound_bytes : int
+        The same bound in payload bytes: ``bound`` times the record's bytes, or, records of
+        different sizes, that of the matrix in bytes (:func:`~coded_shuffle.matrix.shuffle_matrix`).
     transition : TransitionReport
         The protocol's report, on ``K + 1`` slots when some record came from the source (slot
         ``K``), else on ``K``.
@@ -115,6 +118,7 @@ class ElasticReport:
     source_bytes: int
     peer_bytes: int
     bound: int
+    bound_bytes: int
     transition: TransitionReport
 
     @property
@@ -133,7 +137,7 @@ class ElasticReport:
         out: dict[str, Any] = {
             name: getattr(self, name)
             for name in ("K", "mode", "held_records", "dropped_records", "kept_records", "source_records",
-                         "source_bytes", "peer_bytes", "bound", "symbols", "verified")
+                         "source_bytes", "peer_bytes", "bound", "bound_bytes", "symbols", "verified")
         }  # fmt: skip
         out["joined"] = list(self.joined)
         out["transition"] = self.transition.to_dict()
@@ -311,14 +315,27 @@ def elastic_transition(
     src_bytes = int(source.size) * width if lengths is None else int(lengths[source].sum())
     peer = 0 if rep.exchange is None else int(rep.exchange.exchange_bytes) - src_bytes
     owner = np.asarray(held.owner, dtype=np.int64)
+    bound = int(lower_bound(shuffle_matrix(held, nxt)).value)
     report = ElasticReport(
         K=K, mode=mode, joined=tuple(k for k in range(K) if not rows[k].size),
         held_records=int((owner < K).sum()), dropped_records=int(dropped),
         kept_records=int((owner == np.asarray(placement_next.owner, dtype=np.int64)).sum()),
         source_records=int(source.size), source_bytes=src_bytes, peer_bytes=max(peer, 0),
-        bound=int(lower_bound(shuffle_matrix(held, nxt)).value), transition=rep,
+        bound=bound, bound_bytes=_bound_bytes(held, nxt, bound, width, lengths), transition=rep,
     )  # fmt: skip
     return report, new[:K]
+
+
+def _bound_bytes(held: Placement, nxt: Placement, bound: int, width: int, lengths: Any) -> int:
+    """The genie bound of ``held -> nxt`` in payload bytes: ``bound`` records of ``width`` bytes,
+    or, with ``lengths``, the bound of the byte matrix (records of no byte count for nothing)."""
+    if lengths is None:
+        return bound * width
+    some = np.asarray(lengths, dtype=np.int64) > 0
+    if not some.any():
+        return 0
+    a, b = (placement_from_owner(np.asarray(p.owner, dtype=np.int64)[some], held.K) for p in (held, nxt))
+    return int(lower_bound(shuffle_matrix(a, b, sizes=np.asarray(lengths)[some])).value)
 
 
 def elastic_run(

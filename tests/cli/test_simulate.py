@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from coded_shuffle.cli import main
+from coded_shuffle.orders import placement_from_owner
+from coded_shuffle.plan import plan_delivery
+from tests.oracles import brute_bound, permutation_from_spec
 
 REQUIRED = {
     "epoch", "K", "N", "record_bytes", "coded_symbols", "uncoded_symbols", "coded_bytes",
@@ -199,5 +203,59 @@ def test_simulate_on_a_network_prints_the_times_under_the_table(capsys):
 )
 def test_simulate_network_exceptions(capsys, argv, message):
     assert main(["simulate", "-K", "4", "-N", "400", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coded-shuffle: error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def _owners(N, K, seed, epoch):
+    """Worker of each record at ``K`` workers, from the epoch permutation's spec (``K`` divides
+    ``N``: batch ``k`` is the ``k``-th run of ``N / K`` records of it)."""
+    owner = np.empty(N, dtype=np.int64)
+    owner[permutation_from_spec(N, seed=seed, epoch=epoch)] = np.arange(N) // (N // K)
+    return owner
+
+
+@pytest.mark.parametrize("mode", ["coded", "uncoded", "exchange"])
+def test_simulate_with_workers_that_come_and_go(capsys, mode):
+    """``--workers 4,3,5``: each row against the raw placements of its two epochs: the bound by
+    its definition over every ordering, the load of the planner on the K x K' placements (coded)
+    or every moved record, the leaving workers' records from the source."""
+    N, B, seed, counts = 60, 8, 3, [4, 3, 5]
+    argv = ["simulate", "--workers", "4,3,5", "-N", str(N), "-B", str(B), "--seed", str(seed), "--mode", mode]
+    assert main([*argv, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main([*argv, "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    table = [line.split() for line in out if " -> " in line and "yes" in line]
+    assert len(rows) == len(table) == 2
+    for t, (r, cells) in enumerate(zip(rows, table, strict=True)):
+        K, K2 = counts[t], counts[t + 1]
+        a, b = _owners(N, K, seed, t), _owners(N, K2, seed, t + 1)
+        S = np.zeros((max(K, K2),) * 2, dtype=np.int64)
+        np.add.at(S, (a, b), 1)
+        moved, left = int(np.sum(a != b)), int(np.sum(a >= K2))
+        pa, pb = placement_from_owner(a, K), placement_from_owner(b, K2)
+        load = plan_delivery(pa, pb).n_symbols if mode == "coded" else moved
+        assert (r["K_before"], r["K"], r["verified"]) == (K, K2, True)
+        assert (r["bound"], r["bound_bytes"], r["symbols"]) == (brute_bound(S), brute_bound(S) * B, load)
+        assert r["source_bytes"] == left * B
+        assert r["peer_bytes"] == ((moved - left) * B if mode == "exchange" else 0)
+        assert cells[:7] == [str(t + 1), str(K), "->", str(K2), str(load), str(brute_bound(S)),
+                             f"{load / brute_bound(S):.3f}"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--mode", "split"], "--mode split cannot run --workers 4,3"),
+        (["--storage", "2"], "--storage above 1 needs a fixed number of workers, not --workers 4,3"),
+        (["--subpackets", "2"], "--subpackets cannot be combined with --workers 4,3"),
+        (["--simulator", "simgrid"], "--simulator simgrid cannot be combined"),
+        (["--transitions", "2"], "--transitions must be one fewer than the 2 worker counts"),
+        (["-N", "3"], "--points must be at least --workers (4), not 3"),
+    ],
+)
+def test_simulate_refuses_what_workers_that_come_and_go_cannot_run(capsys, extra, message):
+    assert main(["simulate", "--workers", "4,3", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("coded-shuffle: error: ") and message in err and len(err.strip().splitlines()) == 1

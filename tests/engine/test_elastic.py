@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coded_shuffle.codec import Cache
+from coded_shuffle.codec import Cache, load_dataset
 from coded_shuffle.engine import initial_caches, synthetic_dataset
 from coded_shuffle.engine.elastic import (
     batches_of,
@@ -53,6 +53,7 @@ def test_K_to_K_prime_is_verified_and_meets_the_rectangular_bound(ds, K, K2, mod
     S = np.zeros((max(K, K2),) * 2, dtype=np.int64)
     np.add.at(S, (a, b), 1)
     assert rep.bound == brute_bound(S)
+    assert rep.bound_bytes == rep.bound * B
     moved = int(np.sum(a != b))
     assert rep.transition.uncoded_symbols == moved
     # Merging the leavers into one source slot costs nothing: the coded load is the elastic
@@ -65,6 +66,21 @@ def test_K_to_K_prime_is_verified_and_meets_the_rectangular_bound(ds, K, K2, mod
     else:
         assert rep.peer_bytes == 0
         assert rep.symbols == (rep.transition.coded_symbols if mode == "coded" else moved)
+
+
+@pytest.mark.parametrize("K, K2", [(4, 3), (3, 4)])
+def test_the_bound_in_bytes_of_records_of_different_sizes(K, K2):
+    """With sizes, the bound weighs every record by its bytes: by its definition over every
+    ordering, each byte a point (an empty record counts for nothing)."""
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(0, 40, size=60)
+    ds = load_dataset([rng.bytes(int(n)) for n in lengths])
+    p0, p1 = epoch_placement(60, K, seed=3, epoch=0), epoch_placement(60, K2, seed=3, epoch=1)
+    caches = initial_caches(ds, p0)
+    rep, _ = elastic_transition(ds, [caches[k] if k < K else None for k in range(K2)], p1, epoch=1)
+    S = np.zeros((max(K, K2),) * 2, dtype=np.int64)
+    np.add.at(S, (np.asarray(p0.owner), np.asarray(p1.owner)), lengths)
+    assert rep.verified and rep.bound_bytes == brute_bound(S) > 0
 
 
 def test_a_damaged_or_doubled_record_is_absent_and_delivered_again(ds):
