@@ -301,7 +301,7 @@ class Rounds:
     def sync(self) -> None:
         """The leader's worker role joins the barrier."""
 
-    def send(self, frames: Any) -> None:  # pragma: no cover - the peers' schemes send no frames
+    def send(self, frames: Any, *, repair: bool = False) -> None:  # pragma: no cover - peers send no frames
         raise AssertionError("the master's role among peers sent frames")
 
     def send_to(self, frames: Any) -> None:  # pragma: no cover - as send

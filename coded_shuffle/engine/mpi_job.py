@@ -49,7 +49,7 @@ from ..network import Network
 from ..orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order, epoch_placement
 from ..plan import EXCHANGE_MAX_K
 from ..records import npy_header, npy_problem
-from ..transport import MPITransport, mpi_world
+from ..transport import ControlLink, mpi_world
 from .mpi import Watchdog, attend, default_timeout, serve, setup_step
 from .options import JobOptions
 from .probe import ProbedRates
@@ -143,7 +143,7 @@ def _maybe_fail(
     raise RuntimeError(f"rank {job.fail_rank}: deliberate failure {when} (--fail-rank)")
 
 
-def _setup(job: JobOptions, link: MPITransport, dog: Watchdog, stage: str) -> Any:
+def _setup(job: JobOptions, link: ControlLink, dog: Watchdog, stage: str) -> Any:
     """The start-up step ``stage`` (:func:`~coded_shuffle.engine.mpi.setup_step`), after the hook."""
     _maybe_fail(job, at=stage)
     return setup_step(link, dog, stage)
@@ -222,7 +222,7 @@ def start_watchdog(job: JobOptions, rank: int) -> Watchdog:
     return Watchdog(timeout=startup_timeout(job), rank=rank, prog=PROG, fixed=job.timeout is not None)
 
 
-def worker(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
+def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     k = link.worker
     assert k is not None
     with _setup(job, link, dog, "sizes"):
@@ -280,7 +280,7 @@ _WARM_RECORDS, _WARM_BYTES = 4, 8
 
 
 def warm_up_transition(
-    link: MPITransport, modes: tuple[str, ...], dog: Watchdog, *, seed: int, network: Network | None = None
+    link: ControlLink, modes: tuple[str, ...], dog: Watchdog, *, seed: int, network: Network | None = None
 ) -> float:
     """Collective: one transition ``0 -> 1`` of ``4 K`` records of 8 bytes in each of ``modes``
     (a split's share set by ``network``, the job's).
@@ -325,7 +325,7 @@ def warm_up_transition(
     return 0.0
 
 
-def probe_links(link: MPITransport, job: JobOptions, dog: Watchdog) -> ProbedRates | None:
+def probe_links(link: ControlLink, job: JobOptions, dog: Watchdog) -> ProbedRates | None:
     """Collective, with ``--probe``: the rates the links reach (:mod:`coded_shuffle.engine.probe`),
     on the leading rank (None elsewhere, and without ``--probe``)."""
     if job.probe is None:
@@ -515,7 +515,7 @@ class Results:
         return 0 if all_ok else 1
 
 
-def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
+def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     K = link.K
     dataset = _load(job, K)
     if isinstance(dataset, str):
@@ -552,7 +552,7 @@ def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
         p_t1 = ep.following(p_t, t + 1)
         planned = ep.scheme.plan(p_t, p_t1, work, strategy=job.strategy, exact_bound=None)
         for mode in MODES[job.mode]:
-            lost = link.multicast_lost_all
+            lost = getattr(link, "multicast_lost_all", 0)
             role = master_transition(
                 link, ep.schemes[mode], work, p_t, p_t1, epoch=t + 1, opts=opts, planned=planned,
                 links=_link_counter() if job.count_links else None,
@@ -560,7 +560,7 @@ def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
             )  # fmt: skip
             rep = serve(link, role, watchdog=dog)
             all_ok &= rep.verified
-            results.row(rep, lost_all=link.multicast_lost_all > lost)
+            results.row(rep, lost_all=getattr(link, "multicast_lost_all", 0) > lost)
         p_t = p_t1
     dog.close()
     code = results.close(all_ok, several=len(MODES[job.mode]) > 1)

@@ -67,8 +67,9 @@ class InProcessTransport:
         """Frames, symbols and bytes that left the master so far."""
         return self._stats
 
-    def send(self, frames: Sequence[np.ndarray]) -> None:
-        """Broadcast ``frames`` (a sequence of ``uint8`` buffers) to every worker."""
+    def send(self, frames: Sequence[np.ndarray], *, repair: bool = False) -> None:
+        """Broadcast ``frames`` (a sequence of ``uint8`` buffers) to every worker (``repair`` or not:
+        in one process there is one path)."""
         if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
             raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
         checked = [_as_frame(f, q) for q, f in enumerate(frames)]
