@@ -158,6 +158,23 @@ class ControlLink(Transport, Protocol):
         """Collective: four transfers of ``nbytes`` bytes timed; on the leader their seconds by name."""
 
 
+class Counted:
+    """What every link keeps alike: the bucket that paces its master, and what left the master."""
+
+    _pace: TokenBucket | None
+    _stats: LinkStats
+
+    @property
+    def pace(self) -> TokenBucket | None:
+        """The bucket pacing the master's sends, if any."""
+        return self._pace
+
+    @property
+    def stats(self) -> LinkStats:
+        """Frames, symbols and bytes that left the master so far (zero on a worker's rank)."""
+        return self._stats
+
+
 def frame_symbols(frame: np.ndarray) -> int:
     """Return the ``n_symbols`` field of a frame header (0 if the frame is too short).
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..errors import RankTimeout, TransportError
-from .base import LinkStats, TokenBucket
+from .base import Counted, TokenBucket
 
 #: Tags: frame pieces point to point; each worker's first batch; the exchange's transfers.
 _TAG, _INIT_TAG, _ROUND_TAG = 7, 11, 13
@@ -59,60 +59,30 @@ def _poll(ready: Callable[[], bool], deadline: float) -> bool:
     return True
 
 
+#: Transfers of :meth:`ControlPlane._pairwise_raw`: a buffer and the rank it goes to or comes from.
+Transfers = list[tuple[np.ndarray, int]]
+
+
 def _pickled(value: Any) -> np.ndarray:
     return np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
 
 
-class ControlPlane:
-    """A link's ranks, its counters, and the control plane over its primitives (module docstring).
+class ControlPlane(Counted):
+    """A link's ranks and the control plane over its primitives (module docstring); the state is
+    set by :class:`~coded_shuffle.transport.frames.FramedLink`, on which every link stands."""
 
-    Parameters
-    ----------
-    rank, size : int
-        This rank and the number of ranks.
-    root : int
-        The rank that leads the control rounds (the master, or a peer).
-    peers : bool
-        A job of peers: every rank a worker (worker ``k`` is rank ``k``), no master sends frames.
-    pace : TokenBucket, optional
-        Paces what leaves the master.
-    piece_bytes : int
-        Largest piece of a frame a primitive carries.
-    reuse_buffers : bool
-        Workers receive into one buffer kept across deliveries.
-    """
-
+    #: This rank, the number of ranks, the rank that leads the control rounds (the master, or a peer).
+    rank: int
+    size: int
+    root: int
+    #: A job of peers: every rank a worker (worker ``k`` is rank ``k``), no master sends frames.
+    peers: bool
+    K: int
+    is_master: bool
+    #: This rank's worker number, or None on the master.
+    worker: int | None
     #: Bytes of control messages the master broadcast (frame sizes and destinations).
     control_bytes: int
-
-    def __init__(
-        self,
-        *,
-        rank: int,
-        size: int,
-        root: int = 0,
-        peers: bool = False,
-        pace: TokenBucket | None = None,
-        piece_bytes: int = 1 << 26,
-        reuse_buffers: bool = True,
-    ) -> None:
-        self.root = check_int(root, "root", minimum=0)
-        if self.root >= size:
-            raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
-        if pace is not None and not isinstance(pace, TokenBucket):
-            raise TypeError(f"Argument 'pace' must be a TokenBucket or None, not {type(pace).__name__}.")
-        #: A job of peers: every rank a worker, rank ``root`` also leading the control rounds.
-        self.peers = bool(peers)
-        self.rank, self.size = int(rank), int(size)
-        self.K = self.size if self.peers else self.size - 1
-        self.is_master = self.rank == self.root and not self.peers
-        #: This rank's worker number, or None on the master.
-        self.worker: int | None = None if self.is_master else self.rank - (self.rank > root and not peers)
-        self._pace = pace
-        self.piece_bytes = check_int(piece_bytes, "piece_bytes", minimum=1)
-        self.reuse_buffers = bool(reuse_buffers)
-        self._stats = LinkStats()
-        self.control_bytes = 0
 
     # ---- the primitives of a link
 
@@ -132,12 +102,7 @@ class ControlPlane:
         raise NotImplementedError
 
     def _pairwise_raw(
-        self,
-        sends: list[tuple[np.ndarray, int]],
-        recvs: list[tuple[np.ndarray, int]],
-        *,
-        tag: int,
-        pace: TokenBucket | None = None,
+        self, sends: Transfers, recvs: Transfers, *, tag: int, pace: TokenBucket | None = None
     ) -> None:  # pragma: no cover - abstract
         """Send each ``(buffer, rank)`` and receive each ``(buffer, rank)`` (in place), all at
         once with ``tag``, waiting on ``pace`` before each send; return when all are done. The
@@ -153,16 +118,6 @@ class ControlPlane:
         raise NotImplementedError
 
     # ---- the ranks
-
-    @property
-    def pace(self) -> TokenBucket | None:
-        """The bucket pacing the master's sends, if any."""
-        return self._pace
-
-    @property
-    def stats(self) -> LinkStats:
-        """Frames, symbols and bytes that left the master so far (zero on workers)."""
-        return self._stats
 
     def rank_of(self, worker: int) -> int:
         """Return the rank of ``worker``."""

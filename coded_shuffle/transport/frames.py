@@ -35,7 +35,7 @@ import numpy as np
 from .._checks import check_int
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
-from .base import TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
+from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
 from .control import _ROUND_TAG, _TAG, ControlPlane, _pickled
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
@@ -48,11 +48,25 @@ _INLINE_FRAMES = (_CONTROL_WORDS - 3) // 2
 
 
 class FramedLink(ControlPlane):
-    """What the links between processes share: the frames' control message, pieces and buffers,
-    the workers' exchange, and (from :class:`~coded_shuffle.transport.control.ControlPlane`) the
-    ranks and the control plane; a link implements the primitives.
+    """What the links between processes share: their state, the frames' control message, pieces
+    and buffers, the workers' exchange, and (from
+    :class:`~coded_shuffle.transport.control.ControlPlane`) the control plane; a link implements
+    the primitives and calls this constructor.
 
-    Parameters are :class:`~coded_shuffle.transport.control.ControlPlane`'s.
+    Parameters
+    ----------
+    rank, size : int
+        This rank and the number of ranks.
+    root : int
+        The rank that leads the control rounds (the master, or a peer).
+    peers : bool
+        A job of peers: every rank a worker (worker ``k`` is rank ``k``), no master sends frames.
+    pace : TokenBucket, optional
+        Paces what leaves the master.
+    piece_bytes : int
+        Largest piece of a frame a primitive carries.
+    reuse_buffers : bool
+        Workers receive into one buffer kept across deliveries.
     """
 
     #: The kinds of control message a worker's :meth:`receive_each` takes.
@@ -69,10 +83,21 @@ class FramedLink(ControlPlane):
         piece_bytes: int = 1 << 26,
         reuse_buffers: bool = True,
     ) -> None:
-        super().__init__(
-            rank=rank, size=size, root=root, peers=peers, pace=pace, piece_bytes=piece_bytes,
-            reuse_buffers=reuse_buffers,
-        )  # fmt: skip
+        self.root = check_int(root, "root", minimum=0)
+        if self.root >= size:
+            raise ValueError(f"Argument 'root' must be less than the {size} ranks, not {root}.")
+        if pace is not None and not isinstance(pace, TokenBucket):
+            raise TypeError(f"Argument 'pace' must be a TokenBucket or None, not {type(pace).__name__}.")
+        self.peers = bool(peers)
+        self.rank, self.size = int(rank), int(size)
+        self.K = self.size if self.peers else self.size - 1
+        self.is_master = self.rank == self.root and not self.peers
+        self.worker = None if self.is_master else self.rank - (self.rank > root and not peers)
+        self._pace = pace
+        self.piece_bytes = check_int(piece_bytes, "piece_bytes", minimum=1)
+        self.reuse_buffers = bool(reuse_buffers)
+        self._stats = LinkStats()
+        self.control_bytes = 0
         self._buffer: np.ndarray | None = None
         #: Bytes this worker sent other workers (:meth:`collect`).
         self.exchanged_bytes = 0

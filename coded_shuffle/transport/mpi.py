@@ -22,7 +22,7 @@ from ._mpi_ranks import (
     rank_markers,
 )
 from .base import TokenBucket
-from .control import PROBE_PHASES, _poll
+from .control import PROBE_PHASES, Transfers, _poll
 from .frames import FramedLink
 
 __all__ = [
@@ -107,12 +107,7 @@ class MPITransport(FramedLink):
         self.comm.Bcast(arr, root=self.root)
 
     def _pairwise_raw(
-        self,
-        sends: list[tuple[np.ndarray, int]],
-        recvs: list[tuple[np.ndarray, int]],
-        *,
-        tag: int,
-        pace: TokenBucket | None = None,
+        self, sends: Transfers, recvs: Transfers, *, tag: int, pace: TokenBucket | None = None
     ) -> None:
         """Every transfer in flight at once (``MPI_Irecv``, then ``MPI_Isend`` posted in turn as
         ``pace`` allows), then ``MPI_Waitall``."""

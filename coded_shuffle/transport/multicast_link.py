@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import TransportError
 from .base import LinkStats, TokenBucket, _counted
-from .control import _pickled
+from .control import Transfers, _pickled
 from .frames import _BCAST, _UNICAST, FramedLink
 from .multicast import MulticastReceiver, MulticastSender, Schedule, max_memberships, missing_spans
 
@@ -141,12 +141,7 @@ class MulticastLink(FramedLink):
         self.inner._bcast_raw(arr)
 
     def _pairwise_raw(
-        self,
-        sends: list[tuple[np.ndarray, int]],
-        recvs: list[tuple[np.ndarray, int]],
-        *,
-        tag: int,
-        pace: TokenBucket | None = None,
+        self, sends: Transfers, recvs: Transfers, *, tag: int, pace: TokenBucket | None = None
     ) -> None:
         self.inner._pairwise_raw(sends, recvs, tag=tag, pace=pace)
 

@@ -16,6 +16,7 @@ import numpy as np
 from .._checks import check_seconds
 from ..errors import TransportError
 from .base import TokenBucket
+from .control import Transfers
 from .frames import FramedLink
 
 #: Seconds a rank that lost a peer waits before it ends, so that ``torchrun`` sees the peer's
@@ -250,12 +251,7 @@ class TorchTransport(FramedLink):
             self._wait(self.group.broadcast([self._torch.from_numpy(flat)], self._bcast_options), None)
 
     def _pairwise_raw(
-        self,
-        sends: list[tuple[np.ndarray, int]],
-        recvs: list[tuple[np.ndarray, int]],
-        *,
-        tag: int,
-        pace: TokenBucket | None = None,
+        self, sends: Transfers, recvs: Transfers, *, tag: int, pace: TokenBucket | None = None
     ) -> None:
         """Post every send (as ``pace`` allows) and receive, then wait for them all."""
         works = []
