@@ -23,9 +23,8 @@ from ..errors import IntegrityError, TransportError
 from ..orders import (
     OrderSpec,
 )
-from ..transport import ControlLink, FramedLink, MPITransport, MulticastLink
+from ..transport import ControlLink, FramedLink, MulticastLink, default_link
 from ..transport.multicast import parse_group
-from ..transport.torch_dist import torchrun_refusal
 from ..warmup import compile_once
 from ._common import (
     _PROG,
@@ -94,7 +93,8 @@ class MPILoader:
     epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
     transport : ControlLink, optional
-        The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
+        The link (default: :func:`~coded_shuffle.transport.default_link`, ``MPITransport()`` over
+        ``MPI.COMM_WORLD`` under ``mpiexec``); ``K`` is its size minus 1.
         A :class:`~coded_shuffle.transport.TorchTransport` runs the same job under ``torchrun``
         (``torch.distributed``, gloo); a rank that fails then ends its process, and ``torchrun``
         the others.
@@ -152,10 +152,7 @@ class MPILoader:
         self._timeout = None if timeout is None else check_seconds(timeout, "timeout")
         self._order = order
         if transport is None:
-            refusal = torchrun_refusal()  # torchrun's ranks would each make a world of one
-            if refusal is not None:
-                raise TransportError(refusal)
-            transport = MPITransport()
+            transport = default_link()
         elif not isinstance(transport, ControlLink):
             raise TypeError(
                 "Argument 'transport' must be a link between processes (a ControlLink, such as an "
