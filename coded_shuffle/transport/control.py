@@ -76,7 +76,7 @@ class ControlPlane(Counted):
     size: int
     root: int
     #: A job of peers: every rank a worker (worker ``k`` is rank ``k``), no master sends frames.
-    peers: bool
+    peers: bool = False
     K: int
     is_master: bool
     #: This rank's worker number, or None on the master.
