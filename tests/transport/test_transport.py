@@ -202,3 +202,10 @@ def test_the_torch_link_names_a_rank_that_never_makes_it(capsys):
         "coded_shuffle.transport: error: the master (rank 0): rank 2 (worker 1) did not make its link "
         "within 3 s; ending the job\n"
     )
+
+
+def test_a_multicast_link_wraps_a_link_between_processes_only():
+    from coded_shuffle.transport import MulticastLink
+
+    with pytest.raises(TypeError, match="Argument 'link' must be a FramedLink, not InProcessTransport"):
+        MulticastLink(InProcessTransport(2), "239.1.2.3", 5000)  # type: ignore[arg-type]
