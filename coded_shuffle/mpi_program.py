@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .cli.common import UsageError, _non_negative, _positive
 from .cli.job import (
@@ -39,10 +39,21 @@ from .cli.runner.mpi_job import (
     startup_timeout,
     worker,
 )
-from .engine.mpi import setup_step
+from .cli.runner.options import JobOptions
+from .engine.mpi import Watchdog, setup_step
 from .engine.schemes import runs_among_peers
+from .errors import TransportError
 from .network import Network
-from .transport import MPITransport, TokenBucket, launch_rank, mpi_exit, mpi_refuse, mpi_start
+from .transport import (
+    FramedLink,
+    MPITransport,
+    MulticastLink,
+    TokenBucket,
+    launch_rank,
+    mpi_exit,
+    mpi_refuse,
+    mpi_start,
+)
 from .transport.multicast import parse_group
 
 __all__ = ["MODES", "check_data_file", "ignored_options", "main", "parse_args"]
@@ -100,6 +111,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _master_link(comm: Any, job: JobOptions, dog: Watchdog) -> FramedLink:
+    """The link of a job with a master: MPI, its broadcasts multicast with ``--multicast`` (every
+    rank refuses the job, naming the first rank that cannot join the group)."""
+    pace = TokenBucket.from_mbps(job.link_mbps) if job.link_mbps else None
+    link = MPITransport(comm, pace=pace)
+    link.exchange_schedule = job.exchange_schedule
+    if job.multicast is None:
+        return link
+    group, port = parse_group(job.multicast)
+    net = None if job.network is None else Network.parse(job.network)
+    with setup_step(link, dog, "multicast"):
+        try:
+            return MulticastLink(
+                link, group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop,
+                scope=multicast_scope(job.multicast_scope, net), down_mbit=None if net is None else net.down,
+                snooping=net is not None and net.snooping,
+            )  # fmt: skip
+        except TransportError as exc:
+            problem = str(exc)
+    mpi_refuse(f"{PROG}: error: --multicast: {problem}", status_file=job.status_file)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     job = job_options(args)
@@ -129,21 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{PROG}: error: needs a master and at least one worker: mpiexec -n K+1",
             status_file=job.status_file,
         )
-    pace = TokenBucket.from_mbps(job.link_mbps) if job.link_mbps else None
-    link = MPITransport(comm, pace=pace)
-    link.exchange_schedule = job.exchange_schedule
-    if job.multicast is not None:
-        group, port = parse_group(job.multicast)
-        net = None if job.network is None else Network.parse(job.network)
-        with setup_step(link, dog, "multicast"):
-            problem = link.open_multicast(
-                group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop,
-                scope=multicast_scope(job.multicast_scope, net), down_mbit=None if net is None else net.down,
-                snooping=net is not None and net.snooping,
-            )  # fmt: skip
-        if problem is not None:
-            mpi_refuse(f"{PROG}: error: --multicast: {problem}", status_file=job.status_file)
-    code = master(job, link, dog) if link.is_master else worker(job, link, dog)
+    shared = _master_link(comm, job, dog)
+    code = master(job, shared, dog) if shared.is_master else worker(job, shared, dog)
     if code or job.status_file:  # every rank has the master's code: a clean end, no MPI_Abort
         mpi_exit(code, status_file=job.status_file)
     return 0

@@ -56,7 +56,8 @@ from .network import Network
 from .orders import OrderSpec
 from .records import fixed_record_bytes
 from .transport import ControlLink, mpi_world
-from .transport.torch_dist import default_link, torch_world
+from .transport.registry import default_link
+from .transport.torch_dist import torch_world
 
 __all__ = ["CodedIterableDataset", "pack_arrays"]
 

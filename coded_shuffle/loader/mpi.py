@@ -20,9 +20,8 @@ from ..errors import IntegrityError, TransportError
 from ..orders import (
     OrderSpec,
 )
-from ..transport import ControlLink, MPITransport
+from ..transport import ControlLink, FramedLink, MulticastLink, default_link
 from ..transport.multicast import parse_group
-from ..transport.torch_dist import torchrun_refusal
 from ..warmup import compile_once
 from ._common import (
     _PROG,
@@ -43,20 +42,21 @@ from ._common import (
 # --------------------------------------------------------------------------- MPI
 
 
-def _join_multicast(link: ControlLink, multicast: object) -> None:
-    """Every rank opens the multicast data path of ``link``, or every rank raises naming the
-    first rank that cannot (collective)."""
-    if not isinstance(link, MPITransport) or link.peers:
-        raise TypeError("Argument 'multicast' needs an MPITransport with a master (not a job of peers).")
+def _join_multicast(link: ControlLink, multicast: object) -> MulticastLink:
+    """Every rank wraps ``link`` in a link whose master broadcasts are multicast, or every rank
+    raises naming the first rank that cannot (collective)."""
+    if not isinstance(link, FramedLink) or link.peers:
+        raise TypeError("Argument 'multicast' needs a link with a master (not a job of peers).")
     if not isinstance(multicast, str):
         raise TypeError(f"Argument 'multicast' must be a str GROUP:PORT, not {type(multicast).__name__}.")
     try:
         group, port = parse_group(multicast)
     except ValueError as exc:
         raise ValueError(f"Argument 'multicast': {exc}") from None
-    problem = link.open_multicast(group, port)
-    if problem is not None:
-        raise TransportError(f"Argument 'multicast': {problem}")
+    try:
+        return MulticastLink(link, group, port)
+    except TransportError as exc:
+        raise TransportError(f"Argument 'multicast': {exc}") from None
 
 
 class MPILoader:
@@ -90,7 +90,8 @@ class MPILoader:
     epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
     transport : ControlLink, optional
-        The link (default: ``MPITransport()`` over ``MPI.COMM_WORLD``); ``K`` is its size minus 1.
+        The link (default: :func:`~coded_shuffle.transport.default_link`, ``MPITransport()`` over
+        ``MPI.COMM_WORLD`` under ``mpiexec``); ``K`` is its size minus 1.
         A :class:`~coded_shuffle.transport.TorchTransport` runs the same job under ``torchrun``
         (``torch.distributed``, gloo); a rank that fails then ends its process, and ``torchrun``
         the others.
@@ -104,7 +105,7 @@ class MPILoader:
         Batches each worker stores (as :class:`InProcessLoader`); the same on every rank.
     multicast : str, optional
         ``GROUP:PORT``: the master's broadcasts as UDP multicast datagrams to that IPv4 group
-        (:meth:`~coded_shuffle.transport.MPITransport.open_multicast`; an ``MPITransport`` only).
+        (:class:`~coded_shuffle.transport.MulticastLink`; a link with a master).
         Every rank joins, or every rank raises :class:`~coded_shuffle.errors.TransportError`
         naming the first rank that cannot.
     scheme : str or Scheme
@@ -148,10 +149,7 @@ class MPILoader:
         self._timeout = None if timeout is None else check_seconds(timeout, "timeout")
         self._order = order
         if transport is None:
-            refusal = torchrun_refusal()  # torchrun's ranks would each make a world of one
-            if refusal is not None:
-                raise TransportError(refusal)
-            transport = MPITransport()
+            transport = default_link()
         elif not isinstance(transport, ControlLink):
             raise TypeError(
                 "Argument 'transport' must be a link between processes (a ControlLink, such as an "
@@ -160,7 +158,7 @@ class MPILoader:
         if not transport.peers and not with_master(self._scheme):
             raise ValueError(f"Argument 'scheme' must be a scheme that runs with a master, not {scheme!r}.")
         if multicast is not None:
-            _join_multicast(transport, multicast)
+            transport = _join_multicast(transport, multicast)
         self.transport = transport
         self.writable = bool(writable)
         self._pid = os.getpid()

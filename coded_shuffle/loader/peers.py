@@ -8,25 +8,17 @@ from ..engine import MasterOptions
 from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
 from ..engine.session import Session
-from ..errors import TransportError
 from ..orders import OrderSpec
-from ..transport import ControlLink, MPITransport, TorchTransport
-from ..transport.torch_dist import torch_world, torchrun_refusal
+from ..transport import ControlLink, default_link
 from ._common import _storage, _store, among_peers, check_scheme, open_rows
 from .mpi import MPILoader
 
 __all__ = ["PeerLoader", "peer_link"]
 
 
-def peer_link(*, join_timeout: float | None = None) -> MPITransport | TorchTransport:
-    """The link of a job of peers: over ``torch.distributed`` when it is initialized, else MPI
-    (``join_timeout``: see :class:`~coded_shuffle.transport.TorchTransport`)."""
-    if torch_world() is not None:
-        return TorchTransport(peers=True, join_timeout=join_timeout)
-    refusal = torchrun_refusal()
-    if refusal is not None:
-        raise TransportError(refusal)
-    return MPITransport(peers=True)
+def peer_link(*, join_timeout: float | None = None) -> ControlLink:
+    """The link of a job of peers (:func:`~coded_shuffle.transport.default_link`)."""
+    return default_link(peers=True, join_timeout=join_timeout)
 
 
 class PeerLoader(MPILoader):

@@ -29,13 +29,19 @@ a given worker receives, to test the repair path.
 :class:`MPITransport` carries the same frames between processes: rank 0 is the master, rank
 ``k + 1`` is worker ``k``. :meth:`MPITransport.send` broadcasts (``MPI_Bcast``), and
 :meth:`MPITransport.send_to` sends each worker its own frames point to point (the uncoded
-baseline); both count what leaves the master. :meth:`MPITransport.exchange` is the alternative a
-user would reach for without coding: the workers send each other the records that move, directly
-(``MPI_Alltoallv``), the master taking no part. It is the only place in the package that imports
-``mpi4py``, lazily (:func:`mpi_world`), so this module imports without it. Besides frames it
-carries the transition protocol's control messages (:meth:`MPITransport.gather_posts`,
-:meth:`MPITransport.announce`, :meth:`MPITransport.post`), each wait bounded by a timeout, and
-the setup of a job (:meth:`MPITransport.share`, :meth:`MPITransport.send_rows`).
+baseline); both count what leaves the master. :meth:`MPITransport.offer` and
+:meth:`MPITransport.collect` are the alternative a user would reach for without coding: the
+workers send each other the records that move, directly (``MPI_Alltoallv``), the master taking
+no part. :class:`TorchTransport` is the same link over ``torch.distributed`` (gloo). Besides
+frames a link between processes carries the transition protocol's control messages
+(:meth:`~.control.ControlPlane.gather_posts`, :meth:`~.control.ControlPlane.announce`,
+:meth:`~.control.ControlPlane.post`), each wait bounded by a timeout, and the setup of a job
+(:meth:`~.control.ControlPlane.share`, :meth:`~.control.ControlPlane.send_rows`): written once
+(:mod:`.control`, :mod:`.frames`) over a few primitives each link implements. ``mpi4py`` and
+``torch`` are imported lazily, here only, so this package imports without them.
+:class:`MulticastLink` wraps such a link and sends the master's broadcasts as UDP multicast
+datagrams. :data:`LINKS` names the kinds of link, and :func:`default_link` makes the one of this
+process's job.
 
 :class:`TokenBucket` paces a link to a known speed: a transport given one waits, before each
 piece of a frame leaves the master, until the bucket holds that many bytes, so that the wall time
@@ -43,13 +49,17 @@ of a delivery follows the bytes the master emits even when all processes share o
 
 Layout
 ------
-:mod:`.base` (the interface, :class:`LinkStats`, :class:`TokenBucket`), :mod:`.inprocess`,
-:mod:`.mpi` and :mod:`.torch_dist`, one module a transport.
+:mod:`.base` (the interface, :class:`LinkStats`, :class:`TokenBucket`), :mod:`.control` (the
+ranks and the control plane of a link between processes), :mod:`.frames` (the framing of its
+deliveries and the workers' exchange), :mod:`.inprocess`, :mod:`.mpi` and :mod:`.torch_dist`,
+one module a transport, :mod:`.multicast_link` (the link that wraps another), :mod:`.registry`
+(the kinds of link, the default one).
 """
 
 from __future__ import annotations
 
 from .base import ControlLink, LinkStats, TokenBucket, Transport, frame_symbols
+from .frames import FramedLink
 from .inprocess import InProcessTransport
 from .mpi import (
     MPITransport,
@@ -61,6 +71,8 @@ from .mpi import (
     mpi_world,
     rank_markers,
 )
+from .multicast_link import MulticastLink
+from .registry import LINKS, LinkKind, default_link
 from .torch_dist import TorchTransport, torch_world
 
 __all__ = [
@@ -71,6 +83,11 @@ __all__ = [
     "InProcessTransport",
     "MPITransport",
     "TorchTransport",
+    "FramedLink",
+    "MulticastLink",
+    "LINKS",
+    "LinkKind",
+    "default_link",
     "torch_world",
     "frame_symbols",
     "mpi_world",

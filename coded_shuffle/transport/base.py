@@ -65,8 +65,9 @@ class Transport(Protocol):
     def pace(self) -> TokenBucket | None:
         """The bucket pacing the master's sends, if any (its ``waited`` is reported)."""
 
-    def send(self, frames: Sequence[np.ndarray]) -> None:
-        """Broadcast ``frames`` from the master to every worker."""
+    def send(self, frames: Sequence[np.ndarray], *, repair: bool = False) -> None:
+        """Broadcast ``frames`` from the master to every worker; ``repair``: they re-send what
+        workers lacked (a link that broadcasts on a path of its own sends them on its reliable one)."""
 
     def send_to(self, frames: Mapping[int, Sequence[np.ndarray]]) -> None:
         """Send worker ``k`` only the frames ``frames[k]`` (the uncoded scheme's unicast)."""
@@ -146,6 +147,32 @@ class ControlLink(Transport, Protocol):
 
     def allgather(self, value: Any) -> list[Any]:
         """Worker, collective among the workers: every worker's value, in worker order."""
+
+    def reserve(self, nbytes: int) -> None:
+        """A worker: make its receive buffer hold at least ``nbytes`` now."""
+
+    def baseline_broadcast(self, nbytes: int) -> float | None:
+        """Collective: one plain broadcast of ``nbytes`` bytes; on the leader the slowest worker's seconds."""
+
+    def probe_phases(self, nbytes: int) -> dict[str, float] | None:
+        """Collective: four transfers of ``nbytes`` bytes timed; on the leader their seconds by name."""
+
+
+class Counted:
+    """What every link keeps alike: the bucket that paces its master, and what left the master."""
+
+    _pace: TokenBucket | None
+    _stats: LinkStats
+
+    @property
+    def pace(self) -> TokenBucket | None:
+        """The bucket pacing the master's sends, if any."""
+        return self._pace
+
+    @property
+    def stats(self) -> LinkStats:
+        """Frames, symbols and bytes that left the master so far (zero on a worker's rank)."""
+        return self._stats
 
 
 def frame_symbols(frame: np.ndarray) -> int:

@@ -8,10 +8,10 @@ import numpy as np
 
 from .._checks import check_int
 from ..errors import TransportError
-from .base import Fault, LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
+from .base import Counted, Fault, LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
 
 
-class InProcessTransport:
+class InProcessTransport(Counted):
     """A broadcast link between a master and ``K`` workers in one process.
 
     Parameters
@@ -57,18 +57,9 @@ class InProcessTransport:
         #: Bytes the workers sent each other (:meth:`collect`).
         self.exchanged_bytes = 0
 
-    @property
-    def pace(self) -> TokenBucket | None:
-        """The bucket pacing the master's sends, if any."""
-        return self._pace
-
-    @property
-    def stats(self) -> LinkStats:
-        """Frames, symbols and bytes that left the master so far."""
-        return self._stats
-
-    def send(self, frames: Sequence[np.ndarray]) -> None:
-        """Broadcast ``frames`` (a sequence of ``uint8`` buffers) to every worker."""
+    def send(self, frames: Sequence[np.ndarray], *, repair: bool = False) -> None:
+        """Broadcast ``frames`` (a sequence of ``uint8`` buffers) to every worker (``repair`` or not:
+        in one process there is one path)."""
         if isinstance(frames, (np.ndarray, bytes, bytearray, memoryview)) or not isinstance(frames, Sequence):
             raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
         checked = [_as_frame(f, q) for q, f in enumerate(frames)]

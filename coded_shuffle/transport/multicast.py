@@ -18,7 +18,7 @@ returns the frames at once if they are whole, or else as soon as the thread has 
 the socket holds and no datagram more came for ``settle`` seconds, with the byte spans each
 incomplete frame received. :func:`missing_spans` turns them, on the sender's side, into what the
 worker lacks, datagram by datagram, which the link sends it again over the reliable path
-(:meth:`~coded_shuffle.transport.frames.FramedLink.send`): a datagram lost costs its own bytes
+(:meth:`~coded_shuffle.transport.MulticastLink.send`): a datagram lost costs its own bytes
 again, not its frame, and no timer runs while the datagrams come (``idle`` only bounds the wait
 after the end of the delivery). The frames are then checked by their checksums as ever.
 

@@ -26,7 +26,7 @@ from coded_shuffle.engine.schemes import (
     scheme_for,
 )  # fmt: skip
 from coded_shuffle.network import Network
-from coded_shuffle.transport import ControlLink, InProcessTransport, MPITransport, Transport
+from coded_shuffle.transport import ControlLink, InProcessTransport, MPITransport, MulticastLink, Transport
 from coded_shuffle.transport.torch_dist import TorchTransport
 
 BUILT = [
@@ -101,12 +101,12 @@ def test_every_placement_model_has_the_declared_signatures(cls):
     assert mismatches(cls, Holding) == []
 
 
-@pytest.mark.parametrize("cls", [InProcessTransport, MPITransport, TorchTransport])
+@pytest.mark.parametrize("cls", [InProcessTransport, MPITransport, TorchTransport, MulticastLink])
 def test_every_transport_has_the_data_plane(cls):
     assert mismatches(cls, Transport) == []
 
 
-@pytest.mark.parametrize("cls", [MPITransport, TorchTransport])
+@pytest.mark.parametrize("cls", [MPITransport, TorchTransport, MulticastLink])
 def test_every_link_between_processes_has_the_control_plane(cls):
     assert mismatches(cls, ControlLink) == []
 

@@ -1,13 +1,16 @@
-"""One body of the link contract for the workers' exchange, run over every link.
+"""One body of the link contract, run over every link of
+:data:`~coded_shuffle.transport.LINKS`: the workers' exchange, then (between processes) the
+control plane and the master's deliveries (:func:`control`).
 
-``prog.py mpi|mpi-rounds|torch``: under ``mpiexec -n K+1`` (:class:`~coded_shuffle.transport.MPITransport`;
-``mpi-rounds`` cuts every exchange into rounds of 64 bytes a rank, the path of exchanges past
-``2^31`` bytes)
-or ``torchrun --nproc-per-node K+1`` (:class:`~coded_shuffle.transport.TorchTransport`), every
-worker offers its peers the frames of :func:`offered` (at once, then in the rounds of
-:func:`schedule`), collects, and checks what came with
-:func:`check`; it prints ``ok WORKER`` and exits 0, or raises. ``tests/transport/test_transport.py`` runs the
-same functions over the in-process link.
+``prog.py KIND[-rounds]``, under the kind's launcher with ``K + 1`` ranks (``mpiexec -n K+1``
+for ``mpi``, ``torchrun --nproc-per-node K+1`` for ``torch``; ``-rounds`` cuts every MPI
+exchange into rounds of 64 bytes a rank, the path of exchanges past ``2^31`` bytes): over a
+link with a master and then a link of peers, every rank runs :func:`control`, and every worker
+offers its peers the frames of :func:`offered` (at once, then in the rounds of
+:func:`schedule`), collects, and checks what came with :func:`check`; each worker of the first
+link prints ``ok WORKER`` and all exit 0, or one raises. ``tests/transport/test_transport.py``
+runs the exchange over the in-process link, and ``tests/transport/multicast_link_prog.py`` runs
+:func:`control` over a multicast link.
 """
 
 from __future__ import annotations
@@ -58,23 +61,60 @@ def sent(worker: int, K: int, rnds: int) -> int:
     return sum(f.size for r in range(rnds) for fs in offered(worker, K, r).values() for f in fs)
 
 
-def main(argv: list[str]) -> int:
-    kind = argv[0]
-    if kind in ("mpi", "mpi-rounds"):
-        from coded_shuffle.transport import MPITransport
+def rows_of(worker: int) -> np.ndarray:
+    """The first batch the master sends ``worker``: 3 rows of 5 bytes that name it."""
+    return np.arange(15, dtype=np.uint8).reshape(3, 5) + 16 * worker
 
-        link = MPITransport()
-        if kind == "mpi-rounds":  # every exchange in rounds of a few bytes a pair, as past 2^31
-            link.max_call_bytes = 64
-    else:
-        import torch.distributed as dist
 
-        from coded_shuffle.transport.torch_dist import TorchTransport
+def delivery(n: int, rnd: int) -> list[np.ndarray]:
+    """The frames of broadcast ``rnd``: ``n`` buffers of bytes that name the round and the frame."""
+    return [np.full(7 + 300 * q, 8 * rnd + q, dtype=np.uint8) for q in range(n)]
 
-        dist.init_process_group("gloo")
-        link = TorchTransport(timeout=60)
+
+def control(link) -> None:
+    """Every rank of a link between processes: what the leader shares (a value, an array), two
+    control rounds (each worker's post, the leader's word), the workers' allgather; with a
+    master, each worker's first rows, a broadcast, a unicast and a broadcast of repairs, received
+    whole and counted once on the master."""
+    K, lead, me = link.K, link.is_leader, link.worker
+    assert link.share({"K": K, "rounds": 2} if lead else None) == {"K": K, "rounds": 2}
+    arr = np.arange(3 * K, dtype=np.int64).reshape(3, K) if lead else np.zeros((3, K), np.int64)
+    assert np.array_equal(link.share_array(arr), np.arange(3 * K).reshape(3, K))
+    for rnd in range(2):
+        if lead:
+            posts = link.gather_posts(timeout=60, stage="contract")
+            assert posts == [None if k == me else (k, rnd) for k in range(K)], posts
+            link.announce(("word", rnd))
+        else:
+            assert link.post((me, rnd), timeout=60, stage="contract") == ("word", rnd)
+    if me is not None:
+        assert link.allgather(10 * me) == [10 * k for k in range(K)]
+    if link.peers:
+        link.sync()
+        return
+    sent = [delivery(2, 0), {k: delivery(1 + k % 2, 1 + k) for k in range(K)}, delivery(1, 9)]
     if link.is_master:
-        return 0
+        for k in range(K):
+            link.send_rows(k, rows_of(k))
+        before = link.stats
+        link.send(sent[0])
+        link.send_to(sent[1])
+        link.send(sent[2], repair=True)
+        every = [*sent[0], *(f for fs in sent[1].values() for f in fs), *sent[2]]
+        took = link.stats - before
+        # bytes of datagrams lost and sent again (a multicast link) are counted beside the frames'
+        assert (took.frames, took.bytes - took.resent) == (len(every), sum(f.size for f in every)), took
+    else:
+        out = np.empty((3, 5), np.uint8)
+        assert np.array_equal(link.receive_rows(out), rows_of(me))
+        for want in (sent[0], sent[1][me], sent[2]):
+            got = link.receive(me)
+            assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    link.sync()
+
+
+def exchange(link) -> None:
+    """A worker of ``link``: three rounds of offers, each collected and checked."""
     k = link.worker
     for rnd in range(3):  # a link is used again and again; one round's offer never leaks into the next
         # all at once, then in rounds of matchings, then rounds offered to a link that sends at once
@@ -82,7 +122,29 @@ def main(argv: list[str]) -> int:
         link.offer(k, offered(k, link.K, rnd), rounds=schedule(k, link.K, rnd))
         check(link.collect(k), k, link.K, rnd)
     assert link.exchanged_bytes == sent(k, link.K, 3), (link.exchanged_bytes, sent(k, link.K, 3))
-    print(f"ok {k}", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    """``KIND[-rounds]``: the link of :data:`~coded_shuffle.transport.LINKS` named ``KIND``, with a
+    master, then one of peers over the same ranks."""
+    from coded_shuffle.transport import LINKS
+
+    name, _, rounds = argv[0].partition("-")
+    if name == "torch":
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+    first = None
+    for peers in (False, True):
+        link = LINKS[name].make(peers=peers, join_timeout=60)
+        if rounds:  # every exchange in rounds of a few bytes a pair, as past 2^31
+            link.max_call_bytes = 64
+        control(link)
+        if not link.is_master:
+            exchange(link)
+        first = link.worker if first is None and not peers else first
+    if first is not None:
+        print(f"ok {first}", flush=True)
     return 0
 
 

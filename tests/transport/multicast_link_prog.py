@@ -6,7 +6,9 @@ The master sends three deliveries of the frames of coded plans; every worker dro
 ``DROP`` of the datagrams it receives. Every worker must receive every byte it reads, and what
 the master sent again must be exactly the bytes of the datagrams the workers dropped (each
 worker's own, over MPI): a datagram lost costs its own bytes, not its frame. Rank 0 prints
-``ok RESENT DROPPED`` and every rank exits 0, or one raises.
+``ok RESENT DROPPED``; then every rank runs the link contract's
+:func:`~tests.transport.link_exchange_prog.control` over the multicast link and exits 0, or one
+raises.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import sys
 import numpy as np
 
 from coded_shuffle.codec import frame_scopes
-from coded_shuffle.transport import MPITransport
+from coded_shuffle.transport import MPITransport, MulticastLink
 from coded_shuffle.transport.multicast import parse_group
+from tests.transport.link_exchange_prog import control
 
 
 def frames(delivery: int, K: int) -> list[np.ndarray]:
@@ -36,9 +39,8 @@ def frames(delivery: int, K: int) -> list[np.ndarray]:
 def main() -> None:
     group, port = parse_group(sys.argv[1])
     drop, scope = float(sys.argv[2]), sys.argv[3]
-    link = MPITransport()
-    problem = link.open_multicast(group, port, datagram_bytes=1000, drop=drop, scope=scope)
-    assert problem is None, problem
+    mpi = MPITransport()
+    link = MulticastLink(mpi, group, port, datagram_bytes=1000, drop=drop, scope=scope)
     for d in range(3):
         if link.is_master:
             link.send(frames(d, link.K))
@@ -50,14 +52,15 @@ def main() -> None:
                 for lo, hi, m in zip(bounds[:-1].tolist(), bounds[1:].tolist(), masks.tolist(), strict=True):
                     if link.multicast_groups == 1 or m == -1 or m >> link.worker & 1:
                         assert np.array_equal(a[lo:hi], b[lo:hi]), (d, lo, hi)
-    mine = (0, 0) if link.is_master else (link._mc_recv.dropped_bytes, link.resent_bytes)
-    every = link.comm.gather(mine, root=0)
+    mine = (link.dropped_bytes, link.resent_bytes)
+    every = mpi.comm.gather(mine, root=0)
     if link.is_master:
         dropped = sum(e[0] for e in every)
         resent = link.stats.resent
         assert resent == sum(e[1] for e in every) == dropped, (resent, every)
         assert (dropped > 0) == (drop > 0), dropped
         print(f"ok {resent} {dropped}", flush=True)
+    control(link)  # the link contract's control plane and deliveries (repairs on the reliable path)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from coded_shuffle.codec import encode_plan_arrays, load_dataset
-from coded_shuffle.transport import InProcessTransport, LinkStats, Transport, frame_symbols
+from coded_shuffle.transport import LINKS, InProcessTransport, LinkStats, Transport, frame_symbols
 
 
 @pytest.fixture
@@ -140,21 +140,38 @@ def _launch_contract(cmd: list[str], kind: str) -> None:
     assert sorted(re.findall(r"ok \d+", proc.stdout)) == ["ok 0", "ok 1", "ok 2"], proc.stdout
 
 
-@pytest.mark.mpi
-def test_the_mpi_exchange_passes_the_link_contract():
+def _mpi() -> list[str] | None:
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("needs mpiexec beside the interpreter and mpi4py")
-    for kind in ("mpi", "mpi-rounds"):
-        _launch_contract([str(mpiexec), "-n", "4", sys.executable, "-m", "mpi4py"], kind)
+        return None
+    return [str(mpiexec), "-n", "4", sys.executable, "-m", "mpi4py"]
 
 
-@pytest.mark.torch
-def test_the_torch_exchange_passes_the_link_contract():
+def _torchrun() -> list[str] | None:
     if importlib.util.find_spec("torch") is None:
-        pytest.skip("needs PyTorch (pip install 'torch==2.13.0+cpu')")
+        return None
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4"]
-    _launch_contract([*cmd, "--monitor-interval=0.5"], "torch")
+    return [*cmd, "--monitor-interval=0.5"]
+
+
+#: How to start 4 ranks of each kind of link (None: not here), and the contract's runs over it.
+LAUNCHERS = {"mpi": (_mpi, ("mpi", "mpi-rounds")), "torch": (_torchrun, ("torch",))}
+
+
+def test_every_kind_of_link_has_a_launcher_for_the_contract():
+    assert set(LAUNCHERS) == set(LINKS)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=getattr(pytest.mark, name)) for name in LAUNCHERS]
+)
+def test_every_link_passes_the_link_contract(name):
+    launcher, kinds = LAUNCHERS[name]
+    cmd = launcher()
+    if cmd is None:
+        pytest.skip(f"needs the launcher of the {name} link")
+    for kind in kinds:
+        _launch_contract(cmd, kind)
 
 
 @pytest.mark.torch
@@ -185,3 +202,10 @@ def test_the_torch_link_names_a_rank_that_never_makes_it(capsys):
         "coded_shuffle.transport: error: the master (rank 0): rank 2 (worker 1) did not make its link "
         "within 3 s; ending the job\n"
     )
+
+
+def test_a_multicast_link_wraps_a_link_between_processes_only():
+    from coded_shuffle.transport import MulticastLink
+
+    with pytest.raises(TypeError, match="Argument 'link' must be a FramedLink, not InProcessTransport"):
+        MulticastLink(InProcessTransport(2), "239.1.2.3", 5000)  # type: ignore[arg-type]

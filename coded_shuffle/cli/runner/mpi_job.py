@@ -58,7 +58,7 @@ from ...network import Network
 from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
 from ...plan import EXCHANGE_MAX_K
 from ...records import npy_header, npy_problem
-from ...transport import ControlLink, MPITransport, mpi_world
+from ...transport import ControlLink, mpi_world
 from .options import JobOptions
 from .probe import ProbedRates
 
@@ -223,7 +223,7 @@ def start_watchdog(job: JobOptions, rank: int) -> Watchdog:
     return Watchdog(timeout=startup_timeout(job), rank=rank, prog=PROG, fixed=job.timeout is not None)
 
 
-def worker(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
+def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     session = _hooks(job, link, dog)
     with session.setup("sizes"):
         N, B, status = link.share()
@@ -449,7 +449,7 @@ class Results:
         return 0 if all_ok else 1
 
 
-def master(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
+def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     K = link.K
     dataset = _load(job, K)
     session = _hooks(job, link, dog)

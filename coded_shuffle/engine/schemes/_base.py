@@ -453,7 +453,8 @@ class SchemeBase(Scheme):
 
     def resend(self, link: Transport, dataset: Dataset, ids: np.ndarray, *, epoch: int) -> None:
         """The master, in a repair round: send ``ids`` again, alone, in one repair frame broadcast."""
-        link.send([encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)])
+        frame = encode_plan_arrays(dataset, ids, np.full(ids.size, -1), epoch=epoch, repair=True)
+        link.send([frame], repair=True)
 
     def retake(
         self,
