@@ -14,13 +14,18 @@ raises.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from coded_shuffle.codec import frame_scopes
 from coded_shuffle.transport import MPITransport, MulticastLink
 from coded_shuffle.transport.multicast import parse_group
-from tests.transport.link_exchange_prog import control
+
+# Run as a script, its own folder is on the path and the repository's root is not: the contract's
+# body is imported as a module of the tests' package, as the in-process tests import it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.transport.link_exchange_prog import control  # noqa: E402
 
 
 def frames(delivery: int, K: int) -> list[np.ndarray]:
