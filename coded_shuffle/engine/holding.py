@@ -120,10 +120,13 @@ class Batches:
         return np.asarray(held.owner)[:: self.q]
 
     def demand(self, held: Placement, held_next: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(units, wanters, holder bitmasks)`` of the units that change worker: one holder each."""
+        """``(units, wanters, holder sets)`` of the units that change worker: one holder each
+        (:func:`~coded_shuffle.plan.lone_holders`: bitmasks, rows of words beyond 64 workers)."""
+        from ..plan import lone_holders
+
         old, new = np.asarray(held.owner, dtype=np.int64), np.asarray(held_next.owner, dtype=np.int64)
         units = np.flatnonzero(old != new)
-        return units, new[units], np.left_shift(np.uint64(1), old[units].astype(np.uint64))
+        return units, new[units], lone_holders(old[units], K=held.K)
 
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
         if self.q != 1:
