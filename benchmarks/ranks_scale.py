@@ -13,7 +13,10 @@ rank runs it through this file (``--rank DIR``), which measures, without changin
 - ``rounds`` and ``control``: the control plane's collective calls a transition (the leader's
   ``share``/``allgather``, the master's ``announce``/``gather_posts``, a worker's ``post``, barriers)
   and the bytes of the pickled objects they carry, sent and received by the rank;
-- ``peak``: the rank's peak resident memory (``VmHWM``) at the end.
+- ``peak``: the rank's peak resident memory (``VmHWM``) at the end; ``anon`` and ``shm`` its
+  private (``RssAnon``) and shared-memory (``RssShmem``) resident pages then. The rest of the
+  resident memory is file pages (the shared libraries: numba's LLVM alone is a file of 170 MB),
+  which every rank on the host shares.
 
 The table gives, per ``K`` and mode, the median and the largest over the ranks (the largest is the
 master's or the leader's), and the ratio of each median to the smallest ``K``'s, against ``K``'s
@@ -51,6 +54,10 @@ MODES: dict[str, list[str]] = {
     "storage": ["--mode", "exchange", "--storage", "2"],
     "coded-storage": ["--mode", "coded", "--storage", "2"],
 }
+
+
+#: The figures of a rank, in the table's order.
+NAMES = ("import_s", "import_mb", "setup_s", "plan_s", "rounds", "control_kb", "peak_mb", "anon_mb", "shm_mb")
 
 
 def _cpu() -> float:
@@ -190,7 +197,8 @@ def rank_main(out_dir: str, argv: list[str]) -> int:
         heavy = sorted(f"{m}@{tracer.by.get(m, '?')}" for m in HEAVY if m in sys.modules)
         rank = MPI.COMM_WORLD.Get_rank()
         record = {"rank": rank, "import": imported, "marks": meter.marks, "hwm_kb": _status_kb("VmHWM"),
-                  "rss_kb": _status_kb("VmRSS"), "modules": heavy, "code": code}  # fmt: skip
+                  "rss_kb": _status_kb("VmRSS"), "anon_kb": _status_kb("RssAnon"),
+                  "shmem_kb": _status_kb("RssShmem"), "modules": heavy, "code": code}  # fmt: skip
         Path(out_dir, f"{rank}.json").write_text(json.dumps(record))
     return code
 
@@ -214,8 +222,7 @@ def _job(K: int, mode: str, args: argparse.Namespace, out: str) -> tuple[float, 
 
 def _summary(out: str) -> dict[str, Any]:
     recs = [json.loads(p.read_text()) for p in Path(out).glob("*.json")]
-    rows: dict[str, list[float]] = {k: [] for k in ("import_s", "import_mb", "setup_s", "plan_s", "rounds",
-                                                     "control_kb", "peak_mb")}  # fmt: skip
+    rows: dict[str, list[float]] = {k: [] for k in NAMES}
     modules: set[str] = set()
     for r in recs:
         m = r["marks"]
@@ -230,6 +237,8 @@ def _summary(out: str) -> dict[str, Any]:
         rows["rounds"].append((last["rounds"] - first["rounds"]) / per)
         rows["control_kb"].append((last["control"] - first["control"]) / per / 1024)
         rows["peak_mb"].append(r["hwm_kb"] / 1024)
+        rows["anon_mb"].append(r["anon_kb"] / 1024)
+        rows["shm_mb"].append(r["shmem_kb"] / 1024)
         modules.update(r["modules"])
     nan = (float("nan"), float("nan"))
     out_rows = {k: (statistics.median(v), max(v)) if v else nan for k, v in rows.items()}
@@ -255,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in modes:
         if m not in MODES:
             parser.error(f"--modes: {m!r} is not one of {', '.join(MODES)}")
-    names = ("import_s", "import_mb", "setup_s", "plan_s", "rounds", "control_kb", "peak_mb")
+    names = NAMES
     print(f"{'mode':<14}{'K':>5}{'ranks':>6}{'wall s':>8}  " + "".join(f"{n + ' med/max':>22}" for n in names)
           + "  verified")  # fmt: skip
     rows = []

@@ -203,7 +203,9 @@ class PieceStorage:
         from ..storage import piece_demand
 
         d = piece_demand(held, held_next.placement)
-        return d[:, 0], d[:, 1], d[:, 2].astype(np.uint64)
+        if d.shape[1] == 3:  # one word a holder set
+            return d[:, 0], d[:, 1], d[:, 2].astype(np.uint64)
+        return d[:, 0], d[:, 1], np.ascontiguousarray(d[:, 2:]).view(np.uint64)
 
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
         return records_of_pieces(cache, ids, self.pieces, record_bytes)

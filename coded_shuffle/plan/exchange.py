@@ -452,13 +452,19 @@ def assign_senders_racks(
     if _lone_holder(sets) is not None:
         return assign_senders(want, sets, K=K)  # one holder a unit: forced
     # a group: (holder set, wanter's rack), in increasing order of both; its units in the order given
-    sets_all, key, _ = _groups(sets)
+    # one word: the masks are their own keys; several: the index of each set among the distinct ones
+    sets_all: list[int] | None = None
+    key = sets
+    if sets.ndim == 2:
+        sets_all, key, _ = _groups(sets)
     wr = racks[want]
     order = np.lexsort((np.arange(want.size), wr, key))
     m_s, r_s = key[order], wr[order]
     starts = np.flatnonzero(np.r_[True, (m_s[1:] != m_s[:-1]) | (r_s[1:] != r_s[:-1])])
     counts = np.diff(np.r_[starts, want.size])
-    groups = [(sets_all[g], q) for g, q in zip(m_s[starts].tolist(), r_s[starts].tolist(), strict=True)]
+    keys = m_s[starts].tolist()
+    keys = keys if sets_all is None else [sets_all[g] for g in keys]
+    groups = list(zip(keys, r_s[starts].tolist(), strict=True))
     flows = _rack_flows(groups, counts.tolist(), K, racks, rates)
     sender = np.empty(want.size, dtype=np.int64)
     for start, flow in zip(starts.tolist(), flows, strict=True):
