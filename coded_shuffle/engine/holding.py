@@ -120,10 +120,13 @@ class Batches:
         return np.asarray(held.owner)[:: self.q]
 
     def demand(self, held: Placement, held_next: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(units, wanters, holder bitmasks)`` of the units that change worker: one holder each."""
+        """``(units, wanters, holder sets)`` of the units that change worker: one holder each
+        (:func:`~coded_shuffle.plan.lone_holders`: bitmasks, rows of words beyond 64 workers)."""
+        from ..plan import lone_holders
+
         old, new = np.asarray(held.owner, dtype=np.int64), np.asarray(held_next.owner, dtype=np.int64)
         units = np.flatnonzero(old != new)
-        return units, new[units], np.left_shift(np.uint64(1), old[units].astype(np.uint64))
+        return units, new[units], lone_holders(old[units], K=held.K)
 
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
         if self.q != 1:
@@ -200,7 +203,9 @@ class PieceStorage:
         from ..storage import piece_demand
 
         d = piece_demand(held, held_next.placement)
-        return d[:, 0], d[:, 1], d[:, 2].astype(np.uint64)
+        if d.shape[1] == 3:  # one word a holder set
+            return d[:, 0], d[:, 1], d[:, 2].astype(np.uint64)
+        return d[:, 0], d[:, 1], np.ascontiguousarray(d[:, 2:]).view(np.uint64)
 
     def records(self, cache: Cache, ids: np.ndarray, record_bytes: int) -> np.ndarray:
         return records_of_pieces(cache, ids, self.pieces, record_bytes)

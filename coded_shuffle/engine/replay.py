@@ -41,7 +41,7 @@ import numpy as np
 from .._checks import check_int, check_number
 from ..matrix import elastic_matrix
 from ..network import Network, split_share
-from ..plan import EXCHANGE_MAX_K, assign_senders, exchange_rounds, rates
+from ..plan import assign_senders, exchange_rounds, lone_holders, rates
 from ._simgrid import DEBIAN_DIST_PACKAGES
 
 __all__ = ["Racks", "ReplayResult", "SCHEDULES", "replay", "transfer_plans", "simgrid_available"]
@@ -136,12 +136,10 @@ def _demand(S: np.ndarray) -> np.ndarray:
     K = S.shape[0]
     off = S.copy()
     np.fill_diagonal(off, 0)
-    if K > EXCHANGE_MAX_K:  # one holder a record: the assignment is forced, the holder sends
-        return off
     i, j = np.nonzero(off)
     counts = off[i, j]
     wanter = np.repeat(j, counts)
-    holders = np.left_shift(np.uint64(1), np.repeat(i, counts).astype(np.uint64))
+    holders = lone_holders(np.repeat(i, counts), K=K)
     a = assign_senders(wanter, holders, K=K)
     return np.bincount(a.sender * K + wanter, minlength=K * K).reshape(K, K).astype(np.int64)
 

@@ -96,6 +96,9 @@ from .exchange import (
     SenderAssignment,
     assign_senders,
     assign_senders_racks,
+    holder_set,
+    holder_words,
+    lone_holders,
     rack_link_loads,
     upload_bound,
 )
@@ -128,5 +131,8 @@ __all__ = [
     "exchange_rounds",
     "is_round_schedule",
     "assign_senders_racks",
+    "holder_set",
+    "holder_words",
+    "lone_holders",
     "rack_link_loads",
 ]

@@ -33,7 +33,8 @@ import numpy as np
 from .._checks import check_int, check_int_array
 from .rounds import ROUND_MERGE_FRACTION, exchange_rounds, is_round_schedule
 
-#: The most workers of an exchange: a holder set is a mask of 64 bits.
+#: The most workers whose holder sets are single masks of 64 bits (1-D ``uint64``); beyond, a
+#: holder set is a row of ``ceil(K / 64)`` such words (:func:`holder_words`).
 EXCHANGE_MAX_K = 64
 
 __all__ = [
@@ -43,7 +44,10 @@ __all__ = [
     "assign_senders",
     "assign_senders_racks",
     "exchange_rounds",
+    "holder_set",
+    "holder_words",
     "is_round_schedule",
+    "lone_holders",
     "rack_link_loads",
     "upload_bound",
 ]
@@ -137,6 +141,8 @@ def upload_bound(holders: object, *, K: int, sizes: object = None) -> Fraction:
     of ``S``, however the units are split between their holders, so no exchange uploads less
     from its busiest worker.
 
+    ``holders`` as :func:`assign_senders` takes them.
+
     Examples
     --------
     Three units, two held by worker 0 alone and one by workers 0 and 1: worker 0 sends at least
@@ -156,28 +162,149 @@ def upload_bound(holders: object, *, K: int, sizes: object = None) -> Fraction:
     >>> upload_bound([0b011, 0b011, 0b011, 0b110], K=3, sizes=[10, 10, 10, 100])
     Fraction(50, 1)
     """
-    masks = _masks(holders, K)
-    groups, inverse, counts = np.unique(masks, return_inverse=True, return_counts=True)
-    if groups.size == 0:
+    K = check_int(K, "K", minimum=1)
+    sets = _holder_array(holders, K)
+    if sets.shape[0] == 0:
         return Fraction(0)
-    if sizes is not None:
-        d = check_int_array(sizes, "sizes", ndim=1)
-        if d.shape != masks.shape or (d.size and int(d.min()) < 0):
-            raise ValueError(
-                f"Argument 'sizes' must give the non-negative bytes of each of the {masks.size} units."
-            )
-        weights = [0] * groups.size
-        for g, v in zip(inverse.ravel().tolist(), d.tolist(), strict=True):
-            weights[g] += int(v)  # exact, in Python ints
-        return _bound([int(g) for g in groups], weights, K)
-    return _bound([int(g) for g in groups], [int(c) for c in counts], K)
+    groups, inverse, counts = _groups(sets)
+    if sizes is None:
+        return _bound(groups, [int(c) for c in counts], K)
+    d = check_int_array(sizes, "sizes", ndim=1)
+    if d.shape != (sets.shape[0],) or (d.size and int(d.min()) < 0):
+        raise ValueError(
+            f"Argument 'sizes' must give the non-negative bytes of each of the {sets.shape[0]} units."
+        )
+    weights = [0] * len(groups)
+    for g, v in zip(inverse.tolist(), d.tolist(), strict=True):
+        weights[g] += int(v)  # exact, in Python ints
+    return _bound(groups, weights, K)
 
 
-def _masks(holders: object, K: int) -> np.ndarray:
-    masks = np.asarray(holders, dtype=np.uint64).reshape(-1)
-    if masks.size and (int(masks.min()) == 0 or (K < 64 and int(masks.max()) >> K)):
+def _words(K: int) -> int:
+    """Words of 64 bits a holder set of ``K`` workers takes: 0 while one mask (1-D) holds it."""
+    return 0 if K <= EXCHANGE_MAX_K else -(-K // 64)
+
+
+def holder_words(sets: object, *, K: int) -> np.ndarray:
+    """Holder sets (Python int bitmasks of any width) in the form :func:`assign_senders` takes for
+    ``K`` workers: a ``uint64`` mask each (1-D) while ``K <= 64``, else a row of ``W = ceil(K / 64)``
+    words (worker ``w`` is bit ``w % 64`` of word ``w // 64``).
+
+    Examples
+    --------
+    >>> holder_words([0b101, 1 << 70], K=80).tolist()
+    [[5, 0], [0, 64]]
+    >>> holder_words([0b101], K=4).tolist()
+    [5]
+    """
+    W = _words(K)
+    ints = [int(x) for x in np.asarray(sets, dtype=object).reshape(-1)]
+    if any(x < 0 or x >> K for x in ints):
+        raise ValueError(f"Argument 'sets' must be sets of the K = {K} workers (bitmasks).")
+    if W == 0:
+        return np.array(ints, dtype=np.uint64)
+    top = (1 << 64) - 1
+    return np.array([[(x >> (64 * i)) & top for i in range(W)] for x in ints], dtype=np.uint64).reshape(-1, W)
+
+
+def lone_holders(worker: object, *, K: int) -> np.ndarray:
+    """The holder sets ``{worker[i]}`` (one holder a unit) in the form of :func:`holder_words`.
+
+    Examples
+    --------
+    >>> lone_holders([1, 70], K=80).tolist()
+    [[2, 0], [0, 64]]
+    >>> lone_holders([1, 3], K=4).tolist()
+    [2, 8]
+    """
+    w = np.asarray(worker, dtype=np.int64).reshape(-1)
+    if w.size and (int(w.min()) < 0 or int(w.max()) >= K):
+        raise ValueError(f"Argument 'worker' must hold workers 0 to {K - 1}.")
+    W = _words(K)
+    if W == 0:
+        return np.left_shift(np.uint64(1), w.astype(np.uint64))
+    out = np.zeros((w.size, W), dtype=np.uint64)
+    out[np.arange(w.size), w // 64] = np.left_shift(np.uint64(1), (w % 64).astype(np.uint64))
+    return out
+
+
+def holder_set(holders: np.ndarray, i: int) -> int:
+    """Unit ``i``'s holder set, as a Python int bitmask, from holder sets of either form.
+
+    >>> holder_set(holder_words([1 << 70], K=80), 0) == 1 << 70
+    True
+    """
+    row = holders[i]
+    if np.ndim(row) == 0:
+        return int(row)
+    return sum(int(w) << (64 * k) for k, w in enumerate(row.tolist()))
+
+
+def _holder_array(holders: object, K: int) -> np.ndarray:
+    """The holder sets checked: 1-D masks (``K <= 64``) or rows of words; Python ints of any width
+    are accepted too (:func:`holder_words`)."""
+    W = _words(K)
+    arr = holders if isinstance(holders, np.ndarray) else np.asarray(holders, dtype=object)
+    if arr.dtype == object or (W and arr.ndim == 1):
+        arr = holder_words(arr, K=K) if arr.ndim == 1 else np.asarray(arr, dtype=np.uint64)
+    if W == 0:
+        masks = np.asarray(arr, dtype=np.uint64).reshape(-1)
+        if masks.size and (int(masks.min()) == 0 or (K < 64 and int(masks.max()) >> K)):
+            raise ValueError(f"Argument 'holders' must be non-empty sets of the K = {K} workers (bitmasks).")
+        return masks
+    if arr.ndim != 2 or arr.shape[1] != W:
+        raise ValueError(
+            f"Argument 'holders' must be rows of W = {W} words of 64 bits with K = {K} workers, "
+            f"not an array of shape {arr.shape}."
+        )
+    arr = np.asarray(arr, dtype=np.uint64)
+    top = K - 64 * (W - 1)  # the workers of the last word
+    if arr.shape[0] and (not arr.any(axis=1).all() or (top < 64 and (arr[:, -1] >> np.uint64(top)).any())):
         raise ValueError(f"Argument 'holders' must be non-empty sets of the K = {K} workers (bitmasks).")
-    return masks
+    return arr
+
+
+def _contains(sets: np.ndarray, worker: np.ndarray) -> np.ndarray:
+    """Whether each unit's holder set holds ``worker[i]``."""
+    if sets.ndim == 1:
+        return ((sets >> worker.astype(np.uint64)) & np.uint64(1)).astype(bool)
+    word = sets[np.arange(worker.size), worker // 64]
+    return ((word >> (worker % 64).astype(np.uint64)) & np.uint64(1)).astype(bool)
+
+
+def _lone_holder(sets: np.ndarray) -> np.ndarray | None:
+    """The holder of every unit when each has one alone, else None."""
+    if sets.ndim == 1:
+        if np.any(sets & (sets - np.uint64(1))):
+            return None
+        return np.frexp(sets.astype(np.float64))[1].astype(np.int64) - 1  # the bit's index
+    if sets.shape[0] and np.any(np.bitwise_count(sets).sum(axis=1) != 1):
+        return None
+    word = np.argmax(sets != 0, axis=1)
+    bits = np.frexp(sets[np.arange(word.size), word].astype(np.float64))[1].astype(np.int64) - 1
+    return word.astype(np.int64) * 64 + bits
+
+
+def _groups(sets: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """``(groups, inverse, counts)``: the distinct holder sets (Python ints, increasing), each
+    unit's, and their units."""
+    if sets.ndim == 1:
+        groups, inverse, counts = np.unique(sets, return_inverse=True, return_counts=True)
+        return [int(g) for g in groups], inverse.reshape(-1), counts
+    rows, inverse, counts = np.unique(sets[:, ::-1], axis=0, return_inverse=True, return_counts=True)
+    return [holder_set(rows[:, ::-1], g) for g in range(rows.shape[0])], inverse.reshape(-1), counts
+
+
+def _check_units(want: np.ndarray, sets: np.ndarray, K: int) -> None:
+    if want.shape[0] != sets.shape[0] or want.ndim != 1:
+        raise ValueError(
+            "Arguments 'wanter' and 'holders' must have one entry a unit, "
+            f"not {want.size} and {sets.shape[0]}."
+        )
+    if want.size and (int(want.min()) < 0 or int(want.max()) >= K):
+        raise ValueError(f"Argument 'wanter' must hold workers 0 to {K - 1}.")
+    if want.size and np.any(_contains(sets, want)):
+        raise ValueError("Argument 'holders' must not hold a unit's wanter: it has the unit already.")
 
 
 def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignment:
@@ -187,8 +314,10 @@ def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignme
     ----------
     wanter : array_like of int
         The worker that must receive each unit.
-    holders : array_like of uint64
-        Each unit's holder set as a bitmask of workers (the wanter not in it).
+    holders : array_like
+        Each unit's holder set (the wanter not in it): a ``uint64`` bitmask of workers while
+        ``K <= 64``; beyond, a row of ``ceil(K / 64)`` words of 64 bits (worker ``w`` is bit
+        ``w % 64`` of word ``w // 64``), or a Python int bitmask (:func:`holder_words`).
     K : int
         Workers.
 
@@ -204,26 +333,22 @@ def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignme
     >>> a = assign_senders([2, 2, 2, 0], [0b011, 0b011, 0b011, 0b110], K=3)
     >>> a.sender.tolist(), a.uploads.tolist(), a.upload_bound
     ([0, 0, 1, 1], [2, 2, 0], Fraction(3, 2))
+    >>> assign_senders([0, 0], [(1 << 99) | (1 << 70)] * 2, K=100).sender.tolist()
+    [70, 99]
     """
-    K = check_int(K, "K", minimum=1, maximum=EXCHANGE_MAX_K)
+    K = check_int(K, "K", minimum=1)
     want = np.asarray(wanter, dtype=np.int64).reshape(-1)
-    masks = _masks(holders, K)
-    if want.shape != masks.shape:
-        raise ValueError(
-            f"Arguments 'wanter' and 'holders' must have one entry a unit, not {want.size} and {masks.size}."
-        )
-    if want.size and (int(want.min()) < 0 or int(want.max()) >= K):
-        raise ValueError(f"Argument 'wanter' must hold workers 0 to {K - 1}.")
-    if want.size and np.any((masks >> want.astype(np.uint64)) & np.uint64(1)):
-        raise ValueError("Argument 'holders' must not hold a unit's wanter: it has the unit already.")
-    if not np.any(masks & (masks - np.uint64(1))):  # one holder a unit: no choice
-        sender = np.frexp(masks.astype(np.float64))[1].astype(np.int64) - 1  # the bit's index
+    sets = _holder_array(holders, K)
+    _check_units(want, sets, K)
+    lone = _lone_holder(sets)
+    if lone is not None:  # one holder a unit: no choice
+        sender = lone
         uploads = np.bincount(sender, minlength=K)
         bound = Fraction(int(uploads.max(initial=0)))
     else:
         sender = np.empty(want.size, dtype=np.int64)
-        groups, inverse, counts = np.unique(masks, return_inverse=True, return_counts=True)
-        gl, cl = [int(g) for g in groups], [int(c) for c in counts]
+        gl, inverse, counts = _groups(sets)
+        cl = [int(c) for c in counts]
         bound = _bound(gl, cl, K)
         flows = _flows(gl, cl, K, -(-bound.numerator // bound.denominator))
         order = np.argsort(inverse, kind="stable")  # the units of each group, in the order given
@@ -331,9 +456,9 @@ def assign_senders_racks(
     >>> assign_senders([2, 2, 2], [0b1001] * 3, K=4).uploads.tolist()
     [2, 0, 0, 1]
     """
-    K = check_int(K, "K", minimum=1, maximum=EXCHANGE_MAX_K)
+    K = check_int(K, "K", minimum=1)
     want = np.asarray(wanter, dtype=np.int64).reshape(-1)
-    masks = _masks(holders, K)
+    sets = _holder_array(holders, K)
     racks = np.asarray(rack).reshape(-1)
     if racks.shape != (K,) or not np.issubdtype(racks.dtype, np.integer) or (K and int(racks.min()) < 0):
         raise ValueError(f"Argument 'rack' must give each of the K = {K} workers a rack (an int >= 0).")
@@ -343,21 +468,23 @@ def assign_senders_racks(
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             raise ValueError(f"Argument {name!r} must be a positive finite number, not {value!r}.")
         rates[name] = float(value)
-    if want.shape != masks.shape or not np.any(masks & (masks - np.uint64(1))):
-        return assign_senders(wanter, holders, K=K)  # refuses bad units; one holder a unit: forced
-    if (
-        int(want.min()) < 0
-        or int(want.max()) >= K
-        or np.any((masks >> want.astype(np.uint64)) & np.uint64(1))
-    ):
-        return assign_senders(wanter, holders, K=K)  # refuses them, naming the argument
+    _check_units(want, sets, K)  # refuses bad units, naming the argument
+    if _lone_holder(sets) is not None:
+        return assign_senders(want, sets, K=K)  # one holder a unit: forced
     # a group: (holder set, wanter's rack), in increasing order of both; its units in the order given
+    # one word: the masks are their own keys; several: the index of each set among the distinct ones
+    sets_all: list[int] | None = None
+    key = sets
+    if sets.ndim == 2:
+        sets_all, key, _ = _groups(sets)
     wr = racks[want]
-    order = np.lexsort((np.arange(want.size), wr, masks))
-    m_s, r_s = masks[order], wr[order]
+    order = np.lexsort((np.arange(want.size), wr, key))
+    m_s, r_s = key[order], wr[order]
     starts = np.flatnonzero(np.r_[True, (m_s[1:] != m_s[:-1]) | (r_s[1:] != r_s[:-1])])
     counts = np.diff(np.r_[starts, want.size])
-    groups = list(zip(m_s[starts].tolist(), r_s[starts].tolist(), strict=True))
+    keys = m_s[starts].tolist()
+    keys = keys if sets_all is None else [sets_all[g] for g in keys]
+    groups = list(zip(keys, r_s[starts].tolist(), strict=True))
     flows = _rack_flows(groups, counts.tolist(), K, racks, rates)
     sender = np.empty(want.size, dtype=np.int64)
     for start, flow in zip(starts.tolist(), flows, strict=True):
@@ -369,7 +496,7 @@ def assign_senders_racks(
         sender=sender,
         uploads=np.bincount(sender, minlength=K).astype(np.int64),
         downloads=np.bincount(want, minlength=K).astype(np.int64),
-        upload_bound=upload_bound(masks, K=K),
+        upload_bound=upload_bound(sets, K=K),
     )
 
 

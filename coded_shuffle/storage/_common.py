@@ -12,13 +12,15 @@ import numpy as np
 
 from ..matrix import check_shuffle_matrix, elastic_matrix
 
-#: Largest ``K`` with excess storage (``M > 1``): holder sets are bitmasks of 64 bits.
+#: Largest ``K`` with excess storage (``M > 1``) in the planner and the engine: their holder sets
+#: are bitmasks of 64 bits. The piece placement itself (:mod:`.placement`) takes any ``K``.
 STORAGE_MAX_K = 64
 
 
-def check_storage(M: Any, K: int, *, name: str = "M") -> int:
+def check_storage(M: Any, K: int, *, name: str = "M", wide: bool = False) -> int:
     """Return ``t = M - 1`` for a storage of ``M`` whole batches on ``K`` workers, or raise naming
-    the argument ``name`` (``'M' (storage)`` for ``M``).
+    the argument ``name`` (``'M' (storage)`` for ``M``). ``wide``: any ``K`` (holder sets of
+    several words, :mod:`.placement`), else at most :data:`STORAGE_MAX_K` with ``M > 1``.
 
     ``M`` is an int, as ``subpackets`` is: a bool or a float (even ``2.0``) is refused, a
     fractional one with a word on memory sharing, which is not supported.
@@ -34,7 +36,7 @@ def check_storage(M: Any, K: int, *, name: str = "M") -> int:
         raise ValueError(f"Argument {arg} must be at least 1 batch, not {M}.")
     if M > K:
         raise ValueError(f"Argument {arg} must be at most K = {K} batches, not {M}.")
-    if M > 1 and K > STORAGE_MAX_K:
+    if M > 1 and K > STORAGE_MAX_K and not wide:
         raise ValueError(
             f"Argument {arg} must be 1 with K = {K} workers: excess storage supports at most "
             f"K = {STORAGE_MAX_K}."

@@ -107,40 +107,52 @@ def group_symbols(pid, counts, mask, g_of, m_of, k_of, size):  # pragma: no cove
 def rebalance(out, H, old, new, excess, step):  # pragma: no cover - compiled
     """The drops of an update chosen to keep the storage even: ``out`` holds the holder sets after
     the update that makes the old owner drop each delivered piece; ``excess[k]`` is worker ``k``'s
-    storage after it, over its share, times ``step = K - 1``.
+    storage after it, over its share, times ``step = K - 1``. Holder sets are ``(N, P, W)`` words
+    (worker ``k`` is bit ``k % 64`` of word ``k // 64``; ``W = 1`` up to 64 workers).
 
     In record order, a delivered piece (its new owner ``j`` not among its holders ``H``) is dropped
     instead by its other holder ``d`` of the largest excess when ``excess[d] > excess[o] + step``
     (``o`` the old owner; the move lowers the larger of the two) and the record's labels stay
     distinct: ``out[r, p] = H[r, p] & ~(1 << d) | 1 << j``. Returns the pieces moved so.
     """
-    N, P = H.shape
+    N, P, W = H.shape
     one = np.uint64(1)
     moved = 0
     for r in range(N):
         o, j = old[r], new[r]
-        jb = one << np.uint64(j)
+        jw, jb = j // 64, one << np.uint64(j % 64)
         for p in range(P):
-            h = H[r, p]
-            if h & jb:
+            if H[r, p, jw] & jb:
                 continue  # held by the new owner: not delivered
             best, top = -1, 0
-            x, d = h, 0
-            while x:
-                if x & one and d != o and (best < 0 or excess[d] > top):
-                    best, top = d, excess[d]
-                x >>= one
-                d += 1
+            for w in range(W):
+                x, d = H[r, p, w], w * 64
+                while x:
+                    if x & one and d != o and (best < 0 or excess[d] > top):
+                        best, top = d, excess[d]
+                    x >>= one
+                    d += 1
             if best < 0 or top <= excess[o] + step:
                 continue
-            cand = (h & ~(one << np.uint64(best))) | jb
+            bw, bb = best // 64, one << np.uint64(best % 64)
             clash = False
             for q in range(P):
-                if q != p and (out[r, q] & ~jb) == (cand & ~jb):
+                if q == p:
+                    continue
+                same = True
+                for w in range(W):
+                    c = H[r, p, w] & ~bb if w == bw else H[r, p, w]
+                    if w == jw:  # compared without the new owner (it holds every piece after)
+                        same = same and (c & ~jb) == (out[r, q, w] & ~jb)
+                    else:
+                        same = same and c == out[r, q, w]
+                if same:
                     clash = True
             if clash:
                 continue
-            out[r, p] = cand
+            for w in range(W):
+                c = H[r, p, w] & ~bb if w == bw else H[r, p, w]
+                out[r, p, w] = c | jb if w == jw else c
             excess[best] -= step
             excess[o] += step
             moved += 1

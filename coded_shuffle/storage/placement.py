@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InvalidPlanError
 from ..orders.placement import Placement
+from ..plan import holder_words, lone_holders
 from ._common import check_storage, members, pieces_per_record, subsets
 
 __all__ = [
@@ -49,7 +50,9 @@ class PiecePlacement:
         Storage of a worker, in batches (``t = M - 1``).
     holders : numpy.ndarray
         Read-only ``N x P`` uint64 bitmasks, ``P = C(K - 1, t)`` or fewer (module docstring):
-        ``holders[r, p]`` is the holder set of piece ``p`` of record ``r``.
+        ``holders[r, p]`` is the holder set of piece ``p`` of record ``r``. Beyond 64 workers,
+        ``N x P x W`` words of 64 bits (``W = ceil(K / 64)``; worker ``k`` is bit ``k % 64`` of
+        word ``k // 64``, as :func:`~coded_shuffle.plan.holder_words`).
     """
 
     placement: Placement
@@ -83,6 +86,8 @@ class PiecePlacement:
 
     def held_by(self, k: int) -> np.ndarray:
         """Return the piece ids ``r * pieces + p`` held by worker ``k``, increasing."""
+        if self.holders.ndim == 3:  # words of 64 workers
+            return np.flatnonzero((self.holders[..., k // 64] >> np.uint64(k % 64)) & np.uint64(1))
         return np.flatnonzero((self.holders >> np.uint64(k)) & np.uint64(1))
 
 
@@ -112,13 +117,12 @@ def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) 
     """
     placement = _check_placement(placement)
     K = placement.K
-    t = check_storage(M, K)
+    t = check_storage(M, K, wide=True)
     C = pieces_per_record(K, t)
     P = C if pieces is None else check_pieces(pieces, C)
-    table = np.zeros((K, C), dtype=np.uint64)
-    for o in range(K):
-        others = [w for w in range(K) if w != o]
-        table[o] = [T | (1 << o) for T in subsets(others, t)]
+    labels = [T | (1 << o) for o in range(K) for T in subsets([w for w in range(K) if w != o], t)]
+    words = holder_words(labels, K=K)
+    table = words.reshape(K, C) if words.ndim == 1 else words.reshape(K, C, -1)
     owner = np.asarray(placement.owner, dtype=np.int64)
     if P == C:
         holders = table[owner]
@@ -171,14 +175,16 @@ def check_piece_placement(pp: PiecePlacement) -> None:
     if not 1 <= C <= pieces_per_record(K, t):
         raise InvalidPlanError(f"records have {C} pieces, not 1 to C(K - 1, t) = {pieces_per_record(K, t)}")
     owner = np.asarray(pp.placement.owner, dtype=np.int64)
-    H = pp.holders.astype(np.uint64)
-    own = np.uint64(1) << owner.astype(np.uint64)
-    if np.any((H[:, :] & own[:, None]) == 0):
+    H = _words3(pp.holders)
+    own = lone_holders(owner, K=K).reshape(owner.size, 1, -1)
+    if np.any(~(H & own).any(axis=2)):
         raise InvalidPlanError("a piece is not held by the owner of its record")
-    labels = H & ~own[:, None]
-    if np.any(_popcount(labels, K) != t):
+    labels = H & ~own
+    if np.any(np.bitwise_count(labels).sum(axis=2) != t):
         raise InvalidPlanError(f"a piece is not held by exactly t + 1 = {t + 1} workers")
-    srt = np.sort(labels, axis=1)
+    flat = labels.reshape(-1, labels.shape[2])
+    ids = np.unique(flat, axis=0, return_inverse=True)[1] if flat.shape[1] > 1 else flat[:, 0]
+    srt = np.sort(ids.reshape(labels.shape[:2]), axis=1)
     if C > 1 and np.any(srt[:, 1:] == srt[:, :-1]):
         raise InvalidPlanError("two pieces of one record have the same label")
     if not pp.every_label:
@@ -192,18 +198,21 @@ def check_piece_placement(pp: PiecePlacement) -> None:
             raise InvalidPlanError(f"worker {k} holds {have} pieces, not its share {want}")
 
 
-def _popcount(masks: np.ndarray, K: int) -> np.ndarray:
-    out = np.zeros(masks.shape, dtype=np.int64)
-    for k in range(K):
-        out += ((masks >> np.uint64(k)) & np.uint64(1)).astype(np.int64)
-    return out
+def _words3(holders: np.ndarray) -> np.ndarray:
+    """Holder sets as ``(N, P, W)`` words: a view of one-word masks (``W = 1``) as of several."""
+    H = np.asarray(holders, dtype=np.uint64)
+    return H if H.ndim == 3 else H.reshape(*H.shape, 1)
 
 
 def _held_counts(holders: np.ndarray, K: int) -> np.ndarray:
-    """The pieces each of the ``K`` workers holds, from the holder sets (compiled)."""
+    """The pieces each of the ``K`` workers holds, from the holder sets (compiled), a word at a time."""
     from ._kernels import holder_counts
 
-    return holder_counts(np.ascontiguousarray(holders, dtype=np.uint64), K)
+    if holders.ndim == 2:
+        return holder_counts(np.ascontiguousarray(holders, dtype=np.uint64), K)
+    counts = [holder_counts(np.ascontiguousarray(holders[..., w]), min(64, K - 64 * w))
+              for w in range(holders.shape[2])]  # fmt: skip
+    return np.concatenate(counts)
 
 
 def storage_excess(pp: PiecePlacement) -> float:
@@ -228,7 +237,8 @@ def piece_demand(pp: PiecePlacement, placement_next: Placement) -> np.ndarray:
 
     Worker ``j``, new owner of record ``r``, misses the pieces of ``r`` whose holder set does not
     contain it: ``C(K - 2, t)`` of them when ``r`` moves, none when it stays. The piece id is
-    ``r * pieces + p``.
+    ``r * pieces + p``; the holders a 64-bit mask as int64, or beyond 64 workers its ``W`` words
+    (rows of ``2 + W`` columns).
 
     Examples
     --------
@@ -244,13 +254,20 @@ def piece_demand(pp: PiecePlacement, placement_next: Placement) -> np.ndarray:
             f"(a changing K needs M = 1), not N = {placement_next.N}, K = {placement_next.K}."
         )
     new = np.asarray(placement_next.owner, dtype=np.int64)
-    bit = np.uint64(1) << new.astype(np.uint64)
-    flat = pp.holders.reshape(-1)  # piece r * pieces + p, its holders
-    pid = np.flatnonzero((pp.holders & bit[:, None]).reshape(-1) == 0)
-    out = np.empty((pid.size, 3), dtype=np.int64)
+    if pp.holders.ndim == 2:  # one word: as ever
+        bit = np.uint64(1) << new.astype(np.uint64)
+        flat = pp.holders.reshape(-1)  # piece r * pieces + p, its holders
+        pid = np.flatnonzero((pp.holders & bit[:, None]).reshape(-1) == 0)
+        words = flat[pid].view(np.int64).reshape(-1, 1)  # 64-bit masks, as int64
+    else:
+        W = pp.holders.shape[2]
+        hit = (pp.holders & lone_holders(new, K=pp.K).reshape(new.size, 1, W)).any(axis=2)
+        pid = np.flatnonzero(~hit.reshape(-1))
+        words = pp.holders.reshape(-1, W)[pid].view(np.int64)
+    out = np.empty((pid.size, 2 + words.shape[1]), dtype=np.int64)
     out[:, 0] = pid
     out[:, 1] = new[pid // pp.pieces]
-    out[:, 2] = flat[pid].view(np.int64)  # 64-bit masks, as int64
+    out[:, 2:] = words
     return out
 
 
@@ -278,25 +295,29 @@ def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacem
     """
     placement_next = _check_placement(placement_next, "placement_next")
     piece_demand(pp, placement_next)  # the same checks
-    old = np.asarray(pp.placement.owner, dtype=np.uint64)
-    new = np.asarray(placement_next.owner, dtype=np.uint64)
-    one = np.uint64(1)
-    jb, ob = (one << new)[:, None], (one << old)[:, None]
-    H = pp.holders
-    moved = (H & jb) == 0
+    old = np.asarray(pp.placement.owner, dtype=np.int64)
+    new = np.asarray(placement_next.owner, dtype=np.int64)
+    H = _words3(pp.holders)
+    jb = lone_holders(new, K=pp.K).reshape(new.size, 1, -1)
+    ob = lone_holders(old, K=pp.K).reshape(old.size, 1, -1)
+    moved = ~(H & jb).any(axis=2, keepdims=True)
     out = np.where(moved, (H & ~ob) | jb, H).astype(np.uint64)
     if not pp.every_label and pp.t >= 1 and pp.N:
         from ._kernels import rebalance
 
         K, t, P, N = pp.K, pp.t, pp.pieces, pp.N
-        held = _held_counts(out, K)
+        held = _held_counts(out if pp.holders.ndim == 3 else out[..., 0], K)
         sizes = np.asarray(placement_next.sizes(), dtype=np.int64)
         excess = held * (K - 1) - P * (sizes * (K - 1) + (N - sizes) * t)
-        rebalance(out, np.ascontiguousarray(H), old.astype(np.int64), new.astype(np.int64), excess, K - 1)
+        rebalance(out, np.ascontiguousarray(H), old, new, excess, K - 1)
+    if pp.holders.ndim == 2:
+        out = out.reshape(pp.holders.shape)
     out.flags.writeable = False
     return PiecePlacement(placement=placement_next, M=pp.M, holders=out)
 
 
 def _labels(pp: PiecePlacement, r: int) -> list[list[int]]:
     """The holder sets of record ``r``'s pieces, as lists of workers (for printing)."""
-    return [members(int(h)) for h in pp.holders[r]]
+    from ..plan import holder_set
+
+    return [members(holder_set(pp.holders[r], p)) for p in range(pp.pieces)]

@@ -107,10 +107,10 @@ SWITCH = "master=1000,up=1000,down=1000"
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        # every report bounds the workers' exchange, whose holder sets are masks of 64 bits
-        (["--mode", "exchange", "--workers", "128"], "--workers must be at most 64, not 128"),
-        (["-K", "65", "--points", "6500"], "--workers must be at most 64, not 65"),
-        (["--mode", "auto", "--network", SWITCH, "-K", "80"], "--workers must be at most 64, not 80"),
+        # fewer records than workers, and excess storage beyond 64 workers
+        (["--data", "{rows}", "--mode", "exchange", "-K", "128"], "100 records, fewer than the 128 workers"),
+        (["-K", "65", "--points", "6500", "--storage", "2"], "excess storage supports at most K = 64"),
+        (["--mode", "auto", "--network", SWITCH, "-K", "80", "--points", "60"], "--points must be at least"),
         # the records against the frames, memory and epochs, from the options or the file's header
         (
             ["--record-bytes", "8192", "--max-frame-bytes", "4096"],
@@ -147,8 +147,7 @@ SWITCH = "master=1000,up=1000,down=1000"
     ],
 )
 def test_run_refuses_before_launch_what_the_ranks_would(argv, message, npy_files, capsys, no_launch):
-    """``run --mode exchange --workers 128`` launched 128 ranks that each raised "Argument 'K' must
-    be at most 64"; ranks that know the records refused the rest after the start."""
+    """What the ranks would refuse once they know the records is refused before launch."""
     argv = [a.format(**npy_files) for a in argv]
     assert cli.main(["run", *argv]) == 2
     err = capsys.readouterr().err
@@ -195,7 +194,8 @@ def test_the_ranks_refuse_by_the_check_run_makes():
     from coded_shuffle.cli.runner.mpi_job import job_refusal
     from coded_shuffle.cli.runner.options import JobOptions
 
-    assert job_refusal(JobOptions(mode="exchange"), 128, 6000, 1024, peers=True) == WORKERS_128
+    refused = "the dataset has 100 records, fewer than the 128 workers"
+    assert job_refusal(JobOptions(mode="exchange"), 128, 100, 1024, peers=True) == refused
     assert job_refusal(JobOptions(max_frame_bytes=4096), 4, 100, 8192) is not None
     assert job_refusal(JobOptions(max_frame_bytes=4096), 4, 100, 8192, peers=True) is None  # no frames
 
@@ -216,11 +216,11 @@ for argv in (sys.argv[2:], ["run", "-K", "2", "--points", "40"]):  # then a job 
 """
 
 
-WORKERS_128 = "--workers must be at most 64, not 128 (a set of workers is a mask of 64 bits)"
+REFUSED_128 = "--points must be at least --workers (128), not 100"
 
 
-def test_run_with_128_workers_of_the_exchange_is_one_line_and_no_launch(tmp_path):
-    argv = ["run", "--mode", "exchange", "--workers", "128"]
+def test_a_refused_run_is_one_line_and_no_launch(tmp_path):
+    argv = ["run", "--mode", "exchange", "--workers", "128", "--points", "100"]
     proc = subprocess.run(
         [sys.executable, "-c", LAUNCHER, str(tmp_path / "launched"), *argv],
         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
@@ -229,4 +229,4 @@ def test_run_with_128_workers_of_the_exchange_is_one_line_and_no_launch(tmp_path
     assert refused == "2 False"  # status 2, and mpiexec never ran
     assert control == "1 True"  # the fake mpiexec ran for a job within the limits (and wrote no status)
     first = proc.stderr.splitlines()[0]
-    assert first == f"coded-shuffle: error: {WORKERS_128}"
+    assert first == f"coded-shuffle: error: {REFUSED_128}"

@@ -56,7 +56,6 @@ from ...engine.session import WARM_RECORDS, Extras, Session, warm_up
 from ...engine.state import storage_refusal, synthetic_dataset
 from ...network import Network
 from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
-from ...plan import EXCHANGE_MAX_K
 from ...records import npy_header, npy_problem
 from ...transport import ControlLink, mpi_world
 from .options import JobOptions
@@ -319,13 +318,11 @@ def job_refusal(
 
     Examples
     --------
-    >>> job_refusal(JobOptions(mode="exchange"), 128, 6000, 1024, peers=True)
-    '--workers must be at most 64, not 128 (a set of workers is a mask of 64 bits)'
+    >>> job_refusal(JobOptions(mode="exchange"), 128, 100, 1024, peers=True)
+    'the dataset has 100 records, fewer than the 128 workers'
     >>> job_refusal(JobOptions(), 4, 6000, 1024) is None
     True
     """
-    if K > EXCHANGE_MAX_K:  # every report bounds the workers' exchange: its holder sets are masks
-        return f"--workers must be at most {EXCHANGE_MAX_K}, not {K} (a set of workers is a mask of 64 bits)"
     if job.data is None:
         sizes = job.synthetic()
         if isinstance(sizes, str):

@@ -15,7 +15,7 @@ from ...codec import (
     Dataset,
     encode_held,
 )  # fmt: skip
-from ...plan import DeliveryPlan, SenderAssignment, assign_senders_racks, exchange_rounds
+from ...plan import DeliveryPlan, SenderAssignment, assign_senders_racks, exchange_rounds, holder_set
 from ...transport import Transport
 from ..holding import Holding
 from ._base import Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, receive_decode
@@ -185,7 +185,7 @@ class ExchangeScheme(SchemeBase):
             if np.any(rows >= units.size) or np.any(units[np.minimum(rows, units.size - 1)] != ids):
                 continue  # not a unit of this exchange: nothing a peer can send (the verdict fails)
             mine = [int(u) for u, r in zip(ids.tolist(), rows.tolist(), strict=True)
-                    if _holder_after(int(holders[r]), int(sender[r]), word.round) == worker]  # fmt: skip
+                    if _holder_after(holder_set(holders, r), int(sender[r]), word.round) == worker]  # fmt: skip # noqa: E501
             if mine:
                 frames[int(j)] = encode_held(cache, np.asarray(mine, dtype=np.int64), epoch=epoch)
         link.offer(worker, frames)

@@ -1,0 +1,298 @@
+"""Per-rank costs of MPI jobs of 16 to 128 (or 256) ranks on one host: what grows with ``K``.
+
+Each job is ``coded-shuffle``'s MPI program (:mod:`coded_shuffle.mpi_program`) under ``mpiexec``,
+oversubscribed (many ranks on two cores), with small records, every transition verified. Every
+rank runs it through this file (``--rank DIR``), which measures, without changing what it does:
+
+- ``import``: CPU seconds (user + system, the process so far) and resident memory (``VmRSS``)
+  once the program is imported, before MPI starts and before any record;
+- ``setup``: CPU seconds from the start of the process to the first transition (imports, MPI's
+  start, records, checksums, the warm-up transition, which loads the kernels);
+- ``plan``: CPU seconds of the main thread in the schemes' planning a transition (the coded plan
+  and bound, the exchange's senders and rounds, the storage's plan), the rank's own;
+- ``rounds`` and ``control``: the control plane's collective calls a transition (the leader's
+  ``share``/``allgather``, the master's ``announce``/``gather_posts``, a worker's ``post``, barriers)
+  and the bytes of the pickled objects they carry, sent and received by the rank;
+- ``peak``: the rank's peak resident memory (``VmHWM``) at the end; ``anon`` and ``shm`` its
+  private (``RssAnon``) and shared-memory (``RssShmem``) resident pages then. The rest of the
+  resident memory is file pages (the shared libraries: numba's LLVM alone is a file of 170 MB),
+  which every rank on the host shares.
+
+The table gives, per ``K`` and mode, the median and the largest over the ranks (the largest is the
+master's or the leader's), and the ratio of each median to the smallest ``K``'s, against ``K``'s
+own ratio and ``K log K``'s. Every job has ``--timeout``; each ``mpiexec`` a bound of its own.
+
+    python benchmarks/ranks_scale.py --workers 16,32,64,128 --modes coded,exchange,storage
+
+Target (the issue on clusters beyond one switch, item 4): jobs of 128 ranks verified with coded,
+exchange and storage; per-rank setup and planning CPU growing no faster than ``K log K`` from 8 to
+128 ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pickle
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The jobs' options by mode: coded with a master (K + 1 ranks), exchange and storage among peers.
+MODES: dict[str, list[str]] = {
+    "coded": ["--mode", "coded"],
+    "exchange": ["--mode", "exchange"],
+    "storage": ["--mode", "exchange", "--storage", "2"],
+    "coded-storage": ["--mode", "coded", "--storage", "2"],
+}
+
+
+#: The figures of a rank, in the table's order.
+NAMES = ("import_s", "import_mb", "setup_s", "plan_s", "rounds", "control_kb", "peak_mb", "anon_mb", "shm_mb")
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _size(value: Any) -> int:
+    try:
+        return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # pragma: no cover - an object pickle refuses: counted as nothing
+        return 0
+
+
+class _Meter:
+    """The counters of one rank, and the wrappers that feed them."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.control = 0
+        self.plan = 0.0
+        self.marks: list[dict[str, float]] = []
+        self._inside = False
+
+    def mark(self) -> None:
+        self.marks.append({"cpu": _cpu(), "plan": self.plan, "rounds": self.rounds, "control": self.control})
+
+    def planning(self, fn: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if self._inside:  # a plan inside a plan (the exchange's report asks the coded one)
+                return fn(*args, **kwargs)
+            self._inside = True
+            tic = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.plan += time.thread_time() - tic
+                self._inside = False
+
+        return wrapped
+
+    def control_call(self, fn: Any, sent: Any, got: Any) -> Any:
+        def wrapped(link: Any, *args: Any, **kwargs: Any) -> Any:
+            out = fn(link, *args, **kwargs)
+            self.rounds += 1
+            self.control += sent(link, args) + got(link, out)
+            return out
+
+        return wrapped
+
+
+def _instrument(meter: _Meter) -> None:
+    from coded_shuffle.engine import mpi_job, peers_job, protocol
+    from coded_shuffle.engine.schemes import _base, exchange, storage
+    from coded_shuffle.transport.mpi import MPITransport
+
+    def transition(fn: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            meter.mark()
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    # a transition starts on a worker (and a peer) at its role, on a master at its own
+    for module in (mpi_job, peers_job):
+        module.worker_transition = transition(protocol.worker_transition)  # type: ignore[attr-defined]
+    mpi_job.master_transition = transition(protocol.master_transition)  # type: ignore[attr-defined]
+    planners = (
+        (_base.SchemeBase, ("plan", "exchange_plan")),
+        (exchange.ExchangeScheme, ("plan", "rounds")),
+        (storage.StorageScheme, ("plan",)),
+    )
+    for cls, names in planners:
+        for name in names:
+            if name in vars(cls):
+                setattr(cls, name, meter.planning(vars(cls)[name]))
+    first = lambda link, args: _size(args[0]) if args else 0  # noqa: E731
+    nothing = lambda link, x: 0  # noqa: E731
+    each = lambda link, out: sum(_size(v) for v in out or [])  # noqa: E731
+    MPITransport.share = meter.control_call(  # type: ignore[method-assign]
+        MPITransport.share,
+        lambda link, a: _size(a[0]) * (link.K if link.is_leader else 0) if a else 0,
+        lambda link, out: 0 if link.is_leader else _size(out),
+    )
+    MPITransport.allgather = meter.control_call(MPITransport.allgather, first, each)  # type: ignore[method-assign]
+    MPITransport.announce = meter.control_call(  # type: ignore[method-assign]
+        MPITransport.announce, lambda link, a: _size(a[0]) * link.K, nothing
+    )
+    MPITransport.gather_posts = meter.control_call(MPITransport.gather_posts, lambda link, a: 0, each)  # type: ignore[method-assign]
+    MPITransport.post = meter.control_call(MPITransport.post, first, lambda link, out: _size(out))  # type: ignore[method-assign]
+    MPITransport.sync = meter.control_call(MPITransport.sync, lambda link, a: 0, nothing)  # type: ignore[method-assign]
+
+
+#: The heavy packages whose first import on a rank is traced (the program's frame that asked).
+HEAVY = ("numba", "scipy", "networkx", "galois", "llvmlite", "torch")
+
+
+class _FirstImport:
+    """A finder that finds nothing: it notes which line of the program first imports a heavy package."""
+
+    def __init__(self) -> None:
+        self.by: dict[str, str] = {}
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        top = name.partition(".")[0]
+        if top in HEAVY and top not in self.by:
+            import traceback
+
+            frames = [f for f in traceback.extract_stack() if "coded_shuffle" in f.filename]
+            self.by[top] = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+        return None
+
+
+def rank_main(out_dir: str, argv: list[str]) -> int:
+    """One rank: the MPI program, measured; its figures to ``out_dir/<rank>.json``."""
+    tracer = _FirstImport()
+    sys.meta_path.insert(0, tracer)
+    from coded_shuffle import mpi_program
+
+    imported = {"cpu": _cpu(), "rss_kb": _status_kb("VmRSS")}
+    meter = _Meter()
+    _instrument(meter)
+    code = 1
+    try:
+        code = mpi_program.main(argv)
+    finally:
+        meter.mark()
+        from mpi4py import MPI
+
+        heavy = sorted(f"{m}@{tracer.by.get(m, '?')}" for m in HEAVY if m in sys.modules)
+        rank = MPI.COMM_WORLD.Get_rank()
+        record = {"rank": rank, "import": imported, "marks": meter.marks, "hwm_kb": _status_kb("VmHWM"),
+                  "rss_kb": _status_kb("VmRSS"), "anon_kb": _status_kb("RssAnon"),
+                  "shmem_kb": _status_kb("RssShmem"), "modules": heavy, "code": code}  # fmt: skip
+        Path(out_dir, f"{rank}.json").write_text(json.dumps(record))
+    return code
+
+
+def _job(K: int, mode: str, args: argparse.Namespace, out: str) -> tuple[float, str]:
+    ranks = K + (1 if mode.startswith("coded") else 0)
+    N = args.records_per_worker * K
+    argv = ["--points", str(N), "--record-bytes", str(args.record_bytes),
+            "--transitions", str(args.transitions), "--timeout", str(args.timeout), *MODES[mode]]  # fmt: skip
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    cmd = [str(mpiexec), "-n", str(ranks), sys.executable, "-m", "mpi4py", __file__, "--rank", out, "--",
+           *argv]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    tic = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.job_timeout, env=env, check=False)
+    wall = time.perf_counter() - tic
+    verified = [ln for ln in proc.stdout.splitlines() if ln.strip() and ln.split()[0].isdigit()]
+    ok = proc.returncode == 0 and bool(verified) and all(ln.split()[-1] == "yes" for ln in verified)
+    return wall, "yes" if ok else f"NO (status {proc.returncode}: {proc.stderr.strip()[-300:]})"
+
+
+def _summary(out: str) -> dict[str, Any]:
+    recs = [json.loads(p.read_text()) for p in Path(out).glob("*.json")]
+    rows: dict[str, list[float]] = {k: [] for k in NAMES}
+    modules: set[str] = set()
+    for r in recs:
+        m = r["marks"]
+        if len(m) < 3:  # the warm-up, then a transition at least, then the end
+            continue
+        per = len(m) - 2  # transitions after the warm-up (the end's mark is the last)
+        first, last = m[1], m[-1]
+        rows["import_s"].append(r["import"]["cpu"])
+        rows["import_mb"].append(r["import"]["rss_kb"] / 1024)
+        rows["setup_s"].append(first["cpu"])
+        rows["plan_s"].append((last["plan"] - first["plan"]) / per)
+        rows["rounds"].append((last["rounds"] - first["rounds"]) / per)
+        rows["control_kb"].append((last["control"] - first["control"]) / per / 1024)
+        rows["peak_mb"].append(r["hwm_kb"] / 1024)
+        rows["anon_mb"].append(r["anon_kb"] / 1024)
+        rows["shm_mb"].append(r["shmem_kb"] / 1024)
+        modules.update(r["modules"])
+    nan = (float("nan"), float("nan"))
+    out_rows = {k: (statistics.median(v), max(v)) if v else nan for k, v in rows.items()}
+    return {"ranks": len(recs), "figures": out_rows, "modules": sorted(modules)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--rank":
+        return rank_main(argv[1], argv[3:] if len(argv) > 2 and argv[2] == "--" else argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", default="16,32,64,128", help="K of the jobs (default 16,32,64,128)")
+    parser.add_argument("--modes", default="coded,exchange,storage", help=f"of {','.join(MODES)}")
+    parser.add_argument("--records-per-worker", type=int, default=20, help="N / K (default 20)")
+    parser.add_argument("--record-bytes", type=int, default=64, help="bytes a record (default 64)")
+    parser.add_argument("--transitions", type=int, default=2, help="transitions a job (default 2)")
+    parser.add_argument("--timeout", type=float, default=300, help="each job's --timeout (default 300 s)")
+    parser.add_argument("--job-timeout", type=float, default=900, help="each mpiexec's bound (900 s)")
+    parser.add_argument("--json", help="write the rows to this file too")
+    args = parser.parse_args(argv)
+    Ks = [int(k) for k in args.workers.split(",")]
+    modes = args.modes.split(",")
+    for m in modes:
+        if m not in MODES:
+            parser.error(f"--modes: {m!r} is not one of {', '.join(MODES)}")
+    names = NAMES
+    print(f"{'mode':<14}{'K':>5}{'ranks':>6}{'wall s':>8}  " + "".join(f"{n + ' med/max':>22}" for n in names)
+          + "  verified")  # fmt: skip
+    rows = []
+    for mode in modes:
+        base: dict[str, float] = {}
+        K0 = Ks[0]
+        for K in Ks:
+            with tempfile.TemporaryDirectory() as out:
+                try:
+                    wall, ok = _job(K, mode, args, out)
+                except subprocess.TimeoutExpired:
+                    wall, ok = args.job_timeout, f"NO (mpiexec past {args.job_timeout} s)"
+                s = _summary(out)
+            fig = s["figures"]
+            cells = "".join(f"{fig[n][0]:>11.3g}/{fig[n][1]:<10.3g}" for n in names)
+            print(f"{mode:<14}{K:>5}{s['ranks']:>6}{wall:>8.1f}  {cells}  {ok}", flush=True)
+            if not base:
+                base = {n: fig[n][0] for n in names}
+            growth = {n: fig[n][0] / base[n] if base[n] else float("nan") for n in ("setup_s", "plan_s")}
+            klogk = K * math.log(K) / (K0 * math.log(K0))
+            grew = ", ".join(f"{n} x{g:.2f}" for n, g in growth.items())
+            print(f"{'':<19}growth from K = {K0}: K x{K / K0:.1f}, K log K x{klogk:.1f}; {grew}; "
+                  f"modules: {','.join(s['modules'])}", flush=True)  # fmt: skip
+            rows.append({"mode": mode, "K": K, "wall_s": wall, "verified": ok, **s})
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
