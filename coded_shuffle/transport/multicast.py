@@ -28,7 +28,8 @@ Groups are IPv4 multicast addresses; :func:`parse_group` takes ``GROUP:PORT``.
 to the workers that read it (:func:`~coded_shuffle.codec.frame_scopes`): a group per pair of
 workers for the XOR symbols of the pair, a group per worker for the points it alone receives, and
 the group ``GROUP`` itself, which every worker joins, for the framing and every symbol read by
-more than two workers (:func:`scope_groups`: ``GROUP + 1 ..`` the pairs, then the workers). On a
+more than two workers (:func:`scope_groups`: ``GROUP + 1 ..`` the pairs, then the workers; beyond
+64 workers a group per pair of blocks of workers instead, :mod:`._scopes`). On a
 switch that forwards a group only to its members (IGMP snooping), a worker's downlink then
 carries little more than what it decodes. The datagrams of the groups are interleaved in
 proportion to their bytes, so that each downlink's share of the delivery arrives at an even
