@@ -74,13 +74,16 @@ def write_wide(d: Path, rng: np.random.Generator) -> np.ndarray:
 #: Jobs of several runs (the program's ``+``: one after the other in the same processes, each run
 #: with its own dataset and output folder), each run read by its own test: a launch (PyTorch
 #: imported by every rank and by torchrun, about 8 s of CPU) paid once for them. Only runs that
-#: end with every rank's status 0 and whose tests read files, not the job's standard error.
+#: end with every rank's status 0 and whose tests read files; the job's standard error is read
+#: only for the last run's (``close``: the runs before it write nothing there).
 SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DATA and OUT
     "torchrun-3": ("torchrun", 3, {"files": ("files", 3, 2, 0, 1, "persistent"),
                                    "wide": ("wide", 3, 0, 0, 1)}),
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
-                                   "exchange": ("struct", 3, 2, 0, 1, "exchange")}),
-    "mpiexec-2": ("mpiexec", 2, {"files": ("files", 3, 0, 1, 0), "bad": ("struct", 3, 0, 0, 1, "bad")}),
+                                   "exchange": ("struct", 3, 2, 0, 1, "exchange"),
+                                   "close": ("struct", 4, 0, 0, 1, "close")}),
+    "mpiexec-2": ("mpiexec", 2, {"files": ("files", 3, 0, 1, 0), "bad": ("struct", 3, 0, 0, 1, "bad"),
+                                 "close": ("struct", 4, 0, 0, 1, "close")}),
 }  # fmt: skip
 
 
@@ -475,14 +478,11 @@ def test_a_persistent_loader_is_found_only_over_its_dataset():
     ("how", "state"),
     [("torchrun", "close"), pytest.param("mpiexec", "close", marks=needs_mpi)],
 )
-def test_a_worker_that_stops_early_ends_the_job_with_status_0(tmp_path, rng, how, state):
+def test_a_worker_that_stops_early_ends_the_job_with_status_0(shared, how, state):
     """Worker 0 (rank 1) stops after epoch 0 by close(): every rank ends with 0, stopped_by
     names it everywhere, the other's later epochs are empty."""
-    data = write_data(tmp_path, rng)
-    out = tmp_path / "out"
-    out.mkdir()
+    proc, data, out = shared.run(f"{how}-2", state)  # the last run of the job: K = 2, 4 epochs
     epochs = 4
-    proc = launch(how, 2, "struct", tmp_path, out, epochs, 0, 0, 1, state)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((out / "stopped.json").read_text())["stopped_by"] == 0
     check_run(out, data, "struct", 2, range(1), drop_last=False, num_workers=0)
