@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import pathlib
 import re
@@ -35,11 +36,71 @@ def test_examples_are_present():
     assert expected <= names
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs(path):
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, check=False)
+#: Runs each program given as ``python PATH`` would, in a process of its own forked from one
+#: interpreter that imported the modules the programs import (once, not once a program), the
+#: programs side by side; prints each program's exit status as JSON. The program's own output
+#: goes to ``OUT/<stem>.out`` and ``.err``.
+FORK_RUNNER = r"""
+import ast, importlib, json, os, runpy, sys, traceback
+out, paths = sys.argv[1], sys.argv[2:]
+sys.path[0] = os.path.dirname(os.path.abspath(paths[0]))  # where python PATH looks first (not '')
+for path in paths:
+    for node in ast.walk(ast.parse(open(path).read())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        names += [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                pass  # the program's own run says why
+children = {}
+for path in paths:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the program's process: it ends as python PATH would, by its exit status
+        for fd, suffix in ((1, ".out"), (2, ".err")):
+            f = os.open(os.path.join(out, stem + suffix), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(f, fd)
+            os.close(f)
+        sys.argv, sys.path[0] = [path], os.path.dirname(os.path.abspath(path))
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit:
+            raise
+        except BaseException:
+            traceback.print_exc()
+            sys.exit(1)
+        sys.exit(0)
+    children[stem] = pid
+print(json.dumps({stem: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for stem, pid in children.items()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def example_runs(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
+    """Every program of ``EXAMPLES`` run once: its exit status, standard output and standard error.
+
+    One interpreter imports what the programs import, then forks a process for each program, which
+    runs it as ``__main__`` (``sys.argv`` and ``sys.path[0]`` as ``python PATH`` sets them): each
+    program runs in a process of its own, and the imports are paid once, not once a program."""
+    out = tmp_path_factory.mktemp("examples")
+    done = subprocess.run([sys.executable, "-c", FORK_RUNNER, str(out), *map(str, EXAMPLES)],
+                          capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip()
+    status = json.loads(done.stdout.splitlines()[-1])
+    return {
+        stem: (code, (out / f"{stem}.out").read_text(), (out / f"{stem}.err").read_text())
+        for stem, code in status.items()
+    }
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs(path, example_runs):
+    returncode, stdout, stderr = example_runs[path.stem]
+    assert returncode == 0, stderr
+    assert stdout.strip()
     head = path.read_text().split('"""')[1]
     assert "Source:" in head or "source" in head  # each example names its source
 

@@ -63,6 +63,64 @@ def launch(how: str, K: int, *args: object, peers: bool = False) -> subprocess.C
     )
 
 
+def write_wide(d: Path, rng: np.random.Generator) -> np.ndarray:
+    wide = np.zeros(N, dtype=WIDE)
+    wide["x"] = rng.standard_normal((N, 640))
+    wide["y"] = rng.integers(-1000, 1000, N)
+    np.save(d / "wide.npy", wide)
+    return wide
+
+
+#: Jobs of several runs (the program's ``+``: one after the other in the same processes, each run
+#: with its own dataset and output folder), each run read by its own test: a launch (PyTorch
+#: imported by every rank and by torchrun, about 8 s of CPU) paid once for them. Only runs that
+#: end with every rank's status 0 and whose tests read files; the job's standard error is read
+#: only for the last run's (``close``: the runs before it write nothing there).
+SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DATA and OUT
+    "torchrun-3": ("torchrun", 3, {"files": ("files", 3, 2, 0, 1, "persistent"),
+                                   "wide": ("wide", 3, 0, 0, 1)}),
+    "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
+                                   "exchange": ("struct", 3, 2, 0, 1, "exchange"),
+                                   "close": ("struct", 4, 0, 0, 1, "close")}),
+    "mpiexec-2": ("mpiexec", 2, {"files": ("files", 3, 0, 1, 0), "bad": ("struct", 3, 0, 0, 1, "bad"),
+                                 "close": ("struct", 4, 0, 0, 1, "close")}),
+}  # fmt: skip
+
+
+Job = tuple[subprocess.CompletedProcess[str], dict[str, np.ndarray]]
+Run = tuple[subprocess.CompletedProcess[str], dict[str, np.ndarray], Path]
+
+
+class SharedJobs:
+    """The jobs of :data:`SHARED`, each launched once, when a test first asks for one of its runs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.done: dict[str, Job] = {}
+
+    def run(self, job: str, name: str) -> Run:
+        """The job's process, its data (by layout) and the output folder of its run ``name``."""
+        how, K, runs = SHARED[job]
+        d = self.root / job
+        if job not in self.done:
+            d.mkdir()
+            rng = np.random.default_rng(20161001)
+            data = write_data(d, rng)
+            data["wide"] = write_wide(d, rng)
+            args: list[object] = []
+            for run, (layout, *rest) in runs.items():
+                (d / run).mkdir()
+                args += ["+"] * bool(args) + [layout, d, d / run, *rest]
+            self.done[job] = (launch(how, K, *args), data)
+        proc, data = self.done[job]
+        return proc, data, d / name
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> SharedJobs:
+    return SharedJobs(tmp_path_factory.mktemp("shared"))
+
+
 def expected(K: int, t: int, *, drop_last: bool) -> list[np.ndarray]:
     """Each rank's samples of epoch ``t``, in order: its batch, cut or padded to ``L``."""
     batches = np.array_split(np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64), K)
@@ -126,7 +184,10 @@ def check_reports(out: Path, K: int, epochs: range, data: dict[str, np.ndarray],
 
 CASES = [  # launcher, layout, K, num_workers, drop_last, prefetch
     pytest.param("mpiexec", "struct", 3, 2, False, True, marks=needs_mpi, id="mpiexec-struct-2workers-pad"),
+    # the first run of the shared job "mpiexec-2"
     pytest.param("mpiexec", "files", 2, 0, True, False, marks=needs_mpi, id="mpiexec-files-drop-noprefetch"),
+    # the first run of the shared job "torchrun-3", whose DataLoader is made again after the
+    # refusal of a persistent one (test_persistent_workers_are_refused_before_the_first_epoch)
     pytest.param("torchrun", "files", 3, 2, False, True, id="torchrun-files-2workers-pad"),
 ]
 
@@ -134,12 +195,18 @@ CASES = [  # launcher, layout, K, num_workers, drop_last, prefetch
 @needs_torch
 @pytest.mark.mpi
 @pytest.mark.parametrize(("how", "layout", "K", "num_workers", "drop_last", "prefetch"), CASES)
-def test_each_rank_yields_exactly_its_batch(tmp_path, rng, how, layout, K, num_workers, drop_last, prefetch):
-    data = write_data(tmp_path, rng)
-    out = tmp_path / "out"
-    out.mkdir()
+def test_each_rank_yields_exactly_its_batch(
+    tmp_path, rng, shared, how, layout, K, num_workers, drop_last, prefetch
+):
     epochs = 3
-    proc = launch(how, K, layout, tmp_path, out, epochs, num_workers, int(drop_last), int(prefetch))
+    if (job := f"{how}-{K}") in SHARED:
+        proc, data, out = shared.run(job, layout)
+        assert SHARED[job][2][layout][1:5] == (epochs, num_workers, int(drop_last), int(prefetch))
+    else:
+        data = write_data(tmp_path, rng)
+        out = tmp_path / "out"
+        out.mkdir()
+        proc = launch(how, K, layout, tmp_path, out, epochs, num_workers, int(drop_last), int(prefetch))
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_run(out, data, layout, K, range(epochs), drop_last=drop_last, num_workers=num_workers)
     check_reports(out, K, range(epochs), data, layout)
@@ -147,16 +214,10 @@ def test_each_rank_yields_exactly_its_batch(tmp_path, rng, how, layout, K, num_w
 
 @needs_torch
 @pytest.mark.mpi
-def test_a_storage_of_two_batches_under_torchrun(tmp_path, rng):
-    wide = np.zeros(N, dtype=WIDE)
-    wide["x"] = rng.standard_normal((N, 640))
-    wide["y"] = rng.integers(-1000, 1000, N)
-    np.save(tmp_path / "wide.npy", wide)
-    out = tmp_path / "out"
-    out.mkdir()
-    proc = launch("torchrun", 3, "wide", tmp_path, out, 3, 0, 0, 1)
+def test_a_storage_of_two_batches_under_torchrun(shared):
+    proc, data, out = shared.run("torchrun-3", "wide")  # the job's second run: K = 3, no DataLoader workers
     assert proc.returncode == 0, proc.stderr[-3000:]
-    check_run(out, {"wide": wide}, "wide", 3, range(3), drop_last=False, num_workers=0)
+    check_run(out, data, "wide", 3, range(3), drop_last=False, num_workers=0)
     reports = json.loads((out / "reports.json").read_text())
     assert [r["epoch"] for r in reports] == [1, 2]
     assert all(r["verified"] and r["storage"] == 2 and r["records_checked"] == N for r in reports)
@@ -164,13 +225,10 @@ def test_a_storage_of_two_batches_under_torchrun(tmp_path, rng):
 
 @needs_torch
 @pytest.mark.mpi
-def test_resume_mid_epoch_under_torchrun(tmp_path, rng):
+def test_resume_mid_epoch_under_torchrun(shared):
     """From {"epoch": 1, "samples": 3}: epoch 1 read from the file, its first 3 samples skipped."""
-    data = write_data(tmp_path, rng)
-    out = tmp_path / "out"
-    out.mkdir()
+    proc, data, out = shared.run("torchrun-2", "resume")  # the job's first run: K = 2, no DataLoader workers
     K = 2
-    proc = launch("torchrun", K, "struct", tmp_path, out, 3, 0, 0, 1, "resume")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not (out / "w0_e0.npz").exists()
     check_run(out, data, "struct", K, range(1, 3), drop_last=False, num_workers=0, skip=3)
@@ -180,12 +238,9 @@ def test_resume_mid_epoch_under_torchrun(tmp_path, rng):
 @needs_torch
 @needs_mpi
 @pytest.mark.mpi
-def test_torch_dataset_exceptions(tmp_path, rng):
+def test_torch_dataset_exceptions(shared):
     """Bad input, on the worker ranks: one line naming the argument; then every worker stops early."""
-    write_data(tmp_path, rng)
-    out = tmp_path / "out"
-    out.mkdir()
-    proc = launch("mpiexec", 2, "struct", tmp_path, out, 3, 0, 0, 1, "bad")
+    proc, _, out = shared.run("mpiexec-2", "bad")  # the job's last run: K = 2
     assert proc.returncode == 0, proc.stderr[-3000:]
     for k in range(2):
         bad = json.loads((out / f"bad_{k}.json").read_text())
@@ -377,21 +432,19 @@ def test_the_documented_snippet_runs_under_torchrun(tmp_path, rng, doc, after):
 
 @needs_torch
 @pytest.mark.mpi
-def test_persistent_workers_are_refused_before_the_first_epoch(tmp_path, rng):
+def test_persistent_workers_are_refused_before_the_first_epoch(shared):
     """A reused DataLoader with persistent_workers: set_epoch(0) refuses it in the training process,
     in one line, before the loader iterates (the workers then train with a plain one)."""
-    data = write_data(tmp_path, rng)
-    out = tmp_path / "out"
-    out.mkdir()
-    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 2, 0, 1, "persistent")
+    # the first run of the job, K = 3 workers with 2 DataLoader workers each
+    proc, data, out = shared.run("torchrun-3", "files")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for k in range(2):
+    for k in range(3):
         assert (out / f"persistent_{k}.txt").read_text() == (
             "ValueError: Argument 'persistent_workers' must be False for a DataLoader over a "
             "CodedIterableDataset (a persistent DataLoader worker would keep an old epoch), not True."
         )
     # Refused before any sample: the workers went on with a plain DataLoader, every epoch exact.
-    check_run(out, data, "struct", 2, range(3), drop_last=False, num_workers=2)
+    check_run(out, data, "files", 3, range(3), drop_last=False, num_workers=2)
 
 
 @needs_torch
@@ -425,14 +478,11 @@ def test_a_persistent_loader_is_found_only_over_its_dataset():
     ("how", "state"),
     [("torchrun", "close"), pytest.param("mpiexec", "close", marks=needs_mpi)],
 )
-def test_a_worker_that_stops_early_ends_the_job_with_status_0(tmp_path, rng, how, state):
+def test_a_worker_that_stops_early_ends_the_job_with_status_0(shared, how, state):
     """Worker 0 (rank 1) stops after epoch 0 by close(): every rank ends with 0, stopped_by
     names it everywhere, the other's later epochs are empty."""
-    data = write_data(tmp_path, rng)
-    out = tmp_path / "out"
-    out.mkdir()
+    proc, data, out = shared.run(f"{how}-2", state)  # the last run of the job: K = 2, 4 epochs
     epochs = 4
-    proc = launch(how, 2, "struct", tmp_path, out, epochs, 0, 0, 1, state)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((out / "stopped.json").read_text())["stopped_by"] == 0
     check_run(out, data, "struct", 2, range(1), drop_last=False, num_workers=0)
@@ -507,14 +557,12 @@ def test_a_failing_rank_is_named_not_a_stop_nor_a_peer(tmp_path, rng, state, cul
 
 
 @needs_torch
-def test_every_rank_trains_under_torchrun_with_the_exchange(tmp_path, rng):
+def test_every_rank_trains_under_torchrun_with_the_exchange(shared):
     """scheme="exchange": K ranks, all workers, DataLoader workers and prefetch, and DDP over the
     default group on every batch (no new_group: there is no master rank to leave out)."""
     K = 3
-    data = write_data(tmp_path, rng)
-    out = tmp_path / "out"
-    out.mkdir()
-    proc = launch("torchrun", K, "struct", tmp_path, out, 3, 2, 0, 1, "exchange", peers=True)
+    # the second run of a job of 3 processes, after a coded run (K = 2 and a master) in them
+    proc, data, out = shared.run("torchrun-2", "exchange")
     assert proc.returncode == 0, proc.stderr[-3000:]
     for t in range(3):
         want = expected(K, t, drop_last=False)

@@ -1,6 +1,6 @@
 """The program of the tests of :mod:`coded_shuffle.torch`, under ``torchrun`` or ``mpiexec``.
 
-``prog.py LAYOUT DATA OUT EPOCHS NUM_WORKERS DROP_LAST PREFETCH [STATE]``
+``prog.py LAYOUT DATA OUT EPOCHS NUM_WORKERS DROP_LAST PREFETCH [STATE] [+ LAYOUT DATA OUT ...]``
 
 - ``LAYOUT`` ``plain`` (``DATA/rows.npy``, a 2-D float32 array), ``struct`` (``DATA/rows.npy``,
   a structured array), ``files`` (``DATA/x.npy`` and ``DATA/y.npy``, features and labels) or
@@ -28,10 +28,16 @@
 Rank 0 serves and writes the reports to ``OUT/reports.json`` (under ``exchange``, rank 0, whose
 worker leads the transitions, writes its dataset's ``reports`` after the last epoch). Under
 ``torchrun`` the job is over ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
+
+Runs joined by ``+`` run one after the other in the same job, each with its own dataset (its own
+links) and its own ``OUT``: the tests read several runs of one launch. ``torchrun`` starts a
+job of ``K + 1`` processes whichever run comes first: a run under ``exchange`` takes them all as
+its peers.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -43,6 +49,19 @@ from typing import Any
 
 
 def main(argv: list[str]) -> int:
+    import torch.distributed as dist
+
+    runs = [list(run) for plus, run in itertools.groupby(argv, lambda a: a == "+") if not plus]
+    if "LOCAL_RANK" in os.environ and runs[0][7:8] != ["uninit"]:  # torchrun
+        dist.init_process_group("gloo")
+    for run in runs:
+        status = one_run(run)
+        if status:
+            return status
+    return 0
+
+
+def one_run(argv: list[str]) -> int:
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -52,8 +71,6 @@ def main(argv: list[str]) -> int:
 
     layout, data, out, epochs, num_workers, drop_last, prefetch, *rest = argv
     state = rest[0] if rest else "none"
-    if "LOCAL_RANK" in os.environ and state != "uninit":  # torchrun
-        dist.init_process_group("gloo")
     data_dir, out_dir = Path(data), Path(out)
     source: Any = [data_dir / "x.npy", data_dir / "y.npy"] if layout == "files" else data_dir / "rows.npy"
     if layout == "wide":
