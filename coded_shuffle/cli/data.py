@@ -1,5 +1,7 @@
 """``--data PATH`` in any of the record formats: ``--format``, its inference from the path, and
-the options of token files; the source opened and checked before any process starts."""
+the options of token files; the source opened and checked before any process starts.
+
+The formats, their suffixes and their options are those of :data:`coded_shuffle.records.formats.FORMATS`."""
 
 from __future__ import annotations
 
@@ -7,13 +9,15 @@ import argparse
 import os
 from typing import Any
 
+from ..records.formats import FORMATS, format_of, open_format
 from ._parser import UsageError
 
 #: The formats ``--format`` names, beside ``auto`` (the format told from the path).
-DATA_FORMATS = ("npy", "tokens", "files", "mds", "webdataset", "arrow")
+DATA_FORMATS = tuple(FORMATS)
 
-#: File suffixes that say their format.
-_SUFFIXES = {".npy": "npy", ".bin": "tokens", ".tar": "webdataset", ".arrow": "arrow"}
+#: Each format option of the command line: its flag, and its name among the formats' options.
+_OPTIONS = {"token_window": ("--token-window", "window"), "token_dtype": ("--token-dtype", "dtype"),
+            "field": ("--field", "field")}  # fmt: skip
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, *, data: bool = True) -> None:
@@ -27,11 +31,8 @@ def add_data_arguments(parser: argparse.ArgumentParser, *, data: bool = True) ->
         "--format",
         choices=("auto", *DATA_FORMATS),
         default="auto",
-        help="the format of --data: npy (rows of a .npy file), tokens (a flat token file cut into windows "
-        "of --token-window tokens), files (a directory, one record a file), mds (MosaicML MDS: a "
-        "directory with index.json), webdataset (.tar shards, one record a sample), arrow (Arrow files); "
-        "auto: told from the path (.npy, .bin, .tar, .arrow, index.json, a directory of one of them, "
-        "else of files) (default auto)",
+        help=f"the format of --data: {_formats_help()}; auto: told from the path (a suffix, a marker, a "
+        "directory of one of them, else of files) (default auto)",
     )
     parser.add_argument(
         "--token-window", type=int, metavar="T", help="tokens a record, --format tokens (required there)"
@@ -49,9 +50,13 @@ def add_data_arguments(parser: argparse.ArgumentParser, *, data: bool = True) ->
     )
 
 
+def _formats_help() -> str:
+    return ", ".join(f"{f.name} ({f.what})" for f in FORMATS.values())
+
+
 def data_format(path: str, given: str) -> str:
-    """The format of ``path``: ``given`` unless ``auto``, else the one its name or contents say;
-    a UsageError when they say none.
+    """The format of ``path``: ``given`` unless ``auto``, else the one its name or contents say
+    (:func:`~coded_shuffle.records.formats.format_of`); a UsageError when they say none.
 
     Examples
     --------
@@ -60,19 +65,9 @@ def data_format(path: str, given: str) -> str:
     """
     if given != "auto":
         return given
-    if os.path.isdir(path):
-        names = [n for n in os.listdir(path) if not n.startswith(".")]
-        if "index.json" in names:
-            return "mds"
-        kinds = {_SUFFIXES.get(os.path.splitext(n)[1]) for n in names}
-        if len(kinds) == 1 and kinds <= {"webdataset", "arrow", "npy"}:
-            return str(kinds.pop())  # (npy: refused as not a file; --format files reads each one)
-        return "files"
-    if os.path.basename(path) == "index.json":
-        return "mds"
-    suffix = os.path.splitext(path)[1]
-    if suffix in _SUFFIXES:
-        return _SUFFIXES[suffix]
+    fmt = format_of(path)
+    if fmt is not None:
+        return fmt
     if not os.path.exists(path):
         raise UsageError(f"--data: no such file or directory: {path}")
     raise UsageError(f"--data: cannot tell the format of {path} from its name: give --format")
@@ -80,9 +75,10 @@ def data_format(path: str, given: str) -> str:
 
 def refuse_format_options(args: argparse.Namespace) -> None:
     """Refuse, naming it, a format option given without ``--data``."""
-    for dest, flag in (("format", "--format"), ("token_window", "--token-window"),
-                       ("token_dtype", "--token-dtype"), ("field", "--field")):  # fmt: skip
-        if getattr(args, dest) not in (None, "auto"):
+    if args.format != "auto":
+        raise UsageError("--format applies with --data only")
+    for dest, (flag, _) in _OPTIONS.items():
+        if getattr(args, dest) is not None:
             raise UsageError(f"{flag} applies with --data only")
 
 
@@ -101,12 +97,9 @@ def write_npy(source: Any, path: str, *, rows: int = 1 << 14) -> None:
 
 
 def _check_format_options(args: argparse.Namespace, fmt: str) -> None:
-    """Refuse, naming it, an option of one format given for another."""
-    for dest, flag, formats in (
-        ("token_window", "--token-window", ("tokens",)),
-        ("token_dtype", "--token-dtype", ("tokens",)),
-        ("field", "--field", ("arrow", "webdataset")),
-    ):
+    """Refuse, naming it, an option of one format given for another, or a required one missing."""
+    for dest, (flag, name) in _OPTIONS.items():
+        formats = [f.name for f in FORMATS.values() if name in f.options]
         if getattr(args, dest) is not None and fmt not in formats:
             raise UsageError(f"{flag} applies to --format {' or '.join(formats)} only, not {fmt}")
     if fmt == "tokens":
@@ -124,27 +117,14 @@ def open_data(args: argparse.Namespace, *, workers: int) -> tuple[Any, str]:
     records of one size only (:func:`~coded_shuffle.records.fixed_record_bytes`), and so sources
     whose records differ in size are refused here, before any process starts.
     """
-    from .. import records
-
     path = args.data
     if not path:
         raise UsageError("--data must name a file or directory, not ''")
     fmt = data_format(path, args.format)
     _check_format_options(args, fmt)
+    options = {name: getattr(args, dest) for dest, (_, name) in _OPTIONS.items()}
     try:
-        if fmt == "npy":
-            source: Any = records.NpyRecords(path, name="data")
-        elif fmt == "tokens":
-            dtype = args.token_dtype or "uint16"
-            source = records.TokenWindows(path, block_size=args.token_window, dtype=dtype)
-        elif fmt == "files":
-            source = records.FileRecords(path)
-        elif fmt == "mds":
-            source = records.MDSRecords(path)
-        elif fmt == "webdataset":
-            source = records.WebDatasetRecords(path, member=args.field)
-        else:
-            source = records.ArrowRecords(path, column=args.field)
+        source = open_format(path, fmt, **options)
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise UsageError(f"--data {path} (--format {fmt}): {_one_line(exc)}") from None
     if source.record_bytes is None:

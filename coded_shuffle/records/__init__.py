@@ -22,7 +22,8 @@ index over memory-mapped files (:class:`SpanRecords`: a record is a span of a ma
 (one record a file), :class:`MDSRecords` (MosaicML MDS shards, one record a sample),
 :class:`WebDatasetRecords` (WebDataset ``.tar`` shards, one record a sample or one member of it),
 :class:`ArrowRecords` (Arrow files, as Hugging Face ``datasets`` keeps them, one record a row of a
-column; pyarrow, the ``arrow`` extra).
+column; pyarrow, the ``arrow`` extra). :data:`FORMATS` names them: :func:`open_format` opens a
+path in one, :func:`format_of` tells one from a path's name.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 from .arrow import ArrowRecords
 from .base import RecordSource, fixed_record_bytes
 from .files import FileRecords
+from .formats import FORMATS, RecordFormat, format_of, open_format
 from .mds import MDSRecords
 from .npy import NpyRecords, npy_header, npy_problem
 from .spans import SpanRecords
@@ -53,6 +55,10 @@ __all__ = [
     "MDSRecords",
     "WebDatasetRecords",
     "ArrowRecords",
+    "RecordFormat",
+    "FORMATS",
+    "format_of",
+    "open_format",
 ]
 
 
