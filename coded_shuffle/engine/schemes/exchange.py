@@ -108,6 +108,8 @@ class ExchangeScheme(SchemeBase):
 
             if self.M > 1 and p_t.K > STORAGE_MAX_K:
                 return None
+            # its bounds (not read: the exchange's own are reported) from this exchange's senders
+            self._coded._exchange = self._exchange  # type: ignore[attr-defined]
             return self._coded.plan(p_t, p_t1, dataset, strategy=strategy, exact_bound=exact_bound)
 
         return Compared(
