@@ -230,3 +230,10 @@ def test_a_refused_run_is_one_line_and_no_launch(tmp_path):
     assert control == "1 True"  # the fake mpiexec ran for a job within the limits (and wrote no status)
     first = proc.stderr.splitlines()[0]
     assert first == f"coded-shuffle: error: {REFUSED_128}"
+
+
+def test_run_launches_the_exchange_of_a_storage_beyond_64_workers(capsys, no_launch):
+    """The exchange's plan takes holder sets of several words: only the coded storage stops at 64."""
+    assert cli.main(["run", "--mode", "exchange", "-K", "65", "--points", "6500", "--storage", "2"]) == 0
+    (cmd,) = no_launch
+    assert cmd[2] == "65"  # a job of peers
