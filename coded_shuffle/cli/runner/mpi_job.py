@@ -89,8 +89,10 @@ class Epochs:
             mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B, network=self.network)
             for mode in MODES[job.mode]
         }
-        #: The coded scheme: the plan every mode is reported against, and the placement model.
-        self.scheme = scheme_for("coded", K=K, storage=M, record_bytes=B)
+        #: The coded scheme: the plan every mode is reported against, and the placement model; a
+        #: job of one mode has that mode's (the exchange's makes the coded plan after its delivery).
+        one = next(iter(self.schemes.values())) if len(self.schemes) == 1 else None
+        self.scheme = one or scheme_for("coded", K=K, storage=M, record_bytes=B)
 
         spec = OrderSpec(auto_order(job.order, N), job.shard_size, job.canonical_nodes, job.block_size)
         #: The job's epochs (the coded scheme's placement model serves every mode).
