@@ -39,16 +39,17 @@ _SIM_COLUMNS = (
 
 
 def _format_simulate(r: dict[str, Any]) -> list[str]:
+    coded = r["coded_bytes"]  # None without the coded plan (an exchange's storage beyond 64 workers)
     return [
         str(r["epoch"]),
-        str(r["coded_symbols"]),
+        "-" if r["coded_symbols"] is None else str(r["coded_symbols"]),
         str(r["uncoded_symbols"]),
         str(r["xor_symbols"]),
         str(r["lone_symbols"]),
-        f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
-        f"{r['coded_bytes'] / 1e6:.2f}",
+        "-" if r["lower_bound"] is None else f"{r['lower_bound']}{'' if r['lower_bound_exact'] else '*'}",
+        "-" if coded is None else f"{coded / 1e6:.2f}",
         f"{r['uncoded_bytes'] / 1e6:.2f}",
-        f"{1 - r['coded_bytes'] / r['uncoded_bytes']:.1%}" if r["uncoded_bytes"] else "-",
+        f"{1 - coded / r['uncoded_bytes']:.1%}" if r["uncoded_bytes"] and coded is not None else "-",
         f"{r['framing_overhead']:.2%}",
         f"{r['max_received_bytes'] / 1e6:.2f}",
         f"{r['download_bound_bytes'] / 1e6:.2f}",
@@ -84,8 +85,9 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
         )
     if args.storage > 1:
         from ..engine.state import storage_pieces
+        from ..storage import STORAGE_MAX_K
 
-        C, width = storage_pieces(args.record_bytes, args.workers, args.storage)
+        C, width = storage_pieces(args.record_bytes, args.workers, args.storage, wide=True)  # checked
         M = args.storage
         cut = f"cut into {C} pieces of {width} B" if C > 1 else "stored whole"
         print(f"storage {M}: records {cut}, each held by {M} workers;")
@@ -93,6 +95,8 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
         entry, term = entry_bytes(FLAG_TERMS)
         print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
         print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
+        if args.workers > STORAGE_MAX_K:
+            print(f"Beyond {STORAGE_MAX_K} workers the coded plan is not made: its columns are '-'.")
     print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
     print(f"down MB: the most payload one worker received ({mode}); down bound: the most bytes a")
     print("worker misses, which no delivery can put under on the busiest downlink.")

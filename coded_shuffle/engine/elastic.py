@@ -130,7 +130,8 @@ class ElasticReport:
     def symbols(self) -> int:
         """Records (symbols) the delivery planned to send: the coded load, or every moved record."""
         t = self.transition
-        return int(t.coded_symbols if self.mode == "coded" else t.uncoded_symbols)
+        n = t.coded_symbols if self.mode == "coded" else t.uncoded_symbols
+        return int(n or 0)  # never None: a coded delivery has its plan
 
     def to_dict(self) -> dict[str, Any]:
         """The report as one flat JSON object: these fields, then the transition's under ``transition``."""

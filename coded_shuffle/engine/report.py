@@ -259,21 +259,25 @@ class TransitionReport:
         Seed of the epoch orders, where the driver knows it.
     strategy : str
         Cycle packing strategy of the coded plan.
-    coded_symbols : int
-        The coded scheme's load: order-2 and cycle XORs plus lone leftovers.
+    coded_symbols : int or None
+        The coded scheme's load: order-2 and cycle XORs plus lone leftovers. None where the coded
+        plan cannot be made: an ``exchange`` with a storage above one batch beyond
+        :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers (so too ``coded_bytes``,
+        ``lower_bound``, ``lower_bound_exact``, ``optimal`` and ``optimality_gap``).
     uncoded_symbols : int
         The uncoded load ``W``: one symbol per record that changes worker.
     coded_bytes, uncoded_bytes : int
         Payload bytes of the coded scheme and of the uncoded scheme for this shuffle (the coded
-        plan is made whatever the mode: every mode is compared with it).
+        plan is made whatever the mode: every mode is compared with it; an ``exchange`` makes it
+        after its delivery, for the report).
     planned_symbols : int
         Symbols this mode's scheme planned to send (``coded_symbols`` or ``uncoded_symbols``).
     wire_symbols, wire_bytes : int
         Symbols and bytes that left the master: the delivery's frames and the repairs' (0 for
         ``exchange``).
-    lower_bound : int
+    lower_bound : int or None
         Genie lower bound on the load, in symbols (:func:`coded_shuffle.bounds.lower_bound`).
-    lower_bound_exact : bool
+    lower_bound_exact : bool or None
         Whether the bound is the exact best ordering.
     download_bound_bytes : int
         The most bytes a worker misses: no delivery, coded or not, gives the busiest downlink less.
@@ -315,15 +319,15 @@ class TransitionReport:
     N: int
     record_bytes: int
     strategy: str
-    coded_symbols: int
+    coded_symbols: int | None
     uncoded_symbols: int
-    coded_bytes: int
+    coded_bytes: int | None
     uncoded_bytes: int
     planned_symbols: int
     wire_symbols: int
     wire_bytes: int
-    lower_bound: int
-    lower_bound_exact: bool
+    lower_bound: int | None
+    lower_bound_exact: bool | None
     repairs: int
     repair_rounds: int
     records_checked: int
@@ -344,14 +348,20 @@ class TransitionReport:
         _read_only(self, "timings")
 
     @property
-    def optimal(self) -> bool:
-        """The certificate ``coded_symbols == lower_bound``: no scheme can send fewer symbols."""
+    def optimal(self) -> bool | None:
+        """The certificate ``coded_symbols == lower_bound``: no scheme can send fewer symbols
+        (None without the coded plan)."""
+        if self.coded_symbols is None or self.lower_bound is None:
+            return None
         return self.coded_symbols == self.lower_bound
 
     @property
-    def optimality_gap(self) -> float:
+    def optimality_gap(self) -> float | None:
         """``coded_symbols / lower_bound - 1``: at most how far the coded load is from the best
-        possible (:func:`coded_shuffle.bounds.optimality_gap`); 0 exactly when ``optimal``."""
+        possible (:func:`coded_shuffle.bounds.optimality_gap`); 0 exactly when ``optimal``
+        (None without the coded plan)."""
+        if self.coded_symbols is None or self.lower_bound is None:
+            return None
         return optimality_gap(self.coded_symbols, self.lower_bound)
 
     @property

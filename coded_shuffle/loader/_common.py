@@ -187,8 +187,9 @@ class LoadedEpoch:
     report: TransitionReport | None
 
     @property
-    def coded_bytes(self) -> int:
-        """Payload bytes the coded delivery of this epoch sent (0 at the first epoch)."""
+    def coded_bytes(self) -> int | None:
+        """Payload bytes the coded delivery of this epoch sent (0 at the first epoch; None where
+        the coded plan is not made: an exchange's storage beyond 64 workers)."""
         return 0 if self.report is None else self.report.coded_bytes
 
     @property

@@ -230,3 +230,20 @@ def test_a_refused_run_is_one_line_and_no_launch(tmp_path):
     assert control == "1 True"  # the fake mpiexec ran for a job within the limits (and wrote no status)
     first = proc.stderr.splitlines()[0]
     assert first == f"coded-shuffle: error: {REFUSED_128}"
+
+
+def test_run_launches_the_exchange_of_a_storage_beyond_64_workers(capsys, no_launch):
+    """The exchange's plan takes holder sets of several words: only the coded storage stops at 64."""
+    assert cli.main(["run", "--mode", "exchange", "-K", "65", "--points", "6500", "--storage", "2"]) == 0
+    (cmd,) = no_launch
+    assert cmd[2] == "65"  # a job of peers
+
+
+def test_the_epochs_of_a_job_of_the_exchange_beyond_64_workers_hold_its_pieces():
+    from coded_shuffle.cli.runner.mpi_job import Epochs
+    from coded_shuffle.cli.runner.options import JobOptions
+
+    ep = Epochs(JobOptions(mode="exchange", storage=2), 650, 2048, 65, peers=True)
+    assert ep.scheme.name == "exchange" and ep.scheme.M == 2 and ep.scheme.pieces == 2  # 2 KiB: 2 pieces
+    with pytest.raises(ValueError, match="at most K = 64"):
+        Epochs(JobOptions(mode="all", storage=2), 650, 2048, 65)

@@ -171,3 +171,56 @@ def test_the_in_process_loader_delivers_by_the_exchange(M):
         assert ep.report.wire.max_received_bytes == ep.report.download_bound_bytes
     with pytest.raises(ValueError, match="'scheme' must be 'coded' or 'exchange'"):
         InProcessLoader(X, K=3, epochs=2, scheme="uncoded")
+
+
+@pytest.mark.parametrize(("K", "M", "B"), [(5, 1, 64), (4, 2, 2048)])
+def test_the_exchange_assigns_its_senders_once_and_reports_the_coded_plan_of_its_shuffle(
+    K, M, B, monkeypatch
+):
+    from coded_shuffle.engine.schemes import _base
+
+    calls = []
+    real = _base.assign_senders
+    monkeypatch.setattr(_base, "assign_senders", lambda *a, **k: calls.append(1) or real(*a, **k))
+    ds = records(10 * K, B, seed=K)
+    ex = run(ds, K=K, epochs=2, seed=4, storage=M, mode="exchange")
+    assert ex.verified and len(calls) == 2  # once a transition, for the master and every worker
+    coded = run(ds, K=K, epochs=2, seed=4, storage=M, mode="coded")
+    for e, c in zip(ex.transitions, coded.transitions, strict=True):
+        got = (e.coded_symbols, e.coded_bytes, e.lower_bound, e.lower_bound_exact, e.uncoded_symbols)
+        assert got == (c.coded_symbols, c.coded_bytes, c.lower_bound, c.lower_bound_exact, c.uncoded_symbols)
+
+
+def test_the_coded_plan_is_made_only_when_the_report_reads_it():
+    ds = records(40, 64)
+    scheme = scheme_for("exchange", K=4)
+    p0, p1 = (epoch_placement(ds.N, 4, seed=1, epoch=e) for e in (0, 1))
+    made = []
+    real = scheme._coded.plan
+    scheme._coded.plan = lambda *a, **k: made.append(1) or real(*a, **k)
+    planned = scheme.plan(p0, p1, ds, strategy="greedy", exact_bound=None)
+    assert made == [] and planned.uncoded_symbols == int((np.asarray(p0.owner) != np.asarray(p1.owner)).sum())
+    assert planned.coded_symbols <= planned.uncoded_symbols and planned.lower_bound <= planned.coded_symbols
+    assert made == [1]  # made once, on the first read
+
+
+@pytest.mark.parametrize("K", range(65, 71))
+def test_a_storage_beyond_64_workers_is_exchanged_without_the_coded_plan(K):
+    ds = records(2 * K, 2048, seed=K)
+    rep = run(ds, K=K, epochs=1, seed=K, storage=2, mode="exchange")
+    t = rep.transitions[0]
+    assert rep.verified and t.records_checked == ds.N and t.wire_bytes == 0
+    d = t.to_dict()
+    coded = ("coded_symbols", "coded_bytes", "lower_bound", "lower_bound_exact", "optimal", "optimality_gap")
+    assert [d[k] for k in coded] == [None] * len(coded)
+    with pytest.raises(ValueError, match="at most K = 64"):
+        scheme_for("coded", K=K, storage=2)
+
+
+def test_only_the_exchange_passes_a_storage_beyond_64_workers():
+    from coded_shuffle.cli.runner.mpi_job import job_refusal
+    from coded_shuffle.cli.runner.options import JobOptions
+
+    assert job_refusal(JobOptions(mode="exchange", storage=2), 65, 1000, 4096, peers=True) is None
+    for mode in ("coded", "all"):
+        assert "at most K = 64" in job_refusal(JobOptions(mode=mode, storage=2), 65, 1000, 4096)

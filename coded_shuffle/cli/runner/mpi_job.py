@@ -51,7 +51,7 @@ from ...engine.mpi import Watchdog, default_timeout
 from ...engine.protocol import MasterOptions
 from ...engine.report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
 from ...engine.schedule import EpochSchedule
-from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for
+from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for, wide_storage
 from ...engine.session import WARM_RECORDS, Extras, Session, warm_up
 from ...engine.state import storage_refusal, synthetic_dataset
 from ...network import Network
@@ -89,8 +89,10 @@ class Epochs:
             mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B, network=self.network)
             for mode in MODES[job.mode]
         }
-        #: The coded scheme: the plan every mode is reported against, and the placement model.
-        self.scheme = scheme_for("coded", K=K, storage=M, record_bytes=B)
+        #: The coded scheme: the plan every mode is reported against, and the placement model; a
+        #: job of one mode has that mode's (the exchange's makes the coded plan after its delivery).
+        one = next(iter(self.schemes.values())) if len(self.schemes) == 1 else None
+        self.scheme = one or scheme_for("coded", K=K, storage=M, record_bytes=B)
 
         spec = OrderSpec(auto_order(job.order, N), job.shard_size, job.canonical_nodes, job.block_size)
         #: The job's epochs (the coded scheme's placement model serves every mode).
@@ -346,7 +348,7 @@ def job_refusal(
                 return f"{flag} must be at least 1, not {value}"
         if job.canonical_nodes > N:
             return f"--canonical-nodes must be at most the {N} records, not {job.canonical_nodes}"
-    return storage_refusal(B, K, job.storage, variable=variable)
+    return storage_refusal(B, K, job.storage, variable=variable, wide=wide_storage(job.mode))
 
 
 def _load(job: JobOptions, K: int) -> Dataset | str:

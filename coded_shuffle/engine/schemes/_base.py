@@ -49,6 +49,32 @@ class Planned:
     upload_bound_bytes: int = 0
 
 
+class Compared(Planned):
+    """A scheme's own plan, whose figures of another scheme's plan (``coded_symbols``,
+    ``coded_bytes``, ``lower_bound``, ``lower_bound_exact``: the coded plan the report compares
+    with) are made when first read: by the report, after the delivery, off its critical path.
+    They are None where that plan cannot be made (``compare()`` returns None).
+    """
+
+    def __init__(self, plan: Any, *, compare: Callable[[], Planned | None], **own: Any) -> None:
+        for name, value in {"plan": plan, **own}.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_compare", compare)
+        object.__setattr__(self, "_other", None)
+
+    def _of_other(self, name: str) -> Any:
+        other = self.__dict__["_other"]
+        if other is None:
+            other = (self.__dict__["_compare"](),)
+            object.__setattr__(self, "_other", other)
+        return None if other[0] is None else getattr(other[0], name)
+
+    coded_symbols = property(lambda self: self._of_other("coded_symbols"))  # type: ignore[assignment]
+    coded_bytes = property(lambda self: self._of_other("coded_bytes"))  # type: ignore[assignment]
+    lower_bound = property(lambda self: self._of_other("lower_bound"))  # type: ignore[assignment]
+    lower_bound_exact = property(lambda self: self._of_other("lower_bound_exact"))  # type: ignore[assignment]
+
+
 #: ``(units, wanters, holder bitmasks, the assignment of senders)`` of one shuffle's exchange.
 ExchangePlan = tuple[np.ndarray, np.ndarray, np.ndarray, SenderAssignment]
 

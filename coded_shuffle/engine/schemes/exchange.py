@@ -18,7 +18,7 @@ from ...codec import (
 from ...plan import DeliveryPlan, SenderAssignment, assign_senders_racks, exchange_rounds, holder_set
 from ...transport import Transport
 from ..holding import Holding
-from ._base import Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, receive_decode
+from ._base import Compared, Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, receive_decode
 from .storage import coded_scheme
 
 
@@ -56,8 +56,8 @@ class ExchangeScheme(SchemeBase):
     one exchange among the workers (the link's ``collect``), and
     each worker decodes and checks every unit it received like any frame
     (:func:`~coded_shuffle.codec.decode_worker`): a unit lost or damaged is repaired by the
-    protocol's repair rounds. The plan and the bound the report gives are those of the coded
-    scheme of the same placement model, for comparison.
+    protocol's repair rounds. The coded load and bound the report gives are those of the coded
+    scheme of the same placement model, for comparison, made after the delivery (:meth:`plan`).
 
     Examples
     --------
@@ -90,10 +90,39 @@ class ExchangeScheme(SchemeBase):
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
     ) -> Planned:
-        return self._coded.plan(p_t, p_t1, dataset, strategy=strategy, exact_bound=exact_bound)
+        """The exchange's own plan: who sends each missing unit (:meth:`exchange_plan`, made once
+        for the master and every worker of this process), with its bounds. The coded plan the
+        report compares with (its load and genie bound) is made only when the report reads it,
+        after the delivery; None where it cannot be made (a storage beyond
+        :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers)."""
+        tic = time.perf_counter()
+        units = self.exchange_plan(p_t, p_t1)[0]
+        down, up = self.peer_bounds(p_t, p_t1, dataset)
+        if dataset.lengths is None:
+            uncoded_bytes = int(units.size) * dataset.record_bytes
+        else:
+            uncoded_bytes = int(dataset.lengths[units].sum())
+
+        def compare() -> Planned | None:
+            from ...storage import STORAGE_MAX_K
+
+            if self.M > 1 and p_t.K > STORAGE_MAX_K:
+                return None
+            # its bounds (not read: the exchange's own are reported) from this exchange's senders
+            self._coded._exchange = self._exchange  # type: ignore[attr-defined]
+            return self._coded.plan(p_t, p_t1, dataset, strategy=strategy, exact_bound=exact_bound)
+
+        return Compared(
+            self.exchange_plan(p_t, p_t1), compare=compare, uncoded_symbols=int(units.size),
+            uncoded_bytes=uncoded_bytes, seconds=time.perf_counter() - tic,
+            download_bound_bytes=down, upload_bound_bytes=up,
+        )  # fmt: skip
 
     def encode(self, plan: Any, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
-        W = int(plan.rates.uncoded) if isinstance(plan, DeliveryPlan) else int(plan.demand.shape[0])
+        if isinstance(plan, tuple):  # its own plan: the units missing, all sent by the workers
+            W = int(plan[0].size)
+        else:  # another scheme's plan of the same shuffle (a job of several modes)
+            W = int(plan.rates.uncoded) if isinstance(plan, DeliveryPlan) else int(plan.demand.shape[0])
         return Encoded(None, W, 0, W, 0, 0, 0, 0.0)
 
     def check(self, dataset: Dataset, held: list[Any], placement_next: Any) -> tuple[int, bool]:
