@@ -221,6 +221,29 @@ def test_run_accepts_every_option_of_the_program():
     assert cmd[8:] == given[3:]
 
 
+def test_the_faults_of_the_tests_are_no_option_of_the_program_or_the_job(monkeypatch):
+    """A rank that fails, a corrupted frame, dropped datagrams: only the test-only entry
+    (coded_shuffle.mpi_faults) takes them, and installs them as hooks, not as the job's options."""
+    import dataclasses
+
+    from coded_shuffle import mpi_program
+    from coded_shuffle.cli.runner import hooks
+    from coded_shuffle.cli.runner.options import JobOptions
+
+    def refused(self, message):  # the program's own refusal ends the process (every rank's)
+        raise ValueError(message)
+
+    monkeypatch.setattr(mpi_program._Parser, "error", refused)
+    faults = ["--fail-rank", "--fail-epoch", "--fail-at", "--fail-how", "--corrupt-worker",
+              "--multicast-drop"]
+    for opt in faults:
+        with pytest.raises(ValueError, match=f"unrecognized arguments: {opt} 1"):
+            mpi_program.parse_args(["--points", "90", opt, "1"])
+    fields = {f.name for f in dataclasses.fields(JobOptions)}
+    assert not fields & {o[2:].replace("-", "_") for o in faults}
+    assert type(hooks.hooks()) is hooks.Hooks  # nothing installed in this process
+
+
 def test_run_command_line():
     args = cli.build_parser().parse_args(["run", "-K", "3", "--points", "90", "--json", "--link-mbps", "50"])
     cmd = cli.run_command(args, "mpiexec")
