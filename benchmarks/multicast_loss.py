@@ -5,9 +5,9 @@ nothing outside changes; root): ``--rounds`` rounds, each running, one after the
 program (``K = --workers``, ``--points`` records of ``--record-bytes``, ``--transitions``
 transitions) with ``--multicast`` for every case of :data:`CASES`: the coded multicast
 (``--mode coded``) clean and with a share of the datagrams dropped on arrival by every worker
-(``--multicast-drop``, the program's hook), and the split (``--mode split`` on ``--network``)
-likewise. A case's time is the median of its transitions after the first of each run (which pays
-one-time costs), over the rounds.
+(``--multicast-drop`` of the program's test-only entry, :mod:`coded_shuffle.mpi_faults`), and
+the split (``--mode split`` on ``--network``) likewise. A case's time is the median of its
+transitions after the first of each run (which pays one-time costs), over the rounds.
 
 With ``--previous DIR`` (a checkout of earlier code), its coded multicast, clean and with 5 %
 dropped, runs in every round too, before the others ("previous" in the table).
@@ -43,8 +43,10 @@ SETUP = ("ip link set lo up", "ip link set lo multicast on", "ip route add 239.0
 
 def run_case(args: argparse.Namespace, mode: str, drop: float, port: int, root: Path = ROOT) -> list[dict]:
     mpiexec = str(MPIEXEC) if MPIEXEC.exists() else shutil.which("mpiexec") or "mpiexec"
+    # the entry that takes --multicast-drop: the program's own in earlier code
+    entry = "mpi_faults" if (root / "coded_shuffle" / "mpi_faults.py").exists() else "mpi_program"
     cmd = [mpiexec, "-n", str(args.workers + 1), sys.executable, "-m", "mpi4py", "-m",
-           "coded_shuffle.mpi_program", "--points", str(args.points),
+           f"coded_shuffle.{entry}", "--points", str(args.points),
            "--record-bytes", str(args.record_bytes),
            "--transitions", str(args.transitions), "--mode", mode, "--multicast", f"239.77.1.1:{port}",
            "--multicast-drop", str(drop), "--json", "-"]  # fmt: skip

@@ -4,8 +4,8 @@ line that names the frozen rank.
     python benchmarks/startup_freeze.py [--workers 2] [--timeout 3]
 
 For ``--mode coded`` (a master and ``K`` workers) and ``--mode exchange`` (``K`` peers), each
-role (the master, a worker; the peers' leader, a peer) is frozen (SIGSTOP, the program's hidden
-``--fail-at STEP --fail-how stop``) at each start-up step
+role (the master, a worker; the peers' leader, a peer) is frozen (SIGSTOP: ``--fail-at STEP
+--fail-how stop`` of the program's test-only entry, :mod:`coded_shuffle.mpi_faults`) at each start-up step
 (:data:`coded_shuffle.cli.runner.mpi_job.STARTUP_STEPS`; a job of peers has no first batches), in a
 job of 60 records of 16 bytes launched as ``coded-shuffle run`` launches it. A row gives the
 seconds from the freeze to the launcher's end, the lines that start with ``coded-shuffle run:
@@ -33,7 +33,7 @@ def one(mode: str, rank: int, step: str, K: int, timeout: float, seed: int) -> t
     """Seconds from the freeze to the end, the job's error lines, the launcher's status."""
     ranks = K if mode == "exchange" else K + 1
     cmd = [sys.executable, "-c", LAUNCH, str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py",
-           "-m", "coded_shuffle.mpi_program", "--points", "60", "--record-bytes", "16", "--transitions", "1",
+           "-m", "coded_shuffle.mpi_faults", "--points", "60", "--record-bytes", "16", "--transitions", "1",
            "--mode", mode, "--seed", str(seed), "--timeout", f"{timeout:g}", "--fail-rank", str(rank),
            "--fail-at", step, "--fail-how", "stop"]  # fmt: skip
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT)

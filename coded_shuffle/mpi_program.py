@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from .cli.common import UsageError, _non_negative, _positive
+from .cli.common import UsageError
 from .cli.job import (
     add_job_arguments,
     check_data_file,
@@ -29,11 +29,10 @@ from .cli.job import (
     job_options,
     multicast_scope,
 )
+from .cli.runner.hooks import hooks
 from .cli.runner.mpi_job import (
     MODES,
     PROG,
-    STARTUP_STEPS,
-    _maybe_fail,
     master,
     start_watchdog,
     startup_timeout,
@@ -88,15 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # For coded-shuffle run: where the master writes its results and the job's status.
     p.add_argument("--results", metavar="FILE", help=argparse.SUPPRESS)
     p.add_argument("--status-file", metavar="FILE", help=argparse.SUPPRESS)
-    # For tests and benchmarks.
+    # For benchmarks (the faults of the tests are hooks: coded_shuffle.mpi_faults).
     p.add_argument("--bcast-baseline", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--fail-rank", type=_non_negative, help=argparse.SUPPRESS)
-    p.add_argument("--fail-epoch", type=_positive, help=argparse.SUPPRESS)
-    p.add_argument("--fail-at", choices=(*STARTUP_STEPS, "probe"), help=argparse.SUPPRESS)
-    hows = ("raise", "exit", "kill", "stop")
-    p.add_argument("--fail-how", choices=hows, default="raise", help=argparse.SUPPRESS)
-    p.add_argument("--corrupt-worker", type=_non_negative, help=argparse.SUPPRESS)
-    p.add_argument("--multicast-drop", type=float, default=0.0, help=argparse.SUPPRESS)
     # The workers' exchange in rounds of matchings or all at once (the default; for benchmarks).
     p.add_argument(
         "--exchange-schedule", choices=("rounds", "alltoall"), default="alltoall", help=argparse.SUPPRESS
@@ -124,7 +116,7 @@ def _master_link(comm: Any, job: JobOptions, dog: Watchdog) -> FramedLink:
     with setup_step(link, dog, "multicast"):
         try:
             return MulticastLink(
-                link, group, port, datagram_bytes=job.datagram_bytes, drop=job.multicast_drop,
+                link, group, port, datagram_bytes=job.datagram_bytes, drop=hooks().multicast_drop,
                 scope=multicast_scope(job.multicast_scope, net), down_mbit=None if net is None else net.down,
                 snooping=net is not None and net.snooping,
             )  # fmt: skip
@@ -142,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
         os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     rank = launch_rank()
-    _maybe_fail(job, at="start", rank=-1 if rank is None else rank)
+    hooks().fail(at="start", rank=-1 if rank is None else rank)
     # MPI's start waits for every rank: bounded as every later step is. Under coded-shuffle run the
     # ranks mark the launcher's directory (the status file's), which then names the missing ones.
     markers = os.path.dirname(os.path.abspath(job.status_file)) if job.status_file else None

@@ -35,6 +35,7 @@ RANK = {
     "plots": 7,
     "warmup": 7,
     "mpi_program": 9,
+    "mpi_faults": 9,
     "cli": 8,
     "__main__": 9,
     "__init__": 9,

@@ -65,8 +65,12 @@ def namespaces_of(pid: int) -> list[str]:
     return [line.split()[0] for line in listed.stdout.splitlines() if line.startswith(f"cs{pid}-")]
 
 
-def program(*args: str) -> list[str]:
-    return [sys.executable, "-m", "mpi4py", "-m", "coded_shuffle.mpi_program", *args]
+#: The program's test-only entry, which takes the options of the faults (``--fail-rank``).
+FAULTS = "coded_shuffle.mpi_faults"
+
+
+def program(*args: str, entry: str = "coded_shuffle.mpi_program") -> list[str]:
+    return [sys.executable, "-m", "mpi4py", "-m", entry, *args]
 
 
 def test_all_modes_cross_the_shaped_links(tmp_path):
@@ -166,7 +170,7 @@ def test_tear_down_after_a_failing_job():
         "--timeout",
         "120",
         "--",
-        *program("--points", "300", "--transitions", "2", "--fail-rank", "1"),
+        *program("--points", "300", "--transitions", "2", "--fail-rank", "1", entry=FAULTS),
     )
     assert proc.returncode != 0 and "deliberate failure" in proc.stderr
     assert namespaces_of(pid) == []

@@ -99,7 +99,6 @@ class Holdings:
     checksums: np.ndarray
     lengths: np.ndarray | None
     digest: str | None
-    links: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -202,7 +201,6 @@ def master_transition(
     epoch: int,
     opts: MasterOptions,
     planned: Planned | None = None,
-    links: Callable[[], tuple[int, int] | None] | None = None,
     baseline: Callable[[int], float | None] | None = None,
 ) -> Generator[Gather | Announce, Any, TransitionReport | Stopped]:
     """The master's role in one transition; returns its report, or :class:`Stopped`.
@@ -211,12 +209,10 @@ def master_transition(
     (:class:`~coded_shuffle.storage.PiecePlacement`) for a
     :class:`~coded_shuffle.engine.schemes.StorageScheme`. ``planned`` is
     the scheme's plan of this shuffle when the caller has it already (several schemes delivering
-    the same shuffle). ``links()``, if given, returns the bytes this rank's
-    network interfaces sent and received during the transition (``run --count-links``);
-    ``baseline(n)``, if given, times one plain broadcast of ``n`` bytes after the verdict (the
-    delivery's ``wire_bytes``; the workers take part: ``--bcast-baseline``). The report is made
-    once, at the end, from what the role gathered and ``opts`` (the records' sizes, the
-    network). Raises :class:`~coded_shuffle.errors.IntegrityError` (after telling the workers)
+    the same shuffle). ``baseline(n)``, if given, times one plain broadcast of ``n`` bytes after
+    the verdict (the delivery's ``wire_bytes``; the workers take part: ``--bcast-baseline``). The
+    report is made once, at the end, from what the role gathered and ``opts`` (the records'
+    sizes, the network). Raises :class:`~coded_shuffle.errors.IntegrityError` (after telling the workers)
     when repairs run out.
     """
     if planned is None:
@@ -252,7 +248,6 @@ def master_transition(
     checked, ok = scheme.check(dataset, held, p_t1)
     check_s = time.perf_counter() - tic
     yield Announce(bool(ok))
-    counts = [links(), *(h.links for h in held)] if links is not None else []
     bcast = (int(total.bytes), baseline(int(total.bytes))) if baseline is not None else None
     paced_wait = (pace.waited - waited) if pace is not None else 0.0
     timings = _timings(encoded, first, plan=plan_s, send=send_s, repair=repair_s, check=check_s,
@@ -274,7 +269,7 @@ def master_transition(
         wire=wire, units=units, exchange=_exchange(first),
         split=None if encoded.split_uplink_bound is None else Split(encoded.split_uplink_bound),
         on_network=_on_network(opts, planned, p_t, p_t1, record_bytes=B, seconds=seconds, units=units),
-        job=_job(held, counts, bcast),
+        job=_job(held, bcast),
     )  # fmt: skip
 
 
@@ -326,13 +321,12 @@ def _exchange(first: list[Status]) -> Exchange | None:
     return Exchange(sum(b for b, _ in sent), sum(h for _, h in sent), max(b for b, _ in sent))
 
 
-def _job(held: list[Holdings], counts: list[Any], bcast: tuple[int, float | None] | None) -> Job | None:
-    """The MPI program's figures: the workers' digests, the links' byte counts, the baseline."""
+def _job(held: list[Holdings], bcast: tuple[int, float | None] | None) -> Job | None:
+    """The MPI program's figures: the workers' digests, the baseline (the links' byte counts are
+    read beside the protocol: :class:`~coded_shuffle.engine.session.Session`)."""
     digests = [h.digest for h in held]
     job = Job(
         digests=None if any(d is None for d in digests) else tuple(str(d) for d in digests),
-        link_tx_bytes=tuple(int(c[0]) for c in counts) if counts and None not in counts else None,
-        link_rx_bytes=tuple(int(c[1]) for c in counts) if counts and None not in counts else None,
         bcast_bytes=None if bcast is None else bcast[0],
         bcast_seconds=None if bcast is None else bcast[1],
     )
@@ -358,13 +352,12 @@ def worker_transition(
     spare: np.ndarray | None = None,
     with_digest: bool = False,
     tamper: Tamper | None = None,
-    links: Callable[[], tuple[int, int] | None] | None = None,
 ) -> Generator[Post, Any, WorkerResult | None]:
     """Worker ``worker``'s role in one transition; returns its result, or None when the job ends.
 
     ``spare`` is a buffer no longer needed (the cache of epoch ``t - 1``): the new records are
     written over it when it fits; ``with_digest`` adds a digest of its bytes to its holdings;
-    ``tamper`` changes the frames it received (tests); ``links()`` as for the master. Raises
+    ``tamper`` changes the frames it received (tests). Raises
     :class:`~coded_shuffle.errors.IntegrityError` when the master abandons the transition.
     """
     need = scheme.need(placements[1], worker)  # distinct ids, increasing
@@ -404,13 +397,7 @@ def worker_transition(
             if failed.size
             else f"Worker {worker}: epoch {epoch} abandoned, another worker's records stayed unverified."
         )
-    held = Holdings(
-        new.ids,
-        new.checksums(),
-        new.lengths,
-        digest(new) if with_digest else None,
-        links() if links is not None else None,
-    )
+    held = Holdings(new.ids, new.checksums(), new.lengths, digest(new) if with_digest else None)
     verdict = yield Post(held)
     return WorkerResult(new, int(taken.result.decoded.size), bool(verdict))
 

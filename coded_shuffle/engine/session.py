@@ -28,8 +28,9 @@ units (their number, width and checksums), gathered from what the ranks read.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -45,6 +46,7 @@ from .protocol import (
     Announce,
     Gather,
     MasterOptions,
+    Post,
     Stopped,
     WorkerResult,
     master_transition,
@@ -52,7 +54,7 @@ from .protocol import (
     worker_stop,
     worker_transition,
 )
-from .report import TransitionReport
+from .report import Job, TransitionReport
 from .schedule import Epoch, EpochSchedule
 from .schemes import Planned, Scheme, Tamper
 from .state import synthetic_dataset
@@ -92,7 +94,8 @@ class Extras:
 
     ``planned_by``: the scheme whose plan every scheme of the job is reported against, made once
     a transition; ``links``: a factory of counters of this rank's interface bytes
-    (``run --count-links``); ``baseline``: a plain broadcast of the coded delivery's bytes after
+    (``run --count-links``), read beside the protocol, each transition, and gathered in a control
+    round after it; ``baseline``: a plain broadcast of the coded delivery's bytes after
     it (``--bcast-baseline``); ``with_digest``: the workers post a digest of their bytes;
     ``tamper(cache, units, epoch)``: what damages worker's frames at ``epoch`` (tests), or None;
     ``before(epoch)``: called on every rank at the start of each transition (tests' hooks);
@@ -124,6 +127,28 @@ class Turn:
     lost_all: tuple[bool, ...] = ()
     result: WorkerResult | None = None
     stopped: tuple[int, ...] | None = None
+
+
+def _gather_counts(own: tuple[int, int]) -> Generator[Gather | Announce, Any, list[tuple[int, int]]]:
+    """The leading rank's round of the links' counts: ``own`` first, then each worker's."""
+    posts = yield Gather("links")
+    yield Announce(True)
+    return [own, *posts]
+
+
+def _post_counts(counts: tuple[int, int] | None) -> Generator[Post, Any, None]:
+    """A worker's post of its links' counts in that round."""
+    yield Post(counts)
+
+
+def _after(counter: Callable[[], tuple[int, int]], into: list[tuple[int, int]], then: Any) -> Any:
+    """``then`` (the baseline broadcast), once ``counter`` is read into ``into``."""
+
+    def run(nbytes: int) -> Any:
+        into.append(counter())
+        return then(nbytes)
+
+    return run
 
 
 def _units_of(scheme: Scheme, source: Any, held: Any, worker: int) -> Cache:
@@ -304,27 +329,31 @@ class Session:
         tamper = None if x.tamper is None else x.tamper(cache, self.schemes[0].held(p_t1, k), epoch)
         results, reports = [], []
         for scheme, out in zip(self.schemes, self._spare, strict=True):
+            counter = None if x.links is None else x.links()
             role = worker_transition(
                 self.link, scheme, k, cache, (p_t, p_t1), epoch=epoch, checksums=self.checksums, spare=out,
-                with_digest=x.with_digest, tamper=tamper, links=None if x.links is None else x.links(),
+                with_digest=x.with_digest, tamper=tamper,
             )  # fmt: skip
             if self.leads:
                 master = master_transition(
-                    self.link, scheme, self._catalogue(), p_t, p_t1, epoch=epoch, opts=self.opts,
-                    links=None if x.links is None else (lambda: (0, 0)),  # the leader's are its worker's
-                )  # fmt: skip
+                    self.link, scheme, self._catalogue(), p_t, p_t1, epoch=epoch, opts=self.opts
+                )
                 rep, res = lead(self.link, master, role, watchdog=self.dog)
                 if isinstance(rep, Stopped):
                     return Turn(None, stopped=rep.workers)
-                self._made(rep, False)
-                reports.append(rep)
             else:
-                res = attend(self.link, role, watchdog=self.dog)
+                rep, res = None, attend(self.link, role, watchdog=self.dog)
             if res is None:  # a worker stopped: the job ends here
                 return Turn(None, stopped=())
+            mine = None if counter is None else counter()  # before the baseline, as the master's
             results.append(res)
             if x.baseline and scheme.name == "coded":
                 self.link.baseline_broadcast(0)  # type: ignore[attr-defined]
+            if counter is not None:  # the leader's own bytes are its worker's
+                rep = self._counted(rep, (0, 0), mine)
+            if rep is not None:
+                self._made(rep, False)
+                reports.append(rep)
         self._spare = [cache.data, *(r.cache.data for r in results[1:])]
         self.cache = results[0].cache
         return Turn(None, tuple(reports), tuple(False for _ in reports), results[0])
@@ -347,13 +376,18 @@ class Session:
             lost = getattr(link, "multicast_lost_all", 0)
             timed = x.baseline and scheme.name == "coded"
             baseline = getattr(link, "baseline_broadcast", None) if timed else None
+            counter = None if x.links is None else x.links()
+            counted: list[tuple[int, int]] = []
+            if counter is not None and baseline is not None:  # the links' bytes of the delivery alone
+                baseline = _after(counter, counted, baseline)
             role = master_transition(
-                link, scheme, work, p_t, p_t1, epoch=epoch, opts=self.opts, planned=planned,
-                links=None if x.links is None else x.links(), baseline=baseline,
-            )  # fmt: skip
+                link, scheme, work, p_t, p_t1, epoch=epoch, opts=self.opts, planned=planned, baseline=baseline
+            )
             rep = serve(link, role, watchdog=self.dog)
             if isinstance(rep, Stopped):  # a worker stopped: the job ends here
                 return Turn(None, stopped=rep.workers)
+            if counter is not None:
+                rep = self._counted(rep, counted[0] if counted else counter(), None)
             reports.append(rep)
             lost_all.append(getattr(link, "multicast_lost_all", 0) > lost)
             self._made(rep, lost_all[-1])
@@ -370,6 +404,30 @@ class Session:
         self._spares = [c.data for c in old]  # each worker alternates two buffers
         self._made(rep, False)
         return Turn(None, (rep,), (False,))
+
+    def _counted(
+        self, report: TransitionReport | None, master: tuple[int, int] | None, mine: tuple[int, int] | None
+    ) -> TransitionReport | None:
+        """The bytes each rank's links sent and received in a transition (``extras.links``), read
+        beside the protocol and gathered after it in a control round of their own (bounded as the
+        protocol's rounds): the leading rank's ``report`` with them (``master``: its master's
+        counts; ``mine``, its worker's), or None elsewhere."""
+        if not self.link.is_leader:
+            attend(self.link, _post_counts(mine), watchdog=self.dog)
+            return report
+        assert report is not None and master is not None
+        gather = _gather_counts(master)
+        counts = (
+            lead(self.link, gather, _post_counts(mine), watchdog=self.dog)[0]
+            if self.leads
+            else serve(self.link, gather, watchdog=self.dog)
+        )
+        job = dataclasses.replace(
+            report.job or Job(),
+            link_tx_bytes=tuple(int(c[0]) for c in counts),
+            link_rx_bytes=tuple(int(c[1]) for c in counts),
+        )
+        return dataclasses.replace(report, job=job)
 
     def _made(self, report: TransitionReport, lost_all: bool) -> None:
         if self.extras.report is not None:

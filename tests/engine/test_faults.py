@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAM = ROOT / "mpi" / "shuffle.py"
+#: The MPI program with the options of the faults (a test-only entry: the program has none of them).
+FAULTS = ["-m", "coded_shuffle.mpi_faults"]
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
 pytestmark = [
@@ -103,7 +104,7 @@ def test_frozen_rank_ends_the_job_with_one_line_naming_it(rank):
     master's word, wait twice as long and never name the master instead.
     """
     seed = f"70020{rank}"
-    cmd = [str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", str(PROGRAM), "--points", "300",
+    cmd = [str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", *FAULTS, "--points", "300",
            "--transitions", "4", "--seed", seed, "--fail-rank", str(rank), "--fail-epoch", "2",
            "--fail-how", "stop", "--timeout", "3"]  # fmt: skip
     t0 = time.monotonic()
@@ -121,9 +122,8 @@ def test_frozen_rank_ends_the_job_with_one_line_naming_it(rank):
 
 def launch_program(*args: str, ranks: int) -> list[str]:
     """``coded-shuffle run``'s launcher (:func:`coded_shuffle.cli.run.launch`) over the program with
-    ``args``, hidden options included, which ``run`` itself does not take."""
-    program = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m",
-               "coded_shuffle.mpi_program", *args]  # fmt: skip
+    ``args``, the options of the faults included (its test-only entry), which ``run`` does not take."""
+    program = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", *FAULTS, *args]
     run = "import sys; from coded_shuffle.cli.run import launch; sys.exit(launch(sys.argv[1:]))"
     return [sys.executable, "-c", run, *program]
 

@@ -39,14 +39,24 @@ ENTRY = 12  # bytes of an entry: fixed-size records, 32-bit ids (docs/wire-forma
 RUN = 12  # bytes of a row of the receiver index (docs/wire-format.md)
 
 
-def run_mpi(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    cmd = [str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", str(PROGRAM), *args]
+def program(faults: bool) -> list[str]:
+    """The program, or with ``faults`` its test-only entry that takes the options of the faults
+    (``--fail-rank``, ``--corrupt-worker``: :mod:`coded_shuffle.mpi_faults`)."""
+    return ["-m", "coded_shuffle.mpi_faults"] if faults else [str(PROGRAM)]
+
+
+def run_mpi(
+    K: int, *args: str, timeout: float = TIMEOUT, faults: bool = False
+) -> subprocess.CompletedProcess[str]:
+    cmd = [str(MPIEXEC), "-n", str(K + 1), sys.executable, "-m", "mpi4py", *program(faults), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
 
 
-def run_peers(K: int, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+def run_peers(
+    K: int, *args: str, timeout: float = TIMEOUT, faults: bool = False
+) -> subprocess.CompletedProcess[str]:
     """The program on ``K`` ranks and no master: ``--mode exchange`` alone, a job of peers."""
-    cmd = [str(MPIEXEC), "-n", str(K), sys.executable, "-m", "mpi4py", str(PROGRAM), *args]
+    cmd = [str(MPIEXEC), "-n", str(K), sys.executable, "-m", "mpi4py", *program(faults), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
 
 
@@ -211,6 +221,29 @@ def test_run_accepts_every_option_of_the_program():
     assert cmd[8:] == given[3:]
 
 
+def test_the_faults_of_the_tests_are_no_option_of_the_program_or_the_job(monkeypatch):
+    """A rank that fails, a corrupted frame, dropped datagrams: only the test-only entry
+    (coded_shuffle.mpi_faults) takes them, and installs them as hooks, not as the job's options."""
+    import dataclasses
+
+    from coded_shuffle import mpi_program
+    from coded_shuffle.cli.runner import hooks
+    from coded_shuffle.cli.runner.options import JobOptions
+
+    def refused(self, message):  # the program's own refusal ends the process (every rank's)
+        raise ValueError(message)
+
+    monkeypatch.setattr(mpi_program._Parser, "error", refused)
+    faults = ["--fail-rank", "--fail-epoch", "--fail-at", "--fail-how", "--corrupt-worker",
+              "--multicast-drop"]
+    for opt in faults:
+        with pytest.raises(ValueError, match=f"unrecognized arguments: {opt} 1"):
+            mpi_program.parse_args(["--points", "90", opt, "1"])
+    fields = {f.name for f in dataclasses.fields(JobOptions)}
+    assert not fields & {o[2:].replace("-", "_") for o in faults}
+    assert type(hooks.hooks()) is hooks.Hooks  # nothing installed in this process
+
+
 def test_run_command_line():
     args = cli.build_parser().parse_args(["run", "-K", "3", "--points", "90", "--json", "--link-mbps", "50"])
     cmd = cli.run_command(args, "mpiexec")
@@ -370,6 +403,7 @@ def test_corrupted_symbol_is_repaired():
             "1",
             "--json",
             "-",
+            faults=True,
         )
     )
     assert rows[0]["repairs"] >= 1 and rows[0]["repair_bytes"] > 0 and rows[0]["verified"]
@@ -401,7 +435,7 @@ def test_paced_link_time_follows_bytes():
 def test_failing_rank_aborts_the_job(rank, how):
     proc = run_mpi(
         3, "--points", "300", "--transitions", "3", "--fail-rank", str(rank), "--fail-epoch", "2",
-        "--fail-how", how, timeout=60,
+        "--fail-how", how, timeout=60, faults=True,
     )  # fmt: skip
     assert proc.returncode != 0
     assert f"rank {rank}: deliberate" in proc.stderr
@@ -673,7 +707,7 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
     K, N, B, M = 3, 240, 2048, 2
     rows = json_rows(
         run_mpi(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
-                "--corrupt-worker", "1", "--json", "-")
+                "--corrupt-worker", "1", "--json", "-", faults=True)
     )  # fmt: skip
     assert [r["epoch"] for r in rows] == [1, 2]
     assert all(r["verified"] and r["records_checked"] == N and r["storage"] == M for r in rows)
@@ -703,7 +737,7 @@ def test_the_exchange_with_storage_among_peers_moves_only_the_missing_pieces_and
     rows = json_rows(
         run_peers(K, "--points", str(N), "--record-bytes", str(B), "--storage", str(M), "--transitions", "2",
                   "--mode", "exchange", "--corrupt-worker", "1", "--exchange-schedule", "rounds",
-                  "--json", "-")
+                  "--json", "-", faults=True)
     )  # fmt: skip
     assert all(r["K"] == K and len(r["digests"]) == K for r in rows)  # K ranks, every one a worker
     assert [r["epoch"] for r in rows] == [1, 2] and all(r["mode"] == "exchange" for r in rows)
@@ -754,7 +788,7 @@ def test_a_job_of_peers_names_the_rank_that_cannot_read_the_file(tmp_path):
 def test_a_frozen_peer_ends_the_job_of_peers_with_one_line_naming_it():
     job = ["--mode", "exchange", "--points", "3000", "--record-bytes", "256", "--transitions", "4"]
     proc = run_peers(3, *job, "--fail-rank", "1", "--fail-epoch", "2", "--fail-how", "stop", "--timeout", "3",
-                     timeout=60)  # fmt: skip
+                     timeout=60, faults=True)  # fmt: skip
     assert proc.returncode != 0
     named = [line for line in proc.stderr.splitlines() if line.startswith("coded-shuffle run: error: ")]
     assert named == ["coded-shuffle run: error: rank 0: no answer from worker 1 (rank 1) within 3 s, "

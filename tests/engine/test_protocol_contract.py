@@ -170,7 +170,7 @@ def test_holdings_that_do_not_match_make_the_verdict_false(mode, M, peers):
                 h = posts[2]
                 bad = h.checksums.copy()
                 bad[0] ^= np.uint64(1)
-                posts[2] = Holdings(h.ids, bad, h.lengths, h.digest, h.links)
+                posts[2] = Holdings(h.ids, bad, h.lengths, h.digest)
             running, msg = step(master, posts)
         else:
             word = msg.word

@@ -102,9 +102,8 @@ def _rows(proc: subprocess.CompletedProcess[str]) -> list[dict]:
 @needs_netns
 @needs_mpi
 def test_a_job_over_multicast_repairs_what_is_lost_and_says_when_all_was():
-    prog = (
-        f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_program --points 3000 --record-bytes 512 --json -"
-    )
+    # the test-only entry of the program, which takes --multicast-drop (a hook, not an option)
+    prog = f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_faults --points 3000 --record-bytes 512 --json -"
     rows = _rows(in_namespace(f"mpiexec -n 4 {prog} --multicast 239.77.0.2:6100"))
     assert [r["epoch"] for r in rows] == [1, 2, 3] and all(r["verified"] for r in rows)
     # every datagram a worker receives is dropped with probability 0.05: the master sends each
@@ -198,7 +197,7 @@ def test_a_split_over_multicast_delivers_both_halves_repairs_what_is_lost_and_au
         assert r["mode"] == "split" and 0 < r["exchange_bytes"] < moved and 0 < r["payload_bytes"] < moved
         assert r["choice"] == "split" and 0 < r["split_coded_share"] < 1
     # datagrams dropped on arrival: their bytes come again over MPI
-    prog = f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_program --points 3000 -B 512 --json -"
+    prog = f"{sys.executable} -m mpi4py -m coded_shuffle.mpi_faults --points 3000 -B 512 --json -"
     lossy = _rows(in_namespace(
         f"mpiexec -n 4 {prog} --mode split --network {edge} --multicast 239.77.0.6:6502 --multicast-drop 0.05"
     ))  # fmt: skip

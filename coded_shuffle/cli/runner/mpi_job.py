@@ -40,13 +40,12 @@ import glob
 import json
 import math
 import os
-import signal
 import sys
 from typing import Any, TextIO
 
 import numpy as np
 
-from ...codec import Cache, Dataset, load_dataset, parse_frame
+from ...codec import Cache, Dataset, load_dataset
 from ...engine.mpi import Watchdog, default_timeout
 from ...engine.protocol import MasterOptions
 from ...engine.report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
@@ -57,7 +56,8 @@ from ...engine.state import storage_refusal, synthetic_dataset
 from ...network import Network
 from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
 from ...records import npy_header, npy_problem
-from ...transport import ControlLink, mpi_world
+from ...transport import ControlLink
+from .hooks import hooks
 from .options import JobOptions
 from .probe import ProbedRates
 
@@ -105,50 +105,24 @@ class Epochs:
 
 #: The steps of a job's start-up, in order: MPI's start, then the rounds of
 #: :func:`~coded_shuffle.engine.mpi.setup_step` (a job of peers has no first batches to send: each
-#: rank reads its own). A test makes a rank fail at one of them (``JobOptions.fail_at``).
+#: rank reads its own). A test's hooks (:class:`.hooks.Hooks`) may make a rank fail at one of them.
 STARTUP_STEPS = ("start", "sizes", "checksums", "first batches", "warm-up")
 
 
-def _maybe_fail(
-    job: JobOptions, epoch: int | None = None, *, at: str | None = None, rank: int | None = None
-) -> None:
-    """The hook of the tests: rank ``job.fail_rank`` fails as ``job.fail_how`` says, at the start
-    of transition ``epoch`` (``job.fail_epoch``, or every one) or at the start-up step ``at``
-    (``job.fail_at``). ``rank``: this rank, where MPI has not started."""
-    if job.fail_rank is None or job.fail_at != at:
-        return
-    if at is None and job.fail_epoch is not None and job.fail_epoch != epoch:
-        return
-    if job.fail_rank != (mpi_world().Get_rank() if rank is None else rank):
-        return
-    when = f"at epoch {epoch}" if at is None else f"at the {at!r} step"
-    if job.fail_how == "exit":
-        print(f"rank {job.fail_rank}: deliberate exit {when} (--fail-rank)", file=sys.stderr, flush=True)
-        os._exit(3)
-    if job.fail_how == "kill":  # this rank dies at once, as under kill -9
-        print(f"rank {job.fail_rank}: deliberate SIGKILL {when} (--fail-rank)", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
-    if job.fail_how == "stop":  # this rank stops answering, as under kill -STOP
-        print(f"rank {job.fail_rank}: deliberate stop {when} (--fail-rank)", file=sys.stderr, flush=True)
-        os.kill(os.getpid(), signal.SIGSTOP)
-        return
-    raise RuntimeError(f"rank {job.fail_rank}: deliberate failure {when} (--fail-rank)")
-
-
 def _hooks(job: JobOptions, link: ControlLink, dog: Watchdog, schemes: tuple[Scheme, ...] = ()) -> Session:
-    """The session of the job on this rank, with its tests' hooks (:func:`_maybe_fail`) at every
-    start-up step and transition, a tamper of the frames of ``job.corrupt_worker`` at the first
-    transition, and the job's figures (the workers' digests, ``--count-links``, ``--bcast-baseline``)."""
-    first = job.start_epoch + 1
+    """The session of the job on this rank, with the installed hooks (:func:`.hooks.hooks`, which do
+    nothing but in a test) at every start-up step and transition and for the frames of the
+    transitions, and the job's figures (the workers' digests, ``--count-links``, ``--bcast-baseline``)."""
+    test, first = hooks(), job.start_epoch + 1
 
     def tamper(cache: Cache, units: np.ndarray, epoch: int) -> Any:
-        return _corrupter(cache, units) if job.corrupt_worker == link.worker and epoch == first else None
+        return test.tamper(cache, units, worker=link.worker, epoch=epoch, first=first)
 
     extras = Extras(
         links=_link_counter if job.count_links else None, baseline=job.bcast_baseline, with_digest=True,
-        tamper=tamper, before=lambda epoch: _maybe_fail(job, epoch),
+        tamper=tamper, before=lambda epoch: test.fail(epoch),
     )  # fmt: skip
-    return Session(link, dog, schemes, extras=extras, at=lambda stage: _maybe_fail(job, at=stage))
+    return Session(link, dog, schemes, extras=extras, at=lambda stage: test.fail(at=stage))
 
 
 def link_bytes() -> tuple[int, int]:
@@ -176,28 +150,6 @@ def link_bytes() -> tuple[int, int]:
         except (OSError, ValueError):
             continue
     return tx, rx
-
-
-def _corrupter(cache: Cache, need: np.ndarray) -> Any:
-    """Flip one payload byte of a symbol this worker decodes (to exercise repairs)."""
-    want = np.setdiff1d(need, cache.ids)
-
-    def tamper(frames: list[np.ndarray]) -> list[np.ndarray]:
-        for q, raw in enumerate(frames):
-            f = parse_frame(raw)
-            if f.offsets is not None and f.terms is not None:  # symbols of many terms (storage)
-                sym = np.repeat(np.arange(f.n_symbols), np.diff(f.offsets))
-                hit = np.unique(sym[np.isin(f.terms, want)])
-            else:
-                hit = np.flatnonzero(np.isin(f.a, want) | np.isin(f.b, want))
-            if hit.size:
-                buf = raw.copy()
-                buf[f.header_bytes + int(hit[0]) * f.record_bytes] ^= 0xFF
-                frames[q] = buf
-                break
-        return frames
-
-    return tamper
 
 
 # --------------------------------------------------------------------------- worker

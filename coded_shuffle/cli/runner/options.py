@@ -17,7 +17,8 @@ class JobOptions:
     """One MPI job's options, checked, defaults filled in.
 
     ``points`` and ``record_bytes`` are None when the records come from ``data`` (a ``.npy``
-    file); the options after ``status_file`` are for tests and benchmarks only.
+    file); ``bcast_baseline`` is for benchmarks only. What a test makes happen in a job (a rank
+    that fails, a corrupted frame, dropped datagrams) is no option: see :mod:`.hooks`.
 
     Examples
     --------
@@ -65,14 +66,6 @@ class JobOptions:
     results: str | None = None
     status_file: str | None = None
     bcast_baseline: bool = False
-    fail_rank: int | None = None
-    fail_epoch: int | None = None
-    #: The start-up step (:data:`~coded_shuffle.cli.runner.mpi_job.STARTUP_STEPS`, or ``"probe"``) at
-    #: which rank ``fail_rank`` fails, instead of at a transition.
-    fail_at: str | None = None
-    fail_how: str = "raise"
-    corrupt_worker: int | None = None
-    multicast_drop: float = 0.0
 
     def __post_init__(self) -> None:
         if self.data is None and (self.points is None or self.record_bytes is None):
