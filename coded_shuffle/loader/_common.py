@@ -190,10 +190,25 @@ class EpochBatch:
         """Yield ``(id, row)`` pairs in the epoch's order, or ``(id, decode(record bytes))``."""
         if self.decode is None:
             yield from zip(self.ids.tolist(), self.records, strict=True)
-            return
-        decode = self.decode
+        else:
+            yield from self.samples(self.decode)
+
+    def samples(self, decode: Callable[[np.ndarray], Any]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(id, decode(record))`` in the epoch's order, ``record`` the record's bytes as a
+        read-only ``uint8`` array (a view of :attr:`records`), from any loader's batch.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = EpochBatch(0, 0, np.array([1, 0]), np.array([[1, 2], [3, 4]], np.uint8), decoded=0)
+        >>> list(b.samples(lambda r: int(r.sum())))
+        [(1, 3), (0, 7)]
+        """
+        f = check_decode(decode)
+        if f is None:
+            raise TypeError("Argument 'decode' must be a callable (a record's bytes to a sample), not None.")
         for i, data in zip(self.ids.tolist(), record_bytes_of(self.records), strict=True):
-            yield i, decode(data)
+            yield i, f(data)
 
     def minibatches(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield ``(ids, records)`` of consecutive runs of ``size`` rows (the last may be shorter).

@@ -72,4 +72,9 @@ def test_an_in_process_loader_yields_windows_of_the_token_type_and_decoded_sampl
                 assert sample == windows[i].tobytes()[::-1]
                 seen.append(i)
             assert seen[-len(b) :] == b.ids.tolist()
+            assert [s for _, s in b.samples(bytes)] == [windows[i].tobytes() for i in b.ids.tolist()]
         assert sorted(seen) == list(range(30))  # each window once an epoch
+    with pytest.raises(TypeError, match=r"^Argument 'decode' must be a callable .*, not int\.$"):
+        next(b.samples(3))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Argument 'decode' must be a callable .*, not str\.$"):
+        InProcessLoader(src, K=3, epochs=1, decode="tokens")
