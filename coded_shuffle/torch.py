@@ -36,7 +36,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,14 @@ from .engine import TransitionReport
 from .engine.schedule import check_network
 from .engine.schemes import Scheme
 from .loader import EpochBatch, MPILoader, PeerLoader
-from .loader._common import among_peers, check_scheme, choose_scheme, scheme_name
+from .loader._common import (
+    among_peers,
+    check_decode,
+    check_scheme,
+    choose_scheme,
+    record_bytes_of,
+    scheme_name,
+)
 from .loader.arrays import pack_arrays, tensor_records
 from .loader.peers import peer_link
 from .loader.prefetch import Prefetch
@@ -187,8 +194,11 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     their first (as ``DistributedSampler`` pads), so that collectives across the workers (a DDP
     allreduce) never wait for a rank that has run out.
 
-    A sample is the row as a tensor (a plain array), or a tuple of tensors, one per field of a
-    structured array or per array of several (:func:`pack_arrays`); with ``with_ids``, the
+    A sample is the row as a tensor (a plain array; a token file's window as a tensor of its
+    token type, :class:`~coded_shuffle.records.TokenWindows`), or a tuple of tensors, one per
+    field of a structured array or per array of several (:func:`pack_arrays`); with ``decode``,
+    it is ``decode(record)``, ``record`` the record's bytes as a read-only ``uint8`` array, called
+    where the sample is yielded (in the DataLoader's worker processes); with ``with_ids``, the
     record's id comes first. Tensors are writable and share memory with the epoch's rows, which
     the dataset owns (a field that torch cannot stride, in a packed structured row, is copied
     once). With ``DataLoader(num_workers=n)``, each DataLoader worker yields its own contiguous
@@ -232,6 +242,10 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         used as is on every rank): among peers if it says so (``peers``), else with a master.
     network : Network, optional
         The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`).
+    decode : callable, optional
+        A record's bytes (a read-only ``uint8`` numpy array, a view of the epoch's rows; copy it
+        to keep it) to the user's sample (an image decoder, say), run in the DataLoader's worker
+        processes; picklable if they are spawned. Default: the rows as tensors.
 
     Examples
     --------
@@ -266,8 +280,11 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         storage: int = 1,
         scheme: str | Scheme = "coded",
         network: Network | None = None,
+        decode: Callable[[np.ndarray], Any] | None = None,
     ) -> None:
         super().__init__()
+        #: The user's decode (a record's bytes to a sample), or None: the rows as tensors.
+        self.decode = check_decode(decode)
         scheme = check_scheme(scheme)
         #: What ``scheme="auto"`` chose and why, in one line (None for a scheme given).
         self.choice: str | None = None
@@ -310,6 +327,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._feed: Any = None
         self._batch: EpochBatch | None = None
         self._tensors: tuple[torch.Tensor, ...] = ()
+        self._bytes: np.ndarray = np.empty((0, 0), dtype=np.uint8)  # the records' bytes, with decode
         self._ids: np.ndarray = np.empty(0, dtype=np.int64)
         self._pos: np.ndarray = np.empty(0, dtype=np.int64)  # sample s is row _pos[s] of the batch
         self._skip = 0  # samples of the current epoch already trained on (a mid-epoch resume)
@@ -400,7 +418,10 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         pos = np.arange(L) % n  # drop_last keeps the first L; padding repeats the first records
         self._ids = np.ascontiguousarray(batch.ids[pos])
         self._pos = pos
-        self._tensors = _columns(batch.records)
+        if self.decode is None:
+            self._tensors = _columns(batch.records)
+        else:
+            self._bytes = record_bytes_of(batch.records)
         if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, Prefetch):
             next(self._feed, None)  # the last epoch: the loader ends the job with the master now
 
@@ -476,11 +497,16 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         return self._samples(share, counted=info is None)
 
     def _samples(self, share: np.ndarray, *, counted: bool) -> Iterator[Any]:
-        cols, pos, ids = self._tensors, self._pos, self._ids
-        single = len(cols) == 1 and self._batch is not None and not self._batch.records.dtype.names
+        cols, pos, ids, decode = self._tensors, self._pos, self._ids, self.decode
+        single = decode is not None or (
+            len(cols) == 1 and self._batch is not None and not self._batch.records.dtype.names
+        )
         for s in share.tolist():
             r = int(pos[s])
-            row = cols[0][r] if single else tuple(c[r] for c in cols)
+            if decode is not None:
+                row = decode(self._bytes[r])
+            else:
+                row = cols[0][r] if single else tuple(c[r] for c in cols)
             if counted:
                 self._yielded = s + 1 - self._skip
             if self.with_ids:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from ..orders import (
     auto_order,
 )
 from ..plan import STRATEGIES
-from ..records import NpyRecords, RecordSource, fixed_record_bytes, open_records
+from ..records import NpyRecords, RecordSource, TokenWindows, fixed_record_bytes, open_records
 from ..storage import check_storage
 
 _PROG = "coded_shuffle.loader"
@@ -52,7 +53,8 @@ class RowLayout:
     @classmethod
     def of(cls, source: RecordSource) -> RowLayout:
         """The rows of ``source``: those of its arrays (:class:`~coded_shuffle.records.NpyRecords`),
-        else a record's bytes (records of one size).
+        a window's tokens (:class:`~coded_shuffle.records.TokenWindows`: ``block_size`` of its
+        token type), else a record's bytes (records of one size).
 
         Examples
         --------
@@ -63,6 +65,8 @@ class RowLayout:
         """
         if isinstance(source, NpyRecords):
             return cls(dtype=source.dtype, shape=source.row_shape)
+        if isinstance(source, TokenWindows):
+            return cls(dtype=source.dtype, shape=(source.block_size,))
         return cls(dtype=np.dtype(np.uint8), shape=(fixed_record_bytes(source),))
 
     @property
@@ -76,6 +80,33 @@ class RowLayout:
         out = data.view(self.dtype).reshape((data.shape[0], *self.shape))
         out.flags.writeable = writable
         return out
+
+
+def check_decode(decode: object) -> Callable[[np.ndarray], Any] | None:
+    """A loader's argument ``decode``: None, or a callable (a record's bytes to a sample); else
+    raise naming it.
+
+    Examples
+    --------
+    >>> check_decode(3)
+    Traceback (most recent call last):
+    ...
+    TypeError: Argument 'decode' must be a callable (a record's bytes to a sample) or None, not int.
+    """
+    if decode is None or callable(decode):
+        return decode
+    raise TypeError(
+        "Argument 'decode' must be a callable (a record's bytes to a sample) or None, "
+        f"not {type(decode).__name__}."
+    )
+
+
+def record_bytes_of(rows: np.ndarray) -> np.ndarray:
+    """Rows as ``(n, B)`` read-only ``uint8`` record bytes (a view of them, no copy)."""
+    n, B = rows.shape[0], rows.dtype.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))
+    out = np.ascontiguousarray(rows).view(np.uint8).reshape(n, B)
+    out.flags.writeable = False
+    return out
 
 
 def open_rows(source: object) -> tuple[RecordSource, RowLayout]:
@@ -130,6 +161,9 @@ class EpochBatch:
     decoded : int
         Records this worker decoded from coded symbols, the ones that moved to it (0 at the first
         epoch, loaded from the dataset); the others were already in its cache.
+    decode : callable or None
+        The loader's ``decode``: iterating the batch yields ``(id, decode(record))``, ``record``
+        the record's bytes as a read-only ``uint8`` array (a view, no copy); None yields the rows.
 
     Examples
     --------
@@ -137,6 +171,9 @@ class EpochBatch:
     >>> b = EpochBatch(0, 1, np.array([4, 2]), np.array([[4.0], [2.0]]), decoded=0)
     >>> len(b), [(i, r.tolist()) for i, r in b]
     (2, [(4, [4.0]), (2, [2.0])])
+    >>> b = EpochBatch(0, 1, np.array([4, 2]), np.array([[4.0], [2.0]]), decoded=0, decode=bytes)
+    >>> [(i, len(s)) for i, s in b]
+    [(4, 8), (2, 8)]
     """
 
     epoch: int
@@ -144,13 +181,34 @@ class EpochBatch:
     ids: np.ndarray
     records: np.ndarray
     decoded: int
+    decode: Callable[[np.ndarray], Any] | None = None
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
-    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield ``(id, row)`` pairs in the epoch's order."""
-        yield from zip(self.ids.tolist(), self.records, strict=True)
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        """Yield ``(id, row)`` pairs in the epoch's order, or ``(id, decode(record bytes))``."""
+        if self.decode is None:
+            yield from zip(self.ids.tolist(), self.records, strict=True)
+        else:
+            yield from self.samples(self.decode)
+
+    def samples(self, decode: Callable[[np.ndarray], Any]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(id, decode(record))`` in the epoch's order, ``record`` the record's bytes as a
+        read-only ``uint8`` array (a view of :attr:`records`), from any loader's batch.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> b = EpochBatch(0, 0, np.array([1, 0]), np.array([[1, 2], [3, 4]], np.uint8), decoded=0)
+        >>> list(b.samples(lambda r: int(r.sum())))
+        [(1, 3), (0, 7)]
+        """
+        f = check_decode(decode)
+        if f is None:
+            raise TypeError("Argument 'decode' must be a callable (a record's bytes to a sample), not None.")
+        for i, data in zip(self.ids.tolist(), record_bytes_of(self.records), strict=True):
+            yield i, f(data)
 
     def minibatches(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield ``(ids, records)`` of consecutive runs of ``size`` rows (the last may be shorter).
@@ -225,6 +283,7 @@ def _batch(
     decoded: int,
     scheme: Scheme,
     writable: bool = False,
+    decode: Callable[[np.ndarray], Any] | None = None,
 ) -> EpochBatch:
     """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache."""
     try:
@@ -239,6 +298,7 @@ def _batch(
         ids=ordered,
         records=layout.rows(data, writable=writable),
         decoded=decoded,
+        decode=decode,
     )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from ._common import (
     _order_spec,
     _scheme_on,
     _store,
+    check_decode,
     check_scheme,
     load_rows,
 )
@@ -84,6 +86,11 @@ class InProcessLoader:
     network : Network, optional
         The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`; one
         batch a worker).
+    decode : callable, optional
+        A record's bytes (a read-only ``uint8`` array, a view) to the user's sample: iterating an
+        :class:`EpochBatch` then yields ``(id, decode(record))``. Default: the rows, as
+        :attr:`EpochBatch.records` holds them (a ``.npy`` source's typed rows, a token file's
+        windows of its token type, else a record's bytes).
 
     Examples
     --------
@@ -114,7 +121,9 @@ class InProcessLoader:
         storage: int = 1,
         scheme: str | Scheme = "coded",
         network: Network | None = None,
+        decode: Callable[[np.ndarray], Any] | None = None,
     ) -> None:
+        self.decode = check_decode(decode)
         self.dataset, self.layout = load_rows(source)
         N = self.dataset.N
         self.K = check_int(K, "K", minimum=1)
@@ -194,6 +203,7 @@ class InProcessLoader:
                 self.layout,
                 decoded=decoded[k],
                 scheme=scheme,
+                decode=self.decode,
             )
             for k in range(K)
         )

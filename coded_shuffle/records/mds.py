@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -355,25 +356,54 @@ class MDSRecords(SpanRecords):
 
     def column_views(self, i: int) -> dict[str, np.ndarray]:
         """Record ``i``'s columns, each its bytes: read-only ``uint8`` views of the map, by name."""
-        v = self.view(i)
-        var = [s is None for s in self.column_sizes]
-        heads = v[: 4 * sum(var)].view("<u4").tolist() if any(var) else []
-        at, h, out = 4 * len(heads), 0, {}
-        for name, s in zip(self.column_names, self.column_sizes, strict=True):
-            if s is None:
-                s = heads[h]
-                h += 1
-            out[name] = v[at : at + s]
-            at += s
-        return out
+        return _split(self.view(i), self.column_names, self.column_sizes)
 
     def columns(self, i: int) -> dict[str, Any]:
         """Record ``i``'s columns decoded, by name (:func:`decode_column`: ``bytes``, ``str``, numbers,
         ``json``, ``ndarray`` as views; other encodings as raw bytes)."""
-        views = self.column_views(i)
+        return self.decoder()(self.view(i))
+
+    def decoder(self) -> MDSColumns:
+        """A record's bytes to its columns decoded, as :meth:`columns` (a loader's ``decode``)."""
+        return MDSColumns(self.column_names, self.column_encodings, self.column_sizes)
+
+
+def _split(v: np.ndarray, names: tuple[str, ...], sizes: tuple[int | None, ...]) -> dict[str, np.ndarray]:
+    """The columns of a record's bytes ``v``, each a view of them, by name."""
+    var = [s is None for s in sizes]
+    heads = v[: 4 * sum(var)].view("<u4").tolist() if any(var) else []
+    at, h, out = 4 * len(heads), 0, {}
+    for name, s in zip(names, sizes, strict=True):
+        if s is None:
+            s = heads[h]
+            h += 1
+        out[name] = v[at : at + s]
+        at += s
+    return out
+
+
+@dataclass(frozen=True)
+class MDSColumns:
+    """An MDS record's bytes to its columns decoded, by name (:func:`decode_column`): the sample a
+    loader's or the PyTorch dataset's ``decode`` makes of a record (:meth:`MDSRecords.decoder`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cols = MDSColumns(("id", "text"), ("int", "str"), (8, None))
+    >>> cols(np.frombuffer(b"\\x02\\x00\\x00\\x00" + (7).to_bytes(8, "little") + b"hi", np.uint8))
+    {'id': 7, 'text': 'hi'}
+    """
+
+    names: tuple[str, ...]
+    encodings: tuple[str, ...]
+    sizes: tuple[int | None, ...]
+
+    def __call__(self, record: np.ndarray) -> dict[str, Any]:
+        views = _split(np.asarray(record, dtype=np.uint8), self.names, self.sizes)
         return {
             name: decode_column(enc, views[name])
-            for name, enc in zip(self.column_names, self.column_encodings, strict=True)
+            for name, enc in zip(self.names, self.encodings, strict=True)
         }
 
 

@@ -170,3 +170,24 @@ def test_mds_records_exceptions(tmp_path, rng):
             MDSRecords(path)
     with pytest.raises(TypeError, match=r"^Argument 'path' must be a str or os.PathLike, not int\.$"):
         MDSRecords(3)  # type: ignore[arg-type]
+
+
+def test_a_loader_decodes_each_mds_record_into_its_columns(tmp_path, rng):
+    import pickle
+
+    from coded_shuffle import InProcessLoader
+
+    made = [
+        {"x": int(i), "img": rng.integers(0, 256, (2, 3), dtype=np.uint8), "s": "é" * 3} for i in range(24)
+    ]
+    write_mds(tmp_path, {"x": "uint32", "img": "ndarray:uint8:2,3", "s": "str"}, made, per_shard=10)
+    src = MDSRecords(tmp_path)
+    decode = pickle.loads(pickle.dumps(src.decoder()))  # as spawned DataLoader workers get it
+    for ep in InProcessLoader(src, K=3, epochs=2, seed=4, decode=decode):
+        seen = []
+        for b in ep.batches:
+            for i, cols in b:  # the written sample's columns, decoded from the record's bytes
+                assert cols["x"] == made[i]["x"] and cols["s"] == made[i]["s"]
+                assert np.array_equal(cols["img"], made[i]["img"]) and cols["img"].shape == (2, 3)
+                seen.append(i)
+        assert sorted(seen) == list(range(24))

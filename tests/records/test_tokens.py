@@ -58,3 +58,23 @@ def test_token_windows_exceptions(tmp_path):
         TokenWindows(tmp_path / "ok.bin", block_size=2, dtype="float32")
     with pytest.raises(TypeError, match=r"^Argument 'path' must be a str or os.PathLike, not int\.$"):
         TokenWindows(3, block_size=2)  # type: ignore[arg-type]
+
+
+def test_an_in_process_loader_yields_windows_of_the_token_type_and_decoded_samples(tmp_path, rng):
+    rng.integers(0, 2**32, 30 * 4 + 3, dtype=np.uint32).tofile(tmp_path / "train.bin")
+    windows = np.fromfile(tmp_path / "train.bin", dtype="<u4")[:120].reshape(30, 4)  # numpy's own reading
+    src = TokenWindows(tmp_path / "train.bin", block_size=4, dtype="uint32")
+    for ep in InProcessLoader(src, K=3, epochs=2, seed=2, decode=lambda b: bytes(b)[::-1]):
+        seen = []
+        for b in ep.batches:
+            assert b.records.dtype == np.dtype("<u4") and np.array_equal(b.records, windows[b.ids])
+            for i, sample in b:  # in the epoch's order: decode of the record's bytes
+                assert sample == windows[i].tobytes()[::-1]
+                seen.append(i)
+            assert seen[-len(b) :] == b.ids.tolist()
+            assert [s for _, s in b.samples(bytes)] == [windows[i].tobytes() for i in b.ids.tolist()]
+        assert sorted(seen) == list(range(30))  # each window once an epoch
+    with pytest.raises(TypeError, match=r"^Argument 'decode' must be a callable .*, not int\.$"):
+        next(b.samples(3))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^Argument 'decode' must be a callable .*, not str\.$"):
+        InProcessLoader(src, K=3, epochs=1, decode="tokens")

@@ -1,0 +1,114 @@
+"""The PyTorch dataset's samples: a user's ``decode`` run in the DataLoader's workers, token windows
+as tensors of their token type, and the checks of ``decode``.
+
+No job is launched: a rank's dataset is given a real epoch batch (from the in-process loader over
+the same records) as its loader would hand it over, which is the state DataLoader workers get.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from coded_shuffle.loader import InProcessLoader
+from coded_shuffle.records import TokenWindows
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+
+N, K, BLOCK = 48, 3, 8
+
+
+def token_file(tmp_path, rng) -> tuple[str, np.ndarray]:
+    """A nanoGPT-style token file of ``N`` whole windows and a few tokens more, and numpy's reading of it."""
+    path = str(tmp_path / "train.bin")
+    rng.integers(0, 2**16, N * BLOCK + 5, dtype=np.uint16).tofile(path)
+    return path, np.fromfile(path, dtype="<u2")
+
+
+def rank_dataset(batch, *, decode=None, with_ids=True):
+    """Worker ``batch.worker``'s dataset holding ``batch`` as its current epoch, as after set_epoch."""
+    from coded_shuffle.torch import CodedIterableDataset
+
+    # writable rows, as a rank's loader makes them
+    batch = dataclasses.replace(batch, records=batch.records.copy())
+    ds = CodedIterableDataset.__new__(CodedIterableDataset)
+    ds.__dict__.update(
+        decode=decode, drop_last=False, with_ids=with_ids, prefetch=False, is_master=False, K=K,
+        worker=batch.worker, epochs=2, start_epoch=0, seed=0, _N=N, _batch=None, _skip=0, _yielded=0,
+        _tensors=(), _bytes=np.empty((0, 0), np.uint8), _ids=np.empty(0, np.int64),
+        _pos=np.empty(0, np.int64), _pid=os.getpid(), _iterated=(os.getpid(), 0), _ended=False,
+        _feed=iter([batch]), _loader=SimpleNamespace(N=N, stopped_by=None), transport=None, _records=None,
+    )  # fmt: skip
+    ds._advance()
+    return ds
+
+
+def where(record: np.ndarray) -> dict:
+    """A decode that says where it ran: the process and the DataLoader worker, with the record."""
+    from torch.utils.data import get_worker_info
+
+    info = get_worker_info()
+    return {"pid": os.getpid(), "worker": None if info is None else info.id, "data": bytes(record),
+            "writable": record.flags.writeable}  # fmt: skip
+
+
+def test_decode_runs_in_the_dataloader_workers_each_sample_once(tmp_path, rng):
+    from torch.utils.data import DataLoader
+
+    path, tokens = token_file(tmp_path, rng)
+    windows = tokens[: N * BLOCK].reshape(N, BLOCK)
+    (epoch,) = InProcessLoader(TokenWindows(path, block_size=BLOCK), K=K, epochs=1, seed=3)
+    seen = []
+    for batch in epoch.batches:
+        ds = rank_dataset(batch, decode=where)
+        got = list(DataLoader(ds, batch_size=None, num_workers=2))
+        assert sorted(i for i, _ in got) == sorted(batch.ids.tolist())  # the rank's batch, once
+        assert {s["worker"] for _, s in got} == {0, 1}
+        assert os.getpid() not in {s["pid"] for _, s in got} and len({s["pid"] for _, s in got}) == 2
+        for i, s in got:
+            assert s["data"] == windows[i].tobytes() and not s["writable"]
+        seen += [i for i, _ in got]
+    assert sorted(seen) == list(range(N))  # each record once an epoch
+
+
+def test_token_windows_come_as_tensors_of_the_token_type(tmp_path, rng):
+    import torch
+    from torch.utils.data import DataLoader
+
+    path, tokens = token_file(tmp_path, rng)
+    windows = tokens[: N * BLOCK].reshape(N, BLOCK)
+    (epoch,) = InProcessLoader(TokenWindows(path, block_size=BLOCK), K=K, epochs=1, seed=5)
+    batch = epoch.batches[1]
+    assert batch.records.dtype == np.dtype("<u2") and batch.records.shape == (N // K, BLOCK)
+    got = list(DataLoader(rank_dataset(batch, with_ids=False), batch_size=4, num_workers=0))
+    x = torch.cat(got)
+    assert x.dtype == torch.uint16 and x.shape == (N // K, BLOCK)
+    assert np.array_equal(x.numpy(), windows[batch.ids])
+
+
+def test_state_dict_is_unchanged_by_decode(tmp_path, rng):
+    path, _ = token_file(tmp_path, rng)
+    (epoch,) = InProcessLoader(TokenWindows(path, block_size=BLOCK), K=K, epochs=1, seed=0)
+    states = []
+    for decode in (None, bytes):
+        ds = rank_dataset(epoch.batches[0], decode=decode)
+        it = iter(ds)
+        for _ in range(5):
+            next(it)
+        states.append(ds.state_dict())
+    assert states[0] == states[1] == {"epoch": 0, "samples": 5, "seed": 0, "K": K}
+
+
+def test_decode_must_be_callable():
+    from coded_shuffle.torch import CodedIterableDataset
+
+    X = np.zeros((12, 2), dtype=np.float32)
+    with pytest.raises(TypeError, match="Argument 'decode' must be a callable .* not str"):
+        CodedIterableDataset(X, epochs=1, decode="pil")
+    with pytest.raises(TypeError, match="Argument 'decode' must be a callable .* not int"):
+        InProcessLoader(X, K=2, epochs=1, decode=3)
