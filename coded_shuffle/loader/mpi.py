@@ -5,7 +5,8 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from ._common import (
     _order_spec,
     _storage,
     _store,
+    check_decode,
     check_scheme,
     load_rows,
     with_master,
@@ -112,6 +114,9 @@ class MPILoader:
         The delivery, the same on every rank: ``coded`` (default), ``exchange``, or a scheme of
         one's own that runs with a master (an object satisfying
         :class:`~coded_shuffle.engine.schemes.Scheme`, used as is; ``storage`` then 1 or its own).
+    decode : callable, optional
+        As :class:`InProcessLoader`: a record's bytes to the user's sample; a worker's
+        :class:`EpochBatch` then yields ``(id, decode(record))``.
 
     Examples
     --------
@@ -139,8 +144,10 @@ class MPILoader:
         storage: int = 1,
         multicast: str | None = None,
         scheme: str | Scheme = "coded",
+        decode: Callable[[np.ndarray], Any] | None = None,
     ) -> None:
         self._scheme = check_scheme(scheme, auto=False)
+        self.decode = check_decode(decode)
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
@@ -329,7 +336,7 @@ class MPILoader:
         ended = closed = False
         try:
             yield _batch(now.t, k, now.batch(k), session.cache, layout, decoded=0, scheme=scheme,
-                         writable=self.writable)  # fmt: skip
+                         writable=self.writable, decode=self.decode)  # fmt: skip
             for turn in session.epochs(schedule, now, last):
                 if turn.stopped is not None or turn.result is None or turn.epoch is None:  # a worker stopped
                     ended = True
@@ -340,7 +347,7 @@ class MPILoader:
                 now = turn.epoch
                 # the rows yielded are copies: the old cache's buffer holds the epoch after next
                 yield _batch(now.t, k, now.batch(k), turn.result.cache, layout, decoded=turn.result.decoded,
-                             scheme=scheme, writable=self.writable)  # fmt: skip
+                             scheme=scheme, writable=self.writable, decode=self.decode)  # fmt: skip
             ended = True
             session.end(None)
         except GeneratorExit:  # closed where it yielded an epoch: this worker stops early

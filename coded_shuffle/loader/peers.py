@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from ..engine import MasterOptions
 from ..engine.schedule import Epoch, EpochSchedule
@@ -64,6 +67,7 @@ class PeerLoader(MPILoader):
         writable: bool = False,
         storage: int = 1,
         scheme: str | Scheme = "exchange",
+        decode: Callable[[np.ndarray], Any] | None = None,
     ) -> None:
         if not among_peers(check_scheme(scheme, auto=False)):
             raise ValueError(f"Argument 'scheme' must be a scheme that runs among peers, not {scheme!r}.")
@@ -75,7 +79,7 @@ class PeerLoader(MPILoader):
         super().__init__(
             None, epochs=epochs, start_epoch=start_epoch, seed=seed, order=order, transport=link,
             max_repair_rounds=max_repair_rounds, timeout=timeout, writable=writable, storage=storage,
-            scheme=scheme,
+            scheme=scheme, decode=decode,
         )  # fmt: skip
         self._records, self.layout = open_rows(source)
         self.N = len(self._records)

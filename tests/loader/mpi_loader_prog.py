@@ -3,7 +3,8 @@
 
 The program of the MPI tests of :mod:`coded_shuffle.loader`: rank 0 serves the epochs of
 ``DATA.npy`` and writes the transition reports to ``OUT/reports.json``; worker ``k`` writes the
-ids and records of each epoch's batch, as it received them, to ``OUT/w{k}_e{t}.npz``. The test
+ids and records of each epoch's batch, as it received them, and the samples the loader's decode
+made of them (:func:`reverse`), to ``OUT/w{k}_e{t}.npz``. The test
 compares them with the rows of the file, indexed directly.
 
 ``FAULT`` corrupts what worker 0 receives: ``once`` every payload byte of its first delivery
@@ -23,6 +24,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+
+def reverse(record: Any) -> bytes:
+    """The loader's decode: a record's bytes, reversed (a sample that is not the row itself)."""
+    return record.tobytes()[::-1]
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +65,7 @@ def main(argv: list[str]) -> int:
     source = data if link.is_master else None
     loader = MPILoader(
         source, epochs=int(epochs), start_epoch=int(start), seed=int(seed), order=order, transport=link,
-        storage=storage, multicast=os.environ.get("CS_MULTICAST"),
+        storage=storage, multicast=os.environ.get("CS_MULTICAST"), decode=reverse,
     )  # fmt: skip
     out_dir = Path(out)
     stops = ("break", "close", "with", "exit", "raise")
@@ -77,7 +83,12 @@ def main(argv: list[str]) -> int:
     def save(batch: Any) -> None:
         assert not batch.records.flags.writeable
         name = out_dir / f"w{batch.worker}_e{batch.epoch}.npz"
-        np.savez(name, ids=batch.ids, records=batch.records, decoded=batch.decoded)
+        samples = list(batch)  # (id, decode(record)) pairs, the loader's decode applied
+        np.savez(
+            name, ids=batch.ids, records=batch.records, decoded=batch.decoded,
+            sample_ids=np.array([i for i, _ in samples]),
+            samples=np.frombuffer(b"".join(x for _, x in samples), np.uint8),
+        )  # fmt: skip
 
     def end() -> None:
         (out_dir / f"end_{me + 1}").write_text(json.dumps({"stopped_by": loader.stopped_by}))

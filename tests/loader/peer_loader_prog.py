@@ -12,6 +12,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
+
+def reverse(record: Any) -> bytes:
+    """The loader's decode: a record's bytes, reversed (a sample that is not the row itself)."""
+    return record.tobytes()[::-1]
 
 
 def main(argv: list[str]) -> int:
@@ -24,10 +30,15 @@ def main(argv: list[str]) -> int:
         dist.init_process_group("gloo")
     from coded_shuffle.loader import PeerLoader
 
-    loader = PeerLoader(data, epochs=int(epochs), seed=4, storage=int(storage), timeout=60)
+    loader = PeerLoader(data, epochs=int(epochs), seed=4, storage=int(storage), timeout=60, decode=reverse)
     k = loader.worker
     for n, batch in enumerate(loader):
-        np.savez(Path(out) / f"w{k}_e{batch.epoch}.npz", ids=batch.ids, records=batch.records)
+        samples = list(batch)  # (id, decode(record)) pairs
+        np.savez(
+            Path(out) / f"w{k}_e{batch.epoch}.npz", ids=batch.ids, records=batch.records,
+            sample_ids=np.array([i for i, _ in samples]),
+            samples=np.frombuffer(b"".join(x for _, x in samples), np.uint8),
+        )  # fmt: skip
         if rest and rest[0] == "stop" and k == 1 and n == 1:
             break
     if k == 0:

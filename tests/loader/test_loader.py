@@ -294,6 +294,9 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
             assert np.array_equal(got["ids"], want[k])
             assert got["records"].dtype == ROW and got["records"].tobytes() == X[want[k]].tobytes()
             assert int(got["decoded"]) == (np.setdiff1d(want[k], before[k]).size if before else 0)
+            # the loader's decode (the program's: a record's bytes reversed) made each sample
+            assert np.array_equal(got["sample_ids"], want[k])
+            assert got["samples"].tobytes() == b"".join(X[i].tobytes()[::-1] for i in want[k])
         before = want
     assert sorted(p.name for p in tmp_path.glob("w*.npz")) == sorted(
         f"w{k}_e{t}.npz" for k in range(K) for t in range(start, start + epochs)

@@ -67,6 +67,9 @@ def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
         for k in range(K):
             got = np.load(tmp_path / f"w{k}_e{t}.npz")
             assert np.array_equal(got["ids"], batches[k]) and np.array_equal(got["records"], rows[batches[k]])
+            # the loader's decode (the program's: a record's bytes reversed) made each sample
+            assert np.array_equal(got["sample_ids"], batches[k])
+            assert got["samples"].tobytes() == b"".join(rows[i].tobytes()[::-1] for i in batches[k])
     reports = json.loads((tmp_path / "reports.json").read_text())
     assert [r["epoch"] for r in reports] == [1, 2] and all(r["verified"] and r["K"] == K for r in reports)
     for r in reports:  # nothing from a master; a worker receives exactly what it misses
