@@ -6,13 +6,14 @@ pyarrow (the ``arrow`` extra) is imported only when a file is opened.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .spans import SpanRecords, shard_paths
 
-__all__ = ["ArrowRecords"]
+__all__ = ["ArrowRecords", "ArrowValues"]
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # the end of an Arrow IPC stream (a continuation marker, length 0)
 
@@ -255,7 +256,11 @@ class ArrowRecords(SpanRecords):
 
     def values(self, i: int) -> np.ndarray:
         """Record ``i`` as :attr:`value_dtype` values (a read-only view of the map)."""
-        return self.view(i).view(self.value_dtype)
+        return self.decoder()(self.view(i))
+
+    def decoder(self) -> ArrowValues:
+        """A record's bytes to its values, as :meth:`values` (a loader's ``decode``)."""
+        return ArrowValues(self.value_dtype.str)
 
     def row(self, i: int) -> dict[str, Any]:
         """Every column of row ``i``, as Python values (pyarrow's ``to_pylist``)."""
@@ -265,6 +270,24 @@ class ArrowRecords(SpanRecords):
         f = int(np.searchsorted(self._rows, i, side="right")) - 1
         row: dict[str, Any] = self.tables[f].slice(i - int(self._rows[f]), 1).to_pylist()[0]
         return row
+
+
+@dataclass(frozen=True)
+class ArrowValues:
+    """An Arrow record's bytes as values of its column's type (a view, no copy): the sample a
+    loader's or the PyTorch dataset's ``decode`` makes of a record (:meth:`ArrowRecords.decoder`);
+    picklable, for the DataLoader's workers.
+
+    Examples
+    --------
+    >>> ArrowValues("<i4")(np.arange(8, dtype=np.uint8)).tolist()
+    [50462976, 117835012]
+    """
+
+    dtype: str
+
+    def __call__(self, record: np.ndarray) -> np.ndarray:
+        return record.view(np.dtype(self.dtype))
 
 
 def _column_of(table: Any, column: str | None, path: str) -> str:

@@ -87,3 +87,24 @@ def test_arrow_records_exceptions(tmp_path):
             ArrowRecords(path, **kw)
     with pytest.raises(TypeError, match=r"^Argument 'column' must be a str or None, not int\.$"):
         ArrowRecords(ok_path, column=3)  # type: ignore[arg-type]
+
+
+def test_a_loader_decodes_each_arrow_record_into_its_values(tmp_path, rng):
+    import pickle
+
+    from coded_shuffle import InProcessLoader
+
+    docs = rng.integers(-(2**31), 2**31, (30, 16), dtype=np.int64).astype(np.int32)  # windows of one size
+    table = pa.table({"input_ids": pa.array(docs.tolist(), pa.list_(pa.int32()))})
+    path = tmp_path / "data.arrow"
+    write_stream(path, table, chunk=11)
+    src = ArrowRecords(path)
+    decode = pickle.loads(pickle.dumps(src.decoder()))  # as spawned DataLoader workers get it
+    want = table.column("input_ids").to_pylist()  # pyarrow's own reading of the file
+    for ep in InProcessLoader(src, K=3, epochs=2, seed=4, decode=decode):
+        seen = []
+        for b in ep.batches:
+            for i, values in b:
+                assert values.dtype == np.int32 and values.tolist() == want[i]
+                seen.append(i)
+        assert sorted(seen) == list(range(30))
