@@ -186,7 +186,7 @@ def launch(cmd: list[str]) -> int:
         env = dict(os.environ, **{LAUNCHER_ENV: str(os.getpid())})
         previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
         offset = 0
-        watch = _RankWatch(tmp)
+        watch = _RankWatch(tmp, _ranks_of(cmd))
         try:
             proc = subprocess.Popen(
                 [*cmd, "--results", results, "--status-file", status],
@@ -196,8 +196,9 @@ def launch(cmd: list[str]) -> int:
             )
             while not got:  # copy the results as they come, until mpiexec ends or a signal comes
                 offset = _copy_new(results, offset)
-                watch.wait(0.1)
-                if proc.poll() is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(0.1)
+                if proc.returncode is not None:
                     break
             # After a signal: end the job. Otherwise mpiexec has ended, and so have the ranks; a
             # rank that has not is ended too.
@@ -230,6 +231,14 @@ def _is_peers(cmd: list[str]) -> bool:
     return False
 
 
+def _ranks_of(cmd: list[str]) -> int | None:
+    """The number of ranks ``mpiexec -n N ...`` starts (None if not said so)."""
+    for flag, value in zip(cmd, cmd[1:], strict=False):
+        if flag in ("-n", "-np") and value.isdigit():
+            return int(value)
+    return None
+
+
 def _rank_name(rank: int, peers: bool) -> str:
     """``rank 2 (worker 1)``: a rank and its role (rank 0 is the master, or among peers the leader)."""
     if peers:
@@ -238,31 +247,41 @@ def _rank_name(rank: int, peers: bool) -> str:
 
 
 class _RankWatch:
-    """Which rank of the job ended first, seen from the launcher: the ranks mark ``directory``
-    with their pid and host as they start (:func:`coded_shuffle.transport.rank_markers`), and
-    :meth:`wait` waits for any of those of this host to end (a pidfd each), noting which did.
+    """Which rank of the job ended first, seen from the launcher.
+
+    The ranks mark ``directory`` as they start (:func:`coded_shuffle.transport.mark_rank`): their
+    pid and host, and a file each keeps open while it lives, which the kernel closes as the rank
+    ends. A thread here reads those closes (inotify), in the order the kernel made them, however
+    late it is scheduled on a host whose cores the ranks keep busy, and waits on each rank of this
+    host (a pidfd) to read how it ended while it is a zombie, before its parent reaps it.
 
     ``mpiexec``'s own report names a process that ended badly, but at times one it ended itself
     after the first had died (each then killed by SIGKILL): the order seen here decides.
     """
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, size: int | None = None) -> None:
         import socket
+        import threading
 
         self.directory = directory
+        self.size = size
         self.host = socket.gethostname()
         self.ranks: dict[int, tuple[int, str]] = {}
         self._fds: dict[int, int] = {}
-        #: The ranks seen ended, in batches: each batch ended between two looks.
+        #: The ranks of this host in the order they ended (read from the kernel's closes).
+        self.order: list[int] = []
+        #: Without inotify: the ranks seen ended, in batches, each batch ended between two looks.
         self.ended: list[list[int]] = []
         #: The wait status of a rank read while it was a zombie, before its parent reaped it.
         self.status: dict[int, int] = {}
+        self._closes = _watch_closes(directory)
+        self._wake_r, self._wake_w = os.pipe()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="coded-shuffle rank watch", daemon=True)
+        self._thread.start()
 
-    def wait(self, seconds: float) -> None:
-        """Wait up to ``seconds`` for a rank to end (sleep if none can be watched)."""
-        import select
-        import time
-
+    def _look(self) -> None:
+        """Open a pidfd for each rank of this host newly marked (a rank gone already has ended)."""
         from ..transport import rank_markers
 
         seen = {r for batch in self.ended for r in batch}
@@ -275,27 +294,87 @@ class _RankWatch:
             except (OSError, AttributeError):  # gone already, or no pidfd here
                 if not _running(pid) and rank not in seen:
                     self.ended.append([rank])
-        if not self._fds:
-            time.sleep(seconds)
-            return
-        ready = select.select(list(self._fds.values()), [], [], seconds)[0]
-        batch = sorted(r for r, fd in self._fds.items() if fd in ready)
-        for r in batch:
-            os.close(self._fds.pop(r))
-            status = _exit_status(self.ranks[r][0])
-            if status is not None:
-                self.status[r] = status
-        if batch:
-            self.ended.append(batch)
+
+    def _run(self) -> None:
+        import select
+
+        while not self._stopping:
+            self._look()
+            marked = self.size is not None and len(self.ranks) >= self.size
+            poller = select.poll()
+            for fd in (self._wake_r, self._closes, *self._fds.values()):
+                if fd is not None:
+                    poller.register(fd, select.POLLIN)
+            ready = {fd for fd, _ in poller.poll(None if marked else 50)}
+            if self._closes in ready:
+                self.order += [r for r in _closed_ranks(self._closes) if r not in self.order]
+            batch = sorted(r for r, fd in self._fds.items() if fd in ready)
+            for r in batch:
+                status = _exit_status(self.ranks[r][0])
+                os.close(self._fds.pop(r))
+                if status is not None:
+                    self.status[r] = status
+            if batch:
+                self.ended.append(batch)
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
+        """Stop the thread (at most one look after the last) and close every descriptor."""
+        self._stopping = True
+        os.write(self._wake_w, b"x")
+        self._thread.join(5.0)
+        for fd in (*self._fds.values(), self._wake_r, self._wake_w, self._closes):
+            if fd is not None:
+                os.close(fd)
         self._fds.clear()
 
     def first(self) -> int | None:
         """The one rank that ended before any other (None if none, or several at once)."""
+        if self.order:
+            return self.order[0]
         return self.ended[0][0] if self.ended and len(self.ended[0]) == 1 else None
+
+
+#: inotify's event for the close of a file open for writing (``<sys/inotify.h>``).
+_IN_CLOSE_WRITE = 0x8
+
+
+def _watch_closes(directory: str) -> int | None:
+    """An inotify descriptor that reports each close of a file written in ``directory``, or None
+    where there is no inotify (not Linux)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+    except (OSError, AttributeError):
+        return None
+    if fd < 0:
+        return None
+    if libc.inotify_add_watch(fd, os.fsencode(directory), _IN_CLOSE_WRITE) < 0:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _closed_ranks(fd: int) -> list[int]:
+    """The ranks whose ``alive.R`` was closed, in the order of the events read from ``fd``."""
+    import struct
+
+    from ..transport.mpi import ALIVE
+
+    out: list[int] = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return out
+        at = 0
+        while at + 16 <= len(data):
+            length = struct.unpack_from("iIII", data, at)[3]
+            name = data[at + 16 : at + 16 + length].rstrip(b"\0").decode(errors="replace")
+            at += 16 + length
+            if name.startswith(ALIVE) and name[len(ALIVE) :].isdigit():
+                out.append(int(name[len(ALIVE) :]))
 
 
 def _exit_status(pid: int) -> int | None:

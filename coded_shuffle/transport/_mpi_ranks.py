@@ -55,18 +55,32 @@ def launch_rank() -> int | None:
     return _launch_number(_RANK_VARIABLES)
 
 
+#: The prefix of the file each rank keeps open while it lives (:func:`mark_rank`).
+ALIVE = "alive."
+
+
 def _marker(directory: str, rank: int) -> str:
     return os.path.join(directory, f"rank.{rank}")
 
 
+#: This process's ``alive.R`` (:func:`mark_rank`), open for writing until the process ends.
+_ALIVE: list[int] = []
+
+
 def mark_rank(directory: str, rank: int) -> None:
-    """Write ``rank.R`` in ``directory``: this process's pid and host (see :func:`rank_markers`)."""
+    """Write ``rank.R`` in ``directory``: this process's pid and host (see :func:`rank_markers`);
+    and open ``alive.R`` there for writing, for as long as this process lives.
+
+    The kernel closes ``alive.R`` as the process ends, and a launcher that watches the directory
+    (inotify) reads those closes in the order the ranks ended, however late it looks.
+    """
     import socket
 
     path = _marker(directory, rank)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(f"{os.getpid()} {socket.gethostname()}\n")
     os.replace(path + ".tmp", path)
+    _ALIVE.append(os.open(os.path.join(directory, f"{ALIVE}{rank}"), os.O_WRONLY | os.O_CREAT, 0o600))
 
 
 def rank_markers(directory: str) -> dict[int, tuple[int, str]]:
@@ -131,6 +145,8 @@ def mpi_start(timeout: float, *, prog: str, markers: str | None = None) -> Any:
     if pid == 0:  # the guard: a closed pipe says the rank has started MPI (or has ended)
         try:
             os.close(w)
+            for fd in _ALIVE:  # the rank's alone: closed when the rank ends, not its guard
+                os.close(fd)
             if select.select([r], [], [], timeout)[0]:
                 os._exit(0)
             started = rank_markers(markers) if markers is not None and rank is not None else None

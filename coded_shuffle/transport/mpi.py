@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import TransportError
 from ._mpi_ranks import (
+    ALIVE,
     ended_ranks,
     launch_rank,
     mark_rank,
@@ -27,7 +28,7 @@ from .frames import FramedLink
 
 __all__ = [
     "MPITransport", "PROBE_PHASES", "mpi_world", "mpi_start", "launch_rank", "mark_rank", "rank_markers",
-    "ended_ranks", "mpi_exit", "mpi_refuse", "mpi_abort",
+    "ended_ranks", "ALIVE", "mpi_exit", "mpi_refuse", "mpi_abort",
 ]  # fmt: skip
 
 class MPITransport(FramedLink):
