@@ -181,8 +181,6 @@ class Job:
     ----------
     digests : tuple of str or None
         A digest of each worker's ids and bytes after the transition.
-    link_tx_bytes, link_rx_bytes : tuple of int or None
-        Bytes each rank's network interfaces sent and received (``run --count-links``).
     bcast_bytes : int or None
         ``--bcast-baseline``: bytes of one plain broadcast of as many bytes as the delivery.
     bcast_seconds : float or None
@@ -190,13 +188,21 @@ class Job:
     """
 
     digests: tuple[str, ...] | None = None
-    link_tx_bytes: tuple[int, ...] | None = None
-    link_rx_bytes: tuple[int, ...] | None = None
     bcast_bytes: int | None = None
     bcast_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        _read_only(self, "digests", "link_tx_bytes", "link_rx_bytes")
+        _read_only(self, "digests")
+
+
+@dataclass(frozen=True)
+class LinkCounts:
+    """Bytes each rank's network interfaces sent (``tx``) and received (``rx``) in a transition
+    (``run --count-links``): read beside the protocol and gathered after the report is made, so
+    not a part of it; :meth:`TransitionReport.to_dict` writes them beside its fields."""
+
+    tx: tuple[int, ...]
+    rx: tuple[int, ...]
 
 
 def on_network(
@@ -381,11 +387,11 @@ class TransitionReport:
         x = self.exchange or Exchange()
         return int(self.wire_bytes) + int(x.exchange_bytes) + int(x.exchange_header_bytes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, links: LinkCounts | None = None) -> dict[str, Any]:
         """Return the report as one flat JSON-ready dict of plain Python values: the keys
         :data:`KEYS`, the core's and every section's (a section that does not apply gives its
         defaults: zeros, or None), with ``optimal``, ``optimality_gap``, ``framing_overhead`` and
-        ``sent_bytes``.
+        ``sent_bytes``; and ``link_tx_bytes``, ``link_rx_bytes`` from ``links`` (None without).
 
         Examples
         --------
@@ -398,6 +404,8 @@ class TransitionReport:
         flat: dict[str, Any] = {
             "optimal": self.optimal, "optimality_gap": self.optimality_gap, "sent_bytes": self.sent_bytes,
             "framing_overhead": self.wire.framing_overhead,
+            "link_tx_bytes": None if links is None else list(links.tx),
+            "link_rx_bytes": None if links is None else list(links.rx),
         }  # fmt: skip
         for f in fields(self):
             value = getattr(self, f.name)

@@ -28,7 +28,6 @@ units (their number, width and checksums), gathered from what the ranks read.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,7 +53,7 @@ from .protocol import (
     worker_stop,
     worker_transition,
 )
-from .report import Job, TransitionReport
+from .report import LinkCounts, TransitionReport
 from .schedule import Epoch, EpochSchedule
 from .schemes import Planned, Scheme, Tamper
 from .state import synthetic_dataset
@@ -99,8 +98,9 @@ class Extras:
     it (``--bcast-baseline``); ``with_digest``: the workers post a digest of their bytes;
     ``tamper(cache, units, epoch)``: what damages worker's frames at ``epoch`` (tests), or None;
     ``before(epoch)``: called on every rank at the start of each transition (tests' hooks);
-    ``report(report, lost_all)``: called on the leading rank with each report as it is made
-    (``lost_all``: no worker received a byte of its multicast delivery).
+    ``report(report, lost_all, links)``: called on the leading rank with each report as it is made
+    (``lost_all``: no worker received a byte of its multicast delivery; ``links``: the links'
+    counts, :class:`~coded_shuffle.engine.report.LinkCounts`, or None without ``links``).
     """
 
     planned_by: Scheme | None = None
@@ -109,7 +109,7 @@ class Extras:
     with_digest: bool = False
     tamper: Callable[[Cache, np.ndarray, int], Tamper | None] | None = None
     before: Callable[[int], None] | None = None
-    report: Callable[[TransitionReport, bool], None] | None = None
+    report: Callable[[TransitionReport, bool, LinkCounts | None], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -349,10 +349,9 @@ class Session:
             results.append(res)
             if x.baseline and scheme.name == "coded":
                 self.link.baseline_broadcast(0)  # type: ignore[attr-defined]
-            if counter is not None:  # the leader's own bytes are its worker's
-                rep = self._counted(rep, (0, 0), mine)
+            counts = None if counter is None else self._counted((0, 0), mine)  # the leader's are its worker's
             if rep is not None:
-                self._made(rep, False)
+                self._made(rep, False, counts)
                 reports.append(rep)
         self._spare = [cache.data, *(r.cache.data for r in results[1:])]
         self.cache = results[0].cache
@@ -386,11 +385,10 @@ class Session:
             rep = serve(link, role, watchdog=self.dog)
             if isinstance(rep, Stopped):  # a worker stopped: the job ends here
                 return Turn(None, stopped=rep.workers)
-            if counter is not None:
-                rep = self._counted(rep, counted[0] if counted else counter(), None)
+            counts = None if counter is None else self._counted(counted[0] if counted else counter(), None)
             reports.append(rep)
             lost_all.append(getattr(link, "multicast_lost_all", 0) > lost)
-            self._made(rep, lost_all[-1])
+            self._made(rep, lost_all[-1], counts)
         return Turn(None, tuple(reports), tuple(lost_all))
 
     def _local(self, p_t: Any, p_t1: Any, epoch: int) -> Turn:
@@ -405,33 +403,26 @@ class Session:
         self._made(rep, False)
         return Turn(None, (rep,), (False,))
 
-    def _counted(
-        self, report: TransitionReport | None, master: tuple[int, int] | None, mine: tuple[int, int] | None
-    ) -> TransitionReport | None:
+    def _counted(self, master: tuple[int, int] | None, mine: tuple[int, int] | None) -> LinkCounts | None:
         """The bytes each rank's links sent and received in a transition (``extras.links``), read
         beside the protocol and gathered after it in a control round of their own (bounded as the
-        protocol's rounds): the leading rank's ``report`` with them (``master``: its master's
-        counts; ``mine``, its worker's), or None elsewhere."""
+        protocol's rounds), on the leading rank (``master``: its master's counts; ``mine``, its
+        worker's); None elsewhere."""
         if not self.link.is_leader:
             attend(self.link, _post_counts(mine), watchdog=self.dog)
-            return report
-        assert report is not None and master is not None
+            return None
+        assert master is not None
         gather = _gather_counts(master)
         counts = (
             lead(self.link, gather, _post_counts(mine), watchdog=self.dog)[0]
             if self.leads
             else serve(self.link, gather, watchdog=self.dog)
         )
-        job = dataclasses.replace(
-            report.job or Job(),
-            link_tx_bytes=tuple(int(c[0]) for c in counts),
-            link_rx_bytes=tuple(int(c[1]) for c in counts),
-        )
-        return dataclasses.replace(report, job=job)
+        return LinkCounts(tuple(int(c[0]) for c in counts), tuple(int(c[1]) for c in counts))
 
-    def _made(self, report: TransitionReport, lost_all: bool) -> None:
+    def _made(self, report: TransitionReport, lost_all: bool, links: LinkCounts | None = None) -> None:
         if self.extras.report is not None:
-            self.extras.report(report, lost_all)
+            self.extras.report(report, lost_all, links)
 
     # ---- the early-stop handshake, and the end
 

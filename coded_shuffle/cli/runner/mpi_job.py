@@ -48,7 +48,14 @@ import numpy as np
 from ...codec import Cache, Dataset, load_dataset
 from ...engine.mpi import Watchdog, default_timeout
 from ...engine.protocol import MasterOptions
-from ...engine.report import TABLE_COLUMNS, TransitionReport, table_cells, table_legend, time_lines
+from ...engine.report import (
+    TABLE_COLUMNS,
+    LinkCounts,
+    TransitionReport,
+    table_cells,
+    table_legend,
+    time_lines,
+)
 from ...engine.schedule import EpochSchedule
 from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for, wide_storage
 from ...engine.session import WARM_RECORDS, Extras, Session, warm_up
@@ -367,18 +374,20 @@ class Results:
     def _print(self, line: str) -> None:
         print(line, file=self.res, flush=True)
 
-    def row(self, rep: TransitionReport, *, lost_all: bool = False) -> None:
+    def row(self, rep: TransitionReport, lost_all: bool = False, links: LinkCounts | None = None) -> None:
         """One transition's report (with its times on the network, where the job states one);
-        ``lost_all``: no worker received a byte of its multicast delivery."""
+        ``lost_all``: no worker received a byte of its multicast delivery; ``links``: the bytes
+        the interfaces counted (``--count-links``)."""
+        flat = rep.to_dict(links)
         if rep.on_network is not None:
-            self._timed.append(rep.to_dict())
+            self._timed.append(flat)
         if lost_all:
             print(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
                   "records came by the repairs, over MPI", file=sys.stderr, flush=True)  # fmt: skip
         if self.out is not None:
-            print(json.dumps(rep.to_dict()), file=self.out, flush=True)
+            print(json.dumps(flat), file=self.out, flush=True)
         if self.table:
-            self._rows.append(rep.to_dict())
+            self._rows.append(flat)
             self._print(_line(table_cells(self._rows[-1])))
 
     def close(self, all_ok: bool, *, several: bool) -> int:
@@ -428,9 +437,7 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,
         records=(N, B), network=results.network, measured=True,
     )  # fmt: skip
-    session.extras = dataclasses.replace(
-        session.extras, planned_by=ep.scheme, report=lambda rep, lost: results.row(rep, lost_all=lost)
-    )
+    session.extras = dataclasses.replace(session.extras, planned_by=ep.scheme, report=results.row)
     all_ok = True
     for turn in session.epochs(ep.schedule, now, job.start_epoch + job.epochs):
         all_ok &= all(rep.verified for rep in turn.reports)

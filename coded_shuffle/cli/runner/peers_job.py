@@ -78,7 +78,7 @@ def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
         network=None if results is None else results.network, measured=True,
     )  # fmt: skip
     if results is not None:
-        session.extras = dataclasses.replace(session.extras, report=lambda rep, _: results.row(rep))
+        session.extras = dataclasses.replace(session.extras, report=results.row)
     all_ok = True
     for turn in session.epochs(ep.schedule, now, job.start_epoch + job.epochs):
         all_ok &= all(rep.verified for rep in turn.reports)
