@@ -27,7 +27,7 @@ from ..network import Network, transition_times
 from .table import TABLE_COLUMNS, table_cells, table_legend, time_lines, unit_of
 
 __all__ = [
-    "TransitionReport", "Wire", "Units", "Exchange", "Split", "OnNetwork", "Job", "KEYS",
+    "TransitionReport", "Wire", "Units", "Exchange", "Split", "OnNetwork", "Job", "LinkCounts", "KEYS",
     "on_network", "RunReport", "time_lines", "unit_of", "TABLE_COLUMNS", "table_cells", "table_legend",
 ]  # fmt: skip
 
