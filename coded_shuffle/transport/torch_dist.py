@@ -20,8 +20,10 @@ from .control import Transfers
 from .frames import FramedLink
 
 #: Seconds a rank that lost a peer waits before it ends, so that ``torchrun`` sees the peer's
-#: own end first (and names it as the job's first failure) and stops this rank meanwhile.
-LOST_PEER_GRACE = 3.0
+#: own end first (and names it as the job's first failure) and stops this rank meanwhile: a
+#: process that raised ends only after its interpreter's teardown, which on a host whose cores
+#: are busy took more than 3 s. Under ``torchrun`` the job ends when that peer has ended.
+LOST_PEER_GRACE = 10.0
 
 #: Words of gloo's messages when the other end of a connection is gone.
 _GONE = ("Connection closed by peer", "Connection reset by peer", "Read error", "Write error", "Broken pipe")
