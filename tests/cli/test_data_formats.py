@@ -256,3 +256,27 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         for r in rows:
             _check_bytes(r, sizes, workers, 4)
             assert r["digests"] == _digests(written, workers, 4, r["epoch"])
+
+
+def test_the_mpi_master_reads_the_records_where_they_lie(tmp_path):
+    """The master of ``run`` opens ``--data`` itself: a token file's windows are rows of the file's
+    map (no copy), records of different sizes zero-padded rows with their lengths."""
+    import mmap
+
+    from coded_shuffle.cli.runner.mpi_job import _load
+    from coded_shuffle.cli.runner.options import JobOptions
+
+    tokens, rows = _tokens(tmp_path)
+    job = JobOptions(data=tokens, format="tokens", token_window=24, points=None, record_bytes=None)
+    dataset = _load(job, K)
+    assert not isinstance(dataset, str) and np.array_equal(dataset.data, rows)
+    base = dataset.data
+    while not isinstance(base, mmap.mmap):  # the chain of views ends at the file's map
+        assert not base.flags.owndata
+        base = base.base
+    path, records = _variable_files(tmp_path)
+    dataset = _load(JobOptions(data=path, points=None, record_bytes=None), K)
+    assert not isinstance(dataset, str) and dataset.lengths.tolist() == [len(r) for r in records]
+    assert [dataset.record(i) for i in range(len(records))] == records
+    refused = _load(JobOptions(data=path, storage=2, points=None, record_bytes=None), K)
+    assert refused == f"--storage 2 needs records of one size: those of --data {path} differ in size"

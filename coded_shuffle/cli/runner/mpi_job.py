@@ -1,7 +1,10 @@
 """An MPI job: the epochs of an experiment across processes, in each mode, reported as it goes.
 
-Rank 0 is the master: it alone holds the dataset (a ``.npy`` file, or ``N`` random records of
-``B`` bytes drawn from the seed). Rank ``k + 1`` is worker ``k``: it holds only its current batch
+Rank 0 is the master: it alone holds the dataset (``--data`` in any record format, which it opens
+itself, :meth:`~coded_shuffle.cli.runner.options.JobOptions.records`, or ``N`` random records of
+``B`` bytes drawn from the seed). Records of different sizes run at one batch a worker: the master
+shares their lengths with their checksums, and the table is in bytes
+(:mod:`coded_shuffle.cli.sized`). Rank ``k + 1`` is worker ``k``: it holds only its current batch
 and the table of record checksums. Each transition ``t -> t + 1``, in each mode asked for, from the
 same caches, is one run of the transition protocol (:mod:`coded_shuffle.engine.protocol`) under the
 MPI driver (:func:`~coded_shuffle.engine.mpi.serve`, :func:`~coded_shuffle.engine.mpi.attend`):
