@@ -133,13 +133,13 @@ def open_data(args: argparse.Namespace, *, workers: int) -> tuple[Any, str]:
 
 
 def sizes_text(sizes: Any) -> str:
-    """``10 to 200 B, mean 104.6 B``: the sizes of records that differ in size.
+    """``10 to 200 B, mean 104.7 B``: the sizes of records that differ in size.
 
     >>> import numpy as np
-    >>> sizes_text(np.array([10, 200, 104]))
-    '10 to 200 B, mean 104.7 B'
+    >>> sizes_text(np.array([10, 200, 104])), sizes_text(np.array([2053, 20479]))
+    ('10 to 200 B, mean 104.7 B', '2,053 to 20,479 B, mean 11,266.0 B')
     """
-    return f"{int(sizes.min())} to {int(sizes.max())} B, mean {float(sizes.mean()):.4g} B"
+    return f"{int(sizes.min()):,} to {int(sizes.max()):,} B, mean {float(sizes.mean()):,.1f} B"
 
 
 def sizes_refusal(path: str, sizes: Any, given: dict[str, bool]) -> str | None:
@@ -148,7 +148,7 @@ def sizes_refusal(path: str, sizes: Any, given: dict[str, bool]) -> str | None:
 
     >>> import numpy as np
     >>> sizes_refusal("d/", np.array([3, 5]), {"--subpackets 2": True})
-    '--subpackets 2 needs records of one size: those of --data d/ are 3 to 5 B, mean 4 B'
+    '--subpackets 2 needs records of one size: those of --data d/ are 3 to 5 B, mean 4.0 B'
     """
     flag = next((f for f, on in given.items() if on), None)
     if flag is None:

@@ -358,7 +358,7 @@ def records_text(K: int, N: int, B: int, lengths: np.ndarray | None, *, peers: b
     """``K = 4, N = 40, record = 64 B``: the job's workers and records, for the header.
 
     >>> records_text(2, 3, 9, np.array([3, 9, 4]))
-    'K = 2, N = 3, records of 3 to 9 B, mean 5.333 B'
+    'K = 2, N = 3, records of 3 to 9 B, mean 5.3 B'
     """
     head = f"K = {K}{' peers' if peers else ''}, N = {N}"
     return f"{head}, record = {B} B" if lengths is None else f"{head}, records of {sizes_text(lengths)}"
