@@ -200,6 +200,10 @@ def test_simulate_runs_records_of_different_sizes_in_bytes(mode, tmp_path, capsy
         assert out[0].startswith(f"K = 3, N = 40, records of {sizes.min()} to {sizes.max()} B, mean ")
         head = out[1].strip().split("  ")
         assert head[head.index("uncoded MB") + 1].strip() == "bound MB"
+        # workers that come and go, on the same records
+        assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode, "--json"]) == 0
+        elastic = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [(d["K"], d["verified"]) for d in elastic] == [(2, True), (3, True)]
 
 
 def _digests(records: list[bytes], K: int, seed: int, epoch: int) -> list[str]:
