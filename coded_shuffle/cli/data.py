@@ -1,5 +1,6 @@
 """``--data PATH`` in any of the record formats: ``--format``, its inference from the path, and
-the options of token files; the source opened and checked before any process starts.
+the options of token files; the source opened and checked before any process starts, and what
+cannot run on records of different sizes refused, naming its option.
 
 The formats, their suffixes and their options are those of :data:`coded_shuffle.records.formats.FORMATS`."""
 
@@ -82,20 +83,6 @@ def refuse_format_options(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} applies with --data only")
 
 
-def write_npy(source: Any, path: str, *, rows: int = 1 << 14) -> None:
-    """Write the records of ``source`` (of one size) to the ``.npy`` file ``path``, one a row,
-    ``rows`` at a time (never the whole table in memory)."""
-    import numpy as np
-
-    N, B = len(source), int(source.record_bytes)
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(N, B))
-    for start in range(0, N, rows):
-        stop = min(N, start + rows)
-        source.gather(np.arange(start, stop, dtype=np.int64), out=out[start:stop])
-    out.flush()
-    del out
-
-
 def _check_format_options(args: argparse.Namespace, fmt: str) -> None:
     """Refuse, naming it, an option of one format given for another, or a required one missing."""
     for dest, (flag, name) in _OPTIONS.items():
@@ -109,33 +96,72 @@ def _check_format_options(args: argparse.Namespace, fmt: str) -> None:
             raise UsageError(f"--token-window must be at least 1, not {args.token_window}")
 
 
-def open_data(args: argparse.Namespace, *, workers: int) -> tuple[Any, str]:
-    """The record source of ``--data`` and its format, checked: records of one size, at least one
-    a worker; else a UsageError naming the option or the file.
+def format_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of ``--data``'s format given in ``args``, by their names among the formats' options."""
+    return {name: getattr(args, dest, None) for dest, (_, name) in _OPTIONS.items()}
 
-    The formats other than ``npy`` are read through :mod:`coded_shuffle.records`; the engine codes
-    records of one size only (:func:`~coded_shuffle.records.fixed_record_bytes`), and so sources
-    whose records differ in size are refused here, before any process starts.
+
+def format_arguments(args: argparse.Namespace) -> list[str]:
+    """The format options given in ``args`` as the command line gives them (``--field jpg``)."""
+    out: list[str] = []
+    for dest, (flag, _) in _OPTIONS.items():
+        if getattr(args, dest, None) is not None:
+            out += [flag, str(getattr(args, dest))]
+    return out
+
+
+def open_data(args: argparse.Namespace, *, workers: int) -> tuple[Any, str]:
+    """The record source of ``--data`` and its format, checked: at least one record a worker;
+    else a UsageError naming the option or the file.
+
+    Its records may differ in size (:attr:`~coded_shuffle.records.RecordSource.record_bytes` is
+    then None): what cannot run on such records refuses them, naming its option
+    (:func:`sizes_refusal`).
     """
     path = args.data
     if not path:
         raise UsageError("--data must name a file or directory, not ''")
     fmt = data_format(path, args.format)
     _check_format_options(args, fmt)
-    options = {name: getattr(args, dest) for dest, (_, name) in _OPTIONS.items()}
     try:
-        source = open_format(path, fmt, **options)
+        source = open_format(path, fmt, **format_options(args))
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise UsageError(f"--data {path} (--format {fmt}): {_one_line(exc)}") from None
-    if source.record_bytes is None:
-        sizes = source.sizes
-        raise UsageError(
-            f"--data {path}: records of one size only, and its record sizes differ "
-            f"({int(sizes.min())} to {int(sizes.max())} bytes)"
-        )
     if len(source) < workers:
         raise UsageError(f"--data: {path} holds {len(source)} records, fewer than the {workers} workers")
     return source, fmt
+
+
+def sizes_text(sizes: Any) -> str:
+    """``10 to 200 B, mean 104.7 B``: the sizes of records that differ in size.
+
+    >>> import numpy as np
+    >>> sizes_text(np.array([10, 200, 104])), sizes_text(np.array([2053, 20479]))
+    ('10 to 200 B, mean 104.7 B', '2,053 to 20,479 B, mean 11,266.0 B')
+    """
+    return f"{int(sizes.min()):,} to {int(sizes.max()):,} B, mean {float(sizes.mean()):,.1f} B"
+
+
+def sizes_refusal(path: str, sizes: Any, given: dict[str, bool]) -> str | None:
+    """Why the options ``given`` (each flag, and whether it was given) cannot run on the records of
+    ``--data path`` whose sizes differ (``sizes``), naming the first; None when none is given.
+
+    >>> import numpy as np
+    >>> sizes_refusal("d/", np.array([3, 5]), {"--subpackets 2": True})
+    '--subpackets 2 needs records of one size: those of --data d/ are 3 to 5 B, mean 4.0 B'
+    """
+    flag = next((f for f, on in given.items() if on), None)
+    if flag is None:
+        return None
+    return f"{flag} needs records of one size: those of --data {path} are {sizes_text(sizes)}"
+
+
+def check_format(args: argparse.Namespace) -> str:
+    """The format of ``--data`` (``--format``, else told from the path) and its options, checked
+    without opening the data; a UsageError naming the option otherwise."""
+    fmt = data_format(args.data, args.format)
+    _check_format_options(args, fmt)
+    return fmt
 
 
 def _one_line(exc: BaseException) -> str:

@@ -13,6 +13,9 @@ import argparse
 import dataclasses
 import math
 import os
+from typing import Any
+
+import numpy as np
 
 from ..codec import DEFAULT_MAX_FRAME_BYTES
 from ..engine.schemes import REGISTRY, runs_among_peers
@@ -32,6 +35,7 @@ from .common import (
     network_option,
     order_spec,
 )
+from .data import add_data_arguments, check_format, open_data, refuse_format_options, sizes_text
 from .runner.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
 from .runner.options import JobOptions
 
@@ -65,6 +69,10 @@ SPLIT_MULTICAST = (
 #: The options ``coded-shuffle run`` passes on to the program when given: (dest, flag).
 PASSED_ON = (
     ("data", "--data"),
+    ("format", "--format"),
+    ("token_window", "--token-window"),
+    ("token_dtype", "--token-dtype"),
+    ("field", "--field"),
     ("points", "--points"),
     ("record_bytes", "--record-bytes"),
     ("epochs", "--transitions"),
@@ -117,7 +125,10 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         p.add_argument("--workers", "-K", type=_positive, default=4, metavar="K", help="workers (default 4)")
     p.add_argument("--points", "-N", type=_positive, metavar="N", help="random records (default 6000)")
     p.add_argument("--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record (default 1024)")
-    p.add_argument("--data", metavar="FILE", help=".npy file of records, one a row (instead of random ones)")
+    p.add_argument(
+        "--data", metavar="PATH", help="the records, in the format of --format (instead of random ones)"
+    )
+    add_data_arguments(p, data=False)
     p.add_argument("--transitions", type=_positive, default=3, metavar="E", dest="epochs",
                    help="epoch transitions t -> t+1 to run, so E + 1 epochs (default 3)")  # fmt: skip
     add_deprecated(p, "--epochs", "--transitions", dest="epochs", type=_positive, metavar="E")
@@ -240,15 +251,18 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
     """
     launcher, workers = workers is not None, 1 if workers is None else workers
     points = int(JOB_DEFAULTS["points"]) if args.points is None else args.points
+    if args.data is None:
+        refuse_format_options(args)
     if args.data is not None:
         given = [
             f for d, f in (("points", "--points"), ("record_bytes", "--record-bytes")) if getattr(args, d)
         ]
         if given:
             raise UsageError(f"--data cannot be combined with {' or '.join(given)}")
-        problem = check_data_file(args.data, workers=workers)
-        if problem is not None:
-            raise UsageError(problem)
+        if check_format(args) == "npy":  # its header read here; another format opened by the launcher
+            problem = check_data_file(args.data, workers=workers)
+            if problem is not None:
+                raise UsageError(problem)
     elif points < workers:
         raise UsageError(f"--points must be at least --workers ({workers}), not {points}")
     problem = ignored_options(args.mode, mode_options_given(args))
@@ -286,21 +300,41 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
 def _check_before_launch(filled: argparse.Namespace, workers: int) -> None:
     """Refuse what the ranks would refuse once they know the records (``filled``: the options
     checked, defaults filled in): :func:`~coded_shuffle.cli.runner.mpi_job.job_refusal`, the records'
-    number and size read from the options or from the ``--data`` file's header. Under ``--mode
-    auto`` the checks of a mode wait for the mode it chooses."""
+    number and sizes read from the options or from ``--data`` (:func:`data_records`). Under
+    ``--mode auto`` the checks of a mode wait for the mode it chooses."""
     if filled.data is None:
-        N, B = filled.points, filled.record_bytes
+        N, B, sizes = filled.points, filled.record_bytes, None
     else:
-        got = data_records(filled.data)
-        if isinstance(got, str):
-            raise UsageError(got)
-        N, B = got
+        N, B, sizes = data_records(filled, workers)
     given = {f.name for f in dataclasses.fields(JobOptions)} & set(vars(filled))
     job = JobOptions(**{name: getattr(filled, name) for name in given})
     peers = filled.mode == "auto" or runs_among_peers(MODES[filled.mode])
-    refusal = job_refusal(job, workers, N, B, peers=peers)
+    refusal = job_refusal(job, workers, N, B, peers=peers, variable=sizes is not None)
     if refusal is not None:
+        if sizes is not None:  # the sizes the records of --data have
+            refusal = refusal.replace("differ in size", f"are {sizes_text(sizes)}")
         raise UsageError(refusal)
+
+
+def data_records(args: argparse.Namespace, workers: int) -> tuple[int, int, Any]:
+    """``(N, width, sizes)`` of ``--data``: its number of records, the bytes of the widest, and
+    every record's size where they differ (else None); a UsageError naming the option or the file
+    where it cannot be read. A ``.npy`` file is read from its header; another format is opened
+    through its record source (:func:`~coded_shuffle.cli.data.open_data`), once: what it found
+    is kept in ``args.records``, which ``coded-shuffle run`` then reads."""
+    known = getattr(args, "records", None)
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    if check_format(args) == "npy":
+        problem = npy_problem(args.data)
+        if problem is not None:
+            raise UsageError(f"--data: {problem}")
+        shape, dtype = npy_header(args.data)
+        return shape[0], math.prod(shape[1:]) * dtype.itemsize, None
+    source, _ = open_data(args, workers=workers)
+    sizes = None if source.record_bytes is not None else np.asarray(source.sizes)
+    args.records = (len(source), int(source.width), sizes)
+    return args.records  # type: ignore[no-any-return]
 
 
 def multicast_scope(scope: str, network: object) -> str:
@@ -360,7 +394,8 @@ def job_arguments(args: argparse.Namespace) -> list[str]:
     ['--points', '100', '--json', '-']
     """
     out: list[str] = []
-    defaults = {"epochs": 3, "start_epoch": 0, "seed": 0, "mode": "coded", "order": "auto", "storage": 1}
+    defaults = {"epochs": 3, "start_epoch": 0, "seed": 0, "mode": "coded", "order": "auto", "storage": 1,
+                "format": "auto"}  # fmt: skip
     for dest, flag in PASSED_ON:
         v = getattr(args, dest)
         if v is None or v is False or defaults.get(dest, object()) == v:
@@ -388,16 +423,6 @@ def check_data_file(path: str, *, workers: int = 1) -> str | None:
     if shape[0] < workers:
         return f"--data: {path} holds {shape[0]} records, fewer than the {workers} workers"
     return None
-
-
-def data_records(path: str) -> tuple[int, int] | str:
-    """``(N, B)``: the records of the ``.npy`` file ``path`` (one :func:`check_data_file` accepts)
-    and their bytes, from its header; or why not (a file shorter than its header says, say)."""
-    problem = npy_problem(path)
-    if problem is not None:
-        return f"--data: {problem}"
-    shape, dtype = npy_header(path)
-    return shape[0], math.prod(shape[1:]) * dtype.itemsize
 
 
 def mode_options_given(args: argparse.Namespace) -> list[str]:

@@ -19,8 +19,8 @@ from .common import (
     network_option,
     order_spec,
 )
-from .data import add_data_arguments, data_format, open_data, refuse_format_options, write_npy
-from .job import MODES, add_job_arguments, check_job, job_arguments
+from .data import check_format
+from .job import MODES, add_job_arguments, check_job, data_records, job_arguments
 
 MPI_INSTALL_HINT = "pip install 'mpi4py>=4' mpich (what the extra [mpi] installs)"
 
@@ -53,31 +53,14 @@ def run_command(args: argparse.Namespace, mpiexec: str) -> list[str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """``run``: a ``--data`` in another format than ``.npy`` is opened and checked here, and its
-    records (of one size) copied once to a temporary ``.npy`` file that the job reads and that
-    is removed when it ends."""
-    import shutil
-    import tempfile
-
-    if args.data is None:
-        refuse_format_options(args)
-    elif data_format(args.data, args.format) != "npy" or args.field or args.token_window or args.token_dtype:
-        given = [
-            f for d, f in (("points", "--points"), ("record_bytes", "--record-bytes")) if getattr(args, d)
-        ]
-        if given:
-            raise UsageError(f"--data cannot be combined with {' or '.join(given)}")
-        source, fmt = open_data(args, workers=args.workers)
-        where = tempfile.mkdtemp(prefix="coded-shuffle-data-")
-        try:
-            copy = os.path.join(where, "records.npy")
-            print(f"{PROG}: --data {args.data} (--format {fmt}): its {len(source):,} records of "
-                  f"{source.record_bytes} B copied once to {copy}, the .npy file the MPI job reads",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            write_npy(source, copy)
-            return _launch_checked(argparse.Namespace(**{**vars(args), "data": copy}))
-        finally:
-            shutil.rmtree(where, ignore_errors=True)
+    """``run``: ``--data`` in any format is opened and checked here, before any process starts (its
+    format resolved from the path, passed on to the ranks with its options); the ranks open it
+    themselves, through its record source."""
+    if args.data is not None and not (args.points or args.record_bytes):
+        fmt = check_format(args)
+        if fmt != "npy":  # the ranks are told the format, not left to tell it again
+            args.format = fmt
+        data_records(args, args.workers)  # opened once here (kept in args.records) and checked
     return _launch_checked(args)
 
 
@@ -105,10 +88,7 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
     the options given can run (the checks of each mode, as if it had been given), said in one line
     on standard error."""
     if filled.data is not None:
-        from ..records import NpyRecords, fixed_record_bytes
-
-        source = NpyRecords(filled.data, name="data")
-        N, B = len(source), fixed_record_bytes(source, "data")
+        N, B, _ = data_records(filled, args.workers)  # of one size: --network refuses others
     else:
         N, B = filled.points, filled.record_bytes
 
@@ -488,7 +468,4 @@ def add_parser(sub: Any) -> None:
         ),
     )
     add_job_arguments(run, launcher=True)
-    add_data_arguments(run, data=False)
-    data = next(a for a in run._actions if a.dest == "data")  # the job's option, in every format here
-    data.metavar, data.help = "PATH", "the records, in the format of --format (instead of random ones)"
     run.set_defaults(func=_cmd_run)

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+import numpy as np
+
 from .._progress import Progress
 from ..codec import FLAG_TERMS, FRAME_HEADER_BYTES, RUN_BYTES, TERMS_VERSION, entry_bytes
 from ..engine.schemes import names
@@ -30,7 +32,8 @@ from .common import (
     print_times,
     worker_counts,
 )
-from .data import add_data_arguments, open_data, refuse_format_options
+from .data import add_data_arguments, open_data, refuse_format_options, sizes_refusal, sizes_text
+from .sized import ByteBound
 
 _SIM_COLUMNS = (
     "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "saving", "framing",
@@ -38,7 +41,24 @@ _SIM_COLUMNS = (
 )  # fmt: skip
 
 
+def _columns(sized: bool) -> tuple[str, ...]:
+    """The table's columns; on records of different sizes with ``bound MB`` after ``uncoded MB``."""
+    if not sized:
+        return _SIM_COLUMNS
+    at = _SIM_COLUMNS.index("uncoded MB") + 1
+    return (*_SIM_COLUMNS[:at], "bound MB", *_SIM_COLUMNS[at:])
+
+
 def _format_simulate(r: dict[str, Any]) -> list[str]:
+    """One row of the table (:func:`_columns`: ``bound MB`` where the report has ``lower_bound_bytes``)."""
+    cells = _cells(r)
+    if "lower_bound_bytes" in r:
+        star = "" if r["lower_bound_bytes_exact"] else "*"
+        cells.insert(_SIM_COLUMNS.index("uncoded MB") + 1, f"{r['lower_bound_bytes'] / 1e6:.2f}{star}")
+    return cells
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
     coded = r["coded_bytes"]  # None without the coded plan (an exchange's storage beyond 64 workers)
     return [
         str(r["epoch"]),
@@ -97,6 +117,9 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
         print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
         if args.workers > STORAGE_MAX_K:
             print(f"Beyond {STORAGE_MAX_K} workers the coded plan is not made: its columns are '-'.")
+    if getattr(args, "sizes", None) is not None:
+        print("records of different sizes: coded MB pads each XOR of two records to the longer; bound MB:")
+        print("the genie lower bound weighted by size, the payload bytes no coded delivery sends fewer of.")
     print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
     print(f"down MB: the most payload one worker received ({mode}); down bound: the most bytes a")
     print("worker misses, which no delivery can put under on the busiest downlink.")
@@ -115,7 +138,7 @@ def _print_header(args: argparse.Namespace, order: str, mode: str, chose: str) -
             print(f"{PROG}: {chose}", file=sys.stderr, flush=True)
         return
     print(
-        f"K = {args.workers}, N = {args.points}, record = {args.record_bytes} B, "
+        f"K = {args.workers}, N = {args.points}, {_records_part(args)}, "
         f"epochs = {args.epochs}, seed = {args.seed}, strategy = {args.strategy}, "
         f"order = {order}, mode = {mode}"
         + (f" ({chose})" if chose else "")
@@ -123,6 +146,12 @@ def _print_header(args: argparse.Namespace, order: str, mode: str, chose: str) -
         + (f", subpackets = {args.subpackets}" if args.subpackets > 1 else "")
         + (f", storage = {args.storage} batches" if args.storage > 1 else "")
     )
+
+
+def _records_part(args: argparse.Namespace) -> str:
+    """``record = 1024 B``, or for records of different sizes ``records of 10 to 200 B, mean 105 B``."""
+    sizes = getattr(args, "sizes", None)
+    return f"record = {args.record_bytes} B" if sizes is None else f"records of {sizes_text(sizes)}"
 
 
 #: ``--points`` and ``--record-bytes`` without ``--data``.
@@ -145,7 +174,18 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     source, _ = open_data(args, workers=args.workers)
-    filled.points, filled.record_bytes = len(source), int(source.record_bytes)
+    filled.points, filled.record_bytes = len(source), int(source.width)
+    if source.record_bytes is None:  # records of different sizes: whole records, one batch a worker
+        filled.sizes = np.asarray(source.sizes)
+        problem = sizes_refusal(args.data, filled.sizes, {
+            f"--storage {args.storage}": args.storage != 1,
+            f"--subpackets {args.subpackets}": args.subpackets != 1,
+            "--simulator simgrid": args.simulator != "engine",
+            f"--mode {args.mode}": args.mode in ("auto", "split"),
+            "--network": args.network is not None,
+        })  # fmt: skip
+        if problem is not None:
+            raise UsageError(problem)
     return filled, source
 
 
@@ -184,6 +224,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     # A tiny run first: the compiled kernels load here, so that the first transition's time is
     # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
+    bound = _byte_bound(args, spec)
     verified = [True]
     rows: list[list[str]] = []
     reports: list[dict[str, Any]] = []
@@ -201,6 +242,8 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     def on_transition(rep: Any) -> None:
         d = rep.to_dict()
+        if bound is not None:  # records of different sizes: the bound weighted by size
+            d["lower_bound_bytes"], d["lower_bound_bytes_exact"] = bound(rep.epoch)
         verified[0] &= bool(d["verified"])
         if args.json:
             print(json.dumps(d), flush=True)
@@ -219,7 +262,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
         else:
             run(load_dataset(source), K=args.workers, **options)
     if not args.json:
-        print_table(iter(rows), _SIM_COLUMNS, sys.stdout)
+        print_table(iter(rows), _columns(bound is not None), sys.stdout)
         _print_footer(args, mode)
         if network is not None and args.storage == 1:  # the times are those of whole records
             print_times(reports)
@@ -227,6 +270,20 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
     return 0
+
+
+def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | None:
+    """Records of different sizes (``args.sizes``): each transition's bound weighted by size, on
+    the epochs :func:`~coded_shuffle.engine.run` delivers; else None."""
+    sizes = getattr(args, "sizes", None)
+    if sizes is None:
+        return None
+    from ..engine import scheme_for
+    from ..engine.schedule import EpochSchedule
+
+    K = args.workers
+    schedule = EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme_for("coded", K=K))
+    return ByteBound(schedule, sizes)
 
 
 _ELASTIC_COLUMNS = (
@@ -302,7 +359,7 @@ def _run_elastic(args: argparse.Namespace, counts: list[int]) -> int:
             print(json.dumps(d), flush=True)
     else:
         print(
-            f"K = {','.join(map(str, counts))}, N = {args.points}, record = {args.record_bytes} B, "
+            f"K = {','.join(map(str, counts))}, N = {args.points}, {_records_part(args)}, "
             f"seed = {args.seed}, strategy = {args.strategy}, order = {spec.name}, mode = {args.mode}"
             + (f", data = {args.data}" if args.data is not None else "")
         )

@@ -161,7 +161,8 @@ def _units_of(scheme: Scheme, source: Any, held: Any, worker: int) -> Cache:
     mine = np.unique(ids // C)
     local = scheme.dataset(load_dataset(source.gather(mine), checksums=False))
     pick = np.searchsorted(mine, ids // C) * C + ids % C
-    return Cache(ids=ids, data=np.ascontiguousarray(local.data[pick]), lengths=None)
+    lengths = None if source.record_bytes is not None else np.asarray(source.sizes)[ids]  # whole records
+    return Cache(ids=ids, data=np.ascontiguousarray(local.data[pick]), lengths=lengths)
 
 
 #: The start-up steps of the units a worker starts with: their checksums, then the units.
@@ -256,28 +257,39 @@ class Session:
             return a, second()
 
     def deal(self, work: Dataset, held: Any, *, stages: Sequence[str] = _START) -> None:
-        """Master: share the units' checksums, then send each worker its units under ``held``
-        (not counted on the link)."""
+        """Master: share the units' checksums (and their lengths, where they differ), then send
+        each worker its units under ``held`` (not counted on the link)."""
         scheme, link = self.schemes[0], self.link
+
+        def sums() -> None:
+            link.share_array(work.checksums)
+            if work.lengths is not None:
+                link.share_array(np.ascontiguousarray(work.lengths, dtype=np.int64))
 
         def send() -> None:
             for k in range(link.K):  # each worker starts with its batch (its share) of the first epoch
                 link.send_rows(k, work.data[scheme.held(held, k)])
 
-        self._steps(stages, lambda: link.share_array(work.checksums), send)
+        self._steps(stages, sums, send)
         self.units = work
 
-    def receive(self, n_units: int, width: int, held: Any, *, stages: Sequence[str] = _START) -> Cache:
-        """Worker: the units' checksums and this worker's units under ``held``, from the master."""
+    def receive(
+        self, n_units: int, width: int, held: Any, *, stages: Sequence[str] = _START, variable: bool = False
+    ) -> Cache:
+        """Worker: the units' checksums (and, ``variable``, their lengths) and this worker's units
+        under ``held``, from the master."""
         k, link = self.link.worker, self.link
         assert k is not None
         ids = self.schemes[0].held(held, k)
-        sums, data = self._steps(
-            stages,
-            lambda: link.share_array(np.empty(n_units, dtype=np.uint64)),
-            lambda: link.receive_rows(np.empty((ids.size, width), dtype=np.uint8)),
+
+        def table() -> tuple[np.ndarray, np.ndarray | None]:
+            got = link.share_array(np.empty(n_units, dtype=np.uint64))
+            return got, link.share_array(np.empty(n_units, dtype=np.int64)) if variable else None
+
+        (sums, lengths), data = self._steps(
+            stages, table, lambda: link.receive_rows(np.empty((ids.size, width), dtype=np.uint8))
         )
-        cache = Cache(ids=ids, data=data, lengths=None)
+        cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids])
         self._hold(cache, sums)
         return cache
 
@@ -288,11 +300,12 @@ class Session:
         assert k is not None
         cache = _units_of(self.schemes[0], source, held, k)
         with self.setup(stage):
-            got = self.link.allgather((cache.ids, record_checksums(cache.data)))
+            got = self.link.allgather((cache.ids, record_checksums(cache.data, cache.lengths)))
         table = np.zeros(n_units, dtype=np.uint64)
         for ids, sums in got:
             table[ids] = sums
-        self.units = Catalogue(N=n_units, record_bytes=width, checksums=table)
+        lengths = None if cache.lengths is None else np.asarray(source.sizes, dtype=np.int64)  # every rank's
+        self.units = Catalogue(N=n_units, record_bytes=width, checksums=table, lengths=lengths)
         self._hold(cache, table)
         return cache
 

@@ -3,9 +3,12 @@ from the path, and the refusals (one line, status 2, before any process starts).
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
 
 import numpy as np
@@ -13,6 +16,8 @@ import pytest
 
 from coded_shuffle.cli import main
 from coded_shuffle.cli.data import data_format
+from coded_shuffle.orders import epoch_placement
+from tests.oracles import brute_bound
 from tests.records.writers import write_mds
 
 K = 3
@@ -107,8 +112,12 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     tokens, _ = _tokens(tmp_path)
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
-    var = _refusal([*base, "--data", str(tmp_path / "var")], capsys)
-    assert str(tmp_path / "var") in var and "sizes differ (10 to 15 bytes)" in var
+    # records of different sizes run at one batch a worker, whole, and without a network's times
+    var = [*base, "--data", str(tmp_path / "var")]
+    for option, named in ((["--storage", "2"], "--storage 2"), (["--network", "up=1,down=1"], "--network")):
+        line = _refusal([*var, *option], capsys)
+        assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
+        assert line.endswith(f"{tmp_path / 'var'} are 10 to 15 B, mean 12.5 B\n")
     assert "--token-window" in _refusal([*base, "--data", tokens], capsys)
     assert "--field applies" in _refusal(
         [*base, "--data", tokens, "--token-window", "4", "--field", "a"], capsys
@@ -122,22 +131,156 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     assert "--data cannot be combined with --points" in _refusal([*base, "-N", "9", "--data", tokens], capsys)
 
 
-def test_run_copies_the_records_of_a_format_to_the_npy_file_the_job_reads(tmp_path, capsys, monkeypatch):
+def test_run_passes_the_path_and_its_format_to_the_ranks(tmp_path, capsys, monkeypatch):
+    """No copy: the ranks open ``--data`` themselves, told its format (resolved from the path) and
+    its options; the launcher opened it once to check it."""
     import coded_shuffle.cli.run as run_cli
 
     seen = []
-
-    def launch(cmd):
-        path = cmd[cmd.index("--data") + 1]
-        seen.append((path, np.load(path)))
-        return 0
-
-    monkeypatch.setattr(run_cli, "launch", launch)
+    monkeypatch.setattr(run_cli, "launch", lambda cmd: seen.append(cmd) or 0)
     monkeypatch.setattr(run_cli, "compile_kernels", lambda groups: None)
     monkeypatch.setattr(run_cli, "find_mpiexec", lambda: "mpiexec")
-    tokens, rows = _tokens(tmp_path)
+    tokens, _ = _tokens(tmp_path)
+    files, _ = _variable_files(tmp_path)
     assert main(["run", "-K", str(K), "--data", tokens, "--token-window", "24"]) == 0
-    [(path, got)] = seen
-    assert np.array_equal(got, rows)  # the windows' bytes, row by row
-    assert not os.path.exists(path)  # removed after the job
-    assert "40 records of 48 B copied once" in capsys.readouterr().err
+    assert main(["run", "-K", str(K), "--data", files, "--mode", "exchange"]) == 0
+    args = [cmd[cmd.index("coded_shuffle.mpi_program") + 1 :] for cmd in seen]
+    assert args[0] == ["--data", tokens, "--format", "tokens", "--token-window", "24"]
+    assert args[1] == ["--data", files, "--format", "files", "--mode", "exchange"]
+    assert seen[1][:3] == ["mpiexec", "-n", str(K)]  # a job of peers, each rank reads its own records
+    assert capsys.readouterr().err == ""  # nothing copied, nothing to say
+
+
+def _variable_files(tmp_path, n: int = 40) -> tuple[str, list[bytes]]:
+    """A directory of ``n`` files of 10 to 200 random bytes (one record a file, in name order)."""
+    rng = np.random.default_rng(7)
+    records = [rng.bytes(int(rng.integers(10, 201))) for _ in range(n)]
+    os.mkdir(tmp_path / "docs")
+    for i, r in enumerate(records):
+        (tmp_path / "docs" / f"{i:03d}.bin").write_bytes(r)
+    return str(tmp_path / "docs"), records
+
+
+def _byte_matrix(sizes: np.ndarray, K: int, seed: int, epoch: int) -> np.ndarray:
+    """``S_B``: the bytes of the records worker ``i`` holds at ``epoch - 1`` and ``j`` needs at ``epoch``."""
+    p0, p1 = (epoch_placement(sizes.size, K, seed=seed, epoch=t) for t in (epoch - 1, epoch))
+    S_B = np.zeros((K, K), dtype=np.int64)
+    np.add.at(S_B, (p0.owner, p1.owner), sizes)
+    return S_B
+
+
+def _check_bytes(r: dict, sizes: np.ndarray, K: int, seed: int) -> None:
+    """A report on records of different sizes against the bytes counted here from the records
+    written: the uncoded load, the bound weighted by size (brute force over every order of the
+    workers), the download bound, and what the mode sent."""
+    S_B = _byte_matrix(sizes, K, seed, r["epoch"])
+    moved = S_B.sum() - np.trace(S_B)
+    assert r["verified"] and r["records_checked"] == sizes.size and r["record_bytes"] == sizes.max()
+    assert r["uncoded_bytes"] == moved
+    assert r["lower_bound_bytes"] == brute_bound(S_B) and r["lower_bound_bytes_exact"]
+    assert r["download_bound_bytes"] == max(S_B[:, j].sum() - S_B[j, j] for j in range(K))
+    sent = {"coded": r["payload_bytes"], "uncoded": r["payload_bytes"], "exchange": r["exchange_bytes"]}
+    assert sent[r["mode"]] == (r["coded_bytes"] if r["mode"] == "coded" else moved)
+    assert brute_bound(S_B) <= r["coded_bytes"] < moved  # pairs pad to the longer record, and still gain
+
+
+@pytest.mark.parametrize("mode", ["coded", "uncoded", "exchange"])
+def test_simulate_runs_records_of_different_sizes_in_bytes(mode, tmp_path, capsys):
+    path, records = _variable_files(tmp_path)
+    sizes = np.array([len(r) for r in records])
+    argv = ["simulate", "-K", str(K), "--transitions", "2", "--seed", "4", "--data", path, "--mode", mode]
+    assert main([*argv, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2]
+    for r in rows:
+        _check_bytes(r, sizes, K, 4)
+    if mode == "coded":  # the table has the bound weighted by size beside the one in records
+        assert main([*argv, "--no-progress"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith(f"K = 3, N = 40, records of {sizes.min()} to {sizes.max()} B, mean ")
+        head = out[1].strip().split("  ")
+        assert head[head.index("uncoded MB") + 1].strip() == "bound MB"
+        # workers that come and go, on the same records
+        assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode, "--json"]) == 0
+        elastic = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [(d["K"], d["verified"]) for d in elastic] == [(2, True), (3, True)]
+
+
+def _digests(records: list[bytes], K: int, seed: int, epoch: int) -> list[str]:
+    """What each worker holds after ``epoch``, from the records written: its ids in increasing
+    order and their bytes, each zero-padded to the longest record (as a worker keeps them)."""
+    import hashlib
+
+    width = max(len(r) for r in records)
+    p = epoch_placement(len(records), K, seed=seed, epoch=epoch)
+    out = []
+    for k in range(K):
+        ids = np.sort(p.batch(k)).astype("<i8")
+        h = hashlib.blake2b(digest_size=16)
+        h.update(ids.tobytes())
+        h.update(b"".join(records[i].ljust(width, b"\0") for i in ids))
+        out.append(h.hexdigest())
+    return out
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(
+    not os.path.exists(MPIEXEC) or importlib.util.find_spec("mpi4py") is None,
+    reason="needs mpiexec beside the interpreter and mpi4py: pip install 'coded_shuffle[mpi]'",
+)
+def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tmp_path):
+    """Over MPI, from a directory of files (the master opens it) and from WebDataset samples of
+    different sizes (every peer opens it): every transition verified record by record, each
+    worker's holdings equal to the records written, the bytes as counted here."""
+    path, records = _variable_files(tmp_path)
+    rng = np.random.default_rng(8)
+    samples = [rng.bytes(int(rng.integers(10, 201))) for _ in range(30)]
+    with tarfile.open(tmp_path / "shard-0.tar", "w") as tar:
+        for i, sample in enumerate(samples):
+            for ext, data in (("cls", b"%d" % i), ("jpg", sample)):
+                info = tarfile.TarInfo(f"s{i:03d}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, fileobj=io.BytesIO(data))
+    jobs = [
+        (records, 2, ["--data", path, "--mode", "all", "--transitions", "2"]),
+        (samples, K, ["--data", str(tmp_path / "shard-0.tar"), "--field", "jpg", "--mode", "exchange"]),
+    ]
+    for written, workers, options in jobs:
+        cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
+        cmd.append("--json")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+        assert proc.returncode == 0, proc.stderr
+        rows = [json.loads(line) for line in proc.stdout.splitlines()]
+        sizes = np.array([len(r) for r in written])
+        modes = ["coded", "uncoded", "exchange"] if workers == 2 else ["exchange"]
+        assert [r["mode"] for r in rows] == modes * (len(rows) // len(modes)) and rows
+        for r in rows:
+            _check_bytes(r, sizes, workers, 4)
+            assert r["digests"] == _digests(written, workers, 4, r["epoch"])
+
+
+def test_the_mpi_master_reads_the_records_where_they_lie(tmp_path):
+    """The master of ``run`` opens ``--data`` itself: a token file's windows are rows of the file's
+    map (no copy), records of different sizes zero-padded rows with their lengths."""
+    import mmap
+
+    from coded_shuffle.cli.runner.mpi_job import _load
+    from coded_shuffle.cli.runner.options import JobOptions
+
+    tokens, rows = _tokens(tmp_path)
+    job = JobOptions(data=tokens, format="tokens", token_window=24, points=None, record_bytes=None)
+    dataset = _load(job, K)
+    assert not isinstance(dataset, str) and np.array_equal(dataset.data, rows)
+    base = dataset.data
+    while not isinstance(base, mmap.mmap):  # the chain of views ends at the file's map
+        assert not base.flags.owndata
+        base = base.base
+    path, records = _variable_files(tmp_path)
+    dataset = _load(JobOptions(data=path, points=None, record_bytes=None), K)
+    assert not isinstance(dataset, str) and dataset.lengths.tolist() == [len(r) for r in records]
+    assert [dataset.record(i) for i in range(len(records))] == records
+    refused = _load(JobOptions(data=path, storage=2, points=None, record_bytes=None), K)
+    assert refused == f"--storage 2 needs records of one size: those of --data {path} differ in size"

@@ -1,7 +1,10 @@
 """An MPI job: the epochs of an experiment across processes, in each mode, reported as it goes.
 
-Rank 0 is the master: it alone holds the dataset (a ``.npy`` file, or ``N`` random records of
-``B`` bytes drawn from the seed). Rank ``k + 1`` is worker ``k``: it holds only its current batch
+Rank 0 is the master: it alone holds the dataset (``--data`` in any record format, which it opens
+itself, :meth:`~coded_shuffle.cli.runner.options.JobOptions.records`, or ``N`` random records of
+``B`` bytes drawn from the seed). Records of different sizes run at one batch a worker: the master
+shares their lengths with their checksums, and the table is in bytes
+(:mod:`coded_shuffle.cli.sized`). Rank ``k + 1`` is worker ``k``: it holds only its current batch
 and the table of record checksums. Each transition ``t -> t + 1``, in each mode asked for, from the
 same caches, is one run of the transition protocol (:mod:`coded_shuffle.engine.protocol`) under the
 MPI driver (:func:`~coded_shuffle.engine.mpi.serve`, :func:`~coded_shuffle.engine.mpi.attend`):
@@ -35,6 +38,7 @@ filled in). The master prints a table, or JSON lines, as each transition ends.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -64,6 +68,8 @@ from ...network import Network
 from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
 from ...records import npy_header, npy_problem
 from ...transport import ControlLink
+from ..data import sizes_text
+from ..sized import SIZED_COLUMNS, SIZED_WIDTHS, ByteBound, sized_cells, sized_legend
 from .hooks import hooks
 from .options import JobOptions
 from .probe import ProbedRates
@@ -171,10 +177,25 @@ def startup_timeout(job: JobOptions) -> float:
     if job.data is None:
         sizes = job.synthetic()
         N, B = sizes if isinstance(sizes, tuple) else (0, 0)
+    elif job.format not in ("auto", "npy") or os.path.isdir(job.data):  # its bytes on disk, where seen
+        N, B = 1, _bytes_on_disk(job.data)
     elif npy_problem(job.data) is None:  # else the master says why, at the first step
         shape, dtype = npy_header(job.data)
         N, B = shape[0], math.prod(shape[1:]) * dtype.itemsize
     return default_timeout(N, B)
+
+
+def _bytes_on_disk(path: str) -> int:
+    """The bytes of the file ``path``, or of the files under the directory ``path`` (0 where this
+    rank cannot see it)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(d, f))
+    return total
 
 
 def start_watchdog(job: JobOptions, rank: int) -> Watchdog:
@@ -186,7 +207,7 @@ def start_watchdog(job: JobOptions, rank: int) -> Watchdog:
 def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     session = _hooks(job, link, dog)
     with session.setup("sizes"):
-        N, B, status = link.share()
+        N, B, status, variable = link.share()
         code = link.share() if status else 0
     if status:
         dog.close()
@@ -197,7 +218,7 @@ def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
     now = ep.schedule.epoch(job.start_epoch)
-    session.receive(N * ep.scheme.pieces, ep.piece_bytes, now.held)
+    session.receive(N * ep.scheme.pieces, ep.piece_bytes, now.held, variable=variable)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
@@ -290,6 +311,10 @@ def job_refusal(
             return sizes
     if N < K:
         return f"the dataset has {N} records, fewer than the {K} workers"
+    sized = ((job.network is not None, "--network"), (job.storage != 1, f"--storage {job.storage}"))
+    for given, flag in sized:
+        if variable and given:  # times of records of one size; pieces of one size
+            return f"{flag} needs records of one size: those of --data {job.data} differ in size"
     if not peers and job.max_frame_bytes < B:
         return (
             f"--max-frame-bytes must be at least the record width, {B} bytes "
@@ -311,18 +336,32 @@ def job_refusal(
 
 
 def _load(job: JobOptions, K: int) -> Dataset | str:
+    """The master's records: those of ``--data`` read through its record source (a ``.npy`` file
+    stays a memory map; records of different sizes are zero-padded rows, made once), or random
+    ones; else why not, in one line."""
     try:
         if job.data is not None:
-            dataset = load_dataset(job.data)
+            dataset = load_dataset(job.records())
         else:
             sizes = job.synthetic()
             if isinstance(sizes, str):
                 return sizes
             dataset = synthetic_dataset(*sizes, seed=job.seed)
-    except (ValueError, MemoryError) as exc:
-        return str(exc)
+    except (ValueError, MemoryError, OSError, ImportError, TypeError) as exc:
+        said = " ".join(str(exc).split())
+        return said if job.data is None else f"--data {job.data}: {said}"
     refusal = job_refusal(job, K, dataset.N, dataset.record_bytes, variable=dataset.variable)
     return dataset if refusal is None else refusal
+
+
+def records_text(K: int, N: int, B: int, lengths: np.ndarray | None, *, peers: bool = False) -> str:
+    """``K = 4, N = 40, record = 64 B``: the job's workers and records, for the header.
+
+    >>> records_text(2, 3, 9, np.array([3, 9, 4]))
+    'K = 2, N = 3, records of 3 to 9 B, mean 5.3 B'
+    """
+    head = f"K = {K}{' peers' if peers else ''}, N = {N}"
+    return f"{head}, record = {B} B" if lengths is None else f"{head}, records of {sizes_text(lengths)}"
 
 
 class Results:
@@ -333,9 +372,12 @@ class Results:
     """
 
     def __init__(
-        self, job: JobOptions, K: int, sizes: str, note: str, warm: float, probe: ProbedRates | None = None
-    ) -> None:
+        self, job: JobOptions, K: int, sizes: str, note: str, warm: float, probe: ProbedRates | None = None,
+        bound: ByteBound | None = None,
+    ) -> None:  # fmt: skip
         self.job = job
+        #: Records of different sizes: each transition's bound weighted by size; the table in bytes.
+        self.bound = bound
         #: The network the job says it runs on: each row then has its time bound and gap to it.
         self.network = None if job.network is None else Network.parse(job.network)
         self._timed: list[dict[str, Any]] = []
@@ -369,16 +411,29 @@ class Results:
         if probe is not None:
             self._print(probe.line(self.network, multicast=multicast))
         links = ("up MB", "down MB") if job.count_links else ()  # master's uplink, busiest downlink
-        self._print(_line((*TABLE_COLUMNS, *links)))
+        self._print(self._line((*(TABLE_COLUMNS if bound is None else SIZED_COLUMNS), *links)))
 
     def _print(self, line: str) -> None:
         print(line, file=self.res, flush=True)
+
+    def _line(self, cells: Any) -> str:
+        if self.bound is None:
+            return _line(cells)
+        return "".join(c.rjust(w) for c, w in zip(cells, SIZED_WIDTHS, strict=False))
+
+    def _dict(self, rep: TransitionReport, links: LinkCounts | None) -> dict[str, Any]:
+        """The report as JSON takes it (with ``links``); on records of different sizes with its
+        bound weighted by size (``lower_bound_bytes``, ``lower_bound_bytes_exact``)."""
+        d = rep.to_dict(links)
+        if self.bound is not None:
+            d["lower_bound_bytes"], d["lower_bound_bytes_exact"] = self.bound(rep.epoch)
+        return d
 
     def row(self, rep: TransitionReport, lost_all: bool = False, links: LinkCounts | None = None) -> None:
         """One transition's report (with its times on the network, where the job states one);
         ``lost_all``: no worker received a byte of its multicast delivery; ``links``: the bytes
         the interfaces counted (``--count-links``)."""
-        flat = rep.to_dict(links)
+        flat = self._dict(rep, links)
         if rep.on_network is not None:
             self._timed.append(flat)
         if lost_all:
@@ -388,12 +443,12 @@ class Results:
             print(json.dumps(flat), file=self.out, flush=True)
         if self.table:
             self._rows.append(flat)
-            self._print(_line(table_cells(self._rows[-1])))
+            self._print(self._line((table_cells if self.bound is None else sized_cells)(flat)))
 
     def close(self, all_ok: bool, *, several: bool) -> int:
         """The end of the results; returns the job's status (1 if a transition was not verified)."""
         if self.table:
-            for line in table_legend(self._rows):
+            for line in (table_legend if self.bound is None else sized_legend)(self._rows):
                 self._print(line)
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
@@ -416,14 +471,14 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     if isinstance(dataset, str):
         print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
         with session.setup("sizes"):
-            link.share((0, 0, 2))
+            link.share((0, 0, 2, False))
             link.share(2)
         dog.close()
         return 2
     N, B = dataset.N, dataset.record_bytes
     dog.for_records(N, B)
     with session.setup("sizes"):
-        link.share((N, B, 0))
+        link.share((N, B, 0, dataset.variable))
     ep = Epochs(job, N, B, K)
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
@@ -431,7 +486,9 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     session.deal(ep.scheme.dataset(dataset), now.held)
     warm = warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
     probe = probe_links(session, job)
-    results = Results(job, K, f"K = {K}, N = {N}, record = {B} B", ep.scheme.holding.note(B), warm, probe)
+    bound = None if dataset.lengths is None else ByteBound(ep.schedule, dataset.lengths)
+    results = Results(job, K, records_text(K, N, B, dataset.lengths), ep.scheme.holding.note(B), warm, probe,
+                      bound)  # fmt: skip
     session.opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,

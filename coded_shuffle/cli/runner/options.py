@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...records import RecordSource, format_of, open_format
+
 __all__ = ["JobOptions"]
 
 
@@ -16,9 +18,10 @@ __all__ = ["JobOptions"]
 class JobOptions:
     """One MPI job's options, checked, defaults filled in.
 
-    ``points`` and ``record_bytes`` are None when the records come from ``data`` (a ``.npy``
-    file); ``bcast_baseline`` is for benchmarks only. What a test makes happen in a job (a rank
-    that fails, a corrupted frame, dropped datagrams) is no option: see :mod:`.hooks`.
+    ``points`` and ``record_bytes`` are None when the records come from ``data`` (a path in
+    ``format``: :meth:`records`); ``bcast_baseline`` is for benchmarks only. What a test makes
+    happen in a job (a rank that fails, a corrupted frame, dropped datagrams) is no option: see
+    :mod:`.hooks`.
 
     Examples
     --------
@@ -27,6 +30,12 @@ class JobOptions:
     """
 
     data: str | None = None
+    #: The format of ``data`` (a name of :data:`~coded_shuffle.records.FORMATS`), ``"auto"``: told
+    #: from the path; and the options of that format, None where not given.
+    format: str = "auto"
+    token_window: int | None = None
+    token_dtype: str | None = None
+    field: str | None = None
     points: int | None = 6000
     record_bytes: int | None = 1024
     epochs: int = 3
@@ -70,6 +79,15 @@ class JobOptions:
     def __post_init__(self) -> None:
         if self.data is None and (self.points is None or self.record_bytes is None):
             raise ValueError("Argument 'points' and 'record_bytes' must be given without 'data'.")
+
+    def records(self) -> RecordSource:
+        """The record source of ``data``, opened through the registry of formats (zero copy
+        where the format allows: a ``.npy`` file is memory-mapped); ValueError, OSError or
+        ImportError where it cannot be opened."""
+        assert self.data is not None
+        fmt = (format_of(self.data) or "npy") if self.format == "auto" else self.format
+        opts = {"window": self.token_window, "dtype": self.token_dtype, "field": self.field}
+        return open_format(self.data, fmt, **opts)
 
     def synthetic(self) -> tuple[int, int] | str:
         """``(points, record_bytes)`` of the random records the job draws (no ``data``), or why

@@ -1,8 +1,9 @@
 """A job of peers under MPI: every rank is a worker, and only the workers' exchange moves data.
 
 ``--mode exchange`` alone runs on ``mpiexec -n K``: there is no master rank. At the first epoch
-each rank reads what it holds itself: its rows of the ``.npy`` file (memory-mapped; every rank
-must be able to read it) or of the random records drawn from the seed, and the table of every
+each rank reads what it holds itself: its records of ``--data``, opened through its format's
+record source on every rank (a ``.npy`` file memory-mapped; every rank must be able to read it),
+or of the random records drawn from the seed, and the table of every
 unit's checksum is gathered from what the ranks read. Afterwards every transition is the
 exchange of :class:`~coded_shuffle.engine.schemes.ExchangeScheme` among peers: rank 0 leads the
 protocol's control rounds beside its own worker's role (the session's leader,
@@ -16,31 +17,36 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+import numpy as np
+
 from ...engine.mpi import Watchdog
 from ...engine.protocol import MasterOptions
 from ...engine.schemes import scheme_for
 from ...engine.session import warm_up
 from ...engine.state import synthetic_dataset
-from ...records import NpyRecords, RecordSource, fixed_record_bytes
+from ...records import NpyRecords, RecordSource
 from ...transport import MPITransport
-from .mpi_job import PROG, Epochs, Results, _hooks, job_refusal, probe_links
+from ..sized import ByteBound
+from .mpi_job import PROG, Epochs, Results, _hooks, job_refusal, probe_links, records_text
 from .options import JobOptions
 
 __all__ = ["peers"]
 
 
 def _records(job: JobOptions) -> tuple[RecordSource, int, int] | str:
-    """Every rank's view of the records: ``(source, N, B)``, the records read only when gathered."""
+    """Every rank's view of the records: ``(source, N, width)``, the records read only when
+    gathered (``--data`` opened through its format's record source, each rank its own)."""
     try:
         if job.data is not None:
-            source = NpyRecords(job.data, name="data")
-            return source, len(source), fixed_record_bytes(source, "data")
+            source = job.records()
+            return source, len(source), int(source.width)
         sizes = job.synthetic()
         if isinstance(sizes, str):
             return sizes
         return NpyRecords(synthetic_dataset(*sizes, seed=job.seed).data), *sizes
-    except (OSError, ValueError, MemoryError) as exc:
-        return f"--data {job.data}: {exc}" if job.data is not None else str(exc)
+    except (OSError, ValueError, MemoryError, ImportError, TypeError) as exc:
+        said = " ".join(str(exc).split())
+        return f"--data {job.data}: {said}" if job.data is not None else said
 
 
 def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
@@ -51,7 +57,9 @@ def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     K = link.K
     got = _records(job)
     rows, N, B = (None, 0, 0) if isinstance(got, str) else got
-    problem = got if isinstance(got, str) else job_refusal(job, K, N, B, peers=True)
+    sizes = None if rows is None or rows.record_bytes is not None else np.asarray(rows.sizes)
+    variable = sizes is not None
+    problem = got if isinstance(got, str) else job_refusal(job, K, N, B, peers=True, variable=variable)
     session = _hooks(job, link, dog)
     with session.setup("sizes"):
         bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
@@ -71,8 +79,11 @@ def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     peer = scheme_for(scheme.name, K=K, peers=True)
     warm = warm_up(link, dog, (peer,), seed=job.seed, at=session.setup_hook)
     probe = probe_links(session, job)
-    sizes = f"K = {K} peers, N = {N}, record = {B} B"
-    results = Results(job, K, sizes, scheme.holding.note(B), warm, probe) if link.is_leader else None
+    results = None
+    if link.is_leader:
+        bound = None if sizes is None else ByteBound(ep.schedule, sizes)
+        text = records_text(K, N, B, sizes, peers=True)
+        results = Results(job, K, text, scheme.holding.note(B), warm, probe, bound)
     session.opts = MasterOptions(
         max_repair_rounds=job.max_repair_rounds, seed=job.seed, records=(N, B),
         network=None if results is None else results.network, measured=True,

@@ -1,0 +1,148 @@
+"""Records of different sizes on the command line: each transition's bound weighted by size, and
+``coded-shuffle run``'s table in bytes.
+
+Where the records of ``--data`` differ in size, a count of records says little of what a link
+carries: ``simulate`` and ``run`` count payload bytes, with the counts beside them, and their
+bound is the genie bound of the shuffle matrix in bytes, ``S_B[i][j]`` the bytes of the records
+``i`` holds and ``j`` needs (:func:`coded_shuffle.matrix.shuffle_matrix` with ``sizes``; a bound
+for every scheme, ``proofs/claim_14_byte_bound.py``; :func:`coded_shuffle.loads.byte_loads` gives
+it beside the other loads in bytes).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..bounds import lower_bound
+from ..engine.schedule import EpochSchedule
+from ..matrix import shuffle_matrix
+from ..orders import Placement
+
+__all__ = ["ByteBound", "SIZED_COLUMNS", "sized_cells", "sized_legend"]
+
+
+class ByteBound:
+    """The genie lower bound weighted by size of each transition of ``schedule`` (one batch a
+    worker), in payload bytes: ``bound(t)`` is that of ``t - 1 -> t``, with whether it is exact.
+
+    The placements of the last two epochs asked are kept, so a run's transitions in order cost
+    one new placement each.
+
+    Examples
+    --------
+    >>> from coded_shuffle.engine import scheme_for
+    >>> from coded_shuffle.orders import OrderSpec
+    >>> s = EpochSchedule(N=4, K=2, seed=0, spec=OrderSpec(), scheme=scheme_for("coded", K=2))
+    >>> bound = ByteBound(s, np.array([10, 1, 1, 1]))
+    >>> b, exact = bound(1)
+    >>> exact, 0 <= b <= 13
+    (True, True)
+    """
+
+    def __init__(self, schedule: EpochSchedule, sizes: np.ndarray) -> None:
+        self.schedule, self.sizes = schedule, np.asarray(sizes, dtype=np.int64)
+        self._kept: dict[int, Placement] = {}
+
+    def _placement(self, t: int) -> Placement:
+        if t not in self._kept:
+            self._kept = {k: v for k, v in self._kept.items() if k == t - 1 or k == t + 1}
+            self._kept[t] = self.schedule.epoch(t).placement
+        return self._kept[t]
+
+    def __call__(self, epoch: int) -> tuple[int, bool]:
+        S_B = shuffle_matrix(self._placement(epoch - 1), self._placement(epoch), sizes=self.sizes)
+        lb = lower_bound(S_B)
+        return int(math.ceil(lb.value)), bool(lb.exact)
+
+
+#: The columns of ``run``'s table on records of different sizes (:func:`sized_cells`).
+SIZED_COLUMNS = (
+    "epoch", "mode", "sent", "planned", "payload MB", "busiest d/u MB", "bound d/u MB", "sent MB", "framing",
+    "seconds", "MB/s", "repairs", "verified",
+)  # fmt: skip
+
+#: Widths of :data:`SIZED_COLUMNS` (the link counters' last).
+SIZED_WIDTHS = (6, 10, 8, 9, 12, 16, 16, 9, 9, 9, 8, 8, 9, 9, 9)
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.4f}"
+
+
+def sized_cells(r: dict[str, Any]) -> list[str]:
+    """One row of ``run``'s table on records of different sizes for a report
+    (:meth:`~coded_shuffle.engine.report.TransitionReport.to_dict` with ``lower_bound_bytes``, the
+    bound weighted by size): the counts of the delivery, then its figures in bytes.
+
+    Examples
+    --------
+    >>> r = {"epoch": 1, "mode": "coded", "wire_symbols": 14, "planned_symbols": 14, "payload_bytes": 1919,
+    ...      "exchange_bytes": 0, "exchange_header_bytes": 0, "header_bytes": 400, "wire_bytes": 2319,
+    ...      "max_received_bytes": 1919, "max_sent_bytes": 0, "download_bound_bytes": 1140,
+    ...      "lower_bound_bytes": 1700, "lower_bound_exact": True, "uncoded_bytes": 3258,
+    ...      "upload_bound_bytes": 1247, "uncoded_symbols": 26, "seconds": 0.01, "repairs": 0,
+    ...      "verified": True}
+    >>> sized_cells(r)[:7]
+    ['1', 'coded', '14', '14', '0.0019', '0.0019/0.0019', '0.0011/0.0017']
+    """
+    mode = r["mode"]
+    payload = int(r["payload_bytes"]) + int(r["exchange_bytes"])
+    header = int(r["header_bytes"]) + int(r["exchange_header_bytes"])
+    up = {  # the least the sending uplink carries in this mode, in bytes
+        "coded": r.get("lower_bound_bytes"),
+        "uncoded": r["uncoded_bytes"],
+        "exchange": r["upload_bound_bytes"],
+    }.get(mode)
+    star = "" if mode != "coded" or r.get("lower_bound_exact", True) else "*"
+    busiest_up = max(int(r["payload_bytes"]), int(r["max_sent_bytes"]))
+    planned = r["planned_symbols"] if mode == "coded" else r["uncoded_symbols"]
+    mb = (r["wire_bytes"] + r["exchange_bytes"] + r["exchange_header_bytes"]) / 1e6
+    return [
+        str(r["epoch"]),
+        mode,
+        str(int(r["wire_symbols"]) if mode != "exchange" else r["uncoded_symbols"]),
+        str(planned),
+        _mb(payload),
+        f"{_mb(r['max_received_bytes'])}/{_mb(busiest_up)}",
+        f"{_mb(r['download_bound_bytes'])}/{'-' if up is None else _mb(up) + star}",
+        f"{mb:.3f}",
+        f"{header / payload:.2%}" if payload else "-",
+        f"{r['seconds']:.3f}",
+        f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
+        str(r["repairs"]),
+        "yes" if r["verified"] else "NO",
+        *(
+            [f"{r['link_tx_bytes'][0] / 1e6:.3f}", f"{max(r['link_rx_bytes'][1:]) / 1e6:.3f}"]
+            if r.get("link_tx_bytes")
+            else []
+        ),
+    ]
+
+
+def sized_legend(rows: list[dict[str, Any]]) -> list[str]:
+    """What the columns of ``run``'s table on records of different sizes mean: the lines under it."""
+    if not rows:
+        return []
+    modes = {r["mode"] for r in rows}
+    out = [
+        "records of different sizes: sent and planned count symbols (coded: an XOR of two records, as",
+        "long as the longer, or one alone) or records; every other figure is in payload bytes (MB).",
+        "payload MB: the payload the master and the workers sent (repairs apart);",
+        "busiest d/u: the most one worker received / the most one link sent (the master's, or a worker's).",
+        "bound d/u: the bytes the busiest worker misses, under which no delivery puts its downlink /",
+        "the least the sending uplink carries in this mode:",
+    ]
+    ups = {
+        "coded": "  coded: the genie lower bound weighted by size (* where not proven exact);",
+        "uncoded": "  uncoded: the bytes of every record that changes worker, each sent alone;",
+        "exchange": "  exchange: the least busiest upload of any exchange between the workers.",
+    }
+    out += [line for m, line in ups.items() if m in modes]
+    out += [
+        "sent MB: payload and framing bytes the master and the workers sent; MB/s: sent MB / seconds;",
+        "framing: frame headers, symbol entries with both lengths, receiver indexes and padding.",
+    ]
+    return out
