@@ -157,6 +157,8 @@ def _units_of(scheme: Scheme, source: Any, held: Any, worker: int) -> Cache:
     from ..codec import load_dataset
 
     ids = scheme.held(held, worker)
+    if source.record_bytes is None:  # variable records: whole, zero-padded, with their lengths
+        return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids])
     C = scheme.pieces
     mine = np.unique(ids // C)
     local = scheme.dataset(load_dataset(source.gather(mine), checksums=False))
@@ -267,8 +269,12 @@ class Session:
         self._steps(stages, lambda: link.share_array(work.checksums), send)
         self.units = work
 
-    def receive(self, n_units: int, width: int, held: Any, *, stages: Sequence[str] = _START) -> Cache:
-        """Worker: the units' checksums and this worker's units under ``held``, from the master."""
+    def receive(
+        self, n_units: int, width: int, held: Any, *, lengths: np.ndarray | None = None,
+        stages: Sequence[str] = _START,
+    ) -> Cache:  # fmt: skip
+        """Worker: the units' checksums and this worker's units under ``held``, from the master
+        (``lengths``: every unit's length, when the records' lengths vary)."""
         k, link = self.link.worker, self.link
         assert k is not None
         ids = self.schemes[0].held(held, k)
@@ -277,22 +283,24 @@ class Session:
             lambda: link.share_array(np.empty(n_units, dtype=np.uint64)),
             lambda: link.receive_rows(np.empty((ids.size, width), dtype=np.uint8)),
         )
-        cache = Cache(ids=ids, data=data, lengths=None)
+        cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids])
         self._hold(cache, sums)
         return cache
 
     def gather(self, source: Any, held: Any, n_units: int, width: int, *, stage: str = "checksums") -> Cache:
         """Every peer: its units under ``held`` read from ``source``, and every unit's checksum
-        gathered from what the ranks read (the leader's :class:`Catalogue`)."""
+        gathered from what the ranks read (the leader's :class:`Catalogue`; records of variable
+        lengths are whole units, their lengths ``source.sizes``)."""
         k = self.link.worker
         assert k is not None
         cache = _units_of(self.schemes[0], source, held, k)
         with self.setup(stage):
-            got = self.link.allgather((cache.ids, record_checksums(cache.data)))
+            got = self.link.allgather((cache.ids, record_checksums(cache.data, cache.lengths)))
         table = np.zeros(n_units, dtype=np.uint64)
         for ids, sums in got:
             table[ids] = sums
-        self.units = Catalogue(N=n_units, record_bytes=width, checksums=table)
+        lengths = None if cache.lengths is None else np.asarray(source.sizes, dtype=np.int64)
+        self.units = Catalogue(N=n_units, record_bytes=width, checksums=table, lengths=lengths)
         self._hold(cache, table)
         return cache
 

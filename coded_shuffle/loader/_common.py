@@ -21,12 +21,13 @@ from ..engine.schemes import REGISTRY, Scheme, registered, resolve
 from ..errors import IntegrityError
 from ..network import MODES
 from ..orders import (
+    BALANCES,
     EPOCH_ORDERS,
     OrderSpec,
     auto_order,
 )
 from ..plan import STRATEGIES
-from ..records import NpyRecords, RecordSource, TokenWindows, fixed_record_bytes, open_records
+from ..records import NpyRecords, RecordSource, SpanRecords, TokenWindows, open_records
 from ..storage import check_storage
 
 _PROG = "coded_shuffle.loader"
@@ -39,6 +40,9 @@ _PROG = "coded_shuffle.loader"
 class RowLayout:
     """How a record's bytes read as one row of the source array: its dtype and shape.
 
+    ``variable``: the records' sizes differ; a record is then its own bytes (``uint8``, as long
+    as it is), and ``shape`` is the widest record's ``(width,)``.
+
     Examples
     --------
     >>> import numpy as np
@@ -49,12 +53,14 @@ class RowLayout:
 
     dtype: np.dtype
     shape: tuple[int, ...]
+    variable: bool = False
 
     @classmethod
     def of(cls, source: RecordSource) -> RowLayout:
         """The rows of ``source``: those of its arrays (:class:`~coded_shuffle.records.NpyRecords`),
         a window's tokens (:class:`~coded_shuffle.records.TokenWindows`: ``block_size`` of its
-        token type), else a record's bytes (records of one size).
+        token type), else a record's bytes (of records of one size, or of variable sizes:
+        ``variable``, its width the widest record's).
 
         Examples
         --------
@@ -67,11 +73,13 @@ class RowLayout:
             return cls(dtype=source.dtype, shape=source.row_shape)
         if isinstance(source, TokenWindows):
             return cls(dtype=source.dtype, shape=(source.block_size,))
-        return cls(dtype=np.dtype(np.uint8), shape=(fixed_record_bytes(source),))
+        if source.record_bytes is None:
+            return cls(dtype=np.dtype(np.uint8), shape=(int(source.width),), variable=True)
+        return cls(dtype=np.dtype(np.uint8), shape=(int(source.record_bytes),))
 
     @property
     def record_bytes(self) -> int:
-        """Bytes of one record."""
+        """Bytes of one record (of the widest, when their sizes vary)."""
         return int(self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64)))
 
     def rows(self, data: np.ndarray, *, writable: bool = False) -> np.ndarray:
@@ -109,22 +117,63 @@ def record_bytes_of(rows: np.ndarray) -> np.ndarray:
     return out
 
 
+_BYTES = (bytes, bytearray, memoryview)
+
+
+def bytes_records(items: list[Any] | tuple[Any, ...], name: str = "source") -> RecordSource:
+    """Records given as a sequence of ``bytes`` (one record each, sizes free), as a record source
+    over one buffer holding them end to end; refuses, naming ``name``, an item that is not bytes
+    and an empty record.
+
+    Examples
+    --------
+    >>> src = bytes_records([b"ab", b"cde"])
+    >>> len(src), src.record_bytes, src.sizes.tolist(), src.view(1).tobytes()
+    (2, None, [2, 3], b'cde')
+    >>> bytes_records([b"ab", 3])
+    Traceback (most recent call last):
+    ...
+    TypeError: Argument 'source' must hold bytes only (one record each), not int at index 1.
+    """
+    for i, item in enumerate(items):
+        if not isinstance(item, _BYTES):
+            raise TypeError(
+                f"Argument {name!r} must hold bytes only (one record each), "
+                f"not {type(item).__name__} at index {i}."
+            )
+    sizes = np.array([memoryview(x).nbytes for x in items], dtype=np.int64)
+    if sizes.size and int(sizes.min()) < 1:
+        raise ValueError(
+            f"Argument {name!r} must hold records of at least 1 byte, "
+            f"not an empty one at index {int(np.argmin(sizes))}."
+        )
+    buf = np.frombuffer(b"".join(bytes(x) for x in items), dtype=np.uint8)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if sizes.size else sizes
+    return SpanRecords([buf], starts=starts, sizes=sizes, name=name)
+
+
 def open_rows(source: object) -> tuple[RecordSource, RowLayout]:
     """``source`` as a record source (a ``.npy`` file memory-mapped: records read only when
-    gathered), with the layout of its rows."""
-    records = open_records(source)
+    gathered; a sequence of ``bytes``, records of any sizes: :func:`bytes_records`), with the
+    layout of its rows."""
+    if isinstance(source, (list, tuple)) and any(isinstance(x, _BYTES) for x in source):
+        records = bytes_records(source)
+    else:
+        records = open_records(source)
     return records, RowLayout.of(records)
 
 
 def load_rows(source: object) -> tuple[Dataset, RowLayout]:
-    """Load ``source`` as a dataset of fixed-size records, keeping the dtype and shape of a row.
+    """Load ``source`` as a dataset, keeping the dtype and shape of a row.
 
     Parameters
     ----------
     source : RecordSource, numpy.ndarray, str, os.PathLike, or a sequence or mapping of them
-        A record source, an array of shape ``(N, ...)`` (row ``X[i]`` is record ``i``), or the
-        path of a ``.npy`` file, opened as a read-only memmap (the rows stay on disk until read);
-        several arrays or paths are joined row by row (:class:`~coded_shuffle.records.NpyRecords`).
+        A record source (its records of one size or of variable sizes), an array of shape
+        ``(N, ...)`` (row ``X[i]`` is record ``i``), or the path of a ``.npy`` file, opened as a
+        read-only memmap (the rows stay on disk until read); several arrays or paths are joined
+        row by row (:class:`~coded_shuffle.records.NpyRecords`); a sequence of ``bytes`` is one
+        record each, of any sizes (:func:`bytes_records`).
 
     Returns
     -------
@@ -144,6 +193,41 @@ def load_rows(source: object) -> tuple[Dataset, RowLayout]:
 # --------------------------------------------------------------------------- what a worker gets
 
 
+def variable_records(data: np.ndarray, lengths: np.ndarray, *, writable: bool = False) -> np.ndarray:
+    """Zero-padded rows ``data`` cut to their ``lengths``: a one-dimensional ``object`` array of
+    ``uint8`` arrays, views of one new buffer of the bytes end to end (read-only by default).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [r.tolist() for r in variable_records(np.array([[1, 2], [3, 0]], np.uint8), np.array([2, 1]))]
+    [[1, 2], [3]]
+    """
+    n = int(lengths.shape[0])
+    flat = np.ascontiguousarray(data[np.arange(data.shape[1])[None, :] < lengths[:, None]])
+    flat.flags.writeable = writable
+    ends = np.cumsum(lengths).tolist()
+    out = np.empty(n, dtype=object)
+    for r, (lo, hi) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+        out[r] = flat[lo:hi]
+    out.flags.writeable = False
+    return out
+
+
+def variable_batch(
+    epoch: int, worker: int, ids: np.ndarray, data: np.ndarray, lengths: np.ndarray, *, decoded: int = 0,
+    writable: bool = False, decode: Callable[[np.ndarray], Any] | None = None,
+) -> EpochBatch:  # fmt: skip
+    """The batch of records of variable sizes ``ids``, from their zero-padded rows ``data`` and
+    their ``lengths``: each record its own bytes (:func:`variable_records`)."""
+    lens = np.array(lengths, dtype=np.int64)
+    lens.flags.writeable = False
+    return EpochBatch(
+        epoch=epoch, worker=worker, ids=ids, records=variable_records(data, lens, writable=writable),
+        decoded=decoded, decode=decode, lengths=lens,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True, eq=False)
 class EpochBatch:
     """Worker ``worker``'s batch of epoch ``epoch``, in the epoch's order.
@@ -157,13 +241,19 @@ class EpochBatch:
     ids : numpy.ndarray
         Read-only ``int64`` record ids, in the order of epoch ``t`` (a contiguous run of it).
     records : numpy.ndarray
-        Read-only rows ``X[ids]``, with the dtype and row shape of the source array.
+        Read-only rows ``X[ids]``, with the dtype and row shape of the source array. For records
+        of variable sizes, a one-dimensional ``object`` array whose item ``r`` is record
+        ``ids[r]``'s own bytes: a read-only ``uint8`` array of its length, never padded (views of
+        one buffer of the batch's bytes).
     decoded : int
         Records this worker decoded from coded symbols, the ones that moved to it (0 at the first
         epoch, loaded from the dataset); the others were already in its cache.
     decode : callable or None
         The loader's ``decode``: iterating the batch yields ``(id, decode(record))``, ``record``
         the record's bytes as a read-only ``uint8`` array (a view, no copy); None yields the rows.
+    lengths : numpy.ndarray or None
+        Read-only ``int64`` bytes of each record, in the order of ``ids``, for records of
+        variable sizes; None when they have one size.
 
     Examples
     --------
@@ -174,6 +264,10 @@ class EpochBatch:
     >>> b = EpochBatch(0, 1, np.array([4, 2]), np.array([[4.0], [2.0]]), decoded=0, decode=bytes)
     >>> [(i, len(s)) for i, s in b]
     [(4, 8), (2, 8)]
+    >>> rows = np.array([[7, 8, 9], [5, 0, 0]], np.uint8)  # records of 3 and 1 bytes, zero-padded
+    >>> v = variable_batch(0, 1, np.array([4, 2]), rows, np.array([3, 1]))
+    >>> [(i, r.tolist()) for i, r in v], v.nbytes
+    ([(4, [7, 8, 9]), (2, [5])], 4)
     """
 
     epoch: int
@@ -182,9 +276,22 @@ class EpochBatch:
     records: np.ndarray
     decoded: int
     decode: Callable[[np.ndarray], Any] | None = None
+    lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
+
+    @property
+    def variable(self) -> bool:
+        """Whether the records have variable sizes (:attr:`records` holds each one's own bytes)."""
+        return self.lengths is not None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the batch's records (the sum of their sizes)."""
+        if self.lengths is not None:
+            return int(self.lengths.sum())
+        return int(self.records.nbytes)
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         """Yield ``(id, row)`` pairs in the epoch's order, or ``(id, decode(record bytes))``."""
@@ -195,7 +302,8 @@ class EpochBatch:
 
     def samples(self, decode: Callable[[np.ndarray], Any]) -> Iterator[tuple[int, Any]]:
         """Yield ``(id, decode(record))`` in the epoch's order, ``record`` the record's bytes as a
-        read-only ``uint8`` array (a view of :attr:`records`), from any loader's batch.
+        read-only ``uint8`` array (a view of :attr:`records`; its own length when sizes vary),
+        from any loader's batch.
 
         Examples
         --------
@@ -207,11 +315,15 @@ class EpochBatch:
         f = check_decode(decode)
         if f is None:
             raise TypeError("Argument 'decode' must be a callable (a record's bytes to a sample), not None.")
-        for i, data in zip(self.ids.tolist(), record_bytes_of(self.records), strict=True):
+        views = self.records if self.variable else record_bytes_of(self.records)
+        for i, data in zip(self.ids.tolist(), views, strict=True):
             yield i, f(data)
 
     def minibatches(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield ``(ids, records)`` of consecutive runs of ``size`` rows (the last may be shorter).
+
+        Records of variable sizes come as they are in :attr:`records`: an ``object`` array of
+        ``size`` records, each its own bytes (a model pads or packs them as it wants).
 
         Examples
         --------
@@ -285,13 +397,19 @@ def _batch(
     writable: bool = False,
     decode: Callable[[np.ndarray], Any] | None = None,
 ) -> EpochBatch:
-    """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache."""
+    """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache (records of
+    variable sizes each cut to its length)."""
     try:
         data = scheme.records(cache, ids, layout.record_bytes)
     except KeyError:
         raise IntegrityError(f"Worker {worker}: epoch {epoch}'s batch is not all in the cache.") from None
     ordered = ids.copy()
     ordered.flags.writeable = False
+    if layout.variable:
+        assert cache.lengths is not None
+        lengths = cache.lengths[cache.rows(ids)]
+        return variable_batch(epoch, worker, ordered, data, lengths, decoded=decoded, writable=writable,
+                              decode=decode)  # fmt: skip
     return EpochBatch(
         epoch=epoch,
         worker=worker,
@@ -305,6 +423,20 @@ def _batch(
 def _crashing() -> bool:
     """Whether this process is ending on an uncaught exception (at exit, after its traceback)."""
     return getattr(sys, "last_value", None) is not None
+
+
+def check_balance(balance: object) -> str:
+    """A loader's argument ``balance``: ``"count"`` (batches of equal counts) or ``"bytes"`` (of
+    equal bytes, within one record); else raise naming it."""
+    return check_choice(balance, "balance", BALANCES)
+
+
+def batch_sizes_of(N: int, B: int, lengths: np.ndarray | None, balance: str) -> np.ndarray | None:
+    """The records' sizes a schedule cuts its batches by: None by count, else each record's
+    bytes (``lengths``, or ``B`` each when they have one size)."""
+    if balance == "count":
+        return None
+    return np.full(N, B, dtype=np.int64) if lengths is None else lengths
 
 
 def _check_common(
@@ -358,28 +490,43 @@ def with_master(scheme: str | Scheme) -> bool:
 
 
 def _storage(
-    storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False
-) -> Scheme | None:
+    storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
+    variable: bool = False,
+) -> Scheme | None:  # fmt: skip
     """The scheme ``mode`` of ``storage`` batches a worker for these records, or raise naming
     ``storage`` (or ``scheme``).
 
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
-    is checked, and nothing is returned.
+    is checked, and nothing is returned. ``variable``: records of variable sizes (the widest
+    ``record_bytes``), which go whole, one batch a worker: a storage above 1, or a scheme of one's
+    own that cuts records into pieces, is refused.
     """
     try:
         if record_bytes is None:
             check_storage(storage, K)
             return None
-        return resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers)  # type: ignore[arg-type]
+        scheme = resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
+    if variable and storage != 1:
+        raise ValueError(
+            f"Argument 'storage' must be 1 for records of variable sizes (the pieces of a storage "
+            f"need one size), not {storage!r}."
+        )
+    if variable and (scheme.M != 1 or scheme.pieces != 1):
+        raise ValueError(
+            f"Argument 'scheme' must deliver whole records, one batch a worker, for records of "
+            f"variable sizes, not {scheme!r}."
+        )
+    return scheme
 
 
 def _store(
-    storage: object, record_bytes: int, K: int, *, mode: str | Scheme = "coded", peers: bool = False
-) -> Scheme:
+    storage: object, record_bytes: int, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
+    variable: bool = False,
+) -> Scheme:  # fmt: skip
     """:func:`_storage` of records of known width."""
-    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers)
+    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers, variable=variable)
     assert scheme is not None
     return scheme
 
@@ -394,6 +541,12 @@ def _scheme_on(
     assert net is not None
     if storage != 1:
         raise ValueError(f"Argument 'network' applies to one batch a worker, not storage = {storage!r}.")
+    if dataset.lengths is not None:
+        lo, hi = int(dataset.lengths.min()), int(dataset.lengths.max())
+        raise ValueError(
+            "Argument 'network' applies to records of one size (the predicted times count records "
+            f"of one size), not sizes from {lo} to {hi} bytes."
+        )
     if scheme != "auto":
         return scheme
     times = predicted_times(
