@@ -196,7 +196,8 @@ class MPILoader:
         if self.is_master:
             if source is None:
                 raise TypeError(
-                    "Argument 'source' must be a numpy array or the path of a .npy file on the master."
+                    "Argument 'source' must be the records on the master (a record source, an array, "
+                    "a .npy path or a sequence of bytes), not None."
                 )
             self.dataset, self.layout = load_rows(source)
             self.N = self.dataset.N

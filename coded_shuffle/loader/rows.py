@@ -96,7 +96,10 @@ def check_decode(decode: object) -> Callable[[np.ndarray], Any] | None:
 
 
 def record_bytes_of(rows: np.ndarray) -> np.ndarray:
-    """Rows as ``(n, B)`` read-only ``uint8`` record bytes (a view of them, no copy)."""
+    """Rows as ``(n, B)`` read-only ``uint8`` record bytes (a view of them, no copy); records of
+    variable sizes (an ``object`` array of each one's bytes) as they are."""
+    if rows.dtype == object:
+        return rows
     n, B = rows.shape[0], rows.dtype.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))
     out = np.ascontiguousarray(rows).view(np.uint8).reshape(n, B)
     out.flags.writeable = False
