@@ -18,7 +18,7 @@ import numpy as np
 
 from ..matrix import shuffle_matrix
 from ..network import Network, TransitionTimes, predict
-from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, placement_from_permutation
+from ..orders import OrderSpec, Placement, epoch_order, placement_from_permutation
 from .schemes import Scheme, scheme_for
 
 __all__ = ["Epoch", "EpochSchedule"]
@@ -35,13 +35,17 @@ class Epoch:
 
     def batch(self, worker: int) -> np.ndarray:
         """Worker ``worker``'s record ids of this epoch, in the epoch's order."""
-        cut = np.concatenate(([0], np.cumsum(batch_sizes(self.order.size, self.placement.K))))
+        cut = np.concatenate(([0], np.cumsum(self.placement.sizes())))  # contiguous runs of the order
         return self.order[int(cut[worker]) : int(cut[worker + 1])].astype(np.int64)
 
 
 @dataclass(frozen=True)
 class EpochSchedule:
     """The epochs ``start, start + 1, ...`` of ``N`` records on ``K`` workers under ``scheme``.
+
+    The batches are runs of equal counts, or, with ``sizes`` (each record's bytes) and
+    ``balance="bytes"``, of equal bytes within one record
+    (:func:`~coded_shuffle.orders.epoch_batch_sizes`).
 
     Examples
     --------
@@ -56,11 +60,13 @@ class EpochSchedule:
     seed: int
     spec: OrderSpec
     scheme: Scheme
+    sizes: np.ndarray | None = None
+    balance: str = "count"
 
     def epoch(self, t: int, previous: Epoch | None = None) -> Epoch:
         """Epoch ``t``: what the workers hold starts from scratch, or follows ``previous``."""
         order = np.asarray(epoch_order(self.N, seed=self.seed, epoch=t, spec=self.spec))
-        placement = placement_from_permutation(order, self.K)
+        placement = placement_from_permutation(order, self.K, sizes=self.sizes, balance=self.balance)
         scheme = self.scheme
         held = scheme.start(placement) if previous is None else scheme.following(previous.held, placement)
         return Epoch(t=t, order=order, placement=placement, held=held)

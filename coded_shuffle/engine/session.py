@@ -157,6 +157,8 @@ def _units_of(scheme: Scheme, source: Any, held: Any, worker: int) -> Cache:
     from ..codec import load_dataset
 
     ids = scheme.held(held, worker)
+    if source.record_bytes is None:  # variable records: whole, zero-padded, with their lengths
+        return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids])
     C = scheme.pieces
     mine = np.unique(ids // C)
     local = scheme.dataset(load_dataset(source.gather(mine), checksums=False))
@@ -295,7 +297,8 @@ class Session:
 
     def gather(self, source: Any, held: Any, n_units: int, width: int, *, stage: str = "checksums") -> Cache:
         """Every peer: its units under ``held`` read from ``source``, and every unit's checksum
-        gathered from what the ranks read (the leader's :class:`Catalogue`)."""
+        gathered from what the ranks read (the leader's :class:`Catalogue`; records of variable
+        lengths are whole units, their lengths ``source.sizes``)."""
         k = self.link.worker
         assert k is not None
         cache = _units_of(self.schemes[0], source, held, k)

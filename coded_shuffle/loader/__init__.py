@@ -4,7 +4,8 @@ Notation
 --------
 =========  ==========================================================================
 ``K``      number of workers
-``N``      number of records: the rows ``X[0] .. X[N-1]`` of one array (or ``.npy`` file)
+``N``      number of records: the rows ``X[0] .. X[N-1]`` of one array (or ``.npy`` file), or
+           the records of a record source
 ``t``      epoch; epoch ``t``'s global order is cut into ``K`` contiguous batches
 =========  ==========================================================================
 
@@ -20,7 +21,14 @@ cannot be verified is never yielded: :class:`~coded_shuffle.errors.IntegrityErro
 
 What a worker gets, per epoch, is an :class:`EpochBatch`: the ids of its batch in the epoch's
 order, and ``records``, the rows ``X[ids]`` (same dtype, same row shape as ``X``). Iterating it
-yields ``(id, row)`` pairs.
+yields ``(id, row)`` pairs, or ``(id, decode(record))`` with the loader's ``decode``.
+
+Records may have variable sizes (files, a sequence of ``bytes``, token documents, the variable
+columns of MDS or Arrow records): a record is then its own bytes, a ``uint8`` array of its
+length, never padded (``records`` an ``object`` array of them, ``lengths`` their sizes), delivered
+whole, one batch a worker (``storage = 1``), by the coded scheme or the exchange. With
+``balance="bytes"`` the batches are runs of the epoch's order of equal bytes (within one record)
+instead of equal counts.
 
 Three drivers, one worker view:
 

@@ -1,4 +1,5 @@
-"""What the loaders share: records as rows, an epoch's batch, and the checks of their options."""
+"""What the loaders share: an epoch's batch (its records as rows: :mod:`.rows`), and the checks
+of their options."""
 
 from __future__ import annotations
 
@@ -10,138 +11,66 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_choice, check_int
-from ..codec import (
-    Cache,
-    Dataset,
-    load_dataset,
-)
+from ..codec import Cache, Dataset
 from ..engine import TransitionReport
 from ..engine.schedule import check_network, predicted_times
 from ..engine.schemes import REGISTRY, Scheme, registered, resolve
 from ..errors import IntegrityError
 from ..network import MODES
 from ..orders import (
+    BALANCES,
     EPOCH_ORDERS,
     OrderSpec,
     auto_order,
 )
 from ..plan import STRATEGIES
-from ..records import NpyRecords, RecordSource, TokenWindows, fixed_record_bytes, open_records
 from ..storage import check_storage
+from .rows import RowLayout, bytes_records, check_decode, load_rows, open_rows, record_bytes_of
+
+__all__ = [
+    "EpochBatch", "LoadedEpoch", "RowLayout", "bytes_records", "check_decode", "load_rows", "open_rows",
+    "record_bytes_of", "variable_batch", "variable_records",
+]  # fmt: skip
 
 _PROG = "coded_shuffle.loader"
 
 
-# --------------------------------------------------------------------------- records as rows
+# --------------------------------------------------------------------------- what a worker gets
 
 
-@dataclass(frozen=True)
-class RowLayout:
-    """How a record's bytes read as one row of the source array: its dtype and shape.
+def variable_records(data: np.ndarray, lengths: np.ndarray, *, writable: bool = False) -> np.ndarray:
+    """Zero-padded rows ``data`` cut to their ``lengths``: a one-dimensional ``object`` array of
+    ``uint8`` arrays, views of one new buffer of the bytes end to end (read-only by default).
 
     Examples
     --------
     >>> import numpy as np
-    >>> layout = RowLayout(np.dtype("<i2"), (2,))
-    >>> layout.rows(np.array([[1, 0, 2, 0], [3, 0, 4, 0]], dtype=np.uint8)).tolist()
-    [[1, 2], [3, 4]]
+    >>> [r.tolist() for r in variable_records(np.array([[1, 2], [3, 0]], np.uint8), np.array([2, 1]))]
+    [[1, 2], [3]]
     """
-
-    dtype: np.dtype
-    shape: tuple[int, ...]
-
-    @classmethod
-    def of(cls, source: RecordSource) -> RowLayout:
-        """The rows of ``source``: those of its arrays (:class:`~coded_shuffle.records.NpyRecords`),
-        a window's tokens (:class:`~coded_shuffle.records.TokenWindows`: ``block_size`` of its
-        token type), else a record's bytes (records of one size).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from coded_shuffle.records import NpyRecords
-        >>> RowLayout.of(NpyRecords(np.zeros((4, 3), dtype=np.float32)))
-        RowLayout(dtype=dtype('float32'), shape=(3,))
-        """
-        if isinstance(source, NpyRecords):
-            return cls(dtype=source.dtype, shape=source.row_shape)
-        if isinstance(source, TokenWindows):
-            return cls(dtype=source.dtype, shape=(source.block_size,))
-        return cls(dtype=np.dtype(np.uint8), shape=(fixed_record_bytes(source),))
-
-    @property
-    def record_bytes(self) -> int:
-        """Bytes of one record."""
-        return int(self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64)))
-
-    def rows(self, data: np.ndarray, *, writable: bool = False) -> np.ndarray:
-        """View ``(n, B)`` ``uint8`` record bytes as ``n`` rows of this layout (read-only by default)."""
-        data = np.ascontiguousarray(data)
-        out = data.view(self.dtype).reshape((data.shape[0], *self.shape))
-        out.flags.writeable = writable
-        return out
-
-
-def check_decode(decode: object) -> Callable[[np.ndarray], Any] | None:
-    """A loader's argument ``decode``: None, or a callable (a record's bytes to a sample); else
-    raise naming it.
-
-    Examples
-    --------
-    >>> check_decode(3)
-    Traceback (most recent call last):
-    ...
-    TypeError: Argument 'decode' must be a callable (a record's bytes to a sample) or None, not int.
-    """
-    if decode is None or callable(decode):
-        return decode
-    raise TypeError(
-        "Argument 'decode' must be a callable (a record's bytes to a sample) or None, "
-        f"not {type(decode).__name__}."
-    )
-
-
-def record_bytes_of(rows: np.ndarray) -> np.ndarray:
-    """Rows as ``(n, B)`` read-only ``uint8`` record bytes (a view of them, no copy)."""
-    n, B = rows.shape[0], rows.dtype.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))
-    out = np.ascontiguousarray(rows).view(np.uint8).reshape(n, B)
+    n = int(lengths.shape[0])
+    flat = np.ascontiguousarray(data[np.arange(data.shape[1])[None, :] < lengths[:, None]])
+    flat.flags.writeable = writable
+    ends = np.cumsum(lengths).tolist()
+    out = np.empty(n, dtype=object)
+    for r, (lo, hi) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+        out[r] = flat[lo:hi]
     out.flags.writeable = False
     return out
 
 
-def open_rows(source: object) -> tuple[RecordSource, RowLayout]:
-    """``source`` as a record source (a ``.npy`` file memory-mapped: records read only when
-    gathered), with the layout of its rows."""
-    records = open_records(source)
-    return records, RowLayout.of(records)
-
-
-def load_rows(source: object) -> tuple[Dataset, RowLayout]:
-    """Load ``source`` as a dataset of fixed-size records, keeping the dtype and shape of a row.
-
-    Parameters
-    ----------
-    source : RecordSource, numpy.ndarray, str, os.PathLike, or a sequence or mapping of them
-        A record source, an array of shape ``(N, ...)`` (row ``X[i]`` is record ``i``), or the
-        path of a ``.npy`` file, opened as a read-only memmap (the rows stay on disk until read);
-        several arrays or paths are joined row by row (:class:`~coded_shuffle.records.NpyRecords`).
-
-    Returns
-    -------
-    (Dataset, RowLayout)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> ds, layout = load_rows(np.zeros((6, 3), dtype=np.float32))
-    >>> ds.N, ds.record_bytes, layout.dtype, layout.shape
-    (6, 12, dtype('float32'), (3,))
-    """
-    records, layout = open_rows(source)
-    return load_dataset(records), layout
-
-
-# --------------------------------------------------------------------------- what a worker gets
+def variable_batch(
+    epoch: int, worker: int, ids: np.ndarray, data: np.ndarray, lengths: np.ndarray, *, decoded: int = 0,
+    writable: bool = False, decode: Callable[[np.ndarray], Any] | None = None,
+) -> EpochBatch:  # fmt: skip
+    """The batch of records of variable sizes ``ids``, from their zero-padded rows ``data`` and
+    their ``lengths``: each record its own bytes (:func:`variable_records`)."""
+    lens = np.array(lengths, dtype=np.int64)
+    lens.flags.writeable = False
+    return EpochBatch(
+        epoch=epoch, worker=worker, ids=ids, records=variable_records(data, lens, writable=writable),
+        decoded=decoded, decode=decode, lengths=lens,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,13 +86,19 @@ class EpochBatch:
     ids : numpy.ndarray
         Read-only ``int64`` record ids, in the order of epoch ``t`` (a contiguous run of it).
     records : numpy.ndarray
-        Read-only rows ``X[ids]``, with the dtype and row shape of the source array.
+        Read-only rows ``X[ids]``, with the dtype and row shape of the source array. For records
+        of variable sizes, a one-dimensional ``object`` array whose item ``r`` is record
+        ``ids[r]``'s own bytes: a read-only ``uint8`` array of its length, never padded (views of
+        one buffer of the batch's bytes).
     decoded : int
         Records this worker decoded from coded symbols, the ones that moved to it (0 at the first
         epoch, loaded from the dataset); the others were already in its cache.
     decode : callable or None
         The loader's ``decode``: iterating the batch yields ``(id, decode(record))``, ``record``
         the record's bytes as a read-only ``uint8`` array (a view, no copy); None yields the rows.
+    lengths : numpy.ndarray or None
+        Read-only ``int64`` bytes of each record, in the order of ``ids``, for records of
+        variable sizes; None when they have one size.
 
     Examples
     --------
@@ -174,6 +109,10 @@ class EpochBatch:
     >>> b = EpochBatch(0, 1, np.array([4, 2]), np.array([[4.0], [2.0]]), decoded=0, decode=bytes)
     >>> [(i, len(s)) for i, s in b]
     [(4, 8), (2, 8)]
+    >>> rows = np.array([[7, 8, 9], [5, 0, 0]], np.uint8)  # records of 3 and 1 bytes, zero-padded
+    >>> v = variable_batch(0, 1, np.array([4, 2]), rows, np.array([3, 1]))
+    >>> [(i, r.tolist()) for i, r in v], v.nbytes
+    ([(4, [7, 8, 9]), (2, [5])], 4)
     """
 
     epoch: int
@@ -182,9 +121,22 @@ class EpochBatch:
     records: np.ndarray
     decoded: int
     decode: Callable[[np.ndarray], Any] | None = None
+    lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
+
+    @property
+    def variable(self) -> bool:
+        """Whether the records have variable sizes (:attr:`records` holds each one's own bytes)."""
+        return self.lengths is not None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the batch's records (the sum of their sizes)."""
+        if self.lengths is not None:
+            return int(self.lengths.sum())
+        return int(self.records.nbytes)
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         """Yield ``(id, row)`` pairs in the epoch's order, or ``(id, decode(record bytes))``."""
@@ -195,7 +147,8 @@ class EpochBatch:
 
     def samples(self, decode: Callable[[np.ndarray], Any]) -> Iterator[tuple[int, Any]]:
         """Yield ``(id, decode(record))`` in the epoch's order, ``record`` the record's bytes as a
-        read-only ``uint8`` array (a view of :attr:`records`), from any loader's batch.
+        read-only ``uint8`` array (a view of :attr:`records`; its own length when sizes vary),
+        from any loader's batch.
 
         Examples
         --------
@@ -207,11 +160,15 @@ class EpochBatch:
         f = check_decode(decode)
         if f is None:
             raise TypeError("Argument 'decode' must be a callable (a record's bytes to a sample), not None.")
-        for i, data in zip(self.ids.tolist(), record_bytes_of(self.records), strict=True):
+        views = self.records if self.variable else record_bytes_of(self.records)
+        for i, data in zip(self.ids.tolist(), views, strict=True):
             yield i, f(data)
 
     def minibatches(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Yield ``(ids, records)`` of consecutive runs of ``size`` rows (the last may be shorter).
+
+        Records of variable sizes come as they are in :attr:`records`: an ``object`` array of
+        ``size`` records, each its own bytes (a model pads or packs them as it wants).
 
         Examples
         --------
@@ -285,13 +242,19 @@ def _batch(
     writable: bool = False,
     decode: Callable[[np.ndarray], Any] | None = None,
 ) -> EpochBatch:
-    """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache."""
+    """The rows of ``ids`` (in epoch order) gathered, whole, from the worker's cache (records of
+    variable sizes each cut to its length)."""
     try:
         data = scheme.records(cache, ids, layout.record_bytes)
     except KeyError:
         raise IntegrityError(f"Worker {worker}: epoch {epoch}'s batch is not all in the cache.") from None
     ordered = ids.copy()
     ordered.flags.writeable = False
+    if layout.variable:
+        assert cache.lengths is not None
+        lengths = cache.lengths[cache.rows(ids)]
+        return variable_batch(epoch, worker, ordered, data, lengths, decoded=decoded, writable=writable,
+                              decode=decode)  # fmt: skip
     return EpochBatch(
         epoch=epoch,
         worker=worker,
@@ -305,6 +268,20 @@ def _batch(
 def _crashing() -> bool:
     """Whether this process is ending on an uncaught exception (at exit, after its traceback)."""
     return getattr(sys, "last_value", None) is not None
+
+
+def check_balance(balance: object) -> str:
+    """A loader's argument ``balance``: ``"count"`` (batches of equal counts) or ``"bytes"`` (of
+    equal bytes, within one record); else raise naming it."""
+    return check_choice(balance, "balance", BALANCES)
+
+
+def batch_sizes_of(N: int, B: int, lengths: np.ndarray | None, balance: str) -> np.ndarray | None:
+    """The records' sizes a schedule cuts its batches by: None by count, else each record's
+    bytes (``lengths``, or ``B`` each when they have one size)."""
+    if balance == "count":
+        return None
+    return np.full(N, B, dtype=np.int64) if lengths is None else lengths
 
 
 def _check_common(
@@ -358,28 +335,43 @@ def with_master(scheme: str | Scheme) -> bool:
 
 
 def _storage(
-    storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False
-) -> Scheme | None:
+    storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
+    variable: bool = False,
+) -> Scheme | None:  # fmt: skip
     """The scheme ``mode`` of ``storage`` batches a worker for these records, or raise naming
     ``storage`` (or ``scheme``).
 
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
-    is checked, and nothing is returned.
+    is checked, and nothing is returned. ``variable``: records of variable sizes (the widest
+    ``record_bytes``), which go whole, one batch a worker: a storage above 1, or a scheme of one's
+    own that cuts records into pieces, is refused.
     """
     try:
         if record_bytes is None:
             check_storage(storage, K)
             return None
-        return resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers)  # type: ignore[arg-type]
+        scheme = resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
+    if variable and storage != 1:
+        raise ValueError(
+            f"Argument 'storage' must be 1 for records of variable sizes (the pieces of a storage "
+            f"need one size), not {storage!r}."
+        )
+    if variable and (scheme.M != 1 or scheme.pieces != 1):
+        raise ValueError(
+            f"Argument 'scheme' must deliver whole records, one batch a worker, for records of "
+            f"variable sizes, not {scheme!r}."
+        )
+    return scheme
 
 
 def _store(
-    storage: object, record_bytes: int, K: int, *, mode: str | Scheme = "coded", peers: bool = False
-) -> Scheme:
+    storage: object, record_bytes: int, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
+    variable: bool = False,
+) -> Scheme:  # fmt: skip
     """:func:`_storage` of records of known width."""
-    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers)
+    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers, variable=variable)
     assert scheme is not None
     return scheme
 
@@ -394,6 +386,12 @@ def _scheme_on(
     assert net is not None
     if storage != 1:
         raise ValueError(f"Argument 'network' applies to one batch a worker, not storage = {storage!r}.")
+    if dataset.lengths is not None:
+        lo, hi = int(dataset.lengths.min()), int(dataset.lengths.max())
+        raise ValueError(
+            "Argument 'network' applies to records of one size (the predicted times count records "
+            f"of one size), not sizes from {lo} to {hi} bytes."
+        )
     if scheme != "auto":
         return scheme
     times = predicted_times(

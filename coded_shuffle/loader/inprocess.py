@@ -28,6 +28,8 @@ from ._common import (
     _order_spec,
     _scheme_on,
     _store,
+    batch_sizes_of,
+    check_balance,
     check_decode,
     check_scheme,
     load_rows,
@@ -53,7 +55,10 @@ class InProcessLoader:
     source : RecordSource, numpy.ndarray, str, os.PathLike, or a sequence or mapping of them
         The records: an array of shape ``(N, ...)`` or the path of a ``.npy`` file (read as a
         memmap); row ``X[i]`` is record ``i``, returned with its dtype and shape. Several are
-        joined row by row, and a record source is read as it is (:mod:`coded_shuffle.records`).
+        joined row by row, and a record source is read as it is (:mod:`coded_shuffle.records`),
+        its records of one size or of variable sizes (files, a sequence of ``bytes``, token
+        documents, MDS or Arrow variable columns): each is then yielded as its own bytes, never
+        padded (:attr:`EpochBatch.records`), with ``storage = 1`` and no ``network``.
     K : int
         Workers, at most ``N``.
     epochs : int
@@ -91,6 +96,10 @@ class InProcessLoader:
         :class:`EpochBatch` then yields ``(id, decode(record))``. Default: the rows, as
         :attr:`EpochBatch.records` holds them (a ``.npy`` source's typed rows, a token file's
         windows of its token type, else a record's bytes).
+    balance : str
+        ``"count"`` (default): the batches are runs of the epoch's order of equal counts;
+        ``"bytes"``: of equal bytes, within one record (for records of variable sizes:
+        :func:`~coded_shuffle.orders.epoch_batch_sizes`), under every order.
 
     Examples
     --------
@@ -122,8 +131,10 @@ class InProcessLoader:
         scheme: str | Scheme = "coded",
         network: Network | None = None,
         decode: Callable[[np.ndarray], Any] | None = None,
+        balance: str = "count",
     ) -> None:
         self.decode = check_decode(decode)
+        self.balance = check_balance(balance)
         self.dataset, self.layout = load_rows(source)
         N = self.dataset.N
         self.K = check_int(K, "K", minimum=1)
@@ -137,7 +148,8 @@ class InProcessLoader:
         if scheme == "auto" or network is not None:
             scheme = _scheme_on(network, scheme, self.dataset, self.K, self.seed, self.order, storage,
                                 epoch=self.start_epoch, strategy=self.strategy)  # fmt: skip
-        self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme)
+        variable = self.layout.variable
+        self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme, variable=variable)
         self._work = self.scheme.dataset(self.dataset)
         compile_once(prog=_PROG)
         if transport is None:
@@ -170,7 +182,10 @@ class InProcessLoader:
         K, scheme = self.K, self.scheme
         report: TransitionReport | None = None
         if self._session is None:
-            schedule = EpochSchedule(N=self.N, K=K, seed=self.seed, spec=self.order, scheme=scheme)
+            ds = self.dataset
+            sizes = batch_sizes_of(ds.N, ds.record_bytes, ds.lengths, self.balance)
+            schedule = EpochSchedule(N=self.N, K=K, seed=self.seed, spec=self.order, scheme=scheme,
+                                     sizes=sizes, balance=self.balance)  # fmt: skip
             now = schedule.epoch(t)
             opts = MasterOptions(
                 strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed,

@@ -35,6 +35,8 @@ from ._common import (
     _order_spec,
     _storage,
     _store,
+    batch_sizes_of,
+    check_balance,
     check_decode,
     check_scheme,
     load_rows,
@@ -87,8 +89,10 @@ class MPILoader:
     Parameters
     ----------
     source : RecordSource, numpy.ndarray, str, os.PathLike, sequence or mapping of them, or None
-        The records (as :class:`InProcessLoader`), read on the master only: the workers ignore
-        it (it may be ``None`` there) and get their rows from the master.
+        The records (as :class:`InProcessLoader`, of one size or of variable sizes), read on the
+        master only: the workers ignore it (it may be ``None`` there) and get their rows from the
+        master (records of variable sizes: each worker's first batch zero-padded to the widest,
+        beside the table of every record's size, in the setup, which no report counts).
     epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
     transport : ControlLink, optional
@@ -117,6 +121,8 @@ class MPILoader:
     decode : callable, optional
         As :class:`InProcessLoader`: a record's bytes to the user's sample; a worker's
         :class:`EpochBatch` then yields ``(id, decode(record))``.
+    balance : str
+        As :class:`InProcessLoader`: ``"count"`` (default) or ``"bytes"``; the same on every rank.
 
     Examples
     --------
@@ -145,9 +151,13 @@ class MPILoader:
         multicast: str | None = None,
         scheme: str | Scheme = "coded",
         decode: Callable[[np.ndarray], Any] | None = None,
+        balance: str = "count",
     ) -> None:
         self._scheme = check_scheme(scheme, auto=False)
         self.decode = check_decode(decode)
+        self.balance = check_balance(balance)
+        #: Each record's bytes when the batches are cut by bytes (known on a worker from its first batch).
+        self._sizes: np.ndarray | None = None
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
@@ -186,7 +196,8 @@ class MPILoader:
         if self.is_master:
             if source is None:
                 raise TypeError(
-                    "Argument 'source' must be a numpy array or the path of a .npy file on the master."
+                    "Argument 'source' must be the records on the master (a record source, an array, "
+                    "a .npy path or a sequence of bytes), not None."
                 )
             self.dataset, self.layout = load_rows(source)
             self.N = self.dataset.N
@@ -194,7 +205,10 @@ class MPILoader:
                 raise ValueError(
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
-            _storage(storage, self.dataset.record_bytes, self.K, mode=self._scheme)  # refused before the job
+            ds = self.dataset
+            # refused before the job
+            _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable)
+            self._sizes = batch_sizes_of(ds.N, ds.record_bytes, ds.lengths, self.balance)
         else:
             _storage(storage, None, self.K)  # the workers learn the record width later
         self._used = False
@@ -240,13 +254,13 @@ class MPILoader:
         assert self.dataset is not None and self.layout is not None
         ds = self.dataset
         N, B = ds.N, ds.record_bytes
-        scheme = _store(self._storage, B, self.K, mode=self._scheme)
+        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=ds.variable)
         opts = MasterOptions(
             strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed, records=(N, B)
         )
         session = Session(link, self._watchdog(N, B), (scheme,), opts=opts)
         with session.setup("sizes"):
-            link.share((N, B, self.layout.dtype, self.layout.shape))
+            link.share((N, B, self.layout.dtype, self.layout.shape, ds.lengths))
         schedule = self._schedule(N, scheme)
         now = schedule.epoch(self.start_epoch)
         session.deal(scheme.dataset(ds), now.held)
@@ -266,7 +280,8 @@ class MPILoader:
 
     def _schedule(self, N: int, scheme: Scheme) -> EpochSchedule:
         """The job's epochs of ``N`` records under ``scheme``."""
-        return EpochSchedule(N=N, K=self.K, seed=self.seed, spec=_order_spec(self._order, N), scheme=scheme)
+        return EpochSchedule(N=N, K=self.K, seed=self.seed, spec=_order_spec(self._order, N), scheme=scheme,
+                             sizes=self._sizes, balance=self.balance)  # fmt: skip
 
     def _verified(self, ok: bool, epoch: int) -> None:
         """Raise unless the transition to ``epoch`` was verified."""
@@ -309,15 +324,17 @@ class MPILoader:
         dog = self._watchdog(0, 0)  # the default bound until the records are known
         session = Session(link, dog, ())
         with session.setup("sizes"):
-            N, B, dtype, shape = link.share()
+            N, B, dtype, shape, lengths = link.share()
         dog.for_records(N, B)
         self.N = int(N)
-        self.layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape))
-        scheme = _store(self._storage, B, self.K, mode=self._scheme)
+        variable = lengths is not None
+        self.layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape), variable=variable)
+        self._sizes = batch_sizes_of(self.N, B, lengths, self.balance)
+        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=variable)
         session.schemes = (scheme,)
         schedule = self._schedule(N, scheme)
         now = schedule.epoch(self.start_epoch)
-        cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held)
+        cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held, variable=variable)
         assert session.checksums is not None
         if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
             raise IntegrityError(

@@ -13,7 +13,7 @@ from ..engine.schemes import Scheme
 from ..engine.session import Session
 from ..orders import OrderSpec
 from ..transport import ControlLink, default_link
-from ._common import _storage, _store, among_peers, check_scheme, open_rows
+from ._common import _store, among_peers, batch_sizes_of, check_scheme, open_rows
 from .mpi import MPILoader
 
 __all__ = ["PeerLoader", "peer_link"]
@@ -40,8 +40,9 @@ class PeerLoader(MPILoader):
     the bytes the workers sent each other each epoch; empty on the other ranks). Stopping early
     works as in :class:`MPILoader`.
 
-    Parameters are those of :class:`MPILoader`, but ``source`` is read on every rank and there
-    is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
+    Parameters are those of :class:`MPILoader`, but ``source`` is read on every rank (records of
+    one size or of variable sizes; of variable sizes, every rank reads the table of their sizes,
+    and ``storage`` is 1) and there is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
     (``MPITransport(peers=True)`` or ``TorchTransport(peers=True)``; by default the one of the
     job, :func:`peer_link`); ``scheme`` is ``exchange`` (default) or a scheme of one's own that
     runs among peers (``peers`` true).
@@ -68,6 +69,7 @@ class PeerLoader(MPILoader):
         storage: int = 1,
         scheme: str | Scheme = "exchange",
         decode: Callable[[np.ndarray], Any] | None = None,
+        balance: str = "count",
     ) -> None:
         if not among_peers(check_scheme(scheme, auto=False)):
             raise ValueError(f"Argument 'scheme' must be a scheme that runs among peers, not {scheme!r}.")
@@ -79,14 +81,16 @@ class PeerLoader(MPILoader):
         super().__init__(
             None, epochs=epochs, start_epoch=start_epoch, seed=seed, order=order, transport=link,
             max_repair_rounds=max_repair_rounds, timeout=timeout, writable=writable, storage=storage,
-            scheme=scheme, decode=decode,
+            scheme=scheme, decode=decode, balance=balance,
         )  # fmt: skip
         self._records, self.layout = open_rows(source)
         self.N = len(self._records)
         if self.K > self.N:
             raise ValueError(f"Argument 'transport' must have at most N = {self.N} workers, not {self.K}.")
-        _storage(storage, self.layout.record_bytes, self.K)
-        self.scheme: Scheme = _store(storage, self.layout.record_bytes, self.K, mode=scheme, peers=True)
+        B, variable = self.layout.record_bytes, self.layout.variable
+        self.scheme: Scheme = _store(storage, B, self.K, mode=scheme, peers=True, variable=variable)
+        lengths = self._records.sizes if variable else None
+        self._sizes = batch_sizes_of(self.N, B, lengths, self.balance)
 
     def serve(self) -> list[Any]:
         """There is no master among peers: every rank iterates the loader."""

@@ -13,7 +13,12 @@ stops early after its batch of the second epoch: ``break`` (leaves its loop), ``
 (``loader.close()``), ``with`` (the end of a ``with`` block), ``exit`` (``sys.exit(0)`` inside
 the loop), ``raise`` (an exception, caught outside the loop); the master writes
 ``OUT/stopped.json`` (who stopped, the reports so far) and every rank ``OUT/end_{rank}``.
-A last argument ``storage=M`` makes every worker store ``M`` batches.
+A last argument ``storage=M`` makes every worker store ``M`` batches. An argument
+``variable=DIR`` first runs, in the same launch, a job on the files of ``DIR`` (one record a
+file, of variable sizes: :class:`~coded_shuffle.records.FileRecords`), its batches cut by bytes
+(``balance="bytes"``): worker ``k`` writes each epoch's ids, the records' bytes end to end, their
+lengths and the decoded samples to ``OUT/v{k}_e{t}.npz``, the master the reports to
+``OUT/variable.json``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,32 @@ def reverse(record: Any) -> bytes:
     return record.tobytes()[::-1]
 
 
+def variable_job(files: str, out_dir: Path, epochs: int, start: int, seed: int) -> None:
+    """The job on the files of ``files`` (records of variable sizes), batches cut by bytes."""
+    import numpy as np
+
+    from coded_shuffle.loader import MPILoader
+    from coded_shuffle.records import FileRecords
+    from coded_shuffle.transport import MPITransport
+
+    link = MPITransport()
+    source = FileRecords(files) if link.is_master else None
+    loader = MPILoader(source, epochs=epochs, start_epoch=start, seed=seed, transport=link, decode=reverse,
+                       balance="bytes")  # fmt: skip
+    if loader.is_master:
+        (out_dir / "variable.json").write_text(json.dumps([r.to_dict() for r in loader.serve()]))
+        return
+    for batch in loader:
+        assert batch.variable and all(not r.flags.writeable for r in batch.records)
+        samples = list(batch)  # (id, decode(record)) pairs
+        np.savez(
+            out_dir / f"v{batch.worker}_e{batch.epoch}.npz", ids=batch.ids, lengths=batch.lengths,
+            records=np.concatenate(list(batch.records)), decoded=batch.decoded,
+            sample_ids=np.array([i for i, _ in samples]),
+            samples=np.frombuffer(b"".join(x for _, x in samples), np.uint8),
+        )  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     import numpy as np
 
@@ -40,8 +71,11 @@ def main(argv: list[str]) -> int:
 
     data, out, epochs, start, seed, order, *rest = argv
     storage = next((int(x.split("=")[1]) for x in rest if x.startswith("storage=")), 1)
-    rest = [x for x in rest if not x.startswith("storage=")]
+    variable = next((x.split("=", 1)[1] for x in rest if x.startswith("variable=")), None)
+    rest = [x for x in rest if not x.startswith(("storage=", "variable="))]
     fault = rest[0] if rest else "none"
+    if variable is not None:
+        variable_job(variable, Path(out), int(epochs), int(start), int(seed))
 
     class FaultyLink(MPITransport):
         """Worker 0 receives its deliveries with every payload byte flipped."""

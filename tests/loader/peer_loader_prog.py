@@ -1,10 +1,13 @@
-"""``prog.py mpi|torch DATA.npy OUT EPOCHS STORAGE [stop]``: the program of the tests of
-:class:`coded_shuffle.loader.PeerLoader`, under ``mpiexec -n K`` or ``torchrun``.
+"""``prog.py mpi|torch DATA.npy OUT EPOCHS STORAGE [stop | variable=DIR]``: the program of the
+tests of :class:`coded_shuffle.loader.PeerLoader`, under ``mpiexec -n K`` or ``torchrun``.
 
 Every rank iterates the loader of ``DATA.npy`` and writes the ids and records of each epoch's
 batch to ``OUT/w{k}_e{t}.npz``; rank 0 writes the transitions' reports to ``OUT/reports.json``.
 With ``stop``, worker 1 leaves its loop after its second epoch; every rank then writes
-``OUT/end_{k}.json`` (who stopped, as it learned it).
+``OUT/end_{k}.json`` (who stopped, as it learned it). With ``variable=DIR``, the same launch
+first runs a job on the files of ``DIR`` (records of variable sizes, batches cut by bytes): rank
+``k`` writes each epoch's ids, the records' bytes end to end, their lengths and the decoded
+samples to ``OUT/v{k}_e{t}.npz``, rank 0 the reports to ``OUT/variable.json``.
 """
 
 from __future__ import annotations
@@ -20,9 +23,35 @@ def reverse(record: Any) -> bytes:
     return record.tobytes()[::-1]
 
 
-def main(argv: list[str]) -> int:
+def save(path: Path, batch: Any, **more: Any) -> None:
+    """A batch's ids and records as received, and the samples the loader's decode made of them."""
     import numpy as np
 
+    samples = list(batch)  # (id, decode(record)) pairs
+    np.savez(
+        path, ids=batch.ids, sample_ids=np.array([i for i, _ in samples]),
+        samples=np.frombuffer(b"".join(x for _, x in samples), np.uint8), **more,
+    )  # fmt: skip
+
+
+def variable_job(files: str, out: Path, epochs: int) -> None:
+    """The job on the files of ``files`` (records of variable sizes), batches cut by bytes."""
+    import numpy as np
+
+    from coded_shuffle.loader import PeerLoader
+    from coded_shuffle.records import FileRecords
+
+    records = FileRecords(files)
+    loader = PeerLoader(records, epochs=epochs, seed=4, timeout=60, decode=reverse, balance="bytes")
+    for batch in loader:
+        assert batch.variable
+        save(out / f"v{loader.worker}_e{batch.epoch}.npz", batch, lengths=batch.lengths,
+             records=np.concatenate(list(batch.records)))  # fmt: skip
+    if loader.worker == 0:
+        (out / "variable.json").write_text(json.dumps([r.to_dict() for r in loader.reports]))
+
+
+def main(argv: list[str]) -> int:
     kind, data, out, epochs, storage, *rest = argv
     if kind == "torch":
         import torch.distributed as dist
@@ -30,15 +59,13 @@ def main(argv: list[str]) -> int:
         dist.init_process_group("gloo")
     from coded_shuffle.loader import PeerLoader
 
+    if rest and rest[0].startswith("variable="):
+        variable_job(rest.pop(0).split("=", 1)[1], Path(out), int(epochs))
+
     loader = PeerLoader(data, epochs=int(epochs), seed=4, storage=int(storage), timeout=60, decode=reverse)
     k = loader.worker
     for n, batch in enumerate(loader):
-        samples = list(batch)  # (id, decode(record)) pairs
-        np.savez(
-            Path(out) / f"w{k}_e{batch.epoch}.npz", ids=batch.ids, records=batch.records,
-            sample_ids=np.array([i for i, _ in samples]),
-            samples=np.frombuffer(b"".join(x for _, x in samples), np.uint8),
-        )  # fmt: skip
+        save(Path(out) / f"w{k}_e{batch.epoch}.npz", batch, records=batch.records)
         if rest and rest[0] == "stop" and k == 1 and n == 1:
             break
     if k == 0:

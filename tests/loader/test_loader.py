@@ -23,6 +23,7 @@ from coded_shuffle.loader import EpochBatch, InProcessLoader, MPILoader, load_ro
 from coded_shuffle.orders import OrderSpec, epoch_order, epoch_permutation
 from coded_shuffle.records import NpyRecords
 from coded_shuffle.transport import InProcessTransport
+from tests.loader.variable_records import byte_cuts, write_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "tests" / "loader" / "mpi_loader_prog.py"
@@ -283,8 +284,13 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
     N, seed, epochs = 70, 4, 3
     path = tmp_path / "rows.npy"
     write_rows(path, N, rng)
-    proc = run_program(K, path, tmp_path, epochs, start, seed, "auto", fault)
+    # with K = 3, the same launch first runs a job on files of variable sizes, cut by bytes
+    files = write_files(tmp_path / "files", 40, rng) if K == 3 else None
+    more = [f"variable={tmp_path / 'files'}"] if files else []
+    proc = run_program(K, path, tmp_path, epochs, start, seed, "auto", fault, *more)
     assert proc.returncode == 0, proc.stderr
+    if files:
+        check_variable_job(tmp_path, files, K, seed, range(start, start + epochs))
     X = np.load(path)
     before: list[np.ndarray] = []
     for t in range(start, start + epochs):
@@ -319,6 +325,26 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
             assert r["wire_bytes"] == ref.wire_bytes + r["repair_bytes"] and r["repair_bytes"] > 0
         else:
             assert r["repairs"] == 0 and r["wire_bytes"] == ref.wire_bytes
+
+
+def check_variable_job(out: Path, files: list[bytes], K: int, seed: int, epochs: range) -> None:
+    """The MPI job on files of variable sizes: each worker's batch of each epoch is the run of
+    the epoch's order the byte cut gives it, each record its file's bytes, never padded."""
+    N, sizes = len(files), np.array([len(f) for f in files])
+    before: list[np.ndarray] = []
+    for t in epochs:
+        want = byte_cuts(np.asarray(epoch_permutation(N, seed=seed, epoch=t)), sizes, K)
+        for k in range(K):
+            got = np.load(out / f"v{k}_e{t}.npz")
+            assert np.array_equal(got["ids"], want[k]) and np.array_equal(got["sample_ids"], want[k])
+            assert got["lengths"].tolist() == sizes[want[k]].tolist()
+            assert got["records"].tobytes() == b"".join(files[i] for i in want[k])
+            assert got["samples"].tobytes() == b"".join(files[i][::-1] for i in want[k])
+            assert int(got["decoded"]) == (np.setdiff1d(want[k], before[k]).size if before else 0)
+        before = want
+    reports = json.loads((out / "variable.json").read_text())
+    assert [r["epoch"] for r in reports] == list(epochs)[1:]
+    assert all(r["verified"] and r["records_checked"] == N and r["mode"] == "coded" for r in reports)
 
 
 @needs_mpi

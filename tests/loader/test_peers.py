@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from coded_shuffle.orders import epoch_permutation
+from tests.loader.variable_records import byte_cuts, write_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "tests" / "loader" / "peer_loader_prog.py"
@@ -60,8 +61,13 @@ def data(tmp_path: Path) -> np.ndarray:
 def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
     K, epochs = 3, 3
     rows = data(tmp_path)
-    proc = launch(kind, K, tmp_path / "rows.npy", tmp_path, epochs, M)
+    # with M = 1, the same launch first runs a job on files of variable sizes, cut by bytes
+    files = write_files(tmp_path / "files", 40, np.random.default_rng(8)) if M == 1 else None
+    more = [f"variable={tmp_path / 'files'}"] if files else []
+    proc = launch(kind, K, tmp_path / "rows.npy", tmp_path, epochs, M, *more)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if files:
+        check_variable_job(tmp_path, files, K, epochs)
     for t in range(epochs):
         batches = np.array_split(np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64), K)
         for k in range(K):
@@ -75,6 +81,29 @@ def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
     for r in reports:  # nothing from a master; a worker receives exactly what it misses
         assert r["wire_bytes"] == 0 and r["mode"] == "exchange" and r["storage"] == M
         assert r["max_received_bytes"] == r["download_bound_bytes"] > 0
+
+
+def check_variable_job(out: Path, files: list[bytes], K: int, epochs: int) -> None:
+    """Every rank's batch of every epoch: the run of the epoch's order the byte cut gives it, each
+    record its file's bytes, never padded; the exchange moved exactly what each rank missed."""
+    N, sizes = len(files), np.array([len(f) for f in files])
+    for t in range(epochs):
+        want = byte_cuts(np.asarray(epoch_permutation(N, seed=SEED, epoch=t)), sizes, K)
+        for k in range(K):
+            got = np.load(out / f"v{k}_e{t}.npz")
+            assert np.array_equal(got["ids"], want[k]) and np.array_equal(got["sample_ids"], want[k])
+            assert got["lengths"].tolist() == sizes[want[k]].tolist()
+            assert got["records"].tobytes() == b"".join(files[i] for i in want[k])
+            assert got["samples"].tobytes() == b"".join(files[i][::-1] for i in want[k])
+    reports = json.loads((out / "variable.json").read_text())
+    assert [r["epoch"] for r in reports] == list(range(1, epochs))
+    for t, r in enumerate(reports, start=1):
+        assert r["verified"] and r["mode"] == "exchange" and r["wire_bytes"] == 0
+        old, new = (
+            byte_cuts(np.asarray(epoch_permutation(N, seed=SEED, epoch=e)), sizes, K) for e in (t - 1, t)
+        )
+        missed = [int(sizes[np.setdiff1d(new[k], old[k])].sum()) for k in range(K)]
+        assert r["max_received_bytes"] == max(missed)  # the bytes of the records each rank lacked
 
 
 @pytest.mark.parametrize("kind", LAUNCHERS)
