@@ -11,12 +11,17 @@ For each ``K`` (default 4 and 8) and each storage ``M`` (default 1, 2, 3), in on
   started together), where ``exchange`` goes in rounds of matchings
   (:func:`coded_shuffle.plan.exchange_rounds`: one send and one receive a worker a round);
 - ``coded``: ``K + 1`` hosts, the master's uplink and every worker port shaped the same, the
-  master's coded broadcast (``--mode coded --storage M``, ``MPI_Bcast`` a chain).
+  master's coded broadcast (``--mode coded --storage M``, ``MPI_Bcast`` a chain);
+- ``previous`` (with ``--previous DIR``, a checkout of earlier code): that code's exchange in
+  rounds, run just before this code's in every repeat (``--repeats``), so that both see the same
+  machine: this code decodes each round while the next travels, earlier code after the last.
 
-Reported per run (steady state: the median over the transitions after the first): the delivery
-time (barrier until the slowest worker holds everything), the time with decoding and checking,
-and the bytes the kernel counted on the busiest port (a worker's downlink or uplink, or the
-master's uplink) with its byte time at the port's rate. Targets, with the exchange:
+Reported per run (steady state: the median over the transitions after the first, of every
+repeat): the delivery time (barrier until the slowest worker's last byte is in), the time with
+decoding and checking, the time from the last byte to the batch ready (``tail``: the transition
+less the delivery; and ``decode``, the slowest worker's decoding after its last byte), and the
+bytes the kernel counted on the busiest port (a worker's downlink or uplink, or the master's
+uplink) with its byte time at the port's rate. Targets, with the exchange:
 
 - the busiest download with ``M`` against ``M = 1`` (payload, from the report) is
   ``(K - M) / (K - 1)`` within 2 %;
@@ -28,7 +33,7 @@ Records of 5376 bytes (21 pieces of 256 at ``K = 8``, ``M = 3``): every piece th
 no padding. Needs root (network namespaces, tc). Run:
 
     python benchmarks/netns_exchange.py [--workers 4,8] [--storage 1,2,3] [--mib 256] [--mbit 1000]
-        [--no-coded] [--no-alltoall]
+        [--no-coded] [--no-alltoall] [--previous DIR] [--repeats 1]
 
 The machine's load average is printed beside each run.
 """
@@ -36,6 +41,7 @@ The machine's load average is printed beside each run.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -47,12 +53,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "mpi" / "netns_cluster.sh"
 RECORD_BYTES = 5376
+RUNS = itertools.count()  # numbers each run, so that each run's first transition is left out
 
 
 def run(K: int, M: int, mode: str, args: argparse.Namespace) -> list[dict]:
     N = args.mib * (1 << 20) // RECORD_BYTES
     rate = str(args.mbit)
-    peers = mode in ("exchange", "alltoall")
+    root = args.previous.resolve() if mode == "previous" else ROOT
+    peers = mode in ("exchange", "alltoall", "previous")
     shape = ["--peers"] if peers else ["--master-up-mbit", rate]
     schedule = ["--exchange-schedule", "alltoall" if mode == "alltoall" else "rounds"] if peers else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,28 +73,32 @@ def run(K: int, M: int, mode: str, args: argparse.Namespace) -> list[dict]:
             "--storage", str(M), "--count-links",
             "--json", str(out),
         ]  # fmt: skip
-        env = {**os.environ, "PYTHON": sys.executable}
+        env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(root)}
         load = os.getloadavg()[0]
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=env, check=False, timeout=args.timeout + 60
+            cmd, capture_output=True, text=True, env=env, cwd=root, check=False, timeout=args.timeout + 60
         )
         if proc.returncode:
             sys.exit(f"netns_exchange.py: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         for r in rows:
             r["load"] = load
+            r["run"] = next(RUNS)
         return rows
 
 
 def steady(rows: list[dict], key: str) -> float:
-    """The median of ``key`` (a report field, a timing, or a port's bytes) after the first transition."""
-    later = rows[1:] or rows
+    """The median of ``key`` (a report field, a timing, a port's bytes, or the ``tail`` after the
+    delivery) over the transitions after the first of each run (``rows[i]["run"]``)."""
+    later = [r for i, r in enumerate(rows) if i and r["run"] == rows[i - 1]["run"]] or rows
 
     def value(r: dict) -> float:
         if key in r["timings"]:
             return float(r["timings"][key])
         if key == "port":  # the busiest port: a worker's downlink or uplink, or the master's uplink
             return float(max(max(r["link_rx_bytes"][1:]), max(r["link_tx_bytes"])))
+        if key == "tail":  # from the slowest worker's last byte to the batches ready and checked
+            return float(r["seconds"]) - float(r["timings"]["deliver"])
         return float(r[key])
 
     return statistics.median(value(r) for r in later)
@@ -97,22 +109,23 @@ def report(K: int, runs: dict[tuple[str, int], list[dict]], mbit: float) -> bool
     N = runs[("exchange", Ms[0])][0]["N"]
     print(f"\nK = {K}: {N} records of {RECORD_BYTES} B, every port {mbit:g} Mbit/s")
     print(
-        "    mode  M  deliver s  +decode s  busiest port MB  port byte s  deliver/byte  +decode/byte  down MB"
-        "  verified  load"
+        "    mode  M  deliver s  +decode s  tail s  decode s  busiest port MB  port byte s  deliver/byte"
+        "  +decode/byte  down MB  verified  load"
     )
     ok = True
-    order = {"exchange": 0, "alltoall": 1, "coded": 2}
+    order = {"exchange": 0, "previous": 1, "alltoall": 2, "coded": 3}
     for (mode, M), rows in sorted(runs.items(), key=lambda kv: (kv[0][1], order[kv[0][0]])):
         port = steady(rows, "port")
         byte_s = port * 8 / (mbit * 1e6)
         deliver = steady(rows, "deliver")
         verified = all(r["verified"] for r in rows)
         ok &= verified
+        total, loads = steady(rows, "seconds"), [r["load"] for r in rows]
         print(
-            f"{mode:>8} {M:>2} {deliver:>10.3f} {steady(rows, 'seconds'):>10.3f} {port / 1e6:>16.2f} "
-            f"{byte_s:>12.3f} {deliver / byte_s:>13.3f} {steady(rows, 'seconds') / byte_s:>13.3f} "
-            f"{steady(rows, 'max_received_bytes') / 1e6:>8.2f}  {'yes' if verified else 'NO':>8}  "
-            f"{rows[0]['load']:.1f}"
+            f"{mode:>8} {M:>2} {deliver:>10.3f} {total:>10.3f} {steady(rows, 'tail'):>7.3f} "
+            f"{steady(rows, 'decode'):>9.3f} {port / 1e6:>16.2f} {byte_s:>12.3f} {deliver / byte_s:>13.3f} "
+            f"{total / byte_s:>13.3f} {steady(rows, 'max_received_bytes') / 1e6:>8.2f}  "
+            f"{'yes' if verified else 'NO':>8}  {min(loads):.1f}-{max(loads):.1f}"
         )
     ex = {M: runs[("exchange", M)] for M in Ms}
     base_down = steady(ex[1], "max_received_bytes")
@@ -137,6 +150,16 @@ def report(K: int, runs: dict[tuple[str, int], list[dict]], mbit: float) -> bool
             old = steady(at_once, "deliver") / (steady(at_once, "port") * 8 / (mbit * 1e6)) - 1
             line += f", all at once {old:+.1%}"
         print(f"{line}: {verdict}")
+        tail, deliver = steady(ex[M], "tail"), steady(ex[M], "deliver")
+        line = (f"exchange M = {M}: {tail:.3f} s from the last byte to the batches ready, "
+                f"{tail / deliver:+.1%} of the delivery (10 %)")  # fmt: skip
+        if ("previous", M) in runs:
+            before = runs[("previous", M)]
+            b_tail, b_deliver = steady(before, "tail"), steady(before, "deliver")
+            line += f"; the previous code {b_tail:.3f} s ({b_tail / b_deliver:+.1%})"
+        good = tail <= 0.10 * deliver
+        ok &= good
+        print(f"{line}: {'PASS' if good else 'FAIL'}")
     if 2 in ex:
         t_ratio = steady(ex[2], "deliver") / steady(ex[1], "deliver")
         b_ratio = steady(ex[2], "port") / steady(ex[1], "port")
@@ -160,6 +183,8 @@ def main() -> None:
     ap.add_argument(
         "--no-alltoall", action="store_true", help="not the all-at-once exchange beside the rounds"
     )
+    ap.add_argument("--previous", type=Path, help="a checkout of earlier code, its exchange in rounds beside")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of every mode, in turn (default 1)")
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -169,11 +194,13 @@ def main() -> None:
         sys.exit("netns_exchange.py: --storage must start with 1, the baseline")
     ok = True
     for K in (int(k) for k in args.workers.split(",")):
-        runs = {}
+        runs: dict[tuple[str, int], list[dict]] = {}
         for M in (m for m in Ms if m < K):
-            modes = ["exchange"] + ["alltoall"] * (not args.no_alltoall) + ["coded"] * (not args.no_coded)
-            for mode in modes:
-                runs[(mode, M)] = run(K, M, mode, args)
+            modes = ["previous"] * (args.previous is not None) + ["exchange"]
+            modes += ["alltoall"] * (not args.no_alltoall) + ["coded"] * (not args.no_coded)
+            for _ in range(args.repeats):
+                for mode in modes:
+                    runs.setdefault((mode, M), []).extend(run(K, M, mode, args))
         ok &= report(K, runs, args.mbit)
     sys.exit(0 if ok else 1)
 

@@ -50,7 +50,8 @@ Layout
 ------
 :mod:`.records` (datasets and checksums), :mod:`.wire` (the frame format and its parser),
 :mod:`.encode` (symbols and frames), :mod:`.decode` (a worker's decoding), :mod:`.terms`
-(symbols of many terms, for excess storage: their frames and their solving by elimination);
+(symbols of many terms, for excess storage: their frames and their solving by elimination),
+:mod:`.held` (the exchange's records sent alone, decoded frame by frame as they come);
 ``_common`` holds the aligned buffers, read-only views and the second thread they share.
 """
 
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 from .decode import DecodeResult, decode_worker
 from .encode import encode_held, encode_plan, encode_plan_arrays, encode_symbols
+from .held import HeldDecoder
 from .records import (
     Cache,
     Dataset,
@@ -127,6 +129,7 @@ __all__ = [
     "encode_terms",
     "decode_terms",
     "TermsDecoder",
+    "HeldDecoder",
     "keep_rows",
     "term_blocks",
 ]

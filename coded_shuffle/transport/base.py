@@ -99,6 +99,10 @@ class Transport(Protocol):
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker ``worker``, with every other: the frames the others offered it, in worker order."""
 
+    def collect_each(self, worker: int) -> Iterator[np.ndarray]:
+        """:meth:`collect`, each frame given as it arrives (in rounds, a round's frames before the
+        next round starts; each sender's in order); run it to the end: it is one collect."""
+
 
 @runtime_checkable
 class ControlLink(Transport, Protocol):

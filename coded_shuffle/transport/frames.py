@@ -14,7 +14,8 @@ keeps a worker's frames, then :meth:`FramedLink.collect`, one collective among t
 an all-to-all of byte buffers. An offer with rounds (each a matching,
 :func:`~coded_shuffle.plan.exchange_rounds`) goes in those rounds, one send and one receive of a
 worker each, with no barrier between rounds, when ``exchange_schedule = "rounds"`` (else all at
-once, the default).
+once, the default); :meth:`FramedLink.collect_each` gives each round's frames as soon as that
+round is in, before the next round starts, so that they are decoded while it travels.
 
 A link implements the primitives of :class:`~coded_shuffle.transport.control.ControlPlane` (a
 broadcast from the root, tagged messages, sends and receives between ranks at once, a barrier,
@@ -103,8 +104,10 @@ class FramedLink(ControlPlane):
         self.exchanged_bytes = 0
         #: How :meth:`collect` sends an offer with rounds: ``"rounds"``, in its rounds, or
         #: ``"alltoall"``, every pair's bytes at once (the link's all-to-all), rounds or not. All
-        #: at once by default: on namespaced hosts sharing two loaded cores the rounds measured 1
-        #: to 18 points of the busiest port's byte time slower (docs/benchmarks.md).
+        #: at once by default: on namespaced hosts sharing two loaded cores the rounds delivered 1
+        #: to 18 points of the busiest port's byte time slower; with each round decoded as it
+        #: comes, their transition with decoding measured shorter in 3 rows of 4 at 300 Mbit/s,
+        #: and mixed at 1 Gbit/s, where the cores bind (docs/benchmarks.md).
         self.exchange_schedule = "alltoall"
         self._offered: dict[int, list[np.ndarray]] = {}
         self._rounds: list[tuple[int, int, int]] | None = None
@@ -171,29 +174,46 @@ class FramedLink(ControlPlane):
         The frames come in worker order, each worker's in the order it offered them. Every
         worker calls it once a delivery, with or without an offer (then it sends nothing).
         """
+        self._collector(worker)
+        return [f for _, f in sorted(self._each(), key=lambda sf: sf[0])]  # stable: in offer order
+
+    def collect_each(self, worker: int) -> Iterator[np.ndarray]:
+        """Worker: :meth:`collect`, each frame given as soon as its bytes are in: in rounds, a
+        round's frames when that round's receive is done, before the next round starts (so that
+        they are decoded while it travels); all at once, every frame after the all-to-all, in
+        worker order. Each sender's frames come in the order it offered them. Run it to its end:
+        the rounds it has not given yet are still to be sent and received."""
+        self._collector(worker)
+        return (f for _, f in self._each())
+
+    def _collector(self, worker: int) -> None:
         if self.is_master or worker != self.worker:
             raise TransportError(f"Rank {self.rank}: only worker {self.worker} collects here.")
+
+    def _each(self) -> Iterator[tuple[int, np.ndarray]]:
+        """:meth:`collect_each`'s frames with their senders, ``(sender, frame)`` each."""
         offered, self._offered = self._offered, {}
         rounds, self._rounds = self._rounds, None
         if rounds is not None and self.exchange_schedule == "rounds":
-            return self._collect_rounds(offered, rounds)
+            yield from self._collect_rounds(offered, rounds)
+            return
         frames = [offered.get(j, []) for j in range(self.K)]
         sizes = [np.array([f.shape[0] for f in fs], dtype=np.int64) for fs in frames]
         got_sizes = self._alltoall_raw([[z.view(np.uint8)] for z in sizes])
         got = self._alltoall_raw(frames)  # the link packs the frames once, as it sends them
         self.exchanged_bytes += int(sum(z.sum() for z in sizes))
-        out: list[np.ndarray] = []
-        for z, buf in zip(got_sizes, got, strict=True):
+        for j, (z, buf) in enumerate(zip(got_sizes, got, strict=True)):
             n = z.view(np.int64)
             ends = np.cumsum(n)
-            out.extend(buf[lo:hi] for lo, hi in zip((ends - n).tolist(), ends.tolist(), strict=True))
-        return out
+            yield from ((j, buf[lo:hi]) for lo, hi in zip((ends - n).tolist(), ends.tolist(), strict=True))
+
     def _collect_rounds(
         self, offered: dict[int, list[np.ndarray]], rounds: list[tuple[int, int, int]]
-    ) -> list[np.ndarray]:
-        """:meth:`collect` in ``rounds``: first every pair's frame sizes (one all-to-all of small
-        arrays: per transfer its frames' count, then their sizes), then each round's one send and
-        one receive, a worker starting the next round when both of its own are done."""
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """:meth:`_each` in ``rounds``: first every pair's frame sizes (one all-to-all of
+        small arrays: per transfer its frames' count, then their sizes), then each round's one
+        send and one receive, a worker starting the next round when both of its own are done and
+        the frames of the round received are given."""
         left = {j: list(fs) for j, fs in offered.items()}
         heads: dict[int, list[int]] = {j: [] for j in range(self.K)}
         sends: list[list[np.ndarray]] = []
@@ -216,13 +236,11 @@ class FramedLink(ControlPlane):
             steps.append((data, to, whole[lo : lo + sum(zs)] if frm >= 0 else None, frm))
             lo += sum(zs)
             self.exchanged_bytes += 0 if data is None else int(data.shape[0])
-        each: dict[int, list[np.ndarray]] = {}
         for r in self._rounds_raw(steps):
             _, _, buf, frm = steps[r]
             assert buf is not None
             ends = np.cumsum(sizes[r]).tolist()
-            each.setdefault(frm, []).extend(buf[e - z : e] for e, z in zip(ends, sizes[r], strict=True))
-        return [f for j in sorted(each) for f in each[j]]
+            yield from ((frm, buf[e - z : e]) for e, z in zip(ends, sizes[r], strict=True))
 
     def _rounds_raw(
         self, steps: list[tuple[np.ndarray | None, int, np.ndarray | None, int]]

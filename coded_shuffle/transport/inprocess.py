@@ -111,6 +111,10 @@ class InProcessTransport(Counted):
             out.extend(frames)
         return out
 
+    def collect_each(self, worker: int) -> Iterator[np.ndarray]:
+        """:meth:`collect`: in process every frame is there at once."""
+        return iter(self.collect(worker))
+
     def _worker(self, worker: int) -> int:
         worker = check_int(worker, "worker", minimum=0)
         if worker >= self.K:

@@ -224,3 +224,87 @@ def test_only_the_exchange_passes_a_storage_beyond_64_workers():
     assert job_refusal(JobOptions(mode="exchange", storage=2), 65, 1000, 4096, peers=True) is None
     for mode in ("coded", "all"):
         assert "at most K = 64" in job_refusal(JobOptions(mode=mode, storage=2), 65, 1000, 4096)
+
+
+@pytest.mark.parametrize("M", [1, 2])
+def test_each_round_is_decoded_before_the_next_arrives(M, monkeypatch):
+    """A link that delivers the exchange's rounds one at a time, and gives round r + 1 only once
+    every frame of round r has been stored into the new batch (its records' bytes there, checked
+    here against the dataset) and checked: the events recorded alternate, round by round. A take
+    that decoded after the last round would leave the link waiting (and the test failing)."""
+    import threading
+
+    from coded_shuffle.codec import HeldDecoder
+
+    K = 4
+    ds = records(48, 768)
+    scheme = scheme_for("exchange", K=K, storage=M, peers=True)
+    work = scheme.dataset(ds)
+    held = scheme.start(epoch_placement(ds.N, K, seed=0, epoch=0))
+    nxt = scheme.following(held, epoch_placement(ds.N, K, seed=0, epoch=1))
+    caches = [work.cache(scheme.held(held, k)) for k in range(K)]
+    events = []
+    decoded = threading.Condition()
+    real_add = HeldDecoder.add
+
+    def add(self, frame):
+        got = real_add(self, frame)
+        rows = np.searchsorted(self.ids, got)
+        stored = np.array_equal(self.new[rows], work.data[got]) and bool(self.done[rows].all())
+        with decoded:
+            events.append(("decoded", self.worker, stored))
+            decoded.notify_all()
+        return got
+
+    monkeypatch.setattr(HeldDecoder, "add", add)
+
+    class OneRoundAtATime(InProcessTransport):
+        schedules = {}
+
+        def offer(self, worker, frames, *, rounds=None):
+            super().offer(worker, frames, rounds=rounds)
+            self.schedules[worker] = ({j: list(fs) for j, fs in frames.items()}, list(rounds))
+
+        def collect(self, worker):
+            raise AssertionError("the exchange collected its frames all at once")
+
+        def collect_each(self, worker):
+            super().collect(worker)  # taken from the link (and counted)
+            left = {s: list(fr.get(worker, [])) for s, (fr, _) in self.schedules.items()}
+            n_rounds = len(next(iter(self.schedules.values()))[1])
+            given = 0
+            for r in range(n_rounds):
+                come = []
+                for s, (_, rounds) in self.schedules.items():
+                    to, n, _ = rounds[r]
+                    if to == worker:
+                        come += left[s][:n]
+                        del left[s][:n]
+                if not come:
+                    continue
+                with decoded:  # round r arrives only when every frame before it was decoded
+                    done = decoded.wait_for(lambda n=given: _count(events, worker) == n, timeout=60)
+                    assert done, f"worker {worker}: round {r} arrived before the last was decoded"
+                    events.append(("arrive", worker, r))
+                yield from come
+                given += len(come)
+            assert not any(left.values())
+
+    link = OneRoundAtATime(K)
+    link.exchange_schedule = "rounds"
+    rep, new = drive(link, scheme, work, caches, (held, nxt), epoch=1, opts=MasterOptions())
+    assert rep.verified and rep.repairs == 0
+    for k in range(K):
+        mine = [e for e in events if e[1] == k]
+        arrivals = [i for i, e in enumerate(mine) if e[0] == "arrive"]
+        assert len(arrivals) >= 2  # several rounds came to each worker
+        assert all(e[2] for e in mine if e[0] == "decoded")  # each stored when it was decoded
+        # every round's frames decoded before the next round arrived, the last one's after it
+        assert mine[-1][0] == "decoded" and _count(mine, k) == sum(1 for e in mine if e[0] == "decoded")
+        batch = nxt.batch(k) if M == 1 else nxt.placement.batch(k)
+        assert np.array_equal(scheme.records(new[k], batch, 768), ds.data[batch])
+
+
+def _count(events, worker):
+    """The frames worker ``worker`` decoded so far."""
+    return sum(1 for e in events if e[0] == "decoded" and e[1] == worker)

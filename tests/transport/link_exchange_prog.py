@@ -56,6 +56,24 @@ def check(got: list[np.ndarray], worker: int, K: int, rnd: int) -> None:
         assert np.array_equal(np.asarray(a), b), (worker, a[:4], b[:4])
 
 
+def check_each(got: list[np.ndarray], worker: int, K: int, rnd: int) -> None:
+    """``got`` is every frame offered to ``worker`` in the rounds of :func:`schedule`, round by
+    round (the order a link in rounds gives them as they come)."""
+    from coded_shuffle.plan import exchange_rounds
+
+    D = np.array([[len(offered(i, K, rnd).get(j, [])) for j in range(K)] for i in range(K)], dtype=np.int64)
+    left = {s: list(offered(s, K, rnd).get(worker, [])) for s in range(K)}
+    want = []
+    for r in exchange_rounds(D, merge_below=0):
+        for s, (j, n) in r.items():
+            if j == worker:
+                want += left[s][:n]
+                del left[s][:n]
+    assert len(got) == len(want), (worker, len(got), len(want))
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(np.asarray(a), b), (worker, a[:4], b[:4])
+
+
 def sent(worker: int, K: int, rnds: int) -> int:
     """The bytes ``worker`` sends in ``rnds`` rounds."""
     return sum(f.size for r in range(rnds) for fs in offered(worker, K, r).values() for f in fs)
@@ -114,14 +132,18 @@ def control(link) -> None:
 
 
 def exchange(link) -> None:
-    """A worker of ``link``: three rounds of offers, each collected and checked."""
+    """A worker of ``link``: four rounds of offers, each collected and checked."""
     k = link.worker
-    for rnd in range(3):  # a link is used again and again; one round's offer never leaks into the next
-        # all at once, then in rounds of matchings, then rounds offered to a link that sends at once
+    for rnd in range(4):  # a link is used again and again; one round's offer never leaks into the next
+        # all at once, then in rounds of matchings, then rounds offered to a link that sends at once,
+        # then in rounds again, each round's frames given as they come
         link.exchange_schedule = "alltoall" if rnd == 2 else "rounds"
         link.offer(k, offered(k, link.K, rnd), rounds=schedule(k, link.K, rnd))
-        check(link.collect(k), k, link.K, rnd)
-    assert link.exchanged_bytes == sent(k, link.K, 3), (link.exchanged_bytes, sent(k, link.K, 3))
+        if rnd == 3:
+            check_each(list(link.collect_each(k)), k, link.K, rnd)
+        else:
+            check(link.collect(k), k, link.K, rnd)
+    assert link.exchanged_bytes == sent(k, link.K, 4), (link.exchanged_bytes, sent(k, link.K, 4))
 
 
 def main(argv: list[str]) -> int:

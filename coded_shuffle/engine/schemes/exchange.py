@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from ..._threads import behind
 from ...codec import (
     DEFAULT_MAX_FRAME_BYTES,
     Cache,
@@ -18,7 +19,18 @@ from ...codec import (
 from ...plan import DeliveryPlan, SenderAssignment, assign_senders_racks, exchange_rounds, holder_set
 from ...transport import Transport
 from ..holding import Holding
-from ._base import Compared, Encoded, Given, Planned, SchemeBase, Taken, Tamper, _empty, receive_decode
+from ._base import (
+    Compared,
+    Encoded,
+    Given,
+    Planned,
+    SchemeBase,
+    Taken,
+    Tamper,
+    _empty,
+    _parsed_one,
+    receive_decode,
+)  # fmt: skip
 from .storage import coded_scheme
 
 
@@ -53,9 +65,10 @@ class ExchangeScheme(SchemeBase):
     (:meth:`give`), on a link whose ``exchange_schedule`` is ``"rounds"`` with the rounds they go
     in (:meth:`rounds`: matchings in which every worker sends once and receives once, at the
     busiest port's bound in a fluid model); the delivery is
-    one exchange among the workers (the link's ``collect``), and
-    each worker decodes and checks every unit it received like any frame
-    (:func:`~coded_shuffle.codec.decode_worker`): a unit lost or damaged is repaired by the
+    one exchange among the workers (the link's ``collect_each``), and each worker stores and
+    checks every unit it received as its round comes (:meth:`take`,
+    :class:`~coded_shuffle.codec.HeldDecoder`, the result
+    :func:`~coded_shuffle.codec.decode_worker` gives): a unit lost or damaged is repaired by the
     protocol's repair rounds. The coded load and bound the report gives are those of the coded
     scheme of the same placement model, for comparison, made after the delivery (:meth:`plan`).
 
@@ -246,6 +259,14 @@ class ExchangeScheme(SchemeBase):
             ),
         )  # fmt: skip
 
+    def prepare(self, cache: Cache, need: np.ndarray, out: np.ndarray | None) -> np.ndarray | None:
+        """The records a worker keeps, copied into its new rows before the delivery starts."""
+        from ...codec import keep_rows
+
+        rows = np.empty((need.size, cache.data.shape[1]), dtype=np.uint8) if out is None else out
+        keep_rows(cache, need, rows)
+        return rows
+
     def take(
         self,
         link: Transport,
@@ -260,9 +281,40 @@ class ExchangeScheme(SchemeBase):
         out: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
-        return _collected(
-            link, worker, lambda raw: receive_decode(
-                link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
-                tamper=tamper, raw=raw,
-            ),
-        )  # fmt: skip
+        """Decode the frames the exchange brings as they come: in rounds, each round's records
+        stored into the new batch and checked against their checksums on a second thread while
+        the next round travels (:class:`~coded_shuffle.codec.HeldDecoder`), so that only the last
+        round's are left after the delivery; all at once, after the all-to-all. A frame that does
+        not parse, or is not of records sent alone, is rejected (its records are repaired)."""
+        from ...codec import HeldDecoder
+
+        t0 = time.perf_counter()
+        dec = HeldDecoder(
+            cache, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out, kept=out is not None
+        )
+        raw = link.collect_each(worker) if tamper is None else iter(tamper(list(link.collect(worker))))
+        seen = [0, 0, 0]  # frames rejected, payload bytes and all bytes
+        last = [t0]  # when the last frame was in
+
+        def arrived() -> Iterator[np.ndarray]:
+            yield from raw
+            last[0] = time.perf_counter()
+
+        def add(buf: np.ndarray) -> None:  # on the second thread: parsed, stored, checked
+            seen[2] += int(np.asarray(buf).nbytes)
+            frame = _parsed_one(buf, epoch, cache, lambda f: (f.len_a is not None) == variable and _lone(f))
+            if frame is None:
+                seen[0] += 1
+                return
+            seen[1] += frame.payload_bytes
+            dec.add(frame)
+
+        behind(arrived(), add)
+        res = dec.finish()
+        rejected, payload, total = seen
+        return Taken(res, rejected, last[0] - t0, time.perf_counter() - last[0], payload, total - payload)
+
+
+def _lone(frame: Any) -> bool:
+    """Whether every entry of ``frame`` is a record sent alone (all a peer sends in the exchange)."""
+    return not bool(np.any(frame.b >= 0))
