@@ -32,6 +32,7 @@ RANK = {
     "engine": 6,
     "loader": 7,
     "torch": 7,
+    "_torch_base": 7,
     "plots": 7,
     "warmup": 7,
     "mpi_program": 9,
