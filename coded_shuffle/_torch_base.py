@@ -208,3 +208,13 @@ def parse_state(
             f"peers, not K = {was}: resume at an epoch boundary."
         )
     return epoch, was, samples, segments, (state.get("N"), state.get("fingerprint"))
+
+
+def check_cache_dir(cache_dir: Any, peers: bool, scheme: str) -> Any:
+    """The dataset's ``cache_dir``: None, or a folder's path with a scheme that runs with a master."""
+    if cache_dir is not None and (peers or not isinstance(cache_dir, (str, os.PathLike))):
+        raise (ValueError if peers else TypeError)(
+            "Argument 'cache_dir' must be a folder's path, with a scheme that runs with a master, "
+            f"not {type(cache_dir).__name__} with scheme {scheme!r}."
+        )
+    return cache_dir

@@ -48,6 +48,7 @@ from ._torch_base import (
     _job_link,
     _persistent_loader,
     _watch_parent,
+    check_cache_dir,
     check_dataset_of,
     parse_state,
     rest_batch,
@@ -246,13 +247,12 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._pid = os.getpid()
         self._iterated: tuple[int, int] = (self._pid, 0)
         self._ended = False
-        if cache_dir is not None and (peers or not isinstance(cache_dir, (str, os.PathLike))):
-            raise (ValueError if peers else TypeError)(
-                "Argument 'cache_dir' must be a folder's path, with a scheme that runs with a master, "
-                f"not {type(cache_dir).__name__} with scheme {scheme_name(scheme)!r}."
-            )
+        self._resumable(cache_dir, peers, scheme)
+
+    def _resumable(self, cache_dir: Any, peers: bool, scheme: str | Scheme) -> None:
+        """The dataset's ``cache_dir``, checked, and its state of a resumed job (none yet)."""
         #: Each worker's batch is kept in a file of this folder (None: in memory only).
-        self.cache_dir = cache_dir
+        self.cache_dir = check_cache_dir(cache_dir, peers, scheme_name(scheme))
         self._segments: list[tuple[int, int]] = []  # the parts of the epoch read before this job
         self._rest: int | None = None  # the epoch resumed from its rest (load_state_dict)
         self._check: tuple[Any, Any] | None = None  # a checkpoint's N and fingerprint, checked at the start

@@ -477,7 +477,6 @@ def remainder_batches(
     return deal_rest(left, K_next)
 
 
-
 @dataclass(frozen=True)
 class ResumeReport:
     """What a job resumed mid-epoch fetched so that every worker holds the rest it reads.
