@@ -639,3 +639,44 @@ def test_the_dataset_chooses_auto_only_on_a_network_and_with_the_records():
         CodedIterableDataset(None, epochs=2, scheme="auto", network=Network.parse("down=100,up=100"))
     with pytest.raises(ValueError, match="'scheme' must be 'coded' or 'exchange'"):
         CodedIterableDataset(X, epochs=2, scheme="uncoded")
+
+
+@needs_torch
+def test_a_checkpoint_of_another_job_is_refused_naming_what_differs():
+    """The checks of load_state_dict (every rank; the fingerprint on a worker once the master's is known)."""
+    from coded_shuffle._torch_base import check_dataset_of, parse_state
+
+    good = {
+        "epoch": 2,
+        "samples": 3,
+        "seed": 5,
+        "K": 2,
+        "N": 23,
+        "fingerprint": "ab" * 16,
+        "segments": [[4, 1]],
+    }
+    assert parse_state(good, seed=5, start=0, end=4, K=3, peers=False) == (2, 2, 3, [(4, 1)], (23, "ab" * 16))
+    bad = {
+        "seed": ({**good, "seed": 6}, "must come from a job of seed 5, not seed 6."),
+        "late": ({**good, "epoch": 4}, "must resume before epoch 4, not at epoch 4."),
+        "segments": ({**good, "segments": [[0, 1]]}, "state['segments']\" must be at least 1, not 0."),
+        "peers": (good, "to resume mid-epoch with a job of peers, not K = 2: resume at an epoch boundary."),
+    }
+    for name, (state, message) in bad.items():
+        with pytest.raises(ValueError) as info:
+            parse_state(state, seed=5, start=0, end=4, K=3, peers=name == "peers")
+        assert str(info.value).startswith(("Argument 'state'", 'Argument "state[')) and str(
+            info.value
+        ).endswith(message), name
+    with pytest.raises(TypeError, match="'state' must be a mapping from state_dict"):
+        parse_state({"epoch": 1}, seed=5, start=0, end=4, K=3, peers=False)
+    check_dataset_of(23, "ab" * 16, N=23, fingerprint="ab" * 16)
+    check_dataset_of(None, None, N=23, fingerprint="ab" * 16)  # a state of an older version: unknown
+    with pytest.raises(
+        ValueError, match=r"^Argument 'state' must come from a dataset of N = 24 records, not N = 23\.$"
+    ):
+        check_dataset_of(23, "ab" * 16, N=24, fingerprint="ab" * 16)
+    with pytest.raises(
+        ValueError, match="must come from this dataset .fingerprint cdcdcdcd.*their checksums differ"
+    ):
+        check_dataset_of(23, "ab" * 16, N=23, fingerprint="cd" * 16)
