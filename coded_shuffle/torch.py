@@ -594,6 +594,6 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     def __getstate__(self) -> dict[str, Any]:
         """For DataLoader workers started by spawn: the current epoch's tensors, no link."""
         state = self.__dict__.copy()
-        for key in ("_loader", "transport", "_feed", "_records"):
+        for key in ("_loader", "transport", "_feed", "_records", "_table"):
             state[key] = None
         return state
