@@ -529,7 +529,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         """
         epoch = self.start_epoch if self._batch is None else self._batch.epoch
         done = self._skip + self._yielded
-        segments = [list(x) for x in self._segments[:-1]] if self._rest == epoch else []
+        segments = [list(x) for x in self._segments] if self._rest == epoch else []  # this job's rest
         if self._batch is not None and done >= len(self) and epoch < self.start_epoch + self.epochs - 1:
             epoch, done, segments = epoch + 1, 0, []
         elif self._batch is None and self._segments:  # resumed, not started: the state loaded

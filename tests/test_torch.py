@@ -275,6 +275,9 @@ def test_a_job_checkpointed_at_two_workers_resumes_mid_epoch_at_three(shared):
     resumed = json.loads((out / "resumed.json").read_text())["resumed"]
     assert resumed == {"K": 3, "kept_records": 5, "source_records": 2, "source_bytes": 2 * ROW.itemsize}
     check_run(out, data, "struct", 3, range(2, 3), drop_last=False, num_workers=0)
+    # A checkpoint of the resumed job before its first step says the segment read before it.
+    state = json.loads((out / "state_2.json").read_text())
+    assert (state["epoch"], state["samples"], state["K"], state["segments"]) == (1, 0, 3, [[2, 8]])
 
 
 @needs_torch

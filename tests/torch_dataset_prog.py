@@ -27,7 +27,8 @@
   keeps its batches in ``DATA/cache`` (``cache_dir``), trains on epoch 0, then on two steps of
   epoch 1, writes its ``state_dict()`` to ``OUT/state_{k}.json`` and stops (``close()``);
   ``resume_k``: the job resumes from ``DATA/save/state_0.json`` (a job of another ``K``) with the
-  same ``cache_dir``, and rank 0 writes :attr:`~CodedIterableDataset.resumed` and its
+  same ``cache_dir``, each worker writes its ``state_dict()`` before its first step to
+  ``OUT/state_{k}.json``, and rank 0 writes :attr:`~CodedIterableDataset.resumed` and its
   ``reports`` to ``OUT/resumed.json``.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json`` (under ``exchange``, rank 0, whose
@@ -132,6 +133,8 @@ def one_run(argv: list[str]) -> int:
         if slow and t == 1:
             time.sleep(1.0)  # worker 0 has left meanwhile, its prefetch thread waiting for the master
         ds.set_epoch(t)
+        if state == "resume_k" and t == 1:  # the state of a job that resumed a rest, before a step
+            (out_dir / f"state_{k}.json").write_text(json.dumps(ds.state_dict()))
         ids: list[Any] = []
         fields: list[list[Any]] = []
         steps, writable = 0, True
