@@ -31,154 +31,56 @@ package imports without it.
 from __future__ import annotations
 
 import atexit
-import gc
 import os
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset, get_worker_info
 
 from ._checks import check_int
+from ._torch_base import (
+    _PERSISTENT,
+    _auto_scheme,
+    _columns,
+    _job_link,
+    _persistent_loader,
+    _watch_parent,
+    check_cache_dir,
+    check_dataset_of,
+    parse_state,
+    rest_batch,
+)
 from .engine import TransitionReport
-from .engine.schedule import check_network
+from .engine.cache_dir import dataset_fingerprint
+from .engine.mpi import Watchdog, setup_step
+from .engine.rest import (
+    RestReport,
+    rest_of_epoch,
+    save_worker_cache,
+    serve_rest,
+    table_dataset,
+)
 from .engine.schemes import Scheme
 from .loader import EpochBatch, MPILoader, PeerLoader
 from .loader._common import (
+    RowLayout,
+    _order_spec,
     among_peers,
     check_decode,
     check_scheme,
-    choose_scheme,
     record_bytes_of,
     scheme_name,
 )
 from .loader.arrays import pack_arrays, tensor_records
-from .loader.peers import peer_link
 from .loader.prefetch import Prefetch
 from .network import Network
 from .orders import OrderSpec
-from .records import fixed_record_bytes
-from .transport import ControlLink, mpi_world
-from .transport.registry import default_link
-from .transport.torch_dist import torch_world
+from .transport import ControlLink
 
 __all__ = ["CodedIterableDataset", "pack_arrays"]
-
-_PERSISTENT = (
-    "Argument 'persistent_workers' must be False for a DataLoader over a CodedIterableDataset "
-    "(a persistent DataLoader worker would keep an old epoch), not True."
-)
-
-
-def _persistent_loader(dataset: object) -> bool:
-    """Whether a ``DataLoader`` with ``persistent_workers`` and ``num_workers > 0`` iterates ``dataset``.
-
-    Read from the objects that refer to ``dataset`` (a ``DataLoader``, or its ``__dict__``), with
-    the loader's public attributes ``dataset``, ``num_workers`` and ``persistent_workers``.
-    """
-    for ref in gc.get_referrers(dataset):
-        fields = ref if isinstance(ref, dict) else vars(ref) if isinstance(ref, DataLoader) else {}
-        if fields.get("dataset") is dataset and fields.get("persistent_workers"):
-            if (fields.get("num_workers") or 0) > 0:
-                return True
-    return False
-
-
-_ORPHAN_WATCH: list[int] = []  # the DataLoader worker process whose parent is watched
-
-
-def _watch_parent(period: float = 0.2) -> None:
-    """In a DataLoader worker: end this process soon after the training process is gone.
-
-    A rank killed (``kill -9``) leaves its DataLoader workers behind until torch's own check
-    (every 5 s); they hold the job's output open meanwhile. One thread a worker process.
-    """
-    if _ORPHAN_WATCH == [os.getpid()]:
-        return
-    _ORPHAN_WATCH[:] = [os.getpid()]
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(period)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="coded_shuffle-parent", daemon=True).start()
-
-
-def _tensor(arr: np.ndarray) -> torch.Tensor:
-    """A tensor of ``arr`` (writable): a view where torch can stride it, else one copy."""
-    if not arr.dtype.isnative:
-        arr = arr.astype(arr.dtype.newbyteorder("="))
-    if any(s % arr.itemsize or s < 0 for s in arr.strides) or arr.ctypes.data % arr.itemsize:
-        arr = np.ascontiguousarray(arr)
-    return torch.from_numpy(arr)
-
-
-def _columns(records: np.ndarray) -> tuple[torch.Tensor, ...]:
-    """One tensor per field of a structured array, or the one tensor of a plain array."""
-    if records.dtype.names:
-        return tuple(_tensor(records[f]) for f in records.dtype.names)
-    return (_tensor(records),)
-
-
-def _auto_scheme(
-    source: object, transport: object, network: object, *, seed: int, order: object, start_epoch: int,
-    strategy: str,
-) -> tuple[str, str]:  # fmt: skip
-    """``scheme="auto"``: the records' number and size from ``source`` (on every rank), the job's
-    ranks from ``transport`` or the launcher's world, then :func:`choose_scheme`."""
-    check_network(network, "auto", name="scheme")  # before the source is read
-    if source is None:
-        raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
-    records = tensor_records(source)
-    B = fixed_record_bytes(records)
-    if isinstance(transport, ControlLink):
-        ranks = transport.K + (0 if transport.peers else 1)
-    else:
-        world = torch_world()
-        ranks = world[1] if world is not None else int(mpi_world().Get_size())
-    return choose_scheme(len(records), B, ranks, seed=seed, order=order, start_epoch=start_epoch,
-                         network=network, strategy=strategy)  # fmt: skip
-
-
-def _job_link(
-    transport: object, peers: bool, scheme: str | Scheme, rank: int | None, world_size: int | None,
-    timeout: float | None = None,
-) -> ControlLink:
-    """The dataset's link (the default one of its scheme if ``transport`` is None, which every
-    rank must make within ``timeout`` seconds, if given), checked against the scheme and against
-    the ``rank`` and ``world_size`` the caller states."""
-    if world_size is not None:
-        world_size = check_int(world_size, "world_size", minimum=2)
-    if rank is not None:
-        rank = check_int(rank, "rank", minimum=0)
-        if world_size is not None and rank >= world_size:
-            raise ValueError(f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}.")
-    if transport is None:
-        transport = peer_link(join_timeout=timeout) if peers else default_link(join_timeout=timeout)
-    elif not isinstance(transport, ControlLink):
-        raise TypeError(
-            "Argument 'transport' must be a link between processes (a ControlLink, such as a "
-            f"TorchTransport), not {type(transport).__name__}."
-        )
-    elif transport.peers != peers:
-        raise ValueError(
-            f"Argument 'transport' must be a link {'of peers' if peers else 'with a master'} "
-            f"for scheme {scheme_name(scheme)!r} (peers={peers})."
-        )
-    ranks = transport.K + (0 if peers else 1)
-    if world_size is not None and world_size != ranks:
-        raise ValueError(f"Argument 'world_size' must be the job's {ranks} ranks, not {world_size}.")
-    if rank is not None and rank != transport.rank:
-        raise ValueError(
-            f"Argument 'rank' must be this process's rank {transport.rank} of the job's {ranks}, not {rank}."
-        )
-    return transport
 
 
 class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
@@ -212,7 +114,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     source : array, str, os.PathLike, sequence or mapping of them, or None
         The records (see :func:`pack_arrays`), read on the master only (``None`` elsewhere).
     epochs : int
-        Epochs the job trains, ``start_epoch .. start_epoch + epochs - 1``.
+        Epochs the job trains, ``start_epoch .. start_epoch + epochs - 1``. A job resumed from a
+        checkpoint (:meth:`load_state_dict`) runs the rest of them.
     start_epoch : int
         The first epoch (read from the dataset); :meth:`load_state_dict` sets it on resume.
     seed, order, strategy, max_repair_rounds, timeout, storage
@@ -246,6 +149,12 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         A record's bytes (a read-only ``uint8`` numpy array, a view of the epoch's rows; copy it
         to keep it) to the user's sample (an image decoder, say), run in the DataLoader's worker
         processes; picklable if they are spawned. Default: the rows as tensors.
+    cache_dir : str or os.PathLike, optional
+        A folder on each host's local disk (given on every rank, or on none): each worker keeps its
+        batch of every epoch in a file of it (:mod:`coded_shuffle.engine.cache_dir`: crash-safe,
+        checksummed), so that a job resumed on the same hosts (:meth:`load_state_dict`) reads
+        back what each worker still holds and is sent only the rest. A file cut short, altered
+        or of another job is treated as absent, in one line on standard error.
 
     Examples
     --------
@@ -281,6 +190,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         scheme: str | Scheme = "coded",
         network: Network | None = None,
         decode: Callable[[np.ndarray], Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__()
         #: The user's decode (a record's bytes to a sample), or None: the rows as tensors.
@@ -324,6 +234,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self.start_epoch = self._loader.start_epoch
         self.seed = self._loader.seed
         self._records = records
+        self._timeout, self._order = timeout, order
         self._feed: Any = None
         self._batch: EpochBatch | None = None
         self._tensors: tuple[torch.Tensor, ...] = ()
@@ -336,6 +247,24 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._pid = os.getpid()
         self._iterated: tuple[int, int] = (self._pid, 0)
         self._ended = False
+        self._resumable(cache_dir, peers, scheme)
+
+    def _resumable(self, cache_dir: Any, peers: bool, scheme: str | Scheme) -> None:
+        """The dataset's ``cache_dir``, checked, and its state of a resumed job (none yet)."""
+        #: Each worker's batch is kept in a file of this folder (None: in memory only).
+        self.cache_dir = check_cache_dir(cache_dir, peers, scheme_name(scheme))
+        self._segments: list[tuple[int, int]] = []  # the parts of the epoch read before this job
+        self._rest: int | None = None  # the epoch resumed from its rest (load_state_dict)
+        self._check: tuple[Any, Any] | None = None  # a checkpoint's N and fingerprint, checked at the start
+        self._rest_len: int | None = None  # samples every rank yields of the rest of its epoch
+        self._loader_epochs = self.epochs
+        self._table: Any = None  # the master's checksums (a worker's view, for its cache file)
+        self._fingerprint: str | None = None
+        #: On the master of a job resumed mid-epoch: what the rest of the epoch cost
+        #: (:class:`~coded_shuffle.engine.rest.RestReport`); None otherwise.
+        self.resumed: RestReport | None = None
+        #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
+        self.cache_notes: list[str] = []
 
     # ---- sizes
 
@@ -353,6 +282,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         On a worker, a call before the first epoch waits for the job's setup (it learns ``N``).
         """
         N, K = self.N, self.K
+        if self._rest_len is not None:
+            return self._rest_len
         return N // K if self.drop_last else -(-N // K)
 
     @property
@@ -373,8 +304,13 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     # ---- master
 
     def serve(self) -> list[TransitionReport]:
-        """Master: deliver every epoch after the first; return the transitions' reports."""
-        return self._loader.serve()
+        """Master: deliver every epoch after the first; return the transitions' reports.
+
+        Of a job resumed mid-epoch (:meth:`load_state_dict`), the rest of that epoch first
+        (:attr:`resumed`), then the epochs after it, the first of them dealt from the source."""
+        if self.is_master and not self.transport.peers:
+            self._hello()
+        return self._loader.serve() if self._loader_epochs else []
 
     @property
     def stopped_by(self) -> int | None:
@@ -390,10 +326,65 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             )
         if self._feed is not None:
             return
-        epochs = iter(self._loader)
-        self._feed = Prefetch(epochs) if self.prefetch else epochs
+        rest = None if self.transport.peers else self._hello()
+        if self._loader_epochs:
+            epochs = iter(self._loader)
+            self._feed = Prefetch(epochs) if self.prefetch else epochs
+        else:
+            self._feed = iter(())
         atexit.register(self.close)  # after the loader's own: runs first
-        self._advance()
+        if rest is None:
+            self._advance()
+        else:
+            self._take(rest)
+
+    def _fp(self) -> str:
+        """The master's dataset's fingerprint (:func:`~.engine.cache_dir.dataset_fingerprint`)."""
+        if self._fingerprint is None:
+            self._fingerprint = dataset_fingerprint(self._loader.dataset).hex()  # type: ignore[arg-type]
+        return self._fingerprint
+
+    def _hello(self) -> EpochBatch | None:
+        """Collective, before the loader's job: the records' sizes and fingerprint from the master;
+        their checksums too with a ``cache_dir`` or a resumed epoch; then that epoch's rest
+        (:func:`~coded_shuffle.engine.rest.serve_rest`). A worker's batch of the rest, or None."""
+        link, master = self.transport, self.is_master
+        ds, layout = self._loader.dataset, self._loader.layout
+        dog = Watchdog.for_job(self._timeout, self._N or 0, 0, rank=link.rank, prog="coded_shuffle.torch",
+                               abort=link.abort)  # fmt: skip
+        try:
+            with setup_step(link, dog, "dataset"):
+                info = (ds.N, ds.record_bytes, self._fp(), layout.dtype, layout.shape) if master else None  # type: ignore[union-attr]
+                N, B, fp, dtype, shape = link.share(info)
+            dog.for_records(N, B)
+            self._N = N
+            if self._check is not None:
+                check_dataset_of(*self._check, N=N, fingerprint=fp)
+            self._fingerprint = fp
+            if self._rest is None and self.cache_dir is None:
+                return None
+            with setup_step(link, dog, "rest: checksums"):
+                sums = link.share_array(ds.checksums if master else np.empty(N, np.uint64))  # type: ignore[union-attr]
+            self._table = table_dataset(sums, B)
+            if self._rest is None:
+                return None
+            epoch = self._rest
+            shares = rest_of_epoch(N, seed=self.seed, epoch=epoch, segments=self._segments, K_next=self.K,
+                                   order=_order_spec(self._order, N))  # fmt: skip
+            if master:
+                self.resumed = serve_rest(link, dog, ds, shares)  # type: ignore[arg-type]
+                return None
+            layout = RowLayout(np.dtype(dtype), tuple(shape))
+            batch, self._rest_len, note = rest_batch(
+                link, dog, epoch, shares, layout, self._table, cache_dir=self.cache_dir, seed=self.seed,
+                drop_last=self.drop_last,
+            )  # fmt: skip
+            if note is not None:
+                self.cache_notes.append(note)
+                print(f"coded_shuffle.torch: {self._who()}: {note}", file=sys.stderr, flush=True)
+            return batch
+        finally:
+            dog.close()
 
     def _next_batch(self) -> EpochBatch | None:
         if isinstance(self._feed, Prefetch):
@@ -411,8 +402,14 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             )
         if self._batch is not None:
             self._skip = 0
+        self._rest_len = None
+        self._segments = []
+        self._take(batch)
+
+    def _take(self, batch: EpochBatch) -> None:
+        """Make ``batch`` the current epoch's (kept in the worker's cache file, with a ``cache_dir``)."""
         self._batch, self._yielded = batch, 0
-        self._N = self._loader.N
+        self._N = self._loader.N or self._N
         L = len(self)
         n = len(batch)
         pos = np.arange(L) % n  # drop_last keeps the first L; padding repeats the first records
@@ -422,6 +419,10 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             self._tensors = _columns(batch.records)
         else:
             self._bytes = record_bytes_of(batch.records)
+        if self.cache_dir is not None and self._table is not None and self.worker is not None:
+            rows = record_bytes_of(batch.records)
+            save_worker_cache(self.cache_dir, self.worker, batch.ids, rows, self._table, epoch=batch.epoch,
+                              seed=self.seed)  # fmt: skip
         if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, Prefetch):
             next(self._feed, None)  # the last epoch: the loader ends the job with the master now
 
@@ -517,41 +518,61 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     # ---- checkpoints
 
     def state_dict(self) -> dict[str, Any]:
-        """Where training is: the epoch, and the samples of it yielded in this process.
+        """Where training is, as the whole job's state: the seed, the epoch, the samples of it each
+        rank yielded (the ranks train in step) under ``K`` workers, the ``segments`` of the epoch read
+        before (each ``[K, samples]``, from earlier jobs, :meth:`load_state_dict`), and the records'
+        ``N`` and ``fingerprint``.
 
         Samples are counted when the dataset is iterated in this process (``num_workers = 0``);
-        with DataLoader workers the state is the start of the epoch. A state saved at the end of
-        an epoch resumes at the next one.
+        with DataLoader workers the state is the start of the epoch (or of its rest). A state saved
+        at the end of an epoch resumes at the next one.
         """
         epoch = self.start_epoch if self._batch is None else self._batch.epoch
         done = self._skip + self._yielded
+        segments = [list(x) for x in self._segments] if self._rest == epoch else []  # this job's rest
         if self._batch is not None and done >= len(self) and epoch < self.start_epoch + self.epochs - 1:
-            epoch, done = epoch + 1, 0
-        return {"epoch": epoch, "samples": done, "seed": self.seed, "K": self.K}
+            epoch, done, segments = epoch + 1, 0, []
+        elif self._batch is None and self._segments:  # resumed, not started: the state loaded
+            segments, done = [list(x) for x in self._segments[:-1]], self._segments[-1][1]
+            return {"epoch": epoch, "samples": done, "seed": self.seed, "K": self._segments[-1][0],
+                    "N": self._N, "fingerprint": self._fingerprint, "segments": segments}  # fmt: skip
+        if self.is_master:
+            self._fp()
+        return {"epoch": epoch, "samples": done, "seed": self.seed, "K": self.K, "N": self._N,
+                "fingerprint": self._fingerprint, "segments": segments}  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume at ``state`` (from :meth:`state_dict`): before the first epoch, on every rank.
 
-        The epoch resumed is read from the dataset (no transition); with ``samples``, a worker
-        skips the samples of it that were trained on before.
+        The job may have another number of ranks than the one checkpointed (``torchrun`` with
+        another ``--nproc-per-node``, ``mpiexec -n``). At an epoch boundary its epoch is dealt from
+        the source at the new ``K``. Mid-epoch, at the same ``K``, each worker skips the samples of
+        its batch trained on before; at another ``K`` (or with a ``cache_dir``), what is left of the
+        epoch is dealt to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`), each
+        yielding its share (every sample of the epoch exactly once across the change), sent by the
+        master but for what the worker's cache file still holds; the epochs after it follow, the
+        first dealt from the source. A job of peers resumes mid-epoch only at the same ``K``.
+        A state of another seed or another dataset (``N``, ``fingerprint``) is refused.
         """
-        if not isinstance(state, Mapping) or not {"epoch", "samples", "seed", "K"} <= set(state):
-            raise TypeError(
-                "Argument 'state' must be a mapping from state_dict(), with epoch, samples, seed, K."
-            )
         if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
             raise RuntimeError("load_state_dict must be called before the first epoch.")
-        if state["seed"] != self.seed or state["K"] != self.K:
-            raise ValueError(
-                f"Argument 'state' must come from a job of seed {self.seed} and K = {self.K}, "
-                f"not seed {state['seed']} and K = {state['K']}."
-            )
         end = self.start_epoch + self.epochs
-        epoch = check_int(state["epoch"], "state['epoch']", minimum=self.start_epoch)
-        if epoch >= end:
-            raise ValueError(f"Argument 'state' must resume before epoch {end}, not at epoch {epoch}.")
-        self._skip = check_int(state["samples"], "state['samples']", minimum=0)
-        self._loader.resume(epoch, end - epoch)
+        epoch, K, samples, segments, check = parse_state(
+            state, seed=self.seed, start=self.start_epoch, end=end, K=self.K, peers=self.transport.peers
+        )
+        if self.is_master and not self.transport.peers:
+            assert self._N is not None
+            check_dataset_of(*check, N=self._N, fingerprint=self._fp())
+        self._check = check
+        mid = bool(samples or segments)
+        if not self.transport.peers and (segments or (mid and K != self.K) or self.cache_dir is not None):
+            self._segments, self._rest = [*segments, (K, samples)], epoch
+            self._loader_epochs = end - epoch - 1
+            if self._loader_epochs:
+                self._loader.resume(epoch + 1, end - epoch - 1)
+        else:
+            self._skip = samples
+            self._loader.resume(epoch, end - epoch)
         self.start_epoch, self.epochs = epoch, end - epoch
 
     def close(self) -> None:
@@ -573,6 +594,6 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     def __getstate__(self) -> dict[str, Any]:
         """For DataLoader workers started by spawn: the current epoch's tensors, no link."""
         state = self.__dict__.copy()
-        for key in ("_loader", "transport", "_feed", "_records"):
+        for key in ("_loader", "transport", "_feed", "_records", "_table"):
             state[key] = None
         return state

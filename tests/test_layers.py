@@ -32,6 +32,7 @@ RANK = {
     "engine": 6,
     "loader": 7,
     "torch": 7,
+    "_torch_base": 7,
     "plots": 7,
     "warmup": 7,
     "mpi_program": 9,
@@ -42,7 +43,7 @@ RANK = {
 }
 MPI_ALLOWED = {"transport"}
 # PyTorch, an optional extra: imported only by the adapter (coded_shuffle/torch.py) and the transport.
-TORCH_ALLOWED = {"transport", "torch"}
+TORCH_ALLOWED = {"transport", "torch", "_torch_base"}
 
 
 def module_key(path: Path) -> str:

@@ -81,6 +81,7 @@ SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DA
                                    "wide": ("wide", 3, 0, 0, 1)}),
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
                                    "exchange": ("struct", 3, 2, 0, 1, "exchange"),
+                                   "save": ("struct", 3, 0, 0, 1, "save"),
                                    "close": ("struct", 4, 0, 0, 1, "close")}),
     "mpiexec-2": ("mpiexec", 2, {"files": ("files", 3, 0, 1, 0), "bad": ("struct", 3, 0, 0, 1, "bad"),
                                  "close": ("struct", 4, 0, 0, 1, "close")}),
@@ -233,6 +234,50 @@ def test_resume_mid_epoch_under_torchrun(shared):
     assert not (out / "w0_e0.npz").exists()
     check_run(out, data, "struct", K, range(1, 3), drop_last=False, num_workers=0, skip=3)
     check_reports(out, K, range(1, 3), data, "struct")
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_a_job_checkpointed_at_two_workers_resumes_mid_epoch_at_three(shared):
+    """Checkpointed two steps (8 samples) into epoch 1 at K = 2, with a cache_dir; resumed at K = 3
+    (a launch of 4 ranks) from the state of worker 0: every record of epoch 1 exactly once across
+    the two jobs, besides the padding of the rest; worker 2's cache file, damaged, said in one line
+    and not used; epoch 2 each rank's batch at K = 3."""
+    proc, data, save = shared.run("torchrun-2", "save")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    states = [json.loads((save / f"state_{k}.json").read_text()) for k in range(2)]
+    assert states[0] == states[1]  # the job's state, the same on every worker
+    assert {k: states[0][k] for k in ("epoch", "samples", "seed", "K", "N", "segments")} == {
+        "epoch": 1, "samples": 8, "seed": SEED, "K": 2, "N": N, "segments": []
+    }  # fmt: skip
+    before = [np.load(save / f"w{k}_e1.npz")["ids"] for k in range(2)]
+    batches = np.array_split(np.asarray(epoch_permutation(N, seed=SEED, epoch=1), dtype=np.int64), 2)
+    assert [b.tolist() for b in before] == [b[:8].tolist() for b in batches]  # the first 8 of each batch
+    d = save.parent
+    (d / "cache" / "worker-2.cache").write_bytes(b"not a cache file" * 8)  # no such worker at K = 2
+    out = d / "resumed_k3"
+    out.mkdir()
+    proc = launch("torchrun", 3, "struct", d, out, 3, 0, 0, 1, "resume_k")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = [np.load(out / f"w{k}_e1.npz")["ids"] for k in range(3)]
+    # The 7 samples left (12 - 8 and 11 - 8) dealt 3, 2, 2: every rank yields 3, the two shorter
+    # shares repeat their first.
+    assert [a.size for a in after] == [3, 3, 3] and [len(set(a.tolist())) for a in after] == [3, 2, 2]
+    union = np.concatenate([*before, *[np.unique(a) for a in after]])
+    assert sorted(union.tolist()) == list(range(N))  # exactly once across the change
+    for k, a in enumerate(after):
+        assert np.array_equal(np.load(out / f"w{k}_e1.npz")["field1"], data["struct"]["y"][a])
+    said = [line for line in proc.stderr.splitlines() if "worker-2.cache" in line]
+    assert len(said) == 1 and said[0].startswith("coded_shuffle.torch: rank 3 (worker 2): Cache file ")
+    assert said[0].endswith("Treated as absent."), said
+    # Workers 0 and 1 keep the heads of their own rests (3 and 2, read back from their files),
+    # worker 2 gets the other 2 from the master.
+    resumed = json.loads((out / "resumed.json").read_text())["resumed"]
+    assert resumed == {"K": 3, "kept_records": 5, "source_records": 2, "source_bytes": 2 * ROW.itemsize}
+    check_run(out, data, "struct", 3, range(2, 3), drop_last=False, num_workers=0)
+    # A checkpoint of the resumed job before its first step says the segment read before it.
+    state = json.loads((out / "state_2.json").read_text())
+    assert (state["epoch"], state["samples"], state["K"], state["segments"]) == (1, 0, 3, [[2, 8]])
 
 
 @needs_torch
@@ -597,3 +642,44 @@ def test_the_dataset_chooses_auto_only_on_a_network_and_with_the_records():
         CodedIterableDataset(None, epochs=2, scheme="auto", network=Network.parse("down=100,up=100"))
     with pytest.raises(ValueError, match="'scheme' must be 'coded' or 'exchange'"):
         CodedIterableDataset(X, epochs=2, scheme="uncoded")
+
+
+@needs_torch
+def test_a_checkpoint_of_another_job_is_refused_naming_what_differs():
+    """The checks of load_state_dict (every rank; the fingerprint on a worker once the master's is known)."""
+    from coded_shuffle._torch_base import check_dataset_of, parse_state
+
+    good = {
+        "epoch": 2,
+        "samples": 3,
+        "seed": 5,
+        "K": 2,
+        "N": 23,
+        "fingerprint": "ab" * 16,
+        "segments": [[4, 1]],
+    }
+    assert parse_state(good, seed=5, start=0, end=4, K=3, peers=False) == (2, 2, 3, [(4, 1)], (23, "ab" * 16))
+    bad = {
+        "seed": ({**good, "seed": 6}, "must come from a job of seed 5, not seed 6."),
+        "late": ({**good, "epoch": 4}, "must resume before epoch 4, not at epoch 4."),
+        "segments": ({**good, "segments": [[0, 1]]}, "state['segments']\" must be at least 1, not 0."),
+        "peers": (good, "to resume mid-epoch with a job of peers, not K = 2: resume at an epoch boundary."),
+    }
+    for name, (state, message) in bad.items():
+        with pytest.raises(ValueError) as info:
+            parse_state(state, seed=5, start=0, end=4, K=3, peers=name == "peers")
+        assert str(info.value).startswith(("Argument 'state'", 'Argument "state[')) and str(
+            info.value
+        ).endswith(message), name
+    with pytest.raises(TypeError, match="'state' must be a mapping from state_dict"):
+        parse_state({"epoch": 1}, seed=5, start=0, end=4, K=3, peers=False)
+    check_dataset_of(23, "ab" * 16, N=23, fingerprint="ab" * 16)
+    check_dataset_of(None, None, N=23, fingerprint="ab" * 16)  # a state of an older version: unknown
+    with pytest.raises(
+        ValueError, match=r"^Argument 'state' must come from a dataset of N = 24 records, not N = 23\.$"
+    ):
+        check_dataset_of(23, "ab" * 16, N=24, fingerprint="ab" * 16)
+    with pytest.raises(
+        ValueError, match="must come from this dataset .fingerprint cdcdcdcd.*their checksums differ"
+    ):
+        check_dataset_of(23, "ab" * 16, N=23, fingerprint="cd" * 16)

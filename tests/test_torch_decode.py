@@ -43,6 +43,7 @@ def rank_dataset(batch, *, decode=None, with_ids=True):
         _tensors=(), _bytes=np.empty((0, 0), np.uint8), _ids=np.empty(0, np.int64),
         _pos=np.empty(0, np.int64), _pid=os.getpid(), _iterated=(os.getpid(), 0), _ended=False,
         _feed=iter([batch]), _loader=SimpleNamespace(N=N, stopped_by=None), transport=None, _records=None,
+        cache_dir=None, _segments=[], _rest=None, _rest_len=None, _table=None, _fingerprint=None,
     )  # fmt: skip
     ds._advance()
     return ds
@@ -101,7 +102,8 @@ def test_state_dict_is_unchanged_by_decode(tmp_path, rng):
         for _ in range(5):
             next(it)
         states.append(ds.state_dict())
-    assert states[0] == states[1] == {"epoch": 0, "samples": 5, "seed": 0, "K": K}
+    want = {"epoch": 0, "samples": 5, "seed": 0, "K": K, "N": N, "fingerprint": None, "segments": []}
+    assert states[0] == states[1] == want
 
 
 def test_decode_must_be_callable():

@@ -23,7 +23,13 @@
   ``OUT/empty_w{k}_e{t}.json``; ``crash``: worker 0 raises after epoch 0; ``kill``: worker 1
   kills itself (SIGKILL) after epoch 0; ``master_error``: the master raises before it serves;
   ``exchange``: a job of peers (``scheme="exchange"``), every rank a worker that trains a
-  ``DistributedDataParallel`` model over the default group on each batch.
+  ``DistributedDataParallel`` model over the default group on each batch; ``save``: each worker
+  keeps its batches in ``DATA/cache`` (``cache_dir``), trains on epoch 0, then on two steps of
+  epoch 1, writes its ``state_dict()`` to ``OUT/state_{k}.json`` and stops (``close()``);
+  ``resume_k``: the job resumes from ``DATA/save/state_0.json`` (a job of another ``K``) with the
+  same ``cache_dir``, each worker writes its ``state_dict()`` before its first step to
+  ``OUT/state_{k}.json``, and rank 0 writes :attr:`~CodedIterableDataset.resumed` and its
+  ``reports`` to ``OUT/resumed.json``.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json`` (under ``exchange``, rank 0, whose
 worker leads the transitions, writes its dataset's ``reports`` after the last epoch). Under
@@ -90,13 +96,19 @@ def one_run(argv: list[str]) -> int:
         timeout=3 if state == "freeze" else 30,
         storage=2 if layout == "wide" else 1,
         scheme="exchange" if state == "exchange" else "coded",
+        cache_dir=data_dir / "cache" if state in ("save", "resume_k") else None,
     )
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
+    if state == "resume_k":
+        ds.load_state_dict(json.loads((data_dir / "save" / "state_0.json").read_text()))
     if ds.is_master:
         if state == "master_error":
             raise ValueError("an error of the master's own")
         reports = ds.serve()
+        if state == "resume_k":
+            resumed = vars(ds.resumed) if ds.resumed is not None else None
+            (out_dir / "resumed.json").write_text(json.dumps({"resumed": resumed, "reports": len(reports)}))
         (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
         if state in ("bad", "close", "destroy"):
             (out_dir / "stopped.json").write_text(json.dumps({"stopped_by": ds.stopped_by}))
@@ -121,6 +133,8 @@ def one_run(argv: list[str]) -> int:
         if slow and t == 1:
             time.sleep(1.0)  # worker 0 has left meanwhile, its prefetch thread waiting for the master
         ds.set_epoch(t)
+        if state == "resume_k" and t == 1:  # the state of a job that resumed a rest, before a step
+            (out_dir / f"state_{k}.json").write_text(json.dumps(ds.state_dict()))
         ids: list[Any] = []
         fields: list[list[Any]] = []
         steps, writable = 0, True
@@ -137,6 +151,8 @@ def one_run(argv: list[str]) -> int:
                 fields = [[] for _ in cols]
             for c, col in zip(fields, cols, strict=True):
                 c.append(col.numpy())
+            if state == "save" and t == 1 and steps == 2:  # two steps into epoch 1: checkpointed
+                break
         for t_ in ds._tensors:
             writable &= bool(t_.numpy().flags.writeable)
         if not ids:  # the job ended early: an empty epoch
@@ -155,6 +171,10 @@ def one_run(argv: list[str]) -> int:
                 (out_dir / "reports.json").write_text(json.dumps([r.to_dict() for r in ds.reports]))
             else:
                 assert ds.reports == []
+        if state == "save" and t == 1:
+            (out_dir / f"state_{k}.json").write_text(json.dumps(ds.state_dict()))
+            ds.close()
+            return 0
         if state == "close" and k == 0:
             ds.close()
             return 0

@@ -49,12 +49,13 @@ from ..bounds import lower_bound
 from ..codec import Cache, Dataset
 from ..errors import IntegrityError
 from ..matrix import shuffle_matrix
-from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, order_placement, placement_from_owner
+from ..orders import OrderSpec, Placement, order_placement, placement_from_owner
 from ..plan import STRATEGIES
 from ..transport import InProcessTransport
 from .inprocess import drive
 from .protocol import MasterOptions
 from .report import TransitionReport
+from .rest import batches_of, deal_rest
 from .schemes import scheme_for
 
 __all__ = [
@@ -473,29 +474,7 @@ def remainder_batches(
         if c > b.size:
             raise ValueError(f"Argument 'consumed' must be at most worker {k}'s {b.size} samples, not {c}.")
         left.append(b[c:])
-    share = batch_sizes(sum(int(r.size) for r in left), K_next)
-    kept = [left[j][: int(share[j])] if j < K else np.empty(0, np.int64) for j in range(K_next)]
-    pool = np.concatenate([left[k][int(share[k]) :] if k < K_next else left[k] for k in range(K)])
-    out, at = [], 0
-    for j in range(K_next):
-        more = int(share[j]) - int(kept[j].size)
-        out.append(np.concatenate([kept[j], pool[at : at + more]]).astype(np.int64))
-        at += more
-    return out
-
-
-def batches_of(N: int, K: int, *, seed: int, epoch: int, order: OrderSpec | None = None) -> list[np.ndarray]:
-    """The batches of ``epoch`` at ``K`` workers, each in the epoch's order: the ``k``-th run of
-    :func:`~coded_shuffle.orders.epoch_order` (what each worker reads, in that order).
-
-    Examples
-    --------
-    >>> [b.size for b in batches_of(10, 3, seed=0, epoch=1)]
-    [4, 3, 3]
-    """
-    o = np.asarray(epoch_order(N, seed=seed, epoch=epoch, spec=order or OrderSpec()), dtype=np.int64)
-    cut = np.concatenate(([0], np.cumsum(batch_sizes(N, K))))
-    return [o[int(cut[k]) : int(cut[k + 1])] for k in range(K)]
+    return deal_rest(left, K_next)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,220 @@
+"""The parts of :mod:`coded_shuffle.torch` around its dataset: DataLoader workers, tensors, the
+job's link, and a worker's share of an epoch resumed mid-way (:mod:`coded_shuffle.engine.rest`)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from ._checks import check_int
+from .codec import Dataset
+from .engine.mpi import Watchdog
+from .engine.rest import load_worker_cache, receive_rest
+from .engine.schedule import check_network
+from .engine.schemes import Scheme
+from .loader import EpochBatch
+from .loader._common import RowLayout, choose_scheme, scheme_name
+from .loader.arrays import tensor_records
+from .loader.peers import peer_link
+from .records import fixed_record_bytes
+from .transport import ControlLink, mpi_world
+from .transport.registry import default_link
+from .transport.torch_dist import torch_world
+
+_PERSISTENT = (
+    "Argument 'persistent_workers' must be False for a DataLoader over a CodedIterableDataset "
+    "(a persistent DataLoader worker would keep an old epoch), not True."
+)
+
+
+def _persistent_loader(dataset: object) -> bool:
+    """Whether a ``DataLoader`` with ``persistent_workers`` and ``num_workers > 0`` iterates ``dataset``.
+
+    Read from the objects that refer to ``dataset`` (a ``DataLoader``, or its ``__dict__``), with
+    the loader's public attributes ``dataset``, ``num_workers`` and ``persistent_workers``.
+    """
+    for ref in gc.get_referrers(dataset):
+        fields = ref if isinstance(ref, dict) else vars(ref) if isinstance(ref, DataLoader) else {}
+        if fields.get("dataset") is dataset and fields.get("persistent_workers"):
+            if (fields.get("num_workers") or 0) > 0:
+                return True
+    return False
+
+
+_ORPHAN_WATCH: list[int] = []  # the DataLoader worker process whose parent is watched
+
+
+def _watch_parent(period: float = 0.2) -> None:
+    """In a DataLoader worker: end this process soon after the training process is gone.
+
+    A rank killed (``kill -9``) leaves its DataLoader workers behind until torch's own check
+    (every 5 s); they hold the job's output open meanwhile. One thread a worker process.
+    """
+    if _ORPHAN_WATCH == [os.getpid()]:
+        return
+    _ORPHAN_WATCH[:] = [os.getpid()]
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="coded_shuffle-parent", daemon=True).start()
+
+
+def _tensor(arr: np.ndarray) -> torch.Tensor:
+    """A tensor of ``arr`` (writable): a view where torch can stride it, else one copy."""
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if any(s % arr.itemsize or s < 0 for s in arr.strides) or arr.ctypes.data % arr.itemsize:
+        arr = np.ascontiguousarray(arr)
+    return torch.from_numpy(arr)
+
+
+def _columns(records: np.ndarray) -> tuple[torch.Tensor, ...]:
+    """One tensor per field of a structured array, or the one tensor of a plain array."""
+    if records.dtype.names:
+        return tuple(_tensor(records[f]) for f in records.dtype.names)
+    return (_tensor(records),)
+
+
+def _auto_scheme(
+    source: object, transport: object, network: object, *, seed: int, order: object, start_epoch: int,
+    strategy: str,
+) -> tuple[str, str]:  # fmt: skip
+    """``scheme="auto"``: the records' number and size from ``source`` (on every rank), the job's
+    ranks from ``transport`` or the launcher's world, then :func:`choose_scheme`."""
+    check_network(network, "auto", name="scheme")  # before the source is read
+    if source is None:
+        raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
+    records = tensor_records(source)
+    B = fixed_record_bytes(records)
+    if isinstance(transport, ControlLink):
+        ranks = transport.K + (0 if transport.peers else 1)
+    else:
+        world = torch_world()
+        ranks = world[1] if world is not None else int(mpi_world().Get_size())
+    return choose_scheme(len(records), B, ranks, seed=seed, order=order, start_epoch=start_epoch,
+                         network=network, strategy=strategy)  # fmt: skip
+
+
+def _job_link(
+    transport: object,
+    peers: bool,
+    scheme: str | Scheme,
+    rank: int | None,
+    world_size: int | None,
+    timeout: float | None = None,
+) -> ControlLink:
+    """The dataset's link (the default one of its scheme if ``transport`` is None, which every
+    rank must make within ``timeout`` seconds, if given), checked against the scheme and against
+    the ``rank`` and ``world_size`` the caller states."""
+    if world_size is not None:
+        world_size = check_int(world_size, "world_size", minimum=2)
+    if rank is not None:
+        rank = check_int(rank, "rank", minimum=0)
+        if world_size is not None and rank >= world_size:
+            raise ValueError(f"Argument 'rank' must be a rank of the job, 0 to {world_size - 1}, not {rank}.")
+    if transport is None:
+        transport = peer_link(join_timeout=timeout) if peers else default_link(join_timeout=timeout)
+    elif not isinstance(transport, ControlLink):
+        raise TypeError(
+            "Argument 'transport' must be a link between processes (a ControlLink, such as a "
+            f"TorchTransport), not {type(transport).__name__}."
+        )
+    elif transport.peers != peers:
+        raise ValueError(
+            f"Argument 'transport' must be a link {'of peers' if peers else 'with a master'} "
+            f"for scheme {scheme_name(scheme)!r} (peers={peers})."
+        )
+    ranks = transport.K + (0 if peers else 1)
+    if world_size is not None and world_size != ranks:
+        raise ValueError(f"Argument 'world_size' must be the job's {ranks} ranks, not {world_size}.")
+    if rank is not None and rank != transport.rank:
+        raise ValueError(
+            f"Argument 'rank' must be this process's rank {transport.rank} of the job's {ranks}, not {rank}."
+        )
+    return transport
+
+
+def check_dataset_of(n: Any, fp: Any, *, N: int, fingerprint: str) -> None:
+    """Refuse a checkpoint of another dataset (``n`` records, fingerprint ``fp``; None: unknown)."""
+    if n is not None and n != N:
+        raise ValueError(f"Argument 'state' must come from a dataset of N = {N} records, not N = {n}.")
+    if fp is not None and fp != fingerprint:
+        raise ValueError(
+            f"Argument 'state' must come from this dataset (fingerprint {fingerprint[:16]}), not "
+            f"another of N = {N} records (fingerprint {str(fp)[:16]}): their checksums differ."
+        )
+
+
+def rest_batch(
+    link: ControlLink, dog: Watchdog, epoch: int, shares: list[np.ndarray], layout: RowLayout, table: Dataset,
+    *, cache_dir: Any, seed: int, drop_last: bool,
+) -> tuple[EpochBatch, int, str | None]:  # fmt: skip
+    """A worker's share of the rest of ``epoch`` (collective with the master's
+    :func:`~coded_shuffle.engine.rest.serve_rest`): what its cache file in ``cache_dir`` still holds,
+    the rest from the master. Returns the batch, the samples every rank yields of the rest, and a
+    line about the cache file (treated as absent, rows dropped) or None."""
+    k = link.worker
+    assert k is not None
+    held, note = (None, None) if cache_dir is None else load_worker_cache(cache_dir, k, table, seed=seed)
+    want = shares[k]
+    rows, _ = receive_rest(link, dog, want, held, table.checksums, table.record_bytes)
+    sizes = [int(b.size) for b in shares]
+    L = min(sizes) if drop_last else max(sizes)
+    if min(sizes) == 0 and L:
+        raise ValueError(
+            f"Argument 'state' leaves {sum(sizes)} samples of epoch {epoch}: fewer than the "
+            f"K = {len(shares)} workers, some of which would have none to pad with; resume at the next epoch."
+        )
+    ids = want.copy()
+    ids.flags.writeable = False
+    batch = EpochBatch(epoch=epoch, worker=k, ids=ids, records=layout.rows(rows, writable=True), decoded=0)
+    return batch, L, note
+
+
+def parse_state(
+    state: object, *, seed: int, start: int, end: int, K: int, peers: bool
+) -> tuple[int, int, int, list[tuple[int, int]], tuple[Any, Any]]:
+    """A checkpoint's epoch, ``K``, samples, earlier segments, and ``(N, fingerprint)``, checked
+    against a job of ``seed`` running epochs ``start .. end - 1`` (each refusal names ``state``)."""
+    if not isinstance(state, Mapping) or not {"epoch", "samples", "seed", "K"} <= set(state):
+        raise TypeError("Argument 'state' must be a mapping from state_dict(), with epoch, samples, seed, K.")
+    if state["seed"] != seed:
+        raise ValueError(f"Argument 'state' must come from a job of seed {seed}, not seed {state['seed']}.")
+    epoch = check_int(state["epoch"], "state['epoch']", minimum=start)
+    if epoch >= end:
+        raise ValueError(f"Argument 'state' must resume before epoch {end}, not at epoch {epoch}.")
+    was = check_int(state["K"], "state['K']", minimum=1)
+    samples = check_int(state["samples"], "state['samples']", minimum=0)
+    segs = state.get("segments") or []
+    if isinstance(segs, (str, bytes)) or not isinstance(segs, list):
+        raise TypeError(f"Argument 'state' must hold a list of [K, samples] segments, not {segs!r}.")
+    name = "state['segments']"
+    segments = [(check_int(a, name, minimum=1), check_int(b, name, minimum=0)) for a, b in segs]
+    if peers and (segments or ((samples or segments) and was != K)):
+        raise ValueError(
+            f"Argument 'state' must come from a job of K = {K} to resume mid-epoch with a job of "
+            f"peers, not K = {was}: resume at an epoch boundary."
+        )
+    return epoch, was, samples, segments, (state.get("N"), state.get("fingerprint"))
+
+
+def check_cache_dir(cache_dir: Any, peers: bool, scheme: str) -> Any:
+    """The dataset's ``cache_dir``: None, or a folder's path with a scheme that runs with a master."""
+    if cache_dir is not None and (peers or not isinstance(cache_dir, (str, os.PathLike))):
+        raise (ValueError if peers else TypeError)(
+            "Argument 'cache_dir' must be a folder's path, with a scheme that runs with a master, "
+            f"not {type(cache_dir).__name__} with scheme {scheme!r}."
+        )
+    return cache_dir

@@ -1,0 +1,243 @@
+"""The rest of an epoch: a job checkpointed mid-epoch at ``K`` workers resumed at ``K'``.
+
+Notation
+--------
+============  ==========================================================================
+``K``, ``K'``  workers before and after the change
+``A_k``        worker ``k``'s batch of the epoch at ``K``: the ``k``-th contiguous run of the
+               epoch's order (:func:`~coded_shuffle.orders.epoch_order`), read in that order
+``s``          samples each worker had read of its share when the job was checkpointed
+``R_k``        what worker ``k`` had not read: ``A_k`` after its first ``s``
+============  ==========================================================================
+
+A checkpoint's state is global: the seed, the epoch, and the *segments* of it read so far, each
+a number of workers and the samples each of them read (the workers of a training job read in
+step). The rest of the epoch is a function of that state alone (:func:`rest_of_epoch`), so every
+rank of a resumed job, whatever their number, computes the same shares, and every sample of the
+epoch is read exactly once across the change.
+
+Across processes (:func:`serve_rest`, :func:`receive_rest`): each worker says which records of
+its share it still holds (from a cache file read back and checked,
+:mod:`~coded_shuffle.engine.cache_dir`; after a restart without one, none), and the master sends
+each one the rest, uncoded, from the records' source.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_int
+from ..codec import Cache, Dataset
+from ..errors import IntegrityError, RankTimeout
+from ..orders import OrderSpec, batch_sizes, epoch_order
+from ..transport import ControlLink
+from .cache_dir import CacheFileError, cache_path, load_cache, save_cache
+from .mpi import Watchdog, end_job, patience, setup_step
+
+__all__ = [
+    "batches_of", "deal_rest", "rest_of_epoch", "RestReport", "serve_rest", "receive_rest", "table_dataset",
+    "save_worker_cache", "load_worker_cache",
+]  # fmt: skip
+
+
+def batches_of(N: int, K: int, *, seed: int, epoch: int, order: OrderSpec | None = None) -> list[np.ndarray]:
+    """The batches of ``epoch`` at ``K`` workers, each in the epoch's order: the ``k``-th run of
+    :func:`~coded_shuffle.orders.epoch_order` (what each worker reads, in that order).
+
+    Examples
+    --------
+    >>> [b.size for b in batches_of(10, 3, seed=0, epoch=1)]
+    [4, 3, 3]
+    """
+    o = np.asarray(epoch_order(N, seed=seed, epoch=epoch, spec=order or OrderSpec()), dtype=np.int64)
+    cut = np.concatenate(([0], np.cumsum(batch_sizes(N, K))))
+    return [o[int(cut[k]) : int(cut[k + 1])] for k in range(K)]
+
+
+def deal_rest(left: Sequence[np.ndarray], K_next: int) -> list[np.ndarray]:
+    """What ``len(left)`` workers have left to read, dealt to ``K_next`` workers.
+
+    Every sample is read exactly once and the shares differ by at most one
+    (:func:`~coded_shuffle.orders.batch_sizes` of the total): worker ``j`` below both counts keeps
+    the head of its own ``left[j]`` (samples it holds already), up to its share; the rest (a
+    leaving worker's all) is dealt in order to the workers below their share.
+
+    Examples
+    --------
+    >>> [s.tolist() for s in deal_rest([np.array([5, 6, 7]), np.array([8])], 3)]
+    [[5, 6], [8], [7]]
+    """
+    K = len(left)
+    share = batch_sizes(sum(int(r.size) for r in left), K_next)
+    kept = [left[j][: int(share[j])] if j < K else np.empty(0, np.int64) for j in range(K_next)]
+    pool = np.concatenate([left[k][int(share[k]) :] if k < K_next else left[k] for k in range(K)])
+    out, at = [], 0
+    for j in range(K_next):
+        more = int(share[j]) - int(kept[j].size)
+        out.append(np.concatenate([kept[j], pool[at : at + more]]).astype(np.int64))
+        at += more
+    return out
+
+
+def rest_of_epoch(
+    N: int,
+    *,
+    seed: int,
+    epoch: int,
+    segments: Sequence[tuple[int, int]],
+    K_next: int,
+    order: OrderSpec | None = None,
+) -> list[np.ndarray]:
+    """The shares of ``K_next`` workers of what is left of epoch ``epoch`` after ``segments``.
+
+    ``segments[0] = (K_0, s_0)``: the epoch started at ``K_0`` workers, each reading its batch
+    (:func:`batches_of`), and each read its first ``s_0`` samples (at most its share); each later
+    ``(K_i, s_i)``: what was left was dealt to ``K_i`` workers (:func:`deal_rest`), each of whom
+    read the first ``s_i`` of its share. What is left then is dealt to ``K_next`` workers.
+
+    Examples
+    --------
+    >>> [b.tolist() for b in batches_of(12, 3, seed=0, epoch=0)]  # the epoch at K = 3
+    [[1, 10, 9, 8], [11, 0, 5, 2], [6, 7, 3, 4]]
+    >>> [b.tolist() for b in rest_of_epoch(12, seed=0, epoch=0, segments=[(3, 2)], K_next=2)]
+    [[9, 8, 3], [5, 2, 4]]
+    >>> [b.tolist() for b in rest_of_epoch(12, seed=0, epoch=0, segments=[(3, 2), (2, 1)], K_next=4)]
+    [[8], [2], [3], [4]]
+    """
+    N = check_int(N, "N", minimum=1)
+    K_next = check_int(K_next, "K_next", minimum=1)
+    if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
+        raise ValueError("Argument 'segments' must be a sequence of at least one (K, samples) pair.")
+    left: list[np.ndarray] = []
+    for i, seg in enumerate(segments):
+        if not isinstance(seg, Sequence) or len(seg) != 2:
+            raise ValueError(f"Argument 'segments' must hold (K, samples) pairs, not {seg!r} at {i}.")
+        K = check_int(seg[0], "segments", minimum=1)
+        s = check_int(seg[1], "segments", minimum=0)
+        shares = deal_rest(left, K) if i else batches_of(N, K, seed=seed, epoch=epoch, order=order)
+        left = [b[min(s, b.size) :] for b in shares]
+    return deal_rest(left, K_next)
+
+
+@dataclass(frozen=True)
+class RestReport:
+    """What the master sent so that every worker holds the rest of the epoch it reads.
+
+    ``kept_records``: samples of the rest that a worker already held (read back from its cache
+    file); ``source_records``/``source_bytes``: sent from the records' source.
+    """
+
+    K: int
+    kept_records: int
+    source_records: int
+    source_bytes: int
+
+
+def _holdings_round(link: ControlLink, watchdog: Watchdog, mine: np.ndarray | None) -> list[Any]:
+    """Collective: every worker posts ``mine`` (the ids of its share it holds) to the master, in a
+    control round bounded as a start-up step (:func:`~.mpi.setup_step`); the master's list of them."""
+    stage = "rest: holdings"
+    try:
+        if link.is_leader:
+            got = link.gather_posts(timeout=watchdog.timeout, stage=stage)
+            link.announce(stage)
+            return list(got)
+        link.post(mine, timeout=patience(link, watchdog.timeout), stage=stage)
+        return []
+    except RankTimeout as exc:
+        end_job(watchdog.prog, link.rank, str(exc), watchdog.abort)
+
+
+def serve_rest(
+    link: ControlLink, watchdog: Watchdog, dataset: Dataset, rest: Sequence[np.ndarray]
+) -> RestReport:
+    """Master, collective with :func:`receive_rest` on every worker: send each worker the records
+    of its share ``rest[k]`` that it does not hold. Returns the counts."""
+    held = _holdings_round(link, watchdog, None)
+    kept, sent = 0, 0
+    with setup_step(link, watchdog, "rest: rows"):
+        for k in range(link.K):
+            have = np.asarray(held[k], dtype=np.int64)
+            missing = rest[k][~np.isin(rest[k], have)]
+            kept += int(rest[k].size - missing.size)
+            sent += int(missing.size)
+            link.send_rows(k, np.ascontiguousarray(dataset.data[missing]))
+    return RestReport(
+        K=link.K, kept_records=kept, source_records=sent, source_bytes=sent * dataset.record_bytes
+    )
+
+
+def receive_rest(
+    link: ControlLink, watchdog: Watchdog, want: np.ndarray, held: Cache | None, checksums: np.ndarray, B: int
+) -> tuple[np.ndarray, int]:
+    """Worker: the rows of ``want`` (its share, in order), from ``held`` (its records read back and
+    checked) where it holds them, from the master otherwise; every row checked against
+    ``checksums`` (the master's table). Returns the ``(len(want), B)`` rows and the number kept."""
+    from ..codec import record_checksums
+
+    want = np.asarray(want, dtype=np.int64)
+    rows = np.full(want.size, -1, dtype=np.int64) if held is None else held.rows(want)
+    mine = rows >= 0
+    _holdings_round(link, watchdog, want[mine])
+    out = np.empty((want.size, B), dtype=np.uint8)
+    with setup_step(link, watchdog, "rest: rows"):
+        got = link.receive_rows(np.empty((int((~mine).sum()), B), dtype=np.uint8))
+    if held is not None and mine.any():
+        out[mine] = np.asarray(held.data)[rows[mine]]
+    out[~mine] = got
+    if not np.array_equal(record_checksums(out), np.asarray(checksums)[want]):
+        raise IntegrityError(
+            f"Worker {link.worker}: the rest of the epoch does not match the master's checksums."
+        )
+    return out, int(mine.sum())
+
+
+def table_dataset(checksums: np.ndarray, B: int) -> Dataset:
+    """A worker's view of the master's records, for its cache file: their ``N`` load-time
+    checksums and record size (the rows, which a worker does not have, read as zeros)."""
+    sums = np.asarray(checksums, dtype=np.uint64)
+    return Dataset(
+        data=np.broadcast_to(np.zeros((1, B), np.uint8), (sums.size, B)), lengths=None, checksums=sums
+    )
+
+
+def save_worker_cache(
+    cache_dir: str | os.PathLike[str], worker: int, ids: np.ndarray, rows: np.ndarray, table: Dataset, *,
+    epoch: int, seed: int,
+) -> Path:  # fmt: skip
+    """Write worker ``worker``'s records (ids ``ids``, ``(n, B)`` bytes ``rows``) of ``epoch`` to its
+    file in ``cache_dir`` (:func:`~.cache_dir.save_cache`, crash-safe)."""
+    folder = Path(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    order = np.argsort(ids, kind="stable")
+    cache = Cache(
+        ids=np.asarray(ids, dtype=np.int64)[order], data=np.ascontiguousarray(rows[order]), lengths=None
+    )
+    return save_cache(cache_path(folder, worker), cache, table, epoch=epoch, worker=worker, seed=seed)
+
+
+def load_worker_cache(
+    cache_dir: str | os.PathLike[str], worker: int, table: Dataset, *, seed: int
+) -> tuple[Cache | None, str | None]:
+    """What worker ``worker``'s file in ``cache_dir`` still holds, checked (its rows against their
+    checksums and the master's table), and a line when the file is treated as absent (cut short,
+    altered, of another job or another worker) or some of its rows are dropped. No file: None."""
+    path = cache_path(cache_dir, worker)
+    if not path.exists():
+        return None, None
+    try:
+        got = load_cache(path, table, seed=seed)
+    except (CacheFileError, ValueError) as exc:
+        return None, f"{exc} Treated as absent."
+    if got.worker != worker:
+        return None, f"Cache file {path}: written by worker {got.worker}, not {worker}. Treated as absent."
+    note = None
+    if got.dropped:
+        note = f"Cache file {path}: {got.dropped} record(s) fail their checksum; delivered again."
+    return got.cache, note
