@@ -234,8 +234,14 @@ def test_the_faults_of_the_tests_are_no_option_of_the_program_or_the_job(monkeyp
         raise ValueError(message)
 
     monkeypatch.setattr(mpi_program._Parser, "error", refused)
-    faults = ["--fail-rank", "--fail-epoch", "--fail-at", "--fail-how", "--corrupt-worker",
-              "--multicast-drop"]
+    faults = [
+        "--fail-rank",
+        "--fail-epoch",
+        "--fail-at",
+        "--fail-how",
+        "--corrupt-worker",
+        "--multicast-drop",
+    ]
     for opt in faults:
         with pytest.raises(ValueError, match=f"unrecognized arguments: {opt} 1"):
             mpi_program.parse_args(["--points", "90", opt, "1"])
@@ -622,6 +628,26 @@ def test_program_bad_input_is_one_line_without_abort(tmp_path):
         assert line.startswith("coded-shuffle run: error: ") and word in line
 
 
+def _borrow_compiled_kernels(tree: Path, installed: Path) -> None:
+    """Numba's cache of ``tree``'s kernels, where it has one, given to the ``installed`` copy of
+    the package: the cache files beside each module's, and each module's mtime set to its
+    original's (numba's index is keyed by a source file's mtime and size). A fresh install
+    compiles its kernels itself (some 30 s, what ``test_warmup`` covers); this test is of the
+    wheel's contents."""
+    for index in tree.rglob("__pycache__/*.nbi"):
+        module = index.name.partition(".")[0] + ".py"
+        source = index.parent.parent / module
+        copy = installed / index.parent.parent.relative_to(tree)
+        if not source.exists() or not (copy / module).exists():
+            continue
+        (copy / "__pycache__").mkdir(exist_ok=True)
+        stem = index.name[: -len(".nbi")]
+        for cached in index.parent.glob(f"{stem}.*"):
+            (copy / "__pycache__" / cached.name).write_bytes(cached.read_bytes())
+        info = source.stat()
+        os.utime(copy / module, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
 @needs_mpi
 @pytest.mark.mpi
 def test_installed_wheel_runs(tmp_path):
@@ -656,6 +682,7 @@ def test_installed_wheel_runs(tmp_path):
         check=True, timeout=60, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
     Path(site, "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    _borrow_compiled_kernels(ROOT / "coded_shuffle", Path(site) / "coded_shuffle")
     libmpi = Path(sys.prefix) / "lib" / "libmpi.so.12"
     env = {
         "PATH": f"{MPIEXEC.parent}:/usr/bin:/bin",
