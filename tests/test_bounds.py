@@ -18,7 +18,7 @@ from tests.cases import EXAMPLE_1, EXAMPLE_1_VALUES
 from tests.oracles import brute_bound, brute_w_minus_min_fas
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     st.integers(1, 6).flatmap(
         lambda K: st.lists(st.lists(st.integers(0, 6), min_size=K, max_size=K), min_size=K, max_size=K)
