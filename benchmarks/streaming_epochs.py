@@ -53,9 +53,10 @@ Usage::
     python benchmarks/streaming_epochs.py --streaming-python /path/to/venv/bin/python
     python benchmarks/streaming_epochs.py --quick --streaming-python ... --plot out.png --json rows.jsonl
 
-mosaicml-streaming is not a dependency of the package: put it in a separate virtualenv (it pulls
-torch; pin the CPU build first), e.g. ``python -m venv /tmp/svenv && /tmp/svenv/bin/pip install
-'torch==2.13.0+cpu' mosaicml-streaming``. Without it only our rows and the baselines are shown.
+mosaicml-streaming is not a dependency of the package: put it in a separate virtualenv, e.g.
+``python -m venv /tmp/svenv && /tmp/svenv/bin/pip install mosaicml-streaming`` (pip brings torch,
+torchvision and, for 0.13.0, CUDA wheels: several GB). Without it the shards are written from the
+format's layout and only our rows and the baselines are shown.
 """
 
 from __future__ import annotations
@@ -447,16 +448,16 @@ def _streaming_part(args: argparse.Namespace, mds: str, setup: dict, tmp: str) -
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=100_000)
+    p.add_argument("--records", type=int, help="documents (default 100,000; --quick 20,000)")
     p.add_argument("--workers", type=int, default=8, help="K: nodes (streaming) and workers (ours)")
     p.add_argument("--batch", type=int, default=250, help="samples a node's batch (global batch K x this)")
-    p.add_argument("--shard-bytes", type=int, default=1 << 19, help="MDS shard size limit")
+    p.add_argument("--shard-bytes", type=int, help="MDS shard size limit (default 2**19; --quick 2**17)")
     p.add_argument("--block-sizes", default="default,2048", help="py1e/py1br shuffle_block_size list")
     p.add_argument("--caches", default="1,2,none", help="streaming cache limits: batches (D/K) or none")
     p.add_argument("--algos", default=",".join(ALGOS))
-    p.add_argument("--epochs", type=int, default=3, help="epochs after the first, E")
+    p.add_argument("--epochs", type=int, help="epochs after the first, E (default 3; --quick 2)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--quick", action="store_true", help="20,000 records, 2 epochs, shards of 128 KiB")
+    p.add_argument("--quick", action="store_true", help="smaller defaults: a run of about a minute")
     p.add_argument("--streaming-python", default=sys.executable, help="interpreter with mosaicml-streaming")
     p.add_argument("--plot", help="write the plot to this PNG or SVG (needs matplotlib)")
     p.add_argument("--json", help="write the rows as JSON lines to this file")
@@ -482,8 +483,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = [json.loads(line) for line in Path(a.replot).read_text().splitlines() if line.strip()]
         plot(rows, a.plot, rows[0].get("title", ""))
         return 0
-    if a.quick:
-        a.records, a.epochs, a.shard_bytes = 20_000, 2, 1 << 17
+    sizes = (("records", 100_000, 20_000), ("shard_bytes", 1 << 19, 1 << 17), ("epochs", 3, 2))
+    for name, full, quick in sizes:
+        if getattr(a, name) is None:
+            setattr(a, name, quick if a.quick else full)
+    for name in ("records", "shard_bytes", "epochs", "workers", "batch"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, not {getattr(a, name)}")
     return _run(a)
 
 
