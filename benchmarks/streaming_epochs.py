@@ -269,20 +269,20 @@ def sampler_orders(N: int, K: int, seed: int, epochs: int) -> list[list[np.ndarr
 
 
 def baseline_rows(setup: dict, sizes: np.ndarray, K: int, seed: int, epochs: int) -> list[dict]:
+    """``DistributedSampler`` reading each rank's new batch from shared storage, and with a local copy."""
     orders = sampler_orders(len(sizes), K, seed, epochs)
     Dr = setup["D"]
     if orders is None:
         print("note: torch is not importable: no DistributedSampler order, its quality is not shown")
         q: dict = {"dev": None, "max_dev": None, "node_dev": None, "changed": None}
-        per_rank = np.full(K, Dr / K)
+        read, most = float(Dr), Dr / K
     else:
         q = quality(orders, split=setup["split"], batch=setup["batch"])
         per_rank = np.array([[sizes[o].sum() for o in ranks] for ranks in orders[1:]], dtype=np.float64)
-        per_rank = per_rank.max(1).mean()
-    read = float(np.mean([sum(sizes[o].sum() for o in r) for r in orders[1:]])) if orders else Dr
+        read, most = float(per_rank.sum(1).mean()), float(per_rank.max(1).mean())
     return [
         {"method": "DistributedSampler, shared storage", "M": "-", "stored": 0.0, "cold": read / Dr,
-         "moved": read / Dr, "busiest": float(np.max(per_rank)) / Dr, **q},
+         "moved": read / Dr, "busiest": most / Dr, **q},
         {"method": "DistributedSampler, local copy", "M": "-", "stored": 1.0, "cold": 0.0, "moved": 0.0,
          "busiest": 0.0, **q},
     ]  # fmt: skip
@@ -396,7 +396,7 @@ def plot(rows: list[dict], path: str, title: str) -> None:
         for ax, key in zip(axes, ("dev", "node_dev"), strict=True):
             ax.scatter([r[key]], [r["moved"]], color=color, marker=marker, s=40, alpha=0.85, zorder=2)
     for c, m in caches.items():
-        what = "no limit" if c == "none" else f"cache {c} batch"
+        what = "no limit" if c == "none" else f"cache {c} batch" + "es" * (c != "1")
         handles.append(Line2D([], [], color="0.5", marker=m, ls="", label=f"streaming, {what}"))
     axes[0].set_ylabel("bytes moved an epoch / dataset bytes (epochs 1 on)")
     axes[0].set_xlabel("mixture deviation of the global batches (%)")
@@ -438,7 +438,8 @@ def _streaming_part(args: argparse.Namespace, mds: str, setup: dict, tmp: str) -
             works = np.load(out)
             name = algo if algo == "naive" else f"{algo}, block {info['block_size']:,}"
             for r in streaming_rows(works, setup, args.caches.split(",")):
-                cache = "no limit" if r["cache"] == "none" else f"cache {r['cache']} batch"
+                c = r["cache"]
+                cache = "no limit" if c == "none" else f"cache {c} batch" + "es" * (c != "1")
                 rows.append({**r, "family": algo, "method": f"streaming {name}", "block": info["block_size"],
                              "label": f"streaming {name}, {cache}",
                              "seconds": time.perf_counter() - t0})  # fmt: skip
