@@ -20,8 +20,11 @@ in ``--streaming-python``. What a node downloads is then replayed against its ca
 ``StreamingDataset.prepare_shard`` does: a sample whose shard is not local downloads the whole
 shard (its ``raw_data`` bytes), first evicting the coldest shards (least recently read) until the
 shard fits under ``cache_limit``; the index counts in the cache from the start; the cache is
-kept across epochs. Not modelled: predownload (shards fetched ahead of the sample read), which
-can only add evictions. Cache limits (``--caches``): ``M`` batches (``M D / K`` bytes, ``D`` the
+kept across epochs. Not modelled: predownload (streaming's threads make shards local up to
+``8 x --batch`` samples ahead of the read, in an order that depends on their timing). Where the
+cache holds a node's shards nothing is evicted and the replay is exact; where it thrashes the
+replay understates streaming: on one node (``--check``) streaming's own iteration downloaded
+several times the replay's bytes. Cache limits (``--caches``): ``M`` batches (``M D / K`` bytes, ``D`` the
 shards' bytes; the storage of one of our workers with ``M`` batches) or ``none`` (no limit).
 
 Ours, on the same records (sizes from the shards through
@@ -114,6 +117,37 @@ def streaming_work(
     works = [generate_work("random", ds, world, e, 0).reshape(K, -1) for e in range(epochs + 1)]
     np.save(out, np.stack(works))
     print(json.dumps({"block_size": int(ds.shuffle_block_size), "partition_algo": ds.partition_algo}))
+
+
+def streaming_real(mds: str, algo: str, block: str, frac: str, batch: int, seed: int, epochs: int) -> None:
+    """Bytes streaming's own iteration downloads on one node (``K = 1``) with a cache of ``frac D``:
+    ``mds`` as its remote, a fresh local folder, each epoch iterated whole."""
+    from streaming import StreamingDataset
+    from streaming.base.stream import Stream
+
+    got: list[int] = []
+    download = Stream._download_file
+
+    def counted(self, name, to=None):  # type: ignore[no-untyped-def]
+        out = download(self, name, to)
+        if name != "index.json":
+            got.append(os.path.getsize(out))
+        return out
+
+    Stream._download_file = counted  # type: ignore[method-assign]
+    shards = json.loads(Path(mds, "index.json").read_text())["shards"]
+    limit = int(float(frac) * sum(x["raw_data"]["bytes"] for x in shards))
+    ds = StreamingDataset(
+        remote=mds, local=tempfile.mkdtemp(), shuffle=True, shuffle_algo=algo, shuffle_seed=seed,
+        num_canonical_nodes=1, batch_size=batch, cache_limit=limit, shuffle_block_size=int(block),
+    )  # fmt: skip
+    per = []
+    for _ in range(epochs + 1):
+        before = sum(got)
+        for _sample in ds:
+            pass
+        per.append(sum(got) - before)
+    print(json.dumps({"per_epoch": per, "limit": limit}))
 
 
 def _write_own(out: str, n: int, seed: int, shard_bytes: int) -> None:
@@ -447,6 +481,24 @@ def _streaming_part(args: argparse.Namespace, mds: str, setup: dict, tmp: str) -
     return rows
 
 
+def check_one_node(a: argparse.Namespace, mds: str, setup: dict, tmp: str) -> None:
+    """``--check``: the replay of one node's cache against streaming's own iteration (``K = 1``,
+    ``py1br``, block 2048, a cache of a quarter of the shards' bytes: a thrashing case)."""
+    out = os.path.join(tmp, "check.npy")
+    run = (str(a.batch), str(a.seed), str(a.epochs))
+    _sub(a.streaming_python, "--work", mds, out, "py1br", "2048", "1", *run)
+    works = np.load(out)
+    shard_of = np.searchsorted(setup["shard_ends"], np.maximum(works, 0), side="right")
+    limit = int(0.25 * setup["shard_total"])
+    state = {"cache": OrderedDict(), "usage": setup["index_bytes"]}
+    mine = [replay_cache(shard_of[e, 0][works[e, 0] >= 0], setup["shard_bytes"], limit, state)[0]
+            for e in range(works.shape[0])]  # fmt: skip
+    said = _sub(a.streaming_python, "--real", mds, "py1br", "2048", "0.25", *run)
+    real = [round(x / 1e6, 1) for x in json.loads(said.strip().splitlines()[-1])["per_epoch"]]
+    print("check, one node, py1br block 2048, cache 0.25 D: downloaded an epoch (MB), streaming's own "
+          f"iteration {real}, the replay {[round(x / 1e6, 1) for x in mine]}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, help="documents (default 100,000; --quick 20,000)")
@@ -463,7 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", help="write the plot to this PNG or SVG (needs matplotlib)")
     p.add_argument("--json", help="write the rows as JSON lines to this file")
     p.add_argument("--replot", metavar="JSONL", help="only draw --plot from the rows of an earlier --json")
+    p.add_argument("--check", action="store_true", help="also compare the replay with streaming's iteration")
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--real", nargs=7, help=argparse.SUPPRESS)
     p.add_argument("--write", nargs=4, help=argparse.SUPPRESS)
     p.add_argument("--work", nargs=8, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -473,6 +527,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.write:
         streaming_write(a.write[0], int(a.write[1]), int(a.write[2]), int(a.write[3]))
+        return 0
+    if a.real:
+        m, algo, block, frac, b, seed, E = a.real
+        streaming_real(m, algo, block, frac, int(b), int(seed), int(E))
         return 0
     if a.work:
         m, o, algo, block, K, b, s, E = a.work
@@ -514,6 +572,8 @@ def _run(a: argparse.Namespace) -> int:
         print("| " + " | ".join(t for _, t, _ in COLUMNS) + " |")
         print("|" + " --- |" * len(COLUMNS))
         rows = _streaming_part(a, mds, setup, tmp) if have else []
+        if have and a.check:
+            check_one_node(a, mds, setup, tmp)
         from coded_shuffle.records import MDSRecords
 
         sizes = np.asarray(MDSRecords(mds).sizes, dtype=np.int64)
