@@ -46,7 +46,7 @@ Columns, bytes as multiples of ``D_r`` (the records' bytes; the shards add their
 or the peers (exchange); ``busiest``: the most one node received (a broadcast reaches every
 node whole); ``dev %``: the mixture deviation of the global batches; ``max %``: their worst
 batch; ``node dev %``: the same of each node's own batches of ``--batch`` against the dataset's
-share of A (what one node trains on between two averagings); ``changed %``: the share of samples
+share of A (what each node adds to a step); ``changed %``: the share of samples
 whose node changed from the epoch before (a reshuffle across nodes moves ``(K - 1) / K`` of them;
 streaming's ``py1e`` and ``py1br`` keep each shard on its node in every epoch, as their docstrings
 say, and reshuffle within it).
@@ -55,6 +55,8 @@ Usage::
 
     python benchmarks/streaming_epochs.py --streaming-python /path/to/venv/bin/python
     python benchmarks/streaming_epochs.py --quick --streaming-python ... --plot out.png --json rows.jsonl
+    python benchmarks/streaming_epochs.py --quick --check --streaming-python ...
+    python benchmarks/streaming_epochs.py --replot rows.jsonl --plot out.png
 
 mosaicml-streaming is not a dependency of the package: put it in a separate virtualenv, e.g.
 ``python -m venv /tmp/svenv && /tmp/svenv/bin/pip install mosaicml-streaming`` (pip brings torch,
