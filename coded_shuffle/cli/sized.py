@@ -18,6 +18,7 @@ import numpy as np
 
 from ..bounds import lower_bound
 from ..engine.schedule import EpochSchedule
+from ..engine.table import sent_cells
 from ..matrix import shuffle_matrix
 from ..orders import Placement
 
@@ -90,7 +91,6 @@ def sized_cells(r: dict[str, Any]) -> list[str]:
     """
     mode = r["mode"]
     payload = int(r["payload_bytes"]) + int(r["exchange_bytes"])
-    header = int(r["header_bytes"]) + int(r["exchange_header_bytes"])
     up = {  # the least the sending uplink carries in this mode, in bytes
         "coded": r.get("lower_bound_bytes"),
         "uncoded": r["uncoded_bytes"],
@@ -99,7 +99,6 @@ def sized_cells(r: dict[str, Any]) -> list[str]:
     star = "" if mode != "coded" or r.get("lower_bound_exact", True) else "*"
     busiest_up = max(int(r["payload_bytes"]), int(r["max_sent_bytes"]))
     planned = r["planned_symbols"] if mode == "coded" else r["uncoded_symbols"]
-    mb = (r["wire_bytes"] + r["exchange_bytes"] + r["exchange_header_bytes"]) / 1e6
     return [
         str(r["epoch"]),
         mode,
@@ -108,17 +107,7 @@ def sized_cells(r: dict[str, Any]) -> list[str]:
         _mb(payload),
         f"{_mb(r['max_received_bytes'])}/{_mb(busiest_up)}",
         f"{_mb(r['download_bound_bytes'])}/{'-' if up is None else _mb(up) + star}",
-        f"{mb:.3f}",
-        f"{header / payload:.2%}" if payload else "-",
-        f"{r['seconds']:.3f}",
-        f"{mb / r['seconds']:.1f}" if r["seconds"] > 0 else "-",
-        str(r["repairs"]),
-        "yes" if r["verified"] else "NO",
-        *(
-            [f"{r['link_tx_bytes'][0] / 1e6:.3f}", f"{max(r['link_rx_bytes'][1:]) / 1e6:.3f}"]
-            if r.get("link_tx_bytes")
-            else []
-        ),
+        *sent_cells(r),
     ]
 
 

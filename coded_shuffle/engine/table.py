@@ -10,7 +10,7 @@ from typing import Any
 
 from ..network import explain
 
-__all__ = ["time_lines", "unit_of", "TABLE_COLUMNS", "table_cells", "table_legend"]
+__all__ = ["time_lines", "unit_of", "TABLE_COLUMNS", "table_cells", "sent_cells", "table_legend"]
 
 
 def time_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -139,11 +139,6 @@ def table_cells(r: dict[str, Any]) -> list[str]:
         "exchange": str(_whole(r["upload_bound_bytes"], width)),
         "split": "-" if r.get("split_uplink_bound") is None else str(r["split_uplink_bound"]),
     }.get(mode, "-")
-    payload = int(r["payload_bytes"]) + int(r["exchange_bytes"])
-    header = int(r["header_bytes"]) + int(r["exchange_header_bytes"])
-    # What was sent: by the master (coded, uncoded), by the workers to each other (exchange), or both
-    # (split), framing and repairs included.
-    mb = (r["wire_bytes"] + r["exchange_bytes"] + r["exchange_header_bytes"]) / 1e6
     return [
         str(r["epoch"]),
         mode,
@@ -152,6 +147,19 @@ def table_cells(r: dict[str, Any]) -> list[str]:
         str(planned),
         f"{_whole(r['max_received_bytes'], width)}/{busiest_up}",
         f"{down_bound}/{up_bound}",
+        *sent_cells(r),
+    ]
+
+
+def sent_cells(r: dict[str, Any]) -> list[str]:
+    """The cells of a row of ``run``'s table from ``MB`` on, in every unit: what was sent (by the
+    master, by the workers to each other, or both; framing and repairs included), the framing's
+    share of the payload, the seconds, the throughput, the repairs, the verdict, and the links'
+    counts (``--count-links``)."""
+    payload = int(r["payload_bytes"]) + int(r["exchange_bytes"])
+    header = int(r["header_bytes"]) + int(r["exchange_header_bytes"])
+    mb = (r["wire_bytes"] + r["exchange_bytes"] + r["exchange_header_bytes"]) / 1e6
+    return [
         f"{mb:.3f}",
         f"{header / payload:.2%}" if payload else "-",
         f"{r['seconds']:.3f}",
