@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import InvalidPlanError
 from ..orders.placement import Placement
 from ..plan import holder_words, lone_holders
-from ._common import check_storage, members, pieces_per_record, subsets
+from ._common import check_storage, lone_words, members, pieces_per_record, subsets, words3
 
 __all__ = [
     "PiecePlacement",
@@ -175,7 +175,7 @@ def check_piece_placement(pp: PiecePlacement) -> None:
     if not 1 <= C <= pieces_per_record(K, t):
         raise InvalidPlanError(f"records have {C} pieces, not 1 to C(K - 1, t) = {pieces_per_record(K, t)}")
     owner = np.asarray(pp.placement.owner, dtype=np.int64)
-    H = _words3(pp.holders)
+    H = words3(pp.holders)
     own = lone_holders(owner, K=K).reshape(owner.size, 1, -1)
     if np.any(~(H & own).any(axis=2)):
         raise InvalidPlanError("a piece is not held by the owner of its record")
@@ -196,12 +196,6 @@ def check_piece_placement(pp: PiecePlacement) -> None:
         want = storage_share(int(sizes[k]), pp.N, K, t)
         if have != want:
             raise InvalidPlanError(f"worker {k} holds {have} pieces, not its share {want}")
-
-
-def _words3(holders: np.ndarray) -> np.ndarray:
-    """Holder sets as ``(N, P, W)`` words: a view of one-word masks (``W = 1``) as of several."""
-    H = np.asarray(holders, dtype=np.uint64)
-    return H if H.ndim == 3 else H.reshape(*H.shape, 1)
 
 
 def _held_counts(holders: np.ndarray, K: int) -> np.ndarray:
@@ -261,7 +255,7 @@ def piece_demand(pp: PiecePlacement, placement_next: Placement) -> np.ndarray:
         words = flat[pid].view(np.int64).reshape(-1, 1)  # 64-bit masks, as int64
     else:
         W = pp.holders.shape[2]
-        hit = (pp.holders & lone_holders(new, K=pp.K).reshape(new.size, 1, W)).any(axis=2)
+        hit = (pp.holders & lone_words(new, W).reshape(new.size, 1, W)).any(axis=2)
         pid = np.flatnonzero(~hit.reshape(-1))
         words = pp.holders.reshape(-1, W)[pid].view(np.int64)
     out = np.empty((pid.size, 2 + words.shape[1]), dtype=np.int64)
@@ -297,7 +291,7 @@ def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacem
     piece_demand(pp, placement_next)  # the same checks
     old = np.asarray(pp.placement.owner, dtype=np.int64)
     new = np.asarray(placement_next.owner, dtype=np.int64)
-    H = _words3(pp.holders)
+    H = words3(pp.holders)
     jb = lone_holders(new, K=pp.K).reshape(new.size, 1, -1)
     ob = lone_holders(old, K=pp.K).reshape(old.size, 1, -1)
     moved = ~(H & jb).any(axis=2, keepdims=True)
