@@ -20,19 +20,20 @@ from ..matrix import check_shuffle_matrix, elastic_matrix
 from ..plan import lone_holders
 from ..plan.exchange import _groups
 
-#: Largest ``K`` with excess storage (``M > 1``) in the planner and the engine: their holder sets
-#: are bitmasks of 64 bits. The piece placement itself (:mod:`.placement`) takes any ``K``.
+#: The most workers whose holder sets are one 64-bit mask each (``plan.EXCHANGE_MAX_K``); beyond,
+#: rows of ``ceil(K / 64)`` words. Excess storage itself takes any ``K``.
 STORAGE_MAX_K = 64
 
 
-def check_storage(M: Any, K: int, *, name: str = "M", wide: bool = False) -> int:
+def check_storage(M: Any, K: int, *, name: str = "M", wide: bool = True) -> int:
     """Return ``t = M - 1`` for a storage of ``M`` whole batches on ``K`` workers, or raise naming
-    the argument ``name`` (``'M' (storage)`` for ``M``). ``wide``: any ``K`` (holder sets of
-    several words, :mod:`.placement`), else at most :data:`STORAGE_MAX_K` with ``M > 1``.
+    the argument ``name`` (``'M' (storage)`` for ``M``). Any ``K``: the placement, the planner and
+    the exchange take holder sets of several words (``wide`` is accepted and changes nothing).
 
     ``M`` is an int, as ``subpackets`` is: a bool or a float (even ``2.0``) is refused, a
     fractional one with a word on memory sharing, which is not supported.
     """
+    del wide  # every K is served
     arg = "'M' (storage)" if name == "M" else repr(name)
     if isinstance(M, bool) or not isinstance(M, numbers.Integral):
         hint = ""
@@ -44,11 +45,6 @@ def check_storage(M: Any, K: int, *, name: str = "M", wide: bool = False) -> int
         raise ValueError(f"Argument {arg} must be at least 1 batch, not {M}.")
     if M > K:
         raise ValueError(f"Argument {arg} must be at most K = {K} batches, not {M}.")
-    if M > 1 and K > STORAGE_MAX_K and not wide:
-        raise ValueError(
-            f"Argument {arg} must be 1 with K = {K} workers: excess storage supports at most "
-            f"K = {STORAGE_MAX_K}."
-        )
     return M - 1
 
 
@@ -85,14 +81,14 @@ def square_storage(S: object, M: object) -> tuple[np.ndarray, np.ndarray, int]:
     """``(S made square, off-diagonal S, t)``; refuses ``M > 1`` when the number of workers changes."""
     S = check_shuffle_matrix(S, square=False)
     if S.shape[0] != S.shape[1]:
-        check_storage(M, max(S.shape), wide=True)
+        check_storage(M, max(S.shape))
         if M != 1:
             raise ValueError(
                 f"Argument 'M' (storage) must be 1 when the number of workers changes ({S.shape[0]} -> "
                 f"{S.shape[1]}): the piece placement needs the same K in both epochs."
             )
         S = elastic_matrix(S)
-    t = check_storage(M, S.shape[0], wide=True)
+    t = check_storage(M, S.shape[0])
     Sq = np.array(S, dtype=np.int64)
     Sq.flags.writeable = False
     off = Sq.copy()

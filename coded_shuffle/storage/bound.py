@@ -199,7 +199,7 @@ def storage_worst_case(N: int, K: int, M: int) -> Fraction:
     """
     N = check_int(N, "N", minimum=0)
     K = check_int(K, "K", minimum=1)
-    t = check_storage(M, K, wide=True)
+    t = check_storage(M, K)
     return Fraction(N * (K - 1 - t), K * (t + 1))
 
 

@@ -91,6 +91,10 @@ LONG_CHAIN_MAX_NODES = 2000
 #: cut costs one symbol more per receiver beyond the first; with three or more it rarely pays).
 CUT_RECEIVERS = 2
 
+#: Most groups (``C(K, t + 2)``) whose counts :func:`storage_rates` makes from a shuffle matrix (a
+#: minute or so on one core; ``K = 1024`` at ``M = 2`` has 178 million).
+GROUPS_MAX = 1 << 25
+
 #: Cells (groups times members squared) :func:`group_counts` sums in one numpy call.
 GROUP_CHUNK_CELLS = 1 << 22
 
@@ -426,6 +430,11 @@ def _storage_rates(S: object, M: int, strategy: str, packing: str) -> tuple[Stor
         )
     K = off.shape[0]
     C = pieces_per_record(K, t)
+    if t >= 1 and comb(K, t + 2) > GROUPS_MAX:
+        raise ValueError(
+            f"Argument 'M' (storage) = {t + 1} with K = {K} workers needs the counts of C({K}, {t + 2}) = "
+            f"{comb(K, t + 2)} groups of M + 1 workers (at most {GROUPS_MAX}): a smaller M."
+        )
     W = int(off.sum())
     uncoded = Fraction(W * comb(K - 2, t), C) if K >= 2 else Fraction(0)
     if t == 0:
