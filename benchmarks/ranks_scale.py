@@ -13,6 +13,8 @@ rank runs it through this file (``--rank DIR``), which measures, without changin
 - ``rounds`` and ``control``: the control plane's collective calls a transition (the leader's
   ``share``/``allgather``, the master's ``announce``/``gather_posts``, a worker's ``post``, barriers)
   and the bytes of the pickled objects they carry, sent and received by the rank;
+- ``modules``: the heavy packages the ranks imported, each with the line of the program that first
+  imported it and the number of ranks that did;
 - ``peak``: the rank's peak resident memory (``VmHWM``) at the end; ``anon`` and ``shm`` its
   private (``RssAnon``) and shared-memory (``RssShmem``) resident pages then. The rest of the
   resident memory is file pages (the shared libraries: numba's LLVM alone is a file of 170 MB),
@@ -117,8 +119,8 @@ class _Meter:
 
 
 def _instrument(meter: _Meter) -> None:
-    from coded_shuffle.engine import mpi_job, peers_job, protocol
     from coded_shuffle.engine.schemes import _base, exchange, storage
+    from coded_shuffle.engine.session import Session
     from coded_shuffle.transport.mpi import MPITransport
 
     def transition(fn: Any) -> Any:
@@ -128,10 +130,8 @@ def _instrument(meter: _Meter) -> None:
 
         return wrapped
 
-    # a transition starts on a worker (and a peer) at its role, on a master at its own
-    for module in (mpi_job, peers_job):
-        module.worker_transition = transition(protocol.worker_transition)  # type: ignore[attr-defined]
-    mpi_job.master_transition = transition(protocol.master_transition)  # type: ignore[attr-defined]
+    # a transition starts on every rank (master, worker, leader) at its session's transition
+    Session.transition = transition(Session.transition)  # type: ignore[method-assign]
     planners = (
         (_base.SchemeBase, ("plan", "exchange_plan")),
         (exchange.ExchangeScheme, ("plan", "rounds")),
@@ -223,7 +223,7 @@ def _job(K: int, mode: str, args: argparse.Namespace, out: str) -> tuple[float, 
 def _summary(out: str) -> dict[str, Any]:
     recs = [json.loads(p.read_text()) for p in Path(out).glob("*.json")]
     rows: dict[str, list[float]] = {k: [] for k in NAMES}
-    modules: set[str] = set()
+    modules: dict[str, int] = {}  # each heavy package's first import, and on how many ranks
     for r in recs:
         m = r["marks"]
         if len(m) < 3:  # the warm-up, then a transition at least, then the end
@@ -239,10 +239,12 @@ def _summary(out: str) -> dict[str, Any]:
         rows["peak_mb"].append(r["hwm_kb"] / 1024)
         rows["anon_mb"].append(r["anon_kb"] / 1024)
         rows["shm_mb"].append(r["shmem_kb"] / 1024)
-        modules.update(r["modules"])
+        for name in r["modules"]:
+            modules[name] = modules.get(name, 0) + 1
     nan = (float("nan"), float("nan"))
     out_rows = {k: (statistics.median(v), max(v)) if v else nan for k, v in rows.items()}
-    return {"ranks": len(recs), "figures": out_rows, "modules": sorted(modules)}
+    heavy = [f"{m} x{n}" for m, n in sorted(modules.items())]
+    return {"ranks": len(recs), "figures": out_rows, "modules": heavy}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -498,6 +498,8 @@ def gf2_decodable(plan) -> bool:
     (``plan.storage``: ``N``, ``K``, ``pieces``, ``holders``; ``plan.transmissions``, ``plan.demand``)."""
     import galois
 
+    from coded_shuffle.plan import holder_set  # one word a set, or rows of words beyond 64 workers
+
     GF2 = galois.GF2
     pp = plan.storage
     n = pp.N * pp.pieces
@@ -506,8 +508,8 @@ def gf2_decodable(plan) -> bool:
         T[s, list(ids)] = 1
     eye = np.eye(n, dtype=np.uint8)
     for k in range(pp.K):
-        held = [x for x in range(n) if int(pp.holders[x // pp.pieces, x % pp.pieces]) >> k & 1]
-        need = [int(x) for x, j, _ in plan.demand.tolist() if j == k]
+        held = [x for x in range(n) if holder_set(pp.holders[x // pp.pieces], x % pp.pieces) >> k & 1]
+        need = [int(x) for x, j in plan.demand[:, :2].tolist() if j == k]
         G = np.vstack([T, eye[held]])
         r0 = np.linalg.matrix_rank(GF2(G))
         r1 = np.linalg.matrix_rank(GF2(np.vstack([G, eye[need]]))) if need else r0

@@ -98,18 +98,21 @@ def term_blocks(offsets: np.ndarray, terms: np.ndarray) -> np.ndarray:
 def _addressing(
     offsets: np.ndarray, terms: np.ndarray, wanter: np.ndarray, K: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(order, runs)``: symbols sorted by the receivers of their block, and the receiver index."""
+    """``(order, runs)``: symbols sorted by the receivers of their block (a set of workers, in
+    words of 64: worker ``w`` is bit ``w % 64`` of word ``w // 64``, the highest word first), and
+    the receiver index."""
     n = offsets.size - 1
     block = term_blocks(offsets, terms)
     sym = np.repeat(np.arange(n), np.diff(offsets))
-    receivers = np.zeros(int(block.max(initial=-1)) + 1, dtype=np.uint64)
-    np.bitwise_or.at(receivers, block[sym], np.uint64(1) << wanter.astype(np.uint64))
+    receivers = np.zeros((int(block.max(initial=-1)) + 1, -(-K // 64)), dtype=np.uint64)
+    np.bitwise_or.at(receivers, (block[sym], wanter // 64), np.uint64(1) << (wanter % 64).astype(np.uint64))
     key = receivers[block]
-    order = np.lexsort((np.arange(n), block, key))
-    addressed = ((key[order][None, :] >> np.arange(K, dtype=np.uint64)[:, None]) & np.uint64(1)).astype(bool)
+    order = np.lexsort((np.arange(n), block, *key.T))
+    key = key[order]
     rows = []
     for w in range(K):
-        edge = np.diff(np.concatenate([[False], addressed[w], [False]]).astype(np.int8))
+        addressed = ((key[:, w // 64] >> np.uint64(w % 64)) & np.uint64(1)).astype(bool)
+        edge = np.diff(np.concatenate([[False], addressed, [False]]).astype(np.int8))
         first, end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
         rows.append(np.stack([np.full(first.size, w), first, end - first], axis=1))
     runs = np.concatenate(rows).astype(np.int64) if rows else _NO_RUNS
@@ -194,7 +197,7 @@ def encode_terms(
     n = off.size - 1
     order, runs = np.arange(n), _NO_RUNS
     if wanter is not None:
-        K = check_int(K, "K", minimum=1, maximum=64)
+        K = check_int(K, "K", minimum=1)
         who = check_int_array(wanter, "wanter", ndim=1).astype(np.int64)
         if who.shape != ids.shape or (who.size and (int(who.min()) < 0 or int(who.max()) >= K)):
             raise ValueError(f"Argument 'wanter' must hold one worker in [0, {K}) per term.")

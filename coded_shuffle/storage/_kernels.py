@@ -25,32 +25,39 @@ def binomials(K: int, r: int) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def cells(wanter, holders, size, binom, n_groups):  # pragma: no cover - compiled
-    """The cells of a demand: row ``n`` (wanted by ``wanter[n]``, held by ``holders[n]``) belongs to
-    group ``G = holders | 1 << wanter`` of ``size`` workers, numbered by its colex rank
+    """The cells of a demand: row ``n`` (wanted by ``wanter[n]``, held by the ``W`` words
+    ``holders[n]``: worker ``k`` is bit ``k % 64`` of word ``k // 64``) belongs to group
+    ``G = holders | 1 << wanter`` of ``size`` workers, numbered by its colex rank
     ``sum C(b_i, i + 1)`` over its workers ``b_0 < b_1 < ...`` (which orders groups as their
     bitmasks), as member ``m`` (the wanter's place among them), ``k``-th of its cell ``(G, m)`` in
     demand order. Returns ``counts`` (``n_groups x size``, flat: the rows of each cell, what
-    :func:`~coded_shuffle.storage.demand_counts` counts), each group's bitmask, and per row
-    ``g, m, k``.
+    :func:`~coded_shuffle.storage.demand_counts` counts), each group's words (``n_groups x W``),
+    and per row ``g, m, k``.
     """
-    n = wanter.shape[0]
+    n, W = holders.shape
+    one = np.uint64(1)
     counts = np.zeros(n_groups * size, dtype=np.int64)
-    mask = np.zeros(n_groups, dtype=np.uint64)
+    mask = np.zeros((n_groups, W), dtype=np.uint64)
     g_of = np.empty(n, dtype=np.int64)
     m_of = np.empty(n, dtype=np.int64)
     k_of = np.empty(n, dtype=np.int64)
     for r in range(n):
-        G = holders[r] | (np.uint64(1) << np.uint64(wanter[r]))
-        g, i, m, x, b = 0, 0, 0, G, 0
-        while x:
-            if x & np.uint64(1):
-                g += binom[b, i + 1]
-                if b < wanter[r]:
-                    m += 1
-                i += 1
-            x >>= np.uint64(1)
-            b += 1
-        mask[g] = G
+        j = wanter[r]
+        jw, jb = j // 64, one << np.uint64(j % 64)
+        g, i, m = 0, 0, 0
+        for w in range(W):
+            x = holders[r, w] | jb if w == jw else holders[r, w]
+            b = w * 64
+            while x:
+                if x & one:
+                    g += binom[b, i + 1]
+                    if b < j:
+                        m += 1
+                    i += 1
+                x >>= one
+                b += 1
+        for w in range(W):
+            mask[g, w] = holders[r, w] | jb if w == jw else holders[r, w]
         g_of[r], m_of[r] = g, m
         k_of[r] = counts[g * size + m]
         counts[g * size + m] += 1
@@ -62,10 +69,11 @@ def group_symbols(pid, counts, mask, g_of, m_of, k_of, size):  # pragma: no cove
     """The group symbols of the cells of :func:`cells` by counting sort: what
     ``plan._group_symbols_sorted`` computes by sorts. Symbol ``(G, k)`` holds the ``k``-th piece of
     every member with more than ``k``, members in order; symbols go by ``G``, then ``k``. Returns
-    ``(offsets, terms, G of each symbol, receivers of each)``.
+    ``(offsets, terms, G of each symbol, receivers of each)``, sets as rows of ``W`` words.
     """
     n = pid.shape[0]
-    n_groups = mask.shape[0]
+    n_groups, W = mask.shape
+    one = np.uint64(1)
     first = np.zeros(n_groups + 1, dtype=np.int64)  # the first symbol of each group
     for g in range(n_groups):
         most = 0
@@ -74,21 +82,23 @@ def group_symbols(pid, counts, mask, g_of, m_of, k_of, size):  # pragma: no cove
         first[g + 1] = first[g] + most
     n_sym = first[n_groups]
     offsets = np.zeros(n_sym + 1, dtype=np.int64)
-    G_sym = np.empty(n_sym, dtype=np.uint64)
-    R_sym = np.zeros(n_sym, dtype=np.uint64)
+    G_sym = np.empty((n_sym, W), dtype=np.uint64)
+    R_sym = np.zeros((n_sym, W), dtype=np.uint64)
     for g in range(n_groups):
         for k in range(first[g + 1] - first[g]):
             s = first[g] + k
-            G_sym[s] = mask[g]
-            x, m, b, c = mask[g], 0, 0, 0
-            while x:
-                if x & np.uint64(1):
-                    if counts[g * size + m] > k:
-                        R_sym[s] |= np.uint64(1) << np.uint64(b)
-                        c += 1
-                    m += 1
-                x >>= np.uint64(1)
-                b += 1
+            m, c = 0, 0
+            for w in range(W):
+                G_sym[s, w] = mask[g, w]
+                x, b = mask[g, w], np.uint64(0)
+                while x:
+                    if x & one:
+                        if counts[g * size + m] > k:
+                            R_sym[s, w] |= one << b
+                            c += 1
+                        m += 1
+                    x >>= one
+                    b += one
             offsets[s + 1] = c
     for s in range(n_sym):
         offsets[s + 1] += offsets[s]

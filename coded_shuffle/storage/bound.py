@@ -23,7 +23,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..bounds import EXACT_BOUND_MAX_K, lower_bound, subset_dp
-from ._common import check_storage, pieces_per_record, square_storage
+from ._common import check_storage, demand_words, pieces_per_record, set_members, square_storage, unique_rows
 
 __all__ = ["StorageBound", "storage_ordering_bound", "storage_lower_bound", "storage_worst_case"]
 
@@ -214,13 +214,14 @@ def demand_lower_bound(
     """Return the genie bound of a demand, in pieces: ``(pieces, ordering, exact)``.
 
     ``demand`` holds the rows ``(piece, wanter, holder bitmask)`` of
-    :func:`~coded_shuffle.storage.piece_demand`. For an ordering of the workers, every piece whose
-    holders all come after its wanter counts; no scheme sends fewer (the genie argument of
-    ``proofs/claim_8_storage_converse.py``, which asks nothing of the holder sets but that every
-    piece has one wanter). With every label this is :func:`storage_lower_bound`; with fewer pieces
-    a record it is the bound of the labels the pieces have. The maximum over orderings by dynamic
-    program over the set placed last for ``K <= DEMAND_EXACT_MAX_K``; beyond, or with
-    ``exact=False``, the best of single-worker moves from the ordering of the bound of one batch.
+    :func:`~coded_shuffle.storage.piece_demand` (beyond 64 workers, ``W`` words of holders). For an
+    ordering of the workers, every piece whose holders all come after its wanter counts; no scheme
+    sends fewer (the genie argument of ``proofs/claim_8_storage_converse.py``, which asks nothing of
+    the holder sets but that every piece has one wanter). With every label this is
+    :func:`storage_lower_bound`; with fewer pieces a record it is the bound of the labels the pieces
+    have. The maximum over orderings by dynamic program over the set placed last for
+    ``K <= DEMAND_EXACT_MAX_K``; beyond, or with ``exact=False``, the best of single-worker moves from the
+    ordering of the bound of one batch.
 
     Examples
     --------
@@ -230,20 +231,21 @@ def demand_lower_bound(
     (1, (0, 1, 2), True)
     """
     K = check_int(K, "K", minimum=1)
-    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3)
+    d = np.asarray(demand, dtype=np.int64)
+    d = d.reshape(-1, 3) if d.ndim < 2 else d
     if exact is not None and not isinstance(exact, bool):
         raise TypeError(f"Argument 'exact' must be a bool or None, not {type(exact).__name__}.")
     if exact and K > DEMAND_EXACT_MAX_K:
         raise ValueError(f"Argument 'exact' can be True only for K <= {DEMAND_EXACT_MAX_K}, not K = {K}.")
-    holders, h = np.unique(d[:, 2], return_inverse=True)
-    cnt = np.bincount(h.reshape(-1) * 64 + d[:, 1], minlength=holders.size * 64).reshape(-1, 64)
+    holders, h = unique_rows(demand_words(d))  # the distinct holder sets, rows of words
+    cnt = np.bincount(h * K + d[:, 1], minlength=holders.shape[0] * K).reshape(-1, K)
     hs, js = np.nonzero(cnt)
-    keys = np.stack([js, holders[hs]], axis=1)  # (wanter, holders), with multiplicity w
-    w = cnt[hs, js]
+    w = cnt[hs, js]  # (wanter js, holder set hs) with multiplicity w
     if K <= DEMAND_EXACT_MAX_K and exact is not False:
+        keys = np.stack([js, holders[hs, 0].astype(np.int64)], axis=1)  # one word: K <= 16
         value, order = _demand_dp(keys, w, K)
         return value, order, True
-    return _demand_searched(keys, w, K)
+    return _demand_searched(js, set_members(holders, K)[hs], w, K)
 
 
 def _demand_dp(keys: np.ndarray, w: np.ndarray, K: int) -> tuple[int, tuple[int, ...]]:
@@ -283,28 +285,27 @@ def _demand_dp(keys: np.ndarray, w: np.ndarray, K: int) -> tuple[int, tuple[int,
     return int(f[full - 1]), tuple(order)
 
 
-def _demand_value(keys: np.ndarray, w: np.ndarray, order: list[int], K: int) -> int:
-    """The bound of one ordering: the pieces whose holders all come after their wanter."""
-    pos = np.empty(K, dtype=np.int64)
+def _demand_value(wanter: np.ndarray, held: np.ndarray, w: np.ndarray, order: list[int], K: int) -> int:
+    """The bound of one ordering: the pieces whose holders (``held``: their workers, padded with
+    ``K``) all come after their wanter."""
+    pos = np.full(K + 1, K, dtype=np.int64)
     pos[np.asarray(order)] = np.arange(K)
-    first = np.full(keys.shape[0], K, dtype=np.int64)
-    for b in range(K):
-        held = (keys[:, 1] >> b) & 1 == 1
-        first[held] = np.minimum(first[held], pos[b])
-    return int(w[first > pos[keys[:, 0]]].sum())
+    first = pos[held].min(axis=1, initial=K)
+    return int(w[first > pos[wanter]].sum())
 
 
 #: Passes of single-worker moves :func:`demand_lower_bound` makes beyond the exact range.
 DEMAND_SEARCH_PASSES = 2
 
 
-def _demand_searched(keys: np.ndarray, w: np.ndarray, K: int) -> tuple[int, tuple[int, ...], bool]:
-    S = np.zeros((K, K), dtype=np.int64)  # the records each wanter wants from each holder
-    for b in range(K):
-        held = (keys[:, 1] >> b) & 1 == 1
-        np.add.at(S, (np.full(int(held.sum()), b), keys[held, 0]), w[held])
-    order = list(lower_bound(S, exact=False).ordering)
-    best = _demand_value(keys, w, order, K)
+def _demand_searched(
+    wanter: np.ndarray, held: np.ndarray, w: np.ndarray, K: int
+) -> tuple[int, tuple[int, ...], bool]:
+    S = np.zeros((K + 1, K), dtype=np.int64)  # the records each wanter wants from each holder
+    size = held.shape[1]
+    np.add.at(S, (held.reshape(-1), np.repeat(wanter, size)), np.repeat(w, size))
+    order = list(lower_bound(S[:K], exact=False).ordering)
+    best = _demand_value(wanter, held, w, order, K)
     for _ in range(DEMAND_SEARCH_PASSES):
         improved = False
         for a in range(K):
@@ -312,7 +313,7 @@ def _demand_searched(keys: np.ndarray, w: np.ndarray, K: int) -> tuple[int, tupl
                 if a != b:
                     trial = order.copy()
                     trial.insert(b, trial.pop(a))
-                    value = _demand_value(keys, w, trial, K)
+                    value = _demand_value(wanter, held, w, trial, K)
                     if value > best:
                         order, best, improved = trial, value, True
         if not improved:

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import InvalidPlanError
 from ..orders.placement import Placement
 from ..plan import holder_words, lone_holders
-from ._common import check_storage, members, pieces_per_record, subsets
+from ._common import check_storage, lone_words, members, pieces_per_record, subsets, words3
 
 __all__ = [
     "PiecePlacement",
@@ -117,24 +117,79 @@ def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) 
     """
     placement = _check_placement(placement)
     K = placement.K
-    t = check_storage(M, K, wide=True)
+    t = check_storage(M, K)
     C = pieces_per_record(K, t)
     P = C if pieces is None else check_pieces(pieces, C)
-    labels = [T | (1 << o) for o in range(K) for T in subsets([w for w in range(K) if w != o], t)]
-    words = holder_words(labels, K=K)
-    table = words.reshape(K, C) if words.ndim == 1 else words.reshape(K, C, -1)
+    W = max(1, -(-K // 64))
+    need = placement.N * P * W * 8
+    if need > HOLDERS_MAX_BYTES:
+        raise ValueError(
+            f"Argument 'M' (storage) = {M} cuts each of the N = {placement.N} records into {P} pieces "
+            f"(C({K - 1}, {t}) = {C} labels): their holder sets would take {_bytes(need)}, over "
+            f"{_bytes(HOLDERS_MAX_BYTES)}; pass fewer 'pieces' a record, or a smaller M."
+        )
     owner = np.asarray(placement.owner, dtype=np.int64)
     if P == C:
-        holders = table[owner]
+        holders = _label_table(K, t)[owner]
     else:
         order = np.argsort(owner, kind="stable")
         first = np.searchsorted(owner[order], np.arange(K))
         rank = np.empty(owner.size, dtype=np.int64)
         rank[order] = np.arange(owner.size) - first[owner[order]]
-        cols = (rank[:, None] * P + np.arange(P)[None, :]) % C
-        holders = table[owner[:, None], cols]
+        if K * C <= LABEL_TABLE_MAX:  # every label of every owner, then the columns of each record
+            cols = (rank[:, None] * P + np.arange(P)[None, :]) % C
+            holders = _label_table(K, t)[owner[:, None], cols]
+        else:  # only the labels the records use, each unranked (C(K - 1, t) is too many to list)
+            used = [[(i * P + p) % C for p in range(P)] for i in rank.tolist()]
+            keys = sorted({(o, c) for o, row in zip(owner.tolist(), used, strict=True) for c in row})
+            at = {key: n for n, key in enumerate(keys)}
+            words = holder_words([_unrank(c, o, K, t) for o, c in keys], K=K)
+            index = [[at[(o, c)] for c in row] for o, row in zip(owner.tolist(), used, strict=True)]
+            holders = words[np.array(index, dtype=np.int64).reshape(-1, P)]
     holders.flags.writeable = False
     return PiecePlacement(placement=placement, M=t + 1, holders=holders)
+
+
+#: Most bytes of holder sets :func:`piece_placement` makes (``8 N P W``): every rank keeps them.
+HOLDERS_MAX_BYTES = 8 << 30
+
+#: Most labels (``K C(K - 1, t)``) :func:`piece_placement` lists in one table; beyond, with fewer
+#: pieces a record, it unranks the labels the records use.
+LABEL_TABLE_MAX = 1 << 20
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _label_table(K: int, t: int) -> np.ndarray:
+    """The holder sets ``{o} u T`` of every owner ``o`` (rows) and every label ``T`` (columns, the
+    ``t``-subsets of the others in lexicographic order), in the form of ``holder_words``."""
+    C = pieces_per_record(K, t)
+    labels = [T | (1 << o) for o in range(K) for T in subsets([w for w in range(K) if w != o], t)]
+    words = holder_words(labels, K=K)
+    return words.reshape(K, C) if words.ndim == 1 else words.reshape(K, C, -1)
+
+
+def _unrank(c: int, o: int, K: int, t: int) -> int:
+    """The holder set ``{o} u T`` of label ``c``: ``T`` the ``c``-th ``t``-subset, in lexicographic
+    order, of the workers other than ``o`` (``list(combinations(others, t))[c]``)."""
+    from math import comb
+
+    ground = [w for w in range(K) if w != o]
+    out, start = 1 << o, 0
+    for left in range(t, 0, -1):  # the smallest next member whose subsets reach past c
+        for x in range(start, len(ground)):
+            n = comb(len(ground) - x - 1, left - 1)
+            if c < n:
+                out |= 1 << ground[x]
+                start = x + 1
+                break
+            c -= n
+    return out
 
 
 def check_pieces(pieces: object, C: int, *, name: str = "pieces") -> int:
@@ -175,7 +230,7 @@ def check_piece_placement(pp: PiecePlacement) -> None:
     if not 1 <= C <= pieces_per_record(K, t):
         raise InvalidPlanError(f"records have {C} pieces, not 1 to C(K - 1, t) = {pieces_per_record(K, t)}")
     owner = np.asarray(pp.placement.owner, dtype=np.int64)
-    H = _words3(pp.holders)
+    H = words3(pp.holders)
     own = lone_holders(owner, K=K).reshape(owner.size, 1, -1)
     if np.any(~(H & own).any(axis=2)):
         raise InvalidPlanError("a piece is not held by the owner of its record")
@@ -196,12 +251,6 @@ def check_piece_placement(pp: PiecePlacement) -> None:
         want = storage_share(int(sizes[k]), pp.N, K, t)
         if have != want:
             raise InvalidPlanError(f"worker {k} holds {have} pieces, not its share {want}")
-
-
-def _words3(holders: np.ndarray) -> np.ndarray:
-    """Holder sets as ``(N, P, W)`` words: a view of one-word masks (``W = 1``) as of several."""
-    H = np.asarray(holders, dtype=np.uint64)
-    return H if H.ndim == 3 else H.reshape(*H.shape, 1)
 
 
 def _held_counts(holders: np.ndarray, K: int) -> np.ndarray:
@@ -261,7 +310,7 @@ def piece_demand(pp: PiecePlacement, placement_next: Placement) -> np.ndarray:
         words = flat[pid].view(np.int64).reshape(-1, 1)  # 64-bit masks, as int64
     else:
         W = pp.holders.shape[2]
-        hit = (pp.holders & lone_holders(new, K=pp.K).reshape(new.size, 1, W)).any(axis=2)
+        hit = (pp.holders & lone_words(new, W).reshape(new.size, 1, W)).any(axis=2)
         pid = np.flatnonzero(~hit.reshape(-1))
         words = pp.holders.reshape(-1, W)[pid].view(np.int64)
     out = np.empty((pid.size, 2 + words.shape[1]), dtype=np.int64)
@@ -297,7 +346,7 @@ def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacem
     piece_demand(pp, placement_next)  # the same checks
     old = np.asarray(pp.placement.owner, dtype=np.int64)
     new = np.asarray(placement_next.owner, dtype=np.int64)
-    H = _words3(pp.holders)
+    H = words3(pp.holders)
     jb = lone_holders(new, K=pp.K).reshape(new.size, 1, -1)
     ob = lone_holders(old, K=pp.K).reshape(old.size, 1, -1)
     moved = ~(H & jb).any(axis=2, keepdims=True)

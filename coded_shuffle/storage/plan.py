@@ -24,8 +24,8 @@ from .._gf2 import solve_gf2
 from ..errors import DecodeError, InvalidPlanError
 from ..matrix import shuffle_matrix
 from ..orders.placement import Placement
-from ..plan import STRATEGIES, plan_delivery
-from ._common import members, subsets
+from ..plan import STRATEGIES, holder_set, plan_delivery
+from ._common import demand_words, distinct_sets, lone_words, members, words3
 from .bound import StorageBound, demand_lower_bound, storage_lower_bound
 from .placement import PiecePlacement, piece_demand
 from .planner import (
@@ -124,7 +124,8 @@ def _xor(*parts: list[int]) -> tuple[int, ...]:
 
 class _Cells(NamedTuple):
     """The compiled cells of a demand (:func:`._kernels.cells`): ``counts`` (groups x ``size``
-    members, flat), each group's bitmask, and per row its group, member and rank in its cell."""
+    members, flat), each group's words (groups x ``W``), and per row its group, member and rank in
+    its cell."""
 
     counts: np.ndarray
     mask: np.ndarray
@@ -141,11 +142,11 @@ def _cells(demand: np.ndarray) -> _Cells | None:
 
     if not demand.shape[0]:
         return None
-    H = np.ascontiguousarray(demand[:, 2]).view(np.uint64)  # holder sets of up to 64 workers
+    H = demand_words(demand)  # holder sets, rows of W words
     j = np.ascontiguousarray(demand[:, 1])
-    wanted = np.bitwise_or.reduce(np.left_shift(np.uint64(1), j.astype(np.uint64)))
-    K = (int(np.bitwise_or.reduce(H)) | int(wanted)).bit_length()
-    size = (int(H[0]) | 1 << int(j[0])).bit_count()
+    top = np.bitwise_or.reduce(H, axis=0).tolist()  # the workers that hold some piece, by word
+    K = max([int(j.max()) + 1] + [64 * w + int(x).bit_length() for w, x in enumerate(top) if x])
+    size = int(np.bitwise_count(H[0]).sum()) + 1
     if comb(K, size) * size > MAX_CELLS:
         return None
     counts, mask, g_of, m_of, k_of = cells(j, H, size, binomials(K, size), comb(K, size))
@@ -157,7 +158,7 @@ def _cell_counts(cell: _Cells) -> dict[int, dict[int, int]]:
     table = cell.counts.reshape(-1, cell.size)
     out: dict[int, dict[int, int]] = {}
     for g in np.flatnonzero(table.any(axis=1)).tolist():
-        G = int(cell.mask[g])
+        G = holder_set(cell.mask, g)
         out[G] = {w: n for w, n in zip(members(G), table[g].tolist(), strict=True) if n}
     return out
 
@@ -169,7 +170,8 @@ def _group_symbols(
 
     The ``k``-th piece (in demand order) of every member ``i`` of ``G`` that wants more than
     ``k`` pieces held exactly by ``G \\ {i}`` goes into symbol ``(G, k)``, its terms in the
-    members' order; ``R`` is the mask of its receivers. By the compiled counting sort of the
+    members' order; ``R`` is the set of its receivers (``G`` and ``R`` rows of ``W`` words, as
+    the demand's holder sets). By the compiled counting sort of the
     demand's cells (``cell``, or :func:`_cells` of it) when its table of groups fits, else by
     array sorts (:func:`_group_symbols_sorted`, the same arrays).
     """
@@ -187,26 +189,28 @@ def _group_symbols_sorted(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 
     The ``k``-th piece (in demand order) of every member ``i`` of ``G`` that wants more than
     ``k`` pieces held exactly by ``G \\ {i}`` goes into symbol ``(G, k)``, its terms in the
-    members' order; ``R`` is the mask of its receivers.
+    members' order; ``R`` is the set of its receivers.
     """
     pid, j = demand[:, 0], demand[:, 1]
     groups, g = demand_groups(demand)
-    order = np.argsort(g * 64 + j, kind="stable")  # by G, then wanter; demand order within
-    cell = (g * 64 + j)[order]
+    W = groups.shape[1]
+    wide = 64 * W  # more than any worker
+    order = np.argsort(g * wide + j, kind="stable")  # by G, then wanter; demand order within
+    cell = (g * wide + j)[order]
     n = order.size
     start = np.ones(n, dtype=bool)
     start[1:] = cell[1:] != cell[:-1]
     firsts = np.flatnonzero(start)
     k = np.arange(n) - firsts[np.cumsum(start) - 1]
     width = int(k.max()) + 1 if n else 1
-    o2 = np.argsort((g[order] * width + k) * 64 + j[order])  # by G, then k, then wanter: no ties
+    o2 = np.argsort((g[order] * width + k) * wide + j[order])  # by G, then k, then wanter: no ties
     rows = order[o2]
     g2, k2 = g[rows], k[o2]
     head = np.ones(n, dtype=bool)
     head[1:] = (g2[1:] != g2[:-1]) | (k2[1:] != k2[:-1])
     offsets = np.append(np.flatnonzero(head), n).astype(np.int64)
-    bit = np.left_shift(np.uint64(1), j[rows].astype(np.uint64))
-    R = np.bitwise_or.reduceat(bit, offsets[:-1]) if n else np.empty(0, np.uint64)
+    bit = lone_words(j[rows], W)
+    R = np.bitwise_or.reduceat(bit, offsets[:-1], axis=0) if n else np.empty((0, W), np.uint64)
     return offsets, pid[rows].astype(np.int64), groups[g2[head]], R
 
 
@@ -224,10 +228,11 @@ def _groups_transmissions(
     n_sym = s_off.size - 1
     node_of = np.full(n_sym, -1, dtype=np.int64)
     if n_sym and index:
-        Gu, gi = np.unique(s_G, return_inverse=True)
-        Ru, ri = np.unique(s_R, return_inverse=True)
-        keys, inv = np.unique(gi.reshape(-1) * Ru.size + ri.reshape(-1), return_inverse=True)
-        types = zip(Gu[keys // Ru.size].tolist(), Ru[keys % Ru.size].tolist(), strict=True)
+        Gu, gi = distinct_sets(s_G)
+        Ru, ri = distinct_sets(s_R)
+        keys, inv = np.unique(gi * len(Ru) + ri, return_inverse=True)
+        pairs_of = zip((keys // len(Ru)).tolist(), (keys % len(Ru)).tolist(), strict=True)
+        types = ((Gu[a], Ru[b]) for a, b in pairs_of)
         ids = np.array([index.get(node, -1) for node in types], dtype=np.int64)
         node_of = ids[inv.reshape(-1)]
     partial = np.flatnonzero(node_of >= 0)
@@ -296,21 +301,22 @@ def _rounds_transmissions(pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: 
             for o, j in edges:
                 r = records[(o, j)].pop()
                 for p in range(C):
-                    H = int(pp.holders[r, p])
+                    H = holder_set(pp.holders[r], p)
                     if not H >> j & 1:
                         u[H | (1 << j)].append(r * C + p)
             L = sorted(u)
             if how == "groups":
                 out += [tuple(sorted(u[G])) for G in L]
                 continue
+            face: dict[int, set[int]] = defaultdict(set)  # Y_P: the XOR of u_G over the G holding P
+            for G in L:
+                for i in members(G):
+                    face[G & ~(1 << i)] ^= set(u[G])
             if how == "rank":
                 faces = boundary_rank(L, K, t, basis=True)[1]
-            else:
-                faces = list(subsets(list(range(1, K)), t + 1))
-            for P in faces:
-                sym = _xor(*[u[G] for G in L if G & P == P])
-                if sym:
-                    out.append(sym)
+            else:  # the faces avoiding worker 0, in lexicographic order; the others' sums are empty
+                faces = sorted((P for P in face if not P & 1), key=members)
+            out += [tuple(sorted(face[P])) for P in faces if face.get(P)]
     return out
 
 
@@ -421,12 +427,15 @@ def _batch_transmissions(pp: PiecePlacement, nxt: Placement, packing: str) -> tu
     """
     a, b, phase = plan_delivery(pp.placement, nxt, strategy=packing).transmissions()
     P = pp.pieces
-    new = np.asarray(nxt.owner, dtype=np.uint64)
+    new = np.asarray(nxt.owner, dtype=np.int64)
+    H = words3(pp.holders)
     cycle = (phase == 1)[:, None]
     b0 = np.maximum(b, 0)
 
     def needed(x: np.ndarray) -> np.ndarray:  # (symbol, slot): the piece is sent
-        return ((pp.holders[x] >> new[x][:, None]) & np.uint64(1) == 0) | cycle
+        j = new[x]
+        word = H[x, :, j // 64] if x.size else np.zeros((0, P), dtype=np.uint64)  # new owner's word
+        return ((word >> (j % 64).astype(np.uint64)[:, None]) & np.uint64(1) == 0) | cycle
 
     ka, kb = needed(a), needed(b0) & (b >= 0)[:, None]
     sent = (ka | kb).reshape(-1)
@@ -471,16 +480,17 @@ def verify_storage_plan(plan: StoragePlan, *, seed: int = 0) -> None:
     for s, (ids, _) in enumerate(sent):
         blocks[find(ids[0])].append(s)
     needs: dict[int, list[int]] = defaultdict(list)
-    for pid, j, _ in plan.demand.tolist():
+    for pid, j in plan.demand[:, :2].tolist():
         needs[j].append(pid)
-    H = pp.holders
+    H = words3(pp.holders)
     C = pp.pieces
     for w, wanted in needs.items():
+        held = ((H[..., w // 64] >> np.uint64(w % 64)) & np.uint64(1)).reshape(-1).astype(bool).tolist()
         per_block: dict[int, list[int]] = defaultdict(list)
         for pid in wanted:
             per_block[find(pid)].append(pid)
         for root, pids in per_block.items():
-            got = _solve(blocks.get(root, []), sent, w, H, C, value)
+            got = _solve(blocks.get(root, []), sent, held, value)
             for pid in pids:
                 if got.get(pid) != value[pid]:
                     raise DecodeError(f"worker {w} cannot decode piece {pid} (record {pid // C})")
@@ -493,15 +503,16 @@ def _xor_values(ids: tuple[int, ...], value: list[int]) -> int:
     return v
 
 
-def _solve(rows: list[int], sent: list, w: int, H: np.ndarray, C: int, value: list[int]) -> dict[int, int]:
-    """Worker ``w``'s values of the unknown pieces determined by the transmissions ``rows``."""
+def _solve(rows: list[int], sent: list, held: list[bool], value: list[int]) -> dict[int, int]:
+    """A worker's values of the unknown pieces determined by the transmissions ``rows`` (``held``:
+    whether it holds each piece)."""
     local: dict[int, int] = {}
     eqs = []
     for s in rows:
         ids, v = sent[s]
         m = 0
         for x in ids:
-            if int(H[x // C, x % C]) >> w & 1:
+            if held[x]:
                 v ^= value[x]  # the worker holds it
             else:
                 m |= 1 << local.setdefault(x, len(local))

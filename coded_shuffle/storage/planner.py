@@ -57,8 +57,16 @@ from math import comb
 import numpy as np
 
 from .._checks import check_choice
-from ..plan import STRATEGIES, rates
-from ._common import members, pieces_per_record, square_storage
+from ..plan import STRATEGIES, holder_words, rates
+from ._common import (
+    demand_words,
+    distinct_sets,
+    lone_words,
+    members,
+    pieces_per_record,
+    square_storage,
+    unique_rows,
+)
 from .rounds import RANK_MAX_CELLS, _rounds_plan, boundary_rank
 
 __all__ = [
@@ -82,6 +90,10 @@ LONG_CHAIN_MAX_NODES = 2000
 #: Receivers of the leftover symbols the second round of ``groups`` cuts into single pieces (a
 #: cut costs one symbol more per receiver beyond the first; with three or more it rarely pays).
 CUT_RECEIVERS = 2
+
+#: Most groups (``C(K, t + 2)``) whose counts :func:`storage_rates` makes from a shuffle matrix (a
+#: minute or so on one core; ``K = 1024`` at ``M = 2`` has 178 million).
+GROUPS_MAX = 1 << 25
 
 #: Cells (groups times members squared) :func:`group_counts` sums in one numpy call.
 GROUP_CHUNK_CELLS = 1 << 22
@@ -114,7 +126,8 @@ def group_counts(S: object, *, M: int) -> dict[int, dict[int, int]]:
 
 def demand_counts(demand: np.ndarray) -> dict[int, dict[int, int]]:
     """Return ``{G: {i: c_i(G)}}`` counted on the demand itself: the rows ``(piece, wanter i,
-    holders H)`` of :func:`~coded_shuffle.storage.piece_demand` with ``H u {i} = G``.
+    holders H)`` of :func:`~coded_shuffle.storage.piece_demand` with ``H u {i} = G`` (``H`` one
+    column, or ``W`` words beyond 64 workers).
 
     For a placement with every label it is :func:`group_counts` of the shuffle matrix; with fewer
     pieces a record the counts are those of the labels the pieces have.
@@ -124,26 +137,25 @@ def demand_counts(demand: np.ndarray) -> dict[int, dict[int, int]]:
     >>> demand_counts(np.array([[0, 1, 5], [3, 2, 3], [4, 0, 6]]))
     {7: {0: 1, 1: 1, 2: 1}}
     """
-    d = np.asarray(demand, dtype=np.int64).reshape(-1, 3)
-    return _demand_counts(d, *demand_groups(d))
-
-
-def _demand_counts(d: np.ndarray, groups: np.ndarray, g: np.ndarray) -> dict[int, dict[int, int]]:
-    cnt = np.bincount(g * 64 + d[:, 1], minlength=groups.size * 64).reshape(groups.size, 64)
+    d = np.asarray(demand, dtype=np.int64)
+    d = d.reshape(-1, 3) if d.ndim < 2 else d
+    groups, g = demand_groups(d)
+    wide = 64 * groups.shape[1]  # more than any worker
+    cnt = np.bincount(g * wide + d[:, 1], minlength=groups.shape[0] * wide).reshape(-1, wide)
     gs, js = np.nonzero(cnt)
     out: dict[int, dict[int, int]] = {}
-    for G, i, n in zip(groups[gs].tolist(), js.tolist(), cnt[gs, js].tolist(), strict=True):
-        out.setdefault(G, {})[i] = n
+    sets = distinct_sets(groups)[0]
+    for x, i, n in zip(gs.tolist(), js.tolist(), cnt[gs, js].tolist(), strict=True):
+        out.setdefault(sets[x], {})[i] = n
     return out
 
 
 def demand_groups(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(groups, index)``: the distinct ``G = H u {wanter}`` of the demand rows, increasing (uint64
-    bitmasks), and each row's position among them."""
-    H = demand[:, 2].astype(np.uint64)  # holder sets of 64 workers wrap to negative as int64
-    G = H | np.left_shift(np.uint64(1), demand[:, 1].astype(np.uint64))
-    groups, index = np.unique(G, return_inverse=True)
-    return groups, index.reshape(-1).astype(np.int64)
+    """``(groups, index)``: the distinct ``G = H u {wanter}`` of the demand rows, increasing (rows
+    of ``W`` uint64 words), and each row's position among them."""
+    H = demand_words(demand)
+    G = H | lone_words(demand[:, 1], H.shape[1])
+    return unique_rows(G)
 
 
 def _symbol_types(counts: dict[int, int]) -> list[tuple[int, int]]:
@@ -175,14 +187,17 @@ def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tu
     n = len(keep)
     if n < 2:
         return out
-    G = np.array([nodes[a][0] for a in keep], dtype=np.uint64)
-    R = np.array([nodes[a][1] for a in keep], dtype=np.uint64)
+    G = _words_of([nodes[a][0] for a in keep])
+    R = _words_of([nodes[a][1] for a in keep])
     known = G & ~R
-    A = np.zeros((n, n), dtype=bool)
-    mutual = np.zeros((n, n), dtype=bool)  # A and its transpose, made as A is (a transpose is slow)
-    for lo in range(0, n, 512):
-        A[lo : lo + 512] = (R[lo : lo + 512, None] & ~known[None, :]) == 0
-        mutual[lo : lo + 512] = A[lo : lo + 512] & ((R[None, :] & ~known[lo : lo + 512, None]) == 0)
+    A = np.ones((n, n), dtype=bool)
+    mutual = np.ones((n, n), dtype=bool)  # A and its transpose, made as A is (a transpose is slow)
+    for w in range(G.shape[1]):  # every word of the sets
+        Rw, kw = R[:, w], known[:, w]
+        for lo in range(0, n, 512):
+            A[lo : lo + 512] &= (Rw[lo : lo + 512, None] & ~kw[None, :]) == 0
+            mutual[lo : lo + 512] &= (Rw[None, :] & ~kw[lo : lo + 512, None]) == 0
+    mutual &= A
     np.fill_diagonal(A, False)
     np.fill_diagonal(mutual, False)
     m = [mult[a] for a in keep]
@@ -212,6 +227,12 @@ def _pack_chains(nodes: list[tuple[int, int]], mult: list[int]) -> list[tuple[tu
                 alive[x] = m[x] > 0
             out.append((tuple(cycle), k))
     return [(tuple(keep[a] for a in chain), k) for chain, k in out]
+
+
+def _words_of(sets: list[int]) -> np.ndarray:
+    """Python int bitmasks as rows of as many 64-bit words as the widest needs."""
+    W = max(1, -(-max(x.bit_length() for x in sets) // 64))
+    return holder_words(sets, K=64 * W).reshape(-1, W)
 
 
 def _shortest_cycle(A: np.ndarray, alive: np.ndarray, a: int) -> list[int] | None:
@@ -409,6 +430,11 @@ def _storage_rates(S: object, M: int, strategy: str, packing: str) -> tuple[Stor
         )
     K = off.shape[0]
     C = pieces_per_record(K, t)
+    if t >= 1 and comb(K, t + 2) > GROUPS_MAX:
+        raise ValueError(
+            f"Argument 'M' (storage) = {t + 1} with K = {K} workers needs the counts of C({K}, {t + 2}) = "
+            f"{comb(K, t + 2)} groups of M + 1 workers (at most {GROUPS_MAX}): a smaller M."
+        )
     W = int(off.sum())
     uncoded = Fraction(W * comb(K - 2, t), C) if K >= 2 else Fraction(0)
     if t == 0:

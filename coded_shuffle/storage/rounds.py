@@ -18,7 +18,8 @@ from ._common import members, subsets
 __all__ = ["RANK_MAX_CELLS", "boundary_rank"]
 
 #: Largest boundary matrix (rows times columns) whose GF(2) rank is computed; beyond, a round
-#: costs ``min(active groups, C(K - 1, t + 1))``, both proven to decode.
+#: costs ``min(active groups, C(K - 1, t + 1))``, both proven to decode (less the faces avoiding
+#: worker 0 that no active group holds: their sums are empty and not sent).
 RANK_MAX_CELLS = 1 << 18
 
 
@@ -133,7 +134,10 @@ def _round_cost(edges: tuple[tuple[int, int], ...], K: int, t: int, memo: dict) 
     if edges in memo:
         return memo[edges]
     n = _round_group_count(list(edges), K, t)
-    cap = comb(K - 1, t + 1)
+    # the faces that avoid worker 0 and meet some active group: those holding a worker of a moved
+    # pair (with its partner, or inside the pair, they lie in such a group); the rest send nothing
+    untouched = K - 1 - len({w for e in edges for w in e} - {0})
+    cap = comb(K - 1, t + 1) - comb(untouched, t + 1)
     if n * comb(K, t + 1) <= RANK_MAX_CELLS:
         out = (boundary_rank(_round_groups(list(edges), K, t), K, t)[0], "rank")
     elif n <= cap:

@@ -107,9 +107,8 @@ SWITCH = "master=1000,up=1000,down=1000"
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        # fewer records than workers, and excess storage beyond 64 workers
+        # fewer records than workers
         (["--data", "{rows}", "--mode", "exchange", "-K", "128"], "100 records, fewer than the 128 workers"),
-        (["-K", "65", "--points", "6500", "--storage", "2"], "excess storage supports at most K = 64"),
         (["--mode", "auto", "--network", SWITCH, "-K", "80", "--points", "60"], "--points must be at least"),
         # the records against the frames, memory and epochs, from the options or the file's header
         (
@@ -232,11 +231,12 @@ def test_a_refused_run_is_one_line_and_no_launch(tmp_path):
     assert first == f"coded-shuffle: error: {REFUSED_128}"
 
 
-def test_run_launches_the_exchange_of_a_storage_beyond_64_workers(capsys, no_launch):
-    """The exchange's plan takes holder sets of several words: only the coded storage stops at 64."""
+def test_run_launches_a_storage_beyond_64_workers(capsys, no_launch):
+    """The exchange's plan and the coded one take holder sets of several words."""
     assert cli.main(["run", "--mode", "exchange", "-K", "65", "--points", "6500", "--storage", "2"]) == 0
-    (cmd,) = no_launch
-    assert cmd[2] == "65"  # a job of peers
+    assert cli.main(["run", "--mode", "coded", "-K", "65", "--points", "6500", "--storage", "2"]) == 0
+    (peers, master) = no_launch
+    assert peers[2] == "65" and master[2] == "66"  # a job of peers, one with a master
 
 
 def test_the_epochs_of_a_job_of_the_exchange_beyond_64_workers_hold_its_pieces():
@@ -245,5 +245,5 @@ def test_the_epochs_of_a_job_of_the_exchange_beyond_64_workers_hold_its_pieces()
 
     ep = Epochs(JobOptions(mode="exchange", storage=2), 650, 2048, 65, peers=True)
     assert ep.scheme.name == "exchange" and ep.scheme.M == 2 and ep.scheme.pieces == 2  # 2 KiB: 2 pieces
-    with pytest.raises(ValueError, match="at most K = 64"):
-        Epochs(JobOptions(mode="all", storage=2), 650, 2048, 65)
+    ep = Epochs(JobOptions(mode="coded", storage=2), 650, 2048, 65)
+    assert ep.scheme.name == "coded" and ep.scheme.M == 2 and ep.scheme.pieces == 2

@@ -112,6 +112,11 @@ def test_addressing_by_block_reaches_every_worker_that_needs_a_symbol():
     res = decode_terms(ds.cache([0]), [raw], need=[0, 2], worker=0, checksums=ds.checksums)
     assert res.ok and np.array_equal(res.cache.data[1], ds.data[2])
     assert term_blocks(offsets, terms).tolist() == [0, 0, 1]
+    # the same symbols for workers 0, 100 and 130 of 131 (receivers in three words of 64 bits)
+    (raw,) = encode_terms(ds, offsets, terms, epoch=1, wanter=np.array([0, 130, 130, 0, 100]), K=131)
+    f = parse_frame(raw)
+    by_worker = {int(w): set(f.symbol[x : x + c].tolist()) for w, x, c in f.runs.tolist()}
+    assert by_worker == {0: {0, 1}, 100: {2}, 130: {0, 1}}
 
 
 def test_bad_arguments_name_the_argument():

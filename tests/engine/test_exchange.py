@@ -213,17 +213,23 @@ def test_a_storage_beyond_64_workers_is_exchanged_without_the_coded_plan(K):
     d = t.to_dict()
     coded = ("coded_symbols", "coded_bytes", "lower_bound", "lower_bound_exact", "optimal", "optimality_gap")
     assert [d[k] for k in coded] == [None] * len(coded)
-    with pytest.raises(ValueError, match="at most K = 64"):
-        scheme_for("coded", K=K, storage=2)
 
 
-def test_only_the_exchange_passes_a_storage_beyond_64_workers():
+def test_a_storage_beyond_64_workers_is_coded_too():
+    K = 65
+    ds = records(2 * K, 2048, seed=K)
+    rep = run(ds, K=K, epochs=1, seed=K, storage=2, mode="coded")
+    t = rep.transitions[0]
+    assert rep.verified and t.records_checked == ds.N
+    assert t.lower_bound <= t.coded_symbols <= t.uncoded_symbols
+
+
+def test_a_storage_beyond_64_workers_passes_the_job_checks():
     from coded_shuffle.cli.runner.mpi_job import job_refusal
     from coded_shuffle.cli.runner.options import JobOptions
 
     assert job_refusal(JobOptions(mode="exchange", storage=2), 65, 1000, 4096, peers=True) is None
-    for mode in ("coded", "all"):
-        assert "at most K = 64" in job_refusal(JobOptions(mode=mode, storage=2), 65, 1000, 4096)
+    assert job_refusal(JobOptions(mode="coded", storage=2), 65, 1000, 4096) is None
 
 
 @pytest.mark.parametrize("M", [1, 2])
