@@ -257,18 +257,15 @@ def _add_storage_argument(parser: argparse.ArgumentParser, what: str) -> None:
 def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | None = None) -> None:
     """Refuse a ``--storage`` that cannot go with the other options, naming the option.
 
-    With ``record_bytes``, records too small for their pieces are refused too. Beyond 64
-    workers only a mode that serves such a storage passes (``--mode exchange``).
+    With ``record_bytes``, records too small for their pieces are refused too.
     """
     if args.storage == 1:
         return
     if getattr(args, "subpackets", 1) != 1:
         raise UsageError("--storage cannot be combined with --subpackets (pieces are cut by the storage)")
-    from ..engine.schemes import wide_storage
     from ..engine.state import storage_refusal
 
-    wide = wide_storage(getattr(args, "mode", ""))
-    refusal = storage_refusal(record_bytes, K, args.storage, wide=wide)
+    refusal = storage_refusal(record_bytes, K, args.storage)
     if refusal is not None:
         raise UsageError(refusal)
 

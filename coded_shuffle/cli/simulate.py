@@ -107,7 +107,7 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
         from ..engine.state import storage_pieces
         from ..storage import STORAGE_MAX_K
 
-        C, width = storage_pieces(args.record_bytes, args.workers, args.storage, wide=True)  # checked
+        C, width = storage_pieces(args.record_bytes, args.workers, args.storage)  # checked
         M = args.storage
         cut = f"cut into {C} pieces of {width} B" if C > 1 else "stored whole"
         print(f"storage {M}: records {cut}, each held by {M} workers;")
@@ -115,8 +115,8 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
         entry, term = entry_bytes(FLAG_TERMS)
         print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
         print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
-        if args.workers > STORAGE_MAX_K:
-            print(f"Beyond {STORAGE_MAX_K} workers the coded plan is not made: its columns are '-'.")
+        if args.workers > STORAGE_MAX_K and mode == "exchange":
+            print(f"Beyond {STORAGE_MAX_K} workers the exchange makes no coded plan: its columns are '-'.")
     if getattr(args, "sizes", None) is not None:
         print("records of different sizes: coded MB pads each XOR of two records to the longer; bound MB:")
         print("the genie lower bound weighted by size, the payload bytes no coded delivery sends fewer of.")

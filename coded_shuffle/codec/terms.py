@@ -34,7 +34,6 @@ from .wire import (
 __all__ = ["encode_terms", "term_blocks"]
 
 
-
 def _check_terms(offsets: object, terms: object, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     off = check_int_array(offsets, "offsets", ndim=1).astype(np.int64)
     ids = check_int_array(terms, "terms", ndim=1).astype(np.int64)

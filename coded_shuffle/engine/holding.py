@@ -173,7 +173,7 @@ class PieceStorage:
 
         if self.record_bytes is None:
             return pieces_per_record(self.K, self.M - 1)
-        return storage_pieces(self.record_bytes, self.K, self.M, wide=True)[0]  # its plans check K
+        return storage_pieces(self.record_bytes, self.K, self.M)[0]
 
     def piece_bytes(self, record_bytes: int) -> int:
         """Bytes of one piece of records of ``record_bytes``."""
@@ -223,15 +223,11 @@ class PieceStorage:
         return units, checked
 
 
-def holding_for(
-    *, K: int, storage: int = 1, subpackets: int = 1, record_bytes: int | None = None, wide: bool = False
-) -> Holding:
+def holding_for(*, K: int, storage: int = 1, subpackets: int = 1, record_bytes: int | None = None) -> Holding:
     """The placement model of ``storage`` batches a worker (``M``), or of ``subpackets`` a record.
 
     ``record_bytes``: the size of the records, which sets the pieces of a storage (a piece for
     every label, fewer for small records: :func:`~coded_shuffle.engine.state.storage_pieces`).
-    ``wide``: a storage on any ``K`` (for a scheme whose plan takes holder sets of several words),
-    else at most :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers.
 
     Raises, naming the argument: a storage out of ``1 <= M <= K`` or not an int, sub-packets
     below 1, and both above 1 at once (the storage cuts its own pieces).
@@ -246,7 +242,7 @@ def holding_for(
     from .._checks import check_int
     from ..storage import check_storage
 
-    check_storage(storage, K, wide=wide)  # an int: True or 2.0 never pass for 1 or 2
+    check_storage(storage, K)  # an int: True or 2.0 never pass for 1 or 2
     q = check_int(subpackets, "subpackets", minimum=1)
     if storage != 1 and q != 1:
         raise ValueError(
@@ -255,5 +251,5 @@ def holding_for(
     if storage == 1:
         return Batches(q=q)
     if record_bytes is not None:
-        storage_pieces(record_bytes, K, storage, wide=wide)  # named checks
+        storage_pieces(record_bytes, K, storage)  # named checks
     return PieceStorage(K=K, M=int(storage), record_bytes=record_bytes)

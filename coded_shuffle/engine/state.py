@@ -200,15 +200,14 @@ def digest(cache: Cache) -> str:
     return h.hexdigest()
 
 
-def storage_pieces(record_bytes: int, K: int, M: int, *, wide: bool = False) -> tuple[int, int]:
+def storage_pieces(record_bytes: int, K: int, M: int) -> tuple[int, int]:
     """``(P, piece bytes)``: the pieces a record of ``record_bytes`` is cut into with a storage of
     ``M`` batches, and their width ``ceil(B / P)``.
 
     A piece for every label, ``P = C(K - 1, M - 1)``, while they are at least
     :data:`MIN_PIECE_BYTES`; else as many as keep them so (``B // MIN_PIECE_BYTES``), at least one:
     records under 2 KiB are stored whole, each on ``M`` workers (docs/storage.md, "Fewer pieces").
-    Refuses, naming ``M``, a storage out of range (:func:`~coded_shuffle.storage.check_storage`;
-    with ``wide``, on any ``K``).
+    Refuses, naming ``M``, a storage out of range (:func:`~coded_shuffle.storage.check_storage`).
 
     Examples
     --------
@@ -218,22 +217,17 @@ def storage_pieces(record_bytes: int, K: int, M: int, *, wide: bool = False) -> 
     from .._checks import check_int
     from ..storage import check_storage, pieces_per_record
 
-    t = check_storage(M, K, wide=wide)
+    t = check_storage(M, K)
     B = check_int(record_bytes, "record_bytes", minimum=1)
     C = pieces_per_record(K, t)
     P = max(1, min(C, B // MIN_PIECE_BYTES))
     return P, -(-B // P)
 
 
-def storage_refusal(
-    record_bytes: int | None, K: int, M: int, *, variable: bool = False, wide: bool = False
-) -> str | None:
+def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool = False) -> str | None:
     """Why ``--storage M`` cannot cut these records, said of the option, or None when it can.
 
-    Without ``record_bytes`` (not known yet) only ``M`` against ``K`` is checked. ``wide``: for a
-    mode that serves a storage on any ``K``
-    (:func:`~coded_shuffle.engine.schemes.wide_storage`), else at most
-    :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers.
+    Without ``record_bytes`` (not known yet) only ``M`` against ``K`` is checked.
 
     Examples
     --------
@@ -246,9 +240,9 @@ def storage_refusal(
         if record_bytes is None:
             from ..storage import check_storage
 
-            check_storage(M, K, wide=wide)
+            check_storage(M, K)
         else:
-            storage_pieces(record_bytes, K, M, wide=wide)
+            storage_pieces(record_bytes, K, M)
     except (TypeError, ValueError) as exc:
         text = str(exc).replace("Argument 'M' (storage) = ", "--storage ")
         return text.replace("Argument 'M' (storage)", "--storage").rstrip(".")

@@ -68,17 +68,29 @@ FORMATS: dict[str, RecordFormat] = {
     for f in (
         RecordFormat("npy", _npy, "rows of a .npy file", suffixes=(".npy",), shards=True),
         RecordFormat(
-            "tokens", TokenWindows, "a flat token file cut into windows of --token-window tokens",
-            suffixes=(".bin",), options={"window": "block_size", "dtype": "dtype"}, required=("window",),
+            "tokens",
+            TokenWindows,
+            "a flat token file cut into windows of --token-window tokens",
+            suffixes=(".bin",),
+            options={"window": "block_size", "dtype": "dtype"},
+            required=("window",),
         ),  # fmt: skip
         RecordFormat("files", FileRecords, "a directory, one record a file"),
         RecordFormat("mds", MDSRecords, "MosaicML MDS: a directory with index.json", marker="index.json"),
         RecordFormat(
-            "webdataset", WebDatasetRecords, ".tar shards, one record a sample", suffixes=(".tar",),
-            shards=True, options={"field": "member"},
+            "webdataset",
+            WebDatasetRecords,
+            ".tar shards, one record a sample",
+            suffixes=(".tar",),
+            shards=True,
+            options={"field": "member"},
         ),  # fmt: skip
         RecordFormat(
-            "arrow", ArrowRecords, "Arrow files", suffixes=(".arrow",), shards=True,
+            "arrow",
+            ArrowRecords,
+            "Arrow files",
+            suffixes=(".arrow",),
+            shards=True,
             options={"field": "column"},
         ),  # fmt: skip
     )

@@ -162,6 +162,7 @@ class SpanRecords:
         if n == 0:
             return out
         from .._codec_kernels import take_spans as take  # compiled; imported on first use
+
         starts, sizes = self._starts[idx], self._sizes[idx]
         if len(self._bufs) == 1:
             take(out, np.arange(n, dtype=np.int64), self._bufs[0], starts, sizes)

@@ -25,15 +25,14 @@ from ..plan.exchange import _groups
 STORAGE_MAX_K = 64
 
 
-def check_storage(M: Any, K: int, *, name: str = "M", wide: bool = True) -> int:
+def check_storage(M: Any, K: int, *, name: str = "M") -> int:
     """Return ``t = M - 1`` for a storage of ``M`` whole batches on ``K`` workers, or raise naming
     the argument ``name`` (``'M' (storage)`` for ``M``). Any ``K``: the placement, the planner and
-    the exchange take holder sets of several words (``wide`` is accepted and changes nothing).
+    the exchange take holder sets of several words.
 
     ``M`` is an int, as ``subpackets`` is: a bool or a float (even ``2.0``) is refused, a
     fractional one with a word on memory sharing, which is not supported.
     """
-    del wide  # every K is served
     arg = "'M' (storage)" if name == "M" else repr(name)
     if isinstance(M, bool) or not isinstance(M, numbers.Integral):
         hint = ""

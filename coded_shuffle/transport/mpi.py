@@ -31,6 +31,7 @@ __all__ = [
     "ended_ranks", "ALIVE", "mpi_exit", "mpi_refuse", "mpi_abort",
 ]  # fmt: skip
 
+
 class MPITransport(FramedLink):
     """The shared link over MPI: rank ``root`` is the master, the other ranks the ``K`` workers.
 
@@ -58,7 +59,6 @@ class MPITransport(FramedLink):
     reuse_buffers : bool
         Workers receive into one buffer kept across deliveries (default); see :meth:`receive`.
     """
-
 
     def __init__(
         self,

@@ -250,4 +250,3 @@ class MulticastLink(FramedLink):
     def dropped_bytes(self) -> int:
         """Worker: bytes of the datagrams it dropped on purpose (``drop``; 0 on the master)."""
         return 0 if self._mc_recv is None else self._mc_recv.dropped_bytes
-

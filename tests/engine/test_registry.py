@@ -83,11 +83,9 @@ def test_each_scheme_predicts_with_the_network_layers_function_of_its_mode():
 )
 def test_the_launcher_asks_the_schemes_how_many_ranks(mode, ranks):
     # docs/mpi.md: mpiexec -n K+1 with a master, -n K for the exchange alone (a job of peers)
-    args = argparse.Namespace(workers=4, mode=mode, **dict.fromkeys(
-        ("points", "record_bytes", "data", "strategy", "shard_size", "canonical_nodes", "block_size",
-         "link_mbps", "max_frame_bytes", "max_repair_rounds", "timeout", "probe", "network", "multicast",
-         "datagram_bytes", "multicast_scope", "json")), epochs=3, start_epoch=0, seed=0, storage=1,
-        order="auto", count_links=False)  # fmt: skip
+    from coded_shuffle.cli import build_parser
+
+    args = build_parser().parse_args(["run", "-K", "4", "--mode", mode])  # the options run has
     assert run_command(args, "mpiexec")[:3] == ["mpiexec", "-n", str(ranks)]
 
 

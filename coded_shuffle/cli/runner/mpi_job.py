@@ -61,7 +61,7 @@ from ...engine.report import (
     time_lines,
 )
 from ...engine.schedule import EpochSchedule
-from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for, wide_storage
+from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for
 from ...engine.session import WARM_RECORDS, Extras, Session, warm_up
 from ...engine.state import storage_refusal, synthetic_dataset
 from ...network import Network
@@ -332,7 +332,7 @@ def job_refusal(
                 return f"{flag} must be at least 1, not {value}"
         if job.canonical_nodes > N:
             return f"--canonical-nodes must be at most the {N} records, not {job.canonical_nodes}"
-    return storage_refusal(B, K, job.storage, variable=variable, wide=wide_storage(job.mode))
+    return storage_refusal(B, K, job.storage, variable=variable)
 
 
 def _load(job: JobOptions, K: int) -> Dataset | str:

@@ -52,7 +52,7 @@ from .storage import StorageScheme, coded_scheme
 __all__ = [
     "Planned", "Encoded", "Given", "Taken", "Scheme", "SchemeBase", "CodedScheme", "UncodedScheme",
     "ExchangeScheme", "SplitScheme", "split_placements", "Registered", "REGISTRY", "registered", "names",
-    "runs_among_peers", "ranks", "resolve", "wide_storage",
+    "runs_among_peers", "ranks", "resolve",
     "StorageScheme", "SCHEMES", "MODES", "scheme_for", "send", "uncoded_frames", "receive_decode", "Tamper",
 ]  # fmt: skip
 
@@ -82,9 +82,6 @@ class Registered:
         ``--multicast`` carries).
     storage : bool
         Whether it serves a storage above one batch a worker.
-    wide_storage : bool
-        Whether it serves that storage beyond :data:`~coded_shuffle.storage.STORAGE_MAX_K`
-        workers too (its plan needs no holder set of one 64-bit word).
     training : bool
         Whether the training loaders offer it by name (and choose among these on a network).
     predicted : callable or None
@@ -106,7 +103,6 @@ class Registered:
     master_sends: bool
     coded: bool = False
     storage: bool = False
-    wide_storage: bool = False
     training: bool = False
     predicted: Callable[[Loads], float] | None = None
     aliases: tuple[str, ...] = ()
@@ -158,7 +154,7 @@ def _split(holding: Holding, *, peers: bool, network: Any) -> Scheme:
 REGISTRY: dict[str, Registered] = {r.name: r for r in (
     Registered("coded", _coded, "master", True, coded=True, storage=True, training=True),
     Registered("uncoded", _uncoded, "master", True),
-    Registered("exchange", _exchange, "both", False, storage=True, wide_storage=True, training=True,
+    Registered("exchange", _exchange, "both", False, storage=True, training=True,
                aliases=("alltoallv",)),
     Registered("split", _split, "master", True, coded=True),
 )}  # fmt: skip
@@ -191,21 +187,6 @@ def registered(mode: object, *, name: str = "mode") -> Registered:
             if mode == r.name or mode in r.aliases:
                 return r
     raise ValueError(f"Argument {name!r} must be one of {', '.join(names())}, not {mode!r}.")
-
-
-def wide_storage(mode: str) -> bool:
-    """Whether ``mode`` (a registered name; any other word, such as ``both``, is not) serves a
-    storage above one batch a worker beyond :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers.
-
-    Examples
-    --------
-    >>> wide_storage("exchange"), wide_storage("coded"), wide_storage("all")
-    (True, False, False)
-    """
-    try:
-        return registered(mode).wide_storage
-    except ValueError:
-        return False
 
 
 def runs_among_peers(modes: Iterable[str]) -> bool:
@@ -277,9 +258,7 @@ def scheme_for(
     2
     """
     entry = registered(mode)
-    holding = holding_for(
-        K=K, storage=storage, subpackets=subpackets, record_bytes=record_bytes, wide=entry.wide_storage
-    )
+    holding = holding_for(K=K, storage=storage, subpackets=subpackets, record_bytes=record_bytes)
     scheme = entry.factory(holding, peers=peers, network=network)
     if peers and not entry.among_peers:
         raise ValueError(f"Argument 'peers' must be False for mode {mode!r}: its master holds the records.")
