@@ -161,9 +161,8 @@ def _symbols_at(frames: list[Frame], worker: int) -> tuple:
         return f.a, f.b, f.len_a, f.len_b, at[0][0], at[0][1], span.reshape(-1, 2), pick1, buffers
 
     def pick(name: str) -> Any:
-        cols = [x[0] for x in at] if name == "paddr" else [x[1] for x in at] if name == "plen" else [
-            getattr(f, name) for f in frames
-        ]
+        own = {"paddr": 0, "plen": 1}.get(name)
+        cols = [getattr(f, name) for f in frames] if own is None else [x[own] for x in at]
         if cols[0] is None:
             return None
         parts = [c if sp is None else [c[x:y] for x, y in sp] for c, sp in zip(cols, spans, strict=True)]
@@ -401,7 +400,8 @@ def decode_worker(
     out = _output_rows(out, need_ids.shape[0], width, cache)
     # ---- peel on ids, then one row operation per new record and per transit point ----------
     peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
-    state, lone, out_len = peel.state, peel.lone, peel.out_len
+    state, lone = peel.state, peel.lone
+    out_len: np.ndarray | None = peel.out_len
     new, n_rounds, decoded, missing = peel.new, peel.n_rounds, peel.decoded, peel.missing
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
     sums = _apply(peel, out, cache, payload, at, check=checksums is not None)
