@@ -64,11 +64,11 @@ def _damaged(rng: np.random.Generator, frame: np.ndarray) -> np.ndarray:
     return bad
 
 
-def _check(cache, frames, need, checksums, worker, out):
-    """Decode ``frames`` (bytes, or parsed: their payloads then padded rows) into ``out`` and
-    compare the bytes, lengths, decoded, missing and bad ids with the reference."""
-    res = decode_worker(cache, frames, need=need, worker=worker, checksums=checksums, out=out)
-    parsed = [f if not isinstance(f, np.ndarray) else parse_frame(f) for f in frames]
+def _check(cache, given, raw, need, checksums, worker, out):
+    """Decode ``given`` (the frames ``raw``, as bytes or parsed, unpacked or not) into ``out`` and
+    compare the bytes, lengths, decoded, missing and bad ids with the reference's of ``raw``."""
+    res = decode_worker(cache, given, need=need, worker=worker, checksums=checksums, out=out)
+    parsed = [parse_frame(f) for f in raw]
     want, want_len, decoded, missing = _decode_reference(cache, _merge_frames(parsed), need)
     assert res.cache.data.tobytes() == want.tobytes()
     assert res.cache.lengths.tolist() == want_len.tolist()
@@ -93,9 +93,13 @@ def test_variable_decode_matches_reference_intact_and_damaged(rng):
         for k in range(K):
             cache = ds.cache(p0.batch(k))
             need = p1.batch(k)
-            for given in (frames, [parse_frame(f) for f in frames], damaged, frames[:1]):
+            packed = [parse_frame(f, unpack=False) for f in frames]
+            assert all(f.packed is not None and f.payload.size == 0 for f in packed)
+            unpacked = [parse_frame(f) for f in frames]
+            for given, raw in ((frames, frames), (unpacked, frames), (packed, frames), (damaged, damaged),
+                               (frames[:1], frames[:1])):  # fmt: skip
                 out = np.full((need.size, B), 0xA5, dtype=np.uint8)
-                res = _check(cache, given, need, ds.checksums, k, out)
+                res = _check(cache, given, raw, need, ds.checksums, k, out)
                 rounds = max(rounds, res.rounds)
                 flagged += res.bad.size
             res = decode_worker(cache, frames, need=need, worker=k, checksums=ds.checksums)
@@ -114,3 +118,12 @@ def test_variable_decode_without_checksums_and_nothing_received(rng):
     kept = np.isin(p1.batch(1), p0.batch(1))
     assert np.array_equal(res.cache.data[kept], ds.data[p1.batch(1)[kept]])
     assert not res.cache.data[~kept].any() and res.missing.tolist() == p1.batch(1)[~kept].tolist()
+
+
+def test_parse_frame_unpack_exceptions(rng):
+    plan = plan_delivery(*(epoch_placement(6, 2, seed=0, epoch=t) for t in (0, 1)))
+    frame = encode_plan(plan, load_dataset(_records(rng, 6, 5)), epoch=1)[0]
+    with pytest.raises(TypeError, match="Argument 'unpack' must be a bool, not int"):
+        parse_frame(frame, unpack=1)
+    fixed = parse_frame(encode_plan(plan, load_dataset(np.zeros((6, 4), np.uint8)), epoch=1)[0], unpack=False)
+    assert fixed.packed is None and fixed.payload.shape == (fixed.n_symbols, 4)  # fixed rows are views
