@@ -22,7 +22,11 @@ refuses records of many sizes with ``M > 1``).
 
 With ``--decode``, every worker's decoding (``decode_worker`` of the coded frames, CPU seconds,
 best of 3) of the token documents against fixed records of their mean size, in bytes a second
-of the records decoded, and the ratio.
+of the records decoded, and the ratio; then the time of writing zeros alone over every worker's
+new rows at the widest record's width (the rows of a cache of records of many sizes), the
+ceiling that layout puts on the ratio; and the variable frames parsed first by ``parse_frame``
+(each payload unpacked to the widest width, as when ``unpack=False`` is not given).
+``--decode-only``: that measurement alone.
 
 Datasets: tokenized documents (lognormal(5, 1) tokens, uint16, clamped to 16..1024: mean about
 458 B, the lengths of a public sampler benchmark) and blobs of 2 to 20 KiB (uniform).
@@ -36,7 +40,7 @@ real frames of each way for the first transition of each dataset at ``--check-re
 and asserts that the layout's count is the frames' size, byte for byte.
 
 Run:  python benchmarks/variable_coding.py [--records 100000] [--pieces 64,256,1024,4096]
-      [--check-records 20000] [--no-check] [--storage] [--decode]
+      [--check-records 20000] [--no-check] [--storage] [--decode] [--decode-only]
 """
 
 from __future__ import annotations
@@ -193,7 +197,7 @@ def storage(name: str, sizes: np.ndarray, M: int = 2) -> None:
 def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     """Bytes a second (of the new batches) of every worker's decoding, records of ``sizes``
     against fixed records of their mean size, on the same shuffle (CPU seconds, best of ``repeats``)."""
-    from coded_shuffle.codec import decode_worker, load_dataset
+    from coded_shuffle.codec import decode_worker, load_dataset, parse_frame
 
     N = sizes.size
     rng = np.random.default_rng(2)
@@ -217,6 +221,28 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
         mbs = rates[label] / 1e6
         print(f"  decoding {label:8s} records, mean {total / N:.0f} B: {mbs:8.1f} MB/s (CPU)", flush=True)
     print(f"  variable / fixed: {rates['variable'] / rates['fixed']:.3f}", flush=True)
+    # The frames parsed first by parse_frame, every payload unpacked to the widest width.
+    best = float("inf")
+    for _ in range(repeats):
+        tic = time.process_time()
+        for k in range(K):
+            parsed = [parse_frame(f, epoch=1) for f in frames]
+            decode_worker(caches[k], parsed, need=p1.batch(k), worker=k, epoch=1)
+        best = min(best, time.process_time() - tic)
+    slow = int(sizes.sum()) / best
+    print(f"  decoding variable records parsed first and unpacked (parse_frame): {slow / 1e6:8.1f} MB/s "
+          f"(CPU), / fixed {slow / rates['fixed']:.3f}", flush=True)  # fmt: skip
+    # What the padded layout costs alone: every new row written to the widest width (zeros).
+    outs = [np.empty((p1.batch(k).size, int(sizes.max())), dtype=np.uint8) for k in range(K)]
+    best = float("inf")
+    for _ in range(repeats):
+        tic = time.process_time()
+        for out in outs:
+            out.fill(0)
+        best = min(best, time.process_time() - tic)
+    floor = int(sizes.sum()) / best
+    print(f"  zeroing the new rows alone, {int(sizes.max())} B wide: {floor / 1e6:8.1f} MB/s (CPU), "
+          f"/ fixed decoding {floor / rates['fixed']:.3f}", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -227,10 +253,15 @@ def main() -> None:
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--storage", action="store_true", help="also M = 2, sizes as drawn and longest first")
     ap.add_argument("--decode", action="store_true", help="also decoding, against fixed records")
+    ap.add_argument("--decode-only", action="store_true", help="decoding alone (no planning or bytes)")
     args = ap.parse_args()
     pieces = [int(p) for p in args.pieces.split(",") if p]
     rng = np.random.default_rng(0)
     datasets = (("token documents", token_documents(args.records, rng)), ("blobs", blobs(args.records, rng)))
+    if args.decode_only:
+        print(f"token documents: N = {args.records}, K = {K}", flush=True)
+        decoding(datasets[0][1])
+        return
     for name, sizes in datasets:
         if not args.no_check:
             check(name, sizes, pieces, min(args.check_records, sizes.size))

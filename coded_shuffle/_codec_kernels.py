@@ -747,3 +747,109 @@ def apply_ops(out, transit, cache, payload, psym, src, dst, oplen, lo, hi):  # p
         if 0 <= L < W:
             for j in range(L, W):
                 y[j] = 0
+
+
+@intrinsic
+def _bytes_at(typingctx, addr):  # pragma: no cover - compiled
+    """The ``uint8`` pointer at the integer address ``addr`` (a row of a buffer the caller keeps)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+
+    return types.CPointer(types.uint8)(types.int64), codegen
+
+
+@numba.njit(inline="always")
+def _zero_from(y, lo, hi):  # pragma: no cover - compiled
+    """``y[lo:hi] = 0`` for ``0 <= lo``, a loop from 0 (no negative-index check in it)."""
+    t = y[lo:hi]
+    for j in range(t.shape[0]):
+        t[j] = 0
+
+
+@numba.njit(inline="always")
+def _copy_from(y, x, lo, hi):  # pragma: no cover - compiled
+    """``y[lo:hi] = x[lo:hi]`` for ``0 <= lo``, a loop from 0 (no negative-index check in it)."""
+    t = y[lo:hi]
+    u = x[lo:hi]
+    for j in range(t.shape[0]):
+        t[j] = u[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def apply_ops_at(  # pragma: no cover - compiled
+    out, transit, cache, paddr, plen, psym, src, dst, oplen, sums, keys, lo, hi
+):
+    """:func:`apply_ops` over payload rows given by address, each read only up to its length.
+
+    The payload row of symbol ``p`` is the ``plen[p]`` bytes at the address ``paddr[p]`` followed
+    by zeros up to the width ``W`` (a packed frame's payload read where it was received, or a
+    padded row with ``plen[p] = W``); the buffers must outlive the call. Each operation is that of
+    :func:`apply_ops`, ``dst = payload[psym] ^ src`` zeroed past ``oplen`` (the full width when
+    ``oplen`` is empty or out of ``[0, W]``), but the bytes are read and XORed only up to the
+    length kept, and the rest of the row is zeroed. With ``sums`` non-empty, a decoded row of
+    the new batch (``psym >= 0``, ``dst`` in ``out``) gets its checksum there
+    (:func:`checksum_rows` of its first ``oplen`` bytes, the width for fixed records) while hot.
+    """
+    W = out.shape[1]
+    variable = oplen.shape[0] > 0
+    check = sums.shape[0] > 0
+    for i in range(lo, hi):
+        k = i + _AHEAD
+        if k < hi:
+            c = src[k]
+            if c >= 0:
+                if c & 3 == CACHE:
+                    _prefetch(cache, c >> 2)
+                elif c & 3 == OUT:
+                    _prefetch(out, c >> 2)
+            if dst[k] >= 0 and dst[k] & 3 == OUT:
+                _prefetch_w(out, dst[k] >> 2)
+        d = dst[i]
+        if d < 0:
+            continue
+        if d & 3 == OUT:
+            y = out[d >> 2]
+        else:
+            y = transit[d >> 2]
+        L = W
+        if variable:
+            L = oplen[i]
+            if L < 0 or L > W:
+                L = W
+        p = psym[i]
+        c = src[i]
+        P = 0
+        if p >= 0:
+            P = min(plen[p], L)
+            z = numba.carray(_bytes_at(paddr[p]), P)
+            if c >= 0:
+                cb = c & 3
+                if cb == CACHE:
+                    x = cache[c >> 2]
+                elif cb == OUT:
+                    x = out[c >> 2]
+                else:
+                    x = transit[c >> 2]
+                for j in range(P):
+                    y[j] = z[j] ^ x[j]
+                _copy_from(y, x, P, L)
+            else:
+                for j in range(P):
+                    y[j] = z[j]
+                _zero_from(y, P, L)
+        elif c >= 0:
+            cb = c & 3
+            if cb == CACHE:
+                x = cache[c >> 2]
+            elif cb == OUT:
+                x = out[c >> 2]
+            else:
+                x = transit[c >> 2]
+            for j in range(L):
+                y[j] = x[j]
+        else:
+            L = 0
+        _zero_from(y, L, W)
+        if check and p >= 0 and d & 3 == OUT:
+            sums[d >> 2] = _row_checksum(y, oplen[i] if variable else W, keys)

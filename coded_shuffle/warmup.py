@@ -61,6 +61,7 @@ def _dispatchers(group: str) -> list[Any]:
             codec.checksum_rows,
             codec.peel_ops,
             codec.apply_ops,
+            codec.apply_ops_at,
         ],
         "feistel": [feistel.walk_compiled, feistel.count_transitions],
         "storage": [
@@ -148,11 +149,14 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             from .engine import simulate
 
             simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0)
-            from .codec import encode_plan, load_dataset
+            from .codec import decode_worker, encode_plan, load_dataset
             from .plan import plan_from_matrix
 
             varying = load_dataset([bytes(n) for n in (3, 5, 2, 7, 1, 4, 6, 2, 3, 5, 1, 2, 4, 3, 6)])
-            encode_plan(plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]]), varying, epoch=1)
+            example = plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+            frames = encode_plan(example, varying, epoch=1)
+            need = example.placement_t1.batch(0)
+            decode_worker(varying.cache(example.placement_t.batch(0)), frames, need=need, worker=0)
             from .records import SpanRecords
 
             spans = [np.frombuffer(bytes(8), dtype=np.uint8), np.frombuffer(bytes(8), dtype=np.uint8)]

@@ -42,7 +42,9 @@ first use and cached on disk): encoding XORs the two rows of each symbol straigh
 buffer; decoding takes the symbols addressed to the worker (the frame's receiver index), peels
 them in one compiled pass (the chains of leftover cycles through linked lists), lists one row
 operation per record of the new batch in row order (and one per transit point of a chain), then
-does them round by round straight into the new cache. Large jobs run as two
+does them round by round straight into the new cache (records of many sizes: each payload read
+where it was received, each row XORed only up to its length, zeroed past it and checksummed in
+the same pass). Large jobs run as two
 halves on two threads. The results are byte for byte those of the plain numpy expressions each
 kernel states, which the tests use as their oracle.
 

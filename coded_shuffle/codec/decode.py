@@ -12,7 +12,7 @@ import numpy as np
 from .._checks import check_int, check_int_array
 from ..errors import DecodeError, IntegrityError
 from ._common import _EMPTY_I64, _aligned_rows, _halves, _i64, _kernels, _readonly, _ro
-from .records import Cache, _checksum_rows
+from .records import Cache, _checksum_rows, _word_keys
 from .wire import Frame, _parse, _unpacked
 
 
@@ -129,6 +129,49 @@ def _symbols_of(frames: list[Frame], worker: int) -> tuple:
 
     a, b, len_a, len_b, payload = (pick(name) for name in ("a", "b", "len_a", "len_b", "payload"))
     return a, b, len_a, len_b, payload, np.array([[0, a.shape[0]]], dtype=np.int64), pick
+
+
+def _payload_at(frame: Frame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(address, length, buffer)`` of every payload row of ``frame``: row ``s`` is the
+    ``length[s]`` bytes at ``address[s]`` in ``buffer`` (the packed payloads as received, each
+    its ``max(len_a, len_b)``; or the padded rows, each the full width), zeros past them."""
+    if frame.packed is not None:
+        assert frame.len_a is not None and frame.len_b is not None  # packed only with lengths
+        buf = _ro(frame.packed)
+        plen = np.maximum(frame.len_a, frame.len_b)
+        starts = np.cumsum(plen) - plen
+    else:
+        buf = _ro(frame.payload)
+        plen = np.full(frame.n_symbols, frame.record_bytes, dtype=np.int64)
+        starts = np.arange(frame.n_symbols, dtype=np.int64) * frame.record_bytes
+    return _ro(starts + buf.ctypes.data), _ro(plen), buf
+
+
+def _symbols_at(frames: list[Frame], worker: int) -> tuple:
+    """``(a, b, len_a, len_b, paddr, plen, spans, pick, buffers)``: :func:`_symbols_of`, the payload
+    rows given by address and length (:func:`_payload_at`), read where they are: no row is copied.
+    ``buffers`` holds the frames' payloads while the addresses are used."""
+    spans = [_addressed(f, worker) for f in frames]
+    at = [_payload_at(f) for f in frames]
+    buffers = [x[2] for x in at]
+    if len(frames) == 1:
+        f = frames[0]
+        span = np.array(spans[0] if spans[0] is not None else [(0, f.n_symbols)], dtype=np.int64)
+        pick1 = lambda name: getattr(f, name)  # noqa: E731
+        return f.a, f.b, f.len_a, f.len_b, at[0][0], at[0][1], span.reshape(-1, 2), pick1, buffers
+
+    def pick(name: str) -> Any:
+        own = {"paddr": 0, "plen": 1}.get(name)
+        cols = [getattr(f, name) for f in frames] if own is None else [x[own] for x in at]
+        if cols[0] is None:
+            return None
+        parts = [c if sp is None else [c[x:y] for x, y in sp] for c, sp in zip(cols, spans, strict=True)]
+        flat = [p for part in parts for p in (part if isinstance(part, list) else [part])]
+        return np.concatenate(flat) if flat else cols[0][:0]
+
+    a, b, len_a, len_b, paddr, plen = (pick(n) for n in ("a", "b", "len_a", "len_b", "paddr", "plen"))
+    span = np.array([[0, a.shape[0]]], dtype=np.int64)
+    return a, b, len_a, len_b, _i64(paddr), _i64(plen), span, pick, buffers
 
 
 def _payload_rows(frames: list[Frame], spans: list[list[tuple[int, int]] | None]) -> np.ndarray:
@@ -343,27 +386,25 @@ def decode_worker(
         frames, worker=worker, epoch=epoch, width=width, variable=cache.lengths is not None
     )
     empty = np.empty(0, np.int64)
-    if parsed:
+    at: tuple | None = None  # variable records: the payload rows by address, read in place
+    payload = np.empty((0, width), np.uint8)
+    if parsed and cache.lengths is not None:
+        a, b, len_a, len_b, paddr, plen, spans, pick, buffers = _symbols_at(parsed, worker)
+        at = (paddr, plen, buffers)
+    elif parsed:
         a, b, len_a, len_b, payload, spans, pick = _symbols_of(parsed, worker)
     else:
         a, b, len_a, len_b, pick = empty, empty, None, None, lambda name: empty
         spans = np.empty((0, 2), np.int64)
-        payload = np.empty((0, width), np.uint8)
+        at = (empty, empty, []) if cache.lengths is not None else None
     out = _output_rows(out, need_ids.shape[0], width, cache)
     # ---- peel on ids, then one row operation per new record and per transit point ----------
     peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
-    psym, src, dst, oplen, bounds = peel.psym, peel.src, peel.dst, peel.oplen, peel.bounds
-    n_transit, state, lone = peel.n_transit, peel.state, peel.lone
+    state, lone = peel.state, peel.lone
     out_len: np.ndarray | None = peel.out_len
     new, n_rounds, decoded, missing = peel.new, peel.n_rounds, peel.decoded, peel.missing
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
-    transit = _aligned_rows(int(n_transit), width)
-    args = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), psym, src, dst, oplen)
-    apply_ops = _kernels().apply_ops
-    lo = 0
-    for hi in bounds.tolist():
-        _halves(apply_ops, args, lo, hi, (hi - lo) * width)
-        lo = hi
+    sums = _apply(peel, out, cache, payload, at, check=checksums is not None)
     if cache.lengths is None:
         out_len = None
     if strict and missing.size:
@@ -371,7 +412,10 @@ def decode_worker(
     bad, verified = empty, 0
     if checksums is not None and decoded.size:
         rows_d = np.flatnonzero(state == 1)
-        got = _checksum_rows(out, None if out_len is None else out_len[rows_d], rows_d)
+        if sums is not None:
+            got = sums[rows_d]
+        else:
+            got = _checksum_rows(out, None if out_len is None else out_len[rows_d], rows_d)
         bad = decoded[got != np.asarray(checksums)[decoded]]
         verified = int(decoded.size)
         if strict and bad.size:
@@ -389,6 +433,38 @@ def decode_worker(
         rounds=int(n_rounds),
         verified=verified,
     )
+
+
+_NO_SUMS = np.empty(0, dtype=np.uint64)  # writeable: one compiled type with a real table
+
+
+def _apply(
+    peel: Peel, out: np.ndarray, cache: Cache, payload: np.ndarray, at: tuple | None, *, check: bool
+) -> np.ndarray | None:
+    """Do the row operations of ``peel``, round by round: from the payload rows ``payload``
+    (:func:`coded_shuffle._codec_kernels.apply_ops`), or with ``at = (paddr, plen, buffers)``
+    from the rows by address, each read only up to its length, and then with ``check`` each
+    decoded row checksummed in the same pass (:func:`coded_shuffle._codec_kernels.apply_ops_at`):
+    the checksums of the new batch's rows (valid at the decoded rows), or None."""
+    width = int(out.shape[1])
+    transit = _aligned_rows(int(peel.n_transit), width)
+    ops = (peel.psym, peel.src, peel.dst, peel.oplen)
+    sums = None
+    if at is None:
+        kernel = _kernels().apply_ops
+        args: tuple = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), *ops)
+    else:
+        kernel = _kernels().apply_ops_at
+        sums = np.empty(out.shape[0], dtype=np.uint64) if check else None
+        keys = _word_keys(max(1, -(-width // 8)))
+        paddr, plen, _buffers = at  # the buffers stay alive until the operations are done
+        extra = (_NO_SUMS if sums is None else sums, keys)
+        args = (out.view(np.ndarray), transit, _ro(cache.data), paddr, plen, *ops, *extra)
+    lo = 0
+    for hi in peel.bounds.tolist():
+        _halves(kernel, args, lo, hi, (hi - lo) * width)
+        lo = hi
+    return sums
 
 
 def _need_ids(need: object, checksums: np.ndarray | None) -> np.ndarray:

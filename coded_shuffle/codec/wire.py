@@ -99,7 +99,7 @@ class Frame:
     packed : numpy.ndarray or None
         Set only in the frames a worker's decoding parses for itself, of variable-length records:
         the payloads end to end as received, ``payload`` then empty (the decoder unpacks the
-        entries addressed to the worker alone). None in every frame :func:`parse_frame` returns.
+        entries addressed to the worker alone), or by :func:`parse_frame` with ``unpack=False``.
 
     Examples
     --------
@@ -296,7 +296,9 @@ def _header(frame: np.ndarray) -> Any:
     return np.frombuffer(frame[:FRAME_HEADER_BYTES].tobytes(), dtype=_HEADER_DTYPE)[0]
 
 
-def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | None = None) -> Frame:
+def parse_frame(
+    buf: object, *, epoch: int | None = None, record_bytes: int | None = None, unpack: bool = True
+) -> Frame:
     """Parse and check one frame; payload rows are views into ``buf`` for fixed-size records.
 
     Parameters
@@ -307,6 +309,12 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
         The epoch the receiver expects; a different one is rejected.
     record_bytes : int, optional
         The record width the receiver expects; a different one is rejected.
+    unpack : bool
+        Records of many sizes: unpack every payload into a zero-padded row of the record width
+        (default). ``False`` leaves them as received (:attr:`Frame.packed`, ``payload`` empty),
+        which is all :func:`~coded_shuffle.codec.decode_worker` needs: it reads the entries
+        addressed to its worker in place, where unpacking costs every worker the whole frame
+        at the widest width.
 
     Raises
     ------
@@ -324,7 +332,9 @@ def parse_frame(buf: object, *, epoch: int | None = None, record_bytes: int | No
     >>> f.epoch, f.n_symbols, f.payload.tolist()
     (5, 1, [[1, 1]])
     """
-    return _parse(buf, epoch=epoch, record_bytes=record_bytes, unpack=True)
+    if not isinstance(unpack, bool):
+        raise TypeError(f"Argument 'unpack' must be a bool, not {type(unpack).__name__}.")
+    return _parse(buf, epoch=epoch, record_bytes=record_bytes, unpack=unpack)
 
 
 def _parse(buf: object, *, epoch: int | None, record_bytes: int | None, unpack: bool) -> Frame:
