@@ -117,16 +117,19 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
 
     Parameters
     ----------
-    source : array, str, os.PathLike, sequence or mapping of them, or None
-        The records (see :func:`pack_arrays`), read on the master only (``None`` elsewhere).
+    source : array, str, os.PathLike, sequence or mapping of them, RecordSource, or None
+        The records (see :func:`pack_arrays`), read on the master only (``None`` elsewhere); a
+        record source or a list of ``bytes`` of records of variable sizes: each yielded as a 1-D
+        ``uint8`` tensor of its own length (``storage = 1``, no ``cache_dir``).
     epochs : int
         Epochs the job trains, ``start_epoch .. start_epoch + epochs - 1``. A job resumed from a
         checkpoint (:meth:`load_state_dict`) runs the rest of them.
     start_epoch : int
         The first epoch (read from the dataset); :meth:`load_state_dict` sets it on resume.
-    seed, order, strategy, max_repair_rounds, timeout, storage
+    seed, order, strategy, max_repair_rounds, timeout, storage, balance
         As :class:`coded_shuffle.loader.MPILoader`; the same on every rank (``storage = M > 1``:
-        every worker keeps ``M`` batches' worth of pieces and yields whole records).
+        every worker keeps ``M`` batches' worth of pieces and yields whole records; with
+        ``balance="bytes"``, ``len`` is the current epoch's longest batch, or shortest with ``drop_last``).
     drop_last : bool
         Drop the extra record of the longer batches (default False: pad the shorter ones).
     with_ids : bool
