@@ -7,7 +7,7 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -21,9 +21,10 @@ from .engine.rest import load_worker_cache, receive_rest
 from .engine.schedule import check_network
 from .engine.schemes import Scheme
 from .loader import EpochBatch
-from .loader._common import RowLayout, choose_scheme, scheme_name
+from .loader._common import RowLayout, _order_spec, bytes_records, choose_scheme, scheme_name
 from .loader.arrays import tensor_records
 from .loader.peers import peer_link
+from .orders import epoch_batch_sizes, epoch_order
 from .records import fixed_record_bytes
 from .transport import ControlLink, mpi_world
 from .transport.registry import default_link
@@ -81,10 +82,74 @@ def _tensor(arr: np.ndarray) -> torch.Tensor:
 
 
 def _columns(records: np.ndarray) -> tuple[torch.Tensor, ...]:
-    """One tensor per field of a structured array, or the one tensor of a plain array."""
+    """One tensor per field of a structured array, or the one tensor of a plain array; none for
+    records of variable sizes (an ``object`` array: each is its own tensor, :func:`_record_tensor`)."""
+    if records.dtype == object:
+        return ()
     if records.dtype.names:
         return tuple(_tensor(records[f]) for f in records.dtype.names)
     return (_tensor(records),)
+
+
+def _record_tensor(record: np.ndarray) -> torch.Tensor:
+    """A record of variable size as a 1-D ``uint8`` tensor of its length: a view of the epoch's
+    bytes when they are writable (as a rank's loader makes them), else a copy."""
+    return torch.from_numpy(record if record.flags.writeable else record.copy())
+
+
+def _read_only(record: np.ndarray) -> np.ndarray:
+    """A read-only view of ``record`` (what ``decode`` is given)."""
+    view = record.view()
+    view.flags.writeable = False
+    return view
+
+
+def samples(ds: Any, share: np.ndarray, *, counted: bool) -> Iterator[Any]:
+    """Dataset ``ds``'s samples ``share`` of the current epoch (counted in ``ds._yielded`` when
+    ``counted``): the rows' tensors (a tuple, one a field), a record of variable size as its own
+    ``uint8`` tensor, or ``decode(record)``; each after its id with ``with_ids``."""
+    cols, pos, ids, decode, data = ds._tensors, ds._pos, ds._ids, ds.decode, ds._bytes
+    variable = ds._batch is not None and ds._batch.variable
+    single = decode is not None or variable or (
+        len(cols) == 1 and ds._batch is not None and not ds._batch.records.dtype.names
+    )  # fmt: skip
+    for s in share.tolist():
+        r = int(pos[s])
+        if decode is not None:
+            row = decode(_read_only(data[r]) if variable else data[r])
+        elif variable:
+            row = _record_tensor(data[r])
+        else:
+            row = cols[0][r] if single else tuple(c[r] for c in cols)
+        if counted:
+            ds._yielded = s + 1 - ds._skip
+        if ds.with_ids:
+            yield (int(ids[s]), row) if single else (int(ids[s]), *row)
+        else:
+            yield row
+
+
+def tensor_source(source: object) -> Any:
+    """The dataset's ``source`` as a record source: a sequence of ``bytes``, one record each of
+    any size (:func:`~coded_shuffle.loader.bytes_records`); else rows torch can hold
+    (:func:`~coded_shuffle.loader.arrays.tensor_records`)."""
+    if isinstance(source, (list, tuple)) and any(
+        isinstance(x, (bytes, bytearray, memoryview)) for x in source
+    ):
+        return bytes_records(source)
+    return tensor_records(source)
+
+
+def balanced_length(ds: Any, epoch: int) -> int | None:
+    """Samples every rank of dataset ``ds`` yields of ``epoch`` when its batches hold equal bytes
+    (``balance="bytes"``; None by count): the shortest batch's count with ``drop_last``, else the
+    longest's, from each record's bytes (its loader's ``_sizes``)."""
+    if ds.balance != "bytes":
+        return None
+    N, K = ds.N, ds.K
+    perm = epoch_order(N, seed=ds.seed, epoch=epoch, spec=_order_spec(ds._order, N))
+    counts = epoch_batch_sizes(perm, K, sizes=ds._loader._sizes, balance="bytes")
+    return int(counts.min() if ds.drop_last else counts.max())
 
 
 def _auto_scheme(
@@ -96,7 +161,13 @@ def _auto_scheme(
     check_network(network, "auto", name="scheme")  # before the source is read
     if source is None:
         raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
-    records = tensor_records(source)
+    records = tensor_source(source)
+    if records.record_bytes is None:
+        sizes = records.sizes
+        raise ValueError(
+            "Argument 'scheme' can be 'auto' only for records of one size (the predicted times "
+            f"count records of one size), not sizes from {int(sizes.min())} to {int(sizes.max())} bytes."
+        )
     B = fixed_record_bytes(records)
     if isinstance(transport, ControlLink):
         ranks = transport.K + (0 if transport.peers else 1)
@@ -208,6 +279,37 @@ def parse_state(
             f"peers, not K = {was}: resume at an epoch boundary."
         )
     return epoch, was, samples, segments, (state.get("N"), state.get("fingerprint"))
+
+
+def variable_refusals(records: object, cache_dir: object, balance: str) -> None:
+    """Refuse, naming the argument, a ``cache_dir`` with batches of equal bytes (on every rank)
+    or with records of variable sizes (on a rank that reads them), whose rest of an epoch
+    (:mod:`~coded_shuffle.engine.rest`) is dealt by count, in records of one size."""
+    if cache_dir is None:
+        return
+    if balance == "bytes":
+        raise ValueError(
+            "Argument 'cache_dir' must be None with balance 'bytes' (an epoch's rest is dealt by count)."
+        )
+    if getattr(records, "record_bytes", 0) is None:
+        raise ValueError(
+            "Argument 'cache_dir' must be None for records of variable sizes (an epoch's rest is "
+            "sent in records of one size)."
+        )
+
+
+def rest_refusal(balance: str, layout: Any, K_now: int, K: int) -> None:
+    """Refuse a state of ``K`` workers whose epoch goes on as a rest (:mod:`~coded_shuffle.engine.rest`,
+    dealt by count in records of one size) with ``balance="bytes"`` (every rank) or records of
+    variable sizes (``layout``: the rank that reads them; the workers learn it from its end)."""
+    why = "balance 'bytes'" if balance == "bytes" else None
+    if why is None and layout is not None and layout.variable:
+        why = "records of variable sizes"
+    if why is not None:
+        raise ValueError(
+            f"Argument 'state' must resume mid-epoch at the same K = {K_now} (not K = {K}, nor a "
+            f"segment of an earlier job) with {why}: resume at an epoch boundary."
+        )
 
 
 def check_cache_dir(cache_dir: Any, peers: bool, scheme: str) -> Any:

@@ -48,10 +48,15 @@ from ._torch_base import (
     _job_link,
     _persistent_loader,
     _watch_parent,
+    balanced_length,
     check_cache_dir,
     check_dataset_of,
     parse_state,
     rest_batch,
+    rest_refusal,
+    samples,
+    tensor_source,
+    variable_refusals,
 )
 from .engine import TransitionReport
 from .engine.cache_dir import dataset_fingerprint
@@ -69,12 +74,13 @@ from .loader._common import (
     RowLayout,
     _order_spec,
     among_peers,
+    check_balance,
     check_decode,
     check_scheme,
     record_bytes_of,
     scheme_name,
 )
-from .loader.arrays import pack_arrays, tensor_records
+from .loader.arrays import pack_arrays
 from .loader.prefetch import Prefetch
 from .network import Network
 from .orders import OrderSpec
@@ -111,16 +117,19 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
 
     Parameters
     ----------
-    source : array, str, os.PathLike, sequence or mapping of them, or None
-        The records (see :func:`pack_arrays`), read on the master only (``None`` elsewhere).
+    source : array, str, os.PathLike, sequence or mapping of them, RecordSource, or None
+        The records (see :func:`pack_arrays`), read on the master only (``None`` elsewhere); a
+        record source or a list of ``bytes`` of records of variable sizes: each yielded as a 1-D
+        ``uint8`` tensor of its own length (``storage = 1``, no ``cache_dir``).
     epochs : int
         Epochs the job trains, ``start_epoch .. start_epoch + epochs - 1``. A job resumed from a
         checkpoint (:meth:`load_state_dict`) runs the rest of them.
     start_epoch : int
         The first epoch (read from the dataset); :meth:`load_state_dict` sets it on resume.
-    seed, order, strategy, max_repair_rounds, timeout, storage
+    seed, order, strategy, max_repair_rounds, timeout, storage, balance
         As :class:`coded_shuffle.loader.MPILoader`; the same on every rank (``storage = M > 1``:
-        every worker keeps ``M`` batches' worth of pieces and yields whole records).
+        every worker keeps ``M`` batches' worth of pieces and yields whole records; with
+        ``balance="bytes"``, ``len`` is the current epoch's longest batch, or shortest with ``drop_last``).
     drop_last : bool
         Drop the extra record of the longer batches (default False: pad the shorter ones).
     with_ids : bool
@@ -191,8 +200,11 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         network: Network | None = None,
         decode: Callable[[np.ndarray], Any] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
+        balance: str = "count",
     ) -> None:
         super().__init__()
+        #: How each epoch's order is cut into batches: of equal counts, or of equal bytes.
+        self.balance = check_balance(balance)
         #: The user's decode (a record's bytes to a sample), or None: the rows as tensors.
         self.decode = check_decode(decode)
         scheme = check_scheme(scheme)
@@ -213,10 +225,11 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                 f"(scheme {scheme_name(scheme)!r})."
             )
         reads = transport.is_master or peers
-        records = tensor_records(source) if reads and source is not None else source  # rows read as held
+        records = tensor_source(source) if reads and source is not None else source  # rows read as held
+        variable_refusals(records, cache_dir, self.balance)
         options: dict[str, Any] = {
             "epochs": epochs, "seed": seed, "order": order, "max_repair_rounds": max_repair_rounds,
-            "timeout": timeout, "storage": storage, "scheme": scheme,
+            "timeout": timeout, "storage": storage, "scheme": scheme, "balance": self.balance,
             **({} if peers else {"strategy": strategy}),
         }  # fmt: skip
         #: The loader each epoch comes from: a master's (:class:`MPILoader`), or the peers'.
@@ -241,6 +254,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._bytes: np.ndarray = np.empty((0, 0), dtype=np.uint8)  # the records' bytes, with decode
         self._ids: np.ndarray = np.empty(0, dtype=np.int64)
         self._pos: np.ndarray = np.empty(0, dtype=np.int64)  # sample s is row _pos[s] of the batch
+        self._epoch_len: int | None = None  # samples every rank yields of this epoch, by bytes
         self._skip = 0  # samples of the current epoch already trained on (a mid-epoch resume)
         self._yielded = 0
         self._N: int | None = self._loader.N
@@ -284,6 +298,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         N, K = self.N, self.K
         if self._rest_len is not None:
             return self._rest_len
+        if self._epoch_len is not None:
+            return self._epoch_len
         return N // K if self.drop_last else -(-N // K)
 
     @property
@@ -410,14 +426,14 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         """Make ``batch`` the current epoch's (kept in the worker's cache file, with a ``cache_dir``)."""
         self._batch, self._yielded = batch, 0
         self._N = self._loader.N or self._N
+        self._epoch_len = balanced_length(self, batch.epoch) if self._rest_len is None else None
         L = len(self)
         n = len(batch)
         pos = np.arange(L) % n  # drop_last keeps the first L; padding repeats the first records
         self._ids = np.ascontiguousarray(batch.ids[pos])
         self._pos = pos
-        if self.decode is None:
-            self._tensors = _columns(batch.records)
-        else:
+        self._tensors = _columns(batch.records) if self.decode is None else ()
+        if self.decode is not None or batch.variable:  # variable: each record its own tensor
             self._bytes = record_bytes_of(batch.records)
         if self.cache_dir is not None and self._table is not None and self.worker is not None:
             rows = record_bytes_of(batch.records)
@@ -495,25 +511,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         share = np.arange(0 if self._ended else self._skip, 0 if self._ended else len(self))
         if info is not None:
             share = np.array_split(share, info.num_workers)[info.id]
-        return self._samples(share, counted=info is None)
-
-    def _samples(self, share: np.ndarray, *, counted: bool) -> Iterator[Any]:
-        cols, pos, ids, decode = self._tensors, self._pos, self._ids, self.decode
-        single = decode is not None or (
-            len(cols) == 1 and self._batch is not None and not self._batch.records.dtype.names
-        )
-        for s in share.tolist():
-            r = int(pos[s])
-            if decode is not None:
-                row = decode(self._bytes[r])
-            else:
-                row = cols[0][r] if single else tuple(c[r] for c in cols)
-            if counted:
-                self._yielded = s + 1 - self._skip
-            if self.with_ids:
-                yield (int(ids[s]), row) if single else (int(ids[s]), *row)
-            else:
-                yield row
+        return samples(self, share, counted=info is None)
 
     # ---- checkpoints
 
@@ -566,6 +564,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._check = check
         mid = bool(samples or segments)
         if not self.transport.peers and (segments or (mid and K != self.K) or self.cache_dir is not None):
+            rest_refusal(self.balance, getattr(self._loader, "layout", None), self.K, K)
             self._segments, self._rest = [*segments, (K, samples)], epoch
             self._loader_epochs = end - epoch - 1
             if self._loader_epochs:

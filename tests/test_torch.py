@@ -71,6 +71,16 @@ def write_wide(d: Path, rng: np.random.Generator) -> np.ndarray:
     return wide
 
 
+def write_varfiles(d: Path, rng: np.random.Generator) -> np.ndarray:
+    """``N`` files of 10 to 300 random bytes in ``d/var``, named in record order; their bytes."""
+    (d / "var").mkdir()
+    files = np.empty(N, dtype=object)
+    for i in range(N):
+        files[i] = rng.integers(0, 256, int(rng.integers(10, 301)), dtype=np.uint8).tobytes()
+        (d / "var" / f"{i:03d}.bin").write_bytes(files[i])
+    return files
+
+
 #: Jobs of several runs (the program's ``+``: one after the other in the same processes, each run
 #: with its own dataset and output folder), each run read by its own test: a launch (PyTorch
 #: imported by every rank and by torchrun, about 8 s of CPU) paid once for them. Only runs that
@@ -78,7 +88,8 @@ def write_wide(d: Path, rng: np.random.Generator) -> np.ndarray:
 #: only for the last run's (``close``: the runs before it write nothing there).
 SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DATA and OUT
     "torchrun-3": ("torchrun", 3, {"files": ("files", 3, 2, 0, 1, "persistent"),
-                                   "wide": ("wide", 3, 0, 0, 1)}),
+                                   "wide": ("wide", 3, 0, 0, 1),
+                                   "varfiles": ("varfiles", 3, 2, 0, 1)}),
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
                                    "exchange": ("struct", 3, 2, 0, 1, "exchange"),
                                    "save": ("struct", 3, 0, 0, 1, "save"),
@@ -108,6 +119,7 @@ class SharedJobs:
             rng = np.random.default_rng(20161001)
             data = write_data(d, rng)
             data["wide"] = write_wide(d, rng)
+            data["varfiles"] = write_varfiles(d, rng)
             args: list[object] = []
             for run, (layout, *rest) in runs.items():
                 (d / run).mkdir()
@@ -222,6 +234,49 @@ def test_a_storage_of_two_batches_under_torchrun(shared):
     reports = json.loads((out / "reports.json").read_text())
     assert [r["epoch"] for r in reports] == [1, 2]
     assert all(r["verified"] and r["storage"] == 2 and r["records_checked"] == N for r in reports)
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_records_of_variable_sizes_under_torchrun(shared):
+    """Files of 10 to 300 bytes, batches of equal bytes, 2 DataLoader workers, padded to one length
+    a batch by the collate of docs/torch.md: each epoch every rank's samples are a contiguous run
+    of the epoch's order (the runs in worker order, of bytes within the largest file of equal),
+    padded as DistributedSampler pads to the longest run; each file's bytes exactly as on disk."""
+    proc, data, out = shared.run("torchrun-3", "varfiles")  # K = 3, 2 DataLoader workers, pad
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    files, K = data["varfiles"], 3
+    size = np.array([len(f) for f in files])
+    for t in range(3):
+        perm = np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64)
+        where = np.argsort(perm)  # each record's position in the epoch's order
+        got = [np.load(out / f"w{k}_e{t}.npz") for k in range(K)]
+        runs = [np.sort(where[np.unique(g["ids"])]) for g in got]
+        assert np.array_equal(np.concatenate(runs), np.arange(N))  # contiguous runs, in worker order
+        run_bytes = [int(size[perm[r]].sum()) for r in runs]
+        assert max(run_bytes) - min(run_bytes) <= size.max()
+        L = max(r.size for r in runs)
+        for g, r in zip(got, runs, strict=True):
+            assert int(g["length"]) == L and g["ids"].size == L
+            want = [int(perm[r[i % r.size]]) for i in range(L)]  # padded: the first records again
+            assert sorted(g["ids"].tolist()) == sorted(want)
+            assert g["field1"].tolist() == size[g["ids"]].tolist()
+            assert g["field0"].tobytes() == b"".join(files[i] for i in g["ids"])
+            assert int(g["steps"]) == steps(L, 2)
+    bad = json.loads((out / "bad_var.json").read_text())
+    assert all("\n" not in msg for msg in bad.values()), bad
+    assert bad["storage"].startswith("ValueError: Argument 'storage' must be 1 for records of variable sizes")
+    assert bad["cache_dir"].startswith(
+        "ValueError: Argument 'cache_dir' must be None for records of variable"
+    )
+    assert bad["cache_dir_bytes"].startswith(
+        "ValueError: Argument 'cache_dir' must be None with balance 'bytes'"
+    )
+    for name, why in (("rest", "records of variable sizes"), ("rest_bytes", "balance 'bytes'")):
+        assert bad[name] == (
+            f"ValueError: Argument 'state' must resume mid-epoch at the same K = 3 (not K = 4, nor a "
+            f"segment of an earlier job) with {why}: resume at an epoch boundary."
+        )
 
 
 @needs_torch

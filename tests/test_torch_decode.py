@@ -1,5 +1,6 @@
 """The PyTorch dataset's samples: a user's ``decode`` run in the DataLoader's workers, token windows
-as tensors of their token type, and the checks of ``decode``.
+as tensors of their token type, records of variable sizes as tensors of their own lengths, and the
+checks of ``decode``.
 
 No job is launched: a rank's dataset is given a real epoch batch (from the in-process loader over
 the same records) as its loader would hand it over, which is the state DataLoader workers get.
@@ -30,8 +31,9 @@ def token_file(tmp_path, rng) -> tuple[str, np.ndarray]:
     return path, np.fromfile(path, dtype="<u2")
 
 
-def rank_dataset(batch, *, decode=None, with_ids=True):
-    """Worker ``batch.worker``'s dataset holding ``batch`` as its current epoch, as after set_epoch."""
+def rank_dataset(batch, *, decode=None, with_ids=True, sizes=None, seed=0):
+    """Worker ``batch.worker``'s dataset holding ``batch`` as its current epoch, as after set_epoch
+    (``sizes``: each record's bytes, batches of equal bytes; None: of equal counts; ``seed``: the job's)."""
     from coded_shuffle.torch import CodedIterableDataset
 
     # writable rows, as a rank's loader makes them
@@ -39,10 +41,13 @@ def rank_dataset(batch, *, decode=None, with_ids=True):
     ds = CodedIterableDataset.__new__(CodedIterableDataset)
     ds.__dict__.update(
         decode=decode, drop_last=False, with_ids=with_ids, prefetch=False, is_master=False, K=K,
-        worker=batch.worker, epochs=2, start_epoch=0, seed=0, _N=N, _batch=None, _skip=0, _yielded=0,
+        worker=batch.worker, epochs=2, start_epoch=0, seed=seed, _N=N if sizes is None else sizes.size,
+        _batch=None, _skip=0, _yielded=0, balance="count" if sizes is None else "bytes", _epoch_len=None,
+        _order="auto",
         _tensors=(), _bytes=np.empty((0, 0), np.uint8), _ids=np.empty(0, np.int64),
         _pos=np.empty(0, np.int64), _pid=os.getpid(), _iterated=(os.getpid(), 0), _ended=False,
-        _feed=iter([batch]), _loader=SimpleNamespace(N=N, stopped_by=None), transport=None, _records=None,
+        _feed=iter([batch]), _loader=SimpleNamespace(N=None, stopped_by=None, _sizes=sizes), transport=None,
+        _records=None,
         cache_dir=None, _segments=[], _rest=None, _rest_len=None, _table=None, _fingerprint=None,
     )  # fmt: skip
     ds._advance()
@@ -114,3 +119,65 @@ def test_decode_must_be_callable():
         CodedIterableDataset(X, epochs=1, decode="pil")
     with pytest.raises(TypeError, match="Argument 'decode' must be a callable .* not int"):
         InProcessLoader(X, K=2, epochs=1, decode=3)
+
+
+def file_dir(tmp_path, rng, n: int = 30) -> list[bytes]:
+    """``n`` files of 10 to 300 random bytes, named in record order; their bytes."""
+    files = [rng.integers(0, 256, int(rng.integers(10, 301)), dtype=np.uint8).tobytes() for _ in range(n)]
+    for i, data in enumerate(files):
+        (tmp_path / f"{i:03d}.bin").write_bytes(data)
+    return files
+
+
+def test_records_of_variable_sizes_come_as_tensors_of_their_own_length(tmp_path, rng):
+    """Files of 10 to 300 bytes: each epoch each file once, as a 1-D uint8 tensor of its bytes; a
+    batch of them collated by padding (docs/torch.md); with decode, decode's result of the bytes."""
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+    from torch.utils.data import DataLoader
+
+    from coded_shuffle.records import FileRecords
+
+    files = file_dir(tmp_path, rng)
+    sizes = np.array([len(f) for f in files], dtype=np.int64)
+    for epoch in InProcessLoader(FileRecords(tmp_path), K=K, epochs=2, seed=1, balance="bytes"):
+        seen = []
+        lengths = []
+        for batch in epoch.batches:
+            ds = rank_dataset(batch, sizes=sizes, seed=1)
+            lengths.append(len(ds))
+            got = list(DataLoader(ds, batch_size=None, num_workers=0))
+            for i, x in got:
+                assert x.dtype == torch.uint8 and x.ndim == 1 and x.numpy().tobytes() == files[i]
+            ids = [i for i, _ in got]
+            n = len(batch)
+            assert ids == [int(batch.ids[j % n]) for j in range(len(ds))]  # padded with its first records
+            seen += ids[:n]
+            pad = lambda b: (pad_sequence(b, batch_first=True), [r.numel() for r in b])  # noqa: E731
+            loader = DataLoader(
+                rank_dataset(batch, sizes=sizes, with_ids=False, seed=1), batch_size=4, collate_fn=pad
+            )
+            for (x, n_), lo in zip(loader, range(0, len(ds), 4), strict=True):
+                for row, m, j in zip(x, n_, range(lo, lo + 4), strict=False):
+                    i = int(batch.ids[j % n])
+                    assert m == sizes[i] and row[:m].numpy().tobytes() == files[i] and not row[m:].any()
+            decoded = list(rank_dataset(batch, sizes=sizes, decode=where, seed=1))
+            assert [(i, s["data"], s["writable"]) for i, s in decoded] == [(i, files[i], False) for i in ids]
+        assert sorted(seen) == list(range(len(files)))  # each record once an epoch
+        counts = [len(b) for b in epoch.batches]
+        assert lengths == [max(counts)] * K and len(set(counts)) > 1  # byte-balanced: counts differ
+
+
+def test_a_list_of_bytes_is_a_source_and_auto_is_refused_for_it():
+    from coded_shuffle._torch_base import tensor_source
+    from coded_shuffle.network import Network
+    from coded_shuffle.torch import CodedIterableDataset
+
+    docs = [np.arange(n, dtype=np.uint16).tobytes() for n in (5, 300, 17)]
+    src = tensor_source(docs)
+    assert src.record_bytes is None and [src.view(i).tobytes() for i in range(3)] == docs
+    with pytest.raises(ValueError, match=r"^Argument 'scheme' can be 'auto' only for records of one size .* "
+                       r"not sizes from 10 to 600 bytes\.$"):  # fmt: skip
+        CodedIterableDataset(docs, epochs=2, scheme="auto", network=Network.parse("down=100,up=100"))
+    with pytest.raises(ValueError, match="'balance' must be"):
+        CodedIterableDataset(docs, epochs=2, balance="tokens")

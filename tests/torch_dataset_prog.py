@@ -4,7 +4,11 @@
 
 - ``LAYOUT`` ``plain`` (``DATA/rows.npy``, a 2-D float32 array), ``struct`` (``DATA/rows.npy``,
   a structured array), ``files`` (``DATA/x.npy`` and ``DATA/y.npy``, features and labels) or
-  ``wide`` (``DATA/wide.npy``, structured records of 2562 bytes, every worker storing 2 batches);
+  ``wide`` (``DATA/wide.npy``, structured records of 2562 bytes, every worker storing 2 batches)
+  or ``varfiles`` (``DATA/var/``, one record a file, of variable sizes, batches of equal bytes
+  ``balance="bytes"``, collated by :func:`pad_collate`; ``field0`` is then the samples' bytes end
+  to end, ``field1`` their lengths; the master first writes the refusals of what needs records
+  of one size to ``OUT/bad_var.json``);
 - every worker rank iterates a ``DataLoader(num_workers=NUM_WORKERS, batch_size=4)`` over its
   :class:`~coded_shuffle.torch.CodedIterableDataset` (``with_ids``) for each epoch, after
   ``set_epoch``, and writes what it got to ``OUT/w{k}_e{t}.npz``: the ids and each field's rows,
@@ -83,6 +87,10 @@ def one_run(argv: list[str]) -> int:
         source = data_dir / "wide.npy"
     if layout == "big":
         source = data_dir / "big.npy"
+    if layout == "varfiles":
+        from coded_shuffle.records import FileRecords
+
+        source = FileRecords(data_dir / "var")
     # In the destroy job worker 1 (rank 2) makes its epochs in the training loop, not ahead.
     slow = state == "destroy" and dist.is_initialized() and dist.get_rank() == 2
     warnings.simplefilter("error")  # a non-writable tensor warning fails the job
@@ -97,7 +105,10 @@ def one_run(argv: list[str]) -> int:
         storage=2 if layout == "wide" else 1,
         scheme="exchange" if state == "exchange" else "coded",
         cache_dir=data_dir / "cache" if state in ("save", "resume_k") else None,
+        balance="bytes" if layout == "varfiles" else "count",
     )
+    if layout == "varfiles" and ds.is_master:
+        (out_dir / "bad_var.json").write_text(json.dumps(variable_refusals(ds, source)))
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
     if state == "resume_k":
@@ -116,7 +127,9 @@ def one_run(argv: list[str]) -> int:
     k = ds.worker
     assert k is not None
     persistent = state == "persistent"
-    loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers), persistent_workers=persistent)
+    collate = pad_collate if layout == "varfiles" else None
+    loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers), persistent_workers=persistent,
+                        collate_fn=collate)  # fmt: skip
     ddp = None
     if state == "exchange":  # every rank trains: DDP over the default group, no new_group
         from torch.nn.parallel import DistributedDataParallel
@@ -147,6 +160,9 @@ def one_run(argv: list[str]) -> int:
                 ddp(batch[1].float()).sum().backward()  # the gradients' all-reduce spans every rank
             ids.append(batch[0].numpy())
             cols = batch[1:]
+            if layout == "varfiles":  # the padded rows cut back to their lengths, end to end
+                x, n = cols
+                cols = (torch.cat([x[j, : int(n[j])] for j in range(n.numel())]), n)
             if not fields:
                 fields = [[] for _ in cols]
             for c, col in zip(fields, cols, strict=True):
@@ -189,6 +205,44 @@ def one_run(argv: list[str]) -> int:
             ds.close()
             return 0
     return 0
+
+
+def pad_collate(samples: list[Any]) -> tuple[Any, Any, Any]:
+    """``(id, record)`` samples of variable sizes as ids, the records zero-padded to the longest,
+    and their lengths (as docs/torch.md shows)."""
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    ids, records = zip(*samples, strict=True)
+    lengths = torch.tensor([r.numel() for r in records])
+    return torch.tensor(ids), pad_sequence(list(records), batch_first=True), lengths
+
+
+def variable_refusals(ds: Any, source: Any) -> dict[str, str]:
+    """On the master: the one-line message of each option that needs records of one size."""
+    from coded_shuffle.torch import CodedIterableDataset
+
+    def make(**kw: Any) -> Any:
+        return CodedIterableDataset(source, epochs=3, seed=5, transport=ds.transport, **kw)
+
+    tries = {
+        "storage": lambda: make(storage=2),
+        "cache_dir": lambda: make(cache_dir="cache"),
+        "cache_dir_bytes": lambda: make(balance="bytes", cache_dir="cache"),
+        "rest": lambda: make().load_state_dict({"epoch": 1, "samples": 2, "seed": 5, "K": ds.K + 1}),
+        "rest_bytes": lambda: make(balance="bytes").load_state_dict(
+            {"epoch": 1, "samples": 2, "seed": 5, "K": ds.K + 1}
+        ),
+    }
+    got = {}
+    for name, call in tries.items():
+        try:
+            call()
+        except (TypeError, ValueError) as exc:
+            got[name] = f"{type(exc).__name__}: {exc}"
+        else:
+            got[name] = "no error"
+    return got
 
 
 def bad_inputs(ds: Any, DataLoader: Any, torch: Any) -> dict[str, str]:
