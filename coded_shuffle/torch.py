@@ -53,6 +53,7 @@ from ._torch_base import (
     parse_state,
     rest_batch,
 )
+from .codec import Cache
 from .engine import TransitionReport
 from .engine.cache_dir import dataset_fingerprint
 from .engine.mpi import Watchdog, setup_step
@@ -307,7 +308,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         """Master: deliver every epoch after the first; return the transitions' reports.
 
         Of a job resumed mid-epoch (:meth:`load_state_dict`), the rest of that epoch first
-        (:attr:`resumed`), then the epochs after it, the first of them dealt from the source."""
+        (:attr:`resumed`), then the epochs after it, the first of them by a transition from what
+        the workers hold of that rest (the loader's
+        :attr:`~coded_shuffle.loader.MPILoader.held_start`)."""
         if self.is_master and not self.transport.peers:
             self._hello()
         return self._loader.serve() if self._loader_epochs else []
@@ -327,6 +330,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if self._feed is not None:
             return
         rest = None if self.transport.peers else self._hello()
+        if rest is not None and self._loader_epochs:  # the loader starts from the rest's records
+            held = Cache(ids=np.asarray(rest.ids, np.int64), data=record_bytes_of(rest.records), lengths=None)
+            self._loader.resume(self._loader.start_epoch, self._loader.epochs, held=held)
         if self._loader_epochs:
             epochs = iter(self._loader)
             self._feed = Prefetch(epochs) if self.prefetch else epochs
@@ -551,7 +557,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         epoch is dealt to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`), each
         yielding its share (every sample of the epoch exactly once across the change), sent by the
         master but for what the worker's cache file still holds; the epochs after it follow, the
-        first dealt from the source. A job of peers resumes mid-epoch only at the same ``K``.
+        first by a transition planned from what the workers hold of that rest (only the records
+        no worker holds come from the source). A job of peers resumes mid-epoch only at the same ``K``.
         A state of another seed or another dataset (``N``, ``fingerprint``) is refused.
         """
         if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
@@ -568,8 +575,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if not self.transport.peers and (segments or (mid and K != self.K) or self.cache_dir is not None):
             self._segments, self._rest = [*segments, (K, samples)], epoch
             self._loader_epochs = end - epoch - 1
-            if self._loader_epochs:
-                self._loader.resume(epoch + 1, end - epoch - 1)
+            if self._loader_epochs:  # the next epoch from what the workers hold of the rest
+                self._loader.resume(epoch + 1, end - epoch - 1, held=True if self.is_master else None)
         else:
             self._skip = samples
             self._loader.resume(epoch, end - epoch)

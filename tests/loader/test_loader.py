@@ -253,6 +253,10 @@ def test_loader_exceptions(tmp_path):
         MPILoader(X, epochs=0)
     with pytest.raises(ValueError, match="'order'"):
         MPILoader(X, epochs=2, order="shuffled")
+    with pytest.raises(TypeError, match="'cache_dir' must be a folder's path, not int"):
+        MPILoader(X, epochs=2, cache_dir=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'cache_dir' needs one batch a worker"):
+        MPILoader(X, epochs=2, cache_dir=tmp_path, storage=2)
     with pytest.raises(TypeError, match="'source'"):
         load_rows({"x": 1})
 
