@@ -53,7 +53,6 @@ from ._torch_base import (
     parse_state,
     rest_batch,
 )
-from .codec import Cache
 from .engine import TransitionReport
 from .engine.cache_dir import dataset_fingerprint
 from .engine.mpi import Watchdog, setup_step
@@ -308,9 +307,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         """Master: deliver every epoch after the first; return the transitions' reports.
 
         Of a job resumed mid-epoch (:meth:`load_state_dict`), the rest of that epoch first
-        (:attr:`resumed`), then the epochs after it, the first of them by a transition from what
-        the workers hold of that rest (the loader's
-        :attr:`~coded_shuffle.loader.MPILoader.held_start`)."""
+        (:attr:`resumed`), then the epochs after it, the first planned from what workers hold."""
         if self.is_master and not self.transport.peers:
             self._hello()
         return self._loader.serve() if self._loader_epochs else []
@@ -331,8 +328,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             return
         rest = None if self.transport.peers else self._hello()
         if rest is not None and self._loader_epochs:  # the loader starts from the rest's records
-            held = Cache(ids=np.asarray(rest.ids, np.int64), data=record_bytes_of(rest.records), lengths=None)
-            self._loader.resume(self._loader.start_epoch, self._loader.epochs, held=held)
+            self._loader.resume(self._loader.start_epoch, self._loader.epochs, held=rest)
         if self._loader_epochs:
             epochs = iter(self._loader)
             self._feed = Prefetch(epochs) if self.prefetch else epochs
@@ -556,11 +552,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         its batch trained on before; at another ``K`` (or with a ``cache_dir``), what is left of the
         epoch is dealt to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`), each
         yielding its share (every sample of the epoch exactly once across the change), sent by the
-        master but for what the worker's cache file still holds; the epochs after it follow, the
-        first by a transition planned from what the workers hold of that rest (only the records
-        no worker holds come from the source). A job of peers resumes mid-epoch only at the same ``K``.
-        A state of another seed or another dataset (``N``, ``fingerprint``) is refused.
-        """
+        master but for what the worker's cache file still holds; the next epoch is planned from
+        what the workers hold. Peers resume mid-epoch at the same ``K`` only. A state of another
+        seed or another dataset (``N``, ``fingerprint``) is refused."""
         if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
             raise RuntimeError("load_state_dict must be called before the first epoch.")
         end = self.start_epoch + self.epochs

@@ -42,6 +42,7 @@ from ._common import (
     check_decode,
     check_scheme,
     load_rows,
+    record_bytes_of,
     with_master,
 )
 
@@ -167,20 +168,7 @@ class MPILoader:
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._scheme = check_scheme(scheme, auto=False)
-        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
-            raise TypeError(f"Argument 'cache_dir' must be a folder's path, not {type(cache_dir).__name__}.")
-        if cache_dir is not None and storage != 1:
-            raise ValueError(
-                f"Argument 'cache_dir' needs one batch a worker (storage 1), not storage {storage!r}."
-            )
-        #: The folder of the workers' cache files, or None.
-        self.cache_dir = cache_dir
-        self._from_held = cache_dir is not None
-        self._held: Cache | None = None
-        #: On the master of a job that started from the workers' holdings: how it started.
-        self.held_start: HeldStart | None = None
-        #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
-        self.cache_notes: list[str] = []
+        self._holdings(cache_dir, storage)
         self.decode = check_decode(decode)
         self.balance = check_balance(balance)
         #: Each record's bytes when the batches are cut by bytes (known on a worker from its first batch).
@@ -244,7 +232,26 @@ class MPILoader:
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
         compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
 
-    def resume(self, start_epoch: int, epochs: int, *, held: bool | Cache | None = False) -> None:
+    def _holdings(self, cache_dir: object, storage: object) -> None:
+        """The loader's ``cache_dir``, checked, and its start from the workers' holdings (none yet)."""
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError(f"Argument 'cache_dir' must be a folder's path, not {type(cache_dir).__name__}.")
+        if cache_dir is not None and storage != 1:
+            raise ValueError(
+                f"Argument 'cache_dir' needs one batch a worker (storage 1), not storage {storage!r}."
+            )
+        #: The folder of the workers' cache files, or None.
+        self.cache_dir: str | os.PathLike[str] | None = cache_dir
+        self._from_held = cache_dir is not None
+        self._held: Cache | None = None
+        #: On the master of a job that started from the workers' holdings: how it started.
+        self.held_start: HeldStart | None = None
+        #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
+        self.cache_notes: list[str] = []
+
+    def resume(
+        self, start_epoch: int, epochs: int, *, held: bool | Cache | EpochBatch | None = False
+    ) -> None:
         """Before the job starts, on every rank: run ``epochs`` epochs from ``start_epoch`` instead
         (a job resumed from a checkpoint, the loader built once).
 
@@ -259,6 +266,8 @@ class MPILoader:
         """
         if self._used:
             raise RuntimeError("An MPILoader resumes before its job starts, not after.")
+        if isinstance(held, EpochBatch):
+            held = Cache(ids=np.asarray(held.ids, np.int64), data=record_bytes_of(held.records), lengths=None)
         if held is not False and not (held is None or held is True or isinstance(held, Cache)):
             raise TypeError(
                 f"Argument 'held' must be a Cache, None, True or False, not {type(held).__name__}."
