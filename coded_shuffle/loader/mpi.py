@@ -272,6 +272,8 @@ class MPILoader:
             raise TypeError(
                 f"Argument 'held' must be a Cache, None, True or False, not {type(held).__name__}."
             )
+        if held is not False and self.transport.peers:
+            raise ValueError("Argument 'held' needs a job with a master, not a job of peers.")
         if held is not False and self._storage != 1:
             raise ValueError(
                 f"Argument 'held' needs one batch a worker (storage 1), not storage {self._storage!r}."
