@@ -546,15 +546,14 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume at ``state`` (from :meth:`state_dict`): before the first epoch, on every rank.
 
-        The job may have another number of ranks than the one checkpointed (``torchrun`` with
-        another ``--nproc-per-node``, ``mpiexec -n``). At an epoch boundary its epoch is dealt from
-        the source at the new ``K``. Mid-epoch, at the same ``K``, each worker skips the samples of
-        its batch trained on before; at another ``K`` (or with a ``cache_dir``), what is left of the
-        epoch is dealt to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`), each
-        yielding its share (every sample of the epoch exactly once across the change), sent by the
-        master but for what the worker's cache file still holds; the next epoch is planned from
-        what the workers hold. Peers resume mid-epoch at the same ``K`` only. A state of another
-        seed or another dataset (``N``, ``fingerprint``) is refused."""
+        The job may have another number of ranks than the one checkpointed. At an epoch boundary
+        its epoch comes from the source at the new ``K``, or from what the cache files hold
+        (``cache_dir``). Mid-epoch, at the same ``K``, each worker skips the samples of its batch
+        trained on before; at another ``K`` (or with a ``cache_dir``) the rest of the epoch is dealt
+        to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`: every sample once
+        across the change), sent by the master but for what each worker's file holds, and the next
+        epoch is planned from what they hold. Peers resume mid-epoch at the same ``K`` only. A state
+        of another seed or dataset (``N``, ``fingerprint``) is refused."""
         if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
             raise RuntimeError("load_state_dict must be called before the first epoch.")
         end = self.start_epoch + self.epochs
@@ -566,14 +565,15 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             check_dataset_of(*check, N=self._N, fingerprint=self._fp())
         self._check = check
         mid = bool(samples or segments)
-        if not self.transport.peers and (segments or (mid and K != self.K) or self.cache_dir is not None):
+        if not self.transport.peers and (segments or mid and (K != self.K or self.cache_dir is not None)):
             self._segments, self._rest = [*segments, (K, samples)], epoch
             self._loader_epochs = end - epoch - 1
             if self._loader_epochs:  # the next epoch from what the workers hold of the rest
                 self._loader.resume(epoch + 1, end - epoch - 1, held=True if self.is_master else None)
-        else:
+        else:  # at an epoch boundary with a cache_dir, the epoch is planned from what the files hold
             self._skip = samples
-            self._loader.resume(epoch, end - epoch)
+            held = self.cache_dir if self.cache_dir and not mid else False
+            self._loader.resume(epoch, end - epoch, held=held)
         self.start_epoch, self.epochs = epoch, end - epoch
 
     def close(self) -> None:

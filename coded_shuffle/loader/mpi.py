@@ -244,33 +244,36 @@ class MPILoader:
         self.cache_dir: str | os.PathLike[str] | None = cache_dir
         self._from_held = cache_dir is not None
         self._held: Cache | None = None
+        self._read_from = cache_dir  # the folder of the cache files a worker starts from
         #: On the master of a job that started from the workers' holdings: how it started.
         self.held_start: HeldStart | None = None
         #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
         self.cache_notes: list[str] = []
 
-    def resume(
-        self, start_epoch: int, epochs: int, *, held: bool | Cache | EpochBatch | None = False
-    ) -> None:
+    def resume(self, start_epoch: int, epochs: int, *, held: object = False) -> None:
         """Before the job starts, on every rank: run ``epochs`` epochs from ``start_epoch`` instead
         (a job resumed from a checkpoint, the loader built once).
 
         ``held`` not False (on every rank): the first epoch is not dealt from the source but comes
         by a transition from what the workers hold: on a worker, ``held`` is its records (a
-        :class:`~coded_shuffle.codec.Cache`, checked against the master's checksums: a record that
-        fails is treated as absent), or None for nothing (or its cache file, with ``cache_dir``);
-        on the master, True. A worker that holds nothing starts empty (as one that joins), a
-        record no worker holds is sent from the source, and the transition to the first epoch's
-        batches is planned from the rest (:attr:`held_start` on the master, with the bound of that
-        rectangular shuffle; its report is the first of :attr:`reports`).
+        :class:`~coded_shuffle.codec.Cache` or an :class:`EpochBatch` it had, checked against the
+        master's checksums: a record that fails is treated as absent), a folder of cache files (its
+        own read back and checked, as with ``cache_dir``, none written), or None for nothing (or
+        its cache file, with ``cache_dir``); on the master, any of them but False. A worker that
+        holds nothing starts empty (as one that joins), a record no worker holds is sent from the
+        source, and the transition to the first epoch's batches is planned from the rest
+        (:attr:`held_start` on the master, with the bound of that rectangular shuffle; its report
+        is the first of :attr:`reports`).
         """
         if self._used:
             raise RuntimeError("An MPILoader resumes before its job starts, not after.")
+        if isinstance(held, (str, os.PathLike)):
+            self._read_from, held = held, None
         if isinstance(held, EpochBatch):
             held = Cache(ids=np.asarray(held.ids, np.int64), data=record_bytes_of(held.records), lengths=None)
         if held is not False and not (held is None or held is True or isinstance(held, Cache)):
             raise TypeError(
-                f"Argument 'held' must be a Cache, None, True or False, not {type(held).__name__}."
+                f"Argument 'held' must be a Cache, a batch, a folder or None, not {type(held).__name__}."
             )
         if held is not False and self.transport.peers:
             raise ValueError("Argument 'held' needs a job with a master, not a job of peers.")
@@ -389,11 +392,11 @@ class MPILoader:
     def _held_of(self, checksums: np.ndarray, B: int) -> Cache | None:
         """A worker's records to start from: those given to :meth:`resume`, else what its cache file
         still holds (checked against ``checksums``), else None."""
-        if self._held is not None or self.cache_dir is None:
+        if self._held is not None or self._read_from is None:
             return self._held
         k = self.worker
         assert k is not None
-        cache, note = load_worker_cache(self.cache_dir, k, table_dataset(checksums, B), seed=self.seed)
+        cache, note = load_worker_cache(self._read_from, k, table_dataset(checksums, B), seed=self.seed)
         if note is not None:
             self.cache_notes.append(note)
             print(f"{_PROG}: rank {self.transport.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
