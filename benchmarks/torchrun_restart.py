@@ -13,9 +13,10 @@ redone, as a training job's would be: they are not counted.
 
 For each epoch the benchmark checks that the samples counted make every record exactly once, and
 reports, after the restart: the records of the resumed epoch sent from the source (the rest that
-no worker still held: with a ``cache_dir`` only what the files no longer hold), the epoch dealt
-whole from the source at the start of the loader's job, and the bytes of the transitions after it
-(the master's wire bytes); and the wall time of each attempt.
+no worker still held: with a ``cache_dir`` only what the files no longer hold), what the source
+sent at the start of the loader's job (the epoch after the rest starts from what the workers hold
+of it: only the records none holds), and the bytes of the transitions after it, the first one
+from the holdings included (the master's wire bytes); and the wall time of each attempt.
 
 Run:  python benchmarks/torchrun_restart.py [--workers 2] [--records 4096] [--record-bytes 1024]
       [--epochs 4] [--batch 64] [--kill-step 5]
@@ -61,7 +62,9 @@ def program(data: Path, out: Path, *, epochs: int, batch: int, kill_step: int, c
     if ds.is_master:
         reports = ds.serve()
         resumed = None if ds.resumed is None else vars(ds.resumed)
-        summary = {"resumed": resumed, "start_epoch": ds.start_epoch, "seconds": time.perf_counter() - tic,
+        held = getattr(ds._loader, "held_start", None)  # the loader's start from the workers' holdings
+        summary = {"resumed": resumed, "held": None if held is None else vars(held),
+                   "start_epoch": ds.start_epoch, "seconds": time.perf_counter() - tic,
                    "reports": [{"epoch": r.epoch, "wire_bytes": r.wire_bytes} for r in reports]}  # fmt: skip
         (out / f"master_a{attempt}.json").write_text(json.dumps(summary))
         return 0
@@ -155,6 +158,8 @@ def main() -> None:
             m, ck = r["master"], r["ckpt"]
             rest = m["resumed"] or {"source_bytes": 0, "kept_records": 0}
             dealt = args.records * B if m["start_epoch"] + (m["resumed"] is not None) < args.epochs else 0
+            if m.get("held") is not None:  # the next epoch from the holdings: only what none held
+                dealt = m["held"]["source_bytes"]
             trans = sum(x["wire_bytes"] for x in m["reports"])
             at = f"e{ck['epoch']}+{ck['samples']}"
             print(f"{'yes' if cache else 'no':>9} {at:>10} {'yes':>9} "

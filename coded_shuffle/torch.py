@@ -323,7 +323,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         """Master: deliver every epoch after the first; return the transitions' reports.
 
         Of a job resumed mid-epoch (:meth:`load_state_dict`), the rest of that epoch first
-        (:attr:`resumed`), then the epochs after it, the first of them dealt from the source."""
+        (:attr:`resumed`), then the epochs after it, the first planned from what workers hold."""
         if self.is_master and not self.transport.peers:
             self._hello()
         return self._loader.serve() if self._loader_epochs else []
@@ -343,6 +343,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if self._feed is not None:
             return
         rest = None if self.transport.peers else self._hello()
+        if rest is not None and self._loader_epochs:  # the loader starts from the rest's records
+            self._loader.resume(self._loader.start_epoch, self._loader.epochs, held=rest)
         if self._loader_epochs:
             epochs = iter(self._loader)
             self._feed = Prefetch(epochs) if self.prefetch else epochs
@@ -542,16 +544,14 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume at ``state`` (from :meth:`state_dict`): before the first epoch, on every rank.
 
-        The job may have another number of ranks than the one checkpointed (``torchrun`` with
-        another ``--nproc-per-node``, ``mpiexec -n``). At an epoch boundary its epoch is dealt from
-        the source at the new ``K``. Mid-epoch, at the same ``K``, each worker skips the samples of
-        its batch trained on before; at another ``K`` (or with a ``cache_dir``), what is left of the
-        epoch is dealt to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`), each
-        yielding its share (every sample of the epoch exactly once across the change), sent by the
-        master but for what the worker's cache file still holds; the epochs after it follow, the
-        first dealt from the source. A job of peers resumes mid-epoch only at the same ``K``.
-        A state of another seed or another dataset (``N``, ``fingerprint``) is refused.
-        """
+        The job may have another number of ranks than the one checkpointed. At an epoch boundary
+        its epoch comes from the source at the new ``K``, or from what the cache files hold
+        (``cache_dir``). Mid-epoch, at the same ``K``, each worker skips the samples of its batch
+        trained on before; at another ``K`` (or with a ``cache_dir``) the rest of the epoch is dealt
+        to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`: every sample once
+        across the change), sent by the master but for what each worker's file holds, and the next
+        epoch is planned from what they hold. Peers resume mid-epoch at the same ``K`` only. A state
+        of another seed or dataset (``N``, ``fingerprint``) is refused."""
         if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
             raise RuntimeError("load_state_dict must be called before the first epoch.")
         end = self.start_epoch + self.epochs
@@ -563,15 +563,16 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             check_dataset_of(*check, N=self._N, fingerprint=self._fp())
         self._check = check
         mid = bool(samples or segments)
-        if not self.transport.peers and (segments or (mid and K != self.K) or self.cache_dir is not None):
+        if not self.transport.peers and (segments or mid and (K != self.K or self.cache_dir is not None)):
             rest_refusal(self.balance, getattr(self._loader, "layout", None), self.K, K)
             self._segments, self._rest = [*segments, (K, samples)], epoch
             self._loader_epochs = end - epoch - 1
-            if self._loader_epochs:
-                self._loader.resume(epoch + 1, end - epoch - 1)
-        else:
+            if self._loader_epochs:  # the next epoch from what the workers hold of the rest
+                self._loader.resume(epoch + 1, end - epoch - 1, held=True if self.is_master else None)
+        else:  # at an epoch boundary with a cache_dir, the epoch is planned from what the files hold
             self._skip = samples
-            self._loader.resume(epoch, end - epoch)
+            held = self.cache_dir if self.cache_dir and not mid else False
+            self._loader.resume(epoch, end - epoch, held=held)
         self.start_epoch, self.epochs = epoch, end - epoch
 
     def close(self) -> None:

@@ -35,14 +35,14 @@ import numpy as np
 from .._checks import check_int
 from ..codec import Cache, Dataset
 from ..errors import IntegrityError, RankTimeout
-from ..orders import OrderSpec, batch_sizes, epoch_order
+from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, placement_from_owner
 from ..transport import ControlLink
 from .cache_dir import CacheFileError, cache_path, load_cache, save_cache
 from .mpi import Watchdog, end_job, patience, setup_step
 
 __all__ = [
     "batches_of", "deal_rest", "rest_of_epoch", "RestReport", "serve_rest", "receive_rest", "table_dataset",
-    "save_worker_cache", "load_worker_cache",
+    "save_worker_cache", "load_worker_cache", "HeldStart", "serve_held", "receive_held",
 ]  # fmt: skip
 
 
@@ -139,7 +139,7 @@ class RestReport:
     source_bytes: int
 
 
-def _holdings_round(link: ControlLink, watchdog: Watchdog, mine: np.ndarray | None) -> list[Any]:
+def _holdings_round(link: ControlLink, watchdog: Watchdog, mine: object) -> list[Any]:
     """Collective: every worker posts ``mine`` (the ids of its share it holds) to the master, in a
     control round bounded as a start-up step (:func:`~.mpi.setup_step`); the master's list of them."""
     stage = "rest: holdings"
@@ -241,3 +241,120 @@ def load_worker_cache(
     if got.dropped:
         note = f"Cache file {path}: {got.dropped} record(s) fail their checksum; delivered again."
     return got.cache, note
+
+
+@dataclass(frozen=True)
+class HeldStart:
+    """How a job that starts from what its workers hold (their caches, not a deal) began.
+
+    ``held_records``: records some worker held, checked, before the start; ``dropped_records``:
+    records in the workers' caches that failed their checksum, were outside the job or held twice
+    (treated as absent); ``joined``: the workers that held nothing (they joined, or their cache was
+    lost); ``source_records``/``source_bytes``: records no worker held, sent uncoded from the
+    source to their next holder before the first transition; ``bound``: the genie bound, in
+    records, of the rectangular shuffle from the holdings (with the source as one more holder) to
+    the first epoch's batches (:func:`~coded_shuffle.bounds.lower_bound`): no delivery of that
+    epoch, coded or not, sends fewer than ``bound`` records in all.
+    """
+
+    K: int
+    held_records: int
+    dropped_records: int
+    joined: tuple[int, ...]
+    source_records: int
+    source_bytes: int
+    bound: int
+
+
+def _checked_rows(held: Cache | None, checksums: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The rows of ``held`` whose record passes its checksum in ``checksums``, their ids
+    (increasing, each once) and the number of rows dropped."""
+    from ..codec import record_checksums
+
+    if held is None or len(held) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64), 0
+    ids = np.asarray(held.ids, dtype=np.int64)
+    N = int(np.asarray(checksums).size)
+    inside = (ids >= 0) & (ids < N)
+    good = np.zeros(ids.size, dtype=bool)
+    if inside.any():
+        good[inside] = record_checksums(np.asarray(held.data)[inside]) == np.asarray(checksums)[ids[inside]]
+    rows = np.flatnonzero(good)
+    rows = rows[np.argsort(ids[rows], kind="stable")]
+    first = np.ones(rows.size, dtype=bool)
+    first[1:] = ids[rows[1:]] != ids[rows[:-1]]
+    return rows[first], ids[rows[first]], int(ids.size - first.sum())
+
+
+def serve_held(
+    link: ControlLink, watchdog: Watchdog, dataset: Dataset, placement_next: Placement
+) -> tuple[Placement, HeldStart]:
+    """Master, collective with :func:`receive_held` on every worker: the placement of what the
+    workers hold, from which the first transition to ``placement_next`` is planned.
+
+    Each worker posts the ids it holds, checked. A record held by several is held by the one
+    whose batch it is next, else by the first; a record held by none is sent uncoded from the
+    source to its next holder now (:attr:`HeldStart.source_records`), so that every record is
+    held by one worker. The placement is shared with every worker.
+    """
+    from ..bounds import lower_bound
+    from ..matrix import shuffle_matrix
+
+    K, N = link.K, dataset.N
+    posts = _holdings_round(link, watchdog, None)
+    nxt = np.asarray(placement_next.owner, dtype=np.int64)
+    owner = np.full(N, K, dtype=np.int64)
+    ids = [np.asarray(p[0], dtype=np.int64) for p in posts]
+    dropped = sum(int(p[1]) for p in posts)
+    for k, got in enumerate(ids):  # first the copies that are where they go next
+        owner[got[nxt[got] == k]] = k
+    for k, got in enumerate(ids):
+        free = got[owner[got] == K]
+        owner[free] = k
+    dropped += sum(int(got.size) for got in ids) - int((owner < K).sum())
+    source = owner == K
+    S = shuffle_matrix(placement_from_owner(owner, K + 1), placement_from_owner(nxt, K + 1))
+    bound = int(lower_bound(S).value)
+    owner[source] = nxt[source]
+    with setup_step(link, watchdog, "held: rows"):
+        link.share_array(owner)
+        for k in range(K):
+            link.send_rows(k, np.ascontiguousarray(dataset.data[np.flatnonzero(source & (nxt == k))]))
+    n = int(source.sum())
+    start = HeldStart(
+        K=K, held_records=N - n, dropped_records=dropped,
+        joined=tuple(k for k in range(K) if not ids[k].size),
+        source_records=n, source_bytes=n * dataset.record_bytes, bound=bound,
+    )  # fmt: skip
+    return placement_from_owner(owner, K), start
+
+
+def receive_held(
+    link: ControlLink, watchdog: Watchdog, held: Cache | None, checksums: np.ndarray, B: int
+) -> tuple[Cache, Placement]:
+    """Worker, collective with :func:`serve_held`: post the ids of ``held`` (what it holds) whose
+    rows pass their checksum in ``checksums`` (the master's table; a record that fails is treated
+    as absent), receive the placement of the holdings and the records it is given from the source.
+    Returns its cache under that placement (every row checked) and the placement."""
+    from ..codec import record_checksums
+
+    k = link.worker
+    assert k is not None
+    rows, ids, dropped = _checked_rows(held, checksums)
+    _holdings_round(link, watchdog, (ids, dropped))
+    N = int(np.asarray(checksums).size)
+    with setup_step(link, watchdog, "held: rows"):
+        owner = link.share_array(np.empty(N, dtype=np.int64))
+        placement = placement_from_owner(owner, link.K)
+        mine = np.asarray(placement.batch(k), dtype=np.int64)
+        new = mine[~np.isin(mine, ids)]
+        got = link.receive_rows(np.empty((new.size, B), dtype=np.uint8))
+    out = np.empty((mine.size, B), dtype=np.uint8)
+    kept = np.isin(mine, ids)
+    if kept.any():
+        assert held is not None
+        out[kept] = np.asarray(held.data)[rows[np.searchsorted(ids, mine[kept])]]
+    out[~kept] = got
+    if mine.size and not np.array_equal(record_checksums(out), np.asarray(checksums)[mine]):
+        raise IntegrityError(f"Worker {k}: the records it starts from do not match the master's checksums.")
+    return Cache(ids=mine, data=out, lengths=None), placement

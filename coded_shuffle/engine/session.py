@@ -54,6 +54,7 @@ from .protocol import (
     worker_transition,
 )
 from .report import LinkCounts, TransitionReport
+from .rest import HeldStart, receive_held, serve_held
 from .schedule import Epoch, EpochSchedule
 from .schemes import Planned, Scheme, Tamper
 from .state import synthetic_dataset
@@ -294,6 +295,26 @@ class Session:
         cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids])
         self._hold(cache, sums)
         return cache
+
+    def deal_held(self, work: Dataset, placement_next: Any) -> tuple[Any, HeldStart]:
+        """Master, instead of :meth:`deal` (one batch a worker): share the records' checksums, then
+        plan from what the workers hold (:func:`~coded_shuffle.engine.rest.serve_held`: what no
+        worker holds is sent from the source to its holder under ``placement_next``). Returns the
+        placement of the holdings, the first transition's ``p_t``, and how the start went."""
+        with self.setup("checksums"):
+            self.link.share_array(work.checksums)
+        self.units = work
+        return serve_held(self.link, self.dog, work, placement_next)
+
+    def receive_held(self, n_units: int, width: int, held: Callable[[np.ndarray], Cache | None]) -> Any:
+        """Worker, with the master's :meth:`deal_held`: the checksums, then what it holds, ``held``
+        of them (its records, checked against them; None: nothing), posted, and what it lacks
+        received. Returns the placement of the holdings."""
+        with self.setup("checksums"):
+            sums = self.link.share_array(np.empty(n_units, dtype=np.uint64))
+        cache, placement = receive_held(self.link, self.dog, held(sums), sums, width)
+        self._hold(cache, sums)
+        return placement
 
     def gather(self, source: Any, held: Any, n_units: int, width: int, *, stage: str = "checksums") -> Cache:
         """Every peer: its units under ``held`` read from ``source``, and every unit's checksum

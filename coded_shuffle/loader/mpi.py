@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
@@ -11,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_seconds
-from ..codec import Dataset
+from ..codec import Cache, Dataset
 from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
+from ..engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
 from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
 from ..engine.session import Session
@@ -40,6 +42,7 @@ from ._common import (
     check_decode,
     check_scheme,
     load_rows,
+    record_bytes_of,
     with_master,
 )
 
@@ -123,6 +126,16 @@ class MPILoader:
         :class:`EpochBatch` then yields ``(id, decode(record))``.
     balance : str
         As :class:`InProcessLoader`: ``"count"`` (default) or ``"bytes"``; the same on every rank.
+    cache_dir : str or os.PathLike, optional
+        A folder on each worker's host (given on every rank; the master reads none): worker ``k``
+        keeps its batch of every epoch in ``cache_dir/worker-<k>.cache``
+        (:mod:`coded_shuffle.engine.cache_dir`: crash-safe, checksummed), and the job starts from
+        what those files hold instead of a deal from the source: each worker reads its file back
+        and checks it against the master's checksums (a file cut short, altered or of another job
+        is treated as absent, in one line on ``stderr``: :attr:`cache_notes`), the master sends
+        from the source only the records no worker holds, and the first epoch comes by a
+        transition of the scheme from the holdings (:meth:`resume` with ``held``; :attr:`held_start`).
+        Fixed-size records, one batch a worker.
 
     Examples
     --------
@@ -152,8 +165,10 @@ class MPILoader:
         scheme: str | Scheme = "coded",
         decode: Callable[[np.ndarray], Any] | None = None,
         balance: str = "count",
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._scheme = check_scheme(scheme, auto=False)
+        self._holdings(cache_dir, storage)
         self.decode = check_decode(decode)
         self.balance = check_balance(balance)
         #: Each record's bytes when the batches are cut by bytes (known on a worker from its first batch).
@@ -206,6 +221,8 @@ class MPILoader:
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
             ds = self.dataset
+            if self._from_held and self.layout.variable:
+                raise ValueError("Argument 'cache_dir' needs records of one size, not of variable sizes.")
             # refused before the job
             _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable)
             self._sizes = batch_sizes_of(ds.N, ds.record_bytes, ds.lengths, self.balance)
@@ -215,12 +232,59 @@ class MPILoader:
         self._iterator: weakref.ref[Generator[EpochBatch, None, None]] | None = None
         compile_once(prog=_PROG, announce=self.is_master)  # every rank compiles; the master says so
 
-    def resume(self, start_epoch: int, epochs: int) -> None:
+    def _holdings(self, cache_dir: object, storage: object) -> None:
+        """The loader's ``cache_dir``, checked, and its start from the workers' holdings (none yet)."""
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError(f"Argument 'cache_dir' must be a folder's path, not {type(cache_dir).__name__}.")
+        if cache_dir is not None and storage != 1:
+            raise ValueError(
+                f"Argument 'cache_dir' needs one batch a worker (storage 1), not storage {storage!r}."
+            )
+        #: The folder of the workers' cache files, or None.
+        self.cache_dir: str | os.PathLike[str] | None = cache_dir
+        self._from_held = cache_dir is not None
+        self._held: Cache | None = None
+        self._read_from = cache_dir  # the folder of the cache files a worker starts from
+        #: On the master of a job that started from the workers' holdings: how it started.
+        self.held_start: HeldStart | None = None
+        #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
+        self.cache_notes: list[str] = []
+
+    def resume(self, start_epoch: int, epochs: int, *, held: object = False) -> None:
         """Before the job starts, on every rank: run ``epochs`` epochs from ``start_epoch`` instead
-        (a job resumed from a checkpoint, the loader built once)."""
+        (a job resumed from a checkpoint, the loader built once).
+
+        ``held`` not False (on every rank): the first epoch is not dealt from the source but comes
+        by a transition from what the workers hold: on a worker, ``held`` is its records (a
+        :class:`~coded_shuffle.codec.Cache` or an :class:`EpochBatch` it had, checked against the
+        master's checksums: a record that fails is treated as absent), a folder of cache files (its
+        own read back and checked, as with ``cache_dir``, none written), or None for nothing (or
+        its cache file, with ``cache_dir``); on the master, any of them but False. A worker that
+        holds nothing starts empty (as one that joins), a record no worker holds is sent from the
+        source, and the transition to the first epoch's batches is planned from the rest
+        (:attr:`held_start` on the master, with the bound of that rectangular shuffle; its report
+        is the first of :attr:`reports`).
+        """
         if self._used:
             raise RuntimeError("An MPILoader resumes before its job starts, not after.")
+        if isinstance(held, (str, os.PathLike)):
+            self._read_from, held = held, None
+        if isinstance(held, EpochBatch):
+            held = Cache(ids=np.asarray(held.ids, np.int64), data=record_bytes_of(held.records), lengths=None)
+        if held is not False and not (held is None or held is True or isinstance(held, Cache)):
+            raise TypeError(
+                f"Argument 'held' must be a Cache, a batch, a folder or None, not {type(held).__name__}."
+            )
+        if held is not False and self.transport.peers:
+            raise ValueError("Argument 'held' needs a job with a master, not a job of peers.")
+        if held is not False and self._storage != 1:
+            raise ValueError(
+                f"Argument 'held' needs one batch a worker (storage 1), not storage {self._storage!r}."
+            )
         self.epochs, self.start_epoch = _check_common(epochs, start_epoch, self.seed, self.strategy, 0)[:2]
+        if held is not False:
+            self._from_held = True
+            self._held = held if isinstance(held, Cache) else None
 
     def _start(self, what: str) -> None:
         if self._used:
@@ -263,8 +327,16 @@ class MPILoader:
             link.share((N, B, self.layout.dtype, self.layout.shape, ds.lengths))
         schedule = self._schedule(N, scheme)
         now = schedule.epoch(self.start_epoch)
-        session.deal(scheme.dataset(ds), now.held)
         reports = self.reports
+        if self._from_held:
+            if ds.variable:
+                raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
+            p_held, self.held_start = session.deal_held(scheme.dataset(ds), now.held)
+            (first,) = session.transition(p_held, now.held, epoch=now.t).reports
+            self._verified(first.verified, first.epoch)
+            reports.append(first)
+        else:
+            session.deal(scheme.dataset(ds), now.held)
         try:
             for turn in session.epochs(schedule, now, self.start_epoch + self.epochs - 1):
                 if turn.stopped is not None:  # a worker stopped: the job ends here
@@ -317,6 +389,29 @@ class MPILoader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _held_of(self, checksums: np.ndarray, B: int) -> Cache | None:
+        """A worker's records to start from: those given to :meth:`resume`, else what its cache file
+        still holds (checked against ``checksums``), else None."""
+        if self._held is not None or self._read_from is None:
+            return self._held
+        k = self.worker
+        assert k is not None
+        cache, note = load_worker_cache(self._read_from, k, table_dataset(checksums, B), seed=self.seed)
+        if note is not None:
+            self.cache_notes.append(note)
+            print(f"{_PROG}: rank {self.transport.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
+        return cache
+
+    def _keep(self, epoch: int, session: Session, B: int) -> None:
+        """With a ``cache_dir``: this worker's records of ``epoch`` to its file (crash-safe)."""
+        if self.cache_dir is None or self.worker is None:
+            return
+        cache, sums = session.cache, session.checksums
+        assert cache is not None and sums is not None
+        table = table_dataset(sums, B)
+        save_worker_cache(self.cache_dir, self.worker, cache.ids, np.asarray(cache.data), table,
+                          epoch=epoch, seed=self.seed)  # fmt: skip
+
     def _open(self) -> tuple[Session, EpochSchedule, Epoch]:
         """A worker, before its first batch: the job's sizes, scheme and checksums from the master,
         and its first units, received and checked (the session's start)."""
@@ -334,6 +429,16 @@ class MPILoader:
         session.schemes = (scheme,)
         schedule = self._schedule(N, scheme)
         now = schedule.epoch(self.start_epoch)
+        if self._from_held:
+            if variable:
+                raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
+            p_held = session.receive_held(N, B, lambda sums: self._held_of(sums, B))
+            self._held = None  # the session holds them now
+            result = session.transition(p_held, now.held, epoch=now.t).result
+            assert result is not None
+            self._verified(result.verified, now.t)
+            self._decoded = int(result.decoded)
+            return session, schedule, now
         cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held, variable=variable)
         assert session.checksums is not None
         if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
@@ -346,13 +451,16 @@ class MPILoader:
     def _worker_epochs(self) -> Generator[EpochBatch, None, None]:
         k = self.transport.worker
         assert k is not None
+        self._decoded = 0  # records the first epoch's transition decoded (a start from holdings)
         session, schedule, now = self._open()
         layout, scheme = self.layout, session.schemes[0]
         assert layout is not None and session.cache is not None
+        B = int(session.cache.data.shape[1])
         last = self.start_epoch + self.epochs - 1
         ended = closed = False
         try:
-            yield _batch(now.t, k, now.batch(k), session.cache, layout, decoded=0, scheme=scheme,
+            self._keep(now.t, session, B)
+            yield _batch(now.t, k, now.batch(k), session.cache, layout, decoded=self._decoded, scheme=scheme,
                          writable=self.writable, decode=self.decode)  # fmt: skip
             for turn in session.epochs(schedule, now, last):
                 if turn.stopped is not None or turn.result is None or turn.epoch is None:  # a worker stopped
@@ -362,6 +470,7 @@ class MPILoader:
                 self._verified(turn.result.verified, turn.epoch.t)
                 self.reports.extend(turn.reports)  # the leader's, among peers
                 now = turn.epoch
+                self._keep(now.t, session, B)
                 # the rows yielded are copies: the old cache's buffer holds the epoch after next
                 yield _batch(now.t, k, now.batch(k), turn.result.cache, layout, decoded=turn.result.decoded,
                              scheme=scheme, writable=self.writable, decode=self.decode)  # fmt: skip

@@ -18,7 +18,11 @@ A last argument ``storage=M`` makes every worker store ``M`` batches. An argumen
 file, of variable sizes: :class:`~coded_shuffle.records.FileRecords`), its batches cut by bytes
 (``balance="bytes"``): worker ``k`` writes each epoch's ids, the records' bytes end to end, their
 lengths and the decoded samples to ``OUT/v{k}_e{t}.npz``, the master the reports to
-``OUT/variable.json``.
+``OUT/variable.json``. An argument ``held=DIR`` then runs, in the same launch, two jobs with
+``cache_dir=DIR`` on the rows of ``DATA.npy``: epochs ``START`` and ``START + 1``, then (worker 0's
+file cut short, the last worker's removed, each by its own rank) epoch ``START + 2`` started from
+what the files hold: worker ``k`` writes its batch to ``OUT/h{k}.npz`` and its notes to
+``OUT/h{k}.json``, the master ``held_start`` and the report to ``OUT/held.json``.
 """
 
 from __future__ import annotations
@@ -62,6 +66,37 @@ def variable_job(files: str, out_dir: Path, epochs: int, start: int, seed: int) 
         )  # fmt: skip
 
 
+def held_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> None:
+    """Two jobs with ``cache_dir=folder``, the second started from what the first left in the files."""
+    import numpy as np
+
+    from coded_shuffle.loader import MPILoader
+    from coded_shuffle.transport import MPITransport
+
+    link = MPITransport()
+    source = data if link.is_master else None
+    first = MPILoader(source, epochs=2, start_epoch=start, seed=seed, transport=link, cache_dir=folder)
+    if first.is_master:
+        first.serve()
+    else:
+        for _ in first:
+            pass
+        mine = folder / f"worker-{first.worker}.cache"
+        if first.worker == 0:  # cut short: treated as absent
+            mine.write_bytes(mine.read_bytes()[:-7])
+        elif first.worker == link.K - 1:  # gone
+            mine.unlink()
+    again = MPILoader(source, epochs=1, start_epoch=start + 2, seed=seed, transport=link, cache_dir=folder)
+    if again.is_master:
+        reports = [r.to_dict() for r in again.serve()]
+        start_ = vars(again.held_start) if again.held_start is not None else None
+        (out_dir / "held.json").write_text(json.dumps({"start": start_, "reports": reports}))
+        return
+    for batch in again:
+        np.savez(out_dir / f"h{batch.worker}.npz", ids=batch.ids, records=batch.records, epoch=batch.epoch)
+    (out_dir / f"h{again.worker}.json").write_text(json.dumps(again.cache_notes))
+
+
 def main(argv: list[str]) -> int:
     import numpy as np
 
@@ -72,10 +107,13 @@ def main(argv: list[str]) -> int:
     data, out, epochs, start, seed, order, *rest = argv
     storage = next((int(x.split("=")[1]) for x in rest if x.startswith("storage=")), 1)
     variable = next((x.split("=", 1)[1] for x in rest if x.startswith("variable=")), None)
-    rest = [x for x in rest if not x.startswith(("storage=", "variable="))]
+    held = next((x.split("=", 1)[1] for x in rest if x.startswith("held=")), None)
+    rest = [x for x in rest if not x.startswith(("storage=", "variable=", "held="))]
     fault = rest[0] if rest else "none"
     if variable is not None:
         variable_job(variable, Path(out), int(epochs), int(start), int(seed))
+    if held is not None:
+        held_job(data, Path(held), Path(out), int(start), int(seed))
 
     class FaultyLink(MPITransport):
         """Worker 0 receives its deliveries with every payload byte flipped."""

@@ -253,6 +253,10 @@ def test_loader_exceptions(tmp_path):
         MPILoader(X, epochs=0)
     with pytest.raises(ValueError, match="'order'"):
         MPILoader(X, epochs=2, order="shuffled")
+    with pytest.raises(TypeError, match="'cache_dir' must be a folder's path, not int"):
+        MPILoader(X, epochs=2, cache_dir=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'cache_dir' needs one batch a worker"):
+        MPILoader(X, epochs=2, cache_dir=tmp_path, storage=2)
     with pytest.raises(TypeError, match="'source'"):
         load_rows({"x": 1})
 
@@ -285,13 +289,15 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
     path = tmp_path / "rows.npy"
     write_rows(path, N, rng)
     # with K = 3, the same launch first runs a job on files of variable sizes, cut by bytes
+    # and two jobs with cache_dir, the second started from what the first left in the files
     files = write_files(tmp_path / "files", 40, rng) if K == 3 else None
-    more = [f"variable={tmp_path / 'files'}"] if files else []
+    more = [f"variable={tmp_path / 'files'}", f"held={tmp_path / 'cache'}"] if files else []
     proc = run_program(K, path, tmp_path, epochs, start, seed, "auto", fault, *more)
     assert proc.returncode == 0, proc.stderr
+    X = np.load(path)
     if files:
         check_variable_job(tmp_path, files, K, seed, range(start, start + epochs))
-    X = np.load(path)
+        check_held_job(tmp_path, X, K, seed, start + 2)
     before: list[np.ndarray] = []
     for t in range(start, start + epochs):
         want = oracle_batches(N, K, seed=seed, epoch=t)
@@ -325,6 +331,38 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
             assert r["wire_bytes"] == ref.wire_bytes + r["repair_bytes"] and r["repair_bytes"] > 0
         else:
             assert r["repairs"] == 0 and r["wire_bytes"] == ref.wire_bytes
+
+
+def check_held_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:
+    """The job started at epoch ``t`` from the cache files of the job of epochs ``t - 2, t - 1``,
+    worker 0's file cut short and the last worker's removed: both start empty; every batch is
+    the rows of the file; only their records of epoch ``t - 1`` came from the source; the first
+    transition's bound is that of the same holdings in one process (:func:`elastic_transition`)."""
+    from coded_shuffle.engine.elastic import elastic_transition
+    from coded_shuffle.orders import placement_from_owner
+
+    N, B = X.shape[0], X.itemsize
+    want, was = oracle_batches(N, K, seed=seed, epoch=t), oracle_batches(N, K, seed=seed, epoch=t - 1)
+    for k in range(K):
+        got = np.load(out / f"h{k}.npz")
+        assert int(got["epoch"]) == t and np.array_equal(got["ids"], want[k])
+        assert got["records"].tobytes() == X[want[k]].tobytes()
+    notes = [json.loads((out / f"h{k}.json").read_text()) for k in range(K)]
+    assert len(notes[0]) == 1 and "Treated as absent" in notes[0][0] and not any(notes[1:])
+    held = json.loads((out / "held.json").read_text())
+    start, (rep,) = held["start"], held["reports"]
+    lost = was[0].size + was[K - 1].size
+    assert start["joined"] == [0, K - 1] and start["source_records"] == lost
+    assert start["held_records"] == N - lost and start["source_bytes"] == lost * B
+    assert rep["epoch"] == t and rep["verified"] and rep["records_checked"] == N
+    ds = load_dataset(X)
+    owner = np.zeros(N, dtype=np.int64)
+    for k, b in enumerate(want):
+        owner[b] = k
+    holdings = [None, *(ds.cache(was[k]) for k in range(1, K - 1)), None]
+    ref, _ = elastic_transition(ds, holdings, placement_from_owner(owner, K), epoch=t, seed=seed)
+    assert start["bound"] == ref.bound and ref.source_records == lost
+    assert rep["coded_symbols"] + lost >= start["bound"]
 
 
 def check_variable_job(out: Path, files: list[bytes], K: int, seed: int, epochs: range) -> None:

@@ -206,7 +206,7 @@ def _parsed(
 def _parsed_one(buf: np.ndarray, epoch: int, cache: Cache, fits: Callable[[Any], bool]) -> Any:
     """One frame of a delivery parsed, or None if it is malformed or does not ``fit`` (:func:`_parsed`)."""
     try:
-        frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]))
+        frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]), unpack=False)
     except DecodeError:
         return None
     return frame if fits(frame) else None
