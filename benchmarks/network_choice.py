@@ -32,7 +32,14 @@ fastest mode measured; the predicted times in the order of the measured ones; on
 without it (uncoded, exchange); on ``narrow-down`` at ``K = 8`` the scoped coded multicast at
 least 1.3 x faster than ``coded-all``.
 
-Needs root. Run: ``python benchmarks/network_choice.py [--workers 4,8] [--mib 64] [--epochs 5]``.
+``--busy B`` keeps ``B`` busy processes (``python -c 'while True: pass'``) beside every job, so
+that the two cores are shared as on a loaded host; then the target on ``edge`` at ``K = 8`` is the
+split and ``auto`` within 15 % of the fastest mode. ``--repeat R`` runs each mode's job ``R``
+times, the modes in turn, and takes the median of the jobs' figures (from one job to the next
+the same mode's time varies by up to 2.5 x on loaded cores).
+
+Needs root. Run: ``python benchmarks/network_choice.py [--workers 4,8] [--mib 64] [--epochs 5]
+[--busy 4] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -132,19 +139,35 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--json", action="store_true", help="also print every job's rows as JSON lines")
+    p.add_argument("--busy", type=int, default=0, help="busy processes beside every job")
+    p.add_argument("--repeat", type=int, default=1, help="jobs a mode, in turn; the median of theirs")
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("network_choice.py: needs root (network namespaces and tc)")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        run(args)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+
+
+def run(args: argparse.Namespace) -> None:
     met = True
-    print(f"{args.mib} MiB of {RECORD_BYTES} B records; seconds: median over transitions 2..{args.epochs}")
+    print(f"{args.mib} MiB of {RECORD_BYTES} B records; seconds: median over transitions 2..{args.epochs} "
+          f"(and over {args.repeat} jobs a mode); {args.busy} busy processes beside")  # fmt: skip
     print(f"{'topology':>12} {'K':>2} {'mode':>9} {'measured s':>11} {'predicted s':>12} {'bound s':>9}")
     for K in (int(k) for k in args.workers.split(",")):
         for topology in args.topologies.split(","):
             modes = modes_of(topology)
-            rows = {m: job(topology, K, m, args) for m in modes}
             pick, predicted = chosen(topology, K, args)
-            rows["auto"] = job(topology, K, pick, args)
-            measured = {m: steady(r) for m, r in rows.items()}
+            runs: dict[str, list[list[dict]]] = {m: [] for m in (*modes, "auto")}
+            for _ in range(args.repeat):  # the modes' jobs in turn, so that a slow spell hits each
+                for m in runs:
+                    runs[m].append(job(topology, K, pick if m == "auto" else m, args))
+            rows = {m: rs[0] for m, rs in runs.items()}
+            measured = {m: statistics.median(steady(r) for r in rs) for m, rs in runs.items()}
             if "coded-all" in rows:  # predicted on the same network, its switch flooding every group
                 predicted["coded-all"] = rows["coded-all"][0]["predicted_seconds"]["coded"]
             for m, r in rows.items():
@@ -159,11 +182,12 @@ def main() -> None:
             gap = measured["auto"] / measured[best] - 1
             order_pred = sorted(modes, key=lambda m: predicted[m])
             order_meas = sorted(modes, key=lambda m: measured[m])
-            ok = gap <= 0.10
+            ok = gap <= (0.15 if args.busy else 0.10)
             met &= ok
             same = "same" if order_pred == order_meas else "NOT the same"
             print(f"{'':>12} auto chose {pick}, the fastest measured is {best}: auto {gap:+.1%} "
-                  f"({'met' if ok else 'NOT met'}, target within 10 %); predicted order {order_pred}, "
+                  f"({'met' if ok else 'NOT met'}, target within {15 if args.busy else 10} %); "
+                  f"predicted order {order_pred}, "
                   f"measured {order_meas} ({same})")  # fmt: skip
             met &= order_pred == order_meas
             if "coded-all" in measured:
@@ -178,6 +202,11 @@ def main() -> None:
                 alone = measured["coded"] / measured["split"]
                 print(f"{'':>12} edge, K = 8: coded multicast {gain:.2f} x the best mode without it "
                       f"(target >= 1.3); the split {alone:.2f} x coded alone")  # fmt: skip
+                if args.busy:
+                    split = measured["split"] / measured[best] - 1
+                    met &= split <= 0.15
+                    print(f"{'':>12} edge, K = 8, {args.busy} busy: the split {split:+.1%} over the fastest "
+                          "(target within 15 %)")  # fmt: skip
     print("all targets met" if met else "some targets NOT met")
 
 

@@ -103,12 +103,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _uplink_pace(job: JobOptions) -> TokenBucket | None:
+    """With ``--link-mbps``, the bucket pacing a worker's sends of the exchange: at the uplink of
+    ``--network`` (``up=R``) when given, else at ``--link-mbps``; else None (unpaced)."""
+    if not job.link_mbps:
+        return None
+    up = None if job.network is None else Network.parse(job.network).up
+    return TokenBucket.from_mbps(up or job.link_mbps)
+
+
 def _master_link(comm: Any, job: JobOptions, dog: Watchdog) -> FramedLink:
     """The link of a job with a master: MPI, its broadcasts multicast with ``--multicast`` (every
     rank refuses the job, naming the first rank that cannot join the group)."""
     pace = TokenBucket.from_mbps(job.link_mbps) if job.link_mbps else None
     link = MPITransport(comm, pace=pace)
     link.exchange_schedule = job.exchange_schedule
+    link.exchange_pace = _uplink_pace(job)
     if job.multicast is None:
         return link
     group, port = parse_group(job.multicast)
@@ -145,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
         link = MPITransport(comm, peers=True)
         link.exchange_schedule = job.exchange_schedule
+        link.exchange_pace = _uplink_pace(job)
         code = peers(job, link, dog)
         if code or job.status_file:
             mpi_exit(code, status_file=job.status_file)

@@ -15,7 +15,9 @@ an all-to-all of byte buffers. An offer with rounds (each a matching,
 :func:`~coded_shuffle.plan.exchange_rounds`) goes in those rounds, one send and one receive of a
 worker each, with no barrier between rounds, when ``exchange_schedule = "rounds"`` (else all at
 once, the default); :meth:`FramedLink.collect_each` gives each round's frames as soon as that
-round is in, before the next round starts, so that they are decoded while it travels.
+round is in, before the next round starts, so that they are decoded while it travels. With
+:attr:`FramedLink.exchange_pace` (a bucket at the worker's uplink rate), a worker's sends of the
+exchange, all at once or in rounds, go in pieces paced by it, point to point.
 
 A link implements the primitives of :class:`~coded_shuffle.transport.control.ControlPlane` (a
 broadcast from the root, tagged messages, sends and receives between ranks at once, a barrier,
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import zip_longest
 from typing import Any
 
 import numpy as np
@@ -37,7 +40,7 @@ from .._checks import check_int
 from ..codec._common import _aligned_empty
 from ..errors import TransportError
 from .base import LinkStats, TokenBucket, _as_frame, _counted, _offers, _rounds, _unicast
-from .control import _ROUND_TAG, _TAG, ControlPlane, _pickled
+from .control import _ROUND_TAG, _TAG, ControlPlane, Transfers, _pickled
 
 #: Control message kinds sent ahead of the frames of one ``send`` or ``send_to``.
 _BCAST, _UNICAST = 1, 2
@@ -111,6 +114,20 @@ class FramedLink(ControlPlane):
         self.exchange_schedule = "alltoall"
         self._offered: dict[int, list[np.ndarray]] = {}
         self._rounds: list[tuple[int, int, int]] | None = None
+        #: Paces what this worker sends the others in the exchange (its uplink), if set: every
+        #: worker's bucket at one rate, since the pieces of a send (50 ms of that rate) are cut
+        #: alike on both sides. The exchange then goes point to point, never in a collective.
+        self.exchange_pace: TokenBucket | None = None
+
+    def _exchange_pieces(self, transfers: Transfers) -> Transfers:
+        """The exchange's ``transfers`` cut into pieces of 50 ms at :attr:`exchange_pace`'s rate
+        (at least 64 KiB), taken in turn, a piece of each transfer after the other; whole if unpaced."""
+        pace = self.exchange_pace
+        if pace is None:
+            return transfers
+        step = min(1 << 26, max(1 << 16, int(pace.rate / 20)))
+        each = [[(a[lo : lo + step], r) for lo in range(0, a.shape[0], step)] for a, r in transfers]
+        return [t for turn in zip_longest(*each) for t in turn if t is not None]
 
     # ---- the exchange's primitives, over the link's sends and receives between ranks
 
@@ -118,16 +135,16 @@ class FramedLink(ControlPlane):
         """Worker: send ``send`` to worker ``to`` and receive worker ``frm``'s bytes into ``recv``,
         both at once, and return when both are done (None: that side has nothing this round)."""
         self._pairwise_raw(
-            [(send, self.rank_of(to))] if send is not None and send.shape[0] else [],
-            [(recv, self.rank_of(frm))] if recv is not None and recv.shape[0] else [],
-            tag=_ROUND_TAG,
-        )
+            self._exchange_pieces([(send, self.rank_of(to))] if send is not None and send.shape[0] else []),
+            self._exchange_pieces([(recv, self.rank_of(frm))] if recv is not None and recv.shape[0] else []),
+            tag=_ROUND_TAG, pace=self.exchange_pace,
+        )  # fmt: skip
 
     def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
         """Worker, collective among the workers: send worker ``j`` the buffers ``send[j]`` (uint8),
         one after the other; return what each worker sent this one, in worker order, one buffer
         each. Here point to point, the sizes first, then the bytes (a link may override it with a
-        collective of its own)."""
+        collective of its own, when :attr:`exchange_pace` is not set)."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
         me = self.worker
@@ -140,10 +157,11 @@ class FramedLink(ControlPlane):
             tag=_ROUND_TAG,
         )  # fmt: skip
         out = {r: np.empty(int(got[r][0]), dtype=np.uint8) for r in others}
+        mine = [(flat[j], self.rank_of(j)) for j in range(self.K) if j != me and flat[j].shape[0]]
         self._pairwise_raw(
-            [(flat[j], self.rank_of(j)) for j in range(self.K) if j != me and flat[j].shape[0]],
-            [(out[r], r) for r in others if out[r].shape[0]],
-            tag=_ROUND_TAG,
+            self._exchange_pieces(mine),
+            self._exchange_pieces([(out[r], r) for r in others if out[r].shape[0]]),
+            tag=_ROUND_TAG, pace=self.exchange_pace,
         )  # fmt: skip
         return [out[self.rank_of(j)] if j != me else np.empty(0, np.uint8) for j in range(self.K)]
 

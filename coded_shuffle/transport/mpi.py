@@ -155,9 +155,12 @@ class MPITransport(FramedLink):
     def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
         """Worker: ``MPI_Alltoallv`` of bytes among the workers, after one ``MPI_Alltoall`` of the
         counts (the master takes no part); in rounds when a rank would move more than
-        :attr:`max_call_bytes`."""
+        :attr:`max_call_bytes`. With :attr:`exchange_pace`, point to point instead, each send
+        paced (:meth:`FramedLink._alltoall_raw`): a collective cannot be."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
+        if self.exchange_pace is not None:
+            return super()._alltoall_raw(send)
         counts = np.array([sum(b.shape[0] for b in bs) for bs in send], dtype=np.int64)
         recv = np.empty(self.K, dtype=np.int64)
         self._workers.Alltoall(counts, recv)

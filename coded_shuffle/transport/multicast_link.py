@@ -99,6 +99,7 @@ class MulticastLink(FramedLink):
         #: The wrapped link.
         self.inner = link
         self.exchange_schedule = link.exchange_schedule
+        self.exchange_pace = link.exchange_pace
         rooms = link._gather_values(max_memberships())
         room = link.share(None if rooms is None else min(rooms))
         K = self.K if scope == "receivers" and 2 <= self.K and self.K + 1 <= room else None

@@ -133,11 +133,15 @@ def control(link) -> None:
 
 def exchange(link) -> None:
     """A worker of ``link``: four rounds of offers, each collected and checked."""
+    from coded_shuffle.transport import TokenBucket
+
     k = link.worker
     for rnd in range(4):  # a link is used again and again; one round's offer never leaks into the next
         # all at once, then in rounds of matchings, then rounds offered to a link that sends at once,
         # then in rounds again, each round's frames given as they come
         link.exchange_schedule = "alltoall" if rnd == 2 else "rounds"
+        # rounds 1 and 2 paced (a bucket on the worker's uplink): the sends point to point, in pieces
+        link.exchange_pace = TokenBucket(1e9) if rnd in (1, 2) else None
         link.offer(k, offered(k, link.K, rnd), rounds=schedule(k, link.K, rnd))
         if rnd == 3:
             check_each(list(link.collect_each(k)), k, link.K, rnd)
