@@ -59,7 +59,7 @@ Usage::
     python benchmarks/streaming_epochs.py --replot rows.jsonl --plot out.png
 
 mosaicml-streaming is not a dependency of the package: put it in a separate virtualenv, e.g.
-``python -m venv /tmp/svenv && /tmp/svenv/bin/pip install mosaicml-streaming`` (pip brings torch,
+``python -m venv VENV && VENV/bin/pip install mosaicml-streaming`` (pip brings torch,
 torchvision and, for 0.13.0, CUDA wheels: several GB). Without it the shards are written from the
 format's layout and only our rows and the baselines are shown.
 """
