@@ -110,15 +110,21 @@ def test_the_mode_and_storage_are_checked_by_name():
     assert scheme_for("alltoallv", K=3).name == "exchange"
 
 
-@pytest.mark.parametrize("M", [1, 2])
-def test_among_peers_a_damaged_unit_is_fetched_again_from_another_holder(M):
-    K = 4
+def _peers_of(K: int, M: int) -> tuple:
+    """An exchange among ``K`` peers storing ``M`` batches: the dataset of 48 records of 768 B, the
+    scheme, its units, the placements of epochs 0 and 1, and each worker's cache of epoch 0."""
     ds = records(48, 768)
     scheme = scheme_for("exchange", K=K, storage=M, peers=True)
     work = scheme.dataset(ds)
     held = scheme.start(epoch_placement(ds.N, K, seed=0, epoch=0))
     nxt = scheme.following(held, epoch_placement(ds.N, K, seed=0, epoch=1))
-    caches = [work.cache(scheme.held(held, k)) for k in range(K)]
+    return ds, scheme, work, held, nxt, [work.cache(scheme.held(held, k)) for k in range(K)]
+
+
+@pytest.mark.parametrize("M", [1, 2])
+def test_among_peers_a_damaged_unit_is_fetched_again_from_another_holder(M):
+    K = 4
+    ds, scheme, work, held, nxt, caches = _peers_of(K, M)
     offers = []  # (sender, receiver, units) of every offer, in order
 
     class Flip(InProcessTransport):
@@ -243,12 +249,7 @@ def test_each_round_is_decoded_before_the_next_arrives(M, monkeypatch):
     from coded_shuffle.codec import HeldDecoder
 
     K = 4
-    ds = records(48, 768)
-    scheme = scheme_for("exchange", K=K, storage=M, peers=True)
-    work = scheme.dataset(ds)
-    held = scheme.start(epoch_placement(ds.N, K, seed=0, epoch=0))
-    nxt = scheme.following(held, epoch_placement(ds.N, K, seed=0, epoch=1))
-    caches = [work.cache(scheme.held(held, k)) for k in range(K)]
+    ds, scheme, work, held, nxt, caches = _peers_of(K, M)
     events = []
     decoded = threading.Condition()
     real_add = HeldDecoder.add

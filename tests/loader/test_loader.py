@@ -23,7 +23,7 @@ from coded_shuffle.loader import EpochBatch, InProcessLoader, MPILoader, load_ro
 from coded_shuffle.orders import OrderSpec, epoch_order, epoch_permutation
 from coded_shuffle.records import NpyRecords
 from coded_shuffle.transport import InProcessTransport
-from tests.loader.variable_records import byte_cuts, write_files
+from tests.loader.variable_records import byte_cuts, check_variable_batch, write_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "tests" / "loader" / "mpi_loader_prog.py"
@@ -374,10 +374,7 @@ def check_variable_job(out: Path, files: list[bytes], K: int, seed: int, epochs:
         want = byte_cuts(np.asarray(epoch_permutation(N, seed=seed, epoch=t)), sizes, K)
         for k in range(K):
             got = np.load(out / f"v{k}_e{t}.npz")
-            assert np.array_equal(got["ids"], want[k]) and np.array_equal(got["sample_ids"], want[k])
-            assert got["lengths"].tolist() == sizes[want[k]].tolist()
-            assert got["records"].tobytes() == b"".join(files[i] for i in want[k])
-            assert got["samples"].tobytes() == b"".join(files[i][::-1] for i in want[k])
+            check_variable_batch(got, want[k], files)
             assert int(got["decoded"]) == (np.setdiff1d(want[k], before[k]).size if before else 0)
         before = want
     reports = json.loads((out / "variable.json").read_text())

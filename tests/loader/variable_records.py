@@ -29,3 +29,13 @@ def write_files(root: Path, N: int, rng: np.random.Generator) -> list[bytes]:
     for i, r in enumerate(records):
         (root / f"{i:04d}.bin").write_bytes(r)
     return records
+
+
+def check_variable_batch(got: dict, want: np.ndarray, files: list[bytes]) -> None:
+    """A worker's batch of an epoch as its loader program wrote it (``got``, the ``.npz``): the ids
+    ``want`` in order, each record its file's bytes at its own length, never padded, and each
+    sample the program's decode of it (the bytes reversed)."""
+    assert np.array_equal(got["ids"], want) and np.array_equal(got["sample_ids"], want)
+    assert got["lengths"].tolist() == [len(files[i]) for i in want]
+    assert got["records"].tobytes() == b"".join(files[i] for i in want)
+    assert got["samples"].tobytes() == b"".join(files[i][::-1] for i in want)
