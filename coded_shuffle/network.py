@@ -43,6 +43,8 @@ the job's workers. For one transition of ``N`` records of ``B`` bytes with shuff
   bytes into each rack; the relays of a coded broadcast without multicast a chain in rack order).
 
 :func:`transition_times` returns both and the fastest mode, :data:`MODES` order breaking ties.
+Records of any sizes (:func:`predict_bytes`): ``S`` in bytes, the coded symbols each as long as
+its longer record, the genie bound weighted by size (``proofs/claim_14_byte_bound.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from coded_shuffle.codec import load_dataset
 from coded_shuffle.engine import run
-from coded_shuffle.network import Network, predict_bytes
+from coded_shuffle.network import Network, predict_bytes, transition_times
 from coded_shuffle.orders import epoch_placement, placement_from_owner
 from coded_shuffle.plan import plan_delivery
 
@@ -110,3 +110,7 @@ def test_predict_bytes_exceptions():
         predict_bytes(a, b, sizes=[1, 2], network="up=1,down=1")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="'placement_t' must be a Placement"):
         predict_bytes(None, b, sizes=[1, 2], network=net)
+    for bad in ([[1]], [[0, -1], [-1, 0]], [[0, float("nan")], [1, 0]], "pairs"):
+        with pytest.raises(ValueError, match="'pair_symbols' must be a 2 x 2 matrix of finite non-negative"):
+            transition_times([[0, 1], [1, 0]], record_bytes=1, network=net, coded_symbols=1,
+                             lower_bound_symbols=1, pair_symbols=bad)  # fmt: skip
