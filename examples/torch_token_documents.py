@@ -44,7 +44,7 @@ from torch.utils.data import DataLoader
 
 from coded_shuffle.torch import CodedIterableDataset
 
-N, V, EPOCHS, SEED, MINIBATCH = 400, 12, 5, 0, 8
+N, V, EPOCHS, SEED, MINIBATCH = 400, 12, 4, 0, 8
 PAD = V  # the padding token: an index of its own, never a target
 TOLERANCE = 0.05  # nats above the generating chain's loss on the same documents
 
