@@ -338,7 +338,7 @@ class MPILoader:
             reports.append(first)
         else:  # the lengths went with the sizes (a schedule by bytes needs them): not again here
             work = scheme.dataset(ds)
-            session.deal(dataclasses.replace(work, lengths=None), now.held)
+            session.deal(work if work.lengths is None else dataclasses.replace(work, lengths=None), now.held)
             session.units = work
         try:
             for turn in session.epochs(schedule, now, self.start_epoch + self.epochs - 1):
