@@ -2,7 +2,9 @@
 reads (:class:`Loads`), each mode's links and their times (:data:`LINKS`), the busiest of them its
 time (:data:`PREDICTIONS`), the split's best share (:func:`split_time`), the binding link
 (:func:`binding`) and why a mode is chosen (:func:`explain`). Rates in bytes a second, loads in
-bytes; :func:`coded_shuffle.network.transition_times` makes the loads of a transition.
+bytes; :func:`coded_shuffle.network.transition_times` makes the loads of a transition. The order-2
+symbols of each pair of workers (:func:`pairs_of`, :func:`scoped_symbols`) say what a snooping
+switch sends each downlink; :func:`symbol_bytes` counts a plan's symbols in bytes, records of any sizes.
 """
 
 from __future__ import annotations
@@ -10,15 +12,21 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from ._checks import check_number
+from .matrix import elastic_matrix
+
+if TYPE_CHECKING:
+    from .plan import DeliveryPlan
 
 __all__ = [
-    "Loads", "PREDICTIONS", "MODES", "LINKS", "SPLIT_MARGIN", "binding", "explain", "split_time",
-    "exchange_links", "exchange_seconds", "coded_links", "coded_seconds", "uncoded_links", "uncoded_seconds",
-    "split_links", "split_seconds",
+    "Loads", "TransitionTimes", "PREDICTIONS", "MODES", "LINKS", "SPLIT_MARGIN", "binding", "explain",
+    "split_time", "exchange_links", "exchange_seconds", "coded_links", "coded_seconds", "uncoded_links",
+    "uncoded_seconds", "split_links", "split_seconds", "pairs_of", "scoped_symbols", "symbol_bytes",
 ]  # fmt: skip
 
 #: A split is predicted (and chosen) only where it saves at least this share of the time of the
@@ -27,6 +35,40 @@ __all__ = [
 #: (docs/benchmarks.md): predicted 0.3 % under the coded multicast, the split took 15 % more; 9 to
 #: 23 % under, it took 9 to 14 % less.
 SPLIT_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class TransitionTimes:
+    """A transition's lower bound on time, each mode's predicted time (seconds) and the fastest."""
+
+    bound_seconds: float
+    predicted_seconds: dict[str, float]
+    choice: str
+    why: str
+    #: The predicted time of the best split (:func:`split_time`, ``--mode split``) where it beats
+    #: both the coded broadcast and the exchange alone by :data:`SPLIT_MARGIN`, and the share of the
+    #: moved records the master codes in it; None otherwise.
+    split_seconds: float | None = None
+    split_coded_share: float | None = None
+    #: Each mode's binding link, the term of the max its prediction is (:func:`binding`): ``master``
+    #: (the master's uplink), ``downlink`` (the busiest worker's), ``uplink`` (the busiest
+    #: worker's; ``relays`` where a chain of workers forwards the coded symbols), ``rack-up``,
+    #: ``rack-down`` (the busiest rack's uplink to the spine, downlink from it), several joined
+    #: by ``=`` where they tie; None for a mode the network cannot run or a split not predicted.
+    binding_links: dict[str, str | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: a mode the network cannot run is None."""
+        return {
+            "time_bound_seconds": self.bound_seconds,
+            "predicted_seconds": {
+                m: (v if math.isfinite(v) else None) for m, v in self.predicted_seconds.items()
+            },
+            "choice": self.choice,
+            "split_seconds": self.split_seconds,
+            "split_coded_share": self.split_coded_share,
+            "binding_links": dict(self.binding_links),
+        }
 
 
 class _RackTerms(NamedTuple):
@@ -302,3 +344,83 @@ def split_time(
                     candidates.add(a)
     best = min(sorted(candidates), key=busiest)
     return best, busiest(best)
+
+
+def _moved(S: np.ndarray) -> np.ndarray:
+    """Square shuffle matrix ``S`` without its diagonal (the records that stay put)."""
+    off = np.array(S, dtype=np.int64)
+    np.fill_diagonal(off, 0)
+    return off
+
+
+def pairs_of(S: np.ndarray, given: object = None) -> np.ndarray:
+    """The coded plan's order-2 symbols between each pair of workers of square shuffle matrix
+    ``S``, symmetric: ``given`` checked (a ``K x K`` matrix of finite non-negative numbers, the
+    plan's own, e.g. in bytes), else ``min(S[i][j], S[j][i])`` (the plan's count of them).
+
+    Examples
+    --------
+    >>> pairs_of(np.array([[0, 2, 1], [3, 0, 0], [1, 0, 0]])).tolist()
+    [[0, 2, 1], [2, 0, 0], [1, 0, 0]]
+    """
+    if given is None:
+        off = _moved(S)
+        return np.minimum(off, off.T)
+    try:
+        pairs = np.asarray(given, dtype=np.float64)
+    except (TypeError, ValueError):
+        pairs = np.full(0, np.nan)
+    if pairs.shape != S.shape or not np.isfinite(pairs).all() or (pairs < 0).any():
+        raise ValueError(
+            f"Argument 'pair_symbols' must be a {S.shape[0]} x {S.shape[0]} matrix of finite non-negative "
+            f"numbers (the order-2 symbols of each pair of workers), not {given!r}."
+        )
+    return pairs
+
+
+def scoped_symbols(S: object, coded_symbols: float, *, pair_symbols: object = None) -> float:
+    """The most coded symbols one worker receives when each goes only to its scoped group
+    (:mod:`coded_shuffle.transport.multicast`): the order-2 symbols of its pairs (``pair_symbols``,
+    :func:`pairs_of`: by default ``min(S[i][j], S[j][i])`` with each other worker ``i``), and
+    every other symbol of the ``coded_symbols`` (those of the leftovers' cycles, read by more
+    than two; a point sent alone, read by one, counted too: an upper bound). In bytes where all
+    three are (records of any sizes, :func:`symbol_bytes`).
+
+    Examples
+    --------
+    Three workers each sending the others 30: 60 order-2 symbols per worker of the 90 in all.
+
+    >>> scoped_symbols([[0, 30, 30], [30, 0, 30], [30, 30, 0]], 90)
+    60.0
+    """
+    S = elastic_matrix(S)
+    pairs = pairs_of(S, pair_symbols)
+    rest = check_number(coded_symbols, "coded_symbols") - float(pairs.sum()) / 2
+    return float(pairs.sum(axis=0).max(initial=0)) + max(rest, 0.0)
+
+
+def symbol_bytes(plan: DeliveryPlan, sizes: np.ndarray) -> tuple[int, np.ndarray]:
+    """The bytes of ``plan``'s symbols (a plan of whole records), each as long as the longer of its
+    records (``sizes``, bytes each: checked by the caller), and of each pair of workers' order-2
+    symbols (``K x K``, symmetric), the two loads of a coded delivery in bytes.
+
+    Examples
+    --------
+    Records of 5 and 4 bytes move from worker 0 to 1, one of 9 bytes back, one of 1 byte from 1
+    to 2 and one of 3 bytes from 2 to 0: the longer of the first two joins the 9 bytes in one
+    order-2 symbol of 9 bytes; the other (4 bytes) closes a 3-cycle, two symbols of 4 and 3 bytes.
+
+    >>> from coded_shuffle.orders import placement_from_owner
+    >>> from coded_shuffle.plan import plan_delivery
+    >>> a, b = placement_from_owner([0, 1, 2, 0, 1], 3), placement_from_owner([1, 2, 0, 1, 0], 3)
+    >>> sizes = np.array([5, 1, 3, 4, 9])
+    >>> total, pairs = symbol_bytes(plan_delivery(a, b, sizes=sizes), sizes)
+    >>> total, pairs.tolist()
+    (16, [[0, 9, 0], [9, 0, 0], [0, 0, 0]])
+    """
+    a, b, _ = plan.transmissions()
+    longer = np.maximum(sizes[a], np.where(b >= 0, sizes[np.maximum(b, 0)], 0))
+    K = plan.K
+    pairs = np.zeros((K, K), dtype=np.int64)
+    np.add.at(pairs, (plan.pair_i, plan.pair_j), longer[: plan.pair_x.shape[0]])
+    return int(longer.sum()), pairs + pairs.T

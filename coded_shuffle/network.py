@@ -43,6 +43,8 @@ the job's workers. For one transition of ``N`` records of ``B`` bytes with shuff
   bytes into each rack; the relays of a coded broadcast without multicast a chain in rack order).
 
 :func:`transition_times` returns both and the fastest mode, :data:`MODES` order breaking ties.
+Records of any sizes (:func:`predict_bytes`): ``S`` in bytes, the coded symbols each as long as
+its longer record, the genie bound weighted by size (``proofs/claim_14_byte_bound.py``).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -61,6 +63,8 @@ from ._predictions import (
     PREDICTIONS,
     SPLIT_MARGIN,
     Loads,
+    TransitionTimes,
+    _moved,
     _RackTerms,
     _split,
     binding,
@@ -69,19 +73,22 @@ from ._predictions import (
     exchange_links,
     exchange_seconds,
     explain,
+    pairs_of,
+    scoped_symbols,
     split_links,
     split_seconds,
     split_time,
+    symbol_bytes,
     uncoded_links,
     uncoded_seconds,
 )
 from .matrix import elastic_matrix
 
 __all__ = [
-    "Network", "TransitionTimes", "transition_times", "predict", "split_time", "split_share", "explain",
-    "scoped_symbols", "binding", "rack_loads", "MODES", "SPLIT_MARGIN", "Loads", "PREDICTIONS", "LINKS",
-    "exchange_seconds", "coded_seconds", "uncoded_seconds", "split_seconds", "exchange_links", "coded_links",
-    "uncoded_links", "split_links",
+    "Network", "TransitionTimes", "transition_times", "predict", "predict_bytes", "split_time", "split_share",
+    "explain", "scoped_symbols", "binding", "rack_loads", "MODES", "SPLIT_MARGIN", "Loads", "PREDICTIONS",
+    "LINKS", "exchange_seconds", "coded_seconds", "uncoded_seconds", "split_seconds", "exchange_links",
+    "coded_links", "uncoded_links", "split_links",
 ]  # fmt: skip
 _RATES = ("master", "up", "down")
 _FLAGS = ("multicast", "snooping")
@@ -321,40 +328,6 @@ def _racks_text(racks: tuple[int, ...]) -> str:
     return f"{len(racks)}x{racks[0]}" if len(set(racks)) == 1 else "+".join(map(str, racks))
 
 
-@dataclass(frozen=True)
-class TransitionTimes:
-    """A transition's lower bound on time, each mode's predicted time (seconds) and the fastest."""
-
-    bound_seconds: float
-    predicted_seconds: dict[str, float]
-    choice: str
-    why: str
-    #: The predicted time of the best split (:func:`split_time`, ``--mode split``) where it beats
-    #: both the coded broadcast and the exchange alone by :data:`SPLIT_MARGIN`, and the share of the
-    #: moved records the master codes in it; None otherwise.
-    split_seconds: float | None = None
-    split_coded_share: float | None = None
-    #: Each mode's binding link, the term of the max its prediction is (:func:`binding`): ``master``
-    #: (the master's uplink), ``downlink`` (the busiest worker's), ``uplink`` (the busiest
-    #: worker's; ``relays`` where a chain of workers forwards the coded symbols), ``rack-up``,
-    #: ``rack-down`` (the busiest rack's uplink to the spine, downlink from it), several joined
-    #: by ``=`` where they tie; None for a mode the network cannot run or a split not predicted.
-    binding_links: dict[str, str | None] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready: a mode the network cannot run is None."""
-        return {
-            "time_bound_seconds": self.bound_seconds,
-            "predicted_seconds": {
-                m: (v if math.isfinite(v) else None) for m, v in self.predicted_seconds.items()
-            },
-            "choice": self.choice,
-            "split_seconds": self.split_seconds,
-            "split_coded_share": self.split_coded_share,
-            "binding_links": dict(self.binding_links),
-        }
-
-
 def _bytes_per_second(mbit: float | None) -> float:
     return 0.0 if mbit is None else mbit * 1e6 / 8
 
@@ -366,12 +339,16 @@ def _check_network(network: object) -> Network:
 
 
 def transition_times(
-    S: object, *, record_bytes: int, network: Network, coded_symbols: float, lower_bound_symbols: float
-) -> TransitionTimes:
+    S: object, *, record_bytes: int, network: Network, coded_symbols: float, lower_bound_symbols: float,
+    pair_symbols: object = None,
+) -> TransitionTimes:  # fmt: skip
     """The bound and the predictions of the module docstring for shuffle matrix ``S`` (``K_t x
     K_{t+1}`` when the number of workers changes: :func:`~coded_shuffle.matrix.elastic_matrix`
     of it), records of ``record_bytes`` bytes, the coded plan's ``coded_symbols`` and the genie
-    lower bound's ``lower_bound_symbols`` (both in records, non-negative).
+    lower bound's ``lower_bound_symbols`` (both in records, non-negative); ``pair_symbols``, the
+    plan's order-2 symbols between each pair of workers (default ``min(S[i][j], S[j][i])``),
+    what a snooping switch sends each downlink. Records of any sizes: ``S`` in bytes
+    (``record_bytes=1``) and the symbols' bytes (:func:`predict_bytes`).
 
     Examples
     --------
@@ -398,8 +375,9 @@ def transition_times(
         cuts.append(lb * B / master)
     coded_b = coded * B
     # what the busiest downlink carries of the coded symbols: all, or with snooping its groups'
-    heard_b = scoped_symbols(S, coded) * B if network.snooping else coded_b
-    rack = _rack_terms(S, B, network, coded) if network.racks is not None else None
+    pairs = pairs_of(S, pair_symbols)
+    heard_b = scoped_symbols(S, coded, pair_symbols=pairs) * B if network.snooping else coded_b
+    rack = _rack_terms(S, B, network, coded, pairs) if network.racks is not None else None
     if rack is not None:
         cuts += rack.cuts
     loads = Loads(d, o, W, coded_b, heard_b, master, up, down, network.multicast, rack)
@@ -452,11 +430,12 @@ def rack_loads(S: object, *, racks: object) -> dict[str, list[int]]:
     }
 
 
-def _rack_heard(S: np.ndarray, coded_symbols: float, rack: np.ndarray) -> float:
+def _rack_heard(
+    S: np.ndarray, coded_symbols: float, rack: np.ndarray, pairs: np.ndarray | None = None
+) -> float:
     """The most coded symbols one rack's downlink carries when each goes only to its scoped group
     (:func:`scoped_symbols` for a rack: the pairs with a member in it, and every other symbol)."""
-    off = _moved(S)
-    pairs = np.minimum(off, off.T)
+    pairs = pairs_of(S, pairs)
     rest = max(coded_symbols - float(pairs.sum()) / 2, 0.0)
     most = 0.0
     for r in range(int(rack.max(initial=0)) + 1):
@@ -466,7 +445,9 @@ def _rack_heard(S: np.ndarray, coded_symbols: float, rack: np.ndarray) -> float:
     return most + rest
 
 
-def _rack_terms(S: np.ndarray, B: int, network: Network, coded: float) -> _RackTerms:
+def _rack_terms(
+    S: np.ndarray, B: int, network: Network, coded: float, pairs: np.ndarray | None = None
+) -> _RackTerms:
     """The cuts, each mode's rack links' times and the split's rack lines of :func:`transition_times`
     on a network with racks (rates in bytes a second)."""
     assert network.racks is not None
@@ -480,7 +461,7 @@ def _rack_terms(S: np.ndarray, B: int, network: Network, coded: float) -> _RackT
             cuts.append(loads["out_of"][r] * B / (min(ru, h * up) + master))
     coded_b = coded * B
     several = len(network.racks) > 1
-    heard = _rack_heard(S, coded, network.rack_of()) * B if network.snooping else coded_b
+    heard = _rack_heard(S, coded, network.rack_of(), pairs) * B if network.snooping else coded_b
     terms = {
         "exchange": {"rack-up": out / ru, "rack-down": into / rd},
         # multicast: the spine replicates, each rack's downlink carries a symbol once; else a
@@ -491,13 +472,6 @@ def _rack_terms(S: np.ndarray, B: int, network: Network, coded: float) -> _RackT
     }  # fmt: skip
     split = {"rack_missing": into, "rack_only": out, "rack_heard": heard, "rack_up": ru, "rack_down": rd}
     return _RackTerms(cuts, terms, split)
-
-
-def _moved(S: np.ndarray) -> np.ndarray:
-    """Square shuffle matrix ``S`` without its diagonal (the records that stay put)."""
-    off = np.array(S, dtype=np.int64)
-    np.fill_diagonal(off, 0)
-    return off
 
 
 def _loads(S: np.ndarray, B: int) -> tuple[float, float, float]:
@@ -537,26 +511,6 @@ def split_share(S: object, *, network: Network) -> float:
     return share
 
 
-def scoped_symbols(S: object, coded_symbols: float) -> float:
-    """The most coded symbols one worker receives when each goes only to its scoped group
-    (:mod:`coded_shuffle.transport.multicast`): the order-2 symbols of its pairs, ``min(S[i][j],
-    S[j][i])`` with each other worker ``i``, and every other symbol of the ``coded_symbols``
-    (those of the leftovers' cycles, read by more than two; a point sent alone, read by one,
-    counted too: an upper bound).
-
-    Examples
-    --------
-    Three workers each sending the others 30: 60 order-2 symbols per worker of the 90 in all.
-
-    >>> scoped_symbols([[0, 30, 30], [30, 0, 30], [30, 30, 0]], 90)
-    60.0
-    """
-    off = _moved(elastic_matrix(S))
-    pairs = np.minimum(off, off.T)
-    rest = check_number(coded_symbols, "coded_symbols") - float(pairs.sum()) / 2
-    return float(pairs.sum(axis=0).max(initial=0)) + max(rest, 0.0)
-
-
 def predict(S: object, *, record_bytes: int, network: Network, strategy: str = "greedy") -> TransitionTimes:
     """:func:`transition_times` of shuffle matrix ``S``, with the coded load and the lower bound
     computed here (:func:`~coded_shuffle.plan.rates`, :func:`~coded_shuffle.bounds.lower_bound`):
@@ -585,3 +539,36 @@ def predict(S: object, *, record_bytes: int, network: Network, strategy: str = "
         S, record_bytes=record_bytes, network=network, coded_symbols=float(r.coded),
         lower_bound_symbols=int(lower_bound(S).value),
     )  # fmt: skip
+
+
+def predict_bytes(
+    placement_t: object, placement_t1: object, *, sizes: object, network: Network, strategy: str = "greedy"
+) -> TransitionTimes:  # fmt: skip
+    """:func:`predict` of records of any sizes (``sizes``, the bytes of each), every link's load in
+    bytes: those of the shuffle matrix in bytes ``S_B`` (what each worker misses, what only one
+    holds, what moves), the coded plan's that pairs records of similar sizes (the engine's, each
+    symbol as long as its longer record; :func:`~coded_shuffle._predictions.symbol_bytes`, with
+    each pair of workers' order-2 symbols) and the genie bound weighted by size
+    (``proofs/claim_14_byte_bound.py`` (e)).
+
+    Examples
+    --------
+    A swap of records of 250,000 and 125,000 bytes on links of 1 Mbit/s (125,000 bytes a second):
+    the exchange's busiest link and the one coded symbol carry 250,000 bytes.
+
+    >>> from coded_shuffle.orders import placement_from_owner
+    >>> a, b = placement_from_owner([0, 1], 2), placement_from_owner([1, 0], 2)
+    >>> t = predict_bytes(a, b, sizes=[250_000, 125_000], network=Network.parse("master=1,up=1,down=1"))
+    >>> t.bound_seconds, t.predicted_seconds["exchange"], t.predicted_seconds["coded"]
+    (2.0, 2.0, 2.0)
+    """
+    from .bounds import lower_bound
+    from .matrix import shuffle_matrix
+    from .plan import plan_delivery
+
+    S_B = shuffle_matrix(placement_t, placement_t1, sizes=sizes)  # type: ignore[arg-type]  # checks all three
+    d = np.asarray(sizes, dtype=np.int64)
+    plan = plan_delivery(placement_t, placement_t1, strategy=strategy, sizes=d)  # type: ignore[arg-type]
+    coded, pairs = symbol_bytes(plan, d)
+    return transition_times(S_B, record_bytes=1, network=network, coded_symbols=coded,
+                            lower_bound_symbols=lower_bound(S_B).value, pair_symbols=pairs)  # fmt: skip

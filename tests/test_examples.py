@@ -17,7 +17,7 @@ from tests.cases import EXAMPLE_1
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ALL = sorted((ROOT / "examples").glob("*.py"))
 # Run under a launcher (torchrun or mpiexec) by their own tests (tests/test_torch.py).
-LAUNCHED = {"torch_ddp"}
+LAUNCHED = {"torch_ddp", "torch_token_documents"}
 EXAMPLES = [p for p in ALL if p.stem not in LAUNCHED]
 
 

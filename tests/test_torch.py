@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,8 @@ def write_varfiles(d: Path, rng: np.random.Generator) -> np.ndarray:
 SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DATA and OUT
     "torchrun-3": ("torchrun", 3, {"files": ("files", 3, 2, 0, 1, "persistent"),
                                    "wide": ("wide", 3, 0, 0, 1),
-                                   "varfiles": ("varfiles", 3, 2, 0, 1)}),
+                                   "varfiles": ("varfiles", 3, 2, 0, 1),
+                                   "example": ("example", 0, 0, 0, 0)}),
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
                                    "exchange": ("struct", 3, 2, 0, 1, "exchange"),
                                    "save": ("struct", 3, 0, 0, 1, "save"),
@@ -429,6 +431,18 @@ def test_ddp_example(how):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "every worker saw exactly its batch every epoch" in proc.stdout
     assert "3 coded deliveries verified" in proc.stdout
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_the_token_documents_example_trains_under_torchrun(shared):
+    """examples/torch_token_documents.py, run in the processes of the shared job (K = 3): every
+    document once an epoch in padded minibatches, equal steps, the loss near the chain's, every
+    delivery verified and under the uncoded bytes (its asserts); what it prints."""
+    proc, _, _ = shared.run("torchrun-3", "example")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"master: 3 coded deliveries verified, \d+ bytes against \d+ uncoded", proc.stdout)
+    assert re.search(r"loss \d\.\d+ -> \d\.\d+; the generating chain's \d\.\d+", proc.stdout)
 
 
 @needs_torch

@@ -39,6 +39,9 @@ Rank 0 serves and writes the reports to ``OUT/reports.json`` (under ``exchange``
 worker leads the transitions, writes its dataset's ``reports`` after the last epoch). Under
 ``torchrun`` the job is over ``torch.distributed`` (gloo), under ``mpiexec`` over MPI.
 
+``LAYOUT`` ``example`` (its other arguments unread) runs ``examples/torch_token_documents.py``'s job
+in these processes, its asserts its checks.
+
 Runs joined by ``+`` run one after the other in the same job, each with its own dataset (its own
 links) and its own ``OUT``: the tests read several runs of one launch. ``torchrun`` starts a
 job of ``K + 1`` processes whichever run comes first: a run under ``exchange`` takes them all as
@@ -79,6 +82,12 @@ def one_run(argv: list[str]) -> int:
 
     from coded_shuffle.torch import CodedIterableDataset
 
+    if argv[0] == "example":  # examples/torch_token_documents.py, in this job's processes
+        import runpy
+
+        example = Path(__file__).resolve().parents[1] / "examples" / "torch_token_documents.py"
+        runpy.run_path(str(example))["run"]()
+        return 0
     layout, data, out, epochs, num_workers, drop_last, prefetch, *rest = argv
     state = rest[0] if rest else "none"
     data_dir, out_dir = Path(data), Path(out)

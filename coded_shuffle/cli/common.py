@@ -333,17 +333,24 @@ def add_network_argument(parser: argparse.ArgumentParser) -> None:
 
 def auto_mode(
     N: int, K: int, seed: int, spec: OrderSpec, record_bytes: int, network: Any, strategy: str | None,
-    *, epoch: int = 0, refusal: Callable[[str], str | None] | None = None,
+    *, epoch: int = 0, refusal: Callable[[str], str | None] | None = None, sizes: Any = None,
 ) -> tuple[str, str]:  # fmt: skip
     """``--mode auto``: the mode of least predicted time of the first transition on ``network``,
     and the one line that says which and why. With ``refusal`` (a mode's refusal of the options
     given, or None where they can run it), only among the modes it lets run: the line then names
-    a faster mode left out and why; a UsageError where it lets none run."""
+    a faster mode left out and why; a UsageError where it lets none run. ``sizes``: the bytes of
+    each record, where they differ (the times then count every link's bytes)."""
     from ..engine.schedule import predicted_times
     from ..network import explain
 
-    t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes,
-                        network=network, strategy=strategy or "greedy")  # fmt: skip
+    if sizes is None:
+        t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes,
+                            network=network, strategy=strategy or "greedy")  # fmt: skip
+    else:
+        from .sized import sized_predicted_times
+
+        t = sized_predicted_times(K, seed=seed, spec=spec, epoch=epoch, sizes=sizes, network=network,
+                                  strategy=strategy or "greedy")  # fmt: skip
     if refusal is None:
         return t.choice, f"mode auto chose {t.why}, on {network}"
     fastest = sorted((v, i, m) for i, (m, v) in enumerate(t.predicted_seconds.items()) if math.isfinite(v))

@@ -88,9 +88,9 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
     the options given can run (the checks of each mode, as if it had been given), said in one line
     on standard error."""
     if filled.data is not None:
-        N, B, _ = data_records(filled, args.workers)  # of one size: --network refuses others
+        N, B, sizes = data_records(filled, args.workers)  # sizes: None where the records have one
     else:
-        N, B = filled.points, filled.record_bytes
+        N, B, sizes = filled.points, filled.record_bytes, None
 
     def refusal(mode: str) -> str | None:
         try:
@@ -100,7 +100,8 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
         return None
 
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),
-                           filled.strategy, epoch=filled.start_epoch, refusal=refusal)  # fmt: skip
+                           filled.strategy, epoch=filled.start_epoch, refusal=refusal,
+                           sizes=sizes)  # fmt: skip
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     return argparse.Namespace(**{**vars(args), "mode": mode})
 

@@ -33,7 +33,7 @@ from .common import (
     worker_counts,
 )
 from .data import add_data_arguments, open_data, refuse_format_options, sizes_refusal, sizes_text
-from .sized import ByteBound
+from .sized import ByteBound, sized_time_lines
 
 _SIM_COLUMNS = (
     "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "saving", "framing",
@@ -181,8 +181,7 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
             f"--storage {args.storage}": args.storage != 1,
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",
-            f"--mode {args.mode}": args.mode in ("auto", "split"),
-            "--network": args.network is not None,
+            f"--mode {args.mode}": args.mode == "split",  # its share is set on counts
         })  # fmt: skip
         if problem is not None:
             raise UsageError(problem)
@@ -216,11 +215,8 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     groups = ["packing", "planning", "ordering", "decoding"]
     groups += ["feistel"] if spec.name == "feistel" else []
     compile_kernels(groups + (["storage"] if args.storage > 1 else []))
-    mode, chose = args.mode, ""
-    if mode == "auto":
-        mode, chose = auto_mode(
-            args.points, args.workers, args.seed, spec, args.record_bytes, network, args.strategy
-        )
+    mode, chose = _mode(args, spec, network)
+    sizes = getattr(args, "sizes", None)
     # A tiny run first: the compiled kernels load here, so that the first transition's time is
     # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
@@ -242,8 +238,10 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     def on_transition(rep: Any) -> None:
         d = rep.to_dict()
-        if bound is not None:  # records of different sizes: the bound weighted by size
+        if bound is not None:  # records of different sizes: the bound weighted by size, times in bytes
             d["lower_bound_bytes"], d["lower_bound_bytes_exact"] = bound(rep.epoch)
+            if network is not None:
+                d.update(bound.times(rep.epoch, network))
         verified[0] &= bool(d["verified"])
         if args.json:
             print(json.dumps(d), flush=True)
@@ -254,7 +252,8 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     options = dict(
         epochs=args.epochs, seed=args.seed, strategy=args.strategy, on_transition=on_transition, order=spec,
-        subpackets=args.subpackets, storage=args.storage, mode=mode, network=network,
+        subpackets=args.subpackets, storage=args.storage, mode=mode,
+        network=network if sizes is None else None,  # records of different sizes: timed here, in bytes
     )  # fmt: skip
     with bar:
         if source is None:
@@ -264,12 +263,29 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     if not args.json:
         print_table(iter(rows), _columns(bound is not None), sys.stdout)
         _print_footer(args, mode)
-        if network is not None and args.storage == 1:  # the times are those of whole records
+        if network is not None and args.storage == 1 and sizes is not None:  # in bytes
+            print("\n".join(sized_time_lines(reports, sizes)))
+        elif network is not None and args.storage == 1:  # the times are those of whole records
             print_times(reports)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
     return 0
+
+
+def _mode(args: argparse.Namespace, spec: Any, network: Any) -> tuple[str, str]:
+    """``--mode``, and with ``auto`` the mode it chose and why; on records of different sizes
+    (``args.sizes``) chosen on the times in bytes, the split left out (its share is set on counts
+    of records)."""
+    if args.mode != "auto":
+        return args.mode, ""
+    sizes = getattr(args, "sizes", None)
+
+    def refusal(mode: str) -> str | None:
+        return sizes_refusal(args.data, sizes, {"--mode split": True}) if mode == "split" else None
+
+    return auto_mode(args.points, args.workers, args.seed, spec, args.record_bytes, network, args.strategy,
+                     refusal=None if sizes is None else refusal, sizes=sizes)  # fmt: skip
 
 
 def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | None:
@@ -283,7 +299,7 @@ def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | None:
 
     K = args.workers
     schedule = EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme_for("coded", K=K))
-    return ByteBound(schedule, sizes)
+    return ByteBound(schedule, sizes, strategy=args.strategy)
 
 
 _ELASTIC_COLUMNS = (

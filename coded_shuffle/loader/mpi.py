@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import sys
 import weakref
@@ -335,8 +336,10 @@ class MPILoader:
             (first,) = session.transition(p_held, now.held, epoch=now.t).reports
             self._verified(first.verified, first.epoch)
             reports.append(first)
-        else:
-            session.deal(scheme.dataset(ds), now.held)
+        else:  # the lengths went with the sizes (a schedule by bytes needs them): not again here
+            work = scheme.dataset(ds)
+            session.deal(work if work.lengths is None else dataclasses.replace(work, lengths=None), now.held)
+            session.units = work
         try:
             for turn in session.epochs(schedule, now, self.start_epoch + self.epochs - 1):
                 if turn.stopped is not None:  # a worker stopped: the job ends here
@@ -439,7 +442,9 @@ class MPILoader:
             self._verified(result.verified, now.t)
             self._decoded = int(result.decoded)
             return session, schedule, now
-        cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held, variable=variable)
+        cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held)
+        if variable:  # their lengths came with the sizes, not again with the checksums
+            cache = session.cache = dataclasses.replace(cache, lengths=np.asarray(lengths)[cache.ids])
         assert session.checksums is not None
         if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
             raise IntegrityError(

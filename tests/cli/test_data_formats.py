@@ -112,9 +112,12 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     tokens, _ = _tokens(tmp_path)
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
-    # records of different sizes run at one batch a worker, whole, and without a network's times
+    # records of different sizes run at one batch a worker, whole, and without a split (its share
+    # is set on counts)
     var = [*base, "--data", str(tmp_path / "var")]
-    for option, named in ((["--storage", "2"], "--storage 2"), (["--network", "up=1,down=1"], "--network")):
+    split = ["--mode", "split", "--network", "master=1,down=1,multicast"]
+    split += ["--multicast"] if command == "run" else []
+    for option, named in ((["--storage", "2"], "--storage 2"), (split, "--mode split")):
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
         assert line.endswith(f"{tmp_path / 'var'} are 10 to 15 B, mean 12.5 B\n")
@@ -184,22 +187,52 @@ def _check_bytes(r: dict, sizes: np.ndarray, K: int, seed: int) -> None:
     assert brute_bound(S_B) <= r["coded_bytes"] < moved  # pairs pad to the longer record, and still gain
 
 
+#: The network of the times of records of different sizes: 1 Mbit/s is 125,000 bytes a second.
+NET, RATES = "master=100,up=50,down=100", {"master": 100 * 125_000, "up": 50 * 125_000, "down": 100 * 125_000}
+
+
+def _check_times(r: dict, sizes: np.ndarray, K: int, seed: int, *, measured: bool) -> None:
+    """A report's times on :data:`NET` against each link's bytes counted here from the records
+    written (what the busiest worker misses, what only one holds, what moves); the coded
+    broadcast's symbols (the report's coded bytes) cross the master's link, every downlink and,
+    without multicast, the relays' uplinks."""
+    S_B = _byte_matrix(sizes, K, seed, r["epoch"])
+    off = S_B - np.diag(np.diag(S_B))
+    down, only, moved = off.sum(axis=0).max(), off.sum(axis=1).max(), off.sum()
+    p = r["predicted_seconds"]
+    assert r["network"] == NET and p["split"] is None
+    assert p["exchange"] == pytest.approx(max(down / RATES["down"], only / RATES["up"]))
+    assert p["uncoded"] == pytest.approx(max(moved / RATES["master"], down / RATES["down"]))
+    assert p["coded"] == pytest.approx(r["coded_bytes"] / min(RATES.values()))
+    bound = max(down / RATES["down"], only / (RATES["up"] + RATES["master"]))
+    assert r["time_bound_seconds"] == pytest.approx(bound)
+    assert r["time_gap"] == (pytest.approx(r["seconds"] / bound - 1) if measured else None)
+
+
 @pytest.mark.parametrize("mode", ["coded", "uncoded", "exchange"])
 def test_simulate_runs_records_of_different_sizes_in_bytes(mode, tmp_path, capsys):
     path, records = _variable_files(tmp_path)
     sizes = np.array([len(r) for r in records])
     argv = ["simulate", "-K", str(K), "--transitions", "2", "--seed", "4", "--data", path, "--mode", mode]
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--json", "--network", NET]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
     for r in rows:
         _check_bytes(r, sizes, K, 4)
+        _check_times(r, sizes, K, 4, measured=False)
     if mode == "coded":  # the table has the bound weighted by size beside the one in records
         assert main([*argv, "--no-progress"]) == 0
         out = capsys.readouterr().out.splitlines()
         assert out[0].startswith(f"K = 3, N = 40, records of {sizes.min()} to {sizes.max()} B, mean ")
         head = out[1].strip().split("  ")
         assert head[head.index("uncoded MB") + 1].strip() == "bound MB"
+        # --mode auto chooses on the times in bytes: the one of least predicted time, said so
+        assert main([*argv[:-1], "auto", "--network", NET, "--json"]) == 0
+        got = capsys.readouterr()
+        auto = [json.loads(line) for line in got.out.splitlines()]
+        first = min(auto[0]["predicted_seconds"].items(), key=lambda kv: kv[1] or float("inf"))[0]
+        assert got.err.startswith(f"coded-shuffle: mode auto chose {first}: predicted ")
+        assert {r["mode"] for r in auto} == {first}
         # workers that come and go, on the same records
         assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode, "--json"]) == 0
         elastic = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -245,9 +278,10 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
                 info.size = len(data)
                 tar.addfile(info, fileobj=io.BytesIO(data))
     jobs = [
-        (records, 2, ["--data", path, "--mode", "all", "--transitions", "2"]),
-        (samples, K, ["--data", str(tmp_path / "shard-0.tar"), "--field", "jpg", "--mode", "exchange"]),
-    ]
+        (records, 2, ["--data", path, "--mode", "all", "--transitions", "2", "--network", NET]),
+        (samples, K, ["--data", str(tmp_path / "shard-0.tar"), "--field", "jpg", "--mode", "exchange",
+                      "--network", NET]),
+    ]  # fmt: skip
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
         cmd.append("--json")
@@ -259,6 +293,7 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         assert [r["mode"] for r in rows] == modes * (len(rows) // len(modes)) and rows
         for r in rows:
             _check_bytes(r, sizes, workers, 4)
+            _check_times(r, sizes, workers, 4, measured=True)
             assert r["digests"] == _digests(written, workers, 4, r["epoch"])
 
 

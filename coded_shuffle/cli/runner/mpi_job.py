@@ -69,7 +69,7 @@ from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
 from ...records import npy_header, npy_problem
 from ...transport import ControlLink
 from ..data import sizes_text
-from ..sized import SIZED_COLUMNS, SIZED_WIDTHS, ByteBound, sized_cells, sized_legend
+from ..sized import SIZED_COLUMNS, SIZED_WIDTHS, ByteBound, sized_cells, sized_legend, sized_time_lines
 from .hooks import hooks
 from .options import JobOptions
 from .probe import ProbedRates
@@ -311,9 +311,9 @@ def job_refusal(
             return sizes
     if N < K:
         return f"the dataset has {N} records, fewer than the {K} workers"
-    sized = ((job.network is not None, "--network"), (job.storage != 1, f"--storage {job.storage}"))
+    sized = ((job.mode == "split", "--mode split"), (job.storage != 1, f"--storage {job.storage}"))
     for given, flag in sized:
-        if variable and given:  # times of records of one size; pieces of one size
+        if variable and given:  # a split's share set on counts; pieces of one size
             return f"{flag} needs records of one size: those of --data {job.data} differ in size"
     if not peers and job.max_frame_bytes < B:
         return (
@@ -380,6 +380,9 @@ class Results:
         self.bound = bound
         #: The network the job says it runs on: each row then has its time bound and gap to it.
         self.network = None if job.network is None else Network.parse(job.network)
+        #: The network the reports are timed on by the protocol: on records of different sizes
+        #: none, each row timed here in bytes (:meth:`~coded_shuffle.cli.sized.ByteBound.times`).
+        self.timed_on = self.network if bound is None else None
         self._timed: list[dict[str, Any]] = []
         #: The rows of the table, for its legend.
         self._rows: list[dict[str, Any]] = []
@@ -427,6 +430,8 @@ class Results:
         d = rep.to_dict(links)
         if self.bound is not None:
             d["lower_bound_bytes"], d["lower_bound_bytes_exact"] = self.bound(rep.epoch)
+            if self.network is not None:
+                d.update(self.bound.times(rep.epoch, self.network, seconds=rep.seconds))
         return d
 
     def row(self, rep: TransitionReport, lost_all: bool = False, links: LinkCounts | None = None) -> None:
@@ -434,7 +439,7 @@ class Results:
         ``lost_all``: no worker received a byte of its multicast delivery; ``links``: the bytes
         the interfaces counted (``--count-links``)."""
         flat = self._dict(rep, links)
-        if rep.on_network is not None:
+        if flat["network"] is not None:
             self._timed.append(flat)
         if lost_all:
             print(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
@@ -453,7 +458,8 @@ class Results:
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
         if self.table and self._timed:
-            for line in time_lines(self._timed):
+            b = self.bound
+            for line in time_lines(self._timed) if b is None else sized_time_lines(self._timed, b.sizes):
                 self._print(line)
         if self.out is not None and self.out is not self.res:
             self.out.close()
@@ -486,13 +492,14 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     session.deal(ep.scheme.dataset(dataset), now.held)
     warm = warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
     probe = probe_links(session, job)
-    bound = None if dataset.lengths is None else ByteBound(ep.schedule, dataset.lengths)
+    lengths = dataset.lengths
+    bound = None if lengths is None else ByteBound(ep.schedule, lengths, strategy=job.strategy)
     results = Results(job, K, records_text(K, N, B, dataset.lengths), ep.scheme.holding.note(B), warm, probe,
                       bound)  # fmt: skip
     session.opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,
-        records=(N, B), network=results.network, measured=True,
+        records=(N, B), network=results.timed_on, measured=True,
     )  # fmt: skip
     session.extras = dataclasses.replace(session.extras, planned_by=ep.scheme, report=results.row)
     all_ok = True
