@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,9 @@ from .inprocess import drive
 from .protocol import MasterOptions
 from .report import TransitionReport
 from .schedule import EpochSchedule
-from .schemes import scheme_for
+from .schemes import Scheme, scheme_for
 
-__all__ = ["RecoveryReport", "storage_restart", "save_storage"]
+__all__ = ["RecoveryReport", "RestorePlan", "restore_plan", "storage_restart", "save_storage", "holders_of"]
 
 
 @dataclass(frozen=True)
@@ -105,42 +106,126 @@ def save_storage(
     return list(save_cache_dir(cache_dir, caches, work, epoch=epoch, seed=seed))
 
 
-def _restore(
-    work: Dataset, holdings: list[Cache | None], expected: list[np.ndarray], holders: np.ndarray, K: int
-) -> tuple[list[Cache], int, int, int]:
-    """Every worker's storage ``expected[k]`` from its own checked pieces, another holder's (one
-    restored before counts), or the source; returns the caches, and the pieces kept, from peers
-    and from the source (a piece no worker held is read from the source once)."""
-    have = []
+@dataclass(frozen=True)
+class RestorePlan:
+    """How every worker's storage ``expected[k]`` comes back, in two steps.
+
+    First the source sends worker ``k`` the pieces ``source[k]`` (each a piece no worker held:
+    sent once, to the first worker that stores it); then the workers send each other the pieces
+    ``peers[k]``, piece ``peers[k][i]`` from worker ``senders[k][i]``, which held it from the start
+    or has it from the source. ``kept[k]``: the pieces worker ``k`` still held, checked.
+    """
+
+    expected: tuple[np.ndarray, ...]
+    kept: tuple[np.ndarray, ...]
+    source: tuple[np.ndarray, ...]
+    peers: tuple[np.ndarray, ...]
+    senders: tuple[np.ndarray, ...]
+
+    def counts(self) -> tuple[int, int, int]:
+        """Pieces kept, had from peers and from the source, over every worker."""
+        return tuple(sum(int(a.size) for a in part) for part in (self.kept, self.peers, self.source))  # type: ignore[return-value]
+
+    def sent_by(self, h: int, j: int) -> np.ndarray:
+        """The pieces worker ``h`` sends worker ``j``, in the order of ``peers[j]``."""
+        return self.peers[j][self.senders[j] == h]
+
+
+def restore_plan(
+    have: list[np.ndarray], expected: list[np.ndarray], holders: np.ndarray, K: int
+) -> RestorePlan:
+    """The plan that gives every worker ``k`` its storage ``expected[k]`` back from ``have`` (the
+    pieces each still holds, checked): its own, then each piece it lacks from another holder that
+    has it (:func:`_senders`: the holders share the work), or from the source when none has it,
+    once: a later worker that stores it too has it from the first.
+
+    Examples
+    --------
+    >>> exp = [np.array([0, 1]), np.array([0, 1])]  # both workers store pieces 0 and 1
+    >>> plan = restore_plan([np.array([0, 1]), np.empty(0, np.int64)], exp, np.array([3, 3]), 2)
+    >>> plan.counts(), plan.sent_by(0, 1).tolist()
+    ((2, 2, 0), [0, 1])
+    """
+    units = max((int(e.max()) + 1 for e in expected if e.size), default=0)
+    first = np.full(units, -1, dtype=np.int64)  # the worker that has a piece from the source
+    kept, source, peers, senders = [], [], [], []
     for k in range(K):
-        c = holdings[k]
+        need = np.asarray(expected[k], dtype=np.int64)
+        own = np.isin(need, have[k])
+        lack = need[~own]
+        sender = np.asarray(_senders(lack, holders, have, k, K), dtype=np.int64)
+        none = np.flatnonzero(sender < 0)
+        sender[none] = first[lack[none]]
+        first[lack[none][sender[none] < 0]] = k
+        kept.append(need[own])
+        source.append(lack[sender < 0])
+        peers.append(lack[sender >= 0])
+        senders.append(sender[sender >= 0])
+    return RestorePlan(tuple(expected), tuple(kept), tuple(source), tuple(peers), tuple(senders))
+
+
+def _checked_have(
+    work: Dataset, holdings: list[Cache | None], expected: list[np.ndarray]
+) -> list[np.ndarray]:
+    """The pieces of ``expected[k]`` that worker ``k``'s cache holds with their load-time checksum."""
+    have = []
+    for k, c in enumerate(holdings):
         ids = np.empty(0, np.int64) if c is None else np.asarray(c.ids, dtype=np.int64)
         ok = np.zeros(ids.size, dtype=bool)
         if ids.size:
             ok = c.checksums() == work.checksums[ids]  # type: ignore[union-attr]
         have.append(np.intersect1d(ids[ok], expected[k]))
-    caches, kept, peers, source = [], 0, 0, 0
-    for k in range(K):
-        need = expected[k]
-        data = np.empty((need.size, work.record_bytes), dtype=np.uint8)
-        own = np.isin(need, have[k])
-        if own.any():
-            c = holdings[k]
-            data[own] = np.asarray(c.data)[c.rows(need[own])]  # type: ignore[union-attr]
-        kept += int(own.sum())
-        lack = np.flatnonzero(~own)
-        sender = _senders(need[lack], holders, have, k, K)
-        for h in np.unique(sender[sender >= 0]):  # from the other holders, in turn
-            at = lack[sender == h]
-            c = holdings[int(h)]
-            data[at] = np.asarray(c.data)[c.rows(need[at])]  # type: ignore[union-attr]
-        at = lack[sender < 0]  # held by no worker: from the source
-        data[at] = work.data[need[at]]
-        peers += int(np.sum(sender >= 0))
-        source += int(at.size)
-        caches.append(Cache(ids=need.copy(), data=data, lengths=None))
-        holdings[k], have[k] = caches[-1], need  # restored: it serves the workers after it
-    return caches, kept, peers, source
+    return have
+
+
+def _rows_of(cache: Cache | None, ids: np.ndarray, width: int) -> np.ndarray:
+    """The rows of ``ids`` from ``cache`` (each held)."""
+    if not ids.size:
+        return np.empty((0, width), dtype=np.uint8)
+    assert cache is not None
+    return np.asarray(cache.data)[cache.rows(ids)]
+
+
+def _first_step(
+    own: Cache | None, kept: np.ndarray, source: np.ndarray, rows: np.ndarray, width: int
+) -> Cache:
+    """What a worker holds after the source's step: the pieces ``kept`` of ``own`` and those of
+    ``source`` (their ``rows``), by increasing id."""
+    ids = np.concatenate([kept, source])
+    data = np.concatenate([_rows_of(own, kept, width), rows.reshape(-1, width)])
+    order = np.argsort(ids, kind="stable")
+    return Cache(ids=ids[order], data=data[order], lengths=None)
+
+
+def _last_step(first: Cache, plan: RestorePlan, k: int, got: dict[int, np.ndarray], width: int) -> Cache:
+    """Worker ``k``'s storage, ``plan.expected[k]`` in order: from ``first`` (its pieces after the
+    source's step) and ``got[h]`` (the rows worker ``h`` sent it, in the plan's order)."""
+    need = plan.expected[k]
+    data = np.empty((need.size, width), dtype=np.uint8)
+    mine = first.rows(need)
+    data[mine >= 0] = np.asarray(first.data)[mine[mine >= 0]]
+    for h, rows in got.items():
+        data[np.searchsorted(need, plan.sent_by(h, k))] = rows.reshape(-1, width)
+    return Cache(ids=need.copy(), data=data, lengths=None)
+
+
+def _restore(
+    work: Dataset, holdings: list[Cache | None], expected: list[np.ndarray], holders: np.ndarray, K: int
+) -> tuple[list[Cache], RestorePlan]:
+    """Every worker's storage ``expected[k]`` by :func:`restore_plan`, in this process."""
+    plan = restore_plan(_checked_have(work, holdings, expected), expected, holders, K)
+    width = work.record_bytes
+    first = [
+        _first_step(holdings[k], plan.kept[k], plan.source[k], work.data[plan.source[k]], width)
+        for k in range(K)
+    ]
+    caches = [
+        _last_step(
+            first[k], plan, k, {h: _rows_of(first[h], plan.sent_by(h, k), width) for h in range(K)}, width
+        )
+        for k in range(K)
+    ]
+    return caches, plan
 
 
 def _senders(pieces: np.ndarray, holders: np.ndarray, have: list[np.ndarray], k: int, K: int) -> np.ndarray:
@@ -156,6 +241,14 @@ def _senders(pieces: np.ndarray, holders: np.ndarray, have: list[np.ndarray], k:
     key = np.where(has, turn, K)
     first = np.argmin(key, axis=1)
     return np.where(key.min(axis=1, initial=K) < K, first, -1) if pieces.size else np.empty(0, np.int64)
+
+
+def holders_of(scheme: Scheme, held: Any) -> np.ndarray:
+    """Each unit's holders under ``held`` as a bitmask (one word a unit): a storage's holder sets,
+    or, one batch a worker, its one holder."""
+    if scheme.M > 1:
+        return np.asarray(held.holders).reshape(-1)
+    return np.left_shift(np.uint64(1), np.asarray(held.owner, dtype=np.uint64))
 
 
 def storage_restart(
@@ -198,11 +291,8 @@ def storage_restart(
     loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed, epoch=epoch)
     holdings = list(loaded)
     expected = [scheme.held(now.held, k) for k in range(K)]
-    if scheme.M > 1:
-        holders = np.asarray(now.held.holders).reshape(-1)
-    else:  # one batch a worker: a record's one holder is its owner
-        holders = np.left_shift(np.uint64(1), np.asarray(now.placement.owner, dtype=np.uint64))
-    caches, kept, peers, source = _restore(work, holdings, expected, holders, K)
+    caches, plan = _restore(work, holdings, expected, holders_of(scheme, now.held), K)
+    kept, peers, source = plan.counts()
     for k, c in enumerate(caches):  # every piece restored, checked before it is used
         if not np.array_equal(c.checksums(), work.checksums[c.ids]):
             raise IntegrityError(f"Worker {k}: a restored piece fails its checksum.")  # pragma: no cover
