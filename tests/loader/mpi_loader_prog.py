@@ -24,7 +24,8 @@ file cut short, the last worker's removed, each by its own rank) epoch ``START +
 what the files hold: worker ``k`` writes its batch to ``OUT/h{k}.npz`` and its notes to
 ``OUT/h{k}.json``, the master ``held_start`` and the report to ``OUT/held.json``; then the same
 with a storage of 2 batches in ``DIR-storage`` (the last worker's file removed, a host lost;
-epochs ``START + 2``, ``START + 3`` restarted): ``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``.
+epochs ``START + 2``, ``START + 3`` restarted, then ``START + 4`` with every file):
+``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``.
 """
 
 from __future__ import annotations
@@ -100,8 +101,9 @@ def held_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> N
 
 
 def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> None:
-    """Two jobs storing 2 batches with ``cache_dir=folder``: epochs ``start``, ``start + 1``, then
-    (the last worker's file removed: its host lost) ``start + 2``, ``start + 3`` restarted from the files."""
+    """Jobs storing 2 batches with ``cache_dir=folder``: epochs ``start``, ``start + 1``, then (the
+    last worker's file removed: its host lost) ``start + 2``, ``start + 3`` restarted from the
+    files, then ``start + 4`` restarted from them all."""
     import numpy as np
 
     from coded_shuffle.loader import MPILoader
@@ -118,14 +120,15 @@ def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -
             pass
         if first.worker == link.K - 1:
             (folder / f"worker-{first.worker}.cache").unlink()
-    again = MPILoader(source, epochs=2, start_epoch=start + 2, **kw)
-    if again.is_master:
-        reports = [r.to_dict() for r in again.serve()]
-        got = {k: v for k, v in vars(again.held_start).items() if k != "transition"}
-        (out_dir / "stored.json").write_text(json.dumps({"start": got, "reports": reports}))
-        return
-    for batch in again:
-        np.savez(out_dir / f"s{batch.worker}_e{batch.epoch}.npz", ids=batch.ids, records=batch.records)
+    for name, t, epochs in (("stored", start + 2, 2), ("kept", start + 4, 1)):  # then every file kept
+        again = MPILoader(source, epochs=epochs, start_epoch=t, **kw)
+        if again.is_master:
+            reports = [r.to_dict() for r in again.serve()]
+            got = {k: v for k, v in vars(again.held_start).items() if k != "transition"}
+            (out_dir / f"{name}.json").write_text(json.dumps({"start": got, "reports": reports}))
+            continue
+        for batch in again:
+            np.savez(out_dir / f"s{batch.worker}_e{batch.epoch}.npz", ids=batch.ids, records=batch.records)
 
 
 def main(argv: list[str]) -> int:

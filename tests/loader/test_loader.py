@@ -367,13 +367,14 @@ def check_held_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:
 def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:
     """The job storing 2 batches restarted at epoch ``t`` from its files of epoch ``t - 1``, the
     last worker's removed (its host lost): that worker's storage all came from its peers, nothing
-    from the source (every piece is stored by two workers); the batches are the rows of the file,
-    and the transitions those of the job that never stopped."""
+    from the source (every piece is stored by two workers); restarted again at ``t + 2`` with every
+    file, all kept; the batches are the rows of the file, and the transitions those of the job that
+    never stopped."""
     from coded_shuffle.engine import scheme_for
     from coded_shuffle.engine.schedule import EpochSchedule
 
     N = X.shape[0]
-    for e in (t, t + 1):
+    for e in (t, t + 1, t + 2):
         want = oracle_batches(N, K, seed=seed, epoch=e)
         for k in range(K):
             got = np.load(out / f"s{k}_e{e}.npz")
@@ -388,8 +389,17 @@ def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> No
     assert (start["source_pieces"], start["source_bytes"]) == (0, 0)
     assert (start["peer_pieces"], start["peer_bytes"]) == (lost, lost * width)
     assert start["kept_pieces"] == 2 * N * scheme.pieces - lost
-    straight = run(load_dataset(X), K=K, epochs=t + 1, seed=seed, storage=2)
-    assert [r["epoch"] for r in reports] == [t, t + 1]
+    # restarted again at t + 2 with every file: the storage is kept whole, nothing sent
+    kept = json.loads((out / "kept.json").read_text())
+    start = kept["start"]
+    assert (start["kept_pieces"], start["peer_pieces"], start["source_pieces"]) == (
+        2 * N * scheme.pieces,
+        0,
+        0,
+    )
+    reports += kept["reports"]
+    straight = run(load_dataset(X), K=K, epochs=t + 2, seed=seed, storage=2)
+    assert [r["epoch"] for r in reports] == [t, t + 1, t + 2]
     for r, ref in zip(reports, straight.transitions[t - 1 :], strict=True):
         assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
 
