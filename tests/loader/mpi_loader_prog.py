@@ -24,8 +24,9 @@ file cut short, the last worker's removed, each by its own rank) epoch ``START +
 what the files hold: worker ``k`` writes its batch to ``OUT/h{k}.npz`` and its notes to
 ``OUT/h{k}.json``, the master ``held_start`` and the report to ``OUT/held.json``; then the same
 with a storage of 2 batches in ``DIR-storage`` (the last worker's file removed, a host lost;
-epochs ``START + 2``, ``START + 3`` restarted, then ``START + 4`` with every file):
-``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``.
+epochs ``START + 2``, ``START + 3`` restarted, then ``START + 4`` with every file, then
+``START + 5`` without workers 0's and 1's): ``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``,
+``OUT/kept.json``, ``OUT/two.json``.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def held_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> N
 def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> None:
     """Jobs storing 2 batches with ``cache_dir=folder``: epochs ``start``, ``start + 1``, then (the
     last worker's file removed: its host lost) ``start + 2``, ``start + 3`` restarted from the
-    files, then ``start + 4`` restarted from them all."""
+    files, then ``start + 4`` restarted from them all, then ``start + 5`` with the files of
+    workers 0 and 1 removed."""
     import numpy as np
 
     from coded_shuffle.loader import MPILoader
@@ -120,7 +122,8 @@ def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -
             pass
         if first.worker == link.K - 1:
             (folder / f"worker-{first.worker}.cache").unlink()
-    for name, t, epochs in (("stored", start + 2, 2), ("kept", start + 4, 1)):  # then every file kept
+    # then every file kept, then workers 0 and 1 lost at once
+    for name, t, epochs in (("stored", start + 2, 2), ("kept", start + 4, 1), ("two", start + 5, 1)):
         again = MPILoader(source, epochs=epochs, start_epoch=t, **kw)
         if again.is_master:
             reports = [r.to_dict() for r in again.serve()]
@@ -129,6 +132,8 @@ def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -
             continue
         for batch in again:
             np.savez(out_dir / f"s{batch.worker}_e{batch.epoch}.npz", ids=batch.ids, records=batch.records)
+        if name == "kept" and again.worker in (0, 1):
+            (folder / f"worker-{again.worker}.cache").unlink()
 
 
 def main(argv: list[str]) -> int:

@@ -368,13 +368,13 @@ def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> No
     """The job storing 2 batches restarted at epoch ``t`` from its files of epoch ``t - 1``, the
     last worker's removed (its host lost): that worker's storage all came from its peers, nothing
     from the source (every piece is stored by two workers); restarted again at ``t + 2`` with every
-    file, all kept; the batches are the rows of the file, and the transitions those of the job that
-    never stopped."""
+    file, all kept; at ``t + 3`` without two files; the batches are the rows of the file, and the
+    transitions those of the job that never stopped."""
     from coded_shuffle.engine import scheme_for
     from coded_shuffle.engine.schedule import EpochSchedule
 
     N = X.shape[0]
-    for e in (t, t + 1, t + 2):
+    for e in (t, t + 1, t + 2, t + 3):
         want = oracle_batches(N, K, seed=seed, epoch=e)
         for k in range(K):
             got = np.load(out / f"s{k}_e{e}.npz")
@@ -397,9 +397,17 @@ def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> No
         0,
         0,
     )
-    reports += kept["reports"]
-    straight = run(load_dataset(X), K=K, epochs=t + 2, seed=seed, storage=2)
-    assert [r["epoch"] for r in reports] == [t, t + 1, t + 2]
+    # restarted at t + 3 without the files of workers 0 and 1: a piece only they stored comes from
+    # the source once (to worker 0), then from worker 0 to worker 1; the rest from worker 2
+    two = json.loads((out / "two.json").read_text())
+    *_, before = schedule.epochs(start=0, count=t + 3)
+    holders = np.asarray(before.held.holders).reshape(-1)
+    alone = int(np.sum((holders & ~np.uint64(0b11)) == 0))
+    lost = sum(int(scheme.held(before.held, k).size) for k in (0, 1))
+    assert (two["start"]["source_pieces"], two["start"]["peer_pieces"]) == (alone, lost - alone) and alone > 0
+    reports += kept["reports"] + two["reports"]
+    straight = run(load_dataset(X), K=K, epochs=t + 3, seed=seed, storage=2)
+    assert [r["epoch"] for r in reports] == [t, t + 1, t + 2, t + 3]
     for r, ref in zip(reports, straight.transitions[t - 1 :], strict=True):
         assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
 
