@@ -43,7 +43,8 @@ class RecoveryReport:
     source_pieces, source_bytes : int
         Pieces (and bytes) no worker held any more, read from the source.
     notes : tuple of str
-        A line for every file treated as absent or with pieces dropped.
+        A line for every file treated as absent or with pieces dropped (in one process; across
+        processes each worker says its own, ``MPILoader.cache_notes``, and these are empty).
     transition : TransitionReport or None
         The transition to the next epoch, from the storage restored (None when the job starts at
         the storage restored, or until that transition has run: :func:`serve_storage`).

@@ -301,7 +301,7 @@ class Session:
         """Master, instead of :meth:`deal`: share the units' checksums, then plan from what the
         workers hold. One batch a worker (:func:`~coded_shuffle.engine.rest.serve_held`): what no
         worker holds is sent from the source to its holder under ``placement_next``; a storage of
-        ``M > 1`` batches (:func:`~coded_shuffle.engine.recover.serve_storage`): the storage
+        ``M > 1`` batches (:func:`~coded_shuffle.engine.restore.serve_storage`): the storage
         ``placement_next`` comes back from the workers' pieces, their peers' and the source's.
         Returns what the workers hold then, the first transition's ``p_t``, and how it went."""
         with self.setup("checksums"):

@@ -249,7 +249,7 @@ class MPILoader:
         self._held: Cache | None = None
         self._read_from = cache_dir  # the folder of the cache files a worker starts from
         #: On the master of a job that started from the workers' holdings: how it started (a
-        #: storage of ``M > 1``: how it was restored, :class:`~coded_shuffle.engine.recover.RecoveryReport`).
+        #: storage of ``M > 1``: how it was restored, :class:`~coded_shuffle.engine.restore.RecoveryReport`).
         self.held_start: HeldStart | RecoveryReport | None = None
         #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
         self.cache_notes: list[str] = []
