@@ -76,6 +76,7 @@ PASSED_ON = (
     ("points", "--points"),
     ("record_bytes", "--record-bytes"),
     ("epochs", "--transitions"),
+    ("epoch_workers", "--epoch-workers"),
     ("start_epoch", "--start-epoch"),
     ("seed", "--seed"),
     ("mode", "--mode"),
@@ -119,10 +120,31 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _worker_counts(text: str) -> tuple[int, ...]:
+    """``K`` or ``K0,K1,...``: one positive count of workers, or one an epoch."""
+    return tuple(_positive(part.strip()) for part in text.split(","))
+
+
+class _Workers(argparse.Action):
+    """``--workers K`` or ``K0,K1,...``: ``workers`` the most (the job's ranks), and
+    ``epoch_workers`` the count of each epoch (None for one count)."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        namespace.workers = max(values)
+        namespace.epoch_workers = values if len(values) > 1 else None
+
+
 def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     """Add the options of an MPI job to ``p``; ``launcher``: those of ``coded-shuffle run`` too."""
     if launcher:
-        p.add_argument("--workers", "-K", type=_positive, default=4, metavar="K", help="workers (default 4)")
+        p.add_argument("--workers", "-K", type=_worker_counts, action=_Workers, default=4, metavar="K",
+                       help="workers (default 4), or one count an epoch as K0,K1,... (--transitions + 1 "
+                       "of them): the job's ranks are the most, epoch t's batches on its first K_t "
+                       "workers")  # fmt: skip
+    p.add_argument("--epoch-workers", type=_worker_counts, metavar="K0,K1,...",
+                   help="workers of each epoch (--transitions + 1 counts, the largest the job's "
+                   "workers; what run --workers K0,K1,... passes on): epoch t's batches on its first K_t "
+                   "workers")  # fmt: skip
     p.add_argument("--points", "-N", type=_positive, metavar="N", help="random records (default 6000)")
     p.add_argument("--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record (default 1024)")
     p.add_argument(
@@ -401,6 +423,8 @@ def job_arguments(args: argparse.Namespace) -> list[str]:
         v = getattr(args, dest)
         if v is None or v is False or defaults.get(dest, object()) == v:
             continue
+        if isinstance(v, tuple):
+            v = ",".join(map(str, v))
         out += [flag] if v is True else [flag, repr(v) if isinstance(v, float) else str(v)]
     return out
 

@@ -6,10 +6,11 @@ With ``M = 1 + t`` batches a worker, every piece of every record is held by ``t 
 back empty, its file was cut short or altered) can have every piece of it again from the other
 holders, and nothing from the source. :func:`storage_restart` reads what each worker's file still
 holds (:func:`~.cache_dir.load_cache_dir`, every piece checked against its load-time checksum),
-puts every piece a worker lacks back from another holder that has it (the least busy one), or
-from the source when no holder has it, checks every piece restored, and then runs the
-transition to the next epoch on the storage as it was: its plan and its report are those of a job
-that never stopped. The report counts the pieces and bytes from peers and from the source.
+puts every piece a worker lacks back from another holder that has it, or from the source when
+no holder has it (:func:`~.restore.restore_plan`, the plan every driver runs), checks every piece
+restored, and then runs the transition to the next epoch on the storage as it was: its plan and
+its report are those of a job that never stopped. The report counts the pieces and bytes from
+peers and from the source.
 
 The number of workers stays ``K``: at another ``K`` the pieces are not those of the storage
 (their labels are subsets of the other ``K - 1`` workers; :mod:`.elastic`).
@@ -18,7 +19,6 @@ The number of workers stays ``K``: at another ``K`` the pieces are not those of 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,47 +30,20 @@ from ..transport import InProcessTransport
 from .cache_dir import load_cache_dir, save_cache_dir
 from .inprocess import drive
 from .protocol import MasterOptions
-from .report import TransitionReport
+from .restore import (
+    RecoveryReport,
+    RestorePlan,
+    _checked_have,
+    _first_step,
+    _last_step,
+    _rows_of,
+    holders_of,
+    restore_plan,
+)
 from .schedule import EpochSchedule
 from .schemes import scheme_for
 
 __all__ = ["RecoveryReport", "storage_restart", "save_storage"]
-
-
-@dataclass(frozen=True)
-class RecoveryReport:
-    """A restart's recovery of every worker's storage, and the transition that followed.
-
-    Attributes
-    ----------
-    K, M : int
-        Workers, and batches each stores.
-    kept_pieces : int
-        Pieces the workers' files still held, checked.
-    peer_pieces, peer_bytes : int
-        Pieces (and bytes) a worker had again from another holder's storage.
-    source_pieces, source_bytes : int
-        Pieces (and bytes) no worker held any more, read from the source.
-    notes : tuple of str
-        A line for every file treated as absent or with pieces dropped.
-    transition : TransitionReport
-        The transition to the next epoch, from the storage restored.
-    """
-
-    K: int
-    M: int
-    kept_pieces: int
-    peer_pieces: int
-    peer_bytes: int
-    source_pieces: int
-    source_bytes: int
-    notes: tuple[str, ...]
-    transition: TransitionReport
-
-    @property
-    def verified(self) -> bool:
-        """Every restored piece checked and the transition's verdict."""
-        return bool(self.transition.verified)
 
 
 def _schedule(
@@ -107,55 +80,21 @@ def save_storage(
 
 def _restore(
     work: Dataset, holdings: list[Cache | None], expected: list[np.ndarray], holders: np.ndarray, K: int
-) -> tuple[list[Cache], int, int, int]:
-    """Every worker's storage ``expected[k]`` from its own checked pieces, another holder's (one
-    restored before counts), or the source; returns the caches, and the pieces kept, from peers
-    and from the source (a piece no worker held is read from the source once)."""
-    have = []
-    for k in range(K):
-        c = holdings[k]
-        ids = np.empty(0, np.int64) if c is None else np.asarray(c.ids, dtype=np.int64)
-        ok = np.zeros(ids.size, dtype=bool)
-        if ids.size:
-            ok = c.checksums() == work.checksums[ids]  # type: ignore[union-attr]
-        have.append(np.intersect1d(ids[ok], expected[k]))
-    caches, kept, peers, source = [], 0, 0, 0
-    for k in range(K):
-        need = expected[k]
-        data = np.empty((need.size, work.record_bytes), dtype=np.uint8)
-        own = np.isin(need, have[k])
-        if own.any():
-            c = holdings[k]
-            data[own] = np.asarray(c.data)[c.rows(need[own])]  # type: ignore[union-attr]
-        kept += int(own.sum())
-        lack = np.flatnonzero(~own)
-        sender = _senders(need[lack], holders, have, k, K)
-        for h in np.unique(sender[sender >= 0]):  # from the other holders, in turn
-            at = lack[sender == h]
-            c = holdings[int(h)]
-            data[at] = np.asarray(c.data)[c.rows(need[at])]  # type: ignore[union-attr]
-        at = lack[sender < 0]  # held by no worker: from the source
-        data[at] = work.data[need[at]]
-        peers += int(np.sum(sender >= 0))
-        source += int(at.size)
-        caches.append(Cache(ids=need.copy(), data=data, lengths=None))
-        holdings[k], have[k] = caches[-1], need  # restored: it serves the workers after it
-    return caches, kept, peers, source
-
-
-def _senders(pieces: np.ndarray, holders: np.ndarray, have: list[np.ndarray], k: int, K: int) -> np.ndarray:
-    """For each of ``pieces`` worker ``k`` lacks, another holder that has it (the ``i``-th piece
-    from the first such holder after worker ``i mod K``, so that the holders share the work), or
-    ``-1`` when none has it."""
-    mask = holders[pieces].astype(np.uint64)
-    has = np.zeros((pieces.size, K), dtype=bool)
-    for h in range(K):
-        if h != k:
-            has[:, h] = ((mask >> np.uint64(h)) & np.uint64(1)).astype(bool) & np.isin(pieces, have[h])
-    turn = (np.arange(K)[None, :] - (np.arange(pieces.size) % K)[:, None]) % K
-    key = np.where(has, turn, K)
-    first = np.argmin(key, axis=1)
-    return np.where(key.min(axis=1, initial=K) < K, first, -1) if pieces.size else np.empty(0, np.int64)
+) -> tuple[list[Cache], RestorePlan]:
+    """Every worker's storage ``expected[k]`` by :func:`restore_plan`, in this process."""
+    plan = restore_plan(_checked_have(work, holdings, expected), expected, holders, K)
+    width = work.record_bytes
+    first = [
+        _first_step(holdings[k], plan.kept[k], plan.source[k], work.data[plan.source[k]], width)
+        for k in range(K)
+    ]
+    caches = [
+        _last_step(
+            first[k], plan, k, {h: _rows_of(first[h], plan.sent_by(h, k), width) for h in range(K)}, width
+        )
+        for k in range(K)
+    ]
+    return caches, plan
 
 
 def storage_restart(
@@ -198,11 +137,8 @@ def storage_restart(
     loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed, epoch=epoch)
     holdings = list(loaded)
     expected = [scheme.held(now.held, k) for k in range(K)]
-    if scheme.M > 1:
-        holders = np.asarray(now.held.holders).reshape(-1)
-    else:  # one batch a worker: a record's one holder is its owner
-        holders = np.left_shift(np.uint64(1), np.asarray(now.placement.owner, dtype=np.uint64))
-    caches, kept, peers, source = _restore(work, holdings, expected, holders, K)
+    caches, plan = _restore(work, holdings, expected, holders_of(scheme, now.held), K)
+    kept, peers, source = plan.counts()
     for k, c in enumerate(caches):  # every piece restored, checked before it is used
         if not np.array_equal(c.checksums(), work.checksums[c.ids]):
             raise IntegrityError(f"Worker {k}: a restored piece fails its checksum.")  # pragma: no cover

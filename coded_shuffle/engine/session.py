@@ -55,6 +55,7 @@ from .protocol import (
 )
 from .report import LinkCounts, TransitionReport
 from .rest import HeldStart, receive_held, serve_held
+from .restore import RecoveryReport, receive_storage, serve_storage
 from .schedule import Epoch, EpochSchedule
 from .schemes import Planned, Scheme, Tamper
 from .state import synthetic_dataset
@@ -296,22 +297,33 @@ class Session:
         self._hold(cache, sums)
         return cache
 
-    def deal_held(self, work: Dataset, placement_next: Any) -> tuple[Any, HeldStart]:
-        """Master, instead of :meth:`deal` (one batch a worker): share the records' checksums, then
-        plan from what the workers hold (:func:`~coded_shuffle.engine.rest.serve_held`: what no
-        worker holds is sent from the source to its holder under ``placement_next``). Returns the
-        placement of the holdings, the first transition's ``p_t``, and how the start went."""
+    def deal_held(self, work: Dataset, placement_next: Any) -> tuple[Any, HeldStart | RecoveryReport]:
+        """Master, instead of :meth:`deal`: share the units' checksums, then plan from what the
+        workers hold. One batch a worker (:func:`~coded_shuffle.engine.rest.serve_held`): what no
+        worker holds is sent from the source to its holder under ``placement_next``; a storage of
+        ``M > 1`` batches (:func:`~coded_shuffle.engine.restore.serve_storage`): the storage
+        ``placement_next`` comes back from the workers' pieces, their peers' and the source's.
+        Returns what the workers hold then, the first transition's ``p_t``, and how it went."""
         with self.setup("checksums"):
             self.link.share_array(work.checksums)
         self.units = work
+        if self.schemes[0].M > 1:
+            return placement_next, serve_storage(self.link, self.dog, work, self.schemes[0], placement_next)
         return serve_held(self.link, self.dog, work, placement_next)
 
-    def receive_held(self, n_units: int, width: int, held: Callable[[np.ndarray], Cache | None]) -> Any:
+    def receive_held(
+        self, n_units: int, width: int, held: Callable[[np.ndarray], Cache | None], storage: Any = None
+    ) -> Any:
         """Worker, with the master's :meth:`deal_held`: the checksums, then what it holds, ``held``
-        of them (its records, checked against them; None: nothing), posted, and what it lacks
-        received. Returns the placement of the holdings."""
+        of them (its units, checked against them; None: nothing), posted, and what it lacks
+        received (a storage of ``M > 1``: the storage ``storage``, the master's ``placement_next``).
+        Returns the placement of the holdings."""
         with self.setup("checksums"):
             sums = self.link.share_array(np.empty(n_units, dtype=np.uint64))
+        if self.schemes[0].M > 1:
+            mine = receive_storage(self.link, self.dog, self.schemes[0], held(sums), sums, width, storage)
+            self._hold(mine, sums)
+            return storage
         cache, placement = receive_held(self.link, self.dog, held(sums), sums, width)
         self._hold(cache, sums)
         return placement

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import os
 import sys
 import weakref
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from ..codec import Cache, Dataset
 from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
 from ..engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
+from ..engine.restore import RecoveryReport
 from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
 from ..engine.session import Session
@@ -136,7 +137,12 @@ class MPILoader:
         is treated as absent, in one line on ``stderr``: :attr:`cache_notes`), the master sends
         from the source only the records no worker holds, and the first epoch comes by a
         transition of the scheme from the holdings (:meth:`resume` with ``held``; :attr:`held_start`).
-        Fixed-size records, one batch a worker.
+        With ``storage`` ``M > 1`` each file holds the worker's storage (its pieces, which follow
+        from epoch 0 on), and a restart restores the storage of the epoch before ``start_epoch``:
+        a piece a worker lacks (its host lost, its file damaged) comes from another worker that
+        stores it, or from the source when none does (:func:`~coded_shuffle.engine.restore.restore_plan`;
+        :attr:`held_start` counts the bytes of each), then the transition to ``start_epoch`` is
+        that of a job that never stopped. Fixed-size records.
 
     Examples
     --------
@@ -237,17 +243,14 @@ class MPILoader:
         """The loader's ``cache_dir``, checked, and its start from the workers' holdings (none yet)."""
         if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
             raise TypeError(f"Argument 'cache_dir' must be a folder's path, not {type(cache_dir).__name__}.")
-        if cache_dir is not None and storage != 1:
-            raise ValueError(
-                f"Argument 'cache_dir' needs one batch a worker (storage 1), not storage {storage!r}."
-            )
         #: The folder of the workers' cache files, or None.
         self.cache_dir: str | os.PathLike[str] | None = cache_dir
         self._from_held = cache_dir is not None
         self._held: Cache | None = None
         self._read_from = cache_dir  # the folder of the cache files a worker starts from
-        #: On the master of a job that started from the workers' holdings: how it started.
-        self.held_start: HeldStart | None = None
+        #: On the master of a job that started from the workers' holdings: how it started (a
+        #: storage of ``M > 1``: how it was restored, :class:`~coded_shuffle.engine.restore.RecoveryReport`).
+        self.held_start: HeldStart | RecoveryReport | None = None
         #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
         self.cache_notes: list[str] = []
 
@@ -327,18 +330,21 @@ class MPILoader:
         with session.setup("sizes"):
             link.share((N, B, self.layout.dtype, self.layout.shape, ds.lengths))
         schedule = self._schedule(N, scheme)
-        now = schedule.epoch(self.start_epoch)
+        before, now = self._first(schedule)
         reports = self.reports
         if self._from_held:
             if ds.variable:
                 raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
-            p_held, self.held_start = session.deal_held(scheme.dataset(ds), now.held)
-            (first,) = session.transition(p_held, now.held, epoch=now.t).reports
-            self._verified(first.verified, first.epoch)
-            reports.append(first)
+            p_held, self.held_start = session.deal_held(scheme.dataset(ds), (before or now).held)
+            if p_held is not now.held:  # a storage restored at the first epoch needs no transition
+                (first,) = session.transition(p_held, now.held, epoch=now.t).reports
+                self._verified(first.verified, first.epoch)
+                reports.append(first)
+                if isinstance(self.held_start, RecoveryReport):
+                    self.held_start = replace(self.held_start, transition=first)
         else:  # the lengths went with the sizes (a schedule by bytes needs them): not again here
             work = scheme.dataset(ds)
-            session.deal(work if work.lengths is None else dataclasses.replace(work, lengths=None), now.held)
+            session.deal(work if work.lengths is None else replace(work, lengths=None), now.held)
             session.units = work
         try:
             for turn in session.epochs(schedule, now, self.start_epoch + self.epochs - 1):
@@ -357,6 +363,15 @@ class MPILoader:
         """The job's epochs of ``N`` records under ``scheme``."""
         return EpochSchedule(N=N, K=self.K, seed=self.seed, spec=_order_spec(self._order, N), scheme=scheme,
                              sizes=self._sizes, balance=self.balance)  # fmt: skip
+
+    def _first(self, schedule: EpochSchedule) -> tuple[Epoch | None, Epoch]:
+        """The epoch before the first (None: the first starts afresh) and the first. A storage of
+        ``M > 1`` kept in a ``cache_dir`` follows from epoch 0, so that a restart at any epoch
+        knows which workers held each piece (and restores that of the epoch before its first)."""
+        if not (self._from_held and schedule.scheme.M > 1) or self.start_epoch == 0:
+            return None, schedule.epoch(self.start_epoch)
+        *_, before, now = schedule.epochs(start=0, count=self.start_epoch + 1)
+        return before, now
 
     def _verified(self, ok: bool, epoch: int) -> None:
         """Raise unless the transition to ``epoch`` was verified."""
@@ -431,12 +446,16 @@ class MPILoader:
         scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=variable)
         session.schemes = (scheme,)
         schedule = self._schedule(N, scheme)
-        now = schedule.epoch(self.start_epoch)
+        before, now = self._first(schedule)
         if self._from_held:
             if variable:
                 raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
-            p_held = session.receive_held(N, B, lambda sums: self._held_of(sums, B))
+            width = scheme.piece_bytes(B)
+            p_held = session.receive_held(N * scheme.pieces, width, lambda sums: self._held_of(sums, width),
+                                          (before or now).held)  # fmt: skip
             self._held = None  # the session holds them now
+            if p_held is now.held:  # a storage restored at the first epoch
+                return session, schedule, now
             result = session.transition(p_held, now.held, epoch=now.t).result
             assert result is not None
             self._verified(result.verified, now.t)
@@ -444,7 +463,7 @@ class MPILoader:
             return session, schedule, now
         cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held)
         if variable:  # their lengths came with the sizes, not again with the checksums
-            cache = session.cache = dataclasses.replace(cache, lengths=np.asarray(lengths)[cache.ids])
+            cache = session.cache = replace(cache, lengths=np.asarray(lengths)[cache.ids])
         assert session.checksums is not None
         if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
             raise IntegrityError(

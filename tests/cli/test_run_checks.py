@@ -138,6 +138,14 @@ SWITCH = "master=1000,up=1000,down=1000"
         ),
         (["--data", "{short}"], "short.npy is cut short: its header promises 1728 bytes, the file holds 300"),
         (["--data", "{rows}", "-K", "4", "--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
+        # the workers of each epoch: one an epoch, one batch a worker, a mode with a master or the exchange
+        (["-K", "3,2"], "--workers must give 1 or --transitions + 1 = 4 worker counts, not 2"),
+        (["-K", "3,2,3,2", "--storage", "2"], "(--workers 3,2,3,2) cannot run with --storage 2"),
+        (
+            ["-K", "3,2", "--transitions", "1", "--data", "{rows}", "--network", SWITCH],
+            "cannot run with --network",
+        ),
+        (["-K", "0,2"], "argument --workers/-K: expected a positive integer, not 0"),
         # --mode auto: the checks of the mode it chooses; without a master only the exchange runs
         (
             ["--mode", "auto", "--network", "up=1000,down=1000", "-K", "3", "--points", "90", "--multicast"],

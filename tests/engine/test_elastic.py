@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -233,3 +235,28 @@ def test_the_library_page_prints_what_it_says(capsys):
     block, after = re.search(r"```python\n(.*?)```\n\n(prints .*?)\n\n", section, re.S).groups()
     exec(compile(block, "library.md", "exec"), {"__name__": "library"})
     assert capsys.readouterr().out.strip().splitlines() == re.findall(r"`([^`]*)`", after)
+
+
+def test_elastic_schedule_exceptions():
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.elastic_epochs import ElasticSchedule, check_worker_counts
+    from coded_shuffle.orders import OrderSpec
+
+    for bad, message in [
+        ("3,2", "a sequence of at least one worker count"),
+        ([], "a sequence of at least one worker count"),
+        ([3, 0], "'workers' must be at least 1"),
+        ([3, 11], "at most N = 10 each, not 11"),
+        ([3, 2], "must give 3 worker counts (one an epoch), not 2"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_worker_counts(bad, N=10, transitions=2)
+    with pytest.raises(TypeError, match="'workers'"):
+        check_worker_counts([3, 2.5], N=10)
+    spec = OrderSpec()
+    with pytest.raises(ValueError, match=re.escape("must have K = 4 as its largest count, not 3")):
+        ElasticSchedule(N=12, K=4, seed=0, spec=spec, scheme=scheme_for("coded", K=4), workers=(3, 2))
+    with pytest.raises(ValueError, match="one batch a worker"):
+        ElasticSchedule(
+            N=12, K=3, seed=0, spec=spec, scheme=scheme_for("coded", K=3, storage=2), workers=(3, 2)
+        )

@@ -478,6 +478,39 @@ def test_cli_run_prints_json_lines():
 
 @needs_mpi
 @pytest.mark.mpi
+def test_cli_run_changes_the_number_of_workers_between_epochs():
+    """``run --workers 3,2,3``: four ranks, epoch t's batches on its first K_t workers; every
+    transition verified in every mode, its bound the genie bound of the rectangular K_t x K_{t+1}
+    shuffle (zero rows and columns for the workers that hold or want nothing), and the coded load
+    that of the same transitions in one process (a leaving worker's records go uncoded either way)."""
+    from coded_shuffle.bounds import lower_bound
+    from coded_shuffle.engine.elastic import elastic_run
+    from coded_shuffle.matrix import elastic_matrix
+
+    N, Ks = 60, (3, 2, 3)
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "--workers", "3,2,3", "--points", str(N), "-B", "16",
+           "--transitions", "2", "--mode", "all", "--json", "-"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, check=False)
+    rows = json_rows(proc)
+    assert [(r["epoch"], r["mode"]) for r in rows] == [
+        (t, m) for t in (1, 2) for m in ("coded", "uncoded", "exchange")
+    ]
+    here = elastic_run(synthetic_dataset(N, 16, seed=0), workers=Ks, seed=0)
+    for t in (1, 2):
+        was, now = (np.asarray(order_placement(N, Ks[e], seed=0, epoch=e).owner) for e in (t - 1, t))
+        S = np.zeros((Ks[t - 1], Ks[t]), dtype=np.int64)
+        np.add.at(S, (was, now), 1)  # the rectangular shuffle, record by record
+        bound = int(lower_bound(elastic_matrix(S)).value)
+        moved = int((was != now).sum())
+        for r in (r for r in rows if r["epoch"] == t):
+            assert (
+                r["verified"] and r["K"] == 3 and r["lower_bound"] == bound and r["uncoded_symbols"] == moved
+            )
+            assert r["coded_symbols"] == here[t - 1].symbols >= bound
+
+
+@needs_mpi
+@pytest.mark.mpi
 def test_cli_run_on_a_network_reports_its_time_gap_and_auto_runs_the_fastest_mode():
     base = [sys.executable, "-m", "coded_shuffle", "run", "-K", "3", "--points", "300", "-B", "64",
             "--transitions", "1", "--json"]  # fmt: skip

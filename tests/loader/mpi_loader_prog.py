@@ -22,7 +22,11 @@ lengths and the decoded samples to ``OUT/v{k}_e{t}.npz``, the master the reports
 ``cache_dir=DIR`` on the rows of ``DATA.npy``: epochs ``START`` and ``START + 1``, then (worker 0's
 file cut short, the last worker's removed, each by its own rank) epoch ``START + 2`` started from
 what the files hold: worker ``k`` writes its batch to ``OUT/h{k}.npz`` and its notes to
-``OUT/h{k}.json``, the master ``held_start`` and the report to ``OUT/held.json``.
+``OUT/h{k}.json``, the master ``held_start`` and the report to ``OUT/held.json``; then the same
+with a storage of 2 batches in ``DIR-storage`` (the last worker's file removed, a host lost;
+epochs ``START + 2``, ``START + 3`` restarted, then ``START + 4`` with every file, then
+``START + 5`` without workers 0's and 1's): ``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``,
+``OUT/kept.json``, ``OUT/two.json``.
 """
 
 from __future__ import annotations
@@ -97,6 +101,41 @@ def held_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> N
     (out_dir / f"h{again.worker}.json").write_text(json.dumps(again.cache_notes))
 
 
+def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> None:
+    """Jobs storing 2 batches with ``cache_dir=folder``: epochs ``start``, ``start + 1``, then (the
+    last worker's file removed: its host lost) ``start + 2``, ``start + 3`` restarted from the
+    files, then ``start + 4`` restarted from them all, then ``start + 5`` with the files of
+    workers 0 and 1 removed."""
+    import numpy as np
+
+    from coded_shuffle.loader import MPILoader
+    from coded_shuffle.transport import MPITransport
+
+    link = MPITransport()
+    source = data if link.is_master else None
+    kw = {"seed": seed, "transport": link, "cache_dir": folder, "storage": 2}
+    first = MPILoader(source, epochs=2, start_epoch=start, **kw)
+    if first.is_master:
+        first.serve()
+    else:
+        for _ in first:
+            pass
+        if first.worker == link.K - 1:
+            (folder / f"worker-{first.worker}.cache").unlink()
+    # then every file kept, then workers 0 and 1 lost at once
+    for name, t, epochs in (("stored", start + 2, 2), ("kept", start + 4, 1), ("two", start + 5, 1)):
+        again = MPILoader(source, epochs=epochs, start_epoch=t, **kw)
+        if again.is_master:
+            reports = [r.to_dict() for r in again.serve()]
+            got = {k: v for k, v in vars(again.held_start).items() if k != "transition"}
+            (out_dir / f"{name}.json").write_text(json.dumps({"start": got, "reports": reports}))
+            continue
+        for batch in again:
+            np.savez(out_dir / f"s{batch.worker}_e{batch.epoch}.npz", ids=batch.ids, records=batch.records)
+        if name == "kept" and again.worker in (0, 1):
+            (folder / f"worker-{again.worker}.cache").unlink()
+
+
 def main(argv: list[str]) -> int:
     import numpy as np
 
@@ -114,6 +153,7 @@ def main(argv: list[str]) -> int:
         variable_job(variable, Path(out), int(epochs), int(start), int(seed))
     if held is not None:
         held_job(data, Path(held), Path(out), int(start), int(seed))
+        storage_job(data, Path(held + "-storage"), Path(out), int(start), int(seed))
 
     class FaultyLink(MPITransport):
         """Worker 0 receives its deliveries with every payload byte flipped."""

@@ -255,8 +255,6 @@ def test_loader_exceptions(tmp_path):
         MPILoader(X, epochs=2, order="shuffled")
     with pytest.raises(TypeError, match="'cache_dir' must be a folder's path, not int"):
         MPILoader(X, epochs=2, cache_dir=3)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="'cache_dir' needs one batch a worker"):
-        MPILoader(X, epochs=2, cache_dir=tmp_path, storage=2)
     with pytest.raises(TypeError, match="'source'"):
         load_rows({"x": 1})
 
@@ -298,6 +296,7 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
     if files:
         check_variable_job(tmp_path, files, K, seed, range(start, start + epochs))
         check_held_job(tmp_path, X, K, seed, start + 2)
+        check_storage_job(tmp_path, X, K, seed, start + 2)
     before: list[np.ndarray] = []
     for t in range(start, start + epochs):
         want = oracle_batches(N, K, seed=seed, epoch=t)
@@ -363,6 +362,54 @@ def check_held_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:
     ref, _ = elastic_transition(ds, holdings, placement_from_owner(owner, K), epoch=t, seed=seed)
     assert start["bound"] == ref.bound and ref.source_records == lost
     assert rep["coded_symbols"] + lost >= start["bound"]
+
+
+def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:
+    """The job storing 2 batches restarted at epoch ``t`` from its files of epoch ``t - 1``, the
+    last worker's removed (its host lost): that worker's storage all came from its peers, nothing
+    from the source (every piece is stored by two workers); restarted again at ``t + 2`` with every
+    file, all kept; at ``t + 3`` without two files; the batches are the rows of the file, and the
+    transitions those of the job that never stopped."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+
+    N = X.shape[0]
+    for e in (t, t + 1, t + 2, t + 3):
+        want = oracle_batches(N, K, seed=seed, epoch=e)
+        for k in range(K):
+            got = np.load(out / f"s{k}_e{e}.npz")
+            assert np.array_equal(got["ids"], want[k]) and got["records"].tobytes() == X[want[k]].tobytes()
+    got = json.loads((out / "stored.json").read_text())
+    start, reports = got["start"], got["reports"]
+    scheme = scheme_for("coded", K=K, storage=2, record_bytes=X.itemsize)
+    schedule = EpochSchedule(N=N, K=K, seed=seed, spec=OrderSpec(), scheme=scheme)
+    *_, before = schedule.epochs(start=0, count=t)  # the storage of epoch t - 1, followed from epoch 0
+    lost = int(scheme.held(before.held, K - 1).size)  # the last worker's pieces
+    width = scheme.piece_bytes(X.itemsize)
+    assert (start["source_pieces"], start["source_bytes"]) == (0, 0)
+    assert (start["peer_pieces"], start["peer_bytes"]) == (lost, lost * width)
+    assert start["kept_pieces"] == 2 * N * scheme.pieces - lost
+    # restarted again at t + 2 with every file: the storage is kept whole, nothing sent
+    kept = json.loads((out / "kept.json").read_text())
+    start = kept["start"]
+    assert (start["kept_pieces"], start["peer_pieces"], start["source_pieces"]) == (
+        2 * N * scheme.pieces,
+        0,
+        0,
+    )
+    # restarted at t + 3 without the files of workers 0 and 1: a piece only they stored comes from
+    # the source once (to worker 0), then from worker 0 to worker 1; the rest from worker 2
+    two = json.loads((out / "two.json").read_text())
+    *_, before = schedule.epochs(start=0, count=t + 3)
+    holders = np.asarray(before.held.holders).reshape(-1)
+    alone = int(np.sum((holders & ~np.uint64(0b11)) == 0))
+    lost = sum(int(scheme.held(before.held, k).size) for k in (0, 1))
+    assert (two["start"]["source_pieces"], two["start"]["peer_pieces"]) == (alone, lost - alone) and alone > 0
+    reports += kept["reports"] + two["reports"]
+    straight = run(load_dataset(X), K=K, epochs=t + 3, seed=seed, storage=2)
+    assert [r["epoch"] for r in reports] == [t, t + 1, t + 2, t + 3]
+    for r, ref in zip(reports, straight.transitions[t - 1 :], strict=True):
+        assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
 
 
 def check_variable_job(out: Path, files: list[bytes], K: int, seed: int, epochs: range) -> None:

@@ -50,6 +50,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from ...codec import Cache, Dataset, load_dataset
+from ...engine.elastic_epochs import ElasticSchedule
 from ...engine.mpi import Watchdog, default_timeout
 from ...engine.protocol import MasterOptions
 from ...engine.report import (
@@ -108,8 +109,12 @@ class Epochs:
         self.scheme = one or scheme_for("coded", K=K, storage=M, record_bytes=B)
 
         spec = OrderSpec(auto_order(job.order, N), job.shard_size, job.canonical_nodes, job.block_size)
-        #: The job's epochs (the coded scheme's placement model serves every mode).
+        #: The job's epochs (the coded scheme's placement model serves every mode); with
+        #: ``--epoch-workers``, epoch ``t``'s batches on its first ``K_t`` workers.
         self.schedule = EpochSchedule(N=N, K=K, seed=job.seed, spec=spec, scheme=self.scheme)
+        if job.epoch_workers is not None:
+            self.schedule = ElasticSchedule(N=N, K=K, seed=job.seed, spec=spec, scheme=self.scheme,
+                                            workers=job.epoch_workers, start=job.start_epoch)  # fmt: skip
 
     @property
     def piece_bytes(self) -> int:
@@ -311,6 +316,10 @@ def job_refusal(
             return sizes
     if N < K:
         return f"the dataset has {N} records, fewer than the {K} workers"
+    if job.epoch_workers is not None:
+        problem = _elastic_refusal(job, K, variable)
+        if problem is not None:
+            return problem
     sized = ((job.mode == "split", "--mode split"), (job.storage != 1, f"--storage {job.storage}"))
     for given, flag in sized:
         if variable and given:  # a split's share set on counts; pieces of one size
@@ -333,6 +342,40 @@ def job_refusal(
         if job.canonical_nodes > N:
             return f"--canonical-nodes must be at most the {N} records, not {job.canonical_nodes}"
     return storage_refusal(B, K, job.storage, variable=variable)
+
+
+def _elastic_refusal(job: JobOptions, K: int, variable: bool) -> str | None:
+    """Why the workers of each epoch (``--epoch-workers``, ``run --workers K0,K1,...``) cannot run
+    on ``K`` workers, or None: ``--transitions + 1`` counts, the largest ``K``, one batch a worker
+    of records of one size, a mode with a master's unicast or the workers' exchange."""
+    counts = job.epoch_workers
+    assert counts is not None
+    if len(counts) != job.epochs + 1:
+        return (
+            f"--workers must give 1 or --transitions + 1 = {job.epochs + 1} worker counts, not {len(counts)}"
+        )
+    if max(counts) != K:
+        return f"--epoch-workers must have the job's {K} workers as its largest count, not {max(counts)}"
+    given = (
+        (job.storage != 1, f"--storage {job.storage}"),
+        (variable, f"--data {job.data} of records of several sizes"),
+        (job.mode == "split", "--mode split"),
+        (job.network is not None, "--network"),
+        (job.multicast is not None, "--multicast"),
+    )  # fmt: skip
+    for refused, what in given:
+        if refused:
+            listed = ",".join(map(str, counts))
+            return f"a number of workers that changes (--workers {listed}) cannot run with {what}"
+    return None
+
+
+def _workers_note(job: JobOptions) -> str:
+    """What the header says of the workers of each epoch (nothing when they do not change)."""
+    if job.epoch_workers is None:
+        return ""
+    listed = ", ".join(map(str, job.epoch_workers))
+    return f", workers of each epoch = {listed} (a transition's bound is that of the rectangular shuffle)"
 
 
 def _load(job: JobOptions, K: int) -> Dataset | str:
@@ -405,7 +448,7 @@ class Results:
         )
         self._print(
             f"{sizes}, epochs = {job.start_epoch}..{job.start_epoch + job.epochs}, seed = {job.seed}, "
-            f"mode = {job.mode}, link = {pace}" + note
+            f"mode = {job.mode}, link = {pace}" + note + _workers_note(job)
         )
         self._print(
             f"warm-up: one transition of {WARM_RECORDS * K} records a mode, {warm:.3f} s "

@@ -39,6 +39,8 @@ class JobOptions:
     points: int | None = 6000
     record_bytes: int | None = 1024
     epochs: int = 3
+    #: The workers of each epoch (``epochs + 1`` counts, the largest the job's), or None: all of them.
+    epoch_workers: tuple[int, ...] | None = None
     start_epoch: int = 0
     seed: int = 0
     mode: str = "coded"
