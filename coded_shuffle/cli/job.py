@@ -137,14 +137,12 @@ class _Workers(argparse.Action):
 def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
     """Add the options of an MPI job to ``p``; ``launcher``: those of ``coded-shuffle run`` too."""
     if launcher:
-        p.add_argument("--workers", "-K", type=_worker_counts, action=_Workers, default=4, metavar="K",
-                       help="workers (default 4), or one count an epoch as K0,K1,... (--transitions + 1 "
-                       "of them): the job's ranks are the most, epoch t's batches on its first K_t "
-                       "workers")  # fmt: skip
-    p.add_argument("--epoch-workers", type=_worker_counts, metavar="K0,K1,...",
-                   help="workers of each epoch (--transitions + 1 counts, the largest the job's "
-                   "workers; what run --workers K0,K1,... passes on): epoch t's batches on its first K_t "
-                   "workers")  # fmt: skip
+        p.add_argument("--workers", "-K", type=_worker_counts, action=_Workers, default=4, metavar="K", help=(
+            "workers (default 4), or one count an epoch as K0,K1,... (--transitions + 1 of them): the job's "
+            "ranks are the most, epoch t's batches on its first K_t workers"))  # fmt: skip
+    p.add_argument("--epoch-workers", type=_worker_counts, metavar="K0,K1,...", help=(
+        "workers of each epoch (--transitions + 1 counts, the largest the job's workers; what run "
+        "--workers K0,K1,... passes on): epoch t's batches on its first K_t workers"))  # fmt: skip
     p.add_argument("--points", "-N", type=_positive, metavar="N", help="random records (default 6000)")
     p.add_argument("--record-bytes", "-B", type=_positive, metavar="B", help="bytes a record (default 1024)")
     p.add_argument(
