@@ -22,7 +22,7 @@ from ..engine.table import sent_cells
 from ..matrix import shuffle_matrix
 from ..orders import Placement
 
-__all__ = ["ByteBound", "SIZED_COLUMNS", "sized_cells", "sized_legend"]
+__all__ = ["ByteBound", "StorageByteBound", "SIZED_COLUMNS", "sized_cells", "sized_legend"]
 
 
 class ByteBound:
@@ -57,6 +57,32 @@ class ByteBound:
         S_B = shuffle_matrix(self._placement(epoch - 1), self._placement(epoch), sizes=self.sizes)
         lb = lower_bound(S_B)
         return int(math.ceil(lb.value)), bool(lb.exact)
+
+
+class StorageByteBound:
+    """:class:`ByteBound` with a storage of ``M > 1`` batches (``schedule``'s scheme, built with
+    the records' sizes): the genie bound of each transition's demand of pieces weighted by their
+    bytes (:func:`~coded_shuffle.storage.demand_lower_bound`), the pieces each record is cut into
+    by its own length. Transitions are asked in order; each epoch's holdings follow the last.
+    """
+
+    def __init__(self, schedule: EpochSchedule) -> None:
+        self.schedule = schedule
+        self._now = schedule.epoch(0)
+
+    def __call__(self, epoch: int) -> tuple[int, bool]:
+        from ..storage import demand_lower_bound, piece_demand
+
+        if epoch <= self._now.t:
+            self._now = self.schedule.epoch(0)
+        while self._now.t < epoch - 1:
+            self._now = self.schedule.epoch(self._now.t + 1, self._now)
+        nxt = self.schedule.epoch(epoch, self._now)
+        lens = self.schedule.scheme.holding.unit_lengths  # type: ignore[attr-defined]
+        demand = piece_demand(self._now.held, nxt.placement)
+        value, _, exact = demand_lower_bound(demand, self.schedule.K, weights=lens[demand[:, 0]])
+        self._now = nxt
+        return int(value), bool(exact)
 
 
 #: The columns of ``run``'s table on records of different sizes (:func:`sized_cells`).

@@ -114,7 +114,10 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     base = [command, "-K", str(K), "--transitions", "1"]
     # records of different sizes run at one batch a worker, whole, and without a network's times
     var = [*base, "--data", str(tmp_path / "var")]
-    for option, named in ((["--storage", "2"], "--storage 2"), (["--network", "up=1,down=1"], "--network")):
+    storage = (["--storage", "2"], "--storage 2")  # simulate codes them with a storage, not the exchange
+    if command == "simulate":
+        storage = (["--storage", "2", "--mode", "exchange"], "--storage 2 --mode exchange")
+    for option, named in (storage, (["--network", "up=1,down=1"], "--network")):
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
         assert line.endswith(f"{tmp_path / 'var'} are 10 to 15 B, mean 12.5 B\n")

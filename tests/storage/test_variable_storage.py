@@ -179,3 +179,17 @@ def test_a_corrupted_symbol_of_many_sizes_is_repaired():
         assert [bytes(w[: len(recs[r])]) for w, r in zip(whole, batch.tolist(), strict=True)] == [
             recs[r] for r in batch.tolist()
         ]
+
+
+def test_simulate_data_of_many_sizes_with_storage(tmp_path, capsys):
+    from coded_shuffle.cli import main
+
+    recs = sized_records(40, 500, 5000, seed=7)
+    for i, r in enumerate(recs):
+        (tmp_path / f"{i:02d}.bin").write_bytes(r)
+    argv = ["simulate", "-K", "4", "--transitions", "2", "--data", str(tmp_path), "--storage", "2", "--json"]
+    assert main(argv) == 0
+    rows = [__import__("json").loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["verified"] for r in rows] == [True, True]
+    for r in rows:  # the bound weighted by bytes: under the payload sent, over nothing
+        assert 0 < r["lower_bound_bytes"] <= r["payload_bytes"] == r["coded_bytes"] < r["uncoded_bytes"]
