@@ -193,3 +193,15 @@ def test_simulate_data_of_many_sizes_with_storage(tmp_path, capsys):
     assert [r["verified"] for r in rows] == [True, True]
     for r in rows:  # the bound weighted by bytes: under the payload sent, over nothing
         assert 0 < r["lower_bound_bytes"] <= r["payload_bytes"] == r["coded_bytes"] < r["uncoded_bytes"]
+
+
+def test_in_process_loader_yields_records_of_many_sizes_with_storage():
+    from coded_shuffle.loader import InProcessLoader
+
+    recs = sized_records(48, 1, 3000, seed=8)
+    seen = []
+    for epoch in InProcessLoader(recs, K=4, epochs=3, seed=2, storage=2):
+        got = {int(i): r.tobytes() for b in epoch.batches for i, r in zip(b.ids, b.records, strict=True)}
+        assert got == dict(enumerate(recs))  # every record once an epoch, its own bytes
+        seen.append(epoch.report)
+    assert seen[0] is None and all(r.verified and r.units.storage == 2 for r in seen[1:])
