@@ -13,12 +13,18 @@ transitions):
 - **pieces of P B**, each way: every record cut into pieces of ``P`` bytes (its last piece
   shorter), the plan made on the pieces, each piece a record of the frame.
 
-With ``--storage`` (``M = 2``), the coded load of the storage planner (``plan_storage``, each
-record cut into the engine's pieces, ``storage_pieces`` of the widest record) in payload bytes,
-each symbol as long as its longest piece, over the bytes of the pieces the workers miss (uncoded
-with the same storage): the sizes as drawn, and the same sizes given in decreasing order of id,
-so that every group lists its records longest first (an emulation of pairing by size: the engine
-refuses records of many sizes with ``M > 1``).
+With ``--storage`` (``M = 2``), the engine's delivery with a storage of two batches: its pieces
+(each record cut by its own length into the pieces of a record of the mean size,
+``engine.state.sized_pieces``), its plan (``plan_storage(..., sizes=...)``: pieces of about one
+size grouped) and the bytes of its frames (wire version 4: each symbol as long as its longest
+piece, no length on the wire), beside the same plan without grouping (sizes as drawn); over the
+genie bound of the demand weighted by its pieces' bytes (``demand_lower_bound(..., weights=...)``),
+the missing pieces' bytes (uncoded with the same storage) and the moved records' bytes (uncoded
+with one batch, the column ``wire/uncoded`` above). The frames' bytes are counted from the
+layout; ``--check`` also encodes the engine's real frames (``StorageScheme.encode``) of the first
+transition on the first 5,000 records, asserts their size is the count, and decodes them at
+every worker; ``--engine`` runs ``engine.run`` itself on all the token documents (random bytes
+of those sizes) and asserts that its reports' wire bytes are the bytes counted.
 
 With ``--decode``, every worker's decoding (``decode_worker`` of the coded frames, CPU seconds,
 best of 3) of the token documents against fixed records of their mean size, in bytes a second
@@ -40,7 +46,7 @@ real frames of each way for the first transition of each dataset at ``--check-re
 and asserts that the layout's count is the frames' size, byte for byte.
 
 Run:  python benchmarks/variable_coding.py [--records 100000] [--pieces 64,256,1024,4096]
-      [--check-records 20000] [--no-check] [--storage] [--decode] [--decode-only]
+      [--check-records 20000] [--no-check] [--storage [--engine]] [--decode] [--decode-only]
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from coded_shuffle.codec import (
     Dataset,
     encode_plan,
     entry_bytes,
+    load_dataset,
 )
 from coded_shuffle.codec.encode import _clip_runs, _receiver_runs
 from coded_shuffle.codec.wire import _layout
@@ -171,27 +178,121 @@ def measure(name: str, sizes: np.ndarray, pieces: list[int]) -> None:
         print(f"  {label:30s} {ratios} {seconds:7.2f}", flush=True)
 
 
-def storage(name: str, sizes: np.ndarray, M: int = 2) -> None:
-    """Payload of the storage planner's symbols over the missing pieces' bytes, sizes as drawn
-    and sizes in decreasing order of id."""
-    from coded_shuffle.engine.state import storage_pieces
-    from coded_shuffle.storage import piece_placement, plan_storage, update_storage
+def storage_wire(plan, lens: np.ndarray, P: int, width: int) -> tuple[int, int]:
+    """``(payload, wire)`` of the engine's frames of a storage plan (``StorageScheme.encode``:
+    ``encode_terms`` addressed by block, frames of at most ``STREAMED_FRAME_BYTES``), from the
+    frame layout of wire version 4 (each symbol as long as its longest piece)."""
+    from coded_shuffle.codec import FLAG_TERMS, symbol_lengths
+    from coded_shuffle.codec.terms import _addressing
+    from coded_shuffle.engine.schemes.storage import STREAMED_FRAME_BYTES
+
+    off, terms = plan.offsets, plan.terms
+    n = off.size - 1
+    wanter = np.asarray(plan.placement_next.owner, dtype=np.int64)[terms // P]
+    order, runs = _addressing(off, terms, wanter, K)
+    n_terms = np.diff(off)[order]
+    per = max(1, min(DEFAULT_MAX_FRAME_BYTES, STREAMED_FRAME_BYTES) // width)
+    framing = 0
+    for lo in range(0, max(n, 1), per):
+        hi = min(n, lo + per)
+        rows = runs.shape[0] if n <= per else _clip_runs(runs, lo, hi).shape[0]
+        framing += _layout(hi - lo, FLAG_TERMS | FLAG_VARIABLE, rows, int(n_terms[lo:hi].sum()))[1]
+    payload = int(symbol_lengths(off, terms, lens).sum())
+    return payload, payload + framing
+
+
+def storage_check(name: str, sizes: np.ndarray, n: int, M: int = 2) -> None:
+    """The engine's real frames (``StorageScheme.encode``) of the first transition on the first
+    ``n`` records: their size must be the bytes counted, and every worker decodes them exactly."""
+    from coded_shuffle.codec import decode_terms
+    from coded_shuffle.engine.holding import holding_for
+    from coded_shuffle.engine.schemes import StorageScheme
+    from coded_shuffle.storage import update_storage
+
+    rng = np.random.default_rng(1)
+    sizes = sizes[:n]
+    recs = [bytes(rng.integers(0, 256, int(L), dtype=np.uint8)) for L in sizes]
+    ds = load_dataset(recs)
+    scheme = StorageScheme(holding_for(K=K, storage=M, sizes=ds.lengths))
+    work = scheme.dataset(ds)
+    pp = scheme.holding.start(epoch_placement(n, K, seed=0, epoch=0))
+    nxt = update_storage(pp, epoch_placement(n, K, seed=0, epoch=1))
+    planned = scheme.plan(pp, nxt, work, strategy="greedy", exact_bound=None)
+    frames = scheme.encode(planned.plan, work, epoch=1, max_frame_bytes=DEFAULT_MAX_FRAME_BYTES).frames
+    real = sum(int(f.size) for f in frames)
+    counted = storage_wire(planned.plan, work.lengths, scheme.pieces, work.record_bytes)
+    assert real == counted[1] and counted[0] == planned.coded_bytes, (real, counted)
+    for k in range(K):
+        res = decode_terms(work.cache(pp.held_by(k)), frames, need=nxt.held_by(k), worker=k,
+                           checksums=work.checksums, lengths=work.lengths)  # fmt: skip
+        assert res.ok and np.array_equal(res.cache.data, work.data[nxt.held_by(k)])
+    print(f"  checked: the engine's frames (M = {M}) on {n} {name} are the bytes counted, and decode",
+          flush=True)  # fmt: skip
+
+
+def storage_run(sizes: np.ndarray, wire: int, M: int = 2) -> None:
+    """``engine.run`` itself over records of ``sizes`` (random bytes) with a storage of ``M``
+    batches, the same reshuffles: its reports' wire bytes must be those counted (``wire``)."""
+    from coded_shuffle.codec import record_checksums
+    from coded_shuffle.engine import run
+
+    rng = np.random.default_rng(1)
+    width = int(sizes.max())
+    data = rng.integers(0, 256, (sizes.size, width), dtype=np.uint8)
+    data[np.arange(width)[None, :] >= sizes[:, None]] = 0
+    data.flags.writeable = False
+    lens = sizes.copy()
+    lens.flags.writeable = False
+    ds = Dataset(data=data, lengths=lens, checksums=record_checksums(data, lens))
+    tic = time.perf_counter()
+    rep = run(ds, K=K, epochs=TRANSITIONS, seed=0, storage=M)
+    sent = sum(t.wire_bytes for t in rep.transitions)
+    assert rep.verified and sent == wire, (rep.verified, sent, wire)
+    print(f"  engine.run, M = {M}: {sent / 1e6:.2f} MB on the wire, the bytes counted; every record "
+          f"verified ({time.perf_counter() - tic:.0f} s)", flush=True)  # fmt: skip
+
+
+def storage(name: str, sizes: np.ndarray, M: int = 2, *, engine: bool = False) -> None:
+    """The engine's delivery with a storage of ``M`` batches on records of ``sizes``: its pieces
+    (``PieceStorage`` of the sizes), its plan (``plan_storage(..., sizes=...)``, pieces grouped by
+    size) and its frames' bytes, beside the same plan without grouping (sizes as drawn), over the
+    bound of the demand weighted by bytes, the missing pieces' bytes (uncoded with the storage)
+    and the moved records' bytes (uncoded with one batch)."""
+    from coded_shuffle.engine.holding import holding_for
+    from coded_shuffle.storage import demand_lower_bound, plan_storage, update_storage
 
     N = sizes.size
-    P, _ = storage_pieces(int(sizes.max()), K, M)
-    for label, sz in (("sizes as drawn", sizes), ("longest first (emulated)", np.sort(sizes)[::-1].copy())):
-        piece = np.repeat(-(-sz // P), P)  # every piece of a record ceil(L / P) bytes
-        pp = piece_placement(epoch_placement(N, K, seed=0, epoch=0), M=M, pieces=P)
-        payload = missing = 0
-        for e in range(1, TRANSITIONS + 1):
-            nxt = epoch_placement(N, K, seed=0, epoch=e)
-            plan = plan_storage(pp, nxt)
-            longest = np.maximum.reduceat(piece[plan.terms], plan.offsets[:-1]) if plan.terms.size else []
-            payload += int(np.sum(longest))
-            missing += int(piece[plan.demand[:, 0]].sum())
-            pp = update_storage(pp, nxt)
-        print(f"  M = {M}, {P} piece(s) a record, {label:26s}: payload / missing pieces' bytes "
-              f"{payload / missing:.4f}", flush=True)  # fmt: skip
+    holding = holding_for(K=K, storage=M, sizes=sizes)
+    P, lens = holding.pieces, holding.unit_lengths
+    width = int(lens.max())
+    totals = {"grouped": [0, 0], "drawn": [0, 0]}
+    bound = missing = moved = 0
+    pp = holding.start(epoch_placement(N, K, seed=0, epoch=0))
+    tic = time.perf_counter()
+    for e in range(1, TRANSITIONS + 1):
+        nxt = epoch_placement(N, K, seed=0, epoch=e)
+        for label, given in (("grouped", lens), ("drawn", None)):
+            plan = plan_storage(pp, nxt, sizes=given)
+            payload, wire = storage_wire(plan, lens, P, width)
+            totals[label][0] += payload
+            totals[label][1] += wire
+        d = plan.demand
+        bound += demand_lower_bound(d, K, weights=lens[d[:, 0]])[0]
+        missing += int(lens[d[:, 0]].sum())
+        moved += int(sizes[np.asarray(pp.placement.owner) != np.asarray(nxt.owner)].sum())
+        pp = update_storage(pp, nxt)
+    seconds = (time.perf_counter() - tic) / TRANSITIONS
+    print(f"  M = {M}: {P} piece(s) a record, widest piece {width} B; weighted bound {bound / 1e6:.2f} MB, "
+          f"missing pieces {missing / 1e6:.2f} MB, moved records {moved / 1e6:.2f} MB ({seconds:.1f} s a "
+          "transition, both plans)", flush=True)  # fmt: skip
+    print(f"  {'M = 2 plan':30s} {'payload/bound':>13s} {'wire/bound':>10s} {'wire/missing':>12s} "
+          f"{'wire/moved':>10s}")  # fmt: skip
+    for label, (payload, wire) in (("similar size (the engine)", totals["grouped"]),
+                                   ("sizes as drawn", totals["drawn"])):  # fmt: skip
+        print(f"  {label:30s} {payload / bound:13.4f} {wire / bound:10.4f} {wire / missing:12.4f} "
+              f"{wire / moved:10.4f}", flush=True)  # fmt: skip
+    if engine:
+        storage_run(sizes, totals["grouped"][1], M)
 
 
 def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
@@ -251,7 +352,8 @@ def main() -> None:
     ap.add_argument("--pieces", default="64,256,1024,4096")
     ap.add_argument("--check-records", type=int, default=20_000)
     ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--storage", action="store_true", help="also M = 2, sizes as drawn and longest first")
+    ap.add_argument("--storage", action="store_true", help="also the engine's delivery with M = 2")
+    ap.add_argument("--engine", action="store_true", help="with --storage: engine.run on the tokens too")
     ap.add_argument("--decode", action="store_true", help="also decoding, against fixed records")
     ap.add_argument("--decode-only", action="store_true", help="decoding alone (no planning or bytes)")
     args = ap.parse_args()
@@ -267,7 +369,9 @@ def main() -> None:
             check(name, sizes, pieces, min(args.check_records, sizes.size))
         measure(name, sizes, pieces)
         if args.storage:
-            storage(name, sizes)
+            if not args.no_check:
+                storage_check(name, sizes, min(args.check_records, 5000, sizes.size))
+            storage(name, sizes, engine=args.engine and name == "token documents")
         if args.decode and name == "token documents":
             decoding(sizes)
 

@@ -358,36 +358,45 @@ def read_frame_reference(raw: bytes) -> dict:
     return {"header": header, "entries": entries, "runs": rows[n:], "payload": payload, "crc_ok": crc_ok}
 
 
-def terms_frame_reference(rows, offsets, terms, *, epoch, symbol, runs=()) -> bytes:
+def terms_frame_reference(rows, offsets, terms, *, epoch, symbol, runs=(), sized=False) -> bytes:
     """A frame of many-term symbols (version 3, flag TERMS) from docs/wire-format.md, with struct.
 
     ``rows`` are the dataset's rows as bytes (one width); symbol ``s`` XORs the rows
-    ``terms[offsets[s]:offsets[s + 1]]``; 32-bit ids.
+    ``terms[offsets[s]:offsets[s + 1]]``; 32-bit ids. ``sized``: rows of many sizes (each
+    ``rows[i]`` its own length), a frame of version 4 (flags TERMS and VARIABLE): each payload
+    as long as its longest row, the rows zero-padded to it, end to end; ``record_bytes`` the
+    longest row.
     """
-    n, width = len(offsets) - 1, len(rows[0])
+    n = len(offsets) - 1
+    width = max(len(r) for r in rows)
     entries = b"".join(struct.pack("<II", symbol[s], offsets[s + 1] - offsets[s]) for s in range(n))
     table = b"".join(struct.pack("<I", t) for t in terms)
     index = b"".join(struct.pack("<III", *row) for row in runs)
     body = b""
     for s in range(n):
-        acc = bytearray(width)
-        for t in terms[offsets[s] : offsets[s + 1]]:
-            acc = bytearray(x ^ y for x, y in zip(acc, rows[t], strict=True))
+        mine = terms[offsets[s] : offsets[s + 1]]
+        acc = bytearray(max(len(rows[t]) for t in mine) if sized else width)
+        for t in mine:
+            acc = bytearray(x ^ y for x, y in zip(acc, rows[t].ljust(len(acc), b"\0"), strict=True))
         body += bytes(acc)
-    head = struct.pack("<4sHHQIIQII", b"CSHF", 3, 8, epoch, n, width, len(body), 0, len(runs))
+    version, flags = (4, 9) if sized else (3, 8)
+    head = struct.pack("<4sHHQIIQII", b"CSHF", version, flags, epoch, n, width, len(body), 0, len(runs))
     framing = head + entries + table + index
     framing += b"\0" * (-len(framing) % 8)
     crc = zlib.crc32(framing)
     return framing[:32] + struct.pack("<I", crc) + framing[36:] + body
 
 
-def read_terms_frame_reference(raw: bytes) -> dict:
+def read_terms_frame_reference(raw: bytes, lengths=None) -> dict:
     """The parts of a frame of many-term symbols with 32-bit ids, read with struct and zlib:
     ``header``, ``entries`` (rows ``(symbol, n_terms)``), ``terms`` (one list a symbol), ``runs``,
-    ``payload`` and ``crc_ok``."""
+    ``payload`` and ``crc_ok``. A frame of version 4 (flag VARIABLE) needs ``lengths``, every
+    row's length by id: a payload is as long as its longest row."""
     raw = bytes(raw)
     header = dict(zip(_HEADER_FIELDS, struct.unpack_from("<4sHHQIIQII", raw), strict=True))
-    assert header["flags"] & ~12 == 0 and header["flags"] & 8, "not TERMS, or 64-bit ids"
+    assert header["flags"] & ~13 == 0 and header["flags"] & 8, "not TERMS, or 64-bit ids"
+    sized = bool(header["flags"] & 1)
+    assert header["version"] == (4 if sized else 3) and (lengths is not None) == sized
     n, r, B = header["n_symbols"], header["n_runs"], header["record_bytes"]
     entries = [struct.unpack_from("<II", raw, 40 + 8 * k) for k in range(n)]
     at = 40 + 8 * n
@@ -399,8 +408,10 @@ def read_terms_frame_reference(raw: bytes) -> dict:
     framing = at + 12 * r
     framing += -framing % 8
     crc_ok = zlib.crc32(raw[:32] + bytes(4) + raw[36:framing]) == header["header_crc"]
-    assert len(raw) == framing + n * B == framing + header["payload_bytes"], "payload length"
-    payload = [raw[framing + s * B : framing + (s + 1) * B] for s in range(n)]
+    sizes = [max(lengths[x] for x in t) if sized else B for t in terms]
+    assert len(raw) == framing + sum(sizes) == framing + header["payload_bytes"], "payload length"
+    ends = [framing + sum(sizes[: s + 1]) for s in range(n)]
+    payload = [raw[e - z : e] for e, z in zip(ends, sizes, strict=True)]
     parts = {"header": header, "entries": entries, "terms": terms, "runs": runs, "payload": payload}
     return {**parts, "crc_ok": crc_ok}
 

@@ -47,6 +47,7 @@ VECTORS = json.loads((Path(__file__).resolve().parent / "kat" / "vectors.json").
 def test_the_vectors_are_all_there():
     # a rewrite that dropped a vector would pass the tests below: the file's shape is fixed too
     names = ["about", "checksums", "permutations", "feistel", "frame_example_1", "frame_storage"]
+    names.append("frame_storage_sized")
     assert list(VECTORS) == names
     assert len(VECTORS["checksums"]) == 7
     assert [(p["seed"], p["epoch"], len(p["order"])) for p in VECTORS["permutations"]] == [
@@ -173,3 +174,58 @@ def test_frame_of_many_term_symbols():
             pieces.cache(pp.held_by(k)), [raw], need=nxt.held_by(k), worker=k, checksums=pieces.checksums
         )
         assert res.ok and np.array_equal(res.cache.data, pieces.data[nxt.held_by(k)])
+
+
+def test_frame_of_many_term_symbols_of_many_sizes():
+    from coded_shuffle.codec import VARIABLE_TERMS_VERSION, decode_terms, encode_terms
+    from coded_shuffle.engine.state import records_of_pieces, storage_dataset
+    from coded_shuffle.orders import placement_from_owner
+    from coded_shuffle.storage import piece_placement, plan_storage, update_storage
+    from tests.kat.make_kat import sized_pieces_reference
+    from tests.oracles import read_terms_frame_reference, terms_frame_reference
+
+    vec = VECTORS["frame_storage_sized"]
+    raw = bytes.fromhex("".join(vec["frame"]))
+    records = [bytes.fromhex(r) for r in vec["records"]]
+    rows = sized_pieces_reference(records, 2)
+    assert [r.hex() for r in rows] == vec["pieces"]  # each record cut by its own length
+    K, M = vec["K"], vec["storage"]
+    p0, p1 = placement_from_owner(vec["owner_t"], K), placement_from_owner(vec["owner_t1"], K)
+    pp = piece_placement(p0, M=M)
+    pieces = storage_dataset(load_dataset(records), K, M, pieces=pp.pieces)
+    assert [pieces.record(i) for i in range(pieces.N)] == rows
+    plan = plan_storage(pp, p1, sizes=pieces.lengths)
+    # the library writes the frozen frame of version 4, byte for byte
+    assert VARIABLE_TERMS_VERSION == vec["wire_version"] == 4
+    wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
+    (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=vec["epoch"], wanter=wanter, K=K)
+    assert frame.tobytes() == raw
+    # read without the library: every payload the XOR of its rows zero-padded to the longest
+    lengths = [len(r) for r in rows]
+    parts = read_terms_frame_reference(raw, lengths=lengths)
+    assert parts["crc_ok"] and parts["terms"] == vec["terms"]
+    for t, payload in zip(parts["terms"], parts["payload"], strict=True):
+        want = bytearray(max(lengths[x] for x in t))
+        for x in t:
+            want = bytearray(a ^ b for a, b in zip(want, rows[x].ljust(len(want), b"\0"), strict=True))
+        assert payload == bytes(want)
+    offsets = np.concatenate([[0], np.cumsum([len(t) for t in parts["terms"]])]).tolist()
+    flat = [x for t in parts["terms"] for x in t]
+    symbol = [s for s, _ in parts["entries"]]
+    rebuilt = terms_frame_reference(
+        rows, offsets, flat, epoch=vec["epoch"], symbol=symbol, runs=parts["runs"], sized=True
+    )
+    assert rebuilt == raw
+    # every worker decodes its share of the next epoch from the frozen bytes, and its records whole
+    nxt = update_storage(pp, p1)
+    for k in range(K):
+        res = decode_terms(
+            pieces.cache(pp.held_by(k)), [raw], need=nxt.held_by(k), worker=k, checksums=pieces.checksums,
+            lengths=pieces.lengths,
+        )  # fmt: skip
+        assert res.ok and [res.cache.record(int(i)) for i in res.cache.ids] == [
+            rows[i] for i in nxt.held_by(k)
+        ]
+        (mine,) = p1.batch(k)
+        whole = records_of_pieces(res.cache, np.array([mine]), 2, 13)[0]
+        assert bytes(whole[: len(records[mine])]) == records[mine]

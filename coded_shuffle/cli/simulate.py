@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
-from ..codec import FLAG_TERMS, FRAME_HEADER_BYTES, RUN_BYTES, TERMS_VERSION, entry_bytes
+from ..codec import (
+    FLAG_TERMS,
+    FRAME_HEADER_BYTES,
+    RUN_BYTES,
+    TERMS_VERSION,
+    VARIABLE_TERMS_VERSION,
+    entry_bytes,
+)
 from ..engine.schemes import names
 from ._parser import COMMANDS, add_deprecated
 from .common import (
@@ -33,7 +40,7 @@ from .common import (
     worker_counts,
 )
 from .data import add_data_arguments, open_data, refuse_format_options, sizes_refusal, sizes_text
-from .sized import ByteBound, sized_time_lines
+from .sized import ByteBound, StorageByteBound, sized_time_lines
 
 _SIM_COLUMNS = (
     "epoch", "coded", "uncoded", "xor", "lone", "bound", "coded MB", "uncoded MB", "saving", "framing",
@@ -104,20 +111,27 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
             f"1/{args.subpackets} record: divide the counts by {args.subpackets} for records."
         )
     if args.storage > 1:
-        from ..engine.state import storage_pieces
+        from ..engine.state import sized_pieces, storage_pieces
         from ..storage import STORAGE_MAX_K
 
         C, width = storage_pieces(args.record_bytes, args.workers, args.storage)  # checked
         M = args.storage
         cut = f"cut into {C} pieces of {width} B" if C > 1 else "stored whole"
+        if getattr(args, "sizes", None) is not None:  # of many sizes: the pieces of their mean size
+            C = sized_pieces(args.sizes, args.workers, M)
+            cut = f"each cut by its own length into {C} pieces" if C > 1 else "stored whole"
         print(f"storage {M}: records {cut}, each held by {M} workers;")
         print(f"symbols are pieces (divide the counts by {C} for records): xor symbols sum up to {M + 1}")
         entry, term = entry_bytes(FLAG_TERMS)
         print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
-        print(f"is {entry} B and {term} B a piece it sums (wire format version {TERMS_VERSION}).")
+        version = VARIABLE_TERMS_VERSION if getattr(args, "sizes", None) is not None else TERMS_VERSION
+        print(f"is {entry} B and {term} B a piece it sums (wire format version {version}).")
         if args.workers > STORAGE_MAX_K and mode == "exchange":
             print(f"Beyond {STORAGE_MAX_K} workers the exchange makes no coded plan: its columns are '-'.")
-    if getattr(args, "sizes", None) is not None:
+    if getattr(args, "sizes", None) is not None and args.storage > 1:
+        print("records of different sizes: coded MB pads each symbol to its longest piece; bound MB: the")
+        print("genie bound of the missing pieces weighted by their bytes: no delivery sends less payload.")
+    elif getattr(args, "sizes", None) is not None:
         print("records of different sizes: coded MB pads each XOR of two records to the longer; bound MB:")
         print("the genie lower bound weighted by size, the payload bytes no coded delivery sends fewer of.")
     print("saving: 1 - coded MB / uncoded MB, the payload bytes the coded scheme does not send.")
@@ -175,10 +189,11 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     source, _ = open_data(args, workers=args.workers)
     filled.points, filled.record_bytes = len(source), int(source.width)
-    if source.record_bytes is None:  # records of different sizes: whole records, one batch a worker
+    if source.record_bytes is None:  # records of different sizes
         filled.sizes = np.asarray(source.sizes)
         problem = sizes_refusal(args.data, filled.sizes, {
-            f"--storage {args.storage}": args.storage != 1,
+            f"--storage {args.storage} --mode {args.mode}": args.storage != 1 and args.mode != "coded",
+            f"--storage {args.storage} --network": args.storage != 1 and args.network is not None,
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",
             f"--mode {args.mode}": args.mode == "split",  # its share is set on counts
@@ -288,7 +303,7 @@ def _mode(args: argparse.Namespace, spec: Any, network: Any) -> tuple[str, str]:
                      refusal=None if sizes is None else refusal, sizes=sizes)  # fmt: skip
 
 
-def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | None:
+def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | StorageByteBound | None:
     """Records of different sizes (``args.sizes``): each transition's bound weighted by size, on
     the epochs :func:`~coded_shuffle.engine.run` delivers; else None."""
     sizes = getattr(args, "sizes", None)
@@ -298,6 +313,9 @@ def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | None:
     from ..engine.schedule import EpochSchedule
 
     K = args.workers
+    if args.storage > 1:  # the demand of the pieces each record is cut into, weighted by their bytes
+        scheme = scheme_for("coded", K=K, storage=args.storage, sizes=sizes)
+        return StorageByteBound(EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme))
     schedule = EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme_for("coded", K=K))
     return ByteBound(schedule, sizes, strategy=args.strategy)
 

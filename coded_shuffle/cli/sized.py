@@ -27,7 +27,8 @@ from ..orders import OrderSpec, Placement
 from .data import sizes_text
 
 __all__ = [
-    "ByteBound", "SIZED_COLUMNS", "sized_cells", "sized_legend", "sized_predicted_times", "sized_time_lines",
+    "ByteBound", "StorageByteBound", "SIZED_COLUMNS", "sized_cells", "sized_legend", "sized_predicted_times",
+    "sized_time_lines",
 ]  # fmt: skip
 
 
@@ -101,6 +102,32 @@ def sized_time_lines(rows: list[dict[str, Any]], sizes: np.ndarray) -> list[str]
     width = f"records of {rows[0]['record_bytes']} B"
     lines[0] = lines[0].replace(width, f"records of {sizes_text(sizes)}", 1)
     return lines
+
+
+class StorageByteBound:
+    """:class:`ByteBound` with a storage of ``M > 1`` batches (``schedule``'s scheme, built with
+    the records' sizes): the genie bound of each transition's demand of pieces weighted by their
+    bytes (:func:`~coded_shuffle.storage.demand_lower_bound`), the pieces each record is cut into
+    by its own length. Transitions are asked in order; each epoch's holdings follow the last.
+    """
+
+    def __init__(self, schedule: EpochSchedule) -> None:
+        self.schedule = schedule
+        self._now = schedule.epoch(0)
+
+    def __call__(self, epoch: int) -> tuple[int, bool]:
+        from ..storage import demand_lower_bound, piece_demand
+
+        if epoch <= self._now.t:
+            self._now = self.schedule.epoch(0)
+        while self._now.t < epoch - 1:
+            self._now = self.schedule.epoch(self._now.t + 1, self._now)
+        nxt = self.schedule.epoch(epoch, self._now)
+        lens = self.schedule.scheme.holding.unit_lengths  # type: ignore[attr-defined]
+        demand = piece_demand(self._now.held, nxt.placement)
+        value, _, exact = demand_lower_bound(demand, self.schedule.K, weights=lens[demand[:, 0]])
+        self._now = nxt
+        return int(value), bool(exact)
 
 
 #: The columns of ``run``'s table on records of different sizes (:func:`sized_cells`).

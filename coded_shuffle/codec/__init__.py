@@ -82,6 +82,7 @@ from .wire import (
     PAIRS_VERSION,
     RUN_BYTES,
     TERMS_VERSION,
+    VARIABLE_TERMS_VERSION,
     WIRE_MAGIC,
     WIRE_VERSION,
     Frame,
@@ -93,6 +94,7 @@ from .wire import (
     frame_sizes,
     frame_version,
     parse_frame,
+    symbol_lengths,
 )
 
 __all__ = [
@@ -102,6 +104,8 @@ __all__ = [
     "WIRE_VERSION",
     "PAIRS_VERSION",
     "TERMS_VERSION",
+    "VARIABLE_TERMS_VERSION",
+    "symbol_lengths",
     "frame_version",
     "FLAG_TERMS",
     "FRAME_HEADER_BYTES",

@@ -19,11 +19,12 @@ import numpy as np
 
 from .._checks import check_int
 from .._gf2 import solve_gf2
+from ..errors import DecodeError
 from ._common import _aligned_rows, _halves, _i64, _Index, _kernels, _lookup, _ro
 from .decode import DecodeResult, _need_ids, _output_rows, _parsed_frame
 from .records import Cache, _checksum_rows, _word_keys
 from .terms import _move, _xor_rows, term_blocks
-from .wire import Frame
+from .wire import FLAG_VARIABLE, Frame, _unpacked, symbol_lengths
 
 __all__ = ["TermsDecoder", "decode_terms", "keep_rows"]
 
@@ -184,8 +185,8 @@ def keep_rows(cache: Cache, need: np.ndarray, out: np.ndarray) -> np.ndarray:
 class TermsDecoder:
     """A worker's decoding of one delivery of many-term symbols, fed frame by frame.
 
-    ``cache``, ``need``, ``worker``, ``epoch``, ``checksums``, ``out`` and ``kept`` are those of
-    :func:`decode_terms`. :meth:`add` solves what a frame gives at once; :meth:`finish` solves
+    ``cache``, ``need``, ``worker``, ``epoch``, ``checksums``, ``out``, ``kept`` and ``lengths``
+    are those of :func:`decode_terms`. :meth:`add` solves what a frame gives at once; :meth:`finish` solves
     the rest and returns the :class:`~coded_shuffle.codec.DecodeResult`. The frames' payloads
     must stay as they are until then (the elimination reads them).
 
@@ -211,13 +212,16 @@ class TermsDecoder:
         checksums: np.ndarray | None = None,
         out: np.ndarray | None = None,
         kept: bool = False,
+        lengths: np.ndarray | None = None,
     ) -> None:
         if not isinstance(cache, Cache):
             raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
-        if cache.lengths is not None:
+        if (cache.lengths is None) != (lengths is None):
             raise ValueError(
-                "Argument 'cache' must hold rows of one width: many-term symbols have no lengths."
+                "Argument 'lengths' (every row's length, by id) must be given exactly when the cache "
+                "holds rows of many sizes."
             )
+        self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
         self.worker = check_int(worker, "worker", minimum=0)
         self.cache, self.epoch, self.checksums = cache, epoch, checksums
         self.width = int(cache.data.shape[1])
@@ -250,9 +254,15 @@ class TermsDecoder:
             frame, self.frames - 1, worker=self.worker, epoch=self.epoch, width=self.width,
             variable=False, terms=True,
         )  # fmt: skip
+        payload = self._payload(f)
         if self.held.all():
             return
         offsets, terms, rows = _addressed_terms(f, self.worker)
+        if self.lengths is not None:  # the addressed payloads, unpacked zero-padded, in order
+            assert f.offsets is not None and f.terms is not None
+            plen = symbol_lengths(f.offsets, f.terms, self.lengths)
+            payload = _unpacked(payload, plen, self.width, rows)
+            rows = np.arange(rows.size, dtype=np.int64)
         n = offsets.size - 1
         where = _i64(self._in_cache(terms))
         target = _i64(np.where(where < 0, self._in_need(terms), -1))
@@ -260,11 +270,34 @@ class TermsDecoder:
         pick = np.empty(n, dtype=np.int64)
         kern, offsets = _kernels(), _i64(offsets)
         self.steps += int(kern.direct_pick(pick, self.done, offsets, where, target, multi))
-        args = (self.new, self.sums, self._keys, _ro(f.payload), rows, offsets, where, pick, self._data)
+        args = (self.new, self.sums, self._keys, _ro(payload), rows, offsets, where, pick, self._data)
         _halves(kern.direct_rows, args, 0, n, n * self.width)
         self._parts.append((offsets, terms, where, target, multi))
-        self._chunks.append((self.symbols, f.payload, rows))
+        self._chunks.append((self.symbols, payload, rows))
         self.symbols += n
+
+    def _payload(self, f: Frame) -> np.ndarray:
+        """The frame's payload: its rows, or (rows of many sizes) its packed bytes, checked
+        against the lengths of the table; a frame of the other kind is refused."""
+        variable = bool(f.flags & FLAG_VARIABLE)
+        if variable != (self.lengths is not None):
+            raise DecodeError(
+                f"Worker {self.worker}: frame {self.frames - 1} does not match the cache's record layout."
+            )
+        if self.lengths is None:
+            return f.payload
+        assert f.packed is not None and f.offsets is not None and f.terms is not None
+        if f.terms.size and int(f.terms.max()) >= self.lengths.shape[0]:
+            raise DecodeError(
+                f"Worker {self.worker}: frame {self.frames - 1} names a row beyond the table of lengths."
+            )
+        plen = symbol_lengths(f.offsets, f.terms, self.lengths)
+        if int(plen.sum()) != int(f.packed.shape[0]) or (plen.size and int(plen.max()) > self.width):
+            raise DecodeError(
+                f"Worker {self.worker}: frame {self.frames - 1}: payload of {f.packed.shape[0]} bytes, "
+                f"the rows' lengths say {int(plen.sum())}."
+            )
+        return f.packed
 
     def finish(self) -> DecodeResult:
         """Solve the symbols of several unknown terms, check every solved row; the result."""
@@ -293,11 +326,18 @@ class TermsDecoder:
             new[lost] = 0
         missing, decoded = ids[lost], ids[solved]
         bad = np.empty(0, np.int64)
+        lens = None if self.lengths is None else self.lengths[ids]
+        if lens is not None and decoded.size:  # a row's checksum counts its length: again, cut
+            rows = np.flatnonzero(solved)
+            self.sums[solved] = _checksum_rows(new, lens[solved], rows)
+            short = rows[lens[rows] < self.width]  # zero past the length, whatever a symbol held there
+            if short.size:
+                new[short] *= (np.arange(self.width)[None, :] < lens[short, None]).astype(np.uint8)
         if self.checksums is not None and decoded.size:  # each row was checksummed as it was written
             bad = decoded[self.sums[solved] != np.asarray(self.checksums)[decoded]]
         return DecodeResult(
             worker=self.worker,
-            cache=Cache(ids=ids, data=new, lengths=None),
+            cache=Cache(ids=ids, data=new, lengths=lens),
             decoded=decoded,
             bad=bad,
             missing=missing,
@@ -317,6 +357,7 @@ def decode_terms(
     checksums: np.ndarray | None = None,
     out: np.ndarray | None = None,
     kept: bool = False,
+    lengths: np.ndarray | None = None,
 ) -> DecodeResult:
     """Rebuild the rows ``need`` of a worker from its ``cache`` and frames of many-term symbols.
 
@@ -324,8 +365,10 @@ def decode_terms(
     addressed to ``worker`` (:mod:`coded_shuffle.codec.terms`) and, with ``checksums`` (indexed
     by row id), checked. ``out`` is an optional buffer of the new rows, as in
     :func:`~coded_shuffle.codec.decode_worker`; with ``kept``, it already holds the rows of
-    ``need`` that ``cache`` holds (:func:`keep_rows`, called before the frames came). The same
-    as a :class:`TermsDecoder` fed every frame.
+    ``need`` that ``cache`` holds (:func:`keep_rows`, called before the frames came). Rows of
+    many sizes (a cache with ``lengths``, frames of version 4): ``lengths`` is every row's length,
+    indexed by id (part of the job, as ``checksums``), which gives each payload's length and each
+    new row's. The same as a :class:`TermsDecoder` fed every frame.
 
     Examples
     --------
@@ -340,7 +383,9 @@ def decode_terms(
     """
     if isinstance(frames, (bytes, bytearray, np.ndarray, Frame)) or not isinstance(frames, Sequence):
         raise TypeError(f"Argument 'frames' must be a sequence of frames, not {type(frames).__name__}.")
-    dec = TermsDecoder(cache, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out, kept=kept)
+    dec = TermsDecoder(
+        cache, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out, kept=kept, lengths=lengths
+    )
     for f in frames:
         dec.add(f)
     return dec.finish()

@@ -24,11 +24,13 @@ from .wire import (
     DEFAULT_MAX_FRAME_BYTES,
     FLAG_REPAIR,
     FLAG_TERMS,
+    FLAG_VARIABLE,
     FLAG_WIDE_IDS,
     FRAME_HEADER_BYTES,
     RUN_BYTES,
     _layout,
     _term_bytes,
+    symbol_lengths,
 )
 
 __all__ = ["encode_terms", "term_blocks"]
@@ -122,13 +124,16 @@ def _pack_terms(
     dataset: Dataset, offsets: np.ndarray, terms: np.ndarray, symbol: np.ndarray, runs: np.ndarray, *,
     epoch: int, repair: bool,
 ) -> np.ndarray:  # fmt: skip
-    """One frame of many-term symbols (docs/wire-format.md, version 3)."""
+    """One frame of many-term symbols (docs/wire-format.md, version 3; version 4 for rows of many
+    sizes, each payload cut to its longest term and packed)."""
     n, width = offsets.size - 1, dataset.record_bytes
-    flags = FLAG_TERMS | (FLAG_REPAIR if repair else 0)
+    flags = FLAG_TERMS | (FLAG_REPAIR if repair else 0) | (FLAG_VARIABLE if dataset.variable else 0)
     if int(max(terms.max(initial=0), symbol.max(initial=0))) >= 0xFFFFFFFF:
         flags |= FLAG_WIDE_IDS
     edt, start = _layout(n, flags, runs.shape[0], terms.size)
-    buf = _aligned_empty(start + n * width, lead=start)
+    plen = None if dataset.lengths is None else symbol_lengths(offsets, terms, dataset.lengths)
+    payload_bytes = n * width if plen is None else int(plen.sum())
+    buf = _aligned_empty(start + payload_bytes, lead=start)
     buf[:start] = 0
     at = FRAME_HEADER_BYTES + n * edt.itemsize
     entries = buf[FRAME_HEADER_BYTES:at].view(edt)
@@ -140,10 +145,22 @@ def _pack_terms(
     if runs.shape[0]:
         table = buf[at : at + runs.shape[0] * RUN_BYTES].view(_RUN_DTYPE)
         table["worker"], table["first"], table["count"] = runs[:, 0], runs[:, 1], runs[:, 2]
-    if n:
+    if n and plen is None:
         _xor_rows(buf[start:].reshape(n, width), None, offsets, terms, dataset.data)
+    elif n:  # the zero-padded XOR of each symbol's rows, cut to its longest row, end to end
+        assert plen is not None
+        rows = np.empty((n, width), dtype=np.uint8)
+        _xor_rows(rows, None, offsets, terms, dataset.data)
+        buf[start:] = rows[np.arange(width)[None, :] < plen[:, None]]
     _write_header(
-        buf, start, flags=flags, epoch=epoch, n=n, width=width, payload_bytes=n * width, n_runs=runs.shape[0]
+        buf,
+        start,
+        flags=flags,
+        epoch=epoch,
+        n=n,
+        width=width,
+        payload_bytes=payload_bytes,
+        n_runs=runs.shape[0],
     )
     return buf
 
@@ -164,7 +181,9 @@ def encode_terms(
     Parameters
     ----------
     dataset : Dataset
-        One row per piece (fixed width).
+        One row per piece. Rows of many sizes (``dataset.lengths``, zero-padded rows) make frames
+        of version 4: each payload as long as its symbol's longest row, packed end to end; a
+        reader takes the rows' lengths from its own table (docs/wire-format.md).
     offsets, terms : array_like
         The terms of each symbol (CSR: ``offsets`` of length ``n + 1``, from 0 to ``len(terms)``).
     epoch : int
@@ -188,8 +207,6 @@ def encode_terms(
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
-    if dataset.variable:
-        raise ValueError("Argument 'dataset' must have rows of one width: many-term symbols have no lengths.")
     epoch = check_int(epoch, "epoch", minimum=0, maximum=2**64 - 1)
     max_frame_bytes = check_int(max_frame_bytes, "max_frame_bytes", minimum=dataset.record_bytes)
     off, ids = _check_terms(offsets, terms, dataset.N)

@@ -17,12 +17,16 @@ from ._common import _NO_RUNS, _kernels, _readonly
 WIRE_MAGIC = b"CSHF"
 #: Version of the wire format this module writes and reads (:doc:`docs/wire-format.md`). A frame's
 #: header holds the version a reader needs for it: :data:`TERMS_VERSION` for a frame with
-#: :data:`FLAG_TERMS`, :data:`PAIRS_VERSION` for every other (byte for byte a version 2 frame).
-WIRE_VERSION = 3
+#: :data:`FLAG_TERMS`, :data:`VARIABLE_TERMS_VERSION` for one with :data:`FLAG_TERMS` and
+#: :data:`FLAG_VARIABLE`, :data:`PAIRS_VERSION` for every other (byte for byte a version 2 frame).
+WIRE_VERSION = 4
 #: The version written in the header of a frame of pairs (no :data:`FLAG_TERMS`).
 PAIRS_VERSION = 2
 #: The version written in the header of a frame of many-term symbols (:data:`FLAG_TERMS`).
 TERMS_VERSION = 3
+#: The version of a frame of many-term symbols of rows of many sizes (:data:`FLAG_TERMS` with
+#: :data:`FLAG_VARIABLE`): each payload as long as its longest term, the lengths the job's.
+VARIABLE_TERMS_VERSION = 4
 #: Size of the fixed frame header in bytes.
 FRAME_HEADER_BYTES = 40
 #: Flag: records have variable lengths; entries carry ``len_a`` and ``len_b``.
@@ -100,6 +104,8 @@ class Frame:
         Set only in the frames a worker's decoding parses for itself, of variable-length records:
         the payloads end to end as received, ``payload`` then empty (the decoder unpacks the
         entries addressed to the worker alone), or by :func:`parse_frame` with ``unpack=False``.
+        Always set in a frame of many-term symbols of rows of many sizes (version 4), whose
+        ``payload`` rows are unpacked only when :func:`parse_frame` is given the rows' lengths.
 
     Examples
     --------
@@ -139,6 +145,8 @@ class Frame:
     @property
     def payload_bytes(self) -> int:
         """Bytes of symbol payload on the wire."""
+        if self.packed is not None and self.terms is not None:  # version 4: as received
+            return int(self.packed.shape[0])
         if self.len_a is None or self.len_b is None:
             return self.n_symbols * self.record_bytes
         return int(np.maximum(self.len_a, self.len_b).sum())
@@ -169,8 +177,25 @@ def _term_bytes(flags: int) -> int:
 
 
 def frame_version(flags: int) -> int:
-    """The version a reader needs for a frame with ``flags`` (the one written in its header)."""
-    return TERMS_VERSION if flags & FLAG_TERMS else PAIRS_VERSION
+    """The version a reader needs for a frame with ``flags`` (the one written in its header).
+
+    >>> frame_version(0), frame_version(FLAG_TERMS), frame_version(FLAG_TERMS | FLAG_VARIABLE)
+    (2, 3, 4)
+    """
+    if flags & FLAG_TERMS:
+        return VARIABLE_TERMS_VERSION if flags & FLAG_VARIABLE else TERMS_VERSION
+    return PAIRS_VERSION
+
+
+def symbol_lengths(offsets: np.ndarray, terms: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The payload length of each many-term symbol of rows of ``lengths``: its longest term's.
+
+    >>> symbol_lengths(np.array([0, 2, 3]), np.array([0, 1, 2]), np.array([5, 9, 4])).tolist()
+    [9, 4]
+    """
+    if int(offsets.shape[0]) < 2:
+        return np.zeros(0, dtype=np.int64)
+    return np.maximum.reduceat(np.asarray(lengths, dtype=np.int64)[terms], offsets[:-1]).astype(np.int64)
 
 
 def frame_overhead(
@@ -297,8 +322,9 @@ def _header(frame: np.ndarray) -> Any:
 
 
 def parse_frame(
-    buf: object, *, epoch: int | None = None, record_bytes: int | None = None, unpack: bool = True
-) -> Frame:
+    buf: object, *, epoch: int | None = None, record_bytes: int | None = None, unpack: bool = True,
+    lengths: object = None,
+) -> Frame:  # fmt: skip
     """Parse and check one frame; payload rows are views into ``buf`` for fixed-size records.
 
     Parameters
@@ -315,6 +341,10 @@ def parse_frame(
         which is all :func:`~coded_shuffle.codec.decode_worker` needs: it reads the entries
         addressed to its worker in place, where unpacking costs every worker the whole frame
         at the widest width.
+    lengths : array_like, optional
+        A frame of many-term symbols of rows of many sizes (version 4): the length of every row
+        (indexed by row id), which sets each payload's length (its longest term's); with it the
+        payloads are checked against the entries and unpacked, without it they stay packed.
 
     Raises
     ------
@@ -334,10 +364,18 @@ def parse_frame(
     """
     if not isinstance(unpack, bool):
         raise TypeError(f"Argument 'unpack' must be a bool, not {type(unpack).__name__}.")
-    return _parse(buf, epoch=epoch, record_bytes=record_bytes, unpack=unpack)
+    lens = None if lengths is None else np.asarray(lengths, dtype=np.int64).reshape(-1)
+    return _parse(buf, epoch=epoch, record_bytes=record_bytes, unpack=unpack, lengths=lens)
 
 
-def _parse(buf: object, *, epoch: int | None, record_bytes: int | None, unpack: bool) -> Frame:
+def _parse(
+    buf: object,
+    *,
+    epoch: int | None,
+    record_bytes: int | None,
+    unpack: bool,
+    lengths: np.ndarray | None = None,
+) -> Frame:
     """:func:`parse_frame`; without ``unpack`` the payloads of variable-length records stay packed
     (:attr:`Frame.packed`), for a decoder that reads only some of them."""
     raw = _frame_bytes(buf)
@@ -346,7 +384,7 @@ def _parse(buf: object, *, epoch: int | None, record_bytes: int | None, unpack: 
     end = FRAME_HEADER_BYTES + n * edt.itemsize
     entries = raw[FRAME_HEADER_BYTES:end].view(edt)
     if flags & FLAG_TERMS:
-        return _parse_terms(raw, header, entries, end, n_terms, start)
+        return _parse_terms(raw, header, entries, end, n_terms, start, lengths=lengths if unpack else None)
     runs = _receiver_index(raw[end : end + int(header["n_runs"]) * RUN_BYTES], n)
     none = np.iinfo(edt["b"]).max
     a = entries["a"].astype(np.int64)
@@ -420,9 +458,11 @@ def _unpacked(
 
 
 def _parse_terms(
-    raw: np.ndarray, header: Any, entries: np.ndarray, end: int, n_terms: int, start: int
-) -> Frame:
-    """The rest of :func:`parse_frame` for a frame with :data:`FLAG_TERMS`."""
+    raw: np.ndarray, header: Any, entries: np.ndarray, end: int, n_terms: int, start: int, *,
+    lengths: np.ndarray | None = None,
+) -> Frame:  # fmt: skip
+    """The rest of :func:`parse_frame` for a frame with :data:`FLAG_TERMS` (with
+    :data:`FLAG_VARIABLE`, its payloads unpacked by the rows' ``lengths`` when given)."""
     flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
     tb = _term_bytes(flags)
     terms = raw[end : end + n_terms * tb].view("<u8" if tb == 8 else "<u4").astype(np.int64)
@@ -435,11 +475,25 @@ def _parse_terms(
     at = end + n_terms * tb
     runs = _receiver_index(raw[at : at + int(header["n_runs"]) * RUN_BYTES], n)
     payload_bytes = int(header["payload_bytes"])
-    if payload_bytes != n * width or raw.shape[0] != start + payload_bytes:
+    packed, payload, expected = None, raw[start:], n * width
+    if flags & FLAG_VARIABLE:  # the payloads' lengths are the rows', from the reader's table
+        packed, expected = raw[start:], payload_bytes
+        payload = np.empty((0, width), dtype=np.uint8)
+        if lengths is not None:
+            if terms.size and int(terms.max()) >= lengths.shape[0]:
+                raise DecodeError(f"Frame rejected: term id beyond the {lengths.shape[0]} rows of the table.")
+            plen = symbol_lengths(offsets, terms, lengths)
+            expected = int(plen.sum())
+            if n and int(plen.max()) > width:
+                raise DecodeError("Frame rejected: row lengths exceed the record width.")
+            if expected == payload_bytes == raw.shape[0] - start:
+                payload = _unpacked(packed, plen, width)
+    if payload_bytes != expected or raw.shape[0] != start + payload_bytes:
         raise DecodeError(
             f"Frame rejected: payload of {raw.shape[0] - start} bytes, header says {payload_bytes}, "
-            f"entries say {n * width}."
+            f"entries say {expected}."
         )
+    payload = payload.reshape(n, width) if packed is None else payload
     empty = np.empty(0, dtype=np.int64)
     return Frame(
         epoch=int(header["epoch"]),
@@ -450,11 +504,12 @@ def _parse_terms(
         b=empty,
         len_a=None,
         len_b=None,
-        payload=raw[start:].reshape(n, width),
+        payload=payload,
         wire_bytes=int(raw.shape[0]),
         runs=runs,
         offsets=_readonly(offsets),
         terms=_readonly(terms),
+        packed=packed,
     )
 
 
@@ -482,14 +537,14 @@ def _check_header(
     if bytes(header["magic"]) != WIRE_MAGIC:
         raise DecodeError(f"Frame rejected: magic {bytes(header['magic'])!r}, not {WIRE_MAGIC!r}.")
     version, flags = int(header["version"]), int(header["flags"])
-    if version not in (PAIRS_VERSION, TERMS_VERSION):
+    if version not in (PAIRS_VERSION, TERMS_VERSION, VARIABLE_TERMS_VERSION):
         raise DecodeError(
             f"Frame rejected: wire format version {version}; this reader reads versions "
-            f"{PAIRS_VERSION} and {TERMS_VERSION} only."
+            f"{PAIRS_VERSION} to {VARIABLE_TERMS_VERSION} only."
         )
     if flags & ~_KNOWN_FLAGS:
         raise DecodeError(f"Frame rejected: unknown flags {flags:#x}.")
-    if version != frame_version(flags) or (flags & FLAG_TERMS and flags & FLAG_VARIABLE):
+    if version != frame_version(flags):
         raise DecodeError(f"Frame rejected: flags {flags:#x} do not belong to a frame of version {version}.")
     n_terms = _count_terms(raw, flags, int(header["n_symbols"]))
     edt, start = _layout(int(header["n_symbols"]), flags, int(header["n_runs"]), n_terms)

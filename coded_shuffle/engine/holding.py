@@ -31,7 +31,8 @@ nothing else branches on ``M``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -39,7 +40,15 @@ import numpy as np
 from ..codec import Cache, Dataset
 from ..orders import Placement
 from .report import Units
-from .state import pieces_dataset, pieces_placement, records_of_pieces, storage_dataset, storage_pieces
+from .state import (
+    piece_lengths,
+    pieces_dataset,
+    pieces_placement,
+    records_of_pieces,
+    sized_pieces,
+    storage_dataset,
+    storage_pieces,
+)
 
 __all__ = ["Holding", "Batches", "PieceStorage", "holding_for"]
 
@@ -150,7 +159,10 @@ class PieceStorage:
     """``M > 1`` batches a worker: the pieces of :mod:`coded_shuffle.storage`, ``P`` a record.
 
     ``P = C(K - 1, M - 1)`` (a piece for every label) unless ``record_bytes`` is given and its
-    records are too small for that (:func:`~coded_shuffle.engine.state.storage_pieces`). The
+    records are too small for that (:func:`~coded_shuffle.engine.state.storage_pieces`). Records
+    of many sizes: ``sizes``, each record's length (part of the job, as known to every rank), sets
+    ``P`` from their mean (:func:`~coded_shuffle.engine.state.sized_pieces`) and the length of
+    every piece (:attr:`unit_lengths`: each record cut by its own length). The
     placements are piece placements (:class:`~coded_shuffle.storage.PiecePlacement`), followed
     from epoch to epoch with no traffic (:func:`~coded_shuffle.storage.update_storage`); a worker
     holds its share of them and hands out whole records.
@@ -166,20 +178,40 @@ class PieceStorage:
     K: int
     M: int
     record_bytes: int | None = None
+    sizes: np.ndarray | None = field(default=None, repr=False, compare=False)
 
-    @property
+    @cached_property
     def pieces(self) -> int:
         from ..storage import pieces_per_record
 
+        if self.sizes is not None:
+            return sized_pieces(self.sizes, self.K, self.M)
         if self.record_bytes is None:
             return pieces_per_record(self.K, self.M - 1)
         return storage_pieces(self.record_bytes, self.K, self.M)[0]
+
+    @cached_property
+    def unit_lengths(self) -> np.ndarray | None:
+        """The length of every piece (by id) of records of many sizes, None for records of one size."""
+        if self.sizes is None:
+            return None
+        lens = piece_lengths(self.sizes, self.pieces)
+        lens.flags.writeable = False
+        return lens
 
     def piece_bytes(self, record_bytes: int) -> int:
         """Bytes of one piece of records of ``record_bytes``."""
         return -(-record_bytes // self.pieces)
 
     def dataset(self, dataset: Dataset) -> Dataset:
+        lengths, sizes = dataset.lengths, self.sizes
+        if (lengths is None) != (sizes is None) or (
+            lengths is not None and sizes is not None and not np.array_equal(sizes, lengths)
+        ):
+            raise ValueError(
+                f"Argument 'dataset' must have the record sizes of the storage of M = {self.M} batches "
+                "(sizes given exactly for records of many sizes, and equal to their lengths)."
+            )
         return storage_dataset(dataset, self.K, self.M, pieces=self.pieces)
 
     def start(self, placement: Placement) -> Any:
@@ -223,11 +255,15 @@ class PieceStorage:
         return units, checked
 
 
-def holding_for(*, K: int, storage: int = 1, subpackets: int = 1, record_bytes: int | None = None) -> Holding:
+def holding_for(
+    *, K: int, storage: int = 1, subpackets: int = 1, record_bytes: int | None = None, sizes: object = None
+) -> Holding:
     """The placement model of ``storage`` batches a worker (``M``), or of ``subpackets`` a record.
 
     ``record_bytes``: the size of the records, which sets the pieces of a storage (a piece for
     every label, fewer for small records: :func:`~coded_shuffle.engine.state.storage_pieces`).
+    ``sizes``: each record's length, for records of many sizes with a storage above one batch
+    (:class:`PieceStorage`); ignored at one batch.
 
     Raises, naming the argument: a storage out of ``1 <= M <= K`` or not an int, sub-packets
     below 1, and both above 1 at once (the storage cuts its own pieces).
@@ -252,4 +288,12 @@ def holding_for(*, K: int, storage: int = 1, subpackets: int = 1, record_bytes: 
         return Batches(q=q)
     if record_bytes is not None:
         storage_pieces(record_bytes, K, storage)  # named checks
+    if sizes is not None:
+        from .._checks import check_int_array
+
+        lens = check_int_array(sizes, "sizes", ndim=1).astype(np.int64)
+        if lens.size < 1 or int(lens.min()) < 0:
+            raise ValueError("Argument 'sizes' must hold at least one record size, none negative.")
+        lens.flags.writeable = False
+        return PieceStorage(K=K, M=int(storage), record_bytes=record_bytes, sizes=lens)
     return PieceStorage(K=K, M=int(storage), record_bytes=record_bytes)

@@ -218,7 +218,9 @@ def run(
         small records, down to whole records), the workers start with their
         share of the piece placement, and every transition delivers with
         :class:`~coded_shuffle.engine.schemes.StorageScheme` and updates the placement; the
-        reports count pieces. ``M = 1`` is the delivery of whole batches.
+        reports count pieces. ``M = 1`` is the delivery of whole batches. Records of many sizes
+        are cut by their own lengths into the pieces of a record of their mean size
+        (:func:`~coded_shuffle.engine.state.sized_pieces`), delivered by the coded scheme alone.
     mode : str or Scheme
         The delivery: a scheme of one's own (an object satisfying
         :class:`~coded_shuffle.engine.schemes.Scheme`, used as is with its placement model), or
@@ -256,6 +258,9 @@ def run(
     >>> kept = run(big, K=3, epochs=2, seed=5, storage=2)  # 2 pieces of 1024 bytes, 2 holders each
     >>> kept.verified, kept.transitions[0].units.subpackets, kept.transitions[0].records_checked
     (True, 2, 60)
+    >>> sized = load_dataset([bytes(range(n % 200 + 1)) for n in range(60)])  # 1 to 200 bytes
+    >>> run(sized, K=3, epochs=2, seed=5, storage=2).verified  # whole records, each on 2 workers
+    True
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"Argument 'dataset' must be a Dataset, not {type(dataset).__name__}.")
@@ -275,7 +280,12 @@ def run(
     mode = _mode_on(network, mode, dataset, K=K, seed=seed, order=order, strategy=strategy,
                     storage=storage, subpackets=subpackets)  # fmt: skip
     scheme = resolve(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes,
-                     network=network)  # fmt: skip
+                     network=network, sizes=dataset.lengths)  # fmt: skip
+    if dataset.variable and scheme.M != 1 and scheme.name != "coded":
+        raise ValueError(
+            f"Argument 'mode' must be 'coded' for records of many sizes with a storage of M = {scheme.M} "
+            f"batches, not {scheme.name!r}."
+        )
     work = scheme.dataset(dataset)
     opts = MasterOptions(
         strategy=strategy, exact_bound=exact_bound, max_repair_rounds=max_repair_rounds, seed=seed,

@@ -25,6 +25,8 @@ __all__ = [
     "digest",
     "MIN_PIECE_BYTES",
     "storage_pieces",
+    "sized_pieces",
+    "piece_lengths",
     "storage_refusal",
     "storage_dataset",
     "records_of_pieces",
@@ -224,10 +226,44 @@ def storage_pieces(record_bytes: int, K: int, M: int) -> tuple[int, int]:
     return P, -(-B // P)
 
 
+def sized_pieces(sizes: object, K: int, M: int) -> int:
+    """The pieces ``P`` every record of ``sizes`` (records of many sizes) is cut into with a
+    storage of ``M`` batches: those of a record of their mean size (:func:`storage_pieces`), so
+    that a piece is about :data:`MIN_PIECE_BYTES` or more on average; each record is then cut by
+    its own length (:func:`piece_lengths`).
+
+    Examples
+    --------
+    >>> sized_pieces([100, 900, 300], 8, 2), sized_pieces([2048, 20480], 8, 2)
+    (1, 7)
+    """
+    lens = np.asarray(sizes, dtype=np.int64)
+    if lens.ndim != 1 or lens.size < 1:
+        raise ValueError("Argument 'sizes' must be a 1-D array of at least one record size.")
+    return storage_pieces(max(1, -(-int(lens.sum()) // lens.size)), K, M)[0]
+
+
+def piece_lengths(sizes: object, P: int) -> np.ndarray:
+    """The length of each piece of records of ``sizes`` cut into ``P`` pieces by their own length:
+    piece ``p`` of a record of ``L`` bytes is its bytes ``[p L // P, (p + 1) L // P)`` (row
+    ``r P + p``), so the pieces of one record differ by at most a byte.
+
+    Examples
+    --------
+    >>> piece_lengths([7, 2], 3).tolist()
+    [2, 2, 3, 0, 1, 1]
+    """
+    L = np.asarray(sizes, dtype=np.int64)[:, None]
+    cuts = (np.arange(P + 1, dtype=np.int64)[None, :] * L) // P
+    return np.diff(cuts, axis=1).reshape(-1)
+
+
 def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool = False) -> str | None:
     """Why ``--storage M`` cannot cut these records, said of the option, or None when it can.
 
-    Without ``record_bytes`` (not known yet) only ``M`` against ``K`` is checked.
+    Without ``record_bytes`` (not known yet) only ``M`` against ``K`` is checked. ``variable``:
+    records of many sizes, which the in-process engine cuts by their own lengths but the MPI
+    job does not yet (its workers are not given the pieces' lengths): refused there, naming ``M``.
 
     Examples
     --------
@@ -236,7 +272,10 @@ def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool 
     """
     try:
         if variable and M != 1:
-            raise ValueError(f"Argument 'M' (storage) must be 1 for variable-length records, not {M}")
+            raise ValueError(
+                f"Argument 'M' (storage) must be 1 for variable-length records in an MPI job (in "
+                f"process, engine.run cuts them by their own lengths), not {M}"
+            )
         if record_bytes is None:
             from ..storage import check_storage
 
@@ -255,19 +294,18 @@ def storage_dataset(dataset: Dataset, K: int, M: int, *, pieces: int | None = No
     A record of ``B`` bytes is zero-padded to ``P ceil(B / P)`` bytes and cut into ``P = pieces``
     pieces (default: one for every label, ``C(K - 1, M - 1)``, as
     :func:`~coded_shuffle.storage.piece_placement`; the engine passes those of
-    :func:`storage_pieces`); every piece gets its checksum. Refuses, naming ``M``, variable-length
-    records.
+    :func:`storage_pieces`); every piece gets its checksum. Records of many sizes are cut by
+    their own lengths (:func:`piece_lengths`), each piece a zero-padded row of the longest
+    piece's width with its length beside.
 
     Examples
     --------
     >>> ds = load_dataset(np.zeros((4, 900), dtype=np.uint8))
     >>> storage_dataset(ds, 4, 2).data.shape  # C(3, 1) = 3 pieces of 300 bytes
     (12, 300)
+    >>> storage_dataset(load_dataset([b"abcde", b"xy"]), 3, 2).lengths.tolist()
+    [2, 3, 1, 1]
     """
-    if dataset.variable:
-        raise ValueError(
-            f"Argument 'M' (storage) must be 1 for variable-length records (pieces need one size), not {M}."
-        )
     from ..storage import check_storage, pieces_per_record
 
     B = dataset.record_bytes
@@ -275,6 +313,8 @@ def storage_dataset(dataset: Dataset, K: int, M: int, *, pieces: int | None = No
     width = -(-B // P)
     if P == 1:
         return dataset
+    if dataset.lengths is not None:
+        return _sized_pieces_dataset(dataset, P)
     if width * P == B:
         data = dataset.data.reshape(dataset.N * P, width)
     else:
@@ -284,14 +324,37 @@ def storage_dataset(dataset: Dataset, K: int, M: int, *, pieces: int | None = No
     return load_dataset(data)
 
 
+def _sized_pieces_dataset(dataset: Dataset, P: int) -> Dataset:
+    """The pieces of records of many sizes, each cut by its own length (:func:`piece_lengths`)."""
+    from ..codec import record_checksums
+    from ..codec._common import _kernels, _readonly, _ro
+
+    assert dataset.lengths is not None
+    N, B = dataset.N, dataset.record_bytes
+    lens = piece_lengths(dataset.lengths, P)
+    starts = np.cumsum(lens) - lens - np.repeat(np.cumsum(dataset.lengths) - dataset.lengths, P)
+    starts += np.repeat(np.arange(N, dtype=np.int64) * B, P)  # in the rows laid end to end
+    data = np.empty((N * P, max(1, int(lens.max()))), dtype=np.uint8)
+    flat = _ro(np.ascontiguousarray(dataset.data).reshape(-1))
+    _kernels().take_spans(data, np.arange(N * P, dtype=np.int64), flat, starts, lens)
+    data.flags.writeable = False
+    sums = record_checksums(data, lens)
+    return Dataset(data=data, lengths=_readonly(lens), checksums=_readonly(sums))
+
+
 def records_of_pieces(cache: Cache, records: np.ndarray, pieces: int, record_bytes: int) -> np.ndarray:
-    """The rows of ``records`` (ids, increasing) rebuilt whole from the pieces a worker holds.
+    """The rows of ``records`` (ids, increasing) rebuilt whole from the pieces a worker holds
+    (pieces of many sizes, a cache with lengths: each cut to its length, end to end, zero-padded
+    to ``record_bytes``).
 
     Examples
     --------
     >>> ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(6, 2))  # 3 records, 2 pieces each
     >>> records_of_pieces(ds.cache([2, 3, 4, 5]), np.array([1, 2]), 2, 3).tolist()
     [[4, 5, 6], [8, 9, 10]]
+    >>> sized = storage_dataset(load_dataset([b"abcde", b"xy"]), 3, 2)
+    >>> records_of_pieces(sized.cache([0, 1, 2, 3]), np.array([0, 1]), 2, 5).tolist()[1]
+    [120, 121, 0, 0, 0]
     """
     ids = (records[:, None] * pieces + np.arange(pieces)[None, :]).reshape(-1)
     rows = cache.rows(ids)
@@ -299,4 +362,13 @@ def records_of_pieces(cache: Cache, records: np.ndarray, pieces: int, record_byt
         missing = int(ids[int(np.argmin(rows))])
         raise KeyError(f"piece {missing} (record {missing // pieces}) is not held")
     width = int(cache.data.shape[1])
-    return cache.data[rows].reshape(records.size, pieces * width)[:, :record_bytes]
+    if cache.lengths is None or pieces == 1:
+        return cache.data[rows].reshape(records.size, pieces * width)[:, :record_bytes]
+    lens = cache.lengths[rows].reshape(records.size, pieces)
+    out = np.zeros((records.size, record_bytes), dtype=np.uint8)
+    at = np.cumsum(lens, axis=1) - lens  # where each piece starts in its record
+    col = np.arange(width)
+    for p in range(pieces):
+        i, c = np.nonzero(col[None, :] < lens[:, p : p + 1])
+        out[i, at[i, p] + c] = cache.data[rows[i * pieces + p], c]
+    return out

@@ -251,8 +251,9 @@ def _batch(
     ordered = ids.copy()
     ordered.flags.writeable = False
     if layout.variable:
+        sizes = getattr(scheme.holding, "sizes", None)  # a storage's pieces: the records' own lengths
         assert cache.lengths is not None
-        lengths = cache.lengths[cache.rows(ids)]
+        lengths = cache.lengths[cache.rows(ids)] if sizes is None else np.asarray(sizes)[ids]
         return variable_batch(epoch, worker, ordered, data, lengths, decoded=decoded, writable=writable,
                               decode=decode)  # fmt: skip
     return EpochBatch(
@@ -336,29 +337,33 @@ def with_master(scheme: str | Scheme) -> bool:
 
 def _storage(
     storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
-    variable: bool = False,
+    variable: bool = False, sizes: np.ndarray | None = None,
 ) -> Scheme | None:  # fmt: skip
     """The scheme ``mode`` of ``storage`` batches a worker for these records, or raise naming
     ``storage`` (or ``scheme``).
 
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
     is checked, and nothing is returned. ``variable``: records of variable sizes (the widest
-    ``record_bytes``), which go whole, one batch a worker: a storage above 1, or a scheme of one's
-    own that cuts records into pieces, is refused.
+    ``record_bytes``), which go whole, one batch a worker, unless ``sizes`` (their lengths, which
+    the in-process loader has) are given: then a storage above 1 cuts each by its own length, in
+    the coded scheme (docs/storage.md); without them a storage above 1, or a scheme of one's own
+    that cuts records into pieces, is refused.
     """
+    sized = variable and sizes is not None and storage != 1 and mode == "coded"
     try:
         if record_bytes is None:
             check_storage(storage, K)
             return None
-        scheme = resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers)  # type: ignore[arg-type]
+        scheme = resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers,  # type: ignore[arg-type]
+                         sizes=sizes if sized else None)  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
-    if variable and storage != 1:
+    if variable and storage != 1 and not sized:
         raise ValueError(
-            f"Argument 'storage' must be 1 for records of variable sizes (the pieces of a storage "
-            f"need one size), not {storage!r}."
+            f"Argument 'storage' must be 1 for records of variable sizes (cut by their own lengths "
+            f"only by the in-process loader's coded scheme), not {storage!r}."
         )
-    if variable and (scheme.M != 1 or scheme.pieces != 1):
+    if variable and not sized and (scheme.M != 1 or scheme.pieces != 1):
         raise ValueError(
             f"Argument 'scheme' must deliver whole records, one batch a worker, for records of "
             f"variable sizes, not {scheme!r}."
@@ -368,10 +373,10 @@ def _storage(
 
 def _store(
     storage: object, record_bytes: int, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
-    variable: bool = False,
+    variable: bool = False, sizes: np.ndarray | None = None,
 ) -> Scheme:  # fmt: skip
     """:func:`_storage` of records of known width."""
-    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers, variable=variable)
+    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers, variable=variable, sizes=sizes)
     assert scheme is not None
     return scheme
 

@@ -58,7 +58,8 @@ class InProcessLoader:
         joined row by row, and a record source is read as it is (:mod:`coded_shuffle.records`),
         its records of one size or of variable sizes (files, a sequence of ``bytes``, token
         documents, MDS or Arrow variable columns): each is then yielded as its own bytes, never
-        padded (:attr:`EpochBatch.records`), with ``storage = 1`` and no ``network``.
+        padded (:attr:`EpochBatch.records`), with no ``network`` and, above one batch, the
+        ``coded`` scheme (each record cut by its own length, docs/storage.md).
     K : int
         Workers, at most ``N``.
     epochs : int
@@ -149,7 +150,8 @@ class InProcessLoader:
             scheme = _scheme_on(network, scheme, self.dataset, self.K, self.seed, self.order, storage,
                                 epoch=self.start_epoch, strategy=self.strategy)  # fmt: skip
         variable = self.layout.variable
-        self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme, variable=variable)
+        self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme, variable=variable,
+                             sizes=self.dataset.lengths)  # fmt: skip
         self._work = self.scheme.dataset(self.dataset)
         compile_once(prog=_PROG)
         if transport is None:

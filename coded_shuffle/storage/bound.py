@@ -21,7 +21,7 @@ from math import comb
 
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_int, check_int_array
 from ..bounds import EXACT_BOUND_MAX_K, lower_bound, subset_dp
 from ._common import check_storage, demand_words, pieces_per_record, set_members, square_storage, unique_rows
 
@@ -209,9 +209,14 @@ DEMAND_EXACT_MAX_K = 16
 
 
 def demand_lower_bound(
-    demand: object, K: int, *, exact: bool | None = None
+    demand: object, K: int, *, exact: bool | None = None, weights: object = None
 ) -> tuple[int, tuple[int, ...], bool]:
     """Return the genie bound of a demand, in pieces: ``(pieces, ordering, exact)``.
+
+    ``weights``: a size for every row of the demand (the bytes of its piece, for pieces of many
+    sizes); the bound is then in those units, the sizes of the pieces counted instead of their
+    number (the same genie argument: the pieces a worker decodes from what comes after it in the
+    ordering carry at least their bytes).
 
     ``demand`` holds the rows ``(piece, wanter, holder bitmask)`` of
     :func:`~coded_shuffle.storage.piece_demand` (beyond 64 workers, ``W`` words of holders). For an
@@ -229,6 +234,8 @@ def demand_lower_bound(
 
     >>> demand_lower_bound([[0, 1, 5], [1, 2, 3], [2, 0, 6]], 3)
     (1, (0, 1, 2), True)
+    >>> demand_lower_bound([[0, 1, 5], [1, 2, 3], [2, 0, 6]], 3, weights=[10, 30, 20])[0]
+    30
     """
     K = check_int(K, "K", minimum=1)
     d = np.asarray(demand, dtype=np.int64)
@@ -238,7 +245,15 @@ def demand_lower_bound(
     if exact and K > DEMAND_EXACT_MAX_K:
         raise ValueError(f"Argument 'exact' can be True only for K <= {DEMAND_EXACT_MAX_K}, not K = {K}.")
     holders, h = unique_rows(demand_words(d))  # the distinct holder sets, rows of words
-    cnt = np.bincount(h * K + d[:, 1], minlength=holders.shape[0] * K).reshape(-1, K)
+    if weights is None:
+        cnt = np.bincount(h * K + d[:, 1], minlength=holders.shape[0] * K).reshape(-1, K)
+    else:
+        wt = check_int_array(weights, "weights", ndim=1).astype(np.int64)
+        if wt.shape[0] != d.shape[0] or (wt.size and int(wt.min()) < 0):
+            raise ValueError(f"Argument 'weights' must hold a size >= 0 for each of the {d.shape[0]} rows.")
+        cnt = np.zeros(holders.shape[0] * K, dtype=np.int64)
+        np.add.at(cnt, h * K + d[:, 1], wt)
+        cnt = cnt.reshape(-1, K)
     hs, js = np.nonzero(cnt)
     w = cnt[hs, js]  # (wanter js, holder set hs) with multiplicity w
     if K <= DEMAND_EXACT_MAX_K and exact is not False:

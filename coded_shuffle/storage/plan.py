@@ -285,12 +285,17 @@ def _unit_terms(u: int, s_off: np.ndarray, s_terms: np.ndarray) -> list[int]:
     return s_terms[s_off[u] : s_off[u + 1]].tolist() if u >= 0 else [-u - 1]
 
 
-def _rounds_transmissions(pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: int) -> list[tuple[int, ...]]:
+def _rounds_transmissions(
+    pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: int, sizes: np.ndarray | None = None
+) -> list[tuple[int, ...]]:
     K, C = pp.K, pp.pieces
     old = np.asarray(pp.placement.owner, dtype=np.int64)
     new = np.asarray(nxt.owner, dtype=np.int64)
     records: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for r in np.flatnonzero(old != new).tolist():
+    moved = np.flatnonzero(old != new)
+    if sizes is not None:  # each round takes the longest record left of every pair: similar sizes
+        moved = moved[np.argsort(sizes[moved], kind="stable")]
+    for r in moved.tolist():
         records[(int(old[r]), int(new[r]))].append(r)
     memo: dict = {}
     out: list[tuple[int, ...]] = []
@@ -321,7 +326,12 @@ def _rounds_transmissions(pp: PiecePlacement, nxt: Placement, S: np.ndarray, t: 
 
 
 def plan_storage(
-    storage: PiecePlacement, placement_next: Placement, *, strategy: str = "best", packing: str = "greedy"
+    storage: PiecePlacement,
+    placement_next: Placement,
+    *,
+    strategy: str = "best",
+    packing: str = "greedy",
+    sizes: object = None,
 ) -> StoragePlan:
     """Plan the delivery of ``placement_next``'s batches from the pieces of ``storage``.
 
@@ -330,6 +340,14 @@ def plan_storage(
     placements; with fewer pieces a record, the ``groups`` strategy on the counts of the demand
     (:func:`~coded_shuffle.storage.demand_counts`) or ``batches``, the smaller under ``best``. It
     sends exactly the ``coded_symbols`` pieces of its loads, :attr:`StoragePlan.rates`.
+
+    ``sizes``: the bytes of every piece (by id), for pieces of many sizes, whose symbol is as
+    long as its longest term. The plan then puts pieces of about one size together, as the plan
+    of one batch pairs records (``plan_delivery(..., sizes=...)``), with the same number of
+    symbols: the pieces each worker wants of each group are taken longest first, so that the
+    ``k``-th symbol of a group XORs the ``k``-th longest piece of each member; a round of the
+    ``rounds`` strategy takes the longest record left of each pair of workers; ``batches`` and
+    one batch pair records by size.
 
     Examples
     --------
@@ -357,20 +375,26 @@ def plan_storage(
     demand = piece_demand(storage, placement_next)
     S = shuffle_matrix(storage.placement, placement_next)
     t = storage.t
+    lens, rec = _sizes(sizes, storage)
+    grouped = demand if lens is None else demand[np.argsort(-lens[demand[:, 0]], kind="stable")]
     gp: _GroupsPlan | None
     if not storage.every_label:
-        r, offsets, terms = _demand_plan(storage, placement_next, demand, np.asarray(S), strategy, packing)
+        r, offsets, terms = _demand_plan(
+            storage, placement_next, grouped, np.asarray(S), strategy, packing, rec
+        )
     else:
         r, gp = _storage_rates(S, storage.M, strategy, packing)
         if t == 0:
-            a, b, _ = plan_delivery(storage.placement, placement_next, strategy=packing).transmissions()
+            a, b, _ = plan_delivery(
+                storage.placement, placement_next, strategy=packing, sizes=rec
+            ).transmissions()
             pairs = zip(a, b, strict=True)
             offsets, terms = _csr([(int(x),) if y < 0 else (int(x), int(y)) for x, y in pairs])
         elif r.chosen == "groups":
             assert gp is not None  # made by the strategy that chose it
-            offsets, terms = _groups_transmissions(demand, gp)
+            offsets, terms = _groups_transmissions(grouped, gp)
         else:
-            offsets, terms = _csr(_rounds_transmissions(storage, placement_next, np.asarray(S), t))
+            offsets, terms = _csr(_rounds_transmissions(storage, placement_next, np.asarray(S), t, rec))
     if offsets.size - 1 != r.coded_symbols:
         sent = offsets.size - 1
         raise InvalidPlanError(f"the plan sends {sent} pieces, not the {r.coded_symbols} of its loads")
@@ -387,9 +411,22 @@ def plan_storage(
     )
 
 
+def _sizes(sizes: object, pp: PiecePlacement) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(bytes of each piece, bytes of each record)`` of ``sizes``, checked; None for one size."""
+    if sizes is None:
+        return None, None
+    from .._checks import check_int_array
+
+    lens = check_int_array(sizes, "sizes", ndim=1).astype(np.int64)
+    if lens.shape[0] != pp.N * pp.pieces or (lens.size and int(lens.min()) < 0):
+        raise ValueError(f"Argument 'sizes' must hold a size >= 0 for each of the {pp.N * pp.pieces} pieces.")
+    return lens, lens.reshape(pp.N, pp.pieces).sum(axis=1)
+
+
 def _demand_plan(
-    pp: PiecePlacement, nxt: Placement, demand: np.ndarray, S: np.ndarray, strategy: str, packing: str
-) -> tuple[StorageRates, np.ndarray, np.ndarray]:
+    pp: PiecePlacement, nxt: Placement, demand: np.ndarray, S: np.ndarray, strategy: str, packing: str,
+    rec: np.ndarray | None = None,
+) -> tuple[StorageRates, np.ndarray, np.ndarray]:  # fmt: skip
     """The loads and transmissions of a placement with fewer pieces than labels: ``groups`` on the
     counts of the demand, ``batches``, or the smaller (the rounds need a piece for every label)."""
     if strategy == "rounds":
@@ -403,7 +440,7 @@ def _demand_plan(
     if strategy in ("groups", "best"):
         plans["groups"] = (gp.sent - gp.saved, lambda: _groups_transmissions(demand, gp, cell))
     if strategy in ("batches", "best"):
-        off, terms = _batch_transmissions(pp, nxt, packing)
+        off, terms = _batch_transmissions(pp, nxt, packing, rec)
         plans["batches"] = (off.size - 1, lambda: (off, terms))
     chosen = min(plans, key=lambda name: plans[name][0])  # groups first on a tie
     sent, make = plans[chosen]
@@ -416,7 +453,9 @@ def _demand_plan(
     return r, offsets, terms
 
 
-def _batch_transmissions(pp: PiecePlacement, nxt: Placement, packing: str) -> tuple[np.ndarray, np.ndarray]:
+def _batch_transmissions(
+    pp: PiecePlacement, nxt: Placement, packing: str, rec: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``batches`` strategy: each symbol of today's plan, piece by piece.
 
     Symbol ``a + b`` of whole records becomes ``a_p + b_p`` for every piece slot ``p``; in an
@@ -425,7 +464,7 @@ def _batch_transmissions(pp: PiecePlacement, nxt: Placement, packing: str) -> tu
     symbols of a cycle keep every term: a receiver peels along the chain through pieces it does
     not want.
     """
-    a, b, phase = plan_delivery(pp.placement, nxt, strategy=packing).transmissions()
+    a, b, phase = plan_delivery(pp.placement, nxt, strategy=packing, sizes=rec).transmissions()
     P = pp.pieces
     new = np.asarray(nxt.owner, dtype=np.int64)
     H = words3(pp.holders)

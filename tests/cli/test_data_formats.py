@@ -112,12 +112,16 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     tokens, _ = _tokens(tmp_path)
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
-    # records of different sizes run at one batch a worker, whole, and without a split (its share
-    # is set on counts)
+    # records of different sizes run without a split (its share is set on counts), and with a
+    # storage only in simulate's coded scheme, without a network's times
     var = [*base, "--data", str(tmp_path / "var")]
     split = ["--mode", "split", "--network", "master=1,down=1,multicast"]
     split += ["--multicast"] if command == "run" else []
-    for option, named in ((["--storage", "2"], "--storage 2"), (split, "--mode split")):
+    cases = [(["--storage", "2"], "--storage 2"), (split, "--mode split")]
+    if command == "simulate":  # it codes them with a storage, not the exchange, without a network
+        cases[0] = (["--storage", "2", "--mode", "exchange"], "--storage 2 --mode exchange")
+        cases.append((["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network"))
+    for option, named in cases:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
         assert line.endswith(f"{tmp_path / 'var'} are 10 to 15 B, mean 12.5 B\n")

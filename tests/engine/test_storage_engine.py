@@ -141,8 +141,9 @@ def test_bad_storage_is_refused_naming_it():
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=4)
     with pytest.raises(ValueError, match="'subpackets' must be 1 with storage"):
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=2, subpackets=2)
-    with pytest.raises(ValueError, match="variable-length"):
-        run(load_dataset([b"x" * 600, b"y" * 700, b"z" * 512]), K=3, epochs=1, seed=0, storage=2)
+    with pytest.raises(ValueError, match="'mode' must be 'coded' for records of many sizes"):
+        sized = load_dataset([b"x" * 600, b"y" * 700, b"z" * 512])
+        run(sized, K=3, epochs=1, seed=0, storage=2, mode="exchange")
     with pytest.raises(TypeError, match="whole number"):
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=1.5)
 

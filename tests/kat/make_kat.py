@@ -23,6 +23,9 @@ What is frozen
 ``permutations``     ``epoch_permutation(20, seed=s, epoch=t)``, three seeds, epochs 0 and 1
 ``feistel``          ``feistel_permutation``: round keys and the whole order at ``N = 37`` for
                      two (seed, epoch), and the keys and ``pi(0..15)`` at ``N = 10^9``
+``frame_storage``    a frame of many-term symbols (version 3): the cyclic shift at ``K = 3``, ``M = 2``
+``frame_storage_sized``  the same shift over records of 5, 13 and 9 bytes, each cut by its own
+                     length into 2 pieces: a frame of version 4 (payloads as long as their longest row)
 ``frame_example_1``  the whole frame of Example 1 (``tests/cases.py``) at epoch 1, the plan of
                      the default strategy, over 15 fixed records of 8 bytes, with the records'
                      checksums, the header, entries and receiver index read back
@@ -165,6 +168,7 @@ def build() -> dict:
             "frame": [raw[k : k + 16].hex() for k in range(0, len(raw), 16)],
         },
         "frame_storage": terms_vector,
+        "frame_storage_sized": build_sized_terms_frame(),
     }
 
 
@@ -206,6 +210,64 @@ def build_terms_frame() -> dict:
         "owner_t1": list(p1.owner.tolist()),
         "epoch": TERMS_EPOCH,
         "wire_version": TERMS_VERSION,
+        "pieces": [r.hex() for r in rows],
+        "terms": parts["terms"],
+        "runs": [list(r) for r in parts["runs"]],
+        "frame": [raw[k : k + 16].hex() for k in range(0, len(raw), 16)],
+    }
+
+
+#: The records of the frame of version 4: the first bytes of the frame records, of these lengths.
+SIZED_LENGTHS = (5, 13, 9)
+
+
+def sized_pieces_reference(records: list[bytes], P: int) -> list[bytes]:
+    """Piece ``p`` of a record of ``L`` bytes is its bytes ``[p L // P, (p + 1) L // P)``
+    (docs/storage.md), row ``r P + p``: cut in plain Python."""
+    return [r[p * len(r) // P : (p + 1) * len(r) // P] for r in records for p in range(P)]
+
+
+def build_sized_terms_frame() -> dict:
+    """The vector of a frame of version 4: records of many sizes cut into pieces by their own
+    lengths, the plan's symbols grouped by size, and the frame."""
+    import numpy as np
+
+    from coded_shuffle.codec import VARIABLE_TERMS_VERSION, encode_terms, load_dataset
+    from coded_shuffle.engine.state import storage_dataset
+    from coded_shuffle.orders import placement_from_owner
+    from coded_shuffle.storage import piece_placement, plan_storage
+    from tests.oracles import read_terms_frame_reference, terms_frame_reference
+
+    K = TERMS_K
+    records = [r[:L] for r, L in zip(frame_records(K, width=32), SIZED_LENGTHS, strict=True)]
+    p0 = placement_from_owner(list(range(K)), K)
+    p1 = placement_from_owner([(k + 1) % K for k in range(K)], K)
+    pp = piece_placement(p0, M=TERMS_M)
+    pieces = storage_dataset(load_dataset(records), K, TERMS_M, pieces=pp.pieces)
+    rows = sized_pieces_reference(records, pp.pieces)
+    _agree("the pieces cut by their own lengths", rows, [pieces.record(i) for i in range(pieces.N)])
+    plan = plan_storage(pp, p1, sizes=pieces.lengths)
+    wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
+    (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=TERMS_EPOCH, wanter=wanter, K=K)
+    raw = frame.tobytes()
+    parts = read_terms_frame_reference(raw, lengths=[len(r) for r in rows])
+    offsets = [0]
+    for t in parts["terms"]:
+        offsets.append(offsets[-1] + len(t))
+    flat = [x for t in parts["terms"] for x in t]
+    symbol = [s for s, _ in parts["entries"]]
+    rebuilt = terms_frame_reference(
+        rows, offsets, flat, epoch=TERMS_EPOCH, symbol=symbol, runs=parts["runs"], sized=True
+    )
+    _agree("the frame of many-term symbols of many sizes", rebuilt, raw)
+    return {
+        "K": K,
+        "storage": TERMS_M,
+        "owner_t": list(p0.owner.tolist()),
+        "owner_t1": list(p1.owner.tolist()),
+        "epoch": TERMS_EPOCH,
+        "wire_version": VARIABLE_TERMS_VERSION,
+        "records": [r.hex() for r in records],
         "pieces": [r.hex() for r in rows],
         "terms": parts["terms"],
         "runs": [list(r) for r in parts["runs"]],

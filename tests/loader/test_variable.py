@@ -155,7 +155,7 @@ def test_minibatches_of_variable_records_are_their_own_bytes(rng):
 def test_variable_records_exceptions(rng):
     records = [bytes(int(n)) for n in rng.integers(1, 50, 12)]
     cases: list[tuple[dict[str, Any], type[Exception], str]] = [
-        ({"storage": 2}, ValueError, "Argument 'storage' must be 1 for records of variable sizes"),
+        ({"storage": 2, "scheme": "exchange"}, ValueError, "Argument .storage. must be 1 for records of var"),
         ({"scheme": scheme_for("coded", K=3, storage=2)}, ValueError, "Argument 'scheme' must deliver whole"),
         ({"network": Network.parse("master=1000,up=1000,down=1000")}, ValueError,
          "Argument 'network' applies to records of one size"),

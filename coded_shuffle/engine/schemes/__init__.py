@@ -238,6 +238,7 @@ def scheme_for(
     peers: bool = False,
     record_bytes: int | None = None,
     network: Any = None,
+    sizes: Any = None,
 ) -> Scheme:
     """The scheme of delivery ``mode`` on ``K`` workers that store ``storage`` batches each.
 
@@ -258,7 +259,7 @@ def scheme_for(
     2
     """
     entry = registered(mode)
-    holding = holding_for(K=K, storage=storage, subpackets=subpackets, record_bytes=record_bytes)
+    holding = holding_for(K=K, storage=storage, subpackets=subpackets, record_bytes=record_bytes, sizes=sizes)
     scheme = entry.factory(holding, peers=peers, network=network)
     if peers and not entry.among_peers:
         raise ValueError(f"Argument 'peers' must be False for mode {mode!r}: its master holds the records.")
@@ -280,6 +281,7 @@ def resolve(
     peers: bool = False,
     record_bytes: int | None = None,
     network: Any = None,
+    sizes: Any = None,
 ) -> Scheme:
     """The scheme an argument ``name`` gives: a registered name built by :func:`scheme_for`, or an
     object satisfying :class:`Scheme` used as is (its own placement model: ``storage`` and
@@ -295,7 +297,7 @@ def resolve(
     if isinstance(scheme, str):
         registered(scheme, name=name)  # an unknown name, refused naming the argument
         return scheme_for(scheme, K=K, storage=storage, subpackets=subpackets, peers=peers,
-                          record_bytes=record_bytes, network=network)  # fmt: skip
+                          record_bytes=record_bytes, network=network, sizes=sizes)  # fmt: skip
     if not isinstance(scheme, Scheme):
         raise TypeError(
             f"Argument {name!r} must be a registered scheme's name or a Scheme, not {type(scheme).__name__}."

@@ -49,13 +49,19 @@ class StorageScheme(SchemeBase):
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
     ) -> Planned:
+        from ...codec import symbol_lengths
         from ...storage import plan_storage
 
         tic = time.perf_counter()
-        plan = plan_storage(p_t, p_t1.placement, packing=strategy)
+        lengths = dataset.lengths  # pieces of many sizes: grouped by size, each symbol as its longest
+        plan = plan_storage(p_t, p_t1.placement, packing=strategy, sizes=lengths)
         lb = plan.lower_bound(exact=exact_bound)
         width = dataset.record_bytes
         n, W = plan.n_symbols, int(plan.demand.shape[0])
+        coded, uncoded = n * width, W * width
+        if lengths is not None:
+            coded = int(symbol_lengths(plan.offsets, plan.terms, lengths).sum())
+            uncoded = int(np.asarray(lengths)[plan.demand[:, 0]].sum())
         down, up = self.peer_bounds(p_t, p_t1, dataset)
         return Planned(
             plan,
@@ -63,8 +69,8 @@ class StorageScheme(SchemeBase):
             W,
             int(lb.pieces),
             bool(lb.exact),
-            n * width,
-            W * width,
+            coded,
+            uncoded,
             time.perf_counter() - tic,
             down,
             up,
@@ -114,9 +120,16 @@ class StorageScheme(SchemeBase):
         from ...codec import TermsDecoder
 
         t0 = time.perf_counter()
+        lengths = getattr(self.holding, "unit_lengths", None) if variable else None  # of the job's sizes
+        if variable and lengths is None:
+            raise ValueError(
+                f"Argument 'mode': the storage of M = {self.M} batches was built without the record "
+                "sizes, which a worker needs for pieces of many sizes (scheme_for(..., sizes=...))."
+            )
         dec = TermsDecoder(
-            cache, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out, kept=out is not None
-        )
+            cache, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out, kept=out is not None,
+            lengths=lengths,
+        )  # fmt: skip
         # each frame is solved on a second thread while the next comes (tampering takes them all)
         raw = link.receive_each(worker) if tamper is None else iter(tamper(list(link.receive(worker))))
         seen = [0, 0, 0]  # frames rejected, payload bytes and all bytes
