@@ -18,8 +18,10 @@ in ``S_B``: the loads of ``S_B`` are those of the records cut into pieces of one
 padding, no framing), and its genie bound, the bound weighted by size, holds for every scheme
 (``proofs/claim_14_byte_bound.py``); it is not ``d`` times the bound in records for any one
 ``d``. The download bound is the bytes of the busiest worker's next batch that it does not
-hold. Today's plan of whole records pads each symbol to its longest record: its bytes are
-``padded_bytes``.
+hold. A plan of whole records blind to the sizes pads each symbol to its longest record: its
+bytes are ``padded_bytes``, for comparison. The engine's plan pairs records of similar size; its
+bytes on every link, and each mode's predicted time, are
+:func:`coded_shuffle.network.predict_bytes`'s.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from fractions import Fraction
 import numpy as np
 
 from ._checks import check_int
+from ._predictions import symbol_bytes
 from .bounds import LowerBound, lower_bound, worst_case
 from .matrix import shuffle_matrix
-from .network import Network, TransitionTimes, transition_times
 from .orders import Placement, check_record_sizes
 from .plan import PLAN_MAX_POINTS, DeliveryPlan, Rates, plan_delivery, rates
 from .storage import (
@@ -50,7 +52,6 @@ __all__ = [
     "ByteLoads",
     "bound_with_storage",
     "byte_loads",
-    "byte_times",
     "padded_bytes",
     "plan_with_storage",
     "rates_with_storage",
@@ -153,8 +154,10 @@ class ByteLoads:
         Bytes of the records of each worker's next batch that it did not hold (with ``M > 1`` it
         already holds the share ``t / (K - 1)`` of each: :attr:`download_bound_bytes`).
     padded_bytes : int or None
-        Today's plan of whole records (:func:`~coded_shuffle.plan.plan_delivery`), each symbol as
-        long as its longest record; None with ``M > 1`` or when not asked for.
+        A plan of whole records blind to the sizes (:func:`~coded_shuffle.plan.plan_delivery`
+        without ``sizes``), each symbol as long as its longest record, for comparison: the
+        engine pairs records of similar size (its bytes:
+        :func:`~coded_shuffle.network.predict_bytes`); None with ``M > 1`` or when not asked for.
     """
 
     sizes: np.ndarray
@@ -223,7 +226,8 @@ class ByteLoads:
 def padded_bytes(plan: DeliveryPlan, sizes: object) -> int:
     """The bytes of ``plan``'s symbols when each is as long as its longest record (the XOR of two
     records pads the shorter with zeros), ``sizes`` the bytes of each record; a plan of whole
-    records (``subpackets=1``).
+    records (``subpackets=1``), with or without ``sizes`` (of the engine's plan, which pairs
+    records of similar size, the coded bytes of :func:`~coded_shuffle.network.predict_bytes`).
 
     Examples
     --------
@@ -242,10 +246,7 @@ def padded_bytes(plan: DeliveryPlan, sizes: object) -> int:
         raise ValueError(
             f"Argument 'plan' must be a plan of whole records (subpackets 1), not {plan.subpackets}."
         )
-    d = check_record_sizes(sizes, plan.N)
-    a, b, _ = plan.transmissions()
-    other = np.where(b >= 0, d[np.maximum(b, 0)], 0)
-    return int(np.maximum(d[a], other).sum())
+    return symbol_bytes(plan, check_record_sizes(sizes, plan.N))[0]
 
 
 def byte_loads(
@@ -309,29 +310,4 @@ def byte_loads(
     return ByteLoads(
         sizes=d, storage=M, rates=r, bound=lb, rates_bytes=r_B, bound_bytes=lb_B, batch_bytes=batch,
         missing_bytes=missing, padded_bytes=pad,
-    )  # fmt: skip
-
-
-def byte_times(loads: ByteLoads, *, network: Network) -> TransitionTimes:
-    """The time bound and each mode's predicted time (:func:`~coded_shuffle.network.transition_times`)
-    of a transition in bytes: ``S_B`` with records of one byte, the coded load the padded plan's
-    bytes where there is one (else the load of ``S_B``) and the bound the genie bound in bytes.
-    One batch a worker only (the network's model).
-
-    Examples
-    --------
-    >>> from coded_shuffle.orders import placement_from_owner
-    >>> a, b = placement_from_owner([0, 1], 2), placement_from_owner([1, 0], 2)
-    >>> t = byte_times(byte_loads(a, b, sizes=[125_000, 250_000]), network=Network.parse("up=1,down=1"))
-    >>> t.bound_seconds, t.predicted_seconds["exchange"]
-    (2.0, 2.0)
-    """
-    if not isinstance(loads, ByteLoads):
-        raise TypeError(f"Argument 'loads' must be ByteLoads, not {type(loads).__name__}.")
-    if loads.storage != 1:
-        raise ValueError(f"Argument 'loads' must be of one batch a worker (storage 1), not {loads.storage}.")
-    coded = loads.padded_bytes if loads.padded_bytes is not None else loads.coded_bytes
-    return transition_times(
-        loads.S_bytes, record_bytes=1, network=network, coded_symbols=float(coded),
-        lower_bound_symbols=float(loads.lower_bound_bytes),
     )  # fmt: skip

@@ -39,7 +39,7 @@ Statement
 (e) Claim 10's time bound holds in bytes: with ``d_j`` and ``o_i`` the columns and rows of
     ``S_B`` off the diagonal and ``L B`` replaced by ``LB_d``, every delivery takes at least
     ``max(max_j d_j / w, max_i o_i / (u + m), [u = 0] LB_d / m)``
-    (:func:`coded_shuffle.loads.byte_times`).
+    (:func:`coded_shuffle.network.predict_bytes`).
 
 Proof
 -----
@@ -79,7 +79,8 @@ Record by record, against brute force over all ``K!`` orderings (no matrix, no d
 (``verify_plan``) with as many symbols as ``rates(S_B).coded``; (c) over every piece of every
 record for ``K <= 5``, ``t = 1, 2``, against ``storage_lower_bound(S_B)``; (d) the examples; (e) the
 time bound in bytes at most every mode's predicted time in bytes (each a schedule whose links
-carry their bytes within it, the coded one today's padded plan) on random sizes and networks.
+carry their bytes within it, the coded one the engine's plan of records of similar size paired)
+on random sizes and networks.
 """
 
 from __future__ import annotations
@@ -97,9 +98,8 @@ import numpy as np
 import pytest
 
 from coded_shuffle.bounds import lower_bound
-from coded_shuffle.loads import byte_loads, byte_times
 from coded_shuffle.matrix import shuffle_matrix
-from coded_shuffle.network import Network
+from coded_shuffle.network import Network, predict_bytes
 from coded_shuffle.orders import epoch_placement, placement_from_owner
 from coded_shuffle.plan import plan_delivery, rates, verify_plan
 from coded_shuffle.storage import storage_lower_bound
@@ -211,8 +211,7 @@ def test_the_time_bound_in_bytes_is_at_most_every_prediction(spec):
         N = K * int(rng.integers(2, 30))
         d = rng.integers(1, 5000, N)
         a, b = (epoch_placement(N, K, seed=int(rng.integers(1000)), epoch=e) for e in (0, 1))
-        x = byte_loads(a, b, sizes=d)
-        t = byte_times(x, network=net)
+        t = predict_bytes(a, b, sizes=d, network=net)
         finite = [v for v in t.predicted_seconds.values() if np.isfinite(v)]
         assert finite and t.bound_seconds <= min(finite) * (1 + 1e-12)
         moved = [(int(i), int(j), int(s)) for i, j, s in zip(a.owner, b.owner, d, strict=True) if i != j]

@@ -5,9 +5,9 @@ from fractions import Fraction
 import pytest
 
 from coded_shuffle.bounds import lower_bound
-from coded_shuffle.loads import ByteLoads, byte_loads, byte_times, padded_bytes
+from coded_shuffle.loads import ByteLoads, byte_loads, padded_bytes
 from coded_shuffle.matrix import shuffle_matrix
-from coded_shuffle.network import Network
+from coded_shuffle.network import Network, predict_bytes
 from coded_shuffle.orders import epoch_placement, placement_from_owner
 from coded_shuffle.plan import plan_delivery, plan_from_matrix
 from proofs.claim_14_byte_bound import brute_byte_bound
@@ -47,7 +47,7 @@ def test_loads_in_bytes_beside_the_counts(rng):
     assert x.batch_bytes.tolist() == batch
     assert x.lower_bound_bytes == brute_byte_bound(before, after, d, K)
     assert x.bound.value == lower_bound(shuffle_matrix(a, b)).value
-    # today's plan of whole records: each symbol as long as its longest record
+    # a plan of whole records blind to the sizes: each symbol as long as its longest record
     sent = plan_delivery(a, b).transmissions()
     pad = sum(max(int(d[p]), int(d[q]) if q >= 0 else 0) for p, q in zip(sent[0], sent[1], strict=True))
     assert x.padded_bytes == pad
@@ -67,22 +67,22 @@ def test_with_storage(rng):
     moved = [int(s) for i, j, s in zip(a.owner, b.owner, d, strict=True) if i != j]
     assert x.uncoded_bytes == Fraction(sum(moved) * (K - 2), K - 1)  # a piece in K - 1 is held
     assert x.download_bound_bytes == Fraction(int(x.missing_bytes.max()) * (K - 2), K - 1)
-    with pytest.raises(ValueError, match="'loads' must be of one batch a worker"):
-        byte_times(x, network=Network.parse("up=1,down=1"))
 
 
-def test_predicted_times_in_bytes():
-    # 1 Mbit/s is 125,000 bytes a second
-    a, b = placement_from_owner([0, 0, 1, 1], 2), placement_from_owner([1, 1, 0, 1], 2)
-    x = byte_loads(a, b, sizes=[250_000, 125_000, 500_000, 7])
-    t = byte_times(x, network=Network.parse("up=1,down=1"))
-    # worker 1 misses 375,000 bytes, worker 0 500,000: the exchange takes 4 s, the bound too
-    assert t.bound_seconds == 4.0 and t.predicted_seconds["exchange"] == 4.0
-    t = byte_times(x, network=Network.parse("master=1,down=1,multicast"))
-    # the master sends the padded plan: the first records of each way paired (500,000 bytes, the
-    # longer), the 125,000 left alone; 5 s on its link
-    assert x.padded_bytes == 625_000
-    assert t.predicted_seconds["coded"] == pytest.approx(5.0)
+def test_predicted_times_in_bytes_are_the_engines_plan_not_the_padded_one():
+    # 1 Mbit/s is 125,000 bytes a second. Worker 0 sends records of 1,000,000 and 10,000 bytes to
+    # worker 1, which sends records of 10,000 and 1,000,000 bytes back.
+    a, b = placement_from_owner([0, 0, 1, 1], 2), placement_from_owner([1, 1, 0, 0], 2)
+    d = [1_000_000, 10_000, 10_000, 1_000_000]
+    x = byte_loads(a, b, sizes=d)
+    # blind to the sizes, the first records of each way are paired: two symbols of 1,000,000
+    assert x.padded_bytes == 2_000_000
+    # the engine pairs the two long records and the two short ones: 1,010,000 bytes, 8.08 s
+    t = predict_bytes(a, b, sizes=d, network=Network.parse("master=1,down=1,multicast"))
+    assert t.predicted_seconds["coded"] == pytest.approx(1_010_000 / 125_000)
+    t = predict_bytes(a, b, sizes=d, network=Network.parse("up=1,down=1"))
+    # each worker misses 1,010,000 bytes: the exchange takes 8.08 s, the bound too
+    assert t.bound_seconds == pytest.approx(8.08) and t.predicted_seconds["exchange"] == pytest.approx(8.08)
 
 
 def test_byte_loads_exceptions():
@@ -95,8 +95,6 @@ def test_byte_loads_exceptions():
         shuffle_matrix(a, b, sizes=[1.5, 2])
     with pytest.raises(ValueError, match="'storage'"):
         byte_loads(a, b, sizes=[1, 2], storage=0)
-    with pytest.raises(TypeError, match="'loads'"):
-        byte_times(None, network=Network.parse("up=1,down=1"))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="'plan'"):
         padded_bytes(None, [1])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'plan' must be a plan of whole records"):

@@ -5,9 +5,12 @@ bytes against those the in-process engine sends."""
 from __future__ import annotations
 
 import itertools
+import json
 
+import numpy as np
 import pytest
 
+from coded_shuffle.cli import main
 from coded_shuffle.codec import load_dataset
 from coded_shuffle.engine import run
 from coded_shuffle.network import Network, predict_bytes, transition_times
@@ -74,6 +77,31 @@ def test_each_link_in_bytes_against_a_count_record_by_record(rng):
         assert t.bound_seconds == pytest.approx(max(cuts))
         t = predict_bytes(a, b, sizes=d, network=nets["snooping"])
         assert t.predicted_seconds["coded"] == pytest.approx(max(coded / (5 * r), heard / (2 * r)))
+
+
+def test_rate_sizes_network_predicts_the_engines_bytes(tmp_path, capsys, rng):
+    # rate --sizes --network: each transition's times those of predict_bytes, every link counted
+    # record by record and symbol by symbol (the engine's plan, not the one blind to the sizes)
+    K, N = 3, 18
+    d = rng.integers(1, 3000, N)
+    np.save(tmp_path / "sizes.npy", d)
+    spec = "master=5,up=1,down=2,multicast,snooping"
+    argv = ["rate", "-K", str(K), "--sizes", str(tmp_path / "sizes.npy"), "--seed", "4", "--json"]
+    assert main([*argv, "--network", spec, "--transitions", "2"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    r = 125_000
+    for epoch, row in zip((1, 2), rows, strict=True):
+        a, b = (epoch_placement(N, K, seed=4, epoch=e) for e in (epoch - 1, epoch))
+        down, only, moved, bound = _by_hand(a, b, d, K)
+        coded, heard = _heard_by_hand(a, b, d, K)
+        t = row["predicted_seconds"]
+        assert t["coded"] == pytest.approx(max(coded / (5 * r), heard / (2 * r)))
+        assert t["exchange"] == pytest.approx(max(max(down) / (2 * r), max(only) / (1 * r)))
+        assert t["uncoded"] == pytest.approx(max(moved / (5 * r), max(down) / (2 * r)))
+        cuts = (max(down) / (2 * r), max(only) / (6 * r))
+        assert row["time_bound_seconds"] == pytest.approx(max(cuts)) and bound <= coded
+        want = predict_bytes(a, b, sizes=d, network=Network.parse(spec)).to_dict()
+        assert {k: row[k] for k in want} == want
 
 
 def test_the_coded_bytes_are_those_the_engine_sends(rng):

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..loads import byte_loads, byte_times
+from ..loads import byte_loads
 from ..matrix import shuffle_matrix
+from ..network import predict_bytes
 from ..orders import BALANCES, OrderSpec, check_record_sizes, order_placement
 from .common import UsageError, _positive, network_option
 
@@ -107,7 +108,8 @@ def byte_rows(
 ) -> Iterator[dict[str, Any]]:
     """The rows of ``rate --sizes``: each transition's row in records (:func:`~.rate.rate_rows`'s)
     with its loads in bytes beside (:func:`coded_shuffle.loads.byte_loads`), the batches cut by
-    ``--balance``, and its times on ``--network`` in bytes."""
+    ``--balance``, and its times on ``--network`` in bytes, of the engine's plan
+    (:func:`coded_shuffle.network.predict_bytes`)."""
     from .rate import _rate_row, _warn_once
 
     N = sizes.shape[0]
@@ -130,7 +132,7 @@ def byte_rows(
         row.update({k: v for k, v in doc.items() if k.endswith("bytes")}, balance=args.balance)
         row["mean_bytes"] = float(sizes.mean())
         if network is not None and args.storage == 1:
-            times = byte_times(x, network=network)
+            times = predict_bytes(prev, nxt, sizes=sizes, network=network, strategy=args.strategy)
             row.update(network=str(network), record_bytes=f"{int(sizes.min())} to {int(sizes.max())}",
                        **times.to_dict(), why=times.why)  # fmt: skip
         yield row
