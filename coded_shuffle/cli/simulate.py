@@ -255,7 +255,8 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
         d = rep.to_dict()
         if bound is not None:  # records of different sizes: the bound weighted by size, times in bytes
             d["lower_bound_bytes"], d["lower_bound_bytes_exact"] = bound(rep.epoch)
-            if network is not None:
+            if network is not None:  # one batch a worker (a storage with a network is refused)
+                assert isinstance(bound, ByteBound)
                 d.update(bound.times(rep.epoch, network))
         verified[0] &= bool(d["verified"])
         if args.json:

@@ -227,6 +227,16 @@ class TorchTransport(FramedLink):
             self._gone(exc, peer)
             raise
 
+    def _post(self, peer: int | None, op: Callable[..., Any], *args: Any) -> Any:
+        """Post gloo's ``op`` (a group's ``send``, ``recv`` or ``broadcast``) with ``peer`` (None: a
+        collective): gloo raises at the post where a connection is already closed, which ends this
+        rank as a failed wait does (:meth:`_wait`)."""
+        try:
+            return op(*args)
+        except RuntimeError as exc:
+            self._gone(exc, peer)
+            raise
+
     def _gone(self, exc: RuntimeError, peer: int | None) -> None:
         """If ``exc`` says the other end is gone: the line naming it, then the end of this rank."""
         if any(word in str(exc) for word in _GONE):
@@ -250,7 +260,8 @@ class TorchTransport(FramedLink):
         flat = arr.reshape(-1).view(np.uint8)
         if flat.size:
             # A collective: the peer that went may be any of the job's.
-            self._wait(self.group.broadcast([self._torch.from_numpy(flat)], self._bcast_options), None)
+            tensors = [self._torch.from_numpy(flat)]
+            self._wait(self._post(None, self.group.broadcast, tensors, self._bcast_options), None)
 
     def _pairwise_raw(
         self, sends: Transfers, recvs: Transfers, *, tag: int, pace: TokenBucket | None = None
@@ -260,15 +271,18 @@ class TorchTransport(FramedLink):
         for b, r in sends:
             if pace is not None:
                 pace.consume(b.shape[0])
-            works.append((self.group.send([self._tensor(b)], r, tag), r))
-        works += [(self.group.recv([self._tensor(b)], r, tag), r) for b, r in recvs]
+            works.append((self._post(r, self.group.send, [self._tensor(b)], r, tag), r))
+        works += [(self._post(r, self.group.recv, [self._tensor(b)], r, tag), r) for b, r in recvs]
         for work, r in works:
             self._wait(work, r)
 
     def _msg_send(self, data: np.ndarray, rank: int, tag: int) -> Callable[[], object]:
         """The size, then the bytes; the waits keep both buffers until they are sent."""
         head = np.array([data.size], dtype=np.int64)
-        works = [self.group.send([self._tensor(b.view(np.uint8))], rank, tag) for b in (head, data)]
+        works = [
+            self._post(rank, self.group.send, [self._tensor(b.view(np.uint8))], rank, tag)
+            for b in (head, data)
+        ]
 
         def wait() -> tuple[np.ndarray, np.ndarray]:
             for w in works:
@@ -282,7 +296,7 @@ class TorchTransport(FramedLink):
         import datetime
 
         head = np.zeros(1, dtype=np.int64)
-        work = self.group.recv([self._tensor(head.view(np.uint8))], rank, tag)
+        work = self._post(rank, self.group.recv, [self._tensor(head.view(np.uint8))], rank, tag)
         if deadline != float("inf"):
             left = datetime.timedelta(seconds=max(deadline - time.monotonic(), 1e-3))
             try:
@@ -295,7 +309,7 @@ class TorchTransport(FramedLink):
         else:
             self._wait(work, rank)
         data = np.empty(int(head[0]), dtype=np.uint8)
-        self._wait(self.group.recv([self._tensor(data)], rank, tag), rank)
+        self._wait(self._post(rank, self.group.recv, [self._tensor(data)], rank, tag), rank)
         return data
 
     def _barrier(self) -> None:
