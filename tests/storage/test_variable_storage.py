@@ -43,6 +43,27 @@ def test_pieces_are_cut_by_each_records_own_length():
         assert [bytes(w[: len(r)]) for w, r in zip(whole, recs, strict=True)] == recs
 
 
+def upload_optimum(scheme, work, p_t, p_t1, K):
+    """The least busiest upload of any exchange of the pieces the workers miss, each piece split
+    in any way between its holders, by scipy's linear program (rounded up): minimize ``T`` with
+    every piece's bytes sent by its holders and every worker's upload at most ``T``."""
+    from scipy.optimize import linprog
+
+    units, _, holders, _ = scheme.exchange_plan(p_t, p_t1)
+    pairs = [(u, k) for u in range(units.size) for k in range(K) if int(holders[u]) >> k & 1]
+    n = len(pairs)
+    eq = np.zeros((units.size, n + 1))
+    up = np.zeros((K, n + 1))
+    for i, (u, k) in enumerate(pairs):
+        eq[u, i] = up[k, i] = 1
+    up[:, n] = -1
+    cost = np.zeros(n + 1)
+    cost[n] = 1
+    lp = linprog(cost, A_ub=up, b_ub=np.zeros(K), A_eq=eq, b_eq=work.lengths[units], method="highs")
+    assert lp.status == 0
+    return int(np.ceil(lp.fun - 1e-6))
+
+
 @pytest.mark.parametrize(
     ("K", "M", "lo", "hi", "P"), [(4, 2, 1, 300, 1), (5, 2, 2048, 6000, 4), (4, 3, 1500, 7000, 3)]
 )
@@ -70,6 +91,7 @@ def test_every_worker_decodes_its_records_of_many_sizes_exactly(K, M, lo, hi, P)
                 recs[r] for r in batch.tolist()
             ]
         assert rep.wire.payload_bytes == rep.coded_bytes < rep.uncoded_bytes
+        assert rep.upload_bound_bytes == upload_optimum(scheme, work, pp, nxt, K)
         assert rep.wire_bytes == rep.wire.payload_bytes + rep.wire.header_bytes
         if fixed_caches is not None:  # below the bytes of the padded records' delivery
             frep, fixed_caches = drive(

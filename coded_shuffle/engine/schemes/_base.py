@@ -22,7 +22,7 @@ from ...codec import (
 )  # fmt: skip
 from ...errors import DecodeError
 from ...orders import Placement
-from ...plan import SenderAssignment, assign_senders, plan_delivery
+from ...plan import SenderAssignment, assign_senders, plan_delivery, upload_bound
 from ...transport import Transport
 from ..holding import Batches, Holding
 from ..state import check_holdings
@@ -425,15 +425,15 @@ class SchemeBase(Scheme):
     def peer_bounds(self, p_t: Any, p_t1: Any, dataset: Dataset) -> tuple[int, int]:
         """``(download, upload)`` bounds in bytes of this shuffle: the most bytes a worker misses,
         and the least busiest upload of any exchange between the workers (fractional, rounded up)."""
-        units, wanter, _, a = self.exchange_plan(p_t, p_t1)
+        units, wanter, holders, a = self.exchange_plan(p_t, p_t1)
         if dataset.lengths is None:
             width = dataset.record_bytes
             bound = a.upload_bound * width
             return a.max_download * width, -(-bound.numerator // bound.denominator)
-        lengths = dataset.lengths[units]  # one holder a record: the upload is forced
+        lengths = dataset.lengths[units]  # units of many sizes: the bound weighted by their bytes
         down = np.bincount(wanter, weights=lengths, minlength=p_t.K)
-        up = np.bincount(a.sender, weights=lengths, minlength=p_t.K)
-        return int(down.max(initial=0)), int(up.max(initial=0))
+        bound = upload_bound(holders, K=p_t.K, sizes=lengths)
+        return int(down.max(initial=0)), -(-bound.numerator // bound.denominator)
 
     def give(
         self,
