@@ -31,7 +31,7 @@ nothing else branches on ``M``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -166,6 +166,9 @@ class PieceStorage:
     K: int
     M: int
     record_bytes: int | None = None
+    #: Hosts a rack, in the order of the workers: the pieces' labels are placed across them where
+    #: the scheme leaves them free (:func:`~coded_shuffle.storage.piece_placement`); None: one switch.
+    racks: tuple[int, ...] | None = field(default=None, repr=False)
 
     @property
     def pieces(self) -> int:
@@ -185,7 +188,7 @@ class PieceStorage:
     def start(self, placement: Placement) -> Any:
         from ..storage import piece_placement
 
-        return piece_placement(placement, M=self.M, pieces=self.pieces)
+        return piece_placement(placement, M=self.M, pieces=self.pieces, racks=self.racks)
 
     def following(self, held: Any, placement_next: Placement) -> Any:
         from ..storage import update_storage
