@@ -18,7 +18,14 @@ free: fewer pieces than ``C(K - 1, t)``), after ``--updates`` updates of the pla
 placement keeps its holders across racks through them: ``update_storage``); the storage of the
 fullest worker over ``M`` batches of each.
 
-Run: ``python benchmarks/exchange_racks.py [--json] [--placement [--updates U]]``.
+``--scopes``: the master's coded multicast beyond 64 workers on racks whose spine replicates it
+(``coded_shuffle.transport._scopes``): for one random reshuffle of ``N = 1000 K`` records, the
+coded plan's symbols (a pair's read by its two workers, a cycle's by the workers of the cycle, a
+record sent alone by one) counted on each worker's downlink and each rack's downlink from the
+spine (``scope_downlinks``) with the blocks of consecutive workers and with the blocks inside the
+racks, in records; ``read`` is what the readers need (the least any layout carries).
+
+Run: ``python benchmarks/exchange_racks.py [--json] [--placement [--updates U] | --scopes]``.
 """
 
 from __future__ import annotations
@@ -106,12 +113,73 @@ def placement_table(updates: int, as_json: bool) -> None:
             print(f"{K:>3} {R:>5} {M:>2} {P:>2} {cols}", flush=True)
 
 
+#: (K, hosts a rack) of ``--scopes``
+SCOPE_CASES = [(80, 5), (96, 12), (192, 16), (200, 25), (1000, 100), (1024, 32)]
+
+
+def measure_scopes(K: int, H: int, *, records: int = 1000, seed: int = 3) -> dict:
+    """The downlinks' records under both layouts of the scoped groups (module docstring)."""
+    from collections import Counter
+
+    from coded_shuffle.plan import plan_delivery
+    from coded_shuffle.transport._scopes import scope_blocks, scope_downlinks
+
+    racks = (H,) * (K // H)
+    p = plan_delivery(*(epoch_placement(records * K, K, seed=seed, epoch=e) for e in (0, 1)))
+    spans: Counter = Counter()
+    for i, j in zip(p.pair_i.tolist(), p.pair_j.tolist(), strict=True):
+        spans[(1 << i) | (1 << j)] += 1
+    ptr, workers = p.cycle_ptr.tolist(), p.cycle_workers.tolist()
+    for c in range(len(ptr) - 1):
+        spans[sum(1 << w for w in set(workers[ptr[c] : ptr[c + 1]]))] += ptr[c + 1] - ptr[c] - 1
+    for j in p.uncoded_to.tolist():
+        spans[1 << j] += 1
+    tic = time.process_time()
+    d = scope_downlinks(list(spans), list(spans.values()), K=K, racks=racks)
+    blocks = (max(scope_blocks(K)) + 1, max(scope_blocks(K, racks)) + 1)
+    row: dict = {"K": K, "racks": f"{K // H}x{H}", "symbols": sum(spans.values()),
+                 "blocks_consecutive": blocks[0], "blocks_racks": blocks[1],
+                 "count_cpu_s": time.process_time() - tic}  # fmt: skip
+    for name in ("consecutive", "scoped", "read", "every"):
+        row[f"down_max_{name}"] = max(d[name])
+        row[f"down_mean_{name}"] = sum(d[name]) / K
+        row[f"rack_max_{name}"] = max(d[f"rack_{name}"])
+        row[f"rack_sum_{name}"] = sum(d[f"rack_{name}"])
+    return row
+
+
+def scopes_table(as_json: bool) -> None:
+    if not as_json:
+        print(f"{'K':>5} {'racks':>6} {'blocks':>7} {'symbols':>8} | {'busiest downlink':>23} | "
+              f"{'busiest rack downlink':>27} | {'rack downlinks in all':>29}")  # fmt: skip
+        print(f"{'':>29} | {'consec':>7} {'racks':>7} {'read':>7} | {'consec':>8} {'racks':>8} {'read':>9} | "
+              f"{'consec':>9} {'racks':>9} {'read':>9}")  # fmt: skip
+    for K, H in SCOPE_CASES:
+        row = measure_scopes(K, H)
+        if as_json:
+            print(json.dumps(row), flush=True)
+            continue
+        blocks = f"{row['blocks_consecutive']}/{row['blocks_racks']}"
+        cells = [
+            row[f"{k}_{n}"]
+            for k in ("down_max", "rack_max", "rack_sum")
+            for n in ("consecutive", "scoped", "read")
+        ]
+        head = f"{K:>5} {row['racks']:>6} {blocks:>7} {row['symbols']:>8}"
+        print(f"{head} | {cells[0]:>7} {cells[1]:>7} {cells[2]:>7} | {cells[3]:>8} {cells[4]:>8} "
+              f"{cells[5]:>9} | {cells[6]:>9} {cells[7]:>9} {cells[8]:>9}", flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="one JSON line a case")
     ap.add_argument("--placement", action="store_true", help="the placement on racks against the blind one")
     ap.add_argument("--updates", type=int, default=3, help="updates of the placement before the measured one")
+    ap.add_argument("--scopes", action="store_true", help="the scoped multicast groups' blocks on racks")
     args = ap.parse_args()
+    if args.scopes:
+        scopes_table(args.json)
+        return
     if args.placement:
         placement_table(args.updates, args.json)
         return

@@ -84,6 +84,13 @@ def _check_racks(racks: object, K: int) -> tuple[int, ...] | None:
     return sizes
 
 
+def _racks(K: int, racks: object) -> tuple[int, ...]:
+    """``racks`` checked for ``K`` workers, as a tuple (the form the layouts are cached by)."""
+    sizes = _check_racks(racks, K)
+    assert sizes is not None
+    return sizes
+
+
 @lru_cache(maxsize=16)
 def _blocks(K: int, racks: tuple[int, ...] | None) -> tuple[int, ...]:
     b = scope_block(K)
@@ -177,7 +184,7 @@ def _group_index(mask: int, K: int, racks: tuple[int, ...] | None = None) -> int
     (every worker)."""
     if mask == EVERY_WORKER or mask <= 0:
         return 0
-    members = [k for k in range(K) if mask >> k & 1]
+    members = _bits(mask)
     if len(members) == 1:
         return 1 + len(_block_pairs(K, racks)) + members[0]
     of = _blocks(K, racks)
@@ -188,6 +195,16 @@ def _group_index(mask: int, K: int, racks: tuple[int, ...] | None = None) -> int
     if len(blocks) == 2 and (not single or len(members) == 2):
         return _block_pair_index(blocks[0], blocks[1], of)
     return 0
+
+
+def _bits(mask: int) -> list[int]:
+    """The workers of bit mask ``mask`` (``mask >= 0``), increasing, one step a member."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _worker_groups(worker: int, K: int, racks: tuple[int, ...] | None = None) -> list[int]:
@@ -254,17 +271,30 @@ def scope_downlinks(readers: object, nbytes: object, *, K: int, racks: object = 
     layouts = {"scoped": sizes_r} if sizes_r is None else {"scoped": sizes_r, "consecutive": None}
     members = {name: _group_members(K, r) for name, r in layouts.items()}
     out = {name: [0] * K for name in (*layouts, "pairs", "read", "every")}
+    to_all = dict.fromkeys(out, 0)  # bytes of spans every worker receives, added at the end
     for m, n in zip(masks, sizes, strict=True):
-        readers_m = list(range(K)) if m == EVERY_WORKER or m <= 0 else [k for k in range(K) if m >> k & 1]
+        readers_m = None if m == EVERY_WORKER or m <= 0 else _bits(m)
         for name, r in layouts.items():
-            for k in members[name][_group_index(m, K, r)]:
-                out[name][k] += n
-        for k in readers_m if len(readers_m) <= 2 else range(K):
-            out["pairs"][k] += n
-        for k in readers_m:
-            out["read"][k] += n
-        for k in range(K):
-            out["every"][k] += n
+            g = _group_index(m, K, r)
+            if g == 0:
+                to_all[name] += n
+            else:
+                for k in members[name][g]:
+                    out[name][k] += n
+        if readers_m is None:
+            to_all["read"] += n
+            to_all["pairs"] += n
+        else:
+            for k in readers_m:
+                out["read"][k] += n
+            if len(readers_m) <= 2:
+                for k in readers_m:
+                    out["pairs"][k] += n
+            else:
+                to_all["pairs"] += n
+        to_all["every"] += n
+    for name, n in to_all.items():
+        out[name] = [v + n for v in out[name]]
     if sizes_r is not None:
         out.update(_rack_downlinks(masks, sizes, K, sizes_r, members))
     return out
@@ -280,7 +310,7 @@ def _rack_downlinks(
     into = {name: [{rack[k] for k in g} for g in members[name]] for name in layouts}
     out = {f"rack_{name}": [0] * len(racks) for name in (*layouts, "pairs", "read", "every")}
     for m, n in zip(masks, sizes, strict=True):
-        read = every if m == EVERY_WORKER or m <= 0 else {rack[k] for k in range(K) if m >> k & 1}
+        read = every if m == EVERY_WORKER or m <= 0 else {rack[k] for k in _bits(m)}
         spans = {name: into[name][_group_index(m, K, r)] for name, r in layouts.items()}
         two = m != EVERY_WORKER and m > 0 and bin(m).count("1") <= 2
         spans.update(pairs=read if two else every, read=read, every=every)

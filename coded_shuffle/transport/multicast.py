@@ -59,10 +59,10 @@ from ..errors import DecodeError, TransportError
 from ._scopes import (
     _group_index,
     _group_members,
+    _racks,
     _worker_groups,
     max_memberships,
     parse_group,
-    scope_blocks,
     scope_groups,
 )
 from .base import TokenBucket
@@ -126,8 +126,7 @@ class MulticastSender:
         The switch forwards each group only to its members (IGMP snooping).
     racks : sequence of int, optional
         Hosts a rack (in the order of the workers): beyond 64 workers the scoped groups' blocks
-        then lie inside the racks (:func:`~coded_shuffle.transport._scopes.scope_blocks`); the
-        receivers must be given the same.
+        then lie inside them (:func:`~._scopes.scope_blocks`), as the receivers' must.
     """
 
     def __init__(
@@ -247,20 +246,10 @@ def _joined(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _racks(K: int, racks: Sequence[int]) -> tuple[int, ...]:
-    """``racks`` checked (:func:`~coded_shuffle.transport._scopes.scope_blocks`), as a tuple."""
-    scope_blocks(K, racks)
-    return tuple(int(h) for h in racks)
-
-
 def missing_spans(
-    plan: Schedule,
-    worker: int,
-    received: Mapping[int, np.ndarray],
-    *,
-    K: int | None = None,
+    plan: Schedule, worker: int, received: Mapping[int, np.ndarray], *, K: int | None = None,
     racks: Sequence[int] | None = None,
-) -> np.ndarray:
+) -> np.ndarray:  # fmt: skip
     """What worker ``worker`` lacks of a delivery sent by ``plan``: ``(frame, lo, hi)`` rows
     (``int64``, by frame and byte, neighbours joined), the datagrams of its groups (all of them
     without scoped groups, ``K`` None) in each frame ``q`` of ``received`` whose bytes the spans
@@ -391,10 +380,8 @@ class MulticastReceiver:
         The largest datagram to read (default: the largest UDP payload).
     drop : float
         Drop this share of the datagrams on arrival, at random (tests of the repairs only).
-    worker, K : int, optional
-        This worker and the workers of the scoped groups: it joins its groups (module docstring).
-    racks : sequence of int, optional
-        Hosts a rack, as the sender's (the scoped groups' blocks inside the racks).
+    worker, K, racks : int, int, sequence of int, optional
+        This worker, and the workers and racks of the scoped groups, as the sender's.
     """
 
     def __init__(
