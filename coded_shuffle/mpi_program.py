@@ -129,6 +129,7 @@ def _master_link(comm: Any, job: JobOptions, dog: Watchdog) -> FramedLink:
                 link, group, port, datagram_bytes=job.datagram_bytes, drop=hooks().multicast_drop,
                 scope=multicast_scope(job.multicast_scope, net), down_mbit=None if net is None else net.down,
                 snooping=net is not None and net.snooping,
+                racks=net.racks if net is not None and net.spine_multicast else None,
             )  # fmt: skip
         except TransportError as exc:
             problem = str(exc)

@@ -42,11 +42,21 @@ __all__ = ["KERNEL_GROUPS", "uncompiled", "warm_up", "compile_once"]
 KERNEL_GROUPS = ("packing", "planning", "ordering", "decoding", "feistel", "storage")
 
 
+def _rack_update() -> None:
+    """One update of whole records placed on two racks (the drops of ``storage._rack_drops``)."""
+    from .orders import placement_from_owner
+    from .storage import piece_placement, update_storage
+
+    pp = piece_placement(placement_from_owner([0, 1, 2, 3], 4), M=2, pieces=1, racks=(2, 2))
+    update_storage(pp, placement_from_owner([1, 2, 3, 0], 4))
+
+
 def _dispatchers(group: str) -> list[Any]:
     from . import _codec_kernels as codec
     from . import _kernels
     from .orders import _feistel_kernels as feistel
     from .storage import _kernels as storage
+    from .storage import _rack_drops
 
     kernels: dict[str, list[Any]] = {
         "packing": [_kernels.support_bits, _kernels.greedy_round, _kernels.girth],
@@ -69,6 +79,7 @@ def _dispatchers(group: str) -> list[Any]:
             storage.group_symbols,
             storage.holder_counts,
             storage.rebalance,
+            _rack_drops.rack_drops,
             storage.chain_pairs,
             storage.chain_triples,
             codec.direct_pick,
@@ -169,6 +180,7 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             # fewer pieces a record (2) than labels (3): the update rebalances the holders too
             simulate(K=4, N=16, record_bytes=2048, epochs=2, seed=0, storage=2)
             storage_rates((np.arange(16).reshape(4, 4) * 7) % 5, M=2, strategy="groups")  # the chains
+            _rack_update()  # the update of a placement on racks
         else:
             from .matrix import feistel_shuffle_matrix
             from .orders import feistel_permutation

@@ -179,6 +179,9 @@ class PieceStorage:
     M: int
     record_bytes: int | None = None
     sizes: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: Hosts a rack, in the order of the workers: the pieces' labels are placed across them where
+    #: the scheme leaves them free (:func:`~coded_shuffle.storage.piece_placement`); None: one switch.
+    racks: tuple[int, ...] | None = field(default=None, repr=False)
 
     @cached_property
     def pieces(self) -> int:
@@ -217,7 +220,7 @@ class PieceStorage:
     def start(self, placement: Placement) -> Any:
         from ..storage import piece_placement
 
-        return piece_placement(placement, M=self.M, pieces=self.pieces)
+        return piece_placement(placement, M=self.M, pieces=self.pieces, racks=self.racks)
 
     def following(self, held: Any, placement_next: Placement) -> Any:
         from ..storage import update_storage

@@ -24,6 +24,7 @@ in excess. ``proofs/exchange_upload_bound.py`` checks both against every subset 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -485,7 +486,10 @@ def assign_senders_racks(
     keys = m_s[starts].tolist()
     keys = keys if sets_all is None else [sets_all[g] for g in keys]
     groups = list(zip(keys, r_s[starts].tolist(), strict=True))
-    flows = _rack_flows(groups, counts.tolist(), K, racks, rates)
+    bound = upload_bound(sets, K=K)
+    # every assignment's busiest upload is a whole number of units, at least ceil(bound): a floor
+    # under T that spares the solver proving it (its relaxation is fractional there)
+    flows = _rack_flows(groups, counts.tolist(), K, racks, rates, floor=math.ceil(bound) / rates["up"])
     sender = np.empty(want.size, dtype=np.int64)
     for start, flow in zip(starts.tolist(), flows, strict=True):
         lo = start
@@ -496,14 +500,16 @@ def assign_senders_racks(
         sender=sender,
         uploads=np.bincount(sender, minlength=K).astype(np.int64),
         downloads=np.bincount(want, minlength=K).astype(np.int64),
-        upload_bound=upload_bound(sets, K=K),
+        upload_bound=bound,
     )
 
 
 def _rack_flows(
-    groups: list[tuple[int, int]], counts: list[int], K: int, racks: np.ndarray, rates: dict[str, float]
-) -> list[dict[int, int]]:
-    """The integer program of :func:`assign_senders_racks`: units of each group by each holder."""
+    groups: list[tuple[int, int]], counts: list[int], K: int, racks: np.ndarray, rates: dict[str, float],
+    *, floor: float = 0.0,
+) -> list[dict[int, int]]:  # fmt: skip
+    """The integer program of :func:`assign_senders_racks`: units of each group by each holder,
+    ``floor`` a lower bound on the least time ``T`` that every assignment meets."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import csr_matrix
 
@@ -528,8 +534,9 @@ def _rack_flows(
     integrality = np.r_[np.ones(n - 1), 0]
     upper = np.r_[counts_a[col_g], np.inf]
     options = {"mip_rel_gap": 0.0}
+    lower = np.r_[np.zeros(n - 1), floor]
     first = milp(np.r_[np.zeros(n - 1), 1.0], constraints=rows_ok, integrality=integrality,
-                 bounds=Bounds(np.zeros(n), upper), options=options)  # fmt: skip
+                 bounds=Bounds(lower, upper), options=options)  # fmt: skip
     if not first.success:  # pragma: no cover - every unit has a holder: always feasible
         raise AssertionError(f"no assignment of senders: {first.message}")
     f = np.rint(first.x[:-1]).astype(np.int64)
@@ -545,8 +552,9 @@ def _rack_flows(
     T = busiest(f)
     # then, at that time, the fewest units between racks
     upper[-1] = T * (1 + 1e-9)
+    lower[-1] = min(floor, upper[-1])
     second = milp(np.r_[away.astype(np.float64), 0.0], constraints=rows_ok, integrality=integrality,
-                  bounds=Bounds(np.zeros(n), upper), options=options)  # fmt: skip
+                  bounds=Bounds(lower, upper), options=options)  # fmt: skip
     if second.success:
         g2 = np.rint(second.x[:-1]).astype(np.int64)
         if busiest(g2) <= T * (1 + 1e-9):

@@ -18,6 +18,7 @@ the loads are those of the demand itself (:func:`~coded_shuffle.storage.plan_sto
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,10 @@ class PiecePlacement:
     placement: Placement
     M: int
     holders: np.ndarray
+    #: The hosts of each rack (in the order of the workers) the labels were placed across, so that
+    #: each piece's holders span as many racks as they can (:func:`piece_placement`), or None: one
+    #: switch, or a placement the scheme fixes (a piece for every label). The update keeps them so.
+    racks: tuple[int, ...] | None = None
 
     @property
     def K(self) -> int:
@@ -97,13 +102,23 @@ def _check_placement(placement: object, name: str = "placement") -> Placement:
     return placement
 
 
-def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) -> PiecePlacement:
+def piece_placement(
+    placement: Placement, *, M: int, pieces: int | None = None, racks: object = None
+) -> PiecePlacement:
     """Return the placement of docs/storage.md: ``r_T`` at ``{owner(r)} u T``.
 
     With ``pieces`` unset (or ``C(K - 1, t)``) a record has a piece for every ``t``-subset ``T`` of
     the workers other than its owner. With ``pieces = P`` fewer, the ``i``-th record of worker
     ``o``'s batch (in id order) has the labels ``(i P + p) mod C(K - 1, t)``, ``p < P``, among the
     subsets in lexicographic order: distinct, and in turn along the batch.
+
+    ``racks`` (hosts a rack, in the order of the workers, as
+    :attr:`coded_shuffle.network.Network.racks`): with fewer pieces than labels and racks of one
+    size, the labels are taken from the workers outside the owner's rack, so that the new owner's
+    rack likely holds each piece it misses and an exchange can take it there
+    (:func:`rack_labels`); with a piece for every label the scheme fixes every holder set, and
+    the racks change nothing (nor where they cannot be so taken: ``PiecePlacement.racks`` is then
+    None).
 
     Examples
     --------
@@ -114,12 +129,16 @@ def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) 
     >>> whole = piece_placement(placement_from_owner([0, 0, 1, 1], 3), M=2, pieces=1)
     >>> [bin(int(h)) for h in whole.holders[:, 0]]
     ['0b11', '0b101', '0b11', '0b110']
+    >>> racked = piece_placement(placement_from_owner([0, 0, 2, 2], 4), M=2, pieces=1, racks=(2, 2))
+    >>> racked.racks, [bin(int(h)) for h in racked.holders[:, 0]]  # 0 and 1 share a rack, 2 and 3
+    ((2, 2), ['0b101', '0b1001', '0b101', '0b110'])
     """
     placement = _check_placement(placement)
     K = placement.K
     t = check_storage(M, K)
     C = pieces_per_record(K, t)
     P = C if pieces is None else check_pieces(pieces, C)
+    sizes = check_racks(racks, K)
     W = max(1, -(-K // 64))
     need = placement.N * P * W * 8
     if need > HOLDERS_MAX_BYTES:
@@ -129,6 +148,7 @@ def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) 
             f"{_bytes(HOLDERS_MAX_BYTES)}; pass fewer 'pieces' a record, or a smaller M."
         )
     owner = np.asarray(placement.owner, dtype=np.int64)
+    table = rack_labels(sizes, t=t, pieces=P) if sizes is not None and P < C else None
     if P == C:
         holders = _label_table(K, t)[owner]
     else:
@@ -136,7 +156,16 @@ def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) 
         first = np.searchsorted(owner[order], np.arange(K))
         rank = np.empty(owner.size, dtype=np.int64)
         rank[order] = np.arange(owner.size) - first[owner[order]]
-        if K * C <= LABEL_TABLE_MAX:  # every label of every owner, then the columns of each record
+        if table is not None and sizes is not None:  # windows of the owner's rack's cycle, the owner added
+            n, s = table.shape[1], sizes[0]
+            rack = owner // s  # racks of one size
+            start = (owner - rack * s) * n // s  # the owners of a rack start apart
+            cols = (rank[:, None] * P + np.arange(P)[None, :] + start[:, None]) % n
+            words = holder_words(table.reshape(-1).tolist(), K=K)
+            words = words.reshape(table.shape + words.shape[1:])[rack[:, None], cols]
+            own = lone_holders(owner, K=K)
+            holders = words | (own[:, None] if own.ndim == 1 else own[:, None, :])
+        elif K * C <= LABEL_TABLE_MAX:  # every label of every owner, then the columns of each record
             cols = (rank[:, None] * P + np.arange(P)[None, :]) % C
             holders = _label_table(K, t)[owner[:, None], cols]
         else:  # only the labels the records use, each unranked (C(K - 1, t) is too many to list)
@@ -147,8 +176,64 @@ def piece_placement(placement: Placement, *, M: int, pieces: int | None = None) 
             index = [[at[(o, c)] for c in row] for o, row in zip(owner.tolist(), used, strict=True)]
             holders = words[np.array(index, dtype=np.int64).reshape(-1, P)]
     holders.flags.writeable = False
-    return PiecePlacement(placement=placement, M=t + 1, holders=holders)
+    racked = None if table is None else sizes
+    return PiecePlacement(placement=placement, M=t + 1, holders=holders, racks=racked)
 
+
+def check_racks(racks: object, K: int, *, name: str = "racks") -> tuple[int, ...] | None:
+    """``racks`` as a tuple of hosts a rack that add up to ``K`` (each at least 1), or None; raise
+    naming ``name`` otherwise."""
+    if racks is None:
+        return None
+    try:
+        sizes = tuple(operator.index(h) for h in racks)  # type: ignore[attr-defined]
+    except TypeError:
+        raise TypeError(
+            f"Argument {name!r} must be a sequence of ints (hosts a rack), not {racks!r}."
+        ) from None
+    if sum(sizes) != K or min(sizes, default=0) < 1:
+        raise ValueError(
+            f"Argument {name!r} must hold the K = {K} workers, each rack at least 1, not {sizes}."
+        )
+    return sizes
+
+
+def rack_labels(racks: tuple[int, ...], *, t: int, pieces: int) -> np.ndarray | None:
+    """The labels the owners of each rack take in turn (rows: racks), as int bitmasks, or None
+    where they cannot be taken across racks.
+
+    With ``R >= 2`` racks of ``s`` hosts, the ``n = K - s`` workers outside rack ``a`` are put in a
+    cycle that visits the other racks in turn (host 0 of racks ``a + 1, ..., a - 1``, then host 1,
+    ...), and label ``c`` is the window of ``t`` workers of the cycle from its ``c``-th: every
+    worker of the cycle is in ``t`` of the ``n`` windows (the owners' records spread evenly, so each
+    worker stores ``M`` batches as in one switch), ``min(t, R - 1)`` racks a window, and ``P``
+    consecutive windows are distinct labels. The ``i``-th record of an owner, host ``h`` of its
+    rack, takes the windows from ``i P + h n / s`` (the owners of a rack start apart, so that the
+    turns' remainders fall on different workers). None with racks of several sizes (the workers of a
+    small rack would store more), one rack, ``t = 0``, or fewer than ``P`` windows (or ``t + 1``
+    workers) outside a rack.
+
+    Examples
+    --------
+    >>> [[bin(x) for x in row] for row in rack_labels((2, 2), t=1, pieces=2)]
+    [['0b100', '0b1000'], ['0b1', '0b10']]
+    """
+    R = len(racks)
+    s = racks[0]
+    n = R * s - s
+    if R < 2 or len(set(racks)) > 1 or t < 1 or pieces > n or t > n or (t == n and pieces > 1):
+        return None
+    out = np.zeros((R, n), dtype=object)
+    for a in range(R):
+        cycle = [((a + off) % R) * s + host for host in range(s) for off in range(1, R)]
+        for c in range(n):
+            out[a, c] = sum(1 << cycle[(c + m) % n] for m in range(t))
+    return out
+
+
+#: The pieces by which an old owner may store more over its share than the holder in the new
+#: owner's rack before it drops a delivered piece itself (the update on racks, :func:`update_storage`).
+RACK_SLACK = 16
 
 #: Most bytes of holder sets :func:`piece_placement` makes (``8 N P W``): every rank keeps them.
 HOLDERS_MAX_BYTES = 8 << 30
@@ -352,17 +437,28 @@ def update_storage(pp: PiecePlacement, placement_next: Placement) -> PiecePlacem
     moved = ~(H & jb).any(axis=2, keepdims=True)
     out = np.where(moved, (H & ~ob) | jb, H).astype(np.uint64)
     if not pp.every_label and pp.t >= 1 and pp.N:
-        from ._kernels import rebalance
-
         K, t, P, N = pp.K, pp.t, pp.pieces, pp.N
         held = _held_counts(out if pp.holders.ndim == 3 else out[..., 0], K)
         sizes = np.asarray(placement_next.sizes(), dtype=np.int64)
         excess = held * (K - 1) - P * (sizes * (K - 1) + (N - sizes) * t)
-        rebalance(out, np.ascontiguousarray(H), old, new, excess, K - 1)
+        if pp.racks is None:
+            from ._kernels import rebalance
+
+            rebalance(out, np.ascontiguousarray(H), old, new, excess, K - 1)
+        else:
+            from ._rack_drops import rack_drops
+
+            R = len(pp.racks)
+            rack = np.repeat(np.arange(R), pp.racks)
+            bits = holder_words([sum(1 << int(k) for k in np.flatnonzero(rack == a)) for a in range(R)], K=K)
+            slack = RACK_SLACK * (K - 1)
+            rack_drops(
+                out, np.ascontiguousarray(H), old, new, bits.reshape(R, -1), rack, excess, K - 1, slack
+            )
     if pp.holders.ndim == 2:
         out = out.reshape(pp.holders.shape)
     out.flags.writeable = False
-    return PiecePlacement(placement=placement_next, M=pp.M, holders=out)
+    return PiecePlacement(placement=placement_next, M=pp.M, holders=out, racks=pp.racks)
 
 
 def _labels(pp: PiecePlacement, r: int) -> list[list[int]]:

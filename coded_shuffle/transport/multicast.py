@@ -56,7 +56,15 @@ import numpy as np
 from .._checks import check_int
 from ..codec import frame_scopes
 from ..errors import DecodeError, TransportError
-from ._scopes import _group_index, _group_members, _worker_groups, max_memberships, parse_group, scope_groups
+from ._scopes import (
+    _group_index,
+    _group_members,
+    _racks,
+    _worker_groups,
+    max_memberships,
+    parse_group,
+    scope_groups,
+)
 from .base import TokenBucket
 
 __all__ = [
@@ -116,6 +124,9 @@ class MulticastSender:
         (with ``snooping``, a downlink carries only its groups' datagrams; else all of them).
     snooping : bool
         The switch forwards each group only to its members (IGMP snooping).
+    racks : sequence of int, optional
+        Hosts a rack (in the order of the workers): beyond 64 workers the scoped groups' blocks
+        then lie inside them (:func:`~._scopes.scope_blocks`), as the receivers' must.
     """
 
     def __init__(
@@ -130,6 +141,7 @@ class MulticastSender:
         K: int | None = None,
         down: float | None = None,
         snooping: bool = False,
+        racks: Sequence[int] | None = None,
     ) -> None:
         self.group, self.port = parse_group(f"{group}:{port}")
         self.datagram_bytes = _check_datagram(datagram_bytes)
@@ -137,7 +149,9 @@ class MulticastSender:
         self.snooping = bool(snooping)
         #: The workers of the scoped groups (None: every datagram to ``group``).
         self.K = None if K is None else check_int(K, "K", minimum=1)
-        self._groups = [self.group] if self.K is None else scope_groups(self.group, self.K)
+        #: The racks the scoped groups' blocks follow (None: blocks of consecutive workers).
+        self.racks = None if self.K is None or racks is None else _racks(self.K, racks)
+        self._groups = [self.group] if self.K is None else scope_groups(self.group, self.K, self.racks)
         if down is not None and not 0 < down < float("inf"):
             raise ValueError(f"Argument 'down' must be a positive number of bytes a second, not {down!r}.")
         self.down = down
@@ -162,7 +176,7 @@ class MulticastSender:
         K = self.K or 1
         parts: list[tuple[int, int, int, int]] = []  # frame, lo, hi, group
         expected = np.zeros((len(frames), K), dtype=np.int64)
-        readers = _group_members(K)
+        readers = _group_members(K, self.racks)
         for q, frame in enumerate(frames):
             size = int(frame.shape[0])
             spans: list[tuple[int, int, int]] = [(0, size, 0)]
@@ -170,7 +184,7 @@ class MulticastSender:
                 try:
                     bounds, receivers = frame_scopes(frame)
                     ends = zip(bounds[:-1].tolist(), bounds[1:].tolist(), receivers.tolist(), strict=True)
-                    spans = [(lo, hi, _group_index(m, K)) for lo, hi, m in ends]
+                    spans = [(lo, hi, _group_index(m, K, self.racks)) for lo, hi, m in ends]
                 except DecodeError:
                     pass  # not a frame: every worker's, whole (its readers reject it)
             for lo, hi, g in _joined(spans):
@@ -233,8 +247,9 @@ def _joined(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
 
 
 def missing_spans(
-    plan: Schedule, worker: int, received: Mapping[int, np.ndarray], *, K: int | None = None
-) -> np.ndarray:
+    plan: Schedule, worker: int, received: Mapping[int, np.ndarray], *, K: int | None = None,
+    racks: Sequence[int] | None = None,
+) -> np.ndarray:  # fmt: skip
     """What worker ``worker`` lacks of a delivery sent by ``plan``: ``(frame, lo, hi)`` rows
     (``int64``, by frame and byte, neighbours joined), the datagrams of its groups (all of them
     without scoped groups, ``K`` None) in each frame ``q`` of ``received`` whose bytes the spans
@@ -252,7 +267,8 @@ def missing_spans(
     worker = check_int(worker, "worker", minimum=0)
     mine = np.ones(plan.frame.shape[0], dtype=bool)
     if K is not None:
-        mine = np.isin(plan.group, _worker_groups(worker, check_int(K, "K", minimum=worker + 1)))
+        K = check_int(K, "K", minimum=worker + 1)
+        mine = np.isin(plan.group, _worker_groups(worker, K, None if racks is None else tuple(racks)))
     frames = sorted(int(q) for q in received)
     if not frames:
         return np.empty((0, 3), dtype=np.int64)
@@ -364,6 +380,8 @@ class MulticastReceiver:
         The largest datagram to read (default: the largest UDP payload).
     drop : float
         Drop this share of the datagrams on arrival, at random (tests of the repairs only).
+    worker, K, racks : int, int, sequence of int, optional
+        This worker, and the workers and racks of the scoped groups, as the sender's.
     """
 
     def __init__(
@@ -379,6 +397,7 @@ class MulticastReceiver:
         seed: int = 0,
         worker: int | None = None,
         K: int | None = None,
+        racks: Sequence[int] | None = None,
     ) -> None:
         self.group, self.port = parse_group(f"{group}:{port}")
         if (worker is None) != (K is None):
@@ -388,9 +407,10 @@ class MulticastReceiver:
         if K is not None:
             K = check_int(K, "K", minimum=1)
             worker = check_int(worker, "worker", minimum=0, maximum=K - 1)
-            every = scope_groups(self.group, K)
+            on = None if racks is None else _racks(K, racks)
+            every = scope_groups(self.group, K, on)
             #: The groups this receiver joined: every worker's, and with scoping its pairs' and its own.
-            self.groups = [every[g] for g in _worker_groups(worker, K)]
+            self.groups = [every[g] for g in _worker_groups(worker, K, on)]
         else:
             self.groups = [self.group]
         if not 0 < idle < 1e6:

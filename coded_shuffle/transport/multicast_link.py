@@ -69,6 +69,9 @@ class MulticastLink(FramedLink):
         A worker's downlink rate, at which the master keeps the busiest downlink of a delivery.
     snooping : bool
         The switch forwards each group to its members alone.
+    racks : sequence of int, optional
+        Hosts a rack, where a spine replicates the datagrams to the racks: beyond 64 workers the
+        scoped groups' blocks lie inside the racks (:func:`~coded_shuffle.transport._scopes.scope_blocks`).
     """
 
     _kinds = (_BCAST, _UNICAST, _MCAST, _SCOPED)
@@ -85,6 +88,7 @@ class MulticastLink(FramedLink):
         scope: str = "all",
         down_mbit: float | None = None,
         snooping: bool = False,
+        racks: tuple[int, ...] | None = None,
     ) -> None:
         if not isinstance(link, FramedLink):
             raise TypeError(f"Argument 'link' must be a FramedLink, not {type(link).__name__}.")
@@ -118,14 +122,15 @@ class MulticastLink(FramedLink):
                 down = None if down_mbit is None else down_mbit * 1e6 / 8
                 self._mc_send = MulticastSender(
                     group, port, datagram_bytes=datagram_bytes, pace=self.pace, K=K, down=down,
-                    snooping=snooping,
+                    snooping=snooping, racks=racks,
                 )  # fmt: skip
                 self._mc_send.send([np.empty(0, dtype=np.uint8)], 0)
             else:
                 worker = None if K is None else self.worker
                 self._mc_recv = MulticastReceiver(
-                    group, port, idle=idle, drop=drop, seed=self.rank, worker=worker, K=K
-                )
+                    group, port, idle=idle, drop=drop, seed=self.rank, worker=worker, K=K,
+                    racks=None if K is None else racks,
+                )  # fmt: skip
         except (TransportError, ValueError, OSError) as exc:
             problem = str(exc)
         problems = link._gather_values(problem)
@@ -206,7 +211,7 @@ class MulticastLink(FramedLink):
         for k in range(self.K):
             rank = self.rank_of(k)
             got = posts[rank]
-            rows = missing_spans(plan, k, got or {}, K=K)
+            rows = missing_spans(plan, k, got or {}, K=K, racks=self._mc_send.racks)
             lost = int((rows[:, 2] - rows[:, 1]).sum())
             wanted = int(plan.expected[:, k if K is not None else 0].sum())
             lost_all &= wanted > 0 and lost == wanted

@@ -18,7 +18,7 @@ from ...codec import (
 )  # fmt: skip
 from ...plan import DeliveryPlan, SenderAssignment, assign_senders_racks, exchange_rounds, holder_set
 from ...transport import Transport
-from ..holding import Holding
+from ..holding import Holding, PieceStorage
 from ._base import (
     Compared,
     Encoded,
@@ -81,11 +81,14 @@ class ExchangeScheme(SchemeBase):
     name = "exchange"
 
     def __init__(self, holding: Holding | None = None, *, peers: bool = False, network: Any = None) -> None:
+        #: The network whose racks the senders are chosen on (:meth:`senders`), or None; a storage's
+        #: pieces are then placed across its racks too (:class:`~coded_shuffle.engine.holding.PieceStorage`).
+        self.network = network if getattr(network, "racks", None) is not None and network.up else None
+        if self.network is not None and isinstance(holding, PieceStorage):
+            holding = dataclasses.replace(holding, racks=tuple(self.network.racks))
         super().__init__(holding)
         #: Whether the job has no master holding the records: repairs then come from the holders.
         self.peers = bool(peers)
-        #: The network whose racks the senders are chosen on (:meth:`senders`), or None.
-        self.network = network if getattr(network, "racks", None) is not None and network.up else None
         self._coded = coded_scheme(self.holding)  # the plan and bound the report compares with
         self._rounds: tuple[Any, Any, list[dict[int, tuple[int, int]]]] | None = None
 
