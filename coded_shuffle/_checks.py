@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 from typing import Any
 
 import numpy as np
@@ -108,3 +109,19 @@ def check_int_array(value: Any, name: str, *, ndim: int) -> np.ndarray:
     if arr.ndim != ndim:
         raise ValueError(f"Argument {name!r} must have {ndim} dimension(s), not {arr.ndim}.")
     return arr
+
+
+def check_racks(racks: Any, K: int, *, name: str = "racks") -> tuple[int, ...] | None:
+    """``racks`` as a tuple of hosts a rack that add up to ``K`` (each at least 1), or None; raise
+    naming ``name`` otherwise."""
+    if racks is None:
+        return None
+    try:
+        sizes = tuple(operator.index(h) for h in racks)
+    except TypeError:
+        msg = f"Argument {name!r} must be a sequence of ints (hosts a rack), not {racks!r}."
+        raise TypeError(msg) from None
+    if sum(sizes) != K or min(sizes, default=0) < 1:
+        msg = f"Argument {name!r} must hold the K = {K} workers, each rack at least 1, not {sizes}."
+        raise ValueError(msg)
+    return sizes

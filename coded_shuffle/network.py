@@ -51,12 +51,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_int, check_number
+from ._checks import check_int, check_number, check_racks
 from ._predictions import (
     LINKS,
     MODES,
@@ -409,16 +408,9 @@ def rack_loads(S: object, *, racks: object) -> dict[str, list[int]]:
     {'into': [0, 2], 'out_of': [2, 0], 'moved_in': [2, 2]}
     """
     off = _moved(elastic_matrix(S))
-    try:
-        sizes = tuple(operator.index(h) for h in racks)  # type: ignore[attr-defined]
-    except TypeError:
-        raise TypeError(
-            f"Argument 'racks' must be a sequence of ints (hosts a rack), not {racks!r}."
-        ) from None
-    if sum(sizes) != off.shape[0] or min(sizes, default=0) < 1:
-        raise ValueError(
-            f"Argument 'racks' must hold the K = {off.shape[0]} workers, each rack at least 1, not {sizes}."
-        )
+    sizes = check_racks(racks, off.shape[0])
+    if sizes is None:
+        raise TypeError("Argument 'racks' must be a sequence of ints (hosts a rack), not None.")
     rack = np.repeat(np.arange(len(sizes)), sizes)
     by = np.zeros((len(sizes), len(sizes)), dtype=np.int64)  # records from rack to rack
     np.add.at(by, (rack[:, None], rack[None, :]), off)

@@ -18,11 +18,11 @@ the loads are those of the demand itself (:func:`~coded_shuffle.storage.plan_sto
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
+from .._checks import check_racks
 from ..errors import InvalidPlanError
 from ..orders.placement import Placement
 from ..plan import holder_words, lone_holders
@@ -179,23 +179,6 @@ def piece_placement(
     racked = None if table is None else sizes
     return PiecePlacement(placement=placement, M=t + 1, holders=holders, racks=racked)
 
-
-def check_racks(racks: object, K: int, *, name: str = "racks") -> tuple[int, ...] | None:
-    """``racks`` as a tuple of hosts a rack that add up to ``K`` (each at least 1), or None; raise
-    naming ``name`` otherwise."""
-    if racks is None:
-        return None
-    try:
-        sizes = tuple(operator.index(h) for h in racks)  # type: ignore[attr-defined]
-    except TypeError:
-        raise TypeError(
-            f"Argument {name!r} must be a sequence of ints (hosts a rack), not {racks!r}."
-        ) from None
-    if sum(sizes) != K or min(sizes, default=0) < 1:
-        raise ValueError(
-            f"Argument {name!r} must hold the K = {K} workers, each rack at least 1, not {sizes}."
-        )
-    return sizes
 
 
 def rack_labels(racks: tuple[int, ...], *, t: int, pieces: int) -> np.ndarray | None:

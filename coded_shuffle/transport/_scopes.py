@@ -28,10 +28,9 @@ pairs on each downlink (``b'`` up to the rack's hosts).
 from __future__ import annotations
 
 import ipaddress
-import operator
 from functools import lru_cache
 
-from .._checks import check_int
+from .._checks import check_int, check_racks
 from ..codec import EVERY_WORKER
 
 __all__ = [
@@ -65,28 +64,13 @@ def scope_blocks(K: int, racks: object = None) -> tuple[int, ...]:
     (44, 21, 22, (21, 21))
     """
     K = check_int(K, "K", minimum=1)
-    return _blocks(K, _check_racks(racks, K))
+    return _blocks(K, check_racks(racks, K))
 
-
-def _check_racks(racks: object, K: int) -> tuple[int, ...] | None:
-    if racks is None:
-        return None
-    try:
-        sizes = tuple(operator.index(h) for h in racks)  # type: ignore[attr-defined]
-    except TypeError:
-        raise TypeError(
-            f"Argument 'racks' must be a sequence of ints (hosts a rack), not {racks!r}."
-        ) from None
-    if sum(sizes) != K or min(sizes, default=0) < 1:
-        raise ValueError(
-            f"Argument 'racks' must hold the K = {K} workers, each rack at least 1, not {sizes}."
-        )
-    return sizes
 
 
 def _racks(K: int, racks: object) -> tuple[int, ...]:
     """``racks`` checked for ``K`` workers, as a tuple (the form the layouts are cached by)."""
-    sizes = _check_racks(racks, K)
+    sizes = check_racks(racks, K)
     assert sizes is not None
     return sizes
 
@@ -168,7 +152,7 @@ def scope_groups(group: str, K: int, racks: object = None) -> list[str]:
     """
     base = ipaddress.IPv4Address(parse_group(f"{group}:1")[0])
     K = check_int(K, "K", minimum=1)
-    n = 1 + len(_block_pairs(K, _check_racks(racks, K))) + K
+    n = 1 + len(_block_pairs(K, check_racks(racks, K))) + K
     last = int(base) + n - 1
     if last >> 24 != int(base) >> 24:
         raise ValueError(
@@ -261,7 +245,7 @@ def scope_downlinks(readers: object, nbytes: object, *, K: int, racks: object = 
     ([10, 10], [0, 10], [0, 10])
     """
     K = check_int(K, "K", minimum=1)
-    sizes_r = _check_racks(racks, K)
+    sizes_r = check_racks(racks, K)
     masks = [int(m) for m in readers]  # type: ignore[attr-defined]
     sizes = [int(n) for n in nbytes]  # type: ignore[attr-defined]
     if len(masks) != len(sizes):
