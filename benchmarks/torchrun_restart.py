@@ -1,25 +1,27 @@
 """A torchrun job restarted after one rank is killed mid-epoch: the samples each epoch yields
-(each exactly once across the restart) and the bytes the master sent after it, with and without
-``cache_dir``, side by side in one run.
+(each exactly once across the restart) and the bytes sent after it, from the source and from the
+workers' peers, with and without ``cache_dir``, storing 1 or more batches, side by side in one run.
 
 The job: ``K`` training ranks and the master under ``torchrun --max-restarts 1``, each worker
-iterating a :class:`~coded_shuffle.torch.CodedIterableDataset` over ``--records`` records of
-``--record-bytes`` bytes (``DataLoader(batch_size=--batch)``, no DataLoader workers). After every
-step the last worker writes the dataset's ``state_dict()`` (the job's checkpoint, written whole
-or not at all); at ``--kill-step`` steps into epoch 1 of the first attempt it kills itself
-(SIGKILL). ``torchrun`` ends the other ranks and starts them all again; the new job loads the
-checkpoint and trains on. A worker's steps after the checkpoint, in the attempt killed, are
-redone, as a training job's would be: they are not counted.
+iterating a :class:`~coded_shuffle.torch.CodedIterableDataset` (``storage=M``) over ``--records``
+records of ``--record-bytes`` bytes (``DataLoader(batch_size=--batch)``, no DataLoader workers).
+After every step the last worker writes the dataset's ``state_dict()`` (the job's checkpoint,
+written whole or not at all); at ``--kill-step`` steps into epoch 1 of the first attempt it
+removes its cache file (its host lost) and kills itself (SIGKILL). ``torchrun`` ends the other
+ranks and starts them all again; the new job loads the checkpoint and trains on. A worker's steps
+after the checkpoint, in the attempt killed, are redone, as a training job's would be: they are
+not counted.
 
 For each epoch the benchmark checks that the samples counted make every record exactly once, and
-reports, after the restart: the records of the resumed epoch sent from the source (the rest that
-no worker still held: with a ``cache_dir`` only what the files no longer hold), what the source
-sent at the start of the loader's job (the epoch after the rest starts from what the workers hold
-of it: only the records none holds), and the bytes of the transitions after it, the first one
-from the holdings included (the master's wire bytes); and the wall time of each attempt.
+reports, after the restart: the bytes from the source (without ``cache_dir`` the storage dealt
+again, ``M`` batches a worker; with it and ``M = 1`` the rest of the resumed epoch that no file
+holds and the records of the next epoch no worker holds; with ``M > 1`` the pieces of the
+storage no worker holds any more), the bytes a worker had from its peers' storage (``M > 1``), the
+bytes of the transitions after the restart (the master's wire bytes), and the wall time of the
+launch (both attempts).
 
-Run:  python benchmarks/torchrun_restart.py [--workers 2] [--records 4096] [--record-bytes 1024]
-      [--epochs 4] [--batch 64] [--kill-step 5]
+Run:  python benchmarks/torchrun_restart.py [--workers 2,4] [--storage 1,2] [--records 4096]
+      [--record-bytes 1024] [--epochs 4] [--batch 64] [--kill-step 5]
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ import numpy as np
 HERE = Path(__file__).resolve()
 
 
-def program(data: Path, out: Path, *, epochs: int, batch: int, kill_step: int, cache: bool) -> int:
+def program(
+    data: Path, out: Path, *, epochs: int, batch: int, kill_step: int, cache: bool, storage: int
+) -> int:
     """One rank of the job (under torchrun)."""
     import torch.distributed as dist
     from torch.utils.data import DataLoader
@@ -54,7 +58,7 @@ def program(data: Path, out: Path, *, epochs: int, batch: int, kill_step: int, c
                             world_size=int(os.environ["WORLD_SIZE"]))  # fmt: skip
     ckpt = out / "checkpoint.json"
     ds = CodedIterableDataset(data / "rows.npy", epochs=epochs, seed=1, with_ids=True, timeout=60,
-                              cache_dir=out / "cache" if cache else None)  # fmt: skip
+                              cache_dir=out / "cache" if cache else None, storage=storage)  # fmt: skip
     if attempt and ckpt.exists():
         ds.load_state_dict(json.loads(ckpt.read_text()))
         ckpt = out / f"checkpoint_a{attempt}.json"  # the first attempt's kept for the count
@@ -63,7 +67,8 @@ def program(data: Path, out: Path, *, epochs: int, batch: int, kill_step: int, c
         reports = ds.serve()
         resumed = None if ds.resumed is None else vars(ds.resumed)
         held = getattr(ds._loader, "held_start", None)  # the loader's start from the workers' holdings
-        summary = {"resumed": resumed, "held": None if held is None else vars(held),
+        held = None if held is None else {k: v for k, v in vars(held).items() if k != "transition"}
+        summary = {"resumed": resumed, "held": held,
                    "start_epoch": ds.start_epoch, "seconds": time.perf_counter() - tic,
                    "reports": [{"epoch": r.epoch, "wire_bytes": r.wire_bytes} for r in reports]}  # fmt: skip
         (out / f"master_a{attempt}.json").write_text(json.dumps(summary))
@@ -84,6 +89,8 @@ def program(data: Path, out: Path, *, epochs: int, batch: int, kill_step: int, c
                 tmp.write_text(json.dumps(state))
                 os.replace(tmp, ckpt)
                 if attempt == 0 and t == 1 and step == kill_step:
+                    if cache:  # its host lost: its cache file with it
+                        (out / "cache" / f"worker-{k}.cache").unlink(missing_ok=True)
                     os.kill(os.getpid(), signal.SIGKILL)
     log.close()
     return 0
@@ -105,12 +112,12 @@ def counted(out: Path, K: int, ckpt: dict, batch: int) -> dict[int, list[int]]:
     return per_epoch
 
 
-def one_job(data: Path, args: argparse.Namespace, *, cache: bool) -> dict:
+def one_job(data: Path, args: argparse.Namespace, *, K: int, M: int, cache: bool) -> dict:
     out = Path(tempfile.mkdtemp(prefix="restart-", dir=data))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={args.workers + 1}", "--max-restarts=1", "--monitor-interval=0.5", str(HERE),
+           f"--nproc-per-node={K + 1}", "--max-restarts=1", "--monitor-interval=0.5", str(HERE),
            "--program", str(data), str(out), "--epochs", str(args.epochs), "--batch", str(args.batch),
-           "--kill-step", str(args.kill_step)]  # fmt: skip
+           "--kill-step", str(args.kill_step), "--storage", str(M)]  # fmt: skip
     cmd += ["--cache"] if cache else []
     env = {**os.environ, "PYTHONPATH": str(HERE.parent.parent)}
     tic = time.perf_counter()
@@ -120,7 +127,7 @@ def one_job(data: Path, args: argparse.Namespace, *, cache: bool) -> dict:
         (data.parent / "torchrun_restart.err").write_text(proc.stderr)
         raise SystemExit(f"the job failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     ckpt = json.loads((out / "checkpoint.json").read_text())
-    epochs = counted(out, args.workers, ckpt, args.batch)
+    epochs = counted(out, K, ckpt, args.batch)
     for t in range(args.epochs):
         if sorted(epochs.get(t, [])) != list(range(args.records)):
             raise SystemExit(f"epoch {t}: the samples counted are not every record exactly once")
@@ -130,7 +137,8 @@ def one_job(data: Path, args: argparse.Namespace, *, cache: bool) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", default="2,4", help="the jobs' K, comma-separated")
+    ap.add_argument("--storage", default="1,2", help="the jobs' M, comma-separated")
     ap.add_argument("--records", type=int, default=4096)
     ap.add_argument("--record-bytes", type=int, default=1024)
     ap.add_argument("--epochs", type=int, default=4)
@@ -141,30 +149,41 @@ def main() -> None:
     args = ap.parse_args()
     if args.program:
         sys.exit(program(*args.program, epochs=args.epochs, batch=args.batch, kill_step=args.kill_step,
-                         cache=args.cache))  # fmt: skip
-    if args.records % (args.workers * args.batch):
-        raise SystemExit("--records must be a multiple of --workers times --batch (no padding to count)")
+                         cache=args.cache, storage=int(args.storage)))  # fmt: skip
+    workers = [int(x) for x in args.workers.split(",")]
+    storages = [int(x) for x in args.storage.split(",")]
+    if any(args.records % (K * args.batch) for K in workers):
+        raise SystemExit("--records must be a multiple of each --workers times --batch (no padding to count)")
     with tempfile.TemporaryDirectory() as d:
         data = Path(d)
         rng = np.random.default_rng(0)
         np.save(data / "rows.npy", rng.integers(0, 256, (args.records, args.record_bytes), dtype=np.uint8))
         B = args.record_bytes
-        print(f"K = {args.workers}, N = {args.records} records of {B} bytes, {args.epochs} epochs, "
-              f"worker {args.workers - 1} killed {args.kill_step} steps into epoch 1")  # fmt: skip
-        print(f"{'cache_dir':>9} {'ckpt':>10} {'each once':>9} {'rest src MB':>11} {'kept':>6} "
-              f"{'dealt MB':>8} {'transitions MB':>14} {'job s':>6}")  # fmt: skip
-        for cache in (False, True):
-            r = one_job(data, args, cache=cache)
-            m, ck = r["master"], r["ckpt"]
-            rest = m["resumed"] or {"source_bytes": 0, "kept_records": 0}
-            dealt = args.records * B if m["start_epoch"] + (m["resumed"] is not None) < args.epochs else 0
-            if m.get("held") is not None:  # the next epoch from the holdings: only what none held
-                dealt = m["held"]["source_bytes"]
-            trans = sum(x["wire_bytes"] for x in m["reports"])
-            at = f"e{ck['epoch']}+{ck['samples']}"
-            print(f"{'yes' if cache else 'no':>9} {at:>10} {'yes':>9} "
-                  f"{rest['source_bytes'] / 1e6:11.3f} {rest['kept_records']:6d} {dealt / 1e6:8.3f} "
-                  f"{trans / 1e6:14.3f} {r['wall']:6.1f}")  # fmt: skip
+        print(f"N = {args.records} records of {B} bytes, {args.epochs} epochs, the last worker killed "
+              f"{args.kill_step} steps into epoch 1 (its cache file removed)")  # fmt: skip
+        print(f"{'K':>2} {'M':>2} {'cache_dir':>9} {'ckpt':>8} {'each once':>9} {'source MB':>9} "
+              f"{'peers MB':>8} {'transitions MB':>14} {'job s':>6}")  # fmt: skip
+        for K in workers:
+            for M in storages:
+                for cache in (False, True):
+                    r = one_job(data, args, K=K, M=M, cache=cache)
+                    source, peers = source_and_peers(r["master"], args, M)
+                    trans = sum(x["wire_bytes"] for x in r["master"]["reports"])
+                    at = f"e{r['ckpt']['epoch']}+{r['ckpt']['samples']}"
+                    print(f"{K:2d} {M:2d} {'yes' if cache else 'no':>9} {at:>8} {'yes':>9} "
+                          f"{source / 1e6:9.3f} {peers / 1e6:8.3f} {trans / 1e6:14.3f} {r['wall']:6.1f}",
+                          flush=True)  # fmt: skip
+
+
+def source_and_peers(m: dict, args: argparse.Namespace, M: int) -> tuple[int, int]:
+    """Bytes from the source and from the peers after the restart, from the master's summary ``m``."""
+    rest = m["resumed"] or {"source_bytes": 0}
+    held = m.get("held")
+    if held is None:  # the storage dealt whole again (M batches a worker) unless no epoch is left
+        left = m["start_epoch"] + (m["resumed"] is not None) < args.epochs
+        dealt = M * args.records * args.record_bytes if left else 0
+        return rest["source_bytes"] + dealt, 0
+    return rest["source_bytes"] + held["source_bytes"], held.get("peer_bytes", 0)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """The parts of :mod:`coded_shuffle.torch` around its dataset: DataLoader workers, tensors, the
-job's link, and a worker's share of an epoch resumed mid-way (:mod:`coded_shuffle.engine.rest`)."""
+job's link, a worker's share of an epoch resumed mid-way (:mod:`coded_shuffle.engine.rest`), and
+the loader of a storage of ``M > 1`` batches kept in a ``cache_dir`` (:class:`StoredLoader`)."""
 
 from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -17,11 +20,12 @@ from torch.utils.data import DataLoader
 from ._checks import check_int
 from .codec import Dataset
 from .engine.mpi import Watchdog
-from .engine.rest import load_worker_cache, receive_rest
-from .engine.schedule import check_network
+from .engine.rest import load_worker_cache, receive_rest, save_worker_cache, table_dataset
+from .engine.schedule import Epoch, EpochSchedule, check_network
 from .engine.schemes import Scheme
-from .loader import EpochBatch
-from .loader._common import RowLayout, _order_spec, bytes_records, choose_scheme, scheme_name
+from .engine.session import Session
+from .loader import EpochBatch, MPILoader, PeerLoader
+from .loader._common import RowLayout, _order_spec, bytes_records, choose_scheme, record_bytes_of, scheme_name
 from .loader.arrays import tensor_records
 from .loader.peers import peer_link
 from .orders import epoch_batch_sizes, epoch_order
@@ -320,3 +324,94 @@ def check_cache_dir(cache_dir: Any, peers: bool, scheme: str) -> Any:
             f"not {type(cache_dir).__name__} with scheme {scheme!r}."
         )
     return cache_dir
+
+
+class StoredLoader(MPILoader):
+    """The dataset's loader of a storage of ``M > 1`` batches kept in a ``cache_dir``.
+
+    As :class:`~coded_shuffle.loader.MPILoader` with ``cache_dir``, but for two things. A job that
+    starts at epoch ``t > 0`` restores the storage of epoch ``t`` itself (the epoch a checkpoint
+    resumes, mid-way or at its start), not that of ``t - 1`` followed by a transition: a worker's
+    batch of ``t`` is within it. And a worker's file is written when the dataset makes an epoch
+    the current one (:meth:`keep`), not when its transition ends (with ``prefetch``, a
+    transition ahead): the file holds the storage of the epoch trained on, which a restart restores.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._kept: OrderedDict[int, tuple[np.ndarray, np.ndarray, Dataset]] = OrderedDict()
+        self._kept_lock = threading.Lock()
+
+    def _first(self, schedule: EpochSchedule) -> tuple[Epoch | None, Epoch]:
+        """The storage of the first epoch restored itself (followed from epoch 0): no transition."""
+        *_, now = schedule.epochs(start=0, count=self.start_epoch + 1)
+        return None, now
+
+    def _keep(self, epoch: int, session: Session, B: int) -> None:
+        """A copy of this worker's storage of ``epoch``, for :meth:`keep` (its buffer is reused)."""
+        if self.cache_dir is None or self.worker is None:
+            return
+        cache, sums = session.cache, session.checksums
+        assert cache is not None and sums is not None
+        copy = (np.array(cache.ids, dtype=np.int64), np.array(cache.data), table_dataset(sums, B))
+        with self._kept_lock:
+            self._kept[epoch] = copy
+
+    def keep(self, epoch: int) -> None:
+        """Worker: its storage of ``epoch`` to its file (crash-safe); the copies before it dropped."""
+        with self._kept_lock:
+            while self._kept and next(iter(self._kept)) < epoch:
+                self._kept.popitem(last=False)
+            got = self._kept.pop(epoch, None)
+        if got is not None and self.cache_dir is not None and self.worker is not None:
+            ids, data, table = got
+            save_worker_cache(self.cache_dir, self.worker, ids, data, table, epoch=epoch, seed=self.seed)
+
+
+def loader_class(peers: bool, storage: object, cache_dir: object) -> type[MPILoader]:
+    """The dataset's loader: the peers' (:class:`~coded_shuffle.loader.PeerLoader`), a
+    :class:`StoredLoader` that keeps a storage of ``M > 1`` batches in ``cache_dir`` (the
+    dataset keeps whole batches itself with one batch a worker), else an ``MPILoader``."""
+    if peers:
+        return PeerLoader
+    return StoredLoader if cache_dir is not None and storage != 1 else MPILoader
+
+
+def keep_batch(ds: Any, batch: EpochBatch) -> None:
+    """With a ``cache_dir``, dataset ``ds``'s worker keeps ``batch``, the epoch it trains on, in its
+    file: its storage (:meth:`StoredLoader.keep`), or the batch's records."""
+    if isinstance(ds._loader, StoredLoader):
+        ds._loader.keep(batch.epoch)
+    elif ds.cache_dir is not None and ds._table is not None and ds.worker is not None:
+        rows = record_bytes_of(batch.records)
+        save_worker_cache(
+            ds.cache_dir, ds.worker, batch.ids, rows, ds._table, epoch=batch.epoch, seed=ds.seed
+        )
+
+
+def stored_resume(loader: Any, *, epoch: int, end: int, K: int, K_now: int, segments: list[Any]) -> None:
+    """Resume a :class:`StoredLoader` at ``epoch`` (to ``end``) from a checkpoint of ``K``
+    workers: its storage of that epoch restored from the files, the peers and the source."""
+    if K != K_now or segments:
+        raise ValueError(
+            f"Argument 'state' must come from a job of K = {K_now} with storage {loader._storage} and "
+            f"a cache_dir (a storage is restored at the same K), not K = {K}"
+            f"{' with segments of earlier jobs' if segments else ''}: resume at an epoch boundary "
+            "without the cache_dir."
+        )
+    loader.resume(epoch, end - epoch)
+
+
+def say_ended(ds: Any) -> None:
+    """Another worker stopped: dataset ``ds``'s later epochs are empty (said once, in one line)."""
+    if not ds._ended:
+        k = ds.stopped_by
+        assert k is not None and ds._batch is not None
+        who = f"rank {ds.transport.rank_of(k)} (worker {k})"
+        print(
+            f"coded_shuffle.torch: {ds._who()}: the job ended after epoch {ds._batch.epoch}: "
+            f"{who} stopped early; later epochs yield no samples.",
+            file=sys.stderr,
+            flush=True,
+        )
+    ds._ended = True

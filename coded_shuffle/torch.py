@@ -51,25 +51,23 @@ from ._torch_base import (
     balanced_length,
     check_cache_dir,
     check_dataset_of,
+    keep_batch,
+    loader_class,
     parse_state,
     rest_batch,
     rest_refusal,
     samples,
+    say_ended,
+    stored_resume,
     tensor_source,
     variable_refusals,
 )
 from .engine import TransitionReport
 from .engine.cache_dir import dataset_fingerprint
 from .engine.mpi import Watchdog, setup_step
-from .engine.rest import (
-    RestReport,
-    rest_of_epoch,
-    save_worker_cache,
-    serve_rest,
-    table_dataset,
-)
+from .engine.rest import RestReport, rest_of_epoch, serve_rest, table_dataset
 from .engine.schemes import Scheme
-from .loader import EpochBatch, MPILoader, PeerLoader
+from .loader import EpochBatch, MPILoader
 from .loader._common import (
     RowLayout,
     _order_spec,
@@ -163,7 +161,10 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         batch of every epoch in a file of it (:mod:`coded_shuffle.engine.cache_dir`: crash-safe,
         checksummed), so that a job resumed on the same hosts (:meth:`load_state_dict`) reads
         back what each worker still holds and is sent only the rest. A file cut short, altered
-        or of another job is treated as absent, in one line on standard error.
+        or of another job is treated as absent, in one line on standard error. With ``storage``
+        ``M > 1`` the file holds the worker's storage of the epoch it trains on, and a job resumed
+        at the same ``K`` restores the storage of the epoch resumed: a piece a worker lacks (its
+        host lost) from another worker that stores it, else from the source (:attr:`held_start`).
 
     Examples
     --------
@@ -227,13 +228,15 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         reads = transport.is_master or peers
         records = tensor_source(source) if reads and source is not None else source  # rows read as held
         variable_refusals(records, cache_dir, self.balance)
+        #: The loader each epoch comes from: a master's (:class:`MPILoader`; :class:`StoredLoader`
+        #: when it keeps a storage of ``M > 1`` batches in ``cache_dir``), or the peers'.
+        self._loader_class: type[MPILoader] = loader_class(peers, storage, cache_dir)
+        self._stored = self._loader_class is not MPILoader and not peers
         options: dict[str, Any] = {
             "epochs": epochs, "seed": seed, "order": order, "max_repair_rounds": max_repair_rounds,
             "timeout": timeout, "storage": storage, "scheme": scheme, "balance": self.balance,
-            **({} if peers else {"strategy": strategy}),
+            **({} if peers else {"strategy": strategy}), **({"cache_dir": cache_dir} if self._stored else {}),
         }  # fmt: skip
-        #: The loader each epoch comes from: a master's (:class:`MPILoader`), or the peers'.
-        self._loader_class: type[MPILoader] = PeerLoader if peers else MPILoader
         # Checks every option now, on every rank (the loader proper is made at the first epoch).
         self._loader = self._loader_class(
             records, start_epoch=start_epoch, transport=transport, writable=True, **options
@@ -278,7 +281,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         #: (:class:`~coded_shuffle.engine.rest.RestReport`); None otherwise.
         self.resumed: RestReport | None = None
         #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
-        self.cache_notes: list[str] = []
+        self.cache_notes: list[str] = self._loader.cache_notes if self._stored else []
 
     # ---- sizes
 
@@ -327,6 +330,13 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if self.is_master and not self.transport.peers:
             self._hello()
         return self._loader.serve() if self._loader_epochs else []
+
+    @property
+    def held_start(self) -> Any:
+        """On the master of a job with a storage of ``M > 1`` batches in a ``cache_dir``: how every
+        worker's storage came back at its start (:class:`~coded_shuffle.engine.restore.RecoveryReport`:
+        pieces and bytes kept, from peers, from the source); None otherwise."""
+        return getattr(self._loader, "held_start", None) if self._stored else None
 
     @property
     def stopped_by(self) -> int | None:
@@ -379,7 +389,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             if self._check is not None:
                 check_dataset_of(*self._check, N=N, fingerprint=fp)
             self._fingerprint = fp
-            if self._rest is None and self.cache_dir is None:
+            if self._rest is None and (self.cache_dir is None or self._stored):
                 return None
             with setup_step(link, dog, "rest: checksums"):
                 sums = link.share_array(ds.checksums if master else np.empty(N, np.uint64))  # type: ignore[union-attr]
@@ -413,7 +423,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         batch = self._next_batch()
         if batch is None:
             if self.stopped_by is not None and self._batch is not None:  # another worker stopped
-                self._end_early()
+                say_ended(self)
                 return
             raise RuntimeError(
                 f"{self._who()}: the job ended after epoch {self.epoch}, before the epochs asked for."
@@ -437,29 +447,12 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self._tensors = _columns(batch.records) if self.decode is None else ()
         if self.decode is not None or batch.variable:  # variable: each record its own tensor
             self._bytes = record_bytes_of(batch.records)
-        if self.cache_dir is not None and self._table is not None and self.worker is not None:
-            rows = record_bytes_of(batch.records)
-            save_worker_cache(self.cache_dir, self.worker, batch.ids, rows, self._table, epoch=batch.epoch,
-                              seed=self.seed)  # fmt: skip
+        keep_batch(self, batch)
         if batch.epoch == self.start_epoch + self.epochs - 1 and not isinstance(self._feed, Prefetch):
             next(self._feed, None)  # the last epoch: the loader ends the job with the master now
 
     def _who(self) -> str:
         return f"rank {self.transport.rank} (worker {self.worker})"
-
-    def _end_early(self) -> None:
-        """Another worker stopped: this rank's later epochs are empty (said once, in one line)."""
-        if not self._ended:
-            k = self.stopped_by
-            assert k is not None and self._batch is not None
-            who = f"rank {self.transport.rank_of(k)} (worker {k})"
-            print(
-                f"coded_shuffle.torch: {self._who()}: the job ended after epoch {self._batch.epoch}: "
-                f"{who} stopped early; later epochs yield no samples.",
-                file=sys.stderr,
-                flush=True,
-            )
-        self._ended = True
 
     @property
     def ended(self) -> bool:
@@ -550,8 +543,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         trained on before; at another ``K`` (or with a ``cache_dir``) the rest of the epoch is dealt
         to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`: every sample once
         across the change), sent by the master but for what each worker's file holds, and the next
-        epoch is planned from what they hold. Peers resume mid-epoch at the same ``K`` only. A state
-        of another seed or dataset (``N``, ``fingerprint``) is refused."""
+        epoch is planned from what they hold. Peers resume mid-epoch at the same ``K`` only, and so
+        does a storage of ``M > 1`` kept in a ``cache_dir`` (the storage of the epoch restored,
+        :attr:`held_start`). A state of another seed or dataset (``N``, ``fingerprint``) is refused."""
         if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
             raise RuntimeError("load_state_dict must be called before the first epoch.")
         end = self.start_epoch + self.epochs
@@ -563,7 +557,10 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             check_dataset_of(*check, N=self._N, fingerprint=self._fp())
         self._check = check
         mid = bool(samples or segments)
-        if not self.transport.peers and (segments or mid and (K != self.K or self.cache_dir is not None)):
+        if self._stored:  # the storage of the epoch restored, its samples read before skipped
+            self._skip = samples
+            stored_resume(self._loader, epoch=epoch, end=end, K=K, K_now=self.K, segments=segments)
+        elif not self.transport.peers and (segments or mid and (K != self.K or self.cache_dir is not None)):
             rest_refusal(self.balance, getattr(self._loader, "layout", None), self.K, K)
             self._segments, self._rest = [*segments, (K, samples)], epoch
             self._loader_epochs = end - epoch - 1

@@ -91,6 +91,8 @@ SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DA
     "torchrun-3": ("torchrun", 3, {"files": ("files", 3, 2, 0, 1, "persistent"),
                                    "wide": ("wide", 3, 0, 0, 1),
                                    "varfiles": ("varfiles", 3, 2, 0, 1),
+                                   "save": ("wide", 3, 0, 0, 1, "save"),
+                                   "stored": ("wide", 3, 0, 0, 1, "resume_s"),
                                    "example": ("example", 0, 0, 0, 0)}),
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
                                    "exchange": ("struct", 3, 2, 0, 1, "exchange"),
@@ -236,6 +238,39 @@ def test_a_storage_of_two_batches_under_torchrun(shared):
     reports = json.loads((out / "reports.json").read_text())
     assert [r["epoch"] for r in reports] == [1, 2]
     assert all(r["verified"] and r["storage"] == 2 and r["records_checked"] == N for r in reports)
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_a_storage_of_two_batches_restored_from_the_peers_mid_epoch(shared):
+    """Storing 2 batches in a cache_dir, checkpointed a step (4 samples) into epoch 1, the last
+    worker's file then removed (its host lost); resumed at the same K = 3: the storage of epoch 1
+    comes back from the files and the peers, nothing from the source (every piece is stored by two
+    workers), the lost worker's pieces all from its peers; every sample of epoch 1 exactly once
+    across the two jobs; the transition to epoch 2 that of a job that never stopped."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+
+    proc, data, out = shared.run("torchrun-3", "stored")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    K, save = 3, out.parent / "save"
+    want = expected(K, 1, drop_last=False)
+    for k in range(K):  # the first job's 4 samples of epoch 1, then the rest in the resumed job
+        assert np.load(save / f"w{k}_e1.npz")["ids"].tolist() == want[k][:4].tolist()
+    check_run(out, data, "wide", K, range(1, 3), drop_last=False, num_workers=0, skip=4)
+    scheme = scheme_for("coded", K=K, storage=2, record_bytes=WIDE.itemsize)
+    *_, now = EpochSchedule(N=N, K=K, seed=SEED, spec=OrderSpec(), scheme=scheme).epochs(start=0, count=2)
+    lost = int(scheme.held(now.held, K - 1).size)  # the last worker's pieces of epoch 1's storage
+    held = json.loads((out / "held.json").read_text())
+    width = scheme.piece_bytes(WIDE.itemsize)
+    assert (held["source_pieces"], held["source_bytes"]) == (0, 0) and held["transition"] is None
+    assert (held["peer_pieces"], held["peer_bytes"]) == (lost, lost * width) and lost > 0
+    assert held["kept_pieces"] == 2 * N * scheme.pieces - lost
+    (report,) = json.loads((out / "reports.json").read_text())
+    straight = run(load_dataset(data["wide"]), K=K, epochs=2, seed=SEED, storage=2).transitions[1]
+    assert report["epoch"] == 2 and report["verified"]
+    assert (report["coded_symbols"], report["wire_bytes"]) == (straight.coded_symbols, straight.wire_bytes)
 
 
 @needs_torch
@@ -742,6 +777,17 @@ def test_a_checkpoint_of_another_job_is_refused_naming_what_differs():
         ).endswith(message), name
     with pytest.raises(TypeError, match="'state' must be a mapping from state_dict"):
         parse_state({"epoch": 1}, seed=5, start=0, end=4, K=3, peers=False)
+    from types import SimpleNamespace
+
+    from coded_shuffle._torch_base import stored_resume
+
+    for segments, why in (([], ""), ([(2, 4)], " with segments of earlier jobs")):
+        with pytest.raises(ValueError) as info:  # a storage is restored at the same K only
+            stored_resume(SimpleNamespace(_storage=2), epoch=1, end=3, K=2, K_now=3, segments=segments)
+        assert str(info.value) == (
+            "Argument 'state' must come from a job of K = 3 with storage 2 and a cache_dir (a storage is "
+            f"restored at the same K), not K = 2{why}: resume at an epoch boundary without the cache_dir."
+        )
     check_dataset_of(23, "ab" * 16, N=23, fingerprint="ab" * 16)
     check_dataset_of(None, None, N=23, fingerprint="ab" * 16)  # a state of an older version: unknown
     with pytest.raises(

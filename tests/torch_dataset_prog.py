@@ -29,7 +29,11 @@
   ``exchange``: a job of peers (``scheme="exchange"``), every rank a worker that trains a
   ``DistributedDataParallel`` model over the default group on each batch; ``save``: each worker
   keeps its batches in ``DATA/cache`` (``cache_dir``), trains on epoch 0, then on two steps of
-  epoch 1, writes its ``state_dict()`` to ``OUT/state_{k}.json`` and stops (``close()``);
+  epoch 1, writes its ``state_dict()`` to ``OUT/state_{k}.json`` and stops (``close()``); with
+  ``LAYOUT`` ``wide`` (a storage of 2 batches) one step of epoch 1, and the last worker then
+  removes its cache file (its host lost); ``resume_s``: the job resumes from
+  ``DATA/save/state_0.json`` (the same ``K``) with that ``cache_dir``, and rank 0 writes
+  :attr:`~CodedIterableDataset.held_start` to ``OUT/held.json``;
   ``resume_k``: the job resumes from ``DATA/save/state_0.json`` (a job of another ``K``) with the
   same ``cache_dir``, each worker writes its ``state_dict()`` before its first step to
   ``OUT/state_{k}.json``, and rank 0 writes :attr:`~CodedIterableDataset.resumed` and its
@@ -113,19 +117,21 @@ def one_run(argv: list[str]) -> int:
         timeout=3 if state == "freeze" else 30,
         storage=2 if layout == "wide" else 1,
         scheme="exchange" if state == "exchange" else "coded",
-        cache_dir=data_dir / "cache" if state in ("save", "resume_k") else None,
+        cache_dir=data_dir / "cache" if state in ("save", "resume_k", "resume_s") else None,
         balance="bytes" if layout == "varfiles" else "count",
     )
     if layout == "varfiles" and ds.is_master:
         (out_dir / "bad_var.json").write_text(json.dumps(variable_refusals(ds, source)))
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
-    if state == "resume_k":
+    if state in ("resume_k", "resume_s"):
         ds.load_state_dict(json.loads((data_dir / "save" / "state_0.json").read_text()))
     if ds.is_master:
         if state == "master_error":
             raise ValueError("an error of the master's own")
         reports = ds.serve()
+        if state == "resume_s":
+            (out_dir / "held.json").write_text(json.dumps(vars(ds.held_start), default=lambda r: None))
         if state == "resume_k":
             resumed = vars(ds.resumed) if ds.resumed is not None else None
             (out_dir / "resumed.json").write_text(json.dumps({"resumed": resumed, "reports": len(reports)}))
@@ -176,7 +182,7 @@ def one_run(argv: list[str]) -> int:
                 fields = [[] for _ in cols]
             for c, col in zip(fields, cols, strict=True):
                 c.append(col.numpy())
-            if state == "save" and t == 1 and steps == 2:  # two steps into epoch 1: checkpointed
+            if state == "save" and t == 1 and steps == 2 - (layout == "wide"):  # checkpointed
                 break
         for t_ in ds._tensors:
             writable &= bool(t_.numpy().flags.writeable)
@@ -199,6 +205,8 @@ def one_run(argv: list[str]) -> int:
         if state == "save" and t == 1:
             (out_dir / f"state_{k}.json").write_text(json.dumps(ds.state_dict()))
             ds.close()
+            if layout == "wide" and k == ds.K - 1:  # its host lost: its storage only with its peers
+                (data_dir / "cache" / f"worker-{k}.cache").unlink()
             return 0
         if state == "close" and k == 0:
             ds.close()
