@@ -139,14 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     job = job_options(args)
     # More ranks than cores on this node (tests and benchmarks on a laptop): let MPICH's busy-wait
-    # loops yield the core (nanosleep), or waiting ranks starve the ones that compute. And MPICH
-    # carries the messages among the ranks of a host through shared memory of its own: the shared
-    # memory transports of its network module (UCX) beside it are unused, and cost about 6 MB of
-    # the host's shared memory a rank (docs/benchmarks.md, "Hundreds of ranks on one host"). Set
-    # before MPI starts; the user's own settings win.
+    # loops yield the core (nanosleep), or waiting ranks starve the ones that compute. Set before
+    # MPI starts.
     if int(os.environ.get("MPI_LOCALNRANKS", "1")) > (os.cpu_count() or 1):
         os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
-        os.environ.setdefault("UCX_TLS", "^sm")
     rank = launch_rank()
     hooks().fail(at="start", rank=-1 if rank is None else rank)
     # MPI's start waits for every rank: bounded as every later step is. Under coded-shuffle run the
