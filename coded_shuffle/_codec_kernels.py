@@ -15,6 +15,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from ._jit import load_light
+
 # State bits of an id in :func:`peel_ops` (one byte per id).
 _HELD = 1  # in the old cache
 _NEED = 2  # in the new batch
@@ -853,3 +855,6 @@ def apply_ops_at(  # pragma: no cover - compiled
         _zero_from(y, L, W)
         if check and p >= 0 and d & 3 == OUT:
             sums[d >> 2] = _row_checksum(y, oplen[i] if variable else W, keys)
+
+
+load_light(globals())  # the cached machine code loads without numba's compiler (coded_shuffle._jit)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
+from ._jit import load_light
+
 
 @numba.njit(cache=True, nogil=True)
 def count_cells(owner_t, owner_t1, K_t1, counts):  # pragma: no cover - compiled
@@ -598,3 +600,6 @@ def ordering_value(S, order):  # pragma: no cover - compiled
             if pos[i] > pos[j]:
                 total += S[i, j]
     return total
+
+
+load_light(globals())  # the cached machine code loads without numba's compiler (coded_shuffle._jit)

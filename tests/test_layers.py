@@ -15,6 +15,7 @@ RANK = {
     "_gf2": 0,
     "_kernels": 0,
     "_codec_kernels": 0,
+    "_jit": 0,
     "_progress": 0,
     "orders": 1,
     "matrix": 2,

@@ -36,8 +36,9 @@ def loaded_after(code: str) -> set[str]:
         "from coded_shuffle.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
         "from coded_shuffle.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass",
         "from coded_shuffle.cli import main\nmain(['no-such-command'])",
+        "import coded_shuffle.mpi_program",
     ],
-    ids=["import", "import-cli", "help", "version", "bad-command"],
+    ids=["import", "import-cli", "help", "version", "bad-command", "mpi-program"],
 )
 def test_start_up_loads_no_heavy_library(code):
     heavy = {m.split(".")[0] for m in loaded_after(code)} & set(HEAVY)

@@ -81,3 +81,37 @@ def test_every_cached_kernel_is_in_a_group():
             }  # fmt: skip
     grouped = {f"{d.py_func.__module__}.{d.__name__}" for g in KERNEL_GROUPS for d in warmup._dispatchers(g)}
     assert cached and cached <= grouped, sorted(cached - grouped)
+
+
+LIGHT_PROBE = """
+import json, sys
+import numpy as np
+from coded_shuffle import _codec_kernels as k
+from coded_shuffle.engine import simulate
+
+rep = simulate(K=4, N=64, record_bytes=32, epochs=2, seed=3)
+rng = np.random.default_rng(5)
+data = rng.integers(0, 256, (6, 16), dtype=np.uint8)
+a, b = np.arange(6), np.array([1, 2, 3, 4, 5, -1])
+for x in (data, a, b):
+    x.setflags(write=False)  # the types the codec calls it with, which the cache holds
+out = np.zeros((6, 16), dtype=np.uint8)
+k.encode_rows(out, data, a, b, 0, 6)
+want = np.vstack([data[:5] ^ data[1:], data[5:]])
+print(json.dumps([bool(rep.verified), out.tolist() == want.tolist(),
+                  sorted(m for m in sys.modules if m.startswith("numba.np."))]))
+"""
+
+
+def test_cached_kernels_load_without_the_compiler():
+    """A process that runs cached kernels only (a worker rank) loads their machine code without
+    numba's compiler registries (``numba.np.arraymath`` and some 200 modules more: about 20 MB of
+    private memory a process, coded_shuffle._jit), and the code computes what numpy computes."""
+    from coded_shuffle.engine import simulate
+
+    simulate(K=4, N=64, record_bytes=32, epochs=2, seed=3)  # the same calls, cached here if need be
+    proc = subprocess.run([sys.executable, "-c", LIGHT_PROBE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    verified, same, modules = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert verified and same
+    assert "numba.np.arraymath" not in modules, modules

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .._jit import load_light
+
 __all__ = ["count_transitions", "walk_block", "walk_compiled"]
 
 
@@ -168,3 +170,6 @@ def count_transitions(lo, hi, keys_t, keys_t1, bits, N, K_t, K_t1, counts):  # p
         for b in range(n):
             row[j[b]] += 1
         p += n
+
+
+load_light(globals())  # the cached machine code loads without numba's compiler (coded_shuffle._jit)

@@ -10,6 +10,8 @@ import math
 import numba
 import numpy as np
 
+from .._jit import load_light
+
 #: Most cells (groups times members) the compiled group symbols count in one table.
 MAX_CELLS = 1 << 24
 
@@ -269,3 +271,6 @@ def chain_triples(A, m, alive, order, out):  # pragma: no cover - compiled
             out[count, 0], out[count, 1], out[count, 2], out[count, 3] = a, b_hit, c_hit, k
             count += 1
     return count
+
+
+load_light(globals())  # the cached machine code loads without numba's compiler (coded_shuffle._jit)
