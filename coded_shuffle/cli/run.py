@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 from ..engine.schemes import ranks
@@ -160,6 +161,7 @@ def launch(cmd: list[str]) -> int:
         got.append(signum)
 
     peers = _is_peers(cmd)
+    started = time.time() - 1.0  # a segment's time is that of its file system's clock
 
     with tempfile.TemporaryDirectory(prefix="coded-shuffle-run-") as tmp:
         results, status = os.path.join(tmp, "results"), os.path.join(tmp, "status")
@@ -190,6 +192,8 @@ def launch(cmd: list[str]) -> int:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             report = _relay(hydra, ended_by_the_program=_read_status(status) is not None and not got)
+        if got or proc.returncode != 0:  # an abort leaves MPICH's shared memory behind
+            clear_segments(started)
         if got:
             name = signal.Signals(got[0]).name
             print(f"{PROG}: error: stopped by {name}; the MPI job was ended", file=sys.stderr)
@@ -201,6 +205,59 @@ def launch(cmd: list[str]) -> int:
         print(f"{PROG}: error: the MPI job failed{who} {status_line}", file=sys.stderr)
         return 1
     return code
+
+
+#: Where MPICH keeps the shared memory of the ranks of a host, and its segments' prefix.
+SHM_DIR, SHM_PREFIX = "/dev/shm", "mpich_shm_"
+
+
+def clear_segments(since: float, directory: str = SHM_DIR) -> list[str]:
+    """Remove MPICH's shared-memory segments that a job which did not end cleanly left behind.
+
+    MPICH removes a host's segment when its ranks finalize; after an abort, a rank killed or the
+    job stopped by a signal it stays in ``directory`` (memory of the host, about 3 to 270 MB a job
+    by its ranks) until the host restarts. A segment goes if it is this user's, was last changed
+    at ``since`` (the job's start) or later, and no process of this host has it open or mapped
+    (``/proc/*/fd`` and ``/proc/*/maps``): a job running beside this one keeps its own, the
+    process that creates one holding it open from the start. Returns the paths removed.
+    """
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.startswith(SHM_PREFIX))
+    except OSError:
+        return []
+    left = []
+    for name in names:
+        path = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if st.st_uid == os.getuid() and st.st_mtime >= since:
+                left.append(path)
+    if not left:
+        return []
+    used = _in_use(directory)
+    gone = []
+    for path in left:
+        if path not in used:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                gone.append(path)
+    return gone
+
+
+def _in_use(directory: str) -> set[str]:
+    """The files of ``directory`` that a process of this host has open or mapped."""
+    used: set[str] = set()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/maps") as maps:
+                used.update(line.split(maxsplit=5)[5].strip() for line in maps if directory in line)
+            fds = f"/proc/{pid}/fd"
+            for fd in os.listdir(fds):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(os.path.join(fds, fd))
+                    if target.startswith(directory):
+                        used.add(target)
+    return {u.removesuffix(" (deleted)") for u in used}
 
 
 def _is_peers(cmd: list[str]) -> bool:

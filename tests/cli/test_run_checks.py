@@ -256,3 +256,31 @@ def test_the_epochs_of_a_job_of_the_exchange_beyond_64_workers_hold_its_pieces()
     assert ep.scheme.name == "exchange" and ep.scheme.M == 2 and ep.scheme.pieces == 2  # 2 KiB: 2 pieces
     ep = Epochs(JobOptions(mode="coded", storage=2), 650, 2048, 65)
     assert ep.scheme.name == "coded" and ep.scheme.M == 2 and ep.scheme.pieces == 2
+
+
+def test_segments_left_by_an_aborted_job_are_cleared_and_none_in_use(tmp_path):
+    """``clear_segments`` removes this user's segments changed since the job's start that no
+    process holds; a segment open (as its creator holds it), one mapped, and an older one stay."""
+    import mmap
+    import time
+
+    from coded_shuffle.cli.run import SHM_PREFIX, clear_segments
+
+    def segment(name: str) -> Path:
+        path = tmp_path / f"{SHM_PREFIX}{name}"
+        path.write_bytes(b"\0" * 4096)
+        return path
+
+    old = segment("old")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    since = time.time() - 1.0
+    left, held, other = segment("left"), segment("held"), tmp_path / "not_mpich"
+    other.write_bytes(b"x")
+    mapped = segment("mapped")
+    with open(held, "rb"), open(mapped, "r+b") as f, mmap.mmap(f.fileno(), 4096) as m:
+        f.close()  # only the mapping holds it now
+        gone = clear_segments(since, str(tmp_path))
+        assert m[:1] == b"\0"
+    assert gone == [str(left)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (old, held, mapped, other))
+    assert clear_segments(since, str(tmp_path / "absent")) == []

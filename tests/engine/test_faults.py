@@ -177,7 +177,10 @@ def test_rank_killed_is_named_in_the_closing_line():
     line names the rank and its role: the launcher watched the pids the ranks marked."""
     cmd = launch_program("--points", "60", "--record-bytes", "16", "--transitions", "2", "--seed", "700401",
                          "--fail-rank", "2", "--fail-epoch", "1", "--fail-how", "kill", ranks=3)  # fmt: skip
+    segments = Path("/dev/shm")  # MPICH's shared memory, which an aborted job leaves behind
+    before = set(segments.glob("mpich_shm_*"))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert not set(segments.glob("mpich_shm_*")) - before  # cleared by the launcher
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     # How it ended is read from the dead rank while it is a zombie, or from hydra's report where
