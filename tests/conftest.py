@@ -66,3 +66,17 @@ def receiver_runs(plan, lo: int, hi: int) -> list[tuple[int, int, int]]:
 def receiver_runs_reference():
     """:func:`receiver_runs`, the brute-force receiver index, for tests in other modules."""
     return receiver_runs
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_memory_cleared():
+    """Tests abort MPI jobs on purpose, many under ``mpiexec`` alone (not ``coded-shuffle run``,
+    which clears what they leave): MPICH's segments left in ``/dev/shm`` since the session began,
+    held by no process, are removed at its end (:func:`coded_shuffle.cli.run.clear_segments`)."""
+    import time
+
+    from coded_shuffle.cli.run import clear_segments
+
+    since = time.time() - 1.0
+    yield
+    clear_segments(since)
