@@ -72,7 +72,10 @@ def mark_rank(directory: str, rank: int) -> None:
     and open ``alive.R`` there for writing, for as long as this process lives.
 
     The kernel closes ``alive.R`` as the process ends, and a launcher that watches the directory
-    (inotify) reads those closes in the order the ranks ended, however late it looks.
+    (inotify) reads those closes in the order the ranks ended, however late it looks. The file is
+    kept at a high descriptor: Linux finishes the closes of an ending process's files highest
+    descriptor first, so that this close comes before those of its pipes and sockets, through
+    which ``mpiexec`` and the other ranks learn that it died (and end theirs).
     """
     import socket
 
@@ -80,7 +83,26 @@ def mark_rank(directory: str, rank: int) -> None:
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(f"{os.getpid()} {socket.gethostname()}\n")
     os.replace(path + ".tmp", path)
-    _ALIVE.append(os.open(os.path.join(directory, f"{ALIVE}{rank}"), os.O_WRONLY | os.O_CREAT, 0o600))
+    fd = os.open(os.path.join(directory, f"{ALIVE}{rank}"), os.O_WRONLY | os.O_CREAT, 0o600)
+    _ALIVE.append(_high(fd))
+
+
+def _high(fd: int) -> int:
+    """``fd`` moved to the lowest free descriptor from 64 under the process's limit (at most
+    4096), above those a process opens, or left where it is if it cannot move."""
+    import fcntl
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    floor = (4096 if soft == resource.RLIM_INFINITY else min(soft, 4096)) - 64
+    if floor <= fd:
+        return fd
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+    except OSError:
+        return fd
+    os.close(fd)
+    return high
 
 
 def rank_markers(directory: str) -> dict[int, tuple[int, str]]:
