@@ -115,6 +115,34 @@ def group_symbols(pid, counts, mask, g_of, m_of, k_of, size):  # pragma: no cove
     return offsets, terms, G_sym, R_sym
 
 
+@numba.njit(inline="always")
+def drop_piece(out, H, r, p, d, j):  # pragma: no cover - compiled
+    """Piece ``p`` of record ``r`` dropped by holder ``d`` and taken by the new owner ``j``,
+    ``out[r, p] = H[r, p] & ~(1 << d) | 1 << j``, where the record's labels stay distinct (no other
+    piece's holders in ``out`` equal these, the new owner left out: it holds every piece after);
+    returns whether it was done (holder sets of ``(N, P, W)`` words)."""
+    P, W = H.shape[1], H.shape[2]
+    one = np.uint64(1)
+    dw, db = d // 64, one << np.uint64(d % 64)
+    jw, jb = j // 64, one << np.uint64(j % 64)
+    for q in range(P):
+        if q == p:
+            continue
+        same = True
+        for w in range(W):
+            c = H[r, p, w] & ~db if w == dw else H[r, p, w]
+            if w == jw:
+                same = same and (c & ~jb) == (out[r, q, w] & ~jb)
+            else:
+                same = same and c == out[r, q, w]
+        if same:
+            return False
+    for w in range(W):
+        c = H[r, p, w] & ~db if w == dw else H[r, p, w]
+        out[r, p, w] = c | jb if w == jw else c
+    return True
+
+
 @numba.njit(cache=True, nogil=True)
 def rebalance(out, H, old, new, excess, step):  # pragma: no cover - compiled
     """The drops of an update chosen to keep the storage even: ``out`` holds the holder sets after
@@ -146,25 +174,8 @@ def rebalance(out, H, old, new, excess, step):  # pragma: no cover - compiled
                     d += 1
             if best < 0 or top <= excess[o] + step:
                 continue
-            bw, bb = best // 64, one << np.uint64(best % 64)
-            clash = False
-            for q in range(P):
-                if q == p:
-                    continue
-                same = True
-                for w in range(W):
-                    c = H[r, p, w] & ~bb if w == bw else H[r, p, w]
-                    if w == jw:  # compared without the new owner (it holds every piece after)
-                        same = same and (c & ~jb) == (out[r, q, w] & ~jb)
-                    else:
-                        same = same and c == out[r, q, w]
-                if same:
-                    clash = True
-            if clash:
+            if not drop_piece(out, H, r, p, best, j):
                 continue
-            for w in range(W):
-                c = H[r, p, w] & ~bb if w == bw else H[r, p, w]
-                out[r, p, w] = c | jb if w == jw else c
             excess[best] -= step
             excess[o] += step
             moved += 1

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._kernels import drop_piece
+
 
 @numba.njit(cache=True, nogil=True)
 def rack_drops(out, H, old, new, rack_bits, rack, excess, step, slack):  # pragma: no cover - compiled
@@ -55,24 +57,8 @@ def rack_drops(out, H, old, new, rack_bits, rack, excess, step, slack):  # pragm
                     continue
             if best == o:
                 continue  # the old owner, as the update made it
-            bw, bb = best // 64, one << np.uint64(best % 64)
-            clash = False
-            for q in range(P):
-                if q == p:
-                    continue
-                same = True
-                for w in range(W):
-                    c = H[r, p, w] & ~bb if w == bw else H[r, p, w]
-                    if w == jw:  # compared without the new owner (it holds every piece after)
-                        same = same and (c & ~jb) == (out[r, q, w] & ~jb)
-                    else:
-                        same = same and c == out[r, q, w]
-                clash = clash or same
-            if clash:
+            if not drop_piece(out, H, r, p, best, j):
                 continue
-            for w in range(W):
-                c = H[r, p, w] & ~bb if w == bw else H[r, p, w]
-                out[r, p, w] = c | jb if w == jw else c
             excess[best] -= step
             excess[o] += step
             moved += 1

@@ -180,7 +180,6 @@ def piece_placement(
     return PiecePlacement(placement=placement, M=t + 1, holders=holders, racks=racked)
 
 
-
 def rack_labels(racks: tuple[int, ...], *, t: int, pieces: int) -> np.ndarray | None:
     """The labels the owners of each rack take in turn (rows: racks), as int bitmasks, or None
     where they cannot be taken across racks.
