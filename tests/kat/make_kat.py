@@ -183,7 +183,7 @@ def build_terms_frame() -> dict:
     from coded_shuffle.codec import TERMS_VERSION, encode_terms, load_dataset
     from coded_shuffle.orders import placement_from_owner
     from coded_shuffle.storage import piece_placement, plan_storage
-    from tests.oracles import read_terms_frame_reference, terms_frame_reference
+    from tests.oracles import read_terms_frame_reference
 
     K = TERMS_K
     p0 = placement_from_owner(list(range(K)), K)
@@ -196,13 +196,7 @@ def build_terms_frame() -> dict:
     (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=TERMS_EPOCH, wanter=wanter, K=K)
     raw = frame.tobytes()
     parts = read_terms_frame_reference(raw)
-    offsets = [0]
-    for t in parts["terms"]:
-        offsets.append(offsets[-1] + len(t))
-    flat = [x for t in parts["terms"] for x in t]
-    symbol = [s for s, _ in parts["entries"]]
-    rebuilt = terms_frame_reference(rows, offsets, flat, epoch=TERMS_EPOCH, symbol=symbol, runs=parts["runs"])
-    _agree("the frame of many-term symbols", rebuilt, raw)
+    _agree("the frame of many-term symbols", _rebuilt_terms_frame(rows, parts), raw)
     return {
         "K": K,
         "storage": TERMS_M,
@@ -215,6 +209,21 @@ def build_terms_frame() -> dict:
         "runs": [list(r) for r in parts["runs"]],
         "frame": [raw[k : k + 16].hex() for k in range(0, len(raw), 16)],
     }
+
+
+def _rebuilt_terms_frame(rows: list[bytes], parts: dict, *, sized: bool = False) -> bytes:
+    """The frame of many-term symbols written again by the reference writer from the terms, the
+    symbols' order and the runs its reader found in it (``parts``), over the pieces ``rows``."""
+    from tests.oracles import terms_frame_reference
+
+    offsets = [0]
+    for t in parts["terms"]:
+        offsets.append(offsets[-1] + len(t))
+    flat = [x for t in parts["terms"] for x in t]
+    symbol = [s for s, _ in parts["entries"]]
+    return terms_frame_reference(
+        rows, offsets, flat, epoch=TERMS_EPOCH, symbol=symbol, runs=parts["runs"], sized=sized
+    )
 
 
 #: The records of the frame of version 4: the first bytes of the frame records, of these lengths.
@@ -236,7 +245,7 @@ def build_sized_terms_frame() -> dict:
     from coded_shuffle.engine.state import storage_dataset
     from coded_shuffle.orders import placement_from_owner
     from coded_shuffle.storage import piece_placement, plan_storage
-    from tests.oracles import read_terms_frame_reference, terms_frame_reference
+    from tests.oracles import read_terms_frame_reference
 
     K = TERMS_K
     records = [r[:L] for r, L in zip(frame_records(K, width=32), SIZED_LENGTHS, strict=True)]
@@ -251,15 +260,7 @@ def build_sized_terms_frame() -> dict:
     (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=TERMS_EPOCH, wanter=wanter, K=K)
     raw = frame.tobytes()
     parts = read_terms_frame_reference(raw, lengths=[len(r) for r in rows])
-    offsets = [0]
-    for t in parts["terms"]:
-        offsets.append(offsets[-1] + len(t))
-    flat = [x for t in parts["terms"] for x in t]
-    symbol = [s for s, _ in parts["entries"]]
-    rebuilt = terms_frame_reference(
-        rows, offsets, flat, epoch=TERMS_EPOCH, symbol=symbol, runs=parts["runs"], sized=True
-    )
-    _agree("the frame of many-term symbols of many sizes", rebuilt, raw)
+    _agree("the frame of many-term symbols of many sizes", _rebuilt_terms_frame(rows, parts, sized=True), raw)
     return {
         "K": K,
         "storage": TERMS_M,
