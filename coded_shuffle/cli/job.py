@@ -36,6 +36,7 @@ from .common import (
     order_spec,
 )
 from .data import add_data_arguments, check_format, open_data, refuse_format_options, sizes_text
+from .runner.held import cache_dir_problem
 from .runner.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
 from .runner.options import JobOptions
 
@@ -97,6 +98,7 @@ PASSED_ON = (
     ("datagram_bytes", "--datagram-bytes"),
     ("multicast_scope", "--multicast-scope"),
     ("json", "--json"),
+    ("cache_dir", "--cache-dir"),
 )
 
 
@@ -156,6 +158,10 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         "--start-epoch", type=_non_negative, default=0, metavar="T", help="epoch to start from (default 0)"
     )
     p.add_argument("--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)")
+    p.add_argument("--cache-dir", metavar="DIR", help=(
+        "each worker keeps its batch (with --storage, its storage) of every epoch in DIR/worker-<k>.cache on "
+        "its host, and the job starts from what those files hold: the source sends only what no file "
+        "holds (checked; a damaged or foreign file is treated as absent)"))  # fmt: skip
     p.add_argument(
         "--mode",
         choices=tuple(MODES) + (("auto",) if launcher else ()),
@@ -303,6 +309,8 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         problem = output_file_problem(args.json)
         if problem is not None:
             raise UsageError(f"--json {args.json}: {problem}")
+    if args.cache_dir is not None:
+        _check_cache_dir(args)
     if args.storage != 1 and not all(REGISTRY[m].storage for m in MODES[args.mode]):
         served = " and ".join(r.name for r in REGISTRY.values() if r.storage)
         raise UsageError(f"--storage above 1 applies to --mode {served} only, not --mode {args.mode}")
@@ -315,7 +323,20 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         filled.max_frame_bytes = max(MULTICAST_FRAME_BYTES, 16 * filled.datagram_bytes)
     if launcher:
         _check_before_launch(filled, workers)
+        problem = None if args.cache_dir is None else cache_dir_problem(args.cache_dir)
+        if problem is not None:  # last: a folder it makes is that of a job that starts
+            raise UsageError(f"--cache-dir {args.cache_dir}: {problem}")
     return filled
+
+
+def _check_cache_dir(args: argparse.Namespace) -> None:
+    """``--cache-dir``: a job with a master (among peers every rank reads its own records) and
+    one number of workers (before the launch, the folder is checked last: :func:`check_job`)."""
+    if args.mode != "auto" and runs_among_peers(MODES[args.mode]):
+        raise UsageError(f"--cache-dir needs a job with a master, not --mode {args.mode} (a job of peers)")
+    if args.epoch_workers is not None:
+        listed = ",".join(map(str, args.epoch_workers))
+        raise UsageError(f"--cache-dir needs the same workers at every epoch, not {listed}")
 
 
 def _check_before_launch(filled: argparse.Namespace, workers: int) -> None:
