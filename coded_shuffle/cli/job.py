@@ -31,6 +31,7 @@ from .common import (
     _non_negative,
     _positive,
     _shard_options_given,
+    add_cache_dir_argument,
     add_network_argument,
     network_option,
     order_spec,
@@ -158,10 +159,7 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         "--start-epoch", type=_non_negative, default=0, metavar="T", help="epoch to start from (default 0)"
     )
     p.add_argument("--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)")
-    p.add_argument("--cache-dir", metavar="DIR", help=(
-        "each worker keeps its batch (with --storage, its storage) of every epoch in DIR/worker-<k>.cache on "
-        "its host, and the job starts from what those files hold: the source sends only what no file "
-        "holds (checked; a damaged or foreign file is treated as absent)"))  # fmt: skip
+    add_cache_dir_argument(p)
     p.add_argument(
         "--mode",
         choices=tuple(MODES) + (("auto",) if launcher else ()),
