@@ -195,6 +195,7 @@ def test_plot_of_run_results_from_reports(tmp_path, capsys):
     N, K, B, seed = 90, 3, 16, 2
     net = Network.parse("master=100,up=100,down=100")
     lines = [json.dumps({"probe": {"seconds": 1}})]  # run --probe's first line, skipped
+    lines += [json.dumps({"held_start": {"storage": 1, "source_records": 0}})]  # run --cache-dir's too
     for mode in ("coded", "uncoded", "exchange"):
         rep = simulate(K=K, N=N, record_bytes=B, epochs=1, seed=seed, mode=mode, network=net)
         lines += [json.dumps(t.to_dict()) for t in rep.transitions]

@@ -320,6 +320,14 @@ def print_times(rows: list[dict[str, Any]]) -> None:
         print(line)
 
 
+def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--cache-dir DIR`` of an MPI job (:mod:`coded_shuffle.cli.runner.held`)."""
+    parser.add_argument("--cache-dir", metavar="DIR", help=(
+        "each worker keeps its batch (with --storage, its storage) of every epoch in DIR/worker-<k>.cache on "
+        "its host, and the job starts from what those files hold: the source sends only what no file "
+        "holds (each file checked; a damaged or foreign one is treated as absent)"))  # fmt: skip
+
+
 def add_network_argument(parser: argparse.ArgumentParser) -> None:
     """``--network SPEC`` of ``simulate`` and ``run``."""
     parser.add_argument(

@@ -31,11 +31,13 @@ from .common import (
     _non_negative,
     _positive,
     _shard_options_given,
+    add_cache_dir_argument,
     add_network_argument,
     network_option,
     order_spec,
 )
 from .data import add_data_arguments, check_format, open_data, refuse_format_options, sizes_text
+from .runner.held import cache_dir_problem
 from .runner.mpi_job import CODED, MASTER_SENDS, MODES, job_refusal
 from .runner.options import JobOptions
 
@@ -97,6 +99,7 @@ PASSED_ON = (
     ("datagram_bytes", "--datagram-bytes"),
     ("multicast_scope", "--multicast-scope"),
     ("json", "--json"),
+    ("cache_dir", "--cache-dir"),
 )
 
 
@@ -156,6 +159,7 @@ def add_job_arguments(p: argparse.ArgumentParser, *, launcher: bool) -> None:
         "--start-epoch", type=_non_negative, default=0, metavar="T", help="epoch to start from (default 0)"
     )
     p.add_argument("--seed", type=_non_negative, default=0, help="seed of the orders and records (default 0)")
+    add_cache_dir_argument(p)
     p.add_argument(
         "--mode",
         choices=tuple(MODES) + (("auto",) if launcher else ()),
@@ -303,6 +307,8 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         problem = output_file_problem(args.json)
         if problem is not None:
             raise UsageError(f"--json {args.json}: {problem}")
+    if args.cache_dir is not None:
+        _check_cache_dir(args)
     if args.storage != 1 and not all(REGISTRY[m].storage for m in MODES[args.mode]):
         served = " and ".join(r.name for r in REGISTRY.values() if r.storage)
         raise UsageError(f"--storage above 1 applies to --mode {served} only, not --mode {args.mode}")
@@ -315,7 +321,20 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         filled.max_frame_bytes = max(MULTICAST_FRAME_BYTES, 16 * filled.datagram_bytes)
     if launcher:
         _check_before_launch(filled, workers)
+        problem = None if args.cache_dir is None else cache_dir_problem(args.cache_dir)
+        if problem is not None:  # last: a folder it makes is that of a job that starts
+            raise UsageError(f"--cache-dir {args.cache_dir}: {problem}")
     return filled
+
+
+def _check_cache_dir(args: argparse.Namespace) -> None:
+    """``--cache-dir``: a job with a master (among peers every rank reads its own records) and
+    one number of workers (before the launch, the folder is checked last: :func:`check_job`)."""
+    if args.mode != "auto" and runs_among_peers(MODES[args.mode]):
+        raise UsageError(f"--cache-dir needs a job with a master, not --mode {args.mode} (a job of peers)")
+    if args.epoch_workers is not None:
+        listed = ",".join(map(str, args.epoch_workers))
+        raise UsageError(f"--cache-dir needs the same workers at every epoch, not {listed}")
 
 
 def _check_before_launch(filled: argparse.Namespace, workers: int) -> None:

@@ -20,7 +20,8 @@ _RUN_MODES = ("coded", "uncoded", "exchange", "split")
 
 def read_run_results(source: Any) -> list[dict[str, Any]]:
     """The transition reports of ``run --json`` (or ``simulate --json``): one JSON object a line,
-    read from a path or an open text file; the ``{"probe": ...}`` line of ``--probe`` is left out.
+    read from a path or an open text file; the ``{"probe": ...}`` line of ``--probe`` and the
+    ``{"held_start": ...}`` line of ``--cache-dir`` are left out.
 
     Raises ValueError naming the line that is not a report.
     """
@@ -37,7 +38,7 @@ def read_run_results(source: Any) -> list[dict[str, Any]]:
             row = json.loads(line)
         except json.JSONDecodeError:
             raise ValueError(f"line {i} is not JSON: {line.strip()[:40]!r}") from None
-        if isinstance(row, dict) and "probe" in row and len(row) == 1:
+        if isinstance(row, dict) and len(row) == 1 and ("probe" in row or "held_start" in row):
             continue
         if not isinstance(row, dict) or not {"mode", "epoch", "seconds", "wire_bytes"} <= set(row):
             raise ValueError(f"line {i} is not a transition report of run --json")

@@ -61,6 +61,8 @@ from ...engine.report import (
     table_legend,
     time_lines,
 )
+from ...engine.rest import HeldStart
+from ...engine.restore import RecoveryReport
 from ...engine.schedule import EpochSchedule
 from ...engine.schemes import REGISTRY, SCHEMES, Scheme, names, registered, scheme_for
 from ...engine.session import WARM_RECORDS, Extras, Session, warm_up
@@ -71,6 +73,8 @@ from ...records import npy_header, npy_problem
 from ...transport import ControlLink
 from ..data import sizes_text
 from ..sized import SIZED_COLUMNS, SIZED_WIDTHS, ByteBound, sized_cells, sized_legend, sized_time_lines
+from . import held
+from .held import start_dict, start_line
 from .hooks import hooks
 from .options import JobOptions
 from .probe import ProbedRates
@@ -222,8 +226,7 @@ def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     ep = Epochs(job, N, B, K)
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
-    now = ep.schedule.epoch(job.start_epoch)
-    session.receive(N * ep.scheme.pieces, ep.piece_bytes, now.held, variable=variable)
+    start = held.receive(session, job, ep.schedule, N * ep.scheme.pieces, ep.piece_bytes, variable=variable)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
@@ -233,8 +236,9 @@ def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
         link.reserve(-(-N * per * (K - 1) // K) * (ep.piece_bytes + 24) + frames)
     warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
     probe_links(session, job)
-    for _ in session.epochs(ep.schedule, now, job.start_epoch + job.epochs):
-        pass
+    start.arrive()
+    for turn in session.epochs(ep.schedule, start.now, job.start_epoch + job.epochs):
+        start.keep(turn.epoch)
     dog.close()
     return int(session.end())
 
@@ -320,7 +324,8 @@ def job_refusal(
         problem = _elastic_refusal(job, K, variable)
         if problem is not None:
             return problem
-    sized = ((job.mode == "split", "--mode split"), (job.storage != 1, f"--storage {job.storage}"))
+    sized = ((job.mode == "split", "--mode split"), (job.storage != 1, f"--storage {job.storage}"),
+             (job.cache_dir is not None, "--cache-dir"))  # fmt: skip
     for given, flag in sized:
         if variable and given:  # a split's share set on counts; pieces of one size
             return f"{flag} needs records of one size: those of --data {job.data} differ in size"
@@ -416,7 +421,7 @@ class Results:
 
     def __init__(
         self, job: JobOptions, K: int, sizes: str, note: str, warm: float, probe: ProbedRates | None = None,
-        bound: ByteBound | None = None,
+        bound: ByteBound | None = None, held: HeldStart | RecoveryReport | None = None,
     ) -> None:  # fmt: skip
         self.job = job
         #: Records of different sizes: each transition's bound weighted by size; the table in bytes.
@@ -439,6 +444,8 @@ class Results:
         multicast = job.multicast is not None
         if probe is not None and self.out is not None:
             print(json.dumps({"probe": probe.to_dict(multicast=multicast)}), file=self.out, flush=True)
+        if held is not None and self.out is not None:  # --cache-dir: how the job started
+            print(json.dumps({"held_start": start_dict(held)}), file=self.out, flush=True)
         if not self.table:
             return
         pace = (
@@ -456,6 +463,8 @@ class Results:
         )
         if probe is not None:
             self._print(probe.line(self.network, multicast=multicast))
+        if held is not None:
+            self._print(start_line(held, str(job.cache_dir)))
         links = ("up MB", "down MB") if job.count_links else ()  # master's uplink, busiest downlink
         self._print(self._line((*(TABLE_COLUMNS if bound is None else SIZED_COLUMNS), *links)))
 
@@ -531,22 +540,21 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     ep = Epochs(job, N, B, K)
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
-    now = ep.schedule.epoch(job.start_epoch)
-    session.deal(ep.scheme.dataset(dataset), now.held)
+    start = held.deal(session, job, ep.schedule, ep.scheme.dataset(dataset))
     warm = warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
     probe = probe_links(session, job)
     lengths = dataset.lengths
     bound = None if lengths is None else ByteBound(ep.schedule, lengths, strategy=job.strategy)
     results = Results(job, K, records_text(K, N, B, dataset.lengths), ep.scheme.holding.note(B), warm, probe,
-                      bound)  # fmt: skip
+                      bound, held=start.report)  # fmt: skip
     session.opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,
         records=(N, B), network=results.timed_on, measured=True,
     )  # fmt: skip
     session.extras = dataclasses.replace(session.extras, planned_by=ep.scheme, report=results.row)
-    all_ok = True
-    for turn in session.epochs(ep.schedule, now, job.start_epoch + job.epochs):
+    all_ok = start.arrive()
+    for turn in session.epochs(ep.schedule, start.now, job.start_epoch + job.epochs):
         all_ok &= all(rep.verified for rep in turn.reports)
     dog.close()
     code = results.close(all_ok, several=len(modes) > 1)

@@ -70,6 +70,9 @@ class JobOptions:
     exchange_schedule: str = "alltoall"
     #: Bytes a phase of a probe of the links at the start (``--probe``), or None: no probe.
     probe: int | None = None
+    #: The folder of the workers' cache files on their hosts (``--cache-dir``), from which the job
+    #: starts and where each worker keeps its units of every epoch (:mod:`.held`), or None.
+    cache_dir: str | None = None
     #: Where the results go: None for a table on standard output, ``"-"`` for JSON lines there,
     #: else the path of a file of JSON lines.
     json: str | None = None

@@ -1,0 +1,155 @@
+"""``coded-shuffle run --cache-dir``: a job run again starts from what its workers' cache files hold."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coded_shuffle import cli
+from coded_shuffle.engine import run, scheme_for, synthetic_dataset
+from coded_shuffle.engine.cache_dir import cache_path, load_cache
+from coded_shuffle.engine.rest import save_worker_cache
+from coded_shuffle.engine.schedule import EpochSchedule
+from coded_shuffle.orders import OrderSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+HAVE_MPI = MPIEXEC.exists() and importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpiexec beside the interpreter and mpi4py")
+
+N, K, B = 60, 3, 16
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(K), "-N", str(N), "-B", str(B), *argv]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _lines(proc: subprocess.CompletedProcess[str]) -> tuple[dict, list[dict]]:
+    """The job's ``held_start`` and its transitions' rows."""
+    first, *rows = (json.loads(line) for line in proc.stdout.splitlines())
+    return first["held_start"], rows
+
+
+def _files_hold(folder: Path, epoch: int, M: int) -> None:
+    """Each worker's file holds its units of ``epoch`` (read back by the library, every row
+    checked): the batches (or the storage, followed from epoch 0) of the job's schedule."""
+    scheme = scheme_for("coded", K=K, storage=M, record_bytes=B)
+    work = scheme.dataset(synthetic_dataset(N, B, seed=0))
+    schedule = EpochSchedule(N=N, K=K, seed=0, spec=OrderSpec(), scheme=scheme)
+    *_, now = schedule.epochs(start=0, count=epoch + 1)  # a storage follows from epoch 0
+    for k in range(K):
+        got = load_cache(cache_path(folder, k), work, seed=0)
+        ids = np.sort(scheme.held(now.held, k))
+        assert (got.epoch, got.worker, got.dropped) == (epoch, k, 0) and np.array_equal(got.cache.ids, ids)
+        assert np.asarray(got.cache.data).tobytes() == work.data[ids].tobytes()
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_a_job_run_again_starts_from_its_cache_files(tmp_path):
+    """Epochs 0..2 with ``--cache-dir``, then worker 1's file cut short, then epochs 2..4 from the
+    files: the cut file is named and treated as absent, and only worker 1's batch of epoch 2 (its
+    N / K records) comes from the source; the batches of epoch 2 then need no transition, and every
+    transition is that of the job run in one process without a stop (``engine.run``)."""
+    folder = tmp_path / "cache"
+    job = ["--cache-dir", str(folder), "--json", "-"]
+    start, rows = _lines(_run("--transitions", "2", *job))
+    _files_hold(folder, 2, 1)
+    cache = cache_path(folder, 1)
+    cache.write_bytes(cache.read_bytes()[:-5])
+    again = _run("--transitions", "2", "--start-epoch", "2", *job)
+    (line,) = again.stderr.splitlines()
+    assert line.startswith("coded-shuffle run: rank 2 (worker 1): Cache file ") and str(cache) in line
+    assert line.endswith("Treated as absent.")
+    _files_hold(folder, 4, 1)
+    restart, later = _lines(again)
+    # a cold start, from an empty folder: every record from the source; then worker 1's batch alone
+    assert (start["source_records"], start["source_bytes"], start["joined"]) == (N, N * B, [0, 1, 2])
+    assert (restart["source_records"], restart["source_bytes"]) == (N // K, N // K * B)
+    assert (restart["held_records"], restart["dropped_records"], restart["joined"]) == (N - N // K, 0, [1])
+    assert [r["epoch"] for r in rows] == [0, 1, 2] and [r["epoch"] for r in later] == [2, 3, 4]
+    assert rows[0]["coded_symbols"] == later[0]["coded_symbols"] == 0  # every record where it goes
+    straight = run(synthetic_dataset(N, B, seed=0), K=K, epochs=4, seed=0).transitions
+    for r, ref in zip(rows[1:] + later[1:], straight, strict=True):
+        assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
+
+
+@needs_mpi
+@pytest.mark.mpi
+def test_a_storage_restarts_from_files_the_library_wrote(tmp_path):
+    """``--storage 2``: the files of epoch 2 of workers 0 and 2 written by the library
+    (``engine.rest.save_worker_cache``, as ``MPILoader(cache_dir=)`` writes them), worker 1's host
+    lost: its storage of 2 N / K records comes from its peers, since every record is stored by two
+    workers, none from the source; the transitions are those of a job that never stopped, and
+    each worker's file then holds its storage of epoch 4."""
+    M, folder = 2, tmp_path / "cache"
+    scheme = scheme_for("coded", K=K, storage=M, record_bytes=B)
+    work = scheme.dataset(synthetic_dataset(N, B, seed=0))
+    *_, now = EpochSchedule(N=N, K=K, seed=0, spec=OrderSpec(), scheme=scheme).epochs(start=0, count=3)
+    for k in (0, 2):
+        ids = scheme.held(now.held, k)
+        save_worker_cache(folder, k, ids, work.data[ids], work, epoch=2, seed=0)
+    proc = _run("--storage=2", "--transitions=2", "--start-epoch=2", "--cache-dir", str(folder), "--json")
+    assert proc.stderr == ""
+    restart, rows = _lines(proc)
+    assert (restart["source_pieces"], restart["source_bytes"]) == (0, 0)
+    assert (restart["peer_pieces"], restart["peer_bytes"]) == (M * N // K, M * N // K * B)
+    assert restart["kept_pieces"] == M * N - M * N // K
+    straight = run(synthetic_dataset(N, B, seed=0), K=K, epochs=4, seed=0, storage=M).transitions
+    assert [r["epoch"] for r in rows] == [3, 4]
+    for r, ref in zip(rows, straight[2:], strict=True):
+        assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
+    _files_hold(folder, 4, M)
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """``run`` with every launch recorded instead of made."""
+    import coded_shuffle.cli.run as run_cli
+
+    launched: list[list[str]] = []
+    monkeypatch.setattr(run_cli, "launch", lambda cmd: launched.append(cmd) or 0)
+    monkeypatch.setattr(run_cli, "compile_kernels", lambda groups: None)
+    monkeypatch.setattr(run_cli, "find_mpiexec", lambda: "mpiexec")
+    return launched
+
+
+def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
+    """What ``--cache-dir`` is refused with, in one line before any process starts; a folder that
+    does not exist yet is passed on, and the check leaves nothing behind."""
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    files = tmp_path / "files"  # records of several sizes
+    files.mkdir()
+    for i, size in enumerate((3, 9, 4)):
+        (files / f"{i}.bin").write_bytes(bytes(size))
+    new = tmp_path / "new" / "cache"
+    job = ["-K", "2", "--points", "40", "--cache-dir"]
+    below = a_file / "below"
+    refused = [
+        ([*job, str(a_file)], f"--cache-dir {a_file}: is a file, not a folder"),
+        ([*job, str(below)], f"--cache-dir {below}: cannot be made: {a_file} is a file, not a folder"),
+        ([*job, str(new), "--mode", "exchange"], "needs a job with a master, not --mode exchange"),
+        ([*job, str(new), "-K", "3,2", "--transitions", "1"], "the same workers at every epoch, not 3,2"),
+        (["-K", "2", "--data", str(files), "--cache-dir", str(new)], "--cache-dir needs records of one size"),
+    ]
+    for argv, message in refused:
+        assert cli.main(["run", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("coded-shuffle: error: ") and message in err and len(err.splitlines()) == 1, err
+    assert no_launch == []
+    assert cli.main(["run", *job, str(new)]) == 0
+    (cmd,) = no_launch
+    assert cmd[cmd.index("--cache-dir") + 1] == str(new)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "files"]  # nothing made by the check
