@@ -280,10 +280,10 @@ def run(
                     storage=storage, subpackets=subpackets)  # fmt: skip
     scheme = resolve(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes,
                      network=network, sizes=dataset.lengths)  # fmt: skip
-    if dataset.variable and scheme.M != 1 and scheme.name != "coded":
+    if dataset.variable and scheme.M != 1 and scheme.name not in ("coded", "exchange"):
         raise ValueError(
-            f"Argument 'mode' must be 'coded' for records of many sizes with a storage of M = {scheme.M} "
-            f"batches, not {scheme.name!r}."
+            f"Argument 'mode' must be 'coded' or 'exchange' for records of many sizes with a storage of "
+            f"M = {scheme.M} batches, not {scheme.name!r}."
         )
     work = scheme.dataset(dataset)
     opts = MasterOptions(

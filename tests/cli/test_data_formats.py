@@ -116,9 +116,8 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     # network's times
     var = [*base, "--data", str(tmp_path / "var")]
     cases = [(["--storage", "2"], "--storage 2")]
-    if command == "simulate":  # it codes them with a storage, not the exchange, without a network
-        cases[0] = (["--storage", "2", "--mode", "exchange"], "--storage 2 --mode exchange")
-        cases.append((["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network"))
+    if command == "simulate":  # it codes and exchanges them with a storage, without a network
+        cases[0] = (["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")
     for option, named in cases:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
