@@ -351,14 +351,8 @@ def auto_mode(
     from ..engine.schedule import predicted_times
     from ..network import explain
 
-    if sizes is None:
-        t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes,
-                            network=network, strategy=strategy or "greedy")  # fmt: skip
-    else:
-        from .sized import sized_predicted_times
-
-        t = sized_predicted_times(K, seed=seed, spec=spec, epoch=epoch, sizes=sizes, network=network,
-                                  strategy=strategy or "greedy")  # fmt: skip
+    t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes, network=network,
+                        strategy=strategy or "greedy", sizes=sizes)  # fmt: skip
     if refusal is None:
         return t.choice, f"mode auto chose {t.why}, on {network}"
     fastest = sorted((v, i, m) for i, (m, v) in enumerate(t.predicted_seconds.items()) if math.isfinite(v))

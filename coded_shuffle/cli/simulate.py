@@ -192,11 +192,9 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
     if source.record_bytes is None:  # records of different sizes
         filled.sizes = np.asarray(source.sizes)
         problem = sizes_refusal(args.data, filled.sizes, {
-            f"--storage {args.storage} --mode {args.mode}": args.storage != 1 and args.mode != "coded",
             f"--storage {args.storage} --network": args.storage != 1 and args.network is not None,
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",
-            f"--mode {args.mode}": args.mode == "split",  # its share is set on counts
         })  # fmt: skip
         if problem is not None:
             raise UsageError(problem)
@@ -253,11 +251,8 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     def on_transition(rep: Any) -> None:
         d = rep.to_dict()
-        if bound is not None:  # records of different sizes: the bound weighted by size, times in bytes
+        if bound is not None:  # records of different sizes: the bound weighted by size
             d["lower_bound_bytes"], d["lower_bound_bytes_exact"] = bound(rep.epoch)
-            if network is not None:  # one batch a worker (a storage with a network is refused)
-                assert isinstance(bound, ByteBound)
-                d.update(bound.times(rep.epoch, network))
         verified[0] &= bool(d["verified"])
         if args.json:
             print(json.dumps(d), flush=True)
@@ -268,8 +263,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     options = dict(
         epochs=args.epochs, seed=args.seed, strategy=args.strategy, on_transition=on_transition, order=spec,
-        subpackets=args.subpackets, storage=args.storage, mode=mode,
-        network=network if sizes is None else None,  # records of different sizes: timed here, in bytes
+        subpackets=args.subpackets, storage=args.storage, mode=mode, network=network,
     )  # fmt: skip
     with bar:
         if source is None:
@@ -291,17 +285,11 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
 def _mode(args: argparse.Namespace, spec: Any, network: Any) -> tuple[str, str]:
     """``--mode``, and with ``auto`` the mode it chose and why; on records of different sizes
-    (``args.sizes``) chosen on the times in bytes, the split left out (its share is set on counts
-    of records)."""
+    (``args.sizes``) chosen on the times in bytes."""
     if args.mode != "auto":
         return args.mode, ""
-    sizes = getattr(args, "sizes", None)
-
-    def refusal(mode: str) -> str | None:
-        return sizes_refusal(args.data, sizes, {"--mode split": True}) if mode == "split" else None
-
     return auto_mode(args.points, args.workers, args.seed, spec, args.record_bytes, network, args.strategy,
-                     refusal=None if sizes is None else refusal, sizes=sizes)  # fmt: skip
+                     sizes=getattr(args, "sizes", None))  # fmt: skip
 
 
 def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | StorageByteBound | None:
@@ -318,7 +306,7 @@ def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | StorageByteB
         scheme = scheme_for("coded", K=K, storage=args.storage, sizes=sizes)
         return StorageByteBound(EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme))
     schedule = EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme_for("coded", K=K))
-    return ByteBound(schedule, sizes, strategy=args.strategy)
+    return ByteBound(schedule, sizes)
 
 
 _ELASTIC_COLUMNS = (

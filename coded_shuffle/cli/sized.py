@@ -8,7 +8,7 @@ bound is the genie bound of the shuffle matrix in bytes, ``S_B[i][j]`` the bytes
 for every scheme, ``proofs/claim_14_byte_bound.py``; :func:`coded_shuffle.loads.byte_loads` gives
 it beside the other loads in bytes). On a ``--network``, each transition's time bound and each
 mode's predicted time count every link's bytes (:func:`coded_shuffle.network.predict_bytes`), and
-``--mode auto`` chooses on them (:func:`sized_predicted_times`).
+``--mode auto`` chooses on them (:func:`coded_shuffle.engine.schedule.predicted_times` with ``sizes``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,11 @@ from ..bounds import lower_bound
 from ..engine.schedule import EpochSchedule
 from ..engine.table import sent_cells, time_lines
 from ..matrix import shuffle_matrix
-from ..network import Network, TransitionTimes, predict_bytes
-from ..orders import OrderSpec, Placement
+from ..orders import Placement
 from .data import sizes_text
 
 __all__ = [
-    "ByteBound", "StorageByteBound", "SIZED_COLUMNS", "sized_cells", "sized_legend", "sized_predicted_times",
-    "sized_time_lines",
+    "ByteBound", "StorageByteBound", "SIZED_COLUMNS", "sized_cells", "sized_legend", "sized_time_lines",
 ]  # fmt: skip
 
 
@@ -50,10 +48,9 @@ class ByteBound:
     (True, True)
     """
 
-    def __init__(self, schedule: EpochSchedule, sizes: np.ndarray, *, strategy: str = "greedy") -> None:
-        self.schedule, self.sizes, self.strategy = schedule, np.asarray(sizes, dtype=np.int64), strategy
+    def __init__(self, schedule: EpochSchedule, sizes: np.ndarray) -> None:
+        self.schedule, self.sizes = schedule, np.asarray(sizes, dtype=np.int64)
         self._kept: dict[int, Placement] = {}
-        self._times: tuple[int, TransitionTimes] | None = None  # the last transition's, for its other modes
 
     def _placement(self, t: int) -> Placement:
         if t not in self._kept:
@@ -65,34 +62,6 @@ class ByteBound:
         S_B = shuffle_matrix(self._placement(epoch - 1), self._placement(epoch), sizes=self.sizes)
         lb = lower_bound(S_B)
         return int(math.ceil(lb.value)), bool(lb.exact)
-
-    def times(self, epoch: int, network: Network, *, seconds: float | None = None) -> dict[str, Any]:
-        """The transition ``epoch - 1 -> epoch``'s times on ``network`` in bytes, as the keys of a
-        report's ``on_network`` section (:func:`~coded_shuffle.network.predict_bytes`, the plan of
-        ``strategy``; one network a job); ``seconds``: it ran on that network, and ``time_gap``
-        compares them."""
-        if self._times is None or self._times[0] != epoch:
-            p_t, p_t1 = self._placement(epoch - 1), self._placement(epoch)
-            t = predict_bytes(p_t, p_t1, sizes=self.sizes, network=network, strategy=self.strategy)
-            self._times = (epoch, t)
-        t = self._times[1]
-        bound = t.bound_seconds
-        gap = seconds / bound - 1 if seconds is not None and bound > 0 else None
-        return {"network": str(network), **t.to_dict(), "time_gap": gap}
-
-
-def sized_predicted_times(
-    K: int, *, seed: int, spec: OrderSpec, epoch: int, sizes: np.ndarray, network: Network, strategy: str
-) -> TransitionTimes:  # fmt: skip
-    """The time bound and each mode's predicted time in bytes of transition ``epoch -> epoch + 1``
-    (:func:`~coded_shuffle.network.predict_bytes`) of records of ``sizes``: what ``--mode auto``
-    chooses from on them."""
-    from ..engine import scheme_for
-
-    schedule = EpochSchedule(N=len(sizes), K=K, seed=seed, spec=spec, scheme=scheme_for("coded", K=K))
-    now = schedule.epoch(epoch)
-    nxt = schedule.epoch(epoch + 1, now)
-    return predict_bytes(now.placement, nxt.placement, sizes=sizes, network=network, strategy=strategy)
 
 
 def sized_time_lines(rows: list[dict[str, Any]], sizes: np.ndarray) -> list[str]:

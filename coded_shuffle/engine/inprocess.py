@@ -155,13 +155,11 @@ def _mode_on(
             "Argument 'network' applies to one batch a worker of whole records, "
             f"not storage = {storage}, subpackets = {subpackets}."
         )
-    if dataset.variable:
-        raise ValueError("Argument 'network' applies to records of one size (the times count bytes).")
     if mode != "auto":
         return mode
     times = predicted_times(
         dataset.N, K, seed=seed, spec=order or OrderSpec(), epoch=0, record_bytes=dataset.record_bytes,
-        network=net, strategy=strategy,
+        network=net, strategy=strategy, sizes=dataset.lengths,
     )  # fmt: skip
     return times.choice
 
@@ -236,7 +234,8 @@ def run(
         A network (:class:`coded_shuffle.network.Network`, one batch a worker and whole records):
         every report then has the transition's time bound on it and each mode's predicted time
         (its ``on_network`` section, :func:`~coded_shuffle.engine.report.on_network`; no
-        ``time_gap``: in process no network carries the bytes). With racks the exchange chooses
+        ``time_gap``: in process no network carries the bytes), in bytes where the records'
+        sizes differ (:func:`~coded_shuffle.network.predict_bytes`). With racks the exchange chooses
         its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for every
         ``storage`` (above one batch, without the times).
 
@@ -281,10 +280,10 @@ def run(
                     storage=storage, subpackets=subpackets)  # fmt: skip
     scheme = resolve(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes,
                      network=network, sizes=dataset.lengths)  # fmt: skip
-    if dataset.variable and scheme.M != 1 and scheme.name != "coded":
+    if dataset.variable and scheme.M != 1 and scheme.name not in ("coded", "exchange"):
         raise ValueError(
-            f"Argument 'mode' must be 'coded' for records of many sizes with a storage of M = {scheme.M} "
-            f"batches, not {scheme.name!r}."
+            f"Argument 'mode' must be 'coded' or 'exchange' for records of many sizes with a storage of "
+            f"M = {scheme.M} batches, not {scheme.name!r}."
         )
     work = scheme.dataset(dataset)
     opts = MasterOptions(

@@ -37,10 +37,10 @@ import numpy as np
 from ..codec import DEFAULT_MAX_FRAME_BYTES, Cache, Dataset
 from ..errors import IntegrityError
 from ..matrix import shuffle_matrix
-from ..network import Network
+from ..network import Network, predict_bytes
 from ..orders import Placement
 from ..transport import Transport
-from .report import Exchange, Job, OnNetwork, Split, TransitionReport, Units, Wire, on_network
+from .report import Exchange, Job, OnNetwork, Split, TransitionReport, Units, Wire, network_times, on_network
 from .schemes import Encoded, Given, Planned, Scheme, Taken, Tamper, send
 from .state import _spare_rows, digest
 
@@ -268,7 +268,8 @@ def master_transition(
         download_bound_bytes=planned.download_bound_bytes, upload_bound_bytes=planned.upload_bound_bytes,
         wire=wire, units=units, exchange=_exchange(first),
         split=None if encoded.split_uplink_bound is None else Split(encoded.split_uplink_bound),
-        on_network=_on_network(opts, planned, p_t, p_t1, record_bytes=B, seconds=seconds, units=units),
+        on_network=_on_network(opts, planned, p_t, p_t1, record_bytes=B, seconds=seconds, units=units,
+                               sizes=dataset.lengths),
         job=_job(held, bcast),
     )  # fmt: skip
 
@@ -301,12 +302,16 @@ def _wire(
 
 def _on_network(
     opts: MasterOptions, planned: Planned, p_t: Placement, p_t1: Placement, *, record_bytes: int,
-    seconds: float, units: Units,
+    seconds: float, units: Units, sizes: np.ndarray | None,
 ) -> OnNetwork | None:  # fmt: skip
     """The transition's times on ``opts.network``, if one is given; only for one batch of whole
-    records (the network's times count whole records)."""
+    records (the network's times count whole records), every link's load in bytes where their
+    ``sizes`` differ (:func:`~coded_shuffle.network.predict_bytes`)."""
     if opts.network is None or (units.storage, units.subpackets) != (1, 1):
         return None
+    if sizes is not None:
+        times = predict_bytes(p_t, p_t1, sizes=sizes, network=opts.network, strategy=opts.strategy)
+        return network_times(times, opts.network, seconds=seconds, measured=opts.measured)
     return on_network(
         shuffle_matrix(p_t, p_t1), opts.network, record_bytes=record_bytes, coded_bytes=planned.coded_bytes,
         lower_bound=planned.lower_bound, seconds=seconds, measured=opts.measured, units=units,

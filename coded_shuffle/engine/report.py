@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..bounds import optimality_gap
-from ..network import Network, transition_times
+from ..network import Network, TransitionTimes, transition_times
 from .table import TABLE_COLUMNS, table_cells, table_legend, time_lines, unit_of
 
 __all__ = [
@@ -232,6 +232,13 @@ def on_network(
         S, record_bytes=record_bytes, network=network, coded_symbols=coded_bytes / record_bytes,
         lower_bound_symbols=lower_bound,
     )  # fmt: skip
+    return network_times(times, network, seconds=seconds, measured=measured)
+
+
+def network_times(times: TransitionTimes, network: Network, *, seconds: float, measured: bool) -> OnNetwork:
+    """The report's section of a transition's ``times`` on ``network`` (those of records of one size,
+    :func:`on_network`, or of records of many sizes, :func:`~coded_shuffle.network.predict_bytes`);
+    ``measured``: the transition ran on that network in ``seconds``."""
     d = times.to_dict()
     bound = times.bound_seconds
     return OnNetwork(

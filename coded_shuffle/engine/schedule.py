@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..matrix import shuffle_matrix
-from ..network import Network, TransitionTimes, predict
+from ..network import Network, TransitionTimes, predict, predict_bytes
 from ..orders import OrderSpec, Placement, epoch_order, placement_from_permutation
 from .schemes import Scheme, scheme_for
 
@@ -81,11 +81,13 @@ class EpochSchedule:
 
 def predicted_times(
     N: int, K: int, *, seed: int, spec: OrderSpec, epoch: int, record_bytes: int, network: Network,
-    strategy: str = "greedy",
+    strategy: str = "greedy", sizes: np.ndarray | None = None,
 ) -> TransitionTimes:  # fmt: skip
     """The time bound and each mode's predicted time (:func:`coded_shuffle.network.predict`) of
     transition ``epoch -> epoch + 1`` of these epochs, records of ``record_bytes``, on
-    ``network``: what ``mode="auto"`` chooses from before the job starts.
+    ``network``: what ``mode="auto"`` chooses from before the job starts. ``sizes``: the bytes of
+    each of the ``N`` records, where they differ; every link's load then counts them
+    (:func:`coded_shuffle.network.predict_bytes`) and ``record_bytes`` is not used.
 
     Examples
     --------
@@ -97,8 +99,11 @@ def predicted_times(
     """
     schedule = EpochSchedule(N=N, K=K, seed=seed, spec=spec, scheme=scheme_for("coded", K=K))
     now = schedule.epoch(epoch)
-    S = shuffle_matrix(now.placement, schedule.epoch(epoch + 1, now).placement)
-    return predict(S, record_bytes=record_bytes, network=network, strategy=strategy)
+    nxt = schedule.epoch(epoch + 1, now).placement
+    if sizes is not None:
+        return predict_bytes(now.placement, nxt, sizes=sizes, network=network, strategy=strategy)
+    return predict(shuffle_matrix(now.placement, nxt), record_bytes=record_bytes, network=network,
+                   strategy=strategy)  # fmt: skip
 
 
 def check_network(network: object, choice: object, *, name: str) -> Network | None:

@@ -170,11 +170,7 @@ def upload_bound(holders: object, *, K: int, sizes: object = None) -> Fraction:
     groups, inverse, counts = _groups(sets)
     if sizes is None:
         return _bound(groups, [int(c) for c in counts], K)
-    d = check_int_array(sizes, "sizes", ndim=1)
-    if d.shape != (sets.shape[0],) or (d.size and int(d.min()) < 0):
-        raise ValueError(
-            f"Argument 'sizes' must give the non-negative bytes of each of the {sets.shape[0]} units."
-        )
+    d = _unit_sizes(sizes, sets.shape[0])
     weights = [0] * len(groups)
     for g, v in zip(inverse.tolist(), d.tolist(), strict=True):
         weights[g] += int(v)  # exact, in Python ints
@@ -308,7 +304,7 @@ def _check_units(want: np.ndarray, sets: np.ndarray, K: int) -> None:
         raise ValueError("Argument 'holders' must not hold a unit's wanter: it has the unit already.")
 
 
-def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignment:
+def assign_senders(wanter: object, holders: object, *, K: int, sizes: object = None) -> SenderAssignment:
     """Choose a sender among the holders of every missing unit, with the least busiest upload.
 
     Parameters
@@ -321,6 +317,8 @@ def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignme
         ``w % 64`` of word ``w // 64``), or a Python int bitmask (:func:`holder_words`).
     K : int
         Workers.
+    sizes : array_like of int, optional
+        The bytes of each unit, where they differ: the uploads are then balanced in bytes.
 
     Returns
     -------
@@ -328,6 +326,11 @@ def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignme
         Its busiest upload is ``ceil(upload_bound)``, the optimum (module docstring). Units of one
         holder set go, in the order given, in consecutive runs to its holders in increasing
         order: every worker that computes the assignment from the same units gets the same one.
+        With ``sizes`` every figure is in bytes: the flow of each holder set's bytes at the least
+        whole busiest upload ``ceil(upload_bound)`` (:func:`upload_bound` with ``sizes``), then its
+        units cut into runs at those amounts, each unit going to the holder whose share its first
+        byte falls in, so that an upload exceeds ``ceil(upload_bound)`` by less than one unit of
+        each holder set it sends from.
 
     Examples
     --------
@@ -336,38 +339,56 @@ def assign_senders(wanter: object, holders: object, *, K: int) -> SenderAssignme
     ([0, 0, 1, 1], [2, 2, 0], Fraction(3, 2))
     >>> assign_senders([0, 0], [(1 << 99) | (1 << 70)] * 2, K=100).sender.tolist()
     [70, 99]
+    >>> b = assign_senders([2, 2, 2], [0b011] * 3, K=3, sizes=[300, 100, 200])
+    >>> b.sender.tolist(), b.uploads.tolist(), b.upload_bound
+    ([0, 1, 1], [300, 300, 0], Fraction(300, 1))
     """
     K = check_int(K, "K", minimum=1)
     want = np.asarray(wanter, dtype=np.int64).reshape(-1)
     sets = _holder_array(holders, K)
     _check_units(want, sets, K)
+    d = None if sizes is None else _unit_sizes(sizes, want.size)
     lone = _lone_holder(sets)
     if lone is not None:  # one holder a unit: no choice
         sender = lone
-        uploads = np.bincount(sender, minlength=K)
+        uploads = np.bincount(sender, weights=d, minlength=K)
         bound = Fraction(int(uploads.max(initial=0)))
     else:
         sender = np.empty(want.size, dtype=np.int64)
         gl, inverse, counts = _groups(sets)
-        cl = [int(c) for c in counts]
-        bound = _bound(gl, cl, K)
-        flows = _flows(gl, cl, K, -(-bound.numerator // bound.denominator))
         order = np.argsort(inverse, kind="stable")  # the units of each group, in the order given
         starts = np.concatenate(([0], np.cumsum(counts)))
+        if d is None:
+            cl = [int(c) for c in counts]
+        else:
+            cl = [0] * len(gl)
+            for g, v in zip(inverse.tolist(), d.tolist(), strict=True):
+                cl[g] += int(v)  # exact, in Python ints
+        bound = _bound(gl, cl, K)
+        flows = _flows(gl, cl, K, -(-bound.numerator // bound.denominator))
         for g in range(len(gl)):
             units = order[starts[g] : starts[g + 1]]
-            lo = 0
-            for w in _members(gl[g], K):
-                n = flows[g].get(w, 0)
-                sender[units[lo : lo + n]] = w
-                lo += n
-        uploads = np.bincount(sender, minlength=K)
+            shares = [flows[g].get(w, 0) for w in _members(gl[g], K)]
+            if d is None:
+                runs = np.repeat(np.arange(len(shares)), shares)  # n units to each holder in turn
+            else:  # the holder whose share holds each unit's first byte
+                first = np.cumsum(d[units]) - d[units]
+                runs = np.searchsorted(np.cumsum(shares), first, side="right")
+            sender[units] = np.asarray(_members(gl[g], K), dtype=np.int64)[runs]
+        uploads = np.bincount(sender, weights=d, minlength=K)
     return SenderAssignment(
         sender=sender,
         uploads=uploads.astype(np.int64),
-        downloads=np.bincount(want, minlength=K).astype(np.int64),
+        downloads=np.bincount(want, weights=d, minlength=K).astype(np.int64),
         upload_bound=bound,
     )
+
+
+def _unit_sizes(sizes: object, n: int) -> np.ndarray:
+    d = check_int_array(sizes, "sizes", ndim=1).astype(np.int64)
+    if d.shape != (n,) or (d.size and int(d.min()) < 0):
+        raise ValueError(f"Argument 'sizes' must give the non-negative bytes of each of the {n} units.")
+    return d
 
 
 def _flows(groups: list[int], counts: list[int], K: int, L: int) -> list[dict[int, int]]:

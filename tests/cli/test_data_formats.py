@@ -112,15 +112,12 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     tokens, _ = _tokens(tmp_path)
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
-    # records of different sizes run without a split (its share is set on counts), and with a
-    # storage only in simulate's coded scheme, without a network's times
+    # records of different sizes run with a storage only in simulate's coded scheme, without a
+    # network's times
     var = [*base, "--data", str(tmp_path / "var")]
-    split = ["--mode", "split", "--network", "master=1,down=1,multicast"]
-    split += ["--multicast"] if command == "run" else []
-    cases = [(["--storage", "2"], "--storage 2"), (split, "--mode split")]
-    if command == "simulate":  # it codes them with a storage, not the exchange, without a network
-        cases[0] = (["--storage", "2", "--mode", "exchange"], "--storage 2 --mode exchange")
-        cases.append((["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network"))
+    cases = [(["--storage", "2"], "--storage 2")]
+    if command == "simulate":  # it codes and exchanges them with a storage, without a network
+        cases[0] = (["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")
     for option, named in cases:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
@@ -186,6 +183,9 @@ def _check_bytes(r: dict, sizes: np.ndarray, K: int, seed: int) -> None:
     assert r["uncoded_bytes"] == moved
     assert r["lower_bound_bytes"] == brute_bound(S_B) and r["lower_bound_bytes_exact"]
     assert r["download_bound_bytes"] == max(S_B[:, j].sum() - S_B[j, j] for j in range(K))
+    if r["mode"] == "split":  # the master's pairs of its half, the workers' records of the rest
+        assert 0 < r["exchange_bytes"] < moved and r["payload_bytes"] > 0
+        return
     sent = {"coded": r["payload_bytes"], "uncoded": r["payload_bytes"], "exchange": r["exchange_bytes"]}
     assert sent[r["mode"]] == (r["coded_bytes"] if r["mode"] == "coded" else moved)
     assert brute_bound(S_B) <= r["coded_bytes"] < moved  # pairs pad to the longer record, and still gain
@@ -204,21 +204,24 @@ def _check_times(r: dict, sizes: np.ndarray, K: int, seed: int, *, measured: boo
     off = S_B - np.diag(np.diag(S_B))
     down, only, moved = off.sum(axis=0).max(), off.sum(axis=1).max(), off.sum()
     p = r["predicted_seconds"]
-    assert r["network"] == NET and p["split"] is None
+    multicast = r["network"] == NET + ",multicast"  # the coded symbols cross no worker's uplink
+    assert r["network"] == NET or multicast
+    assert (p["split"] is None) != (multicast and r["mode"] == "split")
     assert p["exchange"] == pytest.approx(max(down / RATES["down"], only / RATES["up"]))
     assert p["uncoded"] == pytest.approx(max(moved / RATES["master"], down / RATES["down"]))
-    assert p["coded"] == pytest.approx(r["coded_bytes"] / min(RATES.values()))
+    assert p["coded"] == pytest.approx(r["coded_bytes"] / min(RATES.values() if not multicast else
+                                                              (RATES["master"], RATES["down"])))
     bound = max(down / RATES["down"], only / (RATES["up"] + RATES["master"]))
     assert r["time_bound_seconds"] == pytest.approx(bound)
     assert r["time_gap"] == (pytest.approx(r["seconds"] / bound - 1) if measured else None)
 
 
-@pytest.mark.parametrize("mode", ["coded", "uncoded", "exchange"])
+@pytest.mark.parametrize("mode", ["coded", "uncoded", "exchange", "split"])
 def test_simulate_runs_records_of_different_sizes_in_bytes(mode, tmp_path, capsys):
     path, records = _variable_files(tmp_path)
     sizes = np.array([len(r) for r in records])
     argv = ["simulate", "-K", str(K), "--transitions", "2", "--seed", "4", "--data", path, "--mode", mode]
-    assert main([*argv, "--json", "--network", NET]) == 0
+    assert main([*argv, "--json", "--network", NET + (",multicast" if mode == "split" else "")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["epoch"] for r in rows] == [1, 2]
     for r in rows:
@@ -285,6 +288,7 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         (records, 2, ["--data", path, "--mode", "all", "--transitions", "2", "--network", NET]),
         (samples, K, ["--data", str(tmp_path / "shard-0.tar"), "--field", "jpg", "--mode", "exchange",
                       "--network", NET]),
+        (records, K, ["--data", path, "--mode", "split", "--network", NET + ",multicast", "--multicast"]),
     ]  # fmt: skip
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
@@ -293,7 +297,7 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         assert proc.returncode == 0, proc.stderr
         rows = [json.loads(line) for line in proc.stdout.splitlines()]
         sizes = np.array([len(r) for r in written])
-        modes = ["coded", "uncoded", "exchange"] if workers == 2 else ["exchange"]
+        modes = ["coded", "uncoded", "exchange"] if workers == 2 else [options[options.index("--mode") + 1]]
         assert [r["mode"] for r in rows] == modes * (len(rows) // len(modes)) and rows
         for r in rows:
             _check_bytes(r, sizes, workers, 4)

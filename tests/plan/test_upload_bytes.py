@@ -2,13 +2,14 @@
 workers, and against a linear program of the split uploads written here."""
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from coded_shuffle.plan import upload_bound
+from coded_shuffle.plan import assign_senders, upload_bound
 
 
 def brute_bytes_bound(holders, sizes, K) -> Fraction:
@@ -63,3 +64,36 @@ def test_upload_bound_sizes_exceptions():
         upload_bound([1, 2], K=2, sizes=[5, -1])
     with pytest.raises(ValueError, match="'sizes' must hold integers"):
         upload_bound([1, 2], K=2, sizes=[0.5, 1])
+
+
+@pytest.mark.parametrize("K", [2, 3, 4])
+def test_senders_in_bytes(K):
+    """With ``sizes`` the assignment balances bytes: each unit sent by one of its holders, the
+    uploads and downloads in bytes, and no upload more than the least whole busiest upload
+    ``ceil(upload_bound)`` plus, for each holder set it sends from, less than its largest unit."""
+    rng = np.random.default_rng(400 + K)
+    for _ in range(10):
+        n = int(rng.integers(1, 9))
+        holders = rng.integers(1, 1 << K, n)
+        wanter = np.array(
+            [
+                int(
+                    rng.choice(  # the wanter holds it not
+                        [w for w in range(K) if not (h >> w) & 1] or [K]
+                    )
+                )
+                for h in holders
+            ]
+        )
+        keep = wanter < K  # a unit every worker holds is wanted by none
+        holders, wanter = holders[keep], wanter[keep]
+        sizes = rng.integers(1, 500, holders.size)
+        a = assign_senders(wanter, holders.astype(np.uint64), K=K, sizes=sizes)
+        assert all((int(h) >> int(s)) & 1 for h, s in zip(holders, a.sender, strict=True))
+        assert a.uploads.tolist() == np.bincount(a.sender, weights=sizes, minlength=K).astype(int).tolist()
+        assert a.downloads.tolist() == np.bincount(wanter, weights=sizes, minlength=K).astype(int).tolist()
+        assert a.upload_bound == brute_bytes_bound(holders.tolist(), sizes.tolist(), K)
+        for w in range(K):  # the runs cut at the flow's amounts: less than a unit over, each set
+            sets = {int(h) for h, s in zip(holders, a.sender, strict=True) if s == w}
+            slack = sum(int(sizes[holders == h].max()) - 1 for h in sets)
+            assert a.uploads[w] <= math.ceil(a.upload_bound) + slack

@@ -324,10 +324,9 @@ def job_refusal(
         problem = _elastic_refusal(job, K, variable)
         if problem is not None:
             return problem
-    sized = ((job.mode == "split", "--mode split"), (job.storage != 1, f"--storage {job.storage}"),
-             (job.cache_dir is not None, "--cache-dir"))  # fmt: skip
+    sized = ((job.storage != 1, f"--storage {job.storage}"), (job.cache_dir is not None, "--cache-dir"))
     for given, flag in sized:
-        if variable and given:  # a split's share set on counts; pieces of one size
+        if variable and given:  # pieces of one size; cache files of rows of one width
             return f"{flag} needs records of one size: those of --data {job.data} differ in size"
     if not peers and job.max_frame_bytes < B:
         return (
@@ -426,11 +425,9 @@ class Results:
         self.job = job
         #: Records of different sizes: each transition's bound weighted by size; the table in bytes.
         self.bound = bound
-        #: The network the job says it runs on: each row then has its time bound and gap to it.
+        #: The network the job says it runs on: each row then has its time bound and gap to it (in
+        #: bytes on records of different sizes), timed by the protocol.
         self.network = None if job.network is None else Network.parse(job.network)
-        #: The network the reports are timed on by the protocol: on records of different sizes
-        #: none, each row timed here in bytes (:meth:`~coded_shuffle.cli.sized.ByteBound.times`).
-        self.timed_on = self.network if bound is None else None
         self._timed: list[dict[str, Any]] = []
         #: The rows of the table, for its legend.
         self._rows: list[dict[str, Any]] = []
@@ -482,8 +479,6 @@ class Results:
         d = rep.to_dict(links)
         if self.bound is not None:
             d["lower_bound_bytes"], d["lower_bound_bytes_exact"] = self.bound(rep.epoch)
-            if self.network is not None:
-                d.update(self.bound.times(rep.epoch, self.network, seconds=rep.seconds))
         return d
 
     def row(self, rep: TransitionReport, lost_all: bool = False, links: LinkCounts | None = None) -> None:
@@ -544,13 +539,13 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     warm = warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
     probe = probe_links(session, job)
     lengths = dataset.lengths
-    bound = None if lengths is None else ByteBound(ep.schedule, lengths, strategy=job.strategy)
+    bound = None if lengths is None else ByteBound(ep.schedule, lengths)
     results = Results(job, K, records_text(K, N, B, dataset.lengths), ep.scheme.holding.note(B), warm, probe,
                       bound, held=start.report)  # fmt: skip
     session.opts = MasterOptions(
         strategy=job.strategy, max_repair_rounds=job.max_repair_rounds,
         max_frame_bytes=job.max_frame_bytes, seed=job.seed, link_mbps=job.link_mbps,
-        records=(N, B), network=results.timed_on, measured=True,
+        records=(N, B), network=results.network, measured=True,
     )  # fmt: skip
     session.extras = dataclasses.replace(session.extras, planned_by=ep.scheme, report=results.row)
     all_ok = start.arrive()

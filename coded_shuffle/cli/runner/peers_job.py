@@ -81,12 +81,12 @@ def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     probe = probe_links(session, job)
     results = None
     if link.is_leader:
-        bound = None if sizes is None else ByteBound(ep.schedule, sizes, strategy=job.strategy)
+        bound = None if sizes is None else ByteBound(ep.schedule, sizes)
         text = records_text(K, N, B, sizes, peers=True)
         results = Results(job, K, text, scheme.holding.note(B), warm, probe, bound)
     session.opts = MasterOptions(
         max_repair_rounds=job.max_repair_rounds, seed=job.seed, records=(N, B),
-        network=None if results is None else results.timed_on, measured=True,
+        network=None if results is None else results.network, measured=True,
     )  # fmt: skip
     if results is not None:
         session.extras = dataclasses.replace(session.extras, report=results.row)

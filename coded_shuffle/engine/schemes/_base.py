@@ -413,14 +413,19 @@ class SchemeBase(Scheme):
         last = self._exchange
         if last is None or last[0] is not p_t or last[1] is not p_t1:
             units, wanter, holders = self.holding.demand(p_t, p_t1)
-            last = (p_t, p_t1, (units, wanter, holders, self.senders(wanter, holders, K=p_t.K)))
+            lengths = getattr(self.holding, "unit_lengths", None)  # pieces of many sizes: in bytes
+            sizes = None if lengths is None else lengths[units]
+            last = (p_t, p_t1, (units, wanter, holders, self.senders(wanter, holders, K=p_t.K, sizes=sizes)))
             self._exchange = last
         return last[2]
 
-    def senders(self, wanter: np.ndarray, holders: np.ndarray, *, K: int) -> SenderAssignment:
+    def senders(
+        self, wanter: np.ndarray, holders: np.ndarray, *, K: int, sizes: np.ndarray | None = None
+    ) -> SenderAssignment:  # fmt: skip
         """Who sends each missing unit: the least busiest upload
-        (:func:`~coded_shuffle.plan.assign_senders`); a scheme on racks chooses by their links."""
-        return assign_senders(wanter, holders, K=K)
+        (:func:`~coded_shuffle.plan.assign_senders`, in bytes where the units' ``sizes`` differ);
+        a scheme on racks chooses by their links."""
+        return assign_senders(wanter, holders, K=K, sizes=sizes)
 
     def peer_bounds(self, p_t: Any, p_t1: Any, dataset: Dataset) -> tuple[int, int]:
         """``(download, upload)`` bounds in bytes of this shuffle: the most bytes a worker misses,
