@@ -38,8 +38,9 @@ not, brings a worker fewer bytes), and the source sends exactly the bytes no sur
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -239,6 +240,8 @@ class RecutReport:
         rates bounds the time.
     verified : bool
         Every worker holds exactly its pieces of the storage at ``K'``, each with its checksum.
+    seconds : float
+        Wall time of the plan, the delivery in this process and the checks.
     """
 
     K: int
@@ -257,6 +260,7 @@ class RecutReport:
     received: tuple[int, ...]
     sent: tuple[int, ...]
     verified: bool
+    seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The report as one flat JSON object."""
@@ -282,10 +286,22 @@ def _cuts(dataset: Dataset, P: int) -> np.ndarray:
 
 def _copy(dst: np.ndarray, drow: np.ndarray, dat: np.ndarray, src: np.ndarray, srow: np.ndarray,
           sat: np.ndarray, n: np.ndarray) -> None:  # fmt: skip
-    """``dst[drow[i], dat[i]:dat[i] + n[i]] = src[srow[i], sat[i]:sat[i] + n[i]]`` for every ``i``."""
-    total = int(n.sum())
-    if not total:
+    """``dst[drow[i], dat[i]:dat[i] + n[i]] = src[srow[i], sat[i]:sat[i] + n[i]]`` for every ``i``:
+    a block of rows at a time for the spans of one shape (records of one size have few shapes),
+    byte by byte where the shapes are many."""
+    if not n.size:
         return
+    shapes, which = np.unique(np.stack([dat, sat, n], axis=1), axis=0, return_inverse=True)
+    if shapes.shape[0] * 8 <= n.size:
+        which = which.reshape(-1)
+        order = np.argsort(which, kind="stable")
+        counts = np.bincount(which, minlength=shapes.shape[0])
+        ends = np.cumsum(counts)
+        for (a, c, m), lo, hi in zip(shapes.tolist(), (ends - counts).tolist(), ends.tolist(), strict=True):
+            rows = order[lo:hi]
+            dst[drow[rows], a : a + m] = src[srow[rows], c : c + m]
+        return
+    total = int(n.sum())
     within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     d = np.repeat(drow * dst.shape[1] + dat, n) + within
     s = np.repeat(srow * src.shape[1] + sat, n) + within
@@ -336,7 +352,8 @@ def _checked(dataset: Dataset, holdings: Sequence[Cache | None], old: Dataset) -
             continue
         rows, ids = _checked_ids(old, c)
         dropped += len(c) - int(ids.size)
-        out.append(_sub_cache(c, rows, width, variable))
+        whole = rows.size == len(c) and bool(np.all(rows == np.arange(rows.size)))
+        out.append(c if whole else _sub_cache(c, rows, width, variable))  # every piece good: as it is
     return out, dropped
 
 
@@ -404,6 +421,7 @@ def recut_storage(
         raise ValueError(f"Argument 'M' must be at most min(K, K') = {min(K, K_next)} batches, not {M}.")
     _check_many(holdings, K_next, "holdings")
     _check_many(leaving, None, "leaving")
+    tic = time.perf_counter()
     before, after = _storage(dataset, K, M), _storage(dataset, K_next, M)
     old, new = before.dataset(dataset), after.dataset(dataset)
     have, dropped = _checked(dataset, [*holdings, *leaving], old)
@@ -413,7 +431,8 @@ def recut_storage(
     plan = recut_plan(seg, [c.ids for c in have], wanted)
     caches = _deliver(plan, dataset, have, wanted, new)
     ok = all(np.array_equal(record_checksums(c.data, c.lengths), new.checksums[c.ids]) for c in caches)
-    return _report(plan, K, K_next, M, (before.pieces, after.pieces), have, dropped, ok), caches
+    rep = _report(plan, K, K_next, M, (before.pieces, after.pieces), have, dropped, ok)
+    return replace(rep, seconds=time.perf_counter() - tic), caches
 
 
 def _check_many(caches: object, K: int | None, name: str) -> None:

@@ -108,14 +108,17 @@ def _check(ds, rep, caches, holdings, K, M, nxt):
 
 
 @pytest.mark.parametrize(
-    "K, K2, M, B",
-    [(4, 3, 2, 3172), (3, 4, 2, 3172), (5, 3, 3, 4196), (3, 5, 2, 4096), (4, 4, 2, 3072), (4, 6, 3, 900)],
-)
-def test_a_change_of_K_with_storage_is_the_brute_force_recut(K, K2, M, B):
-    ds = synthetic_dataset(12, B, seed=K * 10 + K2)
+    "K, K2, M, B, N",
+    [
+        (4, 3, 2, 3172, 12), (3, 4, 2, 3172, 12), (5, 3, 3, 4196, 12), (3, 5, 2, 4096, 12),
+        (4, 4, 2, 3072, 12), (4, 6, 3, 900, 12), (4, 3, 2, 3172, 36),  # the last: spans by blocks
+    ],
+)  # fmt: skip
+def test_a_change_of_K_with_storage_is_the_brute_force_recut(K, K2, M, B, N):
+    ds = synthetic_dataset(N, B, seed=K * 10 + K2)
     old = _storage_at(ds, K, M, epochs=1)
     holdings = [old[k] if k < K else None for k in range(K2)]  # the last leave, new ones join empty
-    nxt = epoch_placement(12, K2, seed=3, epoch=2)
+    nxt = epoch_placement(N, K2, seed=3, epoch=2)
     rep, caches = recut_storage(ds, holdings, nxt, K=K, M=M)
     _check(ds, rep, caches, holdings, K, M, nxt)
     assert rep.joined == tuple(range(K, K2)) and (rep.K, rep.K_next, rep.M) == (K, K2, M)
