@@ -8,7 +8,9 @@ at ``K'``: the bytes it keeps, those from peers and from the source, beside the 
 (the bytes of its new storage each worker lacks, summed; the largest is ``max down``), the source
 bound (the bytes no survivor holds) and a cold start (the whole storage at ``K'`` from the
 source). Then the same with the leavers serving what they alone hold before they go
-(``leaving=``), and, for scale, the exchange of one batch a worker across the same change
+(``leaving=``), and with the labels of the placement as they are (``labels="placement"``, against
+the default ``kept``: each record's labels on the slots that keep the most bytes); for scale,
+the exchange of one batch a worker across the same change
 (:func:`~coded_shuffle.engine.elastic.elastic_run`, ``M = 1``) and an ordinary transition at
 ``K'`` with the storage. The largest download and upload of a worker bound the time on equal
 links. In process the seconds are the CPU's (plan, copies, checks), not a network's.
@@ -57,24 +59,29 @@ def main() -> None:
           f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
     warm = synthetic_dataset(48, 4096, seed=0)  # one-time costs before the clock
     recut_storage(warm, storage_of(warm, 4, 2, 0, 0)[:3], epoch_placement(48, 3, seed=0, epoch=1), K=4, M=2)
-    print(f"{'K -> K':>7} {'leavers':>8} {'P -> P':>7} {'kept MB':>9} {'peers MB':>9} {'source MB':>9} "
-          f"{'down bnd':>9} {'src bnd':>9} {'cold MB':>9} {'/cold':>6} {'max down':>9} {'max up':>9} "
-          f"{'seconds':>8}")  # fmt: skip
+    head = ("K -> K", "leavers", "labels", "P -> P", "kept MB", "peers MB", "source MB", "down bnd",
+            "src bnd", "cold MB", "/cold", "max down", "max up", "seconds")  # fmt: skip
+    widths = (7, 8, 9, 7, 9, 9, 9, 9, 9, 9, 6, 9, 9, 8)
+    print(" ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
     for K, K2 in ((8, 6), (6, 8)):
         old = storage_of(ds, K, M, 3, seed)
         nxt = epoch_placement(N, K2, seed=seed, epoch=4)
         holdings = [old[k] if k < K else None for k in range(K2)]
-        for leavers in ("gone", "serve") if K2 < K else ("-",):
+        cases = [("gone", "kept"), ("gone", "placement"), ("serve", "kept")] if K2 < K else [
+            ("-", "kept"), ("-", "placement")]  # fmt: skip
+        for leavers, labels in cases:
             leaving = old[K2:] if leavers == "serve" else []
-            rep, _ = recut_storage(ds, holdings, nxt, K=K, M=M, leaving=leaving)
+            rep, _ = recut_storage(ds, holdings, nxt, K=K, M=M, leaving=leaving, labels=labels)
             assert rep.verified and rep.peer_bytes + rep.source_bytes == rep.download_bound
             assert rep.source_bytes == rep.source_bound
             moved = rep.peer_bytes + rep.source_bytes
-            cut = f"{rep.pieces}->{rep.pieces_next}"
-            print(f"{K:>2} -> {K2:<2} {leavers:>8} {cut:>7} {_mb(rep.kept_bytes)} {_mb(rep.peer_bytes)} "
-                  f" {_mb(rep.source_bytes)} {_mb(rep.download_bound)} "
-                  f"{_mb(rep.source_bound)} {_mb(rep.storage_bytes)} {moved / rep.storage_bytes:6.3f} "
-                  f"{_mb(max(rep.received))} {_mb(max(rep.sent))} {rep.seconds:8.3f}")  # fmt: skip
+            cells = (
+                f"{K} -> {K2}", leavers, labels, f"{rep.pieces}->{rep.pieces_next}", _mb(rep.kept_bytes),
+                _mb(rep.peer_bytes), _mb(rep.source_bytes), _mb(rep.download_bound), _mb(rep.source_bound),
+                _mb(rep.storage_bytes), f"{moved / rep.storage_bytes:.3f}", _mb(max(rep.received)),
+                _mb(max(rep.sent)), f"{rep.seconds:.3f}",
+            )  # fmt: skip
+            print(" ".join(c.strip().rjust(w) for c, w in zip(cells, widths, strict=True)))
     print("for scale, one batch a worker (M = 1), the exchange across the same change, and an ordinary")
     print("transition at K' with the storage (coded: the master's broadcast; exchange: the workers' bytes):")
     for K, K2 in ((8, 6), (6, 8)):

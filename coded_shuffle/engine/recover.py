@@ -178,8 +178,8 @@ def recut_restart(
     ``workers[j]``: the worker of the ``K`` whose file worker ``j`` of the ``K_next`` reads (None:
     none, it starts empty); by default the workers whose files are whole, in order, the first
     ``K_next`` of them (the survivors of a lost host). Returns the report, the new storages (the
-    job goes on from them: ``PieceStorage(K_next, M).start`` of epoch ``epoch + 1``'s batches) and
-    a line for every file treated as absent or with pieces dropped.
+    job goes on from them: the report's ``held``, the storage at ``K_next`` of epoch ``epoch + 1``)
+    and a line for every file treated as absent or with pieces dropped.
 
     Examples
     --------

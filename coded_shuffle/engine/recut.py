@@ -17,8 +17,10 @@ The bytes survive. Piece ``p`` of record ``r`` is the bytes ``[p w, (p + 1) w)``
 ceil(B / P)``; a record of many sizes, ``L`` bytes: ``[p L // P, (p + 1) L // P)``) whatever its
 label or holders, so cutting every record at both cuts gives *segments*, each inside one old
 piece and one new piece. The storage at ``K'`` is that of the next epoch's batches
-(:class:`~.holding.PieceStorage` ``(K', M).start``, :func:`~coded_shuffle.storage.piece_placement`);
-worker ``j`` of ``K'`` needs the segments of its new pieces (:func:`recut_plan`):
+(:class:`~.holding.PieceStorage` ``(K', M).start``, :func:`~coded_shuffle.storage.piece_placement`),
+each record's labels assigned to its slots so that the workers keep the most bytes
+(:mod:`.recut_labels`); worker ``j`` of ``K'`` needs the segments of its new pieces
+(:func:`recut_plan`):
 
 - those of old pieces it holds (checked against their checksums) it keeps;
 - the rest come from a *survivor* that holds the old piece (the holders in turn, so that they
@@ -56,6 +58,7 @@ from .elastic_epochs import check_worker_counts
 from .holding import PieceStorage
 from .inprocess import drive
 from .protocol import MasterOptions
+from .recut_labels import LABELS
 from .report import TransitionReport
 from .schemes import scheme_for
 
@@ -261,10 +264,15 @@ class RecutReport:
     sent: tuple[int, ...]
     verified: bool
     seconds: float = 0.0
+    #: The storage at ``K'`` the workers hold (a :class:`~coded_shuffle.storage.PiecePlacement`):
+    #: the job goes on from it (the scheme's ``following``). Not in :meth:`to_dict`.
+    held: Any = field(default=None, repr=False, compare=False)
+    #: How the labels went to the slots (:data:`~.recut_labels.LABELS`).
+    labels: str = "kept"
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as one flat JSON object."""
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        """The report as one flat JSON object (all but ``held``)."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "held"}
         out.update(joined=list(self.joined), received=list(self.received), sent=list(self.sent))
         return out
 
@@ -365,6 +373,7 @@ def recut_storage(
     K: int,
     M: int,
     leaving: Sequence[Cache | None] = (),
+    labels: str = "kept",
 ) -> tuple[RecutReport, list[Cache]]:
     """Give the ``K'`` workers of ``placement_next`` their storage of ``M`` batches from the
     pieces of a storage at ``K`` they hold; return the report and the ``K'`` new storages.
@@ -378,8 +387,9 @@ def recut_storage(
         :func:`~.state.storage_dataset` at ``K``), or None when it starts empty (it joined).
         Pieces that fail their checksum are treated as absent.
     placement_next : Placement
-        The batches of the next epoch on ``K'`` workers; the new storage is
-        ``PieceStorage(K', M).start(placement_next)`` (every worker's pieces: ``held_by(j)``).
+        The batches of the next epoch on ``K'`` workers; the new storage is that of
+        ``PieceStorage(K', M).start(placement_next)``, its labels assigned to the slots by
+        ``labels`` (every worker's pieces: the report's ``held.held_by(j)``).
     K : int
         The workers of the storage the holdings are pieces of.
     M : int
@@ -387,6 +397,11 @@ def recut_storage(
     leaving : sequence of Cache or None
         Storages of workers that leave after sending what the others lack (default: none, a
         leaving worker's storage is gone).
+    labels : str
+        Which slot of a record each of its labels at ``K'`` goes to (:data:`~.recut_labels.LABELS`):
+        ``kept`` (default), the assignment that keeps the most bytes where they are;
+        ``placement``, that of :func:`~coded_shuffle.storage.piece_placement`. Either is a storage
+        at ``K'`` with every worker's share; the report's ``held`` is it.
 
     Returns
     -------
@@ -421,18 +436,19 @@ def recut_storage(
         raise ValueError(f"Argument 'M' must be at most min(K, K') = {min(K, K_next)} batches, not {M}.")
     _check_many(holdings, K_next, "holdings")
     _check_many(leaving, None, "leaving")
+    labels = check_choice(labels, "labels", tuple(LABELS))
     tic = time.perf_counter()
     before, after = _storage(dataset, K, M), _storage(dataset, K_next, M)
     old, new = before.dataset(dataset), after.dataset(dataset)
     have, dropped = _checked(dataset, [*holdings, *leaving], old)
-    held = after.start(placement_next)
-    wanted = [held.held_by(j) for j in range(K_next)]
     seg = segments(_cuts(dataset, before.pieces), _cuts(dataset, after.pieces))
+    held = LABELS[labels](after.start(placement_next), seg, [c.ids for c in have[:K_next]])
+    wanted = [held.held_by(j) for j in range(K_next)]
     plan = recut_plan(seg, [c.ids for c in have], wanted)
     caches = _deliver(plan, dataset, have, wanted, new)
     ok = all(np.array_equal(record_checksums(c.data, c.lengths), new.checksums[c.ids]) for c in caches)
     rep = _report(plan, K, K_next, M, (before.pieces, after.pieces), have, dropped, ok)
-    return replace(rep, seconds=time.perf_counter() - tic), caches
+    return replace(rep, seconds=time.perf_counter() - tic, held=held, labels=labels), caches
 
 
 def _check_many(caches: object, K: int | None, name: str) -> None:
@@ -520,7 +536,7 @@ def recut_run(
             holdings = [caches[k] if k < len(caches) else None for k in range(K)]
             rep, caches = recut_storage(dataset, holdings, p, K=Ks[i - 1], M=M)
             scheme = scheme_at(K)
-            work, held = scheme.dataset(dataset), scheme.start(p)
+            work, held = scheme.dataset(dataset), rep.held
             reports.append(rep)
             continue
         nxt = scheme.following(held, p)

@@ -3,6 +3,7 @@ the storage at K' cut again from the bytes the workers hold, checked byte by byt
 
 from __future__ import annotations
 
+from itertools import permutations
 from math import comb
 
 import numpy as np
@@ -13,7 +14,7 @@ from coded_shuffle.engine import run, synthetic_dataset
 from coded_shuffle.engine.holding import PieceStorage
 from coded_shuffle.engine.recut import recut_run, recut_storage
 from coded_shuffle.orders import epoch_placement
-from coded_shuffle.storage import piece_placement, update_storage
+from coded_shuffle.storage import check_piece_placement, piece_placement, update_storage
 
 
 def _P(B, K, M):
@@ -44,7 +45,7 @@ def _storage_at(ds, K, M, epochs):
     return [work.cache(held.held_by(k)) for k in range(K)]
 
 
-def brute_recut(ds, holdings, K, M, placement_next):
+def brute_recut(ds, holdings, K, M, placement_next, pp):
     """Independent re-cut: which bytes each holder holds (its pieces' rows that match the records),
     each worker's new pieces cut from the records, and the bytes it keeps, lacks and that no holder
     holds; every new piece rebuilt byte by byte from the holders' bytes (the source where none)."""
@@ -62,7 +63,6 @@ def brute_recut(ds, holdings, K, M, placement_next):
             piece = np.asarray(c.data)[row, : b - a]
             if np.array_equal(piece, ds.data[r, a:b]):  # a damaged piece is not held
                 has[h, r, a:b], val[h, r, a:b] = True, piece
-    pp = piece_placement(placement_next, M=M, pieces=Pn)
     widths = [b - a for r in range(N) for a, b in [_range(q, Pn, sizes[r], fixed) for q in range(Pn)]]
     width = max(1, max(widths)) if not fixed else -(-ds.record_bytes // Pn)
     anyone = has.any(axis=0)
@@ -91,7 +91,13 @@ def brute_recut(ds, holdings, K, M, placement_next):
 
 
 def _check(ds, rep, caches, holdings, K, M, nxt):
-    brute = brute_recut(ds, holdings, K, M, nxt)
+    """The report and storages against the brute force, the storage held a storage at K' with the
+    labels of piece_placement's, each record's on slots that keep the most bytes (every order of
+    them tried)."""
+    default = piece_placement(nxt, M=M, pieces=rep.pieces_next)
+    check_piece_placement(rep.held)
+    assert np.array_equal(np.sort(rep.held.holders, axis=1), np.sort(default.holders, axis=1))
+    brute = brute_recut(ds, holdings, K, M, nxt, rep.held)
     assert rep.verified
     for j, c in enumerate(caches):
         want = brute["pieces"][j]
@@ -177,7 +183,44 @@ def test_recut_exceptions():
         recut_storage(ds, [old[0], ds.cache([0]), None], nxt, K=4, M=2)
     with pytest.raises(ValueError, match="'placement_next' must be a Placement of the dataset's N = 12"):
         recut_storage(ds, old[:3], epoch_placement(10, 3, seed=3, epoch=1), K=4, M=2)
+    with pytest.raises(ValueError, match="'labels' must be one of 'kept', 'placement', not 'any'"):
+        recut_storage(ds, old[:3], nxt, K=4, M=2, labels="any")
     with pytest.raises(ValueError, match="'mode' must be one of 'coded', 'exchange', not 'uncoded'"):
         recut_run(ds, workers=[4, 3], M=2, seed=1, mode="uncoded")
     with pytest.raises(ValueError, match="'M' must be at most the fewest workers, 2, not 3"):
         recut_run(ds, workers=[4, 2], M=3, seed=1)
+
+
+def _kept(ds, holdings, K, M, holders, Pn, r):
+    """Bytes of record r's new slots that the members of their labels (owner aside) hold."""
+    fixed = ds.lengths is None
+    L = ds.record_bytes if fixed else int(ds.lengths[r])
+    Po = _P(ds.record_bytes, K, M)
+    got = 0
+    for q, h in enumerate(holders):
+        a, b = _range(q, Pn, L, fixed)
+        for w, c in enumerate(holdings):
+            if c is None or not (int(h) >> w) & 1:
+                continue
+            held = np.zeros(L, dtype=bool)
+            for pid in c.ids[(c.ids // Po) == r].tolist():
+                x, y = _range(pid % Po, Po, L, fixed)
+                held[x:y] = True
+            got += int(held[a:b].sum())
+    return got
+
+
+def test_the_labels_go_to_the_slots_that_keep_the_most_bytes():
+    ds = synthetic_dataset(10, 4096, seed=9)
+    old = _storage_at(ds, 5, 2, epochs=1)
+    nxt = epoch_placement(10, 4, seed=3, epoch=2)
+    kept, _ = recut_storage(ds, old[:4], nxt, K=5, M=2)
+    fixed, _ = recut_storage(ds, old[:4], nxt, K=5, M=2, labels="placement")
+    assert fixed.held.holders.tolist() == piece_placement(nxt, M=2, pieces=3).holders.tolist()
+    assert kept.verified and fixed.verified and kept.labels == "kept"
+    assert kept.download_bound < fixed.download_bound and kept.kept_bytes > fixed.kept_bytes
+    owner = np.asarray(nxt.owner)
+    for r in range(10):  # every order of the record's labels on its slots: none keeps more
+        labels = fixed.held.holders[r].tolist()
+        best = max(_kept(ds, old[:4], 5, 2, perm, 3, r) for perm in permutations(labels))
+        assert _kept(ds, old[:4], 5, 2, kept.held.holders[r].tolist(), 3, r) == best, (r, owner[r])
