@@ -189,6 +189,11 @@ def test_recut_exceptions():
         recut_run(ds, workers=[4, 3], M=2, seed=1, mode="uncoded")
     with pytest.raises(ValueError, match="'M' must be at most the fewest workers, 2, not 3"):
         recut_run(ds, workers=[4, 2], M=3, seed=1)
+    sized = load_dataset([b"abcd" * n for n in range(1, 13)])
+    with pytest.raises(ValueError, match="'mode' must be 'coded' for records of many sizes"):
+        recut_run(sized, workers=[4, 3], M=2, seed=1, mode="exchange")
+    # Records of many sizes in the coded scheme: re-cut, then the scheme's transition.
+    assert all(r.verified for r in recut_run(sized, workers=[4, 3, 3], M=2, seed=1))
 
 
 def _kept(ds, holdings, K, M, holders, Pn, r):
