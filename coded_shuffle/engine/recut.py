@@ -175,6 +175,10 @@ def _rows_of(seg: Segments, wanted: Sequence[np.ndarray]) -> tuple[np.ndarray, n
     return np.concatenate(workers), np.concatenate(segs)
 
 
+#: Rows of a plan whose senders :func:`recut_plan` chooses at once (each weighs a key a holder).
+_ROWS = 1 << 18
+
+
 def recut_plan(seg: Segments, have: Sequence[np.ndarray], wanted: Sequence[np.ndarray]) -> RecutPlan:
     """The plan that gives each worker ``j < len(wanted)`` the segments of its new pieces
     ``wanted[j]`` (ids of the new cut, increasing): from its own old pieces ``have[j]`` (ids of the
@@ -198,18 +202,20 @@ def recut_plan(seg: Segments, have: Sequence[np.ndarray], wanted: Sequence[np.nd
     for h, ids in enumerate(have):
         has[h] = np.isin(seg.old, ids)
     kept = has[worker, segment]
-    cand = has[:, segment].T.copy()
-    cand[np.arange(worker.size), worker] = False
-    turn = (np.arange(H)[None, :] - (np.arange(worker.size) % max(H, 1))[:, None]) % max(H, 1)
-    key = np.where(cand, turn, H)
-    sender = np.where(key.min(axis=1, initial=H) < H, np.argmin(key, axis=1) if H else 0, -1)
+    sender = np.full(worker.size, -1, dtype=np.int64)
+    for lo in range(0, worker.size, _ROWS):  # a block of rows at a time: H keys a row
+        i = np.arange(lo, min(lo + _ROWS, worker.size))
+        cand = has[:, segment[i]].T.copy()
+        cand[np.arange(i.size), worker[i]] = False
+        key = np.where(cand, (np.arange(H)[None, :] - (i % H)[:, None]) % H, H)
+        sender[i] = np.where(key.min(axis=1, initial=H) < H, np.argmin(key, axis=1), -1)
     sender[kept] = worker[kept]
     relay = sender < 0
     first = np.full(seg.old.size, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, segment[relay], worker[relay])
     relay &= first[segment] != worker
     sender[relay] = first[segment[relay]]
-    return RecutPlan(seg, worker, segment, sender.astype(np.int64), relay, np.asarray(has.any(axis=0)))
+    return RecutPlan(seg, worker, segment, sender, relay, np.asarray(has.any(axis=0)))
 
 
 @dataclass(frozen=True)
