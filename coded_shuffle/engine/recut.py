@@ -3,13 +3,13 @@ bytes the workers still hold.
 
 Notation
 --------
-============  ==============================================================================
+=============  =============================================================================
 ``K``, ``K'``  workers before and after the change (``K'`` numbered ``0 .. K' - 1``)
 ``M = 1 + t``  batches each worker stores, the same before and after
 ``P``, ``P'``  pieces a record at ``K`` and at ``K'`` (:func:`~.state.storage_pieces`:
                ``C(K - 1, t)`` or fewer for small records)
 segment        a run of a record's bytes cut at both: inside one piece at ``K`` and one at ``K'``
-============  ==============================================================================
+=============  =============================================================================
 
 The pieces of a storage at ``K`` are labelled by ``t``-subsets of the other ``K - 1`` workers, and
 their number ``P`` follows ``K``: at ``K' != K`` no piece of it is a piece of the storage at ``K'``.
