@@ -165,6 +165,11 @@ QUOTED = [
         "coded-shuffle simulate --workers 8,6,8 -N 4800",
         ["8 -> 6 2773 2773 1.000 4215 2.84 1.23", "6 -> 8 2750 2750 1.000 4221"],
     ),
+    (
+        "docs/cli.md",
+        "coded-shuffle simulate --workers 8,6,8 -N 960 -B 8192 --storage 2",
+        ["8 -> 6 re-cut 9.14 9.14 0.28 0.28 8.86 15.73", "6 -> 8 re-cut 8.34 8.34 0.00 0.00 8.34 15.73"],
+    ),
 ]
 
 

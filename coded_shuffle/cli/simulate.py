@@ -338,8 +338,12 @@ def _check_elastic(args: argparse.Namespace, counts: list[int]) -> None:
     named = f"--workers {','.join(map(str, counts))}"
     if args.mode not in ELASTIC_MODES:
         raise UsageError(f"--mode {args.mode} cannot run {named}: it takes --mode coded, uncoded or exchange")
-    if args.storage > 1:
-        raise UsageError(f"--storage above 1 needs a fixed number of workers, not {named}")
+    if args.storage > 1 and args.mode not in ("coded", "exchange"):
+        raise UsageError(f"--storage above 1 with {named} takes --mode coded or exchange, not {args.mode}")
+    if args.storage > min(counts):
+        raise UsageError(
+            f"--storage must be at most the fewest workers of {named}, {min(counts)}, not {args.storage}"
+        )
     for given, option in (
         (args.subpackets != 1, "--subpackets"), (args.network is not None, "--network"),
         (args.simulator != "engine", "--simulator simgrid"),
@@ -371,6 +375,8 @@ def _run_elastic(args: argparse.Namespace, counts: list[int]) -> int:
         dataset = synthetic_dataset(args.points, args.record_bytes, seed=args.seed)
     else:
         dataset = load_dataset(source)
+    if args.storage > 1:
+        return _run_recut(args, counts, dataset, spec)
     # A tiny run first: the compiled kernels load here, not in the first transition's time.
     elastic_run(synthetic_dataset(8, 8, seed=0), workers=[2, 1], seed=0, mode=args.mode)
     reports = elastic_run(
@@ -388,6 +394,68 @@ def _run_elastic(args: argparse.Namespace, counts: list[int]) -> int:
         )
         print_table(iter(_format_elastic(d) for d in rows), _ELASTIC_COLUMNS, sys.stdout)
         _print_elastic_footer()
+    if not all(d["verified"] for d in rows):
+        print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
+        return 1
+    return 0
+
+
+_RECUT_COLUMNS = (
+    "epoch", "K", "delivery", "sent MB", "bound MB", "source MB", "source bound", "peer MB", "cold MB",
+    "verified", "seconds",
+)  # fmt: skip
+
+
+def _recut_row(d: dict[str, Any]) -> list[str]:
+    """A row of ``--workers K0,K1,... --storage M``: a re-cut (a change of ``K``), or the scheme's
+    transition at the same ``K`` (its bound: the genie bound of the master's broadcast)."""
+    mb = lambda n: "-" if n is None else f"{n / 1e6:.2f}"  # noqa: E731
+    if "pieces_next" in d:
+        sent, bound, source, alone, peers, cold = (
+            d["peer_bytes"] + d["source_bytes"], d["download_bound"], d["source_bytes"], d["source_bound"],
+            d["peer_bytes"], d["storage_bytes"],
+        )  # fmt: skip
+        what, epoch = "re-cut", d["epoch"]
+    else:
+        exchange = d["mode"] == "exchange"
+        sent = d["exchange_bytes"] if exchange else d["coded_bytes"]
+        bound = None if d["lower_bound"] is None else d["lower_bound"] * d["piece_bytes"]
+        source, alone, peers, cold = 0, None, sent if exchange else 0, None
+        what, epoch = d["mode"], d["epoch"]
+    cells = [sent, bound, source, alone, peers, cold]
+    return [str(epoch), f"{d['K_before']} -> {d['K_after']}", what, *(mb(c) for c in cells),
+            "yes" if d["verified"] else "NO", f"{d['seconds']:.3f}"]  # fmt: skip
+
+
+def _run_recut(args: argparse.Namespace, counts: list[int], dataset: Any, spec: Any) -> int:
+    """``simulate --workers K0,K1,... --storage M``: each change of ``K`` a re-cut of the storage
+    (:func:`~coded_shuffle.engine.recut.recut_run`), each transition at the same ``K`` the scheme's."""
+    from ..engine import synthetic_dataset
+    from ..engine.recut import recut_run
+
+    compile_kernels(["packing", "planning", "ordering", "decoding", "storage"])
+    recut_run(synthetic_dataset(12, 8, seed=0), workers=[3, 2, 2], M=2, seed=0, mode=args.mode)  # warm-up
+    reports = recut_run(dataset, workers=counts, M=args.storage, seed=args.seed, mode=args.mode,
+                        strategy=args.strategy, order=spec)  # fmt: skip
+    rows = []
+    for i, rep in enumerate(reports):
+        d = rep.to_dict()
+        d.setdefault("epoch", i + 1)
+        rows.append({"K_before": counts[i], "K_after": counts[i + 1], **d})
+    if args.json:
+        for d in rows:
+            print(json.dumps(d), flush=True)
+    else:
+        print(
+            f"K = {','.join(map(str, counts))}, N = {args.points}, {_records_part(args)}, storage = "
+            f"{args.storage} batches, seed = {args.seed}, order = {spec.name}, mode = {args.mode}"
+            + (f", data = {args.data}" if args.data is not None else "")
+        )
+        print_table(iter(_recut_row(d) for d in rows), _RECUT_COLUMNS, sys.stdout)
+        print("re-cut: a change of K; each worker keeps the bytes of its storage at K' it holds, has the")
+        print("rest uncoded from a worker that holds them, or once from the source (source bound: the")
+        print("bytes no worker holds); bound MB: the bytes the workers lack (the download bound), or,")
+        print("at the same K, the genie bound of the master's broadcast; cold MB: the storage at K'.")
     if not all(d["verified"] for d in rows):
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1

@@ -28,11 +28,12 @@ protocol on ``K' + 1`` slots:
   no worker holds (read from the store), and the report counts its bytes apart
   (:attr:`ElasticReport.source_bytes`), beside those that came from peers.
 
-With a storage of ``M > 1`` batches a change of ``K`` is refused: the pieces are labelled by the
-``t``-subsets of the other ``K - 1`` workers (``C(K - 1, t)`` pieces a record, held by ``t + 1``
-workers each), so at ``K' != K`` both the cut and the labels change, and no worker's pieces are
-pieces of the storage at ``K'``. A restart at the same ``K`` with every worker's storage back is
-an ordinary transition.
+With a storage of ``M > 1`` batches the pieces are labelled by the ``t``-subsets of the other
+``K - 1`` workers (``C(K - 1, t)`` pieces a record, held by ``t + 1`` workers each), so at
+``K' != K`` both the cut and the labels change, and no worker's pieces are pieces of the storage
+at ``K'``: this module's transitions take one batch a worker, and a change of ``K`` with a
+storage is a re-cut of the bytes the workers hold (:mod:`.recut`). A restart at the same ``K``
+with every worker's storage back is an ordinary transition (:mod:`.recover`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ the rectangular shuffle. A leaving worker can pair with no one (it wants nothing
 go uncoded, as from the source of :func:`~coded_shuffle.engine.elastic.elastic_transition`; in the
 exchange it sends them itself before it leaves. One batch a worker (``M = 1``): the pieces of a
 storage are labelled by subsets of the other ``K - 1`` workers and do not follow a change of
-``K`` (:mod:`.elastic`).
+``K`` (:mod:`.elastic`); in one process a change of ``K`` with a storage is a re-cut of the bytes
+the workers hold (:func:`~.recut.recut_run`).
 """
 
 from __future__ import annotations

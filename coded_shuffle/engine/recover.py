@@ -12,24 +12,29 @@ restored, and then runs the transition to the next epoch on the storage as it wa
 its report are those of a job that never stopped. The report counts the pieces and bytes from
 peers and from the source.
 
-The number of workers stays ``K``: at another ``K`` the pieces are not those of the storage
-(their labels are subsets of the other ``K - 1`` workers; :mod:`.elastic`).
+:func:`storage_restart` keeps the number of workers: at another ``K`` the pieces are not those
+of the storage (their labels are subsets of the other ``K - 1`` workers; :mod:`.elastic`). A job
+relaunched on another number of workers, the survivors of a lost host say, starts instead from
+the storage at ``K'`` of the next epoch, cut again from the bytes the files still hold
+(:func:`recut_restart`, :func:`~.recut.recut_storage`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import numpy as np
 
 from .._checks import check_choice, check_int
 from ..codec import Cache, Dataset
 from ..errors import IntegrityError
-from ..orders import OrderSpec
+from ..orders import OrderSpec, order_placement
 from ..transport import InProcessTransport
 from .cache_dir import load_cache_dir, save_cache_dir
 from .inprocess import drive
 from .protocol import MasterOptions
+from .recut import RecutReport, _storage, recut_storage
 from .restore import (
     RecoveryReport,
     RestorePlan,
@@ -43,7 +48,7 @@ from .restore import (
 from .schedule import EpochSchedule
 from .schemes import scheme_for
 
-__all__ = ["RecoveryReport", "storage_restart", "save_storage"]
+__all__ = ["RecoveryReport", "storage_restart", "save_storage", "recut_restart"]
 
 
 def _schedule(
@@ -152,3 +157,61 @@ def storage_restart(
         source_pieces=source, source_bytes=source * width, notes=tuple(notes), transition=rep,
     )  # fmt: skip
     return report, new
+
+
+def recut_restart(
+    dataset: Dataset,
+    cache_dir: str | os.PathLike[str],
+    *,
+    K: int,
+    K_next: int,
+    M: int,
+    seed: int,
+    epoch: int,
+    workers: Sequence[int | None] | None = None,
+    order: OrderSpec | None = None,
+) -> tuple[RecutReport, list[Cache], list[str]]:
+    """Relaunch on ``K_next`` workers a job of ``K`` workers storing ``M`` batches whose storage of
+    ``epoch`` is in ``cache_dir``: every worker's storage of epoch ``epoch + 1`` at ``K_next``, cut
+    again from what the files still hold (:func:`~.recut.recut_storage`).
+
+    ``workers[j]``: the worker of the ``K`` whose file worker ``j`` of the ``K_next`` reads (None:
+    none, it starts empty); by default the workers whose files are whole, in order, the first
+    ``K_next`` of them (the survivors of a lost host). Returns the report, the new storages (the
+    job goes on from them: the report's ``held``, the storage at ``K_next`` of epoch ``epoch + 1``)
+    and a line for every file treated as absent or with pieces dropped.
+
+    Examples
+    --------
+    A host is lost (worker 2's file gone) and the job is relaunched on the three survivors; with
+    ``M = 2`` every byte is held by a survivor, nothing comes from the source:
+
+    >>> import tempfile, os
+    >>> from coded_shuffle.engine import synthetic_dataset
+    >>> ds = synthetic_dataset(48, 3072, seed=0)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = save_storage(d, ds, K=4, M=2, seed=1, epoch=2)
+    ...     os.remove(os.path.join(d, "worker-2.cache"))
+    ...     rep, caches, notes = recut_restart(ds, d, K=4, K_next=3, M=2, seed=1, epoch=2)
+    >>> rep.verified, rep.source_bytes, rep.peer_bytes == rep.download_bound, notes
+    (True, 0, True, [])
+    """
+    K, seed, epoch, _ = _checked(dataset, K=K, seed=seed, epoch=epoch, mode="coded")
+    K_next = check_int(K_next, "K_next", minimum=1)
+    before = _storage(dataset, K, check_int(M, "M", minimum=2))
+    loaded, notes = load_cache_dir(cache_dir, before.dataset(dataset), K=K, seed=seed, epoch=epoch)
+    if workers is None:
+        alive = [k for k, c in enumerate(loaded) if c is not None][:K_next]
+        workers = alive + [None] * (K_next - len(alive))
+    if isinstance(workers, (str, bytes)) or not isinstance(workers, Sequence) or len(workers) != K_next:
+        raise ValueError(
+            f"Argument 'workers' must name a worker of the K = {K} (or None) for each of the {K_next}."
+        )
+    picked = [None if k is None else check_int(k, "workers", minimum=0) for k in workers]
+    if any(k is not None and k >= K for k in picked):
+        top = max(k or 0 for k in picked)
+        raise ValueError(f"Argument 'workers' must name workers below K = {K}, not {top}.")
+    holdings = [None if k is None else loaded[k] for k in picked]
+    nxt = order_placement(dataset.N, K_next, seed=seed, epoch=epoch + 1, spec=order or OrderSpec())
+    rep, caches = recut_storage(dataset, holdings, nxt, K=K, M=M)
+    return rep, caches, notes

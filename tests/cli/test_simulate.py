@@ -244,11 +244,27 @@ def test_simulate_with_workers_that_come_and_go(capsys, mode):
                              f"{load / brute_bound(S):.3f}"]  # fmt: skip
 
 
+def test_simulate_with_workers_that_come_and_go_and_a_storage(capsys):
+    """``--workers 4,3,3 --storage 2``: the change of K a re-cut (its bytes against its bounds and
+    the storage at K'), the transition at the same K the scheme's."""
+    argv = ["simulate", "--workers", "4,3,3", "-N", "48", "-B", "3072", "--storage", "2", "--seed", "2"]
+    assert main([*argv, "--json"]) == 0
+    recut, same = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (recut["K_before"], recut["K_after"], recut["pieces"], recut["pieces_next"]) == (4, 3, 3, 2)
+    assert recut["verified"] and recut["source_bytes"] == recut["source_bound"] == 0  # M = 2, one left
+    assert recut["peer_bytes"] == recut["download_bound"] > 0 and recut["storage_bytes"] == 2 * 48 * 3072
+    assert (same["K_before"], same["K_after"], same["mode"], same["verified"]) == (3, 3, "coded", True)
+    assert main([*argv, "--no-progress"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if "yes" in line]
+    assert [r[:5] for r in rows] == [["1", "4", "->", "3", "re-cut"], ["2", "3", "->", "3", "coded"]]
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
         (["--mode", "split"], "--mode split cannot run --workers 4,3"),
-        (["--storage", "2"], "--storage above 1 needs a fixed number of workers, not --workers 4,3"),
+        (["--storage", "2", "--mode", "uncoded"], "--storage above 1 with --workers 4,3 takes --mode coded"),
+        (["--storage", "4"], "--storage must be at most the fewest workers of --workers 4,3, 3, not 4"),
         (["--subpackets", "2"], "--subpackets cannot be combined with --workers 4,3"),
         (["--simulator", "simgrid"], "--simulator simgrid cannot be combined"),
         (["--transitions", "2"], "--transitions must be one fewer than the 2 worker counts"),

@@ -8,7 +8,7 @@ import pytest
 
 from coded_shuffle.engine import run, synthetic_dataset
 from coded_shuffle.engine.cache_dir import cache_path
-from coded_shuffle.engine.recover import save_storage, storage_restart
+from coded_shuffle.engine.recover import recut_restart, save_storage, storage_restart
 from coded_shuffle.orders import epoch_placement
 
 N, B, K = 48, 3072, 4  # M = 2: C(3, 1) = 3 pieces of 1024 bytes a record
@@ -99,3 +99,34 @@ def test_files_of_another_epoch_are_said_and_used_where_still_wanted(ds, straigh
     assert rep.verified and len(rep.notes) == K and all("of epoch 1, not 2" in n for n in rep.notes)
     same = straight.transitions[2]  # the job that never stopped
     assert (rep.transition.coded_symbols, rep.transition.wire_bytes) == (same.coded_symbols, same.wire_bytes)
+
+
+def test_a_lost_host_relaunched_on_the_survivors_recuts_their_storage(ds, tmp_path):
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=2)
+    cache_path(tmp_path, 1).unlink()  # worker 1's host is lost; the job goes on with 3
+    rep, caches, notes = recut_restart(ds, tmp_path, K=K, K_next=3, M=2, seed=5, epoch=2)
+    # With M = 2 every piece is on two workers: the survivors hold every byte.
+    assert rep.verified and notes == [] and (rep.K, rep.K_next, rep.joined) == (4, 3, ())
+    assert rep.source_bytes == rep.source_bound == 0 and rep.peer_bytes == rep.download_bound > 0
+    # The new storage is that of epoch 3 at K' = 3: each worker holds its batch whole, in
+    # C(2, 1) = 2 pieces of 1536 bytes, and one piece of every other record.
+    p3 = epoch_placement(N, 3, seed=5, epoch=3)
+    assert rep.storage_bytes == 2 * N * B  # M = 2 batches of N / 3 records, each of 3 workers
+    for k, c in enumerate(caches):
+        mine = np.flatnonzero(np.asarray(p3.owner) == k)
+        got = np.asarray(c.data)[c.rows(np.repeat(mine * 2, 2) + np.tile(np.arange(2), mine.size))]
+        assert np.array_equal(got.reshape(mine.size, B), ds.data[mine])
+    # Hosts 0 and 1 lost, a host joins empty: the bytes only 0 and 1 held come from the source once.
+    cache_path(tmp_path, 0).unlink()
+    two, _, _ = recut_restart(ds, tmp_path, K=K, K_next=3, M=2, seed=5, epoch=2, workers=[2, 3, None])
+    assert two.verified and two.joined == (2,) and two.source_bytes == two.source_bound > 0
+
+
+def test_recut_restart_exceptions(ds, tmp_path):
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=2)
+    with pytest.raises(ValueError, match="'workers' must name a worker of the K = 4 .* each of the 3"):
+        recut_restart(ds, tmp_path, K=K, K_next=3, M=2, seed=5, epoch=2, workers=[0, 1])
+    with pytest.raises(ValueError, match="'workers' must name workers below K = 4, not 4"):
+        recut_restart(ds, tmp_path, K=K, K_next=3, M=2, seed=5, epoch=2, workers=[0, 1, 4])
+    with pytest.raises(ValueError, match="'K_next' must be at least 1, not 0"):
+        recut_restart(ds, tmp_path, K=K, K_next=0, M=2, seed=5, epoch=2)
