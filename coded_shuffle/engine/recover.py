@@ -29,6 +29,7 @@ import numpy as np
 from .._checks import check_choice, check_int
 from ..codec import Cache, Dataset
 from ..errors import IntegrityError
+from ..network import Network
 from ..orders import OrderSpec, order_placement
 from ..transport import InProcessTransport
 from .cache_dir import load_cache_dir, save_cache_dir
@@ -52,9 +53,11 @@ __all__ = ["RecoveryReport", "storage_restart", "save_storage", "recut_restart"]
 
 
 def _schedule(
-    dataset: Dataset, *, K: int, M: int, seed: int, mode: str, order: OrderSpec | None
-) -> EpochSchedule:
-    scheme = scheme_for(mode, K=K, storage=M, record_bytes=dataset.record_bytes)
+    dataset: Dataset, *, K: int, M: int, seed: int, mode: str, order: OrderSpec | None,
+    network: Network | None = None,
+) -> EpochSchedule:  # fmt: skip
+    """The job's epochs; ``network``: its racks place the exchange's pieces across them."""
+    scheme = scheme_for(mode, K=K, storage=M, record_bytes=dataset.record_bytes, network=network)
     return EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
 
 
@@ -70,13 +73,14 @@ def _checked(dataset: Dataset, *, K: int, seed: int, epoch: int, mode: str) -> t
 
 def save_storage(
     cache_dir: str | os.PathLike[str], dataset: Dataset, *, K: int, M: int, seed: int, epoch: int,
-    mode: str = "coded", order: OrderSpec | None = None,
+    mode: str = "coded", order: OrderSpec | None = None, network: Network | None = None,
 ) -> list[os.PathLike[str]]:  # fmt: skip
     """Write every worker's storage of ``epoch`` (a job of ``K`` workers storing ``M`` batches,
     started at epoch 0) to ``cache_dir``: the files a host keeps, as the in-process engine holds
-    them all (its pieces, :func:`~.cache_dir.save_cache_dir`)."""
+    them all (its pieces, :func:`~.cache_dir.save_cache_dir`). ``network``: the job's, whose racks
+    place the exchange's pieces across them (``engine.run(..., network=)``)."""
     K, seed, epoch, mode = _checked(dataset, K=K, seed=seed, epoch=epoch, mode=mode)
-    sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order)
+    sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order, network=network)
     *_, now = sched.epochs(start=0, count=epoch + 1)
     work = sched.scheme.dataset(dataset)
     caches = [work.cache(sched.scheme.held(now.held, k)) for k in range(K)]
@@ -84,10 +88,11 @@ def save_storage(
 
 
 def _restore(
-    work: Dataset, holdings: list[Cache | None], expected: list[np.ndarray], holders: np.ndarray, K: int
-) -> tuple[list[Cache], RestorePlan]:
+    work: Dataset, holdings: list[Cache | None], expected: list[np.ndarray], holders: np.ndarray, K: int,
+    racks: tuple[int, ...] | None = None,
+) -> tuple[list[Cache], RestorePlan]:  # fmt: skip
     """Every worker's storage ``expected[k]`` by :func:`restore_plan`, in this process."""
-    plan = restore_plan(_checked_have(work, holdings, expected), expected, holders, K)
+    plan = restore_plan(_checked_have(work, holdings, expected), expected, holders, K, racks)
     width = work.record_bytes
     first = [
         _first_step(holdings[k], plan.kept[k], plan.source[k], work.data[plan.source[k]], width)
@@ -113,12 +118,15 @@ def storage_restart(
     mode: str = "coded",
     order: OrderSpec | None = None,
     strategy: str = "greedy",
+    network: Network | None = None,
 ) -> tuple[RecoveryReport, list[Cache]]:
     """Restart a job of ``K`` workers storing ``M`` batches whose storage of ``epoch`` is in
     ``cache_dir``: restore every worker's storage, then deliver epoch ``epoch + 1``.
 
     A worker's file that is missing, cut short or altered counts as empty; pieces that fail their
     checksum as absent. Returns the report and the workers' storage of epoch ``epoch + 1``.
+    ``network``: the job's; with racks, the exchange's pieces placed across them as the job placed
+    them, and a piece a worker lacks taken from a holder in its own rack where one has it.
 
     Examples
     --------
@@ -135,14 +143,15 @@ def storage_restart(
     (True, 0, True)
     """
     K, seed, epoch, mode = _checked(dataset, K=K, seed=seed, epoch=epoch, mode=mode)
-    sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order)
+    sched = _schedule(dataset, K=K, M=M, seed=seed, mode=mode, order=order, network=network)
     scheme = sched.scheme
     *_, now, nxt = sched.epochs(start=0, count=epoch + 2)
     work = scheme.dataset(dataset)
     loaded, notes = load_cache_dir(cache_dir, work, K=K, seed=seed, epoch=epoch)
     holdings = list(loaded)
     expected = [scheme.held(now.held, k) for k in range(K)]
-    caches, plan = _restore(work, holdings, expected, holders_of(scheme, now.held), K)
+    racks = getattr(scheme.holding, "racks", None)
+    caches, plan = _restore(work, holdings, expected, holders_of(scheme, now.held), K, racks)
     kept, peers, source = plan.counts()
     for k, c in enumerate(caches):  # every piece restored, checked before it is used
         if not np.array_equal(c.checksums(), work.checksums[c.ids]):

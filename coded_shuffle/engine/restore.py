@@ -92,11 +92,13 @@ class RestorePlan:
 
 
 def restore_plan(
-    have: list[np.ndarray], expected: list[np.ndarray], holders: np.ndarray, K: int
-) -> RestorePlan:
+    have: list[np.ndarray], expected: list[np.ndarray], holders: np.ndarray, K: int,
+    racks: tuple[int, ...] | None = None,
+) -> RestorePlan:  # fmt: skip
     """The plan that gives every worker ``k`` its storage ``expected[k]`` back from ``have`` (the
     pieces each still holds, checked): its own, then each piece it lacks from another holder that
-    has it (:func:`_senders`: the holders share the work), or from the source when none has it,
+    has it (:func:`_senders`: the holders share the work; with ``racks``, the workers of each
+    rack in turn, a holder in the worker's own rack first), or from the source when none has it,
     once: a later worker that stores it too has it from the first.
 
     Examples
@@ -113,7 +115,7 @@ def restore_plan(
         need = np.asarray(expected[k], dtype=np.int64)
         own = np.isin(need, have[k])
         lack = need[~own]
-        sender = np.asarray(_senders(lack, holders, have, k, K), dtype=np.int64)
+        sender = np.asarray(_senders(lack, holders, have, k, K, racks), dtype=np.int64)
         none = np.flatnonzero(sender < 0)
         sender[none] = first[lack[none]]
         first[lack[none][sender[none] < 0]] = k
@@ -169,19 +171,27 @@ def _last_step(first: Cache, plan: RestorePlan, k: int, got: dict[int, np.ndarra
     return Cache(ids=need.copy(), data=data, lengths=None)
 
 
-def _senders(pieces: np.ndarray, holders: np.ndarray, have: list[np.ndarray], k: int, K: int) -> np.ndarray:
+def _senders(
+    pieces: np.ndarray, holders: np.ndarray, have: list[np.ndarray], k: int, K: int,
+    racks: tuple[int, ...] | None = None,
+) -> np.ndarray:  # fmt: skip
     """For each of ``pieces`` worker ``k`` lacks, another holder that has it (the ``i``-th piece
-    from the first such holder after worker ``i mod K``, so that the holders share the work), or
-    ``-1`` when none has it."""
+    from the first such holder after worker ``i mod K``, so that the holders share the work; with
+    ``racks``, the hosts of each rack, a holder in ``k``'s rack before any other), or ``-1`` when
+    none has it."""
     mask = holders[pieces].astype(np.uint64)
     has = np.zeros((pieces.size, K), dtype=bool)
     for h in range(K):
         if h != k:
             has[:, h] = ((mask >> np.uint64(h)) & np.uint64(1)).astype(bool) & np.isin(pieces, have[h])
     turn = (np.arange(K)[None, :] - (np.arange(pieces.size) % K)[:, None]) % K
-    key = np.where(has, turn, K)
-    first = np.argmin(key, axis=1)
-    return np.where(key.min(axis=1, initial=K) < K, first, -1) if pieces.size else np.empty(0, np.int64)
+    if racks is not None:  # another rack's holders after every one of this rack's
+        rack = np.repeat(np.arange(len(racks)), racks)
+        turn = turn + K * (rack[None, :] != rack[k])
+    if not pieces.size:
+        return np.empty(0, np.int64)
+    key = np.where(has, turn, 2 * K)  # 2 K: no holder has it
+    return np.where(key.min(axis=1) < 2 * K, np.argmin(key, axis=1), -1)
 
 
 def holders_of(scheme: Scheme, held: Any) -> np.ndarray:
@@ -197,7 +207,7 @@ def _plan_of(scheme: Scheme, held: Any, posted: list[np.ndarray], K: int) -> Res
     rank makes the same plan from the same posts."""
     expected = [scheme.held(held, k) for k in range(K)]
     have = [np.intersect1d(np.asarray(p, dtype=np.int64), e) for p, e in zip(posted, expected, strict=True)]
-    return restore_plan(have, expected, holders_of(scheme, held), K)
+    return restore_plan(have, expected, holders_of(scheme, held), K, getattr(scheme.holding, "racks", None))
 
 
 def serve_storage(

@@ -130,3 +130,28 @@ def test_recut_restart_exceptions(ds, tmp_path):
         recut_restart(ds, tmp_path, K=K, K_next=3, M=2, seed=5, epoch=2, workers=[0, 1, 4])
     with pytest.raises(ValueError, match="'K_next' must be at least 1, not 0"):
         recut_restart(ds, tmp_path, K=K, K_next=0, M=2, seed=5, epoch=2)
+
+
+def test_a_restart_on_racks_restores_their_placement_from_the_lost_hosts_rack(ds, tmp_path):
+    """The exchange's storage on racks comes back as the job placed it (across the racks), and a
+    lost host's pieces from a holder in its own rack wherever one has them."""
+    from coded_shuffle.engine.restore import restore_plan
+    from coded_shuffle.network import Network
+
+    net = Network.parse("up=100,down=100,racks=2x2,rack-up=50")
+    straight = run(ds, K=K, epochs=3, seed=5, storage=2, mode="exchange", network=net)
+    save_storage(tmp_path, ds, K=K, M=2, seed=5, epoch=2, mode="exchange", network=net)
+    cache_path(tmp_path, 1).unlink()  # worker 1's host is lost; worker 0 shares its rack
+    rep, _ = storage_restart(ds, tmp_path, K=K, M=2, seed=5, epoch=2, mode="exchange", network=net)
+    same = straight.transitions[2]
+    assert rep.verified and rep.source_pieces == 0 and rep.transition.verified
+    assert rep.transition.exchange.exchange_bytes == same.exchange.exchange_bytes
+    # the plan, on holdings written here: pieces 0..5 wanted by worker 1, held by 0 (its rack) or 2
+    holders = np.array([0b101, 0b101, 0b100, 0b001, 0b101, 0b100], dtype=np.uint64)
+    have = [np.array([0, 1, 3, 4]), np.empty(0, np.int64), np.array([0, 1, 2, 4, 5]), np.empty(0, np.int64)]
+    expected = [have[0], np.arange(6), have[2], have[3]]
+    plan = restore_plan(have, expected, holders, 4, (2, 2))
+    assert plan.peers[1].tolist() == [0, 1, 2, 3, 4, 5]
+    assert plan.senders[1].tolist() == [0, 0, 2, 0, 0, 2]  # worker 0 wherever it holds the piece
+    blind = restore_plan(have, expected, holders, 4)
+    assert blind.senders[1].tolist() != plan.senders[1].tolist()  # without racks the holders take turns
