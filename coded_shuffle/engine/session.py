@@ -169,6 +169,12 @@ def _units_of(scheme: Scheme, source: Any, held: Any, worker: int) -> Cache:
     return Cache(ids=ids, data=np.ascontiguousarray(local.data[pick]), lengths=lengths)
 
 
+def _unit_lengths(scheme: Scheme) -> np.ndarray | None:
+    """The length of every unit of ``scheme`` where its placement model cuts records of many sizes
+    into pieces by their own lengths (every rank computes them from the record sizes), else None."""
+    return getattr(getattr(scheme, "holding", None), "unit_lengths", None)
+
+
 #: The start-up steps of the units a worker starts with: their checksums, then the units.
 _START = ("checksums", "first batches")
 
@@ -264,10 +270,11 @@ class Session:
         """Master: share the units' checksums (and their lengths, where they differ), then send
         each worker its units under ``held`` (not counted on the link)."""
         scheme, link = self.schemes[0], self.link
+        known = _unit_lengths(scheme) is not None  # pieces of many sizes, cut on every rank alike
 
         def sums() -> None:
             link.share_array(work.checksums)
-            if work.lengths is not None:
+            if work.lengths is not None and not known:
                 link.share_array(np.ascontiguousarray(work.lengths, dtype=np.int64))
 
         def send() -> None:
@@ -281,13 +288,18 @@ class Session:
         self, n_units: int, width: int, held: Any, *, stages: Sequence[str] = _START, variable: bool = False
     ) -> Cache:
         """Worker: the units' checksums (and, ``variable``, their lengths) and this worker's units
-        under ``held``, from the master."""
+        under ``held``, from the master. The pieces of a storage of records of many sizes have
+        their lengths from the scheme (its record sizes, cut on every rank alike,
+        :attr:`~coded_shuffle.engine.holding.PieceStorage.unit_lengths`), not from the master."""
         k, link = self.link.worker, self.link
         assert k is not None
         ids = self.schemes[0].held(held, k)
+        known = _unit_lengths(self.schemes[0])
 
         def table() -> tuple[np.ndarray, np.ndarray | None]:
             got = link.share_array(np.empty(n_units, dtype=np.uint64))
+            if known is not None:
+                return got, known
             return got, link.share_array(np.empty(n_units, dtype=np.int64)) if variable else None
 
         (sums, lengths), data = self._steps(

@@ -258,23 +258,28 @@ def piece_lengths(sizes: object, P: int) -> np.ndarray:
     return np.diff(cuts, axis=1).reshape(-1)
 
 
-def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool = False) -> str | None:
+def storage_refusal(
+    record_bytes: int | None, K: int, M: int, *, variable: bool = False, mode: str = "coded"
+) -> str | None:
     """Why ``--storage M`` cannot cut these records, said of the option, or None when it can.
 
     Without ``record_bytes`` (not known yet) only ``M`` against ``K`` is checked. ``variable``:
-    records of many sizes, which the in-process engine cuts by their own lengths but the MPI
-    job does not yet (its workers are not given the pieces' lengths): refused there, naming ``M``.
+    records of many sizes, which the coded scheme ``mode`` alone cuts by their own lengths (in
+    process and across processes, every rank computing the pieces' lengths from the record
+    sizes, :func:`piece_lengths`); another mode is refused, naming ``M``.
 
     Examples
     --------
     >>> storage_refusal(1024, 8, 9)
     '--storage must be at most K = 8 batches, not 9'
+    >>> storage_refusal(1024, 8, 2, variable=True, mode="exchange").split(" (")[0]
+    "--storage must be 1 for variable-length records with mode 'exchange'"
     """
     try:
-        if variable and M != 1:
+        if variable and M != 1 and mode != "coded":
             raise ValueError(
-                f"Argument 'M' (storage) must be 1 for variable-length records in an MPI job (in "
-                f"process, engine.run cuts them by their own lengths), not {M}"
+                f"Argument 'M' (storage) must be 1 for variable-length records with mode {mode!r} "
+                f"(only the coded scheme cuts them by their own lengths), not {M}"
             )
         if record_bytes is None:
             from ..storage import check_storage
