@@ -113,13 +113,13 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
     # records of different sizes run without a split (its share is set on counts), and with a
-    # storage only in simulate's coded scheme, without a network's times
+    # storage only in the coded scheme (in process and over MPI), without a network's times
     var = [*base, "--data", str(tmp_path / "var")]
     split = ["--mode", "split", "--network", "master=1,down=1,multicast"]
     split += ["--multicast"] if command == "run" else []
-    cases = [(["--storage", "2"], "--storage 2"), (split, "--mode split")]
-    if command == "simulate":  # it codes them with a storage, not the exchange, without a network
-        cases[0] = (["--storage", "2", "--mode", "exchange"], "--storage 2 --mode exchange")
+    stored = (["--storage", "2", "--mode", "exchange"], "--storage 2 --mode exchange")
+    cases = [stored, (split, "--mode split")]
+    if command == "simulate":  # run refuses a network with any storage
         cases.append((["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network"))
     for option, named in cases:
         line = _refusal([*var, *option], capsys)
@@ -271,7 +271,8 @@ MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tmp_path):
     """Over MPI, from a directory of files (the master opens it) and from WebDataset samples of
     different sizes (every peer opens it): every transition verified record by record, each
-    worker's holdings equal to the records written, the bytes as counted here."""
+    worker's holdings equal to the records written, the bytes as counted here; and files of 2 to
+    6 KiB with a storage of 2 batches (:func:`_check_stored`)."""
     path, records = _variable_files(tmp_path)
     rng = np.random.default_rng(8)
     samples = [rng.bytes(int(rng.integers(10, 201))) for _ in range(30)]
@@ -286,12 +287,20 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         (samples, K, ["--data", str(tmp_path / "shard-0.tar"), "--field", "jpg", "--mode", "exchange",
                       "--network", NET]),
     ]  # fmt: skip
+    big = [rng.bytes(int(rng.integers(2048, 6145))) for _ in range(30)]
+    os.mkdir(tmp_path / "big")
+    for i, r in enumerate(big):
+        (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
+    jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2"]))
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
         cmd.append("--json")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
         assert proc.returncode == 0, proc.stderr
         rows = [json.loads(line) for line in proc.stdout.splitlines()]
+        if "--storage" in options:
+            _check_stored(rows, big, K, 4)
+            continue
         sizes = np.array([len(r) for r in written])
         modes = ["coded", "uncoded", "exchange"] if workers == 2 else ["exchange"]
         assert [r["mode"] for r in rows] == modes * (len(rows) // len(modes)) and rows
@@ -299,6 +308,42 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
             _check_bytes(r, sizes, workers, 4)
             _check_times(r, sizes, workers, 4, measured=True)
             assert r["digests"] == _digests(written, workers, 4, r["epoch"])
+
+
+def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int) -> None:
+    """A job's reports with a storage of 2 batches on ``records`` (2 to 6 KiB, so each is cut into
+    2 pieces): every transition verified and equal in bytes to the in-process engine's on the same
+    records and seed, and each worker's pieces, by their digest, the bytes of the records written,
+    piece ``p`` of a record of ``L`` bytes being its bytes ``[p L // 2, (p + 1) L // 2)``, each
+    zero-padded to the widest piece."""
+    import hashlib
+
+    from coded_shuffle.codec import load_dataset
+    from coded_shuffle.engine import run, scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+
+    sizes = np.array([len(r) for r in records])
+    width = -(-int(sizes.max()) // 2)
+    pieces = [r[p * len(r) // 2 : (p + 1) * len(r) // 2].ljust(width, b"\0") for r in records for p in (0, 1)]
+    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2).transitions
+    scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
+    schedule = EpochSchedule(N=sizes.size, K=K, seed=seed, spec=OrderSpec(), scheme=scheme)
+    now = schedule.epoch(0)
+    assert [r["epoch"] for r in rows] == [1, 2]
+    for r, ref in zip(rows, engine, strict=True):
+        assert r["verified"] and r["records_checked"] == sizes.size
+        assert (r["storage"], r["subpackets"]) == (2, 2)
+        for key in ("coded_bytes", "uncoded_bytes", "wire_bytes", "coded_symbols", "lower_bound"):
+            assert r[key] == getattr(ref, key), key
+        assert r["lower_bound_bytes"] <= r["coded_bytes"] < r["uncoded_bytes"]
+        now = schedule.epoch(r["epoch"], now)
+        for k in range(K):
+            ids = np.sort(scheme.held(now.held, k)).astype("<i8")
+            h = hashlib.blake2b(digest_size=16)
+            h.update(ids.tobytes())
+            h.update(b"".join(pieces[i] for i in ids))
+            assert r["digests"][k] == h.hexdigest()
 
 
 def test_the_mpi_master_reads_the_records_where_they_lie(tmp_path):
@@ -321,5 +366,6 @@ def test_the_mpi_master_reads_the_records_where_they_lie(tmp_path):
     dataset = _load(JobOptions(data=path, points=None, record_bytes=None), K)
     assert not isinstance(dataset, str) and dataset.lengths.tolist() == [len(r) for r in records]
     assert [dataset.record(i) for i in range(len(records))] == records
-    refused = _load(JobOptions(data=path, storage=2, points=None, record_bytes=None), K)
-    assert refused == f"--storage 2 needs records of one size: those of --data {path} differ in size"
+    refused = _load(JobOptions(data=path, storage=2, mode="exchange", points=None, record_bytes=None), K)
+    named = "--storage 2 --mode exchange needs records of one size"
+    assert refused == f"{named}: those of --data {path} differ in size"
