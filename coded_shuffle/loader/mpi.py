@@ -97,7 +97,9 @@ class MPILoader:
         The records (as :class:`InProcessLoader`, of one size or of variable sizes), read on the
         master only: the workers ignore it (it may be ``None`` there) and get their rows from the
         master (records of variable sizes: each worker's first batch zero-padded to the widest,
-        beside the table of every record's size, in the setup, which no report counts).
+        beside the table of every record's size, in the setup, which no report counts; with
+        ``storage`` above 1, in the ``coded`` scheme, every rank cuts the pieces' lengths from
+        that table alike).
     epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
     transport : ControlLink, optional
