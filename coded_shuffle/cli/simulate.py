@@ -192,7 +192,8 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
     if source.record_bytes is None:  # records of different sizes
         filled.sizes = np.asarray(source.sizes)
         problem = sizes_refusal(args.data, filled.sizes, {
-            f"--storage {args.storage} --mode {args.mode}": args.storage != 1 and args.mode != "coded",
+            f"--storage {args.storage} --mode {args.mode}": args.storage != 1
+            and args.mode not in ("coded", "exchange", "alltoallv"),
             f"--storage {args.storage} --network": args.storage != 1 and args.network is not None,
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",

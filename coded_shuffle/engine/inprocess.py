@@ -220,7 +220,8 @@ def run(
         :class:`~coded_shuffle.engine.schemes.StorageScheme` and updates the placement; the
         reports count pieces. ``M = 1`` is the delivery of whole batches. Records of many sizes
         are cut by their own lengths into the pieces of a record of their mean size
-        (:func:`~coded_shuffle.engine.state.sized_pieces`), delivered by the coded scheme alone.
+        (:func:`~coded_shuffle.engine.state.sized_pieces`), delivered by the coded scheme or the
+        exchange.
     mode : str or Scheme
         The delivery: a scheme of one's own (an object satisfying
         :class:`~coded_shuffle.engine.schemes.Scheme`, used as is with its placement model), or
@@ -281,10 +282,10 @@ def run(
                     storage=storage, subpackets=subpackets)  # fmt: skip
     scheme = resolve(mode, K=K, storage=storage, subpackets=subpackets, record_bytes=dataset.record_bytes,
                      network=network, sizes=dataset.lengths)  # fmt: skip
-    if dataset.variable and scheme.M != 1 and scheme.name != "coded":
+    if dataset.variable and scheme.M != 1 and scheme.name not in ("coded", "exchange"):
         raise ValueError(
-            f"Argument 'mode' must be 'coded' for records of many sizes with a storage of M = {scheme.M} "
-            f"batches, not {scheme.name!r}."
+            f"Argument 'mode' must be 'coded' or 'exchange' for records of many sizes with a storage of "
+            f"M = {scheme.M} batches, not {scheme.name!r}."
         )
     work = scheme.dataset(dataset)
     opts = MasterOptions(

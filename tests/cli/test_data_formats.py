@@ -113,12 +113,11 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
     # records of different sizes run without a split (its share is set on counts), and with a
-    # storage only in the coded scheme (in process and over MPI), without a network's times
+    # storage (coded or exchanged, in process and over MPI) without a network's times
     var = [*base, "--data", str(tmp_path / "var")]
     split = ["--mode", "split", "--network", "master=1,down=1,multicast"]
     split += ["--multicast"] if command == "run" else []
-    stored = (["--storage", "2", "--mode", "exchange"], "--storage 2 --mode exchange")
-    cases = [stored, (split, "--mode split")]
+    cases = [(split, "--mode split")]
     if command == "simulate":  # run refuses a network with any storage
         cases.append((["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network"))
     for option, named in cases:
@@ -291,7 +290,9 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
     os.mkdir(tmp_path / "big")
     for i, r in enumerate(big):
         (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
-    jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2"]))
+    for mode in ("coded", "exchange"):  # with a master, and among peers
+        jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2",
+                              "--mode", mode]))  # fmt: skip
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
         cmd.append("--json")
@@ -299,7 +300,7 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         assert proc.returncode == 0, proc.stderr
         rows = [json.loads(line) for line in proc.stdout.splitlines()]
         if "--storage" in options:
-            _check_stored(rows, big, K, 4)
+            _check_stored(rows, big, K, 4, options[-1])
             continue
         sizes = np.array([len(r) for r in written])
         modes = ["coded", "uncoded", "exchange"] if workers == 2 else ["exchange"]
@@ -310,12 +311,12 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
             assert r["digests"] == _digests(written, workers, 4, r["epoch"])
 
 
-def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int) -> None:
-    """A job's reports with a storage of 2 batches on ``records`` (2 to 6 KiB, so each is cut into
-    2 pieces): every transition verified and equal in bytes to the in-process engine's on the same
-    records and seed, and each worker's pieces, by their digest, the bytes of the records written,
-    piece ``p`` of a record of ``L`` bytes being its bytes ``[p L // 2, (p + 1) L // 2)``, each
-    zero-padded to the widest piece."""
+def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mode: str) -> None:
+    """A job's reports in ``mode`` with a storage of 2 batches on ``records`` (2 to 6 KiB, so each
+    is cut into 2 pieces): every transition verified and equal in bytes to the in-process engine's
+    on the same records and seed, and each worker's pieces, by their digest, the bytes of the
+    records written, piece ``p`` of a record of ``L`` bytes being its bytes
+    ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest piece."""
     import hashlib
 
     from coded_shuffle.codec import load_dataset
@@ -326,7 +327,7 @@ def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int) -> 
     sizes = np.array([len(r) for r in records])
     width = -(-int(sizes.max()) // 2)
     pieces = [r[p * len(r) // 2 : (p + 1) * len(r) // 2].ljust(width, b"\0") for r in records for p in (0, 1)]
-    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2).transitions
+    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2, mode=mode).transitions
     scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
     schedule = EpochSchedule(N=sizes.size, K=K, seed=seed, spec=OrderSpec(), scheme=scheme)
     now = schedule.epoch(0)
@@ -334,9 +335,13 @@ def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int) -> 
     for r, ref in zip(rows, engine, strict=True):
         assert r["verified"] and r["records_checked"] == sizes.size
         assert (r["storage"], r["subpackets"]) == (2, 2)
-        for key in ("coded_bytes", "uncoded_bytes", "wire_bytes", "coded_symbols", "lower_bound"):
-            assert r[key] == getattr(ref, key), key
+        want = ref.to_dict()
+        for key in ("coded_bytes", "uncoded_bytes", "wire_bytes", "exchange_bytes", "coded_symbols"):
+            assert r[key] == want[key], key
         assert r["lower_bound_bytes"] <= r["coded_bytes"] < r["uncoded_bytes"]
+        if mode == "exchange":  # each worker receives exactly the pieces it misses
+            assert r["exchange_bytes"] == r["uncoded_bytes"]
+            assert r["max_received_bytes"] == r["download_bound_bytes"]
         now = schedule.epoch(r["epoch"], now)
         for k in range(K):
             ids = np.sort(scheme.held(now.held, k)).astype("<i8")
@@ -366,6 +371,5 @@ def test_the_mpi_master_reads_the_records_where_they_lie(tmp_path):
     dataset = _load(JobOptions(data=path, points=None, record_bytes=None), K)
     assert not isinstance(dataset, str) and dataset.lengths.tolist() == [len(r) for r in records]
     assert [dataset.record(i) for i in range(len(records))] == records
-    refused = _load(JobOptions(data=path, storage=2, mode="exchange", points=None, record_bytes=None), K)
-    named = "--storage 2 --mode exchange needs records of one size"
-    assert refused == f"{named}: those of --data {path} differ in size"
+    refused = _load(JobOptions(data=path, storage=2, mode="split", points=None, record_bytes=None), K)
+    assert refused == f"--mode split needs records of one size: those of --data {path} differ in size"

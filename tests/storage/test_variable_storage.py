@@ -111,8 +111,12 @@ def test_run_takes_records_of_many_sizes_with_storage():
     ds = load_dataset(sized_records(60, 2048, 5000, seed=3))
     rep = run(ds, K=4, epochs=2, seed=1, storage=2)
     assert rep.verified and all(t.records_checked == 60 and t.units.subpackets == 3 for t in rep.transitions)
-    with pytest.raises(ValueError, match="Argument 'mode' must be 'coded' for records of many sizes"):
-        run(ds, K=4, epochs=1, seed=1, storage=2, mode="exchange")
+    # the exchange sends every missing piece once, from one holder, at its own length
+    ex = run(ds, K=4, epochs=2, seed=1, storage=2, mode="exchange")
+    for t, c in zip(ex.transitions, rep.transitions, strict=True):
+        d = t.to_dict()
+        assert t.verified and d["exchange_bytes"] == d["uncoded_bytes"] == c.uncoded_bytes
+        assert d["max_received_bytes"] == d["download_bound_bytes"]
 
 
 def test_grouping_by_size_keeps_the_plan_and_cuts_its_bytes():
@@ -170,7 +174,8 @@ def test_frames_of_many_sizes_need_the_lengths_and_refuse_wrong_ones():
     )
     assert res.ok and [res.cache.record(i) for i in (1, 2)] == [b"defgh", b"ij"]
     assert storage_refusal(None, 4, 2, variable=True) is None  # the coded scheme, in or across processes
-    assert "mode 'exchange'" in storage_refusal(None, 4, 2, variable=True, mode="exchange")
+    assert storage_refusal(None, 4, 2, variable=True, mode="exchange") is None
+    assert "mode 'split'" in storage_refusal(None, 4, 2, variable=True, mode="split")
 
 
 def test_a_corrupted_symbol_of_many_sizes_is_repaired():

@@ -346,7 +346,8 @@ def job_refusal(
     stored = f"--storage {job.storage}"
     sized = (
         (job.mode == "split", "--mode split"),  # a split's share is set on counts
-        (job.storage != 1 and MODES.get(job.mode) != ("coded",), f"{stored} --mode {job.mode}"),
+        (job.storage != 1 and not set(MODES.get(job.mode, ("auto",))) <= {"coded", "exchange"},
+         f"{stored} --mode {job.mode}"),  # fmt: skip
         (job.storage != 1 and job.network is not None, f"{stored} --network"),  # times of whole records
     )
     for given, flag in sized:
