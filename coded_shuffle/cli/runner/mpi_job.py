@@ -2,10 +2,12 @@
 
 Rank 0 is the master: it alone holds the dataset (``--data`` in any record format, which it opens
 itself, :meth:`~coded_shuffle.cli.runner.options.JobOptions.records`, or ``N`` random records of
-``B`` bytes drawn from the seed). Records of different sizes run at one batch a worker: the master
-shares their lengths with their checksums, and the table is in bytes
-(:mod:`coded_shuffle.cli.sized`). Rank ``k + 1`` is worker ``k``: it holds only its current batch
-and the table of record checksums. Each transition ``t -> t + 1``, in each mode asked for, from the
+``B`` bytes drawn from the seed). Records of different sizes: at one batch a worker the master
+shares their lengths with their checksums; with a storage of ``M > 1`` (coded) it shares the
+table of their sizes in the start-up step ``sizes``, and every rank cuts each record into pieces
+by its own length from it; the table is in bytes (:mod:`coded_shuffle.cli.sized`). Rank
+``k + 1`` is worker ``k``: it holds only its current batch and the table of record checksums.
+Each transition ``t -> t + 1``, in each mode asked for, from the
 same caches, is one run of the transition protocol (:mod:`coded_shuffle.engine.protocol`) under the
 MPI driver (:func:`~coded_shuffle.engine.mpi.serve`, :func:`~coded_shuffle.engine.mpi.attend`):
 
