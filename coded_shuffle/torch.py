@@ -118,7 +118,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
     source : array, str, os.PathLike, sequence or mapping of them, RecordSource, or None
         The records (see :func:`pack_arrays`), read on the master only (``None`` elsewhere); a
         record source or a list of ``bytes`` of records of variable sizes: each yielded as a 1-D
-        ``uint8`` tensor of its own length (``storage = 1``, no ``cache_dir``).
+        ``uint8`` tensor of its own length (no ``cache_dir``).
     epochs : int
         Epochs the job trains, ``start_epoch .. start_epoch + epochs - 1``. A job resumed from a
         checkpoint (:meth:`load_state_dict`) runs the rest of them.

@@ -72,13 +72,16 @@ def write_wide(d: Path, rng: np.random.Generator) -> np.ndarray:
     return wide
 
 
-def write_varfiles(d: Path, rng: np.random.Generator) -> np.ndarray:
-    """``N`` files of 10 to 300 random bytes in ``d/var``, named in record order; their bytes."""
-    (d / "var").mkdir()
+def write_varfiles(
+    d: Path, rng: np.random.Generator, name: str = "var", sizes: tuple[int, int] = (10, 301)
+) -> np.ndarray:
+    """``N`` files of ``sizes[0]`` to ``sizes[1] - 1`` (default 10 to 300) random bytes in
+    ``d/name``, named in record order; their bytes."""
+    (d / name).mkdir()
     files = np.empty(N, dtype=object)
     for i in range(N):
-        files[i] = rng.integers(0, 256, int(rng.integers(10, 301)), dtype=np.uint8).tobytes()
-        (d / "var" / f"{i:03d}.bin").write_bytes(files[i])
+        files[i] = rng.integers(0, 256, int(rng.integers(*sizes)), dtype=np.uint8).tobytes()
+        (d / name / f"{i:03d}.bin").write_bytes(files[i])
     return files
 
 
@@ -91,6 +94,7 @@ SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DA
     "torchrun-3": ("torchrun", 3, {"files": ("files", 3, 2, 0, 1, "persistent"),
                                    "wide": ("wide", 3, 0, 0, 1),
                                    "varfiles": ("varfiles", 3, 2, 0, 1),
+                                   "varbig": ("varbig", 3, 0, 0, 1),
                                    "save": ("wide", 3, 0, 0, 1, "save"),
                                    "stored": ("wide", 3, 0, 0, 1, "resume_s"),
                                    "example": ("example", 0, 0, 0, 0)}),
@@ -124,6 +128,7 @@ class SharedJobs:
             data = write_data(d, rng)
             data["wide"] = write_wide(d, rng)
             data["varfiles"] = write_varfiles(d, rng)
+            data["varbig"] = write_varfiles(d, rng, "bigvar", (2048, 6145))
             args: list[object] = []
             for run, (layout, *rest) in runs.items():
                 (d / run).mkdir()
@@ -282,7 +287,44 @@ def test_records_of_variable_sizes_under_torchrun(shared):
     padded as DistributedSampler pads to the longest run; each file's bytes exactly as on disk."""
     proc, data, out = shared.run("torchrun-3", "varfiles")  # K = 3, 2 DataLoader workers, pad
     assert proc.returncode == 0, proc.stderr[-3000:]
-    files, K = data["varfiles"], 3
+    check_varfiles(out, data["varfiles"], 3, num_workers=2)
+    bad = json.loads((out / "bad_var.json").read_text())
+    assert all("\n" not in msg for msg in bad.values()), bad
+    assert bad["storage"].startswith("ValueError: Argument 'cache_dir' must be None for records of variable")
+    assert bad["cache_dir"].startswith(
+        "ValueError: Argument 'cache_dir' must be None for records of variable"
+    )
+    assert bad["cache_dir_bytes"].startswith(
+        "ValueError: Argument 'cache_dir' must be None with balance 'bytes'"
+    )
+    for name, why in (("rest", "records of variable sizes"), ("rest_bytes", "balance 'bytes'")):
+        assert bad[name] == (
+            f"ValueError: Argument 'state' must resume mid-epoch at the same K = 3 (not K = 4, nor a "
+            f"segment of an earlier job) with {why}: resume at an epoch boundary."
+        )
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_records_of_variable_sizes_stored_under_torchrun(shared):
+    """Files of 2 to 6 KiB, every worker storing 2 batches (each record cut into 2 pieces by its
+    own length, every rank computing the pieces' lengths from the record sizes): the samples as
+    without a storage, each file's bytes exactly as on disk; every transition verified, in
+    pieces, coded under the uncoded bytes."""
+    proc, data, out = shared.run("torchrun-3", "varbig")  # K = 3, no DataLoader workers
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_varfiles(out, data["varbig"], 3, num_workers=0)
+    reports = json.loads((out / "reports.json").read_text())
+    assert [r["epoch"] for r in reports] == [1, 2]
+    for r in reports:
+        assert r["verified"] and r["records_checked"] == N and (r["storage"], r["subpackets"]) == (2, 2)
+        assert r["coded_bytes"] < r["uncoded_bytes"]
+
+
+def check_varfiles(out: Path, files: np.ndarray, K: int, *, num_workers: int) -> None:
+    """Each epoch every rank's samples are a contiguous run of the epoch's order (the runs in
+    worker order, of bytes within the largest file of equal), padded as DistributedSampler pads
+    to the longest run; each file's bytes exactly as on disk."""
     size = np.array([len(f) for f in files])
     for t in range(3):
         perm = np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64)
@@ -299,21 +341,7 @@ def test_records_of_variable_sizes_under_torchrun(shared):
             assert sorted(g["ids"].tolist()) == sorted(want)
             assert g["field1"].tolist() == size[g["ids"]].tolist()
             assert g["field0"].tobytes() == b"".join(files[i] for i in g["ids"])
-            assert int(g["steps"]) == steps(L, 2)
-    bad = json.loads((out / "bad_var.json").read_text())
-    assert all("\n" not in msg for msg in bad.values()), bad
-    assert bad["storage"].startswith("ValueError: Argument 'storage' must be 1 for records of variable sizes")
-    assert bad["cache_dir"].startswith(
-        "ValueError: Argument 'cache_dir' must be None for records of variable"
-    )
-    assert bad["cache_dir_bytes"].startswith(
-        "ValueError: Argument 'cache_dir' must be None with balance 'bytes'"
-    )
-    for name, why in (("rest", "records of variable sizes"), ("rest_bytes", "balance 'bytes'")):
-        assert bad[name] == (
-            f"ValueError: Argument 'state' must resume mid-epoch at the same K = 3 (not K = 4, nor a "
-            f"segment of an earlier job) with {why}: resume at an epoch boundary."
-        )
+            assert int(g["steps"]) == steps(L, num_workers)
 
 
 @needs_torch

@@ -8,7 +8,8 @@
   or ``varfiles`` (``DATA/var/``, one record a file, of variable sizes, batches of equal bytes
   ``balance="bytes"``, collated by :func:`pad_collate`; ``field0`` is then the samples' bytes end
   to end, ``field1`` their lengths; the master first writes the refusals of what needs records
-  of one size to ``OUT/bad_var.json``);
+  of one size to ``OUT/bad_var.json``), or ``varbig`` (the same on ``DATA/bigvar/``, files of 2
+  to 6 KiB, every worker storing 2 batches: each record cut into 2 pieces by its own length);
 - every worker rank iterates a ``DataLoader(num_workers=NUM_WORKERS, batch_size=4)`` over its
   :class:`~coded_shuffle.torch.CodedIterableDataset` (``with_ids``) for each epoch, after
   ``set_epoch``, and writes what it got to ``OUT/w{k}_e{t}.npz``: the ids and each field's rows,
@@ -100,10 +101,10 @@ def one_run(argv: list[str]) -> int:
         source = data_dir / "wide.npy"
     if layout == "big":
         source = data_dir / "big.npy"
-    if layout == "varfiles":
+    if layout in ("varfiles", "varbig"):
         from coded_shuffle.records import FileRecords
 
-        source = FileRecords(data_dir / "var")
+        source = FileRecords(data_dir / ("var" if layout == "varfiles" else "bigvar"))
     # In the destroy job worker 1 (rank 2) makes its epochs in the training loop, not ahead.
     slow = state == "destroy" and dist.is_initialized() and dist.get_rank() == 2
     warnings.simplefilter("error")  # a non-writable tensor warning fails the job
@@ -115,10 +116,10 @@ def one_run(argv: list[str]) -> int:
         with_ids=True,
         prefetch=prefetch == "1" and not slow,
         timeout=3 if state == "freeze" else 30,
-        storage=2 if layout == "wide" else 1,
+        storage=2 if layout in ("wide", "varbig") else 1,
         scheme="exchange" if state == "exchange" else "coded",
         cache_dir=data_dir / "cache" if state in ("save", "resume_k", "resume_s") else None,
-        balance="bytes" if layout == "varfiles" else "count",
+        balance="bytes" if layout in ("varfiles", "varbig") else "count",
     )
     if layout == "varfiles" and ds.is_master:
         (out_dir / "bad_var.json").write_text(json.dumps(variable_refusals(ds, source)))
@@ -142,7 +143,7 @@ def one_run(argv: list[str]) -> int:
     k = ds.worker
     assert k is not None
     persistent = state == "persistent"
-    collate = pad_collate if layout == "varfiles" else None
+    collate = pad_collate if layout in ("varfiles", "varbig") else None
     loader = DataLoader(ds, batch_size=4, num_workers=int(num_workers), persistent_workers=persistent,
                         collate_fn=collate)  # fmt: skip
     ddp = None
@@ -175,7 +176,7 @@ def one_run(argv: list[str]) -> int:
                 ddp(batch[1].float()).sum().backward()  # the gradients' all-reduce spans every rank
             ids.append(batch[0].numpy())
             cols = batch[1:]
-            if layout == "varfiles":  # the padded rows cut back to their lengths, end to end
+            if layout in ("varfiles", "varbig"):  # the padded rows cut back to their lengths, end to end
                 x, n = cols
                 cols = (torch.cat([x[j, : int(n[j])] for j in range(n.numel())]), n)
             if not fields:
@@ -243,7 +244,7 @@ def variable_refusals(ds: Any, source: Any) -> dict[str, str]:
         return CodedIterableDataset(source, epochs=3, seed=5, transport=ds.transport, **kw)
 
     tries = {
-        "storage": lambda: make(storage=2),
+        "storage": lambda: make(storage=2, cache_dir="cache"),
         "cache_dir": lambda: make(cache_dir="cache"),
         "cache_dir_bytes": lambda: make(balance="bytes", cache_dir="cache"),
         "rest": lambda: make().load_state_dict({"epoch": 1, "samples": 2, "seed": 5, "K": ds.K + 1}),

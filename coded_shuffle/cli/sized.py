@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..bounds import lower_bound
-from ..engine.schedule import EpochSchedule
+from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.table import sent_cells, time_lines
 from ..matrix import shuffle_matrix
 from ..orders import Placement
@@ -77,18 +77,20 @@ class StorageByteBound:
     """:class:`ByteBound` with a storage of ``M > 1`` batches (``schedule``'s scheme, built with
     the records' sizes): the genie bound of each transition's demand of pieces weighted by their
     bytes (:func:`~coded_shuffle.storage.demand_lower_bound`), the pieces each record is cut into
-    by its own length. Transitions are asked in order; each epoch's holdings follow the last.
+    by its own length. Transitions are asked in order; each epoch's holdings follow the last,
+    from ``start`` (the job's first epoch; default epoch 0).
     """
 
-    def __init__(self, schedule: EpochSchedule) -> None:
+    def __init__(self, schedule: EpochSchedule, *, start: Epoch | None = None) -> None:
         self.schedule = schedule
-        self._now = schedule.epoch(0)
+        self._start = schedule.epoch(0) if start is None else start
+        self._now = self._start
 
     def __call__(self, epoch: int) -> tuple[int, bool]:
         from ..storage import demand_lower_bound, piece_demand
 
         if epoch <= self._now.t:
-            self._now = self.schedule.epoch(0)
+            self._now = self._start
         while self._now.t < epoch - 1:
             self._now = self.schedule.epoch(self._now.t + 1, self._now)
         nxt = self.schedule.epoch(epoch, self._now)

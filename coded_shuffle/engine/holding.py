@@ -250,6 +250,9 @@ class PieceStorage:
         C, width = self.pieces, self.piece_bytes(record_bytes)
         if C == 1:
             return f", storage = {self.M} batches (whole records, each on {self.M} workers)"
+        if self.sizes is not None:  # records of many sizes, each cut by its own length
+            return (f", storage = {self.M} batches (each record cut by its own length into {C} pieces of "
+                    f"at most {width} B; the table counts pieces)")  # fmt: skip
         return f", storage = {self.M} batches ({C} pieces of {width} B a record; the table counts pieces)"
 
     def report_units(self, record_bytes: int, checked: int) -> tuple[Units, int]:

@@ -218,7 +218,8 @@ def run(
         :class:`~coded_shuffle.engine.schemes.StorageScheme` and updates the placement; the
         reports count pieces. ``M = 1`` is the delivery of whole batches. Records of many sizes
         are cut by their own lengths into the pieces of a record of their mean size
-        (:func:`~coded_shuffle.engine.state.sized_pieces`), delivered by the coded scheme alone.
+        (:func:`~coded_shuffle.engine.state.sized_pieces`), delivered by the coded scheme or the
+        exchange.
     mode : str or Scheme
         The delivery: a scheme of one's own (an object satisfying
         :class:`~coded_shuffle.engine.schemes.Scheme`, used as is with its placement model), or

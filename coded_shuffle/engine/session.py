@@ -58,7 +58,7 @@ from .rest import HeldStart, receive_held, serve_held
 from .restore import RecoveryReport, receive_storage, serve_storage
 from .schedule import Epoch, EpochSchedule
 from .schemes import Planned, Scheme, Tamper
-from .state import synthetic_dataset
+from .state import synthetic_dataset, unit_lengths, units_of
 
 __all__ = ["Catalogue", "Extras", "Turn", "Session", "drive", "warm_up", "WARM_RECORDS", "WARM_BYTES"]
 
@@ -151,22 +151,6 @@ def _after(counter: Callable[[], tuple[int, int]], into: list[tuple[int, int]], 
         return then(nbytes)
 
     return run
-
-
-def _units_of(scheme: Scheme, source: Any, held: Any, worker: int) -> Cache:
-    """The units ``worker`` holds under ``held``, cut from its own read of the records ``source``
-    (a record source: ``gather(ids)`` returns their rows)."""
-    from ..codec import load_dataset
-
-    ids = scheme.held(held, worker)
-    if source.record_bytes is None:  # variable records: whole, zero-padded, with their lengths
-        return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids])
-    C = scheme.pieces
-    mine = np.unique(ids // C)
-    local = scheme.dataset(load_dataset(source.gather(mine), checksums=False))
-    pick = np.searchsorted(mine, ids // C) * C + ids % C
-    lengths = None if source.record_bytes is not None else np.asarray(source.sizes)[ids]  # whole records
-    return Cache(ids=ids, data=np.ascontiguousarray(local.data[pick]), lengths=lengths)
 
 
 #: The start-up steps of the units a worker starts with: their checksums, then the units.
@@ -264,10 +248,11 @@ class Session:
         """Master: share the units' checksums (and their lengths, where they differ), then send
         each worker its units under ``held`` (not counted on the link)."""
         scheme, link = self.schemes[0], self.link
+        known = unit_lengths(scheme) is not None  # pieces of many sizes, cut on every rank alike
 
         def sums() -> None:
             link.share_array(work.checksums)
-            if work.lengths is not None:
+            if work.lengths is not None and not known:
                 link.share_array(np.ascontiguousarray(work.lengths, dtype=np.int64))
 
         def send() -> None:
@@ -281,13 +266,18 @@ class Session:
         self, n_units: int, width: int, held: Any, *, stages: Sequence[str] = _START, variable: bool = False
     ) -> Cache:
         """Worker: the units' checksums (and, ``variable``, their lengths) and this worker's units
-        under ``held``, from the master."""
+        under ``held``, from the master. The pieces of a storage of records of many sizes have
+        their lengths from the scheme (its record sizes, cut on every rank alike,
+        :attr:`~coded_shuffle.engine.holding.PieceStorage.unit_lengths`), not from the master."""
         k, link = self.link.worker, self.link
         assert k is not None
         ids = self.schemes[0].held(held, k)
+        known = unit_lengths(self.schemes[0])
 
         def table() -> tuple[np.ndarray, np.ndarray | None]:
             got = link.share_array(np.empty(n_units, dtype=np.uint64))
+            if known is not None:
+                return got, known
             return got, link.share_array(np.empty(n_units, dtype=np.int64)) if variable else None
 
         (sums, lengths), data = self._steps(
@@ -331,16 +321,19 @@ class Session:
     def gather(self, source: Any, held: Any, n_units: int, width: int, *, stage: str = "checksums") -> Cache:
         """Every peer: its units under ``held`` read from ``source``, and every unit's checksum
         gathered from what the ranks read (the leader's :class:`Catalogue`; records of variable
-        lengths are whole units, their lengths ``source.sizes``)."""
+        lengths are whole units, their lengths ``source.sizes``, or with a storage of ``M > 1``
+        pieces, each record cut by its own length on every rank alike)."""
         k = self.link.worker
         assert k is not None
-        cache = _units_of(self.schemes[0], source, held, k)
+        cache = units_of(self.schemes[0], source, held, k, width)
         with self.setup(stage):
             got = self.link.allgather((cache.ids, record_checksums(cache.data, cache.lengths)))
         table = np.zeros(n_units, dtype=np.uint64)
         for ids, sums in got:
             table[ids] = sums
-        lengths = None if cache.lengths is None else np.asarray(source.sizes, dtype=np.int64)  # every rank's
+        lengths = unit_lengths(self.schemes[0])  # of pieces of many sizes, else of whole records
+        if lengths is None and cache.lengths is not None:
+            lengths = np.asarray(source.sizes, dtype=np.int64)  # every rank's
         self.units = Catalogue(N=n_units, record_bytes=width, checksums=table, lengths=lengths)
         self._hold(cache, table)
         return cache

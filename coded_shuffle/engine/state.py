@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,8 @@ __all__ = [
     "storage_refusal",
     "storage_dataset",
     "records_of_pieces",
+    "unit_lengths",
+    "units_of",
 ]
 
 #: Smallest piece a storage of ``M > 1`` batches cuts records into while it has more than one.
@@ -258,23 +261,28 @@ def piece_lengths(sizes: object, P: int) -> np.ndarray:
     return np.diff(cuts, axis=1).reshape(-1)
 
 
-def storage_refusal(record_bytes: int | None, K: int, M: int, *, variable: bool = False) -> str | None:
+def storage_refusal(
+    record_bytes: int | None, K: int, M: int, *, variable: bool = False, mode: str = "coded"
+) -> str | None:
     """Why ``--storage M`` cannot cut these records, said of the option, or None when it can.
 
     Without ``record_bytes`` (not known yet) only ``M`` against ``K`` is checked. ``variable``:
-    records of many sizes, which the in-process engine cuts by their own lengths but the MPI
-    job does not yet (its workers are not given the pieces' lengths): refused there, naming ``M``.
+    records of many sizes, which the coded scheme and the exchange (``mode``) cut by their own
+    lengths (in process and across processes, every rank computing the pieces' lengths from the
+    record sizes, :func:`piece_lengths`); another mode is refused, naming ``M``.
 
     Examples
     --------
     >>> storage_refusal(1024, 8, 9)
     '--storage must be at most K = 8 batches, not 9'
+    >>> storage_refusal(1024, 8, 2, variable=True, mode="split").split(" (")[0]
+    "--storage must be 1 for variable-length records with mode 'split'"
     """
     try:
-        if variable and M != 1:
+        if variable and M != 1 and mode not in ("coded", "exchange"):
             raise ValueError(
-                f"Argument 'M' (storage) must be 1 for variable-length records in an MPI job (in "
-                f"process, engine.run cuts them by their own lengths), not {M}"
+                f"Argument 'M' (storage) must be 1 for variable-length records with mode {mode!r} "
+                f"(only the coded scheme and the exchange cut them by their own lengths), not {M}"
             )
         if record_bytes is None:
             from ..storage import check_storage
@@ -372,3 +380,58 @@ def records_of_pieces(cache: Cache, records: np.ndarray, pieces: int, record_byt
         i, c = np.nonzero(col[None, :] < lens[:, p : p + 1])
         out[i, at[i, p] + c] = cache.data[rows[i * pieces + p], c]
     return out
+
+
+def unit_lengths(scheme: Any) -> np.ndarray | None:
+    """The length of every unit of ``scheme`` where its placement model cuts records of many sizes
+    into pieces by their own lengths (every rank computes them from the record sizes, the
+    :attr:`~coded_shuffle.engine.holding.PieceStorage.unit_lengths`), else None.
+
+    Examples
+    --------
+    >>> from coded_shuffle.engine import scheme_for
+    >>> unit_lengths(scheme_for("coded", K=3, storage=2, sizes=[3000, 1101])).tolist()
+    [1500, 1500, 550, 551]
+    >>> unit_lengths(scheme_for("coded", K=3)) is None
+    True
+    """
+    return getattr(getattr(scheme, "holding", None), "unit_lengths", None)
+
+
+def units_of(scheme: Any, source: Any, held: Any, worker: int, width: int) -> Cache:
+    """The units ``worker`` holds under ``held`` in ``scheme``, rows of ``width`` bytes cut from
+    its own read of the records ``source`` (a record source: ``gather(ids)`` returns their rows):
+    whole records, or the pieces of a storage (records of many sizes each cut by its own length,
+    :func:`storage_dataset`, as on every rank).
+
+    Examples
+    --------
+    >>> from coded_shuffle.engine import scheme_for
+    >>> class Source:  # what a record source of records of many sizes gives
+    ...     record_bytes, sizes = None, [3000, 1101, 2100]
+    ...     def gather(self, ids):  # zero-padded rows
+    ...         return np.array([[i + 1] * self.sizes[i] + [0] * (3000 - self.sizes[i]) for i in ids], "u1")
+    >>> s = scheme_for("coded", K=3, storage=2, sizes=Source.sizes)  # 2 pieces a record
+    >>> held = s.holding.start(epoch_placement(3, 3, seed=0, epoch=0))
+    >>> mine = units_of(s, Source(), held, 0, 1500)
+    >>> mine.ids.tolist(), mine.lengths.tolist(), mine.data.shape
+    ([0, 2, 4, 5], [1500, 550, 1050, 1050], (4, 1500))
+    >>> bool((mine.data[1, :550] == 2).all() and (mine.data[1, 550:] == 0).all())  # zero-padded
+    True
+    """
+    ids = scheme.held(held, worker)
+    known = unit_lengths(scheme)
+    if source.record_bytes is None and known is None:  # whole, zero-padded, with their lengths
+        return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids])
+    C = scheme.pieces
+    mine = np.unique(ids // C)
+    if known is None:
+        local = scheme.dataset(load_dataset(source.gather(mine), checksums=False))
+    else:  # these records' pieces, each record cut by its own length as on every rank
+        sizes = np.asarray(source.sizes, dtype=np.int64)[mine]
+        rows = Dataset(data=source.gather(mine), lengths=sizes, checksums=np.zeros(mine.size, np.uint64))
+        local = storage_dataset(rows, scheme.holding.K, scheme.M, pieces=C)
+    pick = np.searchsorted(mine, ids // C) * C + ids % C
+    data = np.zeros((ids.size, width), dtype=np.uint8)
+    data[:, : local.data.shape[1]] = local.data[pick]
+    return Cache(ids=ids, data=data, lengths=None if known is None else known[ids])

@@ -345,11 +345,13 @@ def _storage(
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
     is checked, and nothing is returned. ``variable``: records of variable sizes (the widest
     ``record_bytes``), which go whole, one batch a worker, unless ``sizes`` (their lengths, which
-    the in-process loader has) are given: then a storage above 1 cuts each by its own length, in
-    the coded scheme (docs/storage.md); without them a storage above 1, or a scheme of one's own
-    that cuts records into pieces, is refused.
+    the in-process loader has, and an MPI job's workers get with the records' number) are given:
+    then a storage above 1 cuts each by its own length, in the coded scheme and the exchange
+    (docs/storage.md);
+    in another scheme a storage above 1, or a scheme of one's own that cuts records into pieces,
+    is refused.
     """
-    sized = variable and sizes is not None and storage != 1 and mode == "coded"
+    sized = variable and sizes is not None and storage != 1 and mode in ("coded", "exchange")
     try:
         if record_bytes is None:
             check_storage(storage, K)
@@ -359,9 +361,10 @@ def _storage(
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
     if variable and storage != 1 and not sized:
+        shown = repr(mode) if isinstance(mode, str) else f"of one's own ({type(mode).__name__})"
         raise ValueError(
-            f"Argument 'storage' must be 1 for records of variable sizes (cut by their own lengths "
-            f"only by the in-process loader's coded scheme), not {storage!r}."
+            f"Argument 'storage' must be 1 for records of variable sizes with a scheme {shown} (only "
+            f"'coded' and 'exchange', by name, cut them by their own lengths), not {storage!r}."
         )
     if variable and not sized and (scheme.M != 1 or scheme.pieces != 1):
         raise ValueError(

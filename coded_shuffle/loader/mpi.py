@@ -97,7 +97,9 @@ class MPILoader:
         The records (as :class:`InProcessLoader`, of one size or of variable sizes), read on the
         master only: the workers ignore it (it may be ``None`` there) and get their rows from the
         master (records of variable sizes: each worker's first batch zero-padded to the widest,
-        beside the table of every record's size, in the setup, which no report counts).
+        beside the table of every record's size, in the setup, which no report counts; with
+        ``storage`` above 1, in the ``coded`` scheme, every rank cuts the pieces' lengths from
+        that table alike).
     epochs, start_epoch, seed, order, strategy, max_repair_rounds
         As :class:`InProcessLoader`; the same on every rank.
     transport : ControlLink, optional
@@ -231,7 +233,8 @@ class MPILoader:
             if self._from_held and self.layout.variable:
                 raise ValueError("Argument 'cache_dir' needs records of one size, not of variable sizes.")
             # refused before the job
-            _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable)
+            _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable,
+                     sizes=ds.lengths)  # fmt: skip
             self._sizes = batch_sizes_of(ds.N, ds.record_bytes, ds.lengths, self.balance)
         else:
             _storage(storage, None, self.K)  # the workers learn the record width later
@@ -322,7 +325,7 @@ class MPILoader:
         assert self.dataset is not None and self.layout is not None
         ds = self.dataset
         N, B = ds.N, ds.record_bytes
-        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=ds.variable)
+        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=ds.variable, sizes=ds.lengths)
         opts = MasterOptions(
             strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed, records=(N, B)
         )
@@ -443,7 +446,7 @@ class MPILoader:
         variable = lengths is not None
         self.layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape), variable=variable)
         self._sizes = batch_sizes_of(self.N, B, lengths, self.balance)
-        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=variable)
+        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=variable, sizes=lengths)
         session.schemes = (scheme,)
         schedule = self._schedule(N, scheme)
         before, now = self._first(schedule)
@@ -462,8 +465,11 @@ class MPILoader:
             self._decoded = int(result.decoded)
             return session, schedule, now
         cache = session.receive(N * scheme.pieces, scheme.piece_bytes(B), now.held)
-        if variable:  # their lengths came with the sizes, not again with the checksums
-            cache = session.cache = replace(cache, lengths=np.asarray(lengths)[cache.ids])
+        if variable:  # their lengths came with the sizes, not again with the checksums (a storage's
+            # pieces: each record cut by its own length, on every rank alike)
+            units = getattr(scheme.holding, "unit_lengths", None)
+            own = np.asarray(lengths if units is None else units)
+            cache = session.cache = replace(cache, lengths=own[cache.ids])
         assert session.checksums is not None
         if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
             raise IntegrityError(

@@ -42,7 +42,8 @@ class PeerLoader(MPILoader):
 
     Parameters are those of :class:`MPILoader`, but ``source`` is read on every rank (records of
     one size or of variable sizes; of variable sizes, every rank reads the table of their sizes,
-    and ``storage`` is 1) and there is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
+    and with ``storage`` above 1 cuts each record into pieces by its own length, as every other
+    rank) and there is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
     (``MPITransport(peers=True)`` or ``TorchTransport(peers=True)``; by default the one of the
     job, :func:`peer_link`); ``scheme`` is ``exchange`` (default) or a scheme of one's own that
     runs among peers (``peers`` true).
@@ -88,8 +89,9 @@ class PeerLoader(MPILoader):
         if self.K > self.N:
             raise ValueError(f"Argument 'transport' must have at most N = {self.N} workers, not {self.K}.")
         B, variable = self.layout.record_bytes, self.layout.variable
-        self.scheme: Scheme = _store(storage, B, self.K, mode=scheme, peers=True, variable=variable)
-        lengths = self._records.sizes if variable else None
+        lengths = np.asarray(self._records.sizes, dtype=np.int64) if variable else None
+        self.scheme: Scheme = _store(storage, B, self.K, mode=scheme, peers=True, variable=variable,
+                                     sizes=lengths)  # fmt: skip
         self._sizes = batch_sizes_of(self.N, B, lengths, self.balance)
 
     def serve(self) -> list[Any]:

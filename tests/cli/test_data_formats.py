@@ -112,12 +112,13 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     tokens, _ = _tokens(tmp_path)
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
-    # records of different sizes run with a storage only in simulate's coded scheme, without a
-    # network's times
+    # records of different sizes run with a storage (coded or exchanged, in process and over MPI)
+    # without a network's times (run refuses a network with any storage), and not into run's
+    # cache files
     var = [*base, "--data", str(tmp_path / "var")]
-    cases = [(["--storage", "2"], "--storage 2")]
-    if command == "simulate":  # it codes and exchanges them with a storage, without a network
-        cases[0] = (["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")
+    cases = [(["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")]
+    if command == "run":
+        cases = [(["--cache-dir", str(tmp_path / "c")], "--cache-dir")]
     for option, named in cases:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
@@ -274,7 +275,8 @@ MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
 def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tmp_path):
     """Over MPI, from a directory of files (the master opens it) and from WebDataset samples of
     different sizes (every peer opens it): every transition verified record by record, each
-    worker's holdings equal to the records written, the bytes as counted here."""
+    worker's holdings equal to the records written, the bytes as counted here; and files of 2 to
+    6 KiB with a storage of 2 batches (:func:`_check_stored`)."""
     path, records = _variable_files(tmp_path)
     rng = np.random.default_rng(8)
     samples = [rng.bytes(int(rng.integers(10, 201))) for _ in range(30)]
@@ -290,12 +292,22 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
                       "--network", NET]),
         (records, K, ["--data", path, "--mode", "split", "--network", NET + ",multicast", "--multicast"]),
     ]  # fmt: skip
+    big = [rng.bytes(int(rng.integers(2048, 6145))) for _ in range(30)]
+    os.mkdir(tmp_path / "big")
+    for i, r in enumerate(big):
+        (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
+    for mode in ("coded", "exchange"):  # with a master, and among peers
+        jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2",
+                              "--mode", mode]))  # fmt: skip
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
         cmd.append("--json")
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
         assert proc.returncode == 0, proc.stderr
         rows = [json.loads(line) for line in proc.stdout.splitlines()]
+        if "--storage" in options:
+            _check_stored(rows, big, K, 4, options[-1])
+            continue
         sizes = np.array([len(r) for r in written])
         modes = ["coded", "uncoded", "exchange"] if workers == 2 else [options[options.index("--mode") + 1]]
         assert [r["mode"] for r in rows] == modes * (len(rows) // len(modes)) and rows
@@ -303,6 +315,46 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
             _check_bytes(r, sizes, workers, 4)
             _check_times(r, sizes, workers, 4, measured=True)
             assert r["digests"] == _digests(written, workers, 4, r["epoch"])
+
+
+def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mode: str) -> None:
+    """A job's reports in ``mode`` with a storage of 2 batches on ``records`` (2 to 6 KiB, so each
+    is cut into 2 pieces): every transition verified and equal in bytes to the in-process engine's
+    on the same records and seed, and each worker's pieces, by their digest, the bytes of the
+    records written, piece ``p`` of a record of ``L`` bytes being its bytes
+    ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest piece."""
+    import hashlib
+
+    from coded_shuffle.codec import load_dataset
+    from coded_shuffle.engine import run, scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+
+    sizes = np.array([len(r) for r in records])
+    width = -(-int(sizes.max()) // 2)
+    pieces = [r[p * len(r) // 2 : (p + 1) * len(r) // 2].ljust(width, b"\0") for r in records for p in (0, 1)]
+    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2, mode=mode).transitions
+    scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
+    schedule = EpochSchedule(N=sizes.size, K=K, seed=seed, spec=OrderSpec(), scheme=scheme)
+    now = schedule.epoch(0)
+    assert [r["epoch"] for r in rows] == [1, 2]
+    for r, ref in zip(rows, engine, strict=True):
+        assert r["verified"] and r["records_checked"] == sizes.size
+        assert (r["storage"], r["subpackets"]) == (2, 2)
+        want = ref.to_dict()
+        for key in ("coded_bytes", "uncoded_bytes", "wire_bytes", "exchange_bytes", "coded_symbols"):
+            assert r[key] == want[key], key
+        assert r["lower_bound_bytes"] <= r["coded_bytes"] < r["uncoded_bytes"]
+        if mode == "exchange":  # each worker receives exactly the pieces it misses
+            assert r["exchange_bytes"] == r["uncoded_bytes"]
+            assert r["max_received_bytes"] == r["download_bound_bytes"]
+        now = schedule.epoch(r["epoch"], now)
+        for k in range(K):
+            ids = np.sort(scheme.held(now.held, k)).astype("<i8")
+            h = hashlib.blake2b(digest_size=16)
+            h.update(ids.tobytes())
+            h.update(b"".join(pieces[i] for i in ids))
+            assert r["digests"][k] == h.hexdigest()
 
 
 def test_the_mpi_master_reads_the_records_where_they_lie(tmp_path):
@@ -325,5 +377,6 @@ def test_the_mpi_master_reads_the_records_where_they_lie(tmp_path):
     dataset = _load(JobOptions(data=path, points=None, record_bytes=None), K)
     assert not isinstance(dataset, str) and dataset.lengths.tolist() == [len(r) for r in records]
     assert [dataset.record(i) for i in range(len(records))] == records
-    refused = _load(JobOptions(data=path, storage=2, points=None, record_bytes=None), K)
-    assert refused == f"--storage 2 needs records of one size: those of --data {path} differ in size"
+    refused = _load(JobOptions(data=path, storage=2, mode="split", points=None, record_bytes=None), K)
+    split = "--storage 2 --mode split"  # the split takes no storage; the uncoded one none of these
+    assert refused == f"{split} needs records of one size: those of --data {path} differ in size"

@@ -7,7 +7,7 @@ import pytest
 
 from coded_shuffle.codec import load_dataset
 from coded_shuffle.engine import run, simulate
-from coded_shuffle.engine.holding import PieceStorage
+from coded_shuffle.engine.holding import PieceStorage, holding_for
 from coded_shuffle.engine.inprocess import drive
 from coded_shuffle.engine.protocol import MasterOptions
 from coded_shuffle.engine.schemes import StorageScheme
@@ -141,9 +141,14 @@ def test_bad_storage_is_refused_naming_it():
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=4)
     with pytest.raises(ValueError, match="'subpackets' must be 1 with storage"):
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=2, subpackets=2)
-    with pytest.raises(ValueError, match="'mode' must be 'coded' for records of many sizes"):
-        sized = load_dataset([b"x" * 600, b"y" * 700, b"z" * 512])
-        run(sized, K=3, epochs=1, seed=0, storage=2, mode="exchange")
+    sized = load_dataset([b"x" * 600, b"y" * 700, b"z" * 512])
+
+    class Mine(StorageScheme):  # a scheme of one's own: not known to cut records by their lengths
+        name = "mine"
+
+    mine = Mine(holding_for(K=3, storage=2, sizes=sized.lengths))
+    with pytest.raises(ValueError, match="'mode' must be 'coded' or 'exchange' for records of many sizes"):
+        run(sized, K=3, epochs=1, seed=0, storage=2, mode=mine)
     with pytest.raises(TypeError, match="whole number"):
         simulate(K=3, N=30, record_bytes=1024, epochs=1, seed=0, storage=1.5)
 

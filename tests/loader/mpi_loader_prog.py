@@ -18,15 +18,17 @@ A last argument ``storage=M`` makes every worker store ``M`` batches. An argumen
 file, of variable sizes: :class:`~coded_shuffle.records.FileRecords`), its batches cut by bytes
 (``balance="bytes"``): worker ``k`` writes each epoch's ids, the records' bytes end to end, their
 lengths and the decoded samples to ``OUT/v{k}_e{t}.npz``, the master the reports to
-``OUT/variable.json``. An argument ``held=DIR`` then runs, in the same launch, two jobs with
-``cache_dir=DIR`` on the rows of ``DATA.npy``: epochs ``START`` and ``START + 1``, then (worker 0's
-file cut short, the last worker's removed, each by its own rank) epoch ``START + 2`` started from
-what the files hold: worker ``k`` writes its batch to ``OUT/h{k}.npz`` and its notes to
-``OUT/h{k}.json``, the master ``held_start`` and the report to ``OUT/held.json``; then the same
-with a storage of 2 batches in ``DIR-storage`` (the last worker's file removed, a host lost;
-epochs ``START + 2``, ``START + 3`` restarted, then ``START + 4`` with every file, then
-``START + 5`` without workers 0's and 1's): ``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``,
-``OUT/kept.json``, ``OUT/two.json``.
+``OUT/variable.json``. An argument ``vstorage=DIR`` then runs, in the same launch, that job on the
+files of ``DIR`` with a storage of 2 batches (each record cut by its own length):
+``OUT/vs{k}_e{t}.npz`` and ``OUT/vstorage.json``. An argument ``held=DIR`` then runs, in the
+same launch, two jobs with ``cache_dir=DIR`` on the rows of ``DATA.npy``: epochs ``START`` and
+``START + 1``, then (worker 0's file cut short, the last worker's removed, each by its own rank)
+epoch ``START + 2`` started from what the files hold: worker ``k`` writes its batch to
+``OUT/h{k}.npz`` and its notes to ``OUT/h{k}.json``, the master ``held_start`` and the report to
+``OUT/held.json``; then the same with a storage of 2 batches in ``DIR-storage`` (the last
+worker's file removed, a host lost; epochs ``START + 2``, ``START + 3`` restarted, then
+``START + 4`` with every file, then ``START + 5`` without workers 0's and 1's):
+``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``, ``OUT/two.json``.
 """
 
 from __future__ import annotations
@@ -44,8 +46,11 @@ def reverse(record: Any) -> bytes:
     return record.tobytes()[::-1]
 
 
-def variable_job(files: str, out_dir: Path, epochs: int, start: int, seed: int) -> None:
-    """The job on the files of ``files`` (records of variable sizes), batches cut by bytes."""
+def variable_job(
+    files: str, out_dir: Path, epochs: int, start: int, seed: int, storage: int = 1, name: str = "v"
+) -> None:
+    """The job on the files of ``files`` (records of variable sizes), batches cut by bytes, each
+    worker storing ``storage`` batches; the files named ``name``."""
     import numpy as np
 
     from coded_shuffle.loader import MPILoader
@@ -55,15 +60,16 @@ def variable_job(files: str, out_dir: Path, epochs: int, start: int, seed: int) 
     link = MPITransport()
     source = FileRecords(files) if link.is_master else None
     loader = MPILoader(source, epochs=epochs, start_epoch=start, seed=seed, transport=link, decode=reverse,
-                       balance="bytes")  # fmt: skip
+                       balance="bytes", storage=storage)  # fmt: skip
     if loader.is_master:
-        (out_dir / "variable.json").write_text(json.dumps([r.to_dict() for r in loader.serve()]))
+        reports = json.dumps([r.to_dict() for r in loader.serve()])
+        (out_dir / ("variable.json" if storage == 1 else "vstorage.json")).write_text(reports)
         return
     for batch in loader:
         assert batch.variable and all(not r.flags.writeable for r in batch.records)
         samples = list(batch)  # (id, decode(record)) pairs
         np.savez(
-            out_dir / f"v{batch.worker}_e{batch.epoch}.npz", ids=batch.ids, lengths=batch.lengths,
+            out_dir / f"{name}{batch.worker}_e{batch.epoch}.npz", ids=batch.ids, lengths=batch.lengths,
             records=np.concatenate(list(batch.records)), decoded=batch.decoded,
             sample_ids=np.array([i for i, _ in samples]),
             samples=np.frombuffer(b"".join(x for _, x in samples), np.uint8),
@@ -146,11 +152,14 @@ def main(argv: list[str]) -> int:
     data, out, epochs, start, seed, order, *rest = argv
     storage = next((int(x.split("=")[1]) for x in rest if x.startswith("storage=")), 1)
     variable = next((x.split("=", 1)[1] for x in rest if x.startswith("variable=")), None)
+    vstorage = next((x.split("=", 1)[1] for x in rest if x.startswith("vstorage=")), None)
     held = next((x.split("=", 1)[1] for x in rest if x.startswith("held=")), None)
-    rest = [x for x in rest if not x.startswith(("storage=", "variable=", "held="))]
+    rest = [x for x in rest if not x.startswith(("storage=", "variable=", "vstorage=", "held="))]
     fault = rest[0] if rest else "none"
     if variable is not None:
         variable_job(variable, Path(out), int(epochs), int(start), int(seed))
+    if vstorage is not None:
+        variable_job(vstorage, Path(out), int(epochs), int(start), int(seed), storage=2, name="vs")
     if held is not None:
         held_job(data, Path(held), Path(out), int(start), int(seed))
         storage_job(data, Path(held + "-storage"), Path(out), int(start), int(seed))

@@ -5,7 +5,8 @@ Every rank iterates the loader of ``DATA.npy`` and writes the ids and records of
 batch to ``OUT/w{k}_e{t}.npz``; rank 0 writes the transitions' reports to ``OUT/reports.json``.
 With ``stop``, worker 1 leaves its loop after its second epoch; every rank then writes
 ``OUT/end_{k}.json`` (who stopped, as it learned it). With ``variable=DIR``, the same launch
-first runs a job on the files of ``DIR`` (records of variable sizes, batches cut by bytes): rank
+first runs a job on the files of ``DIR`` (records of variable sizes, batches cut by bytes, every
+rank storing ``STORAGE`` batches: with 2, each record cut into pieces by its own length): rank
 ``k`` writes each epoch's ids, the records' bytes end to end, their lengths and the decoded
 samples to ``OUT/v{k}_e{t}.npz``, rank 0 the reports to ``OUT/variable.json``.
 """
@@ -34,7 +35,7 @@ def save(path: Path, batch: Any, **more: Any) -> None:
     )  # fmt: skip
 
 
-def variable_job(files: str, out: Path, epochs: int) -> None:
+def variable_job(files: str, out: Path, epochs: int, storage: int) -> None:
     """The job on the files of ``files`` (records of variable sizes), batches cut by bytes."""
     import numpy as np
 
@@ -42,7 +43,8 @@ def variable_job(files: str, out: Path, epochs: int) -> None:
     from coded_shuffle.records import FileRecords
 
     records = FileRecords(files)
-    loader = PeerLoader(records, epochs=epochs, seed=4, timeout=60, decode=reverse, balance="bytes")
+    loader = PeerLoader(records, epochs=epochs, seed=4, timeout=60, decode=reverse, balance="bytes",
+                        storage=storage)  # fmt: skip
     for batch in loader:
         assert batch.variable
         save(out / f"v{loader.worker}_e{batch.epoch}.npz", batch, lengths=batch.lengths,
@@ -60,7 +62,7 @@ def main(argv: list[str]) -> int:
     from coded_shuffle.loader import PeerLoader
 
     if rest and rest[0].startswith("variable="):
-        variable_job(rest.pop(0).split("=", 1)[1], Path(out), int(epochs))
+        variable_job(rest.pop(0).split("=", 1)[1], Path(out), int(epochs), int(storage))
 
     loader = PeerLoader(data, epochs=int(epochs), seed=4, storage=int(storage), timeout=60, decode=reverse)
     k = loader.worker

@@ -286,15 +286,18 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
     N, seed, epochs = 70, 4, 3
     path = tmp_path / "rows.npy"
     write_rows(path, N, rng)
-    # with K = 3, the same launch first runs a job on files of variable sizes, cut by bytes
-    # and two jobs with cache_dir, the second started from what the first left in the files
+    # with K = 3, the same launch first runs a job on files of variable sizes, cut by bytes, the
+    # same on files of 2 to 6 KiB with a storage of 2 batches (each record cut into 2 pieces by
+    # its own length), and two jobs with cache_dir, the second started from what the first left
     files = write_files(tmp_path / "files", 40, rng) if K == 3 else None
-    more = [f"variable={tmp_path / 'files'}", f"held={tmp_path / 'cache'}"] if files else []
-    proc = run_program(K, path, tmp_path, epochs, start, seed, "auto", fault, *more)
+    big = write_files(tmp_path / "big", 30, rng, sizes=(2048, 6144)) if K == 3 else []
+    more = [f"variable={tmp_path / 'files'}", f"vstorage={tmp_path / 'big'}", f"held={tmp_path / 'cache'}"]
+    proc = run_program(K, path, tmp_path, epochs, start, seed, "auto", fault, *(more if files else []))
     assert proc.returncode == 0, proc.stderr
     X = np.load(path)
     if files:
         check_variable_job(tmp_path, files, K, seed, range(start, start + epochs))
+        check_variable_job(tmp_path, big, K, seed, range(start, start + epochs), storage=2)
         check_held_job(tmp_path, X, K, seed, start + 2)
         check_storage_job(tmp_path, X, K, seed, start + 2)
     before: list[np.ndarray] = []
@@ -412,21 +415,28 @@ def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> No
         assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
 
 
-def check_variable_job(out: Path, files: list[bytes], K: int, seed: int, epochs: range) -> None:
+def check_variable_job(
+    out: Path, files: list[bytes], K: int, seed: int, epochs: range, storage: int = 1
+) -> None:
     """The MPI job on files of variable sizes: each worker's batch of each epoch is the run of
-    the epoch's order the byte cut gives it, each record its file's bytes, never padded."""
+    the epoch's order the byte cut gives it, each record its file's bytes, never padded (with a
+    ``storage`` of 2 batches: records cut into pieces by their own lengths, each whole again)."""
     N, sizes = len(files), np.array([len(f) for f in files])
     before: list[np.ndarray] = []
     for t in epochs:
         want = byte_cuts(np.asarray(epoch_permutation(N, seed=seed, epoch=t)), sizes, K)
         for k in range(K):
-            got = np.load(out / f"v{k}_e{t}.npz")
+            got = np.load(out / f"{'v' if storage == 1 else 'vs'}{k}_e{t}.npz")
             check_variable_batch(got, want[k], files)
-            assert int(got["decoded"]) == (np.setdiff1d(want[k], before[k]).size if before else 0)
+            if storage == 1:  # records the transition decoded (a storage decodes pieces)
+                assert int(got["decoded"]) == (np.setdiff1d(want[k], before[k]).size if before else 0)
         before = want
-    reports = json.loads((out / "variable.json").read_text())
+    reports = json.loads((out / ("variable.json" if storage == 1 else "vstorage.json")).read_text())
     assert [r["epoch"] for r in reports] == list(epochs)[1:]
     assert all(r["verified"] and r["records_checked"] == N and r["mode"] == "coded" for r in reports)
+    assert all(r["storage"] == storage for r in reports)
+    if storage > 1:  # every record in 2 pieces of its own bytes (the mean size is over 2 KiB)
+        assert all(r["subpackets"] == 2 and r["coded_bytes"] < r["uncoded_bytes"] for r in reports)
 
 
 @needs_mpi

@@ -61,13 +61,13 @@ def data(tmp_path: Path) -> np.ndarray:
 def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
     K, epochs = 3, 3
     rows = data(tmp_path)
-    # with M = 1, the same launch first runs a job on files of variable sizes, cut by bytes
-    files = write_files(tmp_path / "files", 40, np.random.default_rng(8)) if M == 1 else None
-    more = [f"variable={tmp_path / 'files'}"] if files else []
-    proc = launch(kind, K, tmp_path / "rows.npy", tmp_path, epochs, M, *more)
+    # the same launch first runs a job on files of variable sizes, cut by bytes (with M = 2, of
+    # 2 to 6 KiB, each record cut into 2 pieces by its own length)
+    sizes = (1, 301) if M == 1 else (2048, 6145)
+    files = write_files(tmp_path / "files", 40, np.random.default_rng(8), sizes=sizes)
+    proc = launch(kind, K, tmp_path / "rows.npy", tmp_path, epochs, M, f"variable={tmp_path / 'files'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    if files:
-        check_variable_job(tmp_path, files, K, epochs)
+    check_variable_job(tmp_path, files, K, epochs, M)
     for t in range(epochs):
         batches = np.array_split(np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64), K)
         for k in range(K):
@@ -83,9 +83,10 @@ def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
         assert r["max_received_bytes"] == r["download_bound_bytes"] > 0
 
 
-def check_variable_job(out: Path, files: list[bytes], K: int, epochs: int) -> None:
+def check_variable_job(out: Path, files: list[bytes], K: int, epochs: int, M: int = 1) -> None:
     """Every rank's batch of every epoch: the run of the epoch's order the byte cut gives it, each
-    record its file's bytes, never padded; the exchange moved exactly what each rank missed."""
+    record its file's bytes, never padded; the exchange moved exactly what each rank missed (with
+    a storage of ``M = 2`` batches, the pieces it did not store: its download bound)."""
     N, sizes = len(files), np.array([len(f) for f in files])
     for t in range(epochs):
         want = byte_cuts(np.asarray(epoch_permutation(N, seed=SEED, epoch=t)), sizes, K)
@@ -95,7 +96,11 @@ def check_variable_job(out: Path, files: list[bytes], K: int, epochs: int) -> No
     reports = json.loads((out / "variable.json").read_text())
     assert [r["epoch"] for r in reports] == list(range(1, epochs))
     for t, r in enumerate(reports, start=1):
-        assert r["verified"] and r["mode"] == "exchange" and r["wire_bytes"] == 0
+        assert r["verified"] and r["mode"] == "exchange" and r["wire_bytes"] == 0 and r["storage"] == M
+        if M > 1:
+            assert r["subpackets"] == 2 and r["records_checked"] == N
+            assert r["max_received_bytes"] == r["download_bound_bytes"] > 0
+            continue
         old, new = (
             byte_cuts(np.asarray(epoch_permutation(N, seed=SEED, epoch=e)), sizes, K) for e in (t - 1, t)
         )

@@ -118,6 +118,23 @@ def test_every_sample_is_its_records_own_bytes_once_an_epoch(tmp_path, rng, kind
         before = batches
 
 
+@pytest.mark.parametrize("scheme", ["coded", "exchange"])
+def test_a_storage_of_two_batches_yields_each_records_own_bytes(rng, scheme):
+    """``storage=2``: each record cut into 2 pieces by its own length (records of 2 to 6 KiB), and
+    every worker's batch of each epoch still the records' own bytes, every record once."""
+    records = [rng.bytes(int(n)) for n in rng.integers(2048, 6145, N)]
+    sizes = np.array([len(r) for r in records])
+    for loaded in InProcessLoader(records, K=K, epochs=EPOCHS, seed=SEED, scheme=scheme, storage=2):
+        batches = oracle(loaded.epoch, sizes, "count")
+        for k, batch in enumerate(loaded.batches):
+            assert np.array_equal(batch.ids, batches[k])
+            assert batch.lengths.tolist() == sizes[batches[k]].tolist()
+            assert [r.tobytes() for r in batch.records] == [records[i] for i in batches[k]]
+        if loaded.report is not None:
+            r = loaded.report
+            assert r.verified and r.mode == scheme and (r.units.storage, r.units.subpackets) == (2, 2)
+
+
 def test_bytes_balance_cuts_equal_bytes_within_a_record(rng):
     records = [bytes(int(n)) for n in rng.integers(1, 1000, 200)]
     sizes = np.array([len(r) for r in records])
@@ -155,7 +172,8 @@ def test_minibatches_of_variable_records_are_their_own_bytes(rng):
 def test_variable_records_exceptions(rng):
     records = [bytes(int(n)) for n in rng.integers(1, 50, 12)]
     cases: list[tuple[dict[str, Any], type[Exception], str]] = [
-        ({"storage": 2, "scheme": "exchange"}, ValueError, "Argument .storage. must be 1 for records of var"),
+        ({"storage": 2, "scheme": scheme_for("coded", K=3, storage=2)}, ValueError,
+         "Argument .storage. must be 1 for records of variable sizes with a scheme of one's own"),
         ({"scheme": scheme_for("coded", K=3, storage=2)}, ValueError, "Argument 'scheme' must deliver whole"),
         ({"network": Network.parse("master=1000,up=1000,down=1000")}, ValueError,
          "Argument 'network' applies to records of one size"),

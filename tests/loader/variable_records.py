@@ -22,10 +22,13 @@ def byte_cuts(order: np.ndarray, sizes: np.ndarray, K: int) -> list[np.ndarray]:
     return [np.asarray(order[a:b], dtype=np.int64) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
-def write_files(root: Path, N: int, rng: np.random.Generator) -> list[bytes]:
-    """``N`` files of 1 to 300 random bytes, one record each (names sort in record order)."""
+def write_files(
+    root: Path, N: int, rng: np.random.Generator, *, sizes: tuple[int, int] = (1, 301)
+) -> list[bytes]:
+    """``N`` files of random bytes, one record each (names sort in record order), of ``sizes[0]``
+    to ``sizes[1] - 1`` bytes (default 1 to 300)."""
     root.mkdir()
-    records = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in rng.integers(1, 301, N)]
+    records = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in rng.integers(*sizes, N)]
     for i, r in enumerate(records):
         (root / f"{i:04d}.bin").write_bytes(r)
     return records

@@ -113,6 +113,12 @@ def test_run_takes_records_of_many_sizes_with_storage():
     assert rep.verified and all(t.records_checked == 60 and t.units.subpackets == 3 for t in rep.transitions)
     with pytest.raises(ValueError, match="Argument 'mode' must be 'coded' or 'exchange'"):
         run(ds, K=4, epochs=1, seed=1, storage=2, mode="uncoded")
+    # the exchange sends every missing piece once, from one holder, at its own length
+    ex = run(ds, K=4, epochs=2, seed=1, storage=2, mode="exchange")
+    for t, c in zip(ex.transitions, rep.transitions, strict=True):
+        d = t.to_dict()
+        assert t.verified and d["exchange_bytes"] == d["uncoded_bytes"] == c.uncoded_bytes
+        assert d["max_received_bytes"] == d["download_bound_bytes"]
 
 
 def test_the_exchange_of_pieces_of_many_sizes_balances_bytes():
@@ -181,7 +187,9 @@ def test_frames_of_many_sizes_need_the_lengths_and_refuse_wrong_ones():
         ds.cache([0]), [frame], need=[1, 2], worker=0, checksums=ds.checksums, lengths=ds.lengths
     )
     assert res.ok and [res.cache.record(i) for i in (1, 2)] == [b"defgh", b"ij"]
-    assert "MPI job" in storage_refusal(None, 4, 2, variable=True)
+    assert storage_refusal(None, 4, 2, variable=True) is None  # the coded scheme, in or across processes
+    assert storage_refusal(None, 4, 2, variable=True, mode="exchange") is None
+    assert "mode 'split'" in storage_refusal(None, 4, 2, variable=True, mode="split")
 
 
 def test_a_corrupted_symbol_of_many_sizes_is_repaired():

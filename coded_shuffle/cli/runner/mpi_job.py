@@ -2,10 +2,12 @@
 
 Rank 0 is the master: it alone holds the dataset (``--data`` in any record format, which it opens
 itself, :meth:`~coded_shuffle.cli.runner.options.JobOptions.records`, or ``N`` random records of
-``B`` bytes drawn from the seed). Records of different sizes run at one batch a worker: the master
-shares their lengths with their checksums, and the table is in bytes
-(:mod:`coded_shuffle.cli.sized`). Rank ``k + 1`` is worker ``k``: it holds only its current batch
-and the table of record checksums. Each transition ``t -> t + 1``, in each mode asked for, from the
+``B`` bytes drawn from the seed). Records of different sizes: at one batch a worker the master
+shares their lengths with their checksums; with a storage of ``M > 1`` (coded) it shares the
+table of their sizes in the start-up step ``sizes``, and every rank cuts each record into pieces
+by its own length from it; the table is in bytes (:mod:`coded_shuffle.cli.sized`). Rank
+``k + 1`` is worker ``k``: it holds only its current batch and the table of record checksums.
+Each transition ``t -> t + 1``, in each mode asked for, from the
 same caches, is one run of the transition protocol (:mod:`coded_shuffle.engine.protocol`) under the
 MPI driver (:func:`~coded_shuffle.engine.mpi.serve`, :func:`~coded_shuffle.engine.mpi.attend`):
 
@@ -72,7 +74,15 @@ from ...orders import SHUFFLE_ALGORITHMS, OrderSpec, auto_order
 from ...records import npy_header, npy_problem
 from ...transport import ControlLink
 from ..data import sizes_text
-from ..sized import SIZED_COLUMNS, SIZED_WIDTHS, ByteBound, sized_cells, sized_legend, sized_time_lines
+from ..sized import (
+    SIZED_COLUMNS,
+    SIZED_WIDTHS,
+    ByteBound,
+    StorageByteBound,
+    sized_cells,
+    sized_legend,
+    sized_time_lines,
+)
 from . import held
 from .held import start_dict, start_line
 from .hooks import hooks
@@ -97,20 +107,25 @@ MASTER_SENDS = frozenset(r.name for r in REGISTRY.values() if r.master_sends)
 class Epochs:
     """A job's epochs: the batches its options name, held as its schemes' placement model says."""
 
-    def __init__(self, job: JobOptions, N: int, B: int, K: int, *, peers: bool = False) -> None:
+    def __init__(
+        self, job: JobOptions, N: int, B: int, K: int, *, peers: bool = False, sizes: np.ndarray | None = None
+    ) -> None:
         self.job, self.N, self.K, self.B = job, N, K, B
         M = int(job.storage)
         #: The network the job says it runs on (a split's share is set by it), or None.
         self.network = None if job.network is None else Network.parse(job.network)
-        #: The scheme of every mode the job runs; they share one placement model.
+        #: The scheme of every mode the job runs; they share one placement model (with a storage of
+        #: records of many sizes, ``sizes``, cut by their own lengths on every rank alike).
         self.schemes = {
-            mode: scheme_for(mode, K=K, storage=M, peers=peers, record_bytes=B, network=self.network)
+            mode: scheme_for(
+                mode, K=K, storage=M, peers=peers, record_bytes=B, network=self.network, sizes=sizes
+            )
             for mode in MODES[job.mode]
         }
         #: The coded scheme: the plan every mode is reported against, and the placement model; a
         #: job of one mode has that mode's (the exchange's makes the coded plan after its delivery).
         one = next(iter(self.schemes.values())) if len(self.schemes) == 1 else None
-        self.scheme = one or scheme_for("coded", K=K, storage=M, record_bytes=B)
+        self.scheme = one or scheme_for("coded", K=K, storage=M, record_bytes=B, sizes=sizes)
 
         spec = OrderSpec(auto_order(job.order, N), job.shard_size, job.canonical_nodes, job.block_size)
         #: The job's epochs (the coded scheme's placement model serves every mode); with
@@ -218,12 +233,13 @@ def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     with session.setup("sizes"):
         N, B, status, variable = link.share()
         code = link.share() if status else 0
+        sizes = _record_sizes(link, job, N, variable) if not status else None
     if status:
         dog.close()
         return int(code)
     dog.for_records(N, B)
     K = link.K
-    ep = Epochs(job, N, B, K)
+    ep = Epochs(job, N, B, K, sizes=sizes)
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
     start = held.receive(session, job, ep.schedule, N * ep.scheme.pieces, ep.piece_bytes, variable=variable)
@@ -241,6 +257,15 @@ def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
         start.keep(turn.epoch)
     dog.close()
     return int(session.end())
+
+
+def _record_sizes(link: ControlLink, job: JobOptions, N: int, variable: bool, sizes: Any = None) -> Any:
+    """Collective, in the step ``sizes``: every record's size, from the master (``sizes``) to the
+    workers, where a storage of ``M > 1`` cuts records of many sizes by their own lengths (each
+    rank computes the pieces' lengths from them); None otherwise."""
+    if not variable or job.storage == 1:
+        return None
+    return link.share_array(np.empty(N, dtype=np.int64) if sizes is None else sizes)
 
 
 def _warm_schemes(modes: tuple[str, ...], K: int, network: Network | None) -> tuple[Scheme, ...]:
@@ -324,9 +349,15 @@ def job_refusal(
         problem = _elastic_refusal(job, K, variable)
         if problem is not None:
             return problem
-    sized = ((job.storage != 1, f"--storage {job.storage}"), (job.cache_dir is not None, "--cache-dir"))
+    stored = f"--storage {job.storage}"
+    sized = (
+        (job.storage != 1 and not set(MODES.get(job.mode, ("auto",))) <= {"coded", "exchange"},
+         f"{stored} --mode {job.mode}"),  # fmt: skip
+        (job.storage != 1 and job.network is not None, f"{stored} --network"),  # times of whole records
+        (job.cache_dir is not None, "--cache-dir"),  # cache files of records of one size
+    )
     for given, flag in sized:
-        if variable and given:  # pieces of one size; cache files of rows of one width
+        if variable and given:
             return f"{flag} needs records of one size: those of --data {job.data} differ in size"
     if not peers and job.max_frame_bytes < B:
         return (
@@ -345,7 +376,7 @@ def job_refusal(
                 return f"{flag} must be at least 1, not {value}"
         if job.canonical_nodes > N:
             return f"--canonical-nodes must be at most the {N} records, not {job.canonical_nodes}"
-    return storage_refusal(B, K, job.storage, variable=variable)
+    return storage_refusal(B, K, job.storage)
 
 
 def _elastic_refusal(job: JobOptions, K: int, variable: bool) -> str | None:
@@ -420,7 +451,7 @@ class Results:
 
     def __init__(
         self, job: JobOptions, K: int, sizes: str, note: str, warm: float, probe: ProbedRates | None = None,
-        bound: ByteBound | None = None, held: HeldStart | RecoveryReport | None = None,
+        bound: ByteBound | StorageByteBound | None = None, held: HeldStart | RecoveryReport | None = None,
     ) -> None:  # fmt: skip
         self.job = job
         #: Records of different sizes: each transition's bound weighted by size; the table in bytes.
@@ -505,8 +536,10 @@ class Results:
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
         if self.table and self._timed:
-            b = self.bound
-            for line in time_lines(self._timed) if b is None else sized_time_lines(self._timed, b.sizes):
+            b = self.bound  # in bytes on records of different sizes (one batch a worker)
+            for line in sized_time_lines(self._timed, b.sizes) if isinstance(b, ByteBound) else (
+                time_lines(self._timed)
+            ):  # fmt: skip
                 self._print(line)
         if self.out is not None and self.out is not self.res:
             self.out.close()
@@ -530,16 +563,21 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
         return 2
     N, B = dataset.N, dataset.record_bytes
     dog.for_records(N, B)
+    lengths = None if dataset.lengths is None else np.ascontiguousarray(dataset.lengths, dtype=np.int64)
     with session.setup("sizes"):
         link.share((N, B, 0, dataset.variable))
-    ep = Epochs(job, N, B, K)
+        sizes = _record_sizes(link, job, N, dataset.variable, lengths)
+    ep = Epochs(job, N, B, K, sizes=sizes)
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
     start = held.deal(session, job, ep.schedule, ep.scheme.dataset(dataset))
     warm = warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
     probe = probe_links(session, job)
-    lengths = dataset.lengths
-    bound = None if lengths is None else ByteBound(ep.schedule, lengths)
+    # records of different sizes: the bound weighted by size (that of the pieces, with a storage)
+    bound: ByteBound | StorageByteBound | None = None
+    if lengths is not None:
+        stored = sizes is not None  # a storage of pieces cut by the records' sizes
+        bound = StorageByteBound(ep.schedule, start=start.now) if stored else ByteBound(ep.schedule, lengths)
     results = Results(job, K, records_text(K, N, B, dataset.lengths), ep.scheme.holding.note(B), warm, probe,
                       bound, held=start.report)  # fmt: skip
     session.opts = MasterOptions(

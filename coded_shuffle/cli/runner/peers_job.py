@@ -26,7 +26,7 @@ from ...engine.session import warm_up
 from ...engine.state import synthetic_dataset
 from ...records import NpyRecords, RecordSource
 from ...transport import MPITransport
-from ..sized import ByteBound
+from ..sized import ByteBound, StorageByteBound
 from .mpi_job import PROG, Epochs, Results, _hooks, job_refusal, probe_links, records_text
 from .options import JobOptions
 
@@ -69,7 +69,7 @@ def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
         dog.close()
         return 2
     dog.for_records(N, B)
-    ep = Epochs(job, N, B, K, peers=True)
+    ep = Epochs(job, N, B, K, peers=True, sizes=sizes)  # a storage cuts each record by its own length
     (scheme,) = ep.schemes.values()  # the one scheme of a job of peers, which runs among them
     session.schemes = (scheme,)
     now = ep.schedule.epoch(job.start_epoch)
@@ -81,7 +81,10 @@ def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
     probe = probe_links(session, job)
     results = None
     if link.is_leader:
-        bound = None if sizes is None else ByteBound(ep.schedule, sizes)
+        bound: ByteBound | StorageByteBound | None = None  # in bytes, of the pieces with a storage
+        if sizes is not None:
+            one = job.storage == 1
+            bound = ByteBound(ep.schedule, sizes) if one else StorageByteBound(ep.schedule, start=now)
         text = records_text(K, N, B, sizes, peers=True)
         results = Results(job, K, text, scheme.holding.note(B), warm, probe, bound)
     session.opts = MasterOptions(
