@@ -389,22 +389,17 @@ def _scheme_on(
     storage: object, *, epoch: int, strategy: str,
 ) -> str | Scheme:  # fmt: skip
     """A loader's ``scheme``, checked against ``network``; ``auto`` resolved on it: of the loaders'
-    schemes, the one of least predicted time of transition ``epoch -> epoch + 1``."""
+    schemes, the one of least predicted time of transition ``epoch -> epoch + 1`` (in bytes where
+    the records' sizes differ)."""
     net = check_network(network, "auto", name="scheme")  # given, or asked for by 'auto'
     assert net is not None
     if storage != 1:
         raise ValueError(f"Argument 'network' applies to one batch a worker, not storage = {storage!r}.")
-    if dataset.lengths is not None:
-        lo, hi = int(dataset.lengths.min()), int(dataset.lengths.max())
-        raise ValueError(
-            "Argument 'network' applies to records of one size (the predicted times count records "
-            f"of one size), not sizes from {lo} to {hi} bytes."
-        )
     if scheme != "auto":
         return scheme
     times = predicted_times(
         dataset.N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=dataset.record_bytes,
-        network=net, strategy=strategy,
+        network=net, strategy=strategy, sizes=dataset.lengths,
     )  # fmt: skip
     p = times.predicted_seconds
     return min(_training(), key=lambda m: p[m])  # a network no mode can use raised above

@@ -158,6 +158,31 @@ def test_coded_bytes_equal_the_engines_on_variable_records(rng):
     assert all(r.coded_bytes < r.uncoded_bytes for r in reports)
 
 
+def test_auto_chooses_on_the_bytes_of_variable_records(rng):
+    """``scheme="auto"`` on a network chooses between the coded broadcast and the exchange on the
+    first transition's times in bytes, counted here: the exchange's busiest link from the records'
+    sizes and the placements, the coded broadcast's symbols (the coded loader's report) through
+    the relays' uplinks."""
+    from coded_shuffle.orders import epoch_placement
+
+    sizes = rng.integers(1, 500, 120)
+    records = [bytes(int(n)) for n in sizes]
+    p0, p1 = (epoch_placement(sizes.size, 4, seed=2, epoch=t) for t in (0, 1))
+    S_B = np.zeros((4, 4), dtype=np.int64)
+    np.add.at(S_B, (p0.owner, p1.owner), sizes)
+    off = S_B - np.diag(np.diag(S_B))
+    coded = [ep.report for ep in InProcessLoader(records, K=4, epochs=2, seed=2)][1]  # epoch 0 -> 1
+    for spec, expect in (("up=1000", "exchange"), ("up=1,multicast", "coded")):  # Mbit/s of the uplinks
+        net = Network.parse(f"master=1000,down=1000,{spec}")
+        up = 125e6 if spec == "up=1000" else 125e3
+        exchange = max(off.sum(axis=0).max() / 125e6, off.sum(axis=1).max() / up)
+        # the coded symbols through the master and every downlink, and, without multicast, the relays
+        broadcast = coded.coded_bytes / (125e6 if net.multicast else min(up, 125e6))
+        assert (expect == "exchange") == (exchange < broadcast)
+        loader = InProcessLoader(records, K=4, epochs=2, seed=2, scheme="auto", network=net)
+        assert loader.scheme.name == expect
+
+
 def test_minibatches_of_variable_records_are_their_own_bytes(rng):
     records = [bytes([i]) * (i + 1) for i in range(11)]
     (batch,) = next(iter(InProcessLoader(records, K=1, epochs=1, seed=0))).batches
@@ -175,8 +200,6 @@ def test_variable_records_exceptions(rng):
         ({"storage": 2, "scheme": scheme_for("coded", K=3, storage=2)}, ValueError,
          "Argument .storage. must be 1 for records of variable sizes with a scheme of one's own"),
         ({"scheme": scheme_for("coded", K=3, storage=2)}, ValueError, "Argument 'scheme' must deliver whole"),
-        ({"network": Network.parse("master=1000,up=1000,down=1000")}, ValueError,
-         "Argument 'network' applies to records of one size"),
         ({"balance": "tokens"}, ValueError, "Argument 'balance'"),
     ]  # fmt: skip
     for kwargs, exc, text in cases:
