@@ -113,18 +113,6 @@ def test_a_storage_restarts_from_files_the_library_wrote(tmp_path):
     _files_hold(folder, 4, M)
 
 
-@pytest.fixture
-def no_launch(monkeypatch):
-    """``run`` with every launch recorded instead of made."""
-    import coded_shuffle.cli.run as run_cli
-
-    launched: list[list[str]] = []
-    monkeypatch.setattr(run_cli, "launch", lambda cmd: launched.append(cmd) or 0)
-    monkeypatch.setattr(run_cli, "compile_kernels", lambda groups: None)
-    monkeypatch.setattr(run_cli, "find_mpiexec", lambda: "mpiexec")
-    return launched
-
-
 def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
     """What ``--cache-dir`` is refused with, in one line before any process starts; a folder that
     does not exist yet is passed on, and the check leaves nothing behind."""

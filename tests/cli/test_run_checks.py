@@ -19,18 +19,6 @@ from coded_shuffle.transport.multicast import parse_group, scope_groups
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def no_launch(monkeypatch):
-    """``run`` with every launch recorded instead of made (no kernels compiled, no mpiexec)."""
-    import coded_shuffle.cli.run as run_cli
-
-    launched: list[list[str]] = []
-    monkeypatch.setattr(run_cli, "launch", lambda cmd: launched.append(cmd) or 0)
-    monkeypatch.setattr(run_cli, "compile_kernels", lambda groups: None)
-    monkeypatch.setattr(run_cli, "find_mpiexec", lambda: "mpiexec")
-    return launched
-
-
 def _options(command: str) -> list[argparse.Action]:
     parser = cli.build_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
