@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..errors import DecodeError
 
@@ -41,6 +42,10 @@ def pack_bits(values: object, width: int) -> np.ndarray:
     bit first: value ``i`` is bits ``[i width, (i + 1) width)`` of the little-endian number the
     bytes make; ``ceil(n width / 8)`` bytes, the bits after the last value zero.
 
+    Values ``r, r + 8, r + 16, ...`` start at the same bit of a byte and ``width`` bytes apart:
+    each such class is shifted once and ORed in as rows of 8 bytes (and a ninth for what a shift
+    pushes past 64 bits).
+
     Examples
     --------
     >>> pack_bits([1, 2, 3], 3).tolist()      # 0b011_010_001
@@ -52,38 +57,43 @@ def pack_bits(values: object, width: int) -> np.ndarray:
     n = int(v.size)
     nbytes = (n * width + 7) // 8
     out = np.zeros(nbytes + 9, dtype=np.uint8)
-    for r in range(min(8, n) if width else 0):  # values r, r + 8, ...: one shift, width bytes apart
-        part = v[r::8]
-        sh = (r * width) & 7
-        at = (r * width >> 3) + width * np.arange(part.size, dtype=np.int64)
-        low = part << np.uint64(sh)
-        for k in range((sh + width + 7) // 8 if sh + width <= 64 else 8):
-            out[at + k] |= (low >> np.uint64(8 * k)).astype(np.uint8)
-        if sh + width > 64:  # the top bits spill into a ninth byte
-            out[at + 8] |= (part >> np.uint64(64 - sh)).astype(np.uint8)
+    for r in range(min(8, n) if width else 0):
+        part, m = v[r::8], (n - r + 7) // 8
+        first, sh = r * width >> 3, (r * width) & 7
+        low = (part << np.uint64(sh)).astype("<u8").view(np.uint8).reshape(m, 8)
+        if width >= 8:  # the rows of a class do not overlap
+            as_strided(out[first:], shape=(m, 8), strides=(width, 1))[...] |= low
+        else:
+            at = first + width * np.arange(m, dtype=np.int64)
+            for k in range(8):
+                out[at + k] |= low[:, k]
+        if sh + width > 64:
+            out[first + 8 :: width][:m] |= (part >> np.uint64(64 - sh)).astype(np.uint8)
     return out[:nbytes]
 
 
 def unpack_bits(buf: np.ndarray, width: int, n: int) -> np.ndarray:
-    """The ``n`` values of ``width`` bits that :func:`pack_bits` wrote into ``buf``, as ``uint64``.
+    """The ``n`` values of ``width`` bits that :func:`pack_bits` wrote into ``buf``, as ``uint64``
+    (read by the same classes of 8).
 
     >>> unpack_bits(pack_bits([1, 2, 3], 3), 3, 3).tolist()
     [1, 2, 3]
     """
+    out = np.zeros(n, dtype=np.uint64)
     if width == 0 or n == 0:
-        return np.zeros(n, dtype=np.uint64)
+        return out
     padded = np.zeros(int(buf.shape[0]) + 9, dtype=np.uint8)
     padded[: buf.shape[0]] = buf
-    bit = np.arange(n, dtype=np.int64) * width
-    at, sh = bit >> 3, (bit & 7).astype(np.uint64)
-    word = np.zeros(n, dtype=np.uint64)
-    for k in range(8):
-        word |= padded[at + k].astype(np.uint64) << np.uint64(8 * k)
-    word >>= sh
-    if width > 57:  # a value may reach into a ninth byte
-        spill = padded[at + 8].astype(np.uint64) << ((np.uint64(64) - sh) & np.uint64(63))
-        word |= np.where(sh > 0, spill, np.uint64(0))
-    return word if width == 64 else word & ((np.uint64(1) << np.uint64(width)) - np.uint64(1))
+    mask = _ONES if width == 64 else (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+    for r in range(min(8, n)):
+        m = (n - r + 7) // 8
+        first, sh = r * width >> 3, (r * width) & 7
+        rows = as_strided(padded[first:], shape=(m, 8), strides=(width, 1), writeable=False)
+        word = np.ascontiguousarray(rows).view("<u8").reshape(m) >> np.uint64(sh)
+        if sh + width > 64:
+            word |= padded[first + 8 :: width][:m].astype(np.uint64) << np.uint64(64 - sh)
+        out[r::8] = word & mask
+    return out
 
 
 def table_widths(counts: np.ndarray, terms: np.ndarray) -> tuple[int, int]:
