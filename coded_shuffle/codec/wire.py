@@ -215,7 +215,8 @@ def frame_overhead(
 ) -> float:
     """Return framing bytes over payload bytes of a frame of ``n_symbols`` full-width symbols.
 
-    The frame has no receiver index; each row of one adds :data:`RUN_BYTES` of framing.
+    The frame has no receiver index; each row of one adds :data:`RUN_BYTES` of framing. A frame
+    of pairs; that of many-term symbols is :func:`~coded_shuffle.codec.table.packed_framing`.
 
     Examples
     --------

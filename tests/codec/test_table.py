@@ -10,13 +10,17 @@ import pytest
 
 from coded_shuffle.codec import (
     FLAG_TERMS,
+    FLAG_WIDE_IDS,
+    FRAME_HEADER_BYTES,
     PACKED_TERMS_VERSION,
+    RUN_BYTES,
     decode_terms,
     encode_terms,
     entry_bytes,
     frame_version,
     load_dataset,
     parse_frame,
+    table,
 )
 from coded_shuffle.codec.table import pack_bits, packed_framing, table_widths, unpack_bits
 from coded_shuffle.errors import DecodeError
@@ -75,6 +79,9 @@ def test_widths_of_a_table():
     assert table_widths(np.array([1, 1]), np.array([0, 0])) == (0, 1)  # one term each: no count bits
     assert table_widths(np.array([2]), np.array([2**40, 3])) == (1, 41)
     assert frame_version(FLAG_TERMS) == PACKED_TERMS_VERSION == 5
+    # the table's module keeps its own copies of the wire's sizes (it sits below wire.py)
+    assert (table._HEADER_BYTES, table._RUN_BYTES) == (FRAME_HEADER_BYTES, RUN_BYTES)
+    assert table._FLAG_WIDE_IDS == FLAG_WIDE_IDS
     with pytest.raises(ValueError, match="'flags' must name a frame of pairs"):
         entry_bytes(FLAG_TERMS)
 
