@@ -16,11 +16,12 @@ transitions):
 With ``--storage`` (``M = 2``), the engine's delivery with a storage of two batches: its pieces
 (each record cut by its own length into the pieces of a record of the mean size,
 ``engine.state.sized_pieces``), its plan (``plan_storage(..., sizes=...)``: pieces of about one
-size grouped) and the bytes of its frames (wire version 4: each symbol as long as its longest
-piece, no length on the wire), beside the same plan without grouping (sizes as drawn); over the
-genie bound of the demand weighted by its pieces' bytes (``demand_lower_bound(..., weights=...)``),
-the missing pieces' bytes (uncoded with the same storage) and the moved records' bytes (uncoded
-with one batch, the column ``wire/uncoded`` above). The frames' bytes are counted from the
+size grouped) and the bytes of its frames (wire version 5: each symbol as long as its longest
+piece, no length on the wire, the term table packed at the fewest bits), beside the same plan
+without grouping (sizes as drawn); over the genie bound of the demand weighted by its pieces'
+bytes (``demand_lower_bound(..., weights=...)``), the missing pieces' bytes (uncoded with the
+same storage) and the moved records' bytes (uncoded with one batch, the column ``wire/uncoded``
+above). The frames' bytes are counted from the
 layout; ``--check`` also encodes the engine's real frames (``StorageScheme.encode``) of the first
 transition on the first 5,000 records, asserts their size is the count, and decodes them at
 every worker; ``--engine`` runs ``engine.run`` itself on all the token documents (random bytes
@@ -181,8 +182,10 @@ def measure(name: str, sizes: np.ndarray, pieces: list[int]) -> None:
 def storage_wire(plan, lens: np.ndarray, P: int, width: int) -> tuple[int, int]:
     """``(payload, wire)`` of the engine's frames of a storage plan (``StorageScheme.encode``:
     ``encode_terms`` addressed by block, frames of at most ``STREAMED_FRAME_BYTES``), from the
-    frame layout of wire version 4 (each symbol as long as its longest piece)."""
-    from coded_shuffle.codec import FLAG_TERMS, symbol_lengths
+    frame layout of wire version 5 (each symbol as long as its longest piece, the term table of
+    each frame packed at the bits of its largest count and id)."""
+    from coded_shuffle.codec import symbol_lengths
+    from coded_shuffle.codec.table import packed_framing, table_widths
     from coded_shuffle.codec.terms import _addressing
     from coded_shuffle.engine.schemes.storage import STREAMED_FRAME_BYTES
 
@@ -191,12 +194,15 @@ def storage_wire(plan, lens: np.ndarray, P: int, width: int) -> tuple[int, int]:
     wanter = np.asarray(plan.placement_next.owner, dtype=np.int64)[terms // P]
     order, runs = _addressing(off, terms, wanter, K)
     n_terms = np.diff(off)[order]
+    new_off = np.concatenate(([0], np.cumsum(n_terms)))
+    ids = terms[np.repeat(off[:-1][order] - new_off[:-1], n_terms) + np.arange(terms.size)]
     per = max(1, min(DEFAULT_MAX_FRAME_BYTES, STREAMED_FRAME_BYTES) // width)
     framing = 0
     for lo in range(0, max(n, 1), per):
         hi = min(n, lo + per)
         rows = runs.shape[0] if n <= per else _clip_runs(runs, lo, hi).shape[0]
-        framing += _layout(hi - lo, FLAG_TERMS | FLAG_VARIABLE, rows, int(n_terms[lo:hi].sum()))[1]
+        mine = ids[new_off[lo] : new_off[hi]]
+        framing += packed_framing(hi - lo, rows, mine.size, *table_widths(n_terms[lo:hi], mine))
     payload = int(symbol_lengths(off, terms, lens).sum())
     return payload, payload + framing
 

@@ -416,6 +416,77 @@ def read_terms_frame_reference(raw: bytes, lengths=None) -> dict:
     return {**parts, "crc_ok": crc_ok}
 
 
+def _bits(values, width: int) -> bytes:
+    """``values`` end to end at ``width`` bits each, least significant bit first: one Python int."""
+    number = sum(v << (i * width) for i, v in enumerate(values))
+    return number.to_bytes((len(values) * width + 7) // 8, "little")
+
+
+def _unbits(raw: bytes, width: int, n: int) -> list[int]:
+    """The ``n`` values of ``width`` bits at the start of ``raw``, least significant bit first."""
+    number = int.from_bytes(raw, "little")
+    return [(number >> (i * width)) & ((1 << width) - 1) for i in range(n)]
+
+
+def packed_terms_frame_reference(rows, offsets, terms, *, epoch, runs=(), sized=False) -> bytes:
+    """A frame of many-term symbols of version 5 (flag TERMS; with VARIABLE for rows of many
+    sizes, ``sized``) from docs/wire-format.md, with struct, zlib and Python ints: the header, the
+    table's head (``n_terms`` u32, ``count_bits`` u8, ``id_bits`` u8, two zero bytes), the receiver
+    index, each symbol's count of terms less one at ``count_bits`` bits, then the ids at ``id_bits``
+    bits (each part padded to a byte), padding to 8, the payloads as in versions 3 and 4.
+    """
+    n = len(offsets) - 1
+    width = max(len(r) for r in rows)
+    counts = [offsets[s + 1] - offsets[s] for s in range(n)]
+    count_bits = (max(counts, default=1) - 1).bit_length()
+    id_bits = max(1, max(terms, default=0).bit_length())
+    table = _bits([c - 1 for c in counts], count_bits) + _bits(list(terms), id_bits)
+    index = b"".join(struct.pack("<III", *row) for row in runs)
+    body = b""
+    for s in range(n):
+        mine = terms[offsets[s] : offsets[s + 1]]
+        acc = bytearray(max(len(rows[t]) for t in mine) if sized else width)
+        for t in mine:
+            acc = bytearray(x ^ y for x, y in zip(acc, rows[t].ljust(len(acc), b"\0"), strict=True))
+        body += bytes(acc)
+    flags = 9 if sized else 8
+    head = struct.pack("<4sHHQIIQII", b"CSHF", 5, flags, epoch, n, width, len(body), 0, len(runs))
+    framing = head + struct.pack("<IBBH", len(terms), count_bits, id_bits, 0) + index + table
+    framing += b"\0" * (-len(framing) % 8)
+    crc = zlib.crc32(framing)
+    return framing[:32] + struct.pack("<I", crc) + framing[36:] + body
+
+
+def read_packed_terms_frame_reference(raw: bytes, lengths=None) -> dict:
+    """The parts of a frame of many-term symbols of version 5, read with struct, zlib and Python
+    ints: ``header``, ``table`` (``(n_terms, count_bits, id_bits)``), ``terms`` (one list a
+    symbol), ``runs``, ``payload`` and ``crc_ok``. With flag VARIABLE it needs ``lengths``."""
+    raw = bytes(raw)
+    header = dict(zip(_HEADER_FIELDS, struct.unpack_from("<4sHHQIIQII", raw), strict=True))
+    assert header["version"] == 5 and header["flags"] & ~13 == 0 and header["flags"] & 8
+    sized = bool(header["flags"] & 1)
+    assert (lengths is not None) == sized
+    n, r, B = header["n_symbols"], header["n_runs"], header["record_bytes"]
+    n_terms, count_bits, id_bits, reserved = struct.unpack_from("<IBBH", raw, 40)
+    assert reserved == 0
+    runs = [struct.unpack_from("<III", raw, 48 + 12 * k) for k in range(r)]
+    at = 48 + 12 * r
+    count_end = at + (n * count_bits + 7) // 8
+    counts = [c + 1 for c in _unbits(raw[at:count_end], count_bits, n)]
+    assert sum(counts) == n_terms, "the counts and the head disagree"
+    end = count_end + (n_terms * id_bits + 7) // 8
+    ids = _unbits(raw[count_end:end], id_bits, n_terms)
+    terms = [ids[sum(counts[:s]) : sum(counts[: s + 1])] for s in range(n)]
+    framing = end + (-end % 8)
+    crc_ok = zlib.crc32(raw[:32] + bytes(4) + raw[36:framing]) == header["header_crc"]
+    sizes = [max(lengths[x] for x in t) if sized else B for t in terms]
+    assert len(raw) == framing + sum(sizes) == framing + header["payload_bytes"], "payload length"
+    ends = [framing + sum(sizes[: s + 1]) for s in range(n)]
+    payload = [raw[e - z : e] for e, z in zip(ends, sizes, strict=True)]
+    parts = {"header": header, "table": (n_terms, count_bits, id_bits), "terms": terms, "runs": runs}
+    return {**parts, "payload": payload, "crc_ok": crc_ok}
+
+
 # --------------------------------------------------------------------------- epoch orders
 
 

@@ -47,7 +47,7 @@ VECTORS = json.loads((Path(__file__).resolve().parent / "kat" / "vectors.json").
 def test_the_vectors_are_all_there():
     # a rewrite that dropped a vector would pass the tests below: the file's shape is fixed too
     names = ["about", "checksums", "permutations", "feistel", "frame_example_1", "frame_storage"]
-    names.append("frame_storage_sized")
+    names += ["frame_storage_sized", "frame_storage_packed", "frame_storage_sized_packed"]
     assert list(VECTORS) == names
     assert len(VECTORS["checksums"]) == 7
     assert [(p["seed"], p["epoch"], len(p["order"])) for p in VECTORS["permutations"]] == [
@@ -147,11 +147,14 @@ def test_frame_of_many_term_symbols():
     p0, p1 = placement_from_owner(vec["owner_t"], K), placement_from_owner(vec["owner_t1"], K)
     pp = piece_placement(p0, M=M)
     plan = plan_storage(pp, p1)
-    # the library writes the frozen frame, byte for byte
+    # a frame of version 3, written before version 5: the library still reads it, the same symbols
+    # as in the frame it writes today
     assert TERMS_VERSION == vec["wire_version"] == 3
     wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
     (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=vec["epoch"], wanter=wanter, K=K)
-    assert frame.tobytes() == raw
+    old, new = parse_frame(raw, epoch=vec["epoch"]), parse_frame(frame, epoch=vec["epoch"])
+    assert old.terms.tolist() == new.terms.tolist() and old.runs.tolist() == new.runs.tolist()
+    assert np.array_equal(old.payload, new.payload) and old.symbol.tolist() == [0]
     # read without the library (struct and zlib), and every payload the XOR of its pieces
     parts = read_terms_frame_reference(raw)
     assert parts["crc_ok"] and parts["terms"] == vec["terms"]
@@ -195,11 +198,12 @@ def test_frame_of_many_term_symbols_of_many_sizes():
     pieces = storage_dataset(load_dataset(records), K, M, pieces=pp.pieces)
     assert [pieces.record(i) for i in range(pieces.N)] == rows
     plan = plan_storage(pp, p1, sizes=pieces.lengths)
-    # the library writes the frozen frame of version 4, byte for byte
+    # a frame of version 4, written before version 5: the library still reads it
     assert VARIABLE_TERMS_VERSION == vec["wire_version"] == 4
     wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
     (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=vec["epoch"], wanter=wanter, K=K)
-    assert frame.tobytes() == raw
+    old, new = parse_frame(raw, lengths=pieces.lengths), parse_frame(frame, lengths=pieces.lengths)
+    assert old.terms.tolist() == new.terms.tolist() and bytes(old.packed) == bytes(new.packed)
     # read without the library: every payload the XOR of its rows zero-padded to the longest
     lengths = [len(r) for r in rows]
     parts = read_terms_frame_reference(raw, lengths=lengths)
@@ -229,3 +233,59 @@ def test_frame_of_many_term_symbols_of_many_sizes():
         (mine,) = p1.batch(k)
         whole = records_of_pieces(res.cache, np.array([mine]), 2, 13)[0]
         assert bytes(whole[: len(records[mine])]) == records[mine]
+
+
+@pytest.mark.parametrize("name", ["frame_storage_packed", "frame_storage_sized_packed"])
+def test_frame_of_many_term_symbols_of_version_5(name):
+    from coded_shuffle.codec import PACKED_TERMS_VERSION, decode_terms, encode_terms
+    from coded_shuffle.engine.state import storage_dataset
+    from coded_shuffle.orders import placement_from_owner
+    from coded_shuffle.storage import piece_placement, plan_storage, update_storage
+    from tests.oracles import packed_terms_frame_reference, read_packed_terms_frame_reference
+
+    vec = VECTORS[name]
+    sized = "records" in vec
+    raw = bytes.fromhex("".join(vec["frame"]))
+    rows = [bytes.fromhex(r) for r in vec["pieces"]]
+    K, M = vec["K"], vec["storage"]
+    p0, p1 = placement_from_owner(vec["owner_t"], K), placement_from_owner(vec["owner_t1"], K)
+    pp = piece_placement(p0, M=M)
+    if sized:
+        records = [bytes.fromhex(r) for r in vec["records"]]
+        pieces = storage_dataset(load_dataset(records), K, M, pieces=pp.pieces)
+    else:
+        pieces = load_dataset(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), -1))
+    assert [pieces.record(i) for i in range(pieces.N)] == rows
+    plan = plan_storage(pp, p1, sizes=pieces.lengths if sized else None)
+    # the library writes the frozen frame, byte for byte
+    assert PACKED_TERMS_VERSION == vec["wire_version"] == 5
+    wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
+    (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=vec["epoch"], wanter=wanter, K=K)
+    assert frame.tobytes() == raw
+    # read without the library (struct, zlib and Python ints): the table packed at the fewest
+    # bits, every payload the XOR of its rows zero-padded to the longest
+    lengths = [len(r) for r in rows]
+    parts = read_packed_terms_frame_reference(raw, lengths=lengths if sized else None)
+    assert parts["crc_ok"] and parts["terms"] == vec["terms"]
+    assert [list(r) for r in parts["runs"]] == vec["runs"]
+    assert parts["table"] == (3, 2, 3)  # 3 terms, counts less one of 2 bits, ids 5, 1, 2 of 3 bits
+    for t, payload in zip(parts["terms"], parts["payload"], strict=True):
+        want = bytearray(max(lengths[x] for x in t))
+        for x in t:
+            want = bytearray(a ^ b for a, b in zip(want, rows[x].ljust(len(want), b"\0"), strict=True))
+        assert payload == bytes(want)
+    offsets = np.concatenate([[0], np.cumsum([len(t) for t in parts["terms"]])]).tolist()
+    flat = [x for t in parts["terms"] for x in t]
+    rebuilt = packed_terms_frame_reference(
+        rows, offsets, flat, epoch=vec["epoch"], runs=parts["runs"], sized=sized
+    )  # fmt: skip
+    assert rebuilt == raw
+    # every worker decodes its share of the next epoch from the frozen bytes
+    nxt = update_storage(pp, p1)
+    for k in range(K):
+        res = decode_terms(
+            pieces.cache(pp.held_by(k)), [raw], need=nxt.held_by(k), worker=k, checksums=pieces.checksums,
+            lengths=pieces.lengths if sized else None,
+        )  # fmt: skip
+        got = [res.cache.record(int(i)) for i in res.cache.ids]
+        assert res.ok and got == [rows[i] for i in nxt.held_by(k)]

@@ -10,14 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
-from ..codec import (
-    FLAG_TERMS,
-    FRAME_HEADER_BYTES,
-    RUN_BYTES,
-    TERMS_VERSION,
-    VARIABLE_TERMS_VERSION,
-    entry_bytes,
-)
+from ..codec import FRAME_HEADER_BYTES, PACKED_TERMS_VERSION, RUN_BYTES, entry_bytes
 from ..engine.schemes import names
 from ._parser import COMMANDS, add_deprecated
 from .common import (
@@ -122,10 +115,9 @@ def _print_footer(args: argparse.Namespace, mode: str) -> None:
             cut = f"each cut by its own length into {C} pieces" if C > 1 else "stored whole"
         print(f"storage {M}: records {cut}, each held by {M} workers;")
         print(f"symbols are pieces (divide the counts by {C} for records): xor symbols sum up to {M + 1}")
-        entry, term = entry_bytes(FLAG_TERMS)
-        print("pieces, or chains of such sums; uncoded sends every missing piece alone. A symbol's entry")
-        version = VARIABLE_TERMS_VERSION if getattr(args, "sizes", None) is not None else TERMS_VERSION
-        print(f"is {entry} B and {term} B a piece it sums (wire format version {version}).")
+        print("pieces, or chains of such sums; uncoded sends every missing piece alone. A frame lists the")
+        print("pieces each symbol sums at the fewest bits of the frame's largest id and count (wire format")
+        print(f"version {PACKED_TERMS_VERSION}).")
         if args.workers > STORAGE_MAX_K and mode == "exchange":
             print(f"Beyond {STORAGE_MAX_K} workers the exchange makes no coded plan: its columns are '-'.")
     if getattr(args, "sizes", None) is not None and args.storage > 1:

@@ -51,6 +51,7 @@ kernel states, which the tests use as their oracle.
 Layout
 ------
 :mod:`.records` (datasets and checksums), :mod:`.wire` (the frame format and its parser),
+:mod:`.table` (the term table of a frame of many-term symbols, packed at the fewest bits),
 :mod:`.encode` (symbols and frames), :mod:`.decode` (a worker's decoding), :mod:`.terms`
 (symbols of many terms, for excess storage: their frames and their solving by elimination),
 :mod:`.held` (the exchange's records sent alone, decoded frame by frame as they come);
@@ -79,6 +80,7 @@ from .wire import (
     FLAG_VARIABLE,
     FLAG_WIDE_IDS,
     FRAME_HEADER_BYTES,
+    PACKED_TERMS_VERSION,
     PAIRS_VERSION,
     RUN_BYTES,
     TERMS_VERSION,
@@ -105,6 +107,7 @@ __all__ = [
     "PAIRS_VERSION",
     "TERMS_VERSION",
     "VARIABLE_TERMS_VERSION",
+    "PACKED_TERMS_VERSION",
     "symbol_lengths",
     "frame_version",
     "FLAG_TERMS",

@@ -1,4 +1,4 @@
-"""A worker's solving of many-term symbols (wire format version 3), frame by frame as they arrive.
+"""A worker's solving of many-term symbols (wire format 5; 3, 4 before), frame by frame as they come.
 
 :class:`TermsDecoder` takes the frames of one delivery in order. The first symbol of one unknown
 term that the worker wants gives that row: these symbols are chosen from the ids alone, then
@@ -366,7 +366,7 @@ def decode_terms(
     by row id), checked. ``out`` is an optional buffer of the new rows, as in
     :func:`~coded_shuffle.codec.decode_worker`; with ``kept``, it already holds the rows of
     ``need`` that ``cache`` holds (:func:`keep_rows`, called before the frames came). Rows of
-    many sizes (a cache with ``lengths``, frames of version 4): ``lengths`` is every row's length,
+    many sizes (a cache with ``lengths``, frames with ``FLAG_VARIABLE``): ``lengths`` is every row's length,
     indexed by id (part of the job, as ``checksums``), which gives each payload's length and each
     new row's. The same as a :class:`TermsDecoder` fed every frame.
 

@@ -1,4 +1,4 @@
-"""Symbols of many terms: each the XOR of any set of rows, framed (wire format version 3) and solved.
+"""Symbols of many terms: each the XOR of any set of rows, framed (wire format version 5) and solved.
 
 The plans of excess storage (:mod:`coded_shuffle.storage`) send XORs of up to ``t + 2`` pieces,
 and their chains and rounds sums of those. Here a row is a piece: ``dataset`` holds one row per
@@ -19,17 +19,15 @@ from .._checks import check_int, check_int_array
 from ._common import _NO_RUNS, _aligned_empty, _halves, _i64, _kernels, _ro
 from .encode import _clip_runs, _write_header
 from .records import Dataset
+from .table import TABLE_HEAD_BYTES, packed_framing, table_widths, write_table
 from .wire import (
     _RUN_DTYPE,
     DEFAULT_MAX_FRAME_BYTES,
     FLAG_REPAIR,
     FLAG_TERMS,
     FLAG_VARIABLE,
-    FLAG_WIDE_IDS,
     FRAME_HEADER_BYTES,
     RUN_BYTES,
-    _layout,
-    _term_bytes,
     symbol_lengths,
 )
 
@@ -121,30 +119,25 @@ def _addressing(
 
 
 def _pack_terms(
-    dataset: Dataset, offsets: np.ndarray, terms: np.ndarray, symbol: np.ndarray, runs: np.ndarray, *,
-    epoch: int, repair: bool,
+    dataset: Dataset, offsets: np.ndarray, terms: np.ndarray, runs: np.ndarray, *, epoch: int, repair: bool,
 ) -> np.ndarray:  # fmt: skip
-    """One frame of many-term symbols (docs/wire-format.md, version 3; version 4 for rows of many
-    sizes, each payload cut to its longest term and packed)."""
+    """One frame of many-term symbols (docs/wire-format.md, version 5: its term table packed at
+    the fewest bits; with rows of many sizes, each payload cut to its longest term and packed)."""
     n, width = offsets.size - 1, dataset.record_bytes
     flags = FLAG_TERMS | (FLAG_REPAIR if repair else 0) | (FLAG_VARIABLE if dataset.variable else 0)
-    if int(max(terms.max(initial=0), symbol.max(initial=0))) >= 0xFFFFFFFF:
-        flags |= FLAG_WIDE_IDS
-    edt, start = _layout(n, flags, runs.shape[0], terms.size)
+    counts = np.diff(offsets)
+    if terms.size > 0xFFFFFFFF:
+        raise ValueError(f"Argument 'terms' must hold at most 2**32 - 1 terms a frame, not {terms.size}.")
+    start = packed_framing(n, runs.shape[0], terms.size, *table_widths(counts, terms))
     plen = None if dataset.lengths is None else symbol_lengths(offsets, terms, dataset.lengths)
     payload_bytes = n * width if plen is None else int(plen.sum())
     buf = _aligned_empty(start + payload_bytes, lead=start)
     buf[:start] = 0
-    at = FRAME_HEADER_BYTES + n * edt.itemsize
-    entries = buf[FRAME_HEADER_BYTES:at].view(edt)
-    entries["symbol"] = symbol
-    entries["n_terms"] = np.diff(offsets)
-    tb = _term_bytes(flags)
-    buf[at : at + terms.size * tb].view("<u8" if tb == 8 else "<u4")[:] = terms
-    at += terms.size * tb
     if runs.shape[0]:
+        at = FRAME_HEADER_BYTES + TABLE_HEAD_BYTES
         table = buf[at : at + runs.shape[0] * RUN_BYTES].view(_RUN_DTYPE)
         table["worker"], table["first"], table["count"] = runs[:, 0], runs[:, 1], runs[:, 2]
+    write_table(buf, counts, terms, runs.shape[0])
     if n and plen is None:
         _xor_rows(buf[start:].reshape(n, width), None, offsets, terms, dataset.data)
     elif n:  # the zero-padded XOR of each symbol's rows, cut to its longest row, end to end
@@ -182,7 +175,7 @@ def encode_terms(
     ----------
     dataset : Dataset
         One row per piece. Rows of many sizes (``dataset.lengths``, zero-padded rows) make frames
-        of version 4: each payload as long as its symbol's longest row, packed end to end; a
+        with ``FLAG_VARIABLE``: each payload as long as its symbol's longest row, packed end to end; a
         reader takes the rows' lengths from its own table (docs/wire-format.md).
     offsets, terms : array_like
         The terms of each symbol (CSR: ``offsets`` of length ``n + 1``, from 0 to ``len(terms)``).
@@ -230,8 +223,8 @@ def encode_terms(
         part = new_off[lo : hi + 1] - new_off[lo]
         frames.append(
             _pack_terms(
-                dataset, part, ids[new_off[lo] : new_off[hi]], order[lo:hi],
-                runs if n <= per else _clip_runs(runs, lo, hi), epoch=epoch, repair=repair,
+                dataset, part, ids[new_off[lo] : new_off[hi]], runs if n <= per else _clip_runs(runs, lo, hi),
+                epoch=epoch, repair=repair,
             )
         )  # fmt: skip
     return frames

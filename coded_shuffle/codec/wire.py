@@ -12,21 +12,25 @@ import numpy as np
 from .._checks import check_int
 from ..errors import DecodeError
 from ._common import _NO_RUNS, _kernels, _readonly
+from .table import TermLayout, read_table, term_layout
 
 #: First four bytes of every frame.
 WIRE_MAGIC = b"CSHF"
 #: Version of the wire format this module writes and reads (:doc:`docs/wire-format.md`). A frame's
-#: header holds the version a reader needs for it: :data:`TERMS_VERSION` for a frame with
-#: :data:`FLAG_TERMS`, :data:`VARIABLE_TERMS_VERSION` for one with :data:`FLAG_TERMS` and
-#: :data:`FLAG_VARIABLE`, :data:`PAIRS_VERSION` for every other (byte for byte a version 2 frame).
-WIRE_VERSION = 4
+#: header holds the version a reader needs for it: :data:`PACKED_TERMS_VERSION` for a frame with
+#: :data:`FLAG_TERMS`, :data:`PAIRS_VERSION` for every other (byte for byte a version 2 frame).
+WIRE_VERSION = 5
 #: The version written in the header of a frame of pairs (no :data:`FLAG_TERMS`).
 PAIRS_VERSION = 2
-#: The version written in the header of a frame of many-term symbols (:data:`FLAG_TERMS`).
+#: The version of the frames of many-term symbols written before version 5 (:data:`FLAG_TERMS`,
+#: an entry of 8 bytes a symbol and 4 a term): read, no longer written.
 TERMS_VERSION = 3
-#: The version of a frame of many-term symbols of rows of many sizes (:data:`FLAG_TERMS` with
-#: :data:`FLAG_VARIABLE`): each payload as long as its longest term, the lengths the job's.
+#: The version of the frames of many-term symbols of rows of many sizes written before version 5
+#: (:data:`FLAG_TERMS` with :data:`FLAG_VARIABLE`, the table of version 3): read, no longer written.
 VARIABLE_TERMS_VERSION = 4
+#: The version of a frame of many-term symbols (:data:`FLAG_TERMS`, with or without
+#: :data:`FLAG_VARIABLE`): its term table packed at the fewest bits (:mod:`.table`).
+PACKED_TERMS_VERSION = 5
 #: Size of the fixed frame header in bytes.
 FRAME_HEADER_BYTES = 40
 #: Flag: records have variable lengths; entries carry ``len_a`` and ``len_b``.
@@ -63,9 +67,8 @@ DEFAULT_MAX_FRAME_BYTES = 1 << 26
 
 
 def _entry_dtype(flags: int) -> np.dtype:
+    """The entry of a symbol of a frame of pairs."""
     idt = "<u8" if flags & FLAG_WIDE_IDS else "<u4"
-    if flags & FLAG_TERMS:
-        return np.dtype([("symbol", idt), ("n_terms", "<u4")])
     fields = [("symbol", idt), ("a", idt), ("b", idt)]
     if flags & FLAG_VARIABLE:
         fields += [("len_a", "<u4"), ("len_b", "<u4")]
@@ -86,7 +89,8 @@ class Frame:
         Width ``B`` of a payload row.
     symbol, a, b : numpy.ndarray
         ``int64`` symbol numbers and point ids (``b = -1`` for a point sent alone); ``a`` and
-        ``b`` are empty in a frame of many-term symbols (``terms``).
+        ``b`` are empty in a frame of many-term symbols (``terms``), whose symbols version 5
+        numbers by their place in the frame (0, 1, ...: no reader needs the plan's order).
     len_a, len_b : numpy.ndarray or None
         Record lengths (variable-length records only; ``len_b = 0`` when ``b = -1``).
     payload : numpy.ndarray
@@ -104,7 +108,7 @@ class Frame:
         Set only in the frames a worker's decoding parses for itself, of variable-length records:
         the payloads end to end as received, ``payload`` then empty (the decoder unpacks the
         entries addressed to the worker alone), or by :func:`parse_frame` with ``unpack=False``.
-        Always set in a frame of many-term symbols of rows of many sizes (version 4), whose
+        Always set in a frame of many-term symbols of rows of many sizes (``FLAG_VARIABLE``), whose
         ``payload`` rows are unpacked only when :func:`parse_frame` is given the rows' lengths.
 
     Examples
@@ -145,46 +149,54 @@ class Frame:
     @property
     def payload_bytes(self) -> int:
         """Bytes of symbol payload on the wire."""
-        if self.packed is not None and self.terms is not None:  # version 4: as received
+        if self.packed is not None and self.terms is not None:  # rows of many sizes: as received
             return int(self.packed.shape[0])
         if self.len_a is None or self.len_b is None:
             return self.n_symbols * self.record_bytes
         return int(np.maximum(self.len_a, self.len_b).sum())
 
 
-def _layout(n: int, flags: int, n_runs: int = 0, n_terms: int = 0) -> tuple[np.dtype, int]:
-    """The entry dtype and the offset of the payload: header, entries, terms, receiver index, padding."""
+def _layout(n: int, flags: int, n_runs: int = 0) -> tuple[np.dtype, int]:
+    """The entry dtype and the offset of the payload of a frame of pairs: header, entries,
+    receiver index, padding."""
     edt = _entry_dtype(flags)
-    start = FRAME_HEADER_BYTES + n * edt.itemsize + n_terms * _term_bytes(flags) + n_runs * RUN_BYTES
+    start = FRAME_HEADER_BYTES + n * edt.itemsize + n_runs * RUN_BYTES
     return edt, start + (-start % 8)
 
 
 def entry_bytes(flags: int = 0) -> tuple[int, int]:
-    """Bytes of one symbol's entry in a frame of ``flags``, and of each term it lists (0 in a
-    frame of pairs): what docs/wire-format.md lays out, read from the layout itself.
+    """Bytes of one symbol's entry in a frame of pairs of ``flags``, and 0 (no term table): what
+    docs/wire-format.md lays out, read from the layout itself. A frame of many-term symbols
+    (:data:`FLAG_TERMS`) packs its table at bit widths of its own
+    (:func:`~coded_shuffle.codec.table.packed_framing`): a ValueError.
 
-    >>> entry_bytes(), entry_bytes(FLAG_TERMS), entry_bytes(FLAG_VARIABLE)
-    ((12, 0), (8, 4), (20, 0))
+    >>> entry_bytes(), entry_bytes(FLAG_VARIABLE), entry_bytes(FLAG_VARIABLE | FLAG_WIDE_IDS)
+    ((12, 0), (20, 0), (32, 0))
     """
-    return int(_entry_dtype(flags).itemsize), _term_bytes(flags)
-
-
-def _term_bytes(flags: int) -> int:
-    """Bytes of one entry of the term table (0 without :data:`FLAG_TERMS`)."""
-    if not flags & FLAG_TERMS:
-        return 0
-    return 8 if flags & FLAG_WIDE_IDS else 4
+    if flags & FLAG_TERMS:
+        raise ValueError(
+            "Argument 'flags' must name a frame of pairs: a frame of many-term symbols (FLAG_TERMS) "
+            "packs its term table at bit widths of its own."
+        )
+    return int(_entry_dtype(flags).itemsize), 0
 
 
 def frame_version(flags: int) -> int:
     """The version a reader needs for a frame with ``flags`` (the one written in its header).
 
     >>> frame_version(0), frame_version(FLAG_TERMS), frame_version(FLAG_TERMS | FLAG_VARIABLE)
-    (2, 3, 4)
+    (2, 5, 5)
     """
-    if flags & FLAG_TERMS:
-        return VARIABLE_TERMS_VERSION if flags & FLAG_VARIABLE else TERMS_VERSION
-    return PAIRS_VERSION
+    return PACKED_TERMS_VERSION if flags & FLAG_TERMS else PAIRS_VERSION
+
+
+def _versions(flags: int) -> tuple[int, ...]:
+    """The versions a reader reads a frame with ``flags`` in: those written before too."""
+    if not flags & FLAG_TERMS:
+        return (PAIRS_VERSION,)
+    if flags & FLAG_WIDE_IDS:  # version 5 gives the ids' width in its table
+        return (VARIABLE_TERMS_VERSION if flags & FLAG_VARIABLE else TERMS_VERSION,)
+    return (VARIABLE_TERMS_VERSION if flags & FLAG_VARIABLE else TERMS_VERSION, PACKED_TERMS_VERSION)
 
 
 def symbol_lengths(offsets: np.ndarray, terms: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -203,7 +215,8 @@ def frame_overhead(
 ) -> float:
     """Return framing bytes over payload bytes of a frame of ``n_symbols`` full-width symbols.
 
-    The frame has no receiver index; each row of one adds :data:`RUN_BYTES` of framing.
+    The frame has no receiver index; each row of one adds :data:`RUN_BYTES` of framing. A frame
+    of pairs; that of many-term symbols is :func:`~coded_shuffle.codec.table.packed_framing`.
 
     Examples
     --------
@@ -342,7 +355,7 @@ def parse_frame(
         addressed to its worker in place, where unpacking costs every worker the whole frame
         at the widest width.
     lengths : array_like, optional
-        A frame of many-term symbols of rows of many sizes (version 4): the length of every row
+        A frame of many-term symbols of rows of many sizes (``FLAG_VARIABLE``): the length of every row
         (indexed by row id), which sets each payload's length (its longest term's); with it the
         payloads are checked against the entries and unpacked, without it they stay packed.
 
@@ -379,12 +392,13 @@ def _parse(
     """:func:`parse_frame`; without ``unpack`` the payloads of variable-length records stay packed
     (:attr:`Frame.packed`), for a decoder that reads only some of them."""
     raw = _frame_bytes(buf)
-    header, edt, start, n_terms = _check_header(raw, epoch=epoch, record_bytes=record_bytes)
+    header, start, lay = _check_header(raw, epoch=epoch, record_bytes=record_bytes)
     flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
+    if lay is not None:
+        return _parse_terms(raw, header, lay, start, lengths=lengths if unpack else None)
+    edt = _entry_dtype(flags)
     end = FRAME_HEADER_BYTES + n * edt.itemsize
     entries = raw[FRAME_HEADER_BYTES:end].view(edt)
-    if flags & FLAG_TERMS:
-        return _parse_terms(raw, header, entries, end, n_terms, start, lengths=lengths if unpack else None)
     runs = _receiver_index(raw[end : end + int(header["n_runs"]) * RUN_BYTES], n)
     none = np.iinfo(edt["b"]).max
     a = entries["a"].astype(np.int64)
@@ -458,21 +472,13 @@ def _unpacked(
 
 
 def _parse_terms(
-    raw: np.ndarray, header: Any, entries: np.ndarray, end: int, n_terms: int, start: int, *,
-    lengths: np.ndarray | None = None,
-) -> Frame:  # fmt: skip
+    raw: np.ndarray, header: Any, lay: TermLayout, start: int, *, lengths: np.ndarray | None = None
+) -> Frame:
     """The rest of :func:`parse_frame` for a frame with :data:`FLAG_TERMS` (with
     :data:`FLAG_VARIABLE`, its payloads unpacked by the rows' ``lengths`` when given)."""
     flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
-    tb = _term_bytes(flags)
-    terms = raw[end : end + n_terms * tb].view("<u8" if tb == 8 else "<u4").astype(np.int64)
-    if terms.size and int(terms.min()) < 0:
-        raise DecodeError("Frame rejected: term id out of range.")
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(entries["n_terms"], out=offsets[1:])
-    if n and int(entries["n_terms"].min()) < 1:
-        raise DecodeError("Frame rejected: a symbol with no term.")
-    at = end + n_terms * tb
+    symbol, offsets, terms = read_table(raw, lay, flags, n)
+    at = lay.index_at
     runs = _receiver_index(raw[at : at + int(header["n_runs"]) * RUN_BYTES], n)
     payload_bytes = int(header["payload_bytes"])
     packed, payload, expected = None, raw[start:], n * width
@@ -499,7 +505,7 @@ def _parse_terms(
         epoch=int(header["epoch"]),
         flags=flags,
         record_bytes=width,
-        symbol=entries["symbol"].astype(np.int64),
+        symbol=symbol,
         a=empty,
         b=empty,
         len_a=None,
@@ -527,8 +533,9 @@ def _frame_bytes(buf: object) -> np.ndarray:
 
 def _check_header(
     raw: np.ndarray, *, epoch: int | None, record_bytes: int | None
-) -> tuple[Any, np.dtype, int, int]:
-    """The checked header of a frame, its entry dtype, the offset of its payload and its terms."""
+) -> tuple[Any, int, TermLayout | None]:
+    """The checked header of a frame, the offset of its payload, and the layout of its term table
+    (None in a frame of pairs)."""
     if raw.shape[0] < FRAME_HEADER_BYTES:
         raise DecodeError(
             f"Frame rejected: {raw.shape[0]} bytes, shorter than the {FRAME_HEADER_BYTES}-byte header."
@@ -537,17 +544,21 @@ def _check_header(
     if bytes(header["magic"]) != WIRE_MAGIC:
         raise DecodeError(f"Frame rejected: magic {bytes(header['magic'])!r}, not {WIRE_MAGIC!r}.")
     version, flags = int(header["version"]), int(header["flags"])
-    if version not in (PAIRS_VERSION, TERMS_VERSION, VARIABLE_TERMS_VERSION):
+    if version not in (PAIRS_VERSION, TERMS_VERSION, VARIABLE_TERMS_VERSION, PACKED_TERMS_VERSION):
         raise DecodeError(
             f"Frame rejected: wire format version {version}; this reader reads versions "
-            f"{PAIRS_VERSION} to {VARIABLE_TERMS_VERSION} only."
+            f"{PAIRS_VERSION} to {PACKED_TERMS_VERSION} only."
         )
     if flags & ~_KNOWN_FLAGS:
         raise DecodeError(f"Frame rejected: unknown flags {flags:#x}.")
-    if version != frame_version(flags):
+    if version not in _versions(flags):
         raise DecodeError(f"Frame rejected: flags {flags:#x} do not belong to a frame of version {version}.")
-    n_terms = _count_terms(raw, flags, int(header["n_symbols"]))
-    edt, start = _layout(int(header["n_symbols"]), flags, int(header["n_runs"]), n_terms)
+    n, n_runs, lay = int(header["n_symbols"]), int(header["n_runs"]), None
+    if flags & FLAG_TERMS:  # the counts the table states, bounded by the frame's length
+        lay = term_layout(raw, version, flags, n, n_runs)
+        start = lay.end + (-lay.end % 8)
+    else:
+        start = _layout(n, flags, n_runs)[1]
     if raw.shape[0] < start:
         raise DecodeError(
             f"Frame rejected: {raw.shape[0]} bytes, shorter than its {start}-byte header and entries."
@@ -564,24 +575,7 @@ def _check_header(
     width = int(header["record_bytes"])
     if width < 1 or (record_bytes is not None and width != record_bytes):
         raise DecodeError(f"Frame rejected: record width {width}, expected {record_bytes}.")
-    return header, edt, start, n_terms
-
-
-def _count_terms(raw: np.ndarray, flags: int, n: int) -> int:
-    """Entries of the term table of a frame with :data:`FLAG_TERMS` (0 otherwise), from its entries.
-
-    Read before the header checksum is checked, so bounded by the frame's length: a corrupt count
-    makes the frame short, and it is rejected as such.
-    """
-    if not flags & FLAG_TERMS:
-        return 0
-    edt = _entry_dtype(flags)
-    end = FRAME_HEADER_BYTES + n * edt.itemsize
-    if raw.shape[0] < end:
-        raise DecodeError(
-            f"Frame rejected: {raw.shape[0]} bytes, shorter than its {end}-byte header and entries."
-        )
-    return int(raw[FRAME_HEADER_BYTES:end].view(edt)["n_terms"].astype(np.int64).sum())
+    return header, start, lay
 
 
 def _receiver_index(table_bytes: np.ndarray, n: int) -> np.ndarray:

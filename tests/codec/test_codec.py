@@ -313,7 +313,7 @@ def test_receiver_index_of_example_1():
 def test_parse_frame_refuses_version_1(rng):
     ds = _dataset(rng, 10, 8)
     old = frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1], version=1)
-    with pytest.raises(DecodeError, match="version 1; this reader reads versions 2 to 4 only"):
+    with pytest.raises(DecodeError, match="version 1; this reader reads versions 2 to 5 only"):
         parse_frame(old)
     assert parse_frame(frame_reference(ds, [1, 2], [3, -1], epoch=1, symbol=[0, 1])).n_symbols == 2
 

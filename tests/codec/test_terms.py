@@ -1,4 +1,4 @@
-"""Frames of many-term symbols (wire format version 3) and their solving, against brute force."""
+"""Frames of many-term symbols (wire format version 5) and their solving, against brute force."""
 
 import galois
 import numpy as np
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from coded_shuffle.codec import (
     FLAG_TERMS,
-    TERMS_VERSION,
+    PACKED_TERMS_VERSION,
     TermsDecoder,
     decode_terms,
     decode_worker,
@@ -70,24 +70,29 @@ def test_term_frame_layout_and_version():
     ds = load_dataset(np.arange(5 * 8, dtype=np.uint8).reshape(5, 8))
     (raw,) = encode_terms(ds, [0, 3, 4], [0, 2, 4, 1], epoch=7)
     f = parse_frame(raw, epoch=7, record_bytes=8)
-    assert int.from_bytes(bytes(raw[4:6]), "little") == TERMS_VERSION == 3
+    assert int.from_bytes(bytes(raw[4:6]), "little") == PACKED_TERMS_VERSION == 5
     assert f.flags & FLAG_TERMS and f.offsets.tolist() == [0, 3, 4] and f.terms.tolist() == [0, 2, 4, 1]
+    assert f.symbol.tolist() == [0, 1]  # numbered by their place in the frame
     assert np.array_equal(f.payload[0], ds.data[0] ^ ds.data[2] ^ ds.data[4])
     assert np.array_equal(f.payload[1], ds.data[1])
-    # header 40, entries 2 x 8, terms 4 x 4, no index, padded to 8: the payload starts at 72
-    assert f.header_bytes == 72 and f.wire_bytes == 72 + 2 * 8
+    # worked out by hand from docs/wire-format.md: the head (4 terms, counts of 2 bits, ids of 3
+    # bits), no index, the counts less one (2, 0) in one byte, the ids 0, 2, 4, 1 in 12 bits
+    assert bytes(raw[40:48]) == bytes([4, 0, 0, 0, 2, 3, 0, 0])
+    assert bytes(raw[48:51]) == bytes([0b0000_0010, 0b0001_0000, 0b0000_0011])  # 0 | 2 << 3 | 4 << 6 | 1 << 9
+    # header 40, head 8, table 3, padded to 8: the payload starts at 56
+    assert bytes(raw[51:56]) == bytes(5) and f.header_bytes == 56 and f.wire_bytes == 56 + 2 * 8
 
 
 def test_a_flipped_term_id_rejects_the_frame():
     ds = load_dataset(np.arange(5 * 8, dtype=np.uint8).reshape(5, 8))
     (raw,) = encode_terms(ds, [0, 3, 4], [0, 2, 4, 1], epoch=7)
     bad = raw.copy()
-    bad[40 + 16] ^= 1  # the first term id
+    bad[49] ^= 1  # the first term id
     with pytest.raises(DecodeError, match="header checksum"):
         parse_frame(bad)
     bad = raw.copy()
-    bad[40 + 4] ^= 0x80  # a symbol's term count: the frame is then too short for its table
-    with pytest.raises(DecodeError, match="shorter|checksum"):
+    bad[40] ^= 0x80  # the table's count of terms: the frame is then too short for its table
+    with pytest.raises(DecodeError, match="shorter"):
         parse_frame(bad)
 
 
@@ -98,6 +103,13 @@ def test_frames_of_one_kind_are_refused_by_the_decoder_of_the_other():
         decode_worker(ds.cache([0]), frames, need=[1], worker=0)
 
 
+def by_worker(f, offsets, terms):
+    """The symbols (numbered as given to the encoder, known by their terms) each run addresses."""
+    given = {tuple(terms[offsets[s] : offsets[s + 1]].tolist()): s for s in range(offsets.size - 1)}
+    sent = [given[tuple(f.terms[f.offsets[s] : f.offsets[s + 1]].tolist())] for s in range(f.n_symbols)]
+    return {int(w): set(sent[x : x + c]) for w, x, c in f.runs.tolist()}
+
+
 def test_addressing_by_block_reaches_every_worker_that_needs_a_symbol():
     # symbols x0+x1, x1+x2 (one block, wanted by workers 0 and 2) and x3 (worker 1)
     ds = load_dataset(np.arange(4 * 8, dtype=np.uint8).reshape(4, 8))
@@ -106,17 +118,14 @@ def test_addressing_by_block_reaches_every_worker_that_needs_a_symbol():
     (raw,) = encode_terms(ds, offsets, terms, epoch=1, wanter=wanter, K=3)
     f = parse_frame(raw)
     assert sorted(f.runs[:, 0].tolist()) == [0, 1, 2]
-    by_worker = {int(w): set(f.symbol[x : x + c].tolist()) for w, x, c in f.runs.tolist()}
-    assert by_worker == {0: {0, 1}, 1: {2}, 2: {0, 1}}
+    assert by_worker(f, offsets, terms) == {0: {0, 1}, 1: {2}, 2: {0, 1}}
     # worker 0 holds x0 and gets x1, then x2 through the chain
     res = decode_terms(ds.cache([0]), [raw], need=[0, 2], worker=0, checksums=ds.checksums)
     assert res.ok and np.array_equal(res.cache.data[1], ds.data[2])
     assert term_blocks(offsets, terms).tolist() == [0, 0, 1]
     # the same symbols for workers 0, 100 and 130 of 131 (receivers in three words of 64 bits)
     (raw,) = encode_terms(ds, offsets, terms, epoch=1, wanter=np.array([0, 130, 130, 0, 100]), K=131)
-    f = parse_frame(raw)
-    by_worker = {int(w): set(f.symbol[x : x + c].tolist()) for w, x, c in f.runs.tolist()}
-    assert by_worker == {0: {0, 1}, 100: {2}, 130: {0, 1}}
+    assert by_worker(parse_frame(raw), offsets, terms) == {0: {0, 1}, 100: {2}, 130: {0, 1}}
 
 
 def test_bad_arguments_name_the_argument():

@@ -764,6 +764,7 @@ def test_run_relays_mpiexec_output_and_drops_hydras_report_only_after_the_progra
 @needs_mpi
 @pytest.mark.mpi
 def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
+    from coded_shuffle.codec.table import TABLE_HEAD_BYTES, table_bytes, table_widths
     from coded_shuffle.engine.schemes import scheme_for
     from coded_shuffle.engine.state import storage_dataset
     from coded_shuffle.storage import piece_placement, update_storage
@@ -788,7 +789,9 @@ def test_storage_over_mpi_sends_the_bytes_of_the_plan_and_repairs_pieces():
         assert r["coded_symbols"] == n and r["piece_bytes"] == work.record_bytes == B // 2
         assert r["wire_bytes"] - r["repair_bytes"] == sum(int(f.size) for f in sent.frames)
         assert r["payload_bytes"] == n * work.record_bytes
-        runs = r["header_bytes"] - (FRAME_HEADER_BYTES + 8 * n + 4 * terms)  # wire format version 3
+        # wire format version 5: the header, the table's head, the counts and ids at their widths
+        widths = table_widths(np.diff(planned.plan.offsets), planned.plan.terms)
+        runs = r["header_bytes"] - (FRAME_HEADER_BYTES + TABLE_HEAD_BYTES + table_bytes(n, terms, *widths))
         assert 0 <= runs and (runs // RUN) <= K * (n + 1)
         pp = nxt
 

@@ -26,6 +26,11 @@ What is frozen
 ``frame_storage``    a frame of many-term symbols (version 3): the cyclic shift at ``K = 3``, ``M = 2``
 ``frame_storage_sized``  the same shift over records of 5, 13 and 9 bytes, each cut by its own
                      length into 2 pieces: a frame of version 4 (payloads as long as their longest row)
+``frame_storage_packed``, ``frame_storage_sized_packed``  the same two deliveries in frames of
+                     version 5 (the term table packed at the fewest bits), as the library writes them
+
+Versions 3 and 4 are no longer written: their two frames are frozen as written before, rebuilt
+here by the reference writer from the plan's symbols and checked equal to the file's.
 ``frame_example_1``  the whole frame of Example 1 (``tests/cases.py``) at epoch 1, the plan of
                      the default strategy, over 15 fixed records of 8 bytes, with the records'
                      checksums, the header, entries and receiver index read back
@@ -169,6 +174,8 @@ def build() -> dict:
         },
         "frame_storage": terms_vector,
         "frame_storage_sized": build_sized_terms_frame(),
+        "frame_storage_packed": build_terms_frame(packed=True),
+        "frame_storage_sized_packed": build_sized_terms_frame(packed=True),
     }
 
 
@@ -176,14 +183,13 @@ def build() -> dict:
 TERMS_K, TERMS_M, TERMS_EPOCH, TERMS_PIECE_BYTES = 3, 2, 9, 8
 
 
-def build_terms_frame() -> dict:
-    """The vector of a frame of version 3: its pieces, the plan's symbols, and the frame."""
+def build_terms_frame(*, packed: bool = False) -> dict:
+    """The vector of a frame of version 3 (``packed``: 5): its pieces, the plan's symbols, the frame."""
     import numpy as np
 
-    from coded_shuffle.codec import TERMS_VERSION, encode_terms, load_dataset
+    from coded_shuffle.codec import load_dataset
     from coded_shuffle.orders import placement_from_owner
     from coded_shuffle.storage import piece_placement, plan_storage
-    from tests.oracles import read_terms_frame_reference
 
     K = TERMS_K
     p0 = placement_from_owner(list(range(K)), K)
@@ -192,18 +198,37 @@ def build_terms_frame() -> dict:
     plan = plan_storage(pp, p1)
     rows = frame_records(K * pp.pieces, width=TERMS_PIECE_BYTES)
     pieces = load_dataset(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), -1))
-    wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
-    (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=TERMS_EPOCH, wanter=wanter, K=K)
-    raw = frame.tobytes()
-    parts = read_terms_frame_reference(raw)
-    _agree("the frame of many-term symbols", _rebuilt_terms_frame(rows, parts), raw)
+    vector = _terms_vector(plan, pieces, rows, np.asarray(p1.owner)[plan.terms // pp.pieces], packed=packed)
+    return {"K": K, "storage": TERMS_M, "owner_t": list(p0.owner.tolist()),
+            "owner_t1": list(p1.owner.tolist()), **vector}  # fmt: skip
+
+
+def _terms_vector(plan, pieces, rows: list[bytes], wanter, *, packed: bool, sized: bool = False) -> dict:
+    """The frame of the storage ``plan`` over ``pieces`` (the rows ``rows``): of version 5 as the
+    library writes it, read and written again by the references (``packed``); else of version 3
+    (4 if ``sized``), written by the reference writer from the terms, the order and the runs of the
+    library's frame of version 5 and the plan's symbol numbers, and checked equal to the frozen file."""
+    from coded_shuffle.codec import PACKED_TERMS_VERSION, TERMS_VERSION, VARIABLE_TERMS_VERSION, encode_terms
+    from tests.oracles import read_packed_terms_frame_reference, read_terms_frame_reference
+
+    (frame,) = encode_terms(
+        pieces, plan.offsets, plan.terms, epoch=TERMS_EPOCH, wanter=wanter, K=TERMS_K
+    )  # fmt: skip
+    lengths = [len(r) for r in rows] if sized else None
+    parts = read_packed_terms_frame_reference(frame.tobytes(), lengths=lengths)
+    raw = _rebuilt_terms_frame(rows, parts, sized=sized, plan=None if packed else plan)
+    if packed:
+        _agree("the frame of version 5", raw, frame.tobytes())
+        version = PACKED_TERMS_VERSION
+    else:
+        name = "frame_storage_sized" if sized else "frame_storage"
+        _agree(f"the frozen {name}", raw.hex(), "".join(json.loads(VECTORS.read_text())[name]["frame"]))
+        parts = read_terms_frame_reference(raw, lengths=lengths)
+        version = VARIABLE_TERMS_VERSION if sized else TERMS_VERSION
     return {
-        "K": K,
-        "storage": TERMS_M,
-        "owner_t": list(p0.owner.tolist()),
-        "owner_t1": list(p1.owner.tolist()),
         "epoch": TERMS_EPOCH,
-        "wire_version": TERMS_VERSION,
+        "wire_version": version,
+        **({"records": []} if sized else {}),
         "pieces": [r.hex() for r in rows],
         "terms": parts["terms"],
         "runs": [list(r) for r in parts["runs"]],
@@ -211,22 +236,29 @@ def build_terms_frame() -> dict:
     }
 
 
-def _rebuilt_terms_frame(rows: list[bytes], parts: dict, *, sized: bool = False) -> bytes:
-    """The frame of many-term symbols written again by the reference writer from the terms, the
-    symbols' order and the runs its reader found in it (``parts``), over the pieces ``rows``."""
-    from tests.oracles import terms_frame_reference
+def _rebuilt_terms_frame(rows: list[bytes], parts: dict, *, sized: bool = False, plan=None) -> bytes:
+    """The frame of many-term symbols written again by the reference writer from the terms and
+    the runs its reader found in it (``parts``), over the pieces ``rows``: of version 5, or with
+    ``plan`` of version 3 (4 if ``sized``), each symbol numbered by its place in the plan."""
+    from tests.oracles import packed_terms_frame_reference, terms_frame_reference
 
     offsets = [0]
     for t in parts["terms"]:
         offsets.append(offsets[-1] + len(t))
     flat = [x for t in parts["terms"] for x in t]
-    symbol = [s for s, _ in parts["entries"]]
+    if plan is None:
+        runs = parts["runs"]
+        return packed_terms_frame_reference(rows, offsets, flat, epoch=TERMS_EPOCH, runs=runs, sized=sized)
+    off = plan.offsets
+    given = {tuple(plan.terms[off[s] : off[s + 1]].tolist()): s for s in range(off.size - 1)}
+    symbol = [given[tuple(t)] for t in parts["terms"]]
     return terms_frame_reference(
         rows, offsets, flat, epoch=TERMS_EPOCH, symbol=symbol, runs=parts["runs"], sized=sized
     )
 
 
-#: The records of the frame of version 4: the first bytes of the frame records, of these lengths.
+#: The records of the frames of versions 4 and 5 of many sizes: the first bytes of the frame
+#: records, of these lengths.
 SIZED_LENGTHS = (5, 13, 9)
 
 
@@ -236,16 +268,15 @@ def sized_pieces_reference(records: list[bytes], P: int) -> list[bytes]:
     return [r[p * len(r) // P : (p + 1) * len(r) // P] for r in records for p in range(P)]
 
 
-def build_sized_terms_frame() -> dict:
-    """The vector of a frame of version 4: records of many sizes cut into pieces by their own
-    lengths, the plan's symbols grouped by size, and the frame."""
+def build_sized_terms_frame(*, packed: bool = False) -> dict:
+    """The vector of a frame of version 4 (``packed``: 5, with flag VARIABLE): records of many
+    sizes cut into pieces by their own lengths, the plan's symbols grouped by size, the frame."""
     import numpy as np
 
-    from coded_shuffle.codec import VARIABLE_TERMS_VERSION, encode_terms, load_dataset
+    from coded_shuffle.codec import load_dataset
     from coded_shuffle.engine.state import storage_dataset
     from coded_shuffle.orders import placement_from_owner
     from coded_shuffle.storage import piece_placement, plan_storage
-    from tests.oracles import read_terms_frame_reference
 
     K = TERMS_K
     records = [r[:L] for r, L in zip(frame_records(K, width=32), SIZED_LENGTHS, strict=True)]
@@ -257,23 +288,10 @@ def build_sized_terms_frame() -> dict:
     _agree("the pieces cut by their own lengths", rows, [pieces.record(i) for i in range(pieces.N)])
     plan = plan_storage(pp, p1, sizes=pieces.lengths)
     wanter = np.asarray(p1.owner)[plan.terms // pp.pieces]
-    (frame,) = encode_terms(pieces, plan.offsets, plan.terms, epoch=TERMS_EPOCH, wanter=wanter, K=K)
-    raw = frame.tobytes()
-    parts = read_terms_frame_reference(raw, lengths=[len(r) for r in rows])
-    _agree("the frame of many-term symbols of many sizes", _rebuilt_terms_frame(rows, parts, sized=True), raw)
-    return {
-        "K": K,
-        "storage": TERMS_M,
-        "owner_t": list(p0.owner.tolist()),
-        "owner_t1": list(p1.owner.tolist()),
-        "epoch": TERMS_EPOCH,
-        "wire_version": VARIABLE_TERMS_VERSION,
-        "records": [r.hex() for r in records],
-        "pieces": [r.hex() for r in rows],
-        "terms": parts["terms"],
-        "runs": [list(r) for r in parts["runs"]],
-        "frame": [raw[k : k + 16].hex() for k in range(0, len(raw), 16)],
-    }
+    vector = _terms_vector(plan, pieces, rows, wanter, packed=packed, sized=True)
+    vector["records"] = [r.hex() for r in records]
+    return {"K": K, "storage": TERMS_M, "owner_t": list(p0.owner.tolist()),
+            "owner_t1": list(p1.owner.tolist()), **vector}  # fmt: skip
 
 
 def dumps(value: object, depth: int = 0) -> str:

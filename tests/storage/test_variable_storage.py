@@ -1,6 +1,6 @@
 """Excess storage with records of many sizes: each record cut by its own length, every symbol as
-long as its longest term (wire format version 4, the lengths from the job's sizes), pieces of
-about one size grouped together."""
+long as its longest term (wire format version 5 with the flag VARIABLE, the lengths from the job's
+sizes), pieces of about one size grouped together."""
 
 import itertools
 
@@ -173,7 +173,7 @@ def test_the_weighted_bound_is_the_best_ordering():
 def test_frames_of_many_sizes_need_the_lengths_and_refuse_wrong_ones():
     ds = load_dataset([b"abc", b"defgh", b"ij"])
     (frame,) = encode_terms(ds, [0, 2, 3], [0, 1, 2], epoch=1)
-    assert int.from_bytes(bytes(frame[4:6]), "little") == 4
+    assert int.from_bytes(bytes(frame[4:6]), "little") == 5  # version 5, with the flag VARIABLE
     f = parse_frame(frame)
     assert f.packed is not None and f.payload.shape == (0, 5) and f.payload_bytes == 7
     assert parse_frame(frame, lengths=ds.lengths).payload.tolist()[1] == [105, 106, 0, 0, 0]
