@@ -74,7 +74,7 @@ def stored_workers(units: int, width: int, *, N: int, B: int, M: int) -> int | N
 
     Examples
     --------
-    >>> stored_workers(24 * 3, 3072, N=24, B=8192, M=2), stored_workers(24 * 3, 3072, N=24, B=8192, M=3)
+    >>> stored_workers(24 * 3, 2731, N=24, B=8192, M=2), stored_workers(24 * 4, 2048, N=24, B=8192, M=3)
     (4, None)
     """
     if N < 1 or units % N:
