@@ -559,7 +559,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         mid = bool(samples or segments)
         if self._stored:  # the storage of the epoch restored, its samples read before skipped
             self._skip = samples
-            stored_resume(self._loader, epoch=epoch, end=end, K=K, K_now=self.K, segments=segments)
+            stored_resume(self._loader, epoch=epoch, end=end, K=K, K_now=self.K, segments=segments, mid=mid)
         elif not self.transport.peers and (segments or mid and (K != self.K or self.cache_dir is not None)):
             rest_refusal(self.balance, getattr(self._loader, "layout", None), self.K, K)
             self._segments, self._rest = [*segments, (K, samples)], epoch
