@@ -146,7 +146,13 @@ class MPILoader:
         a piece a worker lacks (its host lost, its file damaged) comes from another worker that
         stores it, or from the source when none does (:func:`~coded_shuffle.engine.restore.restore_plan`;
         :attr:`held_start` counts the bytes of each), then the transition to ``start_epoch`` is
-        that of a job that never stopped. Fixed-size records.
+        that of a job that never stopped. Files written by a job of another number of workers (a
+        relaunch on the survivors of a lost host, or on more hosts) give the storage of
+        ``start_epoch`` at this ``K`` cut again from their bytes
+        (:mod:`~coded_shuffle.engine.recut_serve`: in a folder every worker sees, worker ``j``
+        reads the ``j``-th file; the master sends only what no file holds, the workers each other
+        the rest; :attr:`held_start` is the :class:`~coded_shuffle.engine.recut.RecutReport`).
+        Fixed-size records.
 
     Examples
     --------
@@ -254,7 +260,8 @@ class MPILoader:
         self._held: Cache | None = None
         self._read_from = cache_dir  # the folder of the cache files a worker starts from
         #: On the master of a job that started from the workers' holdings: how it started (a
-        #: storage of ``M > 1``: how it was restored, :class:`~coded_shuffle.engine.restore.RecoveryReport`).
+        #: storage of ``M > 1``: how it was restored, :class:`~coded_shuffle.engine.restore.RecoveryReport`,
+        #: or cut again from files of another ``K``, :class:`~coded_shuffle.engine.recut.RecutReport`).
         self.held_start: HeldStart | RecoveryReport | RecutReport | None = None
         #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
         self.cache_notes: list[str] = []
