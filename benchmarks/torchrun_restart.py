@@ -26,9 +26,7 @@ by hand on ``K'`` workers (another ``--nproc-per-node``) from the state the last
 the start of the epoch killed (``boundary.json``: a storage resumes at another ``K`` at an epoch
 boundary, and the steps of that epoch before the kill are redone): its storage at ``K'`` cut
 again from the files (:mod:`coded_shuffle.engine.recut_serve`), the bytes from the source and from
-the peers those of the re-cut, every sample of every epoch counted once. (Records cut into as
-many pieces at ``K`` and ``K'``, under 2 KiB with ``M = 2``, are restored as at the same ``K``
-instead: give ``--record-bytes 4096`` to see the re-cut.)
+the peers those of the re-cut, every sample of every epoch counted once.
 
 Run:  python benchmarks/torchrun_restart.py [--workers 2,4] [--storage 1,2] [--records 4096]
       [--record-bytes 1024] [--epochs 4] [--batch 64] [--kill-step 5] [--changes 4:3]

@@ -65,7 +65,7 @@ from ..errors import IntegrityError
 
 __all__ = [
     "CacheFileError", "LoadedCache", "CacheHeader", "CACHE_VERSION", "cache_path", "dataset_fingerprint",
-    "save_cache", "load_cache", "cache_header", "save_cache_dir", "load_cache_dir",
+    "save_cache", "load_cache", "cache_header", "cache_ids", "save_cache_dir", "load_cache_dir",
 ]  # fmt: skip
 
 MAGIC = b"CSCACHE\x00"
@@ -332,6 +332,31 @@ def cache_header(path: str | os.PathLike[str]) -> CacheHeader:
         h = _header(path, f)
     seed = None if h.seed == _NO_SEED else h.seed
     return CacheHeader(str(path), h.worker, h.N, h.B, h.n, h.epoch, seed)
+
+
+def cache_ids(path: str | os.PathLike[str]) -> np.ndarray:
+    """The ids a cache file holds (its header's and tables' digests checked, no dataset needed:
+    the rows are neither read nor checked); raises :class:`CacheFileError` when it is cut short or
+    altered.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(6, 2))
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     cache_ids(save_cache(cache_path(d, 0), ds.cache([1, 4]), ds, epoch=2, worker=0)).tolist()
+    [1, 4]
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        h = _header(path, f)
+        tables = f.read(16 * h.n)
+    if len(tables) < 16 * h.n or _digest(tables[: 8 * h.n], tables[8 * h.n :]) != h.tables:
+        raise CacheFileError(
+            f"Cache file {path}: its tables of ids and checksums fail their digest (altered)."
+        )
+    return np.frombuffer(tables, "<i8", h.n).astype(np.int64)
 
 
 def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | None = None) -> LoadedCache:

@@ -21,8 +21,13 @@ over its link, in rounds bounded as start-up steps:
    file of that ``K``, in increasing number, to the lowest-numbered worker of the ``K'`` that sees
    it and has none yet (in a folder every worker sees, worker ``j`` reads the ``j``-th file, as
    :func:`~.recover.recut_restart`; on hosts that see their own file only, each reads its own),
-   and shares that choice. No file, or ``P = P'`` (records stored whole at both ``K``), is not a
-   re-cut: the storage is restored as at the same ``K`` (:mod:`.restore`).
+   and shares that choice. Each worker posts too whether its own file :func:`fits` the storage
+   a restore at ``K'`` plans from (holds none of its pieces but that storage's). No file, or
+   ``P = P'`` with every file fitting and none numbered ``K'`` or more (a restart at the same
+   ``K``), is not a re-cut: the storage
+   is restored (:mod:`.restore`), and the transitions after it are those of a job that never
+   stopped. ``P = P'`` with a file that does not fit (records stored whole at both ``K``, whose
+   header cannot tell ``K``; or files of the storage a re-cut left, at ``K'``) is a re-cut.
 2. *checksums*: the master shares the checksums of the pieces at ``K`` and at ``K'``; each
    worker reads its file against the first (:func:`~.cache_dir.load_cache`: a piece that fails
    is absent, a file of another dataset or cut short is absent, in a line) and posts the pieces
@@ -54,7 +59,7 @@ from ..codec import Cache, Dataset, record_checksums
 from ..errors import IntegrityError, RankTimeout
 from ..orders import Placement
 from ..transport import ControlLink
-from .cache_dir import CacheFileError, cache_header, cache_path, load_cache
+from .cache_dir import CacheFileError, cache_header, cache_ids, cache_path, load_cache
 from .holding import PieceStorage
 from .mpi import Watchdog, end_job, patience, setup_step
 from .recut import RecutPlan, RecutReport, _report, _storage, byte_cuts, recut_plan, segments
@@ -62,7 +67,15 @@ from .recut_labels import LABELS
 from .rest import table_dataset
 from .state import storage_pieces
 
-__all__ = ["stored_workers", "seen_files", "choose_files", "files_round", "serve_recut", "receive_recut"]
+__all__ = [
+    "stored_workers",
+    "seen_files",
+    "fits",
+    "choose_files",
+    "files_round",
+    "serve_recut",
+    "receive_recut",
+]
 
 #: The most workers a storage is cut for (holder sets of 64 bits).
 _MOST = 64
@@ -122,6 +135,17 @@ def seen_files(
     return out, notes
 
 
+def fits(folder: str | os.PathLike[str], worker: int, expected: np.ndarray) -> bool:
+    """Whether ``worker``'s own file in ``folder`` holds only pieces of ``expected`` (its storage
+    under the job's placement, which a restore at the same ``K`` plans from): true too when it has
+    no file whose tables are whole (a restore treats it as absent anyway)."""
+    try:
+        ids = cache_ids(cache_path(folder, worker))
+    except (CacheFileError, OSError):
+        return True
+    return bool(np.isin(ids, expected).all())
+
+
 def choose_files(posts: Sequence[Sequence[tuple[int, int]]], K_next: int) -> tuple[int, list[int]] | None:
     """The ``K`` of the lowest-numbered file posted, and the file each worker of the ``K_next``
     reads (``-1``: none): each file of that ``K``, in increasing number, to the lowest-numbered
@@ -164,20 +188,31 @@ def _round(link: ControlLink, watchdog: Watchdog, mine: object, stage: str) -> l
 
 
 def files_round(
-    link: ControlLink, watchdog: Watchdog, mine: Sequence[tuple[int, int]] | None, *, B: int, M: int
-) -> tuple[int, list[int]] | None:
-    """Collective: each worker posts ``mine`` (:func:`seen_files`), the master chooses
+    link: ControlLink, watchdog: Watchdog, mine: tuple[Sequence[tuple[int, int]], bool] | None, *, B: int,
+    M: int,
+) -> tuple[int, list[int]] | None:  # fmt: skip
+    """Collective: each worker posts ``mine``, the files it sees (:func:`seen_files`) and whether
+    its own file :func:`fits` the storage the job would restore; the master chooses
     (:func:`choose_files`) and shares: the ``K`` the files were written at and the file each worker
-    reads, or None when there is nothing to re-cut (no file, or records of ``B`` bytes cut into as
-    many pieces at that ``K`` as at the link's). The same on every rank."""
-    posts = _round(link, watchdog, None if mine is None else [tuple(p) for p in mine], "recut: files")
+    reads, or None when a restore at the link's ``K`` is what the files need (no file; or records
+    of ``B`` bytes cut into as many pieces at that ``K`` as at the link's, every worker's file
+    fitting and none numbered beyond the link's workers). The same on every rank.
+
+    Where the pieces are cut alike at both (records stored whole, under 2 KiB with ``M = 2``) the
+    header does not tell ``K``: the choice says the larger of the smallest ``K`` that cuts them so
+    and the highest file number read plus one."""
+    got = _round(link, watchdog, None if mine is None else ([tuple(p) for p in mine[0]], bool(mine[1])),
+                 "recut: files")  # fmt: skip
     with setup_step(link, watchdog, "recut: choice"):
         if not link.is_leader:
-            got = link.share()
-            return None if got is None else (int(got[0]), [int(f) for f in got[1]])
-        choice = choose_files([p or [] for p in posts], link.K)
+            shared = link.share()
+            return None if shared is None else (int(shared[0]), [int(f) for f in shared[1]])
+        posts: list[tuple[list[tuple[int, int]], bool]] = [p or ([], True) for p in got]
+        choice = choose_files([p[0] for p in posts], link.K)
         if choice is not None and storage_pieces(B, choice[0], M)[0] == storage_pieces(B, link.K, M)[0]:
-            choice = None
+            K = max(choice[0], max(choice[1]) + 1)
+            restore = all(p[1] for p in posts) and K <= link.K  # each file read as its own, fitting
+            choice = None if restore else (K, choice[1])
         link.share(choice)
         return choice
 

@@ -17,7 +17,7 @@ from ..codec import Cache, Dataset
 from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
 from ..engine.recut import RecutReport
-from ..engine.recut_serve import files_round, receive_recut, seen_files, serve_recut
+from ..engine.recut_serve import files_round, fits, receive_recut, seen_files, serve_recut
 from ..engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
 from ..engine.restore import RecoveryReport
 from ..engine.schedule import Epoch, EpochSchedule
@@ -456,16 +456,20 @@ class MPILoader:
             f"{_PROG}: rank {self.transport.rank} (worker {self.worker}): {note}", file=sys.stderr, flush=True
         )
 
-    def _recut(self, session: Session, N: int, B: int, M: int, now: Epoch) -> Epoch | None:
+    def _recut(self, session: Session, N: int, B: int, scheme: Scheme, held: Any, now: Epoch) -> Epoch | None:
         """A worker of a storage of ``M > 1`` batches started from the files: when they hold the
-        storage of another number of workers, its storage at this one cut from them
+        storage of another number of workers (or not the storage ``held`` a restore plans from),
+        its storage at this one cut from them
         (:func:`~coded_shuffle.engine.recut_serve.receive_recut`); else None (restored as usual)."""
-        k, folder = self.worker, self._read_from
+        k, folder, M = self.worker, self._read_from, scheme.M
         assert k is not None and folder is not None
-        seen, notes = ([], []) if not os.path.isdir(folder) else seen_files(
-            folder, N=N, B=B, M=M, seed=self.seed, worker=k
-        )  # fmt: skip
-        choice = files_round(self.transport, session.dog, seen, B=B, M=M)
+        seen: list[tuple[int, int]] = []
+        notes: list[str] = []
+        fit = True
+        if os.path.isdir(folder):
+            seen, notes = seen_files(folder, N=N, B=B, M=M, seed=self.seed, worker=k)
+            fit = fits(folder, k, scheme.held(held, k))
+        choice = files_round(self.transport, session.dog, (seen, fit), B=B, M=M)
         if choice is None:
             return None
         K, files = choice
@@ -509,7 +513,8 @@ class MPILoader:
             if variable:
                 raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
             width = scheme.piece_bytes(B)
-            cut = self._recut(session, int(N), int(B), scheme.M, now) if scheme.M > 1 else None
+            held = (before or now).held
+            cut = self._recut(session, int(N), int(B), scheme, held, now) if scheme.M > 1 else None
             if cut is not None:  # the storage at this K, cut from files of another
                 return session, schedule, cut
             p_held = session.receive_held(N * scheme.pieces, width, lambda sums: self._held_of(sums, width),

@@ -9,10 +9,12 @@ from math import comb
 import numpy as np
 import pytest
 
-from coded_shuffle.engine import synthetic_dataset
-from coded_shuffle.engine.cache_dir import cache_header, cache_path
+from coded_shuffle.engine import scheme_for, synthetic_dataset
+from coded_shuffle.engine.cache_dir import CacheFileError, cache_header, cache_ids, cache_path
 from coded_shuffle.engine.recover import save_storage
-from coded_shuffle.engine.recut_serve import _pack, _unpack, choose_files, seen_files, stored_workers
+from coded_shuffle.engine.recut_serve import _pack, _unpack, choose_files, fits, seen_files, stored_workers
+from coded_shuffle.engine.schedule import EpochSchedule
+from coded_shuffle.orders import OrderSpec
 
 N, B = 24, 8192
 
@@ -78,3 +80,29 @@ def test_pack_and_unpack_move_the_spans_as_a_loop_byte_by_byte(rng):
         for b in range(int(n[i])):
             want[drow[i], dat[i] + b] = src[srow[i], sat[i] + b]
     assert np.array_equal(dst, want)
+
+
+def storage_at(K: int, B: int):
+    """The scheme storing 2 batches at ``K`` and its storage of epoch 1, followed from epoch 0."""
+    scheme = scheme_for("coded", K=K, storage=2, record_bytes=B)
+    *_, now = EpochSchedule(N=N, K=K, seed=5, spec=OrderSpec(), scheme=scheme).epochs(start=0, count=2)
+    return scheme, now.held
+
+
+def test_a_file_fits_the_storage_a_restore_plans_from_only_at_its_own_K(tmp_path):
+    # records of 1 KiB are stored whole at any K with M = 2: the header cannot tell K = 4 from
+    # K = 3, the pieces each worker holds can
+    ds = synthetic_dataset(N, 1024, seed=2)
+    save_storage(tmp_path, ds, K=4, M=2, seed=5, epoch=1)
+    scheme, held = storage_at(4, 1024)
+    assert cache_ids(cache_path(tmp_path, 1)).tolist() == scheme.held(held, 1).tolist()
+    for K, fit in ((4, True), (3, False)):
+        scheme, held = storage_at(K, 1024)
+        assert [fits(tmp_path, k, scheme.held(held, k)) for k in range(K)] == [fit] * K
+    raw = bytearray(cache_path(tmp_path, 2).read_bytes())
+    raw[112 + 3] ^= 1  # an id altered: the tables fail their digest
+    cache_path(tmp_path, 2).write_bytes(bytes(raw))
+    with pytest.raises(CacheFileError, match="tables of ids and checksums fail their digest"):
+        cache_ids(cache_path(tmp_path, 2))
+    # a damaged file, or none, is no obstacle to a restore (it treats it as absent)
+    assert fits(tmp_path, 2, np.empty(0, np.int64)) and fits(tmp_path, 9, np.empty(0, np.int64))

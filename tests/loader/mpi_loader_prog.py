@@ -30,7 +30,7 @@ worker's file removed, a host lost; epochs ``START + 2``, ``START + 3`` restarte
 ``START + 4`` with every file, then ``START + 5`` without workers 0's and 1's):
 ``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``, ``OUT/two.json``. An argument
 ``recut=BIG.npy`` then runs, in the same launch, jobs storing 2 batches of the rows of ``BIG.npy``
-relaunched on another number of workers (:func:`recut_job`).
+(and of ``DATA.npy``) relaunched on another number of workers (:func:`recut_job`).
 """
 
 from __future__ import annotations
@@ -144,11 +144,13 @@ def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -
             (folder / f"worker-{again.worker}.cache").unlink()
 
 
-def recut_job(data: str, out_dir: Path, start: int, seed: int) -> None:
-    """Jobs storing 2 batches with a ``cache_dir``, relaunched on another number of workers: ``K``
-    (every worker rank) for epoch ``start + 1``, only the last worker's file left, then ``K - 1``
-    (the ranks but the last) for ``start + 2``, ``start + 3`` in ``OUT/recut-a``; then ``K - 1`` for
-    ``start + 1`` and ``K`` for ``start + 2``, ``start + 3`` in ``OUT/recut-b``. Before each
+def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int) -> None:
+    """Jobs storing 2 batches of ``data`` with a ``cache_dir``, relaunched on another number of
+    workers: ``K`` (every worker rank) for epoch ``start + 1``, only the last worker's file left,
+    then ``K - 1`` (the ranks but the last) for ``start + 2``, ``start + 3`` in ``OUT/recut-a``;
+    then ``K - 1`` for ``start + 1`` and ``K`` for ``start + 2``, ``start + 3`` in
+    ``OUT/recut-b``; then the first of them on ``small`` (records stored whole) in
+    ``OUT/recut-c``. Before each
     relaunch the files are copied to ``recut-X-before``, and after its first epoch to
     ``recut-X-cut`` (the storage cut again); the master writes ``held_start`` and the reports to
     ``OUT/recut-X.json``, worker ``k`` its batches to ``OUT/rX{k}_e{t}.npz`` and its notes to
@@ -169,7 +171,7 @@ def recut_job(data: str, out_dir: Path, start: int, seed: int) -> None:
             return
         link = MPITransport(comm)
         folder = out_dir / f"recut-{name}"
-        source = data if link.is_master else None
+        source = (small if name == "c" else data) if link.is_master else None
         kw = {"seed": seed, "transport": link, "cache_dir": folder, "storage": 2}
         loader = MPILoader(source, epochs=1 + snap, start_epoch=t, **kw)
         if loader.is_master:
@@ -203,6 +205,10 @@ def recut_job(data: str, out_dir: Path, start: int, seed: int) -> None:
     job(fewer, "b", start + 1, False)
     between("b", None)
     job(world, "b", start + 2, True)
+    world.Barrier()
+    job(world, "c", start + 1, False)
+    between("c", world.size - 2)
+    job(fewer, "c", start + 2, True)
 
 
 def main(argv: list[str]) -> int:
@@ -228,7 +234,7 @@ def main(argv: list[str]) -> int:
         held_job(data, Path(held), Path(out), int(start), int(seed))
         storage_job(data, Path(held + "-storage"), Path(out), int(start), int(seed))
     if recut is not None:
-        recut_job(recut, Path(out), int(start), int(seed))
+        recut_job(recut, data, Path(out), int(start), int(seed))
 
     class FaultyLink(MPITransport):
         """Worker 0 receives its deliveries with every payload byte flipped."""

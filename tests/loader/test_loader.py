@@ -434,16 +434,23 @@ def check_recut_job(out: Path, K: int, seed: int, start: int) -> None:
     """The jobs storing 2 batches relaunched on another number of workers (the program's
     :func:`recut_job`): ``K`` to ``K - 1`` with only the last worker's file left (worker 0 reads it;
     what no survivor holds comes from the source once), ``K - 1`` to ``K`` with every file (the new
-    worker starts empty). Each epoch's batches are the rows of the file; the report is that of the
-    in-process re-cut of the same files (:func:`recut_restart`); every worker's storage after the
-    re-cut is, byte for byte, the pieces cut from the rows here (piece ``q`` of record ``r``: bytes
-    ``[q w, (q + 1) w)``, zero-padded), each piece held by 2 workers, every record of a worker's
-    batch whole; the transitions after it are verified."""
+    worker starts empty), and ``K`` to ``K - 1`` again on records of 14 bytes, stored whole at any
+    ``K`` (the files' pieces do not fit the storage a restore would plan from). Each epoch's
+    batches are the rows of the file; the report is that of the in-process re-cut of the same
+    files (:func:`recut_restart`); every worker's storage after the re-cut is, byte for byte, the
+    pieces cut from the rows here (piece ``q`` of record ``r``: bytes ``[q w, (q + 1) w)``), each
+    piece held by 2 workers, every record of a worker's batch whole; the transitions after it are
+    verified."""
     from coded_shuffle.engine.recover import recut_restart
 
-    X = np.load(out / "wide.npy")
-    ds = load_dataset(X)
-    for name, was, now, lost in (("a", K, K - 1, True), ("b", K - 1, K, False)):
+    wide = np.load(out / "wide.npy")
+    for name, X, was, now in (
+        ("a", wide, K, K - 1),
+        ("b", wide, K - 1, K),
+        ("c", np.load(out / "rows.npy"), K, K - 1),
+    ):
+        rows_of = X.view(np.uint8).reshape(X.shape[0], -1)
+        ds = load_dataset(X)
         for t in (start + 2, start + 3):
             want = oracle_batches(X.shape[0], now, seed=seed, epoch=t)
             for k in range(now):
@@ -462,22 +469,22 @@ def check_recut_job(out: Path, K: int, seed: int, start: int) -> None:
         assert start_["verified"] and start_["kept_bytes"] + moved == start_["storage_bytes"]
         assert start_["peer_bytes"] + start_["source_bytes"] == start_["download_bound"]
         assert start_["source_bytes"] == start_["source_bound"]
-        assert (start_["source_bytes"] > 0) == lost and start_["joined"] == [now - 1]
-        P = 1 if now == 2 else 2  # pieces a record at K' (records of 4 KiB, storage 2)
-        w = X.shape[1] // P
+        assert (start_["source_bytes"] > 0) == (now < was) and start_["joined"] == [now - 1]
+        P = 1 if now == 2 or name == "c" else 2  # pieces a record at K' (storage 2)
+        w = rows_of.shape[1] // P
         counts = np.zeros(X.shape[0] * P, dtype=np.int64)
         want = oracle_batches(X.shape[0], now, seed=seed, epoch=start + 2)
         for k in range(now):
             ids, rows = _file_pieces(out / f"recut-{name}-cut" / f"worker-{k}.cache")
             assert np.array_equal(ids, caches[k].ids)
-            cut = X.reshape(X.shape[0], P, w)[ids // P, ids % P]
+            cut = rows_of.reshape(X.shape[0], P, w)[ids // P, ids % P]
             assert rows.tobytes() == cut.tobytes()
             counts[ids] += 1
             assert np.isin(np.add.outer(want[k] * P, np.arange(P)).reshape(-1), ids).all()
         assert (counts == 2).all()
         assert [r["epoch"] for r in got["reports"]] == [start + 3] and got["reports"][0]["verified"]
-    notes = [json.loads((out / f"ra{k}.json").read_text()) for k in range(K - 1)]
-    assert notes == [[], []]
+        notes = [json.loads((out / f"r{name}{k}.json").read_text()) for k in range(now)]
+        assert notes == [[]] * now
 
 
 def check_variable_job(
