@@ -106,3 +106,27 @@ def test_a_file_fits_the_storage_a_restore_plans_from_only_at_its_own_K(tmp_path
         cache_ids(cache_path(tmp_path, 2))
     # a damaged file, or none, is no obstacle to a restore (it treats it as absent)
     assert fits(tmp_path, 2, np.empty(0, np.int64)) and fits(tmp_path, 9, np.empty(0, np.int64))
+
+
+def test_a_file_of_another_dataset_or_damaged_is_read_as_absent_in_one_line(tmp_path):
+    from coded_shuffle.engine.recut import _storage
+    from coded_shuffle.engine.recut_serve import _read
+
+    ds = synthetic_dataset(N, B, seed=1)
+    save_storage(tmp_path, ds, K=4, M=2, seed=5, epoch=1)
+    old = _storage(ds, 4, 2).dataset(ds)
+    width = int(old.data.shape[1])
+    got, dropped, note = _read(cache_path(tmp_path, 0), old.checksums, width, 5)
+    assert got is not None and dropped == 0 and note is None
+    other = _storage(synthetic_dataset(N, B, seed=2), 4, 2).dataset(synthetic_dataset(N, B, seed=2))
+    got, _, note = _read(cache_path(tmp_path, 0), other.checksums, width, 5)
+    assert got is None and note.endswith(
+        "another dataset (its records' checksums differ). Treated as absent."
+    )
+    raw = bytearray(cache_path(tmp_path, 1).read_bytes())
+    raw[-1] ^= 1  # the last piece altered: dropped, the others kept
+    cache_path(tmp_path, 1).write_bytes(bytes(raw))
+    got, dropped, note = _read(cache_path(tmp_path, 1), old.checksums, width, 5)
+    assert dropped == 1 and len(got) == cache_ids(cache_path(tmp_path, 1)).size - 1
+    assert note.endswith("1 piece(s) fail their checksum; delivered again.")
+    assert _read(None, old.checksums, width, 5) == (None, 0, None)
