@@ -22,11 +22,11 @@ launch (both attempts).
 
 With ``--changes K:K'`` (each ``M > 1`` of ``--storage``, with ``cache_dir``) the job of ``K``
 workers is not restarted by ``torchrun`` (``--max-restarts 0``: the kill ends it) but relaunched
-by hand on ``K'`` workers (another ``--nproc-per-node``) from the state the last worker wrote at
-the start of the epoch killed (``boundary.json``: a storage resumes at another ``K`` at an epoch
-boundary, and the steps of that epoch before the kill are redone): its storage at ``K'`` cut
-again from the files (:mod:`coded_shuffle.engine.recut_serve`), the bytes from the source and from
-the peers those of the re-cut, every sample of every epoch counted once.
+by hand on ``K'`` workers (another ``--nproc-per-node``) from the same checkpoint: the rest of the
+epoch killed dealt to the ``K'`` workers from the source (:mod:`coded_shuffle.engine.rest`), then
+their storage of the next epoch cut again from the files (:mod:`coded_shuffle.engine.recut_serve`):
+the bytes from the source are the rest's and the re-cut's, from the peers the re-cut's; every
+sample of every epoch counted once.
 
 Run:  python benchmarks/torchrun_restart.py [--workers 2,4] [--storage 1,2] [--records 4096]
       [--record-bytes 1024] [--epochs 4] [--batch 64] [--kill-step 5] [--changes 4:3]
@@ -54,7 +54,7 @@ def program(
     relaunch: bool = False,
 ) -> int:  # fmt: skip
     """One rank of the job (under torchrun); ``relaunch``: the second job of a relaunch on another
-    number of ranks, from the state at the start of the epoch killed (``boundary.json``)."""
+    number of ranks, from the checkpoint."""
     import torch.distributed as dist
     from torch.utils.data import DataLoader
 
@@ -69,10 +69,7 @@ def program(
     ckpt = out / "checkpoint.json"
     ds = CodedIterableDataset(data / "rows.npy", epochs=epochs, seed=1, with_ids=True, timeout=60,
                               cache_dir=out / "cache" if cache else None, storage=storage)  # fmt: skip
-    if relaunch:  # another K: resumed at the start of the epoch (its steps before the kill redone)
-        ds.load_state_dict(json.loads((out / "boundary.json").read_text()))
-        ckpt = out / f"checkpoint_a{attempt}.json"
-    elif attempt and ckpt.exists():
+    if attempt and ckpt.exists():
         ds.load_state_dict(json.loads(ckpt.read_text()))
         ckpt = out / f"checkpoint_a{attempt}.json"  # the first attempt's kept for the count
     tic = time.perf_counter()
@@ -95,9 +92,6 @@ def program(
     loader = DataLoader(ds, batch_size=batch)
     for t in range(ds.start_epoch, ds.start_epoch + ds.epochs):
         ds.set_epoch(t)
-        if last and not relaunch:  # the state at the start of the epoch, before its first step
-            (out / "boundary.tmp").write_text(json.dumps({**ds.state_dict(), "epoch": t, "samples": 0}))
-            os.replace(out / "boundary.tmp", out / "boundary.json")
         for step, got in enumerate(loader, start=1):
             state = ds.state_dict()
             log.write(json.dumps({"epoch": t, "step": step, "ids": got[0].tolist(), "state": state}) + "\n")
@@ -116,16 +110,22 @@ def program(
 
 def counted(out: Path, K: int, ckpt: dict, batch: int) -> dict[int, list[int]]:
     """Each epoch's samples that count: every step of the last attempt, and of the first those up
-    to the checkpoint (the epochs before it whole, its epoch's first ``samples``)."""
+    to the checkpoint (the epochs before it whole, its epoch's first ``samples``). A worker's rest
+    of an epoch after a relaunch on another ``K`` counts each sample once (a share shorter than
+    the longest repeats its own samples to pad, as ``DistributedSampler`` does)."""
     per_epoch: dict[int, list[int]] = {}
     for k in range(K):
         for attempt in (0, 1):
             path = out / f"w{k}_a{attempt}.jsonl"
+            rest: set[int] = set()
             for line in path.read_text().splitlines() if path.exists() else []:
                 row = json.loads(line)
                 t, done = row["epoch"], row["step"] * batch
                 if attempt == 0 and (t > ckpt["epoch"] or (t == ckpt["epoch"] and done > ckpt["samples"])):
                     continue  # after the checkpoint: redone by the restarted job
+                if attempt == 1 and t == ckpt["epoch"] and row["state"]["K"] != ckpt["K"]:  # rest, other K
+                    row["ids"] = [i for i in row["ids"] if i not in rest]
+                    rest.update(row["ids"])
                 per_epoch.setdefault(t, []).extend(row["ids"])
     return per_epoch
 
@@ -134,7 +134,7 @@ def one_job(
     data: Path, args: argparse.Namespace, *, K: int, M: int, cache: bool, K_next: int | None = None
 ) -> dict:
     """The job restarted by ``torchrun`` (``K_next`` None), or killed and relaunched by hand on
-    ``K_next`` workers from the state at the start of the epoch killed."""
+    ``K_next`` workers from its checkpoint."""
     out = Path(tempfile.mkdtemp(prefix="restart-", dir=data))
     env = {**os.environ, "PYTHONPATH": str(HERE.parent.parent)}
     tic = time.perf_counter()
@@ -149,7 +149,7 @@ def one_job(
             (data.parent / "torchrun_restart.err").write_text(proc.stderr)
             raise SystemExit(f"the job failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     wall = time.perf_counter() - tic
-    ckpt = json.loads((out / ("checkpoint.json" if K_next is None else "boundary.json")).read_text())
+    ckpt = json.loads((out / "checkpoint.json").read_text())
     epochs = counted(out, max(K, K_next or 0), ckpt, args.batch)
     for t in range(args.epochs):
         if sorted(epochs.get(t, [])) != list(range(args.records)):
@@ -202,10 +202,9 @@ def main() -> None:
         for K, K_next in changes:  # a host lost and the job relaunched on the others (or on more)
             for M in (m for m in storages if m > 1):
                 r = one_job(data, args, K=K, M=M, cache=True, K_next=K_next)
-                held = r["master"]["held"]
                 trans = sum(x["wire_bytes"] for x in r["master"]["reports"])
                 at = f"e{r['ckpt']['epoch']}+{r['ckpt']['samples']}"
-                source, peers = held["source_bytes"], held["peer_bytes"]
+                source, peers = source_and_peers(r["master"], args, M)
                 print(f"{f'{K}>{K_next}':>4} {M:2d} {'yes':>9} {at:>8} {'yes':>9} {source / 1e6:9.3f} "
                       f"{peers / 1e6:8.3f} {trans / 1e6:14.3f} {r['wall']:6.1f}", flush=True)  # fmt: skip
 

@@ -39,9 +39,9 @@
   same ``cache_dir``, each worker writes its ``state_dict()`` before its first step to
   ``OUT/state_{k}.json``, and rank 0 writes :attr:`~CodedIterableDataset.resumed` and its
   ``reports`` to ``OUT/resumed.json``; ``resume_r``: the job resumes from ``DATA/rstate.json`` (a
-  job of another ``K``, at an epoch boundary) with ``cache_dir`` ``DATA/rcache`` (that job's
-  storage of 2 batches), and rank 0 writes :attr:`~CodedIterableDataset.held_start` to
-  ``OUT/held.json``.
+  job of another ``K``, mid-epoch) with ``cache_dir`` ``DATA/rcache`` (that job's storage of 2
+  batches), and rank 0 writes :attr:`~CodedIterableDataset.held_start` and
+  :attr:`~CodedIterableDataset.resumed` to ``OUT/held.json``.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json`` (under ``exchange``, rank 0, whose
 worker leads the transitions, writes its dataset's ``reports`` after the last epoch). Under
@@ -140,7 +140,8 @@ def one_run(argv: list[str]) -> int:
         if state == "resume_s":
             (out_dir / "held.json").write_text(json.dumps(vars(ds.held_start), default=lambda r: None))
         if state == "resume_r":
-            (out_dir / "held.json").write_text(json.dumps(ds.held_start.to_dict()))
+            got = {"held": ds.held_start.to_dict(), "resumed": vars(ds.resumed)}
+            (out_dir / "held.json").write_text(json.dumps(got))
         if state == "resume_k":
             resumed = vars(ds.resumed) if ds.resumed is not None else None
             (out_dir / "resumed.json").write_text(json.dumps({"resumed": resumed, "reports": len(reports)}))
