@@ -389,16 +389,13 @@ def keep_batch(ds: Any, batch: EpochBatch) -> None:
         )
 
 
-def stored_resume(loader: Any, *, epoch: int, end: int, K: int, K_now: int, segments: list[Any]) -> None:
-    """Resume a :class:`StoredLoader` at ``epoch`` (to ``end``) from a checkpoint of ``K``
-    workers: its storage of that epoch restored from the files, the peers and the source."""
-    if K != K_now or segments:
-        raise ValueError(
-            f"Argument 'state' must come from a job of K = {K_now} with storage {loader._storage} and "
-            f"a cache_dir (a storage is restored at the same K), not K = {K}"
-            f"{' with segments of earlier jobs' if segments else ''}: resume at an epoch boundary "
-            "without the cache_dir."
-        )
+def stored_resume(loader: Any, *, epoch: int, end: int) -> None:
+    """Resume a :class:`StoredLoader` at ``epoch`` (to ``end``) at an epoch boundary, or mid-epoch
+    at the same ``K``: its storage of that epoch restored from the files, the peers and the
+    source, or, from files of another ``K``, cut again from them
+    (:mod:`~coded_shuffle.engine.recut_serve`). Mid-epoch at another ``K`` the dataset deals the
+    rest of the epoch first (:mod:`~coded_shuffle.engine.rest`) and the storage of the next epoch
+    is cut again."""
     loader.resume(epoch, end - epoch)
 
 

@@ -353,7 +353,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         if self._feed is not None:
             return
         rest = None if self.transport.peers else self._hello()
-        if rest is not None and self._loader_epochs:  # the loader starts from the rest's records
+        if rest is not None and self._loader_epochs and not self._stored:  # from the rest's records
             self._loader.resume(self._loader.start_epoch, self._loader.epochs, held=rest)
         if self._loader_epochs:
             epochs = iter(self._loader)
@@ -404,8 +404,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                 return None
             layout = RowLayout(np.dtype(dtype), tuple(shape))
             batch, self._rest_len, note = rest_batch(
-                link, dog, epoch, shares, layout, self._table, cache_dir=self.cache_dir, seed=self.seed,
-                drop_last=self.drop_last,
+                link, dog, epoch, shares, layout, self._table, seed=self.seed, drop_last=self.drop_last,
+                cache_dir=None if self._stored else self.cache_dir,  # a storage's files hold pieces
             )  # fmt: skip
             if note is not None:
                 self.cache_notes.append(note)
@@ -543,9 +543,9 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         trained on before; at another ``K`` (or with a ``cache_dir``) the rest of the epoch is dealt
         to the new workers (:func:`~coded_shuffle.engine.rest.rest_of_epoch`: every sample once
         across the change), sent by the master but for what each worker's file holds, and the next
-        epoch is planned from what they hold. Peers resume mid-epoch at the same ``K`` only, and so
-        does a storage of ``M > 1`` kept in a ``cache_dir`` (the storage of the epoch restored,
-        :attr:`held_start`). A state of another seed or dataset (``N``, ``fingerprint``) is refused."""
+        epoch is planned from what they hold. Peers resume mid-epoch at the same ``K`` only. A storage
+        of ``M > 1`` in a ``cache_dir`` is restored (at another ``K``, cut again from the files, the
+        rest of an epoch from the source): :attr:`held_start`. Another seed or dataset is refused."""
         if self._feed is not None or self._loader._used:  # type: ignore[attr-defined]
             raise RuntimeError("load_state_dict must be called before the first epoch.")
         end = self.start_epoch + self.epochs
@@ -557,15 +557,17 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             check_dataset_of(*check, N=self._N, fingerprint=self._fp())
         self._check = check
         mid = bool(samples or segments)
-        if self._stored:  # the storage of the epoch restored, its samples read before skipped
-            self._skip = samples
-            stored_resume(self._loader, epoch=epoch, end=end, K=K, K_now=self.K, segments=segments)
+        if self._stored and not (segments or mid and K != self.K):  # the storage of the epoch restored
+            self._skip = samples  # (or cut again at an epoch boundary of another K), the samples read skipped
+            stored_resume(self._loader, epoch=epoch, end=end)
         elif not self.transport.peers and (segments or mid and (K != self.K or self.cache_dir is not None)):
             rest_refusal(self.balance, getattr(self._loader, "layout", None), self.K, K)
             self._segments, self._rest = [*segments, (K, samples)], epoch
             self._loader_epochs = end - epoch - 1
-            if self._loader_epochs:  # the next epoch from what the workers hold of the rest
-                self._loader.resume(epoch + 1, end - epoch - 1, held=True if self.is_master else None)
+            if self._loader_epochs:  # the next epoch from what the workers hold of the rest (held: True
+                # on the master, None on a worker; a storage, False: cut again from the files)
+                held = not self._stored and (self.is_master or None)
+                self._loader.resume(epoch + 1, end - epoch - 1, held=held)
         else:  # at an epoch boundary with a cache_dir, the epoch is planned from what the files hold
             self._skip = samples
             held = self.cache_dir if self.cache_dir and not mid else False

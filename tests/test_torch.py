@@ -85,6 +85,22 @@ def write_varfiles(
     return files
 
 
+def write_recut(d: Path, wide: np.ndarray) -> None:
+    """What a job of ``K = 3`` storing 2 batches of ``wide`` leaves when one host is lost: its
+    files of epoch 0 in ``d/rcache`` (:func:`~coded_shuffle.engine.recover.save_storage`, the
+    files the dataset writes), worker 2's removed, a copy in ``d/rcache-before``, and its state
+    4 samples into epoch 1 (each worker's first 4) in ``d/rstate.json``."""
+    import shutil
+
+    from coded_shuffle.engine.recover import save_storage
+
+    save_storage(d / "rcache", load_dataset(wide), K=3, M=2, seed=SEED, epoch=0)
+    (d / "rcache" / "worker-2.cache").unlink()
+    shutil.copytree(d / "rcache", d / "rcache-before")
+    state = {"epoch": 1, "samples": 4, "seed": SEED, "K": 3, "N": N, "segments": []}
+    (d / "rstate.json").write_text(json.dumps(state))
+
+
 #: Jobs of several runs (the program's ``+``: one after the other in the same processes, each run
 #: with its own dataset and output folder), each run read by its own test: a launch (PyTorch
 #: imported by every rank and by torchrun, about 8 s of CPU) paid once for them. Only runs that
@@ -101,6 +117,7 @@ SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DA
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
                                    "exchange": ("struct", 3, 2, 0, 1, "exchange"),
                                    "save": ("struct", 3, 0, 0, 1, "save"),
+                                   "recut": ("wide", 4, 0, 0, 1, "resume_r"),
                                    "close": ("struct", 4, 0, 0, 1, "close")}),
     "mpiexec-2": ("mpiexec", 2, {"files": ("files", 3, 0, 1, 0), "bad": ("struct", 3, 0, 0, 1, "bad"),
                                  "close": ("struct", 4, 0, 0, 1, "close")}),
@@ -132,6 +149,8 @@ class SharedJobs:
             args: list[object] = []
             for run, (layout, *rest) in runs.items():
                 (d / run).mkdir()
+                if rest[-1:] == ["resume_r"]:
+                    write_recut(d, data["wide"])
                 args += ["+"] * bool(args) + [layout, d, d / run, *rest]
             self.done[job] = (launch(how, K, *args), data)
         proc, data = self.done[job]
@@ -276,6 +295,39 @@ def test_a_storage_of_two_batches_restored_from_the_peers_mid_epoch(shared):
     straight = run(load_dataset(data["wide"]), K=K, epochs=2, seed=SEED, storage=2).transitions[1]
     assert report["epoch"] == 2 and report["verified"]
     assert (report["coded_symbols"], report["wire_bytes"]) == (straight.coded_symbols, straight.wire_bytes)
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_a_storage_of_two_batches_relaunched_on_fewer_ranks(shared):
+    """A job of K = 3 storing 2 batches in a cache_dir, checkpointed 4 samples into epoch 1, one
+    host lost (worker 2's file gone), relaunched on K' = 2 (a torchrun of 3 ranks): the rest of
+    epoch 1 dealt to the two workers from the source (every sample of epoch 1 once across the
+    change), then the storage of epoch 2 at K' = 2 cut again from the two files
+    (engine.recut_serve), its bytes kept, from peers and from the source those of the in-process
+    re-cut of the same files (recut_restart); epochs 2 and 3 every sample once at K' = 2; the
+    transition to epoch 3 verified."""
+    from coded_shuffle.engine.recover import recut_restart
+
+    proc, data, out = shared.run("torchrun-2", "recut")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    read = np.concatenate([b[:4] for b in np.array_split(epoch_permutation(N, seed=SEED, epoch=1), 3)])
+    rest = [np.load(out / f"w{k}_e1.npz")["ids"] for k in range(2)]
+    assert sorted([*read.tolist(), *np.unique(np.concatenate(rest)).tolist()]) == list(range(N))
+    check_run(out, data, "wide", 2, range(2, 4), drop_last=False, num_workers=0)
+    got = json.loads((out / "held.json").read_text())
+    held, resumed = got["held"], got["resumed"]
+    assert resumed["source_records"] == N - read.size and resumed["kept_records"] == 0
+    ref, _, _ = recut_restart(load_dataset(data["wide"]), out.parent / "rcache-before", K=3, K_next=2, M=2,
+                              seed=SEED, epoch=1)  # fmt: skip
+    assert {k: v for k, v in held.items() if k != "seconds"} == {
+        k: v for k, v in ref.to_dict().items() if k != "seconds"
+    }
+    assert held["verified"] and (held["K"], held["K_next"]) == (3, 2)
+    assert (held["pieces"], held["pieces_next"]) == (2, 1)  # records of 2562 bytes: 2 pieces at K = 3
+    assert held["source_bytes"] == 0 and held["peer_bytes"] == held["download_bound"] > 0
+    (report,) = json.loads((out / "reports.json").read_text())
+    assert report["epoch"] == 3 and report["verified"] and report["records_checked"] == N
 
 
 @needs_torch
@@ -809,13 +861,9 @@ def test_a_checkpoint_of_another_job_is_refused_naming_what_differs():
 
     from coded_shuffle._torch_base import stored_resume
 
-    for segments, why in (([], ""), ([(2, 4)], " with segments of earlier jobs")):
-        with pytest.raises(ValueError) as info:  # a storage is restored at the same K only
-            stored_resume(SimpleNamespace(_storage=2), epoch=1, end=3, K=2, K_now=3, segments=segments)
-        assert str(info.value) == (
-            "Argument 'state' must come from a job of K = 3 with storage 2 and a cache_dir (a storage is "
-            f"restored at the same K), not K = 2{why}: resume at an epoch boundary without the cache_dir."
-        )
+    resumed: list[tuple[int, int]] = []  # the storage of epoch 1 restored, or cut again from the files
+    stored_resume(SimpleNamespace(resume=lambda *a: resumed.append(a)), epoch=1, end=3)
+    assert resumed == [(1, 2)]
     check_dataset_of(23, "ab" * 16, N=23, fingerprint="ab" * 16)
     check_dataset_of(None, None, N=23, fingerprint="ab" * 16)  # a state of an older version: unknown
     with pytest.raises(

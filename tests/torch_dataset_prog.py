@@ -38,7 +38,10 @@
   ``resume_k``: the job resumes from ``DATA/save/state_0.json`` (a job of another ``K``) with the
   same ``cache_dir``, each worker writes its ``state_dict()`` before its first step to
   ``OUT/state_{k}.json``, and rank 0 writes :attr:`~CodedIterableDataset.resumed` and its
-  ``reports`` to ``OUT/resumed.json``.
+  ``reports`` to ``OUT/resumed.json``; ``resume_r``: the job resumes from ``DATA/rstate.json`` (a
+  job of another ``K``, mid-epoch) with ``cache_dir`` ``DATA/rcache`` (that job's storage of 2
+  batches), and rank 0 writes :attr:`~CodedIterableDataset.held_start` and
+  :attr:`~CodedIterableDataset.resumed` to ``OUT/held.json``.
 
 Rank 0 serves and writes the reports to ``OUT/reports.json`` (under ``exchange``, rank 0, whose
 worker leads the transitions, writes its dataset's ``reports`` after the last epoch). Under
@@ -118,21 +121,27 @@ def one_run(argv: list[str]) -> int:
         timeout=3 if state == "freeze" else 30,
         storage=2 if layout in ("wide", "varbig") else 1,
         scheme="exchange" if state == "exchange" else "coded",
-        cache_dir=data_dir / "cache" if state in ("save", "resume_k", "resume_s") else None,
+        cache_dir=data_dir / ("rcache" if state == "resume_r" else "cache")
+        if state in ("save", "resume_k", "resume_s", "resume_r")
+        else None,
         balance="bytes" if layout in ("varfiles", "varbig") else "count",
     )
     if layout == "varfiles" and ds.is_master:
         (out_dir / "bad_var.json").write_text(json.dumps(variable_refusals(ds, source)))
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
-    if state in ("resume_k", "resume_s"):
-        ds.load_state_dict(json.loads((data_dir / "save" / "state_0.json").read_text()))
+    if state in ("resume_k", "resume_s", "resume_r"):
+        saved = data_dir / ("rstate.json" if state == "resume_r" else "save/state_0.json")
+        ds.load_state_dict(json.loads(saved.read_text()))
     if ds.is_master:
         if state == "master_error":
             raise ValueError("an error of the master's own")
         reports = ds.serve()
         if state == "resume_s":
             (out_dir / "held.json").write_text(json.dumps(vars(ds.held_start), default=lambda r: None))
+        if state == "resume_r":
+            got = {"held": ds.held_start.to_dict(), "resumed": vars(ds.resumed)}
+            (out_dir / "held.json").write_text(json.dumps(got))
         if state == "resume_k":
             resumed = vars(ds.resumed) if ds.resumed is not None else None
             (out_dir / "resumed.json").write_text(json.dumps({"resumed": resumed, "reports": len(reports)}))

@@ -64,8 +64,8 @@ from ..codec import Cache, Dataset
 from ..errors import IntegrityError
 
 __all__ = [
-    "CacheFileError", "LoadedCache", "CACHE_VERSION", "cache_path", "dataset_fingerprint",
-    "save_cache", "load_cache", "save_cache_dir", "load_cache_dir",
+    "CacheFileError", "LoadedCache", "CacheHeader", "CACHE_VERSION", "cache_path", "dataset_fingerprint",
+    "save_cache", "load_cache", "cache_header", "cache_ids", "save_cache_dir", "load_cache_dir",
 ]  # fmt: skip
 
 MAGIC = b"CSCACHE\x00"
@@ -294,6 +294,69 @@ def _header(path: Path, f: BinaryIO) -> _Head:
     if version != CACHE_VERSION:
         raise CacheFileError(f"Cache file {path}: version {version}, not {CACHE_VERSION}.")
     return _Head(worker, N, B, n, epoch, seed, finger, tables, rows_at, size)
+
+
+@dataclass(frozen=True)
+class CacheHeader:
+    """What a cache file's header says (its digest checked), before any dataset is compared: the
+    worker that wrote it, the ``N`` units of ``record_bytes`` of its dataset (a storage's pieces:
+    ``N`` records times their pieces, each of the pieces' width), the units it holds, its epoch
+    and seed (None: none). A storage written at ``K`` workers reads as units of that cut: what a
+    job relaunched at another ``K'`` looks at before it decides the file is of its own job."""
+
+    path: str
+    worker: int
+    N: int
+    record_bytes: int
+    records: int
+    epoch: int
+    seed: int | None
+
+
+def cache_header(path: str | os.PathLike[str]) -> CacheHeader:
+    """The header of the cache file ``path`` (:class:`CacheHeader`); raises :class:`CacheFileError`
+    when it is cut short or altered (its header's digest), and nothing else is read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(6, 2))
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     h = cache_header(save_cache(cache_path(d, 3), ds.cache([1, 4]), ds, epoch=2, worker=3, seed=7))
+    >>> h.worker, h.N, h.record_bytes, h.records, h.epoch, h.seed
+    (3, 6, 2, 2, 2, 7)
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        h = _header(path, f)
+    seed = None if h.seed == _NO_SEED else h.seed
+    return CacheHeader(str(path), h.worker, h.N, h.B, h.n, h.epoch, seed)
+
+
+def cache_ids(path: str | os.PathLike[str]) -> np.ndarray:
+    """The ids a cache file holds (its header's and tables' digests checked, no dataset needed:
+    the rows are neither read nor checked); raises :class:`CacheFileError` when it is cut short or
+    altered.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from coded_shuffle.codec import load_dataset
+    >>> ds = load_dataset(np.arange(12, dtype=np.uint8).reshape(6, 2))
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     cache_ids(save_cache(cache_path(d, 0), ds.cache([1, 4]), ds, epoch=2, worker=0)).tolist()
+    [1, 4]
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        h = _header(path, f)
+        tables = f.read(16 * h.n)
+    if len(tables) < 16 * h.n or _digest(tables[: 8 * h.n], tables[8 * h.n :]) != h.tables:
+        raise CacheFileError(
+            f"Cache file {path}: its tables of ids and checksums fail their digest (altered)."
+        )
+    return np.frombuffer(tables, "<i8", h.n).astype(np.int64)
 
 
 def load_cache(path: str | os.PathLike[str], dataset: Dataset, *, seed: int | None = None) -> LoadedCache:

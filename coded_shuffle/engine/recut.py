@@ -470,8 +470,9 @@ def _check_many(caches: object, K: int | None, name: str) -> None:
             raise TypeError(f"Argument {name!r} must hold Cache objects or None, not {got} at {k}.")
 
 
-def _report(plan: RecutPlan, K: int, K_next: int, M: int, pieces: tuple[int, int], have: list[Cache],
-            dropped: int, ok: bool) -> RecutReport:  # fmt: skip
+def _report(plan: RecutPlan, K: int, K_next: int, M: int, pieces: tuple[int, int],
+            have: Sequence[Cache | np.ndarray], dropped: int, ok: bool) -> RecutReport:  # fmt: skip
+    """The report of ``plan``; ``have``: what each holder brought (its pieces, or their ids)."""
     n = plan.lengths()
     kept, peers, source = plan.counts()
     moved = plan.sender != plan.worker

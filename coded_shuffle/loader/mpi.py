@@ -16,6 +16,8 @@ from .._checks import check_seconds
 from ..codec import Cache, Dataset
 from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
+from ..engine.recut import RecutReport
+from ..engine.recut_serve import files_round, fits, receive_recut, seen_files, serve_recut
 from ..engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
 from ..engine.restore import RecoveryReport
 from ..engine.schedule import Epoch, EpochSchedule
@@ -144,7 +146,13 @@ class MPILoader:
         a piece a worker lacks (its host lost, its file damaged) comes from another worker that
         stores it, or from the source when none does (:func:`~coded_shuffle.engine.restore.restore_plan`;
         :attr:`held_start` counts the bytes of each), then the transition to ``start_epoch`` is
-        that of a job that never stopped. Fixed-size records.
+        that of a job that never stopped. Files written by a job of another number of workers (a
+        relaunch on the survivors of a lost host, or on more hosts) give the storage of
+        ``start_epoch`` at this ``K`` cut again from their bytes
+        (:mod:`~coded_shuffle.engine.recut_serve`: in a folder every worker sees, worker ``j``
+        reads the ``j``-th file; the master sends only what no file holds, the workers each other
+        the rest; :attr:`held_start` is the :class:`~coded_shuffle.engine.recut.RecutReport`).
+        Fixed-size records.
 
     Examples
     --------
@@ -252,8 +260,9 @@ class MPILoader:
         self._held: Cache | None = None
         self._read_from = cache_dir  # the folder of the cache files a worker starts from
         #: On the master of a job that started from the workers' holdings: how it started (a
-        #: storage of ``M > 1``: how it was restored, :class:`~coded_shuffle.engine.restore.RecoveryReport`).
-        self.held_start: HeldStart | RecoveryReport | None = None
+        #: storage of ``M > 1``: how it was restored, :class:`~coded_shuffle.engine.restore.RecoveryReport`,
+        #: or cut again from files of another ``K``, :class:`~coded_shuffle.engine.recut.RecutReport`).
+        self.held_start: HeldStart | RecoveryReport | RecutReport | None = None
         #: On a worker: the lines said about its cache file (treated as absent, rows dropped).
         self.cache_notes: list[str] = []
 
@@ -336,15 +345,7 @@ class MPILoader:
         before, now = self._first(schedule)
         reports = self.reports
         if self._from_held:
-            if ds.variable:
-                raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
-            p_held, self.held_start = session.deal_held(scheme.dataset(ds), (before or now).held)
-            if p_held is not now.held:  # a storage restored at the first epoch needs no transition
-                (first,) = session.transition(p_held, now.held, epoch=now.t).reports
-                self._verified(first.verified, first.epoch)
-                reports.append(first)
-                if isinstance(self.held_start, RecoveryReport):
-                    self.held_start = replace(self.held_start, transition=first)
+            now = self._serve_held(session, scheme, before, now)
         else:  # the lengths went with the sizes (a schedule by bytes needs them): not again here
             work = scheme.dataset(ds)
             session.deal(work if work.lengths is None else replace(work, lengths=None), now.held)
@@ -361,6 +362,32 @@ class MPILoader:
         finally:
             session.close()
         return list(reports)
+
+    def _serve_held(self, session: Session, scheme: Scheme, before: Epoch | None, now: Epoch) -> Epoch:
+        """Master: the first epoch from what the workers hold (:meth:`resume`, ``cache_dir``): a
+        storage written at another number of workers cut again (:mod:`~coded_shuffle.engine.recut_serve`),
+        else restored, or the records held placed, and the transition to the first epoch."""
+        ds = self.dataset
+        assert ds is not None
+        if ds.variable:
+            raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
+        work = scheme.dataset(ds)
+        if scheme.M > 1:
+            choice = files_round(self.transport, session.dog, None, B=ds.record_bytes, M=scheme.M)
+            if choice is not None:  # files of another K: the storage at this K cut from them
+                rep = serve_recut(self.transport, session.dog, ds, work, K=choice[0], M=scheme.M,
+                                  placement=now.placement)  # fmt: skip
+                session.units, self.held_start = work, rep
+                self._verified(rep.verified, now.t)
+                return replace(now, held=rep.held)
+        p_held, self.held_start = session.deal_held(work, (before or now).held)
+        if p_held is not now.held:  # a storage restored at the first epoch needs no transition
+            (first,) = session.transition(p_held, now.held, epoch=now.t).reports
+            self._verified(first.verified, first.epoch)
+            self.reports.append(first)
+            if isinstance(self.held_start, RecoveryReport):
+                self.held_start = replace(self.held_start, transition=first)
+        return now
 
     def _schedule(self, N: int, scheme: Scheme) -> EpochSchedule:
         """The job's epochs of ``N`` records under ``scheme``."""
@@ -419,9 +446,41 @@ class MPILoader:
         assert k is not None
         cache, note = load_worker_cache(self._read_from, k, table_dataset(checksums, B), seed=self.seed)
         if note is not None:
-            self.cache_notes.append(note)
-            print(f"{_PROG}: rank {self.transport.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
+            self._note(note)
         return cache
+
+    def _note(self, note: str) -> None:
+        """A worker's line about its cache file: kept (:attr:`cache_notes`) and said on ``stderr``."""
+        self.cache_notes.append(note)
+        print(
+            f"{_PROG}: rank {self.transport.rank} (worker {self.worker}): {note}", file=sys.stderr, flush=True
+        )
+
+    def _recut(self, session: Session, N: int, B: int, scheme: Scheme, held: Any, now: Epoch) -> Epoch | None:
+        """A worker of a storage of ``M > 1`` batches started from the files: when they hold the
+        storage of another number of workers (or not the storage ``held`` a restore plans from),
+        its storage at this one cut from them
+        (:func:`~coded_shuffle.engine.recut_serve.receive_recut`); else None (restored as usual)."""
+        k, folder, M = self.worker, self._read_from, scheme.M
+        assert k is not None and folder is not None
+        seen: list[tuple[int, int]] = []
+        notes: list[str] = []
+        fit = True
+        if os.path.isdir(folder):
+            seen, notes = seen_files(folder, N=N, B=B, M=M, seed=self.seed, worker=k)
+            fit = fits(folder, k, scheme.held(held, k))
+        choice = files_round(self.transport, session.dog, (seen, fit), B=B, M=M)
+        if choice is None:
+            return None
+        K, files = choice
+        cache, held, sums, more = receive_recut(
+            self.transport, session.dog, folder, file=files[k], N=N, B=B, K=K, M=M, seed=self.seed,
+            placement=now.placement,
+        )  # fmt: skip
+        for note in notes + more:
+            self._note(note)
+        session._hold(cache, sums)
+        return replace(now, held=held)
 
     def _keep(self, epoch: int, session: Session, B: int) -> None:
         """With a ``cache_dir``: this worker's records of ``epoch`` to its file (crash-safe)."""
@@ -454,6 +513,10 @@ class MPILoader:
             if variable:
                 raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
             width = scheme.piece_bytes(B)
+            held = (before or now).held
+            cut = self._recut(session, int(N), int(B), scheme, held, now) if scheme.M > 1 else None
+            if cut is not None:  # the storage at this K, cut from files of another
+                return session, schedule, cut
             p_held = session.receive_held(N * scheme.pieces, width, lambda sums: self._held_of(sums, width),
                                           (before or now).held)  # fmt: skip
             self._held = None  # the session holds them now

@@ -28,7 +28,9 @@ epoch ``START + 2`` started from what the files hold: worker ``k`` writes its ba
 ``OUT/held.json``; then the same with a storage of 2 batches in ``DIR-storage`` (the last
 worker's file removed, a host lost; epochs ``START + 2``, ``START + 3`` restarted, then
 ``START + 4`` with every file, then ``START + 5`` without workers 0's and 1's):
-``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``, ``OUT/two.json``.
+``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``, ``OUT/two.json``. An argument
+``recut=BIG.npy`` then runs, in the same launch, jobs storing 2 batches of the rows of ``BIG.npy``
+(and of ``DATA.npy``) relaunched on another number of workers (:func:`recut_job`).
 """
 
 from __future__ import annotations
@@ -142,6 +144,73 @@ def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -
             (folder / f"worker-{again.worker}.cache").unlink()
 
 
+def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int) -> None:
+    """Jobs storing 2 batches of ``data`` with a ``cache_dir``, relaunched on another number of
+    workers: ``K`` (every worker rank) for epoch ``start + 1``, only the last worker's file left,
+    then ``K - 1`` (the ranks but the last) for ``start + 2``, ``start + 3`` in ``OUT/recut-a``;
+    then ``K - 1`` for ``start + 1`` and ``K`` for ``start + 2``, ``start + 3`` in
+    ``OUT/recut-b``; then the first of them on ``small`` (records stored whole) in
+    ``OUT/recut-c``. Before each
+    relaunch the files are copied to ``recut-X-before``, and after its first epoch to
+    ``recut-X-cut`` (the storage cut again); the master writes ``held_start`` and the reports to
+    ``OUT/recut-X.json``, worker ``k`` its batches to ``OUT/rX{k}_e{t}.npz`` and its notes to
+    ``OUT/rX{k}.json``."""
+    import shutil
+
+    import numpy as np
+    from mpi4py import MPI
+
+    from coded_shuffle.loader import MPILoader
+    from coded_shuffle.transport import MPITransport
+
+    world = MPI.COMM_WORLD
+    fewer = world.Split(0 if world.rank < world.size - 1 else MPI.UNDEFINED, world.rank)
+
+    def job(comm: Any, name: str, t: int, snap: bool) -> None:
+        if comm == MPI.COMM_NULL:
+            return
+        link = MPITransport(comm)
+        folder = out_dir / f"recut-{name}"
+        source = (small if name == "c" else data) if link.is_master else None
+        kw = {"seed": seed, "transport": link, "cache_dir": folder, "storage": 2}
+        loader = MPILoader(source, epochs=1 + snap, start_epoch=t, **kw)
+        if loader.is_master:
+            reports = [r.to_dict() for r in loader.serve()]
+            start_ = loader.held_start.to_dict() if snap else None  # type: ignore[union-attr]
+            (out_dir / f"recut-{name}.json").write_text(json.dumps({"start": start_, "reports": reports}))
+            return
+        for batch in loader:
+            where = out_dir / f"r{name}{batch.worker}_e{batch.epoch}.npz"
+            np.savez(where, ids=batch.ids, records=batch.records)
+            if snap and batch.epoch == t:  # the storage cut again, as this worker's file holds it
+                (out_dir / f"recut-{name}-cut").mkdir(exist_ok=True)
+                mine = f"worker-{loader.worker}.cache"
+                shutil.copy(folder / mine, out_dir / f"recut-{name}-cut" / mine)
+        (out_dir / f"r{name}{loader.worker}.json").write_text(json.dumps(loader.cache_notes))
+
+    def between(name: str, keep: int | None) -> None:
+        world.Barrier()
+        if world.rank == 0:
+            folder = out_dir / f"recut-{name}"
+            for path in folder.glob("worker-*.cache"):
+                if keep is not None and path.name != f"worker-{keep}.cache":
+                    path.unlink()
+            shutil.copytree(folder, out_dir / f"recut-{name}-before")
+        world.Barrier()
+
+    job(world, "a", start + 1, False)
+    between("a", world.size - 2)  # only the last worker's file is left
+    job(fewer, "a", start + 2, True)
+    world.Barrier()
+    job(fewer, "b", start + 1, False)
+    between("b", None)
+    job(world, "b", start + 2, True)
+    world.Barrier()
+    job(world, "c", start + 1, False)
+    between("c", world.size - 2)
+    job(fewer, "c", start + 2, True)
+
+
 def main(argv: list[str]) -> int:
     import numpy as np
 
@@ -154,7 +223,8 @@ def main(argv: list[str]) -> int:
     variable = next((x.split("=", 1)[1] for x in rest if x.startswith("variable=")), None)
     vstorage = next((x.split("=", 1)[1] for x in rest if x.startswith("vstorage=")), None)
     held = next((x.split("=", 1)[1] for x in rest if x.startswith("held=")), None)
-    rest = [x for x in rest if not x.startswith(("storage=", "variable=", "vstorage=", "held="))]
+    recut = next((x.split("=", 1)[1] for x in rest if x.startswith("recut=")), None)
+    rest = [x for x in rest if not x.startswith(("storage=", "variable=", "vstorage=", "held=", "recut="))]
     fault = rest[0] if rest else "none"
     if variable is not None:
         variable_job(variable, Path(out), int(epochs), int(start), int(seed))
@@ -163,6 +233,8 @@ def main(argv: list[str]) -> int:
     if held is not None:
         held_job(data, Path(held), Path(out), int(start), int(seed))
         storage_job(data, Path(held + "-storage"), Path(out), int(start), int(seed))
+    if recut is not None:
+        recut_job(recut, data, Path(out), int(start), int(seed))
 
     class FaultyLink(MPITransport):
         """Worker 0 receives its deliveries with every payload byte flipped."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -291,7 +292,10 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
     # its own length), and two jobs with cache_dir, the second started from what the first left
     files = write_files(tmp_path / "files", 40, rng) if K == 3 else None
     big = write_files(tmp_path / "big", 30, rng, sizes=(2048, 6144)) if K == 3 else []
-    more = [f"variable={tmp_path / 'files'}", f"vstorage={tmp_path / 'big'}", f"held={tmp_path / 'cache'}"]
+    more = [f"variable={tmp_path / 'files'}", f"vstorage={tmp_path / 'big'}", f"held={tmp_path / 'cache'}",
+            f"recut={tmp_path / 'wide.npy'}"]  # fmt: skip
+    if K == 3:  # records of 4 KiB: cut into 2 pieces at K = 3 and 1 at K = 2 with a storage of 2
+        np.save(tmp_path / "wide.npy", rng.integers(0, 256, (18, 4096), dtype=np.uint8))
     proc = run_program(K, path, tmp_path, epochs, start, seed, "auto", fault, *(more if files else []))
     assert proc.returncode == 0, proc.stderr
     X = np.load(path)
@@ -300,6 +304,7 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
         check_variable_job(tmp_path, big, K, seed, range(start, start + epochs), storage=2)
         check_held_job(tmp_path, X, K, seed, start + 2)
         check_storage_job(tmp_path, X, K, seed, start + 2)
+        check_recut_job(tmp_path, K, seed, start)
     before: list[np.ndarray] = []
     for t in range(start, start + epochs):
         want = oracle_batches(N, K, seed=seed, epoch=t)
@@ -413,6 +418,73 @@ def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> No
     assert [r["epoch"] for r in reports] == [t, t + 1, t + 2, t + 3]
     for r, ref in zip(reports, straight.transitions[t - 1 :], strict=True):
         assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
+
+
+def _file_pieces(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The ids and rows of a cache file, read by the layout of docs (engine/cache_dir.py's table:
+    ``n`` at byte 32, the rows' offset at 88, the ids from 112), not by the module."""
+    raw = path.read_bytes()
+    n, B = struct.unpack_from("<Q", raw, 32)[0], struct.unpack_from("<Q", raw, 24)[0]
+    at = struct.unpack_from("<Q", raw, 88)[0]
+    ids = np.frombuffer(raw, "<i8", n, 112)
+    return ids, np.frombuffer(raw, np.uint8, n * B, at).reshape(n, B)
+
+
+def check_recut_job(out: Path, K: int, seed: int, start: int) -> None:
+    """The jobs storing 2 batches relaunched on another number of workers (the program's
+    :func:`recut_job`): ``K`` to ``K - 1`` with only the last worker's file left (worker 0 reads it;
+    what no survivor holds comes from the source once), ``K - 1`` to ``K`` with every file (the new
+    worker starts empty), and ``K`` to ``K - 1`` again on records of 14 bytes, stored whole at any
+    ``K`` (the files' pieces do not fit the storage a restore would plan from). Each epoch's
+    batches are the rows of the file; the report is that of the in-process re-cut of the same
+    files (:func:`recut_restart`); every worker's storage after the re-cut is, byte for byte, the
+    pieces cut from the rows here (piece ``q`` of record ``r``: bytes ``[q w, (q + 1) w)``), each
+    piece held by 2 workers, every record of a worker's batch whole; the transitions after it are
+    verified."""
+    from coded_shuffle.engine.recover import recut_restart
+
+    wide = np.load(out / "wide.npy")
+    for name, X, was, now in (
+        ("a", wide, K, K - 1),
+        ("b", wide, K - 1, K),
+        ("c", np.load(out / "rows.npy"), K, K - 1),
+    ):
+        rows_of = X.view(np.uint8).reshape(X.shape[0], -1)
+        ds = load_dataset(X)
+        for t in (start + 2, start + 3):
+            want = oracle_batches(X.shape[0], now, seed=seed, epoch=t)
+            for k in range(now):
+                got = np.load(out / f"r{name}{k}_e{t}.npz")
+                assert np.array_equal(got["ids"], want[k])
+                assert got["records"].tobytes() == X[want[k]].tobytes()
+        got = json.loads((out / f"recut-{name}.json").read_text())
+        ref, caches, _ = recut_restart(ds, out / f"recut-{name}-before", K=was, K_next=now, M=2, seed=seed,
+                                       epoch=start + 1)  # fmt: skip
+        expect = ref.to_dict()
+        assert {k: v for k, v in got["start"].items() if k != "seconds"} == {
+            k: v for k, v in expect.items() if k != "seconds"
+        }
+        start_ = got["start"]
+        moved = start_["peer_bytes"] + start_["source_bytes"]
+        assert start_["verified"] and start_["kept_bytes"] + moved == start_["storage_bytes"]
+        assert start_["peer_bytes"] + start_["source_bytes"] == start_["download_bound"]
+        assert start_["source_bytes"] == start_["source_bound"]
+        assert (start_["source_bytes"] > 0) == (now < was) and start_["joined"] == [now - 1]
+        P = 1 if now == 2 or name == "c" else 2  # pieces a record at K' (storage 2)
+        w = rows_of.shape[1] // P
+        counts = np.zeros(X.shape[0] * P, dtype=np.int64)
+        want = oracle_batches(X.shape[0], now, seed=seed, epoch=start + 2)
+        for k in range(now):
+            ids, rows = _file_pieces(out / f"recut-{name}-cut" / f"worker-{k}.cache")
+            assert np.array_equal(ids, caches[k].ids)
+            cut = rows_of.reshape(X.shape[0], P, w)[ids // P, ids % P]
+            assert rows.tobytes() == cut.tobytes()
+            counts[ids] += 1
+            assert np.isin(np.add.outer(want[k] * P, np.arange(P)).reshape(-1), ids).all()
+        assert (counts == 2).all()
+        assert [r["epoch"] for r in got["reports"]] == [start + 3] and got["reports"][0]["verified"]
+        notes = [json.loads((out / f"r{name}{k}.json").read_text()) for k in range(now)]
+        assert notes == [[]] * now
 
 
 def check_variable_job(

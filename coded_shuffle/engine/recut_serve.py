@@ -1,0 +1,407 @@
+"""The re-cut of a storage of ``M > 1`` batches across processes: a job whose workers' files hold
+the storage of ``K`` workers, relaunched on ``K'`` (the survivors of a lost host, or more hosts).
+
+Notation
+--------
+=============  =============================================================================
+``K``, ``K'``  workers of the job that wrote the files, and of the job relaunched
+``M = 1 + t``  batches each worker stores, the same in both
+``P``, ``P'``  pieces a record at ``K`` and at ``K'`` (:func:`~.state.storage_pieces`)
+=============  =============================================================================
+
+A cache file's header (:func:`~.cache_dir.cache_header`) says the worker that wrote it and the
+units it holds: ``N P`` pieces of ``ceil(B / P)`` bytes, from which the job's ``N``, ``B`` and
+``M`` give ``K`` (:func:`stored_workers`); a file of another seed, of records of another number
+or size, or of another ``M`` that gives no ``K`` is not used (a line says so). The relaunched job
+runs the plan of the in-process re-cut (:func:`~.recut.recut_plan`, :func:`~.recut.recut_storage`)
+over its link, in rounds bounded as start-up steps:
+
+1. *files* (:func:`files_round`): each worker posts the files it sees in its folder (whole
+   headers of this job); the master chooses the ``K`` of the lowest-numbered file, gives each
+   file of that ``K``, in increasing number, to the lowest-numbered worker of the ``K'`` that sees
+   it and has none yet (in a folder every worker sees, worker ``j`` reads the ``j``-th file, as
+   :func:`~.recover.recut_restart`; on hosts that see their own file only, each reads its own),
+   and shares that choice. Each worker posts too whether its own file :func:`fits` the storage
+   a restore at ``K'`` plans from (holds none of its pieces but that storage's). No file, or
+   ``P = P'`` with every file fitting and none numbered ``K'`` or more (a restart at the same
+   ``K``), is not a re-cut: the storage
+   is restored (:mod:`.restore`), and the transitions after it are those of a job that never
+   stopped. ``P = P'`` with a file that does not fit (records stored whole at both ``K``, whose
+   header cannot tell ``K``; or files of the storage a re-cut left, at ``K'``) is a re-cut.
+2. *checksums*: the master shares the checksums of the pieces at ``K`` and at ``K'``; each
+   worker reads its file against the first (:func:`~.cache_dir.load_cache`: a piece that fails
+   is absent, a file of another dataset or cut short is absent, in a line) and posts the pieces
+   it holds.
+3. *segments*: every rank makes the same plan from the posts; the master sends each worker the
+   segments no worker holds, each once (to the first worker that stores it); the workers send
+   each other the rest, peer to peer (the master takes no part): a segment of an old piece the
+   sender holds, or one it had from the master. Each worker checks every new piece against the
+   checksums at ``K'`` and posts its verdict (the master's :attr:`~.recut.RecutReport.verified`).
+
+The storage the job goes on from is the plan's (:attr:`~.recut.RecutReport.held`: that of
+``PieceStorage(K', M).start`` of the first epoch's batches, its labels assigned so that the
+workers keep the most bytes), the same on every rank; no transition follows: the first epoch's
+batches are within it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..codec import Cache, Dataset, record_checksums
+from ..errors import IntegrityError, RankTimeout
+from ..orders import Placement
+from ..transport import ControlLink
+from .cache_dir import CacheFileError, cache_header, cache_ids, cache_path, load_cache
+from .holding import PieceStorage
+from .mpi import Watchdog, end_job, patience, setup_step
+from .recut import RecutPlan, RecutReport, _report, _storage, byte_cuts, recut_plan, segments
+from .recut_labels import LABELS
+from .rest import table_dataset
+from .state import storage_pieces
+
+__all__ = [
+    "stored_workers",
+    "seen_files",
+    "fits",
+    "choose_files",
+    "files_round",
+    "serve_recut",
+    "receive_recut",
+]
+
+#: The most workers a storage is cut for (holder sets of 64 bits).
+_MOST = 64
+
+
+def stored_workers(units: int, width: int, *, N: int, B: int, M: int) -> int | None:
+    """The ``K`` of a storage of ``M`` batches of ``N`` records of ``B`` bytes cut into ``units``
+    pieces of ``width`` bytes (a cache file's header), or None when no ``K`` cuts them so.
+
+    Examples
+    --------
+    >>> stored_workers(24 * 3, 2731, N=24, B=8192, M=2), stored_workers(24 * 4, 2048, N=24, B=8192, M=3)
+    (4, None)
+    """
+    if N < 1 or units % N:
+        return None
+    for K in range(max(M, 2), _MOST + 1):
+        P, w = storage_pieces(B, K, M)
+        if P * N == units and w == width:
+            return K
+    return None
+
+
+def seen_files(
+    folder: str | os.PathLike[str], *, N: int, B: int, M: int, seed: int, worker: int
+) -> tuple[list[tuple[int, int]], list[str]]:
+    """``(file, K)`` of every cache file in ``folder`` whose header is whole and of this job (its
+    seed, a storage of ``M`` batches of these ``N`` records of ``B`` bytes), by file number; and a
+    line for the file of ``worker``'s own number when it is not used, saying why."""
+    out, notes = [], []
+    for path in sorted(Path(folder).glob("worker-*.cache")):
+        try:
+            f = int(path.stem.removeprefix("worker-"))
+        except ValueError:
+            continue
+        why = None
+        try:
+            h = cache_header(path)
+        except (CacheFileError, OSError) as exc:
+            why = f"{exc}"
+        else:
+            K = stored_workers(h.N, h.record_bytes, N=N, B=B, M=M)
+            if h.seed != seed:
+                why = f"Cache file {path}: seed {'none' if h.seed is None else h.seed}, not {seed}."
+            elif h.worker != f:
+                why = f"Cache file {path}: written by worker {h.worker}, not {f}."
+            elif K is None:
+                why = (
+                    f"Cache file {path}: {h.N} pieces of {h.record_bytes} bytes, not a storage of "
+                    f"M = {M} batches of N = {N} records of {B} bytes at any K."
+                )
+            else:
+                out.append((f, K))
+        if why is not None and f == worker:
+            notes.append(f"{why} Treated as absent.")
+    out.sort()
+    return out, notes
+
+
+def fits(folder: str | os.PathLike[str], worker: int, expected: np.ndarray) -> bool:
+    """Whether ``worker``'s own file in ``folder`` holds only pieces of ``expected`` (its storage
+    under the job's placement, which a restore at the same ``K`` plans from): true too when it has
+    no file whose tables are whole (a restore treats it as absent anyway)."""
+    try:
+        ids = cache_ids(cache_path(folder, worker))
+    except (CacheFileError, OSError):
+        return True
+    return bool(np.isin(ids, expected).all())
+
+
+def choose_files(posts: Sequence[Sequence[tuple[int, int]]], K_next: int) -> tuple[int, list[int]] | None:
+    """The ``K`` of the lowest-numbered file posted, and the file each worker of the ``K_next``
+    reads (``-1``: none): each file of that ``K``, in increasing number, to the lowest-numbered
+    worker that sees it and has none yet. None when no file is posted.
+
+    Examples
+    --------
+    A folder every worker sees, worker 2's file of four gone, three workers relaunched:
+
+    >>> seen = [(0, 4), (1, 4), (3, 4)]
+    >>> choose_files([seen, seen, seen], 3), choose_files([[(1, 4)], [], [(0, 4)]], 3)
+    ((4, [0, 1, 3]), (4, [1, -1, 0]))
+    """
+    every = sorted({tuple(p) for post in posts for p in post})
+    if not every:
+        return None
+    K = int(every[0][1])
+    files = [-1] * K_next
+    for f, k in every:
+        if k != K:
+            continue
+        who = [j for j in range(K_next) if files[j] < 0 and (f, k) in {tuple(p) for p in posts[j]}]
+        if who:
+            files[who[0]] = int(f)
+    return K, files
+
+
+def _round(link: ControlLink, watchdog: Watchdog, mine: object, stage: str) -> list[Any]:
+    """Collective: every worker posts ``mine`` to the master, in a control round bounded as a
+    start-up step; the master's list of the posts (empty on a worker)."""
+    try:
+        if link.is_leader:
+            got = link.gather_posts(timeout=watchdog.timeout, stage=stage)
+            link.announce(stage)
+            return list(got)
+        link.post(mine, timeout=patience(link, watchdog.timeout), stage=stage)
+        return []
+    except RankTimeout as exc:
+        end_job(watchdog.prog, link.rank, str(exc), watchdog.abort)
+
+
+def files_round(
+    link: ControlLink, watchdog: Watchdog, mine: tuple[Sequence[tuple[int, int]], bool] | None, *, B: int,
+    M: int,
+) -> tuple[int, list[int]] | None:  # fmt: skip
+    """Collective: each worker posts ``mine``, the files it sees (:func:`seen_files`) and whether
+    its own file :func:`fits` the storage the job would restore; the master chooses
+    (:func:`choose_files`) and shares: the ``K`` the files were written at and the file each worker
+    reads, or None when a restore at the link's ``K`` is what the files need (no file; or records
+    of ``B`` bytes cut into as many pieces at that ``K`` as at the link's, every worker's file
+    fitting and none numbered beyond the link's workers). The same on every rank.
+
+    Where the pieces are cut alike at both (records stored whole, under 2 KiB with ``M = 2``) the
+    header does not tell ``K``: the choice says the larger of the smallest ``K`` that cuts them so
+    and the highest file number read plus one."""
+    got = _round(link, watchdog, None if mine is None else ([tuple(p) for p in mine[0]], bool(mine[1])),
+                 "recut: files")  # fmt: skip
+    with setup_step(link, watchdog, "recut: choice"):
+        if not link.is_leader:
+            shared = link.share()
+            return None if shared is None else (int(shared[0]), [int(f) for f in shared[1]])
+        posts: list[tuple[list[tuple[int, int]], bool]] = [p or ([], True) for p in got]
+        choice = choose_files([p[0] for p in posts], link.K)
+        if choice is not None and storage_pieces(B, choice[0], M)[0] == storage_pieces(B, link.K, M)[0]:
+            K = max(choice[0], max(choice[1]) + 1)
+            restore = all(p[1] for p in posts) and K <= link.K  # each file read as its own, fitting
+            choice = None if restore else (K, choice[1])
+        link.share(choice)
+        return choice
+
+
+def _plan(
+    N: int, B: int, K: int, K_next: int, M: int, posted: list[np.ndarray], placement: Placement
+) -> tuple[Any, RecutPlan, list[np.ndarray]]:
+    """Every rank's plan from the same posts: the storage at ``K_next`` (labels kept), its plan and
+    each worker's new pieces."""
+    cut = np.full(N, B, dtype=np.int64)
+    before, after = storage_pieces(B, K, M), storage_pieces(B, K_next, M)
+    seg = segments(byte_cuts(cut, before[0], width=before[1]), byte_cuts(cut, after[0], width=after[1]))
+    held = LABELS["kept"](PieceStorage(K=K_next, M=M, record_bytes=B).start(placement), seg, posted)
+    wanted = [np.asarray(held.held_by(j), dtype=np.int64) for j in range(K_next)]
+    return held, recut_plan(seg, posted, wanted), wanted
+
+
+def _shapes(sat: np.ndarray, dat: np.ndarray, n: np.ndarray) -> list[tuple[int, int, int, np.ndarray]]:
+    """The spans grouped by shape (where they start in the source row and in the new piece, their
+    bytes), the same on the side that packs and the side that unpacks: ``(a, d, m, rows)``."""
+    if not n.size:
+        return []
+    shapes, which = np.unique(np.stack([sat, dat, n], axis=1), axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    order = np.argsort(which, kind="stable")
+    counts = np.bincount(which, minlength=shapes.shape[0])
+    ends = np.cumsum(counts)
+    return [
+        (a, d, m, order[lo:hi])
+        for (a, d, m), lo, hi in zip(shapes.tolist(), (ends - counts).tolist(), ends.tolist(), strict=True)
+    ]
+
+
+def _pack(src: np.ndarray, srow: np.ndarray, sat: np.ndarray, dat: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The bytes ``src[srow[i], sat[i]:sat[i] + n[i]]`` of every span, end to end, by shape."""
+    parts = [np.asarray(src[srow[rows], a : a + m]).reshape(-1) for a, _, m, rows in _shapes(sat, dat, n)]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint8)
+
+
+def _unpack(dst: np.ndarray, drow: np.ndarray, sat: np.ndarray, dat: np.ndarray, n: np.ndarray,
+            flat: np.ndarray) -> None:  # fmt: skip
+    """The spans of ``flat`` (:func:`_pack` of the same spans) to ``dst[drow[i], dat[i]:dat[i] + n[i]]``."""
+    at = 0
+    for _, d, m, rows in _shapes(sat, dat, n):
+        dst[drow[rows], d : d + m] = flat[at : at + rows.size * m].reshape(rows.size, m)
+        at += rows.size * m
+
+
+def serve_recut(
+    link: ControlLink, watchdog: Watchdog, dataset: Dataset, work: Dataset, *, K: int, M: int,
+    placement: Placement,
+) -> RecutReport:  # fmt: skip
+    """Master, collective with :func:`receive_recut` on every worker after :func:`files_round`:
+    the workers' storage at the link's ``K'`` of ``placement`` (the first epoch's batches) from
+    the pieces of the storage at ``K`` their files hold (the module docstring's steps 2 and 3).
+    ``dataset``: the records; ``work``: their pieces at ``K'`` (the scheme's dataset).
+
+    Returns the report (:class:`~.recut.RecutReport`, its ``held`` the storage the job goes on
+    from; ``verified``: every worker's verdict)."""
+    tic = time.perf_counter()
+    old = _storage(dataset, K, M).dataset(dataset)
+    with setup_step(link, watchdog, "recut: checksums"):
+        link.share_array(old.checksums)
+        link.share_array(work.checksums)
+    posts = _round(link, watchdog, None, "recut: pieces")
+    posted = [np.asarray(p[0], dtype=np.int64) for p in posts]
+    B = dataset.record_bytes
+    with setup_step(link, watchdog, "recut: segments"):
+        link.share(posted)
+        held, plan, _ = _plan(dataset.N, B, K, link.K, M, posted, placement)
+        seg, n = plan.segments, plan.lengths()
+        for k in range(link.K):
+            rows = np.flatnonzero((plan.worker == k) & (plan.sender < 0))
+            u = plan.segment[rows]
+            link.send_rows(k, _pack(dataset.data, seg.record[u], seg.start[u], seg.new_at[u], n[rows]))
+    verdicts = _round(link, watchdog, None, "recut: verdict")
+    ok = all(bool(v) for v in verdicts)
+    pieces = (storage_pieces(B, K, M)[0], storage_pieces(B, link.K, M)[0])
+    dropped = sum(int(p[1]) for p in posts)
+    rep = _report(plan, K, link.K, M, pieces, posted, dropped, ok)
+    return replace(rep, seconds=time.perf_counter() - tic, held=held, labels="kept")
+
+
+def _read(
+    path: Path | None, old_sums: np.ndarray, width: int, seed: int
+) -> tuple[Cache | None, int, str | None]:
+    """The pieces of the file ``path`` (None: none) checked against the old cut's checksums, the
+    pieces dropped, and a line when the file is treated as absent or pieces are dropped."""
+    if path is None:
+        return None, 0, None
+    try:
+        got = load_cache(path, table_dataset(old_sums, width), seed=seed)
+    except (CacheFileError, ValueError, OSError) as exc:
+        return None, 0, f"{exc} Treated as absent."
+    note = None
+    if got.dropped:
+        note = f"Cache file {path}: {got.dropped} piece(s) fail their checksum; delivered again."
+    return got.cache, got.dropped, note
+
+
+def receive_recut(
+    link: ControlLink, watchdog: Watchdog, folder: str | os.PathLike[str], *, file: int, N: int, B: int,
+    K: int, M: int, seed: int, placement: Placement,
+) -> tuple[Cache, Any, np.ndarray, list[str]]:  # fmt: skip
+    """Worker, collective with :func:`serve_recut`: read its ``file`` of ``folder`` (``-1``: none)
+    against the checksums of the pieces at ``K``, post the pieces it holds, receive from the
+    master the segments no worker holds, send its peers what the plan says and receive what it
+    lacks from them; check every new piece. Returns its storage at the link's ``K'``, the storage
+    the job goes on from (every rank's), the checksums at ``K'`` and the lines said of its file.
+
+    Raises :class:`~coded_shuffle.errors.IntegrityError` (after its verdict is posted) when a new
+    piece fails its checksum."""
+    k = link.worker
+    assert k is not None
+    old_P, old_w = storage_pieces(B, K, M)
+    new_P, new_w = storage_pieces(B, link.K, M)
+    with setup_step(link, watchdog, "recut: checksums"):
+        old_sums = link.share_array(np.empty(N * old_P, dtype=np.uint64))
+        sums = link.share_array(np.empty(N * new_P, dtype=np.uint64))
+    path = cache_path(folder, file) if file >= 0 else None
+    own, dropped, note = _read(path, old_sums, old_w, seed)
+    have = np.empty(0, np.int64) if own is None else np.asarray(own.ids, dtype=np.int64)
+    _round(link, watchdog, (have, dropped), "recut: pieces")
+    with setup_step(link, watchdog, "recut: segments"):
+        posted = [np.asarray(p, dtype=np.int64) for p in link.share()]
+        held, plan, wanted = _plan(N, B, K, link.K, M, posted, placement)
+        seg, n, mine = plan.segments, plan.lengths(), wanted[k]
+        buf = np.zeros((mine.size, new_w), dtype=np.uint8)
+        src = plan.worker == k
+        rows = np.flatnonzero(src & (plan.sender < 0))
+        u = plan.segment[rows]
+        got = link.receive_rows(np.empty(int(n[rows].sum()), dtype=np.uint8))
+        _unpack(buf, np.searchsorted(mine, seg.new[u]), seg.start[u], seg.new_at[u], n[rows], got)
+        rows = np.flatnonzero(src & (plan.sender == k))
+        if rows.size:
+            assert own is not None
+            u = plan.segment[rows]
+            _unpack(buf, np.searchsorted(mine, seg.new[u]), seg.old_at[u], seg.new_at[u], n[rows],
+                    _pack(own.data, own.rows(seg.old[u]), seg.old_at[u], seg.new_at[u], n[rows]))  # fmt: skip
+        link.offer(k, {j: [_frame(plan, own, buf, mine, k, j)] for j in range(link.K)
+                       if j != k and np.any((plan.worker == j) & (plan.sender == k))})  # fmt: skip
+        received = link.collect(k)
+    senders = [h for h in range(link.K) if h != k and np.any(src & (plan.sender == h))]
+    if len(received) != len(senders):  # pragma: no cover - a peer that did not follow the plan
+        raise IntegrityError(
+            f"Worker {k}: {len(received)} frames of segments from its peers, not {len(senders)}."
+        )
+    for h, frame in zip(senders, received, strict=True):
+        _take(plan, buf, mine, k, h, np.asarray(frame).reshape(-1))
+    ok = bool(np.array_equal(record_checksums(buf), sums[mine]))
+    _round(link, watchdog, ok, "recut: verdict")
+    if not ok:
+        raise IntegrityError(f"Worker {k}: the storage cut again does not match the master's checksums.")
+    return Cache(ids=mine, data=buf, lengths=None), held, sums, [] if note is None else [note]
+
+
+def _spans(plan: RecutPlan, j: int, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Of the rows that worker ``h`` sends worker ``j``: those it had from the source (relayed,
+    from its new storage) first, then those of its old storage; their segments, where they start
+    in the sender's row, where in the new piece, and their bytes."""
+    rows = np.flatnonzero((plan.worker == j) & (plan.sender == h))
+    rows = rows[np.argsort(~plan.relay[rows], kind="stable")]
+    u, seg = plan.segment[rows], plan.segments
+    sat = np.where(plan.relay[rows], seg.new_at[u], seg.old_at[u])
+    return u, sat, seg.new_at[u], plan.lengths()[rows]
+
+
+def _frame(
+    plan: RecutPlan, own: Cache | None, buf: np.ndarray, mine: np.ndarray, k: int, j: int
+) -> np.ndarray:
+    """The bytes worker ``k`` sends worker ``j``: the relayed spans from its new storage ``buf``
+    (pieces ``mine``), then those of its old storage ``own``."""
+    u, sat, dat, n = _spans(plan, j, k)
+    relay = plan.relay[(plan.worker == j) & (plan.sender == k)]
+    r = int(relay.sum())
+    seg = plan.segments
+    first = _pack(buf, np.searchsorted(mine, seg.new[u[:r]]), sat[:r], dat[:r], n[:r])
+    if r == u.size:
+        return first
+    assert own is not None
+    return np.concatenate([first, _pack(own.data, own.rows(seg.old[u[r:]]), sat[r:], dat[r:], n[r:])])
+
+
+def _take(plan: RecutPlan, buf: np.ndarray, mine: np.ndarray, k: int, h: int, flat: np.ndarray) -> None:
+    """Worker ``k``: the spans worker ``h`` sent it (:func:`_frame`) into its new storage ``buf``."""
+    u, sat, dat, n = _spans(plan, k, h)
+    relay = plan.relay[(plan.worker == k) & (plan.sender == h)]
+    r = int(relay.sum())
+    drow = np.searchsorted(mine, plan.segments.new[u])
+    first = int(n[:r].sum())
+    _unpack(buf, drow[:r], sat[:r], dat[:r], n[:r], flat[:first])
+    _unpack(buf, drow[r:], sat[r:], dat[r:], n[r:], flat[first:])
