@@ -37,10 +37,11 @@ __all__ = [
 
 #: Smallest piece a storage of ``M > 1`` batches cuts records into while it has more than one.
 #: A piece costs on the wire (its ids in a frame's term table, docs/wire-format.md; 8 bytes a
-#: symbol and 4 a piece it sums in version 3, when this was measured) and in decoding (a worker's work goes by symbols and terms, not bytes);
-#: measured in docs/storage.md ("Fewer pieces"), pieces of 1 KiB and more send no more bytes than a
-#: piece for every label, and decode 2 to 4 times faster. Records too small for a piece of every
-#: label get fewer pieces, with labels in turn (:func:`storage_pieces`), down to whole records.
+#: symbol and 4 a piece it sums in version 3, when this was measured) and in decoding (a
+#: worker's work goes by symbols and terms, not bytes); measured in docs/storage.md ("Fewer
+#: pieces"), pieces of 1 KiB and more send no more bytes than a piece for every label, and decode
+#: 2 to 4 times faster. Records too small for a piece of every label get fewer pieces, with
+#: labels in turn (:func:`storage_pieces`), down to whole records.
 MIN_PIECE_BYTES = 1024
 
 
