@@ -325,7 +325,8 @@ def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", help=(
         "each worker keeps its batch (with --storage, its storage) of every epoch in DIR/worker-<k>.cache on "
         "its host, and the job starts from what those files hold: the source sends only what no file "
-        "holds (each file checked; a damaged or foreign one is treated as absent)"))  # fmt: skip
+        "holds (each file checked; a damaged or foreign one is treated as absent); a storage written at "
+        "another -K is cut again at this one"))  # fmt: skip
 
 
 def add_network_argument(parser: argparse.ArgumentParser) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from coded_shuffle import cli
 from coded_shuffle.engine import run, scheme_for, synthetic_dataset
 from coded_shuffle.engine.cache_dir import cache_path, load_cache
+from coded_shuffle.engine.recover import recut_restart
 from coded_shuffle.engine.rest import save_worker_cache
 from coded_shuffle.engine.schedule import EpochSchedule
 from coded_shuffle.orders import OrderSpec
@@ -27,8 +29,9 @@ needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpiexec beside the in
 N, K, B = 60, 3, 16
 
 
-def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(K), "-N", str(N), "-B", str(B), *argv]
+def _run(*argv: str, workers: int = K) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "-N", str(N), "-B", str(B)]
+    cmd += argv
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -111,6 +114,22 @@ def test_a_storage_restarts_from_files_the_library_wrote(tmp_path):
     for r, ref in zip(rows, straight[2:], strict=True):
         assert r["verified"] and r["coded_symbols"] == ref.coded_symbols and r["wire_bytes"] == ref.wire_bytes
     _files_hold(folder, 4, M)
+    # the same files relaunched on K + 1 workers (a new host): the storage of epoch 5 at K + 1,
+    # cut again from them, is that of the re-cut in one process of a copy of the files
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    proc = _run("--storage=2", "--transitions=1", "--start-epoch=5", "--cache-dir", str(folder), "--json",
+                workers=K + 1)  # fmt: skip
+    assert proc.stderr == ""
+    recut, rows = _lines(proc)
+    ds = synthetic_dataset(N, B, seed=0)
+    ref, _, _ = recut_restart(ds, copy, K=K, K_next=K + 1, M=M, seed=0, epoch=4)
+    assert recut["recut"] and recut["verified"] and (recut["K"], recut["K_next"]) == (K, K + 1)
+    same = ("kept_bytes", "peer_bytes", "source_bytes", "download_bound", "source_bound")
+    assert {f: recut[f] for f in same} == {f: getattr(ref, f) for f in same} and recut["source_bytes"] == 0
+    assert [(r["epoch"], r["verified"]) for r in rows] == [(6, True)]
+    work = scheme_for("coded", K=K + 1, storage=M, record_bytes=B).dataset(ds)
+    assert [load_cache(cache_path(folder, k), work, seed=0).epoch for k in range(K + 1)] == [6] * (K + 1)
 
 
 def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):

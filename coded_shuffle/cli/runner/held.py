@@ -18,24 +18,29 @@ does, through the same calls of the session:
   storage of epoch ``T`` comes back from the pieces the files still hold, a piece a worker lacks
   from another worker that stores it, from the source when none does
   (:func:`~coded_shuffle.engine.restore.restore_plan`), and the transitions are those of a job that
-  never stopped.
+  never stopped; files written by a job of another number of workers (or that do not fit the
+  storage a restore plans from) are cut again into the storage of epoch ``T`` at this job's ``K``
+  (:mod:`~coded_shuffle.engine.recut_serve`, as ``MPILoader`` does), the job going on from it.
 
 The master reports how the job started (:func:`start_dict`, :func:`start_line`): records held,
-dropped and sent from the source (:class:`~coded_shuffle.engine.rest.HeldStart`), or pieces kept,
-from peers and from the source (:class:`~coded_shuffle.engine.restore.RecoveryReport`).
+dropped and sent from the source (:class:`~coded_shuffle.engine.rest.HeldStart`), pieces kept,
+from peers and from the source (:class:`~coded_shuffle.engine.restore.RecoveryReport`), or the
+bytes of a re-cut (:class:`~coded_shuffle.engine.recut.RecutReport`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ...codec import Cache, Dataset
 from ...engine.mpi import end_job
+from ...engine.recut import RecutReport
+from ...engine.recut_serve import files_round, fits, receive_recut, seen_files, serve_recut
 from ...engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
 from ...engine.restore import RecoveryReport
 from ...engine.schedule import Epoch, EpochSchedule
@@ -103,14 +108,14 @@ class Start:
     session: Session
     now: Epoch
     held: Any = None
-    report: HeldStart | RecoveryReport | None = None
+    report: HeldStart | RecoveryReport | RecutReport | None = None
 
     def arrive(self) -> bool:
         """Collective: the transition from what the workers held to the first epoch, where one is
         due (reported as the job's first row); then, on a worker, its units to its cache file.
         Returns whether it was verified (True where none ran, and on a worker, whose check the
         master's verdict covers)."""
-        ok = True
+        ok = not isinstance(self.report, RecutReport) or self.report.verified  # every worker's verdict
         if self.held is not None:
             turn = self.session.transition(self.held, self.now.held, epoch=self.now.t)
             ok = all(rep.verified for rep in turn.reports)
@@ -132,30 +137,48 @@ class Start:
             end_job(PROG, self.session.link.rank, said, self.session.dog.abort)
 
 
-def deal(session: Session, job: JobOptions, schedule: EpochSchedule, work: Dataset) -> Start:
-    """Master: each worker's units of the first epoch, dealt from ``work`` (the units of the
-    job's scheme), or with a ``--cache-dir`` what the workers' files hold and the rest from the
-    source (:meth:`~coded_shuffle.engine.session.Session.deal_held`)."""
+def deal(session: Session, job: JobOptions, schedule: EpochSchedule, dataset: Dataset) -> Start:
+    """Master: each worker's units of the first epoch, dealt from ``dataset`` (cut into the units
+    of the job's scheme), or with a ``--cache-dir`` what the workers' files hold and the rest from
+    the source (:meth:`~coded_shuffle.engine.session.Session.deal_held`; a storage written at
+    another number of workers cut again, :func:`~coded_shuffle.engine.recut_serve.serve_recut`)."""
     now = first_epoch(job, schedule)
+    scheme = schedule.scheme
+    work = scheme.dataset(dataset)
     if job.cache_dir is None:
         session.deal(work, now.held)
         return Start(job, session, now)
+    if scheme.M > 1:
+        choice = files_round(session.link, session.dog, None, B=dataset.record_bytes, M=scheme.M)
+        if choice is not None:  # files of another K: the storage at this K cut from them
+            rep = serve_recut(session.link, session.dog, dataset, work, K=choice[0], M=scheme.M,
+                              placement=now.placement)  # fmt: skip
+            session.units = work
+            return Start(job, session, replace(now, held=rep.held), None, rep)
     held, report = session.deal_held(work, now.held)
     return Start(job, session, now, None if held is now.held else held, report)
 
 
 def receive(
-    session: Session, job: JobOptions, schedule: EpochSchedule, n_units: int, width: int, *, variable: bool
+    session: Session, job: JobOptions, schedule: EpochSchedule, N: int, B: int, *, variable: bool
 ) -> Start:
-    """Worker: its units of the first epoch (``n_units`` of ``width`` bytes) from the master, or
-    with a ``--cache-dir`` from its file, checked, and what it lacks from the master (or, a
-    storage, from its peers: :meth:`~coded_shuffle.engine.session.Session.receive_held`)."""
+    """Worker: its units of the first epoch (of ``N`` records of ``B`` bytes, cut as the job's
+    scheme cuts them) from the master, or with a ``--cache-dir`` from its file, checked, and what
+    it lacks from the master (or, a storage, from its peers:
+    :meth:`~coded_shuffle.engine.session.Session.receive_held`; cut again from files written at
+    another number of workers, :func:`~coded_shuffle.engine.recut_serve.receive_recut`)."""
     now = first_epoch(job, schedule)
+    scheme = schedule.scheme
+    n_units, width = N * scheme.pieces, scheme.piece_bytes(B)
     if job.cache_dir is None:
         session.receive(n_units, width, now.held, variable=variable)
         return Start(job, session, now)
     folder, k = job.cache_dir, session.link.worker
     assert k is not None
+    if scheme.M > 1:
+        cut = _recut(session, job, scheme, now, N, B)
+        if cut is not None:
+            return Start(job, session, cut)
 
     def read(sums: np.ndarray) -> Cache | None:
         cache, note = load_worker_cache(folder, k, table_dataset(sums, width), seed=job.seed)
@@ -167,7 +190,31 @@ def receive(
     return Start(job, session, now, None if held is now.held else held)
 
 
-def start_dict(report: HeldStart | RecoveryReport) -> dict[str, Any]:
+def _recut(session: Session, job: JobOptions, scheme: Any, now: Epoch, N: int, B: int) -> Epoch | None:
+    """Worker, collective with the master's :func:`deal`: when the files hold the storage of
+    another number of workers (or not the storage of ``now`` a restore plans from), its storage of
+    ``now`` at this job's ``K`` cut from them; else None (restored as usual)."""
+    folder, k, M = job.cache_dir, session.link.worker, scheme.M
+    assert folder is not None and k is not None
+    seen: list[tuple[int, int]] = []
+    notes: list[str] = []
+    fit = True
+    if os.path.isdir(folder):
+        seen, notes = seen_files(folder, N=N, B=B, M=M, seed=job.seed, worker=k)
+        fit = fits(folder, k, scheme.held(now.held, k))
+    choice = files_round(session.link, session.dog, (seen, fit), B=B, M=M)
+    if choice is None:
+        return None
+    K, files = choice
+    cache, held, sums, more = receive_recut(session.link, session.dog, folder, file=files[k], N=N, B=B, K=K,
+                                            M=M, seed=job.seed, placement=now.placement)  # fmt: skip
+    for note in notes + more:
+        print(f"{PROG}: rank {session.link.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
+    session._hold(cache, sums)
+    return replace(now, held=held)
+
+
+def start_dict(report: HeldStart | RecoveryReport | RecutReport) -> dict[str, Any]:
     """How a job started from its workers' cache files, as its JSON line's ``held_start`` takes it:
     ``HeldStart``'s fields (``storage`` 1), or a storage's recovery (``storage`` ``M``, the
     pieces kept, from peers and from the source, with their bytes).
@@ -179,6 +226,8 @@ def start_dict(report: HeldStart | RecoveryReport) -> dict[str, Any]:
     >>> start_dict(s)["source_records"], start_dict(s)["joined"], start_dict(s)["storage"]
     (1, [1], 1)
     """
+    if isinstance(report, RecutReport):
+        return {"storage": report.M, "recut": True, **report.to_dict()}
     if isinstance(report, HeldStart):
         return {"storage": 1, "K": report.K, "held_records": report.held_records,
                 "dropped_records": report.dropped_records, "joined": list(report.joined),
@@ -189,7 +238,7 @@ def start_dict(report: HeldStart | RecoveryReport) -> dict[str, Any]:
             "source_pieces": report.source_pieces, "source_bytes": report.source_bytes}  # fmt: skip
 
 
-def start_line(report: HeldStart | RecoveryReport, cache_dir: str) -> str:
+def start_line(report: HeldStart | RecoveryReport | RecutReport, cache_dir: str) -> str:
     """The line of the table's header that says how the job started from ``cache_dir``.
 
     Examples
@@ -200,6 +249,13 @@ def start_line(report: HeldStart | RecoveryReport, cache_dir: str) -> str:
     'start from --cache-dir /tmp/c: 9 records held, 1 dropped, 1 (8 B) sent from the source;
     worker 1 held nothing; bound of the start, the source one more holder: 1 record'
     """
+    if isinstance(report, RecutReport):
+        return (
+            f"start from --cache-dir {cache_dir}: the storage of {report.M} batches of K = {report.K} "
+            f"cut again at K = {report.K_next}: {report.kept_bytes} B kept, {report.peer_bytes} B from "
+            f"peers, {report.source_bytes} B from the source (bounds: {report.download_bound} B to "
+            f"receive, {report.source_bound} B from the source)"
+        )
     if isinstance(report, RecoveryReport):
         return (
             f"start from --cache-dir {cache_dir}: storage of {report.M} batches restored, "

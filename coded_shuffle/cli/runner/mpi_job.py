@@ -55,6 +55,7 @@ from ...codec import Cache, Dataset, load_dataset
 from ...engine.elastic_epochs import ElasticSchedule
 from ...engine.mpi import Watchdog, default_timeout
 from ...engine.protocol import MasterOptions
+from ...engine.recut import RecutReport
 from ...engine.report import (
     TABLE_COLUMNS,
     LinkCounts,
@@ -242,7 +243,7 @@ def worker(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     ep = Epochs(job, N, B, K, sizes=sizes)
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
-    start = held.receive(session, job, ep.schedule, N * ep.scheme.pieces, ep.piece_bytes, variable=variable)
+    start = held.receive(session, job, ep.schedule, N, B, variable=variable)
     # Receive and output buffers are set up (pages touched) once: a batch has the same size at
     # every epoch, and a delivery carries at most N (K - 1) / K coded symbols (with a storage,
     # about the uncoded load of pieces at most; the buffer grows if a delivery needs more).
@@ -451,7 +452,8 @@ class Results:
 
     def __init__(
         self, job: JobOptions, K: int, sizes: str, note: str, warm: float, probe: ProbedRates | None = None,
-        bound: ByteBound | StorageByteBound | None = None, held: HeldStart | RecoveryReport | None = None,
+        bound: ByteBound | StorageByteBound | None = None,
+        held: HeldStart | RecoveryReport | RecutReport | None = None,
     ) -> None:  # fmt: skip
         self.job = job
         #: Records of different sizes: each transition's bound weighted by size; the table in bytes.
@@ -570,7 +572,7 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     ep = Epochs(job, N, B, K, sizes=sizes)
     modes = MODES[job.mode]
     session.schemes = tuple(ep.schemes[m] for m in modes)
-    start = held.deal(session, job, ep.schedule, ep.scheme.dataset(dataset))
+    start = held.deal(session, job, ep.schedule, dataset)
     warm = warm_up(link, dog, _warm_schemes(modes, K, ep.network), seed=job.seed, at=session.setup_hook)
     probe = probe_links(session, job)
     # records of different sizes: the bound weighted by size (that of the pieces, with a storage)
