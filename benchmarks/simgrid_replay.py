@@ -17,9 +17,13 @@ Two parts:
   of them holds crosses it), and ``auto``'s choice against the simulated fastest. At ``K <= 64``
   the exchange also runs all at once (every pair's flow together) beside its rounds.
 
+With ``--measured FILE`` (the JSON lines of ``network_choice.py --json --epochs 3``) the
+calibration is against that run's figures: ``--figure seconds`` as above, or ``--figure deliver``,
+the slowest worker's delivery alone (no barrier, decoding or check), what the replay simulates.
+
 Run: ``python benchmarks/simgrid_replay.py [calibrate|scale|both] [--workers 64,256,1024]
-[--points-per-worker 100] [--topologies switch,edge]``; needs SimGrid's Python module
-(``apt-get install python3-simgrid``).
+[--points-per-worker 100] [--topologies switch,edge] [--measured FILE --figure seconds|deliver]``;
+needs SimGrid's Python module (``apt-get install python3-simgrid``).
 """
 
 from __future__ import annotations
@@ -78,10 +82,31 @@ def matrices(N: int, K: int, transitions: range) -> list[np.ndarray]:
     return out
 
 
-def calibrate() -> None:
+def measured_from(path: str, figure: str) -> dict[tuple[str, int], tuple[float | None, ...]]:
+    """``MEASURED``'s form from the JSON lines of ``network_choice.py --json`` (its rows, a job a
+    line): per topology and ``K``, each mode's median over transitions 2 and 3 of ``figure``:
+    ``seconds`` (a barrier, the delivery, decoding and checks) or ``deliver`` (the slowest
+    worker's delivery alone, ``timings.deliver``)."""
+    import json
+
+    got: dict[tuple[str, int], dict[str, float]] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("{"):
+                continue
+            job = json.loads(line)
+            if job["mode"] not in MODES:  # auto=..., a mode run again
+                continue
+            rows = [r for r in job["rows"] if r["epoch"] in (2, 3)]
+            value = [r["seconds"] if figure == "seconds" else r["timings"]["deliver"] for r in rows]
+            got.setdefault((job["topology"], int(job["K"])), {})[job["mode"]] = statistics.median(value)
+    return {key: tuple(modes.get(m) for m in MODES) for key, modes in got.items()}
+
+
+def calibrate(measured: dict[tuple[str, int], tuple[float | None, ...]], what: str) -> None:
     N = 64 * (1 << 20) // RECORD_BYTES
     print(
-        f"calibration: {N} records of {RECORD_BYTES} B, median of transitions 2 and 3; "
+        f"calibration against {what}: {N} records of {RECORD_BYTES} B, median of transitions 2 and 3; "
         "error = simulated / measured - 1"
     )
     print(
@@ -96,22 +121,20 @@ def calibrate() -> None:
             net = Network.parse(spec)
             sims = [replay(S, record_bytes=RECORD_BYTES, network=net).simulated_seconds for S in Ss]
             preds = [predict(S, record_bytes=RECORD_BYTES, network=net).predicted_seconds for S in Ss]
-            for mode, measured in zip(MODES, MEASURED[name, K], strict=True):
-                if measured is None or mode not in sims[0]:
+            for mode, seen in zip(MODES, measured.get((name, K), (None,) * len(MODES)), strict=True):
+                if seen is None or mode not in sims[0]:
                     continue
                 sim = statistics.median(s[mode] for s in sims)
                 pred = statistics.median(p[mode] for p in preds)
-                err = sim / measured - 1
+                err = sim / seen - 1
                 errors[mode].append(err)
-                rows.append((K, mode, measured, sim, name))
-                print(
-                    f"{name:>12} {K:>2} {mode:>9} {measured:>10.3f} {sim:>11.3f} {pred:>11.3f} {err:>+7.1%}"
-                )
+                rows.append((K, mode, seen, sim, name))
+                print(f"{name:>12} {K:>2} {mode:>9} {seen:>10.3f} {sim:>11.3f} {pred:>11.3f} {err:>+7.1%}")
     for mode, errs in errors.items():
         if errs:
-            print(
-                f"{mode}: error {min(errs):+.1%} to {max(errs):+.1%}, median {statistics.median(errs):+.1%}"
-            )
+            mid, near = statistics.median(errs), sum(abs(e) <= 0.15 for e in errs)
+            print(f"{mode}: error {min(errs):+.1%} to {max(errs):+.1%}, median {mid:+.1%}, {near} of "
+                  f"{len(errs)} within 15 %")  # fmt: skip
     # Calibrated: measured ~ simulated / efficiency + a fixed cost a transition, fitted by least
     # squares at each K over every row (in sample): the links' efficiency and the barrier, decoding
     # and check that the replay does not simulate.
@@ -191,13 +214,22 @@ def main() -> None:
     p.add_argument("--workers", default="64,256,1024")
     p.add_argument("--points-per-worker", type=int, default=100)
     p.add_argument("--topologies", default="switch,edge", help="of the scale part (default switch,edge)")
+    p.add_argument("--measured", metavar="FILE", help=(
+        "calibrate against the JSON lines of network_choice.py --json --epochs 3 in FILE (default: the "
+        "figures of docs/benchmarks.md, MEASURED)"))  # fmt: skip
+    p.add_argument("--figure", choices=("seconds", "deliver"), default="seconds", help=(
+        "with --measured: the transition's seconds (decoding and checks included) or the slowest "
+        "worker's delivery alone (default seconds)"))  # fmt: skip
     args = p.parse_args()
     if not simgrid_available():
         sys.exit(
             "simgrid_replay.py: SimGrid's Python module is not installed (apt-get install python3-simgrid)"
         )
     if args.part in ("calibrate", "both"):
-        calibrate()
+        if args.measured is None:
+            calibrate(MEASURED, "docs/benchmarks.md's seconds")
+        else:
+            calibrate(measured_from(args.measured, args.figure), f"{args.measured}'s {args.figure}")
     if args.part in ("scale", "both"):
         scale([int(k) for k in args.workers.split(",")], args.points_per_worker, args.topologies.split(","))
 
