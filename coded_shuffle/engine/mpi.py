@@ -232,6 +232,21 @@ def setup_step(link: ControlLink, watchdog: Watchdog, stage: str) -> Iterator[No
         yield
 
 
+def posts_round(link: ControlLink, watchdog: Watchdog, mine: object, stage: str) -> list[Any]:
+    """Collective: every worker posts ``mine`` to the leader in a control round named ``stage``,
+    bounded as a start-up step (:func:`setup_step`: a rank that does not post in time ends the job
+    with one line that names it); returns the leader's list of the posts (empty elsewhere)."""
+    try:
+        if link.is_leader:
+            got = link.gather_posts(timeout=watchdog.timeout, stage=stage)
+            link.announce(stage)
+            return list(got)
+        link.post(mine, timeout=patience(link, watchdog.timeout), stage=stage)
+        return []
+    except RankTimeout as exc:
+        end_job(watchdog.prog, link.rank, str(exc), watchdog.abort)
+
+
 def _step(role: Generator[Any, Any, Any], value: Any, watchdog: Watchdog, stage: str) -> tuple[bool, Any]:
     """:func:`~coded_shuffle.engine.protocol.step`, bounded by ``watchdog``."""
     watchdog.arm(stage)

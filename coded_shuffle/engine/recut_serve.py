@@ -56,12 +56,12 @@ from typing import Any
 import numpy as np
 
 from ..codec import Cache, Dataset, record_checksums
-from ..errors import IntegrityError, RankTimeout
+from ..errors import IntegrityError
 from ..orders import Placement
 from ..transport import ControlLink
 from .cache_dir import CacheFileError, cache_header, cache_ids, cache_path, load_cache
 from .holding import PieceStorage
-from .mpi import Watchdog, end_job, patience, setup_step
+from .mpi import Watchdog, posts_round, setup_step
 from .recut import RecutPlan, RecutReport, _report, _storage, byte_cuts, recut_plan, segments
 from .recut_labels import LABELS
 from .rest import table_dataset
@@ -173,20 +173,6 @@ def choose_files(posts: Sequence[Sequence[tuple[int, int]]], K_next: int) -> tup
     return K, files
 
 
-def _round(link: ControlLink, watchdog: Watchdog, mine: object, stage: str) -> list[Any]:
-    """Collective: every worker posts ``mine`` to the master, in a control round bounded as a
-    start-up step; the master's list of the posts (empty on a worker)."""
-    try:
-        if link.is_leader:
-            got = link.gather_posts(timeout=watchdog.timeout, stage=stage)
-            link.announce(stage)
-            return list(got)
-        link.post(mine, timeout=patience(link, watchdog.timeout), stage=stage)
-        return []
-    except RankTimeout as exc:
-        end_job(watchdog.prog, link.rank, str(exc), watchdog.abort)
-
-
 def files_round(
     link: ControlLink, watchdog: Watchdog, mine: tuple[Sequence[tuple[int, int]], bool] | None, *, B: int,
     M: int,
@@ -201,8 +187,8 @@ def files_round(
     Where the pieces are cut alike at both (records stored whole, under 2 KiB with ``M = 2``) the
     header does not tell ``K``: the choice says the larger of the smallest ``K`` that cuts them so
     and the highest file number read plus one."""
-    got = _round(link, watchdog, None if mine is None else ([tuple(p) for p in mine[0]], bool(mine[1])),
-                 "recut: files")  # fmt: skip
+    post = None if mine is None else ([tuple(p) for p in mine[0]], bool(mine[1]))
+    got = posts_round(link, watchdog, post, "recut: files")
     with setup_step(link, watchdog, "recut: choice"):
         if not link.is_leader:
             shared = link.share()
@@ -277,7 +263,7 @@ def serve_recut(
     with setup_step(link, watchdog, "recut: checksums"):
         link.share_array(old.checksums)
         link.share_array(work.checksums)
-    posts = _round(link, watchdog, None, "recut: pieces")
+    posts = posts_round(link, watchdog, None, "recut: pieces")
     posted = [np.asarray(p[0], dtype=np.int64) for p in posts]
     B = dataset.record_bytes
     with setup_step(link, watchdog, "recut: segments"):
@@ -288,7 +274,7 @@ def serve_recut(
             rows = np.flatnonzero((plan.worker == k) & (plan.sender < 0))
             u = plan.segment[rows]
             link.send_rows(k, _pack(dataset.data, seg.record[u], seg.start[u], seg.new_at[u], n[rows]))
-    verdicts = _round(link, watchdog, None, "recut: verdict")
+    verdicts = posts_round(link, watchdog, None, "recut: verdict")
     ok = all(bool(v) for v in verdicts)
     pieces = (storage_pieces(B, K, M)[0], storage_pieces(B, link.K, M)[0])
     dropped = sum(int(p[1]) for p in posts)
@@ -335,7 +321,7 @@ def receive_recut(
     path = cache_path(folder, file) if file >= 0 else None
     own, dropped, note = _read(path, old_sums, old_w, seed)
     have = np.empty(0, np.int64) if own is None else np.asarray(own.ids, dtype=np.int64)
-    _round(link, watchdog, (have, dropped), "recut: pieces")
+    posts_round(link, watchdog, (have, dropped), "recut: pieces")
     with setup_step(link, watchdog, "recut: segments"):
         posted = [np.asarray(p, dtype=np.int64) for p in link.share()]
         held, plan, wanted = _plan(N, B, K, link.K, M, posted, placement)
@@ -363,7 +349,7 @@ def receive_recut(
     for h, frame in zip(senders, received, strict=True):
         _take(plan, buf, mine, k, h, np.asarray(frame).reshape(-1))
     ok = bool(np.array_equal(record_checksums(buf), sums[mine]))
-    _round(link, watchdog, ok, "recut: verdict")
+    posts_round(link, watchdog, ok, "recut: verdict")
     if not ok:
         raise IntegrityError(f"Worker {k}: the storage cut again does not match the master's checksums.")
     return Cache(ids=mine, data=buf, lengths=None), held, sums, [] if note is None else [note]

@@ -28,17 +28,16 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from .._checks import check_int
 from ..codec import Cache, Dataset
-from ..errors import IntegrityError, RankTimeout
+from ..errors import IntegrityError
 from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, placement_from_owner
 from ..transport import ControlLink
 from .cache_dir import CacheFileError, cache_path, load_cache, save_cache
-from .mpi import Watchdog, end_job, patience, setup_step
+from .mpi import Watchdog, posts_round, setup_step
 
 __all__ = [
     "batches_of", "deal_rest", "rest_of_epoch", "RestReport", "serve_rest", "receive_rest", "table_dataset",
@@ -139,27 +138,12 @@ class RestReport:
     source_bytes: int
 
 
-def _holdings_round(link: ControlLink, watchdog: Watchdog, mine: object) -> list[Any]:
-    """Collective: every worker posts ``mine`` (the ids of its share it holds) to the master, in a
-    control round bounded as a start-up step (:func:`~.mpi.setup_step`); the master's list of them."""
-    stage = "rest: holdings"
-    try:
-        if link.is_leader:
-            got = link.gather_posts(timeout=watchdog.timeout, stage=stage)
-            link.announce(stage)
-            return list(got)
-        link.post(mine, timeout=patience(link, watchdog.timeout), stage=stage)
-        return []
-    except RankTimeout as exc:
-        end_job(watchdog.prog, link.rank, str(exc), watchdog.abort)
-
-
 def serve_rest(
     link: ControlLink, watchdog: Watchdog, dataset: Dataset, rest: Sequence[np.ndarray]
 ) -> RestReport:
     """Master, collective with :func:`receive_rest` on every worker: send each worker the records
     of its share ``rest[k]`` that it does not hold. Returns the counts."""
-    held = _holdings_round(link, watchdog, None)
+    held = posts_round(link, watchdog, None, "rest: holdings")
     kept, sent = 0, 0
     with setup_step(link, watchdog, "rest: rows"):
         for k in range(link.K):
@@ -184,7 +168,7 @@ def receive_rest(
     want = np.asarray(want, dtype=np.int64)
     rows = np.full(want.size, -1, dtype=np.int64) if held is None else held.rows(want)
     mine = rows >= 0
-    _holdings_round(link, watchdog, want[mine])
+    posts_round(link, watchdog, want[mine], "rest: holdings")
     out = np.empty((want.size, B), dtype=np.uint8)
     with setup_step(link, watchdog, "rest: rows"):
         got = link.receive_rows(np.empty((int((~mine).sum()), B), dtype=np.uint8))
@@ -301,7 +285,7 @@ def serve_held(
     from ..matrix import shuffle_matrix
 
     K, N = link.K, dataset.N
-    posts = _holdings_round(link, watchdog, None)
+    posts = posts_round(link, watchdog, None, "rest: holdings")
     nxt = np.asarray(placement_next.owner, dtype=np.int64)
     owner = np.full(N, K, dtype=np.int64)
     ids = [np.asarray(p[0], dtype=np.int64) for p in posts]
@@ -341,7 +325,7 @@ def receive_held(
     k = link.worker
     assert k is not None
     rows, ids, dropped = _checked_rows(held, checksums)
-    _holdings_round(link, watchdog, (ids, dropped))
+    posts_round(link, watchdog, (ids, dropped), "rest: holdings")
     N = int(np.asarray(checksums).size)
     with setup_step(link, watchdog, "held: rows"):
         owner = link.share_array(np.empty(N, dtype=np.int64))

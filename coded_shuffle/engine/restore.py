@@ -20,9 +20,9 @@ import numpy as np
 from ..codec import Cache, Dataset
 from ..errors import IntegrityError
 from ..transport import ControlLink
-from .mpi import Watchdog, setup_step
+from .mpi import Watchdog, posts_round, setup_step
 from .report import TransitionReport
-from .rest import _checked_rows, _holdings_round
+from .rest import _checked_rows
 from .schemes import Scheme
 
 __all__ = ["RecoveryReport", "RestorePlan", "restore_plan", "holders_of", "serve_storage", "receive_storage"]
@@ -220,7 +220,7 @@ def serve_storage(
 
     Returns the counts (:class:`RecoveryReport`, its transition None until the loader runs one).
     """
-    posts = _holdings_round(link, watchdog, None)
+    posts = posts_round(link, watchdog, None, "rest: holdings")
     posted = [np.asarray(p[0], dtype=np.int64) for p in posts]
     with setup_step(link, watchdog, "storage: pieces"):
         link.share(posted)
@@ -248,7 +248,7 @@ def receive_storage(
     k = link.worker
     assert k is not None
     rows, ids, _ = _checked_rows(mine, checksums)
-    _holdings_round(link, watchdog, (ids,))
+    posts_round(link, watchdog, (ids,), "rest: holdings")
     own = None if mine is None else Cache(ids=ids, data=np.asarray(mine.data)[rows], lengths=None)
     with setup_step(link, watchdog, "storage: pieces"):
         plan = _plan_of(scheme, held, list(link.share()), link.K)
