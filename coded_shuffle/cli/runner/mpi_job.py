@@ -393,7 +393,8 @@ def _elastic_refusal(job: JobOptions, K: int, variable: bool) -> str | None:
     if max(counts) != K:
         return f"--epoch-workers must have the job's {K} workers as its largest count, not {max(counts)}"
     given = (
-        (job.storage != 1, f"--storage {job.storage}"),
+        (job.storage != 1, f"--storage {job.storage} in one job: a storage is cut again at each change (in "
+         "process: simulate --workers; across jobs: run again on another -K with --cache-dir)"),
         (variable, f"--data {job.data} of records of several sizes"),
         (job.mode == "split", "--mode split"),
         (job.network is not None, "--network"),
