@@ -51,7 +51,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -66,6 +66,11 @@ from .recut import RecutPlan, RecutReport, _report, _storage, byte_cuts, recut_p
 from .recut_labels import LABELS
 from .rest import table_dataset
 from .state import storage_pieces
+
+if TYPE_CHECKING:
+    from .schedule import Epoch
+    from .schemes import Scheme
+    from .session import Session
 
 __all__ = [
     "stored_workers",
@@ -391,3 +396,48 @@ def _take(plan: RecutPlan, buf: np.ndarray, mine: np.ndarray, k: int, h: int, fl
     first = int(n[:r].sum())
     _unpack(buf, drow[:r], sat[:r], dat[:r], n[:r], flat[:first])
     _unpack(buf, drow[r:], sat[r:], dat[r:], n[r:], flat[first:])
+
+
+def serve_recut_start(
+    session: Session, dataset: Dataset, work: Dataset, M: int, now: Epoch
+) -> RecutReport | None:  # fmt: skip
+    """Master of a job started from its workers' files with a storage of ``M > 1`` batches,
+    collective with :func:`receive_recut_start`: when the files hold the storage of another
+    number of workers (or not the one a restore plans from), the workers' storage of the first
+    epoch ``now`` cut again from them (:func:`files_round`, :func:`serve_recut`), the session then
+    holding the units ``work``; else None (the storage is restored as usual). The report's
+    ``held`` is the storage the job goes on from."""
+    link = session.link
+    choice = files_round(link, session.dog, None, B=dataset.record_bytes, M=M)
+    if choice is None:
+        return None
+    rep = serve_recut(link, session.dog, dataset, work, K=choice[0], M=M, placement=now.placement)
+    session.units = work
+    return rep
+
+
+def receive_recut_start(
+    session: Session, folder: str | os.PathLike[str], *, N: int, B: int, seed: int, scheme: Scheme, held: Any,
+    now: Epoch,
+) -> tuple[Epoch, list[str]] | None:  # fmt: skip
+    """A worker's half of :func:`serve_recut_start`: it posts the files it sees in ``folder`` and
+    whether its own fits the storage ``held`` a restore plans from (``scheme``'s units of it);
+    when the files are cut again, its storage of the first epoch ``now`` at this job's ``K``, held
+    by the session (:func:`receive_recut`). Returns the first epoch with the storage the job goes
+    on from and the lines said of the files, or None (restored as usual)."""
+    link, k, M = session.link, session.link.worker, scheme.M
+    assert k is not None
+    seen: list[tuple[int, int]] = []
+    notes: list[str] = []
+    fit = True
+    if os.path.isdir(folder):
+        seen, notes = seen_files(folder, N=N, B=B, M=M, seed=seed, worker=k)
+        fit = fits(folder, k, scheme.held(held, k))
+    choice = files_round(link, session.dog, (seen, fit), B=B, M=M)
+    if choice is None:
+        return None
+    K, files = choice
+    cache, new, sums, more = receive_recut(link, session.dog, folder, file=files[k], N=N, B=B, K=K, M=M,
+                                           seed=seed, placement=now.placement)  # fmt: skip
+    session._hold(cache, sums)
+    return replace(now, held=new), notes + more

@@ -17,7 +17,7 @@ from ..codec import Cache, Dataset
 from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
 from ..engine.recut import RecutReport
-from ..engine.recut_serve import files_round, fits, receive_recut, seen_files, serve_recut
+from ..engine.recut_serve import receive_recut_start, serve_recut_start
 from ..engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
 from ..engine.restore import RecoveryReport
 from ..engine.schedule import Epoch, EpochSchedule
@@ -372,14 +372,11 @@ class MPILoader:
         if ds.variable:
             raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
         work = scheme.dataset(ds)
-        if scheme.M > 1:
-            choice = files_round(self.transport, session.dog, None, B=ds.record_bytes, M=scheme.M)
-            if choice is not None:  # files of another K: the storage at this K cut from them
-                rep = serve_recut(self.transport, session.dog, ds, work, K=choice[0], M=scheme.M,
-                                  placement=now.placement)  # fmt: skip
-                session.units, self.held_start = work, rep
-                self._verified(rep.verified, now.t)
-                return replace(now, held=rep.held)
+        rep = serve_recut_start(session, ds, work, scheme.M, now) if scheme.M > 1 else None
+        if rep is not None:  # files of another K: the storage at this K cut from them
+            self.held_start = rep
+            self._verified(rep.verified, now.t)
+            return replace(now, held=rep.held)
         p_held, self.held_start = session.deal_held(work, (before or now).held)
         if p_held is not now.held:  # a storage restored at the first epoch needs no transition
             (first,) = session.transition(p_held, now.held, epoch=now.t).reports
@@ -460,27 +457,16 @@ class MPILoader:
         """A worker of a storage of ``M > 1`` batches started from the files: when they hold the
         storage of another number of workers (or not the storage ``held`` a restore plans from),
         its storage at this one cut from them
-        (:func:`~coded_shuffle.engine.recut_serve.receive_recut`); else None (restored as usual)."""
-        k, folder, M = self.worker, self._read_from, scheme.M
-        assert k is not None and folder is not None
-        seen: list[tuple[int, int]] = []
-        notes: list[str] = []
-        fit = True
-        if os.path.isdir(folder):
-            seen, notes = seen_files(folder, N=N, B=B, M=M, seed=self.seed, worker=k)
-            fit = fits(folder, k, scheme.held(held, k))
-        choice = files_round(self.transport, session.dog, (seen, fit), B=B, M=M)
-        if choice is None:
+        (:func:`~coded_shuffle.engine.recut_serve.receive_recut_start`); else None (restored as usual)."""
+        folder, seed = self._read_from, self.seed
+        assert folder is not None
+        got = receive_recut_start(session, folder, N=N, B=B, seed=seed, scheme=scheme, held=held, now=now)
+        if got is None:
             return None
-        K, files = choice
-        cache, held, sums, more = receive_recut(
-            self.transport, session.dog, folder, file=files[k], N=N, B=B, K=K, M=M, seed=self.seed,
-            placement=now.placement,
-        )  # fmt: skip
-        for note in notes + more:
+        first, notes = got
+        for note in notes:
             self._note(note)
-        session._hold(cache, sums)
-        return replace(now, held=held)
+        return first
 
     def _keep(self, epoch: int, session: Session, B: int) -> None:
         """With a ``cache_dir``: this worker's records of ``epoch`` to its file (crash-safe)."""

@@ -40,7 +40,7 @@ import numpy as np
 from ...codec import Cache, Dataset
 from ...engine.mpi import end_job
 from ...engine.recut import RecutReport
-from ...engine.recut_serve import files_round, fits, receive_recut, seen_files, serve_recut
+from ...engine.recut_serve import receive_recut_start, serve_recut_start
 from ...engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
 from ...engine.restore import RecoveryReport
 from ...engine.schedule import Epoch, EpochSchedule
@@ -141,20 +141,16 @@ def deal(session: Session, job: JobOptions, schedule: EpochSchedule, dataset: Da
     """Master: each worker's units of the first epoch, dealt from ``dataset`` (cut into the units
     of the job's scheme), or with a ``--cache-dir`` what the workers' files hold and the rest from
     the source (:meth:`~coded_shuffle.engine.session.Session.deal_held`; a storage written at
-    another number of workers cut again, :func:`~coded_shuffle.engine.recut_serve.serve_recut`)."""
+    another number of workers cut again, :func:`~coded_shuffle.engine.recut_serve.serve_recut_start`)."""
     now = first_epoch(job, schedule)
     scheme = schedule.scheme
     work = scheme.dataset(dataset)
     if job.cache_dir is None:
         session.deal(work, now.held)
         return Start(job, session, now)
-    if scheme.M > 1:
-        choice = files_round(session.link, session.dog, None, B=dataset.record_bytes, M=scheme.M)
-        if choice is not None:  # files of another K: the storage at this K cut from them
-            rep = serve_recut(session.link, session.dog, dataset, work, K=choice[0], M=scheme.M,
-                              placement=now.placement)  # fmt: skip
-            session.units = work
-            return Start(job, session, replace(now, held=rep.held), None, rep)
+    rep = serve_recut_start(session, dataset, work, scheme.M, now) if scheme.M > 1 else None
+    if rep is not None:  # files of another K: the storage at this K cut from them
+        return Start(job, session, replace(now, held=rep.held), None, rep)
     held, report = session.deal_held(work, now.held)
     return Start(job, session, now, None if held is now.held else held, report)
 
@@ -166,7 +162,7 @@ def receive(
     scheme cuts them) from the master, or with a ``--cache-dir`` from its file, checked, and what
     it lacks from the master (or, a storage, from its peers:
     :meth:`~coded_shuffle.engine.session.Session.receive_held`; cut again from files written at
-    another number of workers, :func:`~coded_shuffle.engine.recut_serve.receive_recut`)."""
+    another number of workers, :func:`~coded_shuffle.engine.recut_serve.receive_recut_start`)."""
     now = first_epoch(job, schedule)
     scheme = schedule.scheme
     n_units, width = N * scheme.pieces, scheme.piece_bytes(B)
@@ -175,43 +171,26 @@ def receive(
         return Start(job, session, now)
     folder, k = job.cache_dir, session.link.worker
     assert k is not None
+
+    def say(note: str) -> None:  # a line of what this worker found of its file
+        print(f"{PROG}: rank {session.link.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
+
     if scheme.M > 1:
-        cut = _recut(session, job, scheme, now, N, B)
-        if cut is not None:
-            return Start(job, session, cut)
+        got = receive_recut_start(session, folder, N=N, B=B, seed=job.seed, scheme=scheme, held=now.held,
+                                  now=now)  # fmt: skip
+        if got is not None:  # files of another K: its storage at this K cut from them
+            for note in got[1]:
+                say(note)
+            return Start(job, session, got[0])
 
     def read(sums: np.ndarray) -> Cache | None:
         cache, note = load_worker_cache(folder, k, table_dataset(sums, width), seed=job.seed)
         if note is not None:
-            print(f"{PROG}: rank {session.link.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
+            say(note)
         return cache
 
     held = session.receive_held(n_units, width, read, now.held)
     return Start(job, session, now, None if held is now.held else held)
-
-
-def _recut(session: Session, job: JobOptions, scheme: Any, now: Epoch, N: int, B: int) -> Epoch | None:
-    """Worker, collective with the master's :func:`deal`: when the files hold the storage of
-    another number of workers (or not the storage of ``now`` a restore plans from), its storage of
-    ``now`` at this job's ``K`` cut from them; else None (restored as usual)."""
-    folder, k, M = job.cache_dir, session.link.worker, scheme.M
-    assert folder is not None and k is not None
-    seen: list[tuple[int, int]] = []
-    notes: list[str] = []
-    fit = True
-    if os.path.isdir(folder):
-        seen, notes = seen_files(folder, N=N, B=B, M=M, seed=job.seed, worker=k)
-        fit = fits(folder, k, scheme.held(now.held, k))
-    choice = files_round(session.link, session.dog, (seen, fit), B=B, M=M)
-    if choice is None:
-        return None
-    K, files = choice
-    cache, held, sums, more = receive_recut(session.link, session.dog, folder, file=files[k], N=N, B=B, K=K,
-                                            M=M, seed=job.seed, placement=now.placement)  # fmt: skip
-    for note in notes + more:
-        print(f"{PROG}: rank {session.link.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
-    session._hold(cache, sums)
-    return replace(now, held=held)
 
 
 def start_dict(report: HeldStart | RecoveryReport | RecutReport) -> dict[str, Any]:
