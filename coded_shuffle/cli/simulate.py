@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -375,17 +376,28 @@ def _run_elastic(args: argparse.Namespace, counts: list[int]) -> int:
         dataset, workers=counts, seed=args.seed, mode=args.mode, strategy=args.strategy, order=spec
     )
     rows = [{"K_before": K, **rep.to_dict()} for K, rep in zip(counts, reports, strict=False)]
+    head = f"strategy = {args.strategy}, order = {spec.name}"
+    return _print_changes(args, counts, rows, head, _format_elastic, _ELASTIC_COLUMNS, _print_elastic_footer)
+
+
+def _print_changes(
+    args: argparse.Namespace, counts: list[int], rows: list[dict[str, Any]], head: str,
+    cells: Callable[[dict[str, Any]], list[str]], columns: Any, footer: Callable[[], None],
+) -> int:  # fmt: skip
+    """The rows of a run whose number of workers changes: JSON lines, or the header (the counts,
+    the records, ``head``), the table of ``cells`` of each row under ``columns`` and the
+    ``footer``; status 1 when a transition was not verified."""
     if args.json:
         for d in rows:
             print(json.dumps(d), flush=True)
     else:
         print(
             f"K = {','.join(map(str, counts))}, N = {args.points}, {_records_part(args)}, "
-            f"seed = {args.seed}, strategy = {args.strategy}, order = {spec.name}, mode = {args.mode}"
+            f"seed = {args.seed}, {head}, mode = {args.mode}"
             + (f", data = {args.data}" if args.data is not None else "")
         )
-        print_table(iter(_format_elastic(d) for d in rows), _ELASTIC_COLUMNS, sys.stdout)
-        _print_elastic_footer()
+        print_table(iter(cells(d) for d in rows), columns, sys.stdout)
+        footer()
     if not all(d["verified"] for d in rows):
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -434,24 +446,16 @@ def _run_recut(args: argparse.Namespace, counts: list[int], dataset: Any, spec: 
         d = rep.to_dict()
         d.setdefault("epoch", i + 1)
         rows.append({"K_before": counts[i], "K_after": counts[i + 1], **d})
-    if args.json:
-        for d in rows:
-            print(json.dumps(d), flush=True)
-    else:
-        print(
-            f"K = {','.join(map(str, counts))}, N = {args.points}, {_records_part(args)}, storage = "
-            f"{args.storage} batches, seed = {args.seed}, order = {spec.name}, mode = {args.mode}"
-            + (f", data = {args.data}" if args.data is not None else "")
-        )
-        print_table(iter(_recut_row(d) for d in rows), _RECUT_COLUMNS, sys.stdout)
-        print("re-cut: a change of K; each worker keeps the bytes of its storage at K' it holds, has the")
-        print("rest uncoded from a worker that holds them, or once from the source (source bound: the")
-        print("bytes no worker holds); bound MB: the bytes the workers lack (the download bound), or,")
-        print("at the same K, the genie bound of the master's broadcast; cold MB: the storage at K'.")
-    if not all(d["verified"] for d in rows):
-        print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
-        return 1
-    return 0
+    head = f"storage = {args.storage} batches, order = {spec.name}"
+    return _print_changes(args, counts, rows, head, _recut_row, _RECUT_COLUMNS, _print_recut_footer)
+
+
+def _print_recut_footer() -> None:
+    """What the columns of ``--workers K0,K1,... --storage M`` mean, under the table."""
+    print("re-cut: a change of K; each worker keeps the bytes of its storage at K' it holds, has the")
+    print("rest uncoded from a worker that holds them, or once from the source (source bound: the")
+    print("bytes no worker holds); bound MB: the bytes the workers lack (the download bound), or,")
+    print("at the same K, the genie bound of the master's broadcast; cold MB: the storage at K'.")
 
 
 def _print_elastic_footer() -> None:
