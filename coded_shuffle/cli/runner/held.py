@@ -129,7 +129,8 @@ class Start:
         if self.job.cache_dir is None or k is None or epoch is None:
             return
         assert cache is not None and sums is not None
-        table, folder, seed = table_dataset(sums, int(cache.data.shape[1])), self.job.cache_dir, self.job.seed
+        table = table_dataset(sums, int(cache.data.shape[1]), self.session.lengths)
+        folder, seed = self.job.cache_dir, self.job.seed
         try:
             save_worker_cache(folder, k, cache.ids, np.asarray(cache.data), table, epoch=epoch.t, seed=seed)
         except OSError as exc:  # this host's folder: one line, and the job ends
@@ -183,13 +184,13 @@ def receive(
                 say(note)
             return Start(job, session, got[0])
 
-    def read(sums: np.ndarray) -> Cache | None:
-        cache, note = load_worker_cache(folder, k, table_dataset(sums, width), seed=job.seed)
+    def read(sums: np.ndarray, lengths: np.ndarray | None) -> Cache | None:
+        cache, note = load_worker_cache(folder, k, table_dataset(sums, width, lengths), seed=job.seed)
         if note is not None:
             say(note)
         return cache
 
-    held = session.receive_held(n_units, width, read, now.held)
+    held = session.receive_held(n_units, width, read, now.held, lengths=True if variable else None)
     return Start(job, session, now, None if held is now.held else held)
 
 
