@@ -113,12 +113,12 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
     # records of different sizes run with a storage (coded or exchanged, in process and over MPI)
-    # without a network's times (run refuses a network with any storage), and not into run's
-    # cache files
+    # without a network's times (run refuses a network with any storage), and into run's cache
+    # files with one batch a worker, not a storage
     var = [*base, "--data", str(tmp_path / "var")]
     cases = [(["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")]
     if command == "run":
-        cases = [(["--cache-dir", str(tmp_path / "c")], "--cache-dir")]
+        cases = [(["--cache-dir", str(tmp_path / "c"), "--storage", "2"], "--cache-dir with --storage 2")]
     for option, named in cases:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
