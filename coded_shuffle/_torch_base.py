@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 from ._checks import check_int
 from .codec import Dataset
 from .engine.mpi import Watchdog
-from .engine.rest import load_worker_cache, receive_rest, save_worker_cache, table_dataset
+from .engine.rest import _widened, load_worker_cache, receive_rest, save_worker_cache, table_dataset
 from .engine.schedule import Epoch, EpochSchedule, check_network
 from .engine.schemes import Scheme
 from .engine.session import Session
@@ -35,7 +35,7 @@ from .loader._common import (
     variable_batch,
 )
 from .loader.arrays import tensor_records
-from .loader.mpi import _batch_cache, _widened
+from .loader.mpi import _batch_cache
 from .loader.peers import peer_link
 from .orders import epoch_batch_sizes, epoch_order
 from .records import fixed_record_bytes

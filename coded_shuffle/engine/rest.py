@@ -209,6 +209,19 @@ def table_dataset(checksums: np.ndarray, B: int, lengths: np.ndarray | None = No
     )
 
 
+def _widened(held: Cache, B: int) -> Cache | None:
+    """``held`` (records of variable sizes) zero-padded to the job's width ``B``; None when its
+    rows are wider (none of them the job's records)."""
+    width = int(np.asarray(held.data).shape[1])
+    if held.lengths is None or width == B:
+        return held
+    if width > B:
+        return None
+    data = np.zeros((len(held), B), dtype=np.uint8)
+    data[:, :width] = held.data
+    return Cache(ids=held.ids, data=data, lengths=held.lengths)
+
+
 def _at(lengths: np.ndarray | None, ids: np.ndarray) -> np.ndarray | None:
     """The lengths of the records ``ids`` (None: records of one size)."""
     return None if lengths is None else np.asarray(lengths, dtype=np.int64)[ids]

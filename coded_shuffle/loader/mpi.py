@@ -18,7 +18,7 @@ from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
 from ..engine.recut import RecutReport
 from ..engine.recut_serve import receive_recut_start, serve_recut_start
-from ..engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
+from ..engine.rest import HeldStart, _widened, load_worker_cache, save_worker_cache, table_dataset
 from ..engine.restore import RecoveryReport
 from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
@@ -53,6 +53,12 @@ from ._common import (
 # --------------------------------------------------------------------------- MPI
 
 
+_STORED_VARIABLE = (
+    "Argument 'cache_dir' needs storage 1 with records of variable sizes, not storage {!r}: a "
+    "storage's pieces of records of many sizes are not restored from files."
+)
+
+
 def _batch_cache(batch: EpochBatch) -> Cache:
     """The records of ``batch`` as a worker's holdings (records of variable sizes zero-padded to
     the longest of them, with their lengths; :func:`_widened` pads them to the job's width)."""
@@ -64,19 +70,6 @@ def _batch_cache(batch: EpochBatch) -> Cache:
     for r, rec in enumerate(batch.records):
         data[r, : lengths[r]] = np.frombuffer(memoryview(rec).cast("B"), np.uint8)
     return Cache(ids=ids, data=data, lengths=lengths)
-
-
-def _widened(held: Cache, B: int) -> Cache | None:
-    """``held`` (records of variable sizes) zero-padded to the job's width ``B``; None when its
-    rows are wider (none of them the job's records)."""
-    width = int(np.asarray(held.data).shape[1])
-    if held.lengths is None or width == B:
-        return held
-    if width > B:
-        return None
-    data = np.zeros((len(held), B), dtype=np.uint8)
-    data[:, :width] = held.data
-    return Cache(ids=held.ids, data=data, lengths=held.lengths)
 
 
 def _join_multicast(link: ControlLink, multicast: object) -> MulticastLink:
@@ -178,7 +171,9 @@ class MPILoader:
         (:mod:`~coded_shuffle.engine.recut_serve`: in a folder every worker sees, worker ``j``
         reads the ``j``-th file; the master sends only what no file holds, the workers each other
         the rest; :attr:`held_start` is the :class:`~coded_shuffle.engine.recut.RecutReport`).
-        Fixed-size records.
+        Records of variable sizes with ``storage`` 1: each file holds its records zero-padded to
+        the widest, with their lengths, each checked at its length when read back (a storage of
+        their pieces is refused).
 
     Examples
     --------
@@ -267,10 +262,7 @@ class MPILoader:
                 )
             ds = self.dataset
             if self._from_held and self.layout.variable and storage != 1:
-                raise ValueError(
-                    f"Argument 'cache_dir' needs storage 1 with records of variable sizes, not storage "
-                    f"{storage!r}: a storage's pieces of records of many sizes are not restored from files."
-                )
+                raise ValueError(_STORED_VARIABLE.format(storage))
             # refused before the job
             _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable,
                      sizes=ds.lengths)  # fmt: skip
