@@ -139,8 +139,9 @@ def test_records_of_many_sizes_restart_from_their_cache_files(tmp_path):
     (``save_worker_cache``, as ``MPILoader(cache_dir=)`` writes them: rows zero-padded, each
     record's length), worker 0's with its first record altered and worker 2's removed; the job
     started at epoch 2 from them: the altered file said in one line, only those records from the
-    source (their own bytes), the transition to epoch 3 verified and that of the job run in one
-    process, and each worker's file then its records of epoch 3, each read back at its length."""
+    source (their own bytes), no record moving to epoch 2, the transition to epoch 3 verified and
+    that of the job run in one process, and each worker's file then its records of epoch 3, each
+    read back at its length."""
     import struct
 
     from coded_shuffle.codec import load_dataset
@@ -178,6 +179,9 @@ def test_records_of_many_sizes_restart_from_their_cache_files(tmp_path):
     assert (start["held_records"], start["joined"]) == (N - len(lost), [K - 1])
     straight = run(ds, K=K, epochs=3, seed=0).transitions[2]
     assert [r["epoch"] for r in rows] == [2, 3] and all(r["verified"] for r in rows)
+    # every record where epoch 2 wants it once the source sent the lost ones: nothing moves, and the
+    # bound in bytes is that of the holdings, not of epoch 1 -> 2
+    assert (rows[0]["coded_bytes"], rows[0]["lower_bound_bytes"]) == (0, 0)
     assert (rows[1]["coded_symbols"], rows[1]["coded_bytes"]) == (
         straight.coded_symbols,
         straight.coded_bytes,

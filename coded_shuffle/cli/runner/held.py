@@ -110,6 +110,12 @@ class Start:
     held: Any = None
     report: HeldStart | RecoveryReport | RecutReport | None = None
 
+    @property
+    def first(self) -> tuple[int, Any] | None:
+        """``(t, p)``: the first epoch ``t`` comes by a transition from the placement ``p`` of what the
+        workers held (before :meth:`arrive`); None when no transition is due."""
+        return None if self.held is None else (self.now.t, self.held)
+
     def arrive(self) -> bool:
         """Collective: the transition from what the workers held to the first epoch, where one is
         due (reported as the job's first row); then, on a worker, its units to its cache file.

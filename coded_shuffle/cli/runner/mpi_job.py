@@ -580,7 +580,8 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     bound: ByteBound | StorageByteBound | None = None
     if lengths is not None:
         stored = sizes is not None  # a storage of pieces cut by the records' sizes
-        bound = StorageByteBound(ep.schedule, start=start.now) if stored else ByteBound(ep.schedule, lengths)
+        bound = (StorageByteBound(ep.schedule, start=start.now) if stored
+                 else ByteBound(ep.schedule, lengths, first=start.first))  # fmt: skip
     results = Results(job, K, records_text(K, N, B, dataset.lengths), ep.scheme.holding.note(B), warm, probe,
                       bound, held=start.report)  # fmt: skip
     session.opts = MasterOptions(
