@@ -333,7 +333,8 @@ class StoredLoader(MPILoader):
             return
         cache, sums = session.cache, session.checksums
         assert cache is not None and sums is not None
-        copy = (np.array(cache.ids, dtype=np.int64), np.array(cache.data), table_dataset(sums, B))
+        table = table_dataset(sums, B, session.lengths)  # a storage's pieces of many sizes: their lengths
+        copy = (np.array(cache.ids, dtype=np.int64), np.array(cache.data), table)
         with self._kept_lock:
             self._kept[epoch] = copy
 

@@ -7,8 +7,7 @@
   ``wide`` (``DATA/wide.npy``, structured records of 2562 bytes, every worker storing 2 batches)
   or ``varfiles`` (``DATA/var/``, one record a file, of variable sizes, batches of equal bytes
   ``balance="bytes"``, collated by :func:`pad_collate`; ``field0`` is then the samples' bytes end
-  to end, ``field1`` their lengths; the master first writes the refusal of a storage of 2
-  batches in a ``cache_dir`` to ``OUT/bad_var.json``), or ``varbig`` (the same on ``DATA/bigvar/``, files of 2
+  to end, ``field1`` their lengths), or ``varbig`` (the same on ``DATA/bigvar/``, files of 2
   to 6 KiB, every worker storing 2 batches: each record cut into 2 pieces by its own length);
 - every worker rank iterates a ``DataLoader(num_workers=NUM_WORKERS, batch_size=4)`` over its
   :class:`~coded_shuffle.torch.CodedIterableDataset` (``with_ids``) for each epoch, after
@@ -126,8 +125,6 @@ def one_run(argv: list[str]) -> int:
         cache_dir=cache_dir(data_dir, layout, state),
         balance="bytes" if layout in ("varfiles", "varbig") else "count",
     )
-    if layout == "varfiles" and ds.is_master:
-        (out_dir / "bad_var.json").write_text(json.dumps(variable_refusals(ds, source)))
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
     if state in ("resume_k", "resume_s", "resume_r"):
@@ -261,17 +258,6 @@ def pad_collate(samples: list[Any]) -> tuple[Any, Any, Any]:
     ids, records = zip(*samples, strict=True)
     lengths = torch.tensor([r.numel() for r in records])
     return torch.tensor(ids), pad_sequence(list(records), batch_first=True), lengths
-
-
-def variable_refusals(ds: Any, source: Any) -> dict[str, str]:
-    """On the master: the one-line message of each option that needs records of one size."""
-    from coded_shuffle.torch import CodedIterableDataset
-
-    def make(**kw: Any) -> Any:
-        return CodedIterableDataset(source, epochs=3, seed=5, transport=ds.transport, **kw)
-
-    tries = {"storage": lambda: make(storage=2, cache_dir="cache")}
-    return messages(tries)
 
 
 def messages(tries: dict[str, Any]) -> dict[str, str]:

@@ -328,7 +328,7 @@ class Session:
         self.lengths = lens
         if self.schemes[0].M > 1:
             own = held(sums, lens)
-            mine = receive_storage(self.link, self.dog, self.schemes[0], own, sums, width, storage)
+            mine = receive_storage(self.link, self.dog, self.schemes[0], own, sums, width, storage, lens)
             self._hold(mine, sums)
             return storage
         cache, placement = receive_held(self.link, self.dog, held(sums, lens), sums, width, lens)

@@ -53,10 +53,10 @@ from ._common import (
 # --------------------------------------------------------------------------- MPI
 
 
-_STORED_VARIABLE = (
-    "Argument 'cache_dir' needs storage 1 with records of variable sizes, not storage {!r}: a "
-    "storage's pieces of records of many sizes are not restored from files."
-)
+def _units_lengths(session: Session, lengths: np.ndarray | None) -> np.ndarray | None:
+    """A worker's table of its units' lengths: those of a storage's pieces (cut on every rank from
+    the record sizes), else ``lengths``, the records' (None: of one size)."""
+    return session.lengths if session.lengths is not None else lengths
 
 
 def _batch_cache(batch: EpochBatch) -> Cache:
@@ -171,9 +171,10 @@ class MPILoader:
         (:mod:`~coded_shuffle.engine.recut_serve`: in a folder every worker sees, worker ``j``
         reads the ``j``-th file; the master sends only what no file holds, the workers each other
         the rest; :attr:`held_start` is the :class:`~coded_shuffle.engine.recut.RecutReport`).
-        Records of variable sizes with ``storage`` 1: each file holds its records zero-padded to
-        the widest, with their lengths, each checked at its length when read back (a storage of
-        their pieces is refused).
+        Records of variable sizes: each file holds the worker's units (its records, or a
+        storage's pieces, each record cut by its own length) zero-padded to the widest, with their
+        lengths, each checked at its length when read back; a storage of them is restored at the
+        ``K`` that wrote it, not cut again at another (every rank raises, naming ``cache_dir``).
 
     Examples
     --------
@@ -261,8 +262,6 @@ class MPILoader:
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
             ds = self.dataset
-            if self._from_held and self.layout.variable and storage != 1:
-                raise ValueError(_STORED_VARIABLE.format(storage))
             # refused before the job
             _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable,
                      sizes=ds.lengths)  # fmt: skip
@@ -500,7 +499,7 @@ class MPILoader:
             return
         cache, sums = session.cache, session.checksums
         assert cache is not None and sums is not None
-        table = table_dataset(sums, B, self._lengths)
+        table = table_dataset(sums, B, _units_lengths(session, self._lengths))
         save_worker_cache(self.cache_dir, self.worker, cache.ids, np.asarray(cache.data), table,
                           epoch=epoch, seed=self.seed)  # fmt: skip
 

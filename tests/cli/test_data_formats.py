@@ -113,13 +113,10 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
     # records of different sizes run with a storage (coded or exchanged, in process and over MPI)
-    # without a network's times (run refuses a network with any storage), and into run's cache
-    # files with one batch a worker, not a storage
+    # without a network's times (run refuses a network with any storage, whatever the records)
     var = [*base, "--data", str(tmp_path / "var")]
     cases = [(["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")]
-    if command == "run":
-        cases = [(["--cache-dir", str(tmp_path / "c"), "--storage", "2"], "--cache-dir with --storage 2")]
-    for option, named in cases:
+    for option, named in cases if command == "simulate" else []:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
         assert line.endswith(f"{tmp_path / 'var'} are 10 to 15 B, mean 12.5 B\n")

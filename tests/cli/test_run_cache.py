@@ -198,7 +198,7 @@ def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
     does not exist yet is passed on, and the check leaves nothing behind."""
     a_file = tmp_path / "file"
     a_file.write_text("")
-    files = tmp_path / "files"  # records of several sizes
+    files = tmp_path / "files"  # records of several sizes, taken
     files.mkdir()
     for i, size in enumerate((3, 9, 4)):
         (files / f"{i}.bin").write_bytes(bytes(size))
@@ -210,10 +210,6 @@ def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
         ([*job, str(below)], f"--cache-dir {below}: cannot be made: {a_file} is a file, not a folder"),
         ([*job, str(new), "--mode", "exchange"], "needs a job with a master, not --mode exchange"),
         ([*job, str(new), "-K", "3,2", "--transitions", "1"], "the same workers at every epoch, not 3,2"),
-        (
-            ["-K", "2", "--data", str(files), "--cache-dir", str(new), "--storage", "2"],
-            "--cache-dir with --storage 2 needs records of one size",
-        ),  # fmt: skip
     ]
     for argv, message in refused:
         assert cli.main(["run", *argv]) == 2, argv
@@ -221,6 +217,8 @@ def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
         assert err.startswith("coded-shuffle: error: ") and message in err and len(err.splitlines()) == 1, err
     assert no_launch == []
     assert cli.main(["run", *job, str(new)]) == 0
-    (cmd,) = no_launch
-    assert cmd[cmd.index("--cache-dir") + 1] == str(new)
+    # records of several sizes too, a storage of them as well (restored at its K, never cut again)
+    assert cli.main(["run", "-K", "2", "--data", str(files), "--cache-dir", str(new), "--storage", "2"]) == 0
+    cmd, var = no_launch
+    assert cmd[cmd.index("--cache-dir") + 1] == str(new) and var[var.index("--data") + 1] == str(files)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "files"]  # nothing made by the check

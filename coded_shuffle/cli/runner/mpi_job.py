@@ -355,7 +355,6 @@ def job_refusal(
         (job.storage != 1 and not set(MODES.get(job.mode, ("auto",))) <= {"coded", "exchange"},
          f"{stored} --mode {job.mode}"),  # fmt: skip
         (job.storage != 1 and job.network is not None, f"{stored} --network"),  # times of whole records
-        (job.cache_dir is not None and job.storage != 1, f"--cache-dir with {stored}"),  # pieces not restored
     )
     for given, flag in sized:
         if variable and given:
