@@ -12,8 +12,8 @@ For ``K`` in ``--workers`` and ``M`` in ``--storage``, on the same random record
    batch (or storage) dealt from the master.
 
 With ``--variable``, records of many sizes instead: ``--points`` files of ``B / 4`` to ``7 B / 4``
-random bytes (uniform, seed 1; mean about ``B``), one record a file, given as ``--data`` (one
-batch a worker: a storage of them is not kept in files).
+random bytes (uniform, seed 1; mean about ``B``), one record a file, given as ``--data`` (with
+``M > 1`` each record cut by its own length).
 
 MB: from the source (the restart's ``held_start``; a cold start's deal, every unit of every
 worker; records of many sizes at their own bytes, which travel zero-padded to the widest in that
@@ -78,7 +78,7 @@ def main() -> None:
     ap.add_argument("--record-bytes", type=int, default=1024)
     ap.add_argument("--workers", default="4,8")
     ap.add_argument("--storage", default="1,2")
-    ap.add_argument("--variable", action="store_true", help="records of many sizes, one a file (M = 1)")
+    ap.add_argument("--variable", action="store_true", help="records of many sizes, one a file")
     args = ap.parse_args()
     N, B = args.points, args.record_bytes
     files = tempfile.TemporaryDirectory() if args.variable else None
@@ -90,10 +90,10 @@ def main() -> None:
     print(f"{'K':>3} {'M':>2} {'start':>6} {'source MB':>9} {'peers MB':>9} {'wire MB':>8} "
           f"{'trans s':>8} {'job s':>6}")  # fmt: skip
     for K in (int(k) for k in args.workers.split(",")):
-        for M in (int(m) for m in args.storage.split(",")) if sizes is None else (1,):
+        for M in (int(m) for m in args.storage.split(",")):
             data = ["-N", str(N), "-B", str(B), "--storage", str(M)]
             if files is not None:
-                data = ["--data", files.name]
+                data = ["--data", files.name, "--storage", str(M)]
             with tempfile.TemporaryDirectory() as tmp:
                 kept, lost = Path(tmp, "kept"), Path(tmp, "lost")
                 job(K, [*data, "--transitions", "3", "--cache-dir", str(kept)])
@@ -104,7 +104,7 @@ def main() -> None:
                                                                                             ("lost", lost))}
                 runs["cold"] = job(K, [*data, *again])
             for name, (start, rows, seconds) in runs.items():
-                whole = dealt(K, M, N, B) if sizes is None else int(sizes.sum())
+                whole = dealt(K, M, N, B) if sizes is None else M * int(sizes.sum())
                 source = whole if start is None else start["source_bytes"]
                 peers = 0 if start is None else start.get("peer_bytes", 0)
                 wire, trans = sum(r["wire_bytes"] for r in rows), sum(r["seconds"] for r in rows)

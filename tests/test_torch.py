@@ -115,6 +115,8 @@ SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DA
                                    "stored": ("wide", 3, 0, 0, 1, "resume_s"),
                                    "varsave": ("varfiles", 3, 0, 0, 1, "save"),
                                    "varstored": ("varfiles", 3, 0, 0, 1, "resume_s"),
+                                   "varbigsave": ("varbig", 3, 0, 0, 1, "save"),
+                                   "varbigstored": ("varbig", 3, 0, 0, 1, "resume_s"),
                                    "example": ("example", 0, 0, 0, 0)}),
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
                                    "exchange": ("struct", 3, 2, 0, 1, "exchange"),
@@ -390,6 +392,43 @@ def test_records_of_variable_sizes_resumed_mid_epoch_from_their_cache_files(shar
     check_varfiles(out, files, K, num_workers=0, epochs=range(2, 3))
     (report,) = json.loads((out / "reports.json").read_text())
     assert report["epoch"] == 2 and report["verified"] and report["records_checked"] == N
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_a_storage_of_records_of_many_sizes_restored_from_the_peers_mid_epoch(shared):
+    """Files of 2 to 6 KiB, batches of equal bytes, every worker storing 2 batches (each record
+    cut by its own length) in a cache_dir; checkpointed a step (4 samples) into epoch 1, the last
+    worker's file then removed (its host lost); resumed at the same K = 3: its pieces of epoch 1's
+    storage all from its peers, at their own lengths, none from the source; each worker yields its
+    batch of epoch 1 after its first 4 samples, then epoch 2, each file's bytes."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+
+    proc, data, out = shared.run("torchrun-3", "varbigstored")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    K, files, save = 3, data["varbig"], out.parent / "varbigsave"
+    size = np.array([len(f) for f in files])
+    batches = byte_batches(np.asarray(epoch_permutation(N, seed=SEED, epoch=1), dtype=np.int64), size, K)
+    L = max(b.size for b in batches)
+    for k, b in enumerate(batches):
+        assert np.load(save / f"w{k}_e1.npz")["ids"].tolist() == b[:4].tolist()
+        got = np.load(out / f"w{k}_e1.npz")
+        assert got["ids"].tolist() == [int(b[i % b.size]) for i in range(4, L)]
+        assert got["field0"].tobytes() == b"".join(files[i] for i in got["ids"])
+    scheme = scheme_for("coded", K=K, storage=2, sizes=size)
+    schedule = EpochSchedule(
+        N=N, K=K, seed=SEED, spec=OrderSpec(), scheme=scheme, sizes=size, balance="bytes"
+    )
+    *_, now = schedule.epochs(start=0, count=2)
+    lost = scheme.held(now.held, K - 1)  # the last worker's pieces of epoch 1's storage
+    held = json.loads((out / "held.json").read_text())
+    assert (held["source_pieces"], held["source_bytes"], held["peer_pieces"]) == (0, 0, lost.size)
+    assert held["peer_bytes"] == int(scheme.holding.unit_lengths[lost].sum()) and scheme.pieces == 2
+    check_varfiles(out, files, K, num_workers=0, epochs=range(2, 3))
+    (report,) = json.loads((out / "reports.json").read_text())
+    assert report["epoch"] == 2 and report["verified"] and report["storage"] == 2
 
 
 def byte_batches(perm: np.ndarray, size: np.ndarray, K: int) -> list[np.ndarray]:

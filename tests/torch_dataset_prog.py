@@ -30,10 +30,11 @@
   ``DistributedDataParallel`` model over the default group on each batch; ``save``: each worker
   keeps its batches in ``DATA/cache`` (``cache_dir``), trains on epoch 0, then on two steps of
   epoch 1, writes its ``state_dict()`` to ``OUT/state_{k}.json`` and stops (``close()``); with
-  ``LAYOUT`` ``wide`` (a storage of 2 batches) or ``varfiles`` (its ``cache_dir``
-  ``DATA/vcache``) one step of epoch 1, and the last worker then removes its cache file (its
-  host lost); ``resume_s``: the job resumes from ``DATA/save/state_0.json`` (the same
-  ``K``; ``DATA/varsave/state_0.json`` with ``varfiles``) with that ``cache_dir``, and rank 0
+  ``LAYOUT`` ``wide`` (a storage of 2 batches), ``varfiles`` (its ``cache_dir`` ``DATA/vcache``)
+  or ``varbig`` (``DATA/vbcache``) one step of epoch 1, and the last worker then removes its
+  cache file (its host lost); ``resume_s``: the job resumes from ``DATA/save/state_0.json`` (the
+  same ``K``; ``DATA/varsave/``, ``DATA/varbigsave/`` for those layouts) with that
+  ``cache_dir``, and rank 0
   writes :attr:`~CodedIterableDataset.held_start` to ``OUT/held.json`` (with ``varfiles``,
   :attr:`~CodedIterableDataset.resumed` and the loader's ``held_start``);
   ``resume_k``: the job resumes from ``DATA/save/state_0.json`` (a job of another ``K``) with the
@@ -194,7 +195,7 @@ def one_run(argv: list[str]) -> int:
                 fields = [[] for _ in cols]
             for c, col in zip(fields, cols, strict=True):
                 c.append(col.numpy())
-            if state == "save" and t == 1 and steps == 2 - (layout in ("wide", "varfiles")):  # checkpointed
+            if state == "save" and t == 1 and steps == 2 - (layout in ONE_STEP):  # checkpointed
                 break
         for t_ in ds._tensors:
             writable &= bool(t_.numpy().flags.writeable)
@@ -217,8 +218,8 @@ def one_run(argv: list[str]) -> int:
         if state == "save" and t == 1:
             (out_dir / f"state_{k}.json").write_text(json.dumps(ds.state_dict()))
             ds.close()
-            if layout in ("wide", "varfiles") and k == ds.K - 1:  # its host lost: its records with its peers
-                (data_dir / ("vcache" if layout == "varfiles" else "cache") / f"worker-{k}.cache").unlink()
+            if layout in ONE_STEP and k == ds.K - 1:  # its host lost
+                (ds.cache_dir / f"worker-{k}.cache").unlink()
             return 0
         if state == "close" and k == 0:
             ds.close()
@@ -236,17 +237,23 @@ def one_run(argv: list[str]) -> int:
     return 0
 
 
+#: The layouts whose ``save`` stops a step into epoch 1 and loses the last worker's file.
+ONE_STEP = ("wide", "varfiles", "varbig")
+
+
 def cache_dir(data_dir: Path, layout: str, state: str) -> Path | None:
     """The run's ``cache_dir`` (None: none): ``DATA/cache``, ``DATA/vcache`` for ``varfiles``,
-    ``DATA/rcache`` for ``resume_r``."""
+    ``DATA/vbcache`` for ``varbig``, ``DATA/rcache`` for ``resume_r``."""
     if state not in ("save", "resume_k", "resume_s", "resume_r"):
         return None
-    return data_dir / ("rcache" if state == "resume_r" else "vcache" if layout == "varfiles" else "cache")
+    if state == "resume_r":
+        return data_dir / "rcache"
+    return data_dir / {"varfiles": "vcache", "varbig": "vbcache"}.get(layout, "cache")
 
 
 def layout_save(layout: str) -> str:
     """The run (its ``OUT``, beside the others) whose ``save`` a ``resume_s`` of ``layout`` resumes."""
-    return "varsave" if layout == "varfiles" else "save"
+    return {"varfiles": "varsave", "varbig": "varbigsave"}.get(layout, "save")
 
 
 def pad_collate(samples: list[Any]) -> tuple[Any, Any, Any]:
