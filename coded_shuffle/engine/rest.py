@@ -144,7 +144,8 @@ class RestReport:
     """What the master sent so that every worker holds the rest of the epoch it reads.
 
     ``kept_records``: samples of the rest that a worker already held (read back from its cache
-    file); ``source_records``/``source_bytes``: sent from the records' source.
+    file); ``source_records``/``source_bytes``: sent from the records' source (the bytes of
+    records of many sizes their own, which travel zero-padded to the widest in this setup step).
     """
 
     K: int
@@ -305,7 +306,8 @@ class HeldStart:
     records in the workers' caches that failed their checksum, were outside the job or held twice
     (treated as absent); ``joined``: the workers that held nothing (they joined, or their cache was
     lost); ``source_records``/``source_bytes``: records no worker held, sent uncoded from the
-    source to their next holder before the first transition; ``bound``: the genie bound, in
+    source to their next holder before the first transition (the bytes of records of many sizes
+    their own, as :class:`RestReport`'s); ``bound``: the genie bound, in
     records, of the rectangular shuffle from the holdings (with the source as one more holder) to
     the first epoch's batches (:func:`~coded_shuffle.bounds.lower_bound`): no delivery of that
     epoch, coded or not, sends fewer than ``bound`` records in all.

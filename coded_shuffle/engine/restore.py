@@ -42,9 +42,10 @@ class RecoveryReport:
     kept_pieces : int
         Pieces the workers' files still held, checked.
     peer_pieces, peer_bytes : int
-        Pieces (and bytes) a worker had again from another holder's storage.
+        Pieces (and bytes) a worker had again from another holder's storage (pieces of records
+        of many sizes at their own lengths).
     source_pieces, source_bytes : int
-        Pieces (and bytes) no worker held any more, read from the source.
+        Pieces (and bytes) no worker held any more, read from the source (as ``peer_bytes``).
     notes : tuple of str
         A line for every file treated as absent or with pieces dropped (in one process; across
         processes each worker says its own, ``MPILoader.cache_notes``, and these are empty).
