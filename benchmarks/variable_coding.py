@@ -29,10 +29,13 @@ of those sizes) and asserts that its reports' wire bytes are the bytes counted.
 
 With ``--decode``, every worker's decoding (``decode_worker`` of the coded frames, CPU seconds,
 best of 3) of the token documents against fixed records of their mean size, in bytes a second
-of the records decoded, and the ratio; then the time of writing zeros alone over every worker's
-new rows at the widest record's width (the rows of a cache of records of many sizes), the
-ceiling that layout puts on the ratio; and the variable frames parsed first by ``parse_frame``
-(each payload unpacked to the widest width, as when ``unpack=False`` is not given).
+of the records decoded, and the ratio: into new buffers, and into recycled ones (each worker's
+cache of epoch 2 written over, as the loaders and the engine alternate two buffers a worker),
+the variable records' rows zeroed past each new record only up to the old one's length
+(``out_lengths``), beside the same recycled buffers zeroed to the width (without it, as before);
+then the time of writing zeros alone over every worker's new rows at the widest record's width
+(the rows of a cache of records of many sizes); and the variable frames parsed first by
+``parse_frame`` (each payload unpacked to the widest width, as when ``unpack=False`` is not given).
 ``--decode-only``: that measurement alone.
 
 Datasets: tokenized documents (lognormal(5, 1) tokens, uint16, clamped to 16..1024: mean about
@@ -309,7 +312,7 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     N = sizes.size
     rng = np.random.default_rng(2)
     B = int(round(float(sizes.mean())))
-    p0, p1 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1))
+    p0, p1, p2 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1, 2))
     rates = {}
     for label, ds, sz in (
         ("fixed", load_dataset(rng.integers(0, 256, (N, B), dtype=np.uint8), checksums=False), None),
@@ -317,17 +320,29 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     ):
         frames = encode_plan(plan_delivery(p0, p1, sizes=sz), ds, epoch=1)
         caches = [ds.cache(p0.batch(k)) for k in range(K)]
-        best = float("inf")
-        for _ in range(repeats):
-            tic = time.process_time()
-            for k in range(K):
-                decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1)
-            best = min(best, time.process_time() - tic)
+        olds = [ds.cache(p2.batch(k)) for k in range(K)]  # the buffers a worker recycles
         total = N * B if sz is None else int(sizes.sum())  # the new batches' bytes
-        rates[label] = total / best
-        mbs = rates[label] / 1e6
-        print(f"  decoding {label:8s} records, mean {total / N:.0f} B: {mbs:8.1f} MB/s (CPU)", flush=True)
-    print(f"  variable / fixed: {rates['variable'] / rates['fixed']:.3f}", flush=True)
+        for into in ("new", "recycled", "recycled, to the width"):
+            if sz is None and into == "recycled, to the width":
+                continue
+            best = float("inf")
+            for _ in range(repeats):
+                outs = [old.data[: p1.batch(k).size].copy() for k, old in enumerate(olds)]
+                tic = time.process_time()
+                for k in range(K):
+                    n = p1.batch(k).size
+                    zeroed = olds[k].lengths[:n] if sz is not None and into == "recycled" else None
+                    out = outs[k] if into != "new" else None
+                    decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1, out=out,
+                                  out_lengths=zeroed)  # fmt: skip
+                best = min(best, time.process_time() - tic)
+            rates[label, into] = total / best
+            print(f"  decoding {label:8s} records, mean {total / N:.0f} B, into {into} buffers: "
+                  f"{rates[label, into] / 1e6:8.1f} MB/s (CPU)", flush=True)  # fmt: skip
+    for into in ("new", "recycled", "recycled, to the width"):
+        fixed = rates["fixed", "new" if into == "new" else "recycled"]
+        print(f"  variable / fixed, {into}: {rates['variable', into] / fixed:.3f}", flush=True)
+    rates["fixed"] = rates["fixed", "recycled"]
     # The frames parsed first by parse_frame, every payload unpacked to the widest width.
     best = float("inf")
     for _ in range(repeats):

@@ -80,6 +80,14 @@ def _aligned_empty(nbytes: int, *, lead: int = 0) -> np.ndarray:
     return raw[off : off + nbytes]
 
 
+def _aligned_zeros(nbytes: int) -> np.ndarray:
+    """:func:`_aligned_empty`, zero: a large one's pages come zero from the system when first
+    written (``calloc``), so the zeros cost nothing a new buffer's first write does not."""
+    raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % _ALIGN
+    return raw[off : off + nbytes]
+
+
 def _aligned_rows(n: int, width: int) -> np.ndarray:
     return _aligned_empty(n * width).reshape(n, width)
 

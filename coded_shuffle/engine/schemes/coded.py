@@ -48,11 +48,12 @@ class CodedScheme(SchemeBase):
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
+        out_lengths: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
         return receive_decode(
             link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
-            tamper=tamper,
+            out_lengths=out_lengths, tamper=tamper,
         )  # fmt: skip
 
 
