@@ -69,6 +69,7 @@ from coded_shuffle.codec import (
     entry_bytes,
     load_dataset,
 )
+from coded_shuffle.codec._common import _frame_cuts
 from coded_shuffle.codec.encode import _clip_runs, _receiver_runs
 from coded_shuffle.codec.wire import _layout
 from coded_shuffle.orders import Placement, epoch_placement, placement_from_owner
@@ -103,11 +104,10 @@ def wire_bytes(plan: DeliveryPlan, lengths: np.ndarray, width: int) -> tuple[int
     lb = np.where(b >= 0, lengths[np.maximum(b, 0)], 0)
     plen = np.maximum(lengths[a], lb)
     n, runs = a.size, _receiver_runs(plan)
-    per = max(1, DEFAULT_MAX_FRAME_BYTES // width)
+    cuts = _frame_cuts(n, width, DEFAULT_MAX_FRAME_BYTES, plen, empty=True)
     framing = 0
-    for lo in range(0, max(n, 1), per):
-        hi = min(n, lo + per)
-        rows = runs.shape[0] if n <= per else _clip_runs(runs, lo, hi).shape[0]
+    for lo, hi in cuts:
+        rows = runs.shape[0] if len(cuts) == 1 else _clip_runs(runs, lo, hi).shape[0]
         framing += _layout(hi - lo, FLAG_VARIABLE, rows)[1]
     return int(plen.sum()), int(plen.sum()) + framing
 
@@ -199,11 +199,11 @@ def storage_wire(plan, lens: np.ndarray, P: int, width: int) -> tuple[int, int]:
     n_terms = np.diff(off)[order]
     new_off = np.concatenate(([0], np.cumsum(n_terms)))
     ids = terms[np.repeat(off[:-1][order] - new_off[:-1], n_terms) + np.arange(terms.size)]
-    per = max(1, min(DEFAULT_MAX_FRAME_BYTES, STREAMED_FRAME_BYTES) // width)
+    plen = symbol_lengths(new_off, ids, lens)
+    cuts = _frame_cuts(n, width, min(DEFAULT_MAX_FRAME_BYTES, STREAMED_FRAME_BYTES), plen, empty=True)
     framing = 0
-    for lo in range(0, max(n, 1), per):
-        hi = min(n, lo + per)
-        rows = runs.shape[0] if n <= per else _clip_runs(runs, lo, hi).shape[0]
+    for lo, hi in cuts:
+        rows = runs.shape[0] if len(cuts) == 1 else _clip_runs(runs, lo, hi).shape[0]
         mine = ids[new_off[lo] : new_off[hi]]
         framing += packed_framing(hi - lo, rows, mine.size, *table_widths(n_terms[lo:hi], mine))
     payload = int(symbol_lengths(off, terms, lens).sum())

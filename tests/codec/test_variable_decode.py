@@ -148,5 +148,6 @@ def test_out_lengths_are_checked(rng):
             decode_worker(cache, frames, need=need, worker=1, out=out, out_lengths=bad)
     with pytest.raises(ValueError, match="'out_lengths' needs the buffer 'out'"):
         decode_worker(cache, frames, need=need, worker=1, out_lengths=np.zeros(need.size, np.int64))
-    res = decode_worker(cache, frames, need=need, worker=1, out=out, out_lengths=np.zeros(need.size, np.int64))
+    none = np.zeros(need.size, np.int64)
+    res = decode_worker(cache, frames, need=need, worker=1, out=out, out_lengths=none)
     assert res.ok and np.array_equal(res.cache.data, ds.data[need])
