@@ -59,7 +59,7 @@ def transition(
     strategy: str = "greedy",
     max_repair_rounds: int = 3,
     exact_bound: bool | None = None,
-    spare: list[np.ndarray] | None = None,
+    spare: list[np.ndarray | Cache] | None = None,
     seed: int | None = None,
 ) -> tuple[TransitionReport, list[Cache]]:
     """Deliver epoch ``t + 1``'s batches from the caches of epoch ``t``; return the report and new caches.
@@ -82,11 +82,13 @@ def transition(
         Rounds of re-sending failed points before giving up.
     exact_bound : bool, optional
         Passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``.
-    spare : list of numpy.ndarray, optional
+    spare : list of numpy.ndarray or Cache, optional
         Per worker, a C-contiguous ``uint8`` buffer no longer needed (the data of its cache of
-        epoch ``t - 1``): the new records are written over it when it is large enough, so a worker
-        alternates between two buffers instead of allocating one each epoch. The caller must not
-        use those buffers afterwards.
+        epoch ``t - 1``, or that cache itself): the new records are written over it when it is
+        large enough, so a worker alternates between two buffers instead of allocating one each
+        epoch. Given the cache, of records of many sizes, a new row is zeroed past its record only
+        up to the old record's length (the rest is zero already) instead of to the width. The
+        caller must not use those buffers afterwards.
     seed : int, optional
         The seed of the epoch orders, for the report.
 

@@ -354,21 +354,24 @@ def worker_transition(
     *,
     epoch: int,
     checksums: np.ndarray,
-    spare: np.ndarray | None = None,
+    spare: np.ndarray | Cache | None = None,
     with_digest: bool = False,
     tamper: Tamper | None = None,
 ) -> Generator[Post, Any, WorkerResult | None]:
     """Worker ``worker``'s role in one transition; returns its result, or None when the job ends.
 
-    ``spare`` is a buffer no longer needed (the cache of epoch ``t - 1``): the new records are
-    written over it when it fits; ``with_digest`` adds a digest of its bytes to its holdings;
-    ``tamper`` changes the frames it received (tests). Raises
+    ``spare`` is a buffer no longer needed (the cache of epoch ``t - 1``, or its rows): the new
+    records are written over it when it fits (of records of many sizes, each row zeroed only up
+    to the old record's length when ``spare`` is the cache); ``with_digest`` adds a digest of its
+    bytes to its holdings; ``tamper`` changes the frames it received (tests). Raises
     :class:`~coded_shuffle.errors.IntegrityError` when the master abandons the transition.
     """
     need = scheme.need(placements[1], worker)  # distinct ids, increasing
     # Everything a worker can make ready is made before the barrier that starts the delivery: a
     # worker late into the broadcast holds the master back (its large messages wait for them all).
-    out = scheme.prepare(cache, need, _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1])))
+    rows, zeroed = _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1]))
+    out = scheme.prepare(cache, need, rows)
+    zeroed = zeroed if out is rows else None
     given = scheme.give(link, worker, cache, placements, epoch=epoch)  # what it sends its peers, if any
     variable = cache.lengths is not None
     word = yield Post(READY)
@@ -377,7 +380,7 @@ def worker_transition(
     link.sync()
     taken = scheme.take(
         link, worker, cache, need, placements=placements, epoch=epoch, checksums=checksums,
-        variable=variable, out=out, tamper=tamper,
+        variable=variable, out=out, out_lengths=zeroed, tamper=tamper,
     )  # fmt: skip
     new, failed = taken.result.cache, taken.result.failed
     word = yield Post(_status(taken, failed, given))

@@ -142,14 +142,25 @@ def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) ->
     )
 
 
-def _spare_rows(spare: np.ndarray | None, cache: Cache, n: int, width: int) -> np.ndarray | None:
-    """Rows ``(n, width)`` carved from a spare buffer of an earlier epoch, or None if it does not fit."""
+def _spare_rows(
+    spare: np.ndarray | Cache | None, cache: Cache, n: int, width: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Rows ``(n, width)`` carved from a spare buffer of an earlier epoch, or None if it does not
+    fit; and, when the spare is a cache of records of many sizes in rows of this width, the
+    length past which each of those rows is zero (its records' lengths), or None."""
+    zeroed = None
+    if isinstance(spare, Cache):
+        if spare.lengths is not None and spare.data.ndim == 2 and spare.data.shape[1] == width:
+            zeroed = spare.lengths[:n]
+        spare = spare.data
     if spare is None or not isinstance(spare, np.ndarray) or spare.dtype != np.uint8:
-        return None
+        return None, None
     if not spare.flags.c_contiguous or not spare.flags.writeable or spare.size < n * width:
-        return None
+        return None, None
     rows = spare.reshape(-1)[: n * width].reshape(n, width)
-    return None if np.shares_memory(rows, cache.data) else rows
+    if np.shares_memory(rows, cache.data):
+        return None, None
+    return rows, (None if cache.lengths is None else zeroed)
 
 
 def pieces_dataset(dataset: Dataset, q: int) -> Dataset:
