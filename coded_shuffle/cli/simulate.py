@@ -324,6 +324,25 @@ def _format_elastic(d: dict[str, Any]) -> list[str]:
     ]
 
 
+#: :data:`_ELASTIC_COLUMNS` on records of different sizes: the loads in payload bytes beside the
+#: counts, and ``load/bound`` the ratio of the bytes.
+_SIZED_ELASTIC_COLUMNS = (
+    "epoch", "K", "load", "bound", "uncoded", "load MB", "bound MB", "load/bound", "uncoded MB", "source MB",
+    "peer MB", "verified", "seconds",
+)  # fmt: skip
+
+
+def _format_sized_elastic(d: dict[str, Any]) -> list[str]:
+    mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
+    load, bound = d["load_bytes"], d["bound_bytes"]
+    return [
+        str(d["transition"]["epoch"]), f"{d['K_before']} -> {d['K']}", str(d["symbols"]), str(d["bound"]),
+        str(d["transition"]["uncoded_symbols"]), mb(load), mb(bound), f"{load / bound:.3f}" if bound else "-",
+        mb(d["transition"]["uncoded_bytes"]), mb(d["source_bytes"]), mb(d["peer_bytes"]),
+        "yes" if d["verified"] else "NO", f"{d['transition']['seconds']:.3f}",
+    ]  # fmt: skip
+
+
 def _check_elastic(args: argparse.Namespace, counts: list[int]) -> None:
     """Refuse, naming the option, what a changing number of workers cannot run with."""
     from ..engine.elastic import ELASTIC_MODES
@@ -377,7 +396,10 @@ def _run_elastic(args: argparse.Namespace, counts: list[int]) -> int:
     )
     rows = [{"K_before": K, **rep.to_dict()} for K, rep in zip(counts, reports, strict=False)]
     head = f"strategy = {args.strategy}, order = {spec.name}"
-    return _print_changes(args, counts, rows, head, _format_elastic, _ELASTIC_COLUMNS, _print_elastic_footer)
+    table: tuple[Any, ...] = (_format_elastic, _ELASTIC_COLUMNS, _print_elastic_footer)
+    if dataset.lengths is not None:  # records of different sizes: the loads in bytes beside the counts
+        table = (_format_sized_elastic, _SIZED_ELASTIC_COLUMNS, _print_sized_elastic_footer)
+    return _print_changes(args, counts, rows, head, *table)
 
 
 def _print_changes(
@@ -466,6 +488,14 @@ def _print_elastic_footer() -> None:
     print("the next batches, which no delivery sends fewer than (bound MB: in payload bytes);")
     print("uncoded: every moved record alone. source MB: records no worker held (a leaving worker's),")
     print("from the source; peer MB: what the workers sent each other (exchange).")
+
+
+def _print_sized_elastic_footer() -> None:
+    """:func:`_print_elastic_footer`, on records of different sizes."""
+    _print_elastic_footer()
+    print("records of different sizes: load MB, the payload bytes of the load (coded: each XOR as long")
+    print("as its longer record); bound MB, the genie bound of the shuffle matrix in bytes, which no")
+    print("delivery sends fewer bytes than; load/bound, their ratio; uncoded MB, every moved record's.")
 
 
 _TRANSITIONS_HELP = (

@@ -241,10 +241,19 @@ def test_simulate_runs_records_of_different_sizes_in_bytes(mode, tmp_path, capsy
         first = min(auto[0]["predicted_seconds"].items(), key=lambda kv: kv[1] or float("inf"))[0]
         assert got.err.startswith(f"coded-shuffle: mode auto chose {first}: predicted ")
         assert {r["mode"] for r in auto} == {first}
-        # workers that come and go, on the same records
+        # workers that come and go, on the same records: the bound of the rectangular shuffle in bytes
+        # (a leaving worker's records, from the source, one more holder that wants nothing)
         assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode, "--json"]) == 0
         elastic = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [(d["K"], d["verified"]) for d in elastic] == [(2, True), (3, True)]
+        owners = [epoch_placement(sizes.size, k, seed=0, epoch=t).owner for t, k in enumerate([3, 2, 3])]
+        for t, d in enumerate(elastic, start=1):
+            S_B = np.zeros((3, 3), dtype=np.int64)
+            np.add.at(S_B, (owners[t - 1], owners[t]), sizes)
+            assert d["bound_bytes"] == brute_bound(S_B) <= d["load_bytes"] == d["transition"]["coded_bytes"]
+            assert d["transition"]["uncoded_bytes"] == S_B.sum() - np.trace(S_B)
+        assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode]) == 0
+        assert "load MB  bound MB  load/bound  uncoded MB" in capsys.readouterr().out
 
 
 def _digests(records: list[bytes], K: int, seed: int, epoch: int) -> list[str]:
@@ -299,6 +308,8 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
     # with a storage, coded by the master (the exchange among peers: tests/loader/test_peers.py)
     jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2",
                           "--mode", "coded"]))  # fmt: skip
+    # workers that come and go (a worker joins from an empty slot, then one leaves), every mode
+    jobs.append((records, "2,3,2", ["--data", path, "--mode", "all", "--transitions", "2"]))
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
         cmd.append("--json")
@@ -308,6 +319,9 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         if "--storage" in options:
             _check_stored(rows, big, K, 4, options[-1])
             continue
+        if isinstance(workers, str):
+            _check_elastic(rows, written, [int(k) for k in workers.split(",")], 4)
+            continue
         sizes = np.array([len(r) for r in written])
         modes = ["coded", "uncoded", "exchange"] if workers == 2 else [options[options.index("--mode") + 1]]
         assert [r["mode"] for r in rows] == modes * (len(rows) // len(modes)) and rows
@@ -315,6 +329,47 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
             _check_bytes(r, sizes, workers, 4)
             _check_times(r, sizes, workers, 4, measured=True)
             assert r["digests"] == _digests(written, workers, 4, r["epoch"])
+
+
+def _check_elastic(rows: list[dict], records: list[bytes], counts: list[int], seed: int) -> None:
+    """A job of ``counts[t]`` workers at epoch ``t`` on ``records`` of different sizes, in every
+    mode, against the bytes counted here from the records written: epoch ``t``'s batches those of
+    ``order_placement(N, K_t)`` on the first ``K_t`` of the job's slots, the others empty; the byte
+    matrix of the rectangular ``K_t x K_{t+1}`` shuffle padded with zero rows and columns; its
+    genie bound by brute force over every order of the slots; and each slot's digest."""
+    import hashlib
+
+    from coded_shuffle.orders import order_placement
+
+    sizes, K = np.array([len(r) for r in records]), max(counts)
+    width = int(sizes.max())
+    owners = [
+        np.asarray(order_placement(sizes.size, k, seed=seed, epoch=t).owner) for t, k in enumerate(counts)
+    ]
+    modes = ("coded", "uncoded", "exchange")
+    assert [(r["epoch"], r["mode"]) for r in rows] == [(t, m) for t in range(1, len(counts)) for m in modes]
+    for r in rows:
+        t = r["epoch"]
+        S_B = np.zeros((K, K), dtype=np.int64)
+        np.add.at(S_B, (owners[t - 1], owners[t]), sizes)
+        moved = S_B.sum() - np.trace(S_B)
+        down = max(S_B[:, j].sum() - S_B[j, j] for j in range(K))
+        assert r["verified"] and r["records_checked"] == sizes.size and r["K"] == K
+        assert r["uncoded_bytes"] == moved and r["download_bound_bytes"] == down
+        assert r["lower_bound_bytes"] == brute_bound(S_B) and r["lower_bound_bytes_exact"]
+        assert brute_bound(S_B) <= r["coded_bytes"] <= moved
+        sent = {"coded": r["coded_bytes"], "uncoded": moved, "exchange": moved}[r["mode"]]
+        assert r["payload_bytes"] + r["exchange_bytes"] == sent
+        if r["mode"] == "exchange":  # each worker receives exactly what it misses
+            assert r["max_received_bytes"] == down
+        digests = []
+        for k in range(K):
+            ids = np.flatnonzero(owners[t] == k).astype("<i8")  # none on a slot past K_t
+            h = hashlib.blake2b(digest_size=16)
+            h.update(ids.tobytes())
+            h.update(b"".join(records[i].ljust(width, b"\0") for i in ids))
+            digests.append(h.hexdigest())
+        assert r["digests"] == digests
 
 
 def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mode: str) -> None:
