@@ -185,7 +185,9 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
     if source.record_bytes is None:  # records of different sizes
         filled.sizes = np.asarray(source.sizes)
         problem = sizes_refusal(args.data, filled.sizes, {
-            f"--storage {args.storage} --network": args.storage != 1 and args.network is not None,
+            # the exchange on racks chooses its senders by counts of pieces
+            f"--storage {args.storage} --network with racks": args.storage != 1
+            and "racks=" in str(args.network),
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",
         })  # fmt: skip
@@ -216,7 +218,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     _check_simulate(args)
     check_storage_option(args, args.workers, args.record_bytes)
-    network = network_option(args, racked_storage=True)  # the exchange on racks: every storage
+    network = network_option(args, racked_storage=True, stored=True)  # the exchange on racks: every storage
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
     groups += ["feistel"] if spec.name == "feistel" else []
@@ -266,10 +268,11 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     if not args.json:
         print_table(iter(rows), _columns(bound is not None), sys.stdout)
         _print_footer(args, mode)
-        if network is not None and args.storage == 1 and sizes is not None:  # in bytes
-            print("\n".join(sized_time_lines(reports, sizes)))
-        elif network is not None and args.storage == 1:  # the times are those of whole records
-            print_times(reports)
+        timed = [r for r in reports if r["network"] is not None]  # a storage on racks: not timed
+        if timed and sizes is not None:  # in bytes
+            print("\n".join(sized_time_lines(timed, sizes)))
+        elif timed:
+            print_times(timed)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -282,7 +285,7 @@ def _mode(args: argparse.Namespace, spec: Any, network: Any) -> tuple[str, str]:
     if args.mode != "auto":
         return args.mode, ""
     return auto_mode(args.points, args.workers, args.seed, spec, args.record_bytes, network, args.strategy,
-                     sizes=getattr(args, "sizes", None))  # fmt: skip
+                     sizes=getattr(args, "sizes", None), storage=args.storage)  # fmt: skip
 
 
 def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | StorageByteBound | None:

@@ -112,11 +112,12 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     tokens, _ = _tokens(tmp_path)
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
-    # records of different sizes run with a storage (coded or exchanged, in process and over MPI)
-    # without a network's times (run refuses a network with any storage), and not into run's
-    # cache files
+    # records of different sizes run with a storage (coded or exchanged, in process and over MPI),
+    # timed on a network without racks (the exchange on racks chooses its senders by counts of
+    # pieces), and not into run's cache files
     var = [*base, "--data", str(tmp_path / "var")]
-    cases = [(["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")]
+    racks = ["--network", "up=1,down=1,racks=1x3,rack-up=1", "--mode", "exchange"]
+    cases = [(["--storage", "2", *racks], "--storage 2 --network with racks")]
     if command == "run":
         cases = [(["--cache-dir", str(tmp_path / "c")], "--cache-dir")]
     for option, named in cases:
@@ -254,6 +255,66 @@ def test_simulate_runs_records_of_different_sizes_in_bytes(mode, tmp_path, capsy
             assert d["transition"]["uncoded_bytes"] == S_B.sum() - np.trace(S_B)
         assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode]) == 0
         assert "load MB  bound MB  load/bound  uncoded MB" in capsys.readouterr().out
+
+
+def test_simulate_times_a_storage_of_records_of_different_sizes(tmp_path, capsys):
+    """With a storage of 2 batches on files of 2 to 6 KiB (each cut into 2 pieces by its own
+    length, ``[p L // 2, (p + 1) L // 2)``), each row's times on :data:`NET` against the bytes
+    counted here: what each worker misses (the pieces of its next batch it does not hold), the
+    busiest upload the exchange measured, the coded bytes the master sent; where the workers cannot
+    send, the genie bound of the pieces by brute force over every order of the workers; and
+    ``--mode auto`` runs the mode of least predicted time."""
+    import itertools
+
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+
+    rng = np.random.default_rng(8)
+    records = [rng.bytes(int(rng.integers(2048, 6145))) for _ in range(30)]
+    os.mkdir(tmp_path / "big")
+    for i, r in enumerate(records):
+        (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
+    sizes = np.array([len(r) for r in records])
+    piece = {(i, p): (p + 1) * L // 2 - p * L // 2 for i, L in enumerate(sizes) for p in (0, 1)}
+    scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
+    schedule = EpochSchedule(N=sizes.size, K=K, seed=4, spec=OrderSpec(), scheme=scheme)
+    held, epochs = [], schedule.epoch(0)
+    for _ in range(3):
+        held.append([{(int(u) // 2, int(u) % 2) for u in scheme.held(epochs.held, k)} for k in range(K)])
+        epochs = schedule.epoch(epochs.t + 1, epochs)
+    argv = ["simulate", "-K", str(K), "--seed", "4", "--data", str(tmp_path / "big"), "--storage", "2"]
+    argv.append("--json")
+    for mode, net in (("coded", NET), ("exchange", NET), ("coded", "master=100,down=100,multicast")):
+        assert main([*argv, "--mode", mode, "--network", net]) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        for r in rows:
+            t, owner = r["epoch"], epoch_placement(sizes.size, K, seed=4, epoch=r["epoch"]).owner
+            lack = [(j, (i, p)) for i, j in enumerate(owner) for p in (0, 1) if (i, p) not in held[t - 1][j]]
+            d = max(sum(piece[x] for j, x in lack if j == k) for k in range(K))
+            holders = {x: {k for k in range(K) if x in held[t - 1][k]} for _, x in lack}
+            genie = max(
+                sum(piece[x] for j, x in lack if all(order.index(h) > order.index(j) for h in holders[x]))
+                for order in itertools.permutations(range(K))
+            )
+            p, rates = r["predicted_seconds"], RATES
+            assert r["verified"] and r["network"] == net and p["uncoded"] is p["split"] is None
+            if net == NET:
+                assert r["time_bound_seconds"] == pytest.approx(d / rates["down"])
+                sent = r["payload_bytes"] if mode == "coded" else r["max_sent_bytes"]
+                # the coded broadcast's bytes on the slowest link (a chain of relays without multicast)
+                exchange = max(d / rates["down"], sent / rates["up"])
+                assert p[mode] == pytest.approx(sent / min(rates.values()) if mode == "coded" else exchange)
+            else:  # no worker uplinks: the master's broadcast alone, its bytes against the genie bound
+                assert p["exchange"] is None and r["lower_bound_bytes"] == genie
+                assert r["time_bound_seconds"] == pytest.approx(max(d, genie) / rates["master"])
+                assert p["coded"] == pytest.approx(r["payload_bytes"] / rates["master"])
+    assert main([*argv, "--mode", "auto", "--network", NET]) == 0
+    got = capsys.readouterr()
+    auto = [json.loads(line) for line in got.out.splitlines()]
+    first = min(auto[0]["predicted_seconds"].items(), key=lambda kv: kv[1] or float("inf"))[0]
+    assert got.err.startswith(f"coded-shuffle: mode auto chose {first}: predicted ")
+    assert {r["mode"] for r in auto} == {first}
 
 
 def _digests(records: list[bytes], K: int, seed: int, epoch: int) -> list[str]:

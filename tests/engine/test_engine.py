@@ -271,7 +271,7 @@ def test_run_on_a_network_reports_the_times_and_auto_chooses_by_them():
     [
         ({"mode": "auto"}, ValueError, "'mode' can be 'auto' only with a 'network'"),
         ({"network": "down=100"}, TypeError, "'network' must be a Network or None, not str"),
-        ({"network": "NET", "storage": 2}, ValueError, "'network' applies to one batch a worker"),
+        ({"network": "RACKS", "storage": 2}, ValueError, "'network' applies to one batch a worker"),
         ({"network": "NET", "subpackets": 2}, ValueError, "'network' applies to one batch a worker"),
     ],
 )
@@ -280,5 +280,7 @@ def test_run_on_a_network_refuses_what_it_cannot_time(kwargs, error, message):
 
     if kwargs.get("network") == "NET":
         kwargs = {**kwargs, "network": Network.parse("down=100,up=100")}
+    if kwargs.get("network") == "RACKS":  # a storage on racks takes the exchange (a storage elsewhere: timed)
+        kwargs = {**kwargs, "network": Network.parse("down=100,up=100,racks=2x2,rack-up=50")}
     with pytest.raises(error, match=message):
         simulate(K=4, N=800, record_bytes=512, epochs=1, seed=0, **kwargs)

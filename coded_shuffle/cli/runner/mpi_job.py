@@ -354,7 +354,7 @@ def job_refusal(
     sized = (
         (job.storage != 1 and not set(MODES.get(job.mode, ("auto",))) <= {"coded", "exchange"},
          f"{stored} --mode {job.mode}"),  # fmt: skip
-        (job.storage != 1 and job.network is not None, f"{stored} --network"),  # times of whole records
+        (job.storage != 1 and "racks=" in str(job.network), f"{stored} --network with racks"),  # by counts
         (job.cache_dir is not None, "--cache-dir"),  # cache files of records of one size
     )
     for given, flag in sized:
