@@ -368,7 +368,7 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
         (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
     # with a storage, coded by the master (the exchange among peers: tests/loader/test_peers.py)
     jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2",
-                          "--mode", "coded"]))  # fmt: skip
+                          "--network", NET, "--mode", "coded"]))  # fmt: skip
     # workers that come and go (a worker joins from an empty slot, then one leaves), every mode
     jobs.append((records, "2,3,2", ["--data", path, "--mode", "all", "--transitions", "2"]))
     for written, workers, options in jobs:
@@ -438,18 +438,23 @@ def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mod
     is cut into 2 pieces): every transition verified and equal in bytes to the in-process engine's
     on the same records and seed, and each worker's pieces, by their digest, the bytes of the
     records written, piece ``p`` of a record of ``L`` bytes being its bytes
-    ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest piece."""
+    ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest piece; on :data:`NET`, the
+    times of those pieces the in-process engine gives (``test_simulate_times_a_storage_...``
+    checks them against the bytes counted from the records), measured against their bound."""
     import hashlib
 
     from coded_shuffle.codec import load_dataset
     from coded_shuffle.engine import run, scheme_for
     from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.network import Network
     from coded_shuffle.orders import OrderSpec
 
     sizes = np.array([len(r) for r in records])
     width = -(-int(sizes.max()) // 2)
     pieces = [r[p * len(r) // 2 : (p + 1) * len(r) // 2].ljust(width, b"\0") for r in records for p in (0, 1)]
-    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2, mode=mode).transitions
+    net = Network.parse(NET)
+    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2, mode=mode, network=net)
+    engine = engine.transitions
     scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
     schedule = EpochSchedule(N=sizes.size, K=K, seed=seed, spec=OrderSpec(), scheme=scheme)
     now = schedule.epoch(0)
@@ -460,6 +465,9 @@ def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mod
         want = ref.to_dict()
         for key in ("coded_bytes", "uncoded_bytes", "wire_bytes", "exchange_bytes", "coded_symbols"):
             assert r[key] == want[key], key
+        assert r["network"] == NET and r["predicted_seconds"] == pytest.approx(want["predicted_seconds"])
+        assert r["time_bound_seconds"] == pytest.approx(want["time_bound_seconds"])
+        assert r["time_gap"] == pytest.approx(r["seconds"] / r["time_bound_seconds"] - 1)
         assert r["lower_bound_bytes"] <= r["coded_bytes"] < r["uncoded_bytes"]
         if mode == "exchange":  # each worker receives exactly the pieces it misses
             assert r["exchange_bytes"] == r["uncoded_bytes"]
