@@ -136,11 +136,9 @@ def storage_times(
     - ``coded``: the coded plan's bytes (``coded_bytes``, else planned here with ``strategy``,
       :func:`~coded_shuffle.storage.plan_storage`) on the master's uplink and every downlink (each
       worker hears every symbol, with ``snooping`` too), without multicast on the relays' uplinks;
-    - ``uncoded`` (records of one size): every missing piece from the master, ``sum_j d_j`` on its
-      uplink, ``d_j`` on worker ``j``'s downlink;
     - ``exchange``: ``d_j`` on each downlink, and the busiest upload of the senders the exchange
       chooses (:func:`~coded_shuffle.plan.assign_senders`, the least busiest upload, in bytes);
-    - no ``split`` (it keeps one batch a worker).
+    - no ``uncoded`` nor ``split``: neither takes a storage.
 
     Examples
     --------
@@ -149,7 +147,7 @@ def storage_times(
     >>> now = s.epoch(0)
     >>> t = storage_times(s.scheme, now.held, s.epoch(1, now).held, width=1000,
     ...                   network=Network.parse("master=100,up=100,down=100"))
-    >>> t.choice, t.bound_seconds == t.predicted_seconds["exchange"], t.predicted_seconds["split"]
+    >>> t.choice, t.bound_seconds == t.predicted_seconds["exchange"], t.predicted_seconds["uncoded"]
     ('exchange', True, inf)
     """
     lengths = unit_lengths(scheme)
@@ -162,8 +160,7 @@ def storage_times(
     master, up, down = (0.0 if r is None else r * 1e6 / 8 for r in (network.master, network.up, network.down))
     coded = float(coded_bytes)
     loads = Loads(missing, upload, float(size.sum()), coded, coded, master, up, down, network.multicast)
-    runs = ("coded", "exchange") if lengths is not None else ("coded", "uncoded", "exchange")
-    predicted = {m: PREDICTIONS[m](loads) if m in runs else math.inf for m in MODES}
+    predicted = {m: PREDICTIONS[m](loads) if m in ("coded", "exchange") else math.inf for m in MODES}
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
         raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
