@@ -134,8 +134,10 @@ def storage_times(
       where the workers cannot send, ``L / master`` with ``L`` the genie bound of the pieces'
       demand in bytes (:func:`~coded_shuffle.storage.demand_lower_bound`, weighted by their sizes);
     - ``coded``: the coded plan's bytes (``coded_bytes``, else planned here with ``strategy``,
-      :func:`~coded_shuffle.storage.plan_storage`) on the master's uplink and every downlink (each
-      worker hears every symbol, with ``snooping`` too), without multicast on the relays' uplinks;
+      :func:`~coded_shuffle.storage.plan_storage`; none beyond
+      :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers) on the master's uplink and every
+      downlink (each worker hears every symbol, with ``snooping`` too), without multicast on the
+      relays' uplinks;
     - ``exchange``: ``d_j`` on each downlink, and the busiest upload of the senders the exchange
       chooses (:func:`~coded_shuffle.plan.assign_senders`, the least busiest upload, in bytes);
     - no ``uncoded`` nor ``split``: neither takes a storage.
@@ -156,9 +158,12 @@ def storage_times(
     missing = float(np.bincount(wanter, weights=size, minlength=held.K).max(initial=0))
     upload = float(assigned.uploads.max(initial=0)) * (width if lengths is None else 1)
     if coded_bytes is None:
-        coded_bytes = _storage_coded_bytes(held, held_next, lengths, width, strategy)
+        from ..storage import STORAGE_MAX_K
+
+        if held.K <= STORAGE_MAX_K:  # beyond, no coded plan of a storage (the exchange's alone)
+            coded_bytes = _storage_coded_bytes(held, held_next, lengths, width, strategy)
     master, up, down = (0.0 if r is None else r * 1e6 / 8 for r in (network.master, network.up, network.down))
-    coded = float(coded_bytes)
+    coded = math.inf if coded_bytes is None else float(coded_bytes)
     loads = Loads(missing, upload, float(size.sum()), coded, coded, master, up, down, network.multicast)
     predicted = {m: PREDICTIONS[m](loads) if m in ("coded", "exchange") else math.inf for m in MODES}
     choice = min(MODES, key=lambda m: predicted[m])
