@@ -151,17 +151,17 @@ def _mode_on(
     net = check_network(network, mode, name="mode")
     if net is None:
         return mode
-    racked = mode == "exchange" and net.racks is not None and subpackets == 1  # senders on racks
-    if (storage != 1 and not racked) or subpackets != 1:
+    racked = mode == "exchange" and subpackets == 1  # on racks, senders chosen by their links
+    if (storage != 1 and net.racks is not None and not racked) or subpackets != 1:
         raise ValueError(
-            "Argument 'network' applies to one batch a worker of whole records, "
-            f"not storage = {storage}, subpackets = {subpackets}."
+            "Argument 'network' applies to one batch a worker of whole records (a storage of pieces without "
+            f"racks, or the exchange's on racks), not storage = {storage}, subpackets = {subpackets}."
         )
     if mode != "auto":
         return mode
     times = predicted_times(
         dataset.N, K, seed=seed, spec=order or OrderSpec(), epoch=0, record_bytes=dataset.record_bytes,
-        network=net, strategy=strategy, sizes=dataset.lengths,
+        network=net, strategy=strategy, sizes=dataset.lengths, storage=storage,
     )  # fmt: skip
     return times.choice
 
@@ -234,13 +234,14 @@ def run(
         mode of the least predicted time of the first transition on it
         (:func:`~.schedule.predicted_times`).
     network : Network, optional
-        A network (:class:`coded_shuffle.network.Network`, one batch a worker and whole records):
-        every report then has the transition's time bound on it and each mode's predicted time
-        (its ``on_network`` section, :func:`~coded_shuffle.engine.report.on_network`; no
-        ``time_gap``: in process no network carries the bytes), in bytes where the records'
-        sizes differ (:func:`~coded_shuffle.network.predict_bytes`). With racks the exchange chooses
-        its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for every
-        ``storage`` (above one batch, without the times).
+        A network (:class:`coded_shuffle.network.Network`, whole records): every report then has
+        the transition's time bound on it and each mode's predicted time (its ``on_network``
+        section, :func:`~coded_shuffle.engine.report.on_network`; no ``time_gap``: in process no
+        network carries the bytes), in bytes where the records' sizes differ
+        (:func:`~coded_shuffle.network.predict_bytes`), in the bytes of the pieces with a
+        ``storage`` above one batch (:func:`~.schedule.storage_times`). With racks the exchange
+        chooses its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for
+        every ``storage`` (above one batch, without the times; the other modes then take one batch).
 
     Returns
     -------

@@ -41,6 +41,7 @@ from ..network import Network, predict_bytes
 from ..orders import Placement
 from ..transport import Transport
 from .report import Exchange, Job, OnNetwork, Split, TransitionReport, Units, Wire, network_times, on_network
+from .schedule import storage_times
 from .schemes import Encoded, Given, Planned, Scheme, Taken, Tamper, send
 from .state import _spare_rows, digest
 
@@ -269,7 +270,7 @@ def master_transition(
         wire=wire, units=units, exchange=_exchange(first),
         split=None if encoded.split_uplink_bound is None else Split(encoded.split_uplink_bound),
         on_network=_on_network(opts, planned, p_t, p_t1, record_bytes=B, seconds=seconds, units=units,
-                               sizes=dataset.lengths),
+                               sizes=dataset.lengths, scheme=scheme, width=dataset.record_bytes),
         job=_job(held, bcast),
     )  # fmt: skip
 
@@ -302,12 +303,20 @@ def _wire(
 
 def _on_network(
     opts: MasterOptions, planned: Planned, p_t: Placement, p_t1: Placement, *, record_bytes: int,
-    seconds: float, units: Units, sizes: np.ndarray | None,
+    seconds: float, units: Units, sizes: np.ndarray | None, scheme: Scheme, width: int,
 ) -> OnNetwork | None:  # fmt: skip
-    """The transition's times on ``opts.network``, if one is given; only for one batch of whole
-    records (the network's times count whole records), every link's load in bytes where their
-    ``sizes`` differ (:func:`~coded_shuffle.network.predict_bytes`)."""
-    if opts.network is None or (units.storage, units.subpackets) != (1, 1):
+    """The transition's times on ``opts.network``, if one is given: of one batch of whole records,
+    every link's load in bytes where their ``sizes`` differ
+    (:func:`~coded_shuffle.network.predict_bytes`), or of a storage's pieces (``width`` bytes, or
+    the scheme's lengths, :func:`~.schedule.storage_times`); none of sub-packets, nor of a storage
+    on racks (whose exchange chooses its senders by their links)."""
+    if opts.network is None:
+        return None
+    if units.storage > 1 and opts.network.racks is None:
+        times = storage_times(scheme, p_t, p_t1, network=opts.network, width=width,
+                              coded_bytes=planned.coded_bytes, strategy=opts.strategy)  # fmt: skip
+        return network_times(times, opts.network, seconds=seconds, measured=opts.measured)
+    if (units.storage, units.subpackets) != (1, 1):
         return None
     if sizes is not None:
         times = predict_bytes(p_t, p_t1, sizes=sizes, network=opts.network, strategy=opts.strategy)

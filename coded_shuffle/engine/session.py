@@ -327,7 +327,8 @@ class Session:
         assert k is not None
         cache = units_of(self.schemes[0], source, held, k, width)
         with self.setup(stage):
-            got = self.link.allgather((cache.ids, record_checksums(cache.data, cache.lengths)))
+            sums = record_checksums(cache.data, cache.lengths) if len(cache) else np.empty(0, np.uint64)
+            got = self.link.allgather((cache.ids, sums))
         table = np.zeros(n_units, dtype=np.uint64)
         for ids, sums in got:
             table[ids] = sums
