@@ -91,7 +91,7 @@ def _check_simulate(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
         )
-    if args.mode == "uncoded" and args.storage > 1:
+    if args.mode in ("uncoded", "split") and args.storage > 1:
         raise UsageError(f"--storage above 1 applies to --mode coded or exchange, not --mode {args.mode}")
 
 
