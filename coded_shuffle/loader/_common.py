@@ -386,20 +386,30 @@ def _store(
 
 def _scheme_on(
     network: object, scheme: str | Scheme, dataset: Dataset, K: int, seed: int, spec: OrderSpec,
-    storage: object, *, epoch: int, strategy: str,
+    storage: object, *, epoch: int, strategy: str, balance: str = "count",
 ) -> str | Scheme:  # fmt: skip
     """A loader's ``scheme``, checked against ``network``; ``auto`` resolved on it: of the loaders'
-    schemes, the one of least predicted time of transition ``epoch -> epoch + 1`` (in bytes where
-    the records' sizes differ)."""
+    schemes, the one of least predicted time of transition ``epoch -> epoch + 1`` of the batches
+    cut by ``balance`` (in bytes where the records' sizes differ; with a storage of ``M > 1``
+    batches, in the bytes of its pieces, each record cut by its own length where sizes differ,
+    :func:`~coded_shuffle.engine.schedule.storage_times`, on a network without racks)."""
     net = check_network(network, "auto", name="scheme")  # given, or asked for by 'auto'
     assert net is not None
-    if storage != 1:
-        raise ValueError(f"Argument 'network' applies to one batch a worker, not storage = {storage!r}.")
+    M = 1
+    if storage != 1:  # checked for these records before it is timed (auto: as the coded scheme's)
+        mode = "coded" if scheme == "auto" else scheme
+        M = _store(storage, dataset.record_bytes, K, mode=mode, variable=dataset.variable,
+                   sizes=dataset.lengths).M  # fmt: skip
+    if M != 1 and net.racks is not None:
+        raise ValueError(
+            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
+            f"not {net.racks_part!r}."
+        )
     if scheme != "auto":
         return scheme
     times = predicted_times(
         dataset.N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=dataset.record_bytes,
-        network=net, strategy=strategy, sizes=dataset.lengths,
+        network=net, strategy=strategy, sizes=dataset.lengths, storage=M, balance=balance,
     )  # fmt: skip
     p = times.predicted_seconds
     return min(_training(), key=lambda m: p[m])  # a network no mode can use raised above
