@@ -417,12 +417,16 @@ def _scheme_on(
 
 def choose_scheme(
     N: int, record_bytes: int, ranks: int, *, seed: int, order: object, start_epoch: int, network: object,
-    strategy: str = "greedy",
+    strategy: str = "greedy", sizes: np.ndarray | None = None, storage: int = 1, balance: str = "count",
 ) -> tuple[str, str]:  # fmt: skip
     """``scheme="auto"`` of a job of ``ranks`` processes: the master's coded broadcast to
     ``ranks - 1`` workers, or the exchange among ``ranks`` peers, whichever has the least
     predicted time of transition ``start_epoch -> start_epoch + 1`` on ``network``; returns it
-    and the one line that says why.
+    and the one line that says why. ``sizes`` (each record's bytes, where they differ; the widest
+    ``record_bytes``), ``storage`` and ``balance`` as the job's
+    (:func:`~coded_shuffle.engine.schedule.predicted_times`): with a storage of ``M > 1``
+    batches, the times of its pieces (a network without racks), and a scheme whose workers are
+    fewer than ``M`` cannot run.
 
     Examples
     --------
@@ -434,12 +438,19 @@ def choose_scheme(
     net = check_network(network, "auto", name="scheme")
     assert net is not None
     spec = _order_spec(order, N)
+    M = check_int(storage, "storage", minimum=1)
+    if M != 1 and net.racks is not None:
+        raise ValueError(
+            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
+            f"not {net.racks_part!r}."
+        )
 
     def time_of(mode: str, K: int) -> float:
-        if K < 1:
+        if K < max(1, M):
             return float("inf")
         times = predicted_times(N, K, seed=seed, spec=spec, epoch=start_epoch, record_bytes=record_bytes,
-                                network=net, strategy=strategy)  # fmt: skip
+                                network=net, strategy=strategy, sizes=sizes, storage=M,
+                                balance=check_balance(balance))  # fmt: skip
         return times.predicted_seconds[mode]
 
     # each scheme the loaders offer, on the job's ranks: all workers among peers, else one the master
