@@ -351,8 +351,7 @@ def job_refusal(
         if problem is not None:
             return problem
     stored = f"--storage {job.storage}"
-    # auto (the launcher's): with a storage it chooses the coded broadcast or the exchange, whose
-    # times alone a storage has (engine.schedule.storage_times)
+    # auto (the launcher's) with a storage chooses coded or exchange (engine.schedule.storage_times)
     sized = (
         (job.storage != 1 and not set(MODES.get(job.mode, ("coded", "exchange"))) <= {"coded", "exchange"},
          f"{stored} --mode {job.mode}"),  # fmt: skip
@@ -445,21 +444,6 @@ def records_text(K: int, N: int, B: int, lengths: np.ndarray | None, *, peers: b
     """
     head = f"K = {K}{' peers' if peers else ''}, N = {N}"
     return f"{head}, record = {B} B" if lengths is None else f"{head}, records of {sizes_text(lengths)}"
-
-
-def bound_sizes(bound: ByteBound | StorageByteBound | None) -> np.ndarray | None:
-    """The records' sizes a bound in bytes weighs (with a storage, those its pieces are cut from:
-    its scheme's), None for records of one size: the time lines then say them, not the widest.
-
-    >>> from coded_shuffle.engine.schedule import EpochSchedule
-    >>> s = EpochSchedule(N=3, K=2, seed=0, spec=OrderSpec(), scheme=scheme_for("coded", K=2, storage=2,
-    ...                   sizes=[3000, 1101, 2048]))
-    >>> bound_sizes(StorageByteBound(s)).tolist(), bound_sizes(None)
-    ([3000, 1101, 2048], None)
-    """
-    if isinstance(bound, StorageByteBound):
-        return getattr(bound.schedule.scheme.holding, "sizes", None)  # type: ignore[attr-defined]
-    return None if bound is None else bound.sizes
 
 
 class Results:
@@ -557,7 +541,7 @@ class Results:
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
         if self.table and self._timed:
-            sizes = bound_sizes(self.bound)  # in bytes on records of different sizes
+            sizes = None if self.bound is None else self.bound.sizes  # records of different sizes
             for line in time_lines(self._timed) if sizes is None else sized_time_lines(self._timed, sizes):
                 self._print(line)
         if self.out is not None and self.out is not self.res:
