@@ -84,7 +84,7 @@ class EpochSchedule:
 
 def predicted_times(
     N: int, K: int, *, seed: int, spec: OrderSpec, epoch: int, record_bytes: int, network: Network,
-    strategy: str = "greedy", sizes: np.ndarray | None = None, storage: int = 1,
+    strategy: str = "greedy", sizes: np.ndarray | None = None, storage: int = 1, balance: str = "count",
 ) -> TransitionTimes:  # fmt: skip
     """The time bound and each mode's predicted time (:func:`coded_shuffle.network.predict`) of
     transition ``epoch -> epoch + 1`` of these epochs, records of ``record_bytes``, on
@@ -92,6 +92,8 @@ def predicted_times(
     each of the ``N`` records, where they differ; every link's load then counts them
     (:func:`coded_shuffle.network.predict_bytes`) and ``record_bytes`` is not used. ``storage``:
     ``M``, batches each worker stores; above 1, the times of its pieces (:func:`storage_times`).
+    ``balance``: how the epochs are cut into batches, of equal counts or (``"bytes"``) of equal
+    bytes within one record (:class:`EpochSchedule`), as the job that is timed cuts them.
 
     Examples
     --------
@@ -104,7 +106,10 @@ def predicted_times(
     scheme = scheme_for("coded", K=K)
     if storage > 1:  # pieces of records of many sizes cut by their own lengths
         scheme = scheme_for("coded", K=K, storage=storage, record_bytes=record_bytes, sizes=sizes)
-    schedule = EpochSchedule(N=N, K=K, seed=seed, spec=spec, scheme=scheme)
+    cut = None  # the batches cut by count, else by the records' bytes (all of record_bytes, or sizes)
+    if balance != "count":
+        cut = np.full(N, record_bytes, dtype=np.int64) if sizes is None else sizes
+    schedule = EpochSchedule(N=N, K=K, seed=seed, spec=spec, scheme=scheme, sizes=cut, balance=balance)
     now = schedule.epoch(epoch)
     if storage > 1:
         after = schedule.epoch(epoch + 1, now)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,6 +156,20 @@ def test_run_passes_the_path_and_its_format_to_the_ranks(tmp_path, capsys, monke
     assert args[1] == ["--data", files, "--format", "files", "--mode", "exchange"]
     assert seen[1][:3] == ["mpiexec", "-n", str(K)]  # a job of peers, each rank reads its own records
     assert capsys.readouterr().err == ""  # nothing copied, nothing to say
+    # --mode auto with a storage on records of different sizes: the coded broadcast or the exchange
+    # (the only modes a storage has times of), the one of least predicted time of the pieces
+    # (:func:`test_simulate_times_a_storage_of_records_of_different_sizes` counts them), said in one line
+    big = _big_files(tmp_path)
+    stored = ["run", "-K", str(K), "--seed", "4", "--data", big, "--storage", "2", "--mode", "auto"]
+    stored.append("--network")
+    slow_master = "master=10,up=50,down=100"
+    for net, mode, ranks in ((slow_master, "exchange", K), (NET + ",multicast", "coded", K + 1)):
+        assert main([*stored, net]) == 0
+        cmd = seen[-1]
+        given = cmd[cmd.index("--mode") + 1] if "--mode" in cmd else "coded"  # the default, not passed on
+        assert cmd[:3] == ["mpiexec", "-n", str(ranks)] and given == mode
+        assert capsys.readouterr().err.startswith(f"coded-shuffle: mode auto chose {mode}: predicted ")
+    assert "--mode auto needs --network SPEC" in _refusal(stored[:-1], capsys)  # nothing to choose on
 
 
 def _variable_files(tmp_path, n: int = 40) -> tuple[str, list[bytes]]:
@@ -165,6 +180,15 @@ def _variable_files(tmp_path, n: int = 40) -> tuple[str, list[bytes]]:
     for i, r in enumerate(records):
         (tmp_path / "docs" / f"{i:03d}.bin").write_bytes(r)
     return str(tmp_path / "docs"), records
+
+
+def _big_files(tmp_path) -> str:
+    """A directory of 30 files of 2 to 6 KiB of random bytes (cut into 2 pieces by a storage of 2)."""
+    rng = np.random.default_rng(8)
+    os.mkdir(tmp_path / "big")
+    for i in range(30):
+        (tmp_path / "big" / f"{i:03d}.bin").write_bytes(rng.bytes(int(rng.integers(2048, 6145))))
+    return str(tmp_path / "big")
 
 
 def _byte_matrix(sizes: np.ndarray, K: int, seed: int, epoch: int) -> np.ndarray:
@@ -366,19 +390,28 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
     os.mkdir(tmp_path / "big")
     for i, r in enumerate(big):
         (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
-    # with a storage, coded by the master (the exchange among peers: tests/loader/test_peers.py)
+    # with a storage, --mode auto on a network that multicasts: the coded broadcast, by the master
+    # (the exchange among peers: tests/loader/test_peers.py); the table on standard output
+    stored = NET + ",multicast"
     jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2",
-                          "--network", NET, "--mode", "coded"]))  # fmt: skip
+                          "--mode", "auto", "--network", stored]))  # fmt: skip
     # workers that come and go (a worker joins from an empty slot, then one leaves), every mode
     jobs.append((records, "2,3,2", ["--data", path, "--mode", "all", "--transitions", "2"]))
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
-        cmd.append("--json")
+        to = str(tmp_path / "rows.json") if "--storage" in options else "-"  # the table, and JSON lines
+        cmd += ["--json", to]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
         assert proc.returncode == 0, proc.stderr
-        rows = [json.loads(line) for line in proc.stdout.splitlines()]
+        out = proc.stdout if to == "-" else Path(to).read_text()
+        rows = [json.loads(line) for line in out.splitlines()]
         if "--storage" in options:
-            _check_stored(rows, big, K, 4, options[-1])
+            assert "coded-shuffle: mode auto chose coded: predicted " in proc.stderr
+            _check_stored(rows, big, K, 4, stored)
+            # the time lines after the table name the records' sizes, not the widest alone
+            sizes = np.array([len(r) for r in big])
+            said = f"records of {sizes.min():,} to {sizes.max():,} B, mean {sizes.mean():,.1f} B "
+            assert f"on the network {stored}, {said}" in proc.stdout, proc.stdout
             continue
         if isinstance(workers, str):
             _check_elastic(rows, written, [int(k) for k in workers.split(",")], 4)
@@ -433,14 +466,15 @@ def _check_elastic(rows: list[dict], records: list[bytes], counts: list[int], se
         assert r["digests"] == digests
 
 
-def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mode: str) -> None:
-    """A job's reports in ``mode`` with a storage of 2 batches on ``records`` (2 to 6 KiB, so each
-    is cut into 2 pieces): every transition verified and equal in bytes to the in-process engine's
-    on the same records and seed, and each worker's pieces, by their digest, the bytes of the
-    records written, piece ``p`` of a record of ``L`` bytes being its bytes
-    ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest piece; on :data:`NET`, the
-    times of those pieces the in-process engine gives (``test_simulate_times_a_storage_...``
-    checks them against the bytes counted from the records), measured against their bound."""
+def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, spec: str) -> None:
+    """A job's reports with a storage of 2 batches on ``records`` (2 to 6 KiB, so each is cut into
+    2 pieces), in the mode of least predicted time of the first transition: every transition
+    verified and equal in bytes to the in-process engine's on the same records and seed, and each
+    worker's pieces, by their digest, the bytes of the records written, piece ``p`` of a record of
+    ``L`` bytes being its bytes ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest
+    piece; on the network ``spec``, the times of those pieces the in-process engine gives
+    (``test_simulate_times_a_storage_...`` checks them against the bytes counted from the
+    records), measured against their bound."""
     import hashlib
 
     from coded_shuffle.codec import load_dataset
@@ -452,7 +486,10 @@ def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mod
     sizes = np.array([len(r) for r in records])
     width = -(-int(sizes.max()) // 2)
     pieces = [r[p * len(r) // 2 : (p + 1) * len(r) // 2].ljust(width, b"\0") for r in records for p in (0, 1)]
-    net = Network.parse(NET)
+    net = Network.parse(spec)
+    first = {m: v for m, v in rows[0]["predicted_seconds"].items() if v is not None}
+    mode = min(first, key=first.get)
+    assert {r["mode"] for r in rows} == {mode}
     engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2, mode=mode, network=net)
     engine = engine.transitions
     scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
@@ -465,7 +502,7 @@ def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mod
         want = ref.to_dict()
         for key in ("coded_bytes", "uncoded_bytes", "wire_bytes", "exchange_bytes", "coded_symbols"):
             assert r[key] == want[key], key
-        assert r["network"] == NET and r["predicted_seconds"] == pytest.approx(want["predicted_seconds"])
+        assert r["network"] == spec and r["predicted_seconds"] == pytest.approx(want["predicted_seconds"])
         assert r["time_bound_seconds"] == pytest.approx(want["time_bound_seconds"])
         assert r["time_gap"] == pytest.approx(r["seconds"] / r["time_bound_seconds"] - 1)
         assert r["lower_bound_bytes"] <= r["coded_bytes"] < r["uncoded_bytes"]

@@ -351,8 +351,9 @@ def job_refusal(
         if problem is not None:
             return problem
     stored = f"--storage {job.storage}"
+    # auto (the launcher's) with a storage chooses coded or exchange (engine.schedule.storage_times)
     sized = (
-        (job.storage != 1 and not set(MODES.get(job.mode, ("auto",))) <= {"coded", "exchange"},
+        (job.storage != 1 and not set(MODES.get(job.mode, ("coded", "exchange"))) <= {"coded", "exchange"},
          f"{stored} --mode {job.mode}"),  # fmt: skip
         (job.storage != 1 and "racks=" in str(job.network), f"{stored} --network with racks"),  # by counts
         (job.cache_dir is not None, "--cache-dir"),  # cache files of records of one size
@@ -540,10 +541,8 @@ class Results:
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
         if self.table and self._timed:
-            b = self.bound  # in bytes on records of different sizes (one batch a worker)
-            for line in sized_time_lines(self._timed, b.sizes) if isinstance(b, ByteBound) else (
-                time_lines(self._timed)
-            ):  # fmt: skip
+            sizes = None if self.bound is None else self.bound.sizes  # records of different sizes
+            for line in time_lines(self._timed) if sizes is None else sized_time_lines(self._timed, sizes):
                 self._print(line)
         if self.out is not None and self.out is not self.res:
             self.out.close()
