@@ -29,10 +29,13 @@ of those sizes) and asserts that its reports' wire bytes are the bytes counted.
 
 With ``--decode``, every worker's decoding (``decode_worker`` of the coded frames, CPU seconds,
 best of 3) of the token documents against fixed records of their mean size, in bytes a second
-of the records decoded, and the ratio; then the time of writing zeros alone over every worker's
-new rows at the widest record's width (the rows of a cache of records of many sizes), the
-ceiling that layout puts on the ratio; and the variable frames parsed first by ``parse_frame``
-(each payload unpacked to the widest width, as when ``unpack=False`` is not given).
+of the records decoded, and the ratio: into new buffers, and into recycled ones (each worker's
+cache of epoch 2 written over, as the loaders and the engine alternate two buffers a worker),
+the variable records' rows zeroed past each new record only up to the old one's length
+(``out_lengths``), beside the same recycled buffers zeroed to the width (without it, as before);
+then the time of writing zeros alone over every worker's new rows at the widest record's width
+(the rows of a cache of records of many sizes); and the variable frames parsed first by
+``parse_frame`` (each payload unpacked to the widest width, as when ``unpack=False`` is not given).
 ``--decode-only``: that measurement alone.
 
 Datasets: tokenized documents (lognormal(5, 1) tokens, uint16, clamped to 16..1024: mean about
@@ -66,6 +69,7 @@ from coded_shuffle.codec import (
     entry_bytes,
     load_dataset,
 )
+from coded_shuffle.codec._common import _frame_cuts
 from coded_shuffle.codec.encode import _clip_runs, _receiver_runs
 from coded_shuffle.codec.wire import _layout
 from coded_shuffle.orders import Placement, epoch_placement, placement_from_owner
@@ -100,11 +104,10 @@ def wire_bytes(plan: DeliveryPlan, lengths: np.ndarray, width: int) -> tuple[int
     lb = np.where(b >= 0, lengths[np.maximum(b, 0)], 0)
     plen = np.maximum(lengths[a], lb)
     n, runs = a.size, _receiver_runs(plan)
-    per = max(1, DEFAULT_MAX_FRAME_BYTES // width)
+    cuts = _frame_cuts(n, width, DEFAULT_MAX_FRAME_BYTES, plen, empty=True)
     framing = 0
-    for lo in range(0, max(n, 1), per):
-        hi = min(n, lo + per)
-        rows = runs.shape[0] if n <= per else _clip_runs(runs, lo, hi).shape[0]
+    for lo, hi in cuts:
+        rows = runs.shape[0] if len(cuts) == 1 else _clip_runs(runs, lo, hi).shape[0]
         framing += _layout(hi - lo, FLAG_VARIABLE, rows)[1]
     return int(plen.sum()), int(plen.sum()) + framing
 
@@ -196,11 +199,11 @@ def storage_wire(plan, lens: np.ndarray, P: int, width: int) -> tuple[int, int]:
     n_terms = np.diff(off)[order]
     new_off = np.concatenate(([0], np.cumsum(n_terms)))
     ids = terms[np.repeat(off[:-1][order] - new_off[:-1], n_terms) + np.arange(terms.size)]
-    per = max(1, min(DEFAULT_MAX_FRAME_BYTES, STREAMED_FRAME_BYTES) // width)
+    plen = symbol_lengths(new_off, ids, lens)
+    cuts = _frame_cuts(n, width, min(DEFAULT_MAX_FRAME_BYTES, STREAMED_FRAME_BYTES), plen, empty=True)
     framing = 0
-    for lo in range(0, max(n, 1), per):
-        hi = min(n, lo + per)
-        rows = runs.shape[0] if n <= per else _clip_runs(runs, lo, hi).shape[0]
+    for lo, hi in cuts:
+        rows = runs.shape[0] if len(cuts) == 1 else _clip_runs(runs, lo, hi).shape[0]
         mine = ids[new_off[lo] : new_off[hi]]
         framing += packed_framing(hi - lo, rows, mine.size, *table_widths(n_terms[lo:hi], mine))
     payload = int(symbol_lengths(off, terms, lens).sum())
@@ -309,7 +312,7 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     N = sizes.size
     rng = np.random.default_rng(2)
     B = int(round(float(sizes.mean())))
-    p0, p1 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1))
+    p0, p1, p2 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1, 2))
     rates = {}
     for label, ds, sz in (
         ("fixed", load_dataset(rng.integers(0, 256, (N, B), dtype=np.uint8), checksums=False), None),
@@ -317,17 +320,29 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     ):
         frames = encode_plan(plan_delivery(p0, p1, sizes=sz), ds, epoch=1)
         caches = [ds.cache(p0.batch(k)) for k in range(K)]
-        best = float("inf")
-        for _ in range(repeats):
-            tic = time.process_time()
-            for k in range(K):
-                decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1)
-            best = min(best, time.process_time() - tic)
+        olds = [ds.cache(p2.batch(k)) for k in range(K)]  # the buffers a worker recycles
         total = N * B if sz is None else int(sizes.sum())  # the new batches' bytes
-        rates[label] = total / best
-        mbs = rates[label] / 1e6
-        print(f"  decoding {label:8s} records, mean {total / N:.0f} B: {mbs:8.1f} MB/s (CPU)", flush=True)
-    print(f"  variable / fixed: {rates['variable'] / rates['fixed']:.3f}", flush=True)
+        for into in ("new", "recycled", "recycled, to the width"):
+            if sz is None and into == "recycled, to the width":
+                continue
+            best = float("inf")
+            for _ in range(repeats):
+                outs = [old.data[: p1.batch(k).size].copy() for k, old in enumerate(olds)]
+                tic = time.process_time()
+                for k in range(K):
+                    n = p1.batch(k).size
+                    zeroed = olds[k].lengths[:n] if sz is not None and into == "recycled" else None
+                    out = outs[k] if into != "new" else None
+                    decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1, out=out,
+                                  out_lengths=zeroed)  # fmt: skip
+                best = min(best, time.process_time() - tic)
+            rates[label, into] = total / best
+            print(f"  decoding {label:8s} records, mean {total / N:.0f} B, into {into} buffers: "
+                  f"{rates[label, into] / 1e6:8.1f} MB/s (CPU)", flush=True)  # fmt: skip
+    for into in ("new", "recycled", "recycled, to the width"):
+        fixed = rates["fixed", "new" if into == "new" else "recycled"]
+        print(f"  variable / fixed, {into}: {rates['variable', into] / fixed:.3f}", flush=True)
+    rates["fixed"] = rates["fixed", "recycled"]
     # The frames parsed first by parse_frame, every payload unpacked to the widest width.
     best = float("inf")
     for _ in range(repeats):

@@ -780,7 +780,7 @@ def _copy_from(y, x, lo, hi):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def apply_ops_at(  # pragma: no cover - compiled
-    out, transit, cache, paddr, plen, psym, src, dst, oplen, sums, keys, lo, hi
+    out, transit, cache, paddr, plen, psym, src, dst, oplen, zeroed, sums, keys, lo, hi
 ):
     """:func:`apply_ops` over payload rows given by address, each read only up to its length.
 
@@ -789,13 +789,16 @@ def apply_ops_at(  # pragma: no cover - compiled
     padded row with ``plen[p] = W``); the buffers must outlive the call. Each operation is that of
     :func:`apply_ops`, ``dst = payload[psym] ^ src`` zeroed past ``oplen`` (the full width when
     ``oplen`` is empty or out of ``[0, W]``), but the bytes are read and XORed only up to the
-    length kept, and the rest of the row is zeroed. With ``sums`` non-empty, a decoded row of
-    the new batch (``psym >= 0``, ``dst`` in ``out``) gets its checksum there
+    length kept, and the rest of the row is zeroed: of a row of ``out`` only up to ``zeroed[r]``
+    when ``zeroed`` is not empty (the row is zero past it: a new buffer, or a recycled cache
+    whose row held a record of that length), of the others to the width. With ``sums``
+    non-empty, a decoded row of the new batch (``psym >= 0``, ``dst`` in ``out``) gets its checksum there
     (:func:`checksum_rows` of its first ``oplen`` bytes, the width for fixed records) while hot.
     """
     W = out.shape[1]
     variable = oplen.shape[0] > 0
     check = sums.shape[0] > 0
+    known = zeroed.shape[0] > 0
     for i in range(lo, hi):
         k = i + _AHEAD
         if k < hi:
@@ -852,7 +855,11 @@ def apply_ops_at(  # pragma: no cover - compiled
                 y[j] = x[j]
         else:
             L = 0
-        _zero_from(y, L, W)
+        end = W
+        if known and d & 3 == OUT:
+            end = min(max(zeroed[d >> 2], 0), W)
+        if L < end:
+            _zero_from(y, L, end)
         if check and p >= 0 and d & 3 == OUT:
             sums[d >> 2] = _row_checksum(y, oplen[i] if variable else W, keys)
 

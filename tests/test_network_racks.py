@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from coded_shuffle.cli import main
-from coded_shuffle.cli.common import NETWORK_STORAGE
+from coded_shuffle.cli.common import NETWORK_STORAGE_RACKS
 from coded_shuffle.network import Network, rack_loads, split_time, transition_times
 
 S4 = [[0, 10, 10, 10], [10, 0, 10, 10], [10, 10, 0, 10], [10, 10, 10, 0]]
@@ -301,15 +301,15 @@ def test_simulate_runs_the_exchange_on_racks_with_a_storage(capsys):
     assert main([*argv, "--mode", "exchange", "--network", racks]) == 0
     row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["verified"] and row["mode"] == "exchange"
-    assert main([*argv, "--mode", "coded", "--network", racks]) == 2  # the times count whole records
-    assert "--network applies to one batch a worker only" in capsys.readouterr().err
+    assert main([*argv, "--mode", "coded", "--network", racks]) == 2  # the rack terms count whole records
+    assert "--network with racks applies to one batch a worker only" in capsys.readouterr().err
 
 
 def test_run_takes_a_storage_on_racks_for_the_exchange_alone(capsys):
     argv = ["run", "-K", "4", "-N", "40", "-B", "64", "--storage", "2"]
     assert main([*argv, "--network", "up=10,down=10,racks=2x2,rack-up=5"]) == 2  # the coded mode's times
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"coded-shuffle: error: {NETWORK_STORAGE}"]
+    assert err == [f"coded-shuffle: error: {NETWORK_STORAGE_RACKS}"]
 
 
 def test_rate_on_racks_gives_the_rack_links(capsys):

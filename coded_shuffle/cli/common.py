@@ -273,12 +273,22 @@ def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | N
 #: The one line refusing ``--network`` with ``--storage`` above 1.
 NETWORK_STORAGE = "--network applies to one batch a worker only, not --storage above 1"
 
+#: :data:`NETWORK_STORAGE` where a storage is timed without racks (``simulate``, ``run``).
+NETWORK_STORAGE_RACKS = (
+    "--network with racks applies to one batch a worker only, not --storage above 1 "
+    "(but for --mode exchange, whose senders they set)"
+)
 
-def network_option(args: argparse.Namespace, *, pieces: bool = False, racked_storage: bool = False) -> Any:
+
+def network_option(
+    args: argparse.Namespace, *, pieces: bool = False, racked_storage: bool = False, stored: bool = False
+) -> Any:  # fmt: skip
     """The :class:`~coded_shuffle.network.Network` of ``--network``, or None; ``--mode auto``
     without one, a SPEC that does not parse, racks that do not hold the job's workers, a storage
-    above one batch (unless ``racked_storage``, for the exchange on racks, whose senders they set),
-    or (unless ``pieces``, for loads counted in records) sub-packets: one line naming it."""
+    above one batch (unless ``stored``, where it is timed in the bytes of its pieces on a network
+    without racks, :func:`~coded_shuffle.engine.schedule.storage_times`; or ``racked_storage``,
+    for the exchange on racks, whose senders they set), or (unless ``pieces``, for loads counted
+    in records) sub-packets: one line naming it."""
     mode = getattr(args, "mode", None)
     if args.network is None:
         if mode == "auto":
@@ -304,8 +314,8 @@ def network_option(args: argparse.Namespace, *, pieces: bool = False, racked_sto
             f"--network: {network.racks_part}: {network.workers} hosts, not the job's {workers} workers"
         )
     racked = racked_storage and mode == "exchange" and network.racks is not None
-    if getattr(args, "storage", 1) != 1 and not racked:
-        raise UsageError(NETWORK_STORAGE)
+    if getattr(args, "storage", 1) != 1 and not racked and not (stored and network.racks is None):
+        raise UsageError(NETWORK_STORAGE_RACKS if stored else NETWORK_STORAGE)
     if not pieces and getattr(args, "subpackets", 1) != 1:
         raise UsageError("--network applies to whole records, not --subpackets above 1")
     return network
@@ -343,17 +353,19 @@ def add_network_argument(parser: argparse.ArgumentParser) -> None:
 def auto_mode(
     N: int, K: int, seed: int, spec: OrderSpec, record_bytes: int, network: Any, strategy: str | None,
     *, epoch: int = 0, refusal: Callable[[str], str | None] | None = None, sizes: Any = None,
+    storage: int = 1,
 ) -> tuple[str, str]:  # fmt: skip
     """``--mode auto``: the mode of least predicted time of the first transition on ``network``,
     and the one line that says which and why. With ``refusal`` (a mode's refusal of the options
     given, or None where they can run it), only among the modes it lets run: the line then names
     a faster mode left out and why; a UsageError where it lets none run. ``sizes``: the bytes of
-    each record, where they differ (the times then count every link's bytes)."""
+    each record, where they differ (the times then count every link's bytes); ``storage``: ``M``,
+    the times then of its pieces."""
     from ..engine.schedule import predicted_times
     from ..network import explain
 
     t = predicted_times(N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=record_bytes, network=network,
-                        strategy=strategy or "greedy", sizes=sizes)  # fmt: skip
+                        strategy=strategy or "greedy", sizes=sizes, storage=storage)  # fmt: skip
     if refusal is None:
         return t.choice, f"mode auto chose {t.why}, on {network}"
     fastest = sorted((v, i, m) for i, (m, v) in enumerate(t.predicted_seconds.items()) if math.isfinite(v))

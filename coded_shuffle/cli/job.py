@@ -297,7 +297,7 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         raise UsageError(problem)
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
-    network = network_option(args, racked_storage=True)  # a SPEC that parses; auto only with one
+    network = network_option(args, racked_storage=True, stored=True)  # a SPEC that parses; auto only with one
     _check_multicast(args, workers, network)
     if args.probe is not None and args.probe > PROBE_MAX_BYTES:
         raise UsageError(f"--probe must be at most {PROBE_MAX_BYTES} bytes a phase, not {args.probe}")
@@ -309,7 +309,8 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
             raise UsageError(f"--json {args.json}: {problem}")
     if args.cache_dir is not None:
         _check_cache_dir(args)
-    if args.storage != 1 and not all(REGISTRY[m].storage for m in MODES[args.mode]):
+    # auto: the mode it chooses is checked (coded_shuffle.cli.run), the modes it refuses left out
+    if args.storage != 1 and args.mode != "auto" and not all(REGISTRY[m].storage for m in MODES[args.mode]):
         served = " and ".join(r.name for r in REGISTRY.values() if r.storage)
         raise UsageError(f"--storage above 1 applies to --mode {served} only, not --mode {args.mode}")
     filled = argparse.Namespace(**vars(args))

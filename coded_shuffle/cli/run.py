@@ -100,9 +100,10 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
             return str(exc)
         return None
 
-    mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network_option(filled),
-                           filled.strategy, epoch=filled.start_epoch, refusal=refusal,
-                           sizes=sizes)  # fmt: skip
+    network = network_option(filled, stored=True)
+    mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network, filled.strategy,
+                           epoch=filled.start_epoch, refusal=refusal, sizes=sizes,
+                           storage=filled.storage)  # fmt: skip
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
     return argparse.Namespace(**{**vars(args), "mode": mode})
 

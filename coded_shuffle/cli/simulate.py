@@ -91,7 +91,7 @@ def _check_simulate(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--subpackets must divide --record-bytes ({args.record_bytes}), not {args.subpackets}"
         )
-    if args.mode == "uncoded" and args.storage > 1:
+    if args.mode in ("uncoded", "split") and args.storage > 1:
         raise UsageError(f"--storage above 1 applies to --mode coded or exchange, not --mode {args.mode}")
 
 
@@ -185,7 +185,9 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
     if source.record_bytes is None:  # records of different sizes
         filled.sizes = np.asarray(source.sizes)
         problem = sizes_refusal(args.data, filled.sizes, {
-            f"--storage {args.storage} --network": args.storage != 1 and args.network is not None,
+            # the exchange on racks chooses its senders by counts of pieces
+            f"--storage {args.storage} --network with racks": args.storage != 1
+            and "racks=" in str(args.network),
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",
         })  # fmt: skip
@@ -216,7 +218,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     _check_simulate(args)
     check_storage_option(args, args.workers, args.record_bytes)
-    network = network_option(args, racked_storage=True)  # the exchange on racks: every storage
+    network = network_option(args, racked_storage=True, stored=True)  # the exchange on racks: every storage
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
     groups += ["feistel"] if spec.name == "feistel" else []
@@ -266,10 +268,11 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     if not args.json:
         print_table(iter(rows), _columns(bound is not None), sys.stdout)
         _print_footer(args, mode)
-        if network is not None and args.storage == 1 and sizes is not None:  # in bytes
-            print("\n".join(sized_time_lines(reports, sizes)))
-        elif network is not None and args.storage == 1:  # the times are those of whole records
-            print_times(reports)
+        timed = [r for r in reports if r["network"] is not None]  # a storage on racks: not timed
+        if timed and sizes is not None:  # in bytes
+            print("\n".join(sized_time_lines(timed, sizes)))
+        elif timed:
+            print_times(timed)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -282,7 +285,7 @@ def _mode(args: argparse.Namespace, spec: Any, network: Any) -> tuple[str, str]:
     if args.mode != "auto":
         return args.mode, ""
     return auto_mode(args.points, args.workers, args.seed, spec, args.record_bytes, network, args.strategy,
-                     sizes=getattr(args, "sizes", None))  # fmt: skip
+                     sizes=getattr(args, "sizes", None), storage=args.storage)  # fmt: skip
 
 
 def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | StorageByteBound | None:
@@ -322,6 +325,25 @@ def _format_elastic(d: dict[str, Any]) -> list[str]:
         "yes" if d["verified"] else "NO",
         f"{d['transition']['seconds']:.3f}",
     ]
+
+
+#: :data:`_ELASTIC_COLUMNS` on records of different sizes: the loads in payload bytes beside the
+#: counts, and ``load/bound`` the ratio of the bytes.
+_SIZED_ELASTIC_COLUMNS = (
+    "epoch", "K", "load", "bound", "uncoded", "load MB", "bound MB", "load/bound", "uncoded MB", "source MB",
+    "peer MB", "verified", "seconds",
+)  # fmt: skip
+
+
+def _format_sized_elastic(d: dict[str, Any]) -> list[str]:
+    mb = lambda n: f"{n / 1e6:.2f}"  # noqa: E731
+    load, bound = d["load_bytes"], d["bound_bytes"]
+    return [
+        str(d["transition"]["epoch"]), f"{d['K_before']} -> {d['K']}", str(d["symbols"]), str(d["bound"]),
+        str(d["transition"]["uncoded_symbols"]), mb(load), mb(bound), f"{load / bound:.3f}" if bound else "-",
+        mb(d["transition"]["uncoded_bytes"]), mb(d["source_bytes"]), mb(d["peer_bytes"]),
+        "yes" if d["verified"] else "NO", f"{d['transition']['seconds']:.3f}",
+    ]  # fmt: skip
 
 
 def _check_elastic(args: argparse.Namespace, counts: list[int]) -> None:
@@ -377,7 +399,10 @@ def _run_elastic(args: argparse.Namespace, counts: list[int]) -> int:
     )
     rows = [{"K_before": K, **rep.to_dict()} for K, rep in zip(counts, reports, strict=False)]
     head = f"strategy = {args.strategy}, order = {spec.name}"
-    return _print_changes(args, counts, rows, head, _format_elastic, _ELASTIC_COLUMNS, _print_elastic_footer)
+    table: tuple[Any, ...] = (_format_elastic, _ELASTIC_COLUMNS, _print_elastic_footer)
+    if dataset.lengths is not None:  # records of different sizes: the loads in bytes beside the counts
+        table = (_format_sized_elastic, _SIZED_ELASTIC_COLUMNS, _print_sized_elastic_footer)
+    return _print_changes(args, counts, rows, head, *table)
 
 
 def _print_changes(
@@ -466,6 +491,14 @@ def _print_elastic_footer() -> None:
     print("the next batches, which no delivery sends fewer than (bound MB: in payload bytes);")
     print("uncoded: every moved record alone. source MB: records no worker held (a leaving worker's),")
     print("from the source; peer MB: what the workers sent each other (exchange).")
+
+
+def _print_sized_elastic_footer() -> None:
+    """:func:`_print_elastic_footer`, on records of different sizes."""
+    _print_elastic_footer()
+    print("records of different sizes: load MB, the payload bytes of the load (coded: each XOR as long")
+    print("as its longer record); bound MB, the genie bound of the shuffle matrix in bytes, which no")
+    print("delivery sends fewer bytes than; load/bound, their ratio; uncoded MB, every moved record's.")
 
 
 _TRANSITIONS_HELP = (

@@ -91,6 +91,18 @@ class StorageByteBound:
         self._start = schedule.epoch(0) if start is None else start
         self._now = self._start
 
+    @property
+    def sizes(self) -> np.ndarray:
+        """The records' sizes, which the pieces are cut from (the schedule's scheme's).
+
+        >>> from coded_shuffle.engine import scheme_for
+        >>> from coded_shuffle.orders import OrderSpec
+        >>> scheme = scheme_for("coded", K=2, storage=2, sizes=[3000, 1101, 2048])
+        >>> StorageByteBound(EpochSchedule(N=3, K=2, seed=0, spec=OrderSpec(), scheme=scheme)).sizes.tolist()
+        [3000, 1101, 2048]
+        """
+        return np.asarray(self.schedule.scheme.holding.sizes)  # type: ignore[attr-defined]
+
     def __call__(self, epoch: int) -> tuple[int, bool]:
         from ..storage import demand_lower_bound, piece_demand
 

@@ -80,6 +80,14 @@ def _aligned_empty(nbytes: int, *, lead: int = 0) -> np.ndarray:
     return raw[off : off + nbytes]
 
 
+def _aligned_zeros(nbytes: int) -> np.ndarray:
+    """:func:`_aligned_empty`, zero: a large one's pages come zero from the system when first
+    written (``calloc``), so the zeros cost nothing a new buffer's first write does not."""
+    raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % _ALIGN
+    return raw[off : off + nbytes]
+
+
 def _aligned_rows(n: int, width: int) -> np.ndarray:
     return _aligned_empty(n * width).reshape(n, width)
 
@@ -124,3 +132,33 @@ class _Index:
 def _lookup(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Position of each of ``ids`` in ``sorted_ids``, ``-1`` if absent."""
     return _Index(sorted_ids, table=ids.size > 1024 and _Index.dense(sorted_ids, ids.size))(ids)
+
+
+def _frame_cuts(
+    n: int, width: int, max_frame_bytes: int, payload: np.ndarray | None = None, *, empty: bool = False
+) -> list[tuple[int, int]]:
+    """The frames ``[(lo, hi), ...]`` of ``n`` symbols in order, each at most ``max_frame_bytes``
+    of payload and at least one symbol: each symbol ``width`` bytes, or ``payload[s]`` (records
+    of many sizes, each symbol as long as its longest record), cut greedily. ``empty``: one frame
+    ``(0, 0)`` when ``n`` is 0 (a delivery of no symbol still says its epoch), else none.
+
+    Examples
+    --------
+    >>> _frame_cuts(5, 4, 8)
+    [(0, 2), (2, 4), (4, 5)]
+    >>> _frame_cuts(5, 4, 8, np.array([3, 3, 9, 1, 1]))
+    [(0, 2), (2, 3), (3, 5)]
+    """
+    if n == 0:
+        return [(0, 0)] if empty else []
+    if payload is None:
+        per = max(1, max_frame_bytes // max(1, width))
+        return [(lo, min(n, lo + per)) for lo in range(0, n, per)]
+    cum = np.cumsum(np.asarray(payload, dtype=np.int64))
+    cuts, lo = [], 0
+    while lo < n:
+        base = int(cum[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(cum, base + max_frame_bytes, side="right")))
+        cuts.append((lo, min(hi, n)))
+        lo = hi
+    return cuts

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._checks import check_int, check_int_array
 from ..errors import DecodeError, IntegrityError
-from ._common import _EMPTY_I64, _aligned_rows, _halves, _i64, _kernels, _readonly, _ro
+from ._common import _EMPTY_I64, _aligned_rows, _aligned_zeros, _halves, _i64, _kernels, _readonly, _ro
 from .records import Cache, _checksum_rows, _word_keys
 from .wire import Frame, _parse, _unpacked
 
@@ -316,6 +316,7 @@ def decode_worker(
     checksums: np.ndarray | None = None,
     strict: bool = False,
     out: np.ndarray | None = None,
+    out_lengths: object = None,
 ) -> DecodeResult:
     """Rebuild a worker's next batch from its cache and the frames it received.
 
@@ -349,6 +350,11 @@ def decode_worker(
     out : numpy.ndarray, optional
         A C-contiguous ``(len(need), B)`` ``uint8`` buffer for the new records, not overlapping
         the cache (a worker double-buffers its caches: epoch ``t - 1``'s buffer holds ``t + 1``).
+    out_lengths : array_like, optional
+        With records of many sizes and ``out``: for each row of ``out``, the length past which
+        it is zero (the lengths of the records the recycled buffer held). A new record's row is
+        then zeroed only from its end up to that, instead of to the width; without it, to the
+        width. (A buffer made here starts zero, so no row is zeroed past its record.)
 
     Returns
     -------
@@ -397,14 +403,14 @@ def decode_worker(
         a, b, len_a, len_b, pick = empty, empty, None, None, lambda name: empty
         spans = np.empty((0, 2), np.int64)
         at = (empty, empty, []) if cache.lengths is not None else None
-    out = _output_rows(out, need_ids.shape[0], width, cache)
+    out, zeroed = _zeroed_rows(out, need_ids.shape[0], width, cache, out_lengths)
     # ---- peel on ids, then one row operation per new record and per transit point ----------
     peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
     state, lone = peel.state, peel.lone
     out_len: np.ndarray | None = peel.out_len
     new, n_rounds, decoded, missing = peel.new, peel.n_rounds, peel.decoded, peel.missing
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
-    sums = _apply(peel, out, cache, payload, at, check=checksums is not None)
+    sums = _apply(peel, out, cache, payload, at, zeroed, check=checksums is not None)
     if cache.lengths is None:
         out_len = None
     if strict and missing.size:
@@ -439,11 +445,19 @@ _NO_SUMS = np.empty(0, dtype=np.uint64)  # writeable: one compiled type with a r
 
 
 def _apply(
-    peel: Peel, out: np.ndarray, cache: Cache, payload: np.ndarray, at: tuple | None, *, check: bool
+    peel: Peel,
+    out: np.ndarray,
+    cache: Cache,
+    payload: np.ndarray,
+    at: tuple | None,
+    zeroed: np.ndarray,
+    *,
+    check: bool,
 ) -> np.ndarray | None:
     """Do the row operations of ``peel``, round by round: from the payload rows ``payload``
     (:func:`coded_shuffle._codec_kernels.apply_ops`), or with ``at = (paddr, plen, buffers)``
-    from the rows by address, each read only up to its length, and then with ``check`` each
+    from the rows by address, each read only up to its length (a row of ``out`` zeroed past its
+    record only up to ``zeroed``, when not empty), and then with ``check`` each
     decoded row checksummed in the same pass (:func:`coded_shuffle._codec_kernels.apply_ops_at`):
     the checksums of the new batch's rows (valid at the decoded rows), or None."""
     width = int(out.shape[1])
@@ -459,7 +473,7 @@ def _apply(
         keys = _word_keys(max(1, -(-width // 8)))
         paddr, plen, _buffers = at  # the buffers stay alive until the operations are done
         extra = (_NO_SUMS if sums is None else sums, keys)
-        args = (out.view(np.ndarray), transit, _ro(cache.data), paddr, plen, *ops, *extra)
+        args = (out.view(np.ndarray), transit, _ro(cache.data), paddr, plen, *ops, zeroed, *extra)
     lo = 0
     for hi in peel.bounds.tolist():
         _halves(kernel, args, lo, hi, (hi - lo) * width)
@@ -544,6 +558,30 @@ def _output_rows(out: np.ndarray | None, n_out: int, width: int, cache: Cache) -
             "that does not overlap the cache."
         )
     return out
+
+
+def _zeroed_rows(
+    out: np.ndarray | None, n_out: int, width: int, cache: Cache, out_lengths: object
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_output_rows`, with the length past which each row is zero (:func:`_apply`'s
+    ``zeroed``; empty when unknown, or for records of one size, whose rows are written whole):
+    ``out_lengths``, or none for a new buffer of records of many sizes, made zero."""
+    if out is None:
+        if out_lengths is not None:
+            raise ValueError("Argument 'out_lengths' needs the buffer 'out' whose rows it describes.")
+        if cache.lengths is None:
+            return _aligned_rows(n_out, width), _EMPTY_I64
+        return _aligned_zeros(n_out * width).reshape(n_out, width), _i64(np.zeros(n_out, np.int64))
+    out = _output_rows(out, n_out, width, cache)
+    if out_lengths is None or cache.lengths is None:
+        return out, _EMPTY_I64
+    zeroed = check_int_array(out_lengths, "out_lengths", ndim=1)
+    if zeroed.shape[0] != n_out or (n_out and (zeroed.min() < 0 or zeroed.max() > width)):
+        raise ValueError(
+            f"Argument 'out_lengths' must give a length in [0, {width}] for each of the {n_out} rows "
+            "of 'out'."
+        )
+    return out, _i64(zeroed)
 
 
 def _raise_missing(p: int, worker: int, a: np.ndarray, b: np.ndarray, spans: np.ndarray, pick: Any) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._checks import check_int, check_int_array
 from ..plan import DeliveryPlan
-from ._common import _NO_RUNS, _aligned_empty, _aligned_rows, _halves, _i64, _kernels, _ro
+from ._common import _NO_RUNS, _aligned_empty, _aligned_rows, _frame_cuts, _halves, _i64, _kernels, _ro
 from .records import Cache, Dataset
 from .wire import (
     _HEADER_DTYPE,
@@ -252,7 +252,7 @@ def encode_held(
     if rows.size and int(rows.min()) < 0:
         raise KeyError(f"point {int(pts[int(np.argmin(rows))])} is not in the cache")
     width = int(cache.data.shape[1])
-    per = max(1, max_frame_bytes // max(1, width))
+    payload = None if cache.lengths is None else cache.lengths[rows]
     flags = FLAG_VARIABLE if cache.lengths is not None else 0
     return [
         _pack(
@@ -266,7 +266,7 @@ def encode_held(
             lengths=cache.lengths,
             rows=rows[lo:hi],
         )  # fmt: skip
-        for lo, hi in ((lo, min(pts.size, lo + per)) for lo in range(0, pts.size, per))
+        for lo, hi in _frame_cuts(pts.size, width, max_frame_bytes, payload)
     ]
 
 
@@ -348,7 +348,8 @@ def encode_plan(
     epoch : int
         The epoch ``t + 1`` written in the frame headers.
     max_frame_bytes : int
-        Payload bytes per frame, at least the record width ``B``.
+        Payload bytes per frame, at least the record width ``B``. Of records of many sizes each
+        symbol is as long as its longer record, and a frame takes the symbols that fit.
 
     Returns
     -------
@@ -387,11 +388,13 @@ def encode_plan(
     a, b, _ = plan.transmissions()
     n = a.shape[0]
     runs = _receiver_runs(plan)
-    per = max(1, max_frame_bytes // dataset.record_bytes)
+    payload = None  # records of many sizes: a symbol is as long as its longer record
+    if dataset.lengths is not None:
+        payload = np.maximum(dataset.lengths[a], np.where(b >= 0, dataset.lengths[np.maximum(b, 0)], 0))
+    cuts = _frame_cuts(n, dataset.record_bytes, max_frame_bytes, payload, empty=True)
     flags = FLAG_VARIABLE if dataset.variable else 0
     frames = []
-    for lo in range(0, max(n, 1), per):
-        hi = min(n, lo + per)
+    for lo, hi in cuts:
         frames.append(
             _pack(
                 epoch=epoch,
@@ -402,7 +405,7 @@ def encode_plan(
                 b=b[lo:hi],
                 data=dataset.data,
                 lengths=dataset.lengths,
-                runs=runs if n <= per else _clip_runs(runs, lo, hi),
+                runs=runs if len(cuts) == 1 else _clip_runs(runs, lo, hi),
             )
         )
     return frames

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import check_int, check_int_array
-from ._common import _NO_RUNS, _aligned_empty, _halves, _i64, _kernels, _ro
+from ._common import _NO_RUNS, _aligned_empty, _frame_cuts, _halves, _i64, _kernels, _ro
 from .encode import _clip_runs, _write_header
 from .records import Dataset
 from .table import TABLE_HEAD_BYTES, packed_framing, table_widths, write_table
@@ -216,15 +216,13 @@ def encode_terms(
     np.cumsum(n_terms, out=new_off[1:])
     picks = np.repeat(off[:-1][order] - new_off[:-1], n_terms) + np.arange(ids.size)
     ids = ids[picks]
-    per = max(1, max_frame_bytes // dataset.record_bytes)
+    payload = None if dataset.lengths is None else symbol_lengths(new_off, ids, dataset.lengths)
+    cuts = _frame_cuts(n, dataset.record_bytes, max_frame_bytes, payload, empty=True)
     frames = []
-    for lo in range(0, max(n, 1), per):
-        hi = min(n, lo + per)
+    for lo, hi in cuts:
         part = new_off[lo : hi + 1] - new_off[lo]
+        mine = runs if len(cuts) == 1 else _clip_runs(runs, lo, hi)
         frames.append(
-            _pack_terms(
-                dataset, part, ids[new_off[lo] : new_off[hi]], runs if n <= per else _clip_runs(runs, lo, hi),
-                epoch=epoch, repair=repair,
-            )
-        )  # fmt: skip
+            _pack_terms(dataset, part, ids[new_off[lo] : new_off[hi]], mine, epoch=epoch, repair=repair)
+        )
     return frames

@@ -135,12 +135,20 @@ class ElasticReport:
         n = t.coded_symbols if self.mode == "coded" else t.uncoded_symbols
         return int(n or 0)  # never None: a coded delivery has its plan
 
+    @property
+    def load_bytes(self) -> int:
+        """The payload bytes of :attr:`symbols`: the coded load (each XOR as long as its longer
+        record), or every moved record's bytes; at least :attr:`bound_bytes`."""
+        t = self.transition
+        return int((t.coded_bytes if self.mode == "coded" else t.uncoded_bytes) or 0)
+
     def to_dict(self) -> dict[str, Any]:
         """The report as one flat JSON object: these fields, then the transition's under ``transition``."""
         out: dict[str, Any] = {
             name: getattr(self, name)
             for name in ("K", "mode", "held_records", "dropped_records", "kept_records", "source_records",
-                         "source_bytes", "peer_bytes", "bound", "bound_bytes", "symbols", "verified")
+                         "source_bytes", "peer_bytes", "bound", "bound_bytes", "symbols", "load_bytes",
+                         "verified")
         }  # fmt: skip
         out["joined"] = list(self.joined)
         out["transition"] = self.transition.to_dict()

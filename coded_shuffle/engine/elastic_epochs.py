@@ -17,7 +17,10 @@ and wants its batch, so the shuffle matrix is the rectangular ``K_t x K_{t+1}`` 
 bound (:func:`~coded_shuffle.bounds.lower_bound`, every report's ``lower_bound``) is the bound of
 the rectangular shuffle. A leaving worker can pair with no one (it wants nothing), so its records
 go uncoded, as from the source of :func:`~coded_shuffle.engine.elastic.elastic_transition`; in the
-exchange it sends them itself before it leaves. One batch a worker (``M = 1``): the pieces of a
+exchange it sends them itself before it leaves. Records of different sizes go whole, each of its
+own length, as at a fixed ``K``; a transition's bound in bytes is then the genie bound of the same
+padded matrix counted in bytes (:func:`~coded_shuffle.matrix.shuffle_matrix` with ``sizes``), that
+of the rectangular shuffle weighted by size. One batch a worker (``M = 1``): the pieces of a
 storage are labelled by subsets of the other ``K - 1`` workers and do not follow a change of
 ``K`` (:mod:`.elastic`); in one process a change of ``K`` with a storage is a re-cut of the bytes
 the workers hold (:func:`~.recut.recut_run`).

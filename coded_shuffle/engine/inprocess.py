@@ -59,7 +59,7 @@ def transition(
     strategy: str = "greedy",
     max_repair_rounds: int = 3,
     exact_bound: bool | None = None,
-    spare: list[np.ndarray] | None = None,
+    spare: list[np.ndarray | Cache] | None = None,
     seed: int | None = None,
 ) -> tuple[TransitionReport, list[Cache]]:
     """Deliver epoch ``t + 1``'s batches from the caches of epoch ``t``; return the report and new caches.
@@ -82,11 +82,13 @@ def transition(
         Rounds of re-sending failed points before giving up.
     exact_bound : bool, optional
         Passed to :func:`coded_shuffle.bounds.lower_bound` as ``exact``.
-    spare : list of numpy.ndarray, optional
+    spare : list of numpy.ndarray or Cache, optional
         Per worker, a C-contiguous ``uint8`` buffer no longer needed (the data of its cache of
-        epoch ``t - 1``): the new records are written over it when it is large enough, so a worker
-        alternates between two buffers instead of allocating one each epoch. The caller must not
-        use those buffers afterwards.
+        epoch ``t - 1``, or that cache itself): the new records are written over it when it is
+        large enough, so a worker alternates between two buffers instead of allocating one each
+        epoch. Given the cache, of records of many sizes, a new row is zeroed past its record only
+        up to the old record's length (the rest is zero already) instead of to the width. The
+        caller must not use those buffers afterwards.
     seed : int, optional
         The seed of the epoch orders, for the report.
 
@@ -149,17 +151,17 @@ def _mode_on(
     net = check_network(network, mode, name="mode")
     if net is None:
         return mode
-    racked = mode == "exchange" and net.racks is not None and subpackets == 1  # senders on racks
-    if (storage != 1 and not racked) or subpackets != 1:
+    racked = mode == "exchange" and subpackets == 1  # on racks, senders chosen by their links
+    if (storage != 1 and net.racks is not None and not racked) or subpackets != 1:
         raise ValueError(
-            "Argument 'network' applies to one batch a worker of whole records, "
-            f"not storage = {storage}, subpackets = {subpackets}."
+            "Argument 'network' applies to one batch a worker of whole records (a storage of pieces without "
+            f"racks, or the exchange's on racks), not storage = {storage}, subpackets = {subpackets}."
         )
     if mode != "auto":
         return mode
     times = predicted_times(
         dataset.N, K, seed=seed, spec=order or OrderSpec(), epoch=0, record_bytes=dataset.record_bytes,
-        network=net, strategy=strategy, sizes=dataset.lengths,
+        network=net, strategy=strategy, sizes=dataset.lengths, storage=storage,
     )  # fmt: skip
     return times.choice
 
@@ -232,13 +234,14 @@ def run(
         mode of the least predicted time of the first transition on it
         (:func:`~.schedule.predicted_times`).
     network : Network, optional
-        A network (:class:`coded_shuffle.network.Network`, one batch a worker and whole records):
-        every report then has the transition's time bound on it and each mode's predicted time
-        (its ``on_network`` section, :func:`~coded_shuffle.engine.report.on_network`; no
-        ``time_gap``: in process no network carries the bytes), in bytes where the records'
-        sizes differ (:func:`~coded_shuffle.network.predict_bytes`). With racks the exchange chooses
-        its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for every
-        ``storage`` (above one batch, without the times).
+        A network (:class:`coded_shuffle.network.Network`, whole records): every report then has
+        the transition's time bound on it and each mode's predicted time (its ``on_network``
+        section, :func:`~coded_shuffle.engine.report.on_network`; no ``time_gap``: in process no
+        network carries the bytes), in bytes where the records' sizes differ
+        (:func:`~coded_shuffle.network.predict_bytes`), in the bytes of the pieces with a
+        ``storage`` above one batch (:func:`~.schedule.storage_times`). With racks the exchange
+        chooses its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for
+        every ``storage`` (above one batch, without the times; the other modes then take one batch).
 
     Returns
     -------

@@ -41,6 +41,7 @@ from ..network import Network, predict_bytes
 from ..orders import Placement
 from ..transport import Transport
 from .report import Exchange, Job, OnNetwork, Split, TransitionReport, Units, Wire, network_times, on_network
+from .schedule import storage_times
 from .schemes import Encoded, Given, Planned, Scheme, Taken, Tamper, send
 from .state import _spare_rows, digest
 
@@ -269,7 +270,7 @@ def master_transition(
         wire=wire, units=units, exchange=_exchange(first),
         split=None if encoded.split_uplink_bound is None else Split(encoded.split_uplink_bound),
         on_network=_on_network(opts, planned, p_t, p_t1, record_bytes=B, seconds=seconds, units=units,
-                               sizes=dataset.lengths),
+                               sizes=dataset.lengths, scheme=scheme, width=dataset.record_bytes),
         job=_job(held, bcast),
     )  # fmt: skip
 
@@ -302,12 +303,20 @@ def _wire(
 
 def _on_network(
     opts: MasterOptions, planned: Planned, p_t: Placement, p_t1: Placement, *, record_bytes: int,
-    seconds: float, units: Units, sizes: np.ndarray | None,
+    seconds: float, units: Units, sizes: np.ndarray | None, scheme: Scheme, width: int,
 ) -> OnNetwork | None:  # fmt: skip
-    """The transition's times on ``opts.network``, if one is given; only for one batch of whole
-    records (the network's times count whole records), every link's load in bytes where their
-    ``sizes`` differ (:func:`~coded_shuffle.network.predict_bytes`)."""
-    if opts.network is None or (units.storage, units.subpackets) != (1, 1):
+    """The transition's times on ``opts.network``, if one is given: of one batch of whole records,
+    every link's load in bytes where their ``sizes`` differ
+    (:func:`~coded_shuffle.network.predict_bytes`), or of a storage's pieces (``width`` bytes, or
+    the scheme's lengths, :func:`~.schedule.storage_times`); none of sub-packets, nor of a storage
+    on racks (whose exchange chooses its senders by their links)."""
+    if opts.network is None:
+        return None
+    if units.storage > 1 and opts.network.racks is None:
+        times = storage_times(scheme, p_t, p_t1, network=opts.network, width=width,
+                              coded_bytes=planned.coded_bytes, strategy=opts.strategy)  # fmt: skip
+        return network_times(times, opts.network, seconds=seconds, measured=opts.measured)
+    if (units.storage, units.subpackets) != (1, 1):
         return None
     if sizes is not None:
         times = predict_bytes(p_t, p_t1, sizes=sizes, network=opts.network, strategy=opts.strategy)
@@ -354,21 +363,24 @@ def worker_transition(
     *,
     epoch: int,
     checksums: np.ndarray,
-    spare: np.ndarray | None = None,
+    spare: np.ndarray | Cache | None = None,
     with_digest: bool = False,
     tamper: Tamper | None = None,
 ) -> Generator[Post, Any, WorkerResult | None]:
     """Worker ``worker``'s role in one transition; returns its result, or None when the job ends.
 
-    ``spare`` is a buffer no longer needed (the cache of epoch ``t - 1``): the new records are
-    written over it when it fits; ``with_digest`` adds a digest of its bytes to its holdings;
-    ``tamper`` changes the frames it received (tests). Raises
+    ``spare`` is a buffer no longer needed (the cache of epoch ``t - 1``, or its rows): the new
+    records are written over it when it fits (of records of many sizes, each row zeroed only up
+    to the old record's length when ``spare`` is the cache); ``with_digest`` adds a digest of its
+    bytes to its holdings; ``tamper`` changes the frames it received (tests). Raises
     :class:`~coded_shuffle.errors.IntegrityError` when the master abandons the transition.
     """
     need = scheme.need(placements[1], worker)  # distinct ids, increasing
     # Everything a worker can make ready is made before the barrier that starts the delivery: a
     # worker late into the broadcast holds the master back (its large messages wait for them all).
-    out = scheme.prepare(cache, need, _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1])))
+    rows, zeroed = _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1]))
+    out = scheme.prepare(cache, need, rows)
+    zeroed = zeroed if out is rows else None
     given = scheme.give(link, worker, cache, placements, epoch=epoch)  # what it sends its peers, if any
     variable = cache.lengths is not None
     word = yield Post(READY)
@@ -377,7 +389,7 @@ def worker_transition(
     link.sync()
     taken = scheme.take(
         link, worker, cache, need, placements=placements, epoch=epoch, checksums=checksums,
-        variable=variable, out=out, tamper=tamper,
+        variable=variable, out=out, out_lengths=zeroed, tamper=tamper,
     )  # fmt: skip
     new, failed = taken.result.cache, taken.result.failed
     word = yield Post(_status(taken, failed, given))

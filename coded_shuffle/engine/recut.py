@@ -523,10 +523,6 @@ def recut_run(
     if M > min(Ks):
         raise ValueError(f"Argument 'M' must be at most the fewest workers, {min(Ks)}, not {M}.")
     mode = check_choice(mode, "mode", ("coded", "exchange"))
-    if dataset.variable and mode != "coded":  # as engine.run: the exchange needs pieces of one size
-        raise ValueError(
-            f"Argument 'mode' must be 'coded' for records of many sizes with a storage, not {mode!r}."
-        )
     strategy = check_choice(strategy, "strategy", STRATEGIES)
     seed, start_epoch = check_int(seed, "seed", minimum=0), check_int(start_epoch, "start_epoch", minimum=0)
     spec = order or OrderSpec()

@@ -189,10 +189,10 @@ class Session:
         self.checksums: np.ndarray | None = None
         #: On a worker: every unit's length, where they vary and the master sent them (None else).
         self.lengths: np.ndarray | None = None
-        self._spare: list[np.ndarray] = []
+        self._spare: list[np.ndarray | Cache] = []
         #: In one process (:meth:`local`): every worker's units, and their buffers of the epoch before.
         self.caches: list[Cache] | None = None
-        self._spares: list[np.ndarray] | None = None
+        self._spares: list[np.ndarray | Cache] | None = None
 
     @classmethod
     def local(
@@ -344,7 +344,8 @@ class Session:
         assert k is not None
         cache = units_of(self.schemes[0], source, held, k, width)
         with self.setup(stage):
-            got = self.link.allgather((cache.ids, record_checksums(cache.data, cache.lengths)))
+            sums = record_checksums(cache.data, cache.lengths) if len(cache) else np.empty(0, np.uint64)
+            got = self.link.allgather((cache.ids, sums))
         table = np.zeros(n_units, dtype=np.uint64)
         for ids, sums in got:
             table[ids] = sums
@@ -412,7 +413,7 @@ class Session:
             if rep is not None:
                 self._made(rep, False, counts)
                 reports.append(rep)
-        self._spare = [cache.data, *(r.cache.data for r in results[1:])]
+        self._spare = [cache, *(r.cache for r in results[1:])]
         self.cache = results[0].cache
         return Turn(None, tuple(reports), tuple(False for _ in reports), results[0])
 
@@ -458,7 +459,7 @@ class Session:
         rep, self.caches = drive(
             self.link, scheme, self.units, old, (p_t, p_t1), epoch=epoch, opts=self.opts, spare=self._spares
         )
-        self._spares = [c.data for c in old]  # each worker alternates two buffers
+        self._spares = list(old)  # each worker alternates two buffers
         self._made(rep, False)
         return Turn(None, (rep,), (False,))
 
@@ -517,7 +518,7 @@ def drive(
     *,
     epoch: int,
     opts: MasterOptions,
-    spare: list[np.ndarray] | None = None,
+    spare: list[np.ndarray | Cache] | None = None,
 ) -> tuple[TransitionReport, list[Cache]]:
     """One transition of the protocol in this process; return the master's report and the new caches.
 

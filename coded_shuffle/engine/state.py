@@ -142,14 +142,25 @@ def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) ->
     )
 
 
-def _spare_rows(spare: np.ndarray | None, cache: Cache, n: int, width: int) -> np.ndarray | None:
-    """Rows ``(n, width)`` carved from a spare buffer of an earlier epoch, or None if it does not fit."""
+def _spare_rows(
+    spare: np.ndarray | Cache | None, cache: Cache, n: int, width: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Rows ``(n, width)`` carved from a spare buffer of an earlier epoch, or None if it does not
+    fit; and, when the spare is a cache of records of many sizes in rows of this width, the
+    length past which each of those rows is zero (its records' lengths), or None."""
+    zeroed = None
+    if isinstance(spare, Cache):
+        if spare.lengths is not None and spare.data.ndim == 2 and spare.data.shape[1] == width:
+            zeroed = spare.lengths[:n]
+        spare = spare.data
     if spare is None or not isinstance(spare, np.ndarray) or spare.dtype != np.uint8:
-        return None
+        return None, None
     if not spare.flags.c_contiguous or not spare.flags.writeable or spare.size < n * width:
-        return None
+        return None, None
     rows = spare.reshape(-1)[: n * width].reshape(n, width)
-    return None if np.shares_memory(rows, cache.data) else rows
+    if np.shares_memory(rows, cache.data):
+        return None, None
+    return rows, (None if cache.lengths is None else zeroed)
 
 
 def pieces_dataset(dataset: Dataset, q: int) -> Dataset:
@@ -419,9 +430,20 @@ def units_of(scheme: Any, source: Any, held: Any, worker: int, width: int) -> Ca
     ([0, 2, 4, 5], [1500, 550, 1050, 1050], (4, 1500))
     >>> bool((mine.data[1, :550] == 2).all() and (mine.data[1, 550:] == 0).all())  # zero-padded
     True
+
+    A worker that holds nothing this epoch (a slot past ``K_t`` of
+    :class:`~coded_shuffle.engine.elastic_epochs.ElasticSchedule`) has no rows, and reads none:
+
+    >>> one = scheme_for("coded", K=3)
+    >>> none = units_of(one, Source(), one.start(placement_from_owner([0, 1, 0], 3)), 2, 3000)
+    >>> len(none), none.data.shape, none.lengths.tolist()
+    (0, (0, 3000), [])
     """
     ids = scheme.held(held, worker)
     known = unit_lengths(scheme)
+    if ids.size == 0:  # a worker that holds nothing this epoch (it joins at the next)
+        lengths = None if source.record_bytes is not None and known is None else np.empty(0, np.int64)
+        return Cache(ids=ids, data=np.zeros((0, width), dtype=np.uint8), lengths=lengths)
     if source.record_bytes is None and known is None:  # whole, zero-padded, with their lengths
         return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids])
     C = scheme.pieces

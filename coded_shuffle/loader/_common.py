@@ -386,20 +386,30 @@ def _store(
 
 def _scheme_on(
     network: object, scheme: str | Scheme, dataset: Dataset, K: int, seed: int, spec: OrderSpec,
-    storage: object, *, epoch: int, strategy: str,
+    storage: object, *, epoch: int, strategy: str, balance: str = "count",
 ) -> str | Scheme:  # fmt: skip
     """A loader's ``scheme``, checked against ``network``; ``auto`` resolved on it: of the loaders'
-    schemes, the one of least predicted time of transition ``epoch -> epoch + 1`` (in bytes where
-    the records' sizes differ)."""
+    schemes, the one of least predicted time of transition ``epoch -> epoch + 1`` of the batches
+    cut by ``balance`` (in bytes where the records' sizes differ; with a storage of ``M > 1``
+    batches, in the bytes of its pieces, each record cut by its own length where sizes differ,
+    :func:`~coded_shuffle.engine.schedule.storage_times`, on a network without racks)."""
     net = check_network(network, "auto", name="scheme")  # given, or asked for by 'auto'
     assert net is not None
-    if storage != 1:
-        raise ValueError(f"Argument 'network' applies to one batch a worker, not storage = {storage!r}.")
+    M = 1
+    if storage != 1:  # checked for these records before it is timed (auto: as the coded scheme's)
+        mode = "coded" if scheme == "auto" else scheme
+        M = _store(storage, dataset.record_bytes, K, mode=mode, variable=dataset.variable,
+                   sizes=dataset.lengths).M  # fmt: skip
+    if M != 1 and net.racks is not None:
+        raise ValueError(
+            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
+            f"not {net.racks_part!r}."
+        )
     if scheme != "auto":
         return scheme
     times = predicted_times(
         dataset.N, K, seed=seed, spec=spec, epoch=epoch, record_bytes=dataset.record_bytes,
-        network=net, strategy=strategy, sizes=dataset.lengths,
+        network=net, strategy=strategy, sizes=dataset.lengths, storage=M, balance=balance,
     )  # fmt: skip
     p = times.predicted_seconds
     return min(_training(), key=lambda m: p[m])  # a network no mode can use raised above
@@ -407,12 +417,16 @@ def _scheme_on(
 
 def choose_scheme(
     N: int, record_bytes: int, ranks: int, *, seed: int, order: object, start_epoch: int, network: object,
-    strategy: str = "greedy",
+    strategy: str = "greedy", sizes: np.ndarray | None = None, storage: int = 1, balance: str = "count",
 ) -> tuple[str, str]:  # fmt: skip
     """``scheme="auto"`` of a job of ``ranks`` processes: the master's coded broadcast to
     ``ranks - 1`` workers, or the exchange among ``ranks`` peers, whichever has the least
     predicted time of transition ``start_epoch -> start_epoch + 1`` on ``network``; returns it
-    and the one line that says why.
+    and the one line that says why. ``sizes`` (each record's bytes, where they differ; the widest
+    ``record_bytes``), ``storage`` and ``balance`` as the job's
+    (:func:`~coded_shuffle.engine.schedule.predicted_times`): with a storage of ``M > 1``
+    batches, the times of its pieces (a network without racks), and a scheme whose workers are
+    fewer than ``M`` cannot run.
 
     Examples
     --------
@@ -424,12 +438,19 @@ def choose_scheme(
     net = check_network(network, "auto", name="scheme")
     assert net is not None
     spec = _order_spec(order, N)
+    M = check_int(storage, "storage", minimum=1)
+    if M != 1 and net.racks is not None:
+        raise ValueError(
+            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
+            f"not {net.racks_part!r}."
+        )
 
     def time_of(mode: str, K: int) -> float:
-        if K < 1:
+        if K < max(1, M):
             return float("inf")
         times = predicted_times(N, K, seed=seed, spec=spec, epoch=start_epoch, record_bytes=record_bytes,
-                                network=net, strategy=strategy)  # fmt: skip
+                                network=net, strategy=strategy, sizes=sizes, storage=M,
+                                balance=check_balance(balance))  # fmt: skip
         return times.predicted_seconds[mode]
 
     # each scheme the loaders offer, on the job's ranks: all workers among peers, else one the master

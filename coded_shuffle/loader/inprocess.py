@@ -58,8 +58,8 @@ class InProcessLoader:
         joined row by row, and a record source is read as it is (:mod:`coded_shuffle.records`),
         its records of one size or of variable sizes (files, a sequence of ``bytes``, token
         documents, MDS or Arrow variable columns): each is then yielded as its own bytes, never
-        padded (:attr:`EpochBatch.records`), with no ``network`` and, above one batch, the
-        ``coded`` scheme (each record cut by its own length, docs/storage.md).
+        padded (:attr:`EpochBatch.records`); above one batch, in the ``coded`` scheme or the
+        ``exchange``, each record cut by its own length (docs/storage.md).
     K : int
         Workers, at most ``N``.
     epochs : int
@@ -86,12 +86,15 @@ class InProcessLoader:
         ``coded`` (default): the master's coded broadcast; ``exchange``: the workers send each
         other what each misses (the in-process link buffers the exchange), for every storage;
         ``auto``, with a ``network``: the one of the two of least predicted time of the first
-        transition on it (:func:`coded_shuffle.engine.schedule.predicted_times`); or a scheme of
+        transition on it (:func:`coded_shuffle.engine.schedule.predicted_times`, in bytes where
+        the records' sizes differ, of the batches ``balance`` cuts, of the pieces of a
+        ``storage`` above 1); or a scheme of
         one's own, an object satisfying :class:`~coded_shuffle.engine.schemes.Scheme`, used as is
         (``storage`` then 1 or its own).
     network : Network, optional
-        The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`; one
-        batch a worker).
+        The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`;
+        without racks for a ``storage`` above 1, whose times are those of its pieces on one
+        switch).
     decode : callable, optional
         A record's bytes (a read-only ``uint8`` array, a view) to the user's sample: iterating an
         :class:`EpochBatch` then yields ``(id, decode(record))``. Default: the rows, as
@@ -148,7 +151,8 @@ class InProcessLoader:
         self.order = _order_spec(order, N)
         if scheme == "auto" or network is not None:
             scheme = _scheme_on(network, scheme, self.dataset, self.K, self.seed, self.order, storage,
-                                epoch=self.start_epoch, strategy=self.strategy)  # fmt: skip
+                                epoch=self.start_epoch, strategy=self.strategy,
+                                balance=self.balance)  # fmt: skip
         variable = self.layout.variable
         self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme, variable=variable,
                              sizes=self.dataset.lengths)  # fmt: skip

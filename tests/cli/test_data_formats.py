@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,11 +113,13 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     tokens, _ = _tokens(tmp_path)
     (tmp_path / "data.xyz").write_bytes(b"abc")
     base = [command, "-K", str(K), "--transitions", "1"]
-    # records of different sizes run with a storage (coded or exchanged, in process and over MPI)
-    # without a network's times (run refuses a network with any storage, whatever the records)
+    # records of different sizes run with a storage (coded or exchanged, in process and over MPI),
+    # timed on a network without racks (the exchange on racks chooses its senders by counts of
+    # pieces), and into run's cache files (tests/cli/test_run_cache.py)
     var = [*base, "--data", str(tmp_path / "var")]
-    cases = [(["--storage", "2", "--network", "up=1,down=1"], "--storage 2 --network")]
-    for option, named in cases if command == "simulate" else []:
+    racks = ["--network", "up=1,down=1,racks=1x3,rack-up=1", "--mode", "exchange"]
+    cases = [(["--storage", "2", *racks], "--storage 2 --network with racks")]
+    for option, named in cases:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")
         assert line.endswith(f"{tmp_path / 'var'} are 10 to 15 B, mean 12.5 B\n")
@@ -151,6 +154,20 @@ def test_run_passes_the_path_and_its_format_to_the_ranks(tmp_path, capsys, monke
     assert args[1] == ["--data", files, "--format", "files", "--mode", "exchange"]
     assert seen[1][:3] == ["mpiexec", "-n", str(K)]  # a job of peers, each rank reads its own records
     assert capsys.readouterr().err == ""  # nothing copied, nothing to say
+    # --mode auto with a storage on records of different sizes: the coded broadcast or the exchange
+    # (the only modes a storage has times of), the one of least predicted time of the pieces
+    # (:func:`test_simulate_times_a_storage_of_records_of_different_sizes` counts them), said in one line
+    big = _big_files(tmp_path)
+    stored = ["run", "-K", str(K), "--seed", "4", "--data", big, "--storage", "2", "--mode", "auto"]
+    stored.append("--network")
+    slow_master = "master=10,up=50,down=100"
+    for net, mode, ranks in ((slow_master, "exchange", K), (NET + ",multicast", "coded", K + 1)):
+        assert main([*stored, net]) == 0
+        cmd = seen[-1]
+        given = cmd[cmd.index("--mode") + 1] if "--mode" in cmd else "coded"  # the default, not passed on
+        assert cmd[:3] == ["mpiexec", "-n", str(ranks)] and given == mode
+        assert capsys.readouterr().err.startswith(f"coded-shuffle: mode auto chose {mode}: predicted ")
+    assert "--mode auto needs --network SPEC" in _refusal(stored[:-1], capsys)  # nothing to choose on
 
 
 def _variable_files(tmp_path, n: int = 40) -> tuple[str, list[bytes]]:
@@ -161,6 +178,15 @@ def _variable_files(tmp_path, n: int = 40) -> tuple[str, list[bytes]]:
     for i, r in enumerate(records):
         (tmp_path / "docs" / f"{i:03d}.bin").write_bytes(r)
     return str(tmp_path / "docs"), records
+
+
+def _big_files(tmp_path) -> str:
+    """A directory of 30 files of 2 to 6 KiB of random bytes (cut into 2 pieces by a storage of 2)."""
+    rng = np.random.default_rng(8)
+    os.mkdir(tmp_path / "big")
+    for i in range(30):
+        (tmp_path / "big" / f"{i:03d}.bin").write_bytes(rng.bytes(int(rng.integers(2048, 6145))))
+    return str(tmp_path / "big")
 
 
 def _byte_matrix(sizes: np.ndarray, K: int, seed: int, epoch: int) -> np.ndarray:
@@ -238,10 +264,79 @@ def test_simulate_runs_records_of_different_sizes_in_bytes(mode, tmp_path, capsy
         first = min(auto[0]["predicted_seconds"].items(), key=lambda kv: kv[1] or float("inf"))[0]
         assert got.err.startswith(f"coded-shuffle: mode auto chose {first}: predicted ")
         assert {r["mode"] for r in auto} == {first}
-        # workers that come and go, on the same records
+        # workers that come and go, on the same records: the bound of the rectangular shuffle in bytes
+        # (a leaving worker's records, from the source, one more holder that wants nothing)
         assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode, "--json"]) == 0
         elastic = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [(d["K"], d["verified"]) for d in elastic] == [(2, True), (3, True)]
+        owners = [epoch_placement(sizes.size, k, seed=0, epoch=t).owner for t, k in enumerate([3, 2, 3])]
+        for t, d in enumerate(elastic, start=1):
+            S_B = np.zeros((3, 3), dtype=np.int64)
+            np.add.at(S_B, (owners[t - 1], owners[t]), sizes)
+            assert d["bound_bytes"] == brute_bound(S_B) <= d["load_bytes"] == d["transition"]["coded_bytes"]
+            assert d["transition"]["uncoded_bytes"] == S_B.sum() - np.trace(S_B)
+        assert main(["simulate", "-K", "3,2,3", "--data", path, "--mode", mode]) == 0
+        assert "load MB  bound MB  load/bound  uncoded MB" in capsys.readouterr().out
+
+
+def test_simulate_times_a_storage_of_records_of_different_sizes(tmp_path, capsys):
+    """With a storage of 2 batches on files of 2 to 6 KiB (each cut into 2 pieces by its own
+    length, ``[p L // 2, (p + 1) L // 2)``), each row's times on :data:`NET` against the bytes
+    counted here: what each worker misses (the pieces of its next batch it does not hold), the
+    busiest upload the exchange measured, the coded bytes the master sent; where the workers cannot
+    send, the genie bound of the pieces by brute force over every order of the workers; and
+    ``--mode auto`` runs the mode of least predicted time."""
+    import itertools
+
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+
+    rng = np.random.default_rng(8)
+    records = [rng.bytes(int(rng.integers(2048, 6145))) for _ in range(30)]
+    os.mkdir(tmp_path / "big")
+    for i, r in enumerate(records):
+        (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
+    sizes = np.array([len(r) for r in records])
+    piece = {(i, p): (p + 1) * L // 2 - p * L // 2 for i, L in enumerate(sizes) for p in (0, 1)}
+    scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
+    schedule = EpochSchedule(N=sizes.size, K=K, seed=4, spec=OrderSpec(), scheme=scheme)
+    held, epochs = [], schedule.epoch(0)
+    for _ in range(3):
+        held.append([{(int(u) // 2, int(u) % 2) for u in scheme.held(epochs.held, k)} for k in range(K)])
+        epochs = schedule.epoch(epochs.t + 1, epochs)
+    argv = ["simulate", "-K", str(K), "--seed", "4", "--data", str(tmp_path / "big"), "--storage", "2"]
+    argv.append("--json")
+    for mode, net in (("coded", NET), ("exchange", NET), ("coded", "master=100,down=100,multicast")):
+        assert main([*argv, "--mode", mode, "--network", net]) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        for r in rows:
+            t, owner = r["epoch"], epoch_placement(sizes.size, K, seed=4, epoch=r["epoch"]).owner
+            lack = [(j, (i, p)) for i, j in enumerate(owner) for p in (0, 1) if (i, p) not in held[t - 1][j]]
+            d = max(sum(piece[x] for j, x in lack if j == k) for k in range(K))
+            holders = {x: {k for k in range(K) if x in held[t - 1][k]} for _, x in lack}
+            genie = max(
+                sum(piece[x] for j, x in lack if all(order.index(h) > order.index(j) for h in holders[x]))
+                for order in itertools.permutations(range(K))
+            )
+            p, rates = r["predicted_seconds"], RATES
+            assert r["verified"] and r["network"] == net and p["uncoded"] is p["split"] is None
+            if net == NET:
+                assert r["time_bound_seconds"] == pytest.approx(d / rates["down"])
+                sent = r["payload_bytes"] if mode == "coded" else r["max_sent_bytes"]
+                # the coded broadcast's bytes on the slowest link (a chain of relays without multicast)
+                exchange = max(d / rates["down"], sent / rates["up"])
+                assert p[mode] == pytest.approx(sent / min(rates.values()) if mode == "coded" else exchange)
+            else:  # no worker uplinks: the master's broadcast alone, its bytes against the genie bound
+                assert p["exchange"] is None and r["lower_bound_bytes"] == genie
+                assert r["time_bound_seconds"] == pytest.approx(max(d, genie) / rates["master"])
+                assert p["coded"] == pytest.approx(r["payload_bytes"] / rates["master"])
+    assert main([*argv, "--mode", "auto", "--network", NET]) == 0
+    got = capsys.readouterr()
+    auto = [json.loads(line) for line in got.out.splitlines()]
+    first = min(auto[0]["predicted_seconds"].items(), key=lambda kv: kv[1] or float("inf"))[0]
+    assert got.err.startswith(f"coded-shuffle: mode auto chose {first}: predicted ")
+    assert {r["mode"] for r in auto} == {first}
 
 
 def _digests(records: list[bytes], K: int, seed: int, epoch: int) -> list[str]:
@@ -293,17 +388,31 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
     os.mkdir(tmp_path / "big")
     for i, r in enumerate(big):
         (tmp_path / "big" / f"{i:03d}.bin").write_bytes(r)
-    # with a storage, coded by the master (the exchange among peers: tests/loader/test_peers.py)
+    # with a storage, --mode auto on a network that multicasts: the coded broadcast, by the master
+    # (the exchange among peers: tests/loader/test_peers.py); the table on standard output
+    stored = NET + ",multicast"
     jobs.append((big, K, ["--data", str(tmp_path / "big"), "--storage", "2", "--transitions", "2",
-                          "--mode", "coded"]))  # fmt: skip
+                          "--mode", "auto", "--network", stored]))  # fmt: skip
+    # workers that come and go (a worker joins from an empty slot, then one leaves), every mode
+    jobs.append((records, "2,3,2", ["--data", path, "--mode", "all", "--transitions", "2"]))
     for written, workers, options in jobs:
         cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(workers), "--seed", "4", *options]
-        cmd.append("--json")
+        to = str(tmp_path / "rows.json") if "--storage" in options else "-"  # the table, and JSON lines
+        cmd += ["--json", to]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
         assert proc.returncode == 0, proc.stderr
-        rows = [json.loads(line) for line in proc.stdout.splitlines()]
+        out = proc.stdout if to == "-" else Path(to).read_text()
+        rows = [json.loads(line) for line in out.splitlines()]
         if "--storage" in options:
-            _check_stored(rows, big, K, 4, options[-1])
+            assert "coded-shuffle: mode auto chose coded: predicted " in proc.stderr
+            _check_stored(rows, big, K, 4, stored)
+            # the time lines after the table name the records' sizes, not the widest alone
+            sizes = np.array([len(r) for r in big])
+            said = f"records of {sizes.min():,} to {sizes.max():,} B, mean {sizes.mean():,.1f} B "
+            assert f"on the network {stored}, {said}" in proc.stdout, proc.stdout
+            continue
+        if isinstance(workers, str):
+            _check_elastic(rows, written, [int(k) for k in workers.split(",")], 4)
             continue
         sizes = np.array([len(r) for r in written])
         modes = ["coded", "uncoded", "exchange"] if workers == 2 else [options[options.index("--mode") + 1]]
@@ -314,23 +423,73 @@ def test_run_delivers_records_of_different_sizes_each_rank_opening_the_source(tm
             assert r["digests"] == _digests(written, workers, 4, r["epoch"])
 
 
-def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mode: str) -> None:
-    """A job's reports in ``mode`` with a storage of 2 batches on ``records`` (2 to 6 KiB, so each
-    is cut into 2 pieces): every transition verified and equal in bytes to the in-process engine's
-    on the same records and seed, and each worker's pieces, by their digest, the bytes of the
-    records written, piece ``p`` of a record of ``L`` bytes being its bytes
-    ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest piece."""
+def _check_elastic(rows: list[dict], records: list[bytes], counts: list[int], seed: int) -> None:
+    """A job of ``counts[t]`` workers at epoch ``t`` on ``records`` of different sizes, in every
+    mode, against the bytes counted here from the records written: epoch ``t``'s batches those of
+    ``order_placement(N, K_t)`` on the first ``K_t`` of the job's slots, the others empty; the byte
+    matrix of the rectangular ``K_t x K_{t+1}`` shuffle padded with zero rows and columns; its
+    genie bound by brute force over every order of the slots; and each slot's digest."""
+    import hashlib
+
+    from coded_shuffle.orders import order_placement
+
+    sizes, K = np.array([len(r) for r in records]), max(counts)
+    width = int(sizes.max())
+    owners = [
+        np.asarray(order_placement(sizes.size, k, seed=seed, epoch=t).owner) for t, k in enumerate(counts)
+    ]
+    modes = ("coded", "uncoded", "exchange")
+    assert [(r["epoch"], r["mode"]) for r in rows] == [(t, m) for t in range(1, len(counts)) for m in modes]
+    for r in rows:
+        t = r["epoch"]
+        S_B = np.zeros((K, K), dtype=np.int64)
+        np.add.at(S_B, (owners[t - 1], owners[t]), sizes)
+        moved = S_B.sum() - np.trace(S_B)
+        down = max(S_B[:, j].sum() - S_B[j, j] for j in range(K))
+        assert r["verified"] and r["records_checked"] == sizes.size and r["K"] == K
+        assert r["uncoded_bytes"] == moved and r["download_bound_bytes"] == down
+        assert r["lower_bound_bytes"] == brute_bound(S_B) and r["lower_bound_bytes_exact"]
+        assert brute_bound(S_B) <= r["coded_bytes"] <= moved
+        sent = {"coded": r["coded_bytes"], "uncoded": moved, "exchange": moved}[r["mode"]]
+        assert r["payload_bytes"] + r["exchange_bytes"] == sent
+        if r["mode"] == "exchange":  # each worker receives exactly what it misses
+            assert r["max_received_bytes"] == down
+        digests = []
+        for k in range(K):
+            ids = np.flatnonzero(owners[t] == k).astype("<i8")  # none on a slot past K_t
+            h = hashlib.blake2b(digest_size=16)
+            h.update(ids.tobytes())
+            h.update(b"".join(records[i].ljust(width, b"\0") for i in ids))
+            digests.append(h.hexdigest())
+        assert r["digests"] == digests
+
+
+def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, spec: str) -> None:
+    """A job's reports with a storage of 2 batches on ``records`` (2 to 6 KiB, so each is cut into
+    2 pieces), in the mode of least predicted time of the first transition: every transition
+    verified and equal in bytes to the in-process engine's on the same records and seed, and each
+    worker's pieces, by their digest, the bytes of the records written, piece ``p`` of a record of
+    ``L`` bytes being its bytes ``[p L // 2, (p + 1) L // 2)``, each zero-padded to the widest
+    piece; on the network ``spec``, the times of those pieces the in-process engine gives
+    (``test_simulate_times_a_storage_...`` checks them against the bytes counted from the
+    records), measured against their bound."""
     import hashlib
 
     from coded_shuffle.codec import load_dataset
     from coded_shuffle.engine import run, scheme_for
     from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.network import Network
     from coded_shuffle.orders import OrderSpec
 
     sizes = np.array([len(r) for r in records])
     width = -(-int(sizes.max()) // 2)
     pieces = [r[p * len(r) // 2 : (p + 1) * len(r) // 2].ljust(width, b"\0") for r in records for p in (0, 1)]
-    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2, mode=mode).transitions
+    net = Network.parse(spec)
+    first = {m: v for m, v in rows[0]["predicted_seconds"].items() if v is not None}
+    mode = min(first, key=first.get)
+    assert {r["mode"] for r in rows} == {mode}
+    engine = run(load_dataset(records), K=K, epochs=len(rows), seed=seed, storage=2, mode=mode, network=net)
+    engine = engine.transitions
     scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
     schedule = EpochSchedule(N=sizes.size, K=K, seed=seed, spec=OrderSpec(), scheme=scheme)
     now = schedule.epoch(0)
@@ -341,6 +500,9 @@ def _check_stored(rows: list[dict], records: list[bytes], K: int, seed: int, mod
         want = ref.to_dict()
         for key in ("coded_bytes", "uncoded_bytes", "wire_bytes", "exchange_bytes", "coded_symbols"):
             assert r[key] == want[key], key
+        assert r["network"] == spec and r["predicted_seconds"] == pytest.approx(want["predicted_seconds"])
+        assert r["time_bound_seconds"] == pytest.approx(want["time_bound_seconds"])
+        assert r["time_gap"] == pytest.approx(r["seconds"] / r["time_bound_seconds"] - 1)
         assert r["lower_bound_bytes"] <= r["coded_bytes"] < r["uncoded_bytes"]
         if mode == "exchange":  # each worker receives exactly the pieces it misses
             assert r["exchange_bytes"] == r["uncoded_bytes"]

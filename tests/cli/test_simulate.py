@@ -104,6 +104,11 @@ def test_simulate_with_storage_counts_pieces_and_keeps_the_loads_of_rate(capsys)
     [
         (["--storage", "5"], "--storage must be at most K = 4 batches, not 5"),
         (["--storage", "2", "--subpackets", "2"], "--storage cannot be combined with --subpackets"),
+        (["--storage", "2", "--mode", "uncoded"], "--storage above 1 applies to --mode coded or exchange"),
+        (  # before any transition is simulated (the library's refusal came after the header)
+            ["--storage", "2", "--mode", "split", "--network", "master=1000,up=100,down=1000,multicast"],
+            "--storage above 1 applies to --mode coded or exchange, not --mode split",
+        ),
     ],
 )
 def test_simulate_refuses_a_bad_storage_in_one_line(capsys, extra, message):
@@ -197,7 +202,7 @@ def test_simulate_on_a_network_prints_the_times_under_the_table(capsys):
         (["--mode", "auto"], "--mode auto needs --network SPEC"),
         (["--network", "master=1000,up=0,down=1000"], "--network: up=0: a rate must be positive"),
         (["--network", "down=100,bogus=3"], "--network: 'bogus=3': not a part of a SPEC"),
-        (["--network", "down=100", "--storage", "2", "-B", "4096"], "--network applies to one batch"),
+        (["--network", "down=1,racks=2x2,rack-up=1", "--storage", "2", "-B", "4096"], "--network with racks"),
         (["--network", "down=100", "--subpackets", "2"], "--network applies to whole records"),
     ],
 )

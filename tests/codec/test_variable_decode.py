@@ -64,10 +64,12 @@ def _damaged(rng: np.random.Generator, frame: np.ndarray) -> np.ndarray:
     return bad
 
 
-def _check(cache, given, raw, need, checksums, worker, out):
+def _check(cache, given, raw, need, checksums, worker, out, out_lengths=None):
     """Decode ``given`` (the frames ``raw``, as bytes or parsed, unpacked or not) into ``out`` and
     compare the bytes, lengths, decoded, missing and bad ids with the reference's of ``raw``."""
-    res = decode_worker(cache, given, need=need, worker=worker, checksums=checksums, out=out)
+    res = decode_worker(
+        cache, given, need=need, worker=worker, checksums=checksums, out=out, out_lengths=out_lengths
+    )
     parsed = [parse_frame(f) for f in raw]
     want, want_len, decoded, missing = _decode_reference(cache, _merge_frames(parsed), need)
     assert res.cache.data.tobytes() == want.tobytes()
@@ -84,7 +86,7 @@ def test_variable_decode_matches_reference_intact_and_damaged(rng):
     # widths 1 to 61; an 'out' full of stale bytes, so every row's padding must be written.
     rounds = flagged = 0
     for K, N, B in ((3, 40, 1), (9, 400, 61), (5, 200, 17)):
-        p0, p1 = (epoch_placement(N, K, seed=K, epoch=t) for t in (0, 1))
+        p0, p1, p2 = (epoch_placement(N, K, seed=K, epoch=t) for t in (0, 1, 2))
         ds = load_dataset(_records(rng, N, B))
         plan = plan_delivery(p0, p1, sizes=ds.lengths)
         frames = encode_plan(plan, ds, epoch=1, max_frame_bytes=8 * B)
@@ -102,6 +104,12 @@ def test_variable_decode_matches_reference_intact_and_damaged(rng):
                 res = _check(cache, given, raw, need, ds.checksums, k, out)
                 rounds = max(rounds, res.rounds)
                 flagged += res.bad.size
+                # a recycled cache (another batch's records, zero past their lengths): each row
+                # zeroed only up to the old record's end, the bytes the same
+                old = ds.cache(p2.batch(k))
+                out, zeroed = old.data[: need.size].copy(), old.lengths[: need.size]
+                assert (zeroed > 0).any()
+                _check(cache, given, raw, need, ds.checksums, k, out, zeroed)
             res = decode_worker(cache, frames, need=need, worker=k, checksums=ds.checksums)
             assert res.ok and np.array_equal(res.cache.data, ds.data[need])
     assert rounds >= 2 and flagged > 0
@@ -127,3 +135,19 @@ def test_parse_frame_unpack_exceptions(rng):
         parse_frame(frame, unpack=1)
     fixed = parse_frame(encode_plan(plan, load_dataset(np.zeros((6, 4), np.uint8)), epoch=1)[0], unpack=False)
     assert fixed.packed is None and fixed.payload.shape == (fixed.n_symbols, 4)  # fixed rows are views
+
+
+def test_out_lengths_are_checked(rng):
+    ds = load_dataset(_records(rng, 30, 9))
+    p0, p1 = (epoch_placement(30, 3, seed=1, epoch=t) for t in (0, 1))
+    frames = encode_plan(plan_delivery(p0, p1, sizes=ds.lengths), ds, epoch=1)
+    cache, need = ds.cache(p0.batch(1)), p1.batch(1)
+    out = np.zeros((need.size, 9), dtype=np.uint8)
+    for bad in (np.full(need.size, 10), np.full(need.size, -1), np.zeros(need.size + 1, np.int64)):
+        with pytest.raises(ValueError, match="'out_lengths' must give a length in \\[0, 9\\]"):
+            decode_worker(cache, frames, need=need, worker=1, out=out, out_lengths=bad)
+    with pytest.raises(ValueError, match="'out_lengths' needs the buffer 'out'"):
+        decode_worker(cache, frames, need=need, worker=1, out_lengths=np.zeros(need.size, np.int64))
+    none = np.zeros(need.size, np.int64)
+    res = decode_worker(cache, frames, need=need, worker=1, out=out, out_lengths=none)
+    assert res.ok and np.array_equal(res.cache.data, ds.data[need])

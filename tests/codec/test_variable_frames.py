@@ -100,10 +100,20 @@ def test_frames_of_many_sizes_decode_alike_packed_or_parsed():
     a, b, _ = plan.transmissions()
     deliveries = [
         encode_plan(plan, dataset, epoch=EPOCH),
-        encode_plan(plan, dataset, epoch=EPOCH, max_frame_bytes=34),  # two symbols a frame
+        encode_plan(plan, dataset, epoch=EPOCH, max_frame_bytes=20),  # the symbols that fit 20 B
         [encode_plan_arrays(dataset, a, b, epoch=EPOCH)],  # no receiver index
     ]
-    assert len(deliveries[1]) == 3 and all(parse_frame(f).packed is None for f in deliveries[1])
+    # each symbol as long as its longer record, a frame closed where the next would pass 20 B
+    want: list[list[int]] = [[]]
+    for x, y in zip(a.tolist(), b.tolist(), strict=True):
+        size = max(len(records[x]), len(records[y]) if y >= 0 else 0)
+        if want[-1] and sum(want[-1]) + size > 20:
+            want.append([])
+        want[-1].append(size)
+    parsed = [parse_frame(f) for f in deliveries[1]]
+    assert len(want) == 3
+    assert [(f.n_symbols, f.payload_bytes) for f in parsed] == [(len(w), sum(w)) for w in want]
+    assert all(f.packed is None for f in parsed)
     for frames in deliveries:
         for given in (frames, [parse_frame(f) for f in frames]):
             for k in range(3):

@@ -266,12 +266,48 @@ def test_run_on_a_network_reports_the_times_and_auto_chooses_by_them():
     assert plain.to_dict()["network"] is None and plain.to_dict()["predicted_seconds"] is None
 
 
+def test_run_with_a_storage_on_a_network_times_its_pieces():
+    """``M = 2`` of records of 6000 bytes at ``K = 4`` (3 pieces of 2000 bytes, each on 2 workers):
+    the times from the pieces counted here, ``d_j`` those of worker ``j``'s next batch it does not
+    hold (the holdings the scheme's placement model says), against the bytes the delivery moved
+    (the busiest worker's upload in the exchange, the master's payload when coded); ``auto`` runs
+    the mode of least predicted time."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.network import Network
+    from coded_shuffle.orders import OrderSpec
+
+    K, N, rates = 4, 80, {"master": 100e6 / 8, "up": 50e6 / 8, "down": 100e6 / 8}
+    net = Network.parse("master=100,up=50,down=100")
+    scheme = scheme_for("coded", K=K, storage=2, record_bytes=6000)
+    assert (scheme.pieces, scheme.piece_bytes(6000)) == (3, 2000)
+    now = EpochSchedule(N=N, K=K, seed=3, spec=OrderSpec(), scheme=scheme).epoch(0)
+    held = [set(scheme.held(now.held, k).tolist()) for k in range(K)]
+    owner = epoch_placement(N, K, seed=3, epoch=1).owner
+    d = max(sum(2000 for i in range(N) for p in range(3) if owner[i] == j and 3 * i + p not in held[j])
+            for j in range(K))  # fmt: skip
+    for mode in ("coded", "exchange", "auto"):
+        t = simulate(K=K, N=N, record_bytes=6000, epochs=1, seed=3, storage=2, mode=mode, network=net)
+        t = t.transitions[0]
+        on = t.on_network
+        assert t.verified and on.time_bound_seconds == pytest.approx(d / rates["down"])
+        assert on.predicted_seconds["uncoded"] is on.predicted_seconds["split"] is None
+        if mode == "coded":  # no multicast: the relays' uplinks forward every symbol
+            assert on.predicted_seconds["coded"] == pytest.approx(t.wire.payload_bytes / rates["up"])
+        if mode == "exchange":
+            busiest = max(d / rates["down"], t.exchange.max_sent_bytes / rates["up"])
+            assert on.predicted_seconds["exchange"] == pytest.approx(busiest)
+        if mode == "auto":
+            p = {m: v for m, v in on.predicted_seconds.items() if v is not None}
+            assert t.mode == on.choice == min(p, key=p.get)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
         ({"mode": "auto"}, ValueError, "'mode' can be 'auto' only with a 'network'"),
         ({"network": "down=100"}, TypeError, "'network' must be a Network or None, not str"),
-        ({"network": "NET", "storage": 2}, ValueError, "'network' applies to one batch a worker"),
+        ({"network": "RACKS", "storage": 2}, ValueError, "'network' applies to one batch a worker"),
         ({"network": "NET", "subpackets": 2}, ValueError, "'network' applies to one batch a worker"),
     ],
 )
@@ -280,5 +316,7 @@ def test_run_on_a_network_refuses_what_it_cannot_time(kwargs, error, message):
 
     if kwargs.get("network") == "NET":
         kwargs = {**kwargs, "network": Network.parse("down=100,up=100")}
+    if kwargs.get("network") == "RACKS":  # a storage on racks takes the exchange (a storage elsewhere: timed)
+        kwargs = {**kwargs, "network": Network.parse("down=100,up=100,racks=2x2,rack-up=50")}
     with pytest.raises(error, match=message):
         simulate(K=4, N=800, record_bytes=512, epochs=1, seed=0, **kwargs)

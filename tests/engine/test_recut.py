@@ -193,11 +193,12 @@ def test_recut_exceptions():
         recut_run(ds, workers=[4, 3], M=2, seed=1, mode="uncoded")
     with pytest.raises(ValueError, match="'M' must be at most the fewest workers, 2, not 3"):
         recut_run(ds, workers=[4, 2], M=3, seed=1)
+    # Records of many sizes, each cut by its own length: re-cut, then the scheme's transition.
     sized = load_dataset([b"abcd" * n for n in range(1, 13)])
-    with pytest.raises(ValueError, match="'mode' must be 'coded' for records of many sizes"):
-        recut_run(sized, workers=[4, 3], M=2, seed=1, mode="exchange")
-    # Records of many sizes in the coded scheme: re-cut, then the scheme's transition.
-    assert all(r.verified for r in recut_run(sized, workers=[4, 3, 3], M=2, seed=1))
+    for mode in ("coded", "exchange"):
+        reps = recut_run(sized, workers=[4, 3, 3, 4], M=2, seed=1, mode=mode)
+        assert [type(r).__name__ for r in reps] == ["RecutReport", "TransitionReport", "RecutReport"]
+        assert all(r.verified for r in reps)
 
 
 def _kept(ds, holdings, K, M, holders, Pn, r):

@@ -682,3 +682,23 @@ def test_choose_scheme_weighs_the_coded_job_against_the_peers_of_the_same_ranks(
         choose_scheme(8000, 1024, 9, network=Network.parse("down=1000"), **kw)
     with pytest.raises(ValueError, match="'scheme' can be 'auto' only with a 'network'"):
         choose_scheme(8000, 1024, 9, network=None, **kw)
+    # a storage of 2 batches: the times of its pieces (the master's 4 workers against the 5 peers;
+    # tests/loader/test_variable.py counts them), which turn this network's choice to the broadcast
+    from coded_shuffle.engine.schedule import predicted_times
+    from coded_shuffle.orders import OrderSpec
+
+    fast_up = Network.parse("master=1000,up=600,down=1000,multicast")
+    sizes = np.random.default_rng(0).integers(2048, 6145, 600)
+    cases = ((1, 4096, None, "exchange"), (2, 4096, None, "coded"), (2, 6144, sizes, "coded"))
+    for M, B, lengths, want in cases:
+        t = {
+            m: predicted_times(600, k, seed=0, spec=OrderSpec(), epoch=0, record_bytes=B, network=fast_up,
+                               sizes=lengths, storage=M).predicted_seconds[m]
+            for m, k in (("coded", 4), ("exchange", 5))
+        }  # fmt: skip
+        got, why = choose_scheme(600, B, 5, network=fast_up, storage=M, sizes=lengths, **kw)
+        assert got == want == min(t, key=t.get) and f"predicted {t[want]:.3g} s" in why
+    # a storage of 5 batches: only the 5 peers can hold it
+    assert choose_scheme(600, 4096, 5, network=fast_up, storage=5, **kw)[0] == "exchange"
+    with pytest.raises(ValueError, match="Argument 'network' must have no racks with storage = 2"):
+        choose_scheme(600, 4096, 5, network=Network.parse("up=1,down=1,racks=1x5,rack-up=1"), storage=2, **kw)

@@ -183,6 +183,55 @@ def test_auto_chooses_on_the_bytes_of_variable_records(rng):
         assert loader.scheme.name == expect
 
 
+@pytest.mark.parametrize("balance", ["count", "bytes"])
+def test_auto_chooses_a_storage_on_the_bytes_of_its_pieces(rng, balance):
+    """``scheme="auto"`` with ``storage=2`` (records of 2 to 6 KiB, each cut into 2 pieces by its
+    own length, ``[p L // 2, (p + 1) L // 2)``): the scheme of least time of the first transition,
+    counted here on each network. ``d_j``, the bytes of the pieces of worker ``j``'s next batch
+    (the epoch's order cut by count or, by brute force, by bytes) that it does not hold (the
+    holdings the placement model says), over the downlink; the exchange's busiest upload and the
+    coded broadcast's symbols as the loaders of each scheme measured them, the symbols through the
+    master, every downlink and, without multicast, the relays' uplinks."""
+    from coded_shuffle.engine.schedule import EpochSchedule, predicted_times
+    from coded_shuffle.orders import OrderSpec
+
+    records = [rng.bytes(int(n)) for n in rng.integers(2048, 6145, N)]
+    sizes = np.array([len(r) for r in records])
+    piece = {(i, p): (p + 1) * L // 2 - p * L // 2 for i, L in enumerate(sizes) for p in (0, 1)}
+    scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)  # which worker holds each piece
+    cut = None if balance == "count" else sizes  # epoch 0's batches as the loader cuts them
+    now = EpochSchedule(N=N, K=K, seed=SEED, spec=OrderSpec(), scheme=scheme, sizes=cut, balance=balance)
+    now = now.epoch(0)
+    assert all(np.array_equal(now.batch(k), b) for k, b in enumerate(oracle(0, sizes, balance)))
+    held = [{(int(u) // 2, int(u) % 2) for u in scheme.held(now.held, k)} for k in range(K)]
+    d = max(sum(piece[i, p] for i in batch for p in (0, 1) if (i, p) not in held[j])
+            for j, batch in enumerate(oracle(1, sizes, balance)))  # fmt: skip
+    kw = {"K": K, "epochs": 2, "seed": SEED, "storage": 2, "balance": balance}
+    sent = {m: InProcessLoader(records, scheme=m, **kw) for m in ("coded", "exchange")}
+    for loader in sent.values():
+        list(loader)
+    coded = sent["coded"].reports[0].wire.payload_bytes
+    upload = sent["exchange"].reports[0].exchange.max_sent_bytes
+    chosen = set()
+    for spec in ("master=100,up=50,down=100", "master=10,up=50,down=100", "master=100,down=100,multicast"):
+        net = Network.parse(spec)
+        rate = {k: (getattr(net, k) or 0) * 125_000 for k in ("master", "up", "down")}  # bytes a second
+        times = {  # no worker uplinks (no up=R): no exchange
+            "exchange": max(d / rate["down"], upload / rate["up"]) if rate["up"] else float("inf"),
+            "coded": coded / min(rate["master"], rate["down"], *(() if net.multicast else (rate["up"],))),
+        }
+        predicted = predicted_times(N, K, seed=SEED, spec=OrderSpec(), epoch=0, record_bytes=int(sizes.max()),
+                                    network=net, sizes=sizes, storage=2, balance=balance)  # fmt: skip
+        assert {m: predicted.predicted_seconds[m] for m in times} == pytest.approx(times)
+        loader = InProcessLoader(records, scheme="auto", network=net, **kw)
+        assert loader.scheme.name == min(times, key=times.get) and loader.scheme.M == 2
+        chosen.add(loader.scheme.name)
+    assert chosen == {"coded", "exchange"}
+    racks = Network.parse("up=1,down=1,racks=1x3,rack-up=1")
+    with pytest.raises(ValueError, match="Argument 'network' must have no racks with storage = 2"):
+        InProcessLoader(records, scheme="auto", network=racks, **kw)
+
+
 def test_minibatches_of_variable_records_are_their_own_bytes(rng):
     records = [bytes([i]) * (i + 1) for i in range(11)]
     (batch,) = next(iter(InProcessLoader(records, K=1, epochs=1, seed=0))).batches

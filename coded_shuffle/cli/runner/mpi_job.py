@@ -347,14 +347,15 @@ def job_refusal(
     if N < K:
         return f"the dataset has {N} records, fewer than the {K} workers"
     if job.epoch_workers is not None:
-        problem = _elastic_refusal(job, K, variable)
+        problem = _elastic_refusal(job, K)
         if problem is not None:
             return problem
     stored = f"--storage {job.storage}"
+    # auto (the launcher's) with a storage chooses coded or exchange (engine.schedule.storage_times)
     sized = (
-        (job.storage != 1 and not set(MODES.get(job.mode, ("auto",))) <= {"coded", "exchange"},
+        (job.storage != 1 and not set(MODES.get(job.mode, ("coded", "exchange"))) <= {"coded", "exchange"},
          f"{stored} --mode {job.mode}"),  # fmt: skip
-        (job.storage != 1 and job.network is not None, f"{stored} --network"),  # times of whole records
+        (job.storage != 1 and "racks=" in str(job.network), f"{stored} --network with racks"),  # by counts
     )
     for given, flag in sized:
         if variable and given:
@@ -379,10 +380,12 @@ def job_refusal(
     return storage_refusal(B, K, job.storage)
 
 
-def _elastic_refusal(job: JobOptions, K: int, variable: bool) -> str | None:
+def _elastic_refusal(job: JobOptions, K: int) -> str | None:
     """Why the workers of each epoch (``--epoch-workers``, ``run --workers K0,K1,...``) cannot run
     on ``K`` workers, or None: ``--transitions + 1`` counts, the largest ``K``, one batch a worker
-    of records of one size, a mode with a master's unicast or the workers' exchange."""
+    (records of one size or of many, each transition then reported in bytes against the bound of
+    the rectangular shuffle weighted by size), a mode with a master's unicast or the workers'
+    exchange."""
     counts = job.epoch_workers
     assert counts is not None
     if len(counts) != job.epochs + 1:
@@ -394,7 +397,6 @@ def _elastic_refusal(job: JobOptions, K: int, variable: bool) -> str | None:
     given = (
         (job.storage != 1, f"--storage {job.storage} in one job: a storage is cut again at each change (in "
          "process: simulate --workers; across jobs: run again on another -K with --cache-dir)"),
-        (variable, f"--data {job.data} of records of several sizes"),
         (job.mode == "split", "--mode split"),
         (job.network is not None, "--network"),
         (job.multicast is not None, "--multicast"),
@@ -538,10 +540,8 @@ class Results:
         if self.table and not self.job.link_mbps and several:
             self._print(UNPACED_NOTE)
         if self.table and self._timed:
-            b = self.bound  # in bytes on records of different sizes (one batch a worker)
-            for line in sized_time_lines(self._timed, b.sizes) if isinstance(b, ByteBound) else (
-                time_lines(self._timed)
-            ):  # fmt: skip
+            sizes = None if self.bound is None else self.bound.sizes  # records of different sizes
+            for line in time_lines(self._timed) if sizes is None else sized_time_lines(self._timed, sizes):
                 self._print(line)
         if self.out is not None and self.out is not self.res:
             self.out.close()

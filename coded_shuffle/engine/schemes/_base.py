@@ -167,6 +167,7 @@ def receive_decode(
     checksums: np.ndarray,
     variable: bool,
     out: np.ndarray | None = None,
+    out_lengths: np.ndarray | None = None,
     tamper: Tamper | None = None,
     raw: list[np.ndarray] | None = None,
 ) -> Taken:
@@ -180,7 +181,10 @@ def receive_decode(
         lambda f: (f.len_a is not None) == variable,
     )  # fmt: skip
     t_recv = time.perf_counter() - t0
-    res = decode_worker(cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out)
+    res = decode_worker(
+        cache, frames, need=need, worker=worker, epoch=epoch, checksums=checksums, out=out,
+        out_lengths=out_lengths,
+    )  # fmt: skip
     return Taken(res, rejected, t_recv, time.perf_counter() - t0 - t_recv, payload, header)
 
 
@@ -298,6 +302,7 @@ class Scheme(Protocol):
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
+        out_lengths: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken: ...
 
@@ -469,6 +474,7 @@ class SchemeBase(Scheme):
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
+        out_lengths: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
         """A worker: receive the delivery and rebuild its units ``need`` from ``cache`` and it."""

@@ -13,6 +13,7 @@ from ...codec import (
     encode_plan,
     encode_plan_arrays,
 )  # fmt: skip
+from ...codec._common import _frame_cuts
 from ...orders import Placement
 from ...plan import DeliveryPlan
 from ...transport import Transport
@@ -48,11 +49,12 @@ class CodedScheme(SchemeBase):
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
+        out_lengths: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
         return receive_decode(
             link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
-            tamper=tamper,
+            out_lengths=out_lengths, tamper=tamper,
         )  # fmt: skip
 
 
@@ -71,13 +73,13 @@ def uncoded_frames(
     {0: 1, 1: 1}
     """
     moved = p_t.owner != p_t1.owner
-    per = max(1, max_frame_bytes // max(1, dataset.record_bytes))
     out: dict[int, list[np.ndarray]] = {}
     for j in range(p_t1.K):
         ids = np.flatnonzero(moved & (p_t1.owner == j))
+        payload = None if dataset.lengths is None else dataset.lengths[ids]
         out[j] = [
-            encode_plan_arrays(dataset, ids[lo : lo + per], np.full(min(per, ids.size - lo), -1), epoch=epoch)
-            for lo in range(0, ids.size, per)
+            encode_plan_arrays(dataset, ids[lo:hi], np.full(hi - lo, -1), epoch=epoch)
+            for lo, hi in _frame_cuts(ids.size, dataset.record_bytes, max_frame_bytes, payload)
         ]
     return out
 

@@ -284,6 +284,7 @@ class ExchangeScheme(SchemeBase):
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
+        out_lengths: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
         """Decode the frames the exchange brings as they come: in rounds, each round's records

@@ -155,11 +155,12 @@ class SplitScheme(SchemeBase):
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
+        out_lengths: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
         return _collected(  # the exchange, then the master's frames, gathered meanwhile
             link, worker, lambda raw: receive_decode(
                 link, worker, cache, need, epoch=epoch, checksums=checksums, variable=variable, out=out,
-                tamper=tamper, raw=raw,
+                out_lengths=out_lengths, tamper=tamper, raw=raw,
             ), master=True,
         )  # fmt: skip

@@ -115,6 +115,7 @@ class StorageScheme(SchemeBase):
         checksums: np.ndarray,
         variable: bool,
         out: np.ndarray | None = None,
+        out_lengths: np.ndarray | None = None,
         tamper: Tamper | None = None,
     ) -> Taken:
         from ...codec import TermsDecoder
