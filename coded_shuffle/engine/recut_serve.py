@@ -223,12 +223,20 @@ def files_round(
                 choice = None if restore else (K, choice[1])
             link.share(choice)
     if choice is not None and sizes is not None:
-        raise ValueError(
-            f"Argument 'cache_dir' holds a storage of records of many sizes of K = {choice[0]} workers, "
-            f"or not the one this job restores: such a storage is restored at its own K, not cut again "
-            f"(at K = {link.K}); relaunch on K = {choice[0]} workers or start from an empty folder."
-        )
+        raise ValueError(_not_cut(choice[0], link.K))
     return choice
+
+
+def _not_cut(K: int, K_next: int) -> str:
+    """Why files of a storage of records of many sizes are not used at ``K_next`` (written at ``K``,
+    or, ``K == K_next``, at a ``K`` their headers do not tell)."""
+    if K != K_next:
+        return (f"Argument 'cache_dir' holds a storage of records of many sizes of K = {K} workers: such a "
+                f"storage is restored at its own K, not cut again at K = {K_next}; relaunch on K = {K} "
+                "workers or start from an empty folder.")  # fmt: skip
+    return (f"Argument 'cache_dir' holds a storage of records of many sizes that is not the one a restore "
+            f"at K = {K_next} plans from (written at another K): such a storage is restored at its own K, "
+            "not cut again; relaunch on the K that wrote it or start from an empty folder.")  # fmt: skip
 
 
 def _plan(

@@ -16,7 +16,7 @@ import pytest
 from coded_shuffle import cli
 from coded_shuffle.engine import run, scheme_for, synthetic_dataset
 from coded_shuffle.engine.cache_dir import cache_path, load_cache
-from coded_shuffle.engine.recover import recut_restart
+from coded_shuffle.engine.recover import recut_restart, save_storage
 from coded_shuffle.engine.rest import save_worker_cache
 from coded_shuffle.engine.schedule import EpochSchedule
 from coded_shuffle.orders import OrderSpec
@@ -191,6 +191,21 @@ def test_records_of_many_sizes_restart_from_their_cache_files(tmp_path):
         ids = np.sort(three.held.batch(k))
         assert (got.epoch, got.dropped) == (3, 0) and np.array_equal(got.cache.ids, ids)
         assert [got.cache.record(int(i)) for i in ids] == [records[int(i)] for i in ids]
+    # a storage of them written at K + 1 (the library's save_storage) is not cut again at K: the
+    # master ends the job in one line naming --cache-dir, no rank's traceback
+    stored = tmp_path / "stored"
+    save_storage(stored, ds, K=K + 1, M=2, seed=0, epoch=1)
+    cmd[cmd.index("--cache-dir") + 1] = str(stored)
+    proc = subprocess.run([*cmd, "--storage", "2"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=env, check=False)  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (said,) = [line for line in proc.stderr.splitlines() if "--cache-dir" in line]
+    # (records of 1 to 300 B are stored whole at both K, which their headers cannot tell apart)
+    assert said == (
+        f"coded-shuffle run: error: rank 0: --cache-dir {stored}: holds a storage of records of many sizes "
+        f"that is not the one a restore at K = {K} plans from (written at another K): such a storage is "
+        "restored at its own K, not cut again; relaunch on the K that wrote it or start from an empty folder."
+    )
 
 
 def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):

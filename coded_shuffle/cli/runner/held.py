@@ -22,6 +22,11 @@ does, through the same calls of the session:
   storage a restore plans from) are cut again into the storage of epoch ``T`` at this job's ``K``
   (:mod:`~coded_shuffle.engine.recut_serve`, as ``MPILoader`` does), the job going on from it.
 
+Records of several sizes (a ``--data`` of them) are kept each at its length (or each piece of a
+storage, every record cut by its own length), and counted at their own bytes; their storage is
+restored at the ``K`` that wrote it, not cut again at another (the master then ends the job with
+one line naming ``--cache-dir``).
+
 The master reports how the job started (:func:`start_dict`, :func:`start_line`): records held,
 dropped and sent from the source (:class:`~coded_shuffle.engine.rest.HeldStart`), pieces kept,
 from peers and from the source (:class:`~coded_shuffle.engine.restore.RecoveryReport`), or the
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -155,7 +161,11 @@ def deal(session: Session, job: JobOptions, schedule: EpochSchedule, dataset: Da
     if job.cache_dir is None:
         session.deal(work, now.held)
         return Start(job, session, now)
-    rep = serve_recut_start(session, dataset, work, scheme.M, now) if scheme.M > 1 else None
+    try:
+        rep = serve_recut_start(session, dataset, work, scheme.M, now) if scheme.M > 1 else None
+    except ValueError as exc:  # a storage of records of several sizes, not cut again: one line
+        said = str(exc).removeprefix("Argument 'cache_dir' ")
+        end_job(PROG, session.link.rank, f"--cache-dir {job.cache_dir}: {said}", session.dog.abort)
     if rep is not None:  # files of another K: the storage at this K cut from them
         return Start(job, session, replace(now, held=rep.held), None, rep)
     held, report = session.deal_held(work, now.held)
@@ -183,8 +193,12 @@ def receive(
         print(f"{PROG}: rank {session.link.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
 
     if scheme.M > 1:
-        got = receive_recut_start(session, folder, N=N, B=B, seed=job.seed, scheme=scheme, held=now.held,
-                                  now=now)  # fmt: skip
+        try:
+            got = receive_recut_start(session, folder, N=N, B=B, seed=job.seed, scheme=scheme, held=now.held,
+                                      now=now)  # fmt: skip
+        except ValueError:  # the master says it in one line and ends the job
+            time.sleep(session.dog.timeout)
+            raise
         if got is not None:  # files of another K: its storage at this K cut from them
             for note in got[1]:
                 say(note)
