@@ -167,28 +167,25 @@ def balanced_length(ds: Any, epoch: int) -> int | None:
 
 def _auto_scheme(
     source: object, transport: object, network: object, *, seed: int, order: object, start_epoch: int,
-    strategy: str,
+    strategy: str, storage: int = 1, balance: str = "count",
 ) -> tuple[str, str]:  # fmt: skip
-    """``scheme="auto"``: the records' number and size from ``source`` (on every rank), the job's
-    ranks from ``transport`` or the launcher's world, then :func:`choose_scheme`."""
+    """``scheme="auto"``: the records' number and sizes from ``source`` (on every rank), the
+    job's ranks from ``transport`` or the launcher's world, then :func:`choose_scheme` (on the
+    bytes of records of many sizes, the storage's pieces, the batches cut by ``balance``)."""
     check_network(network, "auto", name="scheme")  # before the source is read
     if source is None:
         raise TypeError("Argument 'source' must be given on every rank with scheme 'auto'.")
     records = tensor_source(source)
-    if records.record_bytes is None:
-        sizes = records.sizes
-        raise ValueError(
-            "Argument 'scheme' can be 'auto' only for records of one size (the predicted times "
-            f"count records of one size), not sizes from {int(sizes.min())} to {int(sizes.max())} bytes."
-        )
-    B = fixed_record_bytes(records)
+    sizes = None if records.record_bytes is not None else np.asarray(records.sizes, dtype=np.int64)
+    B = fixed_record_bytes(records) if sizes is None else int(sizes.max())
     if isinstance(transport, ControlLink):
         ranks = transport.K + (0 if transport.peers else 1)
     else:
         world = torch_world()
         ranks = world[1] if world is not None else int(mpi_world().Get_size())
     return choose_scheme(len(records), B, ranks, seed=seed, order=order, start_epoch=start_epoch,
-                         network=network, strategy=strategy)  # fmt: skip
+                         network=network, strategy=strategy, sizes=sizes, storage=storage,
+                         balance=balance)  # fmt: skip
 
 
 def _job_link(

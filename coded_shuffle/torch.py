@@ -145,7 +145,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         memory-mapped, each rank reading only what it holds); the workers send each other what
         each misses, and no ``new_group`` is needed for DDP (there is no rank to leave out).
         ``auto``, with a ``network`` and ``source`` on every rank: of the two, the one of least
-        predicted time of the first transition on it for the job's ranks
+        predicted time of the first transition on it for the job's ranks (records of any size,
+        in their bytes; with a ``storage``, of its pieces)
         (:func:`~coded_shuffle.loader._common.choose_scheme`; :attr:`choice` says why). Or a
         scheme of one's own (an object satisfying :class:`~coded_shuffle.engine.schemes.Scheme`,
         used as is on every rank): among peers if it says so (``peers``), else with a master.
@@ -164,8 +165,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         ``M > 1`` the file holds the worker's storage of the epoch it trains on, and a job resumed
         at the same ``K`` restores the storage of the epoch resumed: a piece a worker lacks (its
         host lost) from another worker that stores it, else from the source (:attr:`held_start`).
-        Records of variable sizes are kept with one batch a worker (``storage`` 1), each at its
-        own length.
+        Records of variable sizes are kept each at its own length (a storage's, restored at its K).
 
     Examples
     --------
@@ -214,7 +214,8 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         self.choice: str | None = None
         if scheme == "auto":
             scheme, self.choice = _auto_scheme(source, transport, network, seed=seed, order=order,
-                                               start_epoch=start_epoch, strategy=strategy)  # fmt: skip
+                                               start_epoch=start_epoch, strategy=strategy, storage=storage,
+                                               balance=self.balance)  # fmt: skip
         peers = among_peers(scheme)
         for name, flag in (("drop_last", drop_last), ("with_ids", with_ids), ("prefetch", prefetch)):
             if not isinstance(flag, bool):

@@ -168,16 +168,33 @@ def test_records_of_variable_sizes_come_as_tensors_of_their_own_length(tmp_path,
         assert lengths == [max(counts)] * K and len(set(counts)) > 1  # byte-balanced: counts differ
 
 
-def test_a_list_of_bytes_is_a_source_and_auto_is_refused_for_it():
+def test_a_list_of_bytes_is_a_source_and_auto_chooses_on_its_bytes(monkeypatch):
+    import coded_shuffle._torch_base as base
     from coded_shuffle._torch_base import tensor_source
+    from coded_shuffle.loader._common import choose_scheme
     from coded_shuffle.network import Network
     from coded_shuffle.torch import CodedIterableDataset
 
     docs = [np.arange(n, dtype=np.uint16).tobytes() for n in (5, 300, 17)]
     src = tensor_source(docs)
     assert src.record_bytes is None and [src.view(i).tobytes() for i in range(3)] == docs
-    with pytest.raises(ValueError, match=r"^Argument 'scheme' can be 'auto' only for records of one size .* "
-                       r"not sizes from 10 to 600 bytes\.$"):  # fmt: skip
-        CodedIterableDataset(docs, epochs=2, scheme="auto", network=Network.parse("down=100,up=100"))
+    # scheme="auto" on records of many sizes: the choice of the loaders' choose_scheme on their
+    # bytes, the storage and the batches cut by bytes, for the launcher's world of 5 ranks
+    monkeypatch.setattr(base, "torch_world", lambda: (0, 5))
+    many = [bytes(int(n)) for n in np.random.default_rng(1).integers(100, 4000, 400)]
+    kw = {"seed": 3, "order": "auto", "start_epoch": 0, "strategy": "greedy"}
+    cases = (
+        ("master=1000,up=1000,down=1000", 1, "exchange"),
+        ("master=1000,up=600,down=1000,multicast", 2, "coded"),
+    )
+    for spec, storage, chosen in cases:
+        net = Network.parse(spec)
+        got = base._auto_scheme(many, None, net, storage=storage, balance="bytes", **kw)
+        assert got[0] == chosen
+        want = choose_scheme(400, max(map(len, many)), 5, network=net, sizes=np.array([len(d) for d in many]),
+                             storage=storage, balance="bytes", **kw)  # fmt: skip
+        assert got == want
+    with pytest.raises(ValueError, match="'scheme' can be 'auto' only with a 'network'"):
+        CodedIterableDataset(docs, epochs=2, scheme="auto")
     with pytest.raises(ValueError, match="'balance' must be"):
         CodedIterableDataset(docs, epochs=2, balance="tokens")
