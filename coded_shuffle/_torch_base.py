@@ -20,13 +20,22 @@ from torch.utils.data import DataLoader
 from ._checks import check_int
 from .codec import Dataset
 from .engine.mpi import Watchdog
-from .engine.rest import load_worker_cache, receive_rest, save_worker_cache, table_dataset
+from .engine.rest import _widened, load_worker_cache, receive_rest, save_worker_cache, table_dataset
 from .engine.schedule import Epoch, EpochSchedule, check_network
 from .engine.schemes import Scheme
 from .engine.session import Session
 from .loader import EpochBatch, MPILoader, PeerLoader
-from .loader._common import RowLayout, _order_spec, bytes_records, choose_scheme, record_bytes_of, scheme_name
+from .loader._common import (
+    RowLayout,
+    _order_spec,
+    bytes_records,
+    choose_scheme,
+    record_bytes_of,
+    scheme_name,
+    variable_batch,
+)
 from .loader.arrays import tensor_records
+from .loader.mpi import _batch_cache
 from .loader.peers import peer_link
 from .orders import epoch_batch_sizes, epoch_order
 from .records import fixed_record_bytes
@@ -241,7 +250,7 @@ def rest_batch(
     assert k is not None
     held, note = (None, None) if cache_dir is None else load_worker_cache(cache_dir, k, table, seed=seed)
     want = shares[k]
-    rows, _ = receive_rest(link, dog, want, held, table.checksums, table.record_bytes)
+    rows, _ = receive_rest(link, dog, want, held, table.checksums, table.record_bytes, table.lengths)
     sizes = [int(b.size) for b in shares]
     L = min(sizes) if drop_last else max(sizes)
     if min(sizes) == 0 and L:
@@ -251,6 +260,8 @@ def rest_batch(
         )
     ids = want.copy()
     ids.flags.writeable = False
+    if table.lengths is not None:  # records of variable sizes: each its own bytes
+        return variable_batch(epoch, k, ids, rows, table.lengths[want], writable=True), L, note
     batch = EpochBatch(epoch=epoch, worker=k, ids=ids, records=layout.rows(rows, writable=True), decoded=0)
     return batch, L, note
 
@@ -280,37 +291,6 @@ def parse_state(
             f"peers, not K = {was}: resume at an epoch boundary."
         )
     return epoch, was, samples, segments, (state.get("N"), state.get("fingerprint"))
-
-
-def variable_refusals(records: object, cache_dir: object, balance: str) -> None:
-    """Refuse, naming the argument, a ``cache_dir`` with batches of equal bytes (on every rank)
-    or with records of variable sizes (on a rank that reads them), whose rest of an epoch
-    (:mod:`~coded_shuffle.engine.rest`) is dealt by count, in records of one size."""
-    if cache_dir is None:
-        return
-    if balance == "bytes":
-        raise ValueError(
-            "Argument 'cache_dir' must be None with balance 'bytes' (an epoch's rest is dealt by count)."
-        )
-    if getattr(records, "record_bytes", 0) is None:
-        raise ValueError(
-            "Argument 'cache_dir' must be None for records of variable sizes (an epoch's rest is "
-            "sent in records of one size)."
-        )
-
-
-def rest_refusal(balance: str, layout: Any, K_now: int, K: int) -> None:
-    """Refuse a state of ``K`` workers whose epoch goes on as a rest (:mod:`~coded_shuffle.engine.rest`,
-    dealt by count in records of one size) with ``balance="bytes"`` (every rank) or records of
-    variable sizes (``layout``: the rank that reads them; the workers learn it from its end)."""
-    why = "balance 'bytes'" if balance == "bytes" else None
-    if why is None and layout is not None and layout.variable:
-        why = "records of variable sizes"
-    if why is not None:
-        raise ValueError(
-            f"Argument 'state' must resume mid-epoch at the same K = {K_now} (not K = {K}, nor a "
-            f"segment of an earlier job) with {why}: resume at an epoch boundary."
-        )
 
 
 def check_cache_dir(cache_dir: Any, peers: bool, scheme: str) -> Any:
@@ -350,7 +330,8 @@ class StoredLoader(MPILoader):
             return
         cache, sums = session.cache, session.checksums
         assert cache is not None and sums is not None
-        copy = (np.array(cache.ids, dtype=np.int64), np.array(cache.data), table_dataset(sums, B))
+        table = table_dataset(sums, B, session.lengths)  # a storage's pieces of many sizes: their lengths
+        copy = (np.array(cache.ids, dtype=np.int64), np.array(cache.data), table)
         with self._kept_lock:
             self._kept[epoch] = copy
 
@@ -380,10 +361,12 @@ def keep_batch(ds: Any, batch: EpochBatch) -> None:
     if isinstance(ds._loader, StoredLoader):
         ds._loader.keep(batch.epoch)
     elif ds.cache_dir is not None and ds._table is not None and ds.worker is not None:
-        rows = record_bytes_of(batch.records)
-        save_worker_cache(
-            ds.cache_dir, ds.worker, batch.ids, rows, ds._table, epoch=batch.epoch, seed=ds.seed
-        )
+        ids, rows = batch.ids, record_bytes_of(batch.records)
+        if batch.variable:  # zero-padded to the records' width, with their lengths (the table's)
+            held = _widened(_batch_cache(batch), ds._table.record_bytes)
+            assert held is not None
+            ids, rows = held.ids, np.asarray(held.data)
+        save_worker_cache(ds.cache_dir, ds.worker, ids, rows, ds._table, epoch=batch.epoch, seed=ds.seed)
 
 
 def stored_resume(loader: Any, *, epoch: int, end: int) -> None:

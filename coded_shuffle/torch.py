@@ -55,12 +55,10 @@ from ._torch_base import (
     loader_class,
     parse_state,
     rest_batch,
-    rest_refusal,
     samples,
     say_ended,
     stored_resume,
     tensor_source,
-    variable_refusals,
 )
 from .engine import TransitionReport
 from .engine.cache_dir import dataset_fingerprint
@@ -72,6 +70,7 @@ from .loader._common import (
     RowLayout,
     _order_spec,
     among_peers,
+    batch_sizes_of,
     check_balance,
     check_decode,
     check_scheme,
@@ -166,6 +165,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         ``M > 1`` the file holds the worker's storage of the epoch it trains on, and a job resumed
         at the same ``K`` restores the storage of the epoch resumed: a piece a worker lacks (its
         host lost) from another worker that stores it, else from the source (:attr:`held_start`).
+        Records of variable sizes are kept each at its length (a storage of them restored at its K only).
 
     Examples
     --------
@@ -229,7 +229,6 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             )
         reads = transport.is_master or peers
         records = tensor_source(source) if reads and source is not None else source  # rows read as held
-        variable_refusals(records, cache_dir, self.balance)
         #: The loader each epoch comes from: a master's (:class:`MPILoader`; :class:`StoredLoader`
         #: when it keeps a storage of ``M > 1`` batches in ``cache_dir``), or the peers'.
         self._loader_class: type[MPILoader] = loader_class(peers, storage, cache_dir)
@@ -395,12 +394,14 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
                 return None
             with setup_step(link, dog, "rest: checksums"):
                 sums = link.share_array(ds.checksums if master else np.empty(N, np.uint64))  # type: ignore[union-attr]
-            self._table = table_dataset(sums, B)
+                lengths = link.share(ds.lengths if master else None)  # type: ignore[union-attr]
+            self._table = table_dataset(sums, B, lengths)
             if self._rest is None:
                 return None
             epoch = self._rest
             shares = rest_of_epoch(N, seed=self.seed, epoch=epoch, segments=self._segments, K_next=self.K,
-                                   order=_order_spec(self._order, N))  # fmt: skip
+                                   order=_order_spec(self._order, N), balance=self.balance,
+                                   sizes=batch_sizes_of(N, B, lengths, self.balance))  # fmt: skip
             if master:
                 self.resumed = serve_rest(link, dog, ds, shares)  # type: ignore[arg-type]
                 return None
@@ -563,7 +564,6 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             self._skip = samples  # (or cut again at an epoch boundary of another K), the samples read skipped
             stored_resume(self._loader, epoch=epoch, end=end)
         elif not self.transport.peers and (segments or mid and (K != self.K or self.cache_dir is not None)):
-            rest_refusal(self.balance, getattr(self._loader, "layout", None), self.K, K)
             self._segments, self._rest = [*segments, (K, samples)], epoch
             self._loader_epochs = end - epoch - 1
             if self._loader_epochs:  # the next epoch from what the workers hold of the rest (held: True

@@ -113,6 +113,10 @@ SHARED = {  # name: launcher, K (the ranks, K + 1), the runs' arguments after DA
                                    "varbig": ("varbig", 3, 0, 0, 1),
                                    "save": ("wide", 3, 0, 0, 1, "save"),
                                    "stored": ("wide", 3, 0, 0, 1, "resume_s"),
+                                   "varsave": ("varfiles", 3, 0, 0, 1, "save"),
+                                   "varstored": ("varfiles", 3, 0, 0, 1, "resume_s"),
+                                   "varbigsave": ("varbig", 3, 0, 0, 1, "save"),
+                                   "varbigstored": ("varbig", 3, 0, 0, 1, "resume_s"),
                                    "example": ("example", 0, 0, 0, 0)}),
     "torchrun-2": ("torchrun", 2, {"resume": ("struct", 3, 0, 0, 1, "resume"),
                                    "exchange": ("struct", 3, 2, 0, 1, "exchange"),
@@ -340,20 +344,100 @@ def test_records_of_variable_sizes_under_torchrun(shared):
     proc, data, out = shared.run("torchrun-3", "varfiles")  # K = 3, 2 DataLoader workers, pad
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_varfiles(out, data["varfiles"], 3, num_workers=2)
-    bad = json.loads((out / "bad_var.json").read_text())
-    assert all("\n" not in msg for msg in bad.values()), bad
-    assert bad["storage"].startswith("ValueError: Argument 'cache_dir' must be None for records of variable")
-    assert bad["cache_dir"].startswith(
-        "ValueError: Argument 'cache_dir' must be None for records of variable"
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_records_of_variable_sizes_resumed_mid_epoch_from_their_cache_files(shared):
+    """Files of 10 to 300 bytes, batches of equal bytes, kept in a cache_dir; checkpointed a step
+    (4 samples a rank) into epoch 1, the last worker's file then removed (its host lost);
+    resumed at the same K = 3: every record of epoch 1 exactly once across the two jobs (the rest
+    of each byte-cut batch, besides its padding), the two surviving workers' rests read back from
+    their files, the lost one's from the source (its bytes, the files' own); epoch 2 then planned
+    from what the rests hold, every record of the files' bytes."""
+    proc, data, out = shared.run("torchrun-3", "varstored")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    K, files, save = 3, data["varfiles"], out.parent / "varsave"
+    size = np.array([len(f) for f in files])
+    perm = np.asarray(epoch_permutation(N, seed=SEED, epoch=1), dtype=np.int64)
+    batches = byte_batches(perm, size, K)
+    states = [json.loads((save / f"state_{k}.json").read_text()) for k in range(K)]
+    assert states[0] == states[1] == states[2] and (states[0]["epoch"], states[0]["samples"]) == (1, 4)
+    before = [np.load(save / f"w{k}_e1.npz")["ids"] for k in range(K)]
+    assert [b.tolist() for b in before] == [b[:4].tolist() for b in batches]
+    rest = [b[4:] for b in batches]
+    # What is left dealt by count (docs/torch.md): each worker keeps the head of its own rest up to
+    # its share, the excess goes, in order, to the workers below theirs.
+    total = sum(r.size for r in rest)
+    share = [total // K + (k < total % K) for k in range(K)]
+    pool = iter(np.concatenate([r[s:] for r, s in zip(rest, share, strict=True)]).tolist())
+    shares = [
+        [*r[:s].tolist(), *(next(pool) for _ in range(s - min(s, r.size)))]
+        for r, s in zip(rest, share, strict=True)
+    ]
+    for k in range(K):
+        g = np.load(out / f"w{k}_e1.npz")
+        assert sorted(set(g["ids"].tolist())) == sorted(shares[k])
+        assert g["field0"].tobytes() == b"".join(files[i] for i in g["ids"])  # the files' bytes
+    read, left = set(np.concatenate(before).tolist()), sum(shares, [])
+    assert not read & set(left) and sorted([*read, *left]) == list(range(N))  # each once across the change
+    got = json.loads((out / "held.json").read_text())
+    kept = [i for k in (0, 1) for i in shares[k] if i in set(batches[k].tolist())]  # worker 2's file is gone
+    sent = sorted(set(left) - set(kept))
+    assert got["resumed"] == {"K": K, "kept_records": len(kept), "source_records": len(sent),
+                              "source_bytes": int(size[sent].sum())}  # fmt: skip
+    held = got["held"]  # epoch 2 from the rests the workers hold: the other records from the source
+    assert (held["held_records"], held["source_records"]) == (total, N - total) and held["joined"] == []
+    assert held["source_bytes"] == int(size.sum() - size[left].sum())
+    check_varfiles(out, files, K, num_workers=0, epochs=range(2, 3))
+    (report,) = json.loads((out / "reports.json").read_text())
+    assert report["epoch"] == 2 and report["verified"] and report["records_checked"] == N
+
+
+@needs_torch
+@pytest.mark.mpi
+def test_a_storage_of_records_of_many_sizes_restored_from_the_peers_mid_epoch(shared):
+    """Files of 2 to 6 KiB, batches of equal bytes, every worker storing 2 batches (each record
+    cut by its own length) in a cache_dir; checkpointed a step (4 samples) into epoch 1, the last
+    worker's file then removed (its host lost); resumed at the same K = 3: its pieces of epoch 1's
+    storage all from its peers, at their own lengths, none from the source; each worker yields its
+    batch of epoch 1 after its first 4 samples, then epoch 2, each file's bytes."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+
+    proc, data, out = shared.run("torchrun-3", "varbigstored")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    K, files, save = 3, data["varbig"], out.parent / "varbigsave"
+    size = np.array([len(f) for f in files])
+    batches = byte_batches(np.asarray(epoch_permutation(N, seed=SEED, epoch=1), dtype=np.int64), size, K)
+    L = max(b.size for b in batches)
+    for k, b in enumerate(batches):
+        assert np.load(save / f"w{k}_e1.npz")["ids"].tolist() == b[:4].tolist()
+        got = np.load(out / f"w{k}_e1.npz")
+        assert got["ids"].tolist() == [int(b[i % b.size]) for i in range(4, L)]
+        assert got["field0"].tobytes() == b"".join(files[i] for i in got["ids"])
+    scheme = scheme_for("coded", K=K, storage=2, sizes=size)
+    schedule = EpochSchedule(
+        N=N, K=K, seed=SEED, spec=OrderSpec(), scheme=scheme, sizes=size, balance="bytes"
     )
-    assert bad["cache_dir_bytes"].startswith(
-        "ValueError: Argument 'cache_dir' must be None with balance 'bytes'"
-    )
-    for name, why in (("rest", "records of variable sizes"), ("rest_bytes", "balance 'bytes'")):
-        assert bad[name] == (
-            f"ValueError: Argument 'state' must resume mid-epoch at the same K = 3 (not K = 4, nor a "
-            f"segment of an earlier job) with {why}: resume at an epoch boundary."
-        )
+    *_, now = schedule.epochs(start=0, count=2)
+    lost = scheme.held(now.held, K - 1)  # the last worker's pieces of epoch 1's storage
+    held = json.loads((out / "held.json").read_text())
+    assert (held["source_pieces"], held["source_bytes"], held["peer_pieces"]) == (0, 0, lost.size)
+    assert held["peer_bytes"] == int(scheme.holding.unit_lengths[lost].sum()) and scheme.pieces == 2
+    check_varfiles(out, files, K, num_workers=0, epochs=range(2, 3))
+    (report,) = json.loads((out / "reports.json").read_text())
+    assert report["epoch"] == 2 and report["verified"] and report["storage"] == 2
+
+
+def byte_batches(perm: np.ndarray, size: np.ndarray, K: int) -> list[np.ndarray]:
+    """An epoch's batches cut by bytes, by brute force: cut ``k`` at the position of ``perm`` whose
+    bytes before it are nearest ``k / K`` of the total, the lower one on a tie."""
+    P = [0, *np.cumsum(size[perm]).tolist()]
+    inner = [min(range(len(P)), key=lambda p: abs(K * P[p] - k * P[-1])) for k in range(1, K)]
+    cuts = [0, *inner, len(perm)]
+    return [perm[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 @needs_torch
@@ -373,12 +457,14 @@ def test_records_of_variable_sizes_stored_under_torchrun(shared):
         assert r["coded_bytes"] < r["uncoded_bytes"]
 
 
-def check_varfiles(out: Path, files: np.ndarray, K: int, *, num_workers: int) -> None:
+def check_varfiles(
+    out: Path, files: np.ndarray, K: int, *, num_workers: int, epochs: range = range(3)
+) -> None:
     """Each epoch every rank's samples are a contiguous run of the epoch's order (the runs in
     worker order, of bytes within the largest file of equal), padded as DistributedSampler pads
     to the longest run; each file's bytes exactly as on disk."""
     size = np.array([len(f) for f in files])
-    for t in range(3):
+    for t in epochs:
         perm = np.asarray(epoch_permutation(N, seed=SEED, epoch=t), dtype=np.int64)
         where = np.argsort(perm)  # each record's position in the epoch's order
         got = [np.load(out / f"w{k}_e{t}.npz") for k in range(K)]

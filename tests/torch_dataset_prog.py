@@ -7,8 +7,7 @@
   ``wide`` (``DATA/wide.npy``, structured records of 2562 bytes, every worker storing 2 batches)
   or ``varfiles`` (``DATA/var/``, one record a file, of variable sizes, batches of equal bytes
   ``balance="bytes"``, collated by :func:`pad_collate`; ``field0`` is then the samples' bytes end
-  to end, ``field1`` their lengths; the master first writes the refusals of what needs records
-  of one size to ``OUT/bad_var.json``), or ``varbig`` (the same on ``DATA/bigvar/``, files of 2
+  to end, ``field1`` their lengths), or ``varbig`` (the same on ``DATA/bigvar/``, files of 2
   to 6 KiB, every worker storing 2 batches: each record cut into 2 pieces by its own length);
 - every worker rank iterates a ``DataLoader(num_workers=NUM_WORKERS, batch_size=4)`` over its
   :class:`~coded_shuffle.torch.CodedIterableDataset` (``with_ids``) for each epoch, after
@@ -31,10 +30,13 @@
   ``DistributedDataParallel`` model over the default group on each batch; ``save``: each worker
   keeps its batches in ``DATA/cache`` (``cache_dir``), trains on epoch 0, then on two steps of
   epoch 1, writes its ``state_dict()`` to ``OUT/state_{k}.json`` and stops (``close()``); with
-  ``LAYOUT`` ``wide`` (a storage of 2 batches) one step of epoch 1, and the last worker then
-  removes its cache file (its host lost); ``resume_s``: the job resumes from
-  ``DATA/save/state_0.json`` (the same ``K``) with that ``cache_dir``, and rank 0 writes
-  :attr:`~CodedIterableDataset.held_start` to ``OUT/held.json``;
+  ``LAYOUT`` ``wide`` (a storage of 2 batches), ``varfiles`` (its ``cache_dir`` ``DATA/vcache``)
+  or ``varbig`` (``DATA/vbcache``) one step of epoch 1, and the last worker then removes its
+  cache file (its host lost); ``resume_s``: the job resumes from ``DATA/save/state_0.json`` (the
+  same ``K``; ``DATA/varsave/``, ``DATA/varbigsave/`` for those layouts) with that
+  ``cache_dir``, and rank 0
+  writes :attr:`~CodedIterableDataset.held_start` to ``OUT/held.json`` (with ``varfiles``,
+  :attr:`~CodedIterableDataset.resumed` and the loader's ``held_start``);
   ``resume_k``: the job resumes from ``DATA/save/state_0.json`` (a job of another ``K``) with the
   same ``cache_dir``, each worker writes its ``state_dict()`` before its first step to
   ``OUT/state_{k}.json``, and rank 0 writes :attr:`~CodedIterableDataset.resumed` and its
@@ -121,23 +123,24 @@ def one_run(argv: list[str]) -> int:
         timeout=3 if state == "freeze" else 30,
         storage=2 if layout in ("wide", "varbig") else 1,
         scheme="exchange" if state == "exchange" else "coded",
-        cache_dir=data_dir / ("rcache" if state == "resume_r" else "cache")
-        if state in ("save", "resume_k", "resume_s", "resume_r")
-        else None,
+        cache_dir=cache_dir(data_dir, layout, state),
         balance="bytes" if layout in ("varfiles", "varbig") else "count",
     )
-    if layout == "varfiles" and ds.is_master:
-        (out_dir / "bad_var.json").write_text(json.dumps(variable_refusals(ds, source)))
     if state == "resume":
         ds.load_state_dict({"epoch": 1, "samples": 3, "seed": 5, "K": ds.K})
     if state in ("resume_k", "resume_s", "resume_r"):
-        saved = data_dir / ("rstate.json" if state == "resume_r" else "save/state_0.json")
+        saved = data_dir / {"resume_r": "rstate.json", "resume_s": f"{layout_save(layout)}/state_0.json"}.get(
+            state, "save/state_0.json"
+        )
         ds.load_state_dict(json.loads(saved.read_text()))
     if ds.is_master:
         if state == "master_error":
             raise ValueError("an error of the master's own")
         reports = ds.serve()
-        if state == "resume_s":
+        if state == "resume_s" and layout == "varfiles":  # the rest, then the next epoch from what is held
+            got = {"resumed": vars(ds.resumed), "held": vars(ds._loader.held_start)}
+            (out_dir / "held.json").write_text(json.dumps(got))
+        elif state == "resume_s":
             (out_dir / "held.json").write_text(json.dumps(vars(ds.held_start), default=lambda r: None))
         if state == "resume_r":
             got = {"held": ds.held_start.to_dict(), "resumed": vars(ds.resumed)}
@@ -192,7 +195,7 @@ def one_run(argv: list[str]) -> int:
                 fields = [[] for _ in cols]
             for c, col in zip(fields, cols, strict=True):
                 c.append(col.numpy())
-            if state == "save" and t == 1 and steps == 2 - (layout == "wide"):  # checkpointed
+            if state == "save" and t == 1 and steps == 2 - (layout in ONE_STEP):  # checkpointed
                 break
         for t_ in ds._tensors:
             writable &= bool(t_.numpy().flags.writeable)
@@ -215,8 +218,8 @@ def one_run(argv: list[str]) -> int:
         if state == "save" and t == 1:
             (out_dir / f"state_{k}.json").write_text(json.dumps(ds.state_dict()))
             ds.close()
-            if layout == "wide" and k == ds.K - 1:  # its host lost: its storage only with its peers
-                (data_dir / "cache" / f"worker-{k}.cache").unlink()
+            if layout in ONE_STEP and k == ds.K - 1:  # its host lost
+                (ds.cache_dir / f"worker-{k}.cache").unlink()
             return 0
         if state == "close" and k == 0:
             ds.close()
@@ -234,6 +237,25 @@ def one_run(argv: list[str]) -> int:
     return 0
 
 
+#: The layouts whose ``save`` stops a step into epoch 1 and loses the last worker's file.
+ONE_STEP = ("wide", "varfiles", "varbig")
+
+
+def cache_dir(data_dir: Path, layout: str, state: str) -> Path | None:
+    """The run's ``cache_dir`` (None: none): ``DATA/cache``, ``DATA/vcache`` for ``varfiles``,
+    ``DATA/vbcache`` for ``varbig``, ``DATA/rcache`` for ``resume_r``."""
+    if state not in ("save", "resume_k", "resume_s", "resume_r"):
+        return None
+    if state == "resume_r":
+        return data_dir / "rcache"
+    return data_dir / {"varfiles": "vcache", "varbig": "vbcache"}.get(layout, "cache")
+
+
+def layout_save(layout: str) -> str:
+    """The run (its ``OUT``, beside the others) whose ``save`` a ``resume_s`` of ``layout`` resumes."""
+    return {"varfiles": "varsave", "varbig": "varbigsave"}.get(layout, "save")
+
+
 def pad_collate(samples: list[Any]) -> tuple[Any, Any, Any]:
     """``(id, record)`` samples of variable sizes as ids, the records zero-padded to the longest,
     and their lengths (as docs/torch.md shows)."""
@@ -243,25 +265,6 @@ def pad_collate(samples: list[Any]) -> tuple[Any, Any, Any]:
     ids, records = zip(*samples, strict=True)
     lengths = torch.tensor([r.numel() for r in records])
     return torch.tensor(ids), pad_sequence(list(records), batch_first=True), lengths
-
-
-def variable_refusals(ds: Any, source: Any) -> dict[str, str]:
-    """On the master: the one-line message of each option that needs records of one size."""
-    from coded_shuffle.torch import CodedIterableDataset
-
-    def make(**kw: Any) -> Any:
-        return CodedIterableDataset(source, epochs=3, seed=5, transport=ds.transport, **kw)
-
-    tries = {
-        "storage": lambda: make(storage=2, cache_dir="cache"),
-        "cache_dir": lambda: make(cache_dir="cache"),
-        "cache_dir_bytes": lambda: make(balance="bytes", cache_dir="cache"),
-        "rest": lambda: make().load_state_dict({"epoch": 1, "samples": 2, "seed": 5, "K": ds.K + 1}),
-        "rest_bytes": lambda: make(balance="bytes").load_state_dict(
-            {"epoch": 1, "samples": 2, "seed": 5, "K": ds.K + 1}
-        ),
-    }
-    return messages(tries)
 
 
 def messages(tries: dict[str, Any]) -> dict[str, str]:

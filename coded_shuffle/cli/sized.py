@@ -35,7 +35,8 @@ class ByteBound:
     worker), in payload bytes: ``bound(t)`` is that of ``t - 1 -> t``, with whether it is exact.
 
     The placements of the last two epochs asked are kept, so a run's transitions in order cost
-    one new placement each.
+    one new placement each. ``first``: ``(t, placement)`` of a job that started from what its
+    workers held (``--cache-dir``): its transition to epoch ``t`` is from ``placement``, theirs.
 
     Examples
     --------
@@ -48,9 +49,12 @@ class ByteBound:
     (True, True)
     """
 
-    def __init__(self, schedule: EpochSchedule, sizes: np.ndarray) -> None:
+    def __init__(
+        self, schedule: EpochSchedule, sizes: np.ndarray, *, first: tuple[int, Placement] | None = None
+    ) -> None:
         self.schedule, self.sizes = schedule, np.asarray(sizes, dtype=np.int64)
         self._kept: dict[int, Placement] = {}
+        self._first = first
 
     def _placement(self, t: int) -> Placement:
         if t not in self._kept:
@@ -59,7 +63,8 @@ class ByteBound:
         return self._kept[t]
 
     def __call__(self, epoch: int) -> tuple[int, bool]:
-        S_B = shuffle_matrix(self._placement(epoch - 1), self._placement(epoch), sizes=self.sizes)
+        before = self._first[1] if self._first is not None and self._first[0] == epoch else None
+        S_B = shuffle_matrix(before or self._placement(epoch - 1), self._placement(epoch), sizes=self.sizes)
         lb = lower_bound(S_B)
         return int(math.ceil(lb.value)), bool(lb.exact)
 

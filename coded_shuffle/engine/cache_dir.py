@@ -11,21 +11,27 @@ File layout (all integers little-endian; one file a worker, ``worker-<k>.cache``
 offset      bytes    field
 ==========  =======  ==========================================================================
 0           8        magic ``b"CSCACHE\\x00"``
-8           4        version (``1``)
+8           4        version: ``1``, records of one size; ``2``, records of many sizes
 12          4        worker ``k``
 16          8        ``N``, records of the dataset
-24          8        ``B``, bytes a record (fixed-size records only)
+24          8        ``B``, bytes a row: a record's size, or (version 2) the longest record's
 32          8        ``n``, records in this file
 40          8        epoch whose batch this is
 48          8        seed of the epoch orders (``2^64 - 1``: none)
 56          16       the dataset's fingerprint: BLAKE2b-128 of its ``N`` load-time checksums
-72          16       BLAKE2b-128 of the two tables (ids, checksums)
+72          16       BLAKE2b-128 of the tables (ids, checksums and, version 2, lengths)
 88          8        offset of the rows (a multiple of 64)
 96          16       BLAKE2b-128 of bytes 0 .. 95
 112         ``8 n``  ids, increasing, ``int64``
 ..          ``8 n``  their load-time checksums (:func:`~coded_shuffle.codec.record_checksums`), ``uint64``
-rows        ``n B``  the records, row ``i`` holding record ``ids[i]``
+..          ``8 n``  version 2 only: each record's length in bytes, ``int64``, in ``[0, B]``
+rows        ``n B``  the records, row ``i`` holding record ``ids[i]`` (version 2: its length's
+                     bytes, then zeros to ``B``)
 ==========  =======  ==========================================================================
+
+Version 2 is version 1 with the table of lengths: a file of records of one size is written as
+version 1, byte for byte as before it, and a reader of both reads every file written since the
+first; a file of another version is damaged (treated as absent).
 
 Writing (:func:`save_cache`): the whole file goes to a temporary name in the same folder, is
 flushed and ``fsync``-ed, then renamed over the final name (``os.replace``, atomic on POSIX),
@@ -40,8 +46,9 @@ file, then the tables' digest; a file that fails any of these is *damaged*
 (:class:`CacheFileError`, treated as absent by :func:`load_cache_dir`). A file whole but of
 another job (another dataset, record size or seed) is refused with a :class:`ValueError` that
 names the file and what differs. The rows stay on disk (a read-only memory map); each one is
-checked against its stored checksum, and one that fails is dropped: its record is absent, and
-the next transition delivers it.
+checked against its stored checksum (records of many sizes: at its length, with zeros after it
+to ``B``), and one that fails is dropped: its record is absent, and the next transition delivers
+it.
 """
 
 from __future__ import annotations
@@ -69,8 +76,9 @@ __all__ = [
 ]  # fmt: skip
 
 MAGIC = b"CSCACHE\x00"
-#: The version of the file layout this module writes and reads.
-CACHE_VERSION = 1
+#: The newest version of the file layout this module writes (``2``: records of many sizes; a file of
+#: records of one size is written as version ``1``); it reads both.
+CACHE_VERSION = 2
 _HEAD = struct.Struct("<8sIIQQQQQ16s16sQ")  # the fields up to the header's digest (96 bytes)
 _HEADER_BYTES = _HEAD.size + 16
 _ALIGN = 64
@@ -156,8 +164,9 @@ def save_cache(
     """Write ``cache`` (worker ``worker``'s records of ``epoch``) to ``path``, crash-safely.
 
     The module docstring gives the layout and why a crash never leaves a file that passes as
-    whole. Only fixed-size records are written; ``dataset`` gives their load-time checksums and
-    the job's fingerprint.
+    whole. ``dataset`` gives the records' load-time checksums, their lengths where they vary (the
+    cache's must be those) and the job's fingerprint; records of many sizes are written as rows
+    of ``B`` bytes, zeros after each one's length (version 2).
 
     Examples
     --------
@@ -173,8 +182,6 @@ def save_cache(
     if not isinstance(cache, Cache):
         raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
     _check_dataset(dataset)
-    if dataset.lengths is not None or cache.lengths is not None:
-        raise ValueError("Argument 'cache' must hold fixed-size records (a cache file has one record size).")
     B = dataset.record_bytes
     if len(cache) and int(cache.data.shape[1]) != B:
         raise ValueError(f"Argument 'cache' must hold records of {B} bytes, not {int(cache.data.shape[1])}.")
@@ -185,10 +192,13 @@ def save_cache(
     if ids.size and (int(ids[0]) < 0 or int(ids[-1]) >= dataset.N or bool(np.any(np.diff(ids) <= 0))):
         raise ValueError(f"Argument 'cache' must hold increasing ids in [0, {dataset.N}).")
     sums = np.ascontiguousarray(dataset.checksums[ids], dtype="<u8")
+    lengths = _lengths_of(cache, dataset, ids)
+    tables = (ids, sums) if lengths is None else (ids, sums, lengths)
     n = int(ids.size)
-    rows_at = -(-(_HEADER_BYTES + 16 * n) // _ALIGN) * _ALIGN
-    head = _HEAD.pack(MAGIC, CACHE_VERSION, worker, dataset.N, B, n, epoch, seed_word,
-                      dataset_fingerprint(dataset), _digest(ids.data, sums.data), rows_at)  # fmt: skip
+    rows_at = -(-(_HEADER_BYTES + 8 * len(tables) * n) // _ALIGN) * _ALIGN
+    version = 1 if lengths is None else 2
+    head = _HEAD.pack(MAGIC, version, worker, dataset.N, B, n, epoch, seed_word,
+                      dataset_fingerprint(dataset), _digest(*(t.data for t in tables)), rows_at)  # fmt: skip
     head += _digest(head)
     path = Path(path)
     if path.is_dir():
@@ -198,10 +208,12 @@ def save_cache(
     try:
         with os.fdopen(fd, "wb") as f:  # locked until closed: no other writer removes it
             f.write(head)
-            f.write(ids.data)
-            f.write(sums.data)
-            f.write(b"\x00" * (rows_at - _HEADER_BYTES - 16 * n))
-            if n:
+            for t in tables:
+                f.write(t.data)
+            f.write(b"\x00" * (rows_at - _HEADER_BYTES - 8 * len(tables) * n))
+            if n and lengths is not None:
+                _write_rows(f, np.asarray(cache.data), lengths)
+            elif n:
                 _write_all(f, np.ascontiguousarray(cache.data).data.cast("B"))
             f.flush()
             os.fsync(f.fileno())
@@ -211,6 +223,50 @@ def save_cache(
             tmp.unlink()
     _fsync_dir(path.parent)
     return path
+
+
+def _lengths_of(cache: Cache, dataset: Dataset, ids: np.ndarray) -> np.ndarray | None:
+    """The lengths of ``cache``'s records for its file (None: records of one size), refused
+    (naming ``cache``) unless they are the dataset's."""
+    if dataset.lengths is None:
+        if cache.lengths is not None:
+            raise ValueError("Argument 'cache' must hold records of one size, as the dataset's, not lengths.")
+        return None
+    if cache.lengths is None:
+        raise ValueError(
+            "Argument 'cache' must hold its records' lengths: the dataset's records vary in size."
+        )
+    lengths = np.ascontiguousarray(cache.lengths, dtype="<i8")
+    if lengths.shape != ids.shape or not np.array_equal(lengths, dataset.lengths[ids]):
+        raise ValueError("Argument 'cache' must hold its records at the dataset's lengths.")
+    return lengths
+
+
+def _write_rows(f: object, data: np.ndarray, lengths: np.ndarray) -> None:
+    """Write the rows ``data`` to the open file ``f``, each zero after its length (whatever its
+    buffer held there), in chunks of about ``_CHUNK`` bytes."""
+    n, B = data.shape
+    step = max(1, _CHUNK // max(B, 1))
+    cols = np.arange(B)
+    for start in range(0, n, step):
+        rows = np.array(data[start : start + step])
+        rows[cols >= lengths[start : start + step, None]] = 0
+        f.write(rows.data.cast("B"))  # type: ignore[attr-defined]
+
+
+def _clean_tails(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Which rows of ``data`` hold only zeros after their ``lengths`` (a row of a record of many
+    sizes whose padding is not zero is not the record: its checksum reads part of it)."""
+    n, B = data.shape
+    out = np.ones(n, dtype=bool)
+    step = max(1, _CHUNK // max(B, 1))
+    cols = np.arange(B)
+    for start in range(0, n, step):
+        rows = np.asarray(data[start : start + step])
+        out[start : start + rows.shape[0]] = ~np.any(
+            np.where(cols >= lengths[start : start + step, None], rows, 0), axis=1
+        )
+    return out
 
 
 def _locked_tmp(path: Path) -> tuple[int, Path]:
@@ -277,6 +333,12 @@ class _Head:
     tables: bytes
     rows_at: int
     size: int
+    variable: bool
+
+    @property
+    def tables_bytes(self) -> int:
+        """Bytes of the tables after the header: ids, checksums and (version 2) lengths."""
+        return (24 if self.variable else 16) * self.n
 
 
 def _header(path: Path, f: BinaryIO) -> _Head:
@@ -291,9 +353,9 @@ def _header(path: Path, f: BinaryIO) -> _Head:
     if _digest(head[: _HEAD.size]) != head[_HEAD.size :]:
         raise CacheFileError(f"Cache file {path}: its header fails its digest (altered).")
     _, version, worker, N, B, n, epoch, seed, finger, tables, rows_at = _HEAD.unpack(head[: _HEAD.size])
-    if version != CACHE_VERSION:
-        raise CacheFileError(f"Cache file {path}: version {version}, not {CACHE_VERSION}.")
-    return _Head(worker, N, B, n, epoch, seed, finger, tables, rows_at, size)
+    if version not in (1, CACHE_VERSION):
+        raise CacheFileError(f"Cache file {path}: version {version}, not 1 or {CACHE_VERSION}.")
+    return _Head(worker, N, B, n, epoch, seed, finger, tables, rows_at, size, version == 2)
 
 
 @dataclass(frozen=True)
@@ -301,7 +363,8 @@ class CacheHeader:
     """What a cache file's header says (its digest checked), before any dataset is compared: the
     worker that wrote it, the ``N`` units of ``record_bytes`` of its dataset (a storage's pieces:
     ``N`` records times their pieces, each of the pieces' width), the units it holds, its epoch
-    and seed (None: none). A storage written at ``K`` workers reads as units of that cut: what a
+    and seed (None: none), and whether its records vary in size (``record_bytes`` then the
+    longest). A storage written at ``K`` workers reads as units of that cut: what a
     job relaunched at another ``K'`` looks at before it decides the file is of its own job."""
 
     path: str
@@ -311,6 +374,7 @@ class CacheHeader:
     records: int
     epoch: int
     seed: int | None
+    variable: bool = False
 
 
 def cache_header(path: str | os.PathLike[str]) -> CacheHeader:
@@ -331,7 +395,7 @@ def cache_header(path: str | os.PathLike[str]) -> CacheHeader:
     with open(path, "rb") as f:
         h = _header(path, f)
     seed = None if h.seed == _NO_SEED else h.seed
-    return CacheHeader(str(path), h.worker, h.N, h.B, h.n, h.epoch, seed)
+    return CacheHeader(str(path), h.worker, h.N, h.B, h.n, h.epoch, seed, h.variable)
 
 
 def cache_ids(path: str | os.PathLike[str]) -> np.ndarray:
@@ -351,8 +415,8 @@ def cache_ids(path: str | os.PathLike[str]) -> np.ndarray:
     path = Path(path)
     with open(path, "rb") as f:
         h = _header(path, f)
-        tables = f.read(16 * h.n)
-    if len(tables) < 16 * h.n or _digest(tables[: 8 * h.n], tables[8 * h.n :]) != h.tables:
+        tables = f.read(h.tables_bytes)
+    if len(tables) < h.tables_bytes or _digest(tables) != h.tables:
         raise CacheFileError(
             f"Cache file {path}: its tables of ids and checksums fail their digest (altered)."
         )
@@ -387,6 +451,9 @@ def _load_open(path: Path, f: BinaryIO, dataset: Dataset, seed: int | None) -> L
     N, B, n, rows_at, seed_word = h.N, h.B, h.n, h.rows_at, h.seed
     if N != dataset.N:
         raise ValueError(f"Cache file {path}: a dataset of N = {N} records, not N = {dataset.N}.")
+    if h.variable != (dataset.lengths is not None):
+        kinds = ("of one size", "of many sizes")
+        raise ValueError(f"Cache file {path}: records {kinds[h.variable]}, not {kinds[not h.variable]}.")
     if B != dataset.record_bytes:
         raise ValueError(f"Cache file {path}: records of {B} bytes, not {dataset.record_bytes}.")
     if h.fingerprint != dataset_fingerprint(dataset):
@@ -394,23 +461,30 @@ def _load_open(path: Path, f: BinaryIO, dataset: Dataset, seed: int | None) -> L
     if seed is not None and seed_word != seed:
         theirs = "none" if seed_word == _NO_SEED else seed_word
         raise ValueError(f"Cache file {path}: seed {theirs}, not {seed}.")
-    if h.size != rows_at + n * B or rows_at < _HEADER_BYTES + 16 * n:
+    at = _HEADER_BYTES + h.tables_bytes
+    if h.size != rows_at + n * B or rows_at < at:
         raise CacheFileError(f"Cache file {path}: {h.size} bytes, not the {rows_at + n * B} of {n} records.")
     mm = np.memmap(f, dtype=np.uint8, mode="r")
-    ids = mm[_HEADER_BYTES : _HEADER_BYTES + 8 * n].view("<i8")
-    sums = mm[_HEADER_BYTES + 8 * n : _HEADER_BYTES + 16 * n].view("<u8")
-    if _digest(np.ascontiguousarray(ids).data, np.ascontiguousarray(sums).data) != h.tables:
+    tables = mm[_HEADER_BYTES:at]
+    if _digest(np.ascontiguousarray(tables).data) != h.tables:
         raise CacheFileError(
             f"Cache file {path}: its tables of ids and checksums fail their digest (altered)."
         )
+    ids, sums = tables[: 8 * n].view("<i8"), tables[8 * n : 16 * n].view("<u8")
+    lengths = np.array(tables[16 * n :].view("<i8"), dtype=np.int64) if h.variable else None
     if n and (int(ids[0]) < 0 or int(ids[-1]) >= N or bool(np.any(np.diff(ids) <= 0))):  # pragma: no cover
         raise CacheFileError(f"Cache file {path}: its ids are not increasing in [0, {N}).")
+    if lengths is not None and n and (int(lengths.min()) < 0 or int(lengths.max()) > B):  # pragma: no cover
+        raise CacheFileError(f"Cache file {path}: its lengths are not in [0, {B}].")
     data = mm[rows_at : rows_at + n * B].reshape(n, B)
-    held = Cache(ids=np.array(ids, dtype=np.int64), data=data, lengths=None)
+    held = Cache(ids=np.array(ids, dtype=np.int64), data=data, lengths=lengths)
     good = (held.checksums() == sums) & (np.asarray(sums) == dataset.checksums[held.ids])
+    if lengths is not None:
+        assert dataset.lengths is not None
+        good &= (lengths == dataset.lengths[held.ids]) & _clean_tails(data, lengths)
     if not bool(good.all()):
         keep = np.flatnonzero(good)
-        held = Cache(ids=held.ids[keep], data=data[keep], lengths=None)
+        held = Cache(ids=held.ids[keep], data=data[keep], lengths=None if lengths is None else lengths[keep])
     return LoadedCache(str(path), held, h.epoch, h.worker, n - int(good.sum()))
 
 

@@ -44,6 +44,7 @@ from .restore import (
     _last_step,
     _rows_of,
     holders_of,
+    recovery_report,
     restore_plan,
 )
 from .schedule import EpochSchedule
@@ -56,8 +57,10 @@ def _schedule(
     dataset: Dataset, *, K: int, M: int, seed: int, mode: str, order: OrderSpec | None,
     network: Network | None = None,
 ) -> EpochSchedule:  # fmt: skip
-    """The job's epochs; ``network``: its racks place the exchange's pieces across them."""
-    scheme = scheme_for(mode, K=K, storage=M, record_bytes=dataset.record_bytes, network=network)
+    """The job's epochs; ``network``: its racks place the exchange's pieces across them (records of
+    many sizes: each cut into pieces by its own length)."""
+    scheme = scheme_for(mode, K=K, storage=M, record_bytes=dataset.record_bytes, network=network,
+                        sizes=dataset.lengths)  # fmt: skip
     return EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
 
 
@@ -93,17 +96,18 @@ def _restore(
 ) -> tuple[list[Cache], RestorePlan]:  # fmt: skip
     """Every worker's storage ``expected[k]`` by :func:`restore_plan`, in this process."""
     plan = restore_plan(_checked_have(work, holdings, expected), expected, holders, K, racks)
-    width = work.record_bytes
+    width, lengths = work.record_bytes, work.lengths
     first = [
-        _first_step(holdings[k], plan.kept[k], plan.source[k], work.data[plan.source[k]], width)
+        _first_step(holdings[k], plan.kept[k], plan.source[k], work.data[plan.source[k]], width, lengths)
         for k in range(K)
     ]
     caches = [
         _last_step(
-            first[k], plan, k, {h: _rows_of(first[h], plan.sent_by(h, k), width) for h in range(K)}, width
+            first[k], plan, k, {h: _rows_of(first[h], plan.sent_by(h, k), width) for h in range(K)}, width,
+            lengths,
         )
         for k in range(K)
-    ]
+    ]  # fmt: skip
     return caches, plan
 
 
@@ -152,7 +156,6 @@ def storage_restart(
     expected = [scheme.held(now.held, k) for k in range(K)]
     racks = getattr(scheme.holding, "racks", None)
     caches, plan = _restore(work, holdings, expected, holders_of(scheme, now.held), K, racks)
-    kept, peers, source = plan.counts()
     for k, c in enumerate(caches):  # every piece restored, checked before it is used
         if not np.array_equal(c.checksums(), work.checksums[c.ids]):
             raise IntegrityError(f"Worker {k}: a restored piece fails its checksum.")  # pragma: no cover
@@ -160,12 +163,7 @@ def storage_restart(
     rep, new = drive(
         InProcessTransport(K), scheme, work, caches, (now.held, nxt.held), epoch=nxt.t, opts=opts
     )
-    width = work.record_bytes
-    report = RecoveryReport(
-        K=K, M=scheme.M, kept_pieces=kept, peer_pieces=peers, peer_bytes=peers * width,
-        source_pieces=source, source_bytes=source * width, notes=tuple(notes), transition=rep,
-    )  # fmt: skip
-    return report, new
+    return recovery_report(plan, work, K, scheme.M, tuple(notes), rep), new
 
 
 def recut_restart(
@@ -206,6 +204,11 @@ def recut_restart(
     (True, 0, True, [])
     """
     K, seed, epoch, _ = _checked(dataset, K=K, seed=seed, epoch=epoch, mode="coded")
+    if dataset.lengths is not None:
+        raise ValueError(
+            "Argument 'dataset' must hold records of one size: a storage of records of many sizes is "
+            "restored at its own K (storage_restart), not cut again at another."
+        )
     K_next = check_int(K_next, "K_next", minimum=1)
     before = _storage(dataset, K, check_int(M, "M", minimum=2))
     loaded, notes = load_cache_dir(cache_dir, before.dataset(dataset), K=K, seed=seed, epoch=epoch)

@@ -65,7 +65,7 @@ from .mpi import Watchdog, posts_round, setup_step
 from .recut import RecutPlan, RecutReport, _report, _storage, byte_cuts, recut_plan, segments
 from .recut_labels import LABELS
 from .rest import table_dataset
-from .state import storage_pieces
+from .state import sized_pieces, storage_pieces
 
 if TYPE_CHECKING:
     from .schedule import Epoch
@@ -86,9 +86,21 @@ __all__ = [
 _MOST = 64
 
 
-def stored_workers(units: int, width: int, *, N: int, B: int, M: int) -> int | None:
-    """The ``K`` of a storage of ``M`` batches of ``N`` records of ``B`` bytes cut into ``units``
-    pieces of ``width`` bytes (a cache file's header), or None when no ``K`` cuts them so.
+def _cut(B: int, K: int, M: int, sizes: np.ndarray | None) -> tuple[int, int]:
+    """The pieces a record and their width in a storage of ``M`` batches at ``K`` workers of
+    records of ``B`` bytes (of many sizes, the widest ``B``: each cut by its own length)."""
+    if sizes is None:
+        return storage_pieces(B, K, M)
+    P = sized_pieces(sizes, K, M)
+    return P, -(-B // P)
+
+
+def stored_workers(
+    units: int, width: int, *, N: int, B: int, M: int, sizes: np.ndarray | None = None
+) -> int | None:
+    """The ``K`` of a storage of ``M`` batches of ``N`` records of ``B`` bytes (``sizes``: of many
+    sizes, ``B`` the widest) cut into ``units`` pieces of ``width`` bytes (a cache file's header),
+    or None when no ``K`` cuts them so.
 
     Examples
     --------
@@ -98,15 +110,16 @@ def stored_workers(units: int, width: int, *, N: int, B: int, M: int) -> int | N
     if N < 1 or units % N:
         return None
     for K in range(max(M, 2), _MOST + 1):
-        P, w = storage_pieces(B, K, M)
+        P, w = _cut(B, K, M, sizes)
         if P * N == units and w == width:
             return K
     return None
 
 
 def seen_files(
-    folder: str | os.PathLike[str], *, N: int, B: int, M: int, seed: int, worker: int
-) -> tuple[list[tuple[int, int]], list[str]]:
+    folder: str | os.PathLike[str], *, N: int, B: int, M: int, seed: int, worker: int,
+    sizes: np.ndarray | None = None,
+) -> tuple[list[tuple[int, int]], list[str]]:  # fmt: skip
     """``(file, K)`` of every cache file in ``folder`` whose header is whole and of this job (its
     seed, a storage of ``M`` batches of these ``N`` records of ``B`` bytes), by file number; and a
     line for the file of ``worker``'s own number when it is not used, saying why."""
@@ -122,7 +135,7 @@ def seen_files(
         except (CacheFileError, OSError) as exc:
             why = f"{exc}"
         else:
-            K = stored_workers(h.N, h.record_bytes, N=N, B=B, M=M)
+            K = stored_workers(h.N, h.record_bytes, N=N, B=B, M=M, sizes=sizes)
             if h.seed != seed:
                 why = f"Cache file {path}: seed {'none' if h.seed is None else h.seed}, not {seed}."
             elif h.worker != f:
@@ -180,7 +193,7 @@ def choose_files(posts: Sequence[Sequence[tuple[int, int]]], K_next: int) -> tup
 
 def files_round(
     link: ControlLink, watchdog: Watchdog, mine: tuple[Sequence[tuple[int, int]], bool] | None, *, B: int,
-    M: int,
+    M: int, sizes: np.ndarray | None = None,
 ) -> tuple[int, list[int]] | None:  # fmt: skip
     """Collective: each worker posts ``mine``, the files it sees (:func:`seen_files`) and whether
     its own file :func:`fits` the storage the job would restore; the master chooses
@@ -191,21 +204,39 @@ def files_round(
 
     Where the pieces are cut alike at both (records stored whole, under 2 KiB with ``M = 2``) the
     header does not tell ``K``: the choice says the larger of the smallest ``K`` that cuts them so
-    and the highest file number read plus one."""
+    and the highest file number read plus one.
+
+    Records of many sizes (``sizes``, the same on every rank) are restored, never cut again: where
+    the files need a re-cut, every rank raises a ``ValueError`` that says so."""
     post = None if mine is None else ([tuple(p) for p in mine[0]], bool(mine[1]))
     got = posts_round(link, watchdog, post, "recut: files")
     with setup_step(link, watchdog, "recut: choice"):
         if not link.is_leader:
             shared = link.share()
-            return None if shared is None else (int(shared[0]), [int(f) for f in shared[1]])
-        posts: list[tuple[list[tuple[int, int]], bool]] = [p or ([], True) for p in got]
-        choice = choose_files([p[0] for p in posts], link.K)
-        if choice is not None and storage_pieces(B, choice[0], M)[0] == storage_pieces(B, link.K, M)[0]:
-            K = max(choice[0], max(choice[1]) + 1)
-            restore = all(p[1] for p in posts) and K <= link.K  # each file read as its own, fitting
-            choice = None if restore else (K, choice[1])
-        link.share(choice)
-        return choice
+            choice = None if shared is None else (int(shared[0]), [int(f) for f in shared[1]])
+        else:
+            posts: list[tuple[list[tuple[int, int]], bool]] = [p or ([], True) for p in got]
+            choice = choose_files([p[0] for p in posts], link.K)
+            if choice is not None and _cut(B, choice[0], M, sizes)[0] == _cut(B, link.K, M, sizes)[0]:
+                K = max(choice[0], max(choice[1]) + 1)
+                restore = all(p[1] for p in posts) and K <= link.K  # each file read as its own, fitting
+                choice = None if restore else (K, choice[1])
+            link.share(choice)
+    if choice is not None and sizes is not None:
+        raise ValueError(_not_cut(choice[0], link.K))
+    return choice
+
+
+def _not_cut(K: int, K_next: int) -> str:
+    """Why files of a storage of records of many sizes are not used at ``K_next`` (written at ``K``,
+    or, ``K == K_next``, at a ``K`` their headers do not tell)."""
+    if K != K_next:
+        return (f"Argument 'cache_dir' holds a storage of records of many sizes of K = {K} workers: such a "
+                f"storage is restored at its own K, not cut again at K = {K_next}; relaunch on K = {K} "
+                "workers or start from an empty folder.")  # fmt: skip
+    return (f"Argument 'cache_dir' holds a storage of records of many sizes that is not the one a restore "
+            f"at K = {K_next} plans from (written at another K): such a storage is restored at its own K, "
+            "not cut again; relaunch on the K that wrote it or start from an empty folder.")  # fmt: skip
 
 
 def _plan(
@@ -408,7 +439,7 @@ def serve_recut_start(
     holding the units ``work``; else None (the storage is restored as usual). The report's
     ``held`` is the storage the job goes on from."""
     link = session.link
-    choice = files_round(link, session.dog, None, B=dataset.record_bytes, M=M)
+    choice = files_round(link, session.dog, None, B=dataset.record_bytes, M=M, sizes=dataset.lengths)
     if choice is None:
         return None
     rep = serve_recut(link, session.dog, dataset, work, K=choice[0], M=M, placement=now.placement)
@@ -430,10 +461,11 @@ def receive_recut_start(
     seen: list[tuple[int, int]] = []
     notes: list[str] = []
     fit = True
+    sizes = getattr(scheme.holding, "sizes", None)  # records of many sizes: restored, never cut again
     if os.path.isdir(folder):
-        seen, notes = seen_files(folder, N=N, B=B, M=M, seed=seed, worker=k)
+        seen, notes = seen_files(folder, N=N, B=B, M=M, seed=seed, worker=k, sizes=sizes)
         fit = fits(folder, k, scheme.held(held, k))
-    choice = files_round(link, session.dog, (seen, fit), B=B, M=M)
+    choice = files_round(link, session.dog, (seen, fit), B=B, M=M, sizes=sizes)
     if choice is None:
         return None
     K, files = choice

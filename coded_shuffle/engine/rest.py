@@ -34,9 +34,9 @@ import numpy as np
 from .._checks import check_int
 from ..codec import Cache, Dataset
 from ..errors import IntegrityError
-from ..orders import OrderSpec, Placement, batch_sizes, epoch_order, placement_from_owner
+from ..orders import OrderSpec, Placement, batch_sizes, epoch_batch_sizes, epoch_order, placement_from_owner
 from ..transport import ControlLink
-from .cache_dir import CacheFileError, cache_path, load_cache, save_cache
+from .cache_dir import CacheFileError, _clean_tails, cache_path, load_cache, save_cache
 from .mpi import Watchdog, posts_round, setup_step
 
 __all__ = [
@@ -45,17 +45,26 @@ __all__ = [
 ]  # fmt: skip
 
 
-def batches_of(N: int, K: int, *, seed: int, epoch: int, order: OrderSpec | None = None) -> list[np.ndarray]:
+def batches_of(
+    N: int, K: int, *, seed: int, epoch: int, order: OrderSpec | None = None, sizes: object = None,
+    balance: str = "count",
+) -> list[np.ndarray]:  # fmt: skip
     """The batches of ``epoch`` at ``K`` workers, each in the epoch's order: the ``k``-th run of
-    :func:`~coded_shuffle.orders.epoch_order` (what each worker reads, in that order).
+    :func:`~coded_shuffle.orders.epoch_order` (what each worker reads, in that order), of equal
+    counts, or with ``balance="bytes"`` of equal bytes, ``sizes`` each record's
+    (:func:`~coded_shuffle.orders.epoch_batch_sizes`, as the epoch's schedule cuts them).
 
     Examples
     --------
     >>> [b.size for b in batches_of(10, 3, seed=0, epoch=1)]
     [4, 3, 3]
+    >>> sizes = np.array([9] + [1] * 9)  # the bytes of each batch, within one record of equal
+    >>> [int(sizes[b].sum()) for b in batches_of(10, 3, seed=0, epoch=1, sizes=sizes, balance="bytes")]
+    [6, 9, 3]
     """
     o = np.asarray(epoch_order(N, seed=seed, epoch=epoch, spec=order or OrderSpec()), dtype=np.int64)
-    cut = np.concatenate(([0], np.cumsum(batch_sizes(N, K))))
+    counts = epoch_batch_sizes(o, K, sizes=sizes, balance=balance)
+    cut = np.concatenate(([0], np.cumsum(counts)))
     return [o[int(cut[k]) : int(cut[k + 1])] for k in range(K)]
 
 
@@ -92,11 +101,14 @@ def rest_of_epoch(
     segments: Sequence[tuple[int, int]],
     K_next: int,
     order: OrderSpec | None = None,
+    sizes: object = None,
+    balance: str = "count",
 ) -> list[np.ndarray]:
     """The shares of ``K_next`` workers of what is left of epoch ``epoch`` after ``segments``.
 
     ``segments[0] = (K_0, s_0)``: the epoch started at ``K_0`` workers, each reading its batch
-    (:func:`batches_of`), and each read its first ``s_0`` samples (at most its share); each later
+    (:func:`batches_of`: of equal counts, or with ``balance="bytes"`` of equal bytes, ``sizes``
+    each record's), and each read its first ``s_0`` samples (at most its share); each later
     ``(K_i, s_i)``: what was left was dealt to ``K_i`` workers (:func:`deal_rest`), each of whom
     read the first ``s_i`` of its share. What is left then is dealt to ``K_next`` workers.
 
@@ -119,7 +131,10 @@ def rest_of_epoch(
             raise ValueError(f"Argument 'segments' must hold (K, samples) pairs, not {seg!r} at {i}.")
         K = check_int(seg[0], "segments", minimum=1)
         s = check_int(seg[1], "segments", minimum=0)
-        shares = deal_rest(left, K) if i else batches_of(N, K, seed=seed, epoch=epoch, order=order)
+        shares = (
+            deal_rest(left, K) if i
+            else batches_of(N, K, seed=seed, epoch=epoch, order=order, sizes=sizes, balance=balance)
+        )  # fmt: skip
         left = [b[min(s, b.size) :] for b in shares]
     return deal_rest(left, K_next)
 
@@ -129,7 +144,8 @@ class RestReport:
     """What the master sent so that every worker holds the rest of the epoch it reads.
 
     ``kept_records``: samples of the rest that a worker already held (read back from its cache
-    file); ``source_records``/``source_bytes``: sent from the records' source.
+    file); ``source_records``/``source_bytes``: sent from the records' source (the bytes of
+    records of many sizes their own, which travel zero-padded to the widest in this setup step).
     """
 
     K: int
@@ -144,25 +160,26 @@ def serve_rest(
     """Master, collective with :func:`receive_rest` on every worker: send each worker the records
     of its share ``rest[k]`` that it does not hold. Returns the counts."""
     held = posts_round(link, watchdog, None, "rest: holdings")
-    kept, sent = 0, 0
+    kept, sent, sent_bytes = 0, 0, 0
     with setup_step(link, watchdog, "rest: rows"):
         for k in range(link.K):
             have = np.asarray(held[k], dtype=np.int64)
             missing = rest[k][~np.isin(rest[k], have)]
             kept += int(rest[k].size - missing.size)
             sent += int(missing.size)
+            sent_bytes += _bytes_of(dataset, missing)
             link.send_rows(k, np.ascontiguousarray(dataset.data[missing]))
-    return RestReport(
-        K=link.K, kept_records=kept, source_records=sent, source_bytes=sent * dataset.record_bytes
-    )
+    return RestReport(K=link.K, kept_records=kept, source_records=sent, source_bytes=sent_bytes)
 
 
 def receive_rest(
-    link: ControlLink, watchdog: Watchdog, want: np.ndarray, held: Cache | None, checksums: np.ndarray, B: int
-) -> tuple[np.ndarray, int]:
+    link: ControlLink, watchdog: Watchdog, want: np.ndarray, held: Cache | None, checksums: np.ndarray,
+    B: int, lengths: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:  # fmt: skip
     """Worker: the rows of ``want`` (its share, in order), from ``held`` (its records read back and
     checked) where it holds them, from the master otherwise; every row checked against
-    ``checksums`` (the master's table). Returns the ``(len(want), B)`` rows and the number kept."""
+    ``checksums`` (the master's table; records of many sizes at their ``lengths``, the table of
+    every record's). Returns the ``(len(want), B)`` rows (zero-padded) and the number kept."""
     from ..codec import record_checksums
 
     want = np.asarray(want, dtype=np.int64)
@@ -175,34 +192,88 @@ def receive_rest(
     if held is not None and mine.any():
         out[mine] = np.asarray(held.data)[rows[mine]]
     out[~mine] = got
-    if not np.array_equal(record_checksums(out), np.asarray(checksums)[want]):
+    if not np.array_equal(record_checksums(out, _at(lengths, want)), np.asarray(checksums)[want]):
         raise IntegrityError(
             f"Worker {link.worker}: the rest of the epoch does not match the master's checksums."
         )
     return out, int(mine.sum())
 
 
-def table_dataset(checksums: np.ndarray, B: int) -> Dataset:
+def table_dataset(checksums: np.ndarray, B: int, lengths: np.ndarray | None = None) -> Dataset:
     """A worker's view of the master's records, for its cache file: their ``N`` load-time
-    checksums and record size (the rows, which a worker does not have, read as zeros)."""
+    checksums, record size ``B`` (the widest, with ``lengths``) and, records of many sizes, each
+    one's length (the rows, which a worker does not have, read as zeros)."""
     sums = np.asarray(checksums, dtype=np.uint64)
+    lens = None if lengths is None else np.asarray(lengths, dtype=np.int64)
     return Dataset(
-        data=np.broadcast_to(np.zeros((1, B), np.uint8), (sums.size, B)), lengths=None, checksums=sums
+        data=np.broadcast_to(np.zeros((1, B), np.uint8), (sums.size, B)), lengths=lens, checksums=sums
     )
+
+
+def _widened(held: Cache, B: int) -> Cache | None:
+    """``held`` (records of variable sizes) zero-padded to the job's width ``B``; None when its
+    rows are wider (none of them the job's records)."""
+    width = int(np.asarray(held.data).shape[1])
+    if held.lengths is None or width == B:
+        return held
+    if width > B:
+        return None
+    data = np.zeros((len(held), B), dtype=np.uint8)
+    data[:, :width] = held.data
+    return Cache(ids=held.ids, data=data, lengths=held.lengths)
+
+
+def _at(lengths: np.ndarray | None, ids: np.ndarray) -> np.ndarray | None:
+    """The lengths of the records ``ids`` (None: records of one size)."""
+    return None if lengths is None else np.asarray(lengths, dtype=np.int64)[ids]
+
+
+def _bytes_of(dataset: Dataset, ids: np.ndarray) -> int:
+    """The bytes of the records ``ids`` of ``dataset`` (their own lengths where they vary)."""
+    if dataset.lengths is None:
+        return int(ids.size) * dataset.record_bytes
+    return int(np.asarray(dataset.lengths)[ids].sum())
+
+
+def _good_rows(held: Cache, checksums: np.ndarray, lengths: np.ndarray | None) -> np.ndarray:
+    """Which rows of ``held`` hold a record of the job whose checksum is that of ``checksums``
+    (records of many sizes: at its length in ``lengths``, the cache's own where it has them,
+    with zeros after it)."""
+    from ..codec import record_checksums
+
+    ids = np.asarray(held.ids, dtype=np.int64)
+    data = np.asarray(held.data)
+    N = int(np.asarray(checksums).size)
+    good = (ids >= 0) & (ids < N)
+    if lengths is not None:
+        lens = np.zeros(ids.size, dtype=np.int64)
+        lens[good] = np.asarray(lengths, dtype=np.int64)[ids[good]]
+        if held.lengths is not None:
+            good &= np.asarray(held.lengths) == lens
+        good &= lens <= data.shape[1]
+    inside = np.flatnonzero(good)
+    if inside.size:
+        sub = data[inside]
+        lens_in = None if lengths is None else lens[inside]
+        ok = record_checksums(sub, lens_in) == np.asarray(checksums)[ids[inside]]
+        if lens_in is not None:
+            ok &= _clean_tails(sub, lens_in)
+        good[inside] = ok
+    return good
 
 
 def save_worker_cache(
     cache_dir: str | os.PathLike[str], worker: int, ids: np.ndarray, rows: np.ndarray, table: Dataset, *,
     epoch: int, seed: int,
 ) -> Path:  # fmt: skip
-    """Write worker ``worker``'s records (ids ``ids``, ``(n, B)`` bytes ``rows``) of ``epoch`` to its
-    file in ``cache_dir`` (:func:`~.cache_dir.save_cache`, crash-safe)."""
+    """Write worker ``worker``'s records (ids ``ids``, ``(n, B)`` bytes ``rows``, zero-padded where
+    the records of ``table`` vary in size) of ``epoch`` to its file in ``cache_dir``
+    (:func:`~.cache_dir.save_cache`, crash-safe)."""
     folder = Path(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
     order = np.argsort(ids, kind="stable")
-    cache = Cache(
-        ids=np.asarray(ids, dtype=np.int64)[order], data=np.ascontiguousarray(rows[order]), lengths=None
-    )
+    ids = np.asarray(ids, dtype=np.int64)[order]
+    cache = Cache(ids=ids, data=np.ascontiguousarray(rows[order]), lengths=_at(table.lengths, ids))
     return save_cache(cache_path(folder, worker), cache, table, epoch=epoch, worker=worker, seed=seed)
 
 
@@ -235,7 +306,8 @@ class HeldStart:
     records in the workers' caches that failed their checksum, were outside the job or held twice
     (treated as absent); ``joined``: the workers that held nothing (they joined, or their cache was
     lost); ``source_records``/``source_bytes``: records no worker held, sent uncoded from the
-    source to their next holder before the first transition; ``bound``: the genie bound, in
+    source to their next holder before the first transition (the bytes of records of many sizes
+    their own, as :class:`RestReport`'s); ``bound``: the genie bound, in
     records, of the rectangular shuffle from the holdings (with the source as one more holder) to
     the first epoch's batches (:func:`~coded_shuffle.bounds.lower_bound`): no delivery of that
     epoch, coded or not, sends fewer than ``bound`` records in all.
@@ -250,20 +322,16 @@ class HeldStart:
     bound: int
 
 
-def _checked_rows(held: Cache | None, checksums: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """The rows of ``held`` whose record passes its checksum in ``checksums``, their ids
-    (increasing, each once) and the number of rows dropped."""
-    from ..codec import record_checksums
-
+def _checked_rows(
+    held: Cache | None, checksums: np.ndarray, lengths: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The rows of ``held`` whose record passes its checksum in ``checksums`` (records of many
+    sizes: at its length in ``lengths``), their ids (increasing, each once) and the number of rows
+    dropped."""
     if held is None or len(held) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64), 0
     ids = np.asarray(held.ids, dtype=np.int64)
-    N = int(np.asarray(checksums).size)
-    inside = (ids >= 0) & (ids < N)
-    good = np.zeros(ids.size, dtype=bool)
-    if inside.any():
-        good[inside] = record_checksums(np.asarray(held.data)[inside]) == np.asarray(checksums)[ids[inside]]
-    rows = np.flatnonzero(good)
+    rows = np.flatnonzero(_good_rows(held, checksums, lengths))
     rows = rows[np.argsort(ids[rows], kind="stable")]
     first = np.ones(rows.size, dtype=bool)
     first[1:] = ids[rows[1:]] != ids[rows[:-1]]
@@ -308,23 +376,25 @@ def serve_held(
     start = HeldStart(
         K=K, held_records=N - n, dropped_records=dropped,
         joined=tuple(k for k in range(K) if not ids[k].size),
-        source_records=n, source_bytes=n * dataset.record_bytes, bound=bound,
+        source_records=n, source_bytes=_bytes_of(dataset, np.flatnonzero(source)), bound=bound,
     )  # fmt: skip
     return placement_from_owner(owner, K), start
 
 
 def receive_held(
-    link: ControlLink, watchdog: Watchdog, held: Cache | None, checksums: np.ndarray, B: int
-) -> tuple[Cache, Placement]:
+    link: ControlLink, watchdog: Watchdog, held: Cache | None, checksums: np.ndarray, B: int,
+    lengths: np.ndarray | None = None,
+) -> tuple[Cache, Placement]:  # fmt: skip
     """Worker, collective with :func:`serve_held`: post the ids of ``held`` (what it holds) whose
-    rows pass their checksum in ``checksums`` (the master's table; a record that fails is treated
-    as absent), receive the placement of the holdings and the records it is given from the source.
-    Returns its cache under that placement (every row checked) and the placement."""
+    rows pass their checksum in ``checksums`` (the master's table; records of many sizes at their
+    ``lengths``, the table of every record's; a record that fails is treated as absent), receive
+    the placement of the holdings and the records it is given from the source. Returns its cache
+    under that placement (every row checked, zero-padded to ``B``) and the placement."""
     from ..codec import record_checksums
 
     k = link.worker
     assert k is not None
-    rows, ids, dropped = _checked_rows(held, checksums)
+    rows, ids, dropped = _checked_rows(held, checksums, lengths)
     posts_round(link, watchdog, (ids, dropped), "rest: holdings")
     N = int(np.asarray(checksums).size)
     with setup_step(link, watchdog, "held: rows"):
@@ -339,6 +409,7 @@ def receive_held(
         assert held is not None
         out[kept] = np.asarray(held.data)[rows[np.searchsorted(ids, mine[kept])]]
     out[~kept] = got
-    if mine.size and not np.array_equal(record_checksums(out), np.asarray(checksums)[mine]):
+    own = _at(lengths, mine)
+    if mine.size and not np.array_equal(record_checksums(out, own), np.asarray(checksums)[mine]):
         raise IntegrityError(f"Worker {k}: the records it starts from do not match the master's checksums.")
-    return Cache(ids=mine, data=out, lengths=None), placement
+    return Cache(ids=mine, data=out, lengths=own), placement

@@ -22,10 +22,13 @@ from ..errors import IntegrityError
 from ..transport import ControlLink
 from .mpi import Watchdog, posts_round, setup_step
 from .report import TransitionReport
-from .rest import _checked_rows
+from .rest import _at, _bytes_of, _checked_rows
 from .schemes import Scheme
 
-__all__ = ["RecoveryReport", "RestorePlan", "restore_plan", "holders_of", "serve_storage", "receive_storage"]
+__all__ = [
+    "RecoveryReport", "RestorePlan", "restore_plan", "holders_of", "serve_storage", "receive_storage",
+    "recovery_report",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,10 @@ class RecoveryReport:
     kept_pieces : int
         Pieces the workers' files still held, checked.
     peer_pieces, peer_bytes : int
-        Pieces (and bytes) a worker had again from another holder's storage.
+        Pieces (and bytes) a worker had again from another holder's storage (pieces of records
+        of many sizes at their own lengths).
     source_pieces, source_bytes : int
-        Pieces (and bytes) no worker held any more, read from the source.
+        Pieces (and bytes) no worker held any more, read from the source (as ``peer_bytes``).
     notes : tuple of str
         A line for every file treated as absent or with pieces dropped (in one process; across
         processes each worker says its own, ``MPILoader.cache_notes``, and these are empty).
@@ -149,26 +153,32 @@ def _rows_of(cache: Cache | None, ids: np.ndarray, width: int) -> np.ndarray:
 
 
 def _first_step(
-    own: Cache | None, kept: np.ndarray, source: np.ndarray, rows: np.ndarray, width: int
-) -> Cache:
+    own: Cache | None, kept: np.ndarray, source: np.ndarray, rows: np.ndarray, width: int,
+    lengths: np.ndarray | None = None,
+) -> Cache:  # fmt: skip
     """What a worker holds after the source's step: the pieces ``kept`` of ``own`` and those of
-    ``source`` (their ``rows``), by increasing id."""
+    ``source`` (their ``rows``), by increasing id (pieces of many sizes: with their ``lengths``,
+    the table of every piece's)."""
     ids = np.concatenate([kept, source])
     data = np.concatenate([_rows_of(own, kept, width), rows.reshape(-1, width)])
     order = np.argsort(ids, kind="stable")
-    return Cache(ids=ids[order], data=data[order], lengths=None)
+    return Cache(ids=ids[order], data=data[order], lengths=_at(lengths, ids[order]))
 
 
-def _last_step(first: Cache, plan: RestorePlan, k: int, got: dict[int, np.ndarray], width: int) -> Cache:
+def _last_step(
+    first: Cache, plan: RestorePlan, k: int, got: dict[int, np.ndarray], width: int,
+    lengths: np.ndarray | None = None,
+) -> Cache:  # fmt: skip
     """Worker ``k``'s storage, ``plan.expected[k]`` in order: from ``first`` (its pieces after the
-    source's step) and ``got[h]`` (the rows worker ``h`` sent it, in the plan's order)."""
+    source's step) and ``got[h]`` (the rows worker ``h`` sent it, in the plan's order); pieces of
+    many sizes with their ``lengths`` (the table of every piece's)."""
     need = plan.expected[k]
     data = np.empty((need.size, width), dtype=np.uint8)
     mine = first.rows(need)
     data[mine >= 0] = np.asarray(first.data)[mine[mine >= 0]]
     for h, rows in got.items():
         data[np.searchsorted(need, plan.sent_by(h, k))] = rows.reshape(-1, width)
-    return Cache(ids=need.copy(), data=data, lengths=None)
+    return Cache(ids=need.copy(), data=data, lengths=_at(lengths, need))
 
 
 def _senders(
@@ -227,33 +237,47 @@ def serve_storage(
         plan = _plan_of(scheme, held, posted, link.K)
         for k in range(link.K):
             link.send_rows(k, np.ascontiguousarray(work.data[plan.source[k]]))
+    return recovery_report(plan, work, link.K, scheme.M)
+
+
+def recovery_report(
+    plan: RestorePlan, work: Dataset, K: int, M: int, notes: tuple[str, ...] = (),
+    transition: TransitionReport | None = None,
+) -> RecoveryReport:  # fmt: skip
+    """The counts of ``plan`` (pieces, and their bytes: each piece's own length where the pieces of
+    ``work`` differ in size)."""
     kept, peers, source = plan.counts()
-    width = work.record_bytes
+    empty = np.empty(0, np.int64)
+    peer_bytes = _bytes_of(work, np.concatenate([empty, *plan.peers]))
+    source_bytes = _bytes_of(work, np.concatenate([empty, *plan.source]))
     return RecoveryReport(
-        K=link.K, M=scheme.M, kept_pieces=kept, peer_pieces=peers, peer_bytes=peers * width,
-        source_pieces=source, source_bytes=source * width, notes=(), transition=None,
+        K=K, M=M, kept_pieces=kept, peer_pieces=peers, peer_bytes=peer_bytes, source_pieces=source,
+        source_bytes=source_bytes, notes=notes, transition=transition,
     )  # fmt: skip
 
 
 def receive_storage(
     link: ControlLink, watchdog: Watchdog, scheme: Scheme, mine: Cache | None, checksums: np.ndarray,
-    width: int, held: Any,
+    width: int, held: Any, lengths: np.ndarray | None = None,
 ) -> Cache:  # fmt: skip
     """Worker, collective with :func:`serve_storage`: post the pieces of ``mine`` (what it holds)
-    that pass their checksum in ``checksums`` (the master's table), receive from the master the
-    pieces no worker held, send its peers what the plan says and receive what it lacks from them.
-    Returns its storage under ``held``, every piece checked."""
+    that pass their checksum in ``checksums`` (the master's table; pieces of many sizes at their
+    ``lengths``, the table of every piece's), receive from the master the pieces no worker held,
+    send its peers what the plan says and receive what it lacks from them. Returns its storage
+    under ``held``, every piece checked."""
     from ..codec import record_checksums
 
     k = link.worker
     assert k is not None
-    rows, ids, _ = _checked_rows(mine, checksums)
+    rows, ids, _ = _checked_rows(mine, checksums, lengths)
     posts_round(link, watchdog, (ids,), "rest: holdings")
-    own = None if mine is None else Cache(ids=ids, data=np.asarray(mine.data)[rows], lengths=None)
+    own = None
+    if mine is not None:
+        own = Cache(ids=ids, data=np.asarray(mine.data)[rows], lengths=_at(lengths, ids))
     with setup_step(link, watchdog, "storage: pieces"):
         plan = _plan_of(scheme, held, list(link.share()), link.K)
         got = link.receive_rows(np.empty((plan.source[k].size, width), dtype=np.uint8))
-        first = _first_step(own, plan.kept[k], plan.source[k], got, width)
+        first = _first_step(own, plan.kept[k], plan.source[k], got, width, lengths)
         frames = {j: [_rows_of(first, plan.sent_by(k, j), width).reshape(-1)] for j in range(link.K)
                   if j != k and plan.sent_by(k, j).size}  # fmt: skip
         link.offer(k, frames)
@@ -263,7 +287,7 @@ def receive_storage(
         raise IntegrityError(
             f"Worker {k}: {len(received)} frames of pieces from its peers, not {len(senders)}."
         )
-    cache = _last_step(first, plan, k, dict(zip(senders, received, strict=True)), width)
-    if not np.array_equal(record_checksums(cache.data), np.asarray(checksums)[cache.ids]):
+    cache = _last_step(first, plan, k, dict(zip(senders, received, strict=True)), width, lengths)
+    if not np.array_equal(record_checksums(cache.data, cache.lengths), np.asarray(checksums)[cache.ids]):
         raise IntegrityError(f"Worker {k}: the storage restored does not match the master's checksums.")
     return cache

@@ -187,6 +187,8 @@ class Session:
         #: This rank's worker's units, and the table of every unit's checksum.
         self.cache: Cache | None = None
         self.checksums: np.ndarray | None = None
+        #: On a worker: every unit's length, where they vary and the master sent them (None else).
+        self.lengths: np.ndarray | None = None
         self._spare: list[np.ndarray | Cache] = []
         #: In one process (:meth:`local`): every worker's units, and their buffers of the epoch before.
         self.caches: list[Cache] | None = None
@@ -284,37 +286,52 @@ class Session:
             stages, table, lambda: link.receive_rows(np.empty((ids.size, width), dtype=np.uint8))
         )
         cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids])
+        self.lengths = lengths
         self._hold(cache, sums)
         return cache
 
-    def deal_held(self, work: Dataset, placement_next: Any) -> tuple[Any, HeldStart | RecoveryReport]:
-        """Master, instead of :meth:`deal`: share the units' checksums, then plan from what the
-        workers hold. One batch a worker (:func:`~coded_shuffle.engine.rest.serve_held`): what no
-        worker holds is sent from the source to its holder under ``placement_next``; a storage of
-        ``M > 1`` batches (:func:`~coded_shuffle.engine.restore.serve_storage`): the storage
+    def deal_held(
+        self, work: Dataset, placement_next: Any, *, lengths: bool = True
+    ) -> tuple[Any, HeldStart | RecoveryReport]:
+        """Master, instead of :meth:`deal`: share the units' checksums (and, ``lengths``, their
+        lengths where they differ, as :meth:`deal`), then plan from what the workers hold. One
+        batch a worker (:func:`~coded_shuffle.engine.rest.serve_held`): what no worker holds is
+        sent from the source to its holder under ``placement_next``; a storage of ``M > 1``
+        batches (:func:`~coded_shuffle.engine.restore.serve_storage`): the storage
         ``placement_next`` comes back from the workers' pieces, their peers' and the source's.
         Returns what the workers hold then, the first transition's ``p_t``, and how it went."""
         with self.setup("checksums"):
             self.link.share_array(work.checksums)
+            if lengths and work.lengths is not None and unit_lengths(self.schemes[0]) is None:
+                self.link.share_array(np.ascontiguousarray(work.lengths, dtype=np.int64))
         self.units = work
         if self.schemes[0].M > 1:
             return placement_next, serve_storage(self.link, self.dog, work, self.schemes[0], placement_next)
         return serve_held(self.link, self.dog, work, placement_next)
 
     def receive_held(
-        self, n_units: int, width: int, held: Callable[[np.ndarray], Cache | None], storage: Any = None
-    ) -> Any:
-        """Worker, with the master's :meth:`deal_held`: the checksums, then what it holds, ``held``
-        of them (its units, checked against them; None: nothing), posted, and what it lacks
-        received (a storage of ``M > 1``: the storage ``storage``, the master's ``placement_next``).
-        Returns the placement of the holdings."""
+        self, n_units: int, width: int, held: Callable[[np.ndarray, np.ndarray | None], Cache | None],
+        storage: Any = None, *, lengths: np.ndarray | bool | None = None,
+    ) -> Any:  # fmt: skip
+        """Worker, with the master's :meth:`deal_held`: the checksums (``lengths`` True: the units'
+        lengths too; an array: those; None: units of one size; a storage's pieces of many sizes
+        have theirs from the scheme), then what it holds, ``held(checksums, lengths)`` (its units,
+        checked against them; None: nothing), posted, and what it lacks received (a storage of
+        ``M > 1``: the storage ``storage``, the master's ``placement_next``). Returns the placement
+        of the holdings."""
+        known = unit_lengths(self.schemes[0])
         with self.setup("checksums"):
             sums = self.link.share_array(np.empty(n_units, dtype=np.uint64))
+            if known is None and lengths is True:
+                lengths = self.link.share_array(np.empty(n_units, dtype=np.int64))
+        lens = known if known is not None else (lengths if isinstance(lengths, np.ndarray) else None)
+        self.lengths = lens
         if self.schemes[0].M > 1:
-            mine = receive_storage(self.link, self.dog, self.schemes[0], held(sums), sums, width, storage)
+            own = held(sums, lens)
+            mine = receive_storage(self.link, self.dog, self.schemes[0], own, sums, width, storage, lens)
             self._hold(mine, sums)
             return storage
-        cache, placement = receive_held(self.link, self.dog, held(sums), sums, width)
+        cache, placement = receive_held(self.link, self.dog, held(sums, lens), sums, width, lens)
         self._hold(cache, sums)
         return placement
 

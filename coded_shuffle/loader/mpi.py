@@ -18,7 +18,7 @@ from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
 from ..engine.recut import RecutReport
 from ..engine.recut_serve import receive_recut_start, serve_recut_start
-from ..engine.rest import HeldStart, load_worker_cache, save_worker_cache, table_dataset
+from ..engine.rest import HeldStart, _widened, load_worker_cache, save_worker_cache, table_dataset
 from ..engine.restore import RecoveryReport
 from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
@@ -51,6 +51,25 @@ from ._common import (
 )
 
 # --------------------------------------------------------------------------- MPI
+
+
+def _units_lengths(session: Session, lengths: np.ndarray | None) -> np.ndarray | None:
+    """A worker's table of its units' lengths: those of a storage's pieces (cut on every rank from
+    the record sizes), else ``lengths``, the records' (None: of one size)."""
+    return session.lengths if session.lengths is not None else lengths
+
+
+def _batch_cache(batch: EpochBatch) -> Cache:
+    """The records of ``batch`` as a worker's holdings (records of variable sizes zero-padded to
+    the longest of them, with their lengths; :func:`_widened` pads them to the job's width)."""
+    ids = np.asarray(batch.ids, np.int64)
+    if batch.lengths is None:
+        return Cache(ids=ids, data=record_bytes_of(batch.records), lengths=None)
+    lengths = np.asarray(batch.lengths, dtype=np.int64)
+    data = np.zeros((ids.size, int(lengths.max(initial=0))), dtype=np.uint8)
+    for r, rec in enumerate(batch.records):
+        data[r, : lengths[r]] = np.frombuffer(memoryview(rec).cast("B"), np.uint8)
+    return Cache(ids=ids, data=data, lengths=lengths)
 
 
 def _join_multicast(link: ControlLink, multicast: object) -> MulticastLink:
@@ -152,7 +171,10 @@ class MPILoader:
         (:mod:`~coded_shuffle.engine.recut_serve`: in a folder every worker sees, worker ``j``
         reads the ``j``-th file; the master sends only what no file holds, the workers each other
         the rest; :attr:`held_start` is the :class:`~coded_shuffle.engine.recut.RecutReport`).
-        Fixed-size records.
+        Records of variable sizes: each file holds the worker's units (its records, or a
+        storage's pieces, each record cut by its own length) zero-padded to the widest, with their
+        lengths, each checked at its length when read back; a storage of them is restored at the
+        ``K`` that wrote it, not cut again at another (every rank raises, naming ``cache_dir``).
 
     Examples
     --------
@@ -190,6 +212,8 @@ class MPILoader:
         self.balance = check_balance(balance)
         #: Each record's bytes when the batches are cut by bytes (known on a worker from its first batch).
         self._sizes: np.ndarray | None = None
+        #: Each record's length when they vary (a worker's, from the master, for its cache file).
+        self._lengths: np.ndarray | None = None
         self.epochs, self.start_epoch, self.seed, self.strategy, self.max_repair_rounds = _check_common(
             epochs, start_epoch, seed, strategy, max_repair_rounds
         )
@@ -238,8 +262,6 @@ class MPILoader:
                     f"Argument 'transport' must have at most N = {self.dataset.N} workers, not {self.K}."
                 )
             ds = self.dataset
-            if self._from_held and self.layout.variable:
-                raise ValueError("Argument 'cache_dir' needs records of one size, not of variable sizes.")
             # refused before the job
             _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable,
                      sizes=ds.lengths)  # fmt: skip
@@ -286,7 +308,7 @@ class MPILoader:
         if isinstance(held, (str, os.PathLike)):
             self._read_from, held = held, None
         if isinstance(held, EpochBatch):
-            held = Cache(ids=np.asarray(held.ids, np.int64), data=record_bytes_of(held.records), lengths=None)
+            held = _batch_cache(held)
         if held is not False and not (held is None or held is True or isinstance(held, Cache)):
             raise TypeError(
                 f"Argument 'held' must be a Cache, a batch, a folder or None, not {type(held).__name__}."
@@ -369,15 +391,14 @@ class MPILoader:
         else restored, or the records held placed, and the transition to the first epoch."""
         ds = self.dataset
         assert ds is not None
-        if ds.variable:
-            raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
         work = scheme.dataset(ds)
         rep = serve_recut_start(session, ds, work, scheme.M, now) if scheme.M > 1 else None
         if rep is not None:  # files of another K: the storage at this K cut from them
             self.held_start = rep
             self._verified(rep.verified, now.t)
             return replace(now, held=rep.held)
-        p_held, self.held_start = session.deal_held(work, (before or now).held)
+        # the lengths went with the sizes: not again with the checksums
+        p_held, self.held_start = session.deal_held(work, (before or now).held, lengths=False)
         if p_held is not now.held:  # a storage restored at the first epoch needs no transition
             (first,) = session.transition(p_held, now.held, epoch=now.t).reports
             self._verified(first.verified, first.epoch)
@@ -434,14 +455,18 @@ class MPILoader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _held_of(self, checksums: np.ndarray, B: int) -> Cache | None:
-        """A worker's records to start from: those given to :meth:`resume`, else what its cache file
-        still holds (checked against ``checksums``), else None."""
-        if self._held is not None or self._read_from is None:
-            return self._held
+    def _held_of(self, checksums: np.ndarray, B: int, lengths: np.ndarray | None) -> Cache | None:
+        """A worker's records to start from: those given to :meth:`resume` (records of variable
+        sizes zero-padded to ``B``), else what its cache file still holds (checked against
+        ``checksums`` and, records of variable sizes, ``lengths``), else None."""
+        if self._held is not None:
+            return _widened(self._held, B)
+        if self._read_from is None:
+            return None
         k = self.worker
         assert k is not None
-        cache, note = load_worker_cache(self._read_from, k, table_dataset(checksums, B), seed=self.seed)
+        table = table_dataset(checksums, B, lengths)
+        cache, note = load_worker_cache(self._read_from, k, table, seed=self.seed)
         if note is not None:
             self._note(note)
         return cache
@@ -474,7 +499,7 @@ class MPILoader:
             return
         cache, sums = session.cache, session.checksums
         assert cache is not None and sums is not None
-        table = table_dataset(sums, B)
+        table = table_dataset(sums, B, _units_lengths(session, self._lengths))
         save_worker_cache(self.cache_dir, self.worker, cache.ids, np.asarray(cache.data), table,
                           epoch=epoch, seed=self.seed)  # fmt: skip
 
@@ -490,21 +515,25 @@ class MPILoader:
         self.N = int(N)
         variable = lengths is not None
         self.layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape), variable=variable)
+        self._lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
         self._sizes = batch_sizes_of(self.N, B, lengths, self.balance)
         scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=variable, sizes=lengths)
         session.schemes = (scheme,)
         schedule = self._schedule(N, scheme)
         before, now = self._first(schedule)
-        if self._from_held:
-            if variable:
-                raise ValueError("Argument 'held' needs records of one size, not of variable sizes.")
+        if self._from_held:  # records of variable sizes: storage 1 (a batch a worker)
             width = scheme.piece_bytes(B)
             held = (before or now).held
             cut = self._recut(session, int(N), int(B), scheme, held, now) if scheme.M > 1 else None
             if cut is not None:  # the storage at this K, cut from files of another
                 return session, schedule, cut
-            p_held = session.receive_held(N * scheme.pieces, width, lambda sums: self._held_of(sums, width),
-                                          (before or now).held)  # fmt: skip
+            p_held = session.receive_held(
+                N * scheme.pieces,
+                width,
+                lambda sums, lens: self._held_of(sums, width, lens),
+                (before or now).held,
+                lengths=self._lengths,
+            )
             self._held = None  # the session holds them now
             if p_held is now.held:  # a storage restored at the first epoch
                 return session, schedule, now

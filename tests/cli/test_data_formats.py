@@ -115,12 +115,10 @@ def test_refusals_name_the_option_or_file(command, tmp_path, capsys, monkeypatch
     base = [command, "-K", str(K), "--transitions", "1"]
     # records of different sizes run with a storage (coded or exchanged, in process and over MPI),
     # timed on a network without racks (the exchange on racks chooses its senders by counts of
-    # pieces), and not into run's cache files
+    # pieces), and into run's cache files (tests/cli/test_run_cache.py)
     var = [*base, "--data", str(tmp_path / "var")]
     racks = ["--network", "up=1,down=1,racks=1x3,rack-up=1", "--mode", "exchange"]
     cases = [(["--storage", "2", *racks], "--storage 2 --network with racks")]
-    if command == "run":
-        cases = [(["--cache-dir", str(tmp_path / "c")], "--cache-dir")]
     for option, named in cases:
         line = _refusal([*var, *option], capsys)
         assert line.startswith(f"coded-shuffle: error: {named} needs records of one size: those of --data ")

@@ -16,7 +16,7 @@ import pytest
 from coded_shuffle import cli
 from coded_shuffle.engine import run, scheme_for, synthetic_dataset
 from coded_shuffle.engine.cache_dir import cache_path, load_cache
-from coded_shuffle.engine.recover import recut_restart
+from coded_shuffle.engine.recover import recut_restart, save_storage
 from coded_shuffle.engine.rest import save_worker_cache
 from coded_shuffle.engine.schedule import EpochSchedule
 from coded_shuffle.orders import OrderSpec
@@ -132,12 +132,88 @@ def test_a_storage_restarts_from_files_the_library_wrote(tmp_path):
     assert [load_cache(cache_path(folder, k), work, seed=0).epoch for k in range(K + 1)] == [6] * (K + 1)
 
 
+@needs_mpi
+@pytest.mark.mpi
+def test_records_of_many_sizes_restart_from_their_cache_files(tmp_path):
+    """``--data`` a folder of files of 1 to 300 bytes: the files of epoch 2 written by the library
+    (``save_worker_cache``, as ``MPILoader(cache_dir=)`` writes them: rows zero-padded, each
+    record's length), worker 0's with its first record altered and worker 2's removed; the job
+    started at epoch 2 from them: the altered file said in one line, only those records from the
+    source (their own bytes), no record moving to epoch 2, the transition to epoch 3 verified and
+    that of the job run in one process, and each worker's file then its records of epoch 3, each
+    read back at its length."""
+    import struct
+
+    from coded_shuffle.codec import load_dataset
+
+    rng = np.random.default_rng(3)
+    data, folder = tmp_path / "files", tmp_path / "cache"
+    data.mkdir()
+    records = [rng.bytes(int(n)) for n in rng.integers(1, 301, N)]
+    for i, r in enumerate(records):
+        (data / f"{i:03d}.bin").write_bytes(r)
+    ds = load_dataset(records)
+    scheme = scheme_for("coded", K=K, storage=1, record_bytes=ds.record_bytes)
+    schedule = EpochSchedule(N=N, K=K, seed=0, spec=OrderSpec(), scheme=scheme)
+    two, three = schedule.epoch(2), schedule.epoch(3)
+    for k in range(K - 1):
+        ids = two.held.batch(k)
+        save_worker_cache(folder, k, ids, ds.data[ids], ds, epoch=2, seed=0)
+    first = int(np.sort(two.held.batch(0))[0])  # the first row of worker 0's file
+    path = cache_path(folder, 0)
+    raw = bytearray(path.read_bytes())
+    raw[struct.unpack_from("<Q", raw, 88)[0]] ^= 1
+    path.write_bytes(bytes(raw))
+    cmd = [sys.executable, "-m", "coded_shuffle", "run", "-K", str(K), "--data", str(data), "--start-epoch=2",
+           "--transitions=1", "--cache-dir", str(folder), "--json"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    said = f"Cache file {path}: 1 record(s) fail their checksum; delivered again."
+    assert line == f"coded-shuffle run: rank 1 (worker 0): {said}"
+    start, rows = _lines(proc)
+    lost = [first, *two.held.batch(K - 1).tolist()]
+    sizes = np.array([len(r) for r in records])
+    assert (start["source_records"], start["source_bytes"]) == (len(lost), int(sizes[lost].sum()))
+    assert (start["held_records"], start["joined"]) == (N - len(lost), [K - 1])
+    straight = run(ds, K=K, epochs=3, seed=0).transitions[2]
+    assert [r["epoch"] for r in rows] == [2, 3] and all(r["verified"] for r in rows)
+    # every record where epoch 2 wants it once the source sent the lost ones: nothing moves, and the
+    # bound in bytes is that of the holdings, not of epoch 1 -> 2
+    assert (rows[0]["coded_bytes"], rows[0]["lower_bound_bytes"]) == (0, 0)
+    assert (rows[1]["coded_symbols"], rows[1]["coded_bytes"]) == (
+        straight.coded_symbols,
+        straight.coded_bytes,
+    )
+    for k in range(K):
+        got = load_cache(cache_path(folder, k), ds, seed=0)
+        ids = np.sort(three.held.batch(k))
+        assert (got.epoch, got.dropped) == (3, 0) and np.array_equal(got.cache.ids, ids)
+        assert [got.cache.record(int(i)) for i in ids] == [records[int(i)] for i in ids]
+    # a storage of them written at K + 1 (the library's save_storage) is not cut again at K: the
+    # master ends the job in one line naming --cache-dir, no rank's traceback
+    stored = tmp_path / "stored"
+    save_storage(stored, ds, K=K + 1, M=2, seed=0, epoch=1)
+    cmd[cmd.index("--cache-dir") + 1] = str(stored)
+    proc = subprocess.run([*cmd, "--storage", "2"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=env, check=False)  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    (said,) = [line for line in proc.stderr.splitlines() if "--cache-dir" in line]
+    # (records of 1 to 300 B are stored whole at both K, which their headers cannot tell apart)
+    assert said == (
+        f"coded-shuffle run: error: rank 0: --cache-dir {stored}: holds a storage of records of many sizes "
+        f"that is not the one a restore at K = {K} plans from (written at another K): such a storage is "
+        "restored at its own K, not cut again; relaunch on the K that wrote it or start from an empty folder."
+    )
+
+
 def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
     """What ``--cache-dir`` is refused with, in one line before any process starts; a folder that
     does not exist yet is passed on, and the check leaves nothing behind."""
     a_file = tmp_path / "file"
     a_file.write_text("")
-    files = tmp_path / "files"  # records of several sizes
+    files = tmp_path / "files"  # records of several sizes, taken
     files.mkdir()
     for i, size in enumerate((3, 9, 4)):
         (files / f"{i}.bin").write_bytes(bytes(size))
@@ -149,7 +225,6 @@ def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
         ([*job, str(below)], f"--cache-dir {below}: cannot be made: {a_file} is a file, not a folder"),
         ([*job, str(new), "--mode", "exchange"], "needs a job with a master, not --mode exchange"),
         ([*job, str(new), "-K", "3,2", "--transitions", "1"], "the same workers at every epoch, not 3,2"),
-        (["-K", "2", "--data", str(files), "--cache-dir", str(new)], "--cache-dir needs records of one size"),
     ]
     for argv, message in refused:
         assert cli.main(["run", *argv]) == 2, argv
@@ -157,6 +232,8 @@ def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
         assert err.startswith("coded-shuffle: error: ") and message in err and len(err.splitlines()) == 1, err
     assert no_launch == []
     assert cli.main(["run", *job, str(new)]) == 0
-    (cmd,) = no_launch
-    assert cmd[cmd.index("--cache-dir") + 1] == str(new)
+    # records of several sizes too, a storage of them as well (restored at its K, never cut again)
+    assert cli.main(["run", "-K", "2", "--data", str(files), "--cache-dir", str(new), "--storage", "2"]) == 0
+    cmd, var = no_launch
+    assert cmd[cmd.index("--cache-dir") + 1] == str(new) and var[var.index("--data") + 1] == str(files)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "files"]  # nothing made by the check

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from coded_shuffle.codec import Cache, load_dataset
 from coded_shuffle.engine import initial_caches, synthetic_dataset
 from coded_shuffle.engine.cache_dir import (
     CacheFileError,
@@ -139,11 +140,17 @@ def test_a_restart_plans_from_what_survives(ds, saved):
 def test_save_exceptions(ds, tmp_path):
     with pytest.raises(TypeError, match="'cache' must be a Cache"):
         save_cache(tmp_path / "x", ds.data, ds, epoch=0, worker=0)
-    with pytest.raises(ValueError, match="fixed-size records"):
-        from coded_shuffle.codec import load_dataset
-
-        var = load_dataset([b"ab", b"c"])
-        save_cache(tmp_path / "x", var.cache([0]), var, epoch=0, worker=0)
+    var = load_dataset([b"ab", b"c"])
+    with pytest.raises(ValueError, match="'cache' must hold its records' lengths"):
+        save_cache(tmp_path / "x", Cache(ids=np.array([0]), data=var.data[:1], lengths=None),
+                   var, epoch=0, worker=0)  # fmt: skip
+    with pytest.raises(ValueError, match="'cache' must hold records of one size"):
+        save_cache(tmp_path / "x", Cache(ids=np.array([0]), data=ds.data[:1],
+                   lengths=np.array([B])), ds, epoch=0, worker=0)  # fmt: skip
+    with pytest.raises(ValueError, match="at the dataset's lengths"):
+        c = var.cache([0])
+        save_cache(tmp_path / "x", Cache(ids=c.ids, data=c.data, lengths=np.array([1])), var, epoch=0,
+                   worker=0)  # fmt: skip
     with pytest.raises(ValueError, match="'epoch' must be"):
         save_cache(tmp_path / "x", ds.cache([0]), ds, epoch=-1, worker=0)
     # The header's fields: a worker in 32 bits, an epoch and a seed in 64 (2**64 - 1: no seed).
@@ -264,3 +271,124 @@ def test_a_file_name_with_glob_characters_cleans_only_its_own_leftovers(ds, tmp_
     (tmp_path / ".w1.cache.1.ab.tmp").write_bytes(b"x")  # another file's, which "[1]" would match
     save_cache(tmp_path / "w[1].cache", ds.cache([1]), ds, epoch=0, worker=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".w1.cache.1.ab.tmp", "w[1].cache"]
+
+
+# ---- records of many sizes (version 2: a table of lengths, rows zero after each length)
+
+VAR_N, VAR_K = 60, 3
+
+
+@pytest.fixture(scope="module")
+def var_records():
+    rng = np.random.default_rng(11)
+    return [rng.integers(1, 256, size=int(n), dtype=np.uint8).tobytes() for n in rng.integers(1, 41, VAR_N)]
+
+
+@pytest.fixture
+def var_saved(var_records, tmp_path):
+    vds = load_dataset(var_records)
+    p2 = epoch_placement(VAR_N, VAR_K, seed=1, epoch=2)
+    save_cache_dir(tmp_path / "var", initial_caches(vds, p2), vds, epoch=2, seed=1)
+    return vds, tmp_path / "var", p2
+
+
+def test_records_of_many_sizes_round_trip_in_a_version_2_file(var_records, var_saved):
+    vds, folder, p2 = var_saved
+    ids = p2.batch(1)
+    got = load_cache(cache_path(folder, 1), vds, seed=1)
+    assert got.dropped == 0 and np.array_equal(got.cache.ids, ids) and isinstance(got.cache.data, np.memmap)
+    assert [got.cache.record(int(i)) for i in ids] == [var_records[int(i)] for i in ids]
+    # The layout of the module docstring, read with struct alone: version 2, the lengths after the
+    # checksums, each row the record's bytes then zeros to the longest record's width.
+    raw = cache_path(folder, 1).read_bytes()
+    width = max(len(r) for r in var_records)
+    version, _, _, w, n = struct.unpack_from("<IIQQQ", raw, 8)
+    assert (version, w, n) == (2, width, ids.size)
+    lengths = np.frombuffer(raw, "<i8", n, 112 + 16 * n)
+    assert lengths.tolist() == [len(var_records[int(i)]) for i in ids]
+    rows_at = struct.unpack_from("<Q", raw, 88)[0]
+    assert rows_at % 64 == 0 and rows_at >= 112 + 24 * n and len(raw) == rows_at + n * width
+    for r, i in enumerate(ids):
+        row = raw[rows_at + r * width : rows_at + (r + 1) * width]
+        assert row == var_records[int(i)].ljust(width, b"\x00")
+
+
+def test_a_row_buffer_with_bytes_after_its_length_is_written_zero_there(var_records, var_saved):
+    vds, folder, _ = var_saved
+    c = vds.cache([3, 7])
+    dirty = np.full(c.data.shape, 0xAB, dtype=np.uint8)  # a reused buffer: bytes after each length
+    for r in range(2):
+        dirty[r, : c.lengths[r]] = c.data[r, : c.lengths[r]]
+    path = save_cache(folder / "dirty.cache", Cache(ids=c.ids, data=dirty, lengths=c.lengths), vds, epoch=0,
+                      worker=0)  # fmt: skip
+    got = load_cache(path, vds)
+    assert got.dropped == 0 and [got.cache.record(i) for i in (3, 7)] == [var_records[3], var_records[7]]
+    assert np.array_equal(np.asarray(got.cache.data), c.data)
+
+
+@pytest.mark.parametrize("cut", [112 + 16 * 8 + 3, -1])  # inside the table of lengths, the last row
+def test_a_file_of_many_sizes_cut_short_is_absent(var_saved, cut):
+    vds, folder, _ = var_saved
+    path = cache_path(folder, 0)
+    path.write_bytes(path.read_bytes()[:cut])
+    with pytest.raises(CacheFileError, match=f"Cache file {path}: "):
+        load_cache(path, vds)
+    holdings, notes = load_cache_dir(folder, vds, K=VAR_K, seed=1)
+    assert holdings[0] is None and holdings[1] is not None and "Treated as absent" in notes[0]
+
+
+def test_an_altered_length_row_or_padding_of_many_sizes_is_caught(var_records, var_saved):
+    """A length altered fails the tables' digest (the file is absent); a byte of a record, or of
+    the zeros after one (past the words its checksum reads), drops that record, which the restart
+    then delivers again from the source."""
+    vds, folder, p2 = var_saved
+    path = cache_path(folder, 2)
+    raw = bytearray(path.read_bytes())
+    n = p2.batch(2).size
+    at_len = 112 + 16 * n
+    altered = bytearray(raw)
+    altered[at_len] ^= 1
+    path.write_bytes(bytes(altered))
+    with pytest.raises(CacheFileError, match="tables"):
+        load_cache(path, vds)
+    width, rows_at = vds.record_bytes, struct.unpack_from("<Q", raw, 88)[0]
+    lengths = np.frombuffer(bytes(raw), "<i8", n, at_len)
+    short = [r for r in range(n) if -(-int(lengths[r]) // 8) * 8 < width]  # rows with a tail past its words
+    raw[rows_at + 0 * width] ^= 0x01  # the first record's first byte
+    raw[rows_at + short[1] * width + width - 1] ^= 0x40  # another's last byte of padding
+    path.write_bytes(bytes(raw))
+    got = load_cache(path, vds, seed=1)
+    lost = {int(p2.batch(2)[0]), int(p2.batch(2)[short[1]])}
+    assert got.dropped == 2 and not lost & set(got.cache.ids.tolist())
+    p3 = epoch_placement(VAR_N, VAR_K, seed=1, epoch=3)
+    rep, new, notes = restart_transition(vds, folder, p3, epoch=3, seed=1)
+    assert rep.verified and rep.source_records == 2 and rep.held_records == VAR_N - 2
+    assert len(notes) == 1 and "2 record(s) fail their checksum" in notes[0]
+    for c in new:
+        assert [c.record(int(i)) for i in c.ids] == [var_records[int(i)] for i in c.ids]
+
+
+def test_files_of_one_kind_are_refused_for_a_dataset_of_the_other(ds, var_saved, saved):
+    vds, folder, _ = var_saved
+    path = cache_path(folder, 0)
+    fixed = synthetic_dataset(VAR_N, vds.record_bytes, seed=6)
+    with pytest.raises(ValueError, match=rf"Cache file {path}: records of many sizes, not of one size\."):
+        load_cache(path, fixed)
+    ffolder, _ = saved
+    other = load_dataset([bytes(b) for b in range(N)])  # N records of many sizes
+    with pytest.raises(ValueError, match="records of one size, not of many sizes"):
+        load_cache(cache_path(ffolder, 0), other)
+
+
+def test_a_file_of_an_unknown_version_is_damaged(ds, saved):
+    """A whole header (its digest right) of a version this reader does not know: absent."""
+    import hashlib
+
+    folder, _ = saved
+    path = cache_path(folder, 0)
+    raw = bytearray(path.read_bytes())
+    struct.pack_into("<I", raw, 8, 3)
+    raw[96:112] = hashlib.blake2b(bytes(raw[:96]), digest_size=16).digest()
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CacheFileError, match="version 3, not 1 or 2"):
+        load_cache(path, ds)

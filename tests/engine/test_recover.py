@@ -155,3 +155,43 @@ def test_a_restart_on_racks_restores_their_placement_from_the_lost_hosts_rack(ds
     assert plan.senders[1].tolist() == [0, 0, 2, 0, 0, 2]  # worker 0 wherever it holds the piece
     blind = restore_plan(have, expected, holders, 4)
     assert blind.senders[1].tolist() != plan.senders[1].tolist()  # without racks the holders take turns
+
+
+def test_a_storage_of_records_of_many_sizes_comes_back_from_the_peers(tmp_path):
+    """Records of 2 to 6 KiB, each cut by its own length: the files hold the pieces at their
+    lengths (version 2), a lost host's pieces come back from its peers at their own bytes (the
+    pieces of ``[p L // P, (p + 1) L // P)`` of each record of ``L`` bytes, summed by hand here),
+    nothing from the source, and the transition is that of the job that never stopped. A re-cut
+    of such a storage at another ``K`` is refused, naming the dataset."""
+    from coded_shuffle.codec import load_dataset
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.cache_dir import load_cache
+
+    rng = np.random.default_rng(4)
+    records = [rng.bytes(int(n)) for n in rng.integers(2048, 6145, 36)]
+    vds = load_dataset(records)
+    save_storage(tmp_path, vds, K=3, M=2, seed=5, epoch=1)
+    scheme = scheme_for("coded", K=3, storage=2, sizes=vds.lengths)
+    P = scheme.pieces
+    lost = load_cache(cache_path(tmp_path, 2), scheme.dataset(vds), seed=5).cache.ids
+    cache_path(tmp_path, 2).unlink()
+    rep, caches = storage_restart(vds, tmp_path, K=3, M=2, seed=5, epoch=1)
+    own = [(p + 1) * len(records[u // P]) // P - p * len(records[u // P]) // P for u in lost for p in [u % P]]
+    assert rep.verified and (rep.source_pieces, rep.source_bytes) == (0, 0)
+    assert (rep.peer_pieces, rep.peer_bytes) == (lost.size, sum(own)) and P > 1
+    straight = run(vds, K=3, epochs=2, seed=5, storage=2).transitions[1]
+    assert (rep.transition.coded_symbols, rep.transition.wire_bytes) == (
+        straight.coded_symbols,
+        straight.wire_bytes,
+    )
+    for c in caches:  # each piece its record's bytes
+        for u, L in zip(c.ids.tolist(), c.lengths.tolist(), strict=True):
+            r, p = records[u // P], u % P
+            assert (
+                bytes(np.asarray(c.data)[c.rows(np.array([u]))[0], :L])
+                == r[p * len(r) // P : (p + 1) * len(r) // P]
+            )
+    with pytest.raises(
+        ValueError, match="'dataset' must hold records of one size: a storage of records of many"
+    ):
+        recut_restart(vds, tmp_path, K=3, K_next=2, M=2, seed=5, epoch=1)

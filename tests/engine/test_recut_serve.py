@@ -130,3 +130,38 @@ def test_a_file_of_another_dataset_or_damaged_is_read_as_absent_in_one_line(tmp_
     assert dropped == 1 and len(got) == cache_ids(cache_path(tmp_path, 1)).size - 1
     assert note.endswith("1 piece(s) fail their checksum; delivered again.")
     assert _read(None, old.checksums, width, 5) == (None, 0, None)
+
+
+def test_a_storage_of_records_of_many_sizes_is_read_at_its_k_and_never_cut_again(tmp_path):
+    """Files of a storage of records of many sizes (each cut by its own length into the pieces of
+    a record of their mean size): their ``K`` read from the headers with the sizes; where the
+    files would be cut again, every rank's files round raises, naming ``cache_dir``."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from coded_shuffle.codec import load_dataset
+    from coded_shuffle.engine.recut_serve import files_round
+
+    rng = np.random.default_rng(2)
+    vds = load_dataset([rng.bytes(int(n)) for n in rng.integers(1024, 9000, 30)])
+    save_storage(tmp_path, vds, K=4, M=2, seed=5, epoch=1)
+    h = cache_header(cache_path(tmp_path, 0))
+    assert (
+        h.variable
+        and stored_workers(h.N, h.record_bytes, N=30, B=vds.record_bytes, M=2, sizes=vds.lengths) == 4
+    )
+    seen, _ = seen_files(tmp_path, N=30, B=vds.record_bytes, M=2, seed=5, worker=0, sizes=vds.lengths)
+    assert seen == [(0, 4), (1, 4), (2, 4), (3, 4)]
+
+    @contextmanager
+    def step(stage):
+        yield
+
+    dog = SimpleNamespace(timeout=5.0, prog="test", abort=None, step=step)
+    worker = SimpleNamespace(is_leader=False, peers=False, root=0, rank=1, K=3, post=lambda *a, **k: None,
+                             share=lambda *a: (4, [0, 1, 2]))  # fmt: skip
+    assert files_round(worker, dog, (seen, True), B=vds.record_bytes, M=2) == (4, [0, 1, 2])  # one size
+    with pytest.raises(
+        ValueError, match=r"Argument 'cache_dir' holds a storage of records of many sizes of K = 4 "
+    ):
+        files_round(worker, dog, (seen, True), B=vds.record_bytes, M=2, sizes=vds.lengths)

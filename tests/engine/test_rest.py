@@ -6,6 +6,7 @@ import pytest
 
 from coded_shuffle.codec import load_dataset
 from coded_shuffle.engine.rest import (
+    batches_of,
     deal_rest,
     load_worker_cache,
     rest_of_epoch,
@@ -75,3 +76,38 @@ def test_a_worker_cache_file_read_back_against_the_table(tmp_path):
     path.write_bytes(bytes(raw[:100]))  # cut short
     held, note = load_worker_cache(tmp_path, 1, table, seed=3)
     assert held is None and str(note).endswith("Treated as absent.")
+
+
+def test_the_rest_of_an_epoch_of_batches_cut_by_bytes():
+    """Batches of equal bytes (``balance="bytes"``): the epoch's batches are its byte cut (a brute
+    force: cut ``k`` at the position whose bytes before it are nearest ``k / K`` of the total, the
+    lower on a tie), and what the workers read of them and what is left make the epoch once."""
+    n, seed, epoch, K = 37, 2, 1, 3
+    sizes = np.random.default_rng(5).integers(1, 400, n)
+    order = np.asarray(epoch_order(n, seed=seed, epoch=epoch))
+    P = [0, *np.cumsum(sizes[order]).tolist()]
+    cuts = [0, *(min(range(n + 1), key=lambda p: abs(K * P[p] - k * P[-1])) for k in range(1, K)), n]
+    want = [order[a:b].tolist() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    got = batches_of(n, K, seed=seed, epoch=epoch, sizes=sizes, balance="bytes")
+    assert [b.tolist() for b in got] == want and [len(b) for b in want] != [13, 12, 12]  # not by count
+    for s, K_next in ((5, 2), (11, 4)):  # the shortest batch read whole, then past its end
+        read = [i for b in want for i in b[:s]]
+        left = rest_of_epoch(n, seed=seed, epoch=epoch, segments=[(K, s)], K_next=K_next, sizes=sizes,
+                             balance="bytes")  # fmt: skip
+        assert sorted(read + [int(i) for b in left for i in b]) == list(range(n))
+
+
+def test_a_worker_cache_file_of_records_of_many_sizes(tmp_path):
+    """Records of many sizes: the worker's table holds their lengths beside the checksums; its
+    rows are kept zero-padded and come back at their lengths."""
+    records = [b"a", b"bcdef", b"", b"ghij", b"klmnopq", b"rs"]
+    ds = load_dataset(records)
+    table = table_dataset(ds.checksums, ds.record_bytes, ds.lengths)
+    ids = np.array([4, 1, 3])
+    save_worker_cache(tmp_path, 0, ids, ds.data[ids], table, epoch=2, seed=9)
+    held, note = load_worker_cache(tmp_path, 0, table, seed=9)
+    assert note is None and held is not None and held.ids.tolist() == [1, 3, 4]
+    assert [held.record(i) for i in (1, 3, 4)] == [records[1], records[3], records[4]]
+    fixed = table_dataset(ds.checksums, ds.record_bytes)  # a table without lengths: another job
+    held, note = load_worker_cache(tmp_path, 0, fixed, seed=9)
+    assert held is None and "records of many sizes, not of one size" in str(note)

@@ -28,7 +28,10 @@ epoch ``START + 2`` started from what the files hold: worker ``k`` writes its ba
 ``OUT/held.json``; then the same with a storage of 2 batches in ``DIR-storage`` (the last
 worker's file removed, a host lost; epochs ``START + 2``, ``START + 3`` restarted, then
 ``START + 4`` with every file, then ``START + 5`` without workers 0's and 1's):
-``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``, ``OUT/two.json``. An argument
+``OUT/s{k}_e{t}.npz``, ``OUT/stored.json``, ``OUT/kept.json``, ``OUT/two.json``. With both
+``variable=DIR`` and ``held=HELD``, two jobs on the files of ``DIR`` with ``cache_dir=HELD-var``
+(:func:`variable_held_job`), and with ``vstorage=BIG`` too, the same on the files of ``BIG``
+storing 2 batches in ``HELD-vstorage``. An argument
 ``recut=BIG.npy`` then runs, in the same launch, jobs storing 2 batches of the rows of ``BIG.npy``
 (and of ``DATA.npy``) relaunched on another number of workers (:func:`recut_job`).
 """
@@ -107,6 +110,64 @@ def held_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> N
     for batch in again:
         np.savez(out_dir / f"h{batch.worker}.npz", ids=batch.ids, records=batch.records, epoch=batch.epoch)
     (out_dir / f"h{again.worker}.json").write_text(json.dumps(again.cache_notes))
+
+
+def variable_held_job(
+    files: str, folder: Path, out_dir: Path, start: int, seed: int, storage: int = 1, name: str = "vh"
+) -> None:
+    """Two jobs on the files of ``files`` (records of variable sizes, batches cut by bytes, each
+    worker storing ``storage`` batches) with ``cache_dir=folder``: epochs ``start``, ``start + 1``
+    from a folder that does not exist yet, then (with one batch a worker the first byte of the
+    first row of worker 0's file altered; the last worker's file removed; each by its own rank)
+    epoch ``start + 2`` from what the files hold: worker ``k`` writes its batch to
+    ``OUT/{name}{k}.npz`` and its notes to ``OUT/{name}{k}.json``, the master both ``held_start``
+    and the report to ``OUT/{name}.json``."""
+    import struct
+
+    import numpy as np
+
+    from coded_shuffle.loader import MPILoader
+    from coded_shuffle.records import FileRecords
+    from coded_shuffle.transport import MPITransport
+
+    link = MPITransport()
+    source = FileRecords(files) if link.is_master else None
+    kw: dict[str, Any] = {
+        "seed": seed,
+        "transport": link,
+        "cache_dir": folder,
+        "balance": "bytes",
+        "decode": reverse,
+        "storage": storage,
+    }
+    first = MPILoader(source, epochs=2, start_epoch=start, **kw)
+    if first.is_master:
+        first.serve()
+    else:
+        for _ in first:
+            pass
+        mine = folder / f"worker-{first.worker}.cache"
+        if first.worker == 0 and storage == 1:  # one record altered: dropped, delivered again
+            raw = bytearray(mine.read_bytes())
+            raw[struct.unpack_from("<Q", raw, 88)[0]] ^= 1
+            mine.write_bytes(bytes(raw))
+        elif first.worker == link.K - 1:  # gone
+            mine.unlink()
+    again = MPILoader(source, epochs=1, start_epoch=start + 2, **kw)
+    if again.is_master:
+        reports = [r.to_dict() for r in again.serve()]
+        starts = [{k: v for k, v in vars(x.held_start).items() if k != "transition"} for x in (first, again)]
+        (out_dir / f"{name}.json").write_text(json.dumps({"starts": starts, "reports": reports}))
+        return
+    for batch in again:
+        samples = list(batch)
+        np.savez(
+            out_dir / f"{name}{batch.worker}.npz", ids=batch.ids, lengths=batch.lengths,
+            records=np.concatenate(list(batch.records)), decoded=batch.decoded,
+            sample_ids=np.array([i for i, _ in samples]),
+            samples=np.frombuffer(b"".join(x for _, x in samples), np.uint8),
+        )  # fmt: skip
+    (out_dir / f"{name}{again.worker}.json").write_text(json.dumps(again.cache_notes))
 
 
 def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> None:
@@ -233,6 +294,10 @@ def main(argv: list[str]) -> int:
     if held is not None:
         held_job(data, Path(held), Path(out), int(start), int(seed))
         storage_job(data, Path(held + "-storage"), Path(out), int(start), int(seed))
+        if variable is not None:
+            variable_held_job(variable, Path(held + "-var"), Path(out), int(start), int(seed))
+        if vstorage is not None:
+            variable_held_job(vstorage, Path(held + "-vstorage"), Path(out), int(start), int(seed), 2, "vsh")
     if recut is not None:
         recut_job(recut, data, Path(out), int(start), int(seed))
 

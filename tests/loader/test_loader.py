@@ -290,6 +290,7 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
     # with K = 3, the same launch first runs a job on files of variable sizes, cut by bytes, the
     # same on files of 2 to 6 KiB with a storage of 2 batches (each record cut into 2 pieces by
     # its own length), and two jobs with cache_dir, the second started from what the first left
+    # (on the rows, then on the files of variable sizes)
     files = write_files(tmp_path / "files", 40, rng) if K == 3 else None
     big = write_files(tmp_path / "big", 30, rng, sizes=(2048, 6144)) if K == 3 else []
     more = [f"variable={tmp_path / 'files'}", f"vstorage={tmp_path / 'big'}", f"held={tmp_path / 'cache'}",
@@ -303,6 +304,8 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
         check_variable_job(tmp_path, files, K, seed, range(start, start + epochs))
         check_variable_job(tmp_path, big, K, seed, range(start, start + epochs), storage=2)
         check_held_job(tmp_path, X, K, seed, start + 2)
+        check_variable_held_job(tmp_path, files, K, seed, start + 2)
+        check_variable_stored_job(tmp_path, big, K, seed, start + 2)
         check_storage_job(tmp_path, X, K, seed, start + 2)
         check_recut_job(tmp_path, K, seed, start)
     before: list[np.ndarray] = []
@@ -370,6 +373,83 @@ def check_held_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:
     ref, _ = elastic_transition(ds, holdings, placement_from_owner(owner, K), epoch=t, seed=seed)
     assert start["bound"] == ref.bound and ref.source_records == lost
     assert rep["coded_symbols"] + lost >= start["bound"]
+
+
+def check_variable_held_job(out: Path, files: list[bytes], K: int, seed: int, t: int) -> None:
+    """The jobs on files of variable sizes (batches cut by bytes) with a ``cache_dir``: the first
+    from no files (every record from the source, its bytes those of the files); the second, at
+    epoch ``t``, from the files of epoch ``t - 1``, worker 0's with its first record altered and
+    the last worker's removed: only those records come from the source (their own bytes), the
+    first transition's bound is that of the same holdings in one process, each batch is the
+    files' records, and each worker's file then holds its batch of ``t``, read back by the library."""
+    from coded_shuffle.engine.cache_dir import cache_path, load_cache
+    from coded_shuffle.engine.elastic import elastic_transition
+    from coded_shuffle.orders import placement_from_owner
+
+    N, sizes = len(files), np.array([len(f) for f in files])
+    cut = [byte_cuts(np.asarray(epoch_permutation(N, seed=seed, epoch=e)), sizes, K) for e in (t - 1, t)]
+    was, want = cut
+    ds = load_dataset(files)
+    for k in range(K):
+        got = np.load(out / f"vh{k}.npz")
+        check_variable_batch(got, want[k], files)
+        back = load_cache(cache_path(out / "cache-var", k), ds, seed=seed)
+        assert back.epoch == t and back.dropped == 0 and np.array_equal(back.cache.ids, np.sort(want[k]))
+        assert [back.cache.record(int(i)) for i in back.cache.ids] == [files[int(i)] for i in back.cache.ids]
+    notes = [json.loads((out / f"vh{k}.json").read_text()) for k in range(K)]
+    assert len(notes[0]) == 1 and "1 record(s) fail their checksum" in notes[0][0] and not any(notes[1:])
+    got = json.loads((out / "vh.json").read_text())
+    (cold, start), (rep,) = got["starts"], got["reports"]
+    assert (cold["source_records"], cold["joined"]) == (N, list(range(K)))
+    assert cold["source_bytes"] == int(sizes.sum())
+    lost = np.concatenate([[np.sort(was[0])[0]], was[K - 1]])  # worker 0's first row, the last worker's all
+    assert start["joined"] == [K - 1] and start["source_records"] == lost.size
+    assert start["source_bytes"] == int(sizes[lost].sum()) and start["held_records"] == N - lost.size
+    assert rep["epoch"] == t and rep["verified"] and rep["records_checked"] == N
+    owner = np.zeros(N, dtype=np.int64)
+    for k, b in enumerate(want):
+        owner[b] = k
+    holdings = [ds.cache(np.setdiff1d(was[0], lost)), *(ds.cache(was[k]) for k in range(1, K - 1)), None]
+    ref, _ = elastic_transition(ds, holdings, placement_from_owner(owner, K), epoch=t, seed=seed)
+    assert start["bound"] == ref.bound and ref.source_records == lost.size
+
+
+def check_variable_stored_job(out: Path, files: list[bytes], K: int, seed: int, t: int) -> None:
+    """The jobs on files of 2 to 6 KiB storing 2 batches (each record cut into pieces by its own
+    length) with a ``cache_dir``: the first from no files, each piece once from the source (the
+    records' bytes in all) and once from a peer; the second, at epoch ``t``, from the files of
+    epoch ``t - 1`` without the last worker's (its host lost): its pieces all from its peers, at
+    their own lengths, none from the source; each batch the files' records, and each worker's file
+    then its pieces of epoch ``t``, read back by the library."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.cache_dir import cache_path, load_cache
+    from coded_shuffle.engine.schedule import EpochSchedule
+
+    N, sizes = len(files), np.array([len(f) for f in files])
+    scheme = scheme_for("coded", K=K, storage=2, sizes=sizes)
+    schedule = EpochSchedule(
+        N=N, K=K, seed=seed, spec=OrderSpec(), scheme=scheme, sizes=sizes, balance="bytes"
+    )
+    *_, before, now = schedule.epochs(start=0, count=t + 1)
+    want = byte_cuts(np.asarray(epoch_permutation(N, seed=seed, epoch=t)), sizes, K)
+    work = scheme.dataset(load_dataset(files))
+    for k in range(K):
+        check_variable_batch(np.load(out / f"vsh{k}.npz"), want[k], files)
+        back = load_cache(cache_path(out / "cache-vstorage", k), work, seed=seed)
+        ids = np.sort(scheme.held(now.held, k))
+        assert back.epoch == t and back.dropped == 0 and np.array_equal(back.cache.ids, ids)
+        assert np.asarray(back.cache.data).tobytes() == work.data[ids].tobytes()
+    assert not any(json.loads((out / f"vsh{k}.json").read_text()) for k in range(K))
+    got = json.loads((out / "vsh.json").read_text())
+    (cold, start), (rep,) = got["starts"], got["reports"]
+    units = N * scheme.pieces
+    assert (cold["source_pieces"], cold["peer_pieces"], cold["kept_pieces"]) == (units, units, 0)
+    assert cold["source_bytes"] == int(sizes.sum())  # every piece once: every record's bytes
+    lost = scheme.held(before.held, K - 1)
+    lengths = scheme.holding.unit_lengths
+    assert (start["source_pieces"], start["source_bytes"], start["peer_pieces"]) == (0, 0, lost.size)
+    assert start["peer_bytes"] == int(lengths[lost].sum()) and start["kept_pieces"] == 2 * units - lost.size
+    assert rep["epoch"] == t and rep["verified"] and rep["records_checked"] == N and rep["storage"] == 2
 
 
 def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:

@@ -22,6 +22,11 @@ does, through the same calls of the session:
   storage a restore plans from) are cut again into the storage of epoch ``T`` at this job's ``K``
   (:mod:`~coded_shuffle.engine.recut_serve`, as ``MPILoader`` does), the job going on from it.
 
+Records of several sizes (a ``--data`` of them) are kept each at its length (or each piece of a
+storage, every record cut by its own length), and counted at their own bytes; their storage is
+restored at the ``K`` that wrote it, not cut again at another (the master then ends the job with
+one line naming ``--cache-dir``).
+
 The master reports how the job started (:func:`start_dict`, :func:`start_line`): records held,
 dropped and sent from the source (:class:`~coded_shuffle.engine.rest.HeldStart`), pieces kept,
 from peers and from the source (:class:`~coded_shuffle.engine.restore.RecoveryReport`), or the
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -110,6 +116,12 @@ class Start:
     held: Any = None
     report: HeldStart | RecoveryReport | RecutReport | None = None
 
+    @property
+    def first(self) -> tuple[int, Any] | None:
+        """``(t, p)``: the first epoch ``t`` comes by a transition from the placement ``p`` of what the
+        workers held (before :meth:`arrive`); None when no transition is due."""
+        return None if self.held is None else (self.now.t, self.held)
+
     def arrive(self) -> bool:
         """Collective: the transition from what the workers held to the first epoch, where one is
         due (reported as the job's first row); then, on a worker, its units to its cache file.
@@ -129,7 +141,8 @@ class Start:
         if self.job.cache_dir is None or k is None or epoch is None:
             return
         assert cache is not None and sums is not None
-        table, folder, seed = table_dataset(sums, int(cache.data.shape[1])), self.job.cache_dir, self.job.seed
+        table = table_dataset(sums, int(cache.data.shape[1]), self.session.lengths)
+        folder, seed = self.job.cache_dir, self.job.seed
         try:
             save_worker_cache(folder, k, cache.ids, np.asarray(cache.data), table, epoch=epoch.t, seed=seed)
         except OSError as exc:  # this host's folder: one line, and the job ends
@@ -148,7 +161,11 @@ def deal(session: Session, job: JobOptions, schedule: EpochSchedule, dataset: Da
     if job.cache_dir is None:
         session.deal(work, now.held)
         return Start(job, session, now)
-    rep = serve_recut_start(session, dataset, work, scheme.M, now) if scheme.M > 1 else None
+    try:
+        rep = serve_recut_start(session, dataset, work, scheme.M, now) if scheme.M > 1 else None
+    except ValueError as exc:  # a storage of records of several sizes, not cut again: one line
+        said = str(exc).removeprefix("Argument 'cache_dir' ")
+        end_job(PROG, session.link.rank, f"--cache-dir {job.cache_dir}: {said}", session.dog.abort)
     if rep is not None:  # files of another K: the storage at this K cut from them
         return Start(job, session, replace(now, held=rep.held), None, rep)
     held, report = session.deal_held(work, now.held)
@@ -176,20 +193,24 @@ def receive(
         print(f"{PROG}: rank {session.link.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
 
     if scheme.M > 1:
-        got = receive_recut_start(session, folder, N=N, B=B, seed=job.seed, scheme=scheme, held=now.held,
-                                  now=now)  # fmt: skip
+        try:
+            got = receive_recut_start(session, folder, N=N, B=B, seed=job.seed, scheme=scheme, held=now.held,
+                                      now=now)  # fmt: skip
+        except ValueError:  # the master says it in one line and ends the job
+            time.sleep(session.dog.timeout)
+            raise
         if got is not None:  # files of another K: its storage at this K cut from them
             for note in got[1]:
                 say(note)
             return Start(job, session, got[0])
 
-    def read(sums: np.ndarray) -> Cache | None:
-        cache, note = load_worker_cache(folder, k, table_dataset(sums, width), seed=job.seed)
+    def read(sums: np.ndarray, lengths: np.ndarray | None) -> Cache | None:
+        cache, note = load_worker_cache(folder, k, table_dataset(sums, width, lengths), seed=job.seed)
         if note is not None:
             say(note)
         return cache
 
-    held = session.receive_held(n_units, width, read, now.held)
+    held = session.receive_held(n_units, width, read, now.held, lengths=True if variable else None)
     return Start(job, session, now, None if held is now.held else held)
 
 

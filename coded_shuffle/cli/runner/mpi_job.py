@@ -356,7 +356,6 @@ def job_refusal(
         (job.storage != 1 and not set(MODES.get(job.mode, ("coded", "exchange"))) <= {"coded", "exchange"},
          f"{stored} --mode {job.mode}"),  # fmt: skip
         (job.storage != 1 and "racks=" in str(job.network), f"{stored} --network with racks"),  # by counts
-        (job.cache_dir is not None, "--cache-dir"),  # cache files of records of one size
     )
     for given, flag in sized:
         if variable and given:
@@ -580,7 +579,8 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     bound: ByteBound | StorageByteBound | None = None
     if lengths is not None:
         stored = sizes is not None  # a storage of pieces cut by the records' sizes
-        bound = StorageByteBound(ep.schedule, start=start.now) if stored else ByteBound(ep.schedule, lengths)
+        bound = (StorageByteBound(ep.schedule, start=start.now) if stored
+                 else ByteBound(ep.schedule, lengths, first=start.first))  # fmt: skip
     results = Results(job, K, records_text(K, N, B, dataset.lengths), ep.scheme.holding.note(B), warm, probe,
                       bound, held=start.report)  # fmt: skip
     session.opts = MasterOptions(
