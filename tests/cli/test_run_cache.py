@@ -239,7 +239,7 @@ def test_run_cache_dir_exceptions(tmp_path, capsys, no_launch):
         assert err.startswith("coded-shuffle: error: ") and message in err and len(err.splitlines()) == 1, err
     assert no_launch == []
     assert cli.main(["run", *job, str(new)]) == 0
-    # records of several sizes too, a storage of them as well (restored at its K, never cut again)
+    # records of several sizes too, a storage of them as well (restored at its K, or cut again)
     assert cli.main(["run", "-K", "2", "--data", str(files), "--cache-dir", str(new), "--storage", "2"]) == 0
     cmd, var = no_launch
     assert cmd[cmd.index("--cache-dir") + 1] == str(new) and var[var.index("--data") + 1] == str(files)
