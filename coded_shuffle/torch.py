@@ -165,7 +165,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         ``M > 1`` the file holds the worker's storage of the epoch it trains on, and a job resumed
         at the same ``K`` restores the storage of the epoch resumed: a piece a worker lacks (its
         host lost) from another worker that stores it, else from the source (:attr:`held_start`).
-        Records of variable sizes are kept each at its length (a storage of them restored at its K only).
+        Records of variable sizes are kept each at its length (a storage of them cut again at another K too).
 
     Examples
     --------

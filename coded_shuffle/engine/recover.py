@@ -186,7 +186,9 @@ def recut_restart(
     none, it starts empty); by default the workers whose files are whole, in order, the first
     ``K_next`` of them (the survivors of a lost host). Returns the report, the new storages (the
     job goes on from them: the report's ``held``, the storage at ``K_next`` of epoch ``epoch + 1``)
-    and a line for every file treated as absent or with pieces dropped.
+    and a line for every file treated as absent or with pieces dropped. Records of many sizes
+    (``dataset.lengths``): each record's pieces are its own bytes ``[p L // P, (p + 1) L // P)`` at
+    both ``K`` and ``K_next``, the new ones checked at their lengths.
 
     Examples
     --------
@@ -204,11 +206,6 @@ def recut_restart(
     (True, 0, True, [])
     """
     K, seed, epoch, _ = _checked(dataset, K=K, seed=seed, epoch=epoch, mode="coded")
-    if dataset.lengths is not None:
-        raise ValueError(
-            "Argument 'dataset' must hold records of one size: a storage of records of many sizes is "
-            "restored at its own K (storage_restart), not cut again at another."
-        )
     K_next = check_int(K_next, "K_next", minimum=1)
     before = _storage(dataset, K, check_int(M, "M", minimum=2))
     loaded, notes = load_cache_dir(cache_dir, before.dataset(dataset), K=K, seed=seed, epoch=epoch)

@@ -65,7 +65,7 @@ from .mpi import Watchdog, posts_round, setup_step
 from .recut import RecutPlan, RecutReport, _report, _storage, byte_cuts, recut_plan, segments
 from .recut_labels import LABELS
 from .rest import table_dataset
-from .state import sized_pieces, storage_pieces
+from .state import piece_lengths, sized_pieces, storage_pieces, unit_lengths
 
 if TYPE_CHECKING:
     from .schedule import Epoch
@@ -204,10 +204,8 @@ def files_round(
 
     Where the pieces are cut alike at both (records stored whole, under 2 KiB with ``M = 2``) the
     header does not tell ``K``: the choice says the larger of the smallest ``K`` that cuts them so
-    and the highest file number read plus one.
-
-    Records of many sizes (``sizes``, the same on every rank) are restored, never cut again: where
-    the files need a re-cut, every rank raises a ``ValueError`` that says so."""
+    and the highest file number read plus one. Records of many sizes (``sizes``, the same on
+    every rank): their ``K`` told by the pieces of a record of their mean size (:func:`_cut`)."""
     post = None if mine is None else ([tuple(p) for p in mine[0]], bool(mine[1]))
     got = posts_round(link, watchdog, post, "recut: files")
     with setup_step(link, watchdog, "recut: choice"):
@@ -222,32 +220,26 @@ def files_round(
                 restore = all(p[1] for p in posts) and K <= link.K  # each file read as its own, fitting
                 choice = None if restore else (K, choice[1])
             link.share(choice)
-    if choice is not None and sizes is not None:
-        raise ValueError(_not_cut(choice[0], link.K))
     return choice
 
 
-def _not_cut(K: int, K_next: int) -> str:
-    """Why files of a storage of records of many sizes are not used at ``K_next`` (written at ``K``,
-    or, ``K == K_next``, at a ``K`` their headers do not tell)."""
-    if K != K_next:
-        return (f"Argument 'cache_dir' holds a storage of records of many sizes of K = {K} workers: such a "
-                f"storage is restored at its own K, not cut again at K = {K_next}; relaunch on K = {K} "
-                "workers or start from an empty folder.")  # fmt: skip
-    return (f"Argument 'cache_dir' holds a storage of records of many sizes that is not the one a restore "
-            f"at K = {K_next} plans from (written at another K): such a storage is restored at its own K, "
-            "not cut again; relaunch on the K that wrote it or start from an empty folder.")  # fmt: skip
-
-
 def _plan(
-    N: int, B: int, K: int, K_next: int, M: int, posted: list[np.ndarray], placement: Placement
-) -> tuple[Any, RecutPlan, list[np.ndarray]]:
+    N: int, B: int, K: int, K_next: int, M: int, posted: list[np.ndarray], placement: Placement,
+    sizes: np.ndarray | None = None,
+) -> tuple[Any, RecutPlan, list[np.ndarray]]:  # fmt: skip
     """Every rank's plan from the same posts: the storage at ``K_next`` (labels kept), its plan and
-    each worker's new pieces."""
-    cut = np.full(N, B, dtype=np.int64)
-    before, after = storage_pieces(B, K, M), storage_pieces(B, K_next, M)
-    seg = segments(byte_cuts(cut, before[0], width=before[1]), byte_cuts(cut, after[0], width=after[1]))
-    held = LABELS["kept"](PieceStorage(K=K_next, M=M, record_bytes=B).start(placement), seg, posted)
+    each worker's new pieces. ``sizes``: records of many sizes, each cut by its own length."""
+    if sizes is None:
+        cut = np.full(N, B, dtype=np.int64)
+        before, after = storage_pieces(B, K, M), storage_pieces(B, K_next, M)
+        seg = segments(byte_cuts(cut, before[0], width=before[1]), byte_cuts(cut, after[0], width=after[1]))
+        storage = PieceStorage(K=K_next, M=M, record_bytes=B)
+    else:
+        seg = segments(
+            byte_cuts(sizes, _cut(B, K, M, sizes)[0]), byte_cuts(sizes, _cut(B, K_next, M, sizes)[0])
+        )
+        storage = PieceStorage(K=K_next, M=M, sizes=sizes)
+    held = LABELS["kept"](storage.start(placement), seg, posted)
     wanted = [np.asarray(held.held_by(j), dtype=np.int64) for j in range(K_next)]
     return held, recut_plan(seg, posted, wanted), wanted
 
@@ -301,10 +293,10 @@ def serve_recut(
         link.share_array(work.checksums)
     posts = posts_round(link, watchdog, None, "recut: pieces")
     posted = [np.asarray(p[0], dtype=np.int64) for p in posts]
-    B = dataset.record_bytes
+    B, sizes = dataset.record_bytes, _sizes(dataset.lengths)
     with setup_step(link, watchdog, "recut: segments"):
         link.share(posted)
-        held, plan, _ = _plan(dataset.N, B, K, link.K, M, posted, placement)
+        held, plan, _ = _plan(dataset.N, B, K, link.K, M, posted, placement, sizes)
         seg, n = plan.segments, plan.lengths()
         for k in range(link.K):
             rows = np.flatnonzero((plan.worker == k) & (plan.sender < 0))
@@ -312,21 +304,27 @@ def serve_recut(
             link.send_rows(k, _pack(dataset.data, seg.record[u], seg.start[u], seg.new_at[u], n[rows]))
     verdicts = posts_round(link, watchdog, None, "recut: verdict")
     ok = all(bool(v) for v in verdicts)
-    pieces = (storage_pieces(B, K, M)[0], storage_pieces(B, link.K, M)[0])
+    pieces = (_cut(B, K, M, sizes)[0], _cut(B, link.K, M, sizes)[0])
     dropped = sum(int(p[1]) for p in posts)
     rep = _report(plan, K, link.K, M, pieces, posted, dropped, ok)
     return replace(rep, seconds=time.perf_counter() - tic, held=held, labels="kept")
 
 
+def _sizes(lengths: np.ndarray | None) -> np.ndarray | None:
+    """The records' sizes as every rank cuts them (None: records of one size)."""
+    return None if lengths is None else np.asarray(lengths, dtype=np.int64)
+
+
 def _read(
-    path: Path | None, old_sums: np.ndarray, width: int, seed: int
+    path: Path | None, old_sums: np.ndarray, width: int, seed: int, lengths: np.ndarray | None = None
 ) -> tuple[Cache | None, int, str | None]:
-    """The pieces of the file ``path`` (None: none) checked against the old cut's checksums, the
-    pieces dropped, and a line when the file is treated as absent or pieces are dropped."""
+    """The pieces of the file ``path`` (None: none) checked against the old cut's checksums (pieces
+    of many sizes: at their ``lengths``), the pieces dropped, and a line when the file is treated
+    as absent or pieces are dropped."""
     if path is None:
         return None, 0, None
     try:
-        got = load_cache(path, table_dataset(old_sums, width), seed=seed)
+        got = load_cache(path, table_dataset(old_sums, width, lengths), seed=seed)
     except (CacheFileError, ValueError, OSError) as exc:
         return None, 0, f"{exc} Treated as absent."
     note = None
@@ -337,10 +335,11 @@ def _read(
 
 def receive_recut(
     link: ControlLink, watchdog: Watchdog, folder: str | os.PathLike[str], *, file: int, N: int, B: int,
-    K: int, M: int, seed: int, placement: Placement,
+    K: int, M: int, seed: int, placement: Placement, sizes: np.ndarray | None = None,
 ) -> tuple[Cache, Any, np.ndarray, list[str]]:  # fmt: skip
     """Worker, collective with :func:`serve_recut`: read its ``file`` of ``folder`` (``-1``: none)
-    against the checksums of the pieces at ``K``, post the pieces it holds, receive from the
+    against the checksums of the pieces at ``K`` (``sizes``: records of many sizes, each cut by
+    its own length at both, as every rank computes), post the pieces it holds, receive from the
     master the segments no worker holds, send its peers what the plan says and receive what it
     lacks from them; check every new piece. Returns its storage at the link's ``K'``, the storage
     the job goes on from (every rank's), the checksums at ``K'`` and the lines said of its file.
@@ -349,18 +348,21 @@ def receive_recut(
     piece fails its checksum."""
     k = link.worker
     assert k is not None
-    old_P, old_w = storage_pieces(B, K, M)
-    new_P, new_w = storage_pieces(B, link.K, M)
+    old_P, old_w = _cut(B, K, M, sizes)
+    new_P, new_w = _cut(B, link.K, M, sizes)
+    old_lens, new_lens = (
+        (None, None) if sizes is None else (piece_lengths(sizes, old_P), piece_lengths(sizes, new_P))
+    )
     with setup_step(link, watchdog, "recut: checksums"):
         old_sums = link.share_array(np.empty(N * old_P, dtype=np.uint64))
         sums = link.share_array(np.empty(N * new_P, dtype=np.uint64))
     path = cache_path(folder, file) if file >= 0 else None
-    own, dropped, note = _read(path, old_sums, old_w, seed)
+    own, dropped, note = _read(path, old_sums, old_w, seed, old_lens)
     have = np.empty(0, np.int64) if own is None else np.asarray(own.ids, dtype=np.int64)
     posts_round(link, watchdog, (have, dropped), "recut: pieces")
     with setup_step(link, watchdog, "recut: segments"):
         posted = [np.asarray(p, dtype=np.int64) for p in link.share()]
-        held, plan, wanted = _plan(N, B, K, link.K, M, posted, placement)
+        held, plan, wanted = _plan(N, B, K, link.K, M, posted, placement, sizes)
         seg, n, mine = plan.segments, plan.lengths(), wanted[k]
         buf = np.zeros((mine.size, new_w), dtype=np.uint8)
         src = plan.worker == k
@@ -384,11 +386,12 @@ def receive_recut(
         )
     for h, frame in zip(senders, received, strict=True):
         _take(plan, buf, mine, k, h, np.asarray(frame).reshape(-1))
-    ok = bool(np.array_equal(record_checksums(buf), sums[mine]))
+    lens = None if new_lens is None else new_lens[mine]
+    ok = bool(np.array_equal(record_checksums(buf, lens), sums[mine]))
     posts_round(link, watchdog, ok, "recut: verdict")
     if not ok:
         raise IntegrityError(f"Worker {k}: the storage cut again does not match the master's checksums.")
-    return Cache(ids=mine, data=buf, lengths=None), held, sums, [] if note is None else [note]
+    return Cache(ids=mine, data=buf, lengths=lens), held, sums, [] if note is None else [note]
 
 
 def _spans(plan: RecutPlan, j: int, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -461,7 +464,7 @@ def receive_recut_start(
     seen: list[tuple[int, int]] = []
     notes: list[str] = []
     fit = True
-    sizes = getattr(scheme.holding, "sizes", None)  # records of many sizes: restored, never cut again
+    sizes = _sizes(getattr(scheme.holding, "sizes", None))  # records of many sizes: cut by their lengths
     if os.path.isdir(folder):
         seen, notes = seen_files(folder, N=N, B=B, M=M, seed=seed, worker=k, sizes=sizes)
         fit = fits(folder, k, scheme.held(held, k))
@@ -470,6 +473,7 @@ def receive_recut_start(
         return None
     K, files = choice
     cache, new, sums, more = receive_recut(link, session.dog, folder, file=files[k], N=N, B=B, K=K, M=M,
-                                           seed=seed, placement=now.placement)  # fmt: skip
+                                           seed=seed, placement=now.placement, sizes=sizes)  # fmt: skip
     session._hold(cache, sums)
+    session.lengths = unit_lengths(scheme)  # pieces of many sizes at this K, for its file
     return replace(now, held=new), notes + more

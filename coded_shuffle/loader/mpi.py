@@ -174,7 +174,7 @@ class MPILoader:
         Records of variable sizes: each file holds the worker's units (its records, or a
         storage's pieces, each record cut by its own length) zero-padded to the widest, with their
         lengths, each checked at its length when read back; a storage of them is restored at the
-        ``K`` that wrote it, not cut again at another (every rank raises, naming ``cache_dir``).
+        ``K`` that wrote it, or cut again at another (each record's pieces at its own length).
 
     Examples
     --------

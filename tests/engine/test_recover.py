@@ -161,8 +161,7 @@ def test_a_storage_of_records_of_many_sizes_comes_back_from_the_peers(tmp_path):
     """Records of 2 to 6 KiB, each cut by its own length: the files hold the pieces at their
     lengths (version 2), a lost host's pieces come back from its peers at their own bytes (the
     pieces of ``[p L // P, (p + 1) L // P)`` of each record of ``L`` bytes, summed by hand here),
-    nothing from the source, and the transition is that of the job that never stopped. A re-cut
-    of such a storage at another ``K`` is refused, naming the dataset."""
+    nothing from the source, and the transition is that of the job that never stopped."""
     from coded_shuffle.codec import load_dataset
     from coded_shuffle.engine import scheme_for
     from coded_shuffle.engine.cache_dir import load_cache
@@ -191,7 +190,54 @@ def test_a_storage_of_records_of_many_sizes_comes_back_from_the_peers(tmp_path):
                 bytes(np.asarray(c.data)[c.rows(np.array([u]))[0], :L])
                 == r[p * len(r) // P : (p + 1) * len(r) // P]
             )
-    with pytest.raises(
-        ValueError, match="'dataset' must hold records of one size: a storage of records of many"
-    ):
-        recut_restart(vds, tmp_path, K=3, K_next=2, M=2, seed=5, epoch=1)
+
+
+def _byte_masks(records, ids, P):
+    """Brute force: for each record, which of its bytes the pieces ``ids`` (cut into ``P`` by its
+    own length, ``[p L // P, (p + 1) L // P)``) cover."""
+    masks = [np.zeros(len(r), dtype=bool) for r in records]
+    for u in np.asarray(ids).tolist():
+        L = len(records[u // P])
+        masks[u // P][(u % P) * L // P : (u % P + 1) * L // P] = True
+    return masks
+
+
+def test_a_storage_of_records_of_many_sizes_is_cut_again_from_the_files_at_another_k(tmp_path):
+    """Records of 4 to 12 KiB, a storage of two batches at K = 4 (3 pieces a record, each cut by
+    its own length) relaunched on K' = 3 (2 pieces): every new piece is its record's bytes cut by
+    its own length at K' (sliced here), and the bytes from the source, from peers and the
+    download bound are those counted byte by byte from what the surviving files hold."""
+    from coded_shuffle.codec import load_dataset
+    from coded_shuffle.engine.cache_dir import cache_ids
+
+    rng = np.random.default_rng(6)
+    records = [rng.bytes(int(n)) for n in rng.integers(4096, 12289, 40)]
+    vds = load_dataset(records)
+    save_storage(tmp_path, vds, K=4, M=2, seed=5, epoch=1)
+    files = {k: cache_ids(cache_path(tmp_path, k)) for k in range(4)}
+    for lost, workers in (((1,), None), ((0, 1), [2, 3, None])):
+        for k in lost:
+            cache_path(tmp_path, k).unlink(missing_ok=True)
+        rep, caches, notes = recut_restart(vds, tmp_path, K=4, K_next=3, M=2, seed=5, epoch=1,
+                                           workers=workers)  # fmt: skip
+        P, Q = rep.pieces, rep.pieces_next
+        assert rep.verified and notes == [] and (P, Q) == (3, 2)
+        picked = [k for k in range(4) if k not in lost] if workers is None else workers
+        p2 = epoch_placement(len(records), 3, seed=5, epoch=2)
+        for j, c in enumerate(caches):
+            for u, L in zip(c.ids.tolist(), c.lengths.tolist(), strict=True):
+                r = records[u // Q]
+                got = bytes(np.asarray(c.data)[c.rows(np.array([u]))[0], :L])
+                assert got == r[(u % Q) * len(r) // Q : (u % Q + 1) * len(r) // Q]
+            mine = np.flatnonzero(np.asarray(p2.owner) == j)  # its batch of epoch 2 whole
+            assert set((mine[:, None] * Q + np.arange(Q)).reshape(-1).tolist()) <= set(c.ids.tolist())
+        alive = [_byte_masks(records, files[k], P) for k in range(4) if k not in lost]
+        nowhere = sum(int((~np.logical_or.reduce([m[i] for m in alive])).sum()) for i in range(len(records)))
+        lacks = 0
+        for j, c in enumerate(caches):
+            want = _byte_masks(records, c.ids, Q)
+            k = picked[j] if j < len(picked) else None
+            have = _byte_masks(records, files[k], P) if k is not None else [np.zeros_like(w) for w in want]
+            lacks += sum(int((w & ~h).sum()) for w, h in zip(want, have, strict=True))
+        assert rep.source_bytes == rep.source_bound == nowhere and (nowhere > 0) == (len(lost) == 2)
+        assert rep.peer_bytes + rep.source_bytes == rep.download_bound == lacks

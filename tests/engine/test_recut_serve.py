@@ -132,10 +132,10 @@ def test_a_file_of_another_dataset_or_damaged_is_read_as_absent_in_one_line(tmp_
     assert _read(None, old.checksums, width, 5) == (None, 0, None)
 
 
-def test_a_storage_of_records_of_many_sizes_is_read_at_its_k_and_never_cut_again(tmp_path):
+def test_a_storage_of_records_of_many_sizes_is_read_at_its_k(tmp_path):
     """Files of a storage of records of many sizes (each cut by its own length into the pieces of
-    a record of their mean size): their ``K`` read from the headers with the sizes; where the
-    files would be cut again, every rank's files round raises, naming ``cache_dir``."""
+    a record of their mean size): their ``K`` read from the headers with the sizes, and the files
+    round chooses them for a re-cut at another ``K`` as it does files of records of one size."""
     from contextlib import contextmanager
     from types import SimpleNamespace
 
@@ -161,7 +161,5 @@ def test_a_storage_of_records_of_many_sizes_is_read_at_its_k_and_never_cut_again
     worker = SimpleNamespace(is_leader=False, peers=False, root=0, rank=1, K=3, post=lambda *a, **k: None,
                              share=lambda *a: (4, [0, 1, 2]))  # fmt: skip
     assert files_round(worker, dog, (seen, True), B=vds.record_bytes, M=2) == (4, [0, 1, 2])  # one size
-    with pytest.raises(
-        ValueError, match=r"Argument 'cache_dir' holds a storage of records of many sizes of K = 4 "
-    ):
-        files_round(worker, dog, (seen, True), B=vds.record_bytes, M=2, sizes=vds.lengths)
+    got = files_round(worker, dog, (seen, True), B=vds.record_bytes, M=2, sizes=vds.lengths)
+    assert got == (4, [0, 1, 2])

@@ -33,7 +33,8 @@ worker's file removed, a host lost; epochs ``START + 2``, ``START + 3`` restarte
 (:func:`variable_held_job`), and with ``vstorage=BIG`` too, the same on the files of ``BIG``
 storing 2 batches in ``HELD-vstorage``. An argument
 ``recut=BIG.npy`` then runs, in the same launch, jobs storing 2 batches of the rows of ``BIG.npy``
-(and of ``DATA.npy``) relaunched on another number of workers (:func:`recut_job`).
+(and of ``DATA.npy``, and with ``vstorage=DIR`` of the files of ``DIR``) relaunched on another
+number of workers (:func:`recut_job`).
 """
 
 from __future__ import annotations
@@ -205,13 +206,14 @@ def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -
             (folder / f"worker-{again.worker}.cache").unlink()
 
 
-def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int) -> None:
+def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int, sized: str | None = None) -> None:
     """Jobs storing 2 batches of ``data`` with a ``cache_dir``, relaunched on another number of
     workers: ``K`` (every worker rank) for epoch ``start + 1``, only the last worker's file left,
     then ``K - 1`` (the ranks but the last) for ``start + 2``, ``start + 3`` in ``OUT/recut-a``;
     then ``K - 1`` for ``start + 1`` and ``K`` for ``start + 2``, ``start + 3`` in
     ``OUT/recut-b``; then the first of them on ``small`` (records stored whole) in
-    ``OUT/recut-c``. Before each
+    ``OUT/recut-c``; with ``sized`` (a folder of files, records of many sizes) the jobs of
+    ``recut-a`` and ``recut-b`` on them in ``OUT/recut-d`` and ``OUT/recut-e``. Before each
     relaunch the files are copied to ``recut-X-before``, and after its first epoch to
     ``recut-X-cut`` (the storage cut again); the master writes ``held_start`` and the reports to
     ``OUT/recut-X.json``, worker ``k`` its batches to ``OUT/rX{k}_e{t}.npz`` and its notes to
@@ -222,6 +224,7 @@ def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int) -> No
     from mpi4py import MPI
 
     from coded_shuffle.loader import MPILoader
+    from coded_shuffle.records import FileRecords
     from coded_shuffle.transport import MPITransport
 
     world = MPI.COMM_WORLD
@@ -232,7 +235,10 @@ def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int) -> No
             return
         link = MPITransport(comm)
         folder = out_dir / f"recut-{name}"
-        source = (small if name == "c" else data) if link.is_master else None
+        path = {"c": small, "d": sized, "e": sized}.get(name, data)
+        source: Any = None
+        if link.is_master:
+            source = FileRecords(path) if name in ("d", "e") else path
         kw = {"seed": seed, "transport": link, "cache_dir": folder, "storage": 2}
         loader = MPILoader(source, epochs=1 + snap, start_epoch=t, **kw)
         if loader.is_master:
@@ -242,7 +248,10 @@ def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int) -> No
             return
         for batch in loader:
             where = out_dir / f"r{name}{batch.worker}_e{batch.epoch}.npz"
-            np.savez(where, ids=batch.ids, records=batch.records)
+            if batch.variable:
+                np.savez(where, ids=batch.ids, records=np.concatenate(list(batch.records)))
+            else:
+                np.savez(where, ids=batch.ids, records=batch.records)
             if snap and batch.epoch == t:  # the storage cut again, as this worker's file holds it
                 (out_dir / f"recut-{name}-cut").mkdir(exist_ok=True)
                 mine = f"worker-{loader.worker}.cache"
@@ -270,6 +279,16 @@ def recut_job(data: str, small: str, out_dir: Path, start: int, seed: int) -> No
     job(world, "c", start + 1, False)
     between("c", world.size - 2)
     job(fewer, "c", start + 2, True)
+    if sized is None:
+        return
+    world.Barrier()
+    job(world, "d", start + 1, False)
+    between("d", world.size - 2)
+    job(fewer, "d", start + 2, True)
+    world.Barrier()
+    job(fewer, "e", start + 1, False)
+    between("e", None)
+    job(world, "e", start + 2, True)
 
 
 def main(argv: list[str]) -> int:
@@ -299,7 +318,7 @@ def main(argv: list[str]) -> int:
         if vstorage is not None:
             variable_held_job(vstorage, Path(held + "-vstorage"), Path(out), int(start), int(seed), 2, "vsh")
     if recut is not None:
-        recut_job(recut, data, Path(out), int(start), int(seed))
+        recut_job(recut, data, Path(out), int(start), int(seed), vstorage)
 
     class FaultyLink(MPITransport):
         """Worker 0 receives its deliveries with every payload byte flipped."""

@@ -308,6 +308,7 @@ def test_mpi_workers_get_the_rows_of_their_batches(tmp_path, rng, K, start, faul
         check_variable_stored_job(tmp_path, big, K, seed, start + 2)
         check_storage_job(tmp_path, X, K, seed, start + 2)
         check_recut_job(tmp_path, K, seed, start)
+        check_sized_recut_job(tmp_path, big, K, seed, start)
     before: list[np.ndarray] = []
     for t in range(start, start + epochs):
         want = oracle_batches(N, K, seed=seed, epoch=t)
@@ -565,6 +566,54 @@ def check_recut_job(out: Path, K: int, seed: int, start: int) -> None:
         assert [r["epoch"] for r in got["reports"]] == [start + 3] and got["reports"][0]["verified"]
         notes = [json.loads((out / f"r{name}{k}.json").read_text()) for k in range(now)]
         assert notes == [[]] * now
+
+
+def check_sized_recut_job(out: Path, files: list[bytes], K: int, seed: int, start: int) -> None:
+    """The jobs of :func:`check_recut_job`'s ``a`` and ``b`` on files of 2 to 6 KiB (records of
+    many sizes, each cut by its own length into the pieces of a record of their mean size):
+    ``K`` to ``K - 1`` with only the last worker's file left, ``K - 1`` to ``K`` with every file.
+    Each batch is the files' records; the report is that of the in-process re-cut of the same files
+    (:func:`recut_restart`); every worker's file after the re-cut holds, piece by piece, the bytes
+    ``[q L // P', (q + 1) L // P')`` of its record of ``L`` bytes (sliced here), each piece on 2
+    workers, every record of a worker's batch whole; the transitions after it are verified."""
+    from coded_shuffle.engine.recover import recut_restart
+
+    N, ds = len(files), load_dataset(files)
+    for name, was, now in (("d", K, K - 1), ("e", K - 1, K)):
+        for t in (start + 2, start + 3):
+            want = oracle_batches(N, now, seed=seed, epoch=t)
+            for k in range(now):
+                got = np.load(out / f"r{name}{k}_e{t}.npz")
+                assert np.array_equal(got["ids"], want[k])
+                assert got["records"].tobytes() == b"".join(files[i] for i in want[k])
+        got = json.loads((out / f"recut-{name}.json").read_text())
+        ref, caches, _ = recut_restart(ds, out / f"recut-{name}-before", K=was, K_next=now, M=2, seed=seed,
+                                       epoch=start + 1)  # fmt: skip
+        assert {k: v for k, v in got["start"].items() if k != "seconds"} == {
+            k: v for k, v in ref.to_dict().items() if k != "seconds"
+        }
+        rep = got["start"]
+        assert rep["verified"] and rep["peer_bytes"] + rep["source_bytes"] == rep["download_bound"]
+        assert rep["source_bytes"] == rep["source_bound"] and (rep["source_bytes"] > 0) == (now < was)
+        # pieces a record at K and K' (storage 2): C(K - 1, 1), fewer where a record of the mean
+        # size would be cut under 1 KiB (docs/storage.md), each record then cut by its own length
+        mean = -(-sum(len(f) for f in files) // N)
+        P, Q = (max(1, min(k - 1, mean // 1024)) for k in (was, now))
+        assert (rep["pieces"], rep["pieces_next"]) == (P, Q)
+        counts = np.zeros(N * Q, dtype=np.int64)
+        want = oracle_batches(N, now, seed=seed, epoch=start + 2)
+        for k in range(now):
+            ids, rows = _file_pieces(out / f"recut-{name}-cut" / f"worker-{k}.cache")
+            assert np.array_equal(ids, caches[k].ids)
+            for u, row in zip(ids.tolist(), rows, strict=True):
+                r, q = files[u // Q], u % Q
+                piece = r[q * len(r) // Q : (q + 1) * len(r) // Q]
+                assert row.tobytes() == piece + bytes(row.size - len(piece))
+            counts[ids] += 1
+            assert np.isin(np.add.outer(want[k] * Q, np.arange(Q)).reshape(-1), ids).all()
+        assert (counts == 2).all()
+        assert [r["epoch"] for r in got["reports"]] == [start + 3] and got["reports"][0]["verified"]
+        assert [json.loads((out / f"r{name}{k}.json").read_text()) for k in range(now)] == [[]] * now
 
 
 def check_variable_job(

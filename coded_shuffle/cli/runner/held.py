@@ -24,8 +24,8 @@ does, through the same calls of the session:
 
 Records of several sizes (a ``--data`` of them) are kept each at its length (or each piece of a
 storage, every record cut by its own length), and counted at their own bytes; their storage is
-restored at the ``K`` that wrote it, not cut again at another (the master then ends the job with
-one line naming ``--cache-dir``).
+restored at the ``K`` that wrote it, or cut again at another (each record's pieces at its own
+length at both).
 
 The master reports how the job started (:func:`start_dict`, :func:`start_line`): records held,
 dropped and sent from the source (:class:`~coded_shuffle.engine.rest.HeldStart`), pieces kept,
@@ -163,7 +163,7 @@ def deal(session: Session, job: JobOptions, schedule: EpochSchedule, dataset: Da
         return Start(job, session, now)
     try:
         rep = serve_recut_start(session, dataset, work, scheme.M, now) if scheme.M > 1 else None
-    except ValueError as exc:  # a storage of records of several sizes, not cut again: one line
+    except ValueError as exc:  # files the re-cut refuses: one line
         said = str(exc).removeprefix("Argument 'cache_dir' ")
         end_job(PROG, session.link.rank, f"--cache-dir {job.cache_dir}: {said}", session.dog.abort)
     if rep is not None:  # files of another K: the storage at this K cut from them
