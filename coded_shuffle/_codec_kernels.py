@@ -280,6 +280,16 @@ def move_rows(out, dst, data, src, lo, hi):  # pragma: no cover - compiled
             row[j] = x[j]
 
 
+@numba.njit(cache=True, nogil=True)
+def copy_spans(dst, doff, src, soff, n, lo, hi):  # pragma: no cover - compiled
+    """``dst[doff[i] : doff[i] + n[i]] = src[soff[i] : soff[i] + n[i]]`` for ``lo <= i < hi``,
+    both flat byte buffers: spans of rows of any shape, each copied alone."""
+    for i in range(lo, hi):
+        d, s = doff[i], soff[i]
+        for j in range(n[i]):
+            dst[d + j] = src[s + j]
+
+
 @numba.njit(inline="always")
 def _fmix(x):  # pragma: no cover - compiled
     x ^= x >> np.uint64(33)

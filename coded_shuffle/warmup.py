@@ -85,6 +85,7 @@ def _dispatchers(group: str) -> list[Any]:
             codec.direct_pick,
             codec.direct_rows,
             codec.move_rows,
+            codec.copy_spans,
             codec.xor_terms,
         ],
     }

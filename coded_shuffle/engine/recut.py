@@ -300,26 +300,20 @@ def _cuts(dataset: Dataset, P: int) -> np.ndarray:
 
 def _copy(dst: np.ndarray, drow: np.ndarray, dat: np.ndarray, src: np.ndarray, srow: np.ndarray,
           sat: np.ndarray, n: np.ndarray) -> None:  # fmt: skip
-    """``dst[drow[i], dat[i]:dat[i] + n[i]] = src[srow[i], sat[i]:sat[i] + n[i]]`` for every ``i``:
-    a block of rows at a time for the spans of one shape (records of one size have few shapes),
-    byte by byte where the shapes are many."""
-    if not n.size:
-        return
-    shapes, which = np.unique(np.stack([dat, sat, n], axis=1), axis=0, return_inverse=True)
-    if shapes.shape[0] * 8 <= n.size:
-        which = which.reshape(-1)
-        order = np.argsort(which, kind="stable")
-        counts = np.bincount(which, minlength=shapes.shape[0])
-        ends = np.cumsum(counts)
-        for (a, c, m), lo, hi in zip(shapes.tolist(), (ends - counts).tolist(), ends.tolist(), strict=True):
-            rows = order[lo:hi]
-            dst[drow[rows], a : a + m] = src[srow[rows], c : c + m]
-        return
-    total = int(n.sum())
-    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-    d = np.repeat(drow * dst.shape[1] + dat, n) + within
-    s = np.repeat(srow * src.shape[1] + sat, n) + within
-    dst.reshape(-1)[d] = np.ascontiguousarray(src).reshape(-1)[s]
+    """``dst[drow[i], dat[i]:dat[i] + n[i]] = src[srow[i], sat[i]:sat[i] + n[i]]`` for every ``i``
+    (:func:`_copy_spans`)."""
+    _copy_spans(dst, drow * dst.shape[1] + dat, src, srow * src.shape[1] + sat, n)
+
+
+def _copy_spans(dst: np.ndarray, doff: np.ndarray, src: np.ndarray, soff: np.ndarray, n: np.ndarray) -> None:
+    """``flat(dst)[doff[i]:doff[i] + n[i]] = flat(src)[soff[i]:soff[i] + n[i]]`` for every ``i``, over
+    the bytes of the C-contiguous buffer ``dst`` and of ``src``, one compiled pass (the spans of
+    records of many sizes have as many shapes as spans)."""
+    from ..codec._common import _i64, _kernels, _ro
+
+    assert dst.flags.c_contiguous and dst.flags.writeable
+    _kernels().copy_spans(dst.reshape(-1).view(np.ndarray), _i64(doff), _ro(src).reshape(-1), _i64(soff),
+                          _i64(n), 0, int(n.size))  # fmt: skip
 
 
 def _deliver(plan: RecutPlan, dataset: Dataset, old: list[Cache], wanted: list[np.ndarray],

@@ -62,7 +62,7 @@ from ..transport import ControlLink
 from .cache_dir import CacheFileError, cache_header, cache_ids, cache_path, load_cache
 from .holding import PieceStorage
 from .mpi import Watchdog, posts_round, setup_step
-from .recut import RecutPlan, RecutReport, _report, _storage, byte_cuts, recut_plan, segments
+from .recut import RecutPlan, RecutReport, _copy_spans, _report, _storage, byte_cuts, recut_plan, segments
 from .recut_labels import LABELS
 from .rest import table_dataset
 from .state import piece_lengths, sized_pieces, storage_pieces, unit_lengths
@@ -244,35 +244,16 @@ def _plan(
     return held, recut_plan(seg, posted, wanted), wanted
 
 
-def _shapes(sat: np.ndarray, dat: np.ndarray, n: np.ndarray) -> list[tuple[int, int, int, np.ndarray]]:
-    """The spans grouped by shape (where they start in the source row and in the new piece, their
-    bytes), the same on the side that packs and the side that unpacks: ``(a, d, m, rows)``."""
-    if not n.size:
-        return []
-    shapes, which = np.unique(np.stack([sat, dat, n], axis=1), axis=0, return_inverse=True)
-    which = which.reshape(-1)
-    order = np.argsort(which, kind="stable")
-    counts = np.bincount(which, minlength=shapes.shape[0])
-    ends = np.cumsum(counts)
-    return [
-        (a, d, m, order[lo:hi])
-        for (a, d, m), lo, hi in zip(shapes.tolist(), (ends - counts).tolist(), ends.tolist(), strict=True)
-    ]
+def _pack(src: np.ndarray, srow: np.ndarray, sat: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The bytes ``src[srow[i], sat[i]:sat[i] + n[i]]`` of every span, end to end, in order."""
+    out = np.empty(int(n.sum()), dtype=np.uint8)
+    _copy_spans(out, np.cumsum(n) - n, src, srow * src.shape[1] + sat, n)
+    return out
 
 
-def _pack(src: np.ndarray, srow: np.ndarray, sat: np.ndarray, dat: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """The bytes ``src[srow[i], sat[i]:sat[i] + n[i]]`` of every span, end to end, by shape."""
-    parts = [np.asarray(src[srow[rows], a : a + m]).reshape(-1) for a, _, m, rows in _shapes(sat, dat, n)]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint8)
-
-
-def _unpack(dst: np.ndarray, drow: np.ndarray, sat: np.ndarray, dat: np.ndarray, n: np.ndarray,
-            flat: np.ndarray) -> None:  # fmt: skip
+def _unpack(dst: np.ndarray, drow: np.ndarray, dat: np.ndarray, n: np.ndarray, flat: np.ndarray) -> None:
     """The spans of ``flat`` (:func:`_pack` of the same spans) to ``dst[drow[i], dat[i]:dat[i] + n[i]]``."""
-    at = 0
-    for _, d, m, rows in _shapes(sat, dat, n):
-        dst[drow[rows], d : d + m] = flat[at : at + rows.size * m].reshape(rows.size, m)
-        at += rows.size * m
+    _copy_spans(dst, drow * dst.shape[1] + dat, flat, np.cumsum(n) - n, n)
 
 
 def serve_recut(
@@ -301,7 +282,7 @@ def serve_recut(
         for k in range(link.K):
             rows = np.flatnonzero((plan.worker == k) & (plan.sender < 0))
             u = plan.segment[rows]
-            link.send_rows(k, _pack(dataset.data, seg.record[u], seg.start[u], seg.new_at[u], n[rows]))
+            link.send_rows(k, _pack(dataset.data, seg.record[u], seg.start[u], n[rows]))
     verdicts = posts_round(link, watchdog, None, "recut: verdict")
     ok = all(bool(v) for v in verdicts)
     pieces = (_cut(B, K, M, sizes)[0], _cut(B, link.K, M, sizes)[0])
@@ -369,13 +350,13 @@ def receive_recut(
         rows = np.flatnonzero(src & (plan.sender < 0))
         u = plan.segment[rows]
         got = link.receive_rows(np.empty(int(n[rows].sum()), dtype=np.uint8))
-        _unpack(buf, np.searchsorted(mine, seg.new[u]), seg.start[u], seg.new_at[u], n[rows], got)
+        _unpack(buf, np.searchsorted(mine, seg.new[u]), seg.new_at[u], n[rows], got)
         rows = np.flatnonzero(src & (plan.sender == k))
         if rows.size:
             assert own is not None
             u = plan.segment[rows]
-            _unpack(buf, np.searchsorted(mine, seg.new[u]), seg.old_at[u], seg.new_at[u], n[rows],
-                    _pack(own.data, own.rows(seg.old[u]), seg.old_at[u], seg.new_at[u], n[rows]))  # fmt: skip
+            _unpack(buf, np.searchsorted(mine, seg.new[u]), seg.new_at[u], n[rows],
+                    _pack(own.data, own.rows(seg.old[u]), seg.old_at[u], n[rows]))  # fmt: skip
         link.offer(k, {j: [_frame(plan, own, buf, mine, k, j)] for j in range(link.K)
                        if j != k and np.any((plan.worker == j) & (plan.sender == k))})  # fmt: skip
         received = link.collect(k)
@@ -410,15 +391,15 @@ def _frame(
 ) -> np.ndarray:
     """The bytes worker ``k`` sends worker ``j``: the relayed spans from its new storage ``buf``
     (pieces ``mine``), then those of its old storage ``own``."""
-    u, sat, dat, n = _spans(plan, j, k)
+    u, sat, _, n = _spans(plan, j, k)
     relay = plan.relay[(plan.worker == j) & (plan.sender == k)]
     r = int(relay.sum())
     seg = plan.segments
-    first = _pack(buf, np.searchsorted(mine, seg.new[u[:r]]), sat[:r], dat[:r], n[:r])
+    first = _pack(buf, np.searchsorted(mine, seg.new[u[:r]]), sat[:r], n[:r])
     if r == u.size:
         return first
     assert own is not None
-    return np.concatenate([first, _pack(own.data, own.rows(seg.old[u[r:]]), sat[r:], dat[r:], n[r:])])
+    return np.concatenate([first, _pack(own.data, own.rows(seg.old[u[r:]]), sat[r:], n[r:])])
 
 
 def _take(plan: RecutPlan, buf: np.ndarray, mine: np.ndarray, k: int, h: int, flat: np.ndarray) -> None:
@@ -428,8 +409,8 @@ def _take(plan: RecutPlan, buf: np.ndarray, mine: np.ndarray, k: int, h: int, fl
     r = int(relay.sum())
     drow = np.searchsorted(mine, plan.segments.new[u])
     first = int(n[:r].sum())
-    _unpack(buf, drow[:r], sat[:r], dat[:r], n[:r], flat[:first])
-    _unpack(buf, drow[r:], sat[r:], dat[r:], n[r:], flat[first:])
+    _unpack(buf, drow[:r], dat[:r], n[:r], flat[:first])
+    _unpack(buf, drow[r:], dat[r:], n[r:], flat[first:])
 
 
 def serve_recut_start(
