@@ -56,7 +56,7 @@ from ..transport import InProcessTransport
 from .inprocess import drive
 from .protocol import MasterOptions
 from .report import TransitionReport
-from .rest import batches_of, deal_rest
+from .rest import _bound_bytes, batches_of, deal_rest
 from .schemes import scheme_for
 
 __all__ = [
@@ -335,18 +335,6 @@ def elastic_transition(
         bound=bound, bound_bytes=_bound_bytes(held, nxt, bound, width, lengths), transition=rep,
     )  # fmt: skip
     return report, new[:K]
-
-
-def _bound_bytes(held: Placement, nxt: Placement, bound: int, width: int, lengths: Any) -> int:
-    """The genie bound of ``held -> nxt`` in payload bytes: ``bound`` records of ``width`` bytes,
-    or, with ``lengths``, the bound of the byte matrix (records of no byte count for nothing)."""
-    if lengths is None:
-        return bound * width
-    some = np.asarray(lengths, dtype=np.int64) > 0
-    if not some.any():
-        return 0
-    a, b = (placement_from_owner(np.asarray(p.owner, dtype=np.int64)[some], held.K) for p in (held, nxt))
-    return int(lower_bound(shuffle_matrix(a, b, sizes=np.asarray(lengths)[some])).value)
 
 
 def elastic_run(

@@ -310,7 +310,8 @@ class HeldStart:
     their own, as :class:`RestReport`'s); ``bound``: the genie bound, in
     records, of the rectangular shuffle from the holdings (with the source as one more holder) to
     the first epoch's batches (:func:`~coded_shuffle.bounds.lower_bound`): no delivery of that
-    epoch, coded or not, sends fewer than ``bound`` records in all.
+    epoch, coded or not, sends fewer than ``bound`` records in all; ``bound_bytes``: the same in
+    payload bytes (records of many sizes: the bound of the shuffle matrix in bytes).
     """
 
     K: int
@@ -320,6 +321,7 @@ class HeldStart:
     source_records: int
     source_bytes: int
     bound: int
+    bound_bytes: int
 
 
 def _checked_rows(
@@ -336,6 +338,21 @@ def _checked_rows(
     first = np.ones(rows.size, dtype=bool)
     first[1:] = ids[rows[1:]] != ids[rows[:-1]]
     return rows[first], ids[rows[first]], int(ids.size - first.sum())
+
+
+def _bound_bytes(held: Placement, nxt: Placement, bound: int, width: int, lengths: np.ndarray | None) -> int:
+    """The genie bound of ``held -> nxt`` in payload bytes: ``bound`` records of ``width`` bytes,
+    or, with ``lengths``, the bound of the byte matrix (records of no byte count for nothing)."""
+    from ..bounds import lower_bound
+    from ..matrix import shuffle_matrix
+
+    if lengths is None:
+        return bound * width
+    some = np.asarray(lengths, dtype=np.int64) > 0
+    if not some.any():
+        return 0
+    a, b = (placement_from_owner(np.asarray(p.owner, dtype=np.int64)[some], held.K) for p in (held, nxt))
+    return int(lower_bound(shuffle_matrix(a, b, sizes=np.asarray(lengths)[some])).value)
 
 
 def serve_held(
@@ -365,8 +382,9 @@ def serve_held(
         owner[free] = k
     dropped += sum(int(got.size) for got in ids) - int((owner < K).sum())
     source = owner == K
-    S = shuffle_matrix(placement_from_owner(owner, K + 1), placement_from_owner(nxt, K + 1))
-    bound = int(lower_bound(S).value)
+    held, following = placement_from_owner(owner, K + 1), placement_from_owner(nxt, K + 1)
+    bound = int(lower_bound(shuffle_matrix(held, following)).value)
+    bound_bytes = _bound_bytes(held, following, bound, dataset.record_bytes, dataset.lengths)
     owner[source] = nxt[source]
     with setup_step(link, watchdog, "held: rows"):
         link.share_array(owner)
@@ -377,6 +395,7 @@ def serve_held(
         K=K, held_records=N - n, dropped_records=dropped,
         joined=tuple(k for k in range(K) if not ids[k].size),
         source_records=n, source_bytes=_bytes_of(dataset, np.flatnonzero(source)), bound=bound,
+        bound_bytes=bound_bytes,
     )  # fmt: skip
     return placement_from_owner(owner, K), start
 

@@ -373,6 +373,7 @@ def check_held_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> None:
     holdings = [None, *(ds.cache(was[k]) for k in range(1, K - 1)), None]
     ref, _ = elastic_transition(ds, holdings, placement_from_owner(owner, K), epoch=t, seed=seed)
     assert start["bound"] == ref.bound and ref.source_records == lost
+    assert start["bound_bytes"] == ref.bound_bytes == ref.bound * B
     assert rep["coded_symbols"] + lost >= start["bound"]
 
 
@@ -413,6 +414,8 @@ def check_variable_held_job(out: Path, files: list[bytes], K: int, seed: int, t:
     holdings = [ds.cache(np.setdiff1d(was[0], lost)), *(ds.cache(was[k]) for k in range(1, K - 1)), None]
     ref, _ = elastic_transition(ds, holdings, placement_from_owner(owner, K), epoch=t, seed=seed)
     assert start["bound"] == ref.bound and ref.source_records == lost.size
+    # the bound in bytes, that of the same holdings in one process (a bound of the byte matrix)
+    assert start["bound_bytes"] == ref.bound_bytes and 0 < ref.bound_bytes < ref.bound * int(sizes.max())
 
 
 def check_variable_stored_job(out: Path, files: list[bytes], K: int, seed: int, t: int) -> None:

@@ -222,7 +222,7 @@ def start_dict(report: HeldStart | RecoveryReport | RecutReport) -> dict[str, An
     Examples
     --------
     >>> s = HeldStart(K=2, held_records=9, dropped_records=1, joined=(1,), source_records=1,
-    ...               source_bytes=8, bound=1)
+    ...               source_bytes=8, bound=1, bound_bytes=8)
     >>> start_dict(s)["source_records"], start_dict(s)["joined"], start_dict(s)["storage"]
     (1, [1], 1)
     """
@@ -232,7 +232,7 @@ def start_dict(report: HeldStart | RecoveryReport | RecutReport) -> dict[str, An
         return {"storage": 1, "K": report.K, "held_records": report.held_records,
                 "dropped_records": report.dropped_records, "joined": list(report.joined),
                 "source_records": report.source_records, "source_bytes": report.source_bytes,
-                "bound": report.bound}  # fmt: skip
+                "bound": report.bound, "bound_bytes": report.bound_bytes}  # fmt: skip
     return {"storage": report.M, "K": report.K, "kept_pieces": report.kept_pieces,
             "peer_pieces": report.peer_pieces, "peer_bytes": report.peer_bytes,
             "source_pieces": report.source_pieces, "source_bytes": report.source_bytes}  # fmt: skip
@@ -244,10 +244,10 @@ def start_line(report: HeldStart | RecoveryReport | RecutReport, cache_dir: str)
     Examples
     --------
     >>> s = HeldStart(K=2, held_records=9, dropped_records=1, joined=(1,), source_records=1,
-    ...               source_bytes=8, bound=1)
+    ...               source_bytes=8, bound=1, bound_bytes=8)
     >>> start_line(s, "/tmp/c")  # doctest: +NORMALIZE_WHITESPACE
     'start from --cache-dir /tmp/c: 9 records held, 1 dropped, 1 (8 B) sent from the source;
-    worker 1 held nothing; bound of the start, the source one more holder: 1 record'
+    worker 1 held nothing; bound of the start, the source one more holder: 1 record (8 B)'
     """
     if isinstance(report, RecutReport):
         return (
@@ -266,7 +266,7 @@ def start_line(report: HeldStart | RecoveryReport | RecutReport, cache_dir: str)
     empty = "" if not joined else (
         f"; worker{'s' if len(joined) > 1 else ''} {', '.join(map(str, joined))} held nothing"
     )  # fmt: skip
-    bound = f"{report.bound} record{'s' if report.bound != 1 else ''}"
+    bound = f"{report.bound} record{'s' if report.bound != 1 else ''} ({report.bound_bytes} B)"
     return (
         f"start from --cache-dir {cache_dir}: {report.held_records} records held, {report.dropped_records} "
         f"dropped, {report.source_records} ({report.source_bytes} B) sent from the source{empty}; "
