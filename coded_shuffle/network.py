@@ -379,8 +379,15 @@ def transition_times(
     rack = _rack_terms(S, B, network, coded, pairs) if network.racks is not None else None
     if rack is not None:
         cuts += rack.cuts
-    loads = Loads(d, o, W, coded_b, heard_b, master, up, down, network.multicast, rack)
-    predicted = {mode: seconds(loads) for mode, seconds in PREDICTIONS.items()}
+    return times_of(Loads(d, o, W, coded_b, heard_b, master, up, down, network.multicast, rack), cuts)
+
+
+def times_of(loads: Loads, cuts: list[float], modes: tuple[str, ...] = MODES) -> TransitionTimes:
+    """The :class:`TransitionTimes` of ``loads``: each mode of ``modes`` predicted (the others
+    ``inf``: they cannot run), the fastest chosen (ties to the earlier of :data:`MODES`), the
+    bound the largest of ``cuts`` (each a link's time no delivery beats). Raises when no mode can
+    deliver."""
+    predicted = {m: PREDICTIONS[m](loads) if m in modes else math.inf for m in MODES}
     choice = min(MODES, key=lambda m: predicted[m])
     if math.isinf(predicted[choice]):
         raise ValueError("--network: no mode can deliver on it: give master=R or up=R")

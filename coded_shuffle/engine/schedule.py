@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .._predictions import LINKS, MODES, PREDICTIONS, Loads, binding, explain
+from .._predictions import Loads
 from ..matrix import shuffle_matrix
-from ..network import Network, TransitionTimes, predict, predict_bytes
+from ..network import Network, TransitionTimes, predict, predict_bytes, times_of
 from ..orders import OrderSpec, Placement, epoch_order, placement_from_permutation
 from .schemes import Scheme, scheme_for
 from .state import unit_lengths
@@ -170,10 +170,6 @@ def storage_times(
     master, up, down = (0.0 if r is None else r * 1e6 / 8 for r in (network.master, network.up, network.down))
     coded = math.inf if coded_bytes is None else float(coded_bytes)
     loads = Loads(missing, upload, float(size.sum()), coded, coded, master, up, down, network.multicast)
-    predicted = {m: PREDICTIONS[m](loads) if m in ("coded", "exchange") else math.inf for m in MODES}
-    choice = min(MODES, key=lambda m: predicted[m])
-    if math.isinf(predicted[choice]):
-        raise ValueError("--network: no mode can deliver on it: give master=R or up=R")
     cuts = [missing / down]
     if not up and master:
         from ..storage import demand_lower_bound, piece_demand
@@ -182,8 +178,7 @@ def storage_times(
         weights = None if lengths is None else np.asarray(lengths)[demand[:, 0]]
         lower = demand_lower_bound(demand, held.K, weights=weights)[0] * (width if lengths is None else 1)
         cuts.append(lower / master)
-    links = {m: binding(LINKS[m](loads)) if math.isfinite(predicted[m]) else None for m in MODES}
-    return TransitionTimes(max(cuts), predicted, choice, explain(predicted, choice), None, None, links)
+    return times_of(loads, cuts, ("coded", "exchange"))
 
 
 def _storage_coded_bytes(held: Any, held_next: Any, lengths: Any, width: int, strategy: str) -> int:
