@@ -286,16 +286,29 @@ class RecutReport:
 def _storage(dataset: Dataset, K: int, M: int) -> PieceStorage:
     """The placement model of a storage of ``M`` batches on ``K`` workers of these records (the
     engine's: :func:`~.schemes.scheme_for` with the records' size, or their sizes)."""
-    if dataset.lengths is not None:
-        return PieceStorage(K=K, M=M, sizes=np.asarray(dataset.lengths, dtype=np.int64))
-    return PieceStorage(K=K, M=M, record_bytes=dataset.record_bytes)
+    return _storage_of(dataset.record_bytes, dataset.lengths, K, M)
 
 
-def _cuts(dataset: Dataset, P: int) -> np.ndarray:
-    if dataset.lengths is None:
-        B = dataset.record_bytes
-        return byte_cuts(np.full(dataset.N, B, dtype=np.int64), P, width=-(-B // P))
-    return byte_cuts(np.asarray(dataset.lengths, dtype=np.int64), P)
+def _storage_of(B: int, sizes: np.ndarray | None, K: int, M: int) -> PieceStorage:
+    """:func:`_storage` of records of ``B`` bytes, or of many ``sizes`` (``B`` the widest), which
+    every rank has without the records."""
+    if sizes is not None:
+        return PieceStorage(K=K, M=M, sizes=np.asarray(sizes, dtype=np.int64))
+    return PieceStorage(K=K, M=M, record_bytes=B)
+
+
+def _segments_of(
+    N: int, B: int, sizes: np.ndarray | None, before: PieceStorage, after: PieceStorage
+) -> Segments:
+    """Every one of ``N`` records (of ``B`` bytes, or of many ``sizes``) cut at the pieces of both
+    storages (:func:`segments` of their :func:`byte_cuts`)."""
+
+    def cuts(P: int) -> np.ndarray:
+        if sizes is None:
+            return byte_cuts(np.full(N, B, dtype=np.int64), P, width=-(-B // P))
+        return byte_cuts(np.asarray(sizes, dtype=np.int64), P)
+
+    return segments(cuts(before.pieces), cuts(after.pieces))
 
 
 def _copy(dst: np.ndarray, drow: np.ndarray, dat: np.ndarray, src: np.ndarray, srow: np.ndarray,
@@ -441,7 +454,7 @@ def recut_storage(
     before, after = _storage(dataset, K, M), _storage(dataset, K_next, M)
     old, new = before.dataset(dataset), after.dataset(dataset)
     have, dropped = _checked(dataset, [*holdings, *leaving], old)
-    seg = segments(_cuts(dataset, before.pieces), _cuts(dataset, after.pieces))
+    seg = _segments_of(dataset.N, dataset.record_bytes, dataset.lengths, before, after)
     held = LABELS[labels](after.start(placement_next), seg, [c.ids for c in have[:K_next]])
     wanted = [held.held_by(j) for j in range(K_next)]
     plan = recut_plan(seg, [c.ids for c in have], wanted)

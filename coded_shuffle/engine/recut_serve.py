@@ -60,12 +60,20 @@ from ..errors import IntegrityError
 from ..orders import Placement
 from ..transport import ControlLink
 from .cache_dir import CacheFileError, cache_header, cache_ids, cache_path, load_cache
-from .holding import PieceStorage
 from .mpi import Watchdog, posts_round, setup_step
-from .recut import RecutPlan, RecutReport, _copy_spans, _report, _storage, byte_cuts, recut_plan, segments
+from .recut import (
+    RecutPlan,
+    RecutReport,
+    _copy_spans,
+    _report,
+    _segments_of,
+    _storage,
+    _storage_of,
+    recut_plan,
+)
 from .recut_labels import LABELS
 from .rest import table_dataset
-from .state import piece_lengths, sized_pieces, storage_pieces, unit_lengths
+from .state import unit_lengths
 
 if TYPE_CHECKING:
     from .schedule import Epoch
@@ -86,15 +94,6 @@ __all__ = [
 _MOST = 64
 
 
-def _cut(B: int, K: int, M: int, sizes: np.ndarray | None) -> tuple[int, int]:
-    """The pieces a record and their width in a storage of ``M`` batches at ``K`` workers of
-    records of ``B`` bytes (of many sizes, the widest ``B``: each cut by its own length)."""
-    if sizes is None:
-        return storage_pieces(B, K, M)
-    P = sized_pieces(sizes, K, M)
-    return P, -(-B // P)
-
-
 def stored_workers(
     units: int, width: int, *, N: int, B: int, M: int, sizes: np.ndarray | None = None
 ) -> int | None:
@@ -110,8 +109,8 @@ def stored_workers(
     if N < 1 or units % N:
         return None
     for K in range(max(M, 2), _MOST + 1):
-        P, w = _cut(B, K, M, sizes)
-        if P * N == units and w == width:
+        at = _storage_of(B, sizes, K, M)
+        if at.pieces * N == units and at.piece_bytes(B) == width:
             return K
     return None
 
@@ -205,7 +204,7 @@ def files_round(
     Where the pieces are cut alike at both (records stored whole, under 2 KiB with ``M = 2``) the
     header does not tell ``K``: the choice says the larger of the smallest ``K`` that cuts them so
     and the highest file number read plus one. Records of many sizes (``sizes``, the same on
-    every rank): their ``K`` told by the pieces of a record of their mean size (:func:`_cut`)."""
+    every rank): their ``K`` told by the pieces of a record of their mean size (:func:`_storage_of`)."""
     post = None if mine is None else ([tuple(p) for p in mine[0]], bool(mine[1]))
     got = posts_round(link, watchdog, post, "recut: files")
     with setup_step(link, watchdog, "recut: choice"):
@@ -215,7 +214,9 @@ def files_round(
         else:
             posts: list[tuple[list[tuple[int, int]], bool]] = [p or ([], True) for p in got]
             choice = choose_files([p[0] for p in posts], link.K)
-            if choice is not None and _cut(B, choice[0], M, sizes)[0] == _cut(B, link.K, M, sizes)[0]:
+            if choice is not None and _storage_of(B, sizes, choice[0], M).pieces == _storage_of(
+                B, sizes, link.K, M
+            ).pieces:
                 K = max(choice[0], max(choice[1]) + 1)
                 restore = all(p[1] for p in posts) and K <= link.K  # each file read as its own, fitting
                 choice = None if restore else (K, choice[1])
@@ -229,17 +230,9 @@ def _plan(
 ) -> tuple[Any, RecutPlan, list[np.ndarray]]:  # fmt: skip
     """Every rank's plan from the same posts: the storage at ``K_next`` (labels kept), its plan and
     each worker's new pieces. ``sizes``: records of many sizes, each cut by its own length."""
-    if sizes is None:
-        cut = np.full(N, B, dtype=np.int64)
-        before, after = storage_pieces(B, K, M), storage_pieces(B, K_next, M)
-        seg = segments(byte_cuts(cut, before[0], width=before[1]), byte_cuts(cut, after[0], width=after[1]))
-        storage = PieceStorage(K=K_next, M=M, record_bytes=B)
-    else:
-        seg = segments(
-            byte_cuts(sizes, _cut(B, K, M, sizes)[0]), byte_cuts(sizes, _cut(B, K_next, M, sizes)[0])
-        )
-        storage = PieceStorage(K=K_next, M=M, sizes=sizes)
-    held = LABELS["kept"](storage.start(placement), seg, posted)
+    before, after = _storage_of(B, sizes, K, M), _storage_of(B, sizes, K_next, M)
+    seg = _segments_of(N, B, sizes, before, after)
+    held = LABELS["kept"](after.start(placement), seg, posted)
     wanted = [np.asarray(held.held_by(j), dtype=np.int64) for j in range(K_next)]
     return held, recut_plan(seg, posted, wanted), wanted
 
@@ -285,7 +278,7 @@ def serve_recut(
             link.send_rows(k, _pack(dataset.data, seg.record[u], seg.start[u], n[rows]))
     verdicts = posts_round(link, watchdog, None, "recut: verdict")
     ok = all(bool(v) for v in verdicts)
-    pieces = (_cut(B, K, M, sizes)[0], _cut(B, link.K, M, sizes)[0])
+    pieces = (_storage_of(B, sizes, K, M).pieces, _storage_of(B, sizes, link.K, M).pieces)
     dropped = sum(int(p[1]) for p in posts)
     rep = _report(plan, K, link.K, M, pieces, posted, dropped, ok)
     return replace(rep, seconds=time.perf_counter() - tic, held=held, labels="kept")
@@ -329,10 +322,9 @@ def receive_recut(
     piece fails its checksum."""
     k = link.worker
     assert k is not None
-    old_P, old_w = _cut(B, K, M, sizes)
-    new_P, new_w = _cut(B, link.K, M, sizes)
-    old_lens, new_lens = (
-        (None, None) if sizes is None else (piece_lengths(sizes, old_P), piece_lengths(sizes, new_P))
+    old, new = _storage_of(B, sizes, K, M), _storage_of(B, sizes, link.K, M)
+    (old_P, old_w, old_lens), (new_P, new_w, new_lens) = (
+        (s.pieces, s.piece_bytes(B), s.unit_lengths) for s in (old, new)
     )
     with setup_step(link, watchdog, "recut: checksums"):
         old_sums = link.share_array(np.empty(N * old_P, dtype=np.uint64))
