@@ -157,6 +157,7 @@ def storage_times(
     >>> t.choice, t.bound_seconds == t.predicted_seconds["exchange"], t.predicted_seconds["uncoded"]
     ('exchange', True, inf)
     """
+    check_storage_network(network, scheme.M)
     lengths = unit_lengths(scheme)
     units, wanter, _, assigned = scheme.exchange_plan(held, held_next)  # type: ignore[attr-defined]
     size = np.full(units.size, width, dtype=np.int64) if lengths is None else np.asarray(lengths)[units]
@@ -179,6 +180,23 @@ def storage_times(
         lower = demand_lower_bound(demand, held.K, weights=weights)[0] * (width if lengths is None else 1)
         cuts.append(lower / master)
     return times_of(loads, cuts, ("coded", "exchange"))
+
+
+def check_storage_network(network: Network, M: int) -> None:
+    """Refuse, naming the argument, a ``network`` with racks for a storage of ``M > 1`` batches,
+    which :func:`storage_times` times on one switch.
+
+    >>> try:
+    ...     check_storage_network(Network.parse("up=100,down=100,racks=2x2,rack-up=400"), 2)
+    ... except ValueError as e:
+    ...     print(str(e).split(" (")[0])
+    Argument 'network' must have no racks with storage = 2
+    """
+    if M != 1 and network.racks is not None:
+        raise ValueError(
+            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
+            f"not {network.racks_part!r}."
+        )
 
 
 def _storage_coded_bytes(held: Any, held_next: Any, lengths: Any, width: int, strategy: str) -> int:

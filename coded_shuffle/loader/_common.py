@@ -13,7 +13,7 @@ import numpy as np
 from .._checks import check_choice, check_int
 from ..codec import Cache, Dataset
 from ..engine import TransitionReport
-from ..engine.schedule import check_network, predicted_times
+from ..engine.schedule import check_network, check_storage_network, predicted_times
 from ..engine.schemes import REGISTRY, Scheme, registered, resolve
 from ..errors import IntegrityError
 from ..network import MODES
@@ -400,11 +400,7 @@ def _scheme_on(
         mode = "coded" if scheme == "auto" else scheme
         M = _store(storage, dataset.record_bytes, K, mode=mode, variable=dataset.variable,
                    sizes=dataset.lengths).M  # fmt: skip
-    if M != 1 and net.racks is not None:
-        raise ValueError(
-            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
-            f"not {net.racks_part!r}."
-        )
+    check_storage_network(net, M)
     if scheme != "auto":
         return scheme
     times = predicted_times(
@@ -439,11 +435,7 @@ def choose_scheme(
     assert net is not None
     spec = _order_spec(order, N)
     M = check_int(storage, "storage", minimum=1)
-    if M != 1 and net.racks is not None:
-        raise ValueError(
-            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
-            f"not {net.racks_part!r}."
-        )
+    check_storage_network(net, M)
 
     def time_of(mode: str, K: int) -> float:
         if K < max(1, M):
