@@ -186,14 +186,23 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
         filled.sizes = np.asarray(source.sizes)
         problem = sizes_refusal(args.data, filled.sizes, {
             # the exchange on racks chooses its senders by counts of pieces
-            f"--storage {args.storage} --network with racks": args.storage != 1
-            and "racks=" in str(args.network),
+            f"--storage {args.storage} --network with racks": args.storage != 1 and _racked(args.network),
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",
         })  # fmt: skip
         if problem is not None:
             raise UsageError(problem)
     return filled, source
+
+
+def _racked(spec: str | None) -> bool:
+    """Whether the SPEC of ``--network`` has racks (one that does not parse is said so later)."""
+    from ..network import Network
+
+    try:
+        return spec is not None and Network.parse(spec).racks is not None
+    except ValueError:
+        return False
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
