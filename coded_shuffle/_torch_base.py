@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 from ._checks import check_int
 from .codec import Dataset
 from .engine.mpi import Watchdog
-from .engine.rest import _widened, load_worker_cache, receive_rest, save_worker_cache, table_dataset
+from .engine.rest import load_worker_cache, receive_rest, save_worker_cache, table_dataset
 from .engine.schedule import Epoch, EpochSchedule, check_network
 from .engine.schemes import Scheme
 from .engine.session import Session
@@ -361,11 +361,11 @@ def keep_batch(ds: Any, batch: EpochBatch) -> None:
     if isinstance(ds._loader, StoredLoader):
         ds._loader.keep(batch.epoch)
     elif ds.cache_dir is not None and ds._table is not None and ds.worker is not None:
-        ids, rows = batch.ids, record_bytes_of(batch.records)
         if batch.variable:  # zero-padded to the records' width, with their lengths (the table's)
-            held = _widened(_batch_cache(batch), ds._table.record_bytes)
-            assert held is not None
-            ids, rows = held.ids, np.asarray(held.data)
+            held = _batch_cache(batch, ds._table.record_bytes)
+            ids, rows = held.ids, held.data
+        else:
+            ids, rows = batch.ids, record_bytes_of(batch.records)
         save_worker_cache(ds.cache_dir, ds.worker, ids, rows, ds._table, epoch=batch.epoch, seed=ds.seed)
 
 

@@ -59,14 +59,15 @@ def _units_lengths(session: Session, lengths: np.ndarray | None) -> np.ndarray |
     return session.lengths if session.lengths is not None else lengths
 
 
-def _batch_cache(batch: EpochBatch) -> Cache:
+def _batch_cache(batch: EpochBatch, width: int | None = None) -> Cache:
     """The records of ``batch`` as a worker's holdings (records of variable sizes zero-padded to
-    the longest of them, with their lengths; :func:`_widened` pads them to the job's width)."""
+    ``width``, by default the longest of them, with their lengths; :func:`_widened` pads them to
+    the job's width later, where it is known only then)."""
     ids = np.asarray(batch.ids, np.int64)
     if batch.lengths is None:
         return Cache(ids=ids, data=record_bytes_of(batch.records), lengths=None)
     lengths = np.asarray(batch.lengths, dtype=np.int64)
-    data = np.zeros((ids.size, int(lengths.max(initial=0))), dtype=np.uint8)
+    data = np.zeros((ids.size, int(lengths.max(initial=0)) if width is None else width), dtype=np.uint8)
     for r, rec in enumerate(batch.records):
         data[r, : lengths[r]] = np.frombuffer(memoryview(rec).cast("B"), np.uint8)
     return Cache(ids=ids, data=data, lengths=lengths)
