@@ -358,6 +358,14 @@ def read_frame_reference(raw: bytes) -> dict:
     return {"header": header, "entries": entries, "runs": rows[n:], "payload": payload, "crc_ok": crc_ok}
 
 
+def xor_reference(rows, terms, length: int) -> bytes:
+    """The XOR of the byte strings ``rows[t]`` for ``t`` in ``terms``, each zero-padded to ``length``."""
+    acc = bytearray(length)
+    for t in terms:
+        acc = bytearray(x ^ y for x, y in zip(acc, rows[t].ljust(length, b"\0"), strict=True))
+    return bytes(acc)
+
+
 def terms_frame_reference(rows, offsets, terms, *, epoch, symbol, runs=(), sized=False) -> bytes:
     """A frame of many-term symbols (version 3, flag TERMS) from docs/wire-format.md, with struct.
 
@@ -372,13 +380,10 @@ def terms_frame_reference(rows, offsets, terms, *, epoch, symbol, runs=(), sized
     entries = b"".join(struct.pack("<II", symbol[s], offsets[s + 1] - offsets[s]) for s in range(n))
     table = b"".join(struct.pack("<I", t) for t in terms)
     index = b"".join(struct.pack("<III", *row) for row in runs)
-    body = b""
-    for s in range(n):
-        mine = terms[offsets[s] : offsets[s + 1]]
-        acc = bytearray(max(len(rows[t]) for t in mine) if sized else width)
-        for t in mine:
-            acc = bytearray(x ^ y for x, y in zip(acc, rows[t].ljust(len(acc), b"\0"), strict=True))
-        body += bytes(acc)
+    body = b"".join(
+        xor_reference(rows, mine, max(len(rows[t]) for t in mine) if sized else width)
+        for mine in (terms[offsets[s] : offsets[s + 1]] for s in range(n))
+    )
     version, flags = (4, 9) if sized else (3, 8)
     head = struct.pack("<4sHHQIIQII", b"CSHF", version, flags, epoch, n, width, len(body), 0, len(runs))
     framing = head + entries + table + index
@@ -442,13 +447,10 @@ def packed_terms_frame_reference(rows, offsets, terms, *, epoch, runs=(), sized=
     id_bits = max(1, max(terms, default=0).bit_length())
     table = _bits([c - 1 for c in counts], count_bits) + _bits(list(terms), id_bits)
     index = b"".join(struct.pack("<III", *row) for row in runs)
-    body = b""
-    for s in range(n):
-        mine = terms[offsets[s] : offsets[s + 1]]
-        acc = bytearray(max(len(rows[t]) for t in mine) if sized else width)
-        for t in mine:
-            acc = bytearray(x ^ y for x, y in zip(acc, rows[t].ljust(len(acc), b"\0"), strict=True))
-        body += bytes(acc)
+    body = b"".join(
+        xor_reference(rows, mine, max(len(rows[t]) for t in mine) if sized else width)
+        for mine in (terms[offsets[s] : offsets[s + 1]] for s in range(n))
+    )
     flags = 9 if sized else 8
     head = struct.pack("<4sHHQIIQII", b"CSHF", 5, flags, epoch, n, width, len(body), 0, len(runs))
     framing = head + struct.pack("<IBBH", len(terms), count_bits, id_bits, 0) + index + table

@@ -39,6 +39,7 @@ from tests.oracles import (
     frame_reference,
     permutation_from_spec,
     read_frame_reference,
+    xor_reference,
 )
 
 VECTORS = json.loads((Path(__file__).resolve().parent / "kat" / "vectors.json").read_text())
@@ -209,10 +210,7 @@ def test_frame_of_many_term_symbols_of_many_sizes():
     parts = read_terms_frame_reference(raw, lengths=lengths)
     assert parts["crc_ok"] and parts["terms"] == vec["terms"]
     for t, payload in zip(parts["terms"], parts["payload"], strict=True):
-        want = bytearray(max(lengths[x] for x in t))
-        for x in t:
-            want = bytearray(a ^ b for a, b in zip(want, rows[x].ljust(len(want), b"\0"), strict=True))
-        assert payload == bytes(want)
+        assert payload == xor_reference(rows, t, max(lengths[x] for x in t))
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in parts["terms"]])]).tolist()
     flat = [x for t in parts["terms"] for x in t]
     symbol = [s for s, _ in parts["entries"]]
@@ -270,10 +268,7 @@ def test_frame_of_many_term_symbols_of_version_5(name):
     assert [list(r) for r in parts["runs"]] == vec["runs"]
     assert parts["table"] == (3, 2, 3)  # 3 terms, counts less one of 2 bits, ids 5, 1, 2 of 3 bits
     for t, payload in zip(parts["terms"], parts["payload"], strict=True):
-        want = bytearray(max(lengths[x] for x in t))
-        for x in t:
-            want = bytearray(a ^ b for a, b in zip(want, rows[x].ljust(len(want), b"\0"), strict=True))
-        assert payload == bytes(want)
+        assert payload == xor_reference(rows, t, max(lengths[x] for x in t))
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in parts["terms"]])]).tolist()
     flat = [x for t in parts["terms"] for x in t]
     rebuilt = packed_terms_frame_reference(
