@@ -47,6 +47,17 @@ from pathlib import Path
 from typing import Any
 
 
+def worked(loader: Any) -> bool:
+    """Run ``loader`` to its end in this rank's role: serve (the master) or read every batch (a
+    worker); whether this rank is a worker."""
+    if loader.is_master:
+        loader.serve()
+        return False
+    for _ in loader:
+        pass
+    return True
+
+
 def reverse(record: Any) -> bytes:
     """The loader's decode: a record's bytes, reversed (a sample that is not the row itself)."""
     return record.tobytes()[::-1]
@@ -92,11 +103,7 @@ def held_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -> N
     link = MPITransport()
     source = data if link.is_master else None
     first = MPILoader(source, epochs=2, start_epoch=start, seed=seed, transport=link, cache_dir=folder)
-    if first.is_master:
-        first.serve()
-    else:
-        for _ in first:
-            pass
+    if worked(first):
         mine = folder / f"worker-{first.worker}.cache"
         if first.worker == 0:  # cut short: treated as absent
             mine.write_bytes(mine.read_bytes()[:-7])
@@ -142,11 +149,7 @@ def variable_held_job(
         "storage": storage,
     }
     first = MPILoader(source, epochs=2, start_epoch=start, **kw)
-    if first.is_master:
-        first.serve()
-    else:
-        for _ in first:
-            pass
+    if worked(first):
         mine = folder / f"worker-{first.worker}.cache"
         if first.worker == 0 and storage == 1:  # one record altered: dropped, delivered again
             raw = bytearray(mine.read_bytes())
@@ -185,13 +188,8 @@ def storage_job(data: str, folder: Path, out_dir: Path, start: int, seed: int) -
     source = data if link.is_master else None
     kw = {"seed": seed, "transport": link, "cache_dir": folder, "storage": 2}
     first = MPILoader(source, epochs=2, start_epoch=start, **kw)
-    if first.is_master:
-        first.serve()
-    else:
-        for _ in first:
-            pass
-        if first.worker == link.K - 1:
-            (folder / f"worker-{first.worker}.cache").unlink()
+    if worked(first) and first.worker == link.K - 1:
+        (folder / f"worker-{first.worker}.cache").unlink()
     # then every file kept, then workers 0 and 1 lost at once
     for name, t, epochs in (("stored", start + 2, 2), ("kept", start + 4, 1), ("two", start + 5, 1)):
         again = MPILoader(source, epochs=epochs, start_epoch=t, **kw)
