@@ -261,9 +261,9 @@ def _rack_flows(
     lower[-1] = min(lower[-1], upper[-1])
     second = milp(np.r_[np.where(away, size, 0.0), 0.0], constraints=rows_ok, integrality=integrality,
                   bounds=Bounds(lower, upper), options=options)  # fmt: skip
-    if second.success:
+    if second.success:  # its reals within the solver's tolerance of T (the cut's error is larger)
         g2 = _snapped(second.x[:-1], whole[col_g])
-        if busiest(g2) <= T * (1 + 1e-9):
+        if busiest(g2) <= T * (1 + (1e-9 if whole.all() else 1e-6)):
             f = g2
     f = np.where(whole[col_g], f, f * scale)  # the real f back in bytes
     flows: list[dict[int, float]] = [{} for _ in groups]
