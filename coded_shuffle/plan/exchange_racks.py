@@ -144,17 +144,13 @@ def assign_senders_racks(
     K = check_int(K, "K", minimum=1)
     want = np.asarray(wanter, dtype=np.int64).reshape(-1)
     sets = _holder_array(holders, K)
-    racks = np.asarray(rack).reshape(-1)
-    if racks.shape != (K,) or not np.issubdtype(racks.dtype, np.integer) or (K and int(racks.min()) < 0):
-        raise ValueError(f"Argument 'rack' must give each of the K = {K} workers a rack (an int >= 0).")
-    racks = racks.astype(np.int64)
-    rates = {}
-    for name, value in (("up", up), ("rack_up", rack_up), ("rack_down", rack_down)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-            raise ValueError(f"Argument {name!r} must be a positive finite number, not {value!r}.")
-        rates[name] = float(value)
+    racks, rates = _checked_racks(rack, K, {"up": up, "rack_up": rack_up, "rack_down": rack_down})
     _check_units(want, sets, K)  # refuses bad units, naming the argument
     d = None if sizes is None else _unit_sizes(sizes, want.size)
+    if d is not None and d.size and int(d.min()) == int(d.max()):  # one size: the units' choice, scaled
+        a = assign_senders_racks(want, sets, K=K, rack=racks, **rates)
+        c = int(d[0])
+        return SenderAssignment(a.sender, a.uploads * c, a.downloads * c, a.upload_bound * c)
     if _lone_holder(sets) is not None:
         return assign_senders(want, sets, K=K, sizes=d)  # one holder a unit: forced
     # a group: (holder set, wanter's rack), in increasing order of both; its units in the order given
@@ -201,6 +197,17 @@ def assign_senders_racks(
         downloads=np.bincount(want, weights=d, minlength=K).astype(np.int64),
         upload_bound=bound,
     )
+
+
+def _checked_racks(rack: object, K: int, rates: dict[str, Any]) -> tuple[np.ndarray, dict[str, float]]:
+    """Each worker's rack and the rates of :func:`assign_senders_racks`, checked, naming the argument."""
+    racks = np.asarray(rack).reshape(-1)
+    if racks.shape != (K,) or not np.issubdtype(racks.dtype, np.integer) or (K and int(racks.min()) < 0):
+        raise ValueError(f"Argument 'rack' must give each of the K = {K} workers a rack (an int >= 0).")
+    for name, value in rates.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise ValueError(f"Argument {name!r} must be a positive finite number, not {value!r}.")
+    return racks.astype(np.int64), {name: float(value) for name, value in rates.items()}
 
 
 def _rack_flows(

@@ -168,3 +168,17 @@ def test_assign_senders_racks_exceptions(kwargs, error, match):
             "rack_up": 1.0, "rack_down": 1.0, **kwargs}  # fmt: skip
     with pytest.raises(error, match=match):
         assign_senders_racks(args.pop("wanter"), args.pop("holders"), **args)
+
+
+def test_units_of_one_size_are_the_units_choice_in_bytes():
+    """All units of one size: the choice in units (checked by brute force above), every load times it."""
+    K, rack = 8, [0, 0, 0, 0, 1, 1, 1, 1]
+    p0, p1 = (epoch_placement(400, K, seed=5, epoch=e) for e in (0, 1))
+    d = piece_demand(piece_placement(p0, M=2), p1)
+    want, holders = d[:, 1], d[:, 2]
+    units = assign_senders_racks(want, holders, K=K, rack=rack, up=1.0, rack_up=1.0, rack_down=1.0)
+    sized = assign_senders_racks(want, holders, K=K, rack=rack, up=1.0, rack_up=1.0, rack_down=1.0,
+                                 sizes=[300] * len(want))  # fmt: skip
+    assert sized.sender.tolist() == units.sender.tolist()
+    assert sized.uploads.tolist() == (300 * units.uploads).tolist()
+    assert sized.upload_bound == 300 * units.upload_bound
