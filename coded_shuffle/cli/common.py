@@ -330,6 +330,35 @@ def print_times(rows: list[dict[str, Any]]) -> None:
         print(line)
 
 
+def rack_load_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """What the exchange's senders put on the links of a network with racks, a line a transition
+    (its report's ``rack_loads``: records or pieces, and bytes), after a heading; none without.
+
+    >>> loads = {"cross": 3, "cross_bytes": 900, "rack_up": [3, 0], "rack_up_bytes": [900, 0],
+    ...          "rack_down": [0, 3], "rack_down_bytes": [0, 900], "uploads": [1, 2],
+    ...          "uploads_bytes": [500, 400]}
+    >>> for line in rack_load_lines([{"epoch": 1, "storage": 2, "rack_loads": loads}]):
+    ...     print(line.replace("; ", ";\\n   "))
+    the exchange on racks (pieces, and their bytes):
+      epoch 1: between racks 3 (900 B);
+       busiest rack uplink 3 (900 B), downlink 3 (900 B);
+       busiest upload 2 (500 B)
+    """
+    racked = [r for r in rows if r.get("rack_loads")]
+    if not racked:
+        return []
+    units = "pieces" if racked[0]["storage"] > 1 else "records"
+    lines = [f"the exchange on racks ({units}, and their bytes):"]
+    for r in racked:
+        x = r["rack_loads"]
+        most = {k: f"{max(x[k])} ({max(x[k + '_bytes']):,} B)" for k in ("rack_up", "rack_down", "uploads")}
+        lines.append(
+            f"  epoch {r['epoch']}: between racks {x['cross']} ({x['cross_bytes']:,} B); busiest rack uplink "
+            f"{most['rack_up']}, downlink {most['rack_down']}; busiest upload {most['uploads']}"
+        )
+    return lines
+
+
 def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
     """``--cache-dir DIR`` of an MPI job (:mod:`coded_shuffle.cli.runner.held`)."""
     parser.add_argument("--cache-dir", metavar="DIR", help=(

@@ -31,6 +31,7 @@ from .common import (
     order_spec,
     print_table,
     print_times,
+    rack_load_lines,
     worker_counts,
 )
 from .data import add_data_arguments, open_data, refuse_format_options, sizes_refusal, sizes_text
@@ -265,11 +266,13 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     if not args.json:
         print_table(iter(rows), _columns(bound is not None), sys.stdout)
         _print_footer(args, mode)
-        timed = [r for r in reports if r["network"] is not None]  # a storage on racks: not timed
+        timed = [r for r in reports if r["network"] is not None]
         if timed and sizes is not None:  # in bytes
             print("\n".join(sized_time_lines(timed, sizes)))
         elif timed:
             print_times(timed)
+        for line in rack_load_lines(timed):  # the exchange on racks
+            print(line)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
