@@ -296,8 +296,8 @@ def check_storage_network(network: Network, M: int) -> None:
     """
     if M != 1 and network.racks is not None:
         raise ValueError(
-            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
-            f"not {network.racks_part!r}."
+            f"Argument 'network' must have no racks with storage = {M} (a loader places a storage and "
+            f"chooses its senders as on one switch), not {network.racks_part!r}."
         )
 
 
