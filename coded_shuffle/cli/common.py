@@ -287,8 +287,8 @@ def network_option(
     without one, a SPEC that does not parse, racks that do not hold the job's workers, a storage
     above one batch (unless ``stored``, where it is timed in the bytes of its pieces on a network
     without racks, :func:`~coded_shuffle.engine.schedule.storage_times`; or ``racked_storage``,
-    for the exchange on racks, whose senders they set), or (unless ``pieces``, for loads counted
-    in records) sub-packets: one line naming it."""
+    for the exchange on racks, whose senders they set, timed on their links too), or (unless
+    ``pieces``, for loads counted in records) sub-packets: one line naming it."""
     mode = getattr(args, "mode", None)
     if args.network is None:
         if mode == "auto":

@@ -99,7 +99,8 @@ def assign_senders_racks(
     each of its holders sends its share within one unit of the group. Its busiest link's time
     exceeds the least over every choice of a holder a unit by at most, on some link, the sum of
     the largest unit of each (group of several sizes, holder) whose units the link may carry,
-    over its rate: nothing where each group's units are of one size.
+    over its rate (the solver's reals within 1e-6 of their time): nothing where each group's
+    units are of one size.
 
     Parameters
     ----------

@@ -113,7 +113,7 @@ def test_in_bytes_the_busiest_link_is_within_its_bound_of_the_least(K):
         assert all((h >> int(s)) & 1 for h, s in zip(holders, a.sender, strict=True))
         got = _busiest(want, a.sender.tolist(), rack, up, ru, rd, sizes)
         best = _brute(want, holders, rack, up, ru, rd, sizes)
-        assert best[0] <= got[0] <= best[0] * (1 + 1e-9) + _slack(want, holders, rack, up, ru, rd, sizes)
+        assert best[0] <= got[0] <= best[0] * (1 + 1e-6) + _slack(want, holders, rack, up, ru, rd, sizes)
         loads = rack_link_loads(want, a.sender, rack=rack, sizes=sizes)
         assert loads["cross_bytes"] == got[1] and loads["uploads_bytes"].tolist() == a.uploads.tolist()
         received = [sum(b for j, b in zip(want, sizes, strict=True) if j == w) for w in range(K)]
