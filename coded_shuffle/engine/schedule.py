@@ -142,7 +142,7 @@ def storage_times(
       with racks also, for each rack ``r``, ``In_r / rack-down`` (the bytes its workers miss of
       pieces no worker of it holds) and ``Out_r / (min(rack-up, |r| up) + master)`` (the bytes
       workers outside it miss of pieces only its workers hold): each such piece crosses that link
-      or comes from the master, as for one batch (``proofs/claim_13_rack_time.py``);
+      or comes from the master (``proofs/claim_15_storage_rack_time.py``, claim 13 of one batch);
     - ``coded``: the coded plan's bytes (``coded_bytes``, else planned here with ``strategy``,
       :func:`~coded_shuffle.storage.plan_storage`; none beyond
       :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers) on the master's uplink and every
