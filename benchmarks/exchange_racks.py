@@ -25,7 +25,18 @@ record sent alone by one) counted on each worker's downlink and each rack's down
 spine (``scope_downlinks``) with the blocks of consecutive workers and with the blocks inside the
 racks, in records; ``read`` is what the readers need (the least any layout carries).
 
-Run: ``python benchmarks/exchange_racks.py [--json] [--placement [--updates U] | --scopes]``.
+``--sizes``: records of many sizes (``blobs`` of 2 to 20 KiB, uniform; ``tokens``, documents of
+lognormal(5, 1) uint16 tokens clamped to 16 .. 1024, as the sampler benchmark's), ``N = 1000 K``,
+each cut into the pieces of a record of their mean size by its own length and placed across the
+racks (``coded_shuffle.engine.scheme_for("exchange", storage=M, sizes=, network=)``, as the engine
+places them); the senders on racks chosen by counts of pieces (``assign_senders_racks`` without
+``sizes``, what the exchange on racks did before it took them) and in bytes (with ``sizes``),
+and the rack-blind ones in bytes (``assign_senders(..., sizes=)``); the loads in bytes
+(``rack_link_loads(..., sizes=)``): the busiest link's time, the bytes between racks, each
+against the choice by counts, and the least time of any choice that splits pieces between their
+holders (the program's relaxation in bytes: no choice of whole pieces is faster).
+
+Run: ``python benchmarks/exchange_racks.py [--json] [--placement [--updates U] | --scopes | --sizes]``.
 """
 
 from __future__ import annotations
@@ -170,13 +181,118 @@ def scopes_table(as_json: bool) -> None:
               f"{cells[5]:>9} | {cells[6]:>9} {cells[7]:>9} {cells[8]:>9}", flush=True)  # fmt: skip
 
 
+#: (K, racks, M, sizes) of ``--sizes``
+SIZED_CASES = [(8, 2, 2, "blobs"), (8, 2, 2, "tokens"), (8, 2, 3, "blobs"), (8, 4, 2, "tokens"),
+               (16, 2, 2, "blobs"), (32, 4, 2, "tokens"), (64, 8, 2, "blobs")]  # fmt: skip
+
+
+def record_sizes(kind: str, N: int, *, seed: int = 3) -> np.ndarray:
+    """The bytes of ``N`` records of ``kind`` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    if kind == "blobs":
+        return rng.integers(2048, 20481, N)
+    return 2 * np.clip(np.rint(rng.lognormal(5.0, 1.0, N)), 16, 1024).astype(np.int64)
+
+
+def _busiest_bytes(loads: dict, up: float, rack: float) -> float:
+    top = (loads["uploads_bytes"].max() / up, loads["downloads_bytes"].max() / up,
+           loads["rack_up_bytes"].max() / rack, loads["rack_down_bytes"].max() / rack)  # fmt: skip
+    return float(max(top))
+
+
+def measure_sized(K: int, R: int, M: int, kind: str, *, seed: int = 3) -> dict:
+    """The senders on racks by counts against in bytes, on records of many sizes (module docstring)."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.network import Network
+    from coded_shuffle.orders import OrderSpec
+
+    sizes = record_sizes(kind, 1000 * K, seed=seed)
+    rack = np.repeat(np.arange(R), K // R)
+    rate = K / R / 4
+    net = Network.parse(f"up=1,down=1,racks={R}x{K // R},rack-up={rate}")
+    scheme = scheme_for("exchange", K=K, storage=M, sizes=sizes, network=net)
+    sched = EpochSchedule(N=sizes.size, K=K, seed=seed, spec=OrderSpec(), scheme=scheme)
+    now = sched.epoch(0)
+    units, want, holders = scheme.holding.demand(now.held, sched.epoch(1, now).held)
+    d = np.asarray(scheme.holding.unit_lengths)[units]
+    rates = {"K": K, "rack": rack, "up": 1.0, "rack_up": rate, "rack_down": rate}
+    row: dict = {"K": K, "racks": R, "M": M, "sizes": kind, "pieces_a_record": scheme.pieces,
+                 "pieces": int(units.size), "bytes": int(d.sum())}  # fmt: skip
+    for name, choose in (
+        ("counts", lambda: assign_senders_racks(want, holders, **rates)),
+        ("bytes", lambda: assign_senders_racks(want, holders, sizes=d, **rates)),
+        ("blind", lambda: assign_senders(want, holders, K=K, sizes=d)),
+    ):
+        tic = time.process_time()
+        a = choose()
+        cpu = time.process_time() - tic
+        loads = rack_link_loads(want, a.sender, rack=rack, sizes=d)
+        row[f"busiest_{name}"] = _busiest_bytes(loads, 1.0, rate)
+        row[f"cross_{name}"], row[f"cpu_{name}"] = loads["cross_bytes"], cpu
+    row["fractional"] = _fractional(want, holders, d, K, rack, rate)
+    for name in ("bytes", "blind"):
+        row[f"busiest_ratio_{name}"] = row[f"busiest_{name}"] / row["busiest_counts"]
+        row[f"cross_ratio_{name}"] = row[f"cross_{name}"] / max(row["cross_counts"], 1)
+    row["over_fractional_bytes"] = row["busiest_bytes"] / row["fractional"] - 1
+    row["over_fractional_counts"] = row["busiest_counts"] / row["fractional"] - 1
+    return row
+
+
+def _fractional(want: np.ndarray, holders: np.ndarray, d: np.ndarray, K: int, rack: np.ndarray,
+                rate: float) -> float:  # fmt: skip
+    """The least busiest link's time when every group's bytes may be split at will (all real)."""
+    from coded_shuffle.plan.exchange_racks import _rack_flows
+
+    groups: dict = {}
+    for w, h, b in zip(want.tolist(), holders.tolist(), d.tolist(), strict=True):
+        groups[(int(h), int(rack[w]))] = groups.get((int(h), int(rack[w])), 0) + b
+    keys = sorted(groups)
+    rates = {"up": 1.0, "rack_up": rate, "rack_down": rate}
+    flows = _rack_flows(keys, [groups[k] for k in keys], K, rack, rates, unit=np.zeros(len(keys)),
+                        scale=float(d.mean()))  # fmt: skip
+    send = np.zeros(K)
+    up, down = np.zeros(len(set(rack.tolist()))), np.zeros(len(set(rack.tolist())))
+    for (_, q), flow in zip(keys, flows, strict=True):
+        for w, f in flow.items():
+            send[w] += f
+            if rack[w] != q:
+                up[rack[w]] += f
+                down[q] += f
+    downloads = np.bincount(want, weights=d, minlength=K)
+    return float(max(send.max(), downloads.max(), up.max() / rate, down.max() / rate))
+
+
+def sized_table(as_json: bool) -> None:
+    if not as_json:
+        print(f"{'K':>3} {'racks':>5} {'M':>2} {'sizes':>6} {'P':>2} {'pieces':>8} | "
+              f"{'busiest / by counts':>19} {'cross / by counts':>17} | {'over relaxation':>15} | "
+              f"{'CPU s':>17}")  # fmt: skip
+        print(f"{'':>31} | {'bytes':>9} {'blind':>9} {'bytes':>8} {'blind':>8} | {'counts':>7} "
+              f"{'bytes':>7} | {'counts':>5} {'bytes':>5} {'blind':>5}")  # fmt: skip
+    for K, R, M, kind in SIZED_CASES:
+        row = measure_sized(K, R, M, kind)
+        if as_json:
+            print(json.dumps(row), flush=True)
+            continue
+        print(f"{K:>3} {R:>5} {M:>2} {kind:>6} {row['pieces_a_record']:>2} {row['pieces']:>8} | "
+              f"{row['busiest_ratio_bytes']:>9.4f} {row['busiest_ratio_blind']:>9.4f} "
+              f"{row['cross_ratio_bytes']:>8.4f} {row['cross_ratio_blind']:>8.4f} | "
+              f"{100 * row['over_fractional_counts']:>6.3f}% {100 * row['over_fractional_bytes']:>6.3f}% | "
+              f"{row['cpu_counts']:>5.2f} {row['cpu_bytes']:>5.2f} {row['cpu_blind']:>5.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="one JSON line a case")
     ap.add_argument("--placement", action="store_true", help="the placement on racks against the blind one")
     ap.add_argument("--updates", type=int, default=3, help="updates of the placement before the measured one")
     ap.add_argument("--scopes", action="store_true", help="the scoped multicast groups' blocks on racks")
+    ap.add_argument("--sizes", action="store_true", help="records of many sizes: senders by counts or bytes")
     args = ap.parse_args()
+    if args.sizes:
+        sized_table(args.json)
+        return
     if args.scopes:
         scopes_table(args.json)
         return

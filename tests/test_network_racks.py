@@ -353,3 +353,62 @@ def test_the_mpi_job_sends_by_the_rack_aware_senders(capsys):
         assert main(["simulate", *job, *extra, "--json"]) == 0
         sent[name] = json.loads(capsys.readouterr().out.splitlines()[0])["max_sent_bytes"]
     assert wire["verified"] and wire["max_sent_bytes"] == sent["aware"] != sent["blind"]
+
+
+def test_simulate_gives_the_exchange_on_racks_in_bytes_on_records_of_many_sizes(tmp_path, capsys):
+    """Records of 40 to 900 B (stored whole, each on 2 of 4 workers in racks of 3 and 1): the report's
+    loads of each link, in bytes and in units, are those counted here from the two placements
+    (what each worker holds, what it must hold next) and the senders, each a holder of what it
+    sends; its exchange time is the busiest link's bytes over its rate, not under the bound."""
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.engine.schemes import scheme_for
+    from coded_shuffle.orders import OrderSpec
+
+    sizes = np.random.default_rng(5).integers(40, 900, 48)
+    (tmp_path / "var").mkdir()
+    for i, n in enumerate(sizes.tolist()):
+        (tmp_path / "var" / f"{i:03d}.bin").write_bytes(bytes(n))
+    spec = "master=100,up=100,down=100,racks=3+1,rack-up=10"
+    argv = ["simulate", "-K", "4", "--data", str(tmp_path / "var"), "--storage", "2", "--mode",
+            "exchange", "--network", spec, "--order", "permutation", "--seed", "3", "--transitions", "1",
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["verified"] and row["mode"] == "exchange" and row["storage"] == 2
+    scheme = scheme_for("exchange", K=4, storage=2, sizes=sizes, network=Network.parse(spec))
+    assert scheme.pieces == 1  # whole records: a piece is a record
+    sched = EpochSchedule(N=48, K=4, seed=3, spec=OrderSpec("permutation"), scheme=scheme)
+    e0 = sched.epoch(0)
+    e1 = sched.epoch(1, e0)
+    now = [set(e0.held.held_by(k).tolist()) for k in range(4)]
+    nxt = [set(e1.held.held_by(k).tolist()) for k in range(4)]
+    units, wanter, _, assigned = scheme.exchange_plan(e0.held, e1.held)
+    pairs = zip(units.tolist(), wanter.tolist(), strict=True)
+    sender = dict(zip(pairs, assigned.sender.tolist(), strict=True))
+    assert sorted(sender) == sorted((u, j) for j in range(4) for u in nxt[j] - now[j])  # each missing once
+    rack = [0, 0, 0, 1]
+    want = {k: [0] * n for k, n in (("uploads", 4), ("downloads", 4), ("rack_up", 2), ("rack_down", 2))}
+    want |= {f"{k}_bytes": [0] * len(v) for k, v in want.items()}
+    want |= {"cross": 0, "cross_bytes": 0}
+    for (u, j), s in sender.items():
+        assert u in now[s] and u not in now[j]  # a holder sends it to a worker without it
+        for suffix, b in (("", 1), ("_bytes", int(sizes[u]))):
+            want["uploads" + suffix][s] += b
+            want["downloads" + suffix][j] += b
+            if rack[s] != rack[j]:
+                want["rack_up" + suffix][rack[s]] += b
+                want["rack_down" + suffix][rack[j]] += b
+                want["cross" + suffix] += b
+    assert row["rack_loads"] == want and want["cross"] > 0
+    port, rack_link = 100e6 / 8, 10e6 / 8
+    ports = max(*want["downloads_bytes"], *want["uploads_bytes"]) / port
+    busiest = max(ports, max(want["rack_up_bytes"]) / rack_link, max(want["rack_down_bytes"]) / rack_link)
+    assert row["predicted_seconds"]["exchange"] == pytest.approx(busiest, rel=1e-12)
+    # the bound: a downlink's bytes, and each rack's cuts (claim 13) of the pieces' holder sets
+    holders = {u: {k for k in range(4) if u in now[k]} for u, _ in sender}
+    cuts = [max(want["downloads_bytes"]) / port]
+    for r, hosts in ((0, 3), (1, 1)):
+        into = sum(int(sizes[u]) for u, j in sender if rack[j] == r and all(rack[h] != r for h in holders[u]))
+        out = sum(int(sizes[u]) for u, j in sender if rack[j] != r and all(rack[h] == r for h in holders[u]))
+        cuts += [into / rack_link, out / (min(rack_link, hosts * port) + port)]
+    assert row["time_bound_seconds"] == pytest.approx(max(cuts), rel=1e-12) and max(cuts) <= busiest

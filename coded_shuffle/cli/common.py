@@ -287,8 +287,8 @@ def network_option(
     without one, a SPEC that does not parse, racks that do not hold the job's workers, a storage
     above one batch (unless ``stored``, where it is timed in the bytes of its pieces on a network
     without racks, :func:`~coded_shuffle.engine.schedule.storage_times`; or ``racked_storage``,
-    for the exchange on racks, whose senders they set), or (unless ``pieces``, for loads counted
-    in records) sub-packets: one line naming it."""
+    for the exchange on racks, whose senders they set, timed on their links too), or (unless
+    ``pieces``, for loads counted in records) sub-packets: one line naming it."""
     mode = getattr(args, "mode", None)
     if args.network is None:
         if mode == "auto":
@@ -328,6 +328,35 @@ def print_times(rows: list[dict[str, Any]]) -> None:
 
     for line in time_lines(rows):
         print(line)
+
+
+def rack_load_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """What the exchange's senders put on the links of a network with racks, a line a transition
+    (its report's ``rack_loads``: records or pieces, and bytes), after a heading; none without.
+
+    >>> loads = {"cross": 3, "cross_bytes": 900, "rack_up": [3, 0], "rack_up_bytes": [900, 0],
+    ...          "rack_down": [0, 3], "rack_down_bytes": [0, 900], "uploads": [1, 2],
+    ...          "uploads_bytes": [500, 400]}
+    >>> for line in rack_load_lines([{"epoch": 1, "storage": 2, "rack_loads": loads}]):
+    ...     print(line.replace("; ", ";\\n   "))
+    the exchange on racks (pieces, and their bytes):
+      epoch 1: between racks 3 (900 B);
+       busiest rack uplink 3 (900 B), downlink 3 (900 B);
+       busiest upload 2 (500 B)
+    """
+    racked = [r for r in rows if r.get("rack_loads")]
+    if not racked:
+        return []
+    units = "pieces" if racked[0]["storage"] > 1 else "records"
+    lines = [f"the exchange on racks ({units}, and their bytes):"]
+    for r in racked:
+        x = r["rack_loads"]
+        most = {k: f"{max(x[k])} ({max(x[k + '_bytes']):,} B)" for k in ("rack_up", "rack_down", "uploads")}
+        lines.append(
+            f"  epoch {r['epoch']}: between racks {x['cross']} ({x['cross_bytes']:,} B); busiest rack uplink "
+            f"{most['rack_up']}, downlink {most['rack_down']}; busiest upload {most['uploads']}"
+        )
+    return lines
 
 
 def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -31,6 +31,7 @@ from .common import (
     order_spec,
     print_table,
     print_times,
+    rack_load_lines,
     worker_counts,
 )
 from .data import add_data_arguments, open_data, refuse_format_options, sizes_refusal, sizes_text
@@ -185,24 +186,12 @@ def _with_data(args: argparse.Namespace) -> tuple[argparse.Namespace, Any]:
     if source.record_bytes is None:  # records of different sizes
         filled.sizes = np.asarray(source.sizes)
         problem = sizes_refusal(args.data, filled.sizes, {
-            # the exchange on racks chooses its senders by counts of pieces
-            f"--storage {args.storage} --network with racks": args.storage != 1 and _racked(args.network),
             f"--subpackets {args.subpackets}": args.subpackets != 1,
             "--simulator simgrid": args.simulator != "engine",
         })  # fmt: skip
         if problem is not None:
             raise UsageError(problem)
     return filled, source
-
-
-def _racked(spec: str | None) -> bool:
-    """Whether the SPEC of ``--network`` has racks (one that does not parse is said so later)."""
-    from ..network import Network
-
-    try:
-        return spec is not None and Network.parse(spec).racks is not None
-    except ValueError:
-        return False
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -237,7 +226,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     # A tiny run first: the compiled kernels load here, so that the first transition's time is
     # the transition's alone.
     simulate(K=2, N=8, record_bytes=8, epochs=1, seed=0, strategy=args.strategy)
-    bound = _byte_bound(args, spec)
+    bound = _byte_bound(args, spec, network if mode == "exchange" else None)
     verified = [True]
     rows: list[list[str]] = []
     reports: list[dict[str, Any]] = []
@@ -277,11 +266,13 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
     if not args.json:
         print_table(iter(rows), _columns(bound is not None), sys.stdout)
         _print_footer(args, mode)
-        timed = [r for r in reports if r["network"] is not None]  # a storage on racks: not timed
+        timed = [r for r in reports if r["network"] is not None]
         if timed and sizes is not None:  # in bytes
             print("\n".join(sized_time_lines(timed, sizes)))
         elif timed:
             print_times(timed)
+        for line in rack_load_lines(timed):  # the exchange on racks
+            print(line)
     if not verified[0]:
         print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
         return 1
@@ -297,9 +288,12 @@ def _mode(args: argparse.Namespace, spec: Any, network: Any) -> tuple[str, str]:
                      sizes=getattr(args, "sizes", None), storage=args.storage)  # fmt: skip
 
 
-def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | StorageByteBound | None:
+def _byte_bound(
+    args: argparse.Namespace, spec: Any, network: Any = None
+) -> ByteBound | StorageByteBound | None:  # fmt: skip
     """Records of different sizes (``args.sizes``): each transition's bound weighted by size, on
-    the epochs :func:`~coded_shuffle.engine.run` delivers; else None."""
+    the epochs :func:`~coded_shuffle.engine.run` delivers (a storage's pieces placed across the
+    racks of ``network``, the exchange's, where it has them); else None."""
     sizes = getattr(args, "sizes", None)
     if sizes is None:
         return None
@@ -308,7 +302,8 @@ def _byte_bound(args: argparse.Namespace, spec: Any) -> ByteBound | StorageByteB
 
     K = args.workers
     if args.storage > 1:  # the demand of the pieces each record is cut into, weighted by their bytes
-        scheme = scheme_for("coded", K=K, storage=args.storage, sizes=sizes)
+        scheme = scheme_for("exchange" if network is not None else "coded", K=K, storage=args.storage,
+                            sizes=sizes, network=network)  # fmt: skip
         return StorageByteBound(EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme))
     schedule = EpochSchedule(N=args.points, K=K, seed=args.seed, spec=spec, scheme=scheme_for("coded", K=K))
     return ByteBound(schedule, sizes)

@@ -241,7 +241,8 @@ def run(
         (:func:`~coded_shuffle.network.predict_bytes`), in the bytes of the pieces with a
         ``storage`` above one batch (:func:`~.schedule.storage_times`). With racks the exchange
         chooses its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for
-        every ``storage`` (above one batch, without the times; the other modes then take one batch).
+        every ``storage`` (above one batch timed in its pieces' bytes on the racks' links, with
+        each link's load in ``on_network.rack_loads``; the other modes then take one batch).
 
     Returns
     -------

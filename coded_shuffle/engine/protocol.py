@@ -27,6 +27,7 @@ each worker's role joins: :func:`coded_shuffle.engine.session.drive` steps all r
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from ..network import Network, predict_bytes
 from ..orders import Placement
 from ..transport import Transport
 from .report import Exchange, Job, OnNetwork, Split, TransitionReport, Units, Wire, network_times, on_network
-from .schedule import storage_times
+from .schedule import exchange_rack_loads, storage_times
 from .schemes import Encoded, Given, Planned, Scheme, Taken, Tamper, send
 from .state import _spare_rows, digest
 
@@ -308,23 +309,28 @@ def _on_network(
     """The transition's times on ``opts.network``, if one is given: of one batch of whole records,
     every link's load in bytes where their ``sizes`` differ
     (:func:`~coded_shuffle.network.predict_bytes`), or of a storage's pieces (``width`` bytes, or
-    the scheme's lengths, :func:`~.schedule.storage_times`); none of sub-packets, nor of a storage
-    on racks (whose exchange chooses its senders by their links)."""
-    if opts.network is None:
+    the scheme's lengths, :func:`~.schedule.storage_times`, on racks too); none of sub-packets.
+    The exchange on racks: what its senders put on each link beside
+    (:func:`~.schedule.exchange_rack_loads`)."""
+    net = opts.network
+    if net is None or (units.storage == 1 and units.subpackets != 1):
         return None
-    if units.storage > 1 and opts.network.racks is None:
-        times = storage_times(scheme, p_t, p_t1, network=opts.network, width=width,
+    if units.storage > 1:
+        times = storage_times(scheme, p_t, p_t1, network=net, width=width,
                               coded_bytes=planned.coded_bytes, strategy=opts.strategy)  # fmt: skip
-        return network_times(times, opts.network, seconds=seconds, measured=opts.measured)
-    if (units.storage, units.subpackets) != (1, 1):
-        return None
-    if sizes is not None:
-        times = predict_bytes(p_t, p_t1, sizes=sizes, network=opts.network, strategy=opts.strategy)
-        return network_times(times, opts.network, seconds=seconds, measured=opts.measured)
-    return on_network(
-        shuffle_matrix(p_t, p_t1), opts.network, record_bytes=record_bytes, coded_bytes=planned.coded_bytes,
-        lower_bound=planned.lower_bound, seconds=seconds, measured=opts.measured, units=units,
-    )  # fmt: skip
+        on = network_times(times, net, seconds=seconds, measured=opts.measured)
+    elif sizes is not None:
+        times = predict_bytes(p_t, p_t1, sizes=sizes, network=net, strategy=opts.strategy)
+        on = network_times(times, net, seconds=seconds, measured=opts.measured)
+    else:
+        on = on_network(
+            shuffle_matrix(p_t, p_t1), net, record_bytes=record_bytes, coded_bytes=planned.coded_bytes,
+            lower_bound=planned.lower_bound, seconds=seconds, measured=opts.measured, units=units,
+        )  # fmt: skip
+    if net.racks is None or scheme.name != "exchange":
+        return on
+    loads = exchange_rack_loads(scheme, p_t, p_t1, network=net, width=width, sizes=sizes)
+    return dataclasses.replace(on, rack_loads=loads)
 
 
 def _exchange(first: list[Status]) -> Exchange | None:

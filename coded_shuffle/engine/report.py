@@ -158,6 +158,11 @@ class OnNetwork:
         ``master``, ``downlink``, ``uplink`` or ``relays``, ties joined by ``=``
         (:attr:`~coded_shuffle.network.TransitionTimes.binding_links`); None for a mode it
         cannot run.
+    rack_loads : mapping or None
+        The exchange on a network with racks: what its senders put on each link
+        (:func:`~coded_shuffle.engine.schedule.exchange_rack_loads`), in units (``uploads``,
+        ``downloads`` a worker, ``rack_up``, ``rack_down`` a rack, ``cross`` between racks in
+        all) and in bytes beside them (the same names ending in ``_bytes``); None otherwise.
     """
 
     network: str | None = None
@@ -168,9 +173,10 @@ class OnNetwork:
     split_seconds: float | None = None
     split_coded_share: float | None = None
     binding_links: Mapping[str, str | None] | None = None
+    rack_loads: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        _read_only(self, "predicted_seconds", "binding_links")
+        _read_only(self, "predicted_seconds", "binding_links", "rack_loads")
 
 
 @dataclass(frozen=True)
@@ -441,7 +447,7 @@ KEYS = (
     "max_received_bytes", "download_bound_bytes", "upload_bound_bytes", "digests", "link_tx_bytes",
     "link_rx_bytes", "bcast_bytes", "bcast_seconds", "network", "time_bound_seconds", "predicted_seconds",
     "choice", "time_gap", "split_seconds", "split_coded_share", "split_uplink_bound", "binding_links",
-    "optimality_gap", "sent_bytes",
+    "rack_loads", "optimality_gap", "sent_bytes",
 )  # fmt: skip
 
 

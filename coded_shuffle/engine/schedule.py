@@ -17,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from .._predictions import Loads
+from .._predictions import Loads, _RackTerms
 from ..matrix import shuffle_matrix
 from ..network import Network, TransitionTimes, predict, predict_bytes, times_of
 from ..orders import OrderSpec, Placement, epoch_order, placement_from_permutation
+from ..plan import holder_words, rack_link_loads
 from .schemes import Scheme, scheme_for
 from .state import unit_lengths
 
-__all__ = ["Epoch", "EpochSchedule", "predicted_times", "storage_times"]
+__all__ = ["Epoch", "EpochSchedule", "exchange_rack_loads", "predicted_times", "storage_times"]
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,9 @@ def storage_times(
     coded_bytes: int | None = None, strategy: str = "greedy",
 ) -> TransitionTimes:  # fmt: skip
     """The time bound and each mode's predicted time of a transition with a storage of ``M > 1``
-    batches under ``scheme``, from ``held`` to ``held_next`` (its piece placements), on ``network``
-    (without racks), every link's load in the bytes of the pieces a worker misses: pieces of
-    ``width`` bytes, or each record cut by its own length (the scheme's
+    batches under ``scheme``, from ``held`` to ``held_next`` (its piece placements), on ``network``,
+    every link's load in the bytes of the pieces a worker misses: pieces of ``width`` bytes, or
+    each record cut by its own length (the scheme's
     :func:`~coded_shuffle.engine.state.unit_lengths`).
 
     With ``d_j`` the bytes worker ``j`` misses (the pieces of its next batch whose holders it is
@@ -138,13 +139,22 @@ def storage_times(
     - **bound**: ``max_j d_j / down`` (a downlink carries at least what its worker misses), and,
       where the workers cannot send, ``L / master`` with ``L`` the genie bound of the pieces'
       demand in bytes (:func:`~coded_shuffle.storage.demand_lower_bound`, weighted by their sizes);
+      with racks also, for each rack ``r``, ``In_r / rack-down`` (the bytes its workers miss of
+      pieces no worker of it holds) and ``Out_r / (min(rack-up, |r| up) + master)`` (the bytes
+      workers outside it miss of pieces only its workers hold): each such piece crosses that link
+      or comes from the master (``proofs/claim_15_storage_rack_time.py``, claim 13 of one batch);
     - ``coded``: the coded plan's bytes (``coded_bytes``, else planned here with ``strategy``,
       :func:`~coded_shuffle.storage.plan_storage`; none beyond
       :data:`~coded_shuffle.storage.STORAGE_MAX_K` workers) on the master's uplink and every
       downlink (each worker hears every symbol, with ``snooping`` too), without multicast on the
-      relays' uplinks;
+      relays' uplinks; with racks, once on every rack's downlink (and, without multicast, on the
+      uplinks of a chain of relays in rack order);
     - ``exchange``: ``d_j`` on each downlink, and the busiest upload of the senders the exchange
       chooses (:func:`~coded_shuffle.plan.assign_senders`, the least busiest upload, in bytes);
+      with racks, those the exchange on them chooses (the scheme's own where it is the exchange
+      on ``network``, else :func:`~coded_shuffle.plan.assign_senders_racks`, in bytes where the
+      pieces' sizes differ) and the bytes they send out of and into each rack
+      (:func:`exchange_rack_loads`);
     - no ``uncoded`` nor ``split``: neither takes a storage.
 
     Examples
@@ -156,13 +166,22 @@ def storage_times(
     ...                   network=Network.parse("master=100,up=100,down=100"))
     >>> t.choice, t.bound_seconds == t.predicted_seconds["exchange"], t.predicted_seconds["uncoded"]
     ('exchange', True, inf)
+    >>> racked = Network.parse("master=100,up=100,down=100,racks=2+1,rack-up=10,rack-down=20")
+    >>> r = storage_times(s.scheme, now.held, s.epoch(1, now).held, width=1000, network=racked)
+    >>> r.binding_links["exchange"], r.bound_seconds <= r.predicted_seconds["exchange"]
+    ('rack-up', True)
     """
-    check_storage_network(network, scheme.M)
     lengths = unit_lengths(scheme)
-    units, wanter, _, assigned = scheme.exchange_plan(held, held_next)  # type: ignore[attr-defined]
+    units, wanter, holders, assigned = scheme.exchange_plan(held, held_next)  # type: ignore[attr-defined]
     size = np.full(units.size, width, dtype=np.int64) if lengths is None else np.asarray(lengths)[units]
     missing = float(np.bincount(wanter, weights=size, minlength=held.K).max(initial=0))
     upload = float(assigned.uploads.max(initial=0)) * (width if lengths is None else 1)
+    rack = None
+    if network.racks is not None:  # the exchange's own senders on them, its loads in bytes
+        network.check_workers(held.K)
+        sender = _rack_senders(scheme, wanter, holders, network, assigned, None if lengths is None else size)
+        sent = rack_link_loads(wanter, sender, rack=network.rack_of(), sizes=size)["uploads_bytes"]
+        upload = float(sent.max(initial=0))
     if coded_bytes is None:
         from ..storage import STORAGE_MAX_K
 
@@ -170,8 +189,10 @@ def storage_times(
             coded_bytes = _storage_coded_bytes(held, held_next, lengths, width, strategy)
     master, up, down = (0.0 if r is None else r * 1e6 / 8 for r in (network.master, network.up, network.down))
     coded = math.inf if coded_bytes is None else float(coded_bytes)
-    loads = Loads(missing, upload, float(size.sum()), coded, coded, master, up, down, network.multicast)
-    cuts = [missing / down]
+    if network.racks is not None:
+        rack = _storage_rack_terms(wanter, holders, size, sender, network, coded)
+    loads = Loads(missing, upload, float(size.sum()), coded, coded, master, up, down, network.multicast, rack)
+    cuts = [missing / down, *([] if rack is None else rack.cuts)]
     if not up and master:
         from ..storage import demand_lower_bound, piece_demand
 
@@ -182,9 +203,90 @@ def storage_times(
     return times_of(loads, cuts, ("coded", "exchange"))
 
 
+def _rack_senders(
+    scheme: Scheme, wanter: np.ndarray, holders: np.ndarray, network: Network, assigned: Any,
+    sizes: np.ndarray | None,
+) -> np.ndarray:  # fmt: skip
+    """Who sends each missing piece in the exchange on ``network``'s racks: the scheme's own
+    senders where it is the exchange on them (or the workers cannot send), else those
+    :func:`~coded_shuffle.plan.assign_senders_racks` chooses (in bytes with ``sizes``)."""
+    if getattr(scheme, "network", None) is not None or not network.up:
+        return np.asarray(assigned.sender)
+    from ..plan import assign_senders_racks
+
+    rack = network.rack_of()
+    rates = {"up": network.up, "rack_up": network.rack_up, "rack_down": network.rack_down}
+    return assign_senders_racks(wanter, holders, K=rack.size, rack=rack, sizes=sizes, **rates).sender  # type: ignore[arg-type]
+
+
+def _storage_rack_terms(
+    wanter: np.ndarray, holders: np.ndarray, size: np.ndarray, sender: np.ndarray, network: Network,
+    coded: float,
+) -> _RackTerms:  # fmt: skip
+    """The cuts and each mode's rack links' times of :func:`storage_times` on racks (bytes a second)."""
+    assert network.racks is not None
+    bps = [0.0 if r is None else r * 1e6 / 8 for r in (network.master, network.up, network.rack_up,
+                                                       network.rack_down)]  # fmt: skip
+    master, up, ru, rd = bps
+    rack = network.rack_of()
+    sets = holders.reshape(holders.shape[0], -1)  # rows of words (one word: K <= 64)
+    cuts = []
+    for r, h in enumerate(network.racks):
+        words = holder_words([sum(1 << int(w) for w in np.flatnonzero(rack == r))], K=rack.size)
+        mask = words.reshape(1, -1)
+        inside = (sets & mask).any(axis=1)  # a holder in rack r
+        outside = (sets & ~mask).any(axis=1)  # a holder out of it
+        wanted_in = rack[wanter] == r
+        cuts.append(float(size[wanted_in & ~inside].sum()) / rd)
+        if min(ru, h * up) + master > 0:
+            cuts.append(float(size[~wanted_in & ~outside].sum()) / (min(ru, h * up) + master))
+    loads = rack_link_loads(wanter, sender, rack=rack, sizes=size)
+    out, into = (float(loads[k].max(initial=0)) for k in ("rack_up_bytes", "rack_down_bytes"))
+    several = len(network.racks) > 1
+    terms = {
+        "exchange": {"rack-up": out / ru, "rack-down": into / rd},
+        "coded": {"rack-down": coded / rd} if network.multicast
+        else {"rack-down": coded / rd, **({"rack-up": coded / ru} if several else {})},
+    }  # fmt: skip
+    return _RackTerms(cuts, terms, {})
+
+
+def exchange_rack_loads(
+    scheme: Scheme, held: Any, held_next: Any, *, network: Network, width: int,
+    sizes: np.ndarray | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """What each link of ``network``'s racks carries in the exchange of ``scheme`` from ``held``
+    to ``held_next`` (its senders, :meth:`exchange_plan`), in units and in bytes beside them
+    (:func:`~coded_shuffle.plan.rack_link_loads`, lists): each worker's ``uploads`` and
+    ``downloads``, each rack's ``rack_up`` and ``rack_down``, and ``cross``, between racks in
+    all. A unit's bytes: the scheme's piece lengths
+    (:func:`~coded_shuffle.engine.state.unit_lengths`), else the record's ``sizes`` (one batch),
+    else ``width``.
+
+    Examples
+    --------
+    >>> from coded_shuffle.network import Network
+    >>> net = Network.parse("up=100,down=100,racks=2x2,rack-up=50")
+    >>> x4 = scheme_for("exchange", K=4, network=net)
+    >>> s = EpochSchedule(N=40, K=4, seed=0, spec=OrderSpec(), scheme=x4)
+    >>> now = s.epoch(0)
+    >>> x = exchange_rack_loads(s.scheme, now.held, s.epoch(1, now).held, network=net, width=10)
+    >>> x["cross_bytes"] == 10 * x["cross"], sum(x["rack_up"]) == sum(x["rack_down"]) == x["cross"]
+    (True, True)
+    """
+    units, wanter, _, assigned = scheme.exchange_plan(held, held_next)  # type: ignore[attr-defined]
+    lengths = unit_lengths(scheme)
+    if lengths is None and sizes is not None and (scheme.M, scheme.pieces) == (1, 1):
+        lengths = sizes
+    size = np.full(units.size, width, dtype=np.int64) if lengths is None else np.asarray(lengths)[units]
+    loads = rack_link_loads(wanter, assigned.sender, rack=network.rack_of(), sizes=size)
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in loads.items()}
+
+
 def check_storage_network(network: Network, M: int) -> None:
     """Refuse, naming the argument, a ``network`` with racks for a storage of ``M > 1`` batches,
-    which :func:`storage_times` times on one switch.
+    which the loaders' schemes deliver as on one switch (their pieces placed and their senders
+    chosen without the racks); :func:`storage_times` times a storage on racks too.
 
     >>> try:
     ...     check_storage_network(Network.parse("up=100,down=100,racks=2x2,rack-up=400"), 2)
@@ -194,8 +296,8 @@ def check_storage_network(network: Network, M: int) -> None:
     """
     if M != 1 and network.racks is not None:
         raise ValueError(
-            f"Argument 'network' must have no racks with storage = {M} (a storage is timed on one switch), "
-            f"not {network.racks_part!r}."
+            f"Argument 'network' must have no racks with storage = {M} (a loader places a storage and "
+            f"chooses its senders as on one switch), not {network.racks_part!r}."
         )
 
 

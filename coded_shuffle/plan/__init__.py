@@ -95,13 +95,12 @@ from .exchange import (
     EXCHANGE_MAX_K,
     SenderAssignment,
     assign_senders,
-    assign_senders_racks,
     holder_set,
     holder_words,
     lone_holders,
-    rack_link_loads,
     upload_bound,
 )
+from .exchange_racks import assign_senders_racks, rack_link_loads
 from .greedy import PROGRESS_MIN_LEFTOVERS
 from .packing import CyclePacking, is_cycle_packing
 from .rounds import ROUND_MERGE_FRACTION, exchange_rounds, is_round_schedule

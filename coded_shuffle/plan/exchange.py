@@ -24,10 +24,8 @@ in excess. ``proofs/exchange_upload_bound.py`` checks both against every subset 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -43,13 +41,11 @@ __all__ = [
     "ROUND_MERGE_FRACTION",
     "SenderAssignment",
     "assign_senders",
-    "assign_senders_racks",
     "exchange_rounds",
     "holder_set",
     "holder_words",
     "is_round_schedule",
     "lone_holders",
-    "rack_link_loads",
     "upload_bound",
 ]
 
@@ -400,190 +396,3 @@ def _flows(groups: list[int], counts: list[int], K: int, L: int) -> list[dict[in
         raise AssertionError(f"no assignment with uploads of at most {L}")
     first = _worker(0, len(groups))
     return [{node - first: int(f) for node, f in flow[_group(g)].items()} for g in range(len(groups))]
-
-
-def rack_link_loads(wanter: object, sender: object, *, rack: object) -> dict[str, Any]:
-    """Units each link carries in an exchange of units sent by ``sender`` to ``wanter`` with the
-    workers in racks (``rack[w]``: worker ``w``'s rack, ``0 .. R - 1``, joined by a spine):
-    ``uploads`` and ``downloads`` a worker, ``rack_up`` and ``rack_down`` a rack (the units
-    leaving it and entering it), ``cross``, the units between racks in all.
-
-    Examples
-    --------
-    >>> loads = rack_link_loads([2, 1, 0], [0, 0, 1], rack=[0, 0, 1])
-    >>> loads["rack_up"].tolist(), loads["rack_down"].tolist(), loads["cross"]
-    ([1, 0], [0, 1], 1)
-    """
-    want = np.asarray(wanter, dtype=np.int64).reshape(-1)
-    send = np.asarray(sender, dtype=np.int64).reshape(-1)
-    racks = np.asarray(rack, dtype=np.int64).reshape(-1)
-    K, R = racks.size, int(racks.max(initial=-1)) + 1
-    away = racks[send] != racks[want]
-    return {
-        "uploads": np.bincount(send, minlength=K),
-        "downloads": np.bincount(want, minlength=K),
-        "rack_up": np.bincount(racks[send[away]], minlength=R),
-        "rack_down": np.bincount(racks[want[away]], minlength=R),
-        "cross": int(away.sum()),
-    }
-
-
-def assign_senders_racks(
-    wanter: object, holders: object, *, K: int, rack: object, up: float, rack_up: float, rack_down: float
-) -> SenderAssignment:
-    """Choose a sender among the holders of every missing unit so that the busiest link of a
-    hierarchy, workers in racks under a spine, takes the least time; among those choices, the one
-    that sends the fewest units between racks.
-
-    The links a choice loads are each worker's uplink (rate ``up``), each rack's uplink to the
-    spine (``rack_up``: the units its workers send outside it) and downlink from it
-    (``rack_down``: the units its workers receive from outside it); the downloads are fixed. A
-    unit sent by a holder in its wanter's rack loads its uplink alone. Units are grouped by
-    holder set and wanter's rack, ``f(g, w)`` of group ``g`` sent by holder ``w``; the least
-    time ``T`` is the optimum of the integer program
-
-        min T  s.t.  sum_w f(g, w) = n_g,  uploads(w) <= up T,  rack_up loads <= rack_up T,
-                     rack_down loads <= rack_down T,  f integer >= 0
-
-    solved exactly (HiGHS's branch and bound with a gap of 0, :func:`scipy.optimize.milp`), then
-    the cross-rack units are minimized at that ``T``. The checker is a brute force over every
-    choice on small cases (``tests/plan/test_exchange_racks.py``). Rates in any one unit.
-
-    Parameters
-    ----------
-    wanter, holders, K
-        As :func:`assign_senders`.
-    rack : array_like of int
-        Each worker's rack, ``0 .. R - 1``.
-    up, rack_up, rack_down : float
-        The rates, positive.
-
-    Returns
-    -------
-    SenderAssignment
-        Its ``upload_bound`` is :func:`upload_bound`'s (the least busiest upload of any
-        exchange, a bound the hierarchy may not reach). Units of one group go, in the order
-        given, in consecutive runs to its holders in increasing order: every worker that computes
-        the assignment from the same units gets the same one.
-
-    Examples
-    --------
-    Worker 2 (rack 1) wants three units held by workers 0 (rack 0) and 3 (rack 1); on one switch
-    the upload is balanced (1 and 2), under a slow rack uplink worker 3 sends all three.
-
-    >>> a = assign_senders_racks([2, 2, 2], [0b1001] * 3, K=4, rack=[0, 0, 1, 1], up=1.0,
-    ...                          rack_up=0.25, rack_down=1.0)
-    >>> a.sender.tolist(), a.uploads.tolist()
-    ([3, 3, 3], [0, 0, 0, 3])
-    >>> assign_senders([2, 2, 2], [0b1001] * 3, K=4).uploads.tolist()
-    [2, 0, 0, 1]
-    """
-    K = check_int(K, "K", minimum=1)
-    want = np.asarray(wanter, dtype=np.int64).reshape(-1)
-    sets = _holder_array(holders, K)
-    racks = np.asarray(rack).reshape(-1)
-    if racks.shape != (K,) or not np.issubdtype(racks.dtype, np.integer) or (K and int(racks.min()) < 0):
-        raise ValueError(f"Argument 'rack' must give each of the K = {K} workers a rack (an int >= 0).")
-    racks = racks.astype(np.int64)
-    rates = {}
-    for name, value in (("up", up), ("rack_up", rack_up), ("rack_down", rack_down)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-            raise ValueError(f"Argument {name!r} must be a positive finite number, not {value!r}.")
-        rates[name] = float(value)
-    _check_units(want, sets, K)  # refuses bad units, naming the argument
-    if _lone_holder(sets) is not None:
-        return assign_senders(want, sets, K=K)  # one holder a unit: forced
-    # a group: (holder set, wanter's rack), in increasing order of both; its units in the order given
-    # one word: the masks are their own keys; several: the index of each set among the distinct ones
-    sets_all: list[int] | None = None
-    key = sets
-    if sets.ndim == 2:
-        sets_all, key, _ = _groups(sets)
-    wr = racks[want]
-    order = np.lexsort((np.arange(want.size), wr, key))
-    m_s, r_s = key[order], wr[order]
-    starts = np.flatnonzero(np.r_[True, (m_s[1:] != m_s[:-1]) | (r_s[1:] != r_s[:-1])])
-    counts = np.diff(np.r_[starts, want.size])
-    keys = m_s[starts].tolist()
-    keys = keys if sets_all is None else [sets_all[g] for g in keys]
-    groups = list(zip(keys, r_s[starts].tolist(), strict=True))
-    bound = upload_bound(sets, K=K)
-    # every assignment's busiest upload is a whole number of units, at least ceil(bound): a floor
-    # under T that spares the solver proving it (its relaxation is fractional there)
-    flows = _rack_flows(groups, counts.tolist(), K, racks, rates, floor=math.ceil(bound) / rates["up"])
-    sender = np.empty(want.size, dtype=np.int64)
-    for start, flow in zip(starts.tolist(), flows, strict=True):
-        lo = start
-        for w in sorted(flow):
-            sender[order[lo : lo + flow[w]]] = w
-            lo += flow[w]
-    return SenderAssignment(
-        sender=sender,
-        uploads=np.bincount(sender, minlength=K).astype(np.int64),
-        downloads=np.bincount(want, minlength=K).astype(np.int64),
-        upload_bound=bound,
-    )
-
-
-def _rack_flows(
-    groups: list[tuple[int, int]], counts: list[int], K: int, racks: np.ndarray, rates: dict[str, float],
-    *, floor: float = 0.0,
-) -> list[dict[int, int]]:  # fmt: skip
-    """The integer program of :func:`assign_senders_racks`: units of each group by each holder,
-    ``floor`` a lower bound on the least time ``T`` that every assignment meets."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_matrix
-
-    G, R = len(groups), int(racks.max()) + 1
-    col_g = np.array([g for g, (mask, _) in enumerate(groups) for _ in _members(mask, K)], dtype=np.int64)
-    col_w = np.array([w for mask, _ in groups for w in _members(mask, K)], dtype=np.int64)
-    rho = np.array([q for _, q in groups], dtype=np.int64)[col_g]  # the wanters' rack
-    away = racks[col_w] != rho
-    n = col_g.size + 1  # the f(g, w), then T
-    # rows: the groups (= n_g), the uploads, the racks' uplinks, the racks' downlinks (<= rate T)
-    link_rate = np.r_[np.full(K, rates["up"]), np.full(R, rates["rack_up"]), np.full(R, rates["rack_down"])]
-    f_rows = [col_g, G + col_w, G + K + racks[col_w][away], G + K + R + rho[away]]
-    f_cols = [np.arange(n - 1), np.arange(n - 1), np.flatnonzero(away), np.flatnonzero(away)]
-    rows = np.concatenate([*f_rows, G + np.arange(K + 2 * R)])
-    cols = np.concatenate([*f_cols, np.full(K + 2 * R, n - 1)])
-    vals = np.r_[np.ones(rows.size - K - 2 * R), -link_rate]
-    A = csr_matrix((vals, (rows, cols)), shape=(G + K + 2 * R, n))
-    counts_a = np.asarray(counts, dtype=np.float64)
-    rows_ok = LinearConstraint(
-        A, np.r_[counts_a, np.full(K + 2 * R, -np.inf)], np.r_[counts_a, np.zeros(K + 2 * R)]
-    )
-    integrality = np.r_[np.ones(n - 1), 0]
-    upper = np.r_[counts_a[col_g], np.inf]
-    options = {"mip_rel_gap": 0.0}
-    lower = np.r_[np.zeros(n - 1), floor]
-    first = milp(np.r_[np.zeros(n - 1), 1.0], constraints=rows_ok, integrality=integrality,
-                 bounds=Bounds(lower, upper), options=options)  # fmt: skip
-    if not first.success:  # pragma: no cover - every unit has a holder: always feasible
-        raise AssertionError(f"no assignment of senders: {first.message}")
-    f = np.rint(first.x[:-1]).astype(np.int64)
-
-    def busiest(f: np.ndarray) -> float:  # exact, from the integer loads
-        loads = np.r_[
-            np.bincount(col_w, weights=f, minlength=K),
-            np.bincount(racks[col_w][away], weights=f[away], minlength=R),
-            np.bincount(rho[away], weights=f[away], minlength=R),
-        ]
-        return float((loads / link_rate).max())
-
-    T = busiest(f)
-    # then, at that time, the fewest units between racks
-    upper[-1] = T * (1 + 1e-9)
-    lower[-1] = min(floor, upper[-1])
-    second = milp(np.r_[away.astype(np.float64), 0.0], constraints=rows_ok, integrality=integrality,
-                  bounds=Bounds(lower, upper), options=options)  # fmt: skip
-    if second.success:
-        g2 = np.rint(second.x[:-1]).astype(np.int64)
-        if busiest(g2) <= T * (1 + 1e-9):
-            f = g2
-    flows: list[dict[int, int]] = [{} for _ in groups]
-    for k in np.flatnonzero(f):
-        flows[int(col_g[k])][int(col_w[k])] = int(f[k])
-    for g, c in enumerate(counts):  # pragma: no cover - the solver's integers add up
-        if sum(flows[g].values()) != c:
-            raise AssertionError(f"group {g}: {sum(flows[g].values())} units sent of {c}")
-    return flows

@@ -355,7 +355,6 @@ def job_refusal(
     sized = (
         (job.storage != 1 and not set(MODES.get(job.mode, ("coded", "exchange"))) <= {"coded", "exchange"},
          f"{stored} --mode {job.mode}"),  # fmt: skip
-        (job.storage != 1 and "racks=" in str(job.network), f"{stored} --network with racks"),  # by counts
     )
     for given, flag in sized:
         if variable and given:
