@@ -28,14 +28,15 @@ every worker; ``--engine`` runs ``engine.run`` itself on all the token documents
 of those sizes) and asserts that its reports' wire bytes are the bytes counted.
 
 With ``--decode``, every worker's decoding (``decode_worker`` of the coded frames, CPU seconds,
-best of 3) of the token documents against fixed records of their mean size, in bytes a second
-of the records decoded, and the ratio: into new buffers, and into recycled ones (each worker's
-cache of epoch 2 written over, as the loaders and the engine alternate two buffers a worker),
-the variable records' rows zeroed past each new record only up to the old one's length
-(``out_lengths``), beside the same recycled buffers zeroed to the width (without it, as before);
-then the time of writing zeros alone over every worker's new rows at the widest record's width
-(the rows of a cache of records of many sizes); and the variable frames parsed first by
-``parse_frame`` (each payload unpacked to the widest width, as when ``unpack=False`` is not given).
+best of ``--repeats``, 3 by default, each repeat timing every case in turn) of the token
+documents against fixed records of their mean size, in bytes a second of the records decoded,
+and the ratio: into new buffers, and into recycled ones (each worker's cache of epoch 2 written
+over, as the loaders and the engine alternate two buffers a worker), the variable records' rows
+zeroed past each new record only up to the old one's length (``out_lengths``), beside the same
+recycled buffers zeroed to the width (without it, as before); then the time of writing zeros
+alone over every worker's new rows at the widest record's width (the rows of a cache of records
+of many sizes); and the variable frames parsed first by ``parse_frame`` (each payload unpacked
+to the widest width, as when ``unpack=False`` is not given).
 ``--decode-only``: that measurement alone.
 
 Datasets: tokenized documents (lognormal(5, 1) tokens, uint16, clamped to 16..1024: mean about
@@ -51,6 +52,7 @@ and asserts that the layout's count is the frames' size, byte for byte.
 
 Run:  python benchmarks/variable_coding.py [--records 100000] [--pieces 64,256,1024,4096]
       [--check-records 20000] [--no-check] [--storage [--engine]] [--decode] [--decode-only]
+      [--repeats 3]
 """
 
 from __future__ import annotations
@@ -306,14 +308,15 @@ def storage(name: str, sizes: np.ndarray, M: int = 2, *, engine: bool = False) -
 
 def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     """Bytes a second (of the new batches) of every worker's decoding, records of ``sizes``
-    against fixed records of their mean size, on the same shuffle (CPU seconds, best of ``repeats``)."""
+    against fixed records of their mean size, on the same shuffle (CPU seconds, best of ``repeats``;
+    each repeat times every case in turn, so that other jobs on the machine weigh on all alike)."""
     from coded_shuffle.codec import decode_worker, load_dataset, parse_frame
 
     N = sizes.size
     rng = np.random.default_rng(2)
     B = int(round(float(sizes.mean())))
     p0, p1, p2 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1, 2))
-    rates = {}
+    jobs = {}
     for label, ds, sz in (
         ("fixed", load_dataset(rng.integers(0, 256, (N, B), dtype=np.uint8), checksums=False), None),
         ("variable", fake_dataset(sizes, rng), sizes),
@@ -322,27 +325,31 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
         caches = [ds.cache(p0.batch(k)) for k in range(K)]
         olds = [ds.cache(p2.batch(k)) for k in range(K)]  # the buffers a worker recycles
         total = N * B if sz is None else int(sizes.sum())  # the new batches' bytes
-        for into in ("new", "recycled", "recycled, to the width"):
-            if sz is None and into == "recycled, to the width":
-                continue
-            best = float("inf")
-            for _ in range(repeats):
-                outs = [old.data[: p1.batch(k).size].copy() for k, old in enumerate(olds)]
-                tic = time.process_time()
-                for k in range(K):
-                    n = p1.batch(k).size
-                    zeroed = olds[k].lengths[:n] if sz is not None and into == "recycled" else None
-                    out = outs[k] if into != "new" else None
-                    decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1, out=out,
-                                  out_lengths=zeroed)  # fmt: skip
-                best = min(best, time.process_time() - tic)
-            rates[label, into] = total / best
-            print(f"  decoding {label:8s} records, mean {total / N:.0f} B, into {into} buffers: "
-                  f"{rates[label, into] / 1e6:8.1f} MB/s (CPU)", flush=True)  # fmt: skip
+        jobs[label] = (frames, caches, olds, total, sz)
+    cases = [(label, into) for label in jobs for into in ("new", "recycled", "recycled, to the width")
+             if not (label == "fixed" and into == "recycled, to the width")]  # fmt: skip
+    best = dict.fromkeys(cases, float("inf"))
+    for _ in range(repeats):
+        for label, into in cases:
+            frames, caches, olds, total, sz = jobs[label]
+            outs = [old.data[: p1.batch(k).size].copy() for k, old in enumerate(olds)]
+            tic = time.process_time()
+            for k in range(K):
+                n = p1.batch(k).size
+                zeroed = olds[k].lengths[:n] if sz is not None and into == "recycled" else None
+                out = outs[k] if into != "new" else None
+                decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1, out=out,
+                              out_lengths=zeroed)  # fmt: skip
+            best[label, into] = min(best[label, into], time.process_time() - tic)
+    rates = {case: jobs[case[0]][3] / best[case] for case in cases}
+    for label, into in cases:
+        print(f"  decoding {label:8s} records, mean {jobs[label][3] / N:.0f} B, into {into} buffers: "
+              f"{rates[label, into] / 1e6:8.1f} MB/s (CPU)", flush=True)  # fmt: skip
     for into in ("new", "recycled", "recycled, to the width"):
         fixed = rates["fixed", "new" if into == "new" else "recycled"]
         print(f"  variable / fixed, {into}: {rates['variable', into] / fixed:.3f}", flush=True)
     rates["fixed"] = rates["fixed", "recycled"]
+    frames, caches = jobs["variable"][:2]
     # The frames parsed first by parse_frame, every payload unpacked to the widest width.
     best = float("inf")
     for _ in range(repeats):
@@ -377,13 +384,14 @@ def main() -> None:
     ap.add_argument("--engine", action="store_true", help="with --storage: engine.run on the tokens too")
     ap.add_argument("--decode", action="store_true", help="also decoding, against fixed records")
     ap.add_argument("--decode-only", action="store_true", help="decoding alone (no planning or bytes)")
+    ap.add_argument("--repeats", type=int, default=3, help="decoding: best of this many repeats")
     args = ap.parse_args()
     pieces = [int(p) for p in args.pieces.split(",") if p]
     rng = np.random.default_rng(0)
     datasets = (("token documents", token_documents(args.records, rng)), ("blobs", blobs(args.records, rng)))
     if args.decode_only:
         print(f"token documents: N = {args.records}, K = {K}", flush=True)
-        decoding(datasets[0][1])
+        decoding(datasets[0][1], args.repeats)
         return
     for name, sizes in datasets:
         if not args.no_check:
@@ -394,7 +402,7 @@ def main() -> None:
                 storage_check(name, sizes, min(args.check_records, 5000, sizes.size))
             storage(name, sizes, engine=args.engine and name == "token documents")
         if args.decode and name == "token documents":
-            decoding(sizes)
+            decoding(sizes, args.repeats)
 
 
 if __name__ == "__main__":

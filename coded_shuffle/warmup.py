@@ -72,6 +72,7 @@ def _dispatchers(group: str) -> list[Any]:
             codec.peel_ops,
             codec.apply_ops,
             codec.apply_ops_at,
+            codec.packed_rows,
         ],
         "feistel": [feistel.walk_compiled, feistel.count_transitions],
         "storage": [
@@ -182,6 +183,11 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             simulate(K=4, N=16, record_bytes=2048, epochs=2, seed=0, storage=2)
             storage_rates((np.arange(16).reshape(4, 4) * 7) % 5, M=2, strategy="groups")  # the chains
             _rack_update()  # the update of a placement on racks
+            from .engine.recut import _copy_spans
+
+            # the re-cut's spans of a storage moved to another number of workers
+            two = np.ones((2, 4), np.uint8)
+            _copy_spans(np.zeros_like(two), np.array([1]), two, np.array([4]), np.array([3]))
         else:
             from .matrix import feistel_shuffle_matrix
             from .orders import feistel_permutation

@@ -138,12 +138,11 @@ def _payload_at(frame: Frame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if frame.packed is not None:
         assert frame.len_a is not None and frame.len_b is not None  # packed only with lengths
         buf = _ro(frame.packed)
-        plen = np.maximum(frame.len_a, frame.len_b)
-        starts = np.cumsum(plen) - plen
-    else:
-        buf = _ro(frame.payload)
-        plen = np.full(frame.n_symbols, frame.record_bytes, dtype=np.int64)
-        starts = np.arange(frame.n_symbols, dtype=np.int64) * frame.record_bytes
+        addr, plen = _kernels().packed_rows(_i64(frame.len_a), _i64(frame.len_b), buf.ctypes.data)
+        return _ro(addr), _ro(plen), buf
+    buf = _ro(frame.payload)
+    plen = np.full(frame.n_symbols, frame.record_bytes, dtype=np.int64)
+    starts = np.arange(frame.n_symbols, dtype=np.int64) * frame.record_bytes
     return _ro(starts + buf.ctypes.data), _ro(plen), buf
 
 

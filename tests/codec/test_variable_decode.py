@@ -21,7 +21,7 @@ from coded_shuffle.codec import (
     load_dataset,
     parse_frame,
 )
-from coded_shuffle.codec.decode import _merge_frames
+from coded_shuffle.codec.decode import _merge_frames, _payload_at
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.plan import plan_delivery
 from tests.codec.test_codec import _decode_reference
@@ -151,3 +151,22 @@ def test_out_lengths_are_checked(rng):
     none = np.zeros(need.size, np.int64)
     res = decode_worker(cache, frames, need=need, worker=1, out=out, out_lengths=none)
     assert res.ok and np.array_equal(res.cache.data, ds.data[need])
+
+
+def test_payload_rows_found_by_address(rng):
+    # Each packed payload, found by its address and length (one compiled pass over the entries),
+    # is the row parse_frame unpacks to the full width, cut at the longer of the two records.
+    ds = load_dataset(_records(rng, 40, 11))
+    plan = plan_delivery(*(epoch_placement(40, 3, seed=2, epoch=t) for t in (0, 1)), sizes=ds.lengths)
+    (frame,) = encode_plan(plan, ds, epoch=1)
+    packed = parse_frame(frame, unpack=False)
+    addr, plen, buf = _payload_at(packed)
+    rows = parse_frame(frame).payload
+    pairs = zip(packed.len_a.tolist(), packed.len_b.tolist(), strict=True)
+    assert plen.tolist() == [max(x, y) for x, y in pairs]
+    base = buf.ctypes.data
+    for s in range(packed.n_symbols):
+        at = int(addr[s]) - base
+        assert 0 <= at and at + int(plen[s]) <= buf.size
+        assert bytes(buf[at : at + int(plen[s])]) == bytes(rows[s, : int(plen[s])])
+        assert not rows[s, int(plen[s]) :].any()
