@@ -18,8 +18,8 @@
 #   --tcp-cc NAME          every host's TCP congestion control: auto (default) is Linux's default,
 #                          cubic, or reno where the kernel lets a namespace choose only reno and
 #                          bbr (at these round trips cubic grows its window as reno does);
-#                          system keeps the machine's own (which may be bbr, whose flows that
-#                          start and stop each round ran 5 to 45 % under the port's rate)
+#                          system keeps the machine's own (which may be bbr: plain MPI transfers
+#                          in rounds ran 6 to 36 % under the port's rate under it)
 #   --igmp-snooping        the bridge forwards a multicast group only to the ports whose hosts
 #                          joined it (IGMP snooping, the bridge its own querier), as a managed
 #                          switch does; it waits until the bridge filters (about 10 s after it
