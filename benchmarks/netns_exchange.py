@@ -21,19 +21,26 @@ repeat): the delivery time (barrier until the slowest worker's last byte is in),
 decoding and checking, the time from the last byte to the batch ready (``tail``: the transition
 less the delivery; and ``decode``, the slowest worker's decoding after its last byte), and the
 bytes the kernel counted on the busiest port (a worker's downlink or uplink, or the master's
-uplink) with its byte time at the port's rate. Targets, with the exchange:
+uplink) with its byte time at the port's rate; and ``deliver/payload``, the delivery over the
+byte time of the busiest port's payload (the most a worker received or sent), which the control
+messages of the transition, counted by the kernel outside the delivery, leave out. Neither can
+go below 1514 / 1448 = 1.046: tc shapes every segment's headers too (a plain TCP flow through
+a port moves 287.5 to 288 Mbit/s of payload at 300), while the kernel's counters count one set
+of headers per offloaded packet of up to 64 KiB. Every host's TCP congestion control is
+``--tcp-cc`` (``mpi/netns_cluster.sh --tcp-cc``; a list runs each in turn, rows of the others
+marked ``:NAME``, the verdicts on the first's). Targets, with the exchange:
 
 - the busiest download with ``M`` against ``M = 1`` (payload, from the report) is
   ``(K - M) / (K - 1)`` within 2 %;
-- the delivery time is within 15 % of the busiest port's byte time (10 % in rounds: the
-  all-at-once exchange is reported beside it, as a multiple of the same byte time);
+- the delivery time is within 10 % of the byte time of the busiest port's payload (in rounds:
+  the all-at-once exchange, and the previous code's, are reported beside it);
 - the delivery-time ratio of ``M = 2`` to ``M = 1`` is within 10 % of the byte ratio.
 
 Records of 5376 bytes (21 pieces of 256 at ``K = 8``, ``M = 3``): every piece the same size,
 no padding. Needs root (network namespaces, tc). Run:
 
     python benchmarks/netns_exchange.py [--workers 4,8] [--storage 1,2,3] [--mib 256] [--mbit 1000]
-        [--no-coded] [--no-alltoall] [--previous DIR] [--repeats 1]
+        [--no-coded] [--no-alltoall] [--previous DIR] [--repeats 1] [--tcp-cc auto]
 
 The machine's load average is printed beside each run.
 """
@@ -53,10 +60,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "mpi" / "netns_cluster.sh"
 RECORD_BYTES = 5376
+#: The share of a shaped port's rate a TCP flow's payload gets at MTU 1500 (1448 bytes of a segment
+#: with timestamps, of 1514 on the link, which tc counts); the kernel's counters of a port, in the
+#: report, count one set of headers per offloaded packet of up to 64 KiB: its payload within 0.1 %.
+PAYLOAD_SHARE = 1448 / 1514
 RUNS = itertools.count()  # numbers each run, so that each run's first transition is left out
 
 
-def run(K: int, M: int, mode: str, args: argparse.Namespace) -> list[dict]:
+def run(K: int, M: int, mode: str, args: argparse.Namespace, cc: str) -> list[dict]:
     N = args.mib * (1 << 20) // RECORD_BYTES
     rate = str(args.mbit)
     root = args.previous.resolve() if mode == "previous" else ROOT
@@ -67,6 +78,7 @@ def run(K: int, M: int, mode: str, args: argparse.Namespace) -> list[dict]:
         out = Path(tmp) / "rows.jsonl"
         cmd = [
             str(CLUSTER), "-K", str(K), *shape, "--worker-down-mbit", rate, "--worker-up-mbit", rate,
+            "--tcp-cc", cc,
             "--timeout", str(args.timeout), "--", sys.executable, "-m", "mpi4py", "-m",
             "coded_shuffle.mpi_program", "--points", str(N), "--record-bytes", str(RECORD_BYTES),
             "--transitions", str(args.epochs), "--mode", "exchange" if peers else mode, *schedule,
@@ -97,6 +109,8 @@ def steady(rows: list[dict], key: str) -> float:
             return float(r["timings"][key])
         if key == "port":  # the busiest port: a worker's downlink or uplink, or the master's uplink
             return float(max(max(r["link_rx_bytes"][1:]), max(r["link_tx_bytes"])))
+        if key == "payload":  # the busiest port's payload: the most a worker received, or sent
+            return float(max(r["max_received_bytes"], r.get("max_sent_bytes") or 0))
         if key == "tail":  # from the slowest worker's last byte to the batches ready and checked
             return float(r["seconds"]) - float(r["timings"]["deliver"])
         return float(r[key])
@@ -107,14 +121,22 @@ def steady(rows: list[dict], key: str) -> float:
 def report(K: int, runs: dict[tuple[str, int], list[dict]], mbit: float) -> bool:
     Ms = sorted({M for _, M in runs})
     N = runs[("exchange", Ms[0])][0]["N"]
-    print(f"\nK = {K}: {N} records of {RECORD_BYTES} B, every port {mbit:g} Mbit/s")
     print(
-        "    mode  M  deliver s  +decode s  tail s  decode s  busiest port MB  port byte s  deliver/byte"
-        "  +decode/byte  down MB  verified  load"
+        f"\nK = {K}: {N} records of {RECORD_BYTES} B, every port {mbit:g} Mbit/s (headers too: a TCP payload "
+        f"fills {PAYLOAD_SHARE:.4f} of it, {1 / PAYLOAD_SHARE:.3f} x the byte time the counters give)"
+    )
+    print(
+        "           mode  M  deliver s  +decode s  tail s  decode s  busiest port MB  port byte s"
+        "  deliver/byte  +decode/byte  down MB  deliver/payload  verified  load"
     )
     ok = True
     order = {"exchange": 0, "previous": 1, "alltoall": 2, "coded": 3}
-    for (mode, M), rows in sorted(runs.items(), key=lambda kv: (kv[0][1], order[kv[0][0]])):
+
+    def place(key: tuple[str, int]) -> tuple[int, bool, int, str]:  # by M, the first --tcp-cc first
+        mode, M = key
+        return (M, ":" in mode, order[mode.split(":")[0]], mode)
+
+    for (mode, M), rows in sorted(runs.items(), key=lambda kv: place(kv[0])):
         port = steady(rows, "port")
         byte_s = port * 8 / (mbit * 1e6)
         deliver = steady(rows, "deliver")
@@ -122,9 +144,10 @@ def report(K: int, runs: dict[tuple[str, int], list[dict]], mbit: float) -> bool
         ok &= verified
         total, loads = steady(rows, "seconds"), [r["load"] for r in rows]
         print(
-            f"{mode:>8} {M:>2} {deliver:>10.3f} {total:>10.3f} {steady(rows, 'tail'):>7.3f} "
+            f"{mode:>15} {M:>2} {deliver:>10.3f} {total:>10.3f} {steady(rows, 'tail'):>7.3f} "
             f"{steady(rows, 'decode'):>9.3f} {port / 1e6:>16.2f} {byte_s:>12.3f} {deliver / byte_s:>13.3f} "
-            f"{total / byte_s:>13.3f} {steady(rows, 'max_received_bytes') / 1e6:>8.2f}  "
+            f"{total / byte_s:>13.3f} {steady(rows, 'max_received_bytes') / 1e6:>8.2f} "
+            f"{deliver / (steady(rows, 'payload') * 8 / (mbit * 1e6)):>16.3f}  "
             f"{'yes' if verified else 'NO':>8}  {min(loads):.1f}-{max(loads):.1f}"
         )
     ex = {M: runs[("exchange", M)] for M in Ms}
@@ -138,17 +161,20 @@ def report(K: int, runs: dict[tuple[str, int], list[dict]], mbit: float) -> bool
         ok &= good
         verdict = "PASS" if good else "FAIL"
         print(f"busiest download, M = {M} over M = 1: {ratio:.4f}, (K-M)/(K-1) = {want:.4f}: {verdict}")
+
+    def over(rows: list[dict]) -> float:  # the delivery over the busiest port's payload byte time, less 1
+        return steady(rows, "deliver") / (steady(rows, "payload") * 8 / (mbit * 1e6)) - 1
+
     for M in Ms:
-        byte_s = steady(ex[M], "port") * 8 / (mbit * 1e6)
-        gap = steady(ex[M], "deliver") / byte_s - 1
-        good = abs(gap) <= 0.10
+        gap = over(ex[M])
+        good = gap <= 0.10
         ok &= good
         verdict = "PASS" if good else "FAIL"
-        line = f"exchange M = {M}: delivery in rounds {gap:+.1%} over the busiest port's byte time (10 %)"
+        line = f"exchange M = {M}: delivery in rounds {gap:+.1%} over the busiest payload's byte time (10 %)"
+        if ("previous", M) in runs:
+            line += f", the previous code {over(runs[('previous', M)]):+.1%}"
         if ("alltoall", M) in runs:
-            at_once = runs[("alltoall", M)]
-            old = steady(at_once, "deliver") / (steady(at_once, "port") * 8 / (mbit * 1e6)) - 1
-            line += f", all at once {old:+.1%}"
+            line += f", all at once {over(runs[('alltoall', M)]):+.1%}"
         print(f"{line}: {verdict}")
         tail, deliver = steady(ex[M], "tail"), steady(ex[M], "deliver")
         line = (f"exchange M = {M}: {tail:.3f} s from the last byte to the batches ready, "
@@ -162,11 +188,11 @@ def report(K: int, runs: dict[tuple[str, int], list[dict]], mbit: float) -> bool
         print(f"{line}: {'PASS' if good else 'FAIL'}")
     if 2 in ex:
         t_ratio = steady(ex[2], "deliver") / steady(ex[1], "deliver")
-        b_ratio = steady(ex[2], "port") / steady(ex[1], "port")
+        b_ratio = steady(ex[2], "payload") / steady(ex[1], "payload")
         good = abs(t_ratio / b_ratio - 1) <= 0.10
         ok &= good
         print(
-            f"exchange M = 2 over M = 1: time ratio {t_ratio:.3f}, busiest-port byte ratio {b_ratio:.3f} "
+            f"exchange M = 2 over M = 1: time ratio {t_ratio:.3f}, busiest payload ratio {b_ratio:.3f} "
             f"({t_ratio / b_ratio - 1:+.1%}; target 10 %): {'PASS' if good else 'FAIL'}"
         )
     return ok
@@ -185,11 +211,17 @@ def main() -> None:
     )
     ap.add_argument("--previous", type=Path, help="a checkout of earlier code, its exchange in rounds beside")
     ap.add_argument("--repeats", type=int, default=1, help="runs of every mode, in turn (default 1)")
+    ap.add_argument(
+        "--tcp-cc", default="auto",
+        help="comma-separated TCP congestion controls of the hosts (mpi/netns_cluster.sh --tcp-cc), each run "
+        "in turn, the first's rows judged (default auto: cubic, or reno where a namespace may not choose it)",
+    )  # fmt: skip
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("netns_exchange.py: needs root (network namespaces and tc); run it as root")
     Ms = [int(m) for m in args.storage.split(",")]
+    ccs = args.tcp_cc.split(",")
     if Ms[0] != 1:
         sys.exit("netns_exchange.py: --storage must start with 1, the baseline")
     ok = True
@@ -199,8 +231,10 @@ def main() -> None:
             modes = ["previous"] * (args.previous is not None) + ["exchange"]
             modes += ["alltoall"] * (not args.no_alltoall) + ["coded"] * (not args.no_coded)
             for _ in range(args.repeats):
-                for mode in modes:
-                    runs.setdefault((mode, M), []).extend(run(K, M, mode, args))
+                for i, cc in enumerate(ccs):
+                    for mode in modes:
+                        key = mode if i == 0 else f"{mode}:{cc}"  # the first's rows have the verdicts
+                        runs.setdefault((key, M), []).extend(run(K, M, mode, args, cc))
         ok &= report(K, runs, args.mbit)
     sys.exit(0 if ok else 1)
 

@@ -2,7 +2,7 @@
 # Run an MPI program across K+1 hosts made of network namespaces on this machine, on shaped links.
 #
 #   mpi/netns_cluster.sh -K 4 [--master-up-mbit 1000] [--worker-down-mbit 0] [--worker-up-mbit 0]
-#       [--delay-ms 0] [--mtu 1500] [--bcast chain|mpich] [--peers] [--igmp-snooping]
+#       [--delay-ms 0] [--mtu 1500] [--bcast chain|mpich] [--tcp-cc auto] [--peers] [--igmp-snooping]
 #       [--racks NxH|H+H+... --rack-up-mbit R [--rack-down-mbit R]] [--timeout 600] -- PROGRAM [ARGS...]
 #
 # Hosts h0 (the master, rank 0) .. hK are network namespaces, each with one interface `eth0` (a
@@ -15,6 +15,11 @@
 #   --delay-ms D           one-way delay added on every shaped egress (needs the netem qdisc)
 #   --mtu BYTES            MTU of every link (default 1500; up to 9000, jumbo frames, for larger
 #                          multicast datagrams: run --datagram-bytes BYTES-28)
+#   --tcp-cc NAME          every host's TCP congestion control: auto (default) is Linux's default,
+#                          cubic, or reno where the kernel lets a namespace choose only reno and
+#                          bbr (at these round trips cubic grows its window as reno does);
+#                          system keeps the machine's own (which may be bbr: plain MPI transfers
+#                          in rounds ran 6 to 36 % under the port's rate under it)
 #   --igmp-snooping        the bridge forwards a multicast group only to the ports whose hosts
 #                          joined it (IGMP snooping, the bridge its own querier), as a managed
 #                          switch does; it waits until the bridge filters (about 10 s after it
@@ -67,6 +72,7 @@ DELAY=0
 MTU=1500
 TIMEOUT=600
 BCAST=chain
+TCP_CC=auto
 PEERS=0
 SNOOPING=0
 RACKS=""
@@ -82,6 +88,7 @@ while [ $# -gt 0 ]; do
         --mtu) MTU="${2:-}"; shift 2 ;;
         --timeout) TIMEOUT="${2:-}"; shift 2 ;;
         --bcast) BCAST="${2:-}"; shift 2 ;;
+        --tcp-cc) TCP_CC="${2:-}"; shift 2 ;;
         --peers) PEERS=1; shift ;;
         --igmp-snooping) SNOOPING=1; shift ;;
         --racks) RACKS="${2:-}"; shift 2 ;;
@@ -104,6 +111,7 @@ done
 case "$MTU" in ''|*[!0-9]*) die "--mtu must be an integer, not '$MTU'" ;; esac
 [ "$MTU" -ge 576 ] && [ "$MTU" -le 65535 ] || die "--mtu must be 576 to 65535, not $MTU"
 case "$BCAST" in chain|mpich) ;; *) die "--bcast must be chain or mpich, not '$BCAST'" ;; esac
+case "$TCP_CC" in ''|*[!a-z0-9_]*) die "--tcp-cc must be auto, system or a congestion control's name, not '$TCP_CC'" ;; esac
 awk -v t="$TIMEOUT" 'BEGIN { exit !(t >= 1) }' || die "--timeout must be at least 1 second, not $TIMEOUT"
 FIRST=$((1 - PEERS))  # the first worker's host: h1, or h0 among peers
 RACK_OF=()            # RACK_OF[i]: the rack of host hI (workers only), with --racks
@@ -192,6 +200,18 @@ shape() {
         latency 100ms || die "tc tbf failed on $dev in $ns"
 }
 
+# set_cc NAMESPACE: its TCP congestion control, as --tcp-cc says.
+set_cc() {
+    local ns="$1" sysctl="net.ipv4.tcp_congestion_control"
+    case "$TCP_CC" in
+        system) ;;
+        auto) ip netns exec "$ns" sysctl -qw "$sysctl=cubic" 2>/dev/null \
+                  || ip netns exec "$ns" sysctl -qw "$sysctl=reno" ;;
+        *) ip netns exec "$ns" sysctl -qw "$sysctl=$TCP_CC" 2>/dev/null \
+               || die "--tcp-cc $TCP_CC: a namespace may choose only $(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control) here" ;;
+    esac
+}
+
 ip netns add "$SW"
 if [ "$SNOOPING" -eq 1 ]; then
     # A group only to its members' ports; the bridge is the querier (without one Linux floods).
@@ -240,6 +260,7 @@ for i in $(seq 0 "$LAST"); do
     # A transfer after a pause (each epoch's delivery) keeps its congestion window, as on a tuned
     # cluster, instead of slow-starting again through the shaped link's queue.
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
+    set_cc "$ns"
     echo "$(host_ip "$i"):1" >> "$WORK/hostfile"
     echo "    $(host_ip "$i")) ns=$ns; name=h$i ;;" >> "$WORK/launch"
     if [ "$i" -eq 0 ] && [ "$PEERS" -eq 0 ]; then

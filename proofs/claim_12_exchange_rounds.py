@@ -42,8 +42,9 @@ decomposition ends after at most ``K^2`` slices with ``sum_r c_r = L``, and ``A[
 of the ``c_r`` of the slices whose permutation maps ``i`` to ``j``. Filling each pair's ``D[i][j]``
 real units into its slices in order, at most ``c_r`` into slice ``r``, places them all (since
 ``D[i][j] <= A[i][j]``), each transfer a whole number, and every slice stays a matching. Merging
-regroups the transfers of some rounds by pair, and gives each pair's sum to one transfer of a
-round in which neither end is used yet: still a matching, still the same sums.
+(folding) sums the transfers of some rounds by pair, and adds each pair's sum to that pair's own
+transfer in a round kept, or gives it to one transfer of a round in which neither end is used
+yet: still a matching, still the same sums.
 
 (b) Let ``T_r = sum_{s <= r} m_s / R``. By induction every worker has done its round ``r`` by
 ``T_r``: it starts round ``r`` by ``T_{r-1}``, and so does the other end of each of its

@@ -214,6 +214,8 @@ def test_tear_down_when_interrupted():
         (["-K", "two", "--", "true"], "-K"),
         (["-K", "2", "--master-up-mbit", "fast", "--", "true"], "--master-up-mbit"),
         (["-K", "2", "--bcast", "tree", "--", "true"], "--bcast"),
+        (["-K", "2", "--tcp-cc", "Cubic!", "--", "true"], "--tcp-cc"),
+        (["-K", "1", "--tcp-cc", "nosuchcc", "--", "true"], "--tcp-cc"),  # refused once the hosts exist
         (["-K", "4", "--racks", "3x2", "--", "true"], "--racks"),
         (["-K", "4", "--peers", "--racks", "2x", "--", "true"], "--racks"),
         (["-K", "4", "--racks", "2+0+2", "--", "true"], "--racks"),
