@@ -412,3 +412,28 @@ def test_simulate_gives_the_exchange_on_racks_in_bytes_on_records_of_many_sizes(
         out = sum(int(sizes[u]) for u, j in sender if rack[j] != r and all(rack[h] == r for h in holders[u]))
         cuts += [into / rack_link, out / (min(rack_link, hosts * port) + port)]
     assert row["time_bound_seconds"] == pytest.approx(max(cuts), rel=1e-12) and max(cuts) <= busiest
+
+
+def test_the_exchange_on_racks_chooses_its_senders_in_bytes():
+    """With pieces of many sizes the engine's exchange on racks takes the senders chosen in bytes
+    (checked against a brute force in tests/plan/test_exchange_racks.py), whose busiest upload,
+    counted here piece by piece, is below that of the choice on counts of pieces."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.orders import OrderSpec
+    from coded_shuffle.plan import assign_senders_racks
+
+    sizes = np.random.default_rng(5).integers(2048, 20481, 60)
+    net = Network.parse("up=100,down=1000,racks=2x2,rack-up=100")  # the uploads the busiest links
+    scheme = scheme_for("exchange", K=4, storage=2, sizes=sizes, network=net)
+    schedule = EpochSchedule(N=60, K=4, seed=1, spec=OrderSpec(), scheme=scheme)
+    e0 = schedule.epoch(0)
+    e1 = schedule.epoch(1, e0)
+    units, wanter, holders, chosen = scheme.exchange_plan(e0.held, e1.held)
+    d = scheme.holding.unit_lengths[units]
+    kw = {"K": 4, "rack": [0, 0, 1, 1], "up": 100, "rack_up": 100, "rack_down": 100}
+    want = assign_senders_racks(wanter, holders, sizes=d, **kw)
+    assert chosen.sender.tolist() == want.sender.tolist()
+    counts = assign_senders_racks(wanter, holders, **kw)
+    busiest = [int(np.bincount(a.sender, weights=d, minlength=4).max()) for a in (chosen, counts)]
+    assert busiest[0] < busiest[1]

@@ -96,14 +96,14 @@ class ExchangeScheme(SchemeBase):
         self, wanter: np.ndarray, holders: np.ndarray, *, K: int, sizes: np.ndarray | None = None
     ) -> SenderAssignment:  # fmt: skip
         """Who sends each missing unit: on a network with racks, the least time of the busiest
-        link of the hierarchy (:func:`~coded_shuffle.plan.assign_senders_racks`, on counts of
-        units), else the least busiest upload (in bytes where the units' ``sizes`` differ)."""
+        link of the hierarchy (:func:`~coded_shuffle.plan.assign_senders_racks`), else the least
+        busiest upload; in bytes where the units' ``sizes`` differ."""
         net = self.network
         if net is None:
             return super().senders(wanter, holders, K=K, sizes=sizes)
         net.check_workers(K)
         return assign_senders_racks(wanter, holders, K=K, rack=net.rack_of(), up=net.up,
-                                    rack_up=net.rack_up, rack_down=net.rack_down)  # fmt: skip
+                                    rack_up=net.rack_up, rack_down=net.rack_down, sizes=sizes)  # fmt: skip
 
     def plan(
         self, p_t: Any, p_t1: Any, dataset: Dataset, *, strategy: str, exact_bound: bool | None
