@@ -44,7 +44,9 @@ job in turn with this code's ("previous MODE" in the table). Each row gives the 
 delivery, the tail after it (decoding, the check) and the CPU of the job's processes together.
 
 Needs root. Run: ``python benchmarks/network_choice.py [--workers 4,8] [--mib 64] [--epochs 5]
-[--busy 4] [--repeat 3] [--modes coded,split,auto] [--previous DIR]``.
+[--busy 4] [--repeat 3] [--modes coded,split,auto] [--previous DIR] [--tcp-cc auto]``; ``--tcp-cc
+system`` keeps the machine's own congestion control (the runs in docs/benchmarks.md before
+the hosts' congestion control was set were made so).
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def job(topology: str, K: int, name: str, args: argparse.Namespace, *, root: Pat
         out = Path(tmp) / "rows.jsonl"
         cmd = [
             str(CLUSTER), "-K", str(K), *shape, "--worker-down-mbit", str(down), "--worker-up-mbit",
-            str(up), "--mtu", "65535", "--timeout", str(args.timeout), "--", sys.executable, "-m", "mpi4py",
+            str(up), "--mtu", "65535", "--tcp-cc", args.tcp_cc, "--timeout", str(args.timeout), "--",
+            sys.executable, "-m", "mpi4py",
             "-m", "coded_shuffle.mpi_program", "--points", str(N), "--record-bytes", str(RECORD_BYTES),
             "--transitions", str(args.epochs), "--mode", mode, "--network", spec, *extra, "--json", str(out),
         ]  # fmt: skip
@@ -158,6 +161,8 @@ def main() -> None:
     p.add_argument("--modes", default="", help="only these modes (comma-separated, 'auto' included)")
     p.add_argument("--previous", type=Path, help="a checkout of earlier code: its --previous-modes beside")
     p.add_argument("--previous-modes", default="split,auto", help="the modes run from --previous too")
+    p.add_argument("--tcp-cc", default="auto",
+                   help="the hosts' TCP congestion control (netns_cluster.sh --tcp-cc: auto, system, a name)")
     args = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("network_choice.py: needs root (network namespaces and tc)")
