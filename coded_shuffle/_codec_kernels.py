@@ -43,6 +43,16 @@ _C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
+def _emit_prefetch(builder, ptr, rw):  # pragma: no cover - compiled
+    """Emit ``llvm.prefetch`` of the ``i8*`` pointer ``ptr`` (``rw``: 0 to read, 1 to write)."""
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+    hint = [ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)]
+    builder.call(fn, [ptr, *hint])
+
+
 def _prefetch_codegen(rw):  # pragma: no cover - compiled
     def codegen(context, builder, signature, args):
         ary = context.make_array(signature.args[0])(context, builder, args[0])
@@ -51,12 +61,7 @@ def _prefetch_codegen(rw):  # pragma: no cover - compiled
             ptr = builder.gep(ary.data, [builder.mul(args[1], width)])
         else:
             ptr = builder.gep(ary.data, [args[1]])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        hint = [ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)]
-        builder.call(fn, [builder.bitcast(ptr, i8p), *hint])
+        _emit_prefetch(builder, builder.bitcast(ptr, ir.IntType(8).as_pointer()), rw)
         return context.get_dummy_value()
 
     return codegen
@@ -82,12 +87,7 @@ def _prefetch_at(typingctx, addr):  # pragma: no cover - compiled
     """:func:`_prefetch` of the line holding the byte at the integer address ``addr``."""
 
     def codegen(context, builder, signature, args):
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        hint = [ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)]
-        builder.call(fn, [builder.inttoptr(args[0], i8p), *hint])
+        _emit_prefetch(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()), 0)
         return context.get_dummy_value()
 
     return types.void(types.int64), codegen
