@@ -180,8 +180,8 @@ def storage_times(
     if network.racks is not None:  # the exchange's own senders on them, its loads in bytes
         network.check_workers(held.K)
         sender = _rack_senders(scheme, wanter, holders, network, assigned, None if lengths is None else size)
-        sent = rack_link_loads(wanter, sender, rack=network.rack_of(), sizes=size)["uploads_bytes"]
-        upload = float(sent.max(initial=0))
+        link_loads = rack_link_loads(wanter, sender, rack=network.rack_of(), sizes=size)
+        upload = float(link_loads["uploads_bytes"].max(initial=0))
     if coded_bytes is None:
         from ..storage import STORAGE_MAX_K
 
@@ -190,7 +190,7 @@ def storage_times(
     master, up, down = (0.0 if r is None else r * 1e6 / 8 for r in (network.master, network.up, network.down))
     coded = math.inf if coded_bytes is None else float(coded_bytes)
     if network.racks is not None:
-        rack = _storage_rack_terms(wanter, holders, size, sender, network, coded)
+        rack = _storage_rack_terms(wanter, holders, size, link_loads, network, coded)
     loads = Loads(missing, upload, float(size.sum()), coded, coded, master, up, down, network.multicast, rack)
     cuts = [missing / down, *([] if rack is None else rack.cuts)]
     if not up and master:
@@ -220,10 +220,11 @@ def _rack_senders(
 
 
 def _storage_rack_terms(
-    wanter: np.ndarray, holders: np.ndarray, size: np.ndarray, sender: np.ndarray, network: Network,
+    wanter: np.ndarray, holders: np.ndarray, size: np.ndarray, link_loads: dict[str, Any], network: Network,
     coded: float,
 ) -> _RackTerms:  # fmt: skip
-    """The cuts and each mode's rack links' times of :func:`storage_times` on racks (bytes a second)."""
+    """The cuts and each mode's rack links' times of :func:`storage_times` on racks (bytes a second),
+    ``link_loads`` the exchange's (:func:`~coded_shuffle.plan.rack_link_loads` of its senders)."""
     assert network.racks is not None
     bps = [0.0 if r is None else r * 1e6 / 8 for r in (network.master, network.up, network.rack_up,
                                                        network.rack_down)]  # fmt: skip
@@ -240,8 +241,7 @@ def _storage_rack_terms(
         cuts.append(float(size[wanted_in & ~inside].sum()) / rd)
         if min(ru, h * up) + master > 0:
             cuts.append(float(size[~wanted_in & ~outside].sum()) / (min(ru, h * up) + master))
-    loads = rack_link_loads(wanter, sender, rack=rack, sizes=size)
-    out, into = (float(loads[k].max(initial=0)) for k in ("rack_up_bytes", "rack_down_bytes"))
+    out, into = (float(link_loads[k].max(initial=0)) for k in ("rack_up_bytes", "rack_down_bytes"))
     several = len(network.racks) > 1
     terms = {
         "exchange": {"rack-up": out / ru, "rack-down": into / rd},
