@@ -114,7 +114,7 @@ def predicted_times(
         cut = np.full(N, record_bytes, dtype=np.int64) if sizes is None else sizes
     schedule = EpochSchedule(N=N, K=K, seed=seed, spec=spec, scheme=scheme, sizes=cut, balance=balance)
     if storage > 1:
-        times = _stored(schedule, epoch, network, record_bytes, strategy)
+        times = _stored(schedule, schedule.epoch(epoch), network, record_bytes, strategy=strategy)
         if network.racks is None:
             return times
         exchange = scheme_for("exchange", K=K, storage=storage, record_bytes=record_bytes, sizes=sizes,
@@ -129,12 +129,11 @@ def predicted_times(
 
 
 def _stored(
-    schedule: EpochSchedule, epoch: int, network: Network, record_bytes: int, strategy: str,
+    schedule: EpochSchedule, now: Epoch, network: Network, record_bytes: int, *, strategy: str = "greedy",
     modes: tuple[str, ...] = ("coded", "exchange"),
 ) -> TransitionTimes:  # fmt: skip
-    """:func:`storage_times` of transition ``epoch -> epoch + 1`` of ``schedule`` (a storage's)."""
-    now = schedule.epoch(epoch)
-    after = schedule.epoch(epoch + 1, now)
+    """:func:`storage_times` of the transition from epoch ``now`` of ``schedule`` (a storage's)."""
+    after = schedule.epoch(now.t + 1, now)
     width = schedule.scheme.piece_bytes(record_bytes)
     return storage_times(schedule.scheme, now.held, after.held, network=network, width=width,
                          strategy=strategy, modes=modes)  # fmt: skip
@@ -152,7 +151,7 @@ def _on_own_placements(
     now = schedule.epoch(epoch)
     if getattr(now.held, "racks", None) is None:
         return coded
-    own = _stored(schedule, epoch, network, record_bytes, "greedy", modes=("exchange",))
+    own = _stored(schedule, now, network, record_bytes, modes=("exchange",))
     predicted = {**coded.predicted_seconds, "exchange": own.predicted_seconds["exchange"]}
     choice = min(MODES, key=lambda m: predicted[m])
     links = {**coded.binding_links, "exchange": own.binding_links["exchange"]}

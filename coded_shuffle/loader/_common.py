@@ -402,11 +402,11 @@ def _store(
     return scheme
 
 
-def job_network(network: object, K: int) -> Network | None:
+def job_network(network: object, K: int | None) -> Network | None:
     """A loader's argument ``network`` (None, or a :class:`~coded_shuffle.network.Network` whose
-    racks, if any, hold the job's ``K`` workers), checked; else raise naming it."""
+    racks, if any, hold the job's ``K`` workers; None: not known yet), checked; else raise naming it."""
     net = check_network(network, None, name="scheme")
-    if net is not None and net.racks is not None:
+    if net is not None and net.racks is not None and K is not None:
         net.check_workers(K)
     return net
 

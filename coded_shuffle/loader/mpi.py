@@ -214,6 +214,7 @@ class MPILoader:
         _check_order(order)  # before N is known
         self._timeout = None if timeout is None else check_seconds(timeout, "timeout")
         self._order = order
+        network = job_network(network, None)  # before MPI is touched
         if transport is None:
             transport = default_link()
         elif not isinstance(transport, ControlLink):

@@ -256,6 +256,12 @@ def test_loader_exceptions(tmp_path):
         MPILoader(X, epochs=2, order="shuffled")
     with pytest.raises(TypeError, match="'cache_dir' must be a folder's path, not int"):
         MPILoader(X, epochs=2, cache_dir=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="'network' must be a Network or None, not str"):
+        MPILoader(X, epochs=2, network="down=1")  # type: ignore[arg-type]
+    from coded_shuffle.network import Network
+
+    with pytest.raises(ValueError, match="'network' must have racks of K = 2 hosts in all, not 4"):
+        InProcessLoader(X, K=2, epochs=1, network=Network.parse("up=1,down=1,racks=2x2,rack-up=1"))
     with pytest.raises(TypeError, match="'source'"):
         load_rows({"x": 1})
 
