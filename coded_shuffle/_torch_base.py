@@ -27,6 +27,7 @@ from .engine.session import Session
 from .loader import EpochBatch, MPILoader, PeerLoader
 from .loader._common import (
     RowLayout,
+    _batch_cache,
     _order_spec,
     bytes_records,
     choose_scheme,
@@ -35,7 +36,6 @@ from .loader._common import (
     variable_batch,
 )
 from .loader.arrays import tensor_records
-from .loader.mpi import _batch_cache
 from .loader.peers import peer_link
 from .orders import epoch_batch_sizes, epoch_order
 from .records import fixed_record_bytes

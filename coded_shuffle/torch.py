@@ -151,7 +151,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         scheme of one's own (an object satisfying :class:`~coded_shuffle.engine.schemes.Scheme`,
         used as is on every rank): among peers if it says so (``peers``), else with a master.
     network : Network, optional
-        The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`).
+        As :class:`~coded_shuffle.loader.MPILoader`'s (``scheme="auto"`` chooses on it too).
     decode : callable, optional
         A record's bytes (a read-only ``uint8`` numpy array, a view of the epoch's rows; copy it
         to keep it) to the user's sample (an image decoder, say), run in the DataLoader's worker
@@ -240,7 +240,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
         }  # fmt: skip
         # Checks every option now, on every rank (the loader proper is made at the first epoch).
         self._loader = self._loader_class(
-            records, start_epoch=start_epoch, transport=transport, writable=True, **options
+            records, start_epoch=start_epoch, transport=transport, writable=True, network=network, **options
         )
         self.transport = transport
         self.K = transport.K

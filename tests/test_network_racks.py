@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from coded_shuffle.cli import main
-from coded_shuffle.cli.common import NETWORK_STORAGE_RACKS
 from coded_shuffle.network import Network, rack_loads, split_time, transition_times
 
 S4 = [[0, 10, 10, 10], [10, 0, 10, 10], [10, 10, 0, 10], [10, 10, 10, 0]]
@@ -295,21 +294,32 @@ def test_the_exchange_on_racks_chooses_its_senders_by_the_rack_links():
     assert flat.exchange_plan(e0.held, e1.held)[3].sender.tolist() == blind.sender.tolist()
 
 
-def test_simulate_runs_the_exchange_on_racks_with_a_storage(capsys):
+def test_simulate_and_run_take_a_storage_on_racks_in_every_mode(capsys):
+    """``simulate`` runs each mode of a storage on racks, verified, with the times the engine gives
+    (the coded broadcast's through the racks' links: its payload over the slowest link it crosses,
+    without multicast each rack's uplink too); ``run`` takes it before launch (nothing launched
+    here), ``--mode auto`` choosing the mode of least predicted time."""
+    from coded_shuffle.cli import build_parser
+    from coded_shuffle.cli.job import check_job
+    from coded_shuffle.cli.run import _auto
+    from coded_shuffle.engine.schedule import predicted_times
+    from coded_shuffle.orders import OrderSpec
+
     argv = ["simulate", "-K", "4", "-N", "400", "-B", "256", "--storage", "2", "--transitions", "1", "--json"]
-    racks = "up=100,down=100,racks=2x2,rack-up=50"
-    assert main([*argv, "--mode", "exchange", "--network", racks]) == 0
-    row = json.loads(capsys.readouterr().out.splitlines()[0])
-    assert row["verified"] and row["mode"] == "exchange"
-    assert main([*argv, "--mode", "coded", "--network", racks]) == 2  # the rack terms count whole records
-    assert "--network with racks applies to one batch a worker only" in capsys.readouterr().err
-
-
-def test_run_takes_a_storage_on_racks_for_the_exchange_alone(capsys):
-    argv = ["run", "-K", "4", "-N", "40", "-B", "64", "--storage", "2"]
-    assert main([*argv, "--network", "up=10,down=10,racks=2x2,rack-up=5"]) == 2  # the coded mode's times
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"coded-shuffle: error: {NETWORK_STORAGE_RACKS}"]
+    racks = "master=100,up=100,down=100,racks=2x2,rack-up=50,rack-down=80"
+    for mode in ("exchange", "coded", "auto"):
+        assert main([*argv, "--mode", mode, "--network", racks]) == 0
+        row = json.loads(capsys.readouterr().out.splitlines()[0])
+        assert row["verified"] and row["mode"] != "auto"
+        if row["mode"] == "coded":
+            assert row["predicted_seconds"]["coded"] == pytest.approx(row["payload_bytes"] / _bps(50))
+    times = predicted_times(400, 4, seed=0, spec=OrderSpec(), epoch=0, record_bytes=256,
+                            network=Network.parse(racks), storage=2)  # fmt: skip
+    assert row["mode"] == times.choice == min(times.predicted_seconds, key=times.predicted_seconds.get)
+    args = build_parser("run").parse_args(["run", "-K", "4", "-N", "400", "-B", "256", "--storage", "2",
+                                           "--mode", "auto", "--network", racks])  # fmt: skip
+    assert _auto(args, check_job(args, workers=4)).mode == times.choice
+    capsys.readouterr()
 
 
 def test_rate_on_racks_gives_the_rack_links(capsys):

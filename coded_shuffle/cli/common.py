@@ -270,25 +270,16 @@ def check_storage_option(args: argparse.Namespace, K: int, record_bytes: int | N
         raise UsageError(refusal)
 
 
-#: The one line refusing ``--network`` with ``--storage`` above 1.
+#: The one line refusing ``--network`` with ``--storage`` above 1 where a storage is not timed.
 NETWORK_STORAGE = "--network applies to one batch a worker only, not --storage above 1"
 
-#: :data:`NETWORK_STORAGE` where a storage is timed without racks (``simulate``, ``run``).
-NETWORK_STORAGE_RACKS = (
-    "--network with racks applies to one batch a worker only, not --storage above 1 "
-    "(but for --mode exchange, whose senders they set)"
-)
 
-
-def network_option(
-    args: argparse.Namespace, *, pieces: bool = False, racked_storage: bool = False, stored: bool = False
-) -> Any:  # fmt: skip
+def network_option(args: argparse.Namespace, *, pieces: bool = False, stored: bool = False) -> Any:
     """The :class:`~coded_shuffle.network.Network` of ``--network``, or None; ``--mode auto``
     without one, a SPEC that does not parse, racks that do not hold the job's workers, a storage
-    above one batch (unless ``stored``, where it is timed in the bytes of its pieces on a network
-    without racks, :func:`~coded_shuffle.engine.schedule.storage_times`; or ``racked_storage``,
-    for the exchange on racks, whose senders they set, timed on their links too), or (unless
-    ``pieces``, for loads counted in records) sub-packets: one line naming it."""
+    above one batch (unless ``stored``, where it is timed in the bytes of its pieces, on racks
+    too: :func:`~coded_shuffle.engine.schedule.storage_times`), or (unless ``pieces``, for loads
+    counted in records) sub-packets: one line naming it."""
     mode = getattr(args, "mode", None)
     if args.network is None:
         if mode == "auto":
@@ -313,9 +304,8 @@ def network_option(
         raise UsageError(
             f"--network: {network.racks_part}: {network.workers} hosts, not the job's {workers} workers"
         )
-    racked = racked_storage and mode == "exchange" and network.racks is not None
-    if getattr(args, "storage", 1) != 1 and not racked and not (stored and network.racks is None):
-        raise UsageError(NETWORK_STORAGE_RACKS if stored else NETWORK_STORAGE)
+    if getattr(args, "storage", 1) != 1 and not stored:
+        raise UsageError(NETWORK_STORAGE)
     if not pieces and getattr(args, "subpackets", 1) != 1:
         raise UsageError("--network applies to whole records, not --subpackets above 1")
     return network

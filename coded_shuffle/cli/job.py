@@ -297,7 +297,7 @@ def check_job(args: argparse.Namespace, *, workers: int | None = None) -> argpar
         raise UsageError(problem)
     if args.data is None:
         order_spec(args, points)  # the order options, checked for N records
-    network = network_option(args, racked_storage=True, stored=True)  # a SPEC that parses; auto only with one
+    network = network_option(args, stored=True)  # a SPEC that parses; auto only with one
     _check_multicast(args, workers, network)
     if args.probe is not None and args.probe > PROBE_MAX_BYTES:
         raise UsageError(f"--probe must be at most {PROBE_MAX_BYTES} bytes a phase, not {args.probe}")

@@ -216,7 +216,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
 
     _check_simulate(args)
     check_storage_option(args, args.workers, args.record_bytes)
-    network = network_option(args, racked_storage=True, stored=True)  # the exchange on racks: every storage
+    network = network_option(args, stored=True)  # a storage timed in its pieces, on racks too
     spec = order_spec(args, args.points)
     groups = ["packing", "planning", "ordering", "decoding"]
     groups += ["feistel"] if spec.name == "feistel" else []

@@ -151,11 +151,10 @@ def _mode_on(
     net = check_network(network, mode, name="mode")
     if net is None:
         return mode
-    racked = mode == "exchange" and subpackets == 1  # on racks, senders chosen by their links
-    if (storage != 1 and net.racks is not None and not racked) or subpackets != 1:
+    if subpackets != 1:  # the times count whole records, or a storage's pieces
         raise ValueError(
-            "Argument 'network' applies to one batch a worker of whole records (a storage of pieces without "
-            f"racks, or the exchange's on racks), not storage = {storage}, subpackets = {subpackets}."
+            "Argument 'network' applies to whole records (one batch a worker, or a storage's pieces), "
+            f"not subpackets = {subpackets}."
         )
     if mode != "auto":
         return mode
@@ -239,10 +238,12 @@ def run(
         section, :func:`~coded_shuffle.engine.report.on_network`; no ``time_gap``: in process no
         network carries the bytes), in bytes where the records' sizes differ
         (:func:`~coded_shuffle.network.predict_bytes`), in the bytes of the pieces with a
-        ``storage`` above one batch (:func:`~.schedule.storage_times`). With racks the exchange
-        chooses its senders on their links (:func:`~coded_shuffle.plan.assign_senders_racks`), for
-        every ``storage`` (above one batch timed in its pieces' bytes on the racks' links, with
-        each link's load in ``on_network.rack_loads``; the other modes then take one batch).
+        ``storage`` above one batch (:func:`~.schedule.storage_times`, on racks too). With racks
+        the exchange chooses its senders on their links
+        (:func:`~coded_shuffle.plan.assign_senders_racks`), with each link's load in
+        ``on_network.rack_loads``, and places a storage's pieces across them
+        (:func:`~coded_shuffle.storage.piece_placement`); ``auto`` then times each mode on the
+        placement it runs on.
 
     Returns
     -------

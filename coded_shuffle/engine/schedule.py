@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from .._predictions import Loads, _RackTerms
 from ..matrix import shuffle_matrix
-from ..network import Network, TransitionTimes, predict, predict_bytes, times_of
+from ..network import MODES, Network, TransitionTimes, explain, predict, predict_bytes, times_of
 from ..orders import OrderSpec, Placement, epoch_order, placement_from_permutation
 from ..plan import holder_words, rack_link_loads
 from .schemes import Scheme, scheme_for
@@ -92,7 +92,9 @@ def predicted_times(
     ``network``: what ``mode="auto"`` chooses from before the job starts. ``sizes``: the bytes of
     each of the ``N`` records, where they differ; every link's load then counts them
     (:func:`coded_shuffle.network.predict_bytes`) and ``record_bytes`` is not used. ``storage``:
-    ``M``, batches each worker stores; above 1, the times of its pieces (:func:`storage_times`).
+    ``M``, batches each worker stores; above 1, the times of its pieces (:func:`storage_times`),
+    on racks each mode's on the placement it runs on (the exchange's pieces placed across them,
+    the coded broadcast's as on one switch; the bound the lesser of the two).
     ``balance``: how the epochs are cut into batches, of equal counts or (``"bytes"``) of equal
     bytes within one record (:class:`EpochSchedule`), as the job that is timed cuts them.
 
@@ -111,11 +113,14 @@ def predicted_times(
     if balance != "count":
         cut = np.full(N, record_bytes, dtype=np.int64) if sizes is None else sizes
     schedule = EpochSchedule(N=N, K=K, seed=seed, spec=spec, scheme=scheme, sizes=cut, balance=balance)
-    now = schedule.epoch(epoch)
     if storage > 1:
-        after = schedule.epoch(epoch + 1, now)
-        width = scheme.piece_bytes(record_bytes)
-        return storage_times(scheme, now.held, after.held, network=network, width=width, strategy=strategy)
+        times = _stored(schedule, schedule.epoch(epoch), network, record_bytes, strategy=strategy)
+        if network.racks is None:
+            return times
+        exchange = scheme_for("exchange", K=K, storage=storage, record_bytes=record_bytes, sizes=sizes,
+                              network=network)  # fmt: skip
+        return _on_own_placements(times, replace(schedule, scheme=exchange), epoch, network, record_bytes)
+    now = schedule.epoch(epoch)
     nxt = schedule.epoch(epoch + 1, now).placement
     if sizes is not None:
         return predict_bytes(now.placement, nxt, sizes=sizes, network=network, strategy=strategy)
@@ -123,9 +128,40 @@ def predicted_times(
                    strategy=strategy)  # fmt: skip
 
 
+def _stored(
+    schedule: EpochSchedule, now: Epoch, network: Network, record_bytes: int, *, strategy: str = "greedy",
+    modes: tuple[str, ...] = ("coded", "exchange"),
+) -> TransitionTimes:  # fmt: skip
+    """:func:`storage_times` of the transition from epoch ``now`` of ``schedule`` (a storage's)."""
+    after = schedule.epoch(now.t + 1, now)
+    width = schedule.scheme.piece_bytes(record_bytes)
+    return storage_times(schedule.scheme, now.held, after.held, network=network, width=width,
+                         strategy=strategy, modes=modes)  # fmt: skip
+
+
+def _on_own_placements(
+    coded: TransitionTimes, schedule: EpochSchedule, epoch: int, network: Network, record_bytes: int
+) -> TransitionTimes:  # fmt: skip
+    """A storage's times on racks, each mode on the placement it runs on: the coded broadcast's
+    (``coded``, of a placement blind to the racks) and the exchange's, timed here on
+    ``schedule`` (the exchange on ``network``, whose pieces are placed across its racks,
+    :func:`~coded_shuffle.storage.piece_placement`); the bound the lesser of the two placements'
+    (each mode's time is at least its own placement's). Where the racks leave the placement
+    as it is (a piece for every label, or workers that cannot send), ``coded`` as it is."""
+    now = schedule.epoch(epoch)
+    if getattr(now.held, "racks", None) is None:
+        return coded
+    own = _stored(schedule, now, network, record_bytes, modes=("exchange",))
+    predicted = {**coded.predicted_seconds, "exchange": own.predicted_seconds["exchange"]}
+    choice = min(MODES, key=lambda m: predicted[m])
+    links = {**coded.binding_links, "exchange": own.binding_links["exchange"]}
+    bound = min(coded.bound_seconds, own.bound_seconds)
+    return TransitionTimes(bound, predicted, choice, explain(predicted, choice), binding_links=links)
+
+
 def storage_times(
     scheme: Scheme, held: Any, held_next: Any, *, network: Network, width: int,
-    coded_bytes: int | None = None, strategy: str = "greedy",
+    coded_bytes: int | None = None, strategy: str = "greedy", modes: tuple[str, ...] = ("coded", "exchange"),
 ) -> TransitionTimes:  # fmt: skip
     """The time bound and each mode's predicted time of a transition with a storage of ``M > 1``
     batches under ``scheme``, from ``held`` to ``held_next`` (its piece placements), on ``network``,
@@ -157,6 +193,8 @@ def storage_times(
       (:func:`exchange_rack_loads`);
     - no ``uncoded`` nor ``split``: neither takes a storage.
 
+    ``modes``: those predicted (the others ``inf``); without ``coded`` no coded plan is made.
+
     Examples
     --------
     >>> from coded_shuffle.network import Network
@@ -182,7 +220,7 @@ def storage_times(
         sender = _rack_senders(scheme, wanter, holders, network, assigned, None if lengths is None else size)
         link_loads = rack_link_loads(wanter, sender, rack=network.rack_of(), sizes=size)
         upload = float(link_loads["uploads_bytes"].max(initial=0))
-    if coded_bytes is None:
+    if coded_bytes is None and "coded" in modes:
         from ..storage import STORAGE_MAX_K
 
         if held.K <= STORAGE_MAX_K:  # beyond, no coded plan of a storage (the exchange's alone)
@@ -200,7 +238,7 @@ def storage_times(
         weights = None if lengths is None else np.asarray(lengths)[demand[:, 0]]
         lower = demand_lower_bound(demand, held.K, weights=weights)[0] * (width if lengths is None else 1)
         cuts.append(lower / master)
-    return times_of(loads, cuts, ("coded", "exchange"))
+    return times_of(loads, cuts, modes)
 
 
 def _rack_senders(
@@ -281,24 +319,6 @@ def exchange_rack_loads(
     size = np.full(units.size, width, dtype=np.int64) if lengths is None else np.asarray(lengths)[units]
     loads = rack_link_loads(wanter, assigned.sender, rack=network.rack_of(), sizes=size)
     return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in loads.items()}
-
-
-def check_storage_network(network: Network, M: int) -> None:
-    """Refuse, naming the argument, a ``network`` with racks for a storage of ``M > 1`` batches,
-    which the loaders' schemes deliver as on one switch (their pieces placed and their senders
-    chosen without the racks); :func:`storage_times` times a storage on racks too.
-
-    >>> try:
-    ...     check_storage_network(Network.parse("up=100,down=100,racks=2x2,rack-up=400"), 2)
-    ... except ValueError as e:
-    ...     print(str(e).split(" (")[0])
-    Argument 'network' must have no racks with storage = 2
-    """
-    if M != 1 and network.racks is not None:
-        raise ValueError(
-            f"Argument 'network' must have no racks with storage = {M} (a loader places a storage and "
-            f"chooses its senders as on one switch), not {network.racks_part!r}."
-        )
 
 
 def _storage_coded_bytes(held: Any, held_next: Any, lengths: Any, width: int, strategy: str) -> int:

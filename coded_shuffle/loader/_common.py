@@ -13,10 +13,10 @@ import numpy as np
 from .._checks import check_choice, check_int
 from ..codec import Cache, Dataset
 from ..engine import TransitionReport
-from ..engine.schedule import check_network, check_storage_network, predicted_times
+from ..engine.schedule import check_network, predicted_times
 from ..engine.schemes import REGISTRY, Scheme, registered, resolve
 from ..errors import IntegrityError
-from ..network import MODES
+from ..network import MODES, Network
 from ..orders import (
     BALANCES,
     EPOCH_ORDERS,
@@ -71,6 +71,21 @@ def variable_batch(
         epoch=epoch, worker=worker, ids=ids, records=variable_records(data, lens, writable=writable),
         decoded=decoded, decode=decode, lengths=lens,
     )  # fmt: skip
+
+
+def _batch_cache(batch: EpochBatch, width: int | None = None) -> Cache:
+    """The records of ``batch`` as a worker's holdings (records of variable sizes zero-padded to
+    ``width``, by default the longest of them, with their lengths;
+    :func:`~coded_shuffle.engine.rest._widened` pads them to
+    the job's width later, where it is known only then)."""
+    ids = np.asarray(batch.ids, np.int64)
+    if batch.lengths is None:
+        return Cache(ids=ids, data=record_bytes_of(batch.records), lengths=None)
+    lengths = np.asarray(batch.lengths, dtype=np.int64)
+    data = np.zeros((ids.size, int(lengths.max(initial=0)) if width is None else width), dtype=np.uint8)
+    for r, rec in enumerate(batch.records):
+        data[r, : lengths[r]] = np.frombuffer(memoryview(rec).cast("B"), np.uint8)
+    return Cache(ids=ids, data=data, lengths=lengths)
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,10 +352,12 @@ def with_master(scheme: str | Scheme) -> bool:
 
 def _storage(
     storage: object, record_bytes: int | None, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
-    variable: bool = False, sizes: np.ndarray | None = None,
+    variable: bool = False, sizes: np.ndarray | None = None, network: Network | None = None,
 ) -> Scheme | None:  # fmt: skip
     """The scheme ``mode`` of ``storage`` batches a worker for these records, or raise naming
-    ``storage`` (or ``scheme``).
+    ``storage`` (or ``scheme``). ``network``: the job's, whose racks the exchange chooses its
+    senders on and places a storage's pieces across, as the engine's
+    (:func:`~coded_shuffle.engine.schemes.scheme_for`).
 
     ``record_bytes`` None (a worker, before the master says it): only ``storage`` against ``K``
     is checked, and nothing is returned. ``variable``: records of variable sizes (the widest
@@ -357,7 +374,7 @@ def _storage(
             check_storage(storage, K)
             return None
         scheme = resolve(mode, name="scheme", K=K, storage=storage, record_bytes=record_bytes, peers=peers,  # type: ignore[arg-type]
-                         sizes=sizes if sized else None)  # fmt: skip
+                         sizes=sizes if sized else None, network=network)  # fmt: skip
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("Argument 'M' (storage)", "Argument 'storage'")) from None
     if variable and storage != 1 and not sized:
@@ -376,12 +393,22 @@ def _storage(
 
 def _store(
     storage: object, record_bytes: int, K: int, *, mode: str | Scheme = "coded", peers: bool = False,
-    variable: bool = False, sizes: np.ndarray | None = None,
+    variable: bool = False, sizes: np.ndarray | None = None, network: Network | None = None,
 ) -> Scheme:  # fmt: skip
     """:func:`_storage` of records of known width."""
-    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers, variable=variable, sizes=sizes)
+    scheme = _storage(storage, record_bytes, K, mode=mode, peers=peers, variable=variable, sizes=sizes,
+                      network=network)  # fmt: skip
     assert scheme is not None
     return scheme
+
+
+def job_network(network: object, K: int | None) -> Network | None:
+    """A loader's argument ``network`` (None, or a :class:`~coded_shuffle.network.Network` whose
+    racks, if any, hold the job's ``K`` workers; None: not known yet), checked; else raise naming it."""
+    net = check_network(network, None, name="scheme")
+    if net is not None and net.racks is not None and K is not None:
+        net.check_workers(K)
+    return net
 
 
 def _scheme_on(
@@ -392,15 +419,15 @@ def _scheme_on(
     schemes, the one of least predicted time of transition ``epoch -> epoch + 1`` of the batches
     cut by ``balance`` (in bytes where the records' sizes differ; with a storage of ``M > 1``
     batches, in the bytes of its pieces, each record cut by its own length where sizes differ,
-    :func:`~coded_shuffle.engine.schedule.storage_times`, on a network without racks)."""
-    net = check_network(network, "auto", name="scheme")  # given, or asked for by 'auto'
+    :func:`~coded_shuffle.engine.schedule.storage_times`, on racks each scheme on the placement
+    it runs on)."""
+    net = job_network(check_network(network, "auto", name="scheme"), K)  # given, or asked for by 'auto'
     assert net is not None
     M = 1
     if storage != 1:  # checked for these records before it is timed (auto: as the coded scheme's)
         mode = "coded" if scheme == "auto" else scheme
         M = _store(storage, dataset.record_bytes, K, mode=mode, variable=dataset.variable,
                    sizes=dataset.lengths).M  # fmt: skip
-    check_storage_network(net, M)
     if scheme != "auto":
         return scheme
     times = predicted_times(
@@ -421,8 +448,9 @@ def choose_scheme(
     and the one line that says why. ``sizes`` (each record's bytes, where they differ; the widest
     ``record_bytes``), ``storage`` and ``balance`` as the job's
     (:func:`~coded_shuffle.engine.schedule.predicted_times`): with a storage of ``M > 1``
-    batches, the times of its pieces (a network without racks), and a scheme whose workers are
-    fewer than ``M`` cannot run.
+    batches, the times of its pieces (on racks each scheme's on the placement it runs on), and
+    a scheme whose workers are fewer than ``M``, or whose workers the racks do not hold (a
+    job of peers has one more), cannot run.
 
     Examples
     --------
@@ -435,10 +463,12 @@ def choose_scheme(
     assert net is not None
     spec = _order_spec(order, N)
     M = check_int(storage, "storage", minimum=1)
-    check_storage_network(net, M)
+
+    if net.racks is not None and net.workers not in (ranks - 1, ranks):
+        net.check_workers(ranks)  # racks that hold neither job's workers: raises naming 'network'
 
     def time_of(mode: str, K: int) -> float:
-        if K < max(1, M):
+        if K < max(1, M) or (net.racks is not None and net.workers != K):  # racks hold the job's workers
             return float("inf")
         times = predicted_times(N, K, seed=seed, spec=spec, epoch=start_epoch, record_bytes=record_bytes,
                                 network=net, strategy=strategy, sizes=sizes, storage=M,
@@ -449,6 +479,11 @@ def choose_scheme(
     t = {m: time_of(m, ranks if registered(m).among_peers else ranks - 1) for m in _training()}
     order = sorted(t, key=MODES.index)  # the network's order breaks ties
     best = min(order, key=lambda m: t[m])  # a network no mode can use raised above
+    if t[best] == float("inf"):
+        raise ValueError(
+            f"Argument 'network' lets no scheme run on a job of {ranks} ranks with storage = {M} (a storage "
+            f"needs at least M workers; racks hold every worker of the job), not {network}."
+        )
     other = min((m for m in order if m != best), key=lambda m: t[m])
     return (
         best,

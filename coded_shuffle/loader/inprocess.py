@@ -92,9 +92,10 @@ class InProcessLoader:
         one's own, an object satisfying :class:`~coded_shuffle.engine.schemes.Scheme`, used as is
         (``storage`` then 1 or its own).
     network : Network, optional
-        The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`;
-        without racks for a ``storage`` above 1, whose times are those of its pieces on one
-        switch).
+        The network ``scheme="auto"`` chooses on (:class:`coded_shuffle.network.Network`; with a
+        ``storage`` above 1, on the times of its pieces). With racks the ``exchange`` chooses its
+        senders on their links and places a storage's pieces across them, as the engine's
+        (:class:`~coded_shuffle.engine.schemes.ExchangeScheme` on ``network``).
     decode : callable, optional
         A record's bytes (a read-only ``uint8`` array, a view) to the user's sample: iterating an
         :class:`EpochBatch` then yields ``(id, decode(record))``. Default: the rows, as
@@ -155,7 +156,7 @@ class InProcessLoader:
                                 balance=self.balance)  # fmt: skip
         variable = self.layout.variable
         self.scheme = _store(storage, self.dataset.record_bytes, self.K, mode=scheme, variable=variable,
-                             sizes=self.dataset.lengths)  # fmt: skip
+                             sizes=self.dataset.lengths, network=network)  # fmt: skip
         self._work = self.scheme.dataset(self.dataset)
         compile_once(prog=_PROG)
         if transport is None:

@@ -24,6 +24,7 @@ from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
 from ..engine.session import Session
 from ..errors import IntegrityError, TransportError
+from ..network import Network
 from ..orders import (
     OrderSpec,
 )
@@ -35,6 +36,7 @@ from ._common import (
     EpochBatch,
     RowLayout,
     _batch,
+    _batch_cache,
     _check_common,
     _check_order,
     _crashing,
@@ -45,8 +47,8 @@ from ._common import (
     check_balance,
     check_decode,
     check_scheme,
+    job_network,
     load_rows,
-    record_bytes_of,
     with_master,
 )
 
@@ -57,20 +59,6 @@ def _units_lengths(session: Session, lengths: np.ndarray | None) -> np.ndarray |
     """A worker's table of its units' lengths: those of a storage's pieces (cut on every rank from
     the record sizes), else ``lengths``, the records' (None: of one size)."""
     return session.lengths if session.lengths is not None else lengths
-
-
-def _batch_cache(batch: EpochBatch, width: int | None = None) -> Cache:
-    """The records of ``batch`` as a worker's holdings (records of variable sizes zero-padded to
-    ``width``, by default the longest of them, with their lengths; :func:`_widened` pads them to
-    the job's width later, where it is known only then)."""
-    ids = np.asarray(batch.ids, np.int64)
-    if batch.lengths is None:
-        return Cache(ids=ids, data=record_bytes_of(batch.records), lengths=None)
-    lengths = np.asarray(batch.lengths, dtype=np.int64)
-    data = np.zeros((ids.size, int(lengths.max(initial=0)) if width is None else width), dtype=np.uint8)
-    for r, rec in enumerate(batch.records):
-        data[r, : lengths[r]] = np.frombuffer(memoryview(rec).cast("B"), np.uint8)
-    return Cache(ids=ids, data=data, lengths=lengths)
 
 
 def _join_multicast(link: ControlLink, multicast: object) -> MulticastLink:
@@ -147,6 +135,9 @@ class MPILoader:
         The delivery, the same on every rank: ``coded`` (default), ``exchange``, or a scheme of
         one's own that runs with a master (an object satisfying
         :class:`~coded_shuffle.engine.schemes.Scheme`, used as is; ``storage`` then 1 or its own).
+    network : Network, optional
+        As :class:`InProcessLoader`'s (its racks, if any, of the ``K`` workers), the same on every
+        rank: on racks the ``exchange`` chooses its senders and places a storage as the engine's.
     decode : callable, optional
         As :class:`InProcessLoader`: a record's bytes to the user's sample; a worker's
         :class:`EpochBatch` then yields ``(id, decode(record))``.
@@ -206,6 +197,7 @@ class MPILoader:
         decode: Callable[[np.ndarray], Any] | None = None,
         balance: str = "count",
         cache_dir: str | os.PathLike[str] | None = None,
+        network: Network | None = None,
     ) -> None:
         self._scheme = check_scheme(scheme, auto=False)
         self._holdings(cache_dir, storage)
@@ -222,6 +214,7 @@ class MPILoader:
         _check_order(order)  # before N is known
         self._timeout = None if timeout is None else check_seconds(timeout, "timeout")
         self._order = order
+        network = job_network(network, None)  # before MPI is touched
         if transport is None:
             transport = default_link()
         elif not isinstance(transport, ControlLink):
@@ -237,6 +230,8 @@ class MPILoader:
         self.writable = bool(writable)
         self._pid = os.getpid()
         self.K = transport.K
+        #: The network whose racks the exchange chooses its senders on (and places a storage across), or None.
+        self.network = job_network(network, self.K)
         self.is_master = transport.is_master
         #: This rank's worker number, or None on the master.
         self.worker = transport.worker
@@ -265,7 +260,7 @@ class MPILoader:
             ds = self.dataset
             # refused before the job
             _storage(storage, ds.record_bytes, self.K, mode=self._scheme, variable=self.layout.variable,
-                     sizes=ds.lengths)  # fmt: skip
+                     sizes=ds.lengths, network=self.network)  # fmt: skip
             self._sizes = batch_sizes_of(ds.N, ds.record_bytes, ds.lengths, self.balance)
         else:
             _storage(storage, None, self.K)  # the workers learn the record width later
@@ -357,7 +352,8 @@ class MPILoader:
         assert self.dataset is not None and self.layout is not None
         ds = self.dataset
         N, B = ds.N, ds.record_bytes
-        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=ds.variable, sizes=ds.lengths)
+        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=ds.variable, sizes=ds.lengths,
+                        network=self.network)  # fmt: skip
         opts = MasterOptions(
             strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed, records=(N, B)
         )
@@ -518,7 +514,8 @@ class MPILoader:
         self.layout = RowLayout(dtype=np.dtype(dtype), shape=tuple(shape), variable=variable)
         self._lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
         self._sizes = batch_sizes_of(self.N, B, lengths, self.balance)
-        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=variable, sizes=lengths)
+        scheme = _store(self._storage, B, self.K, mode=self._scheme, variable=variable, sizes=lengths,
+                        network=self.network)  # fmt: skip
         session.schemes = (scheme,)
         schedule = self._schedule(N, scheme)
         before, now = self._first(schedule)

@@ -11,6 +11,7 @@ from ..engine import MasterOptions
 from ..engine.schedule import Epoch, EpochSchedule
 from ..engine.schemes import Scheme
 from ..engine.session import Session
+from ..network import Network
 from ..orders import OrderSpec
 from ..transport import ControlLink, default_link
 from ._common import _store, among_peers, batch_sizes_of, check_scheme, open_rows
@@ -46,7 +47,9 @@ class PeerLoader(MPILoader):
     rank) and there is no ``strategy`` (nothing is coded); ``transport`` is a link of peers
     (``MPITransport(peers=True)`` or ``TorchTransport(peers=True)``; by default the one of the
     job, :func:`peer_link`); ``scheme`` is ``exchange`` (default) or a scheme of one's own that
-    runs among peers (``peers`` true).
+    runs among peers (``peers`` true); ``network`` with racks of the ``K`` peers: the exchange
+    chooses its senders on the racks' links and places a storage's pieces across them, as the
+    engine's on that network.
 
     Examples
     --------
@@ -71,6 +74,7 @@ class PeerLoader(MPILoader):
         scheme: str | Scheme = "exchange",
         decode: Callable[[np.ndarray], Any] | None = None,
         balance: str = "count",
+        network: Network | None = None,
     ) -> None:
         if not among_peers(check_scheme(scheme, auto=False)):
             raise ValueError(f"Argument 'scheme' must be a scheme that runs among peers, not {scheme!r}.")
@@ -82,7 +86,7 @@ class PeerLoader(MPILoader):
         super().__init__(
             None, epochs=epochs, start_epoch=start_epoch, seed=seed, order=order, transport=link,
             max_repair_rounds=max_repair_rounds, timeout=timeout, writable=writable, storage=storage,
-            scheme=scheme, decode=decode, balance=balance,
+            scheme=scheme, decode=decode, balance=balance, network=network,
         )  # fmt: skip
         self._records, self.layout = open_rows(source)
         self.N = len(self._records)
@@ -91,7 +95,7 @@ class PeerLoader(MPILoader):
         B, variable = self.layout.record_bytes, self.layout.variable
         lengths = np.asarray(self._records.sizes, dtype=np.int64) if variable else None
         self.scheme: Scheme = _store(storage, B, self.K, mode=scheme, peers=True, variable=variable,
-                                     sizes=lengths)  # fmt: skip
+                                     sizes=lengths, network=self.network)  # fmt: skip
         self._sizes = batch_sizes_of(self.N, B, lengths, self.balance)
 
     def serve(self) -> list[Any]:

@@ -202,7 +202,7 @@ def test_simulate_on_a_network_prints_the_times_under_the_table(capsys):
         (["--mode", "auto"], "--mode auto needs --network SPEC"),
         (["--network", "master=1000,up=0,down=1000"], "--network: up=0: a rate must be positive"),
         (["--network", "down=100,bogus=3"], "--network: 'bogus=3': not a part of a SPEC"),
-        (["--network", "down=1,racks=2x2,rack-up=1", "--storage", "2", "-B", "4096"], "--network with racks"),
+        (["--network", "down=1,racks=2x3,rack-up=1", "--storage", "2"], "racks=2x3: 6 hosts, not the job"),
         (["--network", "down=100", "--subpackets", "2"], "--network applies to whole records"),
     ],
 )

@@ -307,8 +307,8 @@ def test_run_with_a_storage_on_a_network_times_its_pieces():
     [
         ({"mode": "auto"}, ValueError, "'mode' can be 'auto' only with a 'network'"),
         ({"network": "down=100"}, TypeError, "'network' must be a Network or None, not str"),
-        ({"network": "RACKS", "storage": 2}, ValueError, "'network' applies to one batch a worker"),
-        ({"network": "NET", "subpackets": 2}, ValueError, "'network' applies to one batch a worker"),
+        ({"network": "NET", "subpackets": 2}, ValueError, "'network' applies to whole records"),
+        ({"network": "RACKS", "subpackets": 2}, ValueError, "'network' applies to whole records"),
     ],
 )
 def test_run_on_a_network_refuses_what_it_cannot_time(kwargs, error, message):
@@ -316,7 +316,7 @@ def test_run_on_a_network_refuses_what_it_cannot_time(kwargs, error, message):
 
     if kwargs.get("network") == "NET":
         kwargs = {**kwargs, "network": Network.parse("down=100,up=100")}
-    if kwargs.get("network") == "RACKS":  # a storage on racks takes the exchange (a storage elsewhere: timed)
+    if kwargs.get("network") == "RACKS":  # a storage on racks is timed (every mode), sub-packets are not
         kwargs = {**kwargs, "network": Network.parse("down=100,up=100,racks=2x2,rack-up=50")}
     with pytest.raises(error, match=message):
         simulate(K=4, N=800, record_bytes=512, epochs=1, seed=0, **kwargs)

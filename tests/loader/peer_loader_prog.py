@@ -1,4 +1,4 @@
-"""``prog.py mpi|torch DATA.npy OUT EPOCHS STORAGE [stop | variable=DIR]``: the program of the
+"""``prog.py mpi|torch DATA.npy OUT EPOCHS STORAGE [stop | variable=DIR [network=SPEC]]``: the program of the
 tests of :class:`coded_shuffle.loader.PeerLoader`, under ``mpiexec -n K`` or ``torchrun``.
 
 Every rank iterates the loader of ``DATA.npy`` and writes the ids and records of each epoch's
@@ -8,7 +8,9 @@ With ``stop``, worker 1 leaves its loop after its second epoch; every rank then 
 first runs a job on the files of ``DIR`` (records of variable sizes, batches cut by bytes, every
 rank storing ``STORAGE`` batches: with 2, each record cut into pieces by its own length): rank
 ``k`` writes each epoch's ids, the records' bytes end to end, their lengths and the decoded
-samples to ``OUT/v{k}_e{t}.npz``, rank 0 the reports to ``OUT/variable.json``.
+samples to ``OUT/v{k}_e{t}.npz``, rank 0 the reports to ``OUT/variable.json``. With
+``network=SPEC``, the loader of ``DATA.npy`` is given that network (its exchange's senders chosen
+on its racks).
 """
 
 from __future__ import annotations
@@ -63,8 +65,14 @@ def main(argv: list[str]) -> int:
 
     if rest and rest[0].startswith("variable="):
         variable_job(rest.pop(0).split("=", 1)[1], Path(out), int(epochs), int(storage))
+    network = None
+    if rest and rest[0].startswith("network="):
+        from coded_shuffle.network import Network
 
-    loader = PeerLoader(data, epochs=int(epochs), seed=4, storage=int(storage), timeout=60, decode=reverse)
+        network = Network.parse(rest.pop(0).split("=", 1)[1])
+
+    loader = PeerLoader(data, epochs=int(epochs), seed=4, storage=int(storage), timeout=60, decode=reverse,
+                        network=network)  # fmt: skip
     k = loader.worker
     for n, batch in enumerate(loader):
         save(Path(out) / f"w{k}_e{batch.epoch}.npz", batch, records=batch.records)

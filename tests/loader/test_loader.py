@@ -256,6 +256,12 @@ def test_loader_exceptions(tmp_path):
         MPILoader(X, epochs=2, order="shuffled")
     with pytest.raises(TypeError, match="'cache_dir' must be a folder's path, not int"):
         MPILoader(X, epochs=2, cache_dir=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="'network' must be a Network or None, not str"):
+        MPILoader(X, epochs=2, network="down=1")  # type: ignore[arg-type]
+    from coded_shuffle.network import Network
+
+    with pytest.raises(ValueError, match="'network' must have racks of K = 2 hosts in all, not 4"):
+        InProcessLoader(X, K=2, epochs=1, network=Network.parse("up=1,down=1,racks=2x2,rack-up=1"))
     with pytest.raises(TypeError, match="'source'"):
         load_rows({"x": 1})
 
@@ -752,5 +758,92 @@ def test_choose_scheme_weighs_the_coded_job_against_the_peers_of_the_same_ranks(
         assert got == want == min(t, key=t.get) and f"predicted {t[want]:.3g} s" in why
     # a storage of 5 batches: only the 5 peers can hold it
     assert choose_scheme(600, 4096, 5, network=fast_up, storage=5, **kw)[0] == "exchange"
-    with pytest.raises(ValueError, match="Argument 'network' must have no racks with storage = 2"):
-        choose_scheme(600, 4096, 5, network=Network.parse("up=1,down=1,racks=1x5,rack-up=1"), storage=2, **kw)
+    # racks hold the workers of one of the two jobs: the other cannot run on them
+    five, four = (Network.parse(f"master=1,up=1,down=1,racks={r},rack-up=1") for r in ("1x5", "2x2"))
+    why = choose_scheme(600, 4096, 5, network=five, storage=2, **kw)[1]
+    assert why.endswith(f"against coded inf s, on {five}")
+    assert choose_scheme(600, 4096, 5, network=four, storage=2, **kw)[0] == "coded"
+    with pytest.raises(ValueError, match="'network' lets no scheme run on a job of 5 ranks with storage = 5"):
+        choose_scheme(600, 4096, 5, network=four, storage=5, **kw)
+    with pytest.raises(ValueError, match="'network' must have racks of K = 7 hosts in all, not 4"):
+        choose_scheme(600, 4096, 7, network=four, storage=2, **kw)
+
+
+def _rack_times(scheme, placements, net, *, width: int, coded_bytes: int) -> dict[str, float]:
+    """Each mode's time on ``net`` (two racks) by hand: the exchange's loads counted from
+    ``scheme``'s own senders of the transition ``placements`` (every link: a worker's downlink and
+    uplink, a rack's uplink and downlink, each at its rate), the coded broadcast's ``coded_bytes``
+    through the master, every downlink and every rack's downlink, and without multicast the relays'
+    uplinks and every rack's uplink."""
+    units, wanter, _, assigned = scheme.exchange_plan(*placements)
+    rack = np.repeat(np.arange(len(net.racks)), net.racks)
+    sender = np.asarray(assigned.sender)
+    cross = rack[sender] != rack[wanter]
+    rate = {k: getattr(net, k) * 125_000 for k in ("master", "up", "down", "rack_up", "rack_down")}
+    loads = {
+        "down": np.bincount(wanter, minlength=4), "up": np.bincount(sender, minlength=4),
+        "rack_up": np.bincount(rack[sender][cross], minlength=2),
+        "rack_down": np.bincount(rack[wanter][cross], minlength=2),
+    }  # fmt: skip
+    exchange = max(int(v.max()) * width / rate[k] for k, v in loads.items())
+    heard = ("master", "down", "rack_down") if net.multicast else tuple(rate)  # multicast: no relays
+    return {"exchange": exchange, "coded": coded_bytes / min(rate[k] for k in heard)}
+
+
+def test_a_storage_on_racks_is_placed_and_sent_as_the_engine_does_and_auto_takes_the_fastest():
+    """``M = 2`` at ``K = 4`` in two racks of two, records of 64 B (one piece a record, fewer than
+    its 3 labels): the loader's exchange places the storage across the racks and chooses its
+    senders on their links as the engine's exchange on that network, which
+    :func:`~coded_shuffle.plan.assign_senders_racks` gives on the demand, with fewer pieces between
+    racks than the choice blind to them; every record is delivered and checked; ``auto`` (loader
+    and engine) runs the mode of least time counted here, each on its own placement."""
+    from coded_shuffle.engine import scheme_for, simulate
+    from coded_shuffle.engine.schedule import EpochSchedule, predicted_times
+    from coded_shuffle.network import Network
+    from coded_shuffle.plan import assign_senders, assign_senders_racks
+
+    X = np.random.default_rng(0).integers(0, 256, (200, 64), dtype=np.uint8)
+    net = Network.parse("master=1000,up=100,down=100,racks=2x2,rack-up=20,rack-down=20")
+    kw = {"K": 4, "epochs": 3, "seed": 1, "order": "permutation", "storage": 2}
+    loader = InProcessLoader(X, scheme="exchange", network=net, **kw)
+    engine = scheme_for("exchange", K=4, storage=2, record_bytes=64, network=net)
+    e0, e1, f0, f1 = (
+        e for s in (loader.scheme, engine)
+        for e in EpochSchedule(N=200, K=4, seed=1, spec=loader.order, scheme=s).epochs(start=0, count=2)
+    )  # fmt: skip
+    assert all(np.array_equal(a.held.holders, b.held.holders) for a, b in ((e0, f0), (e1, f1)))
+    rack = np.array([0, 0, 1, 1])
+    spans = [len({int(rack[w]) for w in range(4) if int(h) >> w & 1}) for h in e0.held.holders.ravel()]
+    assert spans == [2] * 200  # each record's holders: its owner, and one worker of the other rack
+    _, wanter, holders, chosen = loader.scheme.exchange_plan(e0.held, e1.held)
+    assert chosen.sender.tolist() == engine.exchange_plan(f0.held, f1.held)[3].sender.tolist()
+    want = assign_senders_racks(wanter, holders, K=4, rack=rack, up=100, rack_up=20, rack_down=20)
+    assert chosen.sender.tolist() == want.sender.tolist()
+    blind = assign_senders(wanter, holders, K=4).sender
+    assert (rack[chosen.sender] != rack[wanter]).sum() < (rack[blind] != rack[wanter]).sum()
+    for ep in loader:
+        assert all(np.array_equal(b.records, X[b.ids]) for b in ep.batches)
+    assert all(r.verified for r in loader.reports) and len(loader.reports) == 2
+    assert loader.reports[0].exchange.max_sent_bytes == 64 * int(np.bincount(chosen.sender).max())
+    # auto: the coded broadcast's bytes as its loader sent them, the exchange's loads as its senders give
+    coded = InProcessLoader(X, scheme="coded", network=net, **kw)
+    list(coded)
+    assert all(r.verified for r in coded.reports)
+    blind_placement = EpochSchedule(N=200, K=4, seed=1, spec=loader.order, scheme=coded.scheme).epoch(0)
+    assert not np.array_equal(blind_placement.held.holders, e0.held.holders)
+    chosen_modes = set()
+    slow_up = "master=1000,up=10,down=1000,multicast,spine-multicast,racks=2x2,rack-up=1000,rack-down=1000"
+    for spec in (str(net), slow_up):
+        n = Network.parse(spec)
+        times = _rack_times(loader.scheme, (e0.held, e1.held), n, width=64,
+                            coded_bytes=coded.reports[0].wire.payload_bytes)  # fmt: skip
+        predicted = predicted_times(200, 4, seed=1, spec=loader.order, epoch=0, record_bytes=64, network=n,
+                                    storage=2).predicted_seconds  # fmt: skip
+        assert {m: predicted[m] for m in times} == pytest.approx(times)
+        best = min(times, key=times.get)
+        assert InProcessLoader(X, scheme="auto", network=n, **kw).scheme.name == best
+        rep = simulate(K=4, N=200, record_bytes=64, epochs=1, seed=1, storage=2, mode="auto", network=n,
+                       order=loader.order)  # fmt: skip
+        assert rep.verified and rep.transitions[0].mode == best
+        chosen_modes.add(best)
+    assert chosen_modes == {"coded", "exchange"}

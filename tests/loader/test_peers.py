@@ -65,7 +65,11 @@ def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
     # 2 to 6 KiB, each record cut into 2 pieces by its own length)
     sizes = (1, 301) if M == 1 else (2048, 6145)
     files = write_files(tmp_path / "files", 40, np.random.default_rng(8), sizes=sizes)
-    proc = launch(kind, K, tmp_path / "rows.npy", tmp_path, epochs, M, f"variable={tmp_path / 'files'}")
+    # with M = 2 the rows' job runs on racks of 2 and 1 workers whose uplinks to the spine are slow
+    # (under mpiexec: torchrun passes the same options to the same loader)
+    racks = ["network=up=100,down=100,racks=2+1,rack-up=10"] if M == 2 and kind == "mpi" else []
+    files_arg = f"variable={tmp_path / 'files'}"
+    proc = launch(kind, K, tmp_path / "rows.npy", tmp_path, epochs, M, files_arg, *racks)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_variable_job(tmp_path, files, K, epochs, M)
     for t in range(epochs):
@@ -81,6 +85,32 @@ def test_every_rank_trains_on_its_batch_of_every_epoch(tmp_path, kind, M):
     for r in reports:  # nothing from a master; a worker receives exactly what it misses
         assert r["wire_bytes"] == 0 and r["mode"] == "exchange" and r["storage"] == M
         assert r["max_received_bytes"] == r["download_bound_bytes"] > 0
+    if racks:
+        check_rack_senders(reports, K, epochs)
+
+
+def check_rack_senders(reports: list[dict], K: int, epochs: int) -> None:
+    """The exchange on racks sent what the engine's senders on them send (each piece, a whole
+    record of 600 B here, from the sender :func:`~coded_shuffle.plan.assign_senders_racks` gives
+    on the demand), not what the choice blind to the racks sends (its busiest upload differs)."""
+    from coded_shuffle.engine import scheme_for
+    from coded_shuffle.engine.schedule import EpochSchedule
+    from coded_shuffle.network import Network
+    from coded_shuffle.orders import OrderSpec
+    from coded_shuffle.plan import assign_senders, assign_senders_racks
+
+    net = Network.parse("up=100,down=100,racks=2+1,rack-up=10")
+    scheme = scheme_for("exchange", K=K, storage=2, record_bytes=B, peers=True, network=net)
+    assert scheme.pieces == 1  # records below 2048 B go whole
+    held = [e.held for e in EpochSchedule(N=N, K=K, seed=SEED, spec=OrderSpec("permutation"),
+                                          scheme=scheme).epochs(start=0, count=epochs)]  # fmt: skip
+    for r, (now, nxt) in zip(reports, zip(held, held[1:], strict=False), strict=True):
+        _, wanter, holders, _ = scheme.exchange_plan(now, nxt)
+        racked = assign_senders_racks(wanter, holders, K=K, rack=[0, 0, 1], up=100, rack_up=10,
+                                      rack_down=10).sender  # fmt: skip
+        blind = assign_senders(wanter, holders, K=K).sender
+        sent = [B * int(np.bincount(s, minlength=K).max()) for s in (racked, blind)]
+        assert r["max_sent_bytes"] == sent[0] != sent[1] and r["exchange_bytes"] == B * wanter.size
 
 
 def check_variable_job(out: Path, files: list[bytes], K: int, epochs: int, M: int = 1) -> None:
