@@ -172,3 +172,54 @@ def test_parse_frame_rejects_entries_that_lie():
     assert (f.len_a.tolist(), f.len_b.tolist(), f.payload_bytes) == ([8, 0], [0, 8], 16)
     f = parse_frame(entries_frame([(3, none32 - 1, none32)], flags=0, width=4))
     assert (f.symbol.tolist(), f.a.tolist(), f.b.tolist(), f.len_a) == ([3], [none32 - 1], [-1], None)
+
+
+def test_parse_pairs_equals_its_numpy_statements():
+    """The compiled read of a frame's entries against the numpy expressions its docstring states,
+    on random entries of every layout, true and lying (ids of 2**63 and more, lengths past the
+    width, a lone point with a length of ``b``)."""
+    import numpy as np
+
+    from coded_shuffle import _codec_kernels as kern
+
+    rng = np.random.default_rng(5)
+    for flags in (0, 1, 2, 3):
+        idt = "<u8" if flags & 2 else "<u4"
+        names = ["symbol", "a", "b"] + (["len_a", "len_b"] if flags & 1 else [])
+        edt = np.dtype([(n, idt if n in ("symbol", "a", "b") else "<u4") for n in names])
+        none = np.iinfo(idt).max
+        for case in range(40):
+            n, width = int(rng.integers(0, 30)), 64
+            e = np.zeros(n, edt)
+            e["symbol"], e["a"] = rng.integers(0, 1000, n), rng.integers(0, 1000, n)
+            e["b"] = np.where(rng.random(n) < 0.3, none, rng.integers(0, 1000, n))
+            if flags & 1:
+                e["len_a"] = rng.integers(0, width + 1, n)
+                e["len_b"] = np.where(e["b"] == none, 0, rng.integers(0, width + 1, n))
+            lie = case % 4 if n else 0  # 1: an id past 2**63, 2: a length past the width, 3: both
+            if lie & 1 and flags & 2:
+                far = int(rng.integers(1 << 63, none, dtype=np.uint64))  # not "none" itself
+                e[["a", "b"][case % 2]][int(rng.integers(n))] = far
+            if lie & 2 and flags & 1:
+                s = int(rng.integers(n))
+                e["len_b" if e["b"][s] == none or case % 3 else "len_a"][s] = width + 1 + case
+            table = e.view(np.uint8).reshape(n, edt.itemsize)
+            table.flags.writeable = False
+            got = kern.parse_pairs(table, bool(flags & 2), bool(flags & 1), width)
+            symbol, a, b, len_a, len_b, payload, status = got
+            want_a = e["a"].astype(np.int64)
+            want_b = np.where(e["b"] == none, -1, e["b"].astype(np.int64))
+            assert np.array_equal(symbol, e["symbol"].astype(np.int64))
+            assert np.array_equal(a, want_a) and np.array_equal(b, want_b)
+            bad_id = n and (int(want_a.min()) < 0 or int(want_b.min()) < -1)
+            if flags & 1:
+                la, lb = e["len_a"].astype(np.int64), e["len_b"].astype(np.int64)
+                assert np.array_equal(len_a, la) and np.array_equal(len_b, lb)
+                plen = np.maximum(la, lb)
+                bad_len = n and (int(plen.max()) > width or bool(np.any((want_b < 0) & (lb != 0))))
+                assert payload == int(plen.sum())
+            else:
+                assert len_a.size == len_b.size == 0 and payload == n * width
+                bad_len = False
+            assert status == (kern.BAD_ID if bad_id else kern.BAD_LENGTH if bad_len else 0)
+            assert status == 0 or lie
