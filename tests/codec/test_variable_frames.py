@@ -223,3 +223,18 @@ def test_parse_pairs_equals_its_numpy_statements():
                 bad_len = False
             assert status == (kern.BAD_ID if bad_id else kern.BAD_LENGTH if bad_len else 0)
             assert status == 0 or lie
+
+
+def test_parse_frame_of_a_strided_array():
+    """A frame held every other byte of a larger array parses as the frame itself (once copied)."""
+    import numpy as np
+
+    from coded_shuffle.codec import parse_frame
+
+    raw = np.frombuffer(bytes.fromhex(FROZEN), dtype=np.uint8)
+    spread = np.zeros(2 * raw.size, np.uint8)
+    spread[::2] = raw
+    got, want = parse_frame(spread[::2], epoch=EPOCH), parse_frame(raw, epoch=EPOCH)
+    pairs = list(zip(got.a.tolist(), got.b.tolist(), strict=True))
+    assert got.symbol.tolist() == list(range(len(SYMBOLS))) and pairs == SYMBOLS
+    assert got.payload.tolist() == want.payload.tolist() and got.runs.tolist() == [list(r) for r in RUNS]
