@@ -33,7 +33,9 @@ documents against fixed records of their mean size, in bytes a second of the rec
 and the ratio: into new buffers, and into recycled ones (each worker's cache of epoch 2 written
 over, as the loaders and the engine alternate two buffers a worker), the variable records' rows
 zeroed past each new record only up to the old one's length (``out_lengths``), beside the same
-recycled buffers zeroed to the width (without it, as before); then the time of writing zeros
+recycled buffers zeroed to the width (without it, as before); the same records all of the mean
+size decoded through the variable path (frames of records of many sizes, rows of that width),
+recycled: what that path costs outside the rows' layout; then the time of writing zeros
 alone over every worker's new rows at the widest record's width (the rows of a cache of records
 of many sizes); and the variable frames parsed first by ``parse_frame`` (each payload unpacked
 to the widest width, as when ``unpack=False`` is not given).
@@ -317,17 +319,20 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     B = int(round(float(sizes.mean())))
     p0, p1, p2 = (epoch_placement(N, K, seed=0, epoch=e) for e in (0, 1, 2))
     jobs = {}
+    one = np.full(N, B, dtype=np.int64)
     for label, ds, sz in (
         ("fixed", load_dataset(rng.integers(0, 256, (N, B), dtype=np.uint8), checksums=False), None),
         ("variable", fake_dataset(sizes, rng), sizes),
+        ("one size", fake_dataset(one, rng), one),  # the variable path, rows as narrow as fixed ones
     ):
         frames = encode_plan(plan_delivery(p0, p1, sizes=sz), ds, epoch=1)
         caches = [ds.cache(p0.batch(k)) for k in range(K)]
         olds = [ds.cache(p2.batch(k)) for k in range(K)]  # the buffers a worker recycles
-        total = N * B if sz is None else int(sizes.sum())  # the new batches' bytes
+        total = N * B if sz is None else int(sz.sum())  # the new batches' bytes
         jobs[label] = (frames, caches, olds, total, sz)
     cases = [(label, into) for label in jobs for into in ("new", "recycled", "recycled, to the width")
-             if not (label == "fixed" and into == "recycled, to the width")]  # fmt: skip
+             if label == "variable" or (label == "fixed" and into != "recycled, to the width")
+             or (label == "one size" and into == "recycled")]  # fmt: skip
     best = dict.fromkeys(cases, float("inf"))
     for _ in range(repeats):
         for label, into in cases:
@@ -348,6 +353,8 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     for into in ("new", "recycled", "recycled, to the width"):
         fixed = rates["fixed", "new" if into == "new" else "recycled"]
         print(f"  variable / fixed, {into}: {rates['variable', into] / fixed:.3f}", flush=True)
+    print(f"  records all of {B} B through the variable path, rows {B} B wide / fixed, recycled: "
+          f"{rates['one size', 'recycled'] / rates['fixed', 'recycled']:.3f}", flush=True)  # fmt: skip
     rates["fixed"] = rates["fixed", "recycled"]
     frames, caches = jobs["variable"][:2]
     # The frames parsed first by parse_frame, every payload unpacked to the widest width.

@@ -808,6 +808,76 @@ def _copy_from(y, x, lo, hi):  # pragma: no cover - compiled
         t[j] = u[j]
 
 
+@numba.njit(inline="always")
+def _u32(e, o):  # pragma: no cover - compiled
+    """The little-endian ``uint32`` at byte ``o`` of the ``uint8`` row ``e``, as a ``uint64``."""
+    return (np.uint64(e[o]) | (np.uint64(e[o + 1]) << np.uint64(8)) | (np.uint64(e[o + 2]) << np.uint64(16))
+            | (np.uint64(e[o + 3]) << np.uint64(24)))  # fmt: skip
+
+
+@numba.njit(inline="always")
+def _u64(e, o):  # pragma: no cover - compiled
+    """The little-endian ``uint64`` at byte ``o`` of the ``uint8`` row ``e``."""
+    return _u32(e, o) | (_u32(e, o + 4) << np.uint64(32))
+
+
+#: What :func:`parse_pairs` finds wrong in a frame's entries (0: nothing).
+BAD_ID, BAD_LENGTH = 1, 2
+
+
+@numba.njit(cache=True, nogil=True)
+def parse_pairs(entries, wide, variable, width):  # pragma: no cover - compiled
+    """The entries of a frame of pairs read and checked in one pass.
+
+    ``entries`` is the frame's ``(n, itemsize)`` ``uint8`` table: ``symbol, a, b`` little-endian
+    ``uint32`` (``uint64`` when ``wide``), then ``len_a, len_b`` ``uint32`` when ``variable``.
+    Returns ``(symbol, a, b, len_a, len_b, payload, status)``, equal to the numpy expressions
+    ``symbol = e["symbol"].astype(np.int64)``, ``a = e["a"].astype(np.int64)``, ``b =
+    np.where(e["b"] == none, -1, e["b"].astype(np.int64))`` (``none`` all ones), ``len_a`` and
+    ``len_b`` likewise (empty unless ``variable``), ``payload = np.maximum(len_a, len_b).sum()``
+    (``n * width`` unless ``variable``), and ``status`` :data:`BAD_ID` if ``a.min() < 0 or
+    b.min() < -1`` (a 64-bit id of 2**63 or more), else :data:`BAD_LENGTH` if ``variable`` and
+    ``np.maximum(len_a, len_b).max() > width or np.any((b < 0) & (len_b != 0))``, else 0.
+    """
+    n = entries.shape[0]
+    m = n if variable else 0
+    symbol = np.empty(n, dtype=np.int64)
+    a = np.empty(n, dtype=np.int64)
+    b = np.empty(n, dtype=np.int64)
+    len_a = np.empty(m, dtype=np.int64)
+    len_b = np.empty(m, dtype=np.int64)
+    top = np.uint64(1) << np.uint64(63)
+    none = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else np.uint64(0xFFFFFFFF)
+    w = 8 if wide else 4
+    bad_id = False
+    bad_len = False
+    payload = 0
+    for s in range(n):
+        e = entries[s]
+        if wide:
+            sy, x, y = _u64(e, 0), _u64(e, 8), _u64(e, 16)
+        else:
+            sy, x, y = _u32(e, 0), _u32(e, 4), _u32(e, 8)
+        symbol[s] = np.int64(sy)
+        a[s] = np.int64(x)
+        b[s] = -1 if y == none else np.int64(y)
+        if x >= top or (y >= top and y != none):
+            bad_id = True
+        if variable:
+            la = np.int64(_u32(e, 3 * w))
+            lb = np.int64(_u32(e, 3 * w + 4))
+            len_a[s] = la
+            len_b[s] = lb
+            L = max(la, lb)
+            if L > width or (y == none and lb != 0):
+                bad_len = True
+            payload += L
+    if not variable:
+        payload = n * width
+    status = BAD_ID if bad_id else (BAD_LENGTH if bad_len else 0)
+    return symbol, a, b, len_a, len_b, payload, status
+
+
 @numba.njit(cache=True, nogil=True)
 def packed_rows(len_a, len_b, base):  # pragma: no cover - compiled
     """``(address, length)`` of payloads packed end to end from the address ``base``, one a

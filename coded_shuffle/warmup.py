@@ -18,8 +18,9 @@ group              kernels, and what compiles them here
 ``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
 ``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
 ``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
-``decoding``       the byte path: encoding, checksums, the worker's peel (a tiny ``simulate``),
-                   the encoding of records of varying lengths, a record source's gather of spans
+``decoding``       the byte path: encoding, checksums, the parse of frames of pairs, the worker's
+                   peel (a tiny ``simulate``), the encoding and decoding of records of varying
+                   lengths, a record source's gather of spans
 ``feistel``        the compiled Feistel walk (4096 indices, forward and inverse) and the count
                    of a Feistel shuffle matrix (:func:`~coded_shuffle.matrix.feistel_shuffle_matrix`)
 ``storage``        a storage of several batches: the planner's cells, groups and chains, the
@@ -73,6 +74,7 @@ def _dispatchers(group: str) -> list[Any]:
             codec.apply_ops,
             codec.apply_ops_at,
             codec.packed_rows,
+            codec.parse_pairs,
         ],
         "feistel": [feistel.walk_compiled, feistel.count_transitions],
         "storage": [

@@ -396,27 +396,23 @@ def _parse(
     flags, n, width = int(header["flags"]), int(header["n_symbols"]), int(header["record_bytes"])
     if lay is not None:
         return _parse_terms(raw, header, lay, start, lengths=lengths if unpack else None)
-    edt = _entry_dtype(flags)
-    end = FRAME_HEADER_BYTES + n * edt.itemsize
-    entries = raw[FRAME_HEADER_BYTES:end].view(edt)
+    size = _entry_dtype(flags).itemsize
+    end = FRAME_HEADER_BYTES + n * size
     runs = _receiver_index(raw[end : end + int(header["n_runs"]) * RUN_BYTES], n)
-    none = np.iinfo(edt["b"]).max
-    a = entries["a"].astype(np.int64)
-    braw = entries["b"]
-    b = np.where(braw == none, -1, braw.astype(np.int64))
-    if n and (int(a.min()) < 0 or int(b.min()) < -1):
+    table = raw[FRAME_HEADER_BYTES:end].reshape(n, size)
+    table.flags.writeable = False  # one compiled type, whatever the buffer received
+    variable = bool(flags & FLAG_VARIABLE)
+    kernels = _kernels()
+    symbol, a, b, len_a, len_b, expected, status = kernels.parse_pairs(
+        table, bool(flags & FLAG_WIDE_IDS), variable, width
+    )
+    if status == kernels.BAD_ID:
         raise DecodeError("Frame rejected: point id out of range.")
+    if status == kernels.BAD_LENGTH:
+        raise DecodeError("Frame rejected: record lengths exceed the record width.")
+    if not variable:
+        len_a = len_b = None
     payload_bytes = int(header["payload_bytes"])
-    len_a = len_b = None
-    if flags & FLAG_VARIABLE:
-        len_a = entries["len_a"].astype(np.int64)
-        len_b = entries["len_b"].astype(np.int64)
-        plen = np.maximum(len_a, len_b)
-        if n and (int(plen.max()) > width or np.any((b < 0) & (len_b != 0))):
-            raise DecodeError("Frame rejected: record lengths exceed the record width.")
-        expected = int(plen.sum())
-    else:
-        expected = n * width
     if payload_bytes != expected or raw.shape[0] != start + payload_bytes:
         raise DecodeError(
             f"Frame rejected: payload of {raw.shape[0] - start} bytes, header says {payload_bytes}, "
@@ -435,7 +431,7 @@ def _parse(
         epoch=int(header["epoch"]),
         flags=flags,
         record_bytes=width,
-        symbol=entries["symbol"].astype(np.int64),
+        symbol=symbol,
         a=a,
         b=b,
         len_a=len_a,
@@ -524,7 +520,7 @@ def _frame_bytes(buf: object) -> np.ndarray:
     if isinstance(buf, np.ndarray):
         if buf.dtype != np.uint8 or buf.ndim != 1:
             raise TypeError("Argument 'buf' must be a 1-D uint8 array or a bytes-like object.")
-        return buf
+        return np.ascontiguousarray(buf)  # a strided one copied: the checksum reads it as one buffer
     try:
         return np.frombuffer(buf, dtype=np.uint8)  # type: ignore[call-overload]
     except TypeError:
@@ -563,9 +559,7 @@ def _check_header(
         raise DecodeError(
             f"Frame rejected: {raw.shape[0]} bytes, shorter than its {start}-byte header and entries."
         )
-    head = raw[:start].copy()
-    head[32:36] = 0
-    crc = zlib.crc32(head.data)
+    crc = zlib.crc32(raw[36:start].data, zlib.crc32(bytes(4), zlib.crc32(raw[:32].data)))  # its field as 0
     if crc != int(header["header_crc"]):
         raise DecodeError(
             f"Frame rejected: header checksum {int(header['header_crc']):#010x}, computed {crc:#010x}."
