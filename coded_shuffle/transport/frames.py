@@ -15,7 +15,11 @@ an all-to-all of byte buffers. An offer with rounds (each a matching,
 :func:`~coded_shuffle.plan.exchange_rounds`) goes in those rounds, one send and one receive of a
 worker each, with no barrier between rounds, when ``exchange_schedule = "rounds"`` (else all at
 once, the default); :meth:`FramedLink.collect_each` gives each round's frames as soon as that
-round is in, before the next round starts, so that they are decoded while it travels. With
+round is in, before the next round starts, so that they are decoded while it travels. The rounds
+are received into one buffer the link keeps across exchanges, its pages touched at the offer,
+before the delivery: pages touched for the first time inside a transfer are zeroed by the kernel
+on the receiving rank's core, which on namespaced hosts sharing two cores cost the transfers
+more than their bytes (docs/benchmarks.md). With
 :attr:`FramedLink.exchange_pace` (a bucket at the worker's uplink rate), a worker's sends of the
 exchange, all at once or in rounds, go in pieces paced by it, point to point.
 
@@ -103,6 +107,10 @@ class FramedLink(ControlPlane):
         self._stats = LinkStats()
         self.control_bytes = 0
         self._buffer: np.ndarray | None = None
+        #: The exchange's receive buffer in rounds, kept and grown across exchanges as
+        #: :attr:`_buffer` is across deliveries, apart from it (a worker may hold the frames of
+        #: both at once).
+        self._exchange_buffer: np.ndarray | None = None
         #: Bytes this worker sent other workers (:meth:`collect`).
         self.exchanged_bytes = 0
         #: How :meth:`collect` sends an offer with rounds: ``"rounds"``, in its rounds, or
@@ -185,12 +193,17 @@ class FramedLink(ControlPlane):
             raise TransportError(f"Rank {self.rank}: only worker {self.worker} can offer its frames here.")
         self._offered = _offers(frames, self.K, worker)
         self._rounds = None if rounds is None else _rounds(rounds, self._offered, self.K, worker)
+        if self._rounds is not None and self.exchange_schedule == "rounds":
+            # the receive buffer's pages touched now, before the delivery starts (about as many as
+            # this worker sends; grown at the collect if it receives more)
+            self._arena(sum(int(f.shape[0]) for fs in self._offered.values() for f in fs), exchange=True)
 
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker, collective among the workers: send the frames offered, return those sent to it.
 
         The frames come in worker order, each worker's in the order it offered them. Every
-        worker calls it once a delivery, with or without an offer (then it sends nothing).
+        worker calls it once a delivery, with or without an offer (then it sends nothing). In
+        rounds, they are views into the buffer the link keeps for them (:meth:`collect_each`).
         """
         self._collector(worker)
         return [f for _, f in sorted(self._each(), key=lambda sf: sf[0])]  # stable: in offer order
@@ -200,7 +213,9 @@ class FramedLink(ControlPlane):
         round's frames when that round's receive is done, before the next round starts (so that
         they are decoded while it travels); all at once, every frame after the all-to-all, in
         worker order. Each sender's frames come in the order it offered them. Run it to its end:
-        the rounds it has not given yet are still to be sent and received."""
+        the rounds it has not given yet are still to be sent and received. In rounds the frames
+        are views into a buffer the link keeps and reuses (unless made with
+        ``reuse_buffers=False``): they stay valid until the next exchange in rounds on this rank."""
         self._collector(worker)
         return (f for _, f in self._each())
 
@@ -246,7 +261,7 @@ class FramedLink(ControlPlane):
         sizes: list[list[int]] = []  # the frames received each round
         for _, _, frm in rounds:
             sizes.append([next(told[frm]) for _ in range(next(told[frm]))] if frm >= 0 else [])
-        whole = np.empty(sum(map(sum, sizes)), dtype=np.uint8)
+        whole = self._arena(sum(map(sum, sizes)), exchange=True)
         steps: list[tuple[np.ndarray | None, int, np.ndarray | None, int]] = []
         lo = 0
         for (to, _, frm), part, zs in zip(rounds, sends, sizes, strict=True):
@@ -400,12 +415,22 @@ class FramedLink(ControlPlane):
         if self.reuse_buffers and not self.is_master:
             self._arena(nbytes)
 
-    def _arena(self, nbytes: int) -> np.ndarray:
-        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives."""
+    def _arena(self, nbytes: int, *, exchange: bool = False) -> np.ndarray:
+        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives: the
+        master's deliveries' (:attr:`_buffer`), or with ``exchange`` the exchange's in rounds
+        (:attr:`_exchange_buffer`)."""
         if not self.reuse_buffers:
             return _aligned_empty(nbytes)
-        if self._buffer is None or self._buffer.shape[0] < nbytes:
-            self._buffer = None
-            self._buffer = _aligned_empty(nbytes + (nbytes >> 3))
-            self._buffer.fill(0)  # fault the pages in now, not inside the transfer
-        return self._buffer
+        buf = self._exchange_buffer if exchange else self._buffer
+        if buf is None or buf.shape[0] < nbytes:
+            if exchange:
+                self._exchange_buffer = None
+            else:
+                self._buffer = None
+            buf = _aligned_empty(nbytes + (nbytes >> 3))
+            buf.fill(0)  # fault the pages in now, not inside the transfer
+            if exchange:
+                self._exchange_buffer = buf
+            else:
+                self._buffer = buf
+        return buf
