@@ -115,10 +115,11 @@ class FramedLink(ControlPlane):
         self.exchanged_bytes = 0
         #: How :meth:`collect` sends an offer with rounds: ``"rounds"``, in its rounds, or
         #: ``"alltoall"``, every pair's bytes at once (the link's all-to-all), rounds or not. All
-        #: at once by default: on namespaced hosts sharing two loaded cores the rounds delivered 1
-        #: to 18 points of the busiest port's byte time slower; with each round decoded as it
-        #: comes, their transition with decoding measured shorter in 3 rows of 4 at 300 Mbit/s,
-        #: and mixed at 1 Gbit/s, where the cores bind (docs/benchmarks.md).
+        #: at once by default, as the command line's ``--exchange-schedule``. With their receive
+        #: buffer kept across exchanges, the rounds delivered at 300 Mbit/s on namespaced hosts
+        #: sharing two loaded cores 1.07 to 1.12 of the busiest payload's byte time at ``K = 4``
+        #: against 1.13 to 1.27 at once, 1.16 to 1.25 against 1.16 to 1.28 at ``K = 8``, and
+        #: their transition with decoding was the shorter in all twelve rows (docs/benchmarks.md).
         self.exchange_schedule = "alltoall"
         self._offered: dict[int, list[np.ndarray]] = {}
         self._rounds: list[tuple[int, int, int]] | None = None
