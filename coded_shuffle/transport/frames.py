@@ -15,11 +15,11 @@ an all-to-all of byte buffers. An offer with rounds (each a matching,
 :func:`~coded_shuffle.plan.exchange_rounds`) goes in those rounds, one send and one receive of a
 worker each, with no barrier between rounds, when ``exchange_schedule = "rounds"`` (else all at
 once, the default); :meth:`FramedLink.collect_each` gives each round's frames as soon as that
-round is in, before the next round starts, so that they are decoded while it travels. The rounds
-are received into one buffer the link keeps across exchanges, its pages touched at the offer,
-before the delivery: pages touched for the first time inside a transfer are zeroed by the kernel
-on the receiving rank's core, which on namespaced hosts sharing two cores cost the transfers
-more than their bytes (docs/benchmarks.md). With
+round is in, before the next round starts, so that they are decoded while it travels. An
+exchange, in rounds or all at once, is received into one buffer the link keeps across exchanges,
+its pages touched at the offer, before the delivery: pages touched for the first time inside a
+transfer are zeroed by the kernel on the receiving rank's core, which on namespaced hosts
+sharing two cores cost the transfers more than their bytes (docs/benchmarks.md). With
 :attr:`FramedLink.exchange_pace` (a bucket at the worker's uplink rate), a worker's sends of the
 exchange, all at once or in rounds, go in pieces paced by it, point to point.
 
@@ -107,7 +107,7 @@ class FramedLink(ControlPlane):
         self._stats = LinkStats()
         self.control_bytes = 0
         self._buffer: np.ndarray | None = None
-        #: The exchange's receive buffer in rounds, kept and grown across exchanges as
+        #: The exchange's receive buffer, kept and grown across exchanges as
         #: :attr:`_buffer` is across deliveries, apart from it (a worker may hold the frames of
         #: both at once).
         self._exchange_buffer: np.ndarray | None = None
@@ -149,11 +149,12 @@ class FramedLink(ControlPlane):
             tag=_ROUND_TAG, pace=self.exchange_pace,
         )  # fmt: skip
 
-    def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
+    def _alltoall_raw(self, send: list[list[np.ndarray]], *, kept: bool = False) -> list[np.ndarray]:
         """Worker, collective among the workers: send worker ``j`` the buffers ``send[j]`` (uint8),
         one after the other; return what each worker sent this one, in worker order, one buffer
-        each. Here point to point, the sizes first, then the bytes (a link may override it with a
-        collective of its own, when :attr:`exchange_pace` is not set)."""
+        each (with ``kept``, views into the exchange's buffer the link keeps). Here point to point,
+        the sizes first, then the bytes (a link may override it with a collective of its own, when
+        :attr:`exchange_pace` is not set)."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
         me = self.worker
@@ -165,7 +166,12 @@ class FramedLink(ControlPlane):
             [(sizes[r].view(np.uint8), r) for r in others], [(got[r].view(np.uint8), r) for r in others],
             tag=_ROUND_TAG,
         )  # fmt: skip
-        out = {r: np.empty(int(got[r][0]), dtype=np.uint8) for r in others}
+        whole = self._arena(sum(int(got[r][0]) for r in others), exchange=True) if kept else None
+        out, lo = {}, 0
+        for r in others:
+            n = int(got[r][0])
+            out[r] = np.empty(n, dtype=np.uint8) if whole is None else whole[lo : lo + n]
+            lo += n
         mine = [(flat[j], self.rank_of(j)) for j in range(self.K) if j != me and flat[j].shape[0]]
         self._pairwise_raw(
             self._exchange_pieces(mine),
@@ -194,17 +200,16 @@ class FramedLink(ControlPlane):
             raise TransportError(f"Rank {self.rank}: only worker {self.worker} can offer its frames here.")
         self._offered = _offers(frames, self.K, worker)
         self._rounds = None if rounds is None else _rounds(rounds, self._offered, self.K, worker)
-        if self._rounds is not None and self.exchange_schedule == "rounds":
-            # the receive buffer's pages touched now, before the delivery starts (about as many as
-            # this worker sends; grown at the collect if it receives more)
-            self._arena(sum(int(f.shape[0]) for fs in self._offered.values() for f in fs), exchange=True)
+        # the receive buffer's pages touched now, before the delivery starts (about as many as this
+        # worker sends; grown at the collect if it receives more)
+        self._arena(sum(int(f.shape[0]) for fs in self._offered.values() for f in fs), exchange=True)
 
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker, collective among the workers: send the frames offered, return those sent to it.
 
         The frames come in worker order, each worker's in the order it offered them. Every
-        worker calls it once a delivery, with or without an offer (then it sends nothing). In
-        rounds, they are views into the buffer the link keeps for them (:meth:`collect_each`).
+        worker calls it once a delivery, with or without an offer (then it sends nothing). They
+        are views into the buffer the link keeps for them (:meth:`collect_each`).
         """
         self._collector(worker)
         return [f for _, f in sorted(self._each(), key=lambda sf: sf[0])]  # stable: in offer order
@@ -214,9 +219,9 @@ class FramedLink(ControlPlane):
         round's frames when that round's receive is done, before the next round starts (so that
         they are decoded while it travels); all at once, every frame after the all-to-all, in
         worker order. Each sender's frames come in the order it offered them. Run it to its end:
-        the rounds it has not given yet are still to be sent and received. In rounds the frames
-        are views into a buffer the link keeps and reuses (unless made with
-        ``reuse_buffers=False``): they stay valid until the next exchange in rounds on this rank."""
+        the rounds it has not given yet are still to be sent and received. The frames are views
+        into a buffer the link keeps and reuses (unless made with ``reuse_buffers=False``): they
+        stay valid until the next exchange on this rank."""
         self._collector(worker)
         return (f for _, f in self._each())
 
@@ -234,7 +239,7 @@ class FramedLink(ControlPlane):
         frames = [offered.get(j, []) for j in range(self.K)]
         sizes = [np.array([f.shape[0] for f in fs], dtype=np.int64) for fs in frames]
         got_sizes = self._alltoall_raw([[z.view(np.uint8)] for z in sizes])
-        got = self._alltoall_raw(frames)  # the link packs the frames once, as it sends them
+        got = self._alltoall_raw(frames, kept=True)  # the link packs the frames once, as it sends them
         self.exchanged_bytes += int(sum(z.sum() for z in sizes))
         for j, (z, buf) in enumerate(zip(got_sizes, got, strict=True)):
             n = z.view(np.int64)
@@ -418,7 +423,7 @@ class FramedLink(ControlPlane):
 
     def _arena(self, nbytes: int, *, exchange: bool = False) -> np.ndarray:
         """A writeable buffer of at least ``nbytes``, reused (and grown) across receives: the
-        master's deliveries' (:attr:`_buffer`), or with ``exchange`` the exchange's in rounds
+        master's deliveries' (:attr:`_buffer`), or with ``exchange`` the exchange's
         (:attr:`_exchange_buffer`)."""
         if not self.reuse_buffers:
             return _aligned_empty(nbytes)

@@ -155,7 +155,14 @@ def exchange(link) -> None:
     check_each(again, k, link.K, 3)
     if link.reuse_buffers and again:
         assert any(np.shares_memory(a, b) for a in again for b in got), k
-    want = sent(k, link.K, 4) + sum(f.size for fs in offered(k, link.K, 3).values() for f in fs)
+    # and all at once, into the same pages
+    link.exchange_schedule = "alltoall"
+    link.offer(k, offered(k, link.K, 3))
+    once = link.collect(k)
+    check(once, k, link.K, 3)
+    if link.reuse_buffers and once:
+        assert any(np.shares_memory(a, b) for a in once for b in again), k
+    want = sent(k, link.K, 4) + 2 * sum(f.size for fs in offered(k, link.K, 3).values() for f in fs)
     assert link.exchanged_bytes == want, (link.exchanged_bytes, want)
 
 
