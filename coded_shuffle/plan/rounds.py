@@ -14,12 +14,14 @@ import numpy as np
 __all__ = ["ROUND_MERGE_FRACTION", "exchange_rounds", "is_round_schedule"]
 
 
-#: Rounds of :func:`exchange_rounds` carrying less than this fraction of the busiest line are
-#: folded into the others (each pair's units added to its transfer in a larger round, where that
-#: grows the round by at most this fraction; the rest regrouped into as few matchings as a greedy
-#: colouring finds): each round costs a latency of its own, about 1 % of the busiest port's time
-#: on namespaced hosts at 300 Mbit/s (5 to 10 ms a round, docs/benchmarks.md), and a decomposition
-#: ends in many small rounds (9 at ``K = 4``, 24 at ``K = 8`` on random reshuffles).
+#: A round's latency in :func:`exchange_rounds`, as a fraction of the busiest line: rounds that
+#: carry less than it (or than twice, four times ... as much, whichever ends soonest, each round
+#: counted with this latency) are folded into the others (each pair's units added to its transfer
+#: in a larger round, where that grows the round by at most the same fraction; the rest regrouped
+#: into as few matchings as a greedy colouring finds): each round costs a latency of its own,
+#: about 1 % of the busiest port's time on namespaced hosts at 300 Mbit/s (5 to 12 ms a round,
+#: docs/benchmarks.md), and a decomposition ends in many small rounds (9 at ``K = 4``, 24 at
+#: ``K = 8`` on random reshuffles).
 ROUND_MERGE_FRACTION = 0.01
 
 
@@ -95,23 +97,26 @@ def exchange_rounds(
     fill its rounds in order and the padding the rest, so a round sends at most ``c`` real units on
     each of its pairs, and the rounds' ``c`` add up to ``L``: with every worker's port of the same
     rate, rounds that each last their largest transfer end at the busiest port's units over
-    its rate (``proofs/claim_12_exchange_rounds.py``). Rounds whose largest transfer is less
-    than ``merge_below * L`` (a round's latency, as a share of the busiest port's units) are
-    folded into the others: their transfers, summed by pair, the largest first, each added to
-    the pair's transfer in the larger round it grows least, where that grows the round by at
-    most ``merge_below * L``; the rest regrouped into matchings by a greedy colouring, after
-    them, kept if the rounds, each lasting its largest transfer and ``merge_below * L``, then
-    end sooner. Fewer rounds, each a latency, for a little more than ``L`` in the fluid model: with
-    the default, on random reshuffles of 25000 units, 4 or 5 rounds instead of 9 at ``K = 4``
-    (+0.7 %), 7 to 9 instead of 24 at ``K = 8`` (+2.3 to +3.9 %), 16 or 17 instead of 45 at
-    ``K = 16`` (+7.6 to +8.8 %). Nothing is split but into whole units.
+    its rate (``proofs/claim_12_exchange_rounds.py``). Each round costs a latency too,
+    ``merge_below * L`` (as a share of the busiest port's units), and the rounds whose largest
+    transfer is less than ``f * L`` are folded into the others, for ``f`` of ``merge_below``, twice
+    as much, four times ... up to half: their transfers, summed by pair, the largest first, each
+    added to the pair's transfer in the larger round it grows least, where that grows the round
+    by at most ``f * L``; the rest regrouped into matchings by a greedy colouring, after them.
+    Of these (and the rounds unfolded) the rounds kept are those that end soonest, each lasting
+    its largest transfer and ``merge_below * L``. Fewer rounds, each a latency, for a little more
+    than ``L`` in the fluid model: with the default, on random reshuffles of 25000 units (five
+    seeds), 3 or 4 rounds instead of 9 at ``K = 4`` (+0.4 to +1.9 %), 7 (the least: ``K - 1``)
+    instead of 24 to 26 at ``K = 8`` (+1.9 to +4.0 %), 15 instead of 40 to 42 at ``K = 16``
+    (+8.5 to +12.3 %). Nothing is split but into whole units.
 
     Parameters
     ----------
     demand : array_like of int, shape (K, K)
         Units from each worker to each other; a zero diagonal.
     merge_below : float
-        The fraction of ``L`` below which a round is folded into the others (0: none).
+        A round's latency as a fraction of ``L``, the least below which a round is folded into
+        the others (0: none folded).
 
     Returns
     -------
@@ -127,12 +132,15 @@ def exchange_rounds(
     --------
     Every worker sends each other three units, and worker 0 sends worker 1 two more: worker
     0's upload and worker 1's download are the busiest (``L = 8`` units), and rounds whose
-    largest transfers add up to 8 carry everything.
+    largest transfers add up to 8 carry everything. The decomposition's third round (worker 0's
+    two more) is folded into the second, where worker 0 sends worker 1 anyway: one round less.
 
     >>> D = [[0, 5, 3], [3, 0, 3], [3, 3, 0]]
+    >>> exchange_rounds(D, merge_below=0)
+    [{0: (2, 3), 1: (0, 3), 2: (1, 3)}, {0: (1, 3), 1: (2, 3), 2: (0, 3)}, {0: (1, 2)}]
     >>> rounds = exchange_rounds(D)
     >>> rounds
-    [{0: (2, 3), 1: (0, 3), 2: (1, 3)}, {0: (1, 3), 1: (2, 3), 2: (0, 3)}, {0: (1, 2)}]
+    [{0: (2, 3), 1: (0, 3), 2: (1, 3)}, {0: (1, 5), 1: (2, 3), 2: (0, 3)}]
     >>> sum(max(u for _, u in r.values()) for r in rounds), is_round_schedule(D, rounds)
     (8, True)
     """
@@ -160,13 +168,22 @@ def exchange_rounds(
                 left[i, j] -= n
         if r:
             rounds.append(r)
-    small = [r for r in rounds if max(n for _, n in r.values()) < merge * L]
-    if small:
-        kept = [dict(r) for r in rounds if max(n for _, n in r.values()) >= merge * L]
-        folded = _folded(kept, small, merge * L)
-        if _lasts(folded, merge * L) < _lasts(rounds, merge * L):  # kept only if it saves time
-            rounds = folded
-    return rounds
+    best, least = rounds, _lasts(rounds, merge * L)
+    below = merge
+    while 0 < below <= _FOLD_MOST:  # folded under merge * L, then under twice as much, ...
+        small = [r for r in rounds if max(n for _, n in r.values()) < below * L]
+        if small and len(small) < len(rounds):
+            kept = [dict(r) for r in rounds if max(n for _, n in r.values()) >= below * L]
+            folded = _folded(kept, small, below * L)
+            took = _lasts(folded, merge * L)  # every round a latency of merge * L
+            if took < least:  # kept only if it saves time
+                best, least = folded, took
+        below *= 2
+    return best
+
+
+#: The largest share of the busiest line below which :func:`exchange_rounds` tries folding rounds.
+_FOLD_MOST = 0.5
 
 
 def _lasts(rounds: list[dict[int, tuple[int, int]]], latency: float) -> float:

@@ -15,7 +15,11 @@ an all-to-all of byte buffers. An offer with rounds (each a matching,
 :func:`~coded_shuffle.plan.exchange_rounds`) goes in those rounds, one send and one receive of a
 worker each, with no barrier between rounds, when ``exchange_schedule = "rounds"`` (else all at
 once, the default); :meth:`FramedLink.collect_each` gives each round's frames as soon as that
-round is in, before the next round starts, so that they are decoded while it travels. With
+round is in, before the next round starts, so that they are decoded while it travels. An
+exchange, in rounds or all at once, is received into one buffer the link keeps across exchanges,
+its pages touched at the offer, before the delivery: pages touched for the first time inside a
+transfer are zeroed by the kernel on the receiving rank's core, which on namespaced hosts
+sharing two cores cost the transfers more than their bytes (docs/benchmarks.md). With
 :attr:`FramedLink.exchange_pace` (a bucket at the worker's uplink rate), a worker's sends of the
 exchange, all at once or in rounds, go in pieces paced by it, point to point.
 
@@ -103,14 +107,19 @@ class FramedLink(ControlPlane):
         self._stats = LinkStats()
         self.control_bytes = 0
         self._buffer: np.ndarray | None = None
+        #: The exchange's receive buffer, kept and grown across exchanges as
+        #: :attr:`_buffer` is across deliveries, apart from it (a worker may hold the frames of
+        #: both at once).
+        self._exchange_buffer: np.ndarray | None = None
         #: Bytes this worker sent other workers (:meth:`collect`).
         self.exchanged_bytes = 0
         #: How :meth:`collect` sends an offer with rounds: ``"rounds"``, in its rounds, or
         #: ``"alltoall"``, every pair's bytes at once (the link's all-to-all), rounds or not. All
-        #: at once by default: on namespaced hosts sharing two loaded cores the rounds delivered 1
-        #: to 18 points of the busiest port's byte time slower; with each round decoded as it
-        #: comes, their transition with decoding measured shorter in 3 rows of 4 at 300 Mbit/s,
-        #: and mixed at 1 Gbit/s, where the cores bind (docs/benchmarks.md).
+        #: at once by default, as the command line's ``--exchange-schedule``. With their receive
+        #: buffer kept across exchanges, the rounds delivered at 300 Mbit/s on namespaced hosts
+        #: sharing two loaded cores 1.07 to 1.12 of the busiest payload's byte time at ``K = 4``
+        #: against 1.13 to 1.27 at once, 1.16 to 1.25 against 1.16 to 1.28 at ``K = 8``, and
+        #: their transition with decoding was the shorter in all twelve rows (docs/benchmarks.md).
         self.exchange_schedule = "alltoall"
         self._offered: dict[int, list[np.ndarray]] = {}
         self._rounds: list[tuple[int, int, int]] | None = None
@@ -140,11 +149,12 @@ class FramedLink(ControlPlane):
             tag=_ROUND_TAG, pace=self.exchange_pace,
         )  # fmt: skip
 
-    def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
+    def _alltoall_raw(self, send: list[list[np.ndarray]], *, kept: bool = False) -> list[np.ndarray]:
         """Worker, collective among the workers: send worker ``j`` the buffers ``send[j]`` (uint8),
         one after the other; return what each worker sent this one, in worker order, one buffer
-        each. Here point to point, the sizes first, then the bytes (a link may override it with a
-        collective of its own, when :attr:`exchange_pace` is not set)."""
+        each (with ``kept``, views into the exchange's buffer the link keeps). Here point to point,
+        the sizes first, then the bytes (a link may override it with a collective of its own, when
+        :attr:`exchange_pace` is not set)."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
         me = self.worker
@@ -156,7 +166,12 @@ class FramedLink(ControlPlane):
             [(sizes[r].view(np.uint8), r) for r in others], [(got[r].view(np.uint8), r) for r in others],
             tag=_ROUND_TAG,
         )  # fmt: skip
-        out = {r: np.empty(int(got[r][0]), dtype=np.uint8) for r in others}
+        whole = self._arena(sum(int(got[r][0]) for r in others), exchange=True) if kept else None
+        out, lo = {}, 0
+        for r in others:
+            n = int(got[r][0])
+            out[r] = np.empty(n, dtype=np.uint8) if whole is None else whole[lo : lo + n]
+            lo += n
         mine = [(flat[j], self.rank_of(j)) for j in range(self.K) if j != me and flat[j].shape[0]]
         self._pairwise_raw(
             self._exchange_pieces(mine),
@@ -185,12 +200,16 @@ class FramedLink(ControlPlane):
             raise TransportError(f"Rank {self.rank}: only worker {self.worker} can offer its frames here.")
         self._offered = _offers(frames, self.K, worker)
         self._rounds = None if rounds is None else _rounds(rounds, self._offered, self.K, worker)
+        # the receive buffer's pages touched now, before the delivery starts (about as many as this
+        # worker sends; grown at the collect if it receives more)
+        self._arena(sum(int(f.shape[0]) for fs in self._offered.values() for f in fs), exchange=True)
 
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker, collective among the workers: send the frames offered, return those sent to it.
 
         The frames come in worker order, each worker's in the order it offered them. Every
-        worker calls it once a delivery, with or without an offer (then it sends nothing).
+        worker calls it once a delivery, with or without an offer (then it sends nothing). They
+        are views into the buffer the link keeps for them (:meth:`collect_each`).
         """
         self._collector(worker)
         return [f for _, f in sorted(self._each(), key=lambda sf: sf[0])]  # stable: in offer order
@@ -200,7 +219,9 @@ class FramedLink(ControlPlane):
         round's frames when that round's receive is done, before the next round starts (so that
         they are decoded while it travels); all at once, every frame after the all-to-all, in
         worker order. Each sender's frames come in the order it offered them. Run it to its end:
-        the rounds it has not given yet are still to be sent and received."""
+        the rounds it has not given yet are still to be sent and received. The frames are views
+        into a buffer the link keeps and reuses (unless made with ``reuse_buffers=False``): they
+        stay valid until the next exchange on this rank."""
         self._collector(worker)
         return (f for _, f in self._each())
 
@@ -218,7 +239,7 @@ class FramedLink(ControlPlane):
         frames = [offered.get(j, []) for j in range(self.K)]
         sizes = [np.array([f.shape[0] for f in fs], dtype=np.int64) for fs in frames]
         got_sizes = self._alltoall_raw([[z.view(np.uint8)] for z in sizes])
-        got = self._alltoall_raw(frames)  # the link packs the frames once, as it sends them
+        got = self._alltoall_raw(frames, kept=True)  # the link packs the frames once, as it sends them
         self.exchanged_bytes += int(sum(z.sum() for z in sizes))
         for j, (z, buf) in enumerate(zip(got_sizes, got, strict=True)):
             n = z.view(np.int64)
@@ -246,7 +267,7 @@ class FramedLink(ControlPlane):
         sizes: list[list[int]] = []  # the frames received each round
         for _, _, frm in rounds:
             sizes.append([next(told[frm]) for _ in range(next(told[frm]))] if frm >= 0 else [])
-        whole = np.empty(sum(map(sum, sizes)), dtype=np.uint8)
+        whole = self._arena(sum(map(sum, sizes)), exchange=True)
         steps: list[tuple[np.ndarray | None, int, np.ndarray | None, int]] = []
         lo = 0
         for (to, _, frm), part, zs in zip(rounds, sends, sizes, strict=True):
@@ -400,12 +421,22 @@ class FramedLink(ControlPlane):
         if self.reuse_buffers and not self.is_master:
             self._arena(nbytes)
 
-    def _arena(self, nbytes: int) -> np.ndarray:
-        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives."""
+    def _arena(self, nbytes: int, *, exchange: bool = False) -> np.ndarray:
+        """A writeable buffer of at least ``nbytes``, reused (and grown) across receives: the
+        master's deliveries' (:attr:`_buffer`), or with ``exchange`` the exchange's
+        (:attr:`_exchange_buffer`)."""
         if not self.reuse_buffers:
             return _aligned_empty(nbytes)
-        if self._buffer is None or self._buffer.shape[0] < nbytes:
-            self._buffer = None
-            self._buffer = _aligned_empty(nbytes + (nbytes >> 3))
-            self._buffer.fill(0)  # fault the pages in now, not inside the transfer
-        return self._buffer
+        buf = self._exchange_buffer if exchange else self._buffer
+        if buf is None or buf.shape[0] < nbytes:
+            if exchange:
+                self._exchange_buffer = None
+            else:
+                self._buffer = None
+            buf = _aligned_empty(nbytes + (nbytes >> 3))
+            buf.fill(0)  # fault the pages in now, not inside the transfer
+            if exchange:
+                self._exchange_buffer = buf
+            else:
+                self._buffer = buf
+        return buf

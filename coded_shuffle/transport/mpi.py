@@ -152,15 +152,16 @@ class MPITransport(FramedLink):
     #: are C ints. A larger exchange goes in rounds, each under it.
     max_call_bytes = 2**31 - 1
 
-    def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
+    def _alltoall_raw(self, send: list[list[np.ndarray]], *, kept: bool = False) -> list[np.ndarray]:
         """Worker: ``MPI_Alltoallv`` of bytes among the workers, after one ``MPI_Alltoall`` of the
         counts (the master takes no part); in rounds when a rank would move more than
-        :attr:`max_call_bytes`. With :attr:`exchange_pace`, point to point instead, each send
-        paced (:meth:`FramedLink._alltoall_raw`): a collective cannot be."""
+        :attr:`max_call_bytes`; with ``kept``, into the exchange's buffer the link keeps. With
+        :attr:`exchange_pace`, point to point instead, each send paced
+        (:meth:`FramedLink._alltoall_raw`): a collective cannot be."""
         if self.is_master:
             raise TransportError(f"Rank {self.rank} is the master: only workers exchange frames.")
         if self.exchange_pace is not None:
-            return super()._alltoall_raw(send)
+            return super()._alltoall_raw(send, kept=kept)
         counts = np.array([sum(b.shape[0] for b in bs) for bs in send], dtype=np.int64)
         recv = np.empty(self.K, dtype=np.int64)
         self._workers.Alltoall(counts, recv)
@@ -172,12 +173,15 @@ class MPITransport(FramedLink):
         if rounds == 1:  # one call, packed once and received in place
             parts = [b for bs in send for b in bs]
             data = np.concatenate(parts) if parts else np.empty(0, np.uint8)
-            whole = np.empty(int(recv.sum()), dtype=np.uint8)
+            n = int(recv.sum())
+            whole = self._arena(n, exchange=True)[:n] if kept else np.empty(n, dtype=np.uint8)
             send_d = np.concatenate(([0], np.cumsum(counts)[:-1]))
             recv_d = np.concatenate(([0], np.cumsum(recv)[:-1]))
             self._workers.Alltoallv([data, (counts, send_d)], [whole, (recv, recv_d)])
             return [whole[lo : lo + n] for lo, n in zip(recv_d.tolist(), recv.tolist(), strict=True)]
-        out = [np.empty(int(n), dtype=np.uint8) for n in recv]
+        ends = np.cumsum(recv).tolist()
+        whole = self._arena(ends[-1], exchange=True) if kept else np.empty(ends[-1], dtype=np.uint8)
+        out = [whole[e - int(n) : e] for e, n in zip(ends, recv.tolist(), strict=True)]
         flat = [np.concatenate(bs) if bs else np.empty(0, np.uint8) for bs in send]
         for r in range(rounds):
             lo = r * share

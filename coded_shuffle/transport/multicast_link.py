@@ -160,8 +160,8 @@ class MulticastLink(FramedLink):
     def _barrier(self) -> None:
         self.inner._barrier()
 
-    def _alltoall_raw(self, send: list[list[np.ndarray]]) -> list[np.ndarray]:
-        return self.inner._alltoall_raw(send)
+    def _alltoall_raw(self, send: list[list[np.ndarray]], *, kept: bool = False) -> list[np.ndarray]:
+        return self.inner._alltoall_raw(send, kept=kept)
 
     def abort(self, status: int) -> NoReturn:
         """End the whole job now (the wrapped link's abort)."""
