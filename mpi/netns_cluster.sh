@@ -46,7 +46,8 @@
 # the message, and for small ones (binomial tree) log2(K+1) times.
 #
 # The namespaces are named cs<pid>-sw and cs<pid>-h<i>, so parallel runs never collide; they are
-# deleted on exit, whatever happens (trap), and mpiexec is bounded by --timeout seconds.
+# deleted on exit, whatever happens (trap), every process left in them stopped first, and
+# mpiexec is bounded by --timeout seconds.
 # Environment: MPIEXEC (default: mpiexec beside PYTHON, else on PATH), PYTHON (default python3).
 # Every host routes 239.0.0.0/8 (the local multicast scope) on its eth0, so that `run --multicast`
 # reaches the others through the bridge, which replicates each datagram for free (to every port,
@@ -174,7 +175,13 @@ cleanup() {
         kill -KILL "$JOB" 2>/dev/null || true
     fi
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-        case "$ns" in "$P"-*) ip netns delete "$ns" 2>/dev/null || true ;; esac
+        case "$ns" in "$P"-*)
+            # what the job left running there (a proxy whose mpiexec was stopped, a process of the
+            # program's own) would outlive the namespace, its sockets' peers gone: stopped first
+            pids="$(ip netns pids "$ns" 2>/dev/null || true)"
+            [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
+            ip netns delete "$ns" 2>/dev/null || true ;;
+        esac
     done
     rm -rf "$WORK"
     exit "$status"

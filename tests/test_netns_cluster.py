@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,43 @@ def test_tear_down_after_the_timeout():
     proc, pid = cluster("-K", "1", "--timeout", "2", "--", "sleep", "60", timeout=90)
     assert proc.returncode == 124 and "ran past --timeout 2 s" in proc.stderr
     assert namespaces_of(pid) == []
+
+
+def strays(token: str) -> list[int]:
+    """The processes whose command line holds ``token``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:  # gone meanwhile
+                pass
+    return found
+
+
+def test_tear_down_stops_what_the_job_left_running(tmp_path):
+    """A program that leaves a process behind on every host (its files closed, so the job ends):
+    the script stops it before it deletes the namespaces, where it would outlive them."""
+    token = f"stray-{os.getpid()}-{time.monotonic_ns()}"
+    (tmp_path / "stray.py").write_text(
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    null = os.open(os.devnull, os.O_RDWR)\n"
+        "    for fd in (0, 1, 2):\n"
+        "        os.dup2(null, fd)\n"
+        "    os.closerange(3, 65536)\n"
+        "    time.sleep(120)\n"
+    )
+    try:
+        proc, pid = cluster("-K", "1", "--timeout", "60", "--", sys.executable, str(tmp_path / "stray.py"),
+                            token)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert namespaces_of(pid) == []
+        assert strays(token) == []
+    finally:
+        for p in strays(token):
+            os.kill(p, 9)
 
 
 def test_tear_down_when_interrupted():
