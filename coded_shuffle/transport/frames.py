@@ -106,11 +106,10 @@ class FramedLink(ControlPlane):
         self.reuse_buffers = bool(reuse_buffers)
         self._stats = LinkStats()
         self.control_bytes = 0
-        self._buffer: np.ndarray | None = None
-        #: The exchange's receive buffer, kept and grown across exchanges as
-        #: :attr:`_buffer` is across deliveries, apart from it (a worker may hold the frames of
-        #: both at once).
-        self._exchange_buffer: np.ndarray | None = None
+        #: The receive buffers kept and grown across receives (:meth:`_arena`): the master's
+        #: deliveries' (key False) and, apart from it, the exchange's (key True): a worker may hold
+        #: the frames of both at once.
+        self._buffers: dict[bool, np.ndarray] = {}
         #: Bytes this worker sent other workers (:meth:`collect`).
         self.exchanged_bytes = 0
         #: How :meth:`collect` sends an offer with rounds: ``"rounds"``, in its rounds, or
@@ -423,20 +422,14 @@ class FramedLink(ControlPlane):
 
     def _arena(self, nbytes: int, *, exchange: bool = False) -> np.ndarray:
         """A writeable buffer of at least ``nbytes``, reused (and grown) across receives: the
-        master's deliveries' (:attr:`_buffer`), or with ``exchange`` the exchange's
-        (:attr:`_exchange_buffer`)."""
+        master's deliveries', or with ``exchange`` the exchange's (:attr:`_buffers`)."""
         if not self.reuse_buffers:
             return _aligned_empty(nbytes)
-        buf = self._exchange_buffer if exchange else self._buffer
-        if buf is None or buf.shape[0] < nbytes:
-            if exchange:
-                self._exchange_buffer = None
-            else:
-                self._buffer = None
-            buf = _aligned_empty(nbytes + (nbytes >> 3))
-            buf.fill(0)  # fault the pages in now, not inside the transfer
-            if exchange:
-                self._exchange_buffer = buf
-            else:
-                self._buffer = buf
-        return buf
+        kept = self._buffers.get(exchange)
+        if kept is None or kept.shape[0] < nbytes:
+            del kept
+            self._buffers.pop(exchange, None)  # the smaller one freed before the larger is made
+            grown = _aligned_empty(nbytes + (nbytes >> 3))
+            grown.fill(0)  # fault the pages in now, not inside the transfer
+            self._buffers[exchange] = grown
+        return self._buffers[exchange]
