@@ -35,7 +35,10 @@ over, as the loaders and the engine alternate two buffers a worker), the variabl
 zeroed past each new record only up to the old one's length (``out_lengths``), beside the same
 recycled buffers zeroed to the width (without it, as before); the same records all of the mean
 size decoded through the variable path (frames of records of many sizes, rows of that width),
-recycled: what that path costs outside the rows' layout; then the time of writing zeros
+recycled: what that path costs outside the rows' layout; the token documents from caches packed
+at their own lengths (``Dataset.cache(..., packed=True)``: the new batch packed too, into a new
+buffer or a recycled one of its bytes, nothing zeroed), the loaders' and the engine's layout;
+then the time of writing zeros
 alone over every worker's new rows at the widest record's width (the rows of a cache of records
 of many sizes); and the variable frames parsed first by ``parse_frame`` (each payload unpacked
 to the widest width, as when ``unpack=False`` is not given).
@@ -324,24 +327,28 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
         ("fixed", load_dataset(rng.integers(0, 256, (N, B), dtype=np.uint8), checksums=False), None),
         ("variable", fake_dataset(sizes, rng), sizes),
         ("one size", fake_dataset(one, rng), one),  # the variable path, rows as narrow as fixed ones
+        ("packed", fake_dataset(sizes, rng), sizes),  # the variable records packed (Cache.packed)
     ):
         frames = encode_plan(plan_delivery(p0, p1, sizes=sz), ds, epoch=1)
-        caches = [ds.cache(p0.batch(k)) for k in range(K)]
-        olds = [ds.cache(p2.batch(k)) for k in range(K)]  # the buffers a worker recycles
+        packed = label == "packed"
+        caches = [ds.cache(p0.batch(k), packed=packed) for k in range(K)]
+        olds = [ds.cache(p2.batch(k), packed=packed) for k in range(K)]  # the buffers a worker recycles
         total = N * B if sz is None else int(sz.sum())  # the new batches' bytes
         jobs[label] = (frames, caches, olds, total, sz)
     cases = [(label, into) for label in jobs for into in ("new", "recycled", "recycled, to the width")
-             if label == "variable" or (label == "fixed" and into != "recycled, to the width")
+             if label == "variable" or (label in ("fixed", "packed") and into != "recycled, to the width")
              or (label == "one size" and into == "recycled")]  # fmt: skip
     best = dict.fromkeys(cases, float("inf"))
     for _ in range(repeats):
         for label, into in cases:
             frames, caches, olds, total, sz = jobs[label]
-            outs = [old.data[: p1.batch(k).size].copy() for k, old in enumerate(olds)]
+            outs = [old.data[: p1.batch(k).size].copy() for k, old in enumerate(olds)] if label != "packed" \
+                else [np.ones(int(sz[p1.batch(k)].sum()), np.uint8) for k in range(K)]  # fmt: skip
             tic = time.process_time()
             for k in range(K):
                 n = p1.batch(k).size
-                zeroed = olds[k].lengths[:n] if sz is not None and into == "recycled" else None
+                rows = sz is not None and label != "packed"
+                zeroed = olds[k].lengths[:n] if rows and into == "recycled" else None
                 out = outs[k] if into != "new" else None
                 decode_worker(caches[k], frames, need=p1.batch(k), worker=k, epoch=1, out=out,
                               out_lengths=zeroed)  # fmt: skip
@@ -353,6 +360,9 @@ def decoding(sizes: np.ndarray, repeats: int = 3) -> None:
     for into in ("new", "recycled", "recycled, to the width"):
         fixed = rates["fixed", "new" if into == "new" else "recycled"]
         print(f"  variable / fixed, {into}: {rates['variable', into] / fixed:.3f}", flush=True)
+    for into in ("new", "recycled"):
+        ratio = rates["packed", into] / rates["fixed", into]
+        print(f"  variable records packed / fixed, {into}: {ratio:.3f}", flush=True)
     print(f"  records all of {B} B through the variable path, rows {B} B wide / fixed, recycled: "
           f"{rates['one size', 'recycled'] / rates['fixed', 'recycled']:.3f}", flush=True)  # fmt: skip
     rates["fixed"] = rates["fixed", "recycled"]

@@ -33,10 +33,6 @@ CACHE, OUT, TRANSIT = 0, 1, 2
 #: Operations ahead of the current one whose rows are prefetched (random rows: the loops are
 #: bound by memory latency, not bandwidth, unless several rows are in flight).
 _AHEAD = 8
-#: Operations ahead of the current one whose payload, every line of it, :func:`apply_ops_at`
-#: prefetches (a packed payload starts anywhere in a line and its length varies, so the first
-#: line alone leaves the rest to the hardware; 2, 4 and 6 measured alike, 16 slower).
-_AHEAD_PAYLOAD = 4
 
 _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _C2 = np.uint64(0xC4CEB9FE1A85EC53)
@@ -80,17 +76,6 @@ def _prefetch(typingctx, rows, r):  # pragma: no cover - compiled
 def _prefetch_w(typingctx, rows, r):  # pragma: no cover - compiled
     """:func:`_prefetch` for writing."""
     return types.void(rows, r), _prefetch_codegen(1)
-
-
-@intrinsic
-def _prefetch_at(typingctx, addr):  # pragma: no cover - compiled
-    """:func:`_prefetch` of the line holding the byte at the integer address ``addr``."""
-
-    def codegen(context, builder, signature, args):
-        _emit_prefetch(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()), 0)
-        return context.get_dummy_value()
-
-    return types.void(types.int64), codegen
 
 
 @numba.njit(cache=True, nogil=True)
@@ -791,21 +776,55 @@ def _bytes_at(typingctx, addr):  # pragma: no cover - compiled
     return types.CPointer(types.uint8)(types.int64), codegen
 
 
-@numba.njit(inline="always")
-def _zero_from(y, lo, hi):  # pragma: no cover - compiled
-    """``y[lo:hi] = 0`` for ``0 <= lo``, a loop from 0 (no negative-index check in it)."""
-    t = y[lo:hi]
-    for j in range(t.shape[0]):
-        t[j] = 0
+@intrinsic
+def _words_at(typingctx, addr):  # pragma: no cover - compiled
+    """The ``uint64`` pointer at the integer address ``addr`` (x86 reads and writes it unaligned)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+
+    return types.CPointer(types.uint64)(types.int64), codegen
 
 
 @numba.njit(inline="always")
-def _copy_from(y, x, lo, hi):  # pragma: no cover - compiled
-    """``y[lo:hi] = x[lo:hi]`` for ``0 <= lo``, a loop from 0 (no negative-index check in it)."""
-    t = y[lo:hi]
-    u = x[lo:hi]
-    for j in range(t.shape[0]):
-        t[j] = u[j]
+def _xor_at(y, z, x, n):  # pragma: no cover - compiled
+    """The ``n`` bytes at the address ``y`` set to those at ``z`` XOR those at ``x``: 8 at a time,
+    then the last few (a loop of bytes spends one test a byte on the tail of every record)."""
+    w = n >> 3
+    yw, zw, xw = numba.carray(_words_at(y), w), numba.carray(_words_at(z), w), numba.carray(_words_at(x), w)
+    for j in range(w):
+        yw[j] = zw[j] ^ xw[j]
+    t = n - (w << 3)
+    yb = numba.carray(_bytes_at(y + (w << 3)), t)
+    zb, xb = numba.carray(_bytes_at(z + (w << 3)), t), numba.carray(_bytes_at(x + (w << 3)), t)
+    for j in range(t):
+        yb[j] = zb[j] ^ xb[j]
+
+
+@numba.njit(inline="always")
+def _copy_at(y, x, n):  # pragma: no cover - compiled
+    """The ``n`` bytes at the address ``x`` copied to the address ``y`` (:func:`_xor_at`'s steps)."""
+    w = n >> 3
+    yw, xw = numba.carray(_words_at(y), w), numba.carray(_words_at(x), w)
+    for j in range(w):
+        yw[j] = xw[j]
+    t = n - (w << 3)
+    yb, xb = numba.carray(_bytes_at(y + (w << 3)), t), numba.carray(_bytes_at(x + (w << 3)), t)
+    for j in range(t):
+        yb[j] = xb[j]
+
+
+@numba.njit(inline="always")
+def _zero_at(y, n):  # pragma: no cover - compiled
+    """The ``n`` bytes at the address ``y`` set to zero (:func:`_xor_at`'s steps)."""
+    w = n >> 3
+    yw = numba.carray(_words_at(y), w)
+    for j in range(w):
+        yw[j] = 0
+    t = n - (w << 3)
+    yb = numba.carray(_bytes_at(y + (w << 3)), t)
+    for j in range(t):
+        yb[j] = 0
 
 
 @numba.njit(inline="always")
@@ -897,94 +916,63 @@ def packed_rows(len_a, len_b, base):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def apply_ops_at(  # pragma: no cover - compiled
-    out, transit, cache, paddr, plen, psym, src, dst, oplen, zeroed, sums, keys, lo, hi
+    transit, cbase, coff, clen, obase, ooff, olen, oend, paddr, plen, psym, src, dst, oplen, sums, keys,
+    lo, hi,
 ):
-    """:func:`apply_ops` over payload rows given by address, each read only up to its length.
+    """:func:`apply_ops` over records of many sizes, every row given by address and length.
 
-    The payload row of symbol ``p`` is the ``plen[p]`` bytes at the address ``paddr[p]`` followed
-    by zeros up to the width ``W`` (a packed frame's payload read where it was received, or a
-    padded row with ``plen[p] = W``); the buffers must outlive the call; every line of the payload
-    row of operation ``i + _AHEAD_PAYLOAD`` is prefetched. Each operation is that of
-    :func:`apply_ops`, ``dst = payload[psym] ^ src`` zeroed past ``oplen`` (the full width when
-    ``oplen`` is empty or out of ``[0, W]``), but the bytes are read and XORed only up to the
-    length kept, and the rest of the row is zeroed: of a row of ``out`` only up to ``zeroed[r]``
-    when ``zeroed`` is not empty (the row is zero past it: a new buffer, or a recycled cache
-    whose row held a record of that length), of the others to the width. With ``sums``
-    non-empty, a decoded row of the new batch (``psym >= 0``, ``dst`` in ``out``) gets its checksum there
-    (:func:`checksum_rows` of its first ``oplen`` bytes, the width for fixed records) while hot.
+    Record ``r`` of the cache is the ``clen[r]`` bytes at the address ``cbase + coff[r]``, row
+    ``r`` of the new batch the ``olen[r]`` bytes at ``obase + ooff[r]``, the payload row of
+    symbol ``p`` the ``plen[p]`` bytes at ``paddr[p]`` (a packed frame's payload where it was
+    received, or a padded row); each is followed by zeros as far as it is read (the bytes past
+    it may be another record's: none is read or written past its length). The buffers must
+    outlive the call. Each operation is that of :func:`apply_ops`, ``dst = payload[psym] ^ src``
+    cut to ``oplen``, the rest of the row zeroed: of a row of the new batch up to ``oend[r]``
+    (its length in a packed buffer; in rows of the width, the length past which the row is
+    already zero), of a transit row (``transit``, of the width ``W``) to ``W``. Nothing is
+    prefetched: rows of many sizes ran faster without the hints
+    (``benchmarks/variable_coding.py --decode-only``). With ``sums`` non-empty, a decoded row of
+    the new batch (``psym >= 0``, ``dst`` in the new batch) gets its checksum there
+    (:func:`checksum_rows` of its ``oplen`` bytes) while hot.
     """
-    W = out.shape[1]
-    variable = oplen.shape[0] > 0
+    W = transit.shape[1]
     check = sums.shape[0] > 0
-    known = zeroed.shape[0] > 0
+    tbase = transit.ctypes.data
     for i in range(lo, hi):
-        k = i + _AHEAD_PAYLOAD
-        if k < hi and psym[k] >= 0 and dst[k] >= 0:  # every line of a payload read soon
-            at = paddr[psym[k]]
-            for line in range(at & -64, at + min(plen[psym[k]], W), 64):
-                _prefetch_at(line)
-        k = i + _AHEAD
-        if k < hi:
-            c = src[k]
-            if c >= 0:
-                if c & 3 == CACHE:
-                    _prefetch(cache, c >> 2)
-                elif c & 3 == OUT:
-                    _prefetch(out, c >> 2)
-            if dst[k] >= 0 and dst[k] & 3 == OUT:
-                _prefetch_w(out, dst[k] >> 2)
         d = dst[i]
         if d < 0:
             continue
+        L = oplen[i]
+        if L < 0 or L > W:
+            L = W
         if d & 3 == OUT:
-            y = out[d >> 2]
+            end = max(L, oend[d >> 2])
+            y = obase + ooff[d >> 2]
         else:
-            y = transit[d >> 2]
-        L = W
-        if variable:
-            L = oplen[i]
-            if L < 0 or L > W:
-                L = W
+            end = W
+            y = tbase + (d >> 2) * W
         p = psym[i]
         c = src[i]
-        P = 0
-        if p >= 0:
-            P = min(plen[p], L)
-            z = numba.carray(_bytes_at(paddr[p]), P)
-            if c >= 0:
-                cb = c & 3
-                if cb == CACHE:
-                    x = cache[c >> 2]
-                elif cb == OUT:
-                    x = out[c >> 2]
-                else:
-                    x = transit[c >> 2]
-                for j in range(P):
-                    y[j] = z[j] ^ x[j]
-                _copy_from(y, x, P, L)
+        P = 0 if p < 0 else min(plen[p], L)
+        z = paddr[p] if p >= 0 else 0
+        x = 0
+        X = 0
+        if c >= 0:
+            if c & 3 == CACHE:
+                X, x = min(clen[c >> 2], L), cbase + coff[c >> 2]
+            elif c & 3 == OUT:
+                X, x = min(olen[c >> 2], L), obase + ooff[c >> 2]
             else:
-                for j in range(P):
-                    y[j] = z[j]
-                _zero_from(y, P, L)
-        elif c >= 0:
-            cb = c & 3
-            if cb == CACHE:
-                x = cache[c >> 2]
-            elif cb == OUT:
-                x = out[c >> 2]
-            else:
-                x = transit[c >> 2]
-            for j in range(L):
-                y[j] = x[j]
-        else:
-            L = 0
-        end = W
-        if known and d & 3 == OUT:
-            end = min(max(zeroed[d >> 2], 0), W)
-        if L < end:
-            _zero_from(y, L, end)
+                X, x = L, tbase + (c >> 2) * W
+        m = min(P, X)
+        _xor_at(y, z, x, m)
+        if P > m:
+            _copy_at(y + m, z + m, P - m)
+        elif X > m:
+            _copy_at(y + m, x + m, X - m)
+        _zero_at(y + max(P, X), end - max(P, X))
         if check and p >= 0 and d & 3 == OUT:
-            sums[d >> 2] = _row_checksum(y, oplen[i] if variable else W, keys)
+            sums[d >> 2] = _row_checksum(numba.carray(_bytes_at(y), L), L, keys)
 
 
 load_light(globals())  # the cached machine code loads without numba's compiler (coded_shuffle._jit)

@@ -11,7 +11,16 @@ import numpy as np
 
 from .._checks import check_int, check_int_array
 from ..errors import DecodeError, IntegrityError
-from ._common import _EMPTY_I64, _aligned_rows, _aligned_zeros, _halves, _i64, _kernels, _readonly, _ro
+from ._common import (
+    _EMPTY_I64,
+    _aligned_rows,
+    _halves,
+    _i64,
+    _kernels,
+    _readonly,
+    _ro,
+)
+from ._out import _packed_out, _zeroed_rows
 from .records import Cache, _checksum_rows, _word_keys
 from .wire import Frame, _parse, _unpacked
 
@@ -386,7 +395,7 @@ def decode_worker(
         raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
     worker = check_int(worker, "worker", minimum=0)
     need_ids = _need_ids(need, checksums)
-    width = int(cache.data.shape[1])
+    width = cache.width
     parsed = _parsed_frames(
         frames, worker=worker, epoch=epoch, width=width, variable=cache.lengths is not None
     )
@@ -402,16 +411,21 @@ def decode_worker(
         a, b, len_a, len_b, pick = empty, empty, None, None, lambda name: empty
         spans = np.empty((0, 2), np.int64)
         at = (empty, empty, []) if cache.lengths is not None else None
-    out, zeroed = _zeroed_rows(out, need_ids.shape[0], width, cache, out_lengths)
+    rows_out = None if cache.is_packed else _zeroed_rows(out, need_ids.shape[0], width, cache, out_lengths)
     # ---- peel on ids, then one row operation per new record and per transit point ----------
     peel = _peel_ops(a, b, cache.ids, need_ids, cache.lengths, len_a, len_b, spans=spans)
+    out_len = None if cache.lengths is None else _readonly(peel.out_len)
+    if rows_out is None:
+        packed = _packed_out(out, int(peel.out_len.sum()), cache, out_lengths)
+        new_cache = Cache.packed(_readonly(need_ids), packed, _readonly(peel.out_len), width)
+        zeroed = _EMPTY_I64
+    else:
+        new_cache = Cache(ids=_readonly(need_ids), data=rows_out[0], lengths=out_len)
+        zeroed = rows_out[1]
     state, lone = peel.state, peel.lone
-    out_len: np.ndarray | None = peel.out_len
     new, n_rounds, decoded, missing = peel.new, peel.n_rounds, peel.decoded, peel.missing
     # ---- bytes: round by round, straight into the new cache (transit points aside) ----------
-    sums = _apply(peel, out, cache, payload, at, zeroed, check=checksums is not None)
-    if cache.lengths is None:
-        out_len = None
+    sums = _apply(peel, new_cache, cache, payload, at, zeroed, check=checksums is not None)
     if strict and missing.size:
         _raise_missing(int(missing[0]), worker, a, b, spans, pick)
     bad, verified = empty, 0
@@ -420,7 +434,7 @@ def decode_worker(
         if sums is not None:
             got = sums[rows_d]
         else:
-            got = _checksum_rows(out, None if out_len is None else out_len[rows_d], rows_d)
+            got = _checksum_rows(new_cache.buffer, None if out_len is None else out_len[rows_d], rows_d)
         bad = decoded[got != np.asarray(checksums)[decoded]]
         verified = int(decoded.size)
         if strict and bad.size:
@@ -430,7 +444,7 @@ def decode_worker(
             )
     return DecodeResult(
         worker=worker,
-        cache=Cache(ids=_readonly(need_ids), data=out, lengths=out_len),
+        cache=new_cache,
         decoded=_readonly(decoded),
         bad=_readonly(bad),
         missing=_readonly(missing),
@@ -445,7 +459,7 @@ _NO_SUMS = np.empty(0, dtype=np.uint64)  # writeable: one compiled type with a r
 
 def _apply(
     peel: Peel,
-    out: np.ndarray,
+    new: Cache,
     cache: Cache,
     payload: np.ndarray,
     at: tuple | None,
@@ -459,7 +473,8 @@ def _apply(
     record only up to ``zeroed``, when not empty), and then with ``check`` each
     decoded row checksummed in the same pass (:func:`coded_shuffle._codec_kernels.apply_ops_at`):
     the checksums of the new batch's rows (valid at the decoded rows), or None."""
-    width = int(out.shape[1])
+    width = cache.width
+    out = new.buffer
     transit = _aligned_rows(int(peel.n_transit), width)
     ops = (peel.psym, peel.src, peel.dst, peel.oplen)
     sums = None
@@ -468,14 +483,21 @@ def _apply(
         args: tuple = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), *ops)
     else:
         kernel = _kernels().apply_ops_at
-        sums = np.empty(out.shape[0], dtype=np.uint64) if check else None
+        sums = np.empty(len(new), dtype=np.uint64) if check else None
         keys = _word_keys(max(1, -(-width // 8)))
         paddr, plen, _buffers = at  # the buffers stay alive until the operations are done
-        extra = (_NO_SUMS if sums is None else sums, keys)
-        args = (out.view(np.ndarray), transit, _ro(cache.data), paddr, plen, *ops, zeroed, *extra)
+        olen = _i64(peel.out_len)
+        if cache.is_packed:
+            oend = olen
+        else:
+            oend = zeroed if zeroed.shape[0] else _i64(np.full(len(new), width, dtype=np.int64))
+        args = (transit, _ro(cache.buffer).ctypes.data, cache.offsets, _i64(cache.lengths), out.ctypes.data,
+                new.offsets, olen, oend, paddr, plen, *ops,
+                _NO_SUMS if sums is None else sums, keys)  # fmt: skip
+    unit = width if cache.lengths is None else -(-cache.nbytes // max(len(cache), 1))  # bytes an operation
     lo = 0
     for hi in peel.bounds.tolist():
-        _halves(kernel, args, lo, hi, (hi - lo) * width)
+        _halves(kernel, args, lo, hi, (hi - lo) * unit)
         lo = hi
     return sums
 
@@ -538,49 +560,6 @@ def _parsed_frame(
     if (f.len_a is not None) != variable or f.record_bytes != width:
         raise DecodeError(f"Worker {worker}: frame {q} does not match the cache's record layout.")
     return f
-
-
-def _output_rows(out: np.ndarray | None, n_out: int, width: int, cache: Cache) -> np.ndarray:
-    """``out`` checked as the buffer of the new records, or a new aligned one."""
-    if out is None:
-        return _aligned_rows(n_out, width)
-    if (
-        not isinstance(out, np.ndarray)
-        or out.shape != (n_out, width)
-        or out.dtype != np.uint8
-        or not out.flags.c_contiguous
-        or not out.flags.writeable
-        or np.shares_memory(out, cache.data)
-    ):
-        raise ValueError(
-            f"Argument 'out' must be a writeable C-contiguous uint8 array of shape {(n_out, width)} "
-            "that does not overlap the cache."
-        )
-    return out
-
-
-def _zeroed_rows(
-    out: np.ndarray | None, n_out: int, width: int, cache: Cache, out_lengths: object
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_output_rows`, with the length past which each row is zero (:func:`_apply`'s
-    ``zeroed``; empty when unknown, or for records of one size, whose rows are written whole):
-    ``out_lengths``, or none for a new buffer of records of many sizes, made zero."""
-    if out is None:
-        if out_lengths is not None:
-            raise ValueError("Argument 'out_lengths' needs the buffer 'out' whose rows it describes.")
-        if cache.lengths is None:
-            return _aligned_rows(n_out, width), _EMPTY_I64
-        return _aligned_zeros(n_out * width).reshape(n_out, width), _i64(np.zeros(n_out, np.int64))
-    out = _output_rows(out, n_out, width, cache)
-    if out_lengths is None or cache.lengths is None:
-        return out, _EMPTY_I64
-    zeroed = check_int_array(out_lengths, "out_lengths", ndim=1)
-    if zeroed.shape[0] != n_out or (n_out and (zeroed.min() < 0 or zeroed.max() > width)):
-        raise ValueError(
-            f"Argument 'out_lengths' must give a length in [0, {width}] for each of the {n_out} rows "
-            "of 'out'."
-        )
-    return out, _i64(zeroed)
 
 
 def _raise_missing(p: int, worker: int, a: np.ndarray, b: np.ndarray, spans: np.ndarray, pick: Any) -> None:

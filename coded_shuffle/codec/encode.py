@@ -251,7 +251,7 @@ def encode_held(
     rows = cache.rows(pts)
     if rows.size and int(rows.min()) < 0:
         raise KeyError(f"point {int(pts[int(np.argmin(rows))])} is not in the cache")
-    width = int(cache.data.shape[1])
+    width = cache.width
     payload = None if cache.lengths is None else cache.lengths[rows]
     flags = FLAG_VARIABLE if cache.lengths is not None else 0
     return [

@@ -17,7 +17,8 @@ import numpy as np
 
 from .._checks import check_int
 from ._common import _Index, _readonly, _ro
-from .decode import DecodeResult, _addressed, _need_ids, _output_rows, _parsed_frame
+from ._out import _output_rows
+from .decode import DecodeResult, _addressed, _need_ids, _parsed_frame
 from .records import Cache, _checksum_rows
 from .solve import keep_rows
 from .terms import _move
@@ -65,7 +66,7 @@ class HeldDecoder:
             raise ValueError("Argument 'kept' needs 'out', the buffer keep_rows filled.")
         self.worker = check_int(worker, "worker", minimum=0)
         self.cache, self.epoch, self.checksums = cache, epoch, checksums
-        self.width = int(cache.data.shape[1])
+        self.width = cache.width
         self.variable = cache.lengths is not None
         self.ids = ids = _need_ids(need, checksums)
         self.new = _output_rows(out, ids.size, self.width, cache)

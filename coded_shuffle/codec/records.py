@@ -5,12 +5,23 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from .._checks import check_int, check_int_array
 from ..records import NpyRecords, RecordSource, open_records
-from ._common import _GOLDEN, _aligned_rows, _halves, _i64, _kernels, _lookup, _readonly, _ro
+from ._common import (
+    _GOLDEN,
+    _aligned_empty,
+    _aligned_rows,
+    _halves,
+    _i64,
+    _kernels,
+    _lookup,
+    _readonly,
+    _ro,
+)
 
 # --------------------------------------------------------------------------- checksums
 
@@ -152,6 +163,17 @@ def _pad_bytes(records: object, name: str) -> tuple[np.ndarray, np.ndarray]:
     return data, lens
 
 
+def _packed_rows(data: np.ndarray, rows: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The rows ``rows`` of the ``(n, B)`` ``data``, each cut to its length ``lens``, end to end in
+    a new aligned buffer (:class:`Cache`'s packed layout)."""
+    lens = _i64(lens)
+    buf = _aligned_empty(int(lens.sum()))
+    src = _ro(data).reshape(-1)
+    args = (buf, _i64(np.cumsum(lens) - lens), src, _i64(rows * data.shape[1]), lens)
+    _halves(_kernels().copy_spans, args, 0, rows.shape[0], buf.nbytes)
+    return buf
+
+
 @dataclass(frozen=True, eq=False)
 class Dataset:
     """The master's records, with their checksums fixed at load.
@@ -211,8 +233,9 @@ class Dataset:
         L = self.record_bytes if self.lengths is None else int(self.lengths[n])
         return bytes(self.data[n, :L])
 
-    def cache(self, ids: object) -> Cache:
-        """Return a worker cache holding copies of the records ``ids``.
+    def cache(self, ids: object, *, packed: bool = False) -> Cache:
+        """Return a worker cache holding copies of the records ``ids`` (with ``packed``, records of
+        many sizes packed: see :class:`Cache`).
 
         Examples
         --------
@@ -224,6 +247,11 @@ class Dataset:
         idx = np.unique(idx)
         if idx.size and (int(idx[0]) < 0 or int(idx[-1]) >= self.N):
             raise ValueError(f"Argument 'ids' must name records in [0, {self.N}).")
+        if not isinstance(packed, bool):
+            raise TypeError(f"Argument 'packed' must be a bool, not {type(packed).__name__}.")
+        if packed and self.lengths is not None:
+            sizes = self.lengths[idx].copy()
+            return Cache.packed(_readonly(idx), _packed_rows(self.data, idx, sizes), sizes, self.record_bytes)
         data = _aligned_rows(idx.size, self.record_bytes)
         _halves(_kernels().take_rows, (data, _ro(self.data), _i64(idx)), 0, idx.size, data.nbytes)
         lens = None if self.lengths is None else self.lengths[idx].copy()
@@ -276,51 +304,140 @@ def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     return Dataset(data=data, lengths=None if lens is None else _readonly(lens), checksums=_readonly(sums))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Cache:
-    """The records one worker holds.
+    """The records one worker holds, in one of two layouts.
+
+    In rows (``Cache(ids, data, lengths)``), ``data`` is ``(len(ids), B)`` ``uint8``, row ``r``
+    holding record ``ids[r]``, zero past its length. Packed (:meth:`packed`, for records of
+    many sizes), the records lie end to end from the start of ``buffer``, record ``ids[r]`` the
+    ``lengths[r]`` bytes after those of the rows before it: no padding is stored, read or written,
+    and the decoder reads and writes records of many sizes packed this way (the new batch is
+    packed when the cache is). :attr:`data` gives the rows of either (of a packed cache, a copy).
 
     Attributes
     ----------
     ids : numpy.ndarray
         Increasing ``int64`` point ids.
-    data : numpy.ndarray
-        ``(len(ids), B)`` ``uint8`` rows, row ``r`` holding record ``ids[r]``.
     lengths : numpy.ndarray or None
-        Record lengths, or ``None`` for fixed-size records.
+        Record lengths, or ``None`` for fixed-size records (always given when packed).
+    width : int
+        ``B``: the record width (the longest record's when lengths vary).
+    buffer : numpy.ndarray
+        The storage: the ``(len(ids), B)`` rows, or the packed records (1-D ``uint8``, at least
+        their total length; the bytes past them are not the cache's).
+    is_packed : bool
+        Whether the records are packed.
 
     Examples
     --------
     >>> c = load_dataset([b"ab", b"cde"]).cache([1])
     >>> c.record(1)
     b'cde'
+    >>> p = c.pack()
+    >>> p.is_packed, p.record(1), p.data.shape
+    (True, b'cde', (1, 3))
     """
 
     ids: np.ndarray
-    data: np.ndarray
     lengths: np.ndarray | None
+    width: int
+    buffer: np.ndarray
+    is_packed: bool
+
+    def __init__(self, ids: np.ndarray, data: np.ndarray, lengths: np.ndarray | None) -> None:
+        self._set(ids, lengths, int(data.shape[1]), data, False)
+
+    def _set(self, ids: np.ndarray, lengths: np.ndarray | None, width: int, buffer: np.ndarray,
+             packed: bool) -> None:  # fmt: skip
+        for name, value in (("ids", ids), ("lengths", lengths), ("width", width), ("buffer", buffer),
+                            ("is_packed", packed)):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def packed(cls, ids: np.ndarray, buffer: np.ndarray, lengths: np.ndarray, width: int) -> Cache:
+        """A cache of the records packed in ``buffer`` (see the class), of the lengths ``lengths``
+        (each at most ``width``; ``buffer`` at least their sum)."""
+        if buffer.ndim != 1 or buffer.dtype != np.uint8 or not buffer.flags.c_contiguous:
+            raise ValueError("Argument 'buffer' must be a C-contiguous 1-D uint8 array.")
+        total = int(np.sum(lengths, dtype=np.int64))
+        if len(lengths) != len(ids) or buffer.shape[0] < total:
+            raise ValueError(
+                f"Argument 'buffer' must hold the {len(ids)} records' {total} bytes, not {buffer.shape[0]}."
+            )
+        cache = cls.__new__(cls)
+        cache._set(ids, lengths, int(width), buffer, True)
+        return cache
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """The start of each record in :attr:`buffer` (flat, in bytes)."""
+        if not self.is_packed:
+            return _readonly(np.arange(len(self), dtype=np.int64) * self.width)
+        lens = np.asarray(self.lengths, dtype=np.int64)
+        return _readonly(np.cumsum(lens) - lens)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
+    @property
+    def data(self) -> np.ndarray:
+        """The ``(len(ids), B)`` ``uint8`` rows (of a packed cache, a new copy, zero-padded)."""
+        if not self.is_packed:
+            return self.buffer
+        return self.take(np.arange(len(self), dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the records held (their lengths' sum)."""
+        return len(self) * self.width if self.lengths is None else int(np.sum(self.lengths, dtype=np.int64))
+
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """Return the row of each of ``ids`` (``-1`` where the cache does not hold it)."""
         return _lookup(self.ids, np.asarray(ids, dtype=np.int64))
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """The ``(len(rows), B)`` rows ``rows`` (positions, not ids), zero-padded: a new array."""
+        rows = _i64(rows)
+        if not self.is_packed:
+            return self.buffer[rows]
+        assert self.lengths is not None
+        out = np.empty((rows.shape[0], self.width), dtype=np.uint8)
+        lens = _i64(self.lengths)
+        _kernels().take_spans(out, _i64(np.arange(rows.shape[0], dtype=np.int64)), _ro(self.buffer),
+                              _i64(self.offsets[rows]), _i64(lens[rows]))  # fmt: skip
+        return out
+
+    def record_at(self, r: int) -> np.ndarray:
+        """The bytes of row ``r`` cut to its record's length (a view)."""
+        if not self.is_packed:
+            return self.buffer[r, : self.width if self.lengths is None else int(self.lengths[r])]
+        assert self.lengths is not None
+        at = int(self.offsets[r])
+        return self.buffer[at : at + int(self.lengths[r])]
 
     def record(self, n: int) -> bytes:
         """Return record ``n`` as bytes, cut to its length."""
         r = int(self.rows(np.array([n]))[0])
         if r < 0:
             raise KeyError(n)
-        L = self.data.shape[1] if self.lengths is None else int(self.lengths[r])
-        return bytes(self.data[r, :L])
+        return bytes(self.record_at(r))
+
+    def pack(self) -> Cache:
+        """This cache packed (itself if it is, or holds records of one size: rows are packed)."""
+        if self.is_packed or self.lengths is None:
+            return self
+        lens = _i64(self.lengths)
+        buf = _packed_rows(self.buffer, np.arange(len(self), dtype=np.int64), lens)
+        return Cache.packed(self.ids, buf, lens, self.width)
 
     def checksums(self) -> np.ndarray:
         """Recompute the checksum of every record held."""
         return _checksum_rows(self.data, self.lengths)
 
     def patched(self, other: Cache) -> Cache:
-        """Return a copy with the rows of ``other`` (ids it must hold) replaced by those of ``other``."""
+        """Return a copy with the rows of ``other`` (ids it must hold) replaced by those of ``other``
+        (in rows)."""
         rows = self.rows(other.ids)
         if np.any(rows < 0):
             raise ValueError("Argument 'other' must hold only ids of this cache.")

@@ -21,7 +21,8 @@ from .._checks import check_int
 from .._gf2 import solve_gf2
 from ..errors import DecodeError
 from ._common import _aligned_rows, _halves, _i64, _Index, _kernels, _lookup, _ro
-from .decode import DecodeResult, _need_ids, _output_rows, _parsed_frame
+from ._out import _output_rows
+from .decode import DecodeResult, _need_ids, _parsed_frame
 from .records import Cache, _checksum_rows, _word_keys
 from .terms import _move, _xor_rows, term_blocks
 from .wire import FLAG_VARIABLE, Frame, _unpacked, symbol_lengths
@@ -224,7 +225,7 @@ class TermsDecoder:
         self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
         self.worker = check_int(worker, "worker", minimum=0)
         self.cache, self.epoch, self.checksums = cache, epoch, checksums
-        self.width = int(cache.data.shape[1])
+        self.width = cache.width
         self.ids = ids = _need_ids(need, checksums)
         self.new = _output_rows(out, ids.size, self.width, cache)
         if kept and out is None:

@@ -183,8 +183,8 @@ def save_cache(
         raise TypeError(f"Argument 'cache' must be a Cache, not {type(cache).__name__}.")
     _check_dataset(dataset)
     B = dataset.record_bytes
-    if len(cache) and int(cache.data.shape[1]) != B:
-        raise ValueError(f"Argument 'cache' must hold records of {B} bytes, not {int(cache.data.shape[1])}.")
+    if len(cache) and cache.width != B:
+        raise ValueError(f"Argument 'cache' must hold records of {B} bytes, not {cache.width}.")
     epoch = check_int(epoch, "epoch", minimum=0, maximum=_NO_SEED)  # the header's fields
     worker = check_int(worker, "worker", minimum=0, maximum=(1 << 32) - 1)
     seed_word = _NO_SEED if seed is None else check_int(seed, "seed", minimum=0, maximum=_NO_SEED - 1)

@@ -232,10 +232,10 @@ def _check_holdings(dataset: Dataset, holdings: object, K: int | None) -> None:
             raise TypeError(
                 f"Argument 'holdings' must hold Cache objects or None, not {type(c).__name__} at {k}."
             )
-        if c is not None and len(c) and int(c.data.shape[1]) != dataset.record_bytes:
+        if c is not None and len(c) and c.width != dataset.record_bytes:
             raise ValueError(
                 f"Argument 'holdings' must hold records of {dataset.record_bytes} bytes, not "
-                f"{int(c.data.shape[1])} (worker {k})."
+                f"{c.width} (worker {k})."
             )
 
 

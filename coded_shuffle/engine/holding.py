@@ -143,7 +143,7 @@ class Batches:
         rows = cache.rows(ids)
         if rows.size and int(rows.min()) < 0:
             raise KeyError(f"record {int(ids[int(np.argmin(rows))])} is not held")
-        return cache.data[rows]
+        return cache.take(rows)
 
     def note(self, record_bytes: int) -> str:
         """What a job's header says of this storage: nothing for one batch."""

@@ -384,7 +384,7 @@ def worker_transition(
     need = scheme.need(placements[1], worker)  # distinct ids, increasing
     # Everything a worker can make ready is made before the barrier that starts the delivery: a
     # worker late into the broadcast holds the master back (its large messages wait for them all).
-    rows, zeroed = _spare_rows(spare, cache, int(need.size), int(cache.data.shape[1]))
+    rows, zeroed = _spare_rows(spare, cache, int(need.size), cache.width)
     out = scheme.prepare(cache, need, rows)
     zeroed = zeroed if out is rows else None
     given = scheme.give(link, worker, cache, placements, epoch=epoch)  # what it sends its peers, if any

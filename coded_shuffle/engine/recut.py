@@ -333,7 +333,7 @@ def _deliver(plan: RecutPlan, dataset: Dataset, old: list[Cache], wanted: list[n
              new: Dataset) -> list[Cache]:  # fmt: skip
     """Run ``plan`` in this process: the source's step, then the peers'. ``old[h]``: what holder
     ``h`` held (checked), ``wanted[j]`` the new pieces of worker ``j``, ``new`` their dataset."""
-    seg, width = plan.segments, int(new.data.shape[1])
+    seg, width = plan.segments, new.record_bytes
     bufs = [np.zeros((ids.size, width), dtype=np.uint8) for ids in wanted]
     n = plan.lengths()
     for relayed in (False, True):  # the kept and the source's first, then what the peers send
@@ -360,13 +360,13 @@ def _deliver(plan: RecutPlan, dataset: Dataset, old: list[Cache], wanted: list[n
 def _checked(dataset: Dataset, holdings: Sequence[Cache | None], old: Dataset) -> tuple[list[Cache], int]:
     """Each holding's pieces that pass their checksum in ``old`` (the old cut's dataset), once
     each, and the pieces dropped."""
-    width, variable = int(old.data.shape[1]), old.lengths is not None
+    width, variable = old.record_bytes, old.lengths is not None
     out, dropped = [], 0
     for k, c in enumerate(holdings):
-        if c is not None and len(c) and int(c.data.shape[1]) != width:
+        if c is not None and len(c) and c.width != width:
             raise ValueError(
                 f"Argument 'holdings' must hold pieces of {width} bytes (the storage's cut), not "
-                f"{int(c.data.shape[1])} (worker {k})."
+                f"{c.width} (worker {k})."
             )
         if c is None or not len(c):
             out.append(_sub_cache(None, np.empty(0, np.int64), width, variable))

@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..codec import Cache, Dataset, record_checksums
+from ..codec import Cache, Dataset
 from ..errors import IntegrityError
 from ..orders import epoch_placement
 from ..transport import ControlLink, Transport
@@ -189,7 +189,7 @@ class Session:
         self.checksums: np.ndarray | None = None
         #: On a worker: every unit's length, where they vary and the master sent them (None else).
         self.lengths: np.ndarray | None = None
-        self._spare: list[np.ndarray | Cache] = []
+        self._spare: list[np.ndarray | Cache | None] = []
         #: In one process (:meth:`local`): every worker's units, and their buffers of the epoch before.
         self.caches: list[Cache] | None = None
         self._spares: list[np.ndarray | Cache] | None = None
@@ -344,7 +344,7 @@ class Session:
         assert k is not None
         cache = units_of(self.schemes[0], source, held, k, width)
         with self.setup(stage):
-            sums = record_checksums(cache.data, cache.lengths) if len(cache) else np.empty(0, np.uint64)
+            sums = cache.checksums() if len(cache) else np.empty(0, np.uint64)
             got = self.link.allgather((cache.ids, sums))
         table = np.zeros(n_units, dtype=np.uint64)
         for ids, sums in got:
@@ -359,7 +359,7 @@ class Session:
     def _hold(self, cache: Cache, checksums: np.ndarray) -> None:
         self.cache, self.checksums = cache, checksums
         # a buffer a scheme, for the records of the epoch after next (each alternates two)
-        self._spare = [np.zeros_like(cache.data) for _ in self.schemes]
+        self._spare = [None if cache.is_packed else np.zeros_like(cache.data) for _ in self.schemes]
 
     # ---- the transition loop
 

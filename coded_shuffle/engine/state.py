@@ -149,6 +149,8 @@ def _spare_rows(
     fit; and, when the spare is a cache of records of many sizes in rows of this width, the
     length past which each of those rows is zero (its records' lengths), or None."""
     zeroed = None
+    if cache.is_packed or (isinstance(spare, Cache) and spare.is_packed):
+        return None, None  # the decoder makes the packed buffer of the new records' bytes
     if isinstance(spare, Cache):
         if spare.lengths is not None and spare.data.ndim == 2 and spare.data.shape[1] == width:
             zeroed = spare.lengths[:n]
@@ -381,7 +383,7 @@ def records_of_pieces(cache: Cache, records: np.ndarray, pieces: int, record_byt
     if rows.size and int(rows.min()) < 0:
         missing = int(ids[int(np.argmin(rows))])
         raise KeyError(f"piece {missing} (record {missing // pieces}) is not held")
-    width = int(cache.data.shape[1])
+    width = cache.width
     if cache.lengths is None or pieces == 1:
         return cache.data[rows].reshape(records.size, pieces * width)[:, :record_bytes]
     lens = cache.lengths[rows].reshape(records.size, pieces)
@@ -444,8 +446,8 @@ def units_of(scheme: Any, source: Any, held: Any, worker: int, width: int) -> Ca
     if ids.size == 0:  # a worker that holds nothing this epoch (it joins at the next)
         lengths = None if source.record_bytes is not None and known is None else np.empty(0, np.int64)
         return Cache(ids=ids, data=np.zeros((0, width), dtype=np.uint8), lengths=lengths)
-    if source.record_bytes is None and known is None:  # whole, zero-padded, with their lengths
-        return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids])
+    if source.record_bytes is None and known is None:  # whole, packed at their lengths
+        return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids]).pack()
     C = scheme.pieces
     mine = np.unique(ids // C)
     if known is None:

@@ -545,7 +545,7 @@ class MPILoader:
             # pieces: each record cut by its own length, on every rank alike)
             units = getattr(scheme.holding, "unit_lengths", None)
             own = np.asarray(lengths if units is None else units)
-            cache = session.cache = replace(cache, lengths=own[cache.ids])
+            cache = session.cache = Cache(ids=cache.ids, data=cache.data, lengths=own[cache.ids])
         assert session.checksums is not None
         if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
             raise IntegrityError(
@@ -561,7 +561,7 @@ class MPILoader:
         session, schedule, now = self._open()
         layout, scheme = self.layout, session.schemes[0]
         assert layout is not None and session.cache is not None
-        B = int(session.cache.data.shape[1])
+        B = session.cache.width
         last = self.start_epoch + self.epochs - 1
         ended = closed = False
         try:

@@ -110,6 +110,12 @@ def test_variable_decode_matches_reference_intact_and_damaged(rng):
                 out, zeroed = old.data[: need.size].copy(), old.lengths[: need.size]
                 assert (zeroed > 0).any()
                 _check(cache, given, raw, need, ds.checksums, k, out, zeroed)
+                # the cache packed: the new records packed into a buffer of stale bytes, none
+                # written past them
+                buf = np.full(int(ds.lengths[need].sum()) + 64, 0xA5, dtype=np.uint8)
+                res = _check(ds.cache(p0.batch(k), packed=True), given, raw, need, ds.checksums, k, buf)
+                assert res.cache.is_packed and res.cache.buffer is buf
+                assert (buf[res.cache.nbytes :] == 0xA5).all()
             res = decode_worker(cache, frames, need=need, worker=k, checksums=ds.checksums)
             assert res.ok and np.array_equal(res.cache.data, ds.data[need])
     assert rounds >= 2 and flagged > 0

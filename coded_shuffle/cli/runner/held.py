@@ -141,7 +141,7 @@ class Start:
         if self.job.cache_dir is None or k is None or epoch is None:
             return
         assert cache is not None and sums is not None
-        table = table_dataset(sums, int(cache.data.shape[1]), self.session.lengths)
+        table = table_dataset(sums, cache.width, self.session.lengths)
         folder, seed = self.job.cache_dir, self.job.seed
         try:
             save_worker_cache(folder, k, cache.ids, np.asarray(cache.data), table, epoch=epoch.t, seed=seed)

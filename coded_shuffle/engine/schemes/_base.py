@@ -210,7 +210,7 @@ def _parsed(
 def _parsed_one(buf: np.ndarray, epoch: int, cache: Cache, fits: Callable[[Any], bool]) -> Any:
     """One frame of a delivery parsed, or None if it is malformed or does not ``fit`` (:func:`_parsed`)."""
     try:
-        frame = parse_frame(buf, epoch=epoch, record_bytes=int(cache.data.shape[1]), unpack=False)
+        frame = parse_frame(buf, epoch=epoch, record_bytes=cache.width, unpack=False)
     except DecodeError:
         return None
     return frame if fits(frame) else None
@@ -219,7 +219,7 @@ def _parsed_one(buf: np.ndarray, epoch: int, cache: Cache, fits: Callable[[Any],
 def _empty(cache: Cache) -> Cache:
     return Cache(
         ids=np.empty(0, np.int64),
-        data=np.empty((0, cache.data.shape[1]), np.uint8),
+        data=np.empty((0, cache.width), np.uint8),
         lengths=None if cache.lengths is None else np.empty(0, np.int64),
     )
 

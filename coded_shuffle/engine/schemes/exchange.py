@@ -191,7 +191,7 @@ class ExchangeScheme(SchemeBase):
     def _given(cache: Cache, units: np.ndarray, frames: dict[int, list[np.ndarray]], demand: Any) -> Given:
         """What a worker offered: the payload of ``units`` and the other bytes of ``frames``."""
         if cache.lengths is None:
-            payload = int(units.size) * int(cache.data.shape[1])
+            payload = int(units.size) * cache.width
         else:
             payload = int(cache.lengths[cache.rows(units)].sum())
         total = sum(int(f.shape[0]) for fs in frames.values() for f in fs)
@@ -268,7 +268,7 @@ class ExchangeScheme(SchemeBase):
         """The records a worker keeps, copied into its new rows before the delivery starts."""
         from ...codec import keep_rows
 
-        rows = np.empty((need.size, cache.data.shape[1]), dtype=np.uint8) if out is None else out
+        rows = np.empty((need.size, cache.width), dtype=np.uint8) if out is None else out
         keep_rows(cache, need, rows)
         return rows
 

@@ -99,7 +99,7 @@ class StorageScheme(SchemeBase):
         """The pieces a worker keeps, copied into its new rows before the delivery starts."""
         from ...codec import keep_rows
 
-        rows = np.empty((need.size, cache.data.shape[1]), dtype=np.uint8) if out is None else out
+        rows = np.empty((need.size, cache.width), dtype=np.uint8) if out is None else out
         keep_rows(cache, need, rows)
         return rows
 
