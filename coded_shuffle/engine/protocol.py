@@ -370,6 +370,7 @@ def worker_transition(
     epoch: int,
     checksums: np.ndarray,
     spare: np.ndarray | Cache | None = None,
+    sizes: np.ndarray | None = None,
     with_digest: bool = False,
     tamper: Tamper | None = None,
 ) -> Generator[Post, Any, WorkerResult | None]:
@@ -377,14 +378,15 @@ def worker_transition(
 
     ``spare`` is a buffer no longer needed (the cache of epoch ``t - 1``, or its rows): the new
     records are written over it when it fits (of records of many sizes, each row zeroed only up
-    to the old record's length when ``spare`` is the cache); ``with_digest`` adds a digest of its
+    to the old record's length when ``spare`` is the cache; packed, when it holds the new
+    records' bytes, counted from ``sizes``, every record's length); ``with_digest`` adds a digest of its
     bytes to its holdings; ``tamper`` changes the frames it received (tests). Raises
     :class:`~coded_shuffle.errors.IntegrityError` when the master abandons the transition.
     """
     need = scheme.need(placements[1], worker)  # distinct ids, increasing
     # Everything a worker can make ready is made before the barrier that starts the delivery: a
     # worker late into the broadcast holds the master back (its large messages wait for them all).
-    rows, zeroed = _spare_rows(spare, cache, int(need.size), cache.width)
+    rows, zeroed = _spare_rows(spare, cache, need, sizes=sizes, packs=scheme.packs)
     out = scheme.prepare(cache, need, rows)
     zeroed = zeroed if out is rows else None
     given = scheme.give(link, worker, cache, placements, epoch=epoch)  # what it sends its peers, if any

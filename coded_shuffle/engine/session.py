@@ -285,7 +285,7 @@ class Session:
         (sums, lengths), data = self._steps(
             stages, table, lambda: link.receive_rows(np.empty((ids.size, width), dtype=np.uint8))
         )
-        cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids])
+        cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids]).pack()
         self.lengths = lengths
         self._hold(cache, sums)
         return cache
@@ -392,6 +392,7 @@ class Session:
             counter = None if x.links is None else x.links()
             role = worker_transition(
                 self.link, scheme, k, cache, (p_t, p_t1), epoch=epoch, checksums=self.checksums, spare=out,
+                sizes=getattr(self.units, "lengths", None),
                 with_digest=x.with_digest, tamper=tamper,
             )  # fmt: skip
             if self.leads:
@@ -530,7 +531,7 @@ def drive(
     workers = [
         worker_transition(
             link, scheme, k, caches[k], placements, epoch=epoch, checksums=dataset.checksums,
-            spare=spare[k] if spare is not None and k < len(spare) else None,
+            spare=spare[k] if spare is not None and k < len(spare) else None, sizes=dataset.lengths,
         )
         for k in range(K)
     ]  # fmt: skip

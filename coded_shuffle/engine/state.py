@@ -143,16 +143,28 @@ def check_caches(dataset: Dataset, caches: list[Cache], placement: Placement) ->
 
 
 def _spare_rows(
-    spare: np.ndarray | Cache | None, cache: Cache, n: int, width: int
+    spare: np.ndarray | Cache | None, cache: Cache, need: np.ndarray, *, sizes: np.ndarray | None = None,
+    packs: bool = False,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Rows ``(n, width)`` carved from a spare buffer of an earlier epoch, or None if it does not
-    fit; and, when the spare is a cache of records of many sizes in rows of this width, the
-    length past which each of those rows is zero (its records' lengths), or None."""
-    zeroed = None
+    """The buffer of the new records ``need`` carved from a spare buffer of an earlier epoch, or
+    None if it does not fit: ``(n, width)`` rows, and, when the spare is a cache of records of
+    many sizes in rows of this width, the length past which each of those rows is zero (its
+    records' lengths), or None; of a packed cache, for a scheme that decodes it packed
+    (``packs``), the spare's 1-D buffer when it holds the new records' bytes (``sizes``: every
+    record's)."""
+    n, width = int(need.size), cache.width
     if cache.is_packed or (isinstance(spare, Cache) and spare.is_packed):
-        return None, None  # the decoder makes the packed buffer of the new records' bytes
+        buf = spare.buffer if isinstance(spare, Cache) else spare
+        if not (packs and cache.is_packed and sizes is not None and isinstance(buf, np.ndarray)):
+            return None, None
+        if buf.ndim != 1 or buf.dtype != np.uint8 or not buf.flags.c_contiguous or not buf.flags.writeable:
+            return None, None
+        if buf.size < int(np.asarray(sizes)[need].sum()) or np.shares_memory(buf, cache.buffer):
+            return None, None
+        return buf, None
+    zeroed = None
     if isinstance(spare, Cache):
-        if spare.lengths is not None and spare.data.ndim == 2 and spare.data.shape[1] == width:
+        if spare.lengths is not None and spare.data.ndim == 2 and spare.width == width:
             zeroed = spare.lengths[:n]
         spare = spare.data
     if spare is None or not isinstance(spare, np.ndarray) or spare.dtype != np.uint8:

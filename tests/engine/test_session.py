@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from coded_shuffle.codec import load_dataset
+from coded_shuffle.codec import Cache, load_dataset
 from coded_shuffle.engine import drive, scheme_for
 from coded_shuffle.engine.protocol import MasterOptions
 from coded_shuffle.engine.session import Catalogue
@@ -53,3 +53,27 @@ def test_a_unit_the_catalogue_gives_another_checksum_is_never_accepted():
     assert rep.verified
     with pytest.raises(Exception, match="unverified"):
         drive(InProcessTransport(K), scheme, wrong, caches, (p0, p1), epoch=1, opts=MasterOptions())
+
+
+@pytest.mark.parametrize("mode", ["coded", "uncoded", "exchange"])
+def test_packed_caches_of_records_of_many_sizes_under_every_scheme(mode):
+    # Workers start from packed caches; the coded schemes decode them packed, writing the
+    # records of epoch 2 over the spare packed buffers of epoch 0 when they hold their bytes;
+    # the others write rows. Every worker holds its records byte for byte each epoch.
+    K, rng = 3, np.random.default_rng(9)
+    ds = load_dataset([rng.bytes(int(n)) for n in rng.integers(0, 90, 60)])
+    scheme = scheme_for(mode, K=K)
+    p = [epoch_placement(ds.N, K, seed=2, epoch=e) for e in range(3)]
+    caches = [ds.cache(p[0].batch(k), packed=True) for k in range(K)]
+    big = [Cache.packed(c.ids, np.zeros(int(ds.lengths.sum()), np.uint8), c.lengths, c.width) for c in caches]
+    spares = [None, big]
+    for t in (1, 2):
+        rep, new = drive(InProcessTransport(K), scheme, ds, caches, (p[t - 1], p[t]), epoch=t,
+                         opts=MasterOptions(), spare=spares[t - 1])  # fmt: skip
+        assert rep.verified
+        for k, cache in enumerate(new):
+            assert cache.is_packed == scheme.packs
+            assert [cache.record(n) for n in p[t].batch(k)] == [ds.record(n) for n in p[t].batch(k)]
+            if t == 2 and scheme.packs:
+                assert cache.buffer is big[k].buffer  # the spare written over
+        caches = new

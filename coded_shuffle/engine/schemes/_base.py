@@ -237,6 +237,9 @@ class Scheme(Protocol):
     holding: Holding
     #: Whether it runs in a job of peers (no master holds the records; repairs come from holders).
     peers: bool
+    #: Whether a worker decodes a packed cache (records of many sizes end to end, :class:`Cache`)
+    #: into a packed batch, given a spare packed buffer; the others write rows of the width.
+    packs: bool
 
     @property
     def peer_repairs(self) -> bool:
@@ -336,6 +339,7 @@ class SchemeBase(Scheme):
 
     name = "scheme"
     peers = False
+    packs = False
 
     def __init__(self, holding: Holding | None = None) -> None:
         self.holding: Holding = Batches() if holding is None else holding

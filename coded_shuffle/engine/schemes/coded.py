@@ -30,6 +30,7 @@ class CodedScheme(SchemeBase):
     """
 
     name = "coded"
+    packs = True
 
     def encode(self, plan: DeliveryPlan, dataset: Dataset, *, epoch: int, max_frame_bytes: int) -> Encoded:
         tic = time.perf_counter()
