@@ -14,14 +14,7 @@ def _output_rows(out: np.ndarray | None, n_out: int, width: int, cache: Cache) -
     """``out`` checked as the buffer of the new records, or a new aligned one."""
     if out is None:
         return _aligned_rows(n_out, width)
-    if (
-        not isinstance(out, np.ndarray)
-        or out.shape != (n_out, width)
-        or out.dtype != np.uint8
-        or not out.flags.c_contiguous
-        or not out.flags.writeable
-        or np.shares_memory(out, cache.buffer)
-    ):
+    if not _writable_apart(out, cache) or out.shape != (n_out, width):
         raise ValueError(
             f"Argument 'out' must be a writeable C-contiguous uint8 array of shape {(n_out, width)} "
             "that does not overlap the cache."
@@ -60,17 +53,20 @@ def _packed_out(out: np.ndarray | None, total: int, cache: Cache, out_lengths: o
         raise ValueError("Argument 'out_lengths' describes rows: a packed cache's new records have none.")
     if out is None:
         return _aligned_empty(max(total, 1))
-    if (
-        not isinstance(out, np.ndarray)
-        or out.ndim != 1
-        or out.shape[0] < total
-        or out.dtype != np.uint8
-        or not out.flags.c_contiguous
-        or not out.flags.writeable
-        or np.shares_memory(out, cache.buffer)
-    ):
+    if not _writable_apart(out, cache) or out.ndim != 1 or out.shape[0] < total:
         raise ValueError(
             f"Argument 'out' must be a writeable C-contiguous 1-D uint8 array of at least {total} bytes "
             "(the new records, packed) that does not overlap the cache."
         )
     return out
+
+
+def _writable_apart(out: object, cache: Cache) -> bool:
+    """Whether ``out`` is a writeable C-contiguous ``uint8`` array apart from the cache's buffer."""
+    return (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.uint8
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and not np.shares_memory(out, cache.buffer)
+    )
