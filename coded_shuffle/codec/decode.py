@@ -357,9 +357,11 @@ def decode_worker(
         Raise instead of reporting ``missing`` and ``bad`` ids.
     out : numpy.ndarray, optional
         A C-contiguous ``(len(need), B)`` ``uint8`` buffer for the new records, not overlapping
-        the cache (a worker double-buffers its caches: epoch ``t - 1``'s buffer holds ``t + 1``).
+        the cache (a worker double-buffers its caches: epoch ``t - 1``'s buffer holds ``t + 1``);
+        of a packed cache (:class:`Cache`), whose new records are packed too, a 1-D one of at
+        least their bytes.
     out_lengths : array_like, optional
-        With records of many sizes and ``out``: for each row of ``out``, the length past which
+        With records of many sizes in rows and ``out``: for each row of ``out``, the length past which
         it is zero (the lengths of the records the recycled buffer held). A new record's row is
         then zeroed only from its end up to that, instead of to the width; without it, to the
         width. (A buffer made here starts zero, so no row is zeroed past its record.)

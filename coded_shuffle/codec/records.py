@@ -360,8 +360,9 @@ class Cache:
         (each at most ``width``; ``buffer`` at least their sum)."""
         if buffer.ndim != 1 or buffer.dtype != np.uint8 or not buffer.flags.c_contiguous:
             raise ValueError("Argument 'buffer' must be a C-contiguous 1-D uint8 array.")
-        total = int(np.sum(lengths, dtype=np.int64))
-        if len(lengths) != len(ids) or buffer.shape[0] < total:
+        lens = _check_lengths(lengths, len(ids), width)
+        total = int(lens.sum())
+        if buffer.shape[0] < total:
             raise ValueError(
                 f"Argument 'buffer' must hold the {len(ids)} records' {total} bytes, not {buffer.shape[0]}."
             )

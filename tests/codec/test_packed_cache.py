@@ -39,6 +39,8 @@ def test_packed_cache_checks_its_buffer():
         Cache.packed(ids, np.zeros(4, np.uint8), lens, 3)
     with pytest.raises(ValueError, match="'buffer' must be a C-contiguous 1-D uint8 array"):
         Cache.packed(ids, np.zeros((1, 5), np.uint8), lens, 3)
+    with pytest.raises(ValueError, match=r"'lengths' must lie in \[0, 3\], not \[2, 4\]"):
+        Cache.packed(ids, np.zeros(9, np.uint8), np.array([2, 4]), 3)
     with pytest.raises(TypeError, match="Argument 'packed' must be a bool, not int"):
         load_dataset(RECORDS).cache([0], packed=1)
 
