@@ -340,6 +340,15 @@ def checksum_rows(out, data, rows, lengths, keys, lo, hi):  # pragma: no cover -
         out[i] = _row_checksum(data[r], lengths[i] if lengths.shape[0] else W, keys)
 
 
+@numba.njit(cache=True, nogil=True)
+def checksum_spans(out, buf, offsets, lengths, keys, lo, hi):  # pragma: no cover - compiled
+    """Checksum of the ``lengths[i]`` bytes at ``offsets[i]`` of the flat ``buf`` into ``out[i]``
+    (records packed end to end): :func:`checksum_rows` of those bytes."""
+    for i in range(lo, hi):
+        L = lengths[i]
+        out[i] = _row_checksum(buf[offsets[i] : offsets[i] + L], L, keys)
+
+
 @numba.njit(inline="always")
 def _popcount(x):  # pragma: no cover - compiled
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))

@@ -70,6 +70,7 @@ def _dispatchers(group: str) -> list[Any]:
             codec.take_rows,
             codec.spans_max,
             codec.checksum_rows,
+            codec.checksum_spans,
             codec.peel_ops,
             codec.apply_ops,
             codec.apply_ops_at,

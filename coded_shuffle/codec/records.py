@@ -433,8 +433,14 @@ class Cache:
         return Cache.packed(self.ids, buf, lens, self.width)
 
     def checksums(self) -> np.ndarray:
-        """Recompute the checksum of every record held."""
-        return _checksum_rows(self.data, self.lengths)
+        """Recompute the checksum of every record held (a packed cache's where they lie)."""
+        if not self.is_packed:
+            return _checksum_rows(self.data, self.lengths)
+        out = np.empty(len(self), dtype=np.uint64)
+        keys = _word_keys(max(1, -(-self.width // 8)))
+        args = (out, _ro(self.buffer), self.offsets, _i64(self.lengths), keys)
+        _halves(_kernels().checksum_spans, args, 0, len(self), self.nbytes)
+        return out
 
     def patched(self, other: Cache) -> Cache:
         """Return a copy with the rows of ``other`` (ids it must hold) replaced by those of ``other``
