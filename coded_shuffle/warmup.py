@@ -174,7 +174,8 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             need = example.placement_t1.batch(0)
             decode_worker(varying.cache(example.placement_t.batch(0)), frames, need=need, worker=0)
             packed = varying.cache(example.placement_t.batch(0), packed=True)  # records end to end
-            decode_worker(packed, frames, need=need, worker=0, checksums=varying.checksums).cache.checksums()
+            new = decode_worker(packed, frames, need=need, worker=0, checksums=varying.checksums).cache
+            new.checksums(), new.data  # where they lie, and in rows
             from .records import SpanRecords
 
             spans = [np.frombuffer(bytes(8), dtype=np.uint8), np.frombuffer(bytes(8), dtype=np.uint8)]

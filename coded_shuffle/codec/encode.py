@@ -254,6 +254,9 @@ def encode_held(
     width = cache.width
     payload = None if cache.lengths is None else cache.lengths[rows]
     flags = FLAG_VARIABLE if cache.lengths is not None else 0
+    data, lengths = cache.data, cache.lengths
+    if cache.is_packed:  # only the records sent, in rows (not every record the cache holds)
+        data, lengths, rows = cache.take(rows), payload, np.arange(rows.size, dtype=np.int64)
     return [
         _pack(
             epoch=epoch,
@@ -262,8 +265,8 @@ def encode_held(
             symbol=np.arange(hi - lo, dtype=np.int64),
             a=pts[lo:hi],
             b=np.full(hi - lo, -1, dtype=np.int64),
-            data=cache.data,
-            lengths=cache.lengths,
+            data=data,
+            lengths=lengths,
             rows=rows[lo:hi],
         )  # fmt: skip
         for lo, hi in _frame_cuts(pts.size, width, max_frame_bytes, payload)

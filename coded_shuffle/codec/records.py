@@ -397,16 +397,24 @@ class Cache:
         """Return the row of each of ``ids`` (``-1`` where the cache does not hold it)."""
         return _lookup(self.ids, np.asarray(ids, dtype=np.int64))
 
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        """The ``(len(rows), B)`` rows ``rows`` (positions, not ids), zero-padded: a new array."""
+    def take(
+        self, rows: np.ndarray, *, out: np.ndarray | None = None, at: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The rows ``rows`` (positions, not ids), zero-padded to the width: a new
+        ``(len(rows), B)`` array, or written into the rows ``at`` of the ``(n, B)`` array ``out``."""
         rows = _i64(rows)
-        if not self.is_packed:
+        if out is None and not self.is_packed:
             return self.buffer[rows]
+        dst = _i64(np.arange(rows.shape[0], dtype=np.int64) if at is None else at)
+        if out is None:
+            out = np.empty((rows.shape[0], self.width), dtype=np.uint8)
+        if not self.is_packed:
+            args = (out, dst, _ro(self.buffer), rows)
+            _halves(_kernels().move_rows, args, 0, rows.shape[0], rows.shape[0] * self.width)
+            return out
         assert self.lengths is not None
-        out = np.empty((rows.shape[0], self.width), dtype=np.uint8)
         lens = _i64(self.lengths)
-        _kernels().take_spans(out, _i64(np.arange(rows.shape[0], dtype=np.int64)), _ro(self.buffer),
-                              _i64(self.offsets[rows]), _i64(lens[rows]))  # fmt: skip
+        _kernels().take_spans(out, dst, _ro(self.buffer), _i64(self.offsets[rows]), _i64(lens[rows]))
         return out
 
     def record_at(self, r: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from ._common import _aligned_rows, _halves, _i64, _Index, _kernels, _lookup, _r
 from ._out import _output_rows
 from .decode import DecodeResult, _need_ids, _parsed_frame
 from .records import Cache, _checksum_rows, _word_keys
-from .terms import _move, _xor_rows, term_blocks
+from .terms import _xor_rows, term_blocks
 from .wire import FLAG_VARIABLE, Frame, _unpacked, symbol_lengths
 
 __all__ = ["TermsDecoder", "decode_terms", "keep_rows"]
@@ -179,7 +179,7 @@ def keep_rows(cache: Cache, need: np.ndarray, out: np.ndarray) -> np.ndarray:
     """
     pos = _lookup(cache.ids, np.asarray(need, dtype=np.int64))
     held = pos >= 0
-    _move(out, np.flatnonzero(held), cache.data, pos[held])
+    cache.take(pos[held], out=out, at=np.flatnonzero(held))
     return held
 
 

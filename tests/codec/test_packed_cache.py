@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coded_shuffle.codec import Cache, decode_worker, encode_plan, load_dataset
+from coded_shuffle.codec import Cache, decode_worker, encode_held, encode_plan, load_dataset
 from coded_shuffle.orders import epoch_placement
 from coded_shuffle.plan import plan_delivery
 
@@ -66,3 +66,18 @@ def test_decoding_a_packed_cache_checks_its_buffer():
     frames2 = encode_plan(plan_delivery(p1, p2, sizes=ds.lengths), ds, epoch=2)
     res2 = decode_worker(res.cache, frames2, need=p2.batch(0), worker=0, epoch=2, checksums=ds.checksums)
     assert res2.ok and res2.cache.is_packed and np.array_equal(res2.cache.data, ds.data[p2.batch(0)])
+
+
+def test_a_packed_cache_sends_the_frames_of_its_rows():
+    # A peer's sends read from a packed cache are the frames read from the same records in rows.
+    rng = np.random.default_rng(6)
+    ds = load_dataset([rng.bytes(int(n)) for n in rng.integers(0, 40, 50)])
+    ids = np.arange(3, 50, 2)
+    rows, packed = ds.cache(ids), ds.cache(ids, packed=True)
+    want = np.array([41, 3, 17, 29, 5])
+    for size in (60, 10**6):  # several frames, one frame
+        got = encode_held(packed, want, epoch=4, max_frame_bytes=size)
+        same = encode_held(rows, want, epoch=4, max_frame_bytes=size)
+        assert len(got) == len(same) > (size == 60) and [bytes(f) for f in got] == [bytes(f) for f in same]
+    with pytest.raises(KeyError):
+        encode_held(packed, [2], epoch=4)
