@@ -304,6 +304,10 @@ def load_dataset(source: object, *, checksums: bool = True) -> Dataset:
     return Dataset(data=data, lengths=None if lens is None else _readonly(lens), checksums=_readonly(sums))
 
 
+#: Records :meth:`Cache.gathered` reads from a source in rows at a time.
+GATHER_ROWS = 4096
+
+
 @dataclass(frozen=True, eq=False, init=False)
 class Cache:
     """The records one worker holds, in one of two layouts.
@@ -369,6 +373,23 @@ class Cache:
         cache = cls.__new__(cls)
         cache._set(ids, lengths, int(width), buffer, True)
         return cache
+
+    @classmethod
+    def gathered(cls, source: RecordSource, ids: np.ndarray, lengths: np.ndarray, width: int) -> Cache:
+        """The records ``ids`` (increasing) of the record source ``source``, of the lengths
+        ``lengths``, packed: read through ``source.gather`` (zero-padded rows of the width)
+        :data:`GATHER_ROWS` at a time, so that no more rows than that are held beside the packed
+        bytes (all of them in rows would take the widest record's bytes each)."""
+        lens = _i64(lengths)
+        buf = _aligned_empty(int(lens.sum()))
+        starts = np.cumsum(lens) - lens
+        for lo in range(0, ids.size, GATHER_ROWS):
+            hi = min(lo + GATHER_ROWS, ids.size)
+            rows = _ro(np.ascontiguousarray(source.gather(ids[lo:hi]), dtype=np.uint8))
+            at = _i64(np.arange(hi - lo, dtype=np.int64) * rows.shape[1])
+            args = (buf, _i64(starts[lo:hi]), rows.reshape(-1), at, _i64(lens[lo:hi]))
+            _halves(_kernels().copy_spans, args, 0, hi - lo, int(lens[lo:hi].sum()))
+        return cls.packed(ids, buf, lens, width)
 
     @cached_property
     def offsets(self) -> np.ndarray:

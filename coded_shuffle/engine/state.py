@@ -459,7 +459,7 @@ def units_of(scheme: Any, source: Any, held: Any, worker: int, width: int) -> Ca
         lengths = None if source.record_bytes is not None and known is None else np.empty(0, np.int64)
         return Cache(ids=ids, data=np.zeros((0, width), dtype=np.uint8), lengths=lengths)
     if source.record_bytes is None and known is None:  # whole, packed at their lengths
-        return Cache(ids=ids, data=source.gather(ids), lengths=np.asarray(source.sizes)[ids]).pack()
+        return Cache.gathered(source, ids, np.asarray(source.sizes)[ids], width)
     C = scheme.pieces
     mine = np.unique(ids // C)
     if known is None:

@@ -77,3 +77,25 @@ def test_packed_caches_of_records_of_many_sizes_under_every_scheme(mode):
             if t == 2 and scheme.packs:
                 assert cache.buffer is big[k].buffer  # the spare written over
         caches = new
+
+
+def test_a_worker_reads_its_records_of_many_sizes_packed_a_few_rows_at_a_time(monkeypatch):
+    # units_of packs a worker's records as it reads them: never more than GATHER_ROWS rows of
+    # the widest width at once beside the packed bytes.
+    from coded_shuffle.codec import records
+    from coded_shuffle.engine.state import units_of
+    from coded_shuffle.records import SpanRecords
+
+    rng = np.random.default_rng(4)
+    blobs = [rng.bytes(int(n)) for n in rng.integers(0, 50, 40)]
+    sizes = [len(b) for b in blobs]
+    flat = np.frombuffer(b"".join(blobs), np.uint8)
+    source = SpanRecords([flat], starts=np.cumsum([0, *sizes[:-1]]), sizes=sizes)
+    asked = []
+    gather = source.gather
+    monkeypatch.setattr(source, "gather", lambda ids: asked.append(len(ids)) or gather(ids), raising=False)
+    monkeypatch.setattr(records, "GATHER_ROWS", 7)
+    scheme = scheme_for("coded", K=2)
+    cache = units_of(scheme, source, scheme.start(epoch_placement(40, 2, seed=1, epoch=0)), 1, source.width)
+    assert cache.is_packed and max(asked) == 7 and sum(asked) == len(cache)
+    assert [cache.record(n) for n in cache.ids] == [blobs[n] for n in cache.ids]
