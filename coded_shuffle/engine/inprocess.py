@@ -298,7 +298,7 @@ def run(
     )  # fmt: skip
     schedule = EpochSchedule(N=dataset.N, K=K, seed=seed, spec=order or OrderSpec(), scheme=scheme)
     now = schedule.epoch(0)
-    caches = [work.cache(scheme.held(now.held, k), packed=True) for k in range(K)]
+    caches = [work.cache(scheme.held(now.held, k), packed=scheme.packs) for k in range(K)]
     made = None if on_transition is None else (lambda rep, _lost, _links: on_transition(rep))
     session = Session.local(link, (scheme,), work, caches, opts=opts, extras=Extras(report=made))
     reports = [turn.reports[0] for turn in session.epochs(schedule, now, epochs)]

@@ -285,7 +285,9 @@ class Session:
         (sums, lengths), data = self._steps(
             stages, table, lambda: link.receive_rows(np.empty((ids.size, width), dtype=np.uint8))
         )
-        cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids]).pack()
+        cache = Cache(ids=ids, data=data, lengths=None if lengths is None else lengths[ids])
+        if self.schemes[0].packs:  # records of many sizes end to end, as the scheme decodes them
+            cache = cache.pack()
         self.lengths = lengths
         self._hold(cache, sums)
         return cache

@@ -458,8 +458,11 @@ def units_of(scheme: Any, source: Any, held: Any, worker: int, width: int) -> Ca
     if ids.size == 0:  # a worker that holds nothing this epoch (it joins at the next)
         lengths = None if source.record_bytes is not None and known is None else np.empty(0, np.int64)
         return Cache(ids=ids, data=np.zeros((0, width), dtype=np.uint8), lengths=lengths)
-    if source.record_bytes is None and known is None:  # whole, packed at their lengths
-        return Cache.gathered(source, ids, np.asarray(source.sizes)[ids], width)
+    if source.record_bytes is None and known is None:  # whole, with their lengths
+        sizes = np.asarray(source.sizes)[ids]
+        if scheme.packs:  # end to end, as the scheme decodes them
+            return Cache.gathered(source, ids, sizes, width)
+        return Cache(ids=ids, data=source.gather(ids), lengths=sizes)
     C = scheme.pieces
     mine = np.unique(ids // C)
     if known is None:

@@ -198,7 +198,7 @@ class InProcessLoader:
                 strategy=self.strategy, max_repair_rounds=self.max_repair_rounds, seed=self.seed,
                 records=(self.dataset.N, self.dataset.record_bytes),
             )  # fmt: skip
-            caches = [self._work.cache(scheme.held(now.held, k), packed=True) for k in range(K)]
+            caches = [self._work.cache(scheme.held(now.held, k), packed=scheme.packs) for k in range(K)]
             self._session = Session.local(self.transport, (scheme,), self._work, caches, opts=opts)
             self._turns = self._session.epochs(schedule, now, self.start_epoch + self.epochs - 1)
             decoded = [0] * K

@@ -545,7 +545,8 @@ class MPILoader:
             # pieces: each record cut by its own length, on every rank alike)
             units = getattr(scheme.holding, "unit_lengths", None)
             own = np.asarray(lengths if units is None else units)
-            cache = session.cache = Cache(ids=cache.ids, data=cache.data, lengths=own[cache.ids])
+            cache = Cache(ids=cache.ids, data=cache.data, lengths=own[cache.ids])
+            cache = session.cache = cache.pack() if scheme.packs else cache  # as the scheme decodes them
         assert session.checksums is not None
         if not np.array_equal(cache.checksums(), session.checksums[cache.ids]):
             raise IntegrityError(
