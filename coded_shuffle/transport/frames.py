@@ -165,11 +165,11 @@ class FramedLink(ControlPlane):
             [(sizes[r].view(np.uint8), r) for r in others], [(got[r].view(np.uint8), r) for r in others],
             tag=_ROUND_TAG,
         )  # fmt: skip
-        whole = self._arena(sum(int(got[r][0]) for r in others), exchange=True) if kept else None
+        whole = self._exchange_into(sum(int(got[r][0]) for r in others), kept=kept)
         out, lo = {}, 0
         for r in others:
             n = int(got[r][0])
-            out[r] = np.empty(n, dtype=np.uint8) if whole is None else whole[lo : lo + n]
+            out[r] = whole[lo : lo + n]
             lo += n
         mine = [(flat[j], self.rank_of(j)) for j in range(self.K) if j != me and flat[j].shape[0]]
         self._pairwise_raw(
@@ -201,7 +201,8 @@ class FramedLink(ControlPlane):
         self._rounds = None if rounds is None else _rounds(rounds, self._offered, self.K, worker)
         # the receive buffer's pages touched now, before the delivery starts (about as many as this
         # worker sends; grown at the collect if it receives more)
-        self._arena(sum(int(f.shape[0]) for fs in self._offered.values() for f in fs), exchange=True)
+        if self.reuse_buffers:
+            self._arena(sum(int(f.shape[0]) for fs in self._offered.values() for f in fs), exchange=True)
 
     def collect(self, worker: int) -> list[np.ndarray]:
         """Worker, collective among the workers: send the frames offered, return those sent to it.
@@ -419,6 +420,11 @@ class FramedLink(ControlPlane):
         nbytes = check_int(nbytes, "nbytes", minimum=0)
         if self.reuse_buffers and not self.is_master:
             self._arena(nbytes)
+
+    def _exchange_into(self, nbytes: int, *, kept: bool) -> np.ndarray:
+        """``nbytes`` to receive an exchange into: of the buffer the link keeps for the exchange
+        (:meth:`_arena`) with ``kept``, else new."""
+        return self._arena(nbytes, exchange=True)[:nbytes] if kept else np.empty(nbytes, dtype=np.uint8)
 
     def _arena(self, nbytes: int, *, exchange: bool = False) -> np.ndarray:
         """A writeable buffer of at least ``nbytes``, reused (and grown) across receives: the

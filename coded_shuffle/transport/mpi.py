@@ -174,13 +174,13 @@ class MPITransport(FramedLink):
             parts = [b for bs in send for b in bs]
             data = np.concatenate(parts) if parts else np.empty(0, np.uint8)
             n = int(recv.sum())
-            whole = self._arena(n, exchange=True)[:n] if kept else np.empty(n, dtype=np.uint8)
+            whole = self._exchange_into(n, kept=kept)
             send_d = np.concatenate(([0], np.cumsum(counts)[:-1]))
             recv_d = np.concatenate(([0], np.cumsum(recv)[:-1]))
             self._workers.Alltoallv([data, (counts, send_d)], [whole, (recv, recv_d)])
             return [whole[lo : lo + n] for lo, n in zip(recv_d.tolist(), recv.tolist(), strict=True)]
         ends = np.cumsum(recv).tolist()
-        whole = self._arena(ends[-1], exchange=True) if kept else np.empty(ends[-1], dtype=np.uint8)
+        whole = self._exchange_into(ends[-1], kept=kept)
         out = [whole[e - int(n) : e] for e, n in zip(ends, recv.tolist(), strict=True)]
         flat = [np.concatenate(bs) if bs else np.empty(0, np.uint8) for bs in send]
         for r in range(rounds):
