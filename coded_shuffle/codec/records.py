@@ -168,10 +168,16 @@ def _packed_rows(data: np.ndarray, rows: np.ndarray, lens: np.ndarray) -> np.nda
     a new aligned buffer (:class:`Cache`'s packed layout)."""
     lens = _i64(lens)
     buf = _aligned_empty(int(lens.sum()))
-    src = _ro(data).reshape(-1)
-    args = (buf, _i64(np.cumsum(lens) - lens), src, _i64(rows * data.shape[1]), lens)
-    _halves(_kernels().copy_spans, args, 0, rows.shape[0], buf.nbytes)
+    _pack_rows(buf, np.cumsum(lens) - lens, data, rows, lens)
     return buf
+
+
+def _pack_rows(
+    buf: np.ndarray, starts: np.ndarray, data: np.ndarray, rows: np.ndarray, lens: np.ndarray
+) -> None:
+    """Row ``rows[i]`` of the ``(n, B)`` ``data``, cut to ``lens[i]`` bytes, to ``buf[starts[i]:]``."""
+    args = (buf, _i64(starts), _ro(data).reshape(-1), _i64(rows * data.shape[1]), _i64(lens))
+    _halves(_kernels().copy_spans, args, 0, rows.shape[0], int(np.sum(lens)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -385,10 +391,8 @@ class Cache:
         starts = np.cumsum(lens) - lens
         for lo in range(0, ids.size, GATHER_ROWS):
             hi = min(lo + GATHER_ROWS, ids.size)
-            rows = _ro(np.ascontiguousarray(source.gather(ids[lo:hi]), dtype=np.uint8))
-            at = _i64(np.arange(hi - lo, dtype=np.int64) * rows.shape[1])
-            args = (buf, _i64(starts[lo:hi]), rows.reshape(-1), at, _i64(lens[lo:hi]))
-            _halves(_kernels().copy_spans, args, 0, hi - lo, int(lens[lo:hi].sum()))
+            rows = np.ascontiguousarray(source.gather(ids[lo:hi]), dtype=np.uint8)
+            _pack_rows(buf, starts[lo:hi], rows, np.arange(hi - lo, dtype=np.int64), lens[lo:hi])
         return cls.packed(ids, buf, lens, width)
 
     @cached_property
