@@ -55,6 +55,31 @@ def gather_runs(values, starts, lengths):  # pragma: no cover - compiled
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def by_first_point(first, second, owner_t, owner_t1, K_t1, fill):  # pragma: no cover - compiled
+    """The pairs ``(first[e], second[e])`` listed cell by cell, each cell's by increasing ``first``.
+
+    ``first`` holds distinct point ids, point ``x`` of cell ``owner_t[x] * K_t1 + owner_t1[x]``;
+    ``fill[c]`` is where cell ``c``'s pairs start in the result (advanced past them). Returns the
+    two columns reordered, of their dtypes: one scatter of the pairs, then one pass over the
+    points in order (a table of the points' second ids), nothing sorted.
+    """
+    at = np.zeros(owner_t.shape[0], dtype=second.dtype)  # second + 1 of each first id (0: none)
+    for e in range(first.shape[0]):
+        at[first[e]] = second[e] + 1
+    out_first = np.empty_like(first)
+    out_second = np.empty_like(second)
+    for x in range(owner_t.shape[0]):
+        y = np.int64(at[x]) - 1
+        if y >= 0:
+            c = np.int64(owner_t[x]) * K_t1 + owner_t1[x]
+            k = fill[c]
+            out_first[k] = x
+            out_second[k] = y
+            fill[c] = k + 1
+    return out_first, out_second
+
+
 _ONE = np.uint64(1)
 
 

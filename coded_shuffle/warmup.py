@@ -16,7 +16,8 @@ time, say, or in a container's build).
 group              kernels, and what compiles them here
 =================  ===================================================================
 ``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
-``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
+``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`),
+                   the pairs of records of many sizes in the order of their first points
 ``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
 ``decoding``       the byte path: encoding, checksums, the parse of frames of pairs, the worker's
                    peel (a tiny ``simulate``), the encoding and decoding of records of varying
@@ -61,7 +62,13 @@ def _dispatchers(group: str) -> list[Any]:
 
     kernels: dict[str, list[Any]] = {
         "packing": [_kernels.support_bits, _kernels.greedy_round, _kernels.girth],
-        "planning": [_kernels.count_cells, _kernels.sort_moved, _kernels.gather_runs, _kernels.deal_cycles],
+        "planning": [
+            _kernels.count_cells,
+            _kernels.sort_moved,
+            _kernels.gather_runs,
+            _kernels.deal_cycles,
+            _kernels.by_first_point,
+        ],
         "ordering": [_kernels.eades_ordering, _kernels.improve_ordering, _kernels.ordering_value],
         "decoding": [
             codec.encode_rows,
@@ -153,9 +160,12 @@ def warm_up(groups: Sequence[str] | None = None, *, progress: Callable[[int], No
             # one 5-cycle: lengths 2 to 4 find nothing, so the girth search runs too
             rates(np.roll(np.eye(5, dtype=np.int64), 1, axis=1))
         elif group == "planning":
-            from .plan import plan_from_matrix
+            from .orders import placement_from_owner
+            from .plan import plan_delivery, plan_from_matrix
 
             plan_from_matrix([[2, 1, 2], [2, 1, 2], [1, 3, 1]])
+            p0, p1 = placement_from_owner([0, 0, 1, 1], 2), placement_from_owner([1, 1, 0, 0], 2)
+            plan_delivery(p0, p1, sizes=[1, 3, 2, 4])  # records of many sizes: pairs by size
         elif group == "ordering":
             from .bounds import EXACT_BOUND_MAX_K, lower_bound
 

@@ -385,8 +385,11 @@ def plan_delivery(
     joins records of about one size: a symbol costs the longer of its records, and pairing the
     ``k``-th longest with the ``k``-th longest sends, on lognormal token documents at ``K = 8``,
     1.01 times the size-weighted genie bound in payload where pairing regardless of size sends
-    1.47 times it (``benchmarks/variable_coding.py``). The counts, hence the loads in symbols,
-    are those of the plan without ``sizes``.
+    1.47 times it (``benchmarks/variable_coding.py``). The pairs of each group are then listed by
+    their first point's id, as without ``sizes``: a worker decodes its points in the order of
+    its cache (or of its new batch) instead of in none, 5 % faster on those documents (one pass
+    over the ids, :func:`coded_shuffle._kernels.by_first_point`). The counts, hence the loads in
+    symbols, are those of the plan without ``sizes``.
 
     Parameters
     ----------
@@ -422,16 +425,16 @@ def plan_delivery(
     >>> plan.n_symbols == plan.rates.coded
     True
 
-    Records of similar sizes go together (the longest of each group first):
+    Records of similar sizes go together (10 B with 12 B, 500 B with 490 B):
 
     >>> from coded_shuffle.orders import placement_from_owner
     >>> p0 = placement_from_owner([0, 0, 1, 1], 2)
     >>> p1 = placement_from_owner([1, 1, 0, 0], 2)
     >>> sized = plan_delivery(p0, p1, sizes=[10, 500, 490, 12])
     >>> sized.pair_x.tolist(), sized.pair_y.tolist()
-    ([1, 0], [2, 3])
+    ([0, 1], [3, 2])
     """
-    from .._kernels import count_cells, gather_runs, sort_moved
+    from .._kernels import by_first_point, count_cells, gather_runs, sort_moved
 
     placement_t, placement_t1 = _check_placements(placement_t, placement_t1)
     strategy = check_choice(strategy, "strategy", STRATEGIES)
@@ -472,6 +475,10 @@ def plan_delivery(
     pair_y = gather_runs(order, start[ju * K + iu], m)
     pair_i = np.repeat(iu.astype(wdt), m)
     pair_j = np.repeat(ju.astype(wdt), m)
+    if longest_first is not None and pair_x.size:  # each group's pairs in the order of their x
+        fill = np.zeros(K * K, dtype=np.int64)
+        fill[iu * K + ju] = np.cumsum(m) - m
+        pair_x, pair_y = by_first_point(pair_x, pair_y, a, b, K, fill)
 
     cycle_points, cycle_workers, cycle_ptr, uncoded_points, uncoded_from, uncoded_to = _leftovers(
         order, start, M, omega, r.packing, wdt

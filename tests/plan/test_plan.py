@@ -609,7 +609,8 @@ def test_a_budget_never_depends_on_the_clock(monkeypatch, strategy):
 
 def test_sized_plan_pairs_each_group_longest_first(rng):
     """Independent restatement: within each (holder, receiver) group the points sorted by
-    decreasing size (ties by id), the k-th of (i, j) paired with the k-th of (j, i)."""
+    decreasing size (ties by id), the k-th of (i, j) paired with the k-th of (j, i); the pairs
+    then listed by group and by increasing first point."""
     for trial in range(20):
         K = int(rng.integers(2, 6))
         N = int(rng.integers(1, 60))
@@ -632,6 +633,9 @@ def test_sized_plan_pairs_each_group_longest_first(rng):
             for x, y in zip(groups[i, j], groups[j, i], strict=False)
         )
         assert sorted(zip(plan.pair_x.tolist(), plan.pair_y.tolist(), strict=True)) == expected
+        # listed group by group, each group's pairs by increasing x (their decoders' order)
+        listed = list(zip(plan.pair_i.tolist(), plan.pair_j.tolist(), plan.pair_x.tolist(), strict=True))
+        assert listed == sorted(listed)
 
 
 def test_sized_pairs_cost_the_least_padding(rng):
@@ -661,16 +665,17 @@ def test_sized_plan_orders_large_sizes_by_their_key(rng):
     half = sizes.size // 2
     a = np.array([0] * half + [1] * half)
     plan = plan_delivery(placement_from_owner(a, 2), placement_from_owner(1 - a, 2), sizes=sizes)
-    assert sizes[plan.pair_x].tolist() == sorted(sizes[:half].tolist(), reverse=True)
-    assert sizes[plan.pair_y].tolist() == sorted(sizes[half:].tolist(), reverse=True)
+    by_size = np.argsort(-sizes[plan.pair_x])  # the pairs, longest x first: rank with rank
+    assert sizes[plan.pair_x[by_size]].tolist() == sorted(sizes[:half].tolist(), reverse=True)
+    assert sizes[plan.pair_y[by_size]].tolist() == sorted(sizes[half:].tolist(), reverse=True)
 
 
 def test_sized_plan_with_subpackets_keeps_a_record_s_pieces_together():
     p0, p1 = placement_from_owner([0, 0, 1, 1], 2), placement_from_owner([1, 1, 0, 0], 2)
     plan = plan_delivery(p0, p1, sizes=[1, 9, 8, 2], subpackets=2)
     verify_plan(plan)
-    # record 1 (9 B) with record 2 (8 B), record 0 with record 3, piece by piece
-    assert plan.pair_x.tolist() == [2, 3, 0, 1] and plan.pair_y.tolist() == [4, 5, 6, 7]
+    # record 0 with record 3, record 1 (9 B) with record 2 (8 B), piece by piece
+    assert plan.pair_x.tolist() == [0, 1, 2, 3] and plan.pair_y.tolist() == [6, 7, 4, 5]
 
 
 def test_sized_plan_exceptions():
