@@ -17,7 +17,7 @@ group              kernels, and what compiles them here
 =================  ===================================================================
 ``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
 ``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`),
-                   the pairs of records of many sizes in the order of their first points
+                   the pairs of records of many sizes listed for their decoders
 ``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
 ``decoding``       the byte path: encoding, checksums, the parse of frames of pairs, the worker's
                    peel (a tiny ``simulate``), the encoding and decoding of records of varying
@@ -67,7 +67,7 @@ def _dispatchers(group: str) -> list[Any]:
             _kernels.sort_moved,
             _kernels.gather_runs,
             _kernels.deal_cycles,
-            _kernels.by_first_point,
+            _kernels.pairs_in_order,
         ],
         "ordering": [_kernels.eades_ordering, _kernels.improve_ordering, _kernels.ordering_value],
         "decoding": [

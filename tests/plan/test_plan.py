@@ -610,7 +610,7 @@ def test_a_budget_never_depends_on_the_clock(monkeypatch, strategy):
 def test_sized_plan_pairs_each_group_longest_first(rng):
     """Independent restatement: within each (holder, receiver) group the points sorted by
     decreasing size (ties by id), the k-th of (i, j) paired with the k-th of (j, i); the pairs
-    then listed by group and by increasing first point."""
+    then listed by group, and in each by the points of one of its two workers."""
     for trial in range(20):
         K = int(rng.integers(2, 6))
         N = int(rng.integers(1, 60))
@@ -633,8 +633,11 @@ def test_sized_plan_pairs_each_group_longest_first(rng):
             for x, y in zip(groups[i, j], groups[j, i], strict=False)
         )
         assert sorted(zip(plan.pair_x.tolist(), plan.pair_y.tolist(), strict=True)) == expected
-        # listed group by group, each group's pairs by increasing x (their decoders' order)
-        listed = list(zip(plan.pair_i.tolist(), plan.pair_j.tolist(), plan.pair_x.tolist(), strict=True))
+        # listed group by group, each group's pairs by the increasing ids of the points one of
+        # its workers decodes: j's (x) where j - i is odd, i's (y) where it is even
+        i, j = plan.pair_i.astype(int), plan.pair_j.astype(int)
+        key = np.where((j - i) % 2 == 1, plan.pair_x, plan.pair_y)
+        listed = list(zip(i.tolist(), j.tolist(), key.tolist(), strict=True))
         assert listed == sorted(listed)
 
 
