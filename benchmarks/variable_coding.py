@@ -9,7 +9,8 @@ transitions):
   without ``sizes``, the engine before pairing by size);
 - **similar size**: each (holder, receiver) group taken longest first, so the ``k``-th longest
   record of ``(i, j)`` is XORed with the ``k``-th longest of ``(j, i)``, and the leftovers reach
-  the cycles in that order (``plan_delivery(..., sizes=...)``, what the engine does);
+  the cycles in that order (``plan_delivery(..., sizes=...)``, what the engine does; the pairs
+  are then listed for one of their two decoders, which changes no byte);
 - **pieces of P B**, each way: every record cut into pieces of ``P`` bytes (its last piece
   shorter), the plan made on the pieces, each piece a record of the frame.
 

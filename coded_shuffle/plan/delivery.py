@@ -387,10 +387,9 @@ def plan_delivery(
     1.01 times the size-weighted genie bound in payload where pairing regardless of size sends
     1.47 times it (``benchmarks/variable_coding.py``). The pairs of each group ``(i, j)`` are
     then listed by the ids of the points one of the two workers decodes (``j``'s where ``j - i``
-    is odd, ``i``'s where it is even): a worker writes its new batch in id order, and so reads
-    the payloads of about half its groups in that order too, instead of in none (one pass over
-    the ids; decoding about 5 % faster on those documents). The counts, hence the loads in
-    symbols, are those of the plan without ``sizes``.
+    is odd, ``i``'s where even): a worker writes its batch in id order, and so reads the payloads
+    of about half its groups in that order too (one pass over the ids; decoding about 5 % faster
+    on those documents). The counts, hence the loads in symbols, are those without ``sizes``.
 
     Parameters
     ----------
@@ -500,11 +499,8 @@ def _listed_for_decoding(
     pair_x: np.ndarray, pair_y: np.ndarray, iu: np.ndarray, ju: np.ndarray, m: np.ndarray,
     a: np.ndarray, b: np.ndarray, K: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs of each group ``(iu, ju)`` (``m`` of them, in turn) listed by the increasing ids
-    of the points one of its two workers decodes: ``ju``'s (``pair_x``) where ``ju - iu`` is
-    odd, ``iu``'s (``pair_y``) where it is even, so that every worker is served by about half
-    of its groups. A worker writes its new batch in id order; so served, it reads those pairs'
-    payloads in that order too (:func:`coded_shuffle._kernels.pairs_in_order`)."""
+    """The pairs of each group ``(iu, ju)`` (``m`` of them in turn) listed by the ids of the points
+    one of its workers decodes: ``ju``'s (``pair_x``) where ``ju - iu`` is odd, else ``iu``'s."""
     from .._kernels import pairs_in_order
 
     by_y = (ju - iu) % 2 == 0
