@@ -152,14 +152,15 @@ def _spare_rows(
     records' lengths), or None; of a packed cache, for a scheme that decodes it packed
     (``packs``), the spare's 1-D buffer when it holds the new records' bytes (``sizes``: every
     record's)."""
+    from ..codec._out import _writable_apart
+
     n, width = int(need.size), cache.width
     if cache.is_packed or (isinstance(spare, Cache) and spare.is_packed):
         buf = spare.buffer if isinstance(spare, Cache) else spare
-        if not (packs and cache.is_packed and sizes is not None and isinstance(buf, np.ndarray)):
+        if not (packs and cache.is_packed and sizes is not None and _writable_apart(buf, cache)):
             return None, None
-        if buf.ndim != 1 or buf.dtype != np.uint8 or not buf.flags.c_contiguous or not buf.flags.writeable:
-            return None, None
-        if buf.size < int(np.asarray(sizes)[need].sum()) or np.shares_memory(buf, cache.buffer):
+        assert isinstance(buf, np.ndarray)
+        if buf.ndim != 1 or buf.size < int(np.asarray(sizes)[need].sum()):
             return None, None
         return buf, None
     zeroed = None
