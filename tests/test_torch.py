@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -52,7 +53,9 @@ def write_data(d: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
 WIDE = np.dtype([("x", "<f4", (640,)), ("y", "<i2")])  # 2562 bytes: 2 pieces of 1281 at K = 3, M = 2
 
 
-def launch(how: str, K: int, *args: object, peers: bool = False) -> subprocess.CompletedProcess[str]:
+def launch(
+    how: str, K: int, *args: object, peers: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     ranks = K if peers else K + 1  # a job of peers has no master rank
     if how == "mpiexec":
         cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", str(PROGRAM)]
@@ -60,7 +63,7 @@ def launch(how: str, K: int, *args: object, peers: bool = False) -> subprocess.C
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
         cmd += ["--monitor-interval=0.5", str(PROGRAM)]
     return subprocess.run(
-        [*cmd, *map(str, args)], capture_output=True, text=True, timeout=180, cwd=ROOT, check=False
+        [*cmd, *map(str, args)], capture_output=True, text=True, timeout=180, cwd=ROOT, check=False, env=env
     )
 
 
@@ -710,7 +713,10 @@ def test_torchrun_without_a_process_group_says_what_to_call(tmp_path, rng):
     write_data(tmp_path, rng)
     out = tmp_path / "out"
     out.mkdir()
-    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 0, 0, 1, "uninit")
+    # the ranks share one stderr: unbuffered (PYTHONUNBUFFERED), a traceback's last line goes out
+    # in several writes that another rank's can split; line-buffered (the default), in one
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = launch("torchrun", 2, "struct", tmp_path, out, 3, 0, 0, 1, "uninit", env=env)
     assert proc.returncode != 0
     assert "at least 2 ranks" not in proc.stderr  # no fall-back to one-rank MPI worlds
     lines = proc.stderr.splitlines()
