@@ -1,3 +1,10 @@
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+
 import numpy as np
 import pytest
 
@@ -13,10 +20,85 @@ MODULE_MARKS = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: The kinds of test that launch jobs of processes (``mpiexec``, ``torchrun``, network
+#: namespaces). They run one at a time, whatever runs the suite: their ranks take both cores of a
+#: 2-core machine, some of them time a rank's silence, and some check what a job leaves in
+#: ``/dev/shm``. Under pytest-xdist (``-n``, the default of ``pyproject.toml``) they all go to one
+#: worker, one after the other, while the in-process tests share the other workers.
+LAUNCHING = ("mpi", "torch", "netns")
+#: Where the workers of a pytest-xdist run leave the ids of the launching tests for the
+#: scheduler (set by the controller, inherited by its workers).
+LAUNCHING_IDS = "CODED_SHUFFLE_TESTS_LAUNCHING"
+
+
+def _launching(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(kind) for kind in LAUNCHING)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        folder = tempfile.mkdtemp(prefix="coded-shuffle-tests-")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        os.environ[LAUNCHING_IDS] = os.path.join(folder, "launching.json")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for mark in MODULE_MARKS.get(item.path.stem, ()):
             item.add_marker(mark)
+    path = os.environ.get(LAUNCHING_IDS)
+    if path and hasattr(config, "workerinput"):  # each worker writes the same list, whole (a rename)
+        part = f"{path}.{os.getpid()}"
+        with open(part, "w", encoding="utf-8") as f:
+            json.dump([item.nodeid for item in items if _launching(item)], f)
+        os.replace(part, path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """The launching tests as one unit of work, given to one worker; every other test a unit of
+    its own (pytest-xdist's ``loadgroup``, grouped by marks rather than by ``xdist_group``)."""
+    path = os.environ.get(LAUNCHING_IDS)
+    if config.getvalue("dist") != "load" or not path:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaunchingApart(LoadScopeScheduling):
+        launching: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.launching is None:  # read once every worker has collected
+                with open(path, encoding="utf-8") as f:
+                    self.launching = set(json.load(f))
+            return "launching" if nodeid in self.launching else nodeid
+
+    return LaunchingApart(config, log)  # type: ignore[arg-type]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """A launching test holds a lock on this file from its setup to its teardown, so that no two
+    run at once, in one run of the suite (any distribution) or in two runs of this checkout."""
+    if not _launching(item):
+        return (yield)
+    with open(__file__, "rb") as lock:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.exit(f"another launching test held {__file__} locked for {LOCK_WAIT} s", 2)
+                time.sleep(0.05)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+#: Longest wait for the lock of the launching tests (the longest test takes about 30 s).
+LOCK_WAIT = 600
 
 
 @pytest.fixture
