@@ -23,11 +23,11 @@ MODULE_MARKS = {
 #: The kinds of test that launch jobs of processes (``mpiexec``, ``torchrun``, network
 #: namespaces). They run one at a time, whatever runs the suite: their ranks take both cores of a
 #: 2-core machine, some of them time a rank's silence, and some check what a job leaves in
-#: ``/dev/shm``. Under pytest-xdist (``-n``, the default of ``pyproject.toml``) they all go to one
-#: worker, one after the other, while the in-process tests share the other workers.
+#: ``/dev/shm``. Under pytest-xdist (the README's ``-n 2``) they all go to one worker, one after
+#: the other, while the in-process tests share the other workers (``LaunchingApart``).
 LAUNCHING = ("mpi", "torch", "netns")
 #: Where the workers of a pytest-xdist run leave the ids of the launching tests for the
-#: scheduler (set by the controller, inherited by its workers).
+#: scheduler (set by the controller of a ``--dist load`` run, inherited by its workers).
 LAUNCHING_IDS = "CODED_SHUFFLE_TESTS_LAUNCHING"
 
 
@@ -36,7 +36,7 @@ def _launching(item: pytest.Item) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+    if getattr(config.option, "dist", None) == "load" and not hasattr(config, "workerinput"):
         folder = tempfile.mkdtemp(prefix="coded-shuffle-tests-")
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
         os.environ[LAUNCHING_IDS] = os.path.join(folder, "launching.json")
@@ -59,7 +59,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """The launching tests as one unit of work, given to one worker; every other test a unit of
     its own (pytest-xdist's ``loadgroup``, grouped by marks rather than by ``xdist_group``)."""
     path = os.environ.get(LAUNCHING_IDS)
-    if config.getvalue("dist") != "load" or not path:
+    if not path:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
