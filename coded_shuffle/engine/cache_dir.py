@@ -11,27 +11,30 @@ File layout (all integers little-endian; one file a worker, ``worker-<k>.cache``
 offset      bytes    field
 ==========  =======  ==========================================================================
 0           8        magic ``b"CSCACHE\\x00"``
-8           4        version: ``1``, records of one size; ``2``, records of many sizes
+8           4        version: ``1``, records of one size; ``3`` (``2`` before), of many sizes
 12          4        worker ``k``
 16          8        ``N``, records of the dataset
-24          8        ``B``, bytes a row: a record's size, or (version 2) the longest record's
+24          8        ``B``, a record's size, or (versions 2 and 3) the longest record's
 32          8        ``n``, records in this file
 40          8        epoch whose batch this is
 48          8        seed of the epoch orders (``2^64 - 1``: none)
 56          16       the dataset's fingerprint: BLAKE2b-128 of its ``N`` load-time checksums
-72          16       BLAKE2b-128 of the tables (ids, checksums and, version 2, lengths)
+72          16       BLAKE2b-128 of the tables (ids, checksums and, versions 2, 3, lengths)
 88          8        offset of the rows (a multiple of 64)
 96          16       BLAKE2b-128 of bytes 0 .. 95
 112         ``8 n``  ids, increasing, ``int64``
 ..          ``8 n``  their load-time checksums (:func:`~coded_shuffle.codec.record_checksums`), ``uint64``
-..          ``8 n``  version 2 only: each record's length in bytes, ``int64``, in ``[0, B]``
-rows        ``n B``  the records, row ``i`` holding record ``ids[i]`` (version 2: its length's
-                     bytes, then zeros to ``B``)
+..          ``8 n``  versions 2 and 3: each record's length in bytes, ``int64``, in ``[0, B]``
+rows        ``n B``  the records, row ``i`` holding record ``ids[i]``; version 3: the records
+                     end to end (the sum of their lengths); version 2: each its length's bytes,
+                     then zeros to ``B``
 ==========  =======  ==========================================================================
 
-Version 2 is version 1 with the table of lengths: a file of records of one size is written as
-version 1, byte for byte as before it, and a reader of both reads every file written since the
-first; a file of another version is damaged (treated as absent).
+Versions 2 and 3 are version 1 with the table of lengths; version 3 packs the records end to end
+(a file of token documents of mean 457 B, longest 2,048 B, is a quarter of its version 2). A file
+of records of one size is written as version 1, byte for byte as before, one of many sizes as
+version 3; the reader takes all three, so every file written since the first; a file of another
+version is damaged (treated as absent).
 
 Writing (:func:`save_cache`): the whole file goes to a temporary name in the same folder, is
 flushed and ``fsync``-ed, then renamed over the final name (``os.replace``, atomic on POSIX),
@@ -46,9 +49,9 @@ file, then the tables' digest; a file that fails any of these is *damaged*
 (:class:`CacheFileError`, treated as absent by :func:`load_cache_dir`). A file whole but of
 another job (another dataset, record size or seed) is refused with a :class:`ValueError` that
 names the file and what differs. The rows stay on disk (a read-only memory map); each one is
-checked against its stored checksum (records of many sizes: at its length, with zeros after it
-to ``B``), and one that fails is dropped: its record is absent, and the next transition delivers
-it.
+checked against its stored checksum (records of many sizes: at its length; in version 2, with
+zeros after it to ``B``), and one that fails is dropped: its record is absent, and the next
+transition delivers it.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ __all__ = [
 MAGIC = b"CSCACHE\x00"
 #: The newest version of the file layout this module writes (``2``: records of many sizes; a file of
 #: records of one size is written as version ``1``); it reads both.
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 _HEAD = struct.Struct("<8sIIQQQQQ16s16sQ")  # the fields up to the header's digest (96 bytes)
 _HEADER_BYTES = _HEAD.size + 16
 _ALIGN = 64
@@ -165,8 +168,8 @@ def save_cache(
 
     The module docstring gives the layout and why a crash never leaves a file that passes as
     whole. ``dataset`` gives the records' load-time checksums, their lengths where they vary (the
-    cache's must be those) and the job's fingerprint; records of many sizes are written as rows
-    of ``B`` bytes, zeros after each one's length (version 2).
+    cache's must be those) and the job's fingerprint; records of many sizes are written end to
+    end, each its length's bytes (version 3; a packed cache's buffer as it is).
 
     Examples
     --------
@@ -196,7 +199,7 @@ def save_cache(
     tables = (ids, sums) if lengths is None else (ids, sums, lengths)
     n = int(ids.size)
     rows_at = -(-(_HEADER_BYTES + 8 * len(tables) * n) // _ALIGN) * _ALIGN
-    version = 1 if lengths is None else 2
+    version = 1 if lengths is None else CACHE_VERSION
     head = _HEAD.pack(MAGIC, version, worker, dataset.N, B, n, epoch, seed_word,
                       dataset_fingerprint(dataset), _digest(*(t.data for t in tables)), rows_at)  # fmt: skip
     head += _digest(head)
@@ -212,7 +215,7 @@ def save_cache(
                 f.write(t.data)
             f.write(b"\x00" * (rows_at - _HEADER_BYTES - 8 * len(tables) * n))
             if n and lengths is not None:
-                _write_rows(f, np.asarray(cache.data), lengths)
+                _write_packed(f, cache, lengths)
             elif n:
                 _write_all(f, np.ascontiguousarray(cache.data).data.cast("B"))
             f.flush()
@@ -242,16 +245,19 @@ def _lengths_of(cache: Cache, dataset: Dataset, ids: np.ndarray) -> np.ndarray |
     return lengths
 
 
-def _write_rows(f: object, data: np.ndarray, lengths: np.ndarray) -> None:
-    """Write the rows ``data`` to the open file ``f``, each zero after its length (whatever its
-    buffer held there), in chunks of about ``_CHUNK`` bytes."""
+def _write_packed(f: object, cache: Cache, lengths: np.ndarray) -> None:
+    """Write the records of ``cache`` (of ``lengths``) to the open file ``f`` end to end: a packed
+    cache's buffer as it is, rows each cut to its length, in chunks of about ``_CHUNK`` bytes."""
+    if cache.is_packed:
+        _write_all(f, np.ascontiguousarray(cache.buffer[: int(lengths.sum())]).data.cast("B"))
+        return
+    data = np.asarray(cache.data)
     n, B = data.shape
     step = max(1, _CHUNK // max(B, 1))
     cols = np.arange(B)
     for start in range(0, n, step):
-        rows = np.array(data[start : start + step])
-        rows[cols >= lengths[start : start + step, None]] = 0
-        f.write(rows.data.cast("B"))  # type: ignore[attr-defined]
+        rows = np.asarray(data[start : start + step])
+        f.write(np.ascontiguousarray(rows[cols < lengths[start : start + step, None]]).data)  # type: ignore[attr-defined]
 
 
 def _clean_tails(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -333,11 +339,16 @@ class _Head:
     tables: bytes
     rows_at: int
     size: int
-    variable: bool
+    version: int
+
+    @property
+    def variable(self) -> bool:
+        """Whether the file holds records of many sizes (a table of lengths)."""
+        return self.version != 1
 
     @property
     def tables_bytes(self) -> int:
-        """Bytes of the tables after the header: ids, checksums and (version 2) lengths."""
+        """Bytes of the tables after the header: ids, checksums and (versions 2, 3) lengths."""
         return (24 if self.variable else 16) * self.n
 
 
@@ -353,9 +364,9 @@ def _header(path: Path, f: BinaryIO) -> _Head:
     if _digest(head[: _HEAD.size]) != head[_HEAD.size :]:
         raise CacheFileError(f"Cache file {path}: its header fails its digest (altered).")
     _, version, worker, N, B, n, epoch, seed, finger, tables, rows_at = _HEAD.unpack(head[: _HEAD.size])
-    if version not in (1, CACHE_VERSION):
-        raise CacheFileError(f"Cache file {path}: version {version}, not 1 or {CACHE_VERSION}.")
-    return _Head(worker, N, B, n, epoch, seed, finger, tables, rows_at, size, version == 2)
+    if version not in (1, 2, CACHE_VERSION):
+        raise CacheFileError(f"Cache file {path}: version {version}, not 1, 2 or {CACHE_VERSION}.")
+    return _Head(worker, N, B, n, epoch, seed, finger, tables, rows_at, size, version)
 
 
 @dataclass(frozen=True)
@@ -462,8 +473,8 @@ def _load_open(path: Path, f: BinaryIO, dataset: Dataset, seed: int | None) -> L
         theirs = "none" if seed_word == _NO_SEED else seed_word
         raise ValueError(f"Cache file {path}: seed {theirs}, not {seed}.")
     at = _HEADER_BYTES + h.tables_bytes
-    if h.size != rows_at + n * B or rows_at < at:
-        raise CacheFileError(f"Cache file {path}: {h.size} bytes, not the {rows_at + n * B} of {n} records.")
+    if h.size < at or rows_at < at:
+        raise CacheFileError(f"Cache file {path}: cut short ({h.size} bytes, less than its tables).")
     mm = np.memmap(f, dtype=np.uint8, mode="r")
     tables = mm[_HEADER_BYTES:at]
     if _digest(np.ascontiguousarray(tables).data) != h.tables:
@@ -476,16 +487,40 @@ def _load_open(path: Path, f: BinaryIO, dataset: Dataset, seed: int | None) -> L
         raise CacheFileError(f"Cache file {path}: its ids are not increasing in [0, {N}).")
     if lengths is not None and n and (int(lengths.min()) < 0 or int(lengths.max()) > B):  # pragma: no cover
         raise CacheFileError(f"Cache file {path}: its lengths are not in [0, {B}].")
-    data = mm[rows_at : rows_at + n * B].reshape(n, B)
-    held = Cache(ids=np.array(ids, dtype=np.int64), data=data, lengths=lengths)
+    held = _records(path, h, mm, np.array(ids, dtype=np.int64), lengths)
     good = (held.checksums() == sums) & (np.asarray(sums) == dataset.checksums[held.ids])
     if lengths is not None:
         assert dataset.lengths is not None
-        good &= (lengths == dataset.lengths[held.ids]) & _clean_tails(data, lengths)
+        good &= lengths == dataset.lengths[held.ids]
+        if h.version == 2:
+            good &= _clean_tails(held.data, lengths)
     if not bool(good.all()):
-        keep = np.flatnonzero(good)
-        held = Cache(ids=held.ids[keep], data=data[keep], lengths=None if lengths is None else lengths[keep])
+        held = _kept(held, good)
     return LoadedCache(str(path), held, h.epoch, h.worker, n - int(good.sum()))
+
+
+def _records(path: Path, h: _Head, mm: np.memmap, ids: np.ndarray, lengths: np.ndarray | None) -> Cache:
+    """The records of the file ``path`` (its header ``h``, mapped as ``mm``), where they lie: rows
+    of ``B`` bytes (versions 1 and 2), or packed end to end (version 3)."""
+    n, B, at = h.n, h.B, h.rows_at
+    size = n * B if h.version != CACHE_VERSION else int(lengths.sum()) if lengths is not None else 0
+    if h.size != at + size:
+        raise CacheFileError(f"Cache file {path}: {h.size} bytes, not the {at + size} of {n} records.")
+    if h.version == CACHE_VERSION:
+        assert lengths is not None  # version 3 has its table of lengths
+        return Cache.packed(ids, mm[at : at + size], lengths, B)
+    return Cache(ids=ids, data=mm[at : at + size].reshape(n, B), lengths=lengths)
+
+
+def _kept(held: Cache, good: np.ndarray) -> Cache:
+    """``held`` without the records where ``good`` is False (packed: the others copied end to end)."""
+    keep = np.flatnonzero(good)
+    if not held.is_packed:
+        lengths = None if held.lengths is None else held.lengths[keep]
+        return Cache(ids=held.ids[keep], data=held.data[keep], lengths=lengths)
+    lengths = np.asarray(held.lengths, dtype=np.int64)
+    buffer = np.ascontiguousarray(held.buffer[: int(lengths.sum())][np.repeat(good, lengths)])
+    return Cache.packed(held.ids[keep], buffer, lengths[keep], held.width)
 
 
 def save_cache_dir(

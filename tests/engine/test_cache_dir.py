@@ -18,6 +18,7 @@ from coded_shuffle.engine import initial_caches, synthetic_dataset
 from coded_shuffle.engine.cache_dir import (
     CacheFileError,
     cache_path,
+    dataset_fingerprint,
     load_cache,
     load_cache_dir,
     save_cache,
@@ -273,7 +274,8 @@ def test_a_file_name_with_glob_characters_cleans_only_its_own_leftovers(ds, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == [".w1.cache.1.ab.tmp", "w[1].cache"]
 
 
-# ---- records of many sizes (version 2: a table of lengths, rows zero after each length)
+# ---- records of many sizes (version 3: a table of lengths, the records end to end; version 2,
+# still read: each row zero after its length)
 
 VAR_N, VAR_K = 60, 3
 
@@ -292,28 +294,64 @@ def var_saved(var_records, tmp_path):
     return vds, tmp_path / "var", p2
 
 
-def test_records_of_many_sizes_round_trip_in_a_version_2_file(var_records, var_saved):
+def test_records_of_many_sizes_round_trip_in_a_version_3_file(var_records, var_saved):
     vds, folder, p2 = var_saved
     ids = p2.batch(1)
     got = load_cache(cache_path(folder, 1), vds, seed=1)
-    assert got.dropped == 0 and np.array_equal(got.cache.ids, ids) and isinstance(got.cache.data, np.memmap)
+    assert got.dropped == 0 and np.array_equal(got.cache.ids, ids)
+    assert got.cache.is_packed and isinstance(got.cache.buffer, np.memmap)  # where they lie on disk
     assert [got.cache.record(int(i)) for i in ids] == [var_records[int(i)] for i in ids]
-    # The layout of the module docstring, read with struct alone: version 2, the lengths after the
-    # checksums, each row the record's bytes then zeros to the longest record's width.
+    # The layout of the module docstring, read with struct alone: version 3, the lengths after the
+    # checksums, the records end to end from a 64-byte boundary.
     raw = cache_path(folder, 1).read_bytes()
     width = max(len(r) for r in var_records)
     version, _, _, w, n = struct.unpack_from("<IIQQQ", raw, 8)
-    assert (version, w, n) == (2, width, ids.size)
+    assert (version, w, n) == (3, width, ids.size)
     lengths = np.frombuffer(raw, "<i8", n, 112 + 16 * n)
     assert lengths.tolist() == [len(var_records[int(i)]) for i in ids]
     rows_at = struct.unpack_from("<Q", raw, 88)[0]
-    assert rows_at % 64 == 0 and rows_at >= 112 + 24 * n and len(raw) == rows_at + n * width
-    for r, i in enumerate(ids):
-        row = raw[rows_at + r * width : rows_at + (r + 1) * width]
-        assert row == var_records[int(i)].ljust(width, b"\x00")
+    assert rows_at % 64 == 0 and rows_at >= 112 + 24 * n
+    assert raw[rows_at:] == b"".join(var_records[int(i)] for i in ids)
 
 
-def test_a_row_buffer_with_bytes_after_its_length_is_written_zero_there(var_records, var_saved):
+def _version_2_file(path: Path, vds, ids: np.ndarray, records: list[bytes], *, epoch: int, seed: int) -> None:
+    """A cache file of version 2, the layout the module docstring gives, written with struct alone
+    (as the writer before version 3 wrote it): each row the record's bytes, zeros to the width."""
+    import hashlib
+
+    width, n = vds.record_bytes, ids.size
+    lengths = np.array([len(records[int(i)]) for i in ids], dtype="<i8")
+    tables = ids.astype("<i8").tobytes() + vds.checksums[ids].astype("<u8").tobytes() + lengths.tobytes()
+    rows_at = -(-(112 + len(tables)) // 64) * 64
+    digest = hashlib.blake2b(tables, digest_size=16).digest()
+    head = struct.pack("<8sIIQQQQQ16s16sQ", b"CSCACHE\x00", 2, 0, vds.N, width, n, epoch, seed,
+                       dataset_fingerprint(vds), digest, rows_at)  # fmt: skip
+    head += hashlib.blake2b(head, digest_size=16).digest()
+    rows = b"".join(records[int(i)].ljust(width, b"\x00") for i in ids)
+    path.write_bytes(head + tables + b"\x00" * (rows_at - 112 - len(tables)) + rows)
+
+
+def test_a_version_2_file_is_still_read_and_its_padding_checked(var_records, var_saved, tmp_path):
+    """A file of version 2 (rows zero-padded to the width) reads back as its records; a byte of
+    the zeros after one record (past the words its checksum reads) drops that record."""
+    vds, _, p2 = var_saved
+    ids = p2.batch(0)
+    path = tmp_path / "v2.cache"
+    _version_2_file(path, vds, ids, var_records, epoch=2, seed=1)
+    got = load_cache(path, vds, seed=1)
+    assert got.dropped == 0 and np.array_equal(got.cache.ids, ids) and not got.cache.is_packed
+    assert [got.cache.record(int(i)) for i in ids] == [var_records[int(i)] for i in ids]
+    width = vds.record_bytes
+    short = [r for r, i in enumerate(ids) if -(-len(var_records[int(i)]) // 8) * 8 < width]
+    raw = bytearray(path.read_bytes())
+    rows_at = struct.unpack_from("<Q", raw, 88)[0]
+    raw[rows_at + short[0] * width + width - 1] ^= 0x40  # a byte of padding
+    path.write_bytes(bytes(raw))
+    got = load_cache(path, vds, seed=1)
+    assert got.dropped == 1 and int(ids[short[0]]) not in set(got.cache.ids.tolist())
+
+
+def test_a_row_buffer_with_bytes_after_its_length_is_written_without_them(var_records, var_saved):
     vds, folder, _ = var_saved
     c = vds.cache([3, 7])
     dirty = np.full(c.data.shape, 0xAB, dtype=np.uint8)  # a reused buffer: bytes after each length
@@ -337,10 +375,10 @@ def test_a_file_of_many_sizes_cut_short_is_absent(var_saved, cut):
     assert holdings[0] is None and holdings[1] is not None and "Treated as absent" in notes[0]
 
 
-def test_an_altered_length_row_or_padding_of_many_sizes_is_caught(var_records, var_saved):
-    """A length altered fails the tables' digest (the file is absent); a byte of a record, or of
-    the zeros after one (past the words its checksum reads), drops that record, which the restart
-    then delivers again from the source."""
+def test_an_altered_length_or_record_of_many_sizes_is_caught(var_records, var_saved):
+    """A length altered fails the tables' digest (the file is absent); a byte of a record (its
+    first, another's last) drops that record, which the restart then delivers again from the
+    source."""
     vds, folder, p2 = var_saved
     path = cache_path(folder, 2)
     raw = bytearray(path.read_bytes())
@@ -351,14 +389,13 @@ def test_an_altered_length_row_or_padding_of_many_sizes_is_caught(var_records, v
     path.write_bytes(bytes(altered))
     with pytest.raises(CacheFileError, match="tables"):
         load_cache(path, vds)
-    width, rows_at = vds.record_bytes, struct.unpack_from("<Q", raw, 88)[0]
-    lengths = np.frombuffer(bytes(raw), "<i8", n, at_len)
-    short = [r for r in range(n) if -(-int(lengths[r]) // 8) * 8 < width]  # rows with a tail past its words
-    raw[rows_at + 0 * width] ^= 0x01  # the first record's first byte
-    raw[rows_at + short[1] * width + width - 1] ^= 0x40  # another's last byte of padding
+    rows_at = struct.unpack_from("<Q", raw, 88)[0]
+    ends = np.cumsum(np.frombuffer(bytes(raw), "<i8", n, at_len))
+    raw[rows_at] ^= 0x01  # the first record's first byte
+    raw[rows_at + int(ends[5]) - 1] ^= 0x40  # the sixth record's last byte
     path.write_bytes(bytes(raw))
     got = load_cache(path, vds, seed=1)
-    lost = {int(p2.batch(2)[0]), int(p2.batch(2)[short[1]])}
+    lost = {int(p2.batch(2)[0]), int(p2.batch(2)[5])}
     assert got.dropped == 2 and not lost & set(got.cache.ids.tolist())
     p3 = epoch_placement(VAR_N, VAR_K, seed=1, epoch=3)
     rep, new, notes = restart_transition(vds, folder, p3, epoch=3, seed=1)
@@ -387,8 +424,8 @@ def test_a_file_of_an_unknown_version_is_damaged(ds, saved):
     folder, _ = saved
     path = cache_path(folder, 0)
     raw = bytearray(path.read_bytes())
-    struct.pack_into("<I", raw, 8, 3)
+    struct.pack_into("<I", raw, 8, 4)
     raw[96:112] = hashlib.blake2b(bytes(raw[:96]), digest_size=16).digest()
     path.write_bytes(bytes(raw))
-    with pytest.raises(CacheFileError, match="version 3, not 1 or 2"):
+    with pytest.raises(CacheFileError, match="version 4, not 1, 2 or 3"):
         load_cache(path, ds)

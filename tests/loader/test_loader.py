@@ -511,13 +511,22 @@ def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> No
 
 
 def _file_pieces(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """The ids and rows of a cache file, read by the layout of docs (engine/cache_dir.py's table:
-    ``n`` at byte 32, the rows' offset at 88, the ids from 112), not by the module."""
+    """The ids and rows (zero-padded to ``B``) of a cache file, read by the layout of docs
+    (engine/cache_dir.py's table: the version at byte 8, ``n`` at 32, the rows' offset at 88, the
+    ids from 112; version 3, the lengths after the checksums and the records end to end), not by
+    the module."""
     raw = path.read_bytes()
+    version = struct.unpack_from("<I", raw, 8)[0]
     n, B = struct.unpack_from("<Q", raw, 32)[0], struct.unpack_from("<Q", raw, 24)[0]
     at = struct.unpack_from("<Q", raw, 88)[0]
     ids = np.frombuffer(raw, "<i8", n, 112)
-    return ids, np.frombuffer(raw, np.uint8, n * B, at).reshape(n, B)
+    if version != 3:
+        return ids, np.frombuffer(raw, np.uint8, n * B, at).reshape(n, B)
+    rows = np.zeros((n, B), dtype=np.uint8)
+    for r, length in enumerate(np.frombuffer(raw, "<i8", n, 112 + 16 * n).tolist()):
+        rows[r, :length] = np.frombuffer(raw, np.uint8, length, at)
+        at += length
+    return ids, rows
 
 
 def check_recut_job(out: Path, K: int, seed: int, start: int) -> None:
