@@ -141,3 +141,21 @@ class Progress:
             bar = f"{self.done}{unit}, {elapsed:.0f} s"
         print(f"\r{self.what}: {bar}\x1b[K", end="", file=self.stream, flush=True)
         self._shown = True
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    """Write ``line`` and its newline to standard error (or ``stream``) in one write, flushed.
+
+    ``print`` writes a line's text and its newline apart when Python runs unbuffered (``-u`` or
+    ``PYTHONUNBUFFERED``, which many container images set); the ranks of a job share one
+    standard error, so another rank's line could land inside this one.
+
+    >>> import io
+    >>> err = io.StringIO()
+    >>> say("rank 1: done", err)
+    >>> err.getvalue()
+    'rank 1: done\\n'
+    """
+    out = sys.stderr if stream is None else stream
+    out.write(line + "\n")
+    out.flush()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -18,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from ._checks import check_int
+from ._progress import say
 from .codec import Dataset
 from .engine.mpi import Watchdog
 from .engine.rest import load_worker_cache, receive_rest, save_worker_cache, table_dataset
@@ -385,10 +385,8 @@ def say_ended(ds: Any) -> None:
         k = ds.stopped_by
         assert k is not None and ds._batch is not None
         who = f"rank {ds.transport.rank_of(k)} (worker {k})"
-        print(
+        say(
             f"coded_shuffle.torch: {ds._who()}: the job ended after epoch {ds._batch.epoch}: "
-            f"{who} stopped early; later epochs yield no samples.",
-            file=sys.stderr,
-            flush=True,
+            f"{who} stopped early; later epochs yield no samples."
         )
     ds._ended = True

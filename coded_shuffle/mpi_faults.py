@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ._progress import say
 from .cli.common import _non_negative, _positive
 from .cli.runner.hooks import Hooks, install
 from .cli.runner.mpi_job import PROG, STARTUP_STEPS
@@ -55,13 +56,13 @@ class Faults(Hooks):
             return
         when = f"at epoch {epoch}" if at is None else f"at the {at!r} step"
         if self.how == "exit":
-            print(f"rank {self.rank}: deliberate exit {when} (--fail-rank)", file=sys.stderr, flush=True)
+            say(f"rank {self.rank}: deliberate exit {when} (--fail-rank)")
             os._exit(3)
         if self.how == "kill":  # this rank dies at once, as under kill -9
-            print(f"rank {self.rank}: deliberate SIGKILL {when} (--fail-rank)", file=sys.stderr, flush=True)
+            say(f"rank {self.rank}: deliberate SIGKILL {when} (--fail-rank)")
             os.kill(os.getpid(), signal.SIGKILL)
         if self.how == "stop":  # this rank stops answering, as under kill -STOP
-            print(f"rank {self.rank}: deliberate stop {when} (--fail-rank)", file=sys.stderr, flush=True)
+            say(f"rank {self.rank}: deliberate stop {when} (--fail-rank)")
             os.kill(os.getpid(), signal.SIGSTOP)
             return
         raise RuntimeError(f"rank {self.rank}: deliberate failure {when} (--fail-rank)")

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -41,6 +40,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._checks import check_int
+from ._progress import say
 from ._torch_base import (
     _PERSISTENT,
     _auto_scheme,
@@ -412,7 +412,7 @@ class CodedIterableDataset(IterableDataset):  # type: ignore[type-arg]
             )  # fmt: skip
             if note is not None:
                 self.cache_notes.append(note)
-                print(f"coded_shuffle.torch: {self._who()}: {note}", file=sys.stderr, flush=True)
+                say(f"coded_shuffle.torch: {self._who()}: {note}")
             return batch
         finally:
             dog.close()

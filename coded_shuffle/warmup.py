@@ -32,11 +32,12 @@ group              kernels, and what compiles them here
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from ._progress import say
 
 __all__ = ["KERNEL_GROUPS", "uncompiled", "warm_up", "compile_once"]
 
@@ -230,11 +231,9 @@ def compile_once(*, prog: str = "coded_shuffle", announce: bool = True) -> list[
     todo = uncompiled()
     if todo:
         if announce:
-            print(
+            say(
                 f"{prog}: compiling kernels, once per install (10 to 20 s; "
-                "coded_shuffle.warmup.warm_up() does it ahead)",
-                file=sys.stderr,
-                flush=True,
+                "coded_shuffle.warmup.warm_up() does it ahead)"
             )
         warm_up(todo)
     return todo

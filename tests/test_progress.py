@@ -1,10 +1,16 @@
 """The progress line: announced off a terminal, a bar in place on one."""
 
 import io
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
-from coded_shuffle._progress import Progress
+from coded_shuffle._progress import Progress, say
 
 
 class Terminal(io.StringIO):
@@ -80,3 +86,56 @@ def test_clear_off_a_terminal_writes_nothing():
     with Progress("x", total=1, stream=err) as bar:
         bar.clear()
     assert err.getvalue() == "x ...\n"
+
+
+class Writes:
+    """A stream that keeps each ``write`` call apart."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.calls.append(text)
+
+    def flush(self) -> None:
+        self.calls.append("<flush>")
+
+
+def test_a_line_goes_out_in_one_write_then_a_flush():
+    out = Writes()
+    say("rank 2: no answer from worker 1 within 3 s", out)  # type: ignore[arg-type]
+    assert out.calls == ["rank 2: no answer from worker 1 within 3 s\n", "<flush>"]
+
+
+def test_unbuffered_ranks_sharing_a_pipe_never_cut_into_each_others_lines():
+    """Three processes, unbuffered (``PYTHONUNBUFFERED``, where ``print`` writes a line's text and
+    its newline apart), each write 2,000 lines to one pipe: every line read is whole."""
+    code = (
+        "import sys; from coded_shuffle._progress import say\n"
+        + "for i in range(2000): say(f'rank {sys.argv[1]}: line {i} ' + 'x' * 60)"
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    r, w = os.pipe()
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(k)], stderr=w, env=env) for k in range(3)]
+    os.close(w)
+    timer = threading.Timer(60, lambda: [p.kill() for p in procs])  # a bound on the read below
+    timer.start()
+    with os.fdopen(r, encoding="utf-8") as pipe:
+        lines = pipe.read().splitlines()
+    timer.cancel()
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    assert len(lines) == 6000
+    assert all(re.fullmatch(r"rank [012]: line \d+ x{60}", line) for line in lines)
+
+
+def test_the_package_writes_its_lines_through_say():
+    """No module prints to standard error with ``print`` (its text and newline would go out apart
+    when unbuffered): every line goes through :func:`coded_shuffle._progress.say`."""
+    root = Path(__file__).resolve().parent.parent / "coded_shuffle"
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sorted(root.rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "file=sys.stderr" in line
+    ]
+    assert found == []

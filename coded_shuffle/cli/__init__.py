@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._progress import say
 from ..errors import CodedShuffleError
 from ._parser import COMMANDS, PROG, UsageError, _Parser
 
@@ -81,24 +82,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_usage(sys.stderr)
             commands = ", ".join(COMMANDS)
-            print(f"{PROG}: error: a command is needed ({commands}); {PROG} --help says more",
-                  file=sys.stderr)  # fmt: skip
+            say(f"{PROG}: error: a command is needed ({commands}); {PROG} --help says more")
             return 2
         return int(args.func(args))
     except UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        say(f"{PROG}: error: {exc}")
         return 2
     except (ValueError, TypeError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        say(f"{PROG}: error: {exc}")
         return 2
     except CodedShuffleError as exc:
-        print(f"{PROG}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        say(f"{PROG}: {type(exc).__name__}: {exc}")
         return 1
     except MemoryError:
-        print(f"{PROG}: error: out of memory", file=sys.stderr)
+        say(f"{PROG}: error: out of memory")
         return 1
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        say(f"{PROG}: interrupted")
         return 130
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, as Unix tools do.

@@ -8,8 +8,9 @@ command is named.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, NoReturn
+
+from .._progress import say
 
 PROG = "coded-shuffle"
 
@@ -44,8 +45,7 @@ class _Deprecated(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:  # fmt: skip
-        print(f"{PROG}: warning: {option_string} is deprecated and will be removed; say {self.new}",
-              file=sys.stderr)  # fmt: skip
+        say(f"{PROG}: warning: {option_string} is deprecated and will be removed; say {self.new}")
         setattr(namespace, self.dest, values)
 
 

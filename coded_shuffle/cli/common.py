@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
-from .._progress import Progress
+from .._progress import Progress, say
 from ..orders import (
     AUTO_FEISTEL_POINTS,
     EPOCH_ORDERS,
@@ -92,7 +91,7 @@ def _warn_once() -> Callable[[str], None]:
     def warn(message: str) -> None:
         if message not in seen:
             seen.add(message)
-            print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+            say(f"{PROG}: warning: {message}")
 
     return warn
 

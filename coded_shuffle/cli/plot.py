@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from .._progress import say
 from ._parser import COMMANDS
 from .common import (
     PROG,
@@ -80,7 +81,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             compile_kernels(["packing", "ordering"])
             out = plots.plot_leftovers(S, args.output, strategy=args.strategy)
     except ImportError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        say(f"{PROG}: error: {exc}")
         return 1
     except OSError as exc:
         raise UsageError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None

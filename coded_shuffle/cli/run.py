@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any
 
+from .._progress import say
 from ..engine.schemes import ranks
 from ._parser import COMMANDS
 from .common import (
@@ -104,7 +105,7 @@ def _auto(args: argparse.Namespace, filled: argparse.Namespace) -> argparse.Name
     mode, line = auto_mode(N, args.workers, filled.seed, order_spec(args, N), B, network, filled.strategy,
                            epoch=filled.start_epoch, refusal=refusal, sizes=sizes,
                            storage=filled.storage)  # fmt: skip
-    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+    say(f"{PROG}: {line}")
     return argparse.Namespace(**{**vars(args), "mode": mode})
 
 
@@ -197,13 +198,13 @@ def launch(cmd: list[str]) -> int:
             clear_segments(started)
         if got:
             name = signal.Signals(got[0]).name
-            print(f"{PROG}: error: stopped by {name}; the MPI job was ended", file=sys.stderr)
+            say(f"{PROG}: error: stopped by {name}; the MPI job was ended")
             return 128 + got[0]
         code = _read_status(status)
         who = _who_ended(report, watch, peers) if code is None else ""
     if code is None:
         status_line = f"(mpiexec exit status {proc.returncode})"
-        print(f"{PROG}: error: the MPI job failed{who} {status_line}", file=sys.stderr)
+        say(f"{PROG}: error: the MPI job failed{who} {status_line}")
         return 1
     return code
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._progress import Progress
+from .._progress import Progress, say
 from ..codec import FRAME_HEADER_BYTES, PACKED_TERMS_VERSION, RUN_BYTES, entry_bytes
 from ..engine.schemes import names
 from ._parser import COMMANDS, add_deprecated
@@ -143,7 +143,7 @@ def _print_header(args: argparse.Namespace, order: str, mode: str, chose: str) -
     standard error)."""
     if args.json:
         if chose:
-            print(f"{PROG}: {chose}", file=sys.stderr, flush=True)
+            say(f"{PROG}: {chose}")
         return
     print(
         f"K = {args.workers}, N = {args.points}, {_records_part(args)}, "
@@ -274,7 +274,7 @@ def _run_engine(args: argparse.Namespace, source: Any = None) -> int:
         for line in rack_load_lines(timed):  # the exchange on racks
             print(line)
     if not verified[0]:
-        print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
+        say(f"{PROG}: error: a transition was not verified")
         return 1
     return 0
 
@@ -428,7 +428,7 @@ def _print_changes(
         print_table(iter(cells(d) for d in rows), columns, sys.stdout)
         footer()
     if not all(d["verified"] for d in rows):
-        print(f"{PROG}: error: a transition was not verified", file=sys.stderr)
+        say(f"{PROG}: error: a transition was not verified")
         return 1
     return 0
 

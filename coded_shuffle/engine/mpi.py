@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, NoReturn
 
+from .._progress import say
 from ..errors import RankTimeout
 from ..transport import ControlLink, mpi_abort
 from .protocol import GO, Announce, Gather, step
@@ -75,7 +75,7 @@ def end_job(prog: str, rank: int, message: str, abort: Callable[[int], Any] = mp
     ``abort`` ends the job: ``MPI_Abort`` by default; a transport over ``torch.distributed``
     ends this process (its launcher, ``torchrun``, then stops the others).
     """
-    print(f"{prog}: error: rank {rank}: {message}", file=sys.stderr, flush=True)
+    say(f"{prog}: error: rank {rank}: {message}")
     # The line sits in the pipe to MPICH's proxy, which forwards it to mpiexec; an abort at once can
     # kill the proxy before it has read it (then the job ends saying nothing). A moment lets it read.
     time.sleep(_FORWARD_SECONDS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_seconds
+from .._progress import say
 from ..codec import Cache, Dataset
 from ..engine import MasterOptions, TransitionReport
 from ..engine.mpi import Watchdog
@@ -471,9 +471,7 @@ class MPILoader:
     def _note(self, note: str) -> None:
         """A worker's line about its cache file: kept (:attr:`cache_notes`) and said on ``stderr``."""
         self.cache_notes.append(note)
-        print(
-            f"{_PROG}: rank {self.transport.rank} (worker {self.worker}): {note}", file=sys.stderr, flush=True
-        )
+        say(f"{_PROG}: rank {self.transport.rank} (worker {self.worker}): {note}")
 
     def _recut(self, session: Session, N: int, B: int, scheme: Scheme, held: Any, now: Epoch) -> Epoch | None:
         """A worker of a storage of ``M > 1`` batches started from the files: when they hold the

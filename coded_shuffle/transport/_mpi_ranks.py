@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any, NoReturn
 
+from .._progress import say
+
 __all__ = [
     "mpi_world", "mpi_start", "launch_rank", "mark_rank", "rank_markers", "ended_ranks", "mpi_exit",
     "mpi_refuse", "mpi_abort",
@@ -226,7 +228,7 @@ def mpi_refuse(message: str, *, status_file: str | None = None) -> NoReturn:
     from mpi4py import MPI
 
     if MPI.COMM_WORLD.Get_rank() == 0:
-        print(message, file=sys.stderr, flush=True)
+        say(message)
     MPI.COMM_WORLD.Barrier()
     mpi_exit(2, status_file=status_file)
 

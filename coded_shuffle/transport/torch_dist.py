@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .._checks import check_seconds
+from .._progress import say
 from ..errors import TransportError
 from .base import TokenBucket
 from .control import Transfers
@@ -181,11 +182,9 @@ class TorchTransport(FramedLink):
         having seen the first end)."""
         if self.rank == min(r for r in range(size) if r not in missing):
             who = ", ".join(self._who(r) for r in missing)
-            print(
+            say(
                 f"coded_shuffle.transport: error: {self._who(self.rank)}: {who} did not make its link "
-                f"within {seconds:g} s; ending the job",
-                file=sys.stderr,
-                flush=True,
+                f"within {seconds:g} s; ending the job"
             )
         else:
             time.sleep(LOST_PEER_GRACE)
@@ -241,11 +240,9 @@ class TorchTransport(FramedLink):
         """If ``exc`` says the other end is gone: the line naming it, then the end of this rank."""
         if any(word in str(exc) for word in _GONE):
             me = self._who(self.rank)
-            print(
+            say(
                 f"coded_shuffle.transport: error: {me}: lost {self._who(peer)}: its connection closed "
-                "(the process ended or was killed); ending the job",
-                file=sys.stderr,
-                flush=True,
+                "(the process ended or was killed); ending the job"
             )
             time.sleep(LOST_PEER_GRACE)
             self.abort(1)

@@ -36,13 +36,13 @@ bytes of a re-cut (:class:`~coded_shuffle.engine.recut.RecutReport`).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from ..._progress import say
 from ...codec import Cache, Dataset
 from ...engine.mpi import end_job
 from ...engine.recut import RecutReport
@@ -189,8 +189,8 @@ def receive(
     folder, k = job.cache_dir, session.link.worker
     assert k is not None
 
-    def say(note: str) -> None:  # a line of what this worker found of its file
-        print(f"{PROG}: rank {session.link.rank} (worker {k}): {note}", file=sys.stderr, flush=True)
+    def tell(note: str) -> None:  # a line of what this worker found of its file
+        say(f"{PROG}: rank {session.link.rank} (worker {k}): {note}")
 
     if scheme.M > 1:
         try:
@@ -201,13 +201,13 @@ def receive(
             raise
         if got is not None:  # files of another K: its storage at this K cut from them
             for note in got[1]:
-                say(note)
+                tell(note)
             return Start(job, session, got[0])
 
     def read(sums: np.ndarray, lengths: np.ndarray | None) -> Cache | None:
         cache, note = load_worker_cache(folder, k, table_dataset(sums, width, lengths), seed=job.seed)
         if note is not None:
-            say(note)
+            tell(note)
         return cache
 
     held = session.receive_held(n_units, width, read, now.held, lengths=True if variable else None)

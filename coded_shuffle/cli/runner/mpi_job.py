@@ -51,6 +51,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ..._progress import say
 from ...codec import Cache, Dataset, load_dataset
 from ...engine.elastic_epochs import ElasticSchedule
 from ...engine.mpi import Watchdog, default_timeout
@@ -523,8 +524,8 @@ class Results:
         if flat["network"] is not None:
             self._timed.append(flat)
         if lost_all:
-            print(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
-                  "records came by the repairs, over MPI", file=sys.stderr, flush=True)  # fmt: skip
+            say(f"{PROG}: warning: epoch {rep.epoch}: every multicast frame was lost on every worker; the "
+                "records came by the repairs, over MPI")  # fmt: skip
         if self.out is not None:
             print(json.dumps(flat), file=self.out, flush=True)
         if self.table:
@@ -547,7 +548,7 @@ class Results:
         if self.res is not sys.stdout:
             self.res.close()
         if not all_ok:
-            print(f"{PROG}: error: a transition was not verified", file=sys.stderr, flush=True)
+            say(f"{PROG}: error: a transition was not verified")
         return 0 if all_ok else 1
 
 
@@ -556,7 +557,7 @@ def master(job: JobOptions, link: ControlLink, dog: Watchdog) -> int:
     dataset = _load(job, K)
     session = _hooks(job, link, dog)
     if isinstance(dataset, str):
-        print(f"{PROG}: error: {dataset}", file=sys.stderr, flush=True)
+        say(f"{PROG}: error: {dataset}")
         with session.setup("sizes"):
             link.share((0, 0, 2, False))
             link.share(2)

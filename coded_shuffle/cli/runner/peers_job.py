@@ -15,10 +15,10 @@ as in a job with a master.
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import numpy as np
 
+from ..._progress import say
 from ...engine.mpi import Watchdog
 from ...engine.protocol import MasterOptions
 from ...engine.schemes import scheme_for
@@ -65,7 +65,7 @@ def peers(job: JobOptions, link: MPITransport, dog: Watchdog) -> int:
         bad = [(r, p) for r, p in enumerate(link.allgather(problem)) if p is not None]
     if bad:
         if link.is_leader:
-            print(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}", file=sys.stderr, flush=True)
+            say(f"{PROG}: error: rank {bad[0][0]}: {bad[0][1]}")
         dog.close()
         return 2
     dog.for_records(N, B)
