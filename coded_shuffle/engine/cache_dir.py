@@ -79,8 +79,8 @@ __all__ = [
 ]  # fmt: skip
 
 MAGIC = b"CSCACHE\x00"
-#: The newest version of the file layout this module writes (``2``: records of many sizes; a file of
-#: records of one size is written as version ``1``); it reads both.
+#: The newest version of the file layout this module writes (``3``: records of many sizes, end to
+#: end; a file of records of one size is written as version ``1``); it reads versions 1 to 3.
 CACHE_VERSION = 3
 _HEAD = struct.Struct("<8sIIQQQQQ16s16sQ")  # the fields up to the header's digest (96 bytes)
 _HEADER_BYTES = _HEAD.size + 16
