@@ -247,17 +247,9 @@ def _lengths_of(cache: Cache, dataset: Dataset, ids: np.ndarray) -> np.ndarray |
 
 def _write_packed(f: object, cache: Cache, lengths: np.ndarray) -> None:
     """Write the records of ``cache`` (of ``lengths``) to the open file ``f`` end to end: a packed
-    cache's buffer as it is, rows each cut to its length, in chunks of about ``_CHUNK`` bytes."""
-    if cache.is_packed:
-        _write_all(f, np.ascontiguousarray(cache.buffer[: int(lengths.sum())]).data.cast("B"))
-        return
-    data = np.asarray(cache.data)
-    n, B = data.shape
-    step = max(1, _CHUNK // max(B, 1))
-    cols = np.arange(B)
-    for start in range(0, n, step):
-        rows = np.asarray(data[start : start + step])
-        f.write(np.ascontiguousarray(rows[cols < lengths[start : start + step, None]]).data)  # type: ignore[attr-defined]
+    cache's buffer as it is, rows packed first (:meth:`~coded_shuffle.codec.Cache.pack`)."""
+    buffer = cache.pack().buffer[: int(lengths.sum())]
+    _write_all(f, np.ascontiguousarray(buffer).data.cast("B"))
 
 
 def _clean_tails(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
