@@ -10,7 +10,7 @@ transitions):
 - **similar size**: each (holder, receiver) group taken longest first, so the ``k``-th longest
   record of ``(i, j)`` is XORed with the ``k``-th longest of ``(j, i)``, and the leftovers reach
   the cycles in that order (``plan_delivery(..., sizes=...)``, what the engine does; the pairs
-  are then listed for one of their two decoders, which changes no byte);
+  listed in that order, the order of a packed cache's layout);
 - **pieces of P B**, each way: every record cut into pieces of ``P`` bytes (its last piece
   shorter), the plan made on the pieces, each piece a record of the frame.
 
@@ -37,7 +37,7 @@ zeroed past each new record only up to the old one's length (``out_lengths``), b
 recycled buffers zeroed to the width (without it, as before); the same records all of the mean
 size decoded through the variable path (frames of records of many sizes, rows of that width),
 recycled: what that path costs outside the rows' layout; the token documents from caches packed
-at their own lengths (``Dataset.cache(..., packed=True)``: the new batch packed too, into a new
+at their own lengths, longest first (``Dataset.cache(..., packed=True)``: the new batch packed too, into a new
 buffer or a recycled one of its bytes, nothing zeroed), the loaders' and the engine's layout;
 then the time of writing zeros
 alone over every worker's new rows at the widest record's width (the rows of a cache of records

@@ -55,43 +55,6 @@ def gather_runs(values, starts, lengths):  # pragma: no cover - compiled
     return out
 
 
-@numba.njit(cache=True, nogil=True)
-def pairs_in_order(first, second, by_second, owner_t, owner_t1, K_t1, fill):  # pragma: no cover - compiled
-    """The pairs ``(first[e], second[e])`` listed cell by cell, each cell's by increasing id.
-
-    Pair ``e`` is listed by its second point where ``by_second[e]``, else by its first. A point
-    ``x`` is of cell ``owner_t[x] * K_t1 + owner_t1[x]``, a first point of a cell ``i < j``
-    (``i * K_t1 + j``), a second of a cell ``i > j``; the points listed by are distinct. ``fill[c]``
-    is where the pairs listed by the points of cell ``c`` start in the result (advanced past
-    them). Returns the two columns reordered, of their dtypes: one scatter of the pairs, then
-    one pass over the points in order, nothing sorted.
-    """
-    at = np.zeros(owner_t.shape[0], dtype=second.dtype)  # the other point + 1 (0: not listed by)
-    for e in range(first.shape[0]):
-        if by_second[e]:
-            at[second[e]] = first[e] + 1
-        else:
-            at[first[e]] = second[e] + 1
-    out_first = np.empty_like(first)
-    out_second = np.empty_like(second)
-    for x in range(owner_t.shape[0]):
-        u = np.int64(at[x]) - 1
-        if u < 0:
-            continue
-        i = np.int64(owner_t[x])
-        j = np.int64(owner_t1[x])
-        c = i * K_t1 + j
-        k = fill[c]
-        if i < j:
-            out_first[k] = x
-            out_second[k] = u
-        else:
-            out_first[k] = u
-            out_second[k] = x
-        fill[c] = k + 1
-    return out_first, out_second
-
-
 _ONE = np.uint64(1)
 
 

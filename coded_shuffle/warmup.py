@@ -16,8 +16,7 @@ time, say, or in a container's build).
 group              kernels, and what compiles them here
 =================  ===================================================================
 ``packing``        greedy cycle packing (:func:`coded_shuffle.plan.rates`)
-``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`),
-                   the pairs of records of many sizes listed for their decoders
+``planning``       the counting sort of a point-level plan (:func:`~coded_shuffle.plan.plan_from_matrix`)
 ``ordering``       the worker ordering of the lower bound beyond its exact range (``lower_bound``)
 ``decoding``       the byte path: encoding, checksums, the parse of frames of pairs, the worker's
                    peel (a tiny ``simulate``), the encoding and decoding of records of varying
@@ -68,7 +67,6 @@ def _dispatchers(group: str) -> list[Any]:
             _kernels.sort_moved,
             _kernels.gather_runs,
             _kernels.deal_cycles,
-            _kernels.pairs_in_order,
         ],
         "ordering": [_kernels.eades_ordering, _kernels.improve_ordering, _kernels.ordering_value],
         "decoding": [
@@ -83,6 +81,8 @@ def _dispatchers(group: str) -> list[Any]:
             codec.apply_ops,
             codec.apply_ops_at,
             codec.packed_rows,
+            codec.packed_layout,
+            codec.in_order,
             codec.parse_pairs,
         ],
         "feistel": [feistel.walk_compiled, feistel.count_transitions],

@@ -421,6 +421,7 @@ def decode_worker(
         packed = _packed_out(out, int(peel.out_len.sum()), cache, out_lengths)
         new_cache = Cache.packed(_readonly(need_ids), packed, _readonly(peel.out_len), width)
         zeroed = _EMPTY_I64
+        _in_layout_order(peel, new_cache.order)
     else:
         new_cache = Cache(ids=_readonly(need_ids), data=rows_out[0], lengths=out_len)
         zeroed = rows_out[1]
@@ -454,6 +455,14 @@ def decode_worker(
         rounds=int(n_rounds),
         verified=verified,
     )
+
+
+def _in_layout_order(peel: Peel, order: np.ndarray) -> None:
+    """The operations of ``peel`` that write the rows of the new batch, one a row and independent
+    (the first ``len(order)``), put in the order of those rows in a packed buffer (``order``,
+    :attr:`Cache.order`): each group's records then lie in the order of its pairs in the cache
+    read, the payloads and the batch written (longest first, :mod:`coded_shuffle.plan.sizes`)."""
+    _kernels().in_order(order, peel.psym, peel.src, peel.dst, peel.oplen)
 
 
 _NO_SUMS = np.empty(0, dtype=np.uint64)  # writeable: one compiled type with a real table

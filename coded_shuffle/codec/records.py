@@ -10,6 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from .._checks import check_int, check_int_array
+from ..plan.sizes import size_key
 from ..records import NpyRecords, RecordSource, open_records
 from ._common import (
     _GOLDEN,
@@ -163,12 +164,20 @@ def _pad_bytes(records: object, name: str) -> tuple[np.ndarray, np.ndarray]:
     return data, lens
 
 
+def _packed_layout(lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, offsets)`` of records of ``lengths`` (none over ``width``) in :class:`Cache`'s
+    packed layout: end to end, longest first, ties in row order (:mod:`coded_shuffle.plan.sizes`)."""
+    lens = _i64(lengths)
+    return _kernels().packed_layout(size_key(lens, width), lens)  # type: ignore[no-any-return]
+
+
 def _packed_rows(data: np.ndarray, rows: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The rows ``rows`` of the ``(n, B)`` ``data``, each cut to its length ``lens``, end to end in
-    a new aligned buffer (:class:`Cache`'s packed layout)."""
+    """The rows ``rows`` of the ``(n, B)`` ``data``, each cut to its length ``lens``, in a new
+    aligned buffer in :class:`Cache`'s packed layout (written in the order they lie)."""
     lens = _i64(lens)
     buf = _aligned_empty(int(lens.sum()))
-    _pack_rows(buf, np.cumsum(lens) - lens, data, rows, lens)
+    order, offsets = _packed_layout(lens, int(data.shape[1]))
+    _pack_rows(buf, offsets[order], data, _i64(rows)[order], lens[order])
     return buf
 
 
@@ -320,10 +329,18 @@ class Cache:
 
     In rows (``Cache(ids, data, lengths)``), ``data`` is ``(len(ids), B)`` ``uint8``, row ``r``
     holding record ``ids[r]``, zero past its length. Packed (:meth:`packed`, for records of
-    many sizes), the records lie end to end from the start of ``buffer``, record ``ids[r]`` the
-    ``lengths[r]`` bytes after those of the rows before it: no padding is stored, read or written,
-    and the decoder reads and writes records of many sizes packed this way (the new batch is
-    packed when the cache is). :attr:`data` gives the rows of either (of a packed cache, a copy).
+    many sizes), the records lie end to end from the start of ``buffer``, longest first, records
+    of one length in row order: record ``ids[r]`` is the ``lengths[r]`` bytes at
+    ``offsets[r]``, and :attr:`order` lists the rows in the order they lie. No padding is
+    stored, read or written, and the decoder reads and writes records of many sizes packed this
+    way (the new batch is packed when the cache is). Longest first is the order in which
+    :func:`coded_shuffle.plan.plan_delivery` pairs and lists the records of each group
+    (:mod:`coded_shuffle.plan.sizes`), so the decoder reads each group's cache records and
+    payloads, and writes its new records, in one direction (in row order, pairs of similar size
+    joined records whose ids are unrelated, and a worker read its cache in no order). Records of
+    64 KiB or more are ordered by a key of 0.034 % steps
+    (:func:`coded_shuffle.plan.sizes.size_key`).
+    :attr:`data` gives the rows of either (of a packed cache, a copy).
 
     Attributes
     ----------
@@ -347,6 +364,9 @@ class Cache:
     >>> p = c.pack()
     >>> p.is_packed, p.record(1), p.data.shape
     (True, b'cde', (1, 3))
+    >>> q = load_dataset([b"ab", b"", b"cde"]).cache([0, 1, 2], packed=True)
+    >>> q.buffer.tobytes(), q.order.tolist(), q.offsets.tolist()
+    (b'cdeab', [2, 0, 1], [3, 5, 0])
     """
 
     ids: np.ndarray
@@ -388,7 +408,7 @@ class Cache:
         bytes (all of them in rows would take the widest record's bytes each)."""
         lens = _i64(lengths)
         buf = _aligned_empty(int(lens.sum()))
-        starts = np.cumsum(lens) - lens
+        starts = _packed_layout(lens, width)[1]
         for lo in range(0, ids.size, GATHER_ROWS):
             hi = min(lo + GATHER_ROWS, ids.size)
             rows = np.ascontiguousarray(source.gather(ids[lo:hi]), dtype=np.uint8)
@@ -396,12 +416,23 @@ class Cache:
         return cls.packed(ids, buf, lens, width)
 
     @cached_property
+    def _layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(order, offsets)``, read-only (:func:`_packed_layout` of a packed cache)."""
+        if not self.is_packed:
+            rows = np.arange(len(self), dtype=np.int64)
+            return _readonly(rows), _readonly(rows * self.width)
+        order, offsets = _packed_layout(np.asarray(self.lengths), self.width)
+        return _readonly(order), _readonly(offsets)
+
+    @property
     def offsets(self) -> np.ndarray:
         """The start of each record in :attr:`buffer` (flat, in bytes)."""
-        if not self.is_packed:
-            return _readonly(np.arange(len(self), dtype=np.int64) * self.width)
-        lens = np.asarray(self.lengths, dtype=np.int64)
-        return _readonly(np.cumsum(lens) - lens)
+        return self._layout[1]
+
+    @property
+    def order(self) -> np.ndarray:
+        """The rows in the order their records lie in :attr:`buffer` (see the class)."""
+        return self._layout[0]
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])

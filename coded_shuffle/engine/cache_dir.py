@@ -26,8 +26,9 @@ offset      bytes    field
 ..          ``8 n``  their load-time checksums (:func:`~coded_shuffle.codec.record_checksums`), ``uint64``
 ..          ``8 n``  versions 2 and 3: each record's length in bytes, ``int64``, in ``[0, B]``
 rows        ``n B``  the records, row ``i`` holding record ``ids[i]``; version 3: the records
-                     end to end (the sum of their lengths); version 2: each its length's bytes,
-                     then zeros to ``B``
+                     end to end (the sum of their lengths) in a packed cache's layout, longest
+                     first, records of one length in row order (:class:`~coded_shuffle.codec.Cache`);
+                     version 2: each its length's bytes, then zeros to ``B``
 ==========  =======  ==========================================================================
 
 Versions 2 and 3 are version 1 with the table of lengths; version 3 packs the records end to end
@@ -169,7 +170,7 @@ def save_cache(
     The module docstring gives the layout and why a crash never leaves a file that passes as
     whole. ``dataset`` gives the records' load-time checksums, their lengths where they vary (the
     cache's must be those) and the job's fingerprint; records of many sizes are written end to
-    end, each its length's bytes (version 3; a packed cache's buffer as it is).
+    end, each its length's bytes, longest first (version 3; a packed cache's buffer as it is).
 
     Examples
     --------
@@ -246,8 +247,8 @@ def _lengths_of(cache: Cache, dataset: Dataset, ids: np.ndarray) -> np.ndarray |
 
 
 def _write_packed(f: object, cache: Cache, lengths: np.ndarray) -> None:
-    """Write the records of ``cache`` (of ``lengths``) to the open file ``f`` end to end: a packed
-    cache's buffer as it is, rows packed first (:meth:`~coded_shuffle.codec.Cache.pack`)."""
+    """Write the records of ``cache`` (of ``lengths``) to the open file ``f`` in the packed layout: a
+    packed cache's buffer as it is, rows packed first (:meth:`~coded_shuffle.codec.Cache.pack`)."""
     buffer = cache.pack().buffer[: int(lengths.sum())]
     _write_all(f, np.ascontiguousarray(buffer).data.cast("B"))
 
@@ -511,7 +512,8 @@ def _kept(held: Cache, good: np.ndarray) -> Cache:
         lengths = None if held.lengths is None else held.lengths[keep]
         return Cache(ids=held.ids[keep], data=held.data[keep], lengths=lengths)
     lengths = np.asarray(held.lengths, dtype=np.int64)
-    buffer = np.ascontiguousarray(held.buffer[: int(lengths.sum())][np.repeat(good, lengths)])
+    order = held.order  # the kept records keep their order in the layout
+    buffer = np.ascontiguousarray(held.buffer[: int(lengths.sum())][np.repeat(good[order], lengths[order])])
     return Cache.packed(held.ids[keep], buffer, lengths[keep], held.width)
 
 

@@ -25,6 +25,7 @@ from .exact import _pack_exact
 from .greedy import _pack_greedy
 from .lp import _pack_lp
 from .packing import CyclePacking, _readonly
+from .sizes import longest_first
 
 #: Cycle packing strategies by name.
 STRATEGIES: dict[str, Callable[[np.ndarray], CyclePacking]] = {
@@ -385,11 +386,9 @@ def plan_delivery(
     joins records of about one size: a symbol costs the longer of its records, and pairing the
     ``k``-th longest with the ``k``-th longest sends, on lognormal token documents at ``K = 8``,
     1.01 times the size-weighted genie bound in payload where pairing regardless of size sends
-    1.47 times it (``benchmarks/variable_coding.py``). The pairs of each group ``(i, j)`` are
-    then listed by the ids of the points one of the two workers decodes (``j``'s where ``j - i``
-    is odd, ``i``'s where even): a worker writes its batch in id order, and so reads the payloads
-    of about half its groups in that order too (one pass over the ids; decoding about 5 % faster
-    on those documents). The counts, hence the loads in symbols, are those without ``sizes``.
+    1.47 times it (``benchmarks/variable_coding.py``). The pairs are listed in that order, the
+    order in which both workers' packed caches lay those records out (:mod:`.sizes`). The
+    counts, hence the loads in symbols, are those without ``sizes``.
 
     Parameters
     ----------
@@ -425,14 +424,14 @@ def plan_delivery(
     >>> plan.n_symbols == plan.rates.coded
     True
 
-    Records of similar sizes go together (10 B with 12 B, 500 B with 490 B):
+    Records of similar sizes go together, longest first (500 B with 490 B, 10 B with 12 B):
 
     >>> from coded_shuffle.orders import placement_from_owner
     >>> p0 = placement_from_owner([0, 0, 1, 1], 2)
     >>> p1 = placement_from_owner([1, 1, 0, 0], 2)
     >>> sized = plan_delivery(p0, p1, sizes=[10, 500, 490, 12])
     >>> sized.pair_x.tolist(), sized.pair_y.tolist()
-    ([0, 1], [3, 2])
+    ([1, 0], [2, 3])
     """
     from .._kernels import count_cells, gather_runs, sort_moved
 
@@ -441,7 +440,7 @@ def plan_delivery(
     q = check_int(subpackets, "subpackets", minimum=1)
     K = max(placement_t.K, placement_t1.K)
     a, b = placement_t.owner, placement_t1.owner
-    longest_first = None if sizes is None else _longest_first(sizes, placement_t.N)
+    by_sizes = None if sizes is None else longest_first(sizes, placement_t.N)
 
     counts = np.zeros(K * K, dtype=np.int64)
     count_cells(a, b, K, counts)
@@ -457,10 +456,10 @@ def plan_delivery(
     start = np.zeros(K * K + 1, dtype=np.int64)
     np.cumsum(moved_counts.ravel(), out=start[1:])
     order = np.empty(int(start[-1]), dtype=np.int32 if N < 2**31 else np.int64)
-    if longest_first is None:
+    if by_sizes is None:
         sort_moved(a, b, K, start, order)
     else:  # the counting sort is stable: group the points taken longest first
-        by_size = longest_first if q == 1 else (longest_first[:, None] * q + np.arange(q)).ravel()
+        by_size = by_sizes if q == 1 else (by_sizes[:, None] * q + np.arange(q)).ravel()
         sort_moved(a[by_size], b[by_size], K, start, order)
         order = by_size[order].astype(order.dtype, copy=False)
 
@@ -475,8 +474,6 @@ def plan_delivery(
     pair_y = gather_runs(order, start[ju * K + iu], m)
     pair_i = np.repeat(iu.astype(wdt), m)
     pair_j = np.repeat(ju.astype(wdt), m)
-    if longest_first is not None and pair_x.size:
-        pair_x, pair_y = _listed_for_decoding(pair_x, pair_y, iu, ju, m, a, b, K)
 
     cycle_points, cycle_workers, cycle_ptr, uncoded_points, uncoded_from, uncoded_to = _leftovers(
         order, start, M, omega, r.packing, wdt
@@ -493,49 +490,6 @@ def plan_delivery(
         subpackets=q,
         **{name: _readonly(arr) for name, arr in arrays.items()},
     )
-
-
-def _listed_for_decoding(
-    pair_x: np.ndarray, pair_y: np.ndarray, iu: np.ndarray, ju: np.ndarray, m: np.ndarray,
-    a: np.ndarray, b: np.ndarray, K: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs of each group ``(iu, ju)`` (``m`` of them in turn) listed by the ids of the points
-    one of its workers decodes: ``ju``'s (``pair_x``) where ``ju - iu`` is odd, else ``iu``'s."""
-    from .._kernels import pairs_in_order
-
-    by_y = (ju - iu) % 2 == 0
-    fill = np.zeros(K * K, dtype=np.int64)
-    fill[np.where(by_y, ju * K + iu, iu * K + ju)] = np.cumsum(m) - m
-    return pairs_in_order(pair_x, pair_y, np.repeat(by_y, m), a, b, K, fill)  # type: ignore[no-any-return]
-
-
-#: Steps an octave of the sort key of sizes of 64 KiB and more (:func:`_longest_first`).
-_SIZE_STEPS = 2048
-
-
-def _longest_first(sizes: object, N: int) -> np.ndarray:
-    """The ``N`` point ids by decreasing ``sizes``, ties in increasing id; or raise naming ``sizes``.
-
-    Sizes under 64 KiB are sorted exactly; larger ones by ``round(2048 log2(size + 1))``, a step
-    of 0.034 %, so that the key has 16 bits and the sort is a radix sort (4 times faster than a
-    stable sort of 64-bit sizes at ``N = 10^7``).
-    """
-    from .._checks import check_int_array
-
-    arr = check_int_array(sizes, "sizes", ndim=1).astype(np.int64)
-    if arr.shape[0] != N:
-        raise ValueError(
-            f"Argument 'sizes' must hold one size for each of the N = {N} points, not {arr.shape[0]}."
-        )
-    if arr.size and int(arr.min()) < 0:
-        raise ValueError(f"Argument 'sizes' must hold non-negative sizes, not {int(arr.min())}.")
-    top = int(arr.max(initial=0))
-    if top < 1 << 16:
-        key = (0xFFFF - arr).astype(np.uint16)
-    else:  # 2048 steps an octave: sizes within 0.034 % of each other may keep their id order
-        steps = np.rint(np.log2(arr.astype(np.float64) + 1.0) * _SIZE_STEPS)
-        key = (0xFFFF - np.minimum(steps, 0xFFFF)).astype(np.uint16)
-    return np.argsort(key, kind="stable")  # a radix sort of 16-bit keys: linear in N
 
 
 def _leftovers(

@@ -1,5 +1,6 @@
-"""A cache of records of many sizes packed end to end (``Cache.packed``): its records, its rows,
-its checks, and the decoder's buffer of the new records when the cache is packed."""
+"""A cache of records of many sizes packed end to end, longest first (``Cache.packed``): its
+records, its rows, its checks, and the decoder's buffer of the new records when the cache is
+packed."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ def test_packed_cache_holds_the_records_end_to_end():
     rows = ds.cache([4, 0, 2, 1])
     packed = ds.cache([4, 0, 2, 1], packed=True)
     assert packed.is_packed and not rows.is_packed
-    assert packed.buffer.tobytes() == b"ab" + b"" + b"cdefg" + b"ijk"
-    assert packed.offsets.tolist() == [0, 2, 2, 7] and packed.nbytes == rows.nbytes == 10
+    # longest first, records of one length in row order: ids 2, 4, 0, 1 (rows 2, 3, 0, 1)
+    assert packed.buffer.tobytes() == b"cdefg" + b"ijk" + b"ab" + b""
+    assert packed.offsets.tolist() == [8, 10, 0, 5] and packed.order.tolist() == [2, 3, 0, 1]
+    assert packed.nbytes == rows.nbytes == 10
     assert [packed.record(n) for n in (0, 1, 2, 4)] == [RECORDS[n] for n in (0, 1, 2, 4)]
     assert bytes(packed.record_at(3)) == b"ijk" and packed.width == rows.width == 5
     assert np.array_equal(packed.data, rows.data)  # the rows, zero-padded
@@ -31,6 +34,34 @@ def test_packed_cache_holds_the_records_end_to_end():
     assert fixed.pack() is fixed and not fixed.is_packed  # rows of one size are packed already
     with pytest.raises(KeyError):
         packed.record(3)
+
+
+def _layout_by_sorting(lengths, width):
+    """The packed layout restated: rows by decreasing length (by the plan's key, 0.034 % steps,
+    for a width of 64 KiB or more), ties in row order, end to end."""
+    if width < 1 << 16:
+        key = [-int(n) for n in lengths]
+    else:
+        key = [-round(2048 * np.log2(float(n) + 1.0)) for n in lengths]
+    order = sorted(range(len(lengths)), key=lambda r: (key[r], r))
+    offsets, at = [0] * len(lengths), 0
+    for r in order:
+        offsets[r] = at
+        at += int(lengths[r])
+    return order, offsets
+
+
+@pytest.mark.parametrize("width", [40, 1 << 20])
+def test_packed_layout_is_longest_first(width):
+    rng = np.random.default_rng(width)
+    for n in (0, 1, 2, 7, 300):
+        if width < 1 << 16:
+            lengths = rng.integers(0, width + 1, n)
+        else:  # sizes within 0.034 % of each other: one key, kept in row order
+            lengths = rng.choice([0, 70_000, 70_001, 70_010, 300_000, 1 << 20], n)
+        cache = Cache.packed(np.arange(n), np.zeros(int(lengths.sum()), np.uint8), lengths, width)
+        order, offsets = _layout_by_sorting(lengths, width)
+        assert cache.order.tolist() == order and cache.offsets.tolist() == offsets
 
 
 def test_packed_cache_checks_its_buffer():
@@ -61,6 +92,8 @@ def test_decoding_a_packed_cache_checks_its_buffer():
     out = np.zeros(total, np.uint8)
     res = decode_worker(cache, frames, need=need, worker=0, checksums=ds.checksums, out=out)
     assert res.ok and res.cache.is_packed and np.array_equal(res.cache.data, ds.data[need])
+    longest_first = sorted(need.tolist(), key=lambda n: (-int(ds.lengths[n]), n))
+    assert out.tobytes() == b"".join(ds.record(n) for n in longest_first)  # the layout, written
     # the next epoch decodes from the packed batch it made
     p2 = epoch_placement(60, 3, seed=4, epoch=2)
     frames2 = encode_plan(plan_delivery(p1, p2, sizes=ds.lengths), ds, epoch=2)

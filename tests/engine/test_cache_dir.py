@@ -302,7 +302,7 @@ def test_records_of_many_sizes_round_trip_in_a_version_3_file(var_records, var_s
     assert got.cache.is_packed and isinstance(got.cache.buffer, np.memmap)  # where they lie on disk
     assert [got.cache.record(int(i)) for i in ids] == [var_records[int(i)] for i in ids]
     # The layout of the module docstring, read with struct alone: version 3, the lengths after the
-    # checksums, the records end to end from a 64-byte boundary.
+    # checksums, the records end to end from a 64-byte boundary, longest first (ties by id).
     raw = cache_path(folder, 1).read_bytes()
     width = max(len(r) for r in var_records)
     version, _, _, w, n = struct.unpack_from("<IIQQQ", raw, 8)
@@ -311,7 +311,8 @@ def test_records_of_many_sizes_round_trip_in_a_version_3_file(var_records, var_s
     assert lengths.tolist() == [len(var_records[int(i)]) for i in ids]
     rows_at = struct.unpack_from("<Q", raw, 88)[0]
     assert rows_at % 64 == 0 and rows_at >= 112 + 24 * n
-    assert raw[rows_at:] == b"".join(var_records[int(i)] for i in ids)
+    laid = sorted(ids.tolist(), key=lambda i: (-len(var_records[i]), i))
+    assert raw[rows_at:] == b"".join(var_records[i] for i in laid)
 
 
 def _version_2_file(path: Path, vds, ids: np.ndarray, records: list[bytes], *, epoch: int, seed: int) -> None:
@@ -390,12 +391,13 @@ def test_an_altered_length_or_record_of_many_sizes_is_caught(var_records, var_sa
     with pytest.raises(CacheFileError, match="tables"):
         load_cache(path, vds)
     rows_at = struct.unpack_from("<Q", raw, 88)[0]
-    ends = np.cumsum(np.frombuffer(bytes(raw), "<i8", n, at_len))
+    laid = sorted(p2.batch(2).tolist(), key=lambda i: (-len(var_records[i]), i))  # longest first
+    ends = np.cumsum([len(var_records[i]) for i in laid])
     raw[rows_at] ^= 0x01  # the first record's first byte
     raw[rows_at + int(ends[5]) - 1] ^= 0x40  # the sixth record's last byte
     path.write_bytes(bytes(raw))
     got = load_cache(path, vds, seed=1)
-    lost = {int(p2.batch(2)[0]), int(p2.batch(2)[5])}
+    lost = {laid[0], laid[5]}
     assert got.dropped == 2 and not lost & set(got.cache.ids.tolist())
     p3 = epoch_placement(VAR_N, VAR_K, seed=1, epoch=3)
     rep, new, notes = restart_transition(vds, folder, p3, epoch=3, seed=1)

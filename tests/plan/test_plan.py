@@ -610,7 +610,7 @@ def test_a_budget_never_depends_on_the_clock(monkeypatch, strategy):
 def test_sized_plan_pairs_each_group_longest_first(rng):
     """Independent restatement: within each (holder, receiver) group the points sorted by
     decreasing size (ties by id), the k-th of (i, j) paired with the k-th of (j, i); the pairs
-    then listed by group, and in each by the points of one of its two workers."""
+    listed group by group, and in each in that order (the order of a packed cache's layout)."""
     for trial in range(20):
         K = int(rng.integers(2, 6))
         N = int(rng.integers(1, 60))
@@ -626,19 +626,14 @@ def test_sized_plan_pairs_each_group_longest_first(rng):
             for j in range(K)
             if i != j
         }
-        expected = sorted(
-            (x, y)
+        expected = [
+            (i, j, x, y)
             for i in range(K)
             for j in range(i + 1, K)
             for x, y in zip(groups[i, j], groups[j, i], strict=False)
-        )
-        assert sorted(zip(plan.pair_x.tolist(), plan.pair_y.tolist(), strict=True)) == expected
-        # listed group by group, each group's pairs by the increasing ids of the points one of
-        # its workers decodes: j's (x) where j - i is odd, i's (y) where it is even
-        i, j = plan.pair_i.astype(int), plan.pair_j.astype(int)
-        key = np.where((j - i) % 2 == 1, plan.pair_x, plan.pair_y)
-        listed = list(zip(i.tolist(), j.tolist(), key.tolist(), strict=True))
-        assert listed == sorted(listed)
+        ]
+        cols = (plan.pair_i, plan.pair_j, plan.pair_x, plan.pair_y)
+        assert list(zip(*(c.astype(int).tolist() for c in cols), strict=True)) == expected
 
 
 def test_sized_pairs_cost_the_least_padding(rng):
@@ -677,8 +672,8 @@ def test_sized_plan_with_subpackets_keeps_a_record_s_pieces_together():
     p0, p1 = placement_from_owner([0, 0, 1, 1], 2), placement_from_owner([1, 1, 0, 0], 2)
     plan = plan_delivery(p0, p1, sizes=[1, 9, 8, 2], subpackets=2)
     verify_plan(plan)
-    # record 0 with record 3, record 1 (9 B) with record 2 (8 B), piece by piece
-    assert plan.pair_x.tolist() == [0, 1, 2, 3] and plan.pair_y.tolist() == [6, 7, 4, 5]
+    # record 1 (9 B) with record 2 (8 B), then record 0 with record 3, piece by piece, longest first
+    assert plan.pair_x.tolist() == [2, 3, 0, 1] and plan.pair_y.tolist() == [4, 5, 6, 7]
 
 
 def test_sized_plan_exceptions():
