@@ -126,7 +126,7 @@ def variable_held_job(
     """Two jobs on the files of ``files`` (records of variable sizes, batches cut by bytes, each
     worker storing ``storage`` batches) with ``cache_dir=folder``: epochs ``start``, ``start + 1``
     from a folder that does not exist yet, then (with one batch a worker the first byte of the
-    first row of worker 0's file altered; the last worker's file removed; each by its own rank)
+    first record in worker 0's file altered; the last worker's file removed; each by its own rank)
     epoch ``start + 2`` from what the files hold: worker ``k`` writes its batch to
     ``OUT/{name}{k}.npz`` and its notes to ``OUT/{name}{k}.json``, the master both ``held_start``
     and the report to ``OUT/{name}.json``."""

@@ -410,7 +410,8 @@ def check_variable_held_job(out: Path, files: list[bytes], K: int, seed: int, t:
     (cold, start), (rep,) = got["starts"], got["reports"]
     assert (cold["source_records"], cold["joined"]) == (N, list(range(K)))
     assert cold["source_bytes"] == int(sizes.sum())
-    lost = np.concatenate([[np.sort(was[0])[0]], was[K - 1]])  # worker 0's first row, the last worker's all
+    first = min(was[0].tolist(), key=lambda i: (-int(sizes[i]), i))  # laid first in the file: longest
+    lost = np.concatenate([[first], was[K - 1]])  # worker 0's first record, the last worker's all
     assert start["joined"] == [K - 1] and start["source_records"] == lost.size
     assert start["source_bytes"] == int(sizes[lost].sum()) and start["held_records"] == N - lost.size
     assert rep["epoch"] == t and rep["verified"] and rep["records_checked"] == N
@@ -513,8 +514,8 @@ def check_storage_job(out: Path, X: np.ndarray, K: int, seed: int, t: int) -> No
 def _file_pieces(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """The ids and rows (zero-padded to ``B``) of a cache file, read by the layout of docs
     (engine/cache_dir.py's table: the version at byte 8, ``n`` at 32, the rows' offset at 88, the
-    ids from 112; version 3, the lengths after the checksums and the records end to end), not by
-    the module."""
+    ids from 112; version 3, the lengths after the checksums and the records end to end, longest
+    first, ties in row order), not by the module."""
     raw = path.read_bytes()
     version = struct.unpack_from("<I", raw, 8)[0]
     n, B = struct.unpack_from("<Q", raw, 32)[0], struct.unpack_from("<Q", raw, 24)[0]
@@ -523,9 +524,10 @@ def _file_pieces(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if version != 3:
         return ids, np.frombuffer(raw, np.uint8, n * B, at).reshape(n, B)
     rows = np.zeros((n, B), dtype=np.uint8)
-    for r, length in enumerate(np.frombuffer(raw, "<i8", n, 112 + 16 * n).tolist()):
-        rows[r, :length] = np.frombuffer(raw, np.uint8, length, at)
-        at += length
+    lengths = np.frombuffer(raw, "<i8", n, 112 + 16 * n).tolist()
+    for r in sorted(range(n), key=lambda r: (-lengths[r], r)):
+        rows[r, : lengths[r]] = np.frombuffer(raw, np.uint8, lengths[r], at)
+        at += lengths[r]
     return ids, rows
 
 
