@@ -999,7 +999,7 @@ def packed_layout(key, lengths):  # pragma: no cover - compiled
 @numba.njit(cache=True, nogil=True)
 def in_order(order, psym, src, dst, oplen):  # pragma: no cover - compiled
     """The first ``n = len(order)`` entries of each of ``psym, src, dst, oplen`` put in the order
-    ``order`` (entry ``i`` becomes entry ``order[i]``), in place: ``x[:n] = x[:n][order]``."""
+    ``order`` (entry ``order[i]`` becomes entry ``i``), in place: ``x[:n] = x[:n][order]``."""
     n = order.shape[0]
     tmp = np.empty(n, dtype=np.int64)
     for x in (psym, src, dst, oplen):
