@@ -386,8 +386,10 @@ class Cache:
 
     @classmethod
     def packed(cls, ids: np.ndarray, buffer: np.ndarray, lengths: np.ndarray, width: int) -> Cache:
-        """A cache of the records packed in ``buffer`` (see the class), of the lengths ``lengths``
-        (each at most ``width``; ``buffer`` at least their sum)."""
+        """A cache of the records packed in ``buffer``, of the lengths ``lengths`` (each at most
+        ``width``; ``buffer`` at least their sum), laid out as the class says: end to end,
+        longest first, records of one length in row order (``buffer`` of records end to end in
+        row order is not that layout; :meth:`Dataset.cache` and :meth:`pack` make it)."""
         if buffer.ndim != 1 or buffer.dtype != np.uint8 or not buffer.flags.c_contiguous:
             raise ValueError("Argument 'buffer' must be a C-contiguous 1-D uint8 array.")
         lens = _check_lengths(lengths, len(ids), width)
