@@ -996,16 +996,80 @@ def packed_layout(key, lengths):  # pragma: no cover - compiled
     return order, offsets
 
 
+#: The fields of a row of :func:`row_table`: destination address, zeroed up to, cache record
+#: address, its length, payload address, its length (-1: none), bytes kept, row (-1: skipped).
+ROW_FIELDS = 8
+
+
 @numba.njit(cache=True, nogil=True)
-def in_order(order, psym, src, dst, oplen):  # pragma: no cover - compiled
-    """The first ``n = len(order)`` entries of each of ``psym, src, dst, oplen`` put in the order
-    ``order`` (entry ``order[i]`` becomes entry ``i``), in place: ``x[:n] = x[:n][order]``."""
+def row_table(  # pragma: no cover - compiled
+    order, psym, src, dst, oplen, olen, cbase, coff, clen, obase, paddr, plen, W
+):
+    """The operations of the rows of a packed new batch (the first ``n = len(order)`` of
+    :func:`peel_ops`' operations, one a row and independent) as one ``(n, ROW_FIELDS)`` table in
+    the order the rows lie (``order``, :attr:`coded_shuffle.codec.Cache.order`), every row and
+    source given by address: :func:`apply_table` then reads the table in order, where
+    :func:`apply_ops_at` looks each address up in four tables by row, in no order (1.2 to 1.5 ms
+    a worker against 1.8 to 2.0 on the token documents of ``benchmarks/variable_coding.py``,
+    for 0.45 ms here, where the permutation of the operations took 0.08). Row ``order[t]``
+    starts at ``obase`` plus the lengths ``olen`` of the rows before it in that order. A row's
+    source is a cache record (``cbase + coff``, ``clen``) or none, as :func:`peel_ops` makes them.
+    """
     n = order.shape[0]
-    tmp = np.empty(n, dtype=np.int64)
-    for x in (psym, src, dst, oplen):
-        tmp[:] = x[:n]
-        for i in range(n):
-            x[i] = tmp[order[i]]
+    table = np.empty((n, ROW_FIELDS), dtype=np.int64)
+    at = obase
+    for t in range(n):
+        i = order[t]
+        e = table[t]
+        e[0] = at
+        at += olen[i]
+        if dst[i] < 0:  # written by a later round
+            e[7] = -1
+            continue
+        L = oplen[i]
+        if L < 0 or L > W:
+            L = W
+        e[1] = max(L, olen[i])
+        c = src[i]
+        e[2] = cbase + coff[c >> 2] if c >= 0 else 0
+        e[3] = clen[c >> 2] if c >= 0 else 0
+        p = psym[i]
+        e[4] = paddr[p] if p >= 0 else 0
+        e[5] = plen[p] if p >= 0 else -1
+        e[6] = L
+        e[7] = i
+    return table
+
+
+@numba.njit(cache=True, nogil=True)
+def apply_table(table, sums, keys, lo, hi):  # pragma: no cover - compiled
+    """The operations of rows ``[lo, hi)`` of a :func:`row_table`: each row ``dst = payload ^
+    source`` cut to its bytes kept, zeroed past them up to its end, as :func:`apply_ops_at`
+    does, the source record of the row :data:`_AHEAD_CACHE` further on prefetched (its first
+    two lines). With ``sums`` non-empty a row with a payload gets its checksum there, at its row."""
+    check = sums.shape[0] > 0
+    for t in range(lo, hi):
+        k = t + _AHEAD_CACHE
+        if k < hi and table[k, 7] >= 0 and table[k, 2] != 0:
+            _prefetch_at(table[k, 2])
+            _prefetch_at(table[k, 2] + 64)
+        e = table[t]
+        r = e[7]
+        if r < 0:
+            continue
+        y, end, x, L = e[0], e[1], e[2], e[6]
+        X = min(e[3], L)
+        P = 0 if e[5] < 0 else min(e[5], L)
+        z = e[4]
+        m = min(P, X)
+        _xor_at(y, z, x, m)
+        if P > m:
+            _copy_at(y + m, z + m, P - m)
+        elif X > m:
+            _copy_at(y + m, x + m, X - m)
+        _zero_at(y + max(P, X), end - max(P, X))
+        if check and e[5] >= 0:
+            sums[r] = _row_checksum(numba.carray(_bytes_at(y), L), L, keys)
 
 
 @numba.njit(cache=True, nogil=True)

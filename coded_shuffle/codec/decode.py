@@ -421,7 +421,6 @@ def decode_worker(
         packed = _packed_out(out, int(peel.out_len.sum()), cache, out_lengths)
         new_cache = Cache.packed(_readonly(need_ids), packed, _readonly(peel.out_len), width)
         zeroed = _EMPTY_I64
-        _in_layout_order(peel, new_cache.order)
     else:
         new_cache = Cache(ids=_readonly(need_ids), data=rows_out[0], lengths=out_len)
         zeroed = rows_out[1]
@@ -457,14 +456,6 @@ def decode_worker(
     )
 
 
-def _in_layout_order(peel: Peel, order: np.ndarray) -> None:
-    """The operations of ``peel`` that write the rows of the new batch, one a row and independent
-    (the first ``len(order)``), put in the order of those rows in a packed buffer (``order``,
-    :attr:`Cache.order`): each group's records then lie in the order of its pairs in the cache
-    read, the payloads and the batch written (longest first, :mod:`coded_shuffle.plan.sizes`)."""
-    _kernels().in_order(order, peel.psym, peel.src, peel.dst, peel.oplen)
-
-
 _NO_SUMS = np.empty(0, dtype=np.uint64)  # writeable: one compiled type with a real table
 
 
@@ -483,7 +474,10 @@ def _apply(
     from the rows by address, each read only up to its length (a row of ``out`` zeroed past its
     record only up to ``zeroed``, when not empty), and then with ``check`` each
     decoded row checksummed in the same pass (:func:`coded_shuffle._codec_kernels.apply_ops_at`):
-    the checksums of the new batch's rows (valid at the decoded rows), or None."""
+    the checksums of the new batch's rows (valid at the decoded rows), or None. The rows of a
+    packed batch are written first, in the order they lie in it
+    (:func:`coded_shuffle._codec_kernels.row_table`, :attr:`Cache.order`): each group's payloads
+    and cache records are then read, and its new records written, in one direction."""
     width = cache.width
     out = new.buffer
     transit = _aligned_rows(int(peel.n_transit), width)
@@ -502,11 +496,15 @@ def _apply(
             oend = olen
         else:
             oend = zeroed if zeroed.shape[0] else _i64(np.full(len(new), width, dtype=np.int64))
-        args = (transit, _ro(cache.buffer).ctypes.data, cache.offsets, _i64(cache.lengths), out.ctypes.data,
-                new.offsets, olen, oend, paddr, plen, *ops,
-                _NO_SUMS if sums is None else sums, keys)  # fmt: skip
+        held = (_ro(cache.buffer).ctypes.data, cache.offsets, _i64(cache.lengths))
+        into = _NO_SUMS if sums is None else sums
+        args = (transit, *held, out.ctypes.data, new.offsets, olen, oend, paddr, plen, *ops, into, keys)
     unit = width if cache.lengths is None else -(-cache.nbytes // max(len(cache), 1))  # bytes an operation
     lo = 0
+    if at is not None and cache.is_packed:  # the new rows first, in the order they lie
+        lo = len(new)
+        table = _kernels().row_table(new.order, *ops, olen, *held, out.ctypes.data, paddr, plen, width)
+        _halves(_kernels().apply_table, (table, into, keys), 0, lo, lo * unit)
     for hi in peel.bounds.tolist():
         _halves(kernel, args, lo, hi, (hi - lo) * unit)
         lo = hi
