@@ -1009,9 +1009,11 @@ def row_table(  # pragma: no cover - compiled
     :func:`peel_ops`' operations, one a row and independent) as one ``(n, ROW_FIELDS)`` table in
     the order the rows lie (``order``, :attr:`coded_shuffle.codec.Cache.order`), every row and
     source given by address: :func:`apply_table` then reads the table in order, where
-    :func:`apply_ops_at` looks each address up in four tables by row, in no order (1.2 to 1.5 ms
-    a worker against 1.8 to 2.0 on the token documents of ``benchmarks/variable_coding.py``,
-    for 0.45 ms here, where the permutation of the operations took 0.08). Row ``order[t]``
+    :func:`apply_ops_at` looks each address up in four tables by row, in no order. On the token
+    documents of ``benchmarks/variable_coding.py`` the table takes 0.2 to 0.3 ms a worker and the
+    row operations with it 1.85 to 1.89 ms, against 1.97 to 2.33 ms with the operations put in
+    the rows' order and their addresses looked up as they run (fixed records: 1.95 to 2.02 ms).
+    Row ``order[t]``
     starts at ``obase`` plus the lengths ``olen`` of the rows before it in that order. A row's
     source is a cache record (``cbase + coff``, ``clen``) or none, as :func:`peel_ops` makes them.
     """
@@ -1087,13 +1089,13 @@ def apply_ops_at(  # pragma: no cover - compiled
     outlive the call. Each operation is that of :func:`apply_ops`, ``dst = payload[psym] ^ src``
     cut to ``oplen``, the rest of the row zeroed: of a row of the new batch up to ``oend[r]``
     (its length in a packed buffer; in rows of the width, the length past which the row is
-    already zero), of a transit row (``transit``, of the width ``W``) to ``W``. In a packed
-    layout (longest first) the operations, put in the order of the rows they write, read each
-    group's payloads and cache records in one direction too (:class:`coded_shuffle.codec.Cache`);
-    the groups interleave, so the first two lines of the cache record of the operation
-    :data:`_AHEAD_CACHE` further on are prefetched (2 to 5 % faster on lognormal token
-    documents when the cache was read in no order; every line of every record prefetched ran 2
-    to 4 % slower than nothing, ``benchmarks/variable_coding.py --decode-only``). With ``sums``
+    already zero), of a transit row (``transit``, of the width ``W``) to ``W``. (The rows of a
+    packed batch go through :func:`row_table` and :func:`apply_table` instead; what is left here
+    are the steps to transit points and the later rounds.) The first two lines of the cache
+    record of the operation :data:`_AHEAD_CACHE` further on are prefetched (2 to 5 % faster on
+    lognormal token documents when the cache was read in no order; every line of every record
+    prefetched ran 2 to 4 % slower than nothing, ``benchmarks/variable_coding.py
+    --decode-only``). With ``sums``
     non-empty, a decoded row of the new batch (``psym >= 0``, ``dst`` in the new batch) gets its
     checksum there (:func:`checksum_rows` of its ``oplen`` bytes) while hot.
     """
