@@ -1089,9 +1089,9 @@ def apply_ops_at(  # pragma: no cover - compiled
     outlive the call. Each operation is that of :func:`apply_ops`, ``dst = payload[psym] ^ src``
     cut to ``oplen``, the rest of the row zeroed: of a row of the new batch up to ``oend[r]``
     (its length in a packed buffer; in rows of the width, the length past which the row is
-    already zero), of a transit row (``transit``, of the width ``W``) to ``W``. (The rows of a
-    packed batch go through :func:`row_table` and :func:`apply_table` instead; what is left here
-    are the steps to transit points and the later rounds.) The first two lines of the cache
+    already zero), of a transit row (``transit``, of the width ``W``) to ``W``. (Of a packed batch,
+    the rows go through :func:`row_table` and :func:`apply_table` instead, and only the steps to
+    transit points and the later rounds come here.) The first two lines of the cache
     record of the operation :data:`_AHEAD_CACHE` further on are prefetched (2 to 5 % faster on
     lognormal token documents when the cache was read in no order; every line of every record
     prefetched ran 2 to 4 % slower than nothing, ``benchmarks/variable_coding.py
