@@ -871,6 +871,19 @@ def _zero_at(y, n):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always")
+def _xor_span(y, end, z, P, x, X):  # pragma: no cover - compiled
+    """The ``end`` bytes at ``y``: the ``P`` at ``z`` XOR the ``X`` at ``x``, each shorter one
+    zero-padded, then zeros (a row operation of :func:`apply_ops_at` or :func:`apply_table`)."""
+    m = min(P, X)
+    _xor_at(y, z, x, m)
+    if P > m:
+        _copy_at(y + m, z + m, P - m)
+    elif X > m:
+        _copy_at(y + m, x + m, X - m)
+    _zero_at(y + max(P, X), end - max(P, X))
+
+
+@numba.njit(inline="always")
 def _u32(e, o):  # pragma: no cover - compiled
     """The little-endian ``uint32`` at byte ``o`` of the ``uint8`` row ``e``, as a ``uint64``."""
     return (np.uint64(e[o]) | (np.uint64(e[o + 1]) << np.uint64(8)) | (np.uint64(e[o + 2]) << np.uint64(16))
@@ -1063,13 +1076,7 @@ def apply_table(table, sums, keys, lo, hi):  # pragma: no cover - compiled
         X = min(e[3], L)
         P = 0 if e[5] < 0 else min(e[5], L)
         z = e[4]
-        m = min(P, X)
-        _xor_at(y, z, x, m)
-        if P > m:
-            _copy_at(y + m, z + m, P - m)
-        elif X > m:
-            _copy_at(y + m, x + m, X - m)
-        _zero_at(y + max(P, X), end - max(P, X))
+        _xor_span(y, end, z, P, x, X)
         if check and e[5] >= 0:
             sums[r] = _row_checksum(numba.carray(_bytes_at(y), L), L, keys)
 
@@ -1134,13 +1141,7 @@ def apply_ops_at(  # pragma: no cover - compiled
                 X, x = min(olen[c >> 2], L), obase + ooff[c >> 2]
             else:
                 X, x = L, tbase + (c >> 2) * W
-        m = min(P, X)
-        _xor_at(y, z, x, m)
-        if P > m:
-            _copy_at(y + m, z + m, P - m)
-        elif X > m:
-            _copy_at(y + m, x + m, X - m)
-        _zero_at(y + max(P, X), end - max(P, X))
+        _xor_span(y, end, z, P, x, X)
         if check and p >= 0 and d & 3 == OUT:
             sums[d >> 2] = _row_checksum(numba.carray(_bytes_at(y), L), L, keys)
 
