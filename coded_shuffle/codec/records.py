@@ -171,14 +171,16 @@ def _packed_layout(lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndar
     return _kernels().packed_layout(size_key(lens, width), lens)  # type: ignore[no-any-return]
 
 
-def _packed_rows(data: np.ndarray, rows: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The rows ``rows`` of the ``(n, B)`` ``data``, each cut to its length ``lens``, in a new
-    aligned buffer in :class:`Cache`'s packed layout (written in the order they lie)."""
+def _packed_rows(ids: np.ndarray, data: np.ndarray, rows: np.ndarray, lens: np.ndarray) -> Cache:
+    """The packed cache of the records ``ids``: the rows ``rows`` of the ``(n, B)`` ``data``, each
+    cut to its length ``lens``, in a new aligned buffer in :class:`Cache`'s packed layout (written
+    in the order they lie)."""
     lens = _i64(lens)
     buf = _aligned_empty(int(lens.sum()))
-    order, offsets = _packed_layout(lens, int(data.shape[1]))
+    layout = _packed_layout(lens, int(data.shape[1]))
+    order, offsets = layout
     _pack_rows(buf, offsets[order], data, _i64(rows)[order], lens[order])
-    return buf
+    return Cache._laid_out(ids, buf, lens, int(data.shape[1]), layout)
 
 
 def _pack_rows(
@@ -266,7 +268,7 @@ class Dataset:
             raise TypeError(f"Argument 'packed' must be a bool, not {type(packed).__name__}.")
         if packed and self.lengths is not None:
             sizes = self.lengths[idx].copy()
-            return Cache.packed(_readonly(idx), _packed_rows(self.data, idx, sizes), sizes, self.record_bytes)
+            return _packed_rows(_readonly(idx), self.data, idx, sizes)
         data = _aligned_rows(idx.size, self.record_bytes)
         _halves(_kernels().take_rows, (data, _ro(self.data), _i64(idx)), 0, idx.size, data.nbytes)
         lens = None if self.lengths is None else self.lengths[idx].copy()
@@ -410,12 +412,24 @@ class Cache:
         bytes (all of them in rows would take the widest record's bytes each)."""
         lens = _i64(lengths)
         buf = _aligned_empty(int(lens.sum()))
-        starts = _packed_layout(lens, width)[1]
+        layout = _packed_layout(lens, width)
+        starts = layout[1]
         for lo in range(0, ids.size, GATHER_ROWS):
             hi = min(lo + GATHER_ROWS, ids.size)
             rows = np.ascontiguousarray(source.gather(ids[lo:hi]), dtype=np.uint8)
             _pack_rows(buf, starts[lo:hi], rows, np.arange(hi - lo, dtype=np.int64), lens[lo:hi])
-        return cls.packed(ids, buf, lens, width)
+        return cls._laid_out(ids, buf, lens, width, layout)
+
+    @classmethod
+    def _laid_out(
+        cls, ids: np.ndarray, buffer: np.ndarray, lengths: np.ndarray, width: int,
+        layout: tuple[np.ndarray, np.ndarray],
+    ) -> Cache:  # fmt: skip
+        """:meth:`packed`, with its ``(order, offsets)`` already computed by :func:`_packed_layout`
+        (where the records were just written), kept instead of computed again."""
+        cache = cls.packed(ids, buffer, lengths, width)
+        cache.__dict__["_layout"] = (_readonly(layout[0]), _readonly(layout[1]))
+        return cache
 
     @cached_property
     def _layout(self) -> tuple[np.ndarray, np.ndarray]:
@@ -495,8 +509,7 @@ class Cache:
         if self.is_packed or self.lengths is None:
             return self
         lens = _i64(self.lengths)
-        buf = _packed_rows(self.buffer, np.arange(len(self), dtype=np.int64), lens)
-        return Cache.packed(self.ids, buf, lens, self.width)
+        return _packed_rows(self.ids, self.buffer, np.arange(len(self), dtype=np.int64), lens)
 
     def checksums(self) -> np.ndarray:
         """Recompute the checksum of every record held (a packed cache's where they lie)."""
