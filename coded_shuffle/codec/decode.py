@@ -483,6 +483,8 @@ def _apply(
     transit = _aligned_rows(int(peel.n_transit), width)
     ops = (peel.psym, peel.src, peel.dst, peel.oplen)
     sums = None
+    unit = width if cache.lengths is None else -(-cache.nbytes // max(len(cache), 1))  # bytes an operation
+    lo = 0
     if at is None:
         kernel = _kernels().apply_ops
         args: tuple = (out.view(np.ndarray), transit, _ro(cache.data), _ro(payload), *ops)
@@ -499,12 +501,10 @@ def _apply(
         held = (_ro(cache.buffer).ctypes.data, cache.offsets, _i64(cache.lengths))
         into = _NO_SUMS if sums is None else sums
         args = (transit, *held, out.ctypes.data, new.offsets, olen, oend, paddr, plen, *ops, into, keys)
-    unit = width if cache.lengths is None else -(-cache.nbytes // max(len(cache), 1))  # bytes an operation
-    lo = 0
-    if at is not None and cache.is_packed:  # the new rows first, in the order they lie
-        lo = len(new)
-        table = _kernels().row_table(new.order, *ops, olen, *held, out.ctypes.data, paddr, plen, width)
-        _halves(_kernels().apply_table, (table, into, keys), 0, lo, lo * unit)
+        if cache.is_packed:  # the new rows first, in the order they lie
+            lo = len(new)
+            table = _kernels().row_table(new.order, *ops, olen, *held, out.ctypes.data, paddr, plen, width)
+            _halves(_kernels().apply_table, (table, into, keys), 0, lo, lo * unit)
     for hi in peel.bounds.tolist():
         _halves(kernel, args, lo, hi, (hi - lo) * unit)
         lo = hi
